@@ -1,0 +1,135 @@
+// `exguardian run`: policy sources + flags -> Plan -> sandbox.
+#include "cli/commands.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "plan/paths.hpp"
+#include "plan/plan.hpp"
+#include "policy/policy.hpp"
+#include "sandbox/supervisor.hpp"
+
+namespace exg::cli {
+
+namespace {
+
+bool file_exists(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0;
+}
+
+policy::PathEntry flag_path(const std::string& p, const std::string& cwd, const std::string& flag) {
+  policy::PathEntry e;
+  e.path = p;
+  e.base_dir = cwd;
+  e.where.file = "--" + flag;
+  return e;
+}
+
+int error(const std::string& what) {
+  std::fprintf(stderr, "exguardian: %s\n", what.c_str());
+  return 125;
+}
+
+}  // namespace
+
+void RunOptions::add_to(CLI::App& app) {
+  auto* run = app.add_subcommand("run", "Run a command in a sandbox");
+  run->add_option("--policy", policy_file, "Policy file (JSON; srt settings files accepted)");
+  run->add_option("--workspace", workspace, "Writable, persistent directory (default: the current directory)");
+  run->add_option("--allow-write", allow_write, "Also make PATH writable (repeatable)");
+  run->add_option("--deny-write", deny_write, "Make PATH unwritable (repeatable)");
+  run->add_option("--deny-read", deny_read, "Make PATH unreadable; globs allowed (repeatable)");
+  run->add_option("--allow-read", allow_read, "Re-allow reading PATH inside a denied one (repeatable)");
+  run->add_option("--allow-domain", allow_domain, "Allow egress to DOMAIN (repeatable; enforced with the egress proxy)");
+  run->add_option("--env", env, "Pass NAME from the host, or set NAME=VALUE (repeatable)");
+  run->add_option("--timeout", timeout, "Wall-clock limit, e.g. 30s, 5m; the command is killed (exit 124)");
+  run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
+  run->add_flag("--no-policy-files", no_policy_files,
+                "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
+  run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
+  run->add_option("command", command, "COMMAND [ARGS...] (after --)");
+  run->prefix_command(true);
+  sub = run;
+}
+
+int RunOptions::execute() {
+  for (const auto& r : sub->remaining()) command.push_back(r);
+  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  if (command.empty()) return error("run: no command given (usage: exguardian run [options] -- COMMAND [ARGS...])");
+
+  plan::Context ctx = plan::Context::from_process(command);
+  if (!workspace.empty()) ctx.workspace = workspace;
+
+  // Sources, merged in order: user file < project file < --policy < flags.
+  policy::Policy pol;
+  auto load = [&](const std::string& path) -> bool {
+    auto p = policy::load_policy_file(path);
+    if (!p) {
+      std::fprintf(stderr, "exguardian: %s\n", p.error().message.c_str());
+      return false;
+    }
+    policy::merge(pol, *p);
+    return true;
+  };
+  if (!no_policy_files) {
+    if (!ctx.home.empty()) {
+      std::string user = ctx.home + "/.config/exguardian/policy.json";
+      if (file_exists(user) && !load(user)) return 125;
+    }
+    std::string ws = plan::expand_path(workspace.empty() ? ctx.cwd : workspace, ctx.home, ctx.cwd);
+    std::string project = ws + "/.exguardian.json";
+    if (file_exists(project) && !load(project)) return 125;
+  }
+  if (!policy_file.empty() && !load(policy_file)) return 125;
+
+  policy::Policy flags;
+  flags.sources.push_back("<flags>");
+  for (const auto& p : allow_write) flags.filesystem.allow_write.push_back(flag_path(p, ctx.cwd, "allow-write"));
+  for (const auto& p : deny_write) flags.filesystem.deny_write.push_back(flag_path(p, ctx.cwd, "deny-write"));
+  for (const auto& p : deny_read) {
+    if (auto bad = policy::check_glob(p)) return error("--deny-read " + p + ": " + *bad);
+    flags.filesystem.deny_read.push_back(flag_path(p, ctx.cwd, "deny-read"));
+  }
+  for (const auto& p : allow_read) flags.filesystem.allow_read.push_back(flag_path(p, ctx.cwd, "allow-read"));
+  for (const auto& d : allow_domain) {
+    if (auto bad = policy::check_domain_pattern(d, false)) return error("--allow-domain " + d + ": " + *bad);
+    flags.network.allowed_domains.push_back({d, {"--allow-domain"}});
+  }
+  for (const auto& e : env) {
+    auto eq = e.find('=');
+    std::string name = e.substr(0, eq);
+    if (auto bad = policy::check_env_name(name)) return error("--env " + e + ": " + *bad);
+    if (eq == std::string::npos) flags.env.allow.push_back(name);
+    else flags.env.set.emplace_back(name, e.substr(eq + 1));
+  }
+  if (!timeout.empty()) {
+    auto t = policy::parse_duration(timeout);
+    if (!t) return error("--timeout " + timeout + ": " + t.error().message);
+    flags.resources.timeout = *t;
+  }
+  policy::merge(pol, flags);
+  if (pol.layer && *pol.layer != "process")
+    return error("layer " + *pol.layer + ": not available yet (only the process layer is)");
+
+  auto plan = plan::compile(pol, ctx);
+  if (!plan) return error(plan.error().str());
+  if (dry_run) {
+    std::fputs(plan->to_text().c_str(), stdout);
+    return 0;
+  }
+  if (verbose) {
+    std::fprintf(stderr, "exguardian: sandbox %s: %zu mount steps, uid %u, workspace %s\n", plan->sandbox_id.c_str(),
+                 plan->steps.size(), plan->identity.host_uid, plan->workspace.c_str());
+    for (const auto& n : plan->notes) std::fprintf(stderr, "exguardian: note: %s\n", n.c_str());
+  }
+  sandbox::SuperviseOptions so;
+  so.verbose = verbose;
+  auto status = sandbox::supervise(*plan, so);
+  if (!status) return error(status.error().str());
+  return *status;
+}
+
+}  // namespace exg::cli

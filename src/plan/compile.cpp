@@ -1,0 +1,370 @@
+// Policy + invocation -> Plan. Resolves paths, chooses the identity, lays out
+// the mounts in an order where later (deeper, stricter) steps win, and builds
+// the environment. Reads the filesystem, never changes it.
+#include <dirent.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "plan/paths.hpp"
+#include "plan/plan.hpp"
+#include "plan/protect.hpp"
+
+namespace exg::plan {
+
+namespace {
+
+std::string random_hex(size_t bytes) {
+  unsigned char buf[32];
+  if (::getrandom(buf, bytes, 0) != static_cast<ssize_t>(bytes)) {
+    for (size_t i = 0; i < bytes; ++i) buf[i] = static_cast<unsigned char>(::rand());
+  }
+  std::string s;
+  char h[3];
+  for (size_t i = 0; i < bytes; ++i) {
+    std::snprintf(h, sizeof h, "%02x", buf[i]);
+    s += h;
+  }
+  return s;
+}
+
+// A host uid no account and no process owns: [1.5e9, 1.5e9 + 2^20).
+uid_t pick_synthetic_uid() {
+  for (int tries = 0; tries < 64; ++tries) {
+    uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != sizeof r) r = static_cast<uint32_t>(::getpid()) * 2654435761u;
+    uid_t u = 1500000000u + (r % (1u << 20));
+    if (!::getpwuid(u)) return u;
+  }
+  return 1500000000u;
+}
+
+std::string parent_of(const std::string& p) {
+  auto i = p.rfind('/');
+  return i == 0 ? "/" : p.substr(0, i);
+}
+
+size_t depth(const std::string& p) { return std::count(p.begin(), p.end(), '/'); }
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+struct Builder {
+  const policy::Policy& pol;
+  const Context& ctx;
+  Plan plan;
+  std::vector<std::string> writable;  // canonical host paths bound read-write
+
+  Step& add(StepKind k, std::string target, std::string source = {}, std::string why = {}) {
+    Step s;
+    s.kind = k;
+    s.target = std::move(target);
+    s.source = std::move(source);
+    s.why = std::move(why);
+    plan.steps.push_back(std::move(s));
+    return plan.steps.back();
+  }
+
+  // Root invoking: a writable tree owned by someone else than the sandbox uid is
+  // bound through an idmapped mount, so the code writes as itself and the files
+  // keep their real owner on disk.
+  void maybe_idmap(Step& s) {
+    if (!plan.identity.invoked_as_root) return;
+    struct stat st;
+    if (::stat(s.source.c_str(), &st) != 0) return;
+    if (st.st_uid == plan.identity.host_uid) return;
+    s.idmap = true;
+    s.idmap_from_uid = st.st_uid;
+    s.idmap_from_gid = st.st_gid;
+  }
+
+  Result<void> identity(const std::string& ws) {
+    Identity& id = plan.identity;
+    if (ctx.uid != 0) {
+      id.host_uid = id.inside_uid = ctx.uid;
+      id.host_gid = id.inside_gid = ctx.gid;
+      id.why = "the invoking user, through a user namespace";
+      return {};
+    }
+    id.invoked_as_root = true;
+    struct stat st;
+    if (::stat(ws.c_str(), &st) != 0) return fail(Error::sys("workspace " + ws));
+    if (st.st_uid != 0) {
+      id.host_uid = st.st_uid;
+      passwd* pw = ::getpwuid(st.st_uid);
+      id.host_gid = pw ? pw->pw_gid : st.st_gid;
+      id.why = "invoked as root: runs as the workspace owner";
+    } else {
+      id.synthetic = true;
+      id.host_uid = pick_synthetic_uid();
+      id.host_gid = id.host_uid;
+      id.why = "invoked as root and the workspace belongs to root: runs as an unused high uid, "
+               "writes go through idmapped mounts and stay owned by root on disk";
+    }
+    id.inside_uid = id.host_uid;
+    id.inside_gid = id.host_gid;
+    return {};
+  }
+
+  void base() {
+    // The host's top-level directories, read-only; the ones the sandbox gets
+    // its own copy of are skipped.
+    static const std::set<std::string> skip = {"proc", "sys", "dev", "tmp", "run", "lost+found"};
+    DIR* d = ::opendir("/");
+    std::vector<std::pair<std::string, unsigned char>> entries;
+    while (dirent* e = d ? ::readdir(d) : nullptr) {
+      std::string n = e->d_name;
+      if (n == "." || n == ".." || skip.count(n)) continue;
+      struct stat st;
+      std::string p = "/" + n;
+      if (::lstat(p.c_str(), &st) != 0) continue;
+      entries.emplace_back(n, S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG);
+    }
+    if (d) ::closedir(d);
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [n, t] : entries) {
+      std::string p = "/" + n;
+      if (t == DT_LNK) {
+        char buf[4096];
+        ssize_t len = ::readlink(p.c_str(), buf, sizeof buf - 1);
+        if (len > 0) add(StepKind::Symlink, p, std::string(buf, len), "as on the host");
+      } else if (t == DT_DIR) {
+        add(StepKind::BindRo, p, p, "host, read-only");
+      }
+    }
+  }
+
+  void specials() {
+    add(StepKind::Tmpfs, "/tmp", {}, "private /tmp").mode = 01777;
+    add(StepKind::Tmpfs, "/run", {}, "runtime sockets (docker, dbus, ...) invisible").mode = 0755;
+    struct stat st;
+    if (::lstat("/var/run", &st) == 0 && S_ISDIR(st.st_mode))
+      add(StepKind::Tmpfs, "/var/run", {}, "runtime sockets invisible").mode = 0755;
+    if (::lstat("/var/tmp", &st) == 0 && S_ISDIR(st.st_mode))
+      add(StepKind::Tmpfs, "/var/tmp", {}, "private /var/tmp").mode = 01777;
+    add(StepKind::Tmpfs, "/dev", {}, "minimal /dev").mode = 0755;
+    for (const char* n : {"null", "zero", "full", "random", "urandom", "tty"})
+      add(StepKind::DevNode, std::string("/dev/") + n, std::string("/dev/") + n).is_dir = false;
+    add(StepKind::Devpts, "/dev/pts", {}, "own ptys");
+    add(StepKind::Symlink, "/dev/ptmx", "pts/ptmx");
+    add(StepKind::Tmpfs, "/dev/shm", {}, "private shared memory").mode = 01777;
+    add(StepKind::Symlink, "/dev/fd", "/proc/self/fd");
+    add(StepKind::Symlink, "/dev/stdin", "/proc/self/fd/0");
+    add(StepKind::Symlink, "/dev/stdout", "/proc/self/fd/1");
+    add(StepKind::Symlink, "/dev/stderr", "/proc/self/fd/2");
+    add(StepKind::ReadOnly, "/dev", {}, "no new device nodes");
+    add(StepKind::Proc, "/proc", {}, "the sandbox's own processes only");
+    for (const char* p : {"/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"})
+      add(StepKind::ProtectRo, p, {}, "kernel knobs read-only").is_dir = std::string(p) != "/proc/sysrq-trigger";
+    add(StepKind::Sysfs, "/sys", {}, "read-only, own network devices only");
+  }
+
+  Result<void> build() {
+    // Workspace.
+    std::string ws_in = ctx.workspace ? expand_path(*ctx.workspace, ctx.home, ctx.cwd) : ctx.cwd;
+    auto ws = canonical(ws_in);
+    if (!ws) return fail(Error::sys("workspace " + ws_in));
+    if (!is_dir(*ws)) return fail(Error::msg("workspace " + *ws, "not a directory"));
+    if (*ws == "/") return fail(Error::msg("workspace /", "the whole filesystem cannot be the workspace; pass --workspace DIR"));
+    for (const char* bad : {"/proc", "/sys", "/dev", "/run"})
+      if (is_within(*ws, bad)) return fail(Error::msg("workspace " + *ws, std::string("cannot be under ") + bad));
+    std::string home;
+    if (!ctx.home.empty()) home = canonical(ctx.home).value_or("");
+    if (!home.empty() && home != "/" && is_within(home, *ws))
+      return fail(Error::msg("workspace " + *ws,
+                             "contains your home directory ($HOME " + home +
+                                 "): its shell rc files and credentials would be writable; pass --workspace DIR "
+                                 "with a project directory"));
+    plan.workspace = *ws;
+    plan.cwd = is_within(ctx.cwd, *ws) ? ctx.cwd : *ws;
+    if (auto r = identity(*ws); !r) return r;
+    plan.argv = ctx.argv;
+    plan.sandbox_id = ctx.sandbox_id.empty() ? random_hex(8) : ctx.sandbox_id;
+    plan.timeout = pol.resources.timeout;
+
+    base();
+    specials();
+
+    // HOME: readable as on the host, writes thrown away.
+    if (!home.empty() && home != "/" && is_dir(home)) {
+      plan.home = home;
+      Step& s = add(StepKind::Overlay, home, home, "readable as on the host; writes go to a throwaway layer");
+      maybe_idmap(s);
+    } else {
+      plan.home = "/tmp";
+      plan.notes.push_back("HOME " + (ctx.home.empty() ? std::string("(unset)") : ctx.home) +
+                           " is not a directory: HOME=/tmp inside");
+    }
+
+    // Writable trees: the workspace, then allowWrite entries.
+    {
+      Step& s = add(StepKind::BindRw, *ws, *ws, "workspace: writable, persistent");
+      maybe_idmap(s);
+      writable.push_back(*ws);
+    }
+    for (const auto& e : pol.filesystem.allow_write) {
+      std::string p = expand_path(e.path, home, e.base_dir);
+      if (p == "/tmp" || p == "/var/tmp" || p == "/private/tmp") {
+        plan.notes.push_back(e.where.str() + ": allowWrite " + e.path +
+                             ": the sandbox has its own private, writable " + p + "; the host's stays unwritable");
+        continue;
+      }
+      auto hits = resolve_entry(e, home);
+      if (hits.empty()) {
+        plan.notes.push_back(e.where.str() + ": allowWrite " + e.path + " matches nothing that exists: skipped");
+        continue;
+      }
+      for (const auto& h : hits) {
+        if (h == *ws) continue;
+        if (h == "/" ) return fail(Error::msg(e.where.str(), "allowWrite / would make the whole host writable"));
+        for (const char* bad : {"/proc", "/sys", "/dev"})
+          if (is_within(h, bad)) return fail(Error::msg(e.where.str(), "allowWrite " + h + ": not allowed"));
+        Step& s = add(StepKind::BindRw, h, h, "allowWrite (" + e.where.str() + ")");
+        s.is_dir = is_dir(h);
+        maybe_idmap(s);
+        writable.push_back(h);
+      }
+    }
+    // A writable tree inside another keeps its own bind; order by depth so the
+    // deeper bind lands on top.
+    sort_range(StepKind::BindRw);
+
+    // Read-only over writable: protected names at any depth, then denyWrite.
+    std::vector<Step> ro;
+    policy::Filesystem fs = pol.filesystem;
+    ProtectOptions popt{fs.allow_git_config.value_or(false), fs.protect};
+    std::set<std::string> seen;
+    for (const auto& tree : writable) {
+      if (!is_dir(tree)) continue;
+      for (const auto& p : find_protected(tree, popt)) {
+        if (!seen.insert(p.path).second) continue;
+        Step s;
+        s.kind = p.pin ? StepKind::Pin : StepKind::ProtectRo;
+        s.target = p.path;
+        s.is_dir = p.is_dir;
+        s.why = p.why;
+        ro.push_back(s);
+      }
+    }
+    for (const auto& e : fs.deny_write) {
+      for (const auto& h : resolve_entry(e, home)) {
+        bool in_writable = std::any_of(writable.begin(), writable.end(), [&](auto& w) { return is_within(h, w); });
+        if (!in_writable || !seen.insert(h).second) continue;
+        Step s;
+        s.kind = StepKind::ProtectRo;
+        s.target = h;
+        s.is_dir = is_dir(h);
+        s.why = "denyWrite (" + e.where.str() + ")";
+        ro.push_back(s);
+      }
+    }
+    // Pins (writable self-binds of .git) go before the read-only binds inside them.
+    std::stable_sort(ro.begin(), ro.end(), [](const Step& a, const Step& b) {
+      if (depth(a.target) != depth(b.target)) return depth(a.target) < depth(b.target);
+      return a.target < b.target;
+    });
+    for (auto& s : ro) plan.steps.push_back(s);
+
+    // Unreadable: credential locations and denyRead, unless allowRead says otherwise.
+    std::vector<std::string> allow_read;
+    for (const auto& e : fs.allow_read)
+      for (const auto& h : resolve_entry(e, home)) allow_read.push_back(h);
+    auto allowed = [&](const std::string& p) {
+      return std::any_of(allow_read.begin(), allow_read.end(), [&](auto& a) { return is_within(p, a); });
+    };
+    std::vector<std::pair<std::string, std::string>> deny;  // path, why
+    if (!plan.home.empty() && plan.home != "/tmp")
+      for (const auto& c : kCredentialPaths)
+        if (auto h = canonical(plan.home + "/" + c)) deny.emplace_back(*h, "credentials");
+    for (const auto& e : fs.deny_read)
+      for (const auto& h : resolve_entry(e, home)) deny.emplace_back(h, "denyRead (" + e.where.str() + ")");
+    std::sort(deny.begin(), deny.end(), [](auto& a, auto& b) {
+      return depth(a.first) != depth(b.first) ? depth(a.first) < depth(b.first) : a.first < b.first;
+    });
+    std::set<std::string> masked;
+    std::vector<std::string> mask_dirs;
+    for (const auto& [p, why] : deny) {
+      if (allowed(p)) continue;
+      if (!masked.insert(p).second) continue;
+      if (p == "/" || is_within(*ws, p)) return fail(Error::msg("denyRead " + p, "would hide the workspace"));
+      bool d = is_dir(p);
+      Step& s = add(d ? StepKind::MaskDir : StepKind::MaskFile, p, {}, why);
+      s.is_dir = d;
+      if (d) mask_dirs.push_back(p);
+    }
+    // allowRead inside a masked directory: bound back read-only, then the mask sealed.
+    for (const auto& a : allow_read) {
+      bool under_mask = std::any_of(mask_dirs.begin(), mask_dirs.end(),
+                                    [&](auto& m) { return a != m && is_within(a, m); });
+      if (!under_mask) continue;
+      Step& s = add(StepKind::BindRo, a, a, "allowRead inside a denied directory");
+      s.is_dir = is_dir(a);
+    }
+    for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
+
+    build_env();
+    for (const auto& n : pol.notes) plan.notes.push_back(n);
+    if (!pol.network.allowed_domains.empty())
+      plan.notes.push_back("network.allowedDomains is parsed and validated; egress through the proxy is not "
+                           "enabled yet, so the sandbox has loopback only");
+    return {};
+  }
+
+  void sort_range(StepKind k) {
+    auto first = std::find_if(plan.steps.begin(), plan.steps.end(), [&](auto& s) { return s.kind == k; });
+    std::stable_sort(first, plan.steps.end(), [](const Step& a, const Step& b) { return depth(a.target) < depth(b.target); });
+  }
+
+  void build_env() {
+    std::map<std::string, std::string> host;
+    for (const auto& kv : ctx.environ) {
+      auto eq = kv.find('=');
+      if (eq != std::string::npos) host.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    }
+    std::map<std::string, std::string> env;
+    for (const auto& [k, v] : host) {
+      bool ok = std::find(kEnvAllowlist.begin(), kEnvAllowlist.end(), k) != kEnvAllowlist.end() ||
+                k.starts_with("LC_");
+      if (ok) env[k] = v;
+    }
+    if (!env.count("PATH")) env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    env["HOME"] = plan.home;
+    env["TMPDIR"] = "/tmp";
+    env["PWD"] = plan.cwd;
+    if (!env.count("TERM")) env["TERM"] = "dumb";
+    if (plan.identity.invoked_as_root) {
+      passwd* pw = ::getpwuid(plan.identity.host_uid);
+      std::string name = pw ? pw->pw_name : "exguardian";
+      env["USER"] = env["LOGNAME"] = name;
+    }
+    env["EXGUARDIAN"] = "1";
+    env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;
+    env["SANDBOX_RUNTIME"] = "1";
+    for (const auto& name : pol.env.allow) {
+      if (auto it = host.find(name); it != host.end()) env[name] = it->second;
+      else plan.notes.push_back("--env " + name + ": not set on the host, not passed");
+    }
+    for (const auto& [k, v] : pol.env.set) env[k] = v;
+    for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
+  }
+};
+
+}  // namespace
+
+Result<Plan> compile(const policy::Policy& policy, const Context& ctx) {
+  if (ctx.argv.empty()) return fail(Error::msg("run", "no command given (usage: exguardian run [options] -- COMMAND [ARGS...])"));
+  Builder b{policy, ctx, {}, {}};
+  if (auto r = b.build(); !r) return fail(r.error());
+  return std::move(b.plan);
+}
+
+}  // namespace exg::plan

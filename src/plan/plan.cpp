@@ -1,0 +1,88 @@
+#include "plan/plan.hpp"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include <climits>
+#include <sstream>
+
+extern char** environ;
+
+namespace exg::plan {
+
+const char* to_string(StepKind k) {
+  switch (k) {
+    case StepKind::BindRo: return "bind-ro";
+    case StepKind::BindRw: return "bind-rw";
+    case StepKind::Overlay: return "overlay";
+    case StepKind::Tmpfs: return "tmpfs";
+    case StepKind::MaskDir: return "mask-dir";
+    case StepKind::MaskFile: return "mask-file";
+    case StepKind::ProtectRo: return "protect-ro";
+    case StepKind::Pin: return "pin";
+    case StepKind::Proc: return "proc";
+    case StepKind::Sysfs: return "sysfs";
+    case StepKind::Devpts: return "devpts";
+    case StepKind::DevNode: return "dev-node";
+    case StepKind::Symlink: return "symlink";
+    case StepKind::ReadOnly: return "read-only";
+  }
+  return "?";
+}
+
+std::string Plan::to_text() const {
+  std::ostringstream o;
+  o << "sandbox " << sandbox_id << "\n";
+  o << "layer: process\n";
+  o << "namespaces:";
+  for (const auto& n : namespaces) o << " " << n;
+  o << "\nhostname: " << hostname << "\n";
+  o << "identity: uid " << identity.inside_uid << " gid " << identity.inside_gid << " inside = host uid "
+    << identity.host_uid << " gid " << identity.host_gid << " (" << identity.why << ")\n";
+  o << "workspace: " << workspace << " (writable, persistent)\n";
+  o << "cwd: " << cwd << "\n";
+  o << "home: " << home << "\n";
+  if (timeout) o << "timeout: " << timeout->count() << " ms\n";
+  o << "mounts (in order):\n";
+  for (const auto& s : steps) {
+    o << "  " << to_string(s.kind) << " " << s.target;
+    if (!s.source.empty() && s.source != s.target) o << " <- " << s.source;
+    if (s.kind == StepKind::Tmpfs) {
+      char m[8];
+      std::snprintf(m, sizeof m, "%04o", s.mode);
+      o << " mode=" << m;
+    }
+    if (s.idmap) o << " [idmapped: on-disk uid " << s.idmap_from_uid << " <-> uid " << identity.host_uid << "]";
+    if (!s.why.empty()) o << "  # " << s.why;
+    o << "\n";
+  }
+  o << "environment:\n";
+  for (const auto& e : env) o << "  " << e << "\n";
+  o << "fds: 0 1 2 only\n";
+  o << "command:";
+  for (const auto& a : argv) o << " " << a;
+  o << "\n";
+  if (!notes.empty()) {
+    o << "notes:\n";
+    for (const auto& n : notes) o << "  - " << n << "\n";
+  }
+  return o.str();
+}
+
+Context Context::from_process(const std::vector<std::string>& argv) {
+  Context c;
+  c.uid = ::geteuid();
+  c.gid = ::getegid();
+  char buf[PATH_MAX];
+  if (::getcwd(buf, sizeof buf)) c.cwd = buf;
+  if (const char* h = ::getenv("HOME"); h && *h) {
+    c.home = h;
+  } else if (passwd* pw = ::getpwuid(c.uid)) {
+    c.home = pw->pw_dir;
+  }
+  for (char** e = ::environ; e && *e; ++e) c.environ.emplace_back(*e);
+  c.argv = argv;
+  return c;
+}
+
+}  // namespace exg::plan

@@ -1,0 +1,97 @@
+// The Plan: everything a layer needs, decided before any clone(). Printable
+// (`exguardian run --dry-run`) and unit-testable without touching the kernel.
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "policy/policy.hpp"
+#include "util/error.hpp"
+
+namespace exg::plan {
+
+enum class StepKind {
+  BindRo,      // recursive bind of a host path, every submount read-only
+  BindRw,      // recursive bind of a host path, writable (nosuid, nodev)
+  Overlay,     // host dir as read-only lower layer, writes go to a throwaway tmpfs
+  Tmpfs,       // an empty private tmpfs (mode in `mode`)
+  MaskDir,     // empty read-only tmpfs over a denied directory
+  MaskFile,    // empty unreadable read-only file over a denied file
+  ProtectRo,   // bind an in-sandbox path onto itself read-only (protected names, denyWrite)
+  Pin,         // bind an in-sandbox path onto itself writable: it can no longer be renamed or removed
+  Proc,        // fresh procfs of the sandbox's pid namespace
+  Sysfs,       // fresh read-only sysfs of the sandbox's net namespace
+  Devpts,      // private devpts instance (own ptys)
+  DevNode,     // bind of one host device node (/dev/null, ...)
+  Symlink,     // create a symlink `target` -> `source`
+  ReadOnly,    // make an already-built tmpfs read-only once its contents are in place
+};
+
+const char* to_string(StepKind k);
+
+struct Step {
+  StepKind kind;
+  std::string source;  // host path (binds, overlay lower), link text (Symlink)
+  std::string target;  // absolute path inside the sandbox
+  std::string why;     // shown by --dry-run
+  unsigned mode = 0755;
+  bool is_dir = true;          // target kind (masks, ProtectRo, binds)
+  bool idmap = false;          // root only: through an idmapped mount (owner -> sandbox uid)
+  uid_t idmap_from_uid = 0;    // on-disk owner that the sandbox uid writes as
+  gid_t idmap_from_gid = 0;
+};
+
+// Who the command runs as.
+struct Identity {
+  uid_t host_uid = 0;   // the sandbox's uid as the host sees it
+  gid_t host_gid = 0;
+  uid_t inside_uid = 0; // what `id -u` says inside
+  gid_t inside_gid = 0;
+  bool invoked_as_root = false;
+  bool synthetic = false;  // a high unused uid chosen because the workspace owner is root
+  std::string why;
+};
+
+struct Plan {
+  std::string sandbox_id;
+  std::vector<std::string> argv;
+  std::string workspace;  // canonical host path, mounted at the same path
+  std::string cwd;        // inside
+  std::string home;       // HOME inside (same path as on the host)
+  std::string hostname = "exguardian";
+  Identity identity;
+  std::vector<std::string> namespaces{"user", "mount", "pid", "net", "ipc", "uts", "cgroup"};
+  std::vector<Step> steps;
+  std::vector<std::string> env;  // NAME=VALUE, the whole environment inside
+  std::optional<std::chrono::milliseconds> timeout;
+  std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
+
+  std::string to_text() const;
+};
+
+// What compile() needs to know about the invocation; filled from the real
+// process by Context::from_process(), or by hand in unit tests.
+struct Context {
+  uid_t uid = 0;
+  gid_t gid = 0;
+  std::string cwd;
+  std::string home;
+  std::vector<std::string> environ;  // NAME=VALUE of the invoking process
+  std::optional<std::string> workspace;  // --workspace, else cwd
+  std::vector<std::string> argv;
+  std::string sandbox_id;  // empty: generate one
+
+  static Context from_process(const std::vector<std::string>& argv);
+};
+
+Result<Plan> compile(const policy::Policy& policy, const Context& ctx);
+
+// The built-in defaults (DESIGN.md §1); compile() applies them under the policy.
+extern const std::vector<std::string> kCredentialPaths;  // relative to HOME
+extern const std::vector<std::string> kProtectedNames;   // at any depth in writable trees
+extern const std::vector<std::string> kEnvAllowlist;     // exact names; LC_* handled apart
+
+}  // namespace exg::plan

@@ -1,0 +1,107 @@
+// The Policy: plain, validated data. Loaded from JSON files (ExGuardian's own
+// format, which is a superset of an srt settings file) and from CLI flags,
+// merged in order: defaults < user file < project file < --policy < flags.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <expected>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace exg::policy {
+
+// Where a value came from, for error messages: "file:line:column".
+struct SourcePos {
+  std::string file;  // "<cli>" for flags, "<defaults>" for built-ins
+  int line = 0;
+  int column = 0;
+  std::string str() const;  // "file:line:column", or just "file" when line == 0
+};
+
+// A filesystem entry as written: "~/x", "./x", "/abs", "src/**/*.pem", or
+// {"path": "...", "literal": true} (never a glob). base_dir is what a relative
+// path is relative to: the directory of the file it came from, or the cwd for
+// CLI flags.
+struct PathEntry {
+  std::string path;
+  bool literal = false;
+  std::string base_dir;
+  SourcePos where;
+};
+
+struct DomainEntry {
+  std::string pattern;  // as written, validated: "example.com", "*.x.org", "a.b:443"
+  SourcePos where;
+};
+
+struct Network {
+  std::vector<DomainEntry> allowed_domains;
+  std::vector<DomainEntry> denied_domains;
+};
+
+struct Filesystem {
+  std::vector<PathEntry> deny_read;
+  std::vector<PathEntry> allow_read;   // beats deny_read
+  std::vector<PathEntry> allow_write;
+  std::vector<PathEntry> deny_write;   // beats allow_write
+  std::optional<bool> allow_git_config;  // srt: lets .git/config be written
+  std::vector<std::string> protect;      // extra protected names (ours)
+};
+
+struct Resources {
+  std::optional<std::uint64_t> memory_bytes;
+  std::optional<std::uint32_t> pids;
+  std::optional<double> cpus;
+  std::optional<std::chrono::milliseconds> timeout;
+};
+
+struct Env {
+  std::vector<std::string> allow;                          // names passed from the host env
+  std::vector<std::pair<std::string, std::string>> set;    // NAME=VALUE, set explicitly
+};
+
+struct Policy {
+  Network network;
+  Filesystem filesystem;
+  Resources resources;
+  Env env;
+  std::optional<std::string> layer;      // "process" | "container" | "gvisor" | "microvm"
+  std::optional<std::string> audit_log;
+  // Keys accepted (srt compatibility) but not applied by ExGuardian, with why;
+  // shown by --dry-run and -v.
+  std::vector<std::string> notes;
+  // Files this policy was loaded from, in merge order.
+  std::vector<std::string> sources;
+};
+
+struct PolicyError {
+  std::string message;  // complete, e.g. "p.json:3:7: unknown key \"netwrk\""
+};
+
+template <typename T>
+using PResult = std::expected<T, PolicyError>;
+
+// Parse and validate one JSON document. `name` is used in error positions;
+// `base_dir` is what relative paths in it are relative to.
+PResult<Policy> parse_policy(std::string_view text, const std::string& name,
+                             const std::string& base_dir);
+
+// Read a file and parse it (a missing or unreadable file is an error).
+PResult<Policy> load_policy_file(const std::string& path);
+
+// Overlay `top` on `base`: lists are appended, scalars in `top` win.
+void merge(Policy& base, const Policy& top);
+
+// Value parsers shared with the CLI ("512M", "1.5G", "30s", "2m", "500ms").
+PResult<std::uint64_t> parse_size(std::string_view s);
+PResult<std::chrono::milliseconds> parse_duration(std::string_view s);
+
+// Validation helpers shared with the CLI. Return an error message or nothing.
+std::optional<std::string> check_glob(std::string_view pattern);
+std::optional<std::string> check_domain_pattern(std::string_view pattern, bool denied);
+std::optional<std::string> check_env_name(std::string_view name);
+
+}  // namespace exg::policy

@@ -1,0 +1,400 @@
+#include "process/child.hpp"
+
+#include <grp.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <termios.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "process/init.hpp"
+#include "process/syscalls.hpp"
+
+namespace exg::process {
+
+namespace {
+
+// Where the child builds the new root: a private tmpfs over the host's /tmp in
+// its own mount namespace (sources are opened before it is mounted, so a
+// workspace under /tmp is still reachable).
+constexpr const char* kStage = "/tmp";
+
+struct SetupError {
+  std::string text;
+};
+
+[[noreturn]] void die(int sync_fd, const std::string& what, int err) {
+  std::string msg(1, kMsgError);
+  msg += what;
+  if (err) {
+    msg += ": ";
+    msg += std::strerror(err);
+  }
+  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+  ::_exit(125);
+}
+
+class Builder {
+ public:
+  Builder(const ChildArgs& a) : a_(a), plan_(*a.plan) {}
+
+  void run();
+
+ private:
+  const ChildArgs& a_;
+  const plan::Plan& plan_;
+  std::vector<int> src_fds_;  // per step: O_PATH fd of the host source, or -1
+  int root_fd_ = -1;          // the new root
+  int empty_file_fd_ = -1;    // O_PATH of an empty mode-0 file (file masks)
+  int overlay_count_ = 0;
+  int master_fd_ = -1, slave_fd_ = -1;
+
+  [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+
+  static std::string rel(const std::string& target) {
+    std::string r = target;
+    while (!r.empty() && r.front() == '/') r.erase(0, 1);
+    return r.empty() ? "." : r;
+  }
+
+  int open_in_root(const std::string& target) {
+    return sys::openat2(root_fd_, rel(target).c_str(), O_PATH | O_CLOEXEC,
+                        RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+  }
+
+  // Opens a mount point in the new root, creating it (and its parents) in our
+  // own tmpfs when missing. Never follows a symlink.
+  int mountpoint(const std::string& target, bool is_dir) {
+    int fd = open_in_root(target);
+    if (fd >= 0) return fd;
+    if (errno != ENOENT) fail("open mount point " + target);
+    std::string r = rel(target);
+    size_t pos = 0;
+    while (true) {
+      size_t slash = r.find('/', pos);
+      bool last = slash == std::string::npos;
+      std::string part = r.substr(0, last ? r.size() : slash);
+      if (!last || is_dir) {
+        if (::mkdirat(root_fd_, part.c_str(), 0755) != 0 && errno != EEXIST)
+          fail("create mount point " + target);
+      } else {
+        int f = ::openat(root_fd_, part.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0644);
+        if (f < 0 && errno != EEXIST) fail("create mount point " + target);
+        if (f >= 0) ::close(f);
+      }
+      if (last) break;
+      pos = slash + 1;
+    }
+    fd = open_in_root(target);
+    if (fd < 0) fail("open mount point " + target);
+    return fd;
+  }
+
+  void attach(int tree_fd, const std::string& target, bool is_dir) {
+    int t = mountpoint(target, is_dir);
+    if (sys::move_mount(tree_fd, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+      fail("attach mount at " + target);
+    ::close(t);
+    ::close(tree_fd);
+  }
+
+  void set_attr(int tree_fd, uint64_t set, uint64_t clr, const std::string& what) {
+    mount_attr attr{};
+    attr.attr_set = set;
+    attr.attr_clr = clr;
+    if (sys::mount_setattr(tree_fd, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) fail("set mount flags on " + what);
+  }
+
+  int clone_tree(int fd, const char* path, const std::string& what) {
+    int t = sys::open_tree(fd, path, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | (path[0] ? 0 : AT_EMPTY_PATH));
+    if (t < 0) fail("clone mount " + what);
+    return t;
+  }
+
+  int new_fs(const char* type, const std::vector<std::pair<std::string, std::string>>& opts, unsigned attrs,
+             const std::string& what) {
+    int fs = sys::fsopen(type, FSOPEN_CLOEXEC);
+    if (fs < 0) fail(std::string("create ") + type + " for " + what);
+    for (const auto& [k, v] : opts) {
+      int r = v.empty() ? sys::fsconfig(fs, FSCONFIG_SET_FLAG, k.c_str(), nullptr, 0)
+                        : sys::fsconfig(fs, FSCONFIG_SET_STRING, k.c_str(), v.c_str(), 0);
+      if (r != 0) fail(std::string(type) + " option " + k + "=" + v + " for " + what);
+    }
+    if (sys::fsconfig(fs, FSCONFIG_CMD_CREATE, nullptr, nullptr, 0) != 0) fail(std::string("create ") + type + " for " + what);
+    int m = sys::fsmount(fs, FSMOUNT_CLOEXEC, attrs);
+    if (m < 0) fail(std::string("mount ") + type + " for " + what);
+    ::close(fs);
+    return m;
+  }
+
+  static std::string octal(unsigned mode) {
+    char b[16];
+    std::snprintf(b, sizeof b, "%o", mode);
+    return b;
+  }
+
+  void open_sources();
+  void make_stage();
+  void step(size_t i, const plan::Step& s);
+  void seal(const std::string& target);
+  void network_and_names();
+  void open_pty();
+  void pivot();
+};
+
+void Builder::open_sources() {
+  src_fds_.assign(plan_.steps.size(), -1);
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const auto& s = plan_.steps[i];
+    bool host_source = s.kind == plan::StepKind::BindRo || s.kind == plan::StepKind::BindRw ||
+                       s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::DevNode;
+    if (!host_source || a_.idmapped.count(i)) continue;
+    int fd = sys::openat2(AT_FDCWD, s.source.c_str(), O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
+    if (fd < 0) fail("open " + s.source + " (for " + s.target + ")");
+    src_fds_[i] = fd;
+  }
+}
+
+void Builder::make_stage() {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make mounts private");
+  if (::mount("exguardian-stage", kStage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") != 0) fail("mount staging tmpfs");
+  std::string root = std::string(kStage) + "/root";
+  if (::mkdir(root.c_str(), 0755) != 0) fail("mkdir " + root);
+  if (::mount("exguardian-root", root.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) fail("mount root tmpfs");
+  root_fd_ = ::open(root.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd_ < 0) fail("open new root");
+  std::string work = std::string(kStage) + "/work";
+  if (::mkdir(work.c_str(), 0755) != 0) fail("mkdir " + work);
+  std::string empty = work + "/empty";
+  int f = ::open(empty.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0000);
+  if (f < 0) fail("create " + empty);
+  ::close(f);
+  empty_file_fd_ = ::open(empty.c_str(), O_PATH | O_CLOEXEC);
+  if (empty_file_fd_ < 0) fail("open " + empty);
+}
+
+void Builder::step(size_t i, const plan::Step& s) {
+  using plan::StepKind;
+  const uint64_t kSafe = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  switch (s.kind) {
+    case StepKind::BindRo:
+    case StepKind::BindRw: {
+      int t = a_.idmapped.count(i) ? a_.idmapped.at(i) : clone_tree(src_fds_[i], "", s.source);
+      bool ro = s.kind == StepKind::BindRo;
+      set_attr(t, kSafe | (ro ? MOUNT_ATTR_RDONLY : 0), 0, s.target);
+      attach(t, s.target, s.is_dir);
+      break;
+    }
+    case StepKind::DevNode: {
+      int t = clone_tree(src_fds_[i], "", s.source);
+      set_attr(t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, s.target);
+      attach(t, s.target, false);
+      break;
+    }
+    case StepKind::Overlay: {
+      // Lower: the host directory (or its idmapped clone, attached in the stage).
+      std::string n = std::to_string(overlay_count_++);
+      std::string base = std::string(kStage) + "/work/ovl" + n;
+      if (::mkdir(base.c_str(), 0755) != 0) fail("mkdir " + base);
+      // The upper layer lives on its own tmpfs so that its owner is the sandbox user.
+      std::string opts = "mode=0755,uid=" + std::to_string(plan_.identity.inside_uid) +
+                         ",gid=" + std::to_string(plan_.identity.inside_gid);
+      if (::mount("exguardian-upper", base.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        fail("mount overlay upper tmpfs for " + s.target);
+      std::string upper = base + "/upper", work = base + "/work", lower = base + "/lower";
+      if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0 || ::mkdir(lower.c_str(), 0755) != 0)
+        fail("mkdir overlay dirs for " + s.target);
+      int lower_tree = a_.idmapped.count(i) ? a_.idmapped.at(i) : clone_tree(src_fds_[i], "", s.source);
+      set_attr(lower_tree, kSafe | MOUNT_ATTR_RDONLY, 0, s.target + " (lower)");
+      int lfd = ::open(lower.c_str(), O_PATH | O_CLOEXEC);
+      if (sys::move_mount(lower_tree, "", lfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        fail("attach overlay lower for " + s.target);
+      ::close(lfd);
+      ::close(lower_tree);
+      // The upper root takes the lower root's mode, so HOME keeps its permissions.
+      if (struct stat st; ::stat(lower.c_str(), &st) == 0) (void)::chmod(upper.c_str(), st.st_mode & 07777);
+      int m = new_fs("overlay",
+                     {{"lowerdir", lower}, {"upperdir", upper}, {"workdir", work}, {"userxattr", ""}},
+                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, s.target);
+      attach(m, s.target, true);
+      break;
+    }
+    case StepKind::Tmpfs: {
+      std::string mode = octal(s.mode);
+      std::vector<std::pair<std::string, std::string>> o{{"mode", mode}};
+      if (s.target == "/tmp" || s.target == "/var/tmp" || s.target == "/dev/shm") {
+        o.emplace_back("uid", std::to_string(plan_.identity.inside_uid));
+        o.emplace_back("gid", std::to_string(plan_.identity.inside_gid));
+      }
+      int m = new_fs("tmpfs", o, kSafe, s.target);
+      attach(m, s.target, true);
+      break;
+    }
+    case StepKind::MaskDir: {
+      int m = new_fs("tmpfs", {{"mode", "0"}, {"size", "4k"}, {"nr_inodes", "64"}},
+                     kSafe | MOUNT_ATTR_NOEXEC, s.target);
+      attach(m, s.target, true);
+      break;
+    }
+    case StepKind::MaskFile: {
+      int t = clone_tree(empty_file_fd_, "", "empty file");
+      set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, s.target);
+      attach(t, s.target, false);
+      break;
+    }
+    case StepKind::ProtectRo:
+    case StepKind::Pin: {
+      int fd = open_in_root(s.target);
+      if (fd < 0) {
+        if (errno == ENOENT && s.target.starts_with("/proc/")) break;  // not every kernel has every knob
+        fail("open " + s.target);
+      }
+      int t = clone_tree(fd, "", s.target);
+      ::close(fd);
+      set_attr(t, kSafe | (s.kind == StepKind::ProtectRo ? MOUNT_ATTR_RDONLY : 0), 0, s.target);
+      attach(t, s.target, s.is_dir);
+      break;
+    }
+    case StepKind::Proc: {
+      int m = new_fs("proc", {}, kSafe | MOUNT_ATTR_NOEXEC, s.target);
+      attach(m, s.target, true);
+      break;
+    }
+    case StepKind::Sysfs: {
+      int m = new_fs("sysfs", {}, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, s.target);
+      attach(m, s.target, true);
+      break;
+    }
+    case StepKind::Devpts: {
+      int m = new_fs("devpts", {{"newinstance", ""}, {"ptmxmode", "0666"}, {"mode", "0620"}},
+                     MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, s.target);
+      attach(m, s.target, true);
+      break;
+    }
+    case StepKind::Symlink: {
+      if (::symlinkat(s.source.c_str(), root_fd_, rel(s.target).c_str()) != 0) fail("symlink " + s.target);
+      break;
+    }
+    case StepKind::ReadOnly:
+      seal(s.target);
+      break;
+  }
+}
+
+void Builder::seal(const std::string& target) {
+  int fd = open_in_root(target);
+  if (fd < 0) fail("open " + target);
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_RDONLY;
+  if (sys::mount_setattr(fd, "", AT_EMPTY_PATH, &attr) != 0) fail("make " + target + " read-only");
+  ::close(fd);
+}
+
+void Builder::network_and_names() {
+  if (::sethostname(plan_.hostname.data(), plan_.hostname.size()) != 0) fail("sethostname");
+  if (::setdomainname("", 0) != 0) fail("setdomainname");
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) fail("socket for loopback");
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) fail("get lo flags");
+  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) fail("bring lo up");
+  ::close(s);
+}
+
+void Builder::open_pty() {
+  int ptmx = sys::openat2(root_fd_, "dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC,
+                          RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS);
+  if (ptmx < 0) fail("open the sandbox's ptmx");
+  int unlock = 0;
+  if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) fail("unlock pty");
+  int slave = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+  if (slave < 0) fail("open pty peer");
+  master_fd_ = ptmx;
+  slave_fd_ = slave;
+  // Hand the master to the supervisor, which relays the host terminal.
+  char byte = kMsgPty;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &ptmx, sizeof(int));
+  if (::sendmsg(a_.sync_fd, &msg, MSG_NOSIGNAL) != 1) fail("send pty to supervisor");
+  ::close(ptmx);
+  master_fd_ = -1;
+}
+
+void Builder::pivot() {
+  seal("/");
+  if (::fchdir(root_fd_) != 0) fail("chdir new root");
+  if (sys::pivot_root(".", ".") != 0) fail("pivot_root");
+  if (::umount2(".", MNT_DETACH) != 0) fail("detach the host root");
+  if (::chdir("/") != 0) fail("chdir /");
+}
+
+void Builder::run() {
+  open_sources();
+  make_stage();
+  for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
+  network_and_names();
+  if (a_.want_pty) open_pty();
+  pivot();
+  ::close(root_fd_);
+  ::close(empty_file_fd_);
+  for (int fd : src_fds_)
+    if (fd >= 0) ::close(fd);
+  for (auto& [i, fd] : a_.idmapped) ::close(fd);
+
+  InitArgs ia;
+  ia.plan = &plan_;
+  ia.sync_fd = a_.sync_fd;
+  ia.parent_pidfd = a_.parent_pidfd;
+  ia.pty_slave = slave_fd_;
+  for (int k = 0; k < 3; ++k) ia.tty_fds[k] = a_.tty_fds[k];
+  become_init(ia);
+}
+
+}  // namespace
+
+[[noreturn]] void child_main(const ChildArgs& a) {
+  // Die with the supervisor; then wait until it has written our id maps.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char go = 0;
+  if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != kMsgGo) ::_exit(125);
+  // Become the sandbox user at once: everything the setup creates is owned by
+  // a mapped id, and it acts with that user's rights on host files. The
+  // capabilities of the new user namespace stay (uid 0 is not mapped in it).
+  const plan::Identity& id = a.plan->identity;
+  if (::setresgid(id.inside_gid, id.inside_gid, id.inside_gid) != 0) die(a.sync_fd, "setresgid", errno);
+  if (::setresuid(id.inside_uid, id.inside_uid, id.inside_uid) != 0) die(a.sync_fd, "setresuid", errno);
+  // A uid change clears the parent-death signal: set it again, then make sure
+  // the supervisor did not die before it took effect.
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(a.sync_fd, "parent-death signal", errno);
+  pollfd pfd{a.parent_pidfd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  Builder b(a);
+  b.run();
+  ::_exit(125);
+}
+
+}  // namespace exg::process

@@ -1,0 +1,30 @@
+// The sandbox's side of the launch: runs in the cloned child (pid 1 of the new
+// pid namespace), executes the Plan's steps, pivots into the new root, drops
+// every privilege and becomes the sandbox's init.
+#pragma once
+#include <map>
+
+#include "plan/plan.hpp"
+
+namespace exg::process {
+
+// Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
+inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go on
+inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
+inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started
+inline constexpr char kMsgError = 'E';   // child -> parent: setup failed, text follows
+
+struct ChildArgs {
+  const plan::Plan* plan = nullptr;
+  int sync_fd = -1;
+  int parent_pidfd = -1;
+  bool want_pty = false;
+  bool tty_fds[3] = {false, false, false};  // which of 0..2 get the pty slave
+  std::map<size_t, int> idmapped;            // step index -> detached idmapped mount fd
+  bool verbose = false;
+};
+
+// Never returns.
+[[noreturn]] void child_main(const ChildArgs& args);
+
+}  // namespace exg::process

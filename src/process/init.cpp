@@ -1,0 +1,131 @@
+#include "process/init.hpp"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "process/child.hpp"
+
+extern char** environ;
+
+namespace exg::process {
+
+namespace {
+
+[[noreturn]] void die(int sync_fd, const std::string& what) {
+  std::string msg(1, kMsgError);
+  msg += what + ": " + std::strerror(errno);
+  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+  ::_exit(125);
+}
+
+bool drop_capabilities() {
+  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+    if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return false;
+  }
+  if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return false;
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[2]{};
+  return ::syscall(SYS_capset, &hdr, data) == 0;
+}
+
+[[noreturn]] void exec_command(const InitArgs& a) {
+  sigset_t none;
+  sigemptyset(&none);
+  for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+
+  // Own session: no controlling terminal but the sandbox's own pty.
+  if (::setsid() < 0) {
+    std::fprintf(stderr, "exguardian: setsid: %s\n", std::strerror(errno));
+    ::_exit(125);
+  }
+  if (a.pty_slave >= 0) {
+    if (::ioctl(a.pty_slave, TIOCSCTTY, 0) != 0) {
+      std::fprintf(stderr, "exguardian: pty: %s\n", std::strerror(errno));
+      ::_exit(125);
+    }
+    for (int k = 0; k < 3; ++k)
+      if (a.tty_fds[k]) ::dup2(a.pty_slave, k);
+  }
+  ::close_range(3, ~0U, 0);
+
+  std::vector<char*> envp, argv;
+  for (const auto& e : a.plan->env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  for (const auto& s : a.plan->argv) argv.push_back(const_cast<char*>(s.c_str()));
+  argv.push_back(nullptr);
+  environ = envp.data();  // execvp searches the PATH of the sandbox's environment
+  ::execvp(argv[0], argv.data());
+  int err = errno;
+  std::fprintf(stderr, "exguardian: %s: %s\n", argv[0], std::strerror(err));
+  ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
+}
+
+}  // namespace
+
+[[noreturn]] void become_init(const InitArgs& a) {
+  // The identity was taken before setup (child_main); now the last privileges go.
+  if (!drop_capabilities()) die(a.sync_fd, "drop capabilities");
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(a.sync_fd, "no_new_privs");
+  ::close(a.parent_pidfd);
+  if (::chdir(a.plan->cwd.c_str()) != 0) die(a.sync_fd, "chdir " + a.plan->cwd);
+  ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
+
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+
+  pid_t cmd = ::fork();
+  if (cmd < 0) die(a.sync_fd, "fork the command");
+  if (cmd == 0) {
+    ::close(a.sync_fd);
+    exec_command(a);
+  }
+  if (a.pty_slave >= 0) ::close(a.pty_slave);
+  char ready = kMsgReady;
+  (void)::send(a.sync_fd, &ready, 1, MSG_NOSIGNAL);
+  ::close(a.sync_fd);
+  ::close_range(3, ~0U, 0);
+  // Init keeps no terminal and no pipe open: stdio belongs to the command.
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    for (int k = 0; k < 3; ++k) ::dup2(devnull, k);
+    ::close(devnull);
+  }
+
+  for (;;) {
+    siginfo_t si;
+    int sig = ::sigwaitinfo(&all, &si);
+    if (sig < 0) continue;
+    if (sig == SIGCHLD) {
+      int status;
+      pid_t p;
+      while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        if (p != cmd) continue;
+        if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+        if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+      }
+      continue;
+    }
+    // Everything else the supervisor forwards goes on to the command.
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 ||
+        sig == SIGUSR2 || sig == SIGWINCH || sig == SIGCONT || sig == SIGALRM)
+      ::kill(cmd, sig);
+  }
+}
+
+}  // namespace exg::process

@@ -1,0 +1,21 @@
+// Pid 1 of the sandbox: drops the last privileges, starts the command in its
+// own session (on the sandbox's pty when there is one), forwards signals,
+// reaps orphans, and exits with the command's status, which takes every other
+// process of the sandbox down with it (pid namespace).
+#pragma once
+#include "plan/plan.hpp"
+
+namespace exg::process {
+
+struct InitArgs {
+  const plan::Plan* plan = nullptr;
+  int sync_fd = -1;
+  int parent_pidfd = -1;
+  int pty_slave = -1;
+  bool tty_fds[3] = {false, false, false};
+};
+
+// Exit status encoding: the command's own code, or 128+N when signal N killed it.
+[[noreturn]] void become_init(const InitArgs& a);
+
+}  // namespace exg::process

@@ -1,0 +1,201 @@
+#include "process/launch.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "process/child.hpp"
+#include "process/syscalls.hpp"
+
+namespace exg::process {
+
+namespace {
+
+Result<void> write_file(const std::string& path, const std::string& content) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+  if (!fd) return fail(Error::sys("open " + path));
+  if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
+    return fail(Error::sys("write " + path + " (" + content.substr(0, content.find('\n')) + ")"));
+  return {};
+}
+
+Result<void> write_id_maps(pid_t pid, const plan::Identity& id) {
+  std::string base = "/proc/" + std::to_string(pid);
+  if (auto r = write_file(base + "/setgroups", "deny"); !r) return r;
+  if (auto r = write_file(base + "/uid_map", std::to_string(id.inside_uid) + " " + std::to_string(id.host_uid) + " 1\n"); !r)
+    return r;
+  return write_file(base + "/gid_map", std::to_string(id.inside_gid) + " " + std::to_string(id.host_gid) + " 1\n");
+}
+
+// A user namespace that maps on-disk owner `from` to the sandbox's host id,
+// used only as the idmap of a mount (root only). Made by a short-lived child.
+Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid) {
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
+  UniqueFd rd(sync[0]), wr(sync[1]);
+  pid_t pid = static_cast<pid_t>(sys::clone3_fork(CLONE_NEWUSER, nullptr));
+  if (pid < 0) return fail(Error::sys("clone a user namespace for an idmapped mount"));
+  if (pid == 0) {
+    char c;
+    wr.reset();
+    (void)::read(rd.get(), &c, 1);  // returns when the parent is done with us
+    ::_exit(0);
+  }
+  rd.reset();
+  plan::Identity id;
+  id.inside_uid = from_uid;  // "inside" the idmap: the on-disk id
+  id.inside_gid = from_gid;
+  id.host_uid = to_uid;
+  id.host_gid = to_gid;
+  auto maps = write_id_maps(pid, id);
+  UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  int saved = errno;
+  wr.reset();
+  ::waitpid(pid, nullptr, 0);
+  if (!maps) return fail(maps.error());
+  if (!ns) return fail(Error::sys("open idmap user namespace", saved));
+  return ns;
+}
+
+Result<int> idmapped_tree(const plan::Step& s, int userns_fd) {
+  int tree = sys::open_tree(AT_FDCWD, s.source.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+  if (tree < 0) return fail(Error::sys("clone " + s.source + " for an idmapped mount"));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP;
+  attr.userns_fd = static_cast<uint64_t>(userns_fd);
+  if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) {
+    Error e = Error::sys("idmap " + s.source + " (the filesystem must support idmapped mounts)");
+    ::close(tree);
+    return fail(e);
+  }
+  return tree;
+}
+
+struct Message {
+  char type = 0;
+  std::string text;
+  int fd = -1;
+};
+
+Result<Message> receive(int sock) {
+  char buf[4096];
+  iovec iov{buf, sizeof buf};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  ssize_t n;
+  do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC); while (n < 0 && errno == EINTR);
+  if (n < 0) return fail(Error::sys("read from the sandbox"));
+  Message m;
+  if (n == 0) return m;  // type 0: the child is gone
+  m.type = buf[0];
+  m.text.assign(buf + 1, static_cast<size_t>(n - 1));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&m.fd, CMSG_DATA(c), sizeof(int));
+  return m;
+}
+
+}  // namespace
+
+Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
+  ChildArgs args;
+  args.plan = &plan;
+  args.verbose = opt.verbose;
+  for (int k = 0; k < 3; ++k) args.tty_fds[k] = opt.tty_fds[k];
+  args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
+
+  std::map<size_t, UniqueFd> idmapped;
+  if (plan.identity.invoked_as_root) {
+    // Root's supplementary groups must not follow the command in.
+    if (::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
+    std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const auto& s = plan.steps[i];
+      if (!s.idmap) continue;
+      auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
+      if (!userns.count(key)) {
+        auto ns = idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid);
+        if (!ns) return fail(ns.error());
+        userns.emplace(key, std::move(*ns));
+      }
+      auto tree = idmapped_tree(s, userns.at(key).get());
+      if (!tree) return fail(tree.error());
+      idmapped.emplace(i, UniqueFd(*tree));
+      args.idmapped[i] = *tree;
+    }
+  }
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
+  UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
+  UniqueFd self(sys::pidfd_open(::getpid()));
+  if (!self) return fail(Error::sys("pidfd_open"));
+  args.sync_fd = child_sock.get();
+  args.parent_pidfd = self.get();
+
+  int pidfd = -1;
+  const uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                         CLONE_NEWCGROUP;
+  long pid = sys::clone3_fork(flags, &pidfd);
+  if (pid < 0) {
+    int e = errno;
+    return fail(Error{"create namespaces",
+                      std::string(std::strerror(e)) +
+                          (e == EPERM || e == ENOSPC
+                               ? " (are unprivileged user namespaces disabled? see kernel.unprivileged_userns_clone, "
+                                 "user.max_user_namespaces)"
+                               : ""),
+                      e});
+  }
+  if (pid == 0) {
+    parent_sock.reset();
+    child_main(args);
+  }
+  Launched l;
+  l.pid = static_cast<pid_t>(pid);
+  l.pidfd.reset(pidfd);
+  child_sock.reset();
+  idmapped.clear();  // the child has its copies
+
+  auto kill_child = [&] {
+    sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
+    ::waitpid(l.pid, nullptr, 0);
+  };
+  if (auto r = write_id_maps(l.pid, plan.identity); !r) {
+    kill_child();
+    return fail(r.error());
+  }
+  char go = kMsgGo;
+  if (::send(parent_sock.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+    kill_child();
+    return fail(Error::sys("start the sandbox"));
+  }
+  for (;;) {
+    auto m = receive(parent_sock.get());
+    if (!m) {
+      kill_child();
+      return fail(m.error());
+    }
+    if (m->type == kMsgPty) {
+      l.pty_master.reset(m->fd);
+      continue;
+    }
+    if (m->type == kMsgReady) return l;
+    if (m->fd >= 0) ::close(m->fd);
+    kill_child();
+    if (m->type == kMsgError) return fail(Error::msg("setup", m->text));
+    return fail(Error::msg("setup", "the sandbox exited before it was set up"));
+  }
+}
+
+}  // namespace exg::process

@@ -1,0 +1,28 @@
+// The supervisor's side of the launch: prepares what only the host can
+// (idmapped mounts when invoked as root), clones the sandbox into its new
+// namespaces, writes its id maps and waits until it is set up or has failed.
+#pragma once
+#include <sys/types.h>
+
+#include "plan/plan.hpp"
+#include "util/error.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::process {
+
+struct LaunchOptions {
+  bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
+  bool verbose = false;
+};
+
+struct Launched {
+  pid_t pid = -1;       // the sandbox's init, as the host sees it
+  UniqueFd pidfd;       // for signals and exit without pid reuse races
+  UniqueFd pty_master;  // when a pty was asked for
+};
+
+// Signals the supervisor handles itself must be blocked before launch() (the
+// child inherits the mask; its init keeps them blocked and waits for them).
+Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt);
+
+}  // namespace exg::process

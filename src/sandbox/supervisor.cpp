@@ -1,0 +1,201 @@
+#include "sandbox/supervisor.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/timerfd.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+#include "process/launch.hpp"
+#include "process/syscalls.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::sandbox {
+
+namespace {
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM};
+
+// Puts the host terminal in raw mode for the lifetime of the relay, so keys
+// (^C, ^Z) reach the sandbox's own pty and its line discipline.
+class RawTerminal {
+ public:
+  explicit RawTerminal(int fd) : fd_(fd) {
+    if (::tcgetattr(fd_, &saved_) != 0) return;
+    termios raw = saved_;
+    ::cfmakeraw(&raw);
+    if (::tcsetattr(fd_, TCSAFLUSH, &raw) == 0) active_ = true;
+  }
+  ~RawTerminal() {
+    if (active_) ::tcsetattr(fd_, TCSAFLUSH, &saved_);
+  }
+  const termios& saved() const { return saved_; }
+
+ private:
+  int fd_;
+  termios saved_{};
+  bool active_ = false;
+};
+
+bool write_all(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN) {
+        pollfd pfd{fd, POLLOUT, 0};
+        ::poll(&pfd, 1, 1000);
+        continue;
+      }
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+void copy_winsize(int from, int to) {
+  winsize ws{};
+  if (::ioctl(from, TIOCGWINSZ, &ws) == 0) ::ioctl(to, TIOCSWINSZ, &ws);
+}
+
+}  // namespace
+
+std::string format_duration(std::chrono::milliseconds d) {
+  auto ms = d.count();
+  char b[64];
+  if (ms % 1000 != 0) std::snprintf(b, sizeof b, "%lldms", static_cast<long long>(ms));
+  else if (ms % 60000 == 0 && ms >= 60000) std::snprintf(b, sizeof b, "%lldm", static_cast<long long>(ms / 60000));
+  else std::snprintf(b, sizeof b, "%llds", static_cast<long long>(ms / 1000));
+  return b;
+}
+
+Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
+  process::LaunchOptions lo;
+  lo.verbose = opt.verbose;
+  for (int k = 0; k < 3; ++k) lo.tty_fds[k] = ::isatty(k) == 1;
+  bool pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
+  int host_tty = lo.tty_fds[0] ? 0 : lo.tty_fds[1] ? 1 : 2;
+
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : kForwarded) sigaddset(&mask, s);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGWINCH);
+  sigaddset(&mask, SIGPIPE);
+  sigset_t old;
+  sigprocmask(SIG_BLOCK, &mask, &old);
+  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!sigfd) return fail(Error::sys("signalfd"));
+
+  std::optional<RawTerminal> raw;
+  termios host_termios{};
+  bool have_termios = pty && ::tcgetattr(host_tty, &host_termios) == 0;
+
+  auto launched = process::launch(plan, lo);
+  if (!launched) {
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    return fail(launched.error());
+  }
+  process::Launched& sb = *launched;
+
+  UniqueFd timer;
+  if (plan.timeout) {
+    timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    itimerspec its{};
+    its.it_value.tv_sec = plan.timeout->count() / 1000;
+    its.it_value.tv_nsec = (plan.timeout->count() % 1000) * 1000000;
+    if (!timer || ::timerfd_settime(timer.get(), 0, &its, nullptr) != 0) {
+      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
+      ::waitpid(sb.pid, nullptr, 0);
+      return fail(Error::sys("timerfd"));
+    }
+  }
+
+  int master = sb.pty_master.get();
+  if (pty && master >= 0) {
+    if (have_termios) ::tcsetattr(master, TCSANOW, &host_termios);  // start with the host's settings
+    copy_winsize(host_tty, master);
+    if (lo.tty_fds[0]) raw.emplace(0);
+    ::fcntl(master, F_SETFL, ::fcntl(master, F_GETFL) | O_NONBLOCK);
+  }
+  int out_fd = lo.tty_fds[1] ? 1 : 2;
+  bool relay_in = pty && lo.tty_fds[0];
+
+  bool timed_out = false, exited = false;
+  int status = 0;
+  char buf[65536];
+  while (!exited) {
+    pollfd fds[5];
+    int n = 0;
+    fds[n++] = {sb.pidfd.get(), POLLIN, 0};
+    fds[n++] = {sigfd.get(), POLLIN, 0};
+    int ti = -1, mi = -1, ii = -1;
+    if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
+    if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
+    if (relay_in) { ii = n; fds[n++] = {0, POLLIN, 0}; }
+    if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
+        int s = static_cast<int>(si.ssi_signo);
+        if (s == SIGWINCH) {
+          if (master >= 0) copy_winsize(host_tty, master);
+        } else if (s != SIGCHLD && s != SIGPIPE) {
+          sys::pidfd_send_signal(sb.pidfd.get(), s);
+        }
+      }
+    }
+    if (ti >= 0 && (fds[ti].revents & POLLIN)) {
+      timed_out = true;
+      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
+      uint64_t x;
+      (void)::read(timer.get(), &x, sizeof x);
+      timer.reset();
+    }
+    if (mi >= 0 && (fds[mi].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t r = ::read(master, buf, sizeof buf);
+      if (r > 0) write_all(out_fd, buf, static_cast<size_t>(r));
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) master = -1;
+    }
+    if (ii >= 0 && (fds[ii].revents & (POLLIN | POLLHUP))) {
+      ssize_t r = ::read(0, buf, sizeof buf);
+      if (r > 0) write_all(master, buf, static_cast<size_t>(r));
+      else relay_in = false;
+    }
+    if (fds[0].revents & POLLIN) {
+      siginfo_t si{};
+      if (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) == 0) {
+        exited = true;
+        status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+      }
+    }
+  }
+  // Whatever the sandbox wrote before it ended still reaches the terminal.
+  while (master >= 0) {
+    ssize_t r = ::read(master, buf, sizeof buf);
+    if (r <= 0) break;
+    write_all(out_fd, buf, static_cast<size_t>(r));
+  }
+  raw.reset();
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (timed_out) {
+    std::fprintf(stderr, "exguardian: killed: timeout %s\n", format_duration(*plan.timeout).c_str());
+    return 124;
+  }
+  if (opt.verbose) std::fprintf(stderr, "exguardian: sandbox %s exited with status %d\n", plan.sandbox_id.c_str(), status);
+  return status;
+}
+
+}  // namespace exg::sandbox
