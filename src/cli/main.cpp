@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <string>
 
 #include "cli/commands.hpp"
 
@@ -8,8 +9,18 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "exguardian 0.1.0");
   exg::cli::RunOptions run;
   run.add_to(app);
+  // Everything after the first "--" is the command, untouched by option parsing.
+  int n = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      n = i;
+      run.command.assign(argv + i + 1, argv + argc);
+      run.explicit_command = true;
+      break;
+    }
+  }
   try {
-    app.parse(argc, argv);
+    app.parse(n, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {

@@ -50,14 +50,19 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_flag("--no-policy-files", no_policy_files,
                 "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
-  run->add_option("command", command, "COMMAND [ARGS...] (after --)");
-  run->prefix_command(true);
+  run->prefix_command(true);  // the first non-option word starts the command
+  run->footer("COMMAND [ARGS...] follows the options, best after --.");
   sub = run;
 }
 
 int RunOptions::execute() {
-  for (const auto& r : sub->remaining()) command.push_back(r);
-  if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  auto rest = sub->remaining();
+  if (!rest.empty() && (explicit_command || rest.front().starts_with("-")) && rest.front() != "--")
+    return error("usage: unknown option or stray argument \"" + rest.front() + "\" (see exguardian run --help)");
+  if (!explicit_command) {
+    for (const auto& r : sub->remaining()) command.push_back(r);
+    if (!command.empty() && command.front() == "--") command.erase(command.begin());
+  }
   if (command.empty()) return error("run: no command given (usage: exguardian run [options] -- COMMAND [ARGS...])");
 
   plan::Context ctx = plan::Context::from_process(command);

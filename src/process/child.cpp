@@ -363,7 +363,7 @@ void Builder::run() {
   ::close(empty_file_fd_);
   for (int fd : src_fds_)
     if (fd >= 0) ::close(fd);
-  for (auto& [i, fd] : a_.idmapped) ::close(fd);
+  // Idmapped trees were closed when they were attached.
 
   InitArgs ia;
   ia.plan = &plan_;

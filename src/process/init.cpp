@@ -84,6 +84,7 @@ bool drop_capabilities() {
   ::close(a.parent_pidfd);
   if (::chdir(a.plan->cwd.c_str()) != 0) die(a.sync_fd, "chdir " + a.plan->cwd);
   ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
+  if (::setsid() < 0) die(a.sync_fd, "setsid");  // leave the host's session and terminal
 
   sigset_t all;
   sigfillset(&all);
