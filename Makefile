@@ -1,0 +1,40 @@
+# ExGuardian: `make demo` and `make test` work on a fresh Debian 12 machine as root.
+SHELL := /bin/bash
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+EXG := $(BUILD_DIR)/exguardian
+
+DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev \
+  libseccomp-dev libgtest-dev googletest git python3 gcc libc6-dev util-linux passwd \
+  procps psmisc bubblewrap hyperfine iproute2 expect
+
+.PHONY: all deps build test demo bench clean
+
+all: build
+
+# apt-get runs only when a package is missing, so repeated runs are fast and work offline.
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -z "$$missing" ]; then echo "deps: all packages present"; exit 0; fi; \
+	echo "deps: missing:$$missing"; \
+	if [ "$$(id -u)" -ne 0 ]; then echo "deps: run as root to install them" >&2; exit 1; fi; \
+	apt-get update && \
+	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEB_PACKAGES)
+
+build: deps
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) && cmake --build $(BUILD_DIR) -j$$(nproc)
+
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j1 --timeout 300
+
+demo: build
+	EXG=$(abspath $(EXG)) bash demo/demo.sh
+
+bench: build
+	EXG=$(abspath $(EXG)) bash bench/startup.sh
+
+clean:
+	rm -rf $(BUILD_DIR)

@@ -1,0 +1,212 @@
+# Helpers for the integration tests; sourced by tests/integration/test_*.sh.
+#
+# run.sh provides: EXG (exguardian binary), T (temp dir owned by the runner, under /tmp),
+# O (temp dir owned by the runner under /var/lib: outside the workspace and outside the
+# sandbox's private /tmp and /var/tmp, so only the read-only host view stops writes there),
+# EXG_AS (root|user), HOME (= $T/home, owned by the runner).
+#
+# Conventions:
+#   run CMD...            runs CMD; sets STATUS, OUT (stdout), ERR (stderr)
+#   sbx [OPTS] -- CMD...  runs `exguardian run OPTS -- CMD` with cwd = $WS (bounded by a timeout)
+#   sh_in 'LINE' [OPTS]   runs LINE with bash -c inside the sandbox (cwd = $WS)
+# Escape and destructive attempts only run after require_sandbox has seen the sandbox in place.
+
+set -u
+: "${EXG:?EXG must point at the exguardian binary}"
+: "${T:?T must be a temp dir}"
+: "${EXG_AS:=user}"
+: "${O:=}"
+
+PASS=0
+FAILED=0
+SKIPPED=0
+STATUS=0
+OUT=""
+ERR=""
+SANDBOX_OK=0
+CANARY=""
+WS=""
+EXG_CALL_TIMEOUT=${EXG_CALL_TIMEOUT:-60}
+_BG_PIDS=()
+_CLEANUP_PATHS=()
+
+export GIT_AUTHOR_NAME=exg-test GIT_AUTHOR_EMAIL=exg-test@example.invalid
+export GIT_COMMITTER_NAME=exg-test GIT_COMMITTER_EMAIL=exg-test@example.invalid
+export GIT_CONFIG_NOSYSTEM=1
+
+ok()   { PASS=$((PASS + 1)); echo "ok   - $*"; }
+fail() { FAILED=$((FAILED + 1)); echo "FAIL - $*"; }
+skip() { SKIPPED=$((SKIPPED + 1)); echo "skip - $*"; }
+note() { echo "#      $*"; }
+
+# Prints the captured output of the last `run`, indented, for failure messages.
+show_last() {
+    note "status=$STATUS"
+    [ -n "$OUT" ] && printf '%s\n' "$OUT" | head -n 20 | sed 's/^/#      out: /'
+    [ -n "$ERR" ] && printf '%s\n' "$ERR" | head -n 20 | sed 's/^/#      err: /'
+    return 0
+}
+
+# run CMD...: captures status, stdout and stderr (stdin is inherited from the caller).
+run() {
+    local o e
+    o=$(mktemp "$T/.out.XXXXXX") e=$(mktemp "$T/.err.XXXXXX")
+    "$@" >"$o" 2>"$e"
+    STATUS=$?
+    OUT=$(cat "$o") ERR=$(cat "$e")
+    rm -f "$o" "$e"
+    return 0
+}
+
+# Describes a command for messages.
+_desc() { local IFS=' '; printf '%s' "$*" | head -c 160; }
+
+# check DESC CMD...: ok when CMD succeeds (status only, output not captured).
+check() {
+    local desc=$1; shift
+    if "$@"; then ok "$desc"; else fail "$desc"; fi
+}
+
+# expect_status N CMD...
+expect_status() {
+    local want=$1; shift
+    run "$@"
+    if [ "$STATUS" -eq "$want" ]; then ok "exit $want: $(_desc "$@")"
+    else fail "exit $want expected, got $STATUS: $(_desc "$@")"; show_last; fi
+}
+
+# expect_fail CMD...: any non-zero status.
+expect_fail() {
+    run "$@"
+    if [ "$STATUS" -ne 0 ]; then ok "fails ($STATUS): $(_desc "$@")"
+    else fail "should fail but succeeded: $(_desc "$@")"; show_last; fi
+}
+
+# expect_output_contains STR CMD...: stdout contains STR (fixed string); status not checked.
+expect_output_contains() {
+    local want=$1; shift
+    run "$@"
+    if grep -qF -- "$want" <<<"$OUT"; then ok "stdout has '$want': $(_desc "$@")"
+    else fail "stdout lacks '$want': $(_desc "$@")"; show_last; fi
+}
+
+# expect_no_output_contains STR CMD...: neither stdout nor stderr contains STR.
+expect_no_output_contains() {
+    local bad=$1; shift
+    run "$@"
+    if grep -qF -- "$bad" <<<"$OUT$ERR"; then fail "output contains '$bad': $(_desc "$@")"; show_last
+    else ok "output free of '$bad': $(_desc "$@")"; fi
+}
+
+# Checks on the output of the last `run`.
+last_output_lacks() {  # STR DESC
+    if grep -qF -- "$1" <<<"$OUT$ERR"; then fail "$2: output contains '$1'"; show_last
+    else ok "$2"; fi
+}
+
+# sbx [exguardian run options] -- CMD...: cwd = $WS, bounded by a host-side timeout.
+sbx() {
+    (cd "${WS:-$T}" && exec timeout -k 5 "$EXG_CALL_TIMEOUT" "$EXG" run "$@")
+}
+
+# sh_in LINE [exguardian run options...]: LINE runs under bash -c inside the sandbox.
+sh_in() {
+    local line=$1; shift
+    sbx "$@" -- bash -c "$line"
+}
+
+# require_sandbox: the sandbox must be in place (hostname exguardian, uid not 0) before any
+# destructive or escape attempt. Returns non-zero (and records a failure) when it is not.
+require_sandbox() {
+    run sbx -- bash -c 'hostname; id -u'
+    local host uid
+    host=$(sed -n 1p <<<"$OUT") uid=$(sed -n 2p <<<"$OUT")
+    if [ "$STATUS" -eq 0 ] && [ "$host" = exguardian ] && [ -n "$uid" ] && [ "$uid" != 0 ]; then
+        SANDBOX_OK=1
+        ok "sandbox in place (hostname=$host uid=$uid)"
+        return 0
+    fi
+    SANDBOX_OK=0
+    fail "sandbox not in place (hostname='$host' uid='$uid'); skipping destructive checks"
+    show_last
+    return 1
+}
+
+# new_workspace [NAME]: sets WS to a fresh git repo (one commit) under $T.
+new_workspace() {
+    local name=${1:-ws}
+    WS=$T/$name
+    rm -rf "$WS"
+    mkdir -p "$WS"
+    chmod 755 "$WS"
+    (
+        cd "$WS" || exit 1
+        git -c init.defaultBranch=main init -q .
+        echo "# test workspace" > README.md
+        git add README.md
+        git -c user.name=exg-test -c user.email=exg-test@example.invalid commit -q -m initial
+    ) || { fail "new_workspace: git setup failed"; return 1; }
+}
+
+# plant_canaries: credential files in $HOME that contain a unique canary, plus canary env vars.
+# Files are world-readable (dirs 755, files 644) so only the sandbox's masking keeps them
+# unreadable, not file permissions. Also a readable control file ~/notes.txt (EXGHOMEOK).
+plant_canaries() {
+    CANARY="EXGCANARY-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')"
+    export CANARY
+    local h=$HOME
+    mkdir -p "$h/.ssh" "$h/.aws" "$h/.config/gcloud" "$h/.kube" "$h/.docker" "$h/.gnupg"
+    printf -- '-----BEGIN OPENSSH PRIVATE KEY-----\n%s\n-----END OPENSSH PRIVATE KEY-----\n' "$CANARY" > "$h/.ssh/id_ed25519"
+    printf '[default]\naws_access_key_id = AKIA%s\naws_secret_access_key = %s\n' "$CANARY" "$CANARY" > "$h/.aws/credentials"
+    printf 'machine example.com login exg password %s\n' "$CANARY" > "$h/.netrc"
+    printf 'https://exg:%s@github.com\n' "$CANARY" > "$h/.git-credentials"
+    printf '{"refresh_token": "%s"}\n' "$CANARY" > "$h/.config/gcloud/application_default_credentials.json"
+    printf 'users:\n- name: x\n  user:\n    token: %s\n' "$CANARY" > "$h/.kube/config"
+    printf '{"auths": {"x": {"auth": "%s"}}}\n' "$CANARY" > "$h/.docker/config.json"
+    printf '//registry.npmjs.org/:_authToken=%s\n' "$CANARY" > "$h/.npmrc"
+    printf '[pypi]\npassword = %s\n' "$CANARY" > "$h/.pypirc"
+    printf '%s\n' "$CANARY" > "$h/.gnupg/private-key"
+    echo "EXGHOMEOK" > "$h/notes.txt"
+    find "$h" -type d -exec chmod 755 {} +
+    find "$h" -type f -exec chmod 644 {} +
+    (cd "$h" && find . -type f ! -name notes.txt -print0 | sort -z | xargs -0 sha256sum) > "$T/.canaries.sha256"
+    export GITHUB_TOKEN=$CANARY AWS_SECRET_ACCESS_KEY=$CANARY OPENAI_API_KEY=$CANARY
+    export ANTHROPIC_API_KEY=$CANARY MY_SERVICE_SECRET=$CANARY EXG_PLAIN_VAR=$CANARY
+}
+
+# canaries_unchanged: every canary file still on the host with its original content.
+canaries_unchanged() {
+    (cd "$HOME" && sha256sum --quiet -c "$T/.canaries.sha256") >/dev/null 2>&1
+}
+
+# track_bg PID: killed (by pid) when the script exits.
+track_bg() { _BG_PIDS+=("$1"); }
+# cleanup_path PATH: removed when the script exits (things a broken sandbox may leave).
+cleanup_path() { _CLEANUP_PATHS+=("$1"); }
+
+_lib_exit() {
+    local p
+    for p in "${_BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for p in "${_CLEANUP_PATHS[@]}"; do rm -rf -- "$p" 2>/dev/null; done
+}
+trap _lib_exit EXIT
+
+# wait_for DESC SECONDS CMD...: polls CMD every 0.1 s until it succeeds; non-zero on timeout.
+wait_for() {
+    local secs=$1; shift
+    local end=$((SECONDS + secs))
+    while ! "$@"; do
+        [ "$SECONDS" -ge "$end" ] && return 1
+        sleep 0.1
+    done
+}
+
+# host_procs_matching MARKER: pids of host processes whose command line contains MARKER.
+host_procs_matching() { pgrep -f -- "$1" || true; }
+
+finish() {
+    echo "# as=$EXG_AS: $PASS passed, $FAILED failed, $SKIPPED skipped"
+    echo "$PASS passed, $FAILED failed"
+    if [ "$FAILED" -ne 0 ] || [ "$PASS" -eq 0 ]; then exit 1; fi
+    exit 0
+}

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Runs one integration test script as root or as the unprivileged user `exgtest`.
+#
+#   bash tests/integration/run.sh <root|user> <script> <path-to-exguardian> <build-dir>
+#
+# Creates (once) the user exgtest, a per-test directory under /tmp (mode 755) holding a copy
+# of the binary and of the scripts (so any user can run them), then runs the script with a
+# clean environment:
+#   PATH, HOME=$T/home, LANG=C.UTF-8, EXG=<copied binary>, T=<temp dir owned by the runner>,
+#   O=<temp dir under /var/lib owned by the runner: outside the workspace, /tmp and /var/tmp>, EXG_AS=root|user, EXG_BUILD_DIR=<build dir>
+# Removes everything afterwards and returns the script's exit status.
+set -uo pipefail
+
+if [ $# -ne 4 ]; then
+    echo "usage: $0 <root|user> <script> <exguardian> <build-dir>" >&2
+    exit 2
+fi
+as=$1 script=$2 exe=$3 builddir=$4
+test_user=exgtest
+here=$(cd "$(dirname "$0")" && pwd)
+
+case "$as" in root|user) ;; *) echo "run.sh: first argument must be root or user" >&2; exit 2 ;; esac
+if [ "$(id -u)" -ne 0 ]; then
+    echo "run.sh: must run as root (it creates the test user and runs tests as root and as $test_user)" >&2
+    exit 1
+fi
+if [ ! -x "$exe" ]; then
+    echo "run.sh: exguardian binary not found or not executable: $exe" >&2
+    exit 1
+fi
+if [ ! -f "$script" ]; then
+    echo "run.sh: no such test script: $script" >&2
+    exit 1
+fi
+
+# The test user, created once (serialised: root and user runs may overlap under ctest -j).
+if ! id -u "$test_user" >/dev/null 2>&1; then
+    (
+        flock 9
+        id -u "$test_user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$test_user"
+    ) 9>/run/lock/exguardian-it-useradd.lock || { echo "run.sh: useradd $test_user failed" >&2; exit 1; }
+fi
+
+if [ "$as" = user ]; then
+    # Report (never change) the host's rules for unprivileged user namespaces.
+    for k in /proc/sys/kernel/unprivileged_userns_clone /proc/sys/user/max_user_namespaces \
+             /proc/sys/kernel/apparmor_restrict_unprivileged_userns; do
+        [ -r "$k" ] && echo "# ${k#/proc/sys/} = $(cat "$k")"
+    done
+    runner=$test_user
+else
+    runner=root
+fi
+
+D=$(mktemp -d /tmp/exg-it.XXXXXX) || exit 1
+O=$(mktemp -d /var/lib/exg-it.XXXXXX) || { rm -rf "$D"; exit 1; }
+cleanup() {
+    # --one-file-system: never descend into a mount a broken sandbox may have left behind.
+    rm -rf --one-file-system "$D" "$O" 2>/dev/null || rm -rf "$D" "$O"
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+chmod 755 "$D" "$O"
+install -m 755 "$exe" "$D/exguardian"
+install -m 644 "$here/lib.sh" "$D/lib.sh"
+name=$(basename "$script")
+install -m 644 "$script" "$D/$name"
+T=$D/t
+mkdir -m 755 "$T" "$T/home"
+chown "$runner:" "$T" "$T/home" "$O"
+
+env_vars=(
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+    HOME="$T/home" LANG=C.UTF-8
+    EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir"
+)
+
+echo "# $name as $as (runner=$runner, T=$T)"
+cd "$T" || exit 1
+if [ "$as" = root ]; then
+    env -i "${env_vars[@]}" bash "$D/$name" </dev/null
+else
+    runuser -u "$test_user" -- env -i "${env_vars[@]}" bash "$D/$name" </dev/null
+fi
+status=$?
+echo "# $name as $as: exit $status"
+exit "$status"

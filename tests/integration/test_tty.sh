@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Under a terminal the sandbox gets its own pty and session: an interactive shell with job
+# control works, and the outer terminal is left as it was.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+
+if ! command -v expect >/dev/null || ! command -v script >/dev/null; then
+    fail "expect and script are needed (make deps installs them)"
+    finish
+fi
+
+require_sandbox || finish
+
+# ---- isatty under script(1) -------------------------------------------------------------------
+run bash -c 'cd "$1" && script -qec "$0 run -- bash -c '\''test -t 0 && test -t 1 && test -t 2 && echo isatty'\''" /dev/null' "$EXG" "$WS"
+check "stdin/stdout/stderr are ttys under a terminal" grep -q isatty <<<"$OUT"
+
+# ---- interactive bash with job control, driven by expect --------------------------------------
+cat > "$T/tty.exp" <<'EOF'
+set timeout 20
+log_user 1
+proc die {msg} { puts "\nEXPECT-FAIL: $msg"; flush stdout; exit 1 }
+# NB: `expect PATTERN ACTION timeout ACTION` on one line (a one-line braced list would be
+# taken as a single pattern).
+
+# The outer shell: its terminal settings are compared before and after.
+spawn -noecho env PS1=OUTER\$\  TERM=xterm bash --norc --noprofile -i
+expect "OUTER\$ " {} timeout { die "outer prompt" }
+send "cd $env(WS) && stty -g > $env(T)/stty.before && echo before-saved\r"
+expect "before-saved\r" {} timeout { die "stty before" }
+expect "OUTER\$ " {} timeout { die "outer prompt 2" }
+
+# The sandboxed shell. PS1 is split with '' so the echoed command line never matches it.
+send "$env(EXG) run -- env PS1='IN''NER\$ ' bash --norc --noprofile -i\r"
+expect "INNER\$ " {} timeout { die "inner prompt" }
+
+send "tty\r"
+expect -re {(/dev/[^\r\n]+)\r} { puts "\nINNER-TTY=$expect_out(1,string)" } timeout { die "tty" }
+expect "INNER\$ " {} timeout { die "prompt after tty" }
+
+send "sleep 100 &\r"
+expect -re {\[1\] [0-9]+} { puts "\nJOB-STARTED" } timeout { die "background job" }
+expect "INNER\$ " {} timeout { die "prompt after job" }
+
+send "jobs\r"
+expect -re {\[1\]\+ +Running +sleep 100} { puts "\nJOBS-LISTED" } timeout { die "jobs" }
+expect "INNER\$ " {} timeout { die "prompt after jobs" }
+
+# Ctrl-Z stops a foreground job (the pty delivers SIGTSTP); kill of the stopped job works.
+send "sleep 200\r"
+sleep 0.5
+send "\x1a"
+expect -re {Stopped +sleep 200} { puts "\nJOB-STOPPED" } timeout { die "ctrl-z" }
+expect "INNER\$ " {} timeout { die "prompt after ctrl-z" }
+send "kill %2; wait %2 2>/dev/null; echo after-kill\r"
+expect "after-kill\r" {} timeout { die "kill %2" }
+expect "INNER\$ " {} timeout { die "prompt after kill" }
+
+# Ctrl-C interrupts a foreground command and the shell survives.
+send "sleep 300\r"
+sleep 0.5
+send "\x03"
+expect "INNER\$ " { puts "\nCTRL-C-OK" } timeout { die "ctrl-c" }
+
+send "exit\r"
+expect "OUTER\$ " {} timeout { die "back to the outer shell" }
+send "stty -g > $env(T)/stty.after && echo after-saved\r"
+expect "after-saved\r" {} timeout { die "stty after" }
+expect "OUTER\$ " {} timeout { die "outer prompt at the end" }
+send "exit\r"
+expect eof
+puts "\nEXPECT-DONE"
+exit 0
+EOF
+
+run env WS="$WS" T="$T" EXG="$EXG" timeout 90 expect -f "$T/tty.exp"
+tty_out=$OUT
+check "expect script completed (status $STATUS)" grep -q EXPECT-DONE <<<"$tty_out"
+check "inner tty is a /dev/pts path ($(grep -o 'INNER-TTY=[^[:space:]]*' <<<"$tty_out" | tr -d '\r'))" grep -qE 'INNER-TTY=/dev/pts/[0-9]+' <<<"$tty_out"
+check "background job gets a job number [1]" grep -q JOB-STARTED <<<"$tty_out"
+check "jobs lists the running job" grep -q JOBS-LISTED <<<"$tty_out"
+check "Ctrl-Z stops the foreground job" grep -q JOB-STOPPED <<<"$tty_out"
+check "Ctrl-C interrupts the foreground job" grep -q CTRL-C-OK <<<"$tty_out"
+check "no job control warning from bash" bash -c '! grep -qiE "no job control|cannot set terminal process group" <<<"$1"' _ "$tty_out"
+if [ -s "$T/stty.before" ] && [ -s "$T/stty.after" ]; then
+    check "outer terminal settings unchanged" cmp -s "$T/stty.before" "$T/stty.after"
+else
+    fail "outer terminal settings not recorded"
+fi
+if [ "$FAILED" -ne 0 ]; then
+    note "expect transcript:"
+    printf '%s\n' "$tty_out" | tr -d '\r' | tail -n 60 | sed 's/^/#      /'
+fi
+
+finish
