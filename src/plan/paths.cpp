@@ -26,6 +26,10 @@ std::string expand_path(const std::string& path, const std::string& home,
 }
 
 std::optional<std::string> canonical(const std::string& path) {
+  // Most paths asked about (credential locations) do not exist: one stat says
+  // so, where realpath(3) would readlink every component first.
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return std::nullopt;
   char buf[PATH_MAX];
   if (!::realpath(path.c_str(), buf)) return std::nullopt;
   return std::string(buf);

@@ -1,0 +1,79 @@
+// Reading policy files and layering policies on each other.
+#include <cerrno>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "policy/policy.hpp"
+
+namespace exg::policy {
+
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  auto slash = path.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+PolicyError cannot_read(const std::string& path, int err) {
+  return PolicyError{path + ": cannot read: " + std::strerror(err)};
+}
+
+}  // namespace
+
+PResult<Policy> load_policy_file(const std::string& path) {
+  // A policy is small; a huge file is a mistake (or /dev/zero), not a policy.
+  constexpr std::size_t kMaxBytes = 16 << 20;
+  std::unique_ptr<std::FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
+  if (!f) return std::unexpected(cannot_read(path, errno));
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    std::size_t n = std::fread(buf, 1, sizeof buf, f.get());
+    text.append(buf, n);
+    if (text.size() > kMaxBytes) return std::unexpected(PolicyError{path + ": cannot read: file is larger than 16 MiB"});
+    if (n < sizeof buf) {
+      if (std::ferror(f.get())) return std::unexpected(cannot_read(path, errno));
+      break;
+    }
+  }
+  // Relative paths in the file mean "next to this file", wherever we run from.
+  char resolved[PATH_MAX];
+  if (!::realpath(parent_dir(path).c_str(), resolved)) return std::unexpected(cannot_read(path, errno));
+  auto policy = parse_policy(text, path, resolved);
+  if (!policy) return policy;
+  policy->sources = {path};
+  return policy;
+}
+
+void merge(Policy& base, const Policy& top) {
+  auto append = [](auto& into, const auto& from) { into.insert(into.end(), from.begin(), from.end()); };
+  append(base.network.allowed_domains, top.network.allowed_domains);
+  append(base.network.denied_domains, top.network.denied_domains);
+  append(base.filesystem.deny_read, top.filesystem.deny_read);
+  append(base.filesystem.allow_read, top.filesystem.allow_read);
+  append(base.filesystem.allow_write, top.filesystem.allow_write);
+  append(base.filesystem.deny_write, top.filesystem.deny_write);
+  append(base.filesystem.protect, top.filesystem.protect);
+  append(base.env.allow, top.env.allow);
+  append(base.env.set, top.env.set);
+  append(base.notes, top.notes);
+  append(base.sources, top.sources);
+  auto override_with = [](auto& into, const auto& from) {
+    if (from) into = from;
+  };
+  override_with(base.filesystem.allow_git_config, top.filesystem.allow_git_config);
+  override_with(base.resources.memory_bytes, top.resources.memory_bytes);
+  override_with(base.resources.pids, top.resources.pids);
+  override_with(base.resources.cpus, top.resources.cpus);
+  override_with(base.resources.timeout, top.resources.timeout);
+  override_with(base.layer, top.layer);
+  override_with(base.audit_log, top.audit_log);
+}
+
+}  // namespace exg::policy

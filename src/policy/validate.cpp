@@ -1,0 +1,516 @@
+// parse_policy: the schema. Every key is known (or rejected with a position),
+// srt keys we accept but do not enforce are recorded as notes, and keys that
+// would weaken the sandbox are refused: a policy that says more than we can
+// do must not run quietly with less.
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "policy/json_positions.hpp"
+#include "policy/policy.hpp"
+
+namespace exg::policy {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+using Check = std::optional<PolicyError>;  // an error, or nothing when all is well
+
+struct Node {
+  const Json* v;
+  std::string ptr;   // JSON pointer, for positions
+  std::string path;  // for messages: "network.allowedDomains[2]"
+};
+
+std::string in_quotes(std::string_view s) { return "\"" + std::string(s) + "\""; }
+
+std::string type_name(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::object: return "object";
+    case Json::value_t::array: return "array";
+    case Json::value_t::string: return "string";
+    case Json::value_t::boolean: return "boolean";
+    case Json::value_t::null: return "null";
+    default: return "number";
+  }
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t up = row[j];
+      bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                  std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (same ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::optional<std::string_view> closest(std::string_view key, const std::vector<std::string_view>& known) {
+  std::size_t limit = key.size() <= 4 ? 1 : key.size() <= 8 ? 2 : 3;
+  std::optional<std::string_view> best;
+  std::size_t best_d = limit + 1;
+  for (auto k : known) {
+    std::size_t d = edit_distance(key, k);
+    if (d < best_d) {
+      best_d = d;
+      best = k;
+    }
+  }
+  return best;
+}
+
+class Validator {
+ public:
+  Validator(const PositionedJson& doc, const std::string& name, const std::string& base_dir)
+      : doc_(doc), name_(name), base_dir_(base_dir) {}
+
+  PResult<Policy> run() {
+    Node root{&doc_.root, "", ""};
+    if (auto e = top_level(root)) return std::unexpected(std::move(*e));
+    return std::move(policy_);
+  }
+
+ private:
+  using Handler = std::function<Check(const Node&)>;
+  struct Field {
+    std::string_view key;
+    Handler handle;
+  };
+  struct Refused {
+    std::string_view key;
+    std::string why;
+  };
+
+  // ---- positions and errors ----
+
+  SourcePos pos_of(const std::unordered_map<std::string, TextPos>& map, const std::string& ptr) const {
+    auto it = map.find(ptr);
+    if (it == map.end()) return SourcePos{name_, 0, 0};
+    return SourcePos{name_, it->second.line, it->second.column};
+  }
+  SourcePos value_pos(const Node& n) const { return pos_of(doc_.value_pos, n.ptr); }
+  SourcePos key_pos(const Node& n) const {
+    auto p = pos_of(doc_.key_pos, n.ptr);
+    return p.line ? p : value_pos(n);
+  }
+  PolicyError error_at(const SourcePos& where, const Node& n, const std::string& msg) const {
+    return PolicyError{where.str() + ": " + (n.path.empty() ? "" : n.path + ": ") + msg};
+  }
+  Check bad_value(const Node& n, const std::string& msg) const { return error_at(value_pos(n), n, msg); }
+  Check bad_key(const Node& n, const std::string& msg) const { return error_at(key_pos(n), n, msg); }
+  Check wrong_type(const Node& n, std::string_view expected) const {
+    return bad_value(n, "expected " + std::string(expected) + ", got " + type_name(*n.v));
+  }
+
+  void note(const Node& n, const std::string& why) {
+    policy_.notes.push_back(key_pos(n).str() + ": srt key " + n.path + " is accepted and not applied: " + why);
+  }
+
+  static Node member(const Node& obj, const std::string& key, const Json& v) {
+    return Node{&v, obj.ptr + "/" + json_pointer_token(key), obj.path.empty() ? key : obj.path + "." + key};
+  }
+  static Node element(const Node& arr, std::size_t i, const Json& v) {
+    return Node{&v, arr.ptr + "/" + std::to_string(i), arr.path + "[" + std::to_string(i) + "]"};
+  }
+
+  // ---- generic shapes ----
+
+  Check object(const Node& n, const std::vector<Field>& fields, const std::vector<Refused>& refused = {}) {
+    if (!n.v->is_object()) return wrong_type(n, "an object");
+    for (const auto& [key, value] : n.v->items()) {
+      Node m = member(n, key, value);
+      auto f = std::find_if(fields.begin(), fields.end(), [&](const Field& f) { return f.key == key; });
+      if (f != fields.end()) {
+        if (auto e = f->handle(m)) return e;
+        continue;
+      }
+      auto r = std::find_if(refused.begin(), refused.end(), [&](const Refused& r) { return r.key == key; });
+      if (r != refused.end()) return bad_key(m, r->why);
+      std::vector<std::string_view> known;
+      for (const auto& f : fields) known.push_back(f.key);
+      std::string msg = "unknown key " + in_quotes(key);
+      if (!n.path.empty()) msg += " in " + n.path;
+      if (auto s = closest(key, known)) msg += " (did you mean " + in_quotes(*s) + "?)";
+      // Unknown keys carry no path prefix: the key itself is the subject.
+      return PolicyError{key_pos(m).str() + ": " + msg};
+    }
+    return std::nullopt;
+  }
+
+  Check each_element(const Node& n, std::string_view expected, const std::function<Check(const Node&)>& each) {
+    if (!n.v->is_array()) return wrong_type(n, expected);
+    for (std::size_t i = 0; i < n.v->size(); ++i) {
+      if (auto e = each(element(n, i, (*n.v)[i]))) return e;
+    }
+    return std::nullopt;
+  }
+
+  Check string_array(const Node& n, const std::function<Check(const Node&, const std::string&)>& each) {
+    return each_element(n, "an array of strings", [&](const Node& el) -> Check {
+      if (!el.v->is_string()) return wrong_type(el, "a string");
+      return each(el, el.v->get_ref<const std::string&>());
+    });
+  }
+
+  Check any_string_array(const Node& n) {
+    return string_array(n, [](const Node&, const std::string&) -> Check { return std::nullopt; });
+  }
+
+  Check boolean(const Node& n, bool* out = nullptr) {
+    if (!n.v->is_boolean()) return wrong_type(n, "true or false");
+    if (out) *out = n.v->get<bool>();
+    return std::nullopt;
+  }
+
+  Check string(const Node& n, std::string* out = nullptr) {
+    if (!n.v->is_string()) return wrong_type(n, "a string");
+    if (out) *out = n.v->get<std::string>();
+    return std::nullopt;
+  }
+
+  Check non_empty_string(const Node& n, std::string* out) {
+    if (auto e = string(n, out)) return e;
+    if (out->empty()) return bad_value(n, "must not be empty");
+    if (out->find('\0') != std::string::npos) return bad_value(n, "contains a NUL byte");
+    return std::nullopt;
+  }
+
+  Check integer(const Node& n, std::int64_t lo, std::int64_t hi, std::int64_t* out = nullptr) {
+    std::string range = std::to_string(lo) + "-" + std::to_string(hi);
+    if (!n.v->is_number_integer()) return wrong_type(n, "an integer " + range);
+    // nlohmann stores non-negative integers as unsigned, larger ones may not fit int64.
+    bool ok = n.v->is_number_unsigned()
+                  ? n.v->get<std::uint64_t>() <= static_cast<std::uint64_t>(hi) &&
+                        (lo <= 0 || n.v->get<std::uint64_t>() >= static_cast<std::uint64_t>(lo))
+                  : n.v->get<std::int64_t>() >= lo && n.v->get<std::int64_t>() <= hi;
+    if (!ok) return bad_value(n, "must be " + range + ", got " + n.v->dump());
+    if (out) *out = n.v->get<std::int64_t>();
+    return std::nullopt;
+  }
+
+  // srt keys we take (type-checked) but do not act on.
+  Field noted(std::string_view key, std::function<Check(const Node&)> type, std::string why) {
+    return Field{key, [this, type = std::move(type), why = std::move(why)](const Node& n) -> Check {
+                   if (auto e = type(n)) return e;
+                   note(n, why);
+                   return std::nullopt;
+                 }};
+  }
+  // srt switches that would weaken the sandbox: false is harmless, true is refused.
+  Field weakening(std::string_view key, std::string why) {
+    return Field{key, [this, why = std::move(why)](const Node& n) -> Check {
+                   bool v = false;
+                   if (auto e = boolean(n, &v)) return e;
+                   if (v) return bad_value(n, why);
+                   return std::nullopt;
+                 }};
+  }
+
+  std::function<Check(const Node&)> is_bool() {
+    return [this](const Node& n) { return boolean(n); };
+  }
+  std::function<Check(const Node&)> is_string() {
+    return [this](const Node& n) { return string(n); };
+  }
+  std::function<Check(const Node&)> is_object() {
+    return [this](const Node& n) -> Check {
+      if (!n.v->is_object()) return wrong_type(n, "an object");
+      return std::nullopt;
+    };
+  }
+  std::function<Check(const Node&)> is_string_array() {
+    return [this](const Node& n) { return any_string_array(n); };
+  }
+  std::function<Check(const Node&)> is_port() {
+    return [this](const Node& n) { return integer(n, 1, 65535); };
+  }
+
+  // ---- the schema ----
+
+  Check top_level(const Node& root) {
+    if (!root.v->is_object()) return wrong_type(root, "an object at the top level");
+    return object(root,
+        {
+            {"$schema", is_string()},
+            {"network", [this](const Node& n) { return network(n); }},
+            {"filesystem", [this](const Node& n) { return filesystem(n); }},
+            {"resources", [this](const Node& n) { return resources(n); }},
+            {"env", [this](const Node& n) { return env(n); }},
+            {"layer", [this](const Node& n) { return layer(n); }},
+            {"audit", [this](const Node& n) { return audit(n); }},
+            noted("ignoreViolations", is_object(), "ExGuardian does not filter its violation reports"),
+            noted("mandatoryDenySearchDepth", [this](const Node& n) { return integer(n, 1, 10); },
+                  "ExGuardian protects these files at any depth"),
+            noted("allowPty", is_bool(), "ExGuardian gives the command its own pty"),
+            noted("ripgrep", is_object(), "ExGuardian does not use ripgrep"),
+            noted("git", is_object(), "ExGuardian has its own rules for git files"),
+            noted("seccomp", is_object(), "ExGuardian installs its own seccomp filter"),
+            noted("windows", is_object(), "it applies to Windows only"),
+            noted("bwrapPath", is_string(), "ExGuardian does not use bwrap"),
+            noted("socatPath", is_string(), "ExGuardian does not use socat"),
+            noted("javaAgentJarPath", is_string(), "ExGuardian does not use a Java agent"),
+            noted("allowAppleEvents", is_bool(), "it applies to macOS only"),
+            noted("enableWeakerNetworkIsolation", is_bool(), "it applies to macOS only"),
+            weakening("enableWeakerNestedSandbox",
+                      "ExGuardian does not weaken its sandbox to run nested; remove the key or set it to false"),
+            weakening("allowNestedUserNamespaces",
+                      "ExGuardian does not let the command create user namespaces; remove the key or set it "
+                      "to false"),
+        },
+        {{"credentials", "not supported yet"}});
+  }
+
+  Check network(const Node& n) {
+    auto domains = [this](bool denied, std::vector<DomainEntry>* out) {
+      return [this, denied, out](const Node& list) {
+        return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+          if (auto e = check_domain_pattern(s, denied)) return bad_value(el, *e);
+          out->push_back(DomainEntry{s, value_pos(el)});
+          return std::nullopt;
+        });
+      };
+    };
+    const std::string not_supported = "not supported by ExGuardian";
+    return object(n,
+        {
+            {"allowedDomains", domains(false, &policy_.network.allowed_domains)},
+            {"deniedDomains", domains(true, &policy_.network.denied_domains)},
+            noted("allowUnixSockets", is_string_array(), "ExGuardian does not pass host Unix sockets in"),
+            noted("allowAllUnixSockets", is_bool(), "ExGuardian does not pass host Unix sockets in"),
+            noted("allowLocalBinding", is_bool(), "the sandbox has its own network namespace"),
+            noted("allowMachLookup", is_string_array(), "it applies to macOS only"),
+            noted("httpProxyPort", is_port(), "ExGuardian runs its own egress proxy"),
+            noted("socksProxyPort", is_port(), "ExGuardian runs its own egress proxy"),
+            noted("deniedDomainReasons",
+                  [this](const Node& o) {
+                    return object_of_strings(o);
+                  },
+                  "ExGuardian reports its own refusal reasons"),
+            noted("strictAllowlist", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
+            noted("deniedResolvedAddresses", is_string_array(),
+                  "ExGuardian's egress proxy does not implement it yet"),
+            noted("requireHostMatch", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
+            noted("refuseOpaqueTunnels", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
+        },
+        {{"mitmProxy", not_supported},
+         {"parentProxy", not_supported},
+         {"tlsTerminate", not_supported},
+         {"filterRequest", not_supported}});
+  }
+
+  Check object_of_strings(const Node& n) {
+    if (!n.v->is_object()) return wrong_type(n, "an object of strings");
+    for (const auto& [key, value] : n.v->items()) {
+      Node m = member(n, key, value);
+      if (auto e = string(m)) return e;
+    }
+    return std::nullopt;
+  }
+
+  Check path_entries(const Node& n, std::vector<PathEntry>* out) {
+    static const std::string kShape = "expected a path, or {\"path\": ..., \"literal\": true}";
+    return each_element(n, "an array of paths", [&](const Node& el) -> Check {
+      if (el.v->is_string()) {
+        const auto& s = el.v->get_ref<const std::string&>();
+        if (auto e = check_glob(s)) return bad_value(el, *e);
+        out->push_back(PathEntry{s, false, base_dir_, value_pos(el)});
+        return std::nullopt;
+      }
+      if (!el.v->is_object()) return bad_value(el, kShape + ", got " + type_name(*el.v));
+      // Point at the part that is wrong: a stray key, the path, or the literal flag.
+      for (const auto& [key, value] : el.v->items()) {
+        if (key != "path" && key != "literal") return bad_key(member(el, key, value), kShape);
+      }
+      auto p = el.v->find("path");
+      if (p == el.v->end()) return bad_value(el, kShape);
+      Node pn = member(el, "path", *p);
+      if (!p->is_string() || p->get_ref<const std::string&>().empty()) return bad_value(pn, kShape);
+      auto l = el.v->find("literal");
+      if (l == el.v->end()) return bad_value(el, kShape);
+      if (!l->is_boolean() || !l->get<bool>()) return bad_value(member(el, "literal", *l), kShape);
+      const auto& s = p->get_ref<const std::string&>();
+      if (s.find('\0') != std::string::npos) return bad_value(pn, "path contains a NUL byte");
+      out->push_back(PathEntry{s, true, base_dir_, value_pos(el)});
+      return std::nullopt;
+    });
+  }
+
+  Check protect_name(const Node& el, const std::string& s) {
+    if (s.empty()) return bad_value(el, "must not be empty");
+    if (s.find('\0') != std::string::npos) return bad_value(el, "contains a NUL byte");
+    if (s.front() == '/') return bad_value(el, in_quotes(s) + " must be a name or a relative path, not absolute");
+    if (s.find_first_of("*?[\\") != std::string::npos) {
+      return bad_value(el, in_quotes(s) + " must be a plain name or relative path, not a glob");
+    }
+    for (std::size_t start = 0; start <= s.size();) {
+      auto slash = s.find('/', start);
+      std::string_view comp = std::string_view(s).substr(start, slash == std::string::npos ? std::string::npos
+                                                                                              : slash - start);
+      if (comp == "..") return bad_value(el, in_quotes(s) + " must not contain \"..\"");
+      if (slash == std::string::npos) break;
+      start = slash + 1;
+    }
+    policy_.filesystem.protect.push_back(s);
+    return std::nullopt;
+  }
+
+  Check filesystem(const Node& n) {
+    auto& fs = policy_.filesystem;
+    auto paths = [this](std::vector<PathEntry>* out) {
+      return [this, out](const Node& list) { return path_entries(list, out); };
+    };
+    return object(n, {
+        {"denyRead", paths(&fs.deny_read)},
+        {"allowRead", paths(&fs.allow_read)},
+        {"allowWrite", paths(&fs.allow_write)},
+        {"denyWrite", paths(&fs.deny_write)},
+        {"allowGitConfig",
+         [this, &fs](const Node& v) -> Check {
+           bool b = false;
+           if (auto e = boolean(v, &b)) return e;
+           fs.allow_git_config = b;
+           return std::nullopt;
+         }},
+        {"protect",
+         [this](const Node& list) {
+           return string_array(list, [this](const Node& el, const std::string& s) { return protect_name(el, s); });
+         }},
+        weakening("disabled",
+                  "filesystem.disabled would turn the filesystem policy off; ExGuardian does not support that"),
+    });
+  }
+
+  Check resources(const Node& n) {
+    auto& r = policy_.resources;
+    return object(n, {
+        {"memory",
+         [this, &r](const Node& v) -> Check {
+           if (v.v->is_string()) {
+             auto size = parse_size(v.v->get_ref<const std::string&>());
+             if (!size) return bad_value(v, size.error().message);
+             r.memory_bytes = *size;
+             return std::nullopt;
+           }
+           if (auto e = integer(v, 1, INT64_MAX)) {
+             if (!v.v->is_number_integer()) return wrong_type(v, "a size like \"512M\" or a number of bytes");
+             return e;
+           }
+           r.memory_bytes = v.v->get<std::uint64_t>();
+           return std::nullopt;
+         }},
+        {"pids",
+         [this, &r](const Node& v) -> Check {
+           std::int64_t pids = 0;
+           if (auto e = integer(v, 1, UINT32_MAX, &pids)) return e;
+           r.pids = static_cast<std::uint32_t>(pids);
+           return std::nullopt;
+         }},
+        {"cpus",
+         [this, &r](const Node& v) -> Check {
+           if (!v.v->is_number()) return wrong_type(v, "a number of CPUs");
+           double c = v.v->get<double>();
+           if (!(c > 0) || !std::isfinite(c)) return bad_value(v, "must be more than 0, got " + v.v->dump());
+           r.cpus = c;
+           return std::nullopt;
+         }},
+        {"timeout",
+         [this, &r](const Node& v) -> Check {
+           if (v.v->is_string()) {
+             auto d = parse_duration(v.v->get_ref<const std::string&>());
+             if (!d) return bad_value(v, d.error().message);
+             r.timeout = *d;
+             return std::nullopt;
+           }
+           std::int64_t secs = 0;
+           if (auto e = integer(v, 1, INT64_MAX / 1000, &secs)) {
+             if (!v.v->is_number_integer()) return wrong_type(v, "a duration like \"30s\" or a number of seconds");
+             return e;
+           }
+           r.timeout = std::chrono::seconds(secs);
+           return std::nullopt;
+         }},
+    });
+  }
+
+  Check env(const Node& n) {
+    auto& env = policy_.env;
+    return object(n, {
+        {"allow",
+         [this, &env](const Node& list) {
+           return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+             if (auto e = check_env_name(s)) return bad_value(el, *e);
+             env.allow.push_back(s);
+             return std::nullopt;
+           });
+         }},
+        {"set",
+         [this, &env](const Node& obj) -> Check {
+           if (!obj.v->is_object()) return wrong_type(obj, "an object of NAME: value");
+           for (const auto& [key, value] : obj.v->items()) {
+             Node m = member(obj, key, value);
+             if (auto e = check_env_name(key)) return bad_key(m, *e);
+             std::string s;
+             if (auto e = string(m, &s)) return e;
+             // execve cannot pass a NUL inside a value.
+             if (s.find('\0') != std::string::npos) return bad_value(m, "contains a NUL byte");
+             env.set.emplace_back(key, std::move(s));
+           }
+           return std::nullopt;
+         }},
+    });
+  }
+
+  Check layer(const Node& n) {
+    std::string s;
+    if (auto e = string(n, &s)) return e;
+    if (s != "process" && s != "container" && s != "gvisor" && s != "microvm") {
+      return bad_value(n, "unknown layer " + in_quotes(s) + " (expected process, container, gvisor or microvm)");
+    }
+    policy_.layer = s;
+    return std::nullopt;
+  }
+
+  Check audit(const Node& n) {
+    return object(n, {
+        {"log",
+         [this](const Node& v) -> Check {
+           std::string s;
+           if (auto e = non_empty_string(v, &s)) return e;
+           policy_.audit_log = s;
+           return std::nullopt;
+         }},
+    });
+  }
+
+  const PositionedJson& doc_;
+  const std::string& name_;
+  const std::string& base_dir_;
+  Policy policy_;
+};
+
+}  // namespace
+
+PResult<Policy> parse_policy(std::string_view text, const std::string& name, const std::string& base_dir) {
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+    return std::unexpected(PolicyError{name + ": empty file (write {} for an empty policy)"});
+  }
+  auto doc = parse_json_with_positions(text);
+  if (!doc) {
+    SourcePos where{name, doc.error().pos.line, doc.error().pos.column};
+    return std::unexpected(PolicyError{where.str() + ": " + doc.error().message});
+  }
+  return Validator(*doc, name, base_dir).run();
+}
+
+}  // namespace exg::policy
