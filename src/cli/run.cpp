@@ -126,9 +126,15 @@ int RunOptions::execute() {
     return 0;
   }
   if (verbose) {
-    std::fprintf(stderr, "exguardian: sandbox %s: %zu mount steps, uid %u, workspace %s\n", plan->sandbox_id.c_str(),
-                 plan->steps.size(), plan->identity.host_uid, plan->workspace.c_str());
-    for (const auto& n : plan->notes) std::fprintf(stderr, "exguardian: note: %s\n", n.c_str());
+    // Narrate: the whole plan, as --dry-run shows it, then the run itself.
+    std::string text = plan->to_text();
+    size_t pos = 0;
+    while (pos < text.size()) {
+      size_t nl = text.find('\n', pos);
+      if (nl == std::string::npos) nl = text.size();
+      std::fprintf(stderr, "exguardian: %.*s\n", static_cast<int>(nl - pos), text.data() + pos);
+      pos = nl + 1;
+    }
   }
   sandbox::SuperviseOptions so;
   so.verbose = verbose;

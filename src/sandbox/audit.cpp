@@ -1,0 +1,41 @@
+#include "sandbox/audit.hpp"
+
+#include <fcntl.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+
+namespace exg::sandbox {
+
+std::string utc_now_rfc3339() {
+  timespec ts;
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  tm t;
+  ::gmtime_r(&ts.tv_sec, &t);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%06ldZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, ts.tv_nsec / 1000);
+  return buf;
+}
+
+Result<AuditLog> AuditLog::open(const std::string& path, const std::string& sandbox_id) {
+  AuditLog log;
+  log.fd_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600));
+  if (!log.fd_) return fail(Error::sys("audit log " + path));
+  log.sandbox_id_ = sandbox_id;
+  return log;
+}
+
+void AuditLog::write(nlohmann::json event) {
+  if (!fd_) return;
+  nlohmann::json line = {{"time", utc_now_rfc3339()}, {"sandbox", sandbox_id_}};
+  line.update(event);
+  std::string s = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // O_APPEND and one write() per line: lines from several sandboxes sharing a
+  // log do not interleave.
+  (void)::write(fd_.get(), s.data(), s.size());
+}
+
+}  // namespace exg::sandbox

@@ -1,0 +1,29 @@
+// The audit log: one JSON object per line, appended, for every decision worth
+// keeping (refused syscalls now; egress decisions later). Shared by the
+// supervisor's event sources; written only from its one thread.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "util/error.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::sandbox {
+
+class AuditLog {
+ public:
+  AuditLog() = default;  // disabled: write() does nothing
+  static Result<AuditLog> open(const std::string& path, const std::string& sandbox_id);
+
+  bool enabled() const { return static_cast<bool>(fd_); }
+  // Adds "time" (RFC 3339, UTC, microseconds) and "sandbox", then appends one line.
+  void write(nlohmann::json event);
+
+ private:
+  UniqueFd fd_;
+  std::string sandbox_id_;
+};
+
+std::string utc_now_rfc3339();
+
+}  // namespace exg::sandbox
