@@ -185,7 +185,8 @@ struct Builder {
                                  "): its shell rc files and credentials would be writable; pass --workspace DIR "
                                  "with a project directory"));
     plan.workspace = *ws;
-    plan.cwd = is_within(ctx.cwd, *ws) ? ctx.cwd : *ws;
+    std::string cwd = canonical(ctx.cwd).value_or(*ws);
+    plan.cwd = is_within(cwd, *ws) ? cwd : *ws;
     if (auto r = identity(*ws); !r) return r;
     plan.argv = ctx.argv;
     plan.sandbox_id = ctx.sandbox_id.empty() ? random_hex(8) : ctx.sandbox_id;
@@ -242,11 +243,11 @@ struct Builder {
     std::vector<Step> ro;
     policy::Filesystem fs = pol.filesystem;
     ProtectOptions popt{fs.allow_git_config.value_or(false), fs.protect};
-    std::set<std::string> seen;
+    std::set<std::string> seen, pinned;  // a pin (writable) must not hide a later read-only bind
     for (const auto& tree : writable) {
       if (!is_dir(tree)) continue;
       for (const auto& p : find_protected(tree, popt)) {
-        if (!seen.insert(p.path).second) continue;
+        if (!(p.pin ? pinned : seen).insert(p.path).second) continue;
         Step s;
         s.kind = p.pin ? StepKind::Pin : StepKind::ProtectRo;
         s.target = p.path;

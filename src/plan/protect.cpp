@@ -61,7 +61,9 @@ struct Walker {
   // A git directory: its hooks and config, and those of submodules kept in
   // .git/modules/<name>/ (recursively).
   void git_dir(const std::string& gd, bool top) {
-    if (top) add(gd, true, "git directory (pinned: cannot be renamed or replaced)", true);
+    add(gd, true, top ? "git directory (pinned: cannot be renamed or replaced)"
+                      : "submodule git directory (pinned: cannot be renamed or replaced)",
+        true);
     std::string hooks = gd + "/hooks";
     if (auto t = type_at(hooks); t != DT_UNKNOWN) add_entry(hooks, t, "git hooks run later, outside the sandbox");
     if (!opt.allow_git_config) {
@@ -111,10 +113,17 @@ struct Walker {
         continue;
       }
       for (const auto& [parent, child] : nested) {
-        if (n == parent && t == DT_DIR) {
-          std::string c = p + "/" + child;
-          if (auto ct = type_at(c); ct != DT_UNKNOWN) add_entry(c, ct, "agent settings that run commands later");
+        if (n != parent) continue;
+        std::string base = p;
+        if (t == DT_LNK) {  // tools read <parent>/<child> through the link: protect what it reaches
+          auto target = canonical(p);
+          if (!target || !is_within(*target, root) || type_at(*target) != DT_DIR) continue;
+          base = *target;
+        } else if (t != DT_DIR) {
+          continue;
         }
+        std::string c = base + "/" + child;
+        if (auto ct = type_at(c); ct != DT_UNKNOWN) add_entry(c, ct, "agent settings that run commands later");
       }
       if (t == DT_DIR) subdirs.push_back(p);
     }

@@ -1,0 +1,1030 @@
+// Plan compilation: workspace, HOME, credentials, protected names, policy
+// paths, environment, and the path helpers. Every test builds its own tree
+// under a fresh mkdtemp directory in /tmp and removes it afterwards; nothing
+// here needs privileges except the root-identity tests, which skip otherwise.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "plan/paths.hpp"
+#include "plan/plan.hpp"
+#include "plan/protect.hpp"
+#include "policy/policy.hpp"
+
+namespace exg::plan {
+namespace {
+
+namespace fs = std::filesystem;
+
+// ---- helpers ----
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/exg_plan_test_XXXXXX";
+    char* d = ::mkdtemp(tmpl);
+    if (!d) {
+      ADD_FAILURE() << "mkdtemp failed";
+      return;
+    }
+    char buf[PATH_MAX];
+    path_ = ::realpath(d, buf) ? buf : d;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    if (!path_.empty()) fs::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+void mkdirs(const std::string& p) { fs::create_directories(p); }
+
+void write_file(const std::string& p, const std::string& text = "x\n") {
+  fs::create_directories(fs::path(p).parent_path());
+  std::ofstream(p) << text;
+}
+
+void symlink_to(const std::string& target, const std::string& link) {
+  ASSERT_EQ(::symlink(target.c_str(), link.c_str()), 0) << link;
+}
+
+policy::PathEntry entry(const std::string& path, const std::string& base_dir, bool literal = false) {
+  policy::PathEntry e;
+  e.path = path;
+  e.base_dir = base_dir;
+  e.literal = literal;
+  e.where = {"p.json", 3, 5};
+  return e;
+}
+
+// Index of the first step of `kind` at `target`, or -1.
+long index_of(const Plan& p, StepKind kind, const std::string& target) {
+  for (size_t i = 0; i < p.steps.size(); ++i)
+    if (p.steps[i].kind == kind && p.steps[i].target == target) return static_cast<long>(i);
+  return -1;
+}
+
+size_t count_of(const Plan& p, StepKind kind, const std::string& target) {
+  return std::count_if(p.steps.begin(), p.steps.end(),
+                       [&](const Step& s) { return s.kind == kind && s.target == target; });
+}
+
+size_t count_kind(const Plan& p, StepKind kind) {
+  return std::count_if(p.steps.begin(), p.steps.end(), [&](const Step& s) { return s.kind == kind; });
+}
+
+// Targets of every step of `kind` that lies within `dir`, in plan order.
+std::vector<std::string> targets_within(const Plan& p, StepKind kind, const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& s : p.steps)
+    if (s.kind == kind && is_within(s.target, dir)) out.push_back(s.target);
+  return out;
+}
+
+std::vector<std::string> listing(const std::string& root) {
+  std::vector<std::string> out;
+  for (auto it = fs::recursive_directory_iterator(root); it != fs::recursive_directory_iterator(); ++it) {
+    struct stat st;
+    ::lstat(it->path().c_str(), &st);
+    out.push_back(it->path().string() + " " + std::to_string(st.st_mode) + " " + std::to_string(st.st_size));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+bool has_note(const Plan& p, const std::string& needle) {
+  return std::any_of(p.notes.begin(), p.notes.end(),
+                     [&](const std::string& n) { return n.find(needle) != std::string::npos; });
+}
+
+// A workspace and a HOME side by side under one temp dir; an unprivileged
+// invoking user unless a test says otherwise.
+class PlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root = tmp.path();
+    ws = root + "/ws";
+    home = root + "/home";
+    mkdirs(ws);
+    mkdirs(home);
+    ctx.uid = 1000;
+    ctx.gid = 1000;
+    ctx.cwd = ws;
+    ctx.home = home;
+    ctx.workspace = ws;
+    ctx.argv = {"bash", "-c", "echo hi"};
+    ctx.sandbox_id = "test1234";
+    ctx.environ = {"PATH=/usr/bin:/bin", "HOME=/elsewhere", "TERM=xterm", "LANG=C.UTF-8", "LC_ALL=C",
+                   "GITHUB_TOKEN=ghp_secret", "AWS_SECRET_ACCESS_KEY=aws_secret", "FOO=bar"};
+  }
+
+  Plan ok(const policy::Policy& pol = {}) {
+    auto r = compile(pol, ctx);
+    EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().str());
+    return r ? *r : Plan{};
+  }
+
+  Error err(const policy::Policy& pol = {}) {
+    auto r = compile(pol, ctx);
+    if (r) {
+      ADD_FAILURE() << "expected compile() to fail";
+      return {};
+    }
+    return r.error();
+  }
+
+  TempDir tmp;
+  std::string root, ws, home;
+  Context ctx;
+};
+
+// ---- defaults ----
+
+TEST_F(PlanTest, PlanWorkspaceIsBoundReadWriteAtItsCanonicalPath) {
+  Plan p = ok();
+  EXPECT_EQ(p.workspace, ws);
+  EXPECT_EQ(p.sandbox_id, "test1234");
+  EXPECT_EQ(p.argv, (std::vector<std::string>{"bash", "-c", "echo hi"}));
+  long i = index_of(p, StepKind::BindRw, ws);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(p.steps[i].source, ws);
+  EXPECT_TRUE(p.steps[i].is_dir);
+  EXPECT_FALSE(p.steps[i].idmap);
+  EXPECT_EQ(count_kind(p, StepKind::BindRw), 1u);
+  EXPECT_EQ(p.identity.host_uid, 1000u);
+  EXPECT_EQ(p.identity.inside_uid, 1000u);
+  EXPECT_EQ(p.identity.host_gid, 1000u);
+  EXPECT_FALSE(p.identity.invoked_as_root);
+  EXPECT_FALSE(p.identity.synthetic);
+}
+
+TEST_F(PlanTest, PlanWorkspaceGivenThroughSymlinkAndDotsIsCanonical) {
+  symlink_to(ws, root + "/wslink");
+  ctx.workspace = "../wslink/.";  // relative to cwd
+  ctx.cwd = home;
+  Plan p = ok();
+  EXPECT_EQ(p.workspace, ws);
+  EXPECT_GE(index_of(p, StepKind::BindRw, ws), 0);
+  EXPECT_EQ(p.cwd, ws);  // cwd (home) is outside the workspace
+}
+
+TEST_F(PlanTest, PlanDefaultWorkspaceIsCwd) {
+  ctx.workspace.reset();
+  ctx.cwd = ws;
+  Plan p = ok();
+  EXPECT_EQ(p.workspace, ws);
+  EXPECT_EQ(p.cwd, ws);
+}
+
+TEST_F(PlanTest, PlanCwdInsideWorkspaceIsKept) {
+  mkdirs(ws + "/sub/dir");
+  ctx.cwd = ws + "/sub/dir";
+  Plan p = ok();
+  EXPECT_EQ(p.cwd, ws + "/sub/dir");
+  EXPECT_NE(std::find(p.env.begin(), p.env.end(), "PWD=" + ws + "/sub/dir"), p.env.end());
+}
+
+TEST_F(PlanTest, PlanCwdOutsideWorkspaceFallsBackToWorkspace) {
+  mkdirs(root + "/other");
+  ctx.cwd = root + "/other";
+  Plan p = ok();
+  EXPECT_EQ(p.cwd, ws);
+  ctx.cwd = ws + "x";  // a sibling sharing the prefix is not inside
+  mkdirs(ws + "x");
+  p = ok();
+  EXPECT_EQ(p.cwd, ws);
+}
+
+TEST_F(PlanTest, PlanSpecialFilesystemsPresent) {
+  Plan p = ok();
+  long t = index_of(p, StepKind::Tmpfs, "/tmp");
+  ASSERT_GE(t, 0);
+  EXPECT_EQ(p.steps[t].mode, 01777u);
+  long r = index_of(p, StepKind::Tmpfs, "/run");
+  ASSERT_GE(r, 0);
+  EXPECT_EQ(p.steps[r].mode, 0755u);
+  long d = index_of(p, StepKind::Tmpfs, "/dev");
+  ASSERT_GE(d, 0);
+  for (const char* n : {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty"}) {
+    long i = index_of(p, StepKind::DevNode, n);
+    ASSERT_GE(i, 0) << n;
+    EXPECT_GT(i, d) << n;
+    EXPECT_EQ(p.steps[i].source, n);
+    EXPECT_FALSE(p.steps[i].is_dir);
+  }
+  EXPECT_GT(index_of(p, StepKind::Devpts, "/dev/pts"), d);
+  long ro = index_of(p, StepKind::ReadOnly, "/dev");
+  EXPECT_GT(ro, index_of(p, StepKind::DevNode, "/dev/tty"));
+  EXPECT_GT(ro, index_of(p, StepKind::Symlink, "/dev/ptmx"));
+  long proc = index_of(p, StepKind::Proc, "/proc");
+  ASSERT_GE(proc, 0);
+  EXPECT_GT(index_of(p, StepKind::ProtectRo, "/proc/sys"), proc);
+  EXPECT_GE(index_of(p, StepKind::Sysfs, "/sys"), 0);
+  // The host's own /tmp, /run, /proc, /sys, /dev are never bound in.
+  for (const char* n : {"/tmp", "/run", "/proc", "/sys", "/dev"}) EXPECT_EQ(count_of(p, StepKind::BindRo, n), 0u) << n;
+  // The host's other top-level directories are, read-only.
+  EXPECT_EQ(count_of(p, StepKind::BindRo, "/etc"), 1u);
+  EXPECT_EQ(count_of(p, StepKind::BindRo, "/work"), 1u);
+}
+
+TEST_F(PlanTest, PlanHomeIsAnOverlay) {
+  Plan p = ok();
+  EXPECT_EQ(p.home, home);
+  long i = index_of(p, StepKind::Overlay, home);
+  ASSERT_GE(i, 0);
+  EXPECT_EQ(p.steps[i].source, home);
+  EXPECT_FALSE(p.steps[i].idmap);
+  EXPECT_EQ(count_kind(p, StepKind::Overlay), 1u);
+  // /tmp's tmpfs comes first, so the HOME layer (under /tmp here) lands on it.
+  EXPECT_LT(index_of(p, StepKind::Tmpfs, "/tmp"), i);
+}
+
+TEST_F(PlanTest, PlanMissingHomeFallsBackToTmp) {
+  ctx.home = root + "/nohome";
+  Plan p = ok();
+  EXPECT_EQ(p.home, "/tmp");
+  EXPECT_EQ(count_kind(p, StepKind::Overlay), 0u);
+  EXPECT_TRUE(has_note(p, "HOME " + root + "/nohome is not a directory: HOME=/tmp inside"));
+  EXPECT_NE(std::find(p.env.begin(), p.env.end(), "HOME=/tmp"), p.env.end());
+}
+
+TEST_F(PlanTest, PlanCredentialPathsThatExistAreMasked) {
+  mkdirs(home + "/.ssh");
+  write_file(home + "/.ssh/id_ed25519", "KEY");
+  write_file(home + "/.aws/credentials", "[default]");
+  write_file(home + "/.netrc", "machine x");
+  mkdirs(home + "/.config/gh");
+  write_file(home + "/.bashrc", "# not a credential");
+  Plan p = ok();
+  long ssh = index_of(p, StepKind::MaskDir, home + "/.ssh");
+  ASSERT_GE(ssh, 0);
+  EXPECT_TRUE(p.steps[ssh].is_dir);
+  EXPECT_EQ(p.steps[ssh].why, "credentials");
+  // ".aws" is the credential entry: the whole directory is masked.
+  long aws = index_of(p, StepKind::MaskDir, home + "/.aws");
+  ASSERT_GE(aws, 0);
+  long netrc = index_of(p, StepKind::MaskFile, home + "/.netrc");
+  ASSERT_GE(netrc, 0);
+  EXPECT_FALSE(p.steps[netrc].is_dir);
+  EXPECT_GE(index_of(p, StepKind::MaskDir, home + "/.config/gh"), 0);
+  // Exactly these, nothing for the many credential paths that do not exist.
+  EXPECT_EQ(targets_within(p, StepKind::MaskDir, home),
+            (std::vector<std::string>{home + "/.aws", home + "/.ssh", home + "/.config/gh"}));
+  EXPECT_EQ(targets_within(p, StepKind::MaskFile, home), (std::vector<std::string>{home + "/.netrc"}));
+  // Masks come after the HOME overlay, and each masked dir is sealed after.
+  long ov = index_of(p, StepKind::Overlay, home);
+  EXPECT_GT(ssh, ov);
+  EXPECT_GT(netrc, ov);
+  EXPECT_GT(index_of(p, StepKind::ReadOnly, home + "/.ssh"), ssh);
+  EXPECT_EQ(index_of(p, StepKind::ReadOnly, home + "/.netrc"), -1);
+}
+
+TEST_F(PlanTest, PlanCredentialFileAsMaskFile) {
+  // ".docker/config.json" is a file entry: masked as a file, .docker stays.
+  write_file(home + "/.docker/config.json", "{}");
+  Plan p = ok();
+  EXPECT_GE(index_of(p, StepKind::MaskFile, home + "/.docker/config.json"), 0);
+  EXPECT_EQ(index_of(p, StepKind::MaskDir, home + "/.docker"), -1);
+}
+
+TEST_F(PlanTest, PlanEmptyHomeHasNoMasks) {
+  Plan p = ok();
+  EXPECT_EQ(count_kind(p, StepKind::MaskDir), 0u);
+  EXPECT_EQ(count_kind(p, StepKind::MaskFile), 0u);
+}
+
+TEST_F(PlanTest, PlanEnvironmentIsAllowlistOnly) {
+  Plan p = ok();
+  std::vector<std::string> want = {
+      "EXGUARDIAN=1",
+      "EXGUARDIAN_SANDBOX_ID=test1234",
+      "HOME=" + home,
+      "LANG=C.UTF-8",
+      "LC_ALL=C",
+      "PATH=/usr/bin:/bin",
+      "PWD=" + ws,
+      "SANDBOX_RUNTIME=1",
+      "TERM=xterm",
+      "TMPDIR=/tmp",
+  };
+  EXPECT_EQ(p.env, want);
+  for (const auto& e : p.env) {
+    EXPECT_FALSE(e.starts_with("GITHUB_TOKEN=")) << e;
+    EXPECT_FALSE(e.starts_with("AWS_SECRET_ACCESS_KEY=")) << e;
+    EXPECT_FALSE(e.starts_with("FOO=")) << e;
+  }
+}
+
+TEST_F(PlanTest, PlanEnvironmentDefaultsWhenHostHasNone) {
+  ctx.environ = {};
+  Plan p = ok();
+  std::vector<std::string> want = {
+      "EXGUARDIAN=1",
+      "EXGUARDIAN_SANDBOX_ID=test1234",
+      "HOME=" + home,
+      "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+      "PWD=" + ws,
+      "SANDBOX_RUNTIME=1",
+      "TERM=dumb",
+      "TMPDIR=/tmp",
+  };
+  EXPECT_EQ(p.env, want);
+}
+
+TEST_F(PlanTest, PlanEnvironmentPolicyAllowAndSet) {
+  policy::Policy pol;
+  pol.env.allow = {"FOO", "NOT_ON_HOST"};
+  pol.env.set = {{"MY_VAR", "hello=world"}, {"TERM", "vt100"}};
+  ctx.environ.push_back("TMPDIR=/host/tmp");
+  Plan p = ok(pol);
+  auto has = [&](const std::string& kv) { return std::find(p.env.begin(), p.env.end(), kv) != p.env.end(); };
+  EXPECT_TRUE(has("FOO=bar"));
+  EXPECT_TRUE(has("MY_VAR=hello=world"));
+  EXPECT_TRUE(has("TERM=vt100"));
+  EXPECT_FALSE(has("TERM=xterm"));
+  EXPECT_TRUE(has("TMPDIR=/tmp"));
+  EXPECT_FALSE(has("TMPDIR=/host/tmp"));
+  EXPECT_FALSE(std::any_of(p.env.begin(), p.env.end(), [](auto& e) { return e.starts_with("NOT_ON_HOST="); }));
+  EXPECT_FALSE(std::any_of(p.env.begin(), p.env.end(), [](auto& e) { return e.starts_with("GITHUB_TOKEN="); }));
+  EXPECT_TRUE(has_note(p, "--env NOT_ON_HOST: not set on the host, not passed"));
+  EXPECT_FALSE(has_note(p, "--env FOO"));
+  EXPECT_EQ(p.env.size(), 12u);
+}
+
+TEST_F(PlanTest, PlanPolicyNotesAndTimeoutCarriedOver) {
+  policy::Policy pol;
+  pol.notes = {"ignored key x"};
+  pol.resources.timeout = std::chrono::milliseconds(1500);
+  Plan p = ok(pol);
+  EXPECT_TRUE(has_note(p, "ignored key x"));
+  ASSERT_TRUE(p.timeout.has_value());
+  EXPECT_EQ(p.timeout->count(), 1500);
+}
+
+// ---- errors ----
+
+TEST_F(PlanTest, PlanRefusesRootWorkspace) {
+  ctx.workspace = "/";
+  Error e = err();
+  EXPECT_EQ(e.what, "workspace /");
+  EXPECT_NE(e.why.find("the whole filesystem cannot be the workspace"), std::string::npos) << e.why;
+}
+
+TEST_F(PlanTest, PlanRefusesWorkspaceContainingHome) {
+  ctx.workspace = root;  // home is root/home
+  Error e = err();
+  EXPECT_EQ(e.what, "workspace " + root);
+  EXPECT_NE(e.why.find("contains your home directory ($HOME " + home + ")"), std::string::npos) << e.why;
+  ctx.workspace = home;  // equal to HOME is refused too
+  e = err();
+  EXPECT_EQ(e.what, "workspace " + home);
+}
+
+TEST_F(PlanTest, PlanRefusesMissingWorkspace) {
+  ctx.workspace = root + "/does-not-exist";
+  Error e = err();
+  EXPECT_EQ(e.what, "workspace " + root + "/does-not-exist");
+  EXPECT_EQ(e.err, ENOENT);
+}
+
+TEST_F(PlanTest, PlanRefusesFileWorkspace) {
+  write_file(root + "/afile");
+  ctx.workspace = root + "/afile";
+  Error e = err();
+  EXPECT_EQ(e.what, "workspace " + root + "/afile");
+  EXPECT_EQ(e.why, "not a directory");
+}
+
+TEST_F(PlanTest, PlanRefusesKernelFilesystemWorkspace) {
+  ctx.workspace = "/proc/self";
+  Error e = err();
+  EXPECT_NE(e.why.find("cannot be under /proc"), std::string::npos) << e.why;
+}
+
+TEST_F(PlanTest, PlanRefusesEmptyArgv) {
+  ctx.argv = {};
+  Error e = err();
+  EXPECT_EQ(e.what, "run");
+  EXPECT_NE(e.why.find("no command given"), std::string::npos) << e.why;
+}
+
+// ---- protected names through compile ----
+
+TEST_F(PlanTest, PlanProtectedNamesAtRootAndDeep) {
+  mkdirs(ws + "/.git/hooks");
+  write_file(ws + "/.git/config");
+  write_file(ws + "/.git/HEAD", "ref: refs/heads/main\n");
+  mkdirs(ws + "/a/b/c/.git/hooks");
+  write_file(ws + "/a/b/c/.git/config");
+  write_file(ws + "/.bashrc");
+  write_file(ws + "/a/.envrc");
+  mkdirs(ws + "/.vscode");
+  write_file(ws + "/a/b/.mcp.json", "{}");
+  mkdirs(ws + "/.claude/commands");
+  write_file(ws + "/src/main.c");
+
+  Plan p = ok();
+  std::string deep = ws + "/a/b/c/.git";
+  for (const std::string& g : {ws + "/.git", deep}) {
+    long pin = index_of(p, StepKind::Pin, g);
+    ASSERT_GE(pin, 0) << g;
+    EXPECT_TRUE(p.steps[pin].is_dir);
+    long hooks = index_of(p, StepKind::ProtectRo, g + "/hooks");
+    long cfg = index_of(p, StepKind::ProtectRo, g + "/config");
+    ASSERT_GE(hooks, 0) << g;
+    ASSERT_GE(cfg, 0) << g;
+    EXPECT_LT(pin, hooks) << g;
+    EXPECT_LT(pin, cfg) << g;
+    EXPECT_TRUE(p.steps[hooks].is_dir);
+    EXPECT_FALSE(p.steps[cfg].is_dir);
+    EXPECT_EQ(count_of(p, StepKind::ProtectRo, g), 0u) << g;  // pinned, not read-only
+  }
+  long bindrw = index_of(p, StepKind::BindRw, ws);
+  for (const auto& s : {ws + "/.bashrc", ws + "/a/.envrc", ws + "/.vscode", ws + "/a/b/.mcp.json",
+                        ws + "/.claude/commands"}) {
+    long i = index_of(p, StepKind::ProtectRo, s);
+    ASSERT_GE(i, 0) << s;
+    EXPECT_GT(i, bindrw) << s;  // after the writable bind, so it wins
+  }
+  EXPECT_TRUE(p.steps[index_of(p, StepKind::ProtectRo, ws + "/.vscode")].is_dir);
+  EXPECT_FALSE(p.steps[index_of(p, StepKind::ProtectRo, ws + "/.bashrc")].is_dir);
+  // Exactly the protected ones, nothing else in the workspace.
+  auto ro = targets_within(p, StepKind::ProtectRo, ws);
+  std::sort(ro.begin(), ro.end());
+  std::vector<std::string> want = {ws + "/.bashrc",       ws + "/.claude/commands", ws + "/.git/config",
+                                   ws + "/.git/hooks",    ws + "/.vscode",          ws + "/a/.envrc",
+                                   ws + "/a/b/.mcp.json", deep + "/config",         deep + "/hooks"};
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(ro, want);
+  EXPECT_EQ(targets_within(p, StepKind::Pin, ws), (std::vector<std::string>{ws + "/.git", deep}));
+}
+
+TEST_F(PlanTest, PlanAllowGitConfigLeavesConfigWritable) {
+  mkdirs(ws + "/.git/hooks");
+  write_file(ws + "/.git/config");
+  mkdirs(ws + "/a/b/c/.git/hooks");
+  write_file(ws + "/a/b/c/.git/config");
+  policy::Policy pol;
+  pol.filesystem.allow_git_config = true;
+  Plan p = ok(pol);
+  EXPECT_EQ(index_of(p, StepKind::ProtectRo, ws + "/.git/config"), -1);
+  EXPECT_EQ(index_of(p, StepKind::ProtectRo, ws + "/a/b/c/.git/config"), -1);
+  EXPECT_GE(index_of(p, StepKind::ProtectRo, ws + "/.git/hooks"), 0);
+  EXPECT_GE(index_of(p, StepKind::ProtectRo, ws + "/a/b/c/.git/hooks"), 0);
+  EXPECT_GE(index_of(p, StepKind::Pin, ws + "/.git"), 0);
+}
+
+TEST_F(PlanTest, PlanExtraProtectedNamesFromPolicy) {
+  write_file(ws + "/Makefile");
+  write_file(ws + "/sub/Makefile");
+  write_file(ws + "/tools/run.sh");
+  write_file(ws + "/other/run.sh");
+  policy::Policy pol;
+  pol.filesystem.protect = {"Makefile", "tools/run.sh"};
+  Plan p = ok(pol);
+  EXPECT_GE(index_of(p, StepKind::ProtectRo, ws + "/Makefile"), 0);
+  EXPECT_GE(index_of(p, StepKind::ProtectRo, ws + "/sub/Makefile"), 0);
+  EXPECT_GE(index_of(p, StepKind::ProtectRo, ws + "/tools/run.sh"), 0);
+  EXPECT_EQ(index_of(p, StepKind::ProtectRo, ws + "/other/run.sh"), -1);
+}
+
+TEST_F(PlanTest, PlanCompileCreatesNothingOnDisk) {
+  mkdirs(ws + "/.git/hooks");
+  write_file(ws + "/.git/config");
+  write_file(ws + "/.git/HEAD");
+  mkdirs(ws + "/.git/modules/sub/hooks");
+  write_file(ws + "/.git/modules/sub/HEAD");
+  write_file(ws + "/.bashrc");
+  mkdirs(home + "/.ssh");
+  write_file(home + "/.netrc");
+  mkdirs(root + "/extra");
+  mkdirs(ws + "/secrets");
+  write_file(ws + "/secrets/a.pem");
+  auto before = listing(root);
+  policy::Policy pol;
+  pol.filesystem.allow_write = {entry(root + "/extra", "/")};
+  pol.filesystem.deny_read = {entry("secrets/*.pem", ws), entry("~/nothing-here", ws)};
+  pol.filesystem.deny_write = {entry("missing/dir", ws)};
+  pol.filesystem.protect = {"nonexistent-name", "x/y"};
+  Plan p = ok(pol);
+  EXPECT_EQ(listing(root), before);
+}
+
+// ---- find_protected directly ----
+
+class ProtectTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    r = tmp.path();
+    mkdirs(r + "/.git/hooks");
+    write_file(r + "/.git/config");
+    write_file(r + "/.git/HEAD");
+    write_file(r + "/.git/info/attributes");
+    write_file(r + "/.git/info/exclude");  // not protected
+    mkdirs(r + "/.git/objects/ab");
+    // Submodules: .git/modules/<name>/, names may contain slashes.
+    mkdirs(r + "/.git/modules/sub/hooks");
+    write_file(r + "/.git/modules/sub/config");
+    write_file(r + "/.git/modules/sub/HEAD");
+    write_file(r + "/.git/modules/lib/deep/HEAD");
+    write_file(r + "/.git/modules/lib/deep/config");
+    // A nested repository three levels down.
+    mkdirs(r + "/a/b/c/.git/hooks");
+    write_file(r + "/a/b/c/.git/config");
+    write_file(r + "/a/b/c/.git/HEAD");
+    // Shell and tool config, agent settings.
+    write_file(r + "/.bashrc");
+    write_file(r + "/a/.envrc");
+    mkdirs(r + "/.vscode");
+    write_file(r + "/.vscode/settings.json");
+    write_file(r + "/a/b/.mcp.json");
+    mkdirs(r + "/.claude/commands");
+    write_file(r + "/.claude/notes.txt");  // not protected
+    write_file(r + "/src/main.c");
+    // A submodule checkout: .git is a file.
+    write_file(r + "/sub/.git", "gitdir: ../.git/modules/sub\n");
+    // Symlinked protected names: inside the tree, and pointing out of it.
+    write_file(r + "/dotfiles/profile");
+    symlink_to("dotfiles/profile", r + "/.profile");
+    symlink_to("/etc/hostname", r + "/.zshrc");
+  }
+
+  std::vector<std::string> paths(const std::vector<ProtectedPath>& v) {
+    std::vector<std::string> out;
+    for (const auto& p : v) out.push_back(p.path);
+    return out;
+  }
+
+  const ProtectedPath* find(const std::vector<ProtectedPath>& v, const std::string& path) {
+    for (const auto& p : v)
+      if (p.path == path) return &p;
+    return nullptr;
+  }
+
+  TempDir tmp;
+  std::string r;
+};
+
+TEST_F(ProtectTest, ProtectFindsEverythingExactly) {
+  auto v = find_protected(r, {});
+  std::vector<std::string> want = {
+      r + "/.bashrc",
+      r + "/.claude/commands",
+      r + "/.git",
+      r + "/.git/config",
+      r + "/.git/hooks",
+      r + "/.git/info/attributes",
+      r + "/.git/modules/lib/deep",
+      r + "/.git/modules/lib/deep/config",
+      r + "/.git/modules/sub",
+      r + "/.git/modules/sub/config",
+      r + "/.git/modules/sub/hooks",
+      r + "/.vscode",
+      r + "/a/.envrc",
+      r + "/a/b/.mcp.json",
+      r + "/a/b/c/.git",
+      r + "/a/b/c/.git/config",
+      r + "/a/b/c/.git/hooks",
+      r + "/dotfiles/profile",
+      r + "/sub/.git",
+  };
+  EXPECT_EQ(paths(v), want);
+}
+
+TEST_F(ProtectTest, ProtectGitDirsArePinnedOthersNot) {
+  auto v = find_protected(r, {});
+  for (const auto& p : v) {
+    // Repositories and submodule git directories are pinned (cannot be renamed away).
+    bool top_git = p.path == r + "/.git" || p.path == r + "/a/b/c/.git" || p.path == r + "/.git/modules/sub" ||
+                   p.path == r + "/.git/modules/lib/deep";
+    EXPECT_EQ(p.pin, top_git) << p.path;
+  }
+  ASSERT_NE(find(v, r + "/.git"), nullptr);
+  EXPECT_TRUE(find(v, r + "/.git")->is_dir);
+  EXPECT_TRUE(find(v, r + "/.git/hooks")->is_dir);
+  EXPECT_FALSE(find(v, r + "/.git/config")->is_dir);
+  EXPECT_TRUE(find(v, r + "/.vscode")->is_dir);
+  EXPECT_TRUE(find(v, r + "/.claude/commands")->is_dir);
+  EXPECT_FALSE(find(v, r + "/.bashrc")->is_dir);
+}
+
+TEST_F(ProtectTest, ProtectGitFileIsProtectedAsFile) {
+  auto v = find_protected(r, {});
+  const ProtectedPath* g = find(v, r + "/sub/.git");
+  ASSERT_NE(g, nullptr);
+  EXPECT_FALSE(g->is_dir);
+  EXPECT_FALSE(g->pin);
+}
+
+TEST_F(ProtectTest, ProtectSymlinkProtectsTargetInsideTreeOnly) {
+  auto v = find_protected(r, {});
+  const ProtectedPath* t = find(v, r + "/dotfiles/profile");
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->is_dir);
+  EXPECT_NE(t->why.find("symlink target"), std::string::npos);
+  EXPECT_EQ(find(v, r + "/.profile"), nullptr);  // the link itself cannot be mounted over
+  EXPECT_EQ(find(v, r + "/.zshrc"), nullptr);
+  EXPECT_EQ(find(v, "/etc/hostname"), nullptr);
+}
+
+TEST_F(ProtectTest, ProtectSymlinkedDirTarget) {
+  mkdirs(r + "/real-vscode");
+  symlink_to("../real-vscode", r + "/a/.vscode");
+  auto v = find_protected(r, {});
+  const ProtectedPath* t = find(v, r + "/real-vscode");
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->is_dir);
+}
+
+TEST_F(ProtectTest, ProtectAllowGitConfig) {
+  auto v = find_protected(r, {.allow_git_config = true});
+  auto ps = paths(v);
+  for (const auto& s : {r + "/.git/config", r + "/a/b/c/.git/config", r + "/.git/modules/sub/config",
+                        r + "/.git/modules/lib/deep/config"})
+    EXPECT_EQ(std::find(ps.begin(), ps.end(), s), ps.end()) << s;
+  for (const auto& s : {r + "/.git", r + "/.git/hooks", r + "/a/b/c/.git/hooks", r + "/.git/modules/sub/hooks"})
+    EXPECT_NE(std::find(ps.begin(), ps.end(), s), ps.end()) << s;
+  EXPECT_EQ(ps.size(), 15u);
+}
+
+TEST_F(ProtectTest, ProtectExtraNames) {
+  write_file(r + "/x/y/justfile");
+  write_file(r + "/tools/hook.sh");
+  write_file(r + "/hook.sh");
+  auto v = find_protected(r, {.extra_names = {"justfile", "tools/hook.sh", ".git/ignored"}});
+  auto ps = paths(v);
+  EXPECT_NE(std::find(ps.begin(), ps.end(), r + "/x/y/justfile"), ps.end());
+  EXPECT_NE(std::find(ps.begin(), ps.end(), r + "/tools/hook.sh"), ps.end());
+  EXPECT_EQ(std::find(ps.begin(), ps.end(), r + "/hook.sh"), ps.end());
+  EXPECT_EQ(ps.size(), 21u);
+}
+
+TEST_F(ProtectTest, ProtectEmptyTree) {
+  TempDir empty;
+  mkdirs(empty.path() + "/a/b");
+  write_file(empty.path() + "/a/b/c.txt");
+  EXPECT_TRUE(find_protected(empty.path(), {}).empty());
+}
+
+// ---- policy paths ----
+
+TEST_F(PlanTest, PlanDenyWriteInsideWorkspace) {
+  mkdirs(ws + "/docs");
+  write_file(ws + "/LICENSE");
+  write_file(home + "/outside.txt");
+  policy::Policy pol;
+  pol.filesystem.deny_write = {entry("docs", ws), entry(ws + "/LICENSE", "/"), entry("~/outside.txt", ws),
+                               entry("nothing", ws)};
+  Plan p = ok(pol);
+  long d = index_of(p, StepKind::ProtectRo, ws + "/docs");
+  ASSERT_GE(d, 0);
+  EXPECT_TRUE(p.steps[d].is_dir);
+  EXPECT_EQ(p.steps[d].why, "denyWrite (p.json:3:5)");
+  EXPECT_GT(d, index_of(p, StepKind::BindRw, ws));
+  long l = index_of(p, StepKind::ProtectRo, ws + "/LICENSE");
+  ASSERT_GE(l, 0);
+  EXPECT_FALSE(p.steps[l].is_dir);
+  // Outside every writable tree: already read-only, no step.
+  EXPECT_EQ(index_of(p, StepKind::ProtectRo, home + "/outside.txt"), -1);
+  EXPECT_EQ(targets_within(p, StepKind::ProtectRo, ws), (std::vector<std::string>{ws + "/LICENSE", ws + "/docs"}));
+}
+
+TEST_F(PlanTest, PlanDenyReadGlobsMaskEveryMatchOnly) {
+  write_file(ws + "/secrets/a.pem");
+  write_file(ws + "/secrets/b.pem");
+  write_file(ws + "/secrets/c.txt");
+  write_file(ws + "/other/d.pem");
+  write_file(ws + "/top.key");
+  write_file(ws + "/x/y/z.key");
+  write_file(ws + "/x/y/z.keys");
+  policy::Policy pol;
+  pol.filesystem.deny_read = {entry("secrets/*.pem", ws), entry("**/*.key", ws)};
+  Plan p = ok(pol);
+  auto files = targets_within(p, StepKind::MaskFile, ws);
+  std::sort(files.begin(), files.end());
+  EXPECT_EQ(files, (std::vector<std::string>{ws + "/secrets/a.pem", ws + "/secrets/b.pem", ws + "/top.key",
+                                             ws + "/x/y/z.key"}));
+  EXPECT_EQ(count_kind(p, StepKind::MaskFile), 4u);
+  EXPECT_EQ(count_kind(p, StepKind::MaskDir), 0u);
+  long a = index_of(p, StepKind::MaskFile, ws + "/secrets/a.pem");
+  EXPECT_EQ(p.steps[a].why, "denyRead (p.json:3:5)");
+  EXPECT_FALSE(p.steps[a].is_dir);
+}
+
+TEST_F(PlanTest, PlanDenyReadDirectoryIsMaskedAndSealed) {
+  write_file(ws + "/private/key");
+  policy::Policy pol;
+  pol.filesystem.deny_read = {entry("private", ws)};
+  Plan p = ok(pol);
+  long m = index_of(p, StepKind::MaskDir, ws + "/private");
+  ASSERT_GE(m, 0);
+  EXPECT_GT(index_of(p, StepKind::ReadOnly, ws + "/private"), m);
+  EXPECT_EQ(index_of(p, StepKind::MaskFile, ws + "/private/key"), -1);
+}
+
+TEST_F(PlanTest, PlanAllowReadInsideDeniedDir) {
+  write_file(home + "/vault/secret.txt");
+  write_file(home + "/vault/public/readme.txt");
+  write_file(home + "/.ssh/id_rsa");
+  write_file(home + "/.ssh/known_hosts");
+  policy::Policy pol;
+  pol.filesystem.deny_read = {entry("~/vault", ws)};
+  pol.filesystem.allow_read = {entry("~/vault/public", ws), entry("~/.ssh/known_hosts", ws)};
+  Plan p = ok(pol);
+  long m = index_of(p, StepKind::MaskDir, home + "/vault");
+  long b = index_of(p, StepKind::BindRo, home + "/vault/public");
+  long seal = index_of(p, StepKind::ReadOnly, home + "/vault");
+  ASSERT_GE(m, 0);
+  ASSERT_GE(b, 0);
+  ASSERT_GE(seal, 0);
+  EXPECT_LT(m, b);
+  EXPECT_LT(b, seal);
+  EXPECT_EQ(p.steps[b].source, home + "/vault/public");
+  EXPECT_TRUE(p.steps[b].is_dir);
+  // The same for a credential directory and a file inside it.
+  long sm = index_of(p, StepKind::MaskDir, home + "/.ssh");
+  long sb = index_of(p, StepKind::BindRo, home + "/.ssh/known_hosts");
+  long ss = index_of(p, StepKind::ReadOnly, home + "/.ssh");
+  ASSERT_GE(sm, 0);
+  ASSERT_GE(sb, 0);
+  ASSERT_GE(ss, 0);
+  EXPECT_LT(sm, sb);
+  EXPECT_LT(sb, ss);
+  EXPECT_FALSE(p.steps[sb].is_dir);
+  // Only those two bound back; the denied content itself is not.
+  EXPECT_EQ(targets_within(p, StepKind::BindRo, home),
+            (std::vector<std::string>{home + "/vault/public", home + "/.ssh/known_hosts"}));
+}
+
+TEST_F(PlanTest, PlanAllowReadOfDeniedPathItselfUnmasks) {
+  write_file(home + "/.netrc");
+  policy::Policy pol;
+  pol.filesystem.allow_read = {entry("~/.netrc", ws)};
+  Plan p = ok(pol);
+  EXPECT_EQ(index_of(p, StepKind::MaskFile, home + "/.netrc"), -1);
+  EXPECT_EQ(index_of(p, StepKind::BindRo, home + "/.netrc"), -1);
+}
+
+TEST_F(PlanTest, PlanAllowWriteExtraDir) {
+  mkdirs(root + "/extra/.husky");
+  write_file(root + "/extra/file");
+  policy::Policy pol;
+  pol.filesystem.allow_write = {entry("../extra", ws), entry(root + "/extra/file", "/"), entry("missing", ws)};
+  Plan p = ok(pol);
+  long e = index_of(p, StepKind::BindRw, root + "/extra");
+  ASSERT_GE(e, 0);
+  EXPECT_EQ(p.steps[e].source, root + "/extra");
+  EXPECT_TRUE(p.steps[e].is_dir);
+  EXPECT_EQ(p.steps[e].why, "allowWrite (p.json:3:5)");
+  long f = index_of(p, StepKind::BindRw, root + "/extra/file");
+  ASSERT_GE(f, 0);
+  EXPECT_FALSE(p.steps[f].is_dir);
+  EXPECT_LT(e, f);  // deeper binds land on top
+  // Protected names in the extra writable tree too.
+  EXPECT_GT(index_of(p, StepKind::ProtectRo, root + "/extra/.husky"), f);
+  EXPECT_TRUE(has_note(p, "p.json:3:5: allowWrite missing matches nothing that exists: skipped"));
+  EXPECT_EQ(count_kind(p, StepKind::BindRw), 3u);
+}
+
+TEST_F(PlanTest, PlanAllowWriteInsideWorkspaceSortedAfterIt) {
+  mkdirs(ws + "/build");
+  policy::Policy pol;
+  pol.filesystem.allow_write = {entry("build", ws), entry(".", ws)};
+  Plan p = ok(pol);
+  long w = index_of(p, StepKind::BindRw, ws);
+  long b = index_of(p, StepKind::BindRw, ws + "/build");
+  ASSERT_GE(w, 0);
+  ASSERT_GE(b, 0);
+  EXPECT_LT(w, b);
+  EXPECT_EQ(count_of(p, StepKind::BindRw, ws), 1u);  // "." is the workspace: no second bind
+}
+
+TEST_F(PlanTest, PlanAllowWriteTmpIsANote) {
+  policy::Policy pol;
+  pol.filesystem.allow_write = {entry("/tmp", "/"), entry("/tmp/", "/"), entry("/var/tmp", "/")};
+  Plan p = ok(pol);
+  EXPECT_EQ(count_of(p, StepKind::BindRw, "/tmp"), 0u);
+  EXPECT_EQ(count_of(p, StepKind::BindRw, "/var/tmp"), 0u);
+  EXPECT_EQ(count_kind(p, StepKind::BindRw), 1u);
+  EXPECT_EQ(count_of(p, StepKind::Tmpfs, "/tmp"), 1u);
+  EXPECT_TRUE(has_note(p, "p.json:3:5: allowWrite /tmp: the sandbox has its own private, writable /tmp; "
+                          "the host's stays unwritable"));
+  EXPECT_TRUE(has_note(p, "allowWrite /var/tmp: the sandbox has its own private, writable /var/tmp"));
+}
+
+TEST_F(PlanTest, PlanAllowWriteRootOrKernelRefused) {
+  policy::Policy pol;
+  pol.filesystem.allow_write = {entry("/", "/")};
+  Error e = err(pol);
+  EXPECT_EQ(e.what, "p.json:3:5");
+  EXPECT_NE(e.why.find("allowWrite / would make the whole host writable"), std::string::npos);
+  pol.filesystem.allow_write = {entry("/proc/self", "/")};
+  e = err(pol);
+  EXPECT_NE(e.why.find("not allowed"), std::string::npos) << e.why;
+}
+
+TEST_F(PlanTest, PlanDenyReadHidingWorkspaceIsAnError) {
+  policy::Policy pol;
+  pol.filesystem.deny_read = {entry(root, "/")};
+  Error e = err(pol);
+  EXPECT_EQ(e.what, "denyRead " + root);
+  EXPECT_EQ(e.why, "would hide the workspace");
+  pol.filesystem.deny_read = {entry(".", ws)};  // the workspace itself
+  e = err(pol);
+  EXPECT_EQ(e.what, "denyRead " + ws);
+}
+
+// ---- identity when invoked as root ----
+
+TEST_F(PlanTest, PlanRootRunsAsWorkspaceOwner) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to chown";
+  ASSERT_EQ(::chown(ws.c_str(), 1000, 1000), 0);
+  ctx.uid = 0;
+  ctx.gid = 0;
+  Plan p = ok();
+  EXPECT_TRUE(p.identity.invoked_as_root);
+  EXPECT_FALSE(p.identity.synthetic);
+  EXPECT_EQ(p.identity.host_uid, 1000u);
+  EXPECT_EQ(p.identity.inside_uid, 1000u);
+  long w = index_of(p, StepKind::BindRw, ws);
+  ASSERT_GE(w, 0);
+  EXPECT_FALSE(p.steps[w].idmap);  // owned by the sandbox uid already
+  // HOME (owned by root here) goes through an idmapped layer.
+  long h = index_of(p, StepKind::Overlay, home);
+  ASSERT_GE(h, 0);
+  EXPECT_TRUE(p.steps[h].idmap);
+  EXPECT_EQ(p.steps[h].idmap_from_uid, 0u);
+  EXPECT_TRUE(std::any_of(p.env.begin(), p.env.end(), [](auto& e) { return e.starts_with("USER="); }));
+}
+
+TEST_F(PlanTest, PlanRootWithRootOwnedWorkspaceUsesSyntheticUid) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root-owned temp dirs";
+  struct stat st;
+  ASSERT_EQ(::stat(ws.c_str(), &st), 0);
+  ASSERT_EQ(st.st_uid, 0u);
+  ctx.uid = 0;
+  ctx.gid = 0;
+  Plan p = ok();
+  EXPECT_TRUE(p.identity.invoked_as_root);
+  EXPECT_TRUE(p.identity.synthetic);
+  EXPECT_GE(p.identity.host_uid, 1500000000u);
+  EXPECT_LT(p.identity.host_uid, 1500000000u + (1u << 20));
+  EXPECT_EQ(p.identity.inside_uid, p.identity.host_uid);
+  EXPECT_EQ(p.identity.host_gid, p.identity.host_uid);
+  long w = index_of(p, StepKind::BindRw, ws);
+  ASSERT_GE(w, 0);
+  EXPECT_TRUE(p.steps[w].idmap);
+  EXPECT_EQ(p.steps[w].idmap_from_uid, 0u);
+  EXPECT_EQ(p.steps[w].idmap_from_gid, 0u);
+  EXPECT_NE(std::find(p.env.begin(), p.env.end(), "USER=exguardian"), p.env.end());
+  EXPECT_NE(std::find(p.env.begin(), p.env.end(), "LOGNAME=exguardian"), p.env.end());
+}
+
+// ---- to_text ----
+
+TEST_F(PlanTest, PlanToTextMentionsEverything) {
+  mkdirs(ws + "/.git/hooks");
+  write_file(home + "/.netrc");
+  Plan p = ok();
+  std::string t = p.to_text();
+  EXPECT_NE(t.find("sandbox test1234\n"), std::string::npos);
+  EXPECT_NE(t.find("workspace: " + ws + " (writable, persistent)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("cwd: " + ws + "\n"), std::string::npos);
+  EXPECT_NE(t.find("home: " + home + "\n"), std::string::npos);
+  EXPECT_NE(t.find("command: bash -c echo hi\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("identity: uid 1000 gid 1000 inside = host uid 1000 gid 1000"), std::string::npos);
+  for (const auto& s : p.steps)
+    EXPECT_NE(t.find(std::string("  ") + to_string(s.kind) + " " + s.target), std::string::npos) << s.target;
+  for (const auto& e : p.env) EXPECT_NE(t.find("  " + e + "\n"), std::string::npos) << e;
+  EXPECT_NE(t.find("  tmpfs /tmp mode=1777  # private /tmp\n"), std::string::npos);
+  EXPECT_NE(t.find("  pin " + ws + "/.git  # "), std::string::npos);
+  EXPECT_NE(t.find("  mask-file " + home + "/.netrc  # credentials\n"), std::string::npos);
+  EXPECT_NE(t.find("  dev-node /dev/null\n"), std::string::npos);
+  EXPECT_EQ(t.find("timeout:"), std::string::npos);
+}
+
+TEST(PlanToString, StepKindNames) {
+  EXPECT_STREQ(to_string(StepKind::BindRo), "bind-ro");
+  EXPECT_STREQ(to_string(StepKind::BindRw), "bind-rw");
+  EXPECT_STREQ(to_string(StepKind::MaskDir), "mask-dir");
+  EXPECT_STREQ(to_string(StepKind::MaskFile), "mask-file");
+  EXPECT_STREQ(to_string(StepKind::ProtectRo), "protect-ro");
+  EXPECT_STREQ(to_string(StepKind::Pin), "pin");
+  EXPECT_STREQ(to_string(StepKind::ReadOnly), "read-only");
+}
+
+// ---- path helpers ----
+
+TEST(Paths, ExpandPath) {
+  EXPECT_EQ(expand_path("~", "/home/u", "/base"), "/home/u");
+  EXPECT_EQ(expand_path("~/x", "/home/u", "/base"), "/home/u/x");
+  EXPECT_EQ(expand_path("~/x/../y/", "/home/u", "/base"), "/home/u/y");
+  EXPECT_EQ(expand_path("rel", "/home/u", "/base"), "/base/rel");
+  EXPECT_EQ(expand_path("./rel/./sub/", "/home/u", "/base"), "/base/rel/sub");
+  EXPECT_EQ(expand_path("../up", "/home/u", "/base/dir"), "/base/up");
+  EXPECT_EQ(expand_path("/a/../b", "/home/u", "/base"), "/b");
+  EXPECT_EQ(expand_path("/a//b/./c", "/home/u", "/base"), "/a/b/c");
+  EXPECT_EQ(expand_path("/", "/home/u", "/base"), "/");
+  EXPECT_EQ(expand_path("/..", "/home/u", "/base"), "/");
+  EXPECT_EQ(expand_path("~user", "/home/u", "/base"), "/base/~user");  // not a home reference
+  EXPECT_EQ(expand_path("src/**/*.pem", "/home/u", "/base"), "/base/src/**/*.pem");
+}
+
+TEST(Paths, IsWithin) {
+  EXPECT_TRUE(is_within("/a", "/a"));
+  EXPECT_TRUE(is_within("/a/b", "/a"));
+  EXPECT_TRUE(is_within("/a/b/c", "/a"));
+  EXPECT_FALSE(is_within("/ab", "/a"));
+  EXPECT_FALSE(is_within("/a", "/ab"));
+  EXPECT_FALSE(is_within("/a", "/a/b"));
+  EXPECT_FALSE(is_within("/b", "/a"));
+  EXPECT_TRUE(is_within("/", "/"));
+  EXPECT_TRUE(is_within("/anything", "/"));
+  EXPECT_FALSE(is_within("/", "/a"));
+  EXPECT_FALSE(is_within("/a-b", "/a"));
+  EXPECT_FALSE(is_within("/a.b/c", "/a"));
+}
+
+TEST(Paths, HasGlob) {
+  EXPECT_TRUE(has_glob("*.pem"));
+  EXPECT_TRUE(has_glob("a?c"));
+  EXPECT_TRUE(has_glob("[ab]"));
+  EXPECT_TRUE(has_glob("src/**/x"));
+  EXPECT_FALSE(has_glob("/plain/path.txt"));
+  EXPECT_FALSE(has_glob("~/x"));
+  EXPECT_FALSE(has_glob(""));
+}
+
+TEST(Paths, Canonical) {
+  TempDir t;
+  write_file(t.path() + "/f");
+  symlink_to("f", t.path() + "/l");
+  EXPECT_EQ(canonical(t.path() + "/l"), t.path() + "/f");
+  EXPECT_EQ(canonical(t.path() + "/./f"), t.path() + "/f");
+  EXPECT_FALSE(canonical(t.path() + "/missing").has_value());
+}
+
+TEST(Paths, ResolveEntry) {
+  TempDir t;
+  const std::string d = t.path();
+  write_file(d + "/s/a.pem");
+  write_file(d + "/s/b.pem");
+  write_file(d + "/s/n.txt");
+  write_file(d + "/s/deep/c.pem");
+  write_file(d + "/lit/x*y");
+  write_file(d + "/h/.cfg");
+  EXPECT_EQ(resolve_entry(entry("s/*.pem", d), "/nohome"), (std::vector<std::string>{d + "/s/a.pem", d + "/s/b.pem"}));
+  EXPECT_EQ(resolve_entry(entry("**/*.pem", d), "/nohome"),
+            (std::vector<std::string>{d + "/s/a.pem", d + "/s/b.pem", d + "/s/deep/c.pem"}));
+  EXPECT_EQ(resolve_entry(entry("s/?.txt", d), "/nohome"), (std::vector<std::string>{d + "/s/n.txt"}));
+  EXPECT_EQ(resolve_entry(entry("s/[ab].pem", d), "/nohome"),
+            (std::vector<std::string>{d + "/s/a.pem", d + "/s/b.pem"}));
+  EXPECT_TRUE(resolve_entry(entry("s/*.key", d), "/nohome").empty());
+  EXPECT_TRUE(resolve_entry(entry("missing", d), "/nohome").empty());
+  EXPECT_EQ(resolve_entry(entry("lit/x*y", d, /*literal=*/true), "/nohome"),
+            (std::vector<std::string>{d + "/lit/x*y"}));
+  EXPECT_EQ(resolve_entry(entry("~/.cfg", "/"), d + "/h"), (std::vector<std::string>{d + "/h/.cfg"}));
+  EXPECT_EQ(resolve_entry(entry("s", d), "/nohome"), (std::vector<std::string>{d + "/s"}));
+}
+
+// ---- known bugs (see report); run with --gtest_also_run_disabled_tests ----
+
+// denyWrite naming a .git directory is dropped: the pin (a WRITABLE self-bind)
+// already put the path in `seen`, so the denyWrite ProtectRo is skipped and
+// .git (objects, refs, packed-refs, ...) stays writable.
+TEST_F(PlanTest, DenyWriteOfGitDirIsHonoured) {
+  mkdirs(ws + "/.git/hooks");
+  write_file(ws + "/.git/config");
+  policy::Policy pol;
+  pol.filesystem.deny_write = {entry(".git", ws)};
+  Plan p = ok(pol);
+  EXPECT_GE(index_of(p, StepKind::ProtectRo, ws + "/.git"), 0) << p.to_text();
+}
+
+// A symlinked parent of a nested protected name (.claude -> claude-real) is not
+// followed: claude-real/commands stays writable, although the agent reads it
+// as .claude/commands.
+TEST_F(ProtectTest, SymlinkedNestedParentIsProtected) {
+  mkdirs(r + "/claude-real/commands");
+  write_file(r + "/claude-real/settings.json");
+  symlink_to("../claude-real", r + "/a/.claude");
+  auto v = find_protected(r, {});
+  EXPECT_NE(find(v, r + "/claude-real/commands"), nullptr);
+  EXPECT_NE(find(v, r + "/claude-real/settings.json"), nullptr);
+}
+
+}  // namespace
+}  // namespace exg::plan
