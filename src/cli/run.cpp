@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
@@ -46,6 +47,9 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_option("--allow-domain", allow_domain, "Allow egress to DOMAIN (repeatable; enforced with the egress proxy)");
   run->add_option("--env", env, "Pass NAME from the host, or set NAME=VALUE (repeatable)");
   run->add_option("--timeout", timeout, "Wall-clock limit, e.g. 30s, 5m; the command is killed (exit 124)");
+  run->add_option("--memory", memory, "Memory limit (and no extra swap), e.g. 512M, 2G (default: half of RAM, at most 8G)");
+  run->add_option("--pids", pids, "Most processes and threads at once (default: 4096)");
+  run->add_option("--cpus", cpus, "CPU time, in CPUs, e.g. 0.5, 2 (default: no limit)");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("--no-policy-files", no_policy_files,
                 "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
@@ -114,6 +118,24 @@ int RunOptions::execute() {
     auto t = policy::parse_duration(timeout);
     if (!t) return error("--timeout " + timeout + ": " + t.error().message);
     flags.resources.timeout = *t;
+  }
+  if (!memory.empty()) {
+    auto m = policy::parse_size(memory);
+    if (!m) return error("--memory " + memory + ": " + m.error().message);
+    flags.resources.memory_bytes = *m;
+  }
+  if (!pids.empty()) {
+    char* end = nullptr;
+    unsigned long v = std::strtoul(pids.c_str(), &end, 10);
+    if (pids.empty() || *end || v == 0 || v > 4194304 || pids[0] == '-')
+      return error("--pids " + pids + ": expected a whole number from 1 to 4194304");
+    flags.resources.pids = static_cast<uint32_t>(v);
+  }
+  if (!cpus.empty()) {
+    char* end = nullptr;
+    double v = std::strtod(cpus.c_str(), &end);
+    if (*end || !(v >= 0.01) || v > 4096) return error("--cpus " + cpus + ": expected a number of CPUs such as 0.5 or 2");
+    flags.resources.cpus = v;
   }
   policy::merge(pol, flags);
   if (pol.layer && *pol.layer != "process")

@@ -46,11 +46,6 @@ uid_t pick_synthetic_uid() {
   return 1500000000u;
 }
 
-std::string parent_of(const std::string& p) {
-  auto i = p.rfind('/');
-  return i == 0 ? "/" : p.substr(0, i);
-}
-
 size_t depth(const std::string& p) { return std::count(p.begin(), p.end(), '/'); }
 
 bool is_dir(const std::string& p) {
@@ -191,6 +186,19 @@ struct Builder {
     plan.argv = ctx.argv;
     plan.sandbox_id = ctx.sandbox_id.empty() ? random_hex(8) : ctx.sandbox_id;
     plan.timeout = pol.resources.timeout;
+    plan.limits = process::default_limits();
+    if (pol.resources.memory_bytes) {
+      plan.limits.memory_bytes = pol.resources.memory_bytes;
+      plan.limits.explicit_memory = true;
+    }
+    if (pol.resources.pids) {
+      plan.limits.pids = pol.resources.pids;
+      plan.limits.explicit_pids = true;
+    }
+    if (pol.resources.cpus) {
+      plan.limits.cpus = pol.resources.cpus;
+      plan.limits.explicit_cpus = true;
+    }
 
     base();
     specials();

@@ -43,6 +43,12 @@ std::string Plan::to_text() const {
   o << "cwd: " << cwd << "\n";
   o << "home: " << home << "\n";
   if (timeout) o << "timeout: " << timeout->count() << " ms\n";
+  o << "limits:";
+  if (limits.memory_bytes)
+    o << " memory " << process::format_bytes(*limits.memory_bytes) << (limits.explicit_memory ? "" : " (default)");
+  if (limits.pids) o << ", pids " << *limits.pids << (limits.explicit_pids ? "" : " (default)");
+  if (limits.cpus) o << ", cpus " << *limits.cpus;
+  o << "; rlimits: core 0, nofile 65536\n";
   o << "mounts (in order):\n";
   for (const auto& s : steps) {
     o << "  " << to_string(s.kind) << " " << s.target;

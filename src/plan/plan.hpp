@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "policy/policy.hpp"
+#include "process/cgroup.hpp"
 #include "util/error.hpp"
 
 namespace exg::plan {
@@ -67,6 +68,7 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<std::string> env;  // NAME=VALUE, the whole environment inside
   std::optional<std::chrono::milliseconds> timeout;
+  process::Limits limits;          // defaults, overridden by the policy (explicit_* set)
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 
   std::string to_text() const;

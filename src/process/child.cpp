@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "process/init.hpp"
+#include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
 
 namespace exg::process {
@@ -370,6 +371,7 @@ void Builder::run() {
   ia.sync_fd = a_.sync_fd;
   ia.parent_pidfd = a_.parent_pidfd;
   ia.pty_slave = slave_fd_;
+  ia.rlimits = &a_.rlimits;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = a_.tty_fds[k];
   become_init(ia);
 }
@@ -381,6 +383,9 @@ void Builder::run() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   char go = 0;
   if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != kMsgGo) ::_exit(125);
+  // Now inside its own cgroup (v1: moved there by the parent): make that the
+  // root of what /proc/self/cgroup shows.
+  if (::unshare(CLONE_NEWCGROUP) != 0) die(a.sync_fd, "cgroup namespace", errno);
   // Become the sandbox user at once: everything the setup creates is owned by
   // a mapped id, and it acts with that user's rights on host files. The
   // capabilities of the new user namespace stay (uid 0 is not mapped in it).

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "plan/plan.hpp"
+#include "process/rlimits.hpp"
 
 namespace exg::process {
 
@@ -22,6 +23,7 @@ struct ChildArgs {
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the pty slave
   std::map<size_t, int> idmapped;            // step index -> detached idmapped mount fd
   bool verbose = false;
+  RlimitPlan rlimits;
 };
 
 // Never returns.

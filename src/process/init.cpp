@@ -78,6 +78,12 @@ bool drop_capabilities() {
 }  // namespace
 
 [[noreturn]] void become_init(const InitArgs& a) {
+  if (a.rlimits) {
+    if (int r = apply_rlimits(*a.rlimits); r != 0) {
+      errno = -r;
+      die(a.sync_fd, "set resource limits");
+    }
+  }
   // The identity was taken before setup (child_main); now the last privileges go.
   if (!drop_capabilities()) die(a.sync_fd, "drop capabilities");
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(a.sync_fd, "no_new_privs");

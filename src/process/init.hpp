@@ -4,6 +4,7 @@
 // process of the sandbox down with it (pid namespace).
 #pragma once
 #include "plan/plan.hpp"
+#include "process/rlimits.hpp"
 
 namespace exg::process {
 
@@ -13,6 +14,7 @@ struct InitArgs {
   int parent_pidfd = -1;
   int pty_slave = -1;
   bool tty_fds[3] = {false, false, false};
+  const RlimitPlan* rlimits = nullptr;
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

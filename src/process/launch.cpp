@@ -113,6 +113,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   args.verbose = opt.verbose;
   for (int k = 0; k < 3; ++k) args.tty_fds[k] = opt.tty_fds[k];
   args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
+  args.rlimits = default_rlimits(plan.limits);
 
   std::map<size_t, UniqueFd> idmapped;
   if (plan.identity.invoked_as_root) {
@@ -135,6 +136,11 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     }
   }
 
+  // One cgroup per sandbox, limits set before anything runs in it.
+  Cgroup::sweep_stale();
+  auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
+  if (!cg) return fail(cg.error());
+
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
   UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
@@ -146,7 +152,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   int pidfd = -1;
   const uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                          CLONE_NEWCGROUP;
-  long pid = sys::clone3_fork(flags, &pidfd);
+  long pid = sys::clone3_fork(flags, &pidfd, cg->clone_into_fd());
   if (pid < 0) {
     int e = errno;
     return fail(Error{"create namespaces",
@@ -164,6 +170,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   Launched l;
   l.pid = static_cast<pid_t>(pid);
   l.pidfd.reset(pidfd);
+  l.cgroup = std::move(*cg);
   child_sock.reset();
   idmapped.clear();  // the child has its copies
 
@@ -171,6 +178,13 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
     ::waitpid(l.pid, nullptr, 0);
   };
+  // cgroup v1 has no CLONE_INTO_CGROUP: move the child in while it still waits.
+  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
+    if (auto r = l.cgroup.attach(l.pid); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+  }
   if (auto r = write_id_maps(l.pid, plan.identity); !r) {
     kill_child();
     return fail(r.error());

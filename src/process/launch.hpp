@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include "plan/plan.hpp"
+#include "process/cgroup.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
@@ -19,6 +20,7 @@ struct Launched {
   pid_t pid = -1;       // the sandbox's init, as the host sees it
   UniqueFd pidfd;       // for signals and exit without pid reuse races
   UniqueFd pty_master;  // when a pty was asked for
+  Cgroup cgroup;        // the sandbox's own cgroup (inactive when none could be made)
 };
 
 // Signals the supervisor handles itself must be blocked before launch() (the

@@ -53,9 +53,11 @@ inline int mount_setattr(int dfd, const char* path, unsigned flags, mount_attr* 
 struct CloneArgs {  // struct clone_args of <linux/sched.h>, which clashes with <sched.h>
   uint64_t flags, pidfd, child_tid, parent_tid, exit_signal, stack, stack_size, tls, set_tid, set_tid_size, cgroup;
 };
-inline long clone3_fork(uint64_t flags, int* pidfd_out) {
+inline long clone3_fork(uint64_t flags, int* pidfd_out, int cgroup_fd = -1) {
   CloneArgs args{};
-  args.flags = flags | (pidfd_out ? CLONE_PIDFD : 0);
+  constexpr uint64_t kCloneIntoCgroup = 0x200000000ULL;
+  args.flags = flags | (pidfd_out ? CLONE_PIDFD : 0) | (cgroup_fd >= 0 ? kCloneIntoCgroup : 0);
+  if (cgroup_fd >= 0) args.cgroup = static_cast<uint64_t>(cgroup_fd);
   args.pidfd = reinterpret_cast<uint64_t>(pidfd_out);
   args.exit_signal = SIGCHLD;
   return ::syscall(SYS_clone3, &args, sizeof args);

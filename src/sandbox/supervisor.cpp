@@ -106,6 +106,10 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     return fail(launched.error());
   }
   process::Launched& sb = *launched;
+  if (opt.verbose) {
+    if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
+    for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
+  }
 
   UniqueFd timer;
   if (plan.timeout) {
@@ -190,6 +194,21 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   }
   raw.reset();
   sigprocmask(SIG_SETMASK, &old, nullptr);
+  // What the limits did, read before the cgroup goes away.
+  bool oom = false;
+  if (sb.cgroup.active()) {
+    auto out = sb.cgroup.outcome();
+    if (out.pids_max_hits > 0)
+      std::fprintf(stderr, "exguardian: pids limit %u reached: %llu forks refused\n", plan.limits.pids.value_or(0),
+                   static_cast<unsigned long long>(out.pids_max_hits));
+    if (out.oom_kills > 0 && plan.limits.memory_bytes) {
+      oom = true;
+      std::fprintf(stderr, "exguardian: killed: memory limit %s\n",
+                   process::format_bytes(*plan.limits.memory_bytes).c_str());
+    }
+    sb.cgroup.kill_all();
+  }
+  if (oom && !timed_out && status == 128 + SIGKILL) return status;
   if (timed_out) {
     std::fprintf(stderr, "exguardian: killed: timeout %s\n", format_duration(*plan.timeout).c_str());
     return 124;

@@ -1,0 +1,684 @@
+#include "process/cgroup.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <set>
+
+namespace exg::process {
+namespace {
+
+constexpr const char* kParent = "exguardian";
+// Controllers a sandbox cgroup uses (v1 also: freezer, for the kill).
+constexpr const char* kWanted[] = {"memory", "pids", "cpu"};
+
+std::optional<std::string> read_text(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string out;
+  char buf[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// 0 or errno.
+int write_text(const std::string& path, std::string_view value) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int rc = 0;
+  ssize_t n = ::write(fd, value.data(), value.size());
+  if (n < 0) rc = errno;
+  else if (static_cast<size_t>(n) != value.size()) rc = EIO;
+  ::close(fd);
+  return rc;
+}
+
+std::vector<std::string_view> split(std::string_view s, char sep) {
+  std::vector<std::string_view> out;
+  size_t start = 0;
+  for (;;) {
+    size_t p = s.find(sep, start);
+    out.push_back(s.substr(start, p == std::string_view::npos ? std::string_view::npos : p - start));
+    if (p == std::string_view::npos) break;
+    start = p + 1;
+  }
+  return out;
+}
+
+std::vector<std::string> words(std::string_view s) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < s.size()) {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t')) ++i;
+    size_t j = i;
+    while (j < s.size() && s[j] != ' ' && s[j] != '\n' && s[j] != '\t') ++j;
+    if (j > i) out.emplace_back(s.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+bool contains(const std::vector<std::string>& v, std::string_view x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+bool writable(const std::string& path) { return ::access(path.c_str(), W_OK) == 0; }
+bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
+
+void sleep_ms(long ms) {
+  struct timespec ts{ms / 1000, (ms % 1000) * 1000000L};
+  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+uint64_t now_ms() {
+  struct timespec ts;
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
+}
+
+// mountinfo octal escapes (\040 for space).
+std::string unescape(std::string_view s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '\\' && i + 3 < s.size()) {
+      bool ok = true;
+      int v = 0;
+      for (size_t k = 1; k <= 3; ++k) {
+        char c = s[i + k];
+        if (c < '0' || c > '7') ok = false;
+        else v = v * 8 + (c - '0');
+      }
+      if (ok) {
+        out.push_back(static_cast<char>(v));
+        i += 3;
+        continue;
+      }
+    }
+    out.push_back(s[i]);
+  }
+  return out;
+}
+
+struct Mount {
+  bool v2 = false;
+  std::string root;        // the hierarchy path mounted here
+  std::string mountpoint;
+  std::vector<std::string> controllers;  // v1 super options that name controllers
+};
+
+std::vector<Mount> cgroup_mounts() {
+  std::vector<Mount> out;
+  auto text = read_text("/proc/self/mountinfo");
+  if (!text) return out;
+  for (auto line : split(*text, '\n')) {
+    if (line.empty()) continue;
+    auto dash = line.find(" - ");
+    if (dash == std::string_view::npos) continue;
+    auto pre = words(line.substr(0, dash));
+    auto post = words(line.substr(dash + 3));
+    if (pre.size() < 5 || post.size() < 3) continue;
+    Mount m;
+    if (post[0] == "cgroup2") m.v2 = true;
+    else if (post[0] != "cgroup") continue;
+    m.root = unescape(pre[3]);
+    m.mountpoint = unescape(pre[4]);
+    if (!m.v2) {
+      for (auto opt : split(post[2], ',')) {
+        if (opt == "rw" || opt == "ro" || opt.starts_with("name=") || opt.starts_with("release_agent") ||
+            opt == "clone_children" || opt == "noprefix" || opt == "xattr" || opt == "cpuset_v2_mode")
+          continue;
+        m.controllers.emplace_back(opt);
+      }
+    }
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string parent_dir(const std::string& p) {
+  auto pos = p.find_last_of('/');
+  if (pos == std::string::npos || pos == 0) return "/";
+  return p.substr(0, pos);
+}
+
+// A v2 mount's directory for the process's own cgroup.
+std::string own_dir_v2(const Mount& m) {
+  auto self = read_text("/proc/self/cgroup");
+  std::string path = self ? cgroup_detail::own_cgroup_path(*self, "").value_or("/") : "/";
+  std::string rel;
+  if (m.root == "/") rel = path;
+  else if (path == m.root || path.starts_with(m.root + "/")) rel = path.substr(m.root.size());
+  else rel = "/";  // outside the mounted subtree (e.g. "/.." in a cgroup namespace)
+  if (rel.find("/..") != std::string::npos) rel = "/";
+  std::string dir = m.mountpoint;
+  if (rel != "/" && !rel.empty()) dir += rel;
+  return dir;
+}
+
+cgroup_detail::Layout layout_v2(const Mount& m) {
+  cgroup_detail::Layout L;
+  L.v2 = true;
+  const bool root = ::geteuid() == 0;
+  std::string own = own_dir_v2(m);
+  // Candidates: the own cgroup and, for an ordinary user, its ancestors inside
+  // the delegated (writable) subtree; for root, the own cgroup then the mount root.
+  std::vector<std::string> cands;
+  for (std::string d = own;; d = parent_dir(d)) {
+    if (d.size() < m.mountpoint.size()) break;
+    cands.push_back(d);
+    if (d == m.mountpoint) break;
+    if (root) {
+      cands.push_back(m.mountpoint);
+      break;
+    }
+  }
+  int best = -1;
+  cgroup_detail::Base best_base;
+  for (const auto& d : cands) {
+    if (!writable(d) || !writable(d + "/cgroup.procs")) continue;
+    std::string parent = d + "/" + kParent;
+    cgroup_detail::Base b;
+    b.dir = parent;
+    std::vector<std::string> avail;
+    if (exists(parent)) {
+      avail = words(read_text(parent + "/cgroup.controllers").value_or(""));
+    } else {
+      avail = words(read_text(d + "/cgroup.subtree_control").value_or(""));
+      if (d == m.mountpoint && writable(d + "/cgroup.subtree_control")) {
+        // The (namespace's) root may enable controllers for its children.
+        for (auto& c : words(read_text(d + "/cgroup.controllers").value_or("")))
+          if (!contains(avail, c)) {
+            avail.push_back(c);
+            b.enable_in_parent = true;
+          }
+      }
+    }
+    for (const char* w : kWanted)
+      if (contains(avail, w)) b.controllers.emplace_back(w);
+    int score = static_cast<int>(b.controllers.size());
+    if (score > best) {
+      best = score;
+      best_base = b;
+    }
+  }
+  if (best < 0) {
+    L.why = "cgroup v2: no writable cgroup for this user (own cgroup " + own +
+            "); run under a delegated scope (systemd-run --user --scope -p Delegate=yes) or as root";
+    return L;
+  }
+  L.usable = true;
+  L.bases.push_back(best_base);
+  L.why = "cgroup v2 under " + best_base.dir;
+  if (best_base.controllers.empty()) L.why += " (no controllers delegated: kill only, no limits)";
+  return L;
+}
+
+cgroup_detail::Layout layout_v1(const std::vector<Mount>& v1) {
+  cgroup_detail::Layout L;
+  std::set<std::string> seen;
+  std::vector<std::string> refused;
+  for (const char* want : {"memory", "pids", "cpu", "freezer"}) {
+    for (const auto& m : v1) {
+      if (!contains(m.controllers, want)) continue;
+      if (seen.count(m.mountpoint)) break;
+      seen.insert(m.mountpoint);
+      std::string parent = m.mountpoint + "/" + kParent;
+      if (writable(m.mountpoint) || (exists(parent) && writable(parent))) {
+        cgroup_detail::Base b;
+        b.dir = parent;
+        b.controllers = m.controllers;
+        L.bases.push_back(std::move(b));
+      } else {
+        refused.push_back(want);
+      }
+      break;
+    }
+  }
+  L.usable = !L.bases.empty();
+  if (L.usable) {
+    L.why = "cgroup v1";
+    if (!refused.empty()) {
+      L.why += " (not writable:";
+      for (auto& r : refused) L.why += " " + r;
+      L.why += ")";
+    }
+  } else {
+    L.why = "cgroup v1: hierarchies not writable by this user (root, or a pre-made writable "
+            "<hierarchy>/exguardian directory, is needed)";
+  }
+  return L;
+}
+
+bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
+
+std::vector<pid_t> procs_of(const std::string& dir) {
+  std::vector<pid_t> out;
+  auto text = read_text(dir + "/cgroup.procs");
+  if (!text) return out;
+  for (auto& w : words(*text)) {
+    pid_t p = 0;
+    auto r = std::from_chars(w.data(), w.data() + w.size(), p);
+    if (r.ec == std::errc() && p > 0) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- parsing helpers ----
+namespace cgroup_detail {
+
+std::optional<uint64_t> parse_number(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.remove_suffix(1);
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  if (text == "max") return UINT64_MAX;
+  uint64_t v = 0;
+  auto r = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (r.ec != std::errc() || r.ptr != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+std::optional<uint64_t> parse_keyed(std::string_view text, std::string_view key) {
+  for (auto line : split(text, '\n')) {
+    auto sp = line.find(' ');
+    if (sp == std::string_view::npos || line.substr(0, sp) != key) continue;
+    return parse_number(line.substr(sp + 1));
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string> own_cgroup_path(std::string_view text, std::string_view ctrl) {
+  for (auto line : split(text, '\n')) {
+    auto f = line.find(':');
+    if (f == std::string_view::npos) continue;
+    auto s = line.find(':', f + 1);
+    if (s == std::string_view::npos) continue;
+    auto id = line.substr(0, f);
+    auto ctrls = line.substr(f + 1, s - f - 1);
+    auto path = line.substr(s + 1);
+    if (ctrl.empty()) {
+      if (id == "0" && ctrls.empty()) return std::string(path);
+    } else {
+      for (auto c : split(ctrls, ','))
+        if (c == ctrl) return std::string(path);
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<uint64_t> parse_memtotal(std::string_view meminfo) {
+  for (auto line : split(meminfo, '\n')) {
+    if (!line.starts_with("MemTotal:")) continue;
+    auto w = words(line.substr(9));
+    if (w.empty()) return std::nullopt;
+    auto v = parse_number(w[0]);
+    if (!v) return std::nullopt;
+    uint64_t mult = (w.size() > 1 && w[1] == "kB") ? 1024 : 1;
+    return *v * mult;
+  }
+  return std::nullopt;
+}
+
+int64_t cpu_quota_us(double cpus) {
+  auto q = static_cast<int64_t>(std::llround(cpus * 100000.0));
+  return std::max<int64_t>(q, 1000);  // the kernel's minimum quota is 1 ms
+}
+
+std::string cpu_max_value(double cpus) { return std::to_string(cpu_quota_us(cpus)) + " 100000"; }
+
+std::optional<pid_t> stale_pid_of(std::string_view name) {
+  if (!name.starts_with("exg-")) return std::nullopt;
+  name.remove_prefix(4);
+  auto dash = name.find('-');
+  if (dash == std::string_view::npos || dash == 0) return std::nullopt;
+  pid_t p = 0;
+  auto r = std::from_chars(name.data(), name.data() + dash, p);
+  if (r.ec != std::errc() || r.ptr != name.data() + dash || p <= 0) return std::nullopt;
+  return p;
+}
+
+Layout plan_layout() {
+  auto mounts = cgroup_mounts();
+  std::vector<Mount> v1;
+  const Mount* v2 = nullptr;
+  for (const auto& m : mounts) {
+    if (m.v2) {
+      // Prefer /sys/fs/cgroup, then any other (e.g. /sys/fs/cgroup/unified).
+      if (!v2 || m.mountpoint == "/sys/fs/cgroup") v2 = &m;
+    } else {
+      bool useful = false;
+      for (const char* c : {"memory", "pids", "cpu", "freezer"}) useful |= contains(m.controllers, c);
+      if (useful) v1.push_back(m);
+    }
+  }
+  if (!v1.empty()) {
+    // Hybrid or pure v1: the controllers are on v1.
+    return layout_v1(v1);
+  }
+  if (v2) return layout_v2(*v2);
+  Layout L;
+  L.why = "no cgroup filesystem mounted";
+  return L;
+}
+
+}  // namespace cgroup_detail
+
+CgroupSupport detect_cgroups() {
+  auto L = cgroup_detail::plan_layout();
+  CgroupSupport s;
+  s.v2 = L.v2;
+  s.usable = L.usable;
+  s.why = L.why;
+  for (const auto& b : L.bases)
+    for (const auto& c : b.controllers)
+      if (!contains(s.controllers, c)) s.controllers.push_back(c);
+  return s;
+}
+
+// ---- Cgroup ----
+
+Result<Cgroup> Cgroup::create(const std::string& sandbox_id, const Limits& limits) {
+  return create_in(cgroup_detail::plan_layout(), sandbox_id, limits);
+}
+
+Result<Cgroup> Cgroup::create_in(const cgroup_detail::Layout& L, const std::string& sandbox_id,
+                                 const Limits& limits) {
+  Cgroup cg;
+  cg.v2_ = L.v2;
+  const bool any_explicit = (limits.explicit_memory && limits.memory_bytes) ||
+                            (limits.explicit_pids && limits.pids) || (limits.explicit_cpus && limits.cpus);
+  if (!L.usable) {
+    if (any_explicit) return fail(Error::msg("cgroup limits", "cannot be enforced: " + L.why));
+    cg.notes_.push_back("no cgroup for the sandbox (" + L.why + "): default limits not applied");
+    return cg;
+  }
+  if (sandbox_id.empty() || sandbox_id.find('/') != std::string::npos || sandbox_id == "." ||
+      sandbox_id == "..")
+    return fail(Error::msg("cgroup", "bad sandbox id '" + sandbox_id + "'"));
+  const std::string name = "exg-" + std::to_string(::getpid()) + "-" + sandbox_id;
+
+  // Make the directories.
+  for (const auto& b : L.bases) {
+    std::string dir = b.dir + "/" + name;
+    int err = 0;
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      bool made_parent = false;
+      if (::mkdir(b.dir.c_str(), 0755) == 0) made_parent = true;
+      else if (errno != EEXIST) {
+        err = errno;
+        break;
+      }
+      if (made_parent && !contains(cg.parents_, b.dir)) cg.parents_.push_back(b.dir);
+      if (L.v2) {
+        // The parent has no processes, so it may hand its controllers on.
+        if (b.enable_in_parent) {
+          std::string up = parent_dir(b.dir);
+          for (const auto& c : b.controllers) write_text(up + "/cgroup.subtree_control", "+" + c);
+        }
+        auto have = words(read_text(b.dir + "/cgroup.subtree_control").value_or(""));
+        for (const auto& c : b.controllers)
+          if (!contains(have, c)) write_text(b.dir + "/cgroup.subtree_control", "+" + c);
+      } else if (made_parent && contains(b.controllers, "cpuset")) {
+        // (not used: cpuset is never asked for)
+      }
+      if (::mkdir(dir.c_str(), 0755) == 0) {
+        err = 0;
+        break;
+      }
+      err = errno;
+      if (err != ENOENT) break;  // ENOENT: another supervisor removed the empty parent; retry
+    }
+    if (err != 0) {
+      Error e = Error::sys("mkdir " + dir, err);
+      if (any_explicit) return fail(e);
+      cg.notes_.push_back("no cgroup in " + b.dir + ": " + e.why);
+      continue;
+    }
+    cg.dirs_.push_back(dir);
+    if (L.v2) {
+      cg.memory_dir_ = cg.pids_dir_ = dir;
+      cg.dirfd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    } else {
+      if (contains(b.controllers, "freezer")) cg.freezer_dir_ = dir;
+      if (contains(b.controllers, "memory")) cg.memory_dir_ = dir;
+      if (contains(b.controllers, "pids")) cg.pids_dir_ = dir;
+    }
+  }
+
+  // Find the directory of a controller, or "" (v2: only when delegated).
+  auto dir_of = [&](std::string_view ctrl) -> std::string {
+    if (L.v2) {
+      if (cg.dirs_.empty()) return {};
+      auto have = words(read_text(cg.dirs_[0] + "/cgroup.controllers").value_or(""));
+      return contains(have, ctrl) ? cg.dirs_[0] : std::string();
+    }
+    for (size_t i = 0; i < L.bases.size(); ++i) {
+      if (!contains(L.bases[i].controllers, ctrl)) continue;
+      std::string want = L.bases[i].dir + "/" + name;
+      if (contains(cg.dirs_, want)) return want;
+    }
+    return {};
+  };
+  // Applies one limit; an explicit one must hold, a default one may be skipped.
+  auto apply = [&](bool is_explicit, std::string_view what, std::string_view ctrl,
+                   const std::vector<std::pair<std::string, std::string>>& writes) -> Result<void> {
+    std::string dir = dir_of(ctrl);
+    if (dir.empty()) {
+      std::string why = std::string(what) + ": no usable " + std::string(ctrl) + " controller (" + L.why + ")";
+      if (is_explicit) return fail(Error::msg(std::string(what) + " limit", "cannot be enforced on this host: " + why));
+      cg.notes_.push_back("default " + why + ": not applied");
+      return {};
+    }
+    for (const auto& [file, value] : writes) {
+      std::string path = dir + "/" + file;
+      int err = write_text(path, value);
+      if (err == ENOENT && (file == "memory.memsw.limit_in_bytes" || file == "memory.swap.max"))
+        continue;  // no swap accounting on this kernel: nothing more to bound
+      if (err != 0) {
+        if (is_explicit) return fail(Error::sys("write " + value + " to " + path, err));
+        cg.notes_.push_back("default " + std::string(what) + " limit not applied: write " + path + ": " +
+                            std::strerror(err));
+        return {};
+      }
+    }
+    return {};
+  };
+
+  if (limits.memory_bytes) {
+    std::string v = std::to_string(*limits.memory_bytes);
+    Result<void> r = L.v2 ? apply(limits.explicit_memory, "memory", "memory",
+                                  {{"memory.max", v}, {"memory.swap.max", "0"}})
+                          : apply(limits.explicit_memory, "memory", "memory",
+                                  {{"memory.limit_in_bytes", v}, {"memory.memsw.limit_in_bytes", v}});
+    if (!r) return fail(r.error());
+  }
+  if (limits.pids) {
+    auto r = apply(limits.explicit_pids, "pids", "pids", {{"pids.max", std::to_string(*limits.pids)}});
+    if (!r) return fail(r.error());
+  }
+  if (limits.cpus) {
+    if (!(*limits.cpus > 0)) return fail(Error::msg("cpus limit", "must be > 0"));
+    Result<void> r = L.v2 ? apply(limits.explicit_cpus, "cpus", "cpu",
+                                  {{"cpu.max", cgroup_detail::cpu_max_value(*limits.cpus)}})
+                          : apply(limits.explicit_cpus, "cpus", "cpu",
+                                  {{"cpu.cfs_period_us", "100000"},
+                                   {"cpu.cfs_quota_us", std::to_string(cgroup_detail::cpu_quota_us(*limits.cpus))}});
+    if (!r) return fail(r.error());
+  }
+  if (!L.v2 && cg.active() && cg.freezer_dir_.empty())
+    cg.notes_.push_back("no freezer hierarchy: kill_all kills without freezing first");
+  return cg;
+}
+
+Cgroup::Cgroup(Cgroup&& o) noexcept
+    : v2_(o.v2_),
+      dirs_(std::move(o.dirs_)),
+      parents_(std::move(o.parents_)),
+      freezer_dir_(std::move(o.freezer_dir_)),
+      memory_dir_(std::move(o.memory_dir_)),
+      pids_dir_(std::move(o.pids_dir_)),
+      dirfd_(std::move(o.dirfd_)),
+      notes_(std::move(o.notes_)) {
+  o.dirs_.clear();
+  o.parents_.clear();
+}
+
+Cgroup& Cgroup::operator=(Cgroup&& o) noexcept {
+  if (this != &o) {
+    destroy();
+    v2_ = o.v2_;
+    dirs_ = std::move(o.dirs_);
+    parents_ = std::move(o.parents_);
+    freezer_dir_ = std::move(o.freezer_dir_);
+    memory_dir_ = std::move(o.memory_dir_);
+    pids_dir_ = std::move(o.pids_dir_);
+    dirfd_ = std::move(o.dirfd_);
+    notes_ = std::move(o.notes_);
+    o.dirs_.clear();
+    o.parents_.clear();
+  }
+  return *this;
+}
+
+Cgroup::~Cgroup() { destroy(); }
+
+Result<void> Cgroup::attach(pid_t pid) {
+  std::string s = std::to_string(pid);
+  for (const auto& d : dirs_) {
+    int err = write_text(d + "/cgroup.procs", s);
+    if (err != 0) return fail(Error::sys("attach " + s + " to " + d, err));
+  }
+  return {};
+}
+
+Cgroup::Outcome Cgroup::outcome() const {
+  Outcome o;
+  if (!memory_dir_.empty()) {
+    if (v2_) {
+      if (auto t = read_text(memory_dir_ + "/memory.events"))
+        o.oom_kills = cgroup_detail::parse_keyed(*t, "oom_kill").value_or(0);
+      if (auto t = read_text(memory_dir_ + "/memory.peak"))
+        o.memory_peak = cgroup_detail::parse_number(*t).value_or(0);
+    } else {
+      if (auto t = read_text(memory_dir_ + "/memory.oom_control"))
+        o.oom_kills = cgroup_detail::parse_keyed(*t, "oom_kill").value_or(0);
+      if (auto t = read_text(memory_dir_ + "/memory.max_usage_in_bytes"))
+        o.memory_peak = cgroup_detail::parse_number(*t).value_or(0);
+    }
+  }
+  if (!pids_dir_.empty())
+    if (auto t = read_text(pids_dir_ + "/pids.events"))
+      o.pids_max_hits = cgroup_detail::parse_keyed(*t, "max").value_or(0);
+  return o;
+}
+
+bool Cgroup::empty() const {
+  for (const auto& d : dirs_)
+    if (!procs_of(d).empty()) return false;
+  return true;
+}
+
+void Cgroup::kill_all() {
+  if (dirs_.empty()) return;
+  const uint64_t deadline = now_ms() + 5000;
+  if (v2_) {
+    if (write_text(dirs_[0] + "/cgroup.kill", "1") == 0) {
+      while (!empty() && now_ms() < deadline) sleep_ms(2);
+      return;
+    }
+    // No cgroup.kill (before 5.14): kill what is listed, below.
+  }
+  while (!empty() && now_ms() < deadline) {
+    bool frozen = false;
+    if (!freezer_dir_.empty() && write_text(freezer_dir_ + "/freezer.state", "FROZEN") == 0) {
+      // Wait (briefly) until every task is frozen, so none can fork meanwhile.
+      for (int i = 0; i < 200 && now_ms() < deadline; ++i) {
+        auto st = read_text(freezer_dir_ + "/freezer.state").value_or("");
+        if (st.starts_with("FROZEN")) break;
+        sleep_ms(1);
+      }
+      frozen = true;
+    }
+    for (const auto& d : dirs_)
+      for (pid_t p : procs_of(d)) ::kill(p, SIGKILL);
+    if (frozen) write_text(freezer_dir_ + "/freezer.state", "THAWED");
+    for (int i = 0; i < 20 && !empty(); ++i) sleep_ms(1);
+  }
+}
+
+void Cgroup::destroy() noexcept {
+  try {
+    if (!dirs_.empty() && !empty()) kill_all();
+    dirfd_.reset();
+    for (const auto& d : dirs_) {
+      for (int i = 0; i < 200; ++i) {  // up to ~1 s: exiting tasks may still be charged
+        if (::rmdir(d.c_str()) == 0 || errno == ENOENT) break;
+        if (errno != EBUSY) break;
+        sleep_ms(5);
+      }
+    }
+    // The shared parents go too when nobody else uses them (ENOTEMPTY/EBUSY otherwise).
+    for (const auto& p : parents_) ::rmdir(p.c_str());
+  } catch (...) {
+  }
+  dirs_.clear();
+  parents_.clear();
+}
+
+void Cgroup::sweep_stale() {
+  auto L = cgroup_detail::plan_layout();
+  if (!L.usable) return;
+  for (const auto& b : L.bases) {
+    DIR* dir = ::opendir(b.dir.c_str());
+    if (!dir) continue;
+    std::vector<std::string> stale;
+    while (struct dirent* e = ::readdir(dir)) {
+      if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+      auto pid = cgroup_detail::stale_pid_of(e->d_name);
+      if (!pid || pid_alive(*pid)) continue;
+      stale.emplace_back(e->d_name);
+    }
+    ::closedir(dir);
+    for (const auto& n : stale) ::rmdir((b.dir + "/" + n).c_str());  // fails (and stays) if not empty
+  }
+}
+
+// ---- defaults ----
+
+Limits default_limits() {
+  Limits l;
+  constexpr uint64_t kCap = 8ull << 30;
+  if (auto t = read_text("/proc/meminfo"))
+    if (auto total = cgroup_detail::parse_memtotal(*t)) {
+      uint64_t half = (*total / 2) & ~((1ull << 20) - 1);  // whole MiB
+      l.memory_bytes = std::min(half, kCap);
+    }
+  if (!l.memory_bytes) l.memory_bytes = 2ull << 30;
+  l.pids = 4096;
+  return l;
+}
+
+std::string format_bytes(uint64_t b) {
+  constexpr uint64_t K = 1024, M = K * 1024, G = M * 1024;
+  if (b != 0 && b % G == 0) return std::to_string(b / G) + "G";
+  if (b != 0 && b % M == 0) return std::to_string(b / M) + "M";
+  if (b != 0 && b % K == 0) return std::to_string(b / K) + "K";
+  return std::to_string(b);
+}
+
+}  // namespace exg::process

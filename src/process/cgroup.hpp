@@ -1,0 +1,123 @@
+// One cgroup per sandbox: limits (memory+swap, pids, cpu), what happened
+// (oom kills, pids limit hits, peak memory), and a kill that reaches every
+// process in the sandbox. cgroup v2 (pure or delegated to the user) and
+// cgroup v1 (including hybrid hosts: v1 controllers plus an empty v2 mount).
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "util/error.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::process {
+
+struct Limits {
+  std::optional<uint64_t> memory_bytes;  // v1 memory.limit_in_bytes (+memsw); v2 memory.max (+swap.max 0)
+  std::optional<uint32_t> pids;          // pids.max
+  std::optional<double> cpus;            // v1 cfs quota/period (100000); v2 cpu.max
+  bool explicit_memory = false, explicit_pids = false, explicit_cpus = false;
+};
+
+struct CgroupSupport {
+  bool v2 = false;
+  bool usable = false;
+  std::string why;
+  std::vector<std::string> controllers;  // controllers a sandbox cgroup would get
+};
+
+// What this host and user can do (for doctor and for create()).
+CgroupSupport detect_cgroups();
+
+namespace cgroup_detail {
+// Where sandbox cgroups go. v1: one base ("…/<ctrl>/exguardian") per
+// hierarchy; v2: one base ("<delegated or root cgroup>/exguardian").
+struct Base {
+  std::vector<std::string> controllers;  // v1: the hierarchy's; v2: those children would get
+  std::string dir;                       // the "exguardian" parent (may not exist yet)
+  bool enable_in_parent = false;         // v2: write +ctrl into the parent's subtree_control
+};
+struct Layout {
+  bool v2 = false;
+  bool usable = false;
+  std::string why;
+  std::vector<Base> bases;
+};
+Layout plan_layout();
+
+// Parsing helpers (pure; unit tested).
+// "key value\n" lines (memory.events, pids.events, memory.oom_control).
+std::optional<uint64_t> parse_keyed(std::string_view text, std::string_view key);
+// A single number or "max" (returns UINT64_MAX for "max").
+std::optional<uint64_t> parse_number(std::string_view text);
+// "/proc/self/cgroup": the path of hierarchy 0 (v2) or of the v1 hierarchy holding ctrl.
+std::optional<std::string> own_cgroup_path(std::string_view proc_self_cgroup, std::string_view ctrl);
+// /proc/meminfo MemTotal in bytes.
+std::optional<uint64_t> parse_memtotal(std::string_view meminfo);
+// v2 "cpu.max" value for a number of CPUs, e.g. 0.5 -> "50000 100000".
+std::string cpu_max_value(double cpus);
+// v1 quota in microseconds for period 100000.
+int64_t cpu_quota_us(double cpus);
+// "exg-<pid>-<id>" -> pid, or nullopt for other names.
+std::optional<pid_t> stale_pid_of(std::string_view name);
+}  // namespace cgroup_detail
+
+class Cgroup {
+ public:
+  static Result<Cgroup> create(const std::string& sandbox_id, const Limits& limits);
+  // create() with a given layout (tests; create() uses plan_layout()).
+  static Result<Cgroup> create_in(const cgroup_detail::Layout& layout, const std::string& sandbox_id,
+                                  const Limits& limits);
+
+  Cgroup() = default;
+  Cgroup(Cgroup&&) noexcept;
+  Cgroup& operator=(Cgroup&&) noexcept;
+  Cgroup(const Cgroup&) = delete;
+  Cgroup& operator=(const Cgroup&) = delete;
+  ~Cgroup();
+
+  bool active() const { return !dirs_.empty(); }
+  bool v2() const { return v2_; }
+  const std::vector<std::string>& notes() const { return notes_; }
+  // The sandbox's cgroup directories (v1: one per hierarchy; v2: one).
+  const std::vector<std::string>& dirs() const { return dirs_; }
+
+  // v2: an O_DIRECTORY fd of the cgroup for clone3(CLONE_INTO_CGROUP); -1 on v1.
+  int clone_into_fd() const { return dirfd_.get(); }
+  // Moves pid in (cgroup.procs of every hierarchy).
+  Result<void> attach(pid_t pid);
+
+  struct Outcome {
+    uint64_t oom_kills = 0;
+    uint64_t pids_max_hits = 0;
+    uint64_t memory_peak = 0;
+  };
+  Outcome outcome() const;
+
+  // True when no process is left in any of the sandbox's cgroups.
+  bool empty() const;
+  // Kills every process inside (v2 cgroup.kill; v1 freeze, SIGKILL, thaw), bounded.
+  void kill_all();
+
+  // Removes empty cgroups "exg-<pid>-*" of supervisors that no longer exist.
+  static void sweep_stale();
+
+ private:
+  void destroy() noexcept;
+  bool v2_ = false;
+  std::vector<std::string> dirs_;     // the sandbox cgroups
+  std::vector<std::string> parents_;  // "exguardian" parents, removed when empty
+  std::string freezer_dir_;           // v1
+  std::string memory_dir_, pids_dir_;
+  UniqueFd dirfd_;
+  std::vector<std::string> notes_;
+};
+
+Limits default_limits();
+std::string format_bytes(uint64_t);
+
+}  // namespace exg::process

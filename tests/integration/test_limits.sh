@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Resource limits: a fork bomb under --pids, a memory hog under --memory and a sleeper under
+# --timeout each end as described, within bounded time, the host unharmed and nothing left.
+# Each destructive line runs only inside a sandbox that a harmless run has shown to be limited.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+
+# Can this user have cgroups here? (root: yes; a user: only on a v2 host that delegates one.)
+cgroups_for_us=1
+if [ "$EXG_AS" = user ]; then
+    if [ -d /sys/fs/cgroup/memory ] || [ "$(stat -fc %T /sys/fs/cgroup)" != cgroup2fs ]; then cgroups_for_us=0
+    else
+        own=$(sed -n 's/^0:://p' /proc/self/cgroup)
+        [ -w "/sys/fs/cgroup$own" ] || cgroups_for_us=0
+    fi
+fi
+
+if [ "$cgroups_for_us" = 0 ]; then
+    # Fail closed: an explicit limit this user cannot have is an error and nothing runs.
+    for flag in "--memory 128M" "--pids 64" "--cpus 0.5"; do
+        marker="$T/ran-$RANDOM"
+        # shellcheck disable=SC2086
+        expect_status 125 sbx $flag -- touch "$marker"
+        last_output_lacks "Segmentation" "one clear error for $flag"
+        check "nothing ran under unenforceable $flag" test ! -e "$marker"
+    done
+    expect_output_contains exguardian sbx -- hostname   # defaults that cannot apply do not stop a run
+    expect_status 124 sbx --timeout 2s -- sleep 1000
+    finish
+fi
+
+# The limits are in place: seen from the host while a sandbox runs.
+(cd "$WS" && exec "$EXG" run --memory 128M --pids 64 --cpus 0.5 -- sleep 3) >/dev/null 2>&1 &
+bg=$!
+track_bg "$bg"
+limit_seen() {
+    local f
+    for f in /sys/fs/cgroup/memory/exguardian/exg-"$bg"-*/memory.limit_in_bytes \
+             /sys/fs/cgroup/exguardian/exg-"$bg"-*/memory.max; do
+        [ -r "$f" ] && [ "$(cat "$f")" = 134217728 ] && return 0
+    done
+    return 1
+}
+if wait_for 5 limit_seen; then ok "memory limit 128M in the sandbox's cgroup (seen from the host)"
+else fail "no cgroup with the 128M limit for supervisor $bg"; wait "$bg"; finish; fi
+pids_seen() { cat /sys/fs/cgroup/pids/exguardian/exg-"$bg"-*/pids.max /sys/fs/cgroup/exguardian/exg-"$bg"-*/pids.max 2>/dev/null | grep -qx 64; }
+check "pids limit 64 in the sandbox's cgroup" pids_seen
+wait "$bg"
+
+# Fork bomb: stopped by the pids limit, ended by the timeout; the host keeps forking fine.
+start=$SECONDS
+run sbx --pids 64 --timeout 5s -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 100'
+check "fork bomb ended by the timeout (124), status $STATUS" test "$STATUS" -eq 124
+check "fork bomb reported the pids limit" grep -q "pids limit 64 reached" <<<"$OUT$ERR"
+check "fork bomb ended within 30 s" test $((SECONDS - start)) -lt 30
+check "the host still forks" bash -c 'for i in 1 2 3 4 5; do /bin/true; done'
+
+# Memory hog: killed by the memory limit, reported in one line, 137.
+start=$SECONDS
+run sbx --memory 128M --timeout 60s -- python3 -c 'b = bytearray(1 << 30); print("allocated", len(b))'
+check "1 GiB allocation under --memory 128M ends with 137 (got $STATUS)" test "$STATUS" -eq 137
+check "reported as 'exguardian: killed: memory limit 128M'" grep -qx "exguardian: killed: memory limit 128M" <<<"$ERR"
+last_output_lacks allocated "the allocation never completed"
+check "memory hog ended within 30 s" test $((SECONDS - start)) -lt 30
+
+# CPU: a busy loop under --cpus 0.2 gets about a fifth of a CPU (measured inside, generously).
+run sbx --cpus 0.2 -- python3 -c '
+import time, resource
+end = time.time() + 2
+while time.time() < end: pass
+print("cpu", resource.getrusage(resource.RUSAGE_SELF).ru_utime)'
+cpu=$(sed -n 's/^cpu //p' <<<"$OUT")
+check "busy loop under --cpus 0.2 used < 1 s of CPU in 2 s (used ${cpu:-?})" python3 -c "import sys; sys.exit(0 if 0 < float('${cpu:-9}') < 1.0 else 1)"
+
+# Timeout: reported, 124, quickly.
+start=$SECONDS
+run sbx --timeout 2s -- sleep 1000
+check "sleep 1000 under --timeout 2s ends with 124 (got $STATUS)" test "$STATUS" -eq 124
+check "reported as 'exguardian: killed: timeout 2s'" grep -qx "exguardian: killed: timeout 2s" <<<"$ERR"
+check "timeout took under 10 s" test $((SECONDS - start)) -lt 10
+
+# rlimits: no core dumps; nofile raised.
+expect_output_contains "core=0" sh_in 'echo core=$(ulimit -c)'
+
+# Nothing left: no cgroup of ours remains once the supervisors are gone.
+sleep 0.5
+left=$(find /sys/fs/cgroup -maxdepth 3 -type d -name "exg-*" 2>/dev/null | while read -r d; do
+    p=${d##*/exg-}; p=${p%%-*}; kill -0 "$p" 2>/dev/null || echo "$d"; done)
+check "no cgroups of finished sandboxes left ${left:+($left)}" test -z "$left"
+
+finish
