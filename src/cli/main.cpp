@@ -2,6 +2,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/subcommands.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
@@ -9,6 +10,16 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "exguardian 0.1.0");
   exg::cli::RunOptions run;
   run.add_to(app);
+  bool doctor_json = false, recommend_json = false, probe_list = false;
+  std::string situation, probe_name;
+  auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
+  doctor->add_flag("--json", doctor_json, "Machine-readable output");
+  auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
+  recommend->add_option("--situation", situation, "laptop | ci | multi-tenant | privileged-tools")->required();
+  recommend->add_flag("--json", recommend_json, "Machine-readable output");
+  auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
+  probe->add_option("name", probe_name, "Probe name");
+  probe->add_flag("--list", probe_list, "List the probes");
   // Everything after the first "--" is the command, untouched by option parsing.
   int n = argc;
   for (int i = 1; i < argc; ++i) {
@@ -30,5 +41,8 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (run.sub->parsed()) return run.execute();
+  if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
+  if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
+  if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list);
   return 125;
 }

@@ -50,6 +50,7 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_option("--memory", memory, "Memory limit (and no extra swap), e.g. 512M, 2G (default: half of RAM, at most 8G)");
   run->add_option("--pids", pids, "Most processes and threads at once (default: 4096)");
   run->add_option("--cpus", cpus, "CPU time, in CPUs, e.g. 0.5, 2 (default: no limit)");
+  run->add_option("--audit-log", audit_log, "Append every refusal (and later every egress decision) as JSON lines to FILE");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("--no-policy-files", no_policy_files,
                 "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
@@ -160,6 +161,7 @@ int RunOptions::execute() {
   }
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
+  so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
   auto status = sandbox::supervise(*plan, so);
   if (!status) return error(status.error().str());
   return *status;

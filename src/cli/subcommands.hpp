@@ -11,4 +11,7 @@ int doctor_main(bool json);
 // Unknown situation: one error line, exit status 2.
 int recommend_main(const std::string& situation, bool json);
 
+// Exit 0 when the probe behaved as a sandbox requires, 1 when not, 2 unknown.
+int probe_main(const std::string& name, bool list);
+
 }  // namespace exg::cli

@@ -320,12 +320,27 @@ struct Builder {
     }
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
+    build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);
     if (!pol.network.allowed_domains.empty())
       plan.notes.push_back("network.allowedDomains is parsed and validated; egress through the proxy is not "
                            "enabled yet, so the sandbox has loopback only");
     return {};
+  }
+
+  // Landlock mirrors the mounts: read and execute everywhere, full access only
+  // where a writable mount is (workspace, allowWrite, HOME's throwaway layer,
+  // the private tmpfs dirs), writing existing files in /dev and /proc.
+  void build_landlock() {
+    auto& ll = plan.landlock;
+    ll.read_only = {"/"};
+    for (const auto& s : plan.steps) {
+      bool writable = s.kind == StepKind::BindRw || s.kind == StepKind::Overlay ||
+                      (s.kind == StepKind::Tmpfs && s.target != "/dev");
+      if (writable) ll.read_write.push_back(s.target);
+    }
+    ll.write_files = {"/dev", "/proc"};
   }
 
   void sort_range(StepKind k) {

@@ -62,6 +62,13 @@ std::string Plan::to_text() const {
     if (!s.why.empty()) o << "  # " << s.why;
     o << "\n";
   }
+  o << "landlock: read+exec /; read+write";
+  for (const auto& p : landlock.read_write) o << " " << p;
+  o << "; write existing files in";
+  for (const auto& p : landlock.write_files) o << " " << p;
+  o << "; signals and abstract unix sockets scoped to the sandbox\n";
+  o << "seccomp: native x86_64 only; ptrace, bpf, mount API, namespaces, io_uring, keyctl, TIOCSTI/TIOCLINUX, "
+       "kernel modules, raw/packet/vsock sockets and more refused (each refusal logged)\n";
   o << "environment:\n";
   for (const auto& e : env) o << "  " << e << "\n";
   o << "fds: 0 1 2 only\n";

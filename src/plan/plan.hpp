@@ -10,6 +10,7 @@
 
 #include "policy/policy.hpp"
 #include "process/cgroup.hpp"
+#include "process/landlock.hpp"
 #include "util/error.hpp"
 
 namespace exg::plan {
@@ -69,6 +70,7 @@ struct Plan {
   std::vector<std::string> env;  // NAME=VALUE, the whole environment inside
   std::optional<std::chrono::milliseconds> timeout;
   process::Limits limits;          // defaults, overridden by the policy (explicit_* set)
+  process::LandlockRules landlock; // the second wall: mirrors the writable mounts
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 
   std::string to_text() const;

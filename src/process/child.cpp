@@ -372,6 +372,7 @@ void Builder::run() {
   ia.parent_pidfd = a_.parent_pidfd;
   ia.pty_slave = slave_fd_;
   ia.rlimits = &a_.rlimits;
+  ia.seccomp = a_.seccomp;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = a_.tty_fds[k];
   become_init(ia);
 }

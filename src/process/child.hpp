@@ -2,7 +2,10 @@
 // pid namespace), executes the Plan's steps, pivots into the new root, drops
 // every privilege and becomes the sandbox's init.
 #pragma once
+#include <linux/filter.h>
+
 #include <map>
+#include <vector>
 
 #include "plan/plan.hpp"
 #include "process/rlimits.hpp"
@@ -24,6 +27,7 @@ struct ChildArgs {
   std::map<size_t, int> idmapped;            // step index -> detached idmapped mount fd
   bool verbose = false;
   RlimitPlan rlimits;
+  const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
 };
 
 // Never returns.

@@ -18,6 +18,8 @@
 #include <vector>
 
 #include "process/child.hpp"
+#include "process/landlock.hpp"
+#include "process/seccomp.hpp"
 
 extern char** environ;
 
@@ -75,6 +77,26 @@ bool drop_capabilities() {
   ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
 }
 
+// "Ready", with the seccomp listener attached when there is one.
+void send_ready(int sock, int fd) {
+  char byte = kMsgReady;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (fd >= 0) {
+    msg.msg_control = ctrl;
+    msg.msg_controllen = sizeof ctrl;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  (void)::sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
 }  // namespace
 
 [[noreturn]] void become_init(const InitArgs& a) {
@@ -96,6 +118,20 @@ bool drop_capabilities() {
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
 
+  // Landlock: a second wall that does not depend on the mounts being right.
+  std::string ll_report;
+  if (int r = apply_landlock(a.plan->landlock, &ll_report); r < 0) {
+    errno = -r;
+    die(a.sync_fd, "apply Landlock (" + ll_report + ")");
+  }
+  // seccomp last: init and the command share the filter; refusals reach the
+  // supervisor through the listener, which no process of the sandbox keeps.
+  int listener = -1;
+  if (a.seccomp) {
+    listener = install_seccomp(*a.seccomp);
+    if (listener < 0) die(a.sync_fd, "install the seccomp filter");
+  }
+
   pid_t cmd = ::fork();
   if (cmd < 0) die(a.sync_fd, "fork the command");
   if (cmd == 0) {
@@ -103,8 +139,8 @@ bool drop_capabilities() {
     exec_command(a);
   }
   if (a.pty_slave >= 0) ::close(a.pty_slave);
-  char ready = kMsgReady;
-  (void)::send(a.sync_fd, &ready, 1, MSG_NOSIGNAL);
+  send_ready(a.sync_fd, listener);
+  if (listener >= 0) ::close(listener);
   ::close(a.sync_fd);
   ::close_range(3, ~0U, 0);
   // Init keeps no terminal and no pipe open: stdio belongs to the command.

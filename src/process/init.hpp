@@ -3,6 +3,10 @@
 // reaps orphans, and exits with the command's status, which takes every other
 // process of the sandbox down with it (pid namespace).
 #pragma once
+#include <linux/filter.h>
+
+#include <vector>
+
 #include "plan/plan.hpp"
 #include "process/rlimits.hpp"
 
@@ -15,6 +19,7 @@ struct InitArgs {
   int pty_slave = -1;
   bool tty_fds[3] = {false, false, false};
   const RlimitPlan* rlimits = nullptr;
+  const std::vector<sock_filter>* seccomp = nullptr;
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

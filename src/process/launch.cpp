@@ -12,6 +12,7 @@
 #include <string>
 
 #include "process/child.hpp"
+#include "process/seccomp.hpp"
 #include "process/syscalls.hpp"
 
 namespace exg::process {
@@ -114,6 +115,9 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   for (int k = 0; k < 3; ++k) args.tty_fds[k] = opt.tty_fds[k];
   args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   args.rlimits = default_rlimits(plan.limits);
+  auto seccomp = build_seccomp_program();
+  if (!seccomp) return fail(seccomp.error());
+  args.seccomp = &*seccomp;
 
   std::map<size_t, UniqueFd> idmapped;
   if (plan.identity.invoked_as_root) {
@@ -204,7 +208,14 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
       l.pty_master.reset(m->fd);
       continue;
     }
-    if (m->type == kMsgReady) return l;
+    if (m->type == kMsgReady) {
+      if (m->fd < 0) {
+        kill_child();
+        return fail(Error::msg("setup", "the sandbox did not hand over its seccomp listener"));
+      }
+      l.seccomp_listener.reset(m->fd);
+      return l;
+    }
     if (m->fd >= 0) ::close(m->fd);
     kill_child();
     if (m->type == kMsgError) return fail(Error::msg("setup", m->text));

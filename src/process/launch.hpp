@@ -21,6 +21,7 @@ struct Launched {
   UniqueFd pidfd;       // for signals and exit without pid reuse races
   UniqueFd pty_master;  // when a pty was asked for
   Cgroup cgroup;        // the sandbox's own cgroup (inactive when none could be made)
+  UniqueFd seccomp_listener;  // refused syscalls arrive here
 };
 
 // Signals the supervisor handles itself must be blocked before launch() (the

@@ -14,6 +14,8 @@
 #include <cstring>
 
 #include "process/launch.hpp"
+#include "sandbox/audit.hpp"
+#include "sandbox/violations.hpp"
 #include "process/syscalls.hpp"
 #include "util/unique_fd.hpp"
 
@@ -96,6 +98,16 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd) return fail(Error::sys("signalfd"));
 
+  AuditLog audit;
+  if (!opt.audit_log.empty()) {
+    auto a = AuditLog::open(opt.audit_log, plan.sandbox_id);
+    if (!a) {
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      return fail(a.error());
+    }
+    audit = std::move(*a);
+  }
+
   std::optional<RawTerminal> raw;
   termios host_termios{};
   bool have_termios = pty && ::tcgetattr(host_tty, &host_termios) == 0;
@@ -106,6 +118,8 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     return fail(launched.error());
   }
   process::Launched& sb = *launched;
+  SyscallViolations refusals(std::move(sb.seccomp_listener), &audit);
+  bool watch_refusals = refusals.fd() >= 0;
   if (opt.verbose) {
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
@@ -138,17 +152,22 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   int status = 0;
   char buf[65536];
   while (!exited) {
-    pollfd fds[5];
+    pollfd fds[6];
     int n = 0;
     fds[n++] = {sb.pidfd.get(), POLLIN, 0};
     fds[n++] = {sigfd.get(), POLLIN, 0};
-    int ti = -1, mi = -1, ii = -1;
+    int ti = -1, mi = -1, ii = -1, si_ = -1;
+    if (watch_refusals) { si_ = n; fds[n++] = {refusals.fd(), POLLIN, 0}; }
     if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
     if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
     if (relay_in) { ii = n; fds[n++] = {0, POLLIN, 0}; }
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
       if (errno == EINTR) continue;
       break;
+    }
+    if (si_ >= 0) {
+      if (fds[si_].revents & POLLIN) refusals.on_readable();
+      else if (fds[si_].revents & (POLLHUP | POLLERR | POLLNVAL)) watch_refusals = false;  // no process uses the filter
     }
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;
@@ -210,10 +229,14 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   }
   if (oom && !timed_out && status == 128 + SIGKILL) return status;
   if (timed_out) {
+    if (opt.verbose) std::fprintf(stderr, "exguardian: %s\n", refusals.summary().c_str());
     std::fprintf(stderr, "exguardian: killed: timeout %s\n", format_duration(*plan.timeout).c_str());
     return 124;
   }
-  if (opt.verbose) std::fprintf(stderr, "exguardian: sandbox %s exited with status %d\n", plan.sandbox_id.c_str(), status);
+  if (opt.verbose) {
+    std::fprintf(stderr, "exguardian: %s\n", refusals.summary().c_str());
+    std::fprintf(stderr, "exguardian: sandbox %s exited with status %d\n", plan.sandbox_id.c_str(), status);
+  }
   return status;
 }
 

@@ -9,6 +9,7 @@ namespace exg::sandbox {
 
 struct SuperviseOptions {
   bool verbose = false;
+  std::string audit_log;  // JSON lines; empty: no log
 };
 
 // The exit status to return: the command's own, 128+N, 124 on timeout. An

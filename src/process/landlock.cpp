@@ -1,0 +1,218 @@
+#include "process/landlock.hpp"
+
+#include <fcntl.h>
+#include <linux/landlock.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "util/unique_fd.hpp"
+
+// Debian 12's <linux/landlock.h> stops at ABI 2: the rest is defined here.
+#ifndef LANDLOCK_ACCESS_FS_TRUNCATE
+#define LANDLOCK_ACCESS_FS_TRUNCATE (1ULL << 14)
+#endif
+#ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
+#define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
+#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0)
+#endif
+#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
+#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1)
+#endif
+#ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
+#define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0)
+#endif
+#ifndef LANDLOCK_SCOPE_SIGNAL
+#define LANDLOCK_SCOPE_SIGNAL (1ULL << 1)
+#endif
+#ifndef LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON
+#define LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON (1U << 1)
+#endif
+#ifndef LANDLOCK_CREATE_RULESET_VERSION
+#define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
+#endif
+
+namespace exg::process {
+namespace {
+
+// The kernel's structs as of ABI 6; older kernels get a prefix of them.
+struct RulesetAttr {
+  std::uint64_t handled_access_fs;
+  std::uint64_t handled_access_net;  // ABI 4
+  std::uint64_t scoped;              // ABI 6
+};
+struct __attribute__((packed)) PathBeneathAttr {
+  std::uint64_t allowed_access;
+  std::int32_t parent_fd;
+};
+struct NetPortAttr {
+  std::uint64_t allowed_access;
+  std::uint64_t port;
+};
+constexpr int kRulePathBeneath = 1;
+constexpr int kRuleNetPort = 2;
+
+long create_ruleset(const RulesetAttr* attr, std::size_t size, std::uint32_t flags) {
+  return ::syscall(SYS_landlock_create_ruleset, attr, size, flags);
+}
+long add_rule(int ruleset, int type, const void* attr) {
+  return ::syscall(SYS_landlock_add_rule, ruleset, type, attr, 0);
+}
+long restrict_self(int ruleset, std::uint32_t flags) {
+  return ::syscall(SYS_landlock_restrict_self, ruleset, flags);
+}
+
+constexpr std::uint64_t kRead = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_READ_FILE |
+                                LANDLOCK_ACCESS_FS_READ_DIR;
+// Rights that make sense on a file (a rule on a non-directory may hold only these).
+constexpr std::uint64_t kFileRights = LANDLOCK_ACCESS_FS_EXECUTE | LANDLOCK_ACCESS_FS_WRITE_FILE |
+                                      LANDLOCK_ACCESS_FS_READ_FILE | LANDLOCK_ACCESS_FS_TRUNCATE |
+                                      LANDLOCK_ACCESS_FS_IOCTL_DEV;
+
+std::uint64_t fs_rights(int abi) {
+  if (abi < 1) return 0;
+  std::uint64_t all = (LANDLOCK_ACCESS_FS_MAKE_SYM << 1) - 1;  // ABI 1: bits 0..12
+  if (abi >= 2) all |= LANDLOCK_ACCESS_FS_REFER;
+  if (abi >= 3) all |= LANDLOCK_ACCESS_FS_TRUNCATE;
+  if (abi >= 5) all |= LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  return all;
+}
+
+// Adds one path-beneath rule; false (and the path in `skipped`) when the path
+// cannot be opened. Other failures are returned as -errno through `err`.
+bool add_path(int ruleset, const std::string& path, std::uint64_t access, std::uint64_t handled,
+              std::string& skipped, int& err) {
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+  if (!fd) {
+    skipped += (skipped.empty() ? "" : ", ") + path;
+    return false;
+  }
+  struct stat st{};
+  if (::fstat(fd.get(), &st) == 0 && !S_ISDIR(st.st_mode)) access &= kFileRights;
+  PathBeneathAttr attr{access & handled, fd.get()};
+  if (attr.allowed_access == 0) return true;
+  if (add_rule(ruleset, kRulePathBeneath, &attr) != 0) {
+    err = -errno;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int landlock_abi() {
+  long v = create_ruleset(nullptr, 0, LANDLOCK_CREATE_RULESET_VERSION);
+  return v < 0 ? 0 : static_cast<int>(v);
+}
+
+LandlockFeatures landlock_features() {
+  LandlockFeatures f;
+  f.abi = landlock_abi();
+  f.fs = f.abi >= 1;
+  f.truncate = f.abi >= 3;
+  f.net = f.abi >= 4;
+  f.ioctl_dev = f.abi >= 5;
+  f.scope = f.abi >= 6;
+  f.audit_flags = f.abi >= 7;
+  return f;
+}
+
+int apply_landlock(const LandlockRules& rules, std::string* report) {
+  const LandlockFeatures f = landlock_features();
+  auto say = [&](const std::string& s) {
+    if (report) *report = s;
+  };
+  if (!f.fs) {
+    int e = errno;  // from landlock_abi(): ENOSYS (not built in) or EOPNOTSUPP (disabled at boot)
+    std::string why = e == EOPNOTSUPP ? "disabled at boot (not in lsm=)" : "not in this kernel";
+    say("landlock: " + why + (rules.required ? ": required by the policy" : ": not applied"));
+    return rules.required ? -EOPNOTSUPP : 0;
+  }
+
+  RulesetAttr attr{};
+  attr.handled_access_fs = fs_rights(f.abi);
+  std::size_t size = sizeof attr.handled_access_fs;
+  const bool net = rules.handle_net && f.net;
+  if (net) attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+  if (f.net) size += sizeof attr.handled_access_net;
+  if (f.scope) {
+    if (rules.scope_abstract_unix) attr.scoped |= LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET;
+    if (rules.scope_signals) attr.scoped |= LANDLOCK_SCOPE_SIGNAL;
+    size += sizeof attr.scoped;
+  }
+  UniqueFd ruleset(static_cast<int>(create_ruleset(&attr, size, 0)));
+  if (!ruleset) {
+    int e = errno;
+    say("landlock: ABI " + std::to_string(f.abi) + ": create_ruleset failed");
+    return -e;
+  }
+
+  const std::uint64_t handled = attr.handled_access_fs;
+  std::string skipped;
+  int err = 0;
+  for (const auto& p : rules.read_only) add_path(ruleset.get(), p, kRead, handled, skipped, err);
+  for (const auto& p : rules.read_write) add_path(ruleset.get(), p, handled, handled, skipped, err);
+  for (const auto& p : rules.write_files)
+    add_path(ruleset.get(), p, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE, handled,
+             skipped, err);
+  // Terminals (tty, the sandbox's own pts) need ioctls; the sandbox's /dev
+  // holds only harmless devices besides them.
+  if (f.ioctl_dev) {
+    std::string ignored;
+    add_path(ruleset.get(), "/dev", LANDLOCK_ACCESS_FS_IOCTL_DEV, handled, ignored, err);
+  }
+  if (net) {
+    for (auto port : rules.bind_tcp) {
+      NetPortAttr a{LANDLOCK_ACCESS_NET_BIND_TCP, port};
+      if (add_rule(ruleset.get(), kRuleNetPort, &a) != 0) err = -errno;
+    }
+    for (auto port : rules.connect_tcp) {
+      NetPortAttr a{LANDLOCK_ACCESS_NET_CONNECT_TCP, port};
+      if (add_rule(ruleset.get(), kRuleNetPort, &a) != 0) err = -errno;
+    }
+  }
+  if (err != 0) {
+    say("landlock: ABI " + std::to_string(f.abi) + ": add_rule failed");
+    return err;
+  }
+
+  std::uint32_t flags = 0;
+  if (f.audit_flags && rules.log_after_exec) flags |= LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON;
+  if (restrict_self(ruleset.get(), flags) != 0) {
+    int e = errno;
+    say("landlock: ABI " + std::to_string(f.abi) + ": restrict_self failed" +
+        (e == EPERM ? " (no_new_privs not set)" : ""));
+    return -e;
+  }
+
+  std::string r = "landlock: ABI " + std::to_string(f.abi) + ": filesystem";
+  if (f.truncate) r += ", truncate";
+  if (f.ioctl_dev) r += ", ioctl on devices";
+  if (attr.scoped == (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL))
+    r += ", signal and abstract-unix scoping";
+  else if (attr.scoped & LANDLOCK_SCOPE_SIGNAL)
+    r += ", signal scoping";
+  else if (attr.scoped & LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET)
+    r += ", abstract-unix scoping";
+  if (net)
+    r += ", TCP bind/connect by port";
+  else if (f.net)
+    r += "; TCP not handled (the sandbox's own netns: every port is its own loopback)";
+  std::string missing;
+  if (!f.truncate) missing += (missing.empty() ? "" : ", ") + std::string("truncate (ABI 3)");
+  if (!f.net && rules.handle_net) missing += (missing.empty() ? "" : ", ") + std::string("network (ABI 4)");
+  if (!f.ioctl_dev) missing += (missing.empty() ? "" : ", ") + std::string("ioctl on devices (ABI 5)");
+  if (!f.scope && (rules.scope_signals || rules.scope_abstract_unix))
+    missing += (missing.empty() ? "" : ", ") + std::string("scoping (ABI 6)");
+  if (!missing.empty()) r += "; missing: " + missing;
+  if (!skipped.empty()) r += "; skipped missing paths: " + skipped;
+  say(r);
+  return 0;
+}
+
+}  // namespace exg::process

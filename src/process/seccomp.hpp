@@ -1,0 +1,36 @@
+// The sandbox's seccomp filter (DESIGN.md §4, §7). The parent builds the BPF
+// program before clone (libseccomp allocates; the child must not); the child
+// installs it last before execve and hands the listener fd to the supervisor,
+// which answers every refused syscall with an errno and records it
+// (sandbox/violations.hpp). Allowed syscalls never leave the kernel.
+#pragma once
+#include <linux/filter.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace exg::process {
+
+// Native architecture only (x86_64): the i386 (int $0x80) and x32
+// (nr | 0x40000000) ABIs kill the whole process. Refused syscalls return
+// SECCOMP_RET_USER_NOTIF; clone3 returns ENOSYS at once (libcs fall back to
+// clone, whose flags a filter can see).
+Result<std::vector<sock_filter>> build_seccomp_program();
+
+// The errno the supervisor answers a refused syscall with: EPERM by default,
+// EAFNOSUPPORT for socket families, EPROTONOSUPPORT for netlink protocols
+// other than NETLINK_ROUTE, ENOSYS for clone3.
+int refused_errno(int syscall_nr, const uint64_t args[6]);
+
+// "ptrace"; "syscall_<nr>" when libseccomp does not know the number.
+std::string syscall_name(int nr);
+
+// In the child, after PR_SET_NO_NEW_PRIVS (or with CAP_SYS_ADMIN): installs the
+// program and returns the listener fd (close-on-exec), or -1 with errno. No
+// allocation: safe after fork/clone.
+int install_seccomp(const std::vector<sock_filter>& prog);
+
+}  // namespace exg::process

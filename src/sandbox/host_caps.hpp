@@ -1,0 +1,23 @@
+// What this host and this user can enforce, measured (not guessed): each probe
+// runs in a forked child, in its own namespaces where it changes anything, and
+// leaves nothing behind on the host.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace exg::sandbox {
+
+struct Capability {
+  std::string name;    // e.g. "user namespaces"
+  bool ok = false;
+  std::string detail;  // one line: why, and what the sandbox uses it for
+};
+
+// Every probe, in a fixed order (names are stable: tests and `doctor --json`
+// consumers rely on them).
+std::vector<Capability> probe_host();
+
+// The capability called `name` in `caps`, or null.
+const Capability* find_capability(const std::vector<Capability>& caps, const std::string& name);
+
+}  // namespace exg::sandbox

@@ -1,0 +1,25 @@
+// Escape probes: each tries one thing the sandbox's seccomp filter must refuse
+// (or one ordinary thing it must allow) with the raw syscall, in a forked
+// child so that a kill by SIGSYS (i386, x32) is observed, not suffered. Run
+// from inside a sandbox (`exguardian probe NAME`) or from the unit tests. A
+// refused probe expects the errno the supervisor answers with
+// (process::refused_errno), so the supervisor must be reading the listener.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace exg::sandbox {
+
+// 0: as expected (an attack refused, or an ordinary call allowed);
+// 1: not as expected (an attack got through, or reached the kernel and failed
+//    there with another errno; an ordinary call refused);
+// 2: no probe of that name.
+// out gets one line: "refused: EPERM", "allowed", "killed by SIGSYS",
+// "failed: EINVAL (not the filter's answer)", ...
+int run_probe(const std::string& name, std::string& out);
+
+std::vector<std::string> probe_names();
+// Probes of ordinary work that must succeed (names end in "-allowed").
+bool probe_expects_success(const std::string& name);
+
+}  // namespace exg::sandbox

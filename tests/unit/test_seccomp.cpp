@@ -1,0 +1,291 @@
+// The seccomp filter against real probes. Each probe runs in a forked child
+// that installs the filter and hands its listener to this process, which plays
+// the supervisor (SyscallViolations). The filter never touches the test runner.
+#include <gtest/gtest.h>
+#include <linux/seccomp.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "process/seccomp.hpp"
+#include "sandbox/audit.hpp"
+#include "sandbox/probes.hpp"
+#include "sandbox/violations.hpp"
+
+namespace {
+
+using namespace exg;
+
+struct Outcome {
+  int rc = -1;
+  std::string out;
+  size_t refusals = 0;
+  std::map<std::string, size_t> by_syscall;
+  std::string summary;
+};
+
+const std::vector<sock_filter>& program() {
+  static auto prog = process::build_seccomp_program();
+  if (!prog) {
+    ADD_FAILURE() << prog.error().str();
+    std::abort();
+  }
+  return *prog;
+}
+
+void send_fd(int sock, int fd) {
+  char c = 'L';
+  iovec iov{&c, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  cm->cmsg_level = SOL_SOCKET;
+  cm->cmsg_type = SCM_RIGHTS;
+  cm->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
+  (void)::sendmsg(sock, &msg, MSG_NOSIGNAL);
+}
+
+int recv_fd(int sock) {
+  char c;
+  iovec iov{&c, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctl;
+  msg.msg_controllen = sizeof ctl;
+  if (::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) return -1;
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  if (!cm || cm->cmsg_type != SCM_RIGHTS) return -1;
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(cm), sizeof fd);
+  return fd;
+}
+
+// Runs `probe` under the filter; this process answers the notifications.
+Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullptr) {
+  const auto& prog = program();
+  Outcome o;
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+    ADD_FAILURE() << "socketpair";
+    return o;
+  }
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::close(sv[0]);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
+    int listener = process::install_seccomp(prog);
+    if (listener < 0) ::_exit(91);
+    send_fd(sv[1], listener);
+    ::close(listener);  // the probe must not hold (and answer) its own listener
+    std::string out;
+    int rc = sandbox::run_probe(probe, out);
+    std::string msg = std::string(1, static_cast<char>(rc)) + out;
+    (void)::send(sv[1], msg.data(), msg.size(), MSG_NOSIGNAL);
+    ::_exit(0);
+  }
+  ::close(sv[1]);
+  UniqueFd sock(sv[0]);
+  int lfd = recv_fd(sock.get());
+  if (lfd < 0) {
+    int st;
+    ::waitpid(pid, &st, 0);
+    ADD_FAILURE() << "no listener from the child, status " << st;
+    return o;
+  }
+  sandbox::SyscallViolations violations{UniqueFd(lfd), audit};
+  bool done = false, listening = true;
+  while (!done) {
+    pollfd fds[2] = {{sock.get(), POLLIN, 0}, {violations.fd(), static_cast<short>(listening ? POLLIN : 0), 0}};
+    int n = ::poll(fds, 2, 20000);
+    if (n == 0) {
+      ADD_FAILURE() << probe << ": timed out";
+      ::kill(pid, SIGKILL);
+      break;
+    }
+    if (n < 0) continue;
+    if (fds[1].revents & POLLIN) violations.on_readable();
+    if (fds[1].revents & (POLLHUP | POLLERR | POLLNVAL)) listening = false;
+    if (fds[0].revents & (POLLIN | POLLHUP)) {
+      char buf[512];
+      ssize_t r = ::recv(sock.get(), buf, sizeof buf, 0);
+      if (r > 0) {
+        o.rc = static_cast<unsigned char>(buf[0]);
+        o.out.assign(buf + 1, static_cast<size_t>(r - 1));
+      }
+      done = true;
+    }
+  }
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << probe << ": runner status " << st;
+  o.refusals = violations.count();
+  o.by_syscall = violations.by_syscall();
+  o.summary = violations.summary();
+  return o;
+}
+
+void expect_refused(const std::string& probe, const std::string& syscall, const std::string& answer) {
+  Outcome o = run_filtered(probe);
+  EXPECT_EQ(o.rc, 0) << probe << ": " << o.out;
+  EXPECT_EQ(o.out, "refused: " + answer) << probe;
+  EXPECT_GE(o.by_syscall[syscall], 1u) << probe << ": " << o.summary;
+}
+
+TEST(Seccomp, ProgramIsBuiltAndSmall) {
+  const auto& prog = program();
+  EXPECT_GT(prog.size(), 20u);
+  EXPECT_LT(prog.size(), 512u);
+}
+
+TEST(Seccomp, ListenerIsCloseOnExec) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    int fd = process::install_seccomp(program());
+    ::_exit(fd >= 0 && (::fcntl(fd, F_GETFD) & FD_CLOEXEC) ? 0 : 1);
+  }
+  int st;
+  ::waitpid(pid, &st, 0);
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+TEST(Seccomp, SyscallNames) {
+  EXPECT_EQ(process::syscall_name(SYS_ptrace), "ptrace");
+  EXPECT_EQ(process::syscall_name(SYS_io_uring_setup), "io_uring_setup");
+  EXPECT_EQ(process::syscall_name(467), "open_tree_attr");
+}
+
+TEST(Seccomp, RefusedErrno) {
+  uint64_t args[6] = {};
+  EXPECT_EQ(process::refused_errno(SYS_ptrace, args), EPERM);
+  EXPECT_EQ(process::refused_errno(SYS_clone3, args), ENOSYS);
+  args[0] = AF_VSOCK;
+  EXPECT_EQ(process::refused_errno(SYS_socket, args), EAFNOSUPPORT);
+  args[0] = AF_INET;
+  args[1] = SOCK_RAW;
+  EXPECT_EQ(process::refused_errno(SYS_socket, args), EPERM);
+  args[0] = AF_NETLINK;
+  args[2] = 9;
+  EXPECT_EQ(process::refused_errno(SYS_socketpair, args), EPROTONOSUPPORT);
+}
+
+TEST(Seccomp, PtraceRefused) {
+  expect_refused("ptrace-traceme", "ptrace", "EPERM");
+  expect_refused("ptrace-attach", "ptrace", "EPERM");
+}
+TEST(Seccomp, BpfRefused) { expect_refused("bpf", "bpf", "EPERM"); }
+TEST(Seccomp, IoUringRefused) { expect_refused("io-uring-setup", "io_uring_setup", "EPERM"); }
+TEST(Seccomp, NestedUserNamespaceRefused) {
+  expect_refused("unshare-newuser", "unshare", "EPERM");
+  expect_refused("clone-newuser", "clone", "EPERM");
+  expect_refused("unshare-newtime", "unshare", "EPERM");
+}
+TEST(Seccomp, Clone3IsEnosysWithoutNotification) {
+  for (const char* p : {"clone3", "clone3-newuser"}) {
+    Outcome o = run_filtered(p);
+    EXPECT_EQ(o.rc, 0) << p << ": " << o.out;
+    EXPECT_EQ(o.out, "refused: ENOSYS");
+    EXPECT_EQ(o.refusals, 0u) << o.summary;
+  }
+}
+TEST(Seccomp, TiocstiRefusedWithHighBits) {
+  expect_refused("tiocsti", "ioctl", "EPERM");
+  expect_refused("tiocsti-high-bits", "ioctl", "EPERM");
+  expect_refused("tioclinux-high-bits", "ioctl", "EPERM");
+}
+TEST(Seccomp, OtherArchitecturesKilled) {
+  for (const char* p : {"x32-socket", "x32-getpid", "i386-getpid"}) {
+    Outcome o = run_filtered(p);
+    EXPECT_EQ(o.rc, 0) << p << ": " << o.out;
+    EXPECT_EQ(o.out, "killed by SIGSYS") << p;
+    EXPECT_EQ(o.refusals, 0u) << o.summary;
+  }
+}
+TEST(Seccomp, SocketFamilies) {
+  expect_refused("socket-vsock", "socket", "EAFNOSUPPORT");
+  expect_refused("socket-vsock-high-bits", "socket", "EAFNOSUPPORT");
+  expect_refused("socket-packet", "socket", "EAFNOSUPPORT");
+  expect_refused("socket-inet-raw-cloexec", "socket", "EPERM");
+  expect_refused("socket-netlink-audit", "socket", "EPROTONOSUPPORT");
+  expect_refused("socketpair-vsock", "socketpair", "EAFNOSUPPORT");
+}
+TEST(Seccomp, Personality) {
+  expect_refused("personality-bsd", "personality", "EPERM");
+  expect_refused("personality-high-bits", "personality", "EPERM");
+}
+
+TEST(Seccomp, OrdinaryWorkAllowedWithoutNotifications) {
+  for (const char* p : {"fork-allowed", "thread-allowed", "unshare-files-allowed", "netlink-route-allowed",
+                        "personality-query-allowed", "socket-inet-tcp-allowed", "socket-inet6-udp-allowed",
+                        "ioctl-winsize-allowed"}) {
+    Outcome o = run_filtered(p);
+    EXPECT_EQ(o.rc, 0) << p << ": " << o.out;
+    EXPECT_EQ(o.out, "allowed") << p;
+    EXPECT_EQ(o.refusals, 0u) << p << ": " << o.summary;
+  }
+}
+
+TEST(Seccomp, EveryProbeAsExpected) {
+  for (const auto& p : sandbox::probe_names()) {
+    Outcome o = run_filtered(p);
+    EXPECT_EQ(o.rc, 0) << p << ": " << o.out;
+    if (sandbox::probe_expects_success(p)) {
+      EXPECT_EQ(o.refusals, 0u) << p << ": " << o.summary;
+    } else if (o.out.starts_with("refused: ") && o.out != "refused: ENOSYS") {
+      // The answer came from the supervisor, not from a kernel lacking the feature.
+      EXPECT_GE(o.refusals, 1u) << p << ": " << o.out;
+    }
+  }
+}
+
+TEST(Seccomp, UnknownProbe) {
+  std::string out;
+  EXPECT_EQ(sandbox::run_probe("no-such-probe", out), 2);
+}
+
+TEST(Seccomp, RefusalsAreAudited) {
+  char path[] = "/tmp/exg-audit-XXXXXX";
+  int fd = ::mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  {
+    auto audit = sandbox::AuditLog::open(path, "sb-test");
+    ASSERT_TRUE(audit) << audit.error().str();
+    Outcome o = run_filtered("keyctl", &*audit);
+    EXPECT_EQ(o.rc, 0) << o.out;
+    EXPECT_EQ(o.summary, "1 refused syscall: keyctl (1)");
+  }
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  auto j = nlohmann::json::parse(line);
+  EXPECT_EQ(j["event"], "syscall_refused");
+  EXPECT_EQ(j["syscall"], "keyctl");
+  EXPECT_EQ(j["nr"], SYS_keyctl);
+  EXPECT_EQ(j["errno"], EPERM);
+  EXPECT_EQ(j["sandbox"], "sb-test");
+  EXPECT_GT(j["pid"].get<int>(), 0);
+  EXPECT_FALSE(j["command"].get<std::string>().empty());
+  EXPECT_FALSE(std::getline(in, line));
+  ::unlink(path);
+}
+
+}  // namespace
