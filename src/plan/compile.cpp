@@ -202,6 +202,11 @@ struct Builder {
 
     base();
     specials();
+    // ExGuardian itself, so that `exguardian probe` works inside without a compiler.
+    if (auto self = canonical("/proc/self/exe")) {
+      Step& s = add(StepKind::BindRo, "/run/exguardian/exguardian", *self, "exguardian itself (for probes)");
+      s.is_dir = false;
+    }
 
     // HOME: readable as on the host, writes thrown away.
     if (!home.empty() && home != "/" && is_dir(home)) {

@@ -51,6 +51,7 @@ class Builder {
  public:
   Builder(const ChildArgs& a) : a_(a), plan_(*a.plan) {}
 
+  void open_sources();
   void run();
 
  private:
@@ -146,7 +147,6 @@ class Builder {
     return b;
   }
 
-  void open_sources();
   void make_stage();
   void step(size_t i, const plan::Step& s);
   void seal(const std::string& target);
@@ -354,7 +354,6 @@ void Builder::pivot() {
 }
 
 void Builder::run() {
-  open_sources();
   make_stage();
   for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
   network_and_names();
@@ -390,6 +389,10 @@ void Builder::run() {
   // Become the sandbox user at once: everything the setup creates is owned by
   // a mapped id, and it acts with that user's rights on host files. The
   // capabilities of the new user namespace stay (uid 0 is not mapped in it).
+  // Host sources are opened first, still with the invoker's host uid: root
+  // can reach a workspace under /root that the sandbox uid could not traverse.
+  Builder b(a);
+  b.open_sources();
   const plan::Identity& id = a.plan->identity;
   if (::setresgid(id.inside_gid, id.inside_gid, id.inside_gid) != 0) die(a.sync_fd, "setresgid", errno);
   if (::setresuid(id.inside_uid, id.inside_uid, id.inside_uid) != 0) die(a.sync_fd, "setresuid", errno);
@@ -398,7 +401,6 @@ void Builder::run() {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(a.sync_fd, "parent-death signal", errno);
   pollfd pfd{a.parent_pidfd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
-  Builder b(a);
   b.run();
   ::_exit(125);
 }
