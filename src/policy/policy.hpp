@@ -40,6 +40,7 @@ struct DomainEntry {
 struct Network {
   std::vector<DomainEntry> allowed_domains;
   std::vector<DomainEntry> denied_domains;
+  std::vector<DomainEntry> allowed_cidrs;  // ours: "network.allowedCidrs": ["10.0.0.0/8", "192.0.2.7"]
 };
 
 struct Filesystem {
