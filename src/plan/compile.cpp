@@ -325,12 +325,10 @@ struct Builder {
     }
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
+    plan.network = pol.network;
     build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);
-    if (!pol.network.allowed_domains.empty())
-      plan.notes.push_back("network.allowedDomains is parsed and validated; egress through the proxy is not "
-                           "enabled yet, so the sandbox has loopback only");
     return {};
   }
 
@@ -374,6 +372,18 @@ struct Builder {
       passwd* pw = ::getpwuid(plan.identity.host_uid);
       std::string name = pw ? pw->pw_name : "exguardian";
       env["USER"] = env["LOGNAME"] = name;
+    }
+    if (plan.proxy.enabled) {
+      // Every common client finds the proxy (srt sets the same names).
+      std::string http = "http://127.0.0.1:" + std::to_string(plan.proxy.http_port);
+      std::string socks = "socks5h://127.0.0.1:" + std::to_string(plan.proxy.socks_port);
+      for (const char* n : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "GRPC_PROXY", "grpc_proxy",
+                            "DOCKER_HTTP_PROXY", "DOCKER_HTTPS_PROXY", "npm_config_proxy", "npm_config_https_proxy",
+                            "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY"})
+        env[n] = http;
+      for (const char* n : {"ALL_PROXY", "all_proxy", "FTP_PROXY", "ftp_proxy", "RSYNC_PROXY"}) env[n] = socks;
+      env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1";
+      env["GIT_SSH_COMMAND"] = "ssh -o ProxyCommand='nc -X 5 -x 127.0.0.1:" + std::to_string(plan.proxy.socks_port) + " %h %p'";
     }
     env["EXGUARDIAN"] = "1";
     env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;

@@ -57,6 +57,13 @@ struct Identity {
   std::string why;
 };
 
+// The egress proxy as the sandbox sees it: listeners on its own loopback.
+struct ProxyPlan {
+  bool enabled = false;  // turned on with the egress proxy
+  uint16_t http_port = 3128;
+  uint16_t socks_port = 1080;
+};
+
 struct Plan {
   std::string sandbox_id;
   std::vector<std::string> argv;
@@ -71,6 +78,8 @@ struct Plan {
   std::optional<std::chrono::milliseconds> timeout;
   process::Limits limits;          // defaults, overridden by the policy (explicit_* set)
   process::LandlockRules landlock; // the second wall: mirrors the writable mounts
+  ProxyPlan proxy;
+  policy::Network network;         // egress rules, applied by the supervisor's proxy
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 
   std::string to_text() const;

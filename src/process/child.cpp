@@ -2,7 +2,9 @@
 
 #include <grp.h>
 #include <linux/capability.h>
+#include <arpa/inet.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
@@ -151,6 +153,7 @@ class Builder {
   void step(size_t i, const plan::Step& s);
   void seal(const std::string& target);
   void network_and_names();
+  void proxy_listeners();
   void open_pty();
   void pivot();
 };
@@ -314,6 +317,45 @@ void Builder::network_and_names() {
   ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
   if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) fail("bring lo up");
   ::close(s);
+  if (plan_.proxy.enabled) proxy_listeners();
+}
+
+// The egress proxy's listening sockets, made here so that they live in the
+// sandbox's network namespace; the supervisor accepts on them from the host
+// side. No relay process, no port on the host.
+void Builder::proxy_listeners() {
+  int fds[2];
+  uint16_t ports[2] = {plan_.proxy.http_port, plan_.proxy.socks_port};
+  for (int k = 0; k < 2; ++k) {
+    int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (l < 0) fail("proxy listener socket");
+    int one = 1;
+    ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(ports[k]);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+      fail("bind the proxy listener 127.0.0.1:" + std::to_string(ports[k]));
+    if (::listen(l, 256) != 0) fail("listen on the proxy listener");
+    fds[k] = l;
+  }
+  char byte = kMsgListeners;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof fds)];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  cmsghdr* c = CMSG_FIRSTHDR(&msg);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof fds);
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (::sendmsg(a_.sync_fd, &msg, MSG_NOSIGNAL) != 1) fail("hand the proxy listeners to the supervisor");
+  ::close(fds[0]);
+  ::close(fds[1]);
 }
 
 void Builder::open_pty() {

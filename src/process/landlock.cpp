@@ -135,7 +135,7 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
   }
 
   RulesetAttr attr{};
-  attr.handled_access_fs = fs_rights(f.abi);
+  attr.handled_access_fs = fs_rights(f.abi) & (rules.handle_reads ? ~std::uint64_t{0} : ~kRead);
   std::size_t size = sizeof attr.handled_access_fs;
   const bool net = rules.handle_net && f.net;
   if (net) attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
@@ -155,7 +155,8 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
   const std::uint64_t handled = attr.handled_access_fs;
   std::string skipped;
   int err = 0;
-  for (const auto& p : rules.read_only) add_path(ruleset.get(), p, kRead, handled, skipped, err);
+  if (rules.handle_reads)
+    for (const auto& p : rules.read_only) add_path(ruleset.get(), p, kRead, handled, skipped, err);
   for (const auto& p : rules.read_write) add_path(ruleset.get(), p, handled, handled, skipped, err);
   for (const auto& p : rules.write_files)
     add_path(ruleset.get(), p, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE, handled,

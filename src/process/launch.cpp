@@ -83,12 +83,13 @@ struct Message {
   char type = 0;
   std::string text;
   int fd = -1;
+  int fd2 = -1;
 };
 
 Result<Message> receive(int sock) {
   char buf[4096];
   iovec iov{buf, sizeof buf};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(2 * sizeof(int))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -101,8 +102,12 @@ Result<Message> receive(int sock) {
   if (n == 0) return m;  // type 0: the child is gone
   m.type = buf[0];
   m.text.assign(buf + 1, static_cast<size_t>(n - 1));
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) std::memcpy(&m.fd, CMSG_DATA(c), sizeof(int));
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    if (count >= 1) std::memcpy(&m.fd, CMSG_DATA(c), sizeof(int));
+    if (count >= 2) std::memcpy(&m.fd2, CMSG_DATA(c) + sizeof(int), sizeof(int));
+  }
   return m;
 }
 
@@ -208,6 +213,11 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
       l.pty_master.reset(m->fd);
       continue;
     }
+    if (m->type == kMsgListeners) {
+      l.http_listener.reset(m->fd);
+      l.socks_listener.reset(m->fd2);
+      continue;
+    }
     if (m->type == kMsgReady) {
       if (m->fd < 0) {
         kill_child();
@@ -217,6 +227,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
       return l;
     }
     if (m->fd >= 0) ::close(m->fd);
+    if (m->fd2 >= 0) ::close(m->fd2);
     kill_child();
     if (m->type == kMsgError) return fail(Error::msg("setup", m->text));
     return fail(Error::msg("setup", "the sandbox exited before it was set up"));

@@ -22,6 +22,7 @@ struct Launched {
   UniqueFd pty_master;  // when a pty was asked for
   Cgroup cgroup;        // the sandbox's own cgroup (inactive when none could be made)
   UniqueFd seccomp_listener;  // refused syscalls arrive here
+  UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
 };
 
 // Signals the supervisor handles itself must be blocked before launch() (the
