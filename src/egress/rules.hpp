@@ -35,6 +35,18 @@ struct Cidr {
   std::string str() const;
 };
 std::optional<Cidr> parse_cidr(std::string_view s);  // "10.0.0.0/8", "fc00::/7", "192.0.2.1" (= /32)
+// Refused by parse_cidr: host bits set ("10.0.0.5/8"), odd IPv4 spellings, zones,
+// prefixes with leading zeros. "[2001:db8::]/32" is accepted.
+
+// A strictly written address: canonical dotted quad or IPv6 text (no brackets,
+// no zone, no shorthand IPv4).
+std::optional<IpAddress> parse_ip(std::string_view s);
+// The IPv4 address an IPv6 form carries: mapped (::ffff:0:0/96), SIIT
+// (::ffff:0:0:0/96), compatible (::/96), NAT64 (64:ff9b::/96), 6to4 (2002::/16).
+std::optional<IpAddress> embedded_v4(const IpAddress& a);
+// The same destination without the IPv4-mapped wrapping: ::ffff:a.b.c.d becomes
+// a.b.c.d, anything else is returned unchanged.
+IpAddress unmapped(const IpAddress& a);
 
 // A host as a client may spell it. Names are lower-cased, a trailing dot is
 // dropped, IDNA U-labels become A-labels ("xn--..."); IPv4 in any inet_aton

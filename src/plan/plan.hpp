@@ -59,7 +59,7 @@ struct Identity {
 
 // The egress proxy as the sandbox sees it: listeners on its own loopback.
 struct ProxyPlan {
-  bool enabled = false;  // turned on with the egress proxy
+  bool enabled = true;
   uint16_t http_port = 3128;
   uint16_t socks_port = 1080;
 };

@@ -55,6 +55,7 @@ void merge(Policy& base, const Policy& top) {
   auto append = [](auto& into, const auto& from) { into.insert(into.end(), from.begin(), from.end()); };
   append(base.network.allowed_domains, top.network.allowed_domains);
   append(base.network.denied_domains, top.network.denied_domains);
+  append(base.network.allowed_cidrs, top.network.allowed_cidrs);
   append(base.filesystem.deny_read, top.filesystem.deny_read);
   append(base.filesystem.allow_read, top.filesystem.allow_read);
   append(base.filesystem.allow_write, top.filesystem.allow_write);

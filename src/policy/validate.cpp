@@ -2,6 +2,8 @@
 // srt keys we accept but do not enforce are recorded as notes, and keys that
 // would weaken the sandbox are refused: a policy that says more than we can
 // do must not run quietly with less.
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -68,6 +70,42 @@ std::optional<std::string_view> closest(std::string_view key, const std::vector<
     }
   }
   return best;
+}
+
+// "10.0.0.0/8", "fc00::/7", "192.0.2.7" (a single address): the same syntax the
+// egress rules accept (egress::parse_cidr), checked here without depending on
+// the egress module. Host bits must be clear, so a typo cannot widen a range.
+std::optional<std::string> check_cidr(const std::string& s) {
+  const std::string q = in_quotes(s);
+  if (s.empty()) return std::string("empty CIDR");
+  auto slash = s.find('/');
+  std::string addr = s.substr(0, slash);
+  if (addr.size() >= 2 && addr.front() == '[' && addr.back() == ']') addr = addr.substr(1, addr.size() - 2);
+  unsigned char bytes[16] = {};
+  int max = 0;
+  if (addr.find(':') == std::string::npos) {
+    if (inet_pton(AF_INET, addr.c_str(), bytes) == 1) max = 32;
+  } else if (inet_pton(AF_INET6, addr.c_str(), bytes) == 1) {
+    max = 128;
+  }
+  if (max == 0) return "invalid address in CIDR " + q + " (expected like 10.0.0.0/8 or fc00::/7)";
+  int prefix = max;
+  if (slash != std::string::npos) {
+    std::string p = s.substr(slash + 1);
+    bool digits = !p.empty() && p.size() <= 3 && std::all_of(p.begin(), p.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    });
+    if (!digits || (p.size() > 1 && p[0] == '0') || std::stoi(p) > max) {
+      return "invalid prefix length in CIDR " + q + " (expected 0-" + std::to_string(max) + ")";
+    }
+    prefix = std::stoi(p);
+  }
+  for (int bit = prefix; bit < max; ++bit) {
+    if (bytes[bit / 8] & (0x80 >> (bit % 8))) {
+      return "CIDR " + q + " has bits set after the prefix length (did you mean the network address?)";
+    }
+  }
+  return std::nullopt;
 }
 
 class Validator {
@@ -286,6 +324,14 @@ class Validator {
         {
             {"allowedDomains", domains(false, &policy_.network.allowed_domains)},
             {"deniedDomains", domains(true, &policy_.network.denied_domains)},
+            {"allowedCidrs",
+             [this](const Node& list) {
+               return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+                 if (auto e = check_cidr(s)) return bad_value(el, *e);
+                 policy_.network.allowed_cidrs.push_back(DomainEntry{s, value_pos(el)});
+                 return std::nullopt;
+               });
+             }},
             noted("allowUnixSockets", is_string_array(), "ExGuardian does not pass host Unix sockets in"),
             noted("allowAllUnixSockets", is_bool(), "ExGuardian does not pass host Unix sockets in"),
             noted("allowLocalBinding", is_bool(), "the sandbox has its own network namespace"),

@@ -13,6 +13,14 @@
 #include <cstdio>
 #include <cstring>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <memory>
+#include <thread>
+
+#include "egress/proxy.hpp"
+#include "egress/rules.hpp"
 #include "process/launch.hpp"
 #include "sandbox/audit.hpp"
 #include "sandbox/violations.hpp"
@@ -69,6 +77,33 @@ void copy_winsize(int from, int to) {
   if (::ioctl(from, TIOCGWINSZ, &ws) == 0) ::ioctl(to, TIOCSWINSZ, &ws);
 }
 
+// The proxy's own event loop, on a second thread started after the clone (the
+// child is never forked from a multi-threaded process). Stopped and joined on
+// every way out of supervise().
+struct ProxyRunner {
+  boost::asio::io_context io{1};
+  std::unique_ptr<egress::Proxy> proxy;
+  std::thread thread;
+
+  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd) {
+    proxy = std::make_unique<egress::Proxy>(io, rules, audit);
+    proxy->add_http_listener(http_fd);
+    proxy->add_socks_listener(socks_fd);
+    thread = std::thread([this] {
+      auto guard = boost::asio::make_work_guard(io);
+      io.run();
+    });
+  }
+  void stop() {
+    if (!thread.joinable()) return;
+    boost::asio::post(io, [this] { proxy->stop(); });
+    // Let the stop run (closing sockets writes the last audit lines), then end the loop.
+    boost::asio::post(io, [this] { io.stop(); });
+    thread.join();
+  }
+  ~ProxyRunner() { stop(); }
+};
+
 }  // namespace
 
 std::string format_duration(std::chrono::milliseconds d) {
@@ -108,6 +143,18 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     audit = std::move(*a);
   }
 
+  // Egress rules are compiled before anything starts: a bad rule stops the run.
+  std::optional<egress::Rules> rules;
+  if (plan.proxy.enabled) {
+    auto r = egress::Rules::from_policy(plan.network);
+    if (!r) {
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      return fail(r.error());
+    }
+    rules.emplace(std::move(*r));
+    rules->set_host_addresses(egress::Rules::read_host_addresses());
+  }
+
   std::optional<RawTerminal> raw;
   termios host_termios{};
   bool have_termios = pty && ::tcgetattr(host_tty, &host_termios) == 0;
@@ -120,6 +167,11 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   process::Launched& sb = *launched;
   SyscallViolations refusals(std::move(sb.seccomp_listener), &audit);
   bool watch_refusals = refusals.fd() >= 0;
+
+  // The egress proxy accepts on the sockets the sandbox made in its own netns.
+  ProxyRunner proxy;
+  if (rules && sb.http_listener && sb.socks_listener)
+    proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release());
   if (opt.verbose) {
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
@@ -212,7 +264,9 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     write_all(out_fd, buf, static_cast<size_t>(r));
   }
   raw.reset();
+  proxy.stop();
   sigprocmask(SIG_SETMASK, &old, nullptr);
+  if (opt.verbose && proxy.proxy) std::fprintf(stderr, "exguardian: %s\n", proxy.proxy->stats().summary().c_str());
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
   if (sb.cgroup.active()) {

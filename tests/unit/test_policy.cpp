@@ -371,6 +371,46 @@ TEST(PolicyMerge, AppendsListsAndTopWins) {
   EXPECT_EQ(base.sources, (std::vector<std::string>{"base.json", "top.json"}));
 }
 
+TEST(PolicyMerge, AllowedCidrsAreAppended) {
+  Policy base = ok(R"({"network": {"allowedCidrs": ["10.0.0.0/8"]}})");
+  Policy top = ok(R"({"network": {"allowedCidrs": ["fc00::/7", "192.0.2.7"]}})");
+  merge(base, top);
+  ASSERT_EQ(base.network.allowed_cidrs.size(), 3u);
+  EXPECT_EQ(base.network.allowed_cidrs[0].pattern, "10.0.0.0/8");
+  EXPECT_EQ(base.network.allowed_cidrs[1].pattern, "fc00::/7");
+  EXPECT_EQ(base.network.allowed_cidrs[2].pattern, "192.0.2.7");
+}
+
+// ---- network.allowedCidrs ----
+
+TEST(PolicyCidrs, ValidEntries) {
+  Policy p = ok(R"({"network": {"allowedCidrs": ["10.0.0.0/8", "192.0.2.7", "0.0.0.0/0", "fc00::/7",
+    "2001:db8::1", "[2001:db8::]/32", "::/0", "10.0.0.5/32"]}})");
+  ASSERT_EQ(p.network.allowed_cidrs.size(), 8u);
+  EXPECT_EQ(p.network.allowed_cidrs[0].pattern, "10.0.0.0/8");
+  EXPECT_EQ(p.network.allowed_cidrs[0].where.str(), "p.json:1:31");
+  EXPECT_EQ(p.network.allowed_cidrs[7].pattern, "10.0.0.5/32");
+  EXPECT_TRUE(p.network.allowed_domains.empty());
+}
+
+TEST(PolicyCidrs, InvalidEntries) {
+  EXPECT_EQ(error_of(R"({"network": {"allowedCidrs": ["10.0.0.0/33"]}})"),
+            "p.json:1:31: network.allowedCidrs[0]: invalid prefix length in CIDR \"10.0.0.0/33\" (expected 0-32)");
+  EXPECT_EQ(error_of(R"({"network": {"allowedCidrs": ["10.0.0.5/8"]}})"),
+            "p.json:1:31: network.allowedCidrs[0]: CIDR \"10.0.0.5/8\" has bits set after the prefix length "
+            "(did you mean the network address?)");
+  EXPECT_EQ(error_of(R"({"network": {"allowedCidrs": ["10.1/16"]}})"),
+            "p.json:1:31: network.allowedCidrs[0]: invalid address in CIDR \"10.1/16\" "
+            "(expected like 10.0.0.0/8 or fc00::/7)");
+  EXPECT_EQ(error_of(R"({"network": {"allowedCidrs": "10.0.0.0/8"}})"),
+            "p.json:1:30: network.allowedCidrs: expected an array of strings, got string");
+  for (const char* bad : {"", "example.com", "10.0.0.0/", "10.0.0.0/08", "10.0.0.0/-1", "fe80::1%eth0/128",
+                          "fc00::/129", "10.0.0.0/8/8", "0x0a.0.0.0/8", "::1/x"}) {
+    std::string doc = std::string(R"({"network": {"allowedCidrs": [")") + bad + "\"]}}";
+    EXPECT_NE(error_of(doc).find("network.allowedCidrs[0]: "), std::string::npos) << bad;
+  }
+}
+
 // ---- value parsers ----
 
 TEST(PolicyValues, ParseSize) {

@@ -1,0 +1,140 @@
+// exguardian proxy: loads a policy, binds the HTTP (and SOCKS5) listeners and
+// runs the egress proxy until SIGINT/SIGTERM.
+#include "cli/proxy_cmd.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <charconv>
+#include <csignal>
+#include <cstdio>
+#include <optional>
+
+#include "egress/proxy.hpp"
+#include "egress/rules.hpp"
+#include "policy/policy.hpp"
+#include "sandbox/audit.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::cli {
+namespace {
+
+int error_line(const std::string& what) {
+  std::fprintf(stderr, "exguardian: %s\n", what.c_str());
+  return 2;
+}
+
+// "127.0.0.1:3128", "[::1]:3128" -> a sockaddr; nullopt when malformed.
+std::optional<sockaddr_storage> parse_listen(const std::string& s, socklen_t& len) {
+  std::string host, port;
+  if (s.starts_with('[')) {
+    size_t close = s.find("]:");
+    if (close == std::string::npos) return std::nullopt;
+    host = s.substr(1, close - 1);
+    port = s.substr(close + 2);
+  } else {
+    size_t colon = s.rfind(':');
+    if (colon == std::string::npos || s.find(':') != colon) return std::nullopt;
+    host = s.substr(0, colon);
+    port = s.substr(colon + 1);
+  }
+  unsigned p = 0;
+  auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p > 65535) return std::nullopt;
+  sockaddr_storage ss{};
+  auto* in4 = reinterpret_cast<sockaddr_in*>(&ss);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(&ss);
+  if (::inet_pton(AF_INET, host.c_str(), &in4->sin_addr) == 1) {
+    in4->sin_family = AF_INET;
+    in4->sin_port = htons((uint16_t)p);
+    len = sizeof *in4;
+  } else if (::inet_pton(AF_INET6, host.c_str(), &in6->sin6_addr) == 1) {
+    in6->sin6_family = AF_INET6;
+    in6->sin6_port = htons((uint16_t)p);
+    len = sizeof *in6;
+  } else {
+    return std::nullopt;
+  }
+  return ss;
+}
+
+Result<UniqueFd> bind_listener(const std::string& spec) {
+  socklen_t len = 0;
+  auto sa = parse_listen(spec, len);
+  if (!sa) return fail(Error::msg("listen address " + spec, "expected ADDR:PORT, e.g. 127.0.0.1:3128 or [::1]:3128"));
+  UniqueFd fd(::socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return fail(Error::sys("socket"));
+  int one = 1;
+  ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (sa->ss_family == AF_INET6) ::setsockopt(fd.get(), IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+  if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&*sa), len) != 0) return fail(Error::sys("bind " + spec));
+  if (::listen(fd.get(), SOMAXCONN) != 0) return fail(Error::sys("listen " + spec));
+  return fd;
+}
+
+bool is_loopback_spec(const std::string& s) { return s.starts_with("127.") || s.starts_with("[::1]"); }
+
+}  // namespace
+
+int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
+               const std::string& audit_log) {
+  auto pol = policy::load_policy_file(policy_file);
+  if (!pol) return error_line(pol.error().message);
+  auto rules = egress::Rules::from_policy(pol->network);
+  if (!rules) return error_line(rules.error().str());
+  // This host's own addresses are refused like loopback (read once, at start).
+  rules->set_host_addresses(egress::Rules::read_host_addresses());
+
+  sandbox::AuditLog audit;
+  std::string log_path = !audit_log.empty() ? audit_log : pol->audit_log.value_or("");
+  if (!log_path.empty()) {
+    auto a = sandbox::AuditLog::open(log_path, "proxy-" + std::to_string(::getpid()));
+    if (!a) return error_line(a.error().str());
+    audit = std::move(*a);
+  }
+
+  auto http_fd = bind_listener(listen);
+  if (!http_fd) return error_line(http_fd.error().str()), 1;
+  Result<UniqueFd> socks_fd = UniqueFd();
+  if (!socks.empty()) {
+    socks_fd = bind_listener(socks);
+    if (!socks_fd) return error_line(socks_fd.error().str()), 1;
+  }
+  for (const auto& s : {listen, socks})
+    if (!s.empty() && !is_loopback_spec(s))
+      std::fprintf(stderr, "exguardian: warning: %s is not a loopback address; anyone who reaches it can use the proxy\n",
+                   s.c_str());
+
+  // Every tunnel holds two sockets and up to four pipe ends.
+  rlimit rl;
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
+  ::signal(SIGPIPE, SIG_IGN);
+
+  boost::asio::io_context io(1);
+  egress::Proxy proxy(io, *rules, &audit);
+  proxy.add_http_listener(http_fd->release());
+  if (*socks_fd) proxy.add_socks_listener(socks_fd->release());
+  if (rules->empty()) std::fprintf(stderr, "exguardian: proxy: the policy allows no destination; every request is refused\n");
+  std::fprintf(stderr, "exguardian: proxy: HTTP on %s%s%s\n", listen.c_str(), socks.empty() ? "" : ", SOCKS5 on ",
+               socks.c_str());
+
+  boost::asio::signal_set signals(io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    proxy.stop();
+    io.stop();
+  });
+  io.run();
+  std::fprintf(stderr, "exguardian: proxy: %s\n", proxy.stats().summary().c_str());
+  return 0;
+}
+
+}  // namespace exg::cli

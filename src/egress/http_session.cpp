@@ -1,0 +1,212 @@
+// The HTTP proxy front end: CONNECT host:port (a tunnel) and absolute-form
+// http:// requests (forwarded as origin-form, one request per connection,
+// streamed both ways). Anything else is answered with 400 and closed.
+#include "egress/proxy.hpp"
+
+namespace exg::egress::detail {
+namespace {
+
+using boost::asio::ip::tcp;
+
+std::string header_safe(std::string_view s) {
+  std::string r;
+  for (unsigned char c : s.substr(0, 300)) r += (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+  return r;
+}
+
+std::string response(int code, const char* status, const std::string& body, const std::string& refused_rule = "") {
+  std::string r = "HTTP/1.1 " + std::to_string(code) + " " + status +
+                  "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + std::to_string(body.size()) +
+                  "\r\nConnection: close\r\n";
+  if (!refused_rule.empty()) r += "X-ExGuardian-Refused: " + header_safe(refused_rule) + "\r\n";
+  return r + "\r\n" + body;
+}
+
+// Passes exactly the request body on (Content-Length or chunked framing), then
+// ends the direction: a pipelined second request never reaches the origin.
+class BodyFilter : public StreamFilter {
+ public:
+  explicit BodyFilter(BodyFraming f) : f_(f), left_(f.length) {}
+  Status feed(std::string_view in, std::string& out) override {
+    switch (f_.kind) {
+      case BodyFraming::None: return Status::Done;
+      case BodyFraming::Length: {
+        size_t n = (size_t)std::min<uint64_t>(left_, in.size());
+        out.append(in.substr(0, n));
+        left_ -= n;
+        return left_ ? Status::More : Status::Done;
+      }
+      case BodyFraming::Chunked: {
+        long n = ct_.feed(in);
+        if (n < 0) return Status::Error;
+        out.append(in.substr(0, (size_t)n));
+        return ct_.done() ? Status::Done : Status::More;
+      }
+    }
+    return Status::Error;
+  }
+
+ private:
+  BodyFraming f_;
+  uint64_t left_;
+  ChunkTracker ct_;
+};
+
+// Reads the origin's response head (bounded), passes 1xx heads through,
+// rewrites the final head (hop-by-hop headers out, "Connection: close"), then
+// lets the body stream raw.
+class ResponseFilter : public StreamFilter {
+ public:
+  explicit ResponseFilter(size_t max) : max_(max) {}
+  Status feed(std::string_view in, std::string& out) override {
+    buf_.append(in);
+    for (;;) {
+      size_t n = head_length(buf_);
+      if (!n) {
+        if (buf_.size() > max_) return bad(out, "response head too large");
+        return Status::More;
+      }
+      auto h = parse_response_head(std::string_view(buf_).substr(0, n));
+      if (!h) return bad(out, "malformed response head");
+      if (h->status >= 100 && h->status < 200 && h->status != 101) {
+        out.append(buf_, 0, n);
+        buf_.erase(0, n);
+        continue;
+      }
+      out += client_response_head(*h);
+      out.append(buf_, n);
+      buf_.clear();
+      return Status::Passthrough;
+    }
+  }
+  void eof(std::string& out) override {
+    out += response(502, "Bad Gateway", "exguardian: the origin closed without a complete response\n");
+  }
+
+ private:
+  Status bad(std::string& out, const char* why) {
+    out += response(502, "Bad Gateway", std::string("exguardian: ") + why + "\n");
+    return Status::Error;
+  }
+  size_t max_;
+  std::string buf_;
+};
+
+class HttpSession : public Session {
+ public:
+  HttpSession(std::shared_ptr<ProxyState> st, tcp::socket s) : Session(std::move(st), std::move(s), "http") {}
+
+  void start() override {
+    arm_timer(st_->cfg.header_timeout, "header");
+    read_head();
+  }
+
+  void refuse_over_limit() override {
+    log_over_limit();
+    reply_and_close(response(503, "Service Unavailable", "exguardian: too many connections\n"));
+  }
+
+ private:
+  std::shared_ptr<HttpSession> self() { return std::static_pointer_cast<HttpSession>(shared_from_this()); }
+
+  void read_head() {
+    size_t n = head_length(in_);
+    if (n && n <= st_->cfg.max_header_bytes) return on_head(n);
+    if (!plausible_request_prefix(in_)) return malformed("not an HTTP request");
+    if (in_.size() > st_->cfg.max_header_bytes || n) {
+      log_malformed("request head larger than " + std::to_string(st_->cfg.max_header_bytes) + " bytes");
+      return reply_and_close(response(431, "Request Header Fields Too Large", "exguardian: request head too large\n"));
+    }
+    read_more([s = self()] { s->read_head(); });
+  }
+
+  void malformed(const std::string& why) {
+    log_malformed(why);
+    reply_and_close(response(400, "Bad Request", "exguardian: " + why + "\n"));
+  }
+
+  void refuse(const Outcome& o) {
+    log_refusal(o.host, o.port, o.decision, o.address, o.refused_addresses);
+    std::string body = "exguardian: " + o.host + ":" + std::to_string(o.port) + " refused: " +
+                       (o.decision.reason.empty() ? "not allowed" : o.decision.reason) + " (" + o.decision.rule + ")\n";
+    if (o.kind == Outcome::BadHost) reply_and_close(response(400, "Bad Request", body, o.decision.rule));
+    else reply_and_close(response(403, "Forbidden", body, o.decision.rule));
+  }
+
+  void on_outcome_failure(const Outcome& o) {
+    switch (o.kind) {
+      case Outcome::Refused:
+      case Outcome::BadHost: return refuse(o);
+      case Outcome::DnsFailed:
+        log_connect_failure(o);
+        return reply_and_close(response(502, "Bad Gateway", "exguardian: cannot resolve " + o.host + ": " + o.error + "\n"));
+      case Outcome::TimedOut:
+        log_connect_failure(o);
+        return reply_and_close(response(504, "Gateway Timeout", "exguardian: connecting to " + o.host + " timed out\n"));
+      default:
+        log_connect_failure(o);
+        return reply_and_close(response(502, "Bad Gateway", "exguardian: cannot connect to " + o.host + ": " + o.error + "\n"));
+    }
+  }
+
+  void on_head(size_t n) {
+    auto head = parse_request_head(std::string_view(in_).substr(0, n));
+    if (!head) return malformed(head.error().why);
+    std::string rest = in_.substr(n);
+    in_.clear();
+    if (head->method == "CONNECT") {
+      protocol_ = "connect";
+      auto a = parse_authority(head->target, 0);
+      if (!a) return malformed("CONNECT target: " + a.error().why);
+      return decide_and_connect(a->host, a->port, [s = self(), rest = std::move(rest)](Outcome o) mutable {
+        if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
+        s->out_ = o;
+        auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->tunnel_done());
+        s->run_tunnel(t, "", std::move(rest), "HTTP/1.1 200 Connection established\r\n\r\n");
+      });
+    }
+    if (!head->target.starts_with("http://") && !head->target.starts_with("HTTP://")) {
+      if (head->target.starts_with("https://"))
+        return malformed("https:// in absolute form: use CONNECT for TLS");
+      return malformed("not a proxy request (origin-form target " + head->target.substr(0, 64) + ")");
+    }
+    auto t = parse_absolute_http(head->target);
+    if (!t) return malformed(t.error().why);
+    if (head->count("host") > 1) return malformed("more than one Host header");
+    if (const std::string* hv = head->find("host")) {
+      auto ha = parse_authority(*hv, 80);
+      auto hn = ha ? normalise_host(ha->host) : Result<Host>(std::unexpected(ha.error()));
+      auto tn = normalise_host(t->authority.host);
+      if (!hn || !tn || hn->name != tn->name || ha->port != t->authority.port) {
+        Outcome o;
+        o.kind = Outcome::Refused;
+        o.host = tn ? tn->name : t->authority.host;
+        o.port = t->authority.port;
+        o.decision = Decision{false, "Host header mismatch", "the Host header names another host than the request target"};
+        return refuse(o);
+      }
+    }
+    auto framing = request_body_framing(*head);
+    if (!framing) return malformed(framing.error().why);
+    std::string fwd = origin_request_head(*head, *t);
+    decide_and_connect(t->authority.host, t->authority.port,
+                       [s = self(), rest = std::move(rest), fwd = std::move(fwd), f = *framing](Outcome o) mutable {
+                         if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
+                         s->out_ = o;
+                         auto tun = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_),
+                                                             s->st_->cfg, s->tunnel_done());
+                         tun->set_up_filter(std::make_unique<BodyFilter>(f));
+                         tun->set_down_filter(std::make_unique<ResponseFilter>(s->st_->cfg.max_header_bytes));
+                         tun->end_when_down_done(true);
+                         s->run_tunnel(tun, std::move(fwd), std::move(rest), "");
+                       });
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, tcp::socket s) {
+  return std::make_shared<HttpSession>(std::move(st), std::move(s));
+}
+
+}  // namespace exg::egress::detail

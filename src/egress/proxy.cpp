@@ -1,0 +1,432 @@
+// The proxy's listeners, the decision (rules -> own DNS -> rules on every
+// address -> connect to an address that passed), audit and stats. The HTTP and
+// SOCKS5 front ends are in http_session.cpp and socks_session.cpp.
+#include "egress/proxy.hpp"
+
+#include <netinet/tcp.h>
+#include <algorithm>
+#include <array>
+#include <sys/socket.h>
+
+#include "sandbox/audit.hpp"
+
+namespace exg::egress {
+
+using boost::asio::ip::tcp;
+namespace detail {
+
+// ---- stats ------------------------------------------------------------------------------------
+
+constexpr size_t kMaxRefusedHosts = 256;  // distinct names remembered; the rest count as "(other)"
+constexpr size_t kOverLimitSlack = 64;    // connections answered with 503 before we just close
+
+void ProxyState::count_refused(const std::string& host) {
+  ++stats.refused;
+  if (host.empty()) return;
+  auto it = stats.refused_hosts.find(host);
+  if (it != stats.refused_hosts.end()) ++it->second;
+  else if (stats.refused_hosts.size() < kMaxRefusedHosts) stats.refused_hosts[host] = 1;
+  else ++stats.refused_hosts["(other)"];
+}
+
+void ProxyState::audit_write(nlohmann::json j) {
+  if (audit && audit->enabled()) audit->write(std::move(j));
+}
+
+// ---- session base -----------------------------------------------------------------------------
+
+Session::Session(std::shared_ptr<ProxyState> st, tcp::socket client, const char* protocol)
+    : st_(std::move(st)), client_(std::move(client)), upstream_(st_->io), protocol_(protocol), resolver_(st_->io),
+      timer_(st_->io), started_(std::chrono::steady_clock::now()) {
+  ++st_->active;
+}
+
+Session::~Session() {
+  --st_->active;
+  st_->sessions.erase(this);
+}
+
+void Session::register_self() { st_->sessions[this] = weak_from_this(); }
+
+void Session::close() {
+  if (closed_) return;
+  closed_ = true;
+  boost::system::error_code ec;
+  timer_.cancel();
+  resolver_.cancel();
+  client_.close(ec);
+  upstream_.close(ec);
+  if (auto t = tunnel_.lock()) t->close();
+}
+
+void Session::arm_timer(std::chrono::milliseconds d, const char* what) {
+  timer_.expires_after(d);
+  timer_.async_wait([self = shared_from_this(), what](const boost::system::error_code& ec) {
+    if (ec || self->closed_) return;
+    self->on_timeout(what);
+  });
+}
+
+void Session::on_timeout(const char* what) {
+  if (std::string_view(what) == "connect") {
+    // During resolve or connect: the pending handler reports TimedOut.
+    timed_out_ = true;
+    resolver_.cancel();
+    boost::system::error_code ec;
+    upstream_.close(ec);
+    return;
+  }
+  close();
+}
+
+void Session::read_more(std::function<void()> then) {
+  size_t cap = st_->cfg.max_header_bytes + 1;
+  size_t old = in_.size();
+  if (old >= cap) return then();
+  in_.resize(cap);
+  client_.async_read_some(boost::asio::buffer(in_.data() + old, cap - old),
+                          [self = shared_from_this(), old, then = std::move(then)](const boost::system::error_code& ec,
+                                                                                  size_t n) {
+                            self->in_.resize(old + n);
+                            if (self->closed_) return;
+                            if (ec) return self->on_read_error(ec);
+                            then();
+                          });
+}
+
+void Session::on_read_error(const boost::system::error_code&) { close(); }
+
+// Writes `bytes`, then half-closes and drains the client briefly so the reply is
+// not lost to a reset (unread request bytes turn close() into an RST).
+void Session::reply_and_close(std::string bytes) {
+  auto buf = std::make_shared<std::string>(std::move(bytes));
+  arm_timer(std::chrono::milliseconds(std::min<long>(st_->cfg.header_timeout.count(), 2000)), "reply");
+  boost::asio::async_write(client_, boost::asio::buffer(*buf),
+                           [self = shared_from_this(), buf](const boost::system::error_code& ec, size_t) {
+                             if (self->closed_) return;
+                             if (ec) return self->close();
+                             boost::system::error_code e;
+                             self->client_.shutdown(tcp::socket::shutdown_send, e);
+                             self->drain(0);
+                           });
+}
+
+void Session::drain(size_t seen) {
+  auto buf = std::make_shared<std::array<char, 4096>>();
+  client_.async_read_some(boost::asio::buffer(*buf), [self = shared_from_this(), buf, seen](
+                                                         const boost::system::error_code& ec, size_t n) {
+    if (self->closed_) return;
+    if (ec || seen + n > 256 * 1024) return self->close();
+    self->drain(seen + n);
+  });
+}
+
+nlohmann::json Session::audit_base(const std::string& host, uint16_t port) const {
+  nlohmann::json j = {{"event", "egress"}, {"protocol", protocol_}};
+  if (!host.empty()) j["host"] = host;
+  if (port) j["port"] = port;
+  return j;
+}
+
+long Session::elapsed_ms() const {
+  return (long)std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_).count();
+}
+
+void Session::log_refusal(const std::string& host, uint16_t port, const Decision& d,
+                          const std::optional<IpAddress>& addr, const std::vector<std::string>& refused_addrs) {
+  st_->count_refused(host);
+  nlohmann::json j = audit_base(host, port);
+  if (addr) j["address"] = addr->str();
+  if (!refused_addrs.empty()) j["refused_addresses"] = refused_addrs;
+  j["decision"] = "refused";
+  j["rule"] = d.rule;
+  j["reason"] = d.reason;
+  j["bytes_up"] = 0;
+  j["bytes_down"] = 0;
+  j["duration_ms"] = elapsed_ms();
+  st_->audit_write(std::move(j));
+}
+
+void Session::log_malformed(const std::string& why) {
+  ++st_->stats.malformed;
+  nlohmann::json j = audit_base("", 0);
+  j["decision"] = "refused";
+  j["rule"] = "malformed request";
+  j["reason"] = why;
+  j["bytes_up"] = 0;
+  j["bytes_down"] = 0;
+  j["duration_ms"] = elapsed_ms();
+  st_->audit_write(std::move(j));
+}
+
+// ---- the decision and the connection ------------------------------------------------------------
+
+void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std::function<void(Outcome)> done) {
+  out_ = Outcome{};
+  out_.port = port;
+  out_.host = raw_host;
+  auto host = normalise_host(raw_host);
+  if (!host) {
+    out_.kind = Outcome::BadHost;
+    out_.decision = Decision{false, "invalid host: " + host.error().str(), "invalid host name"};
+    return done(std::move(out_));
+  }
+  out_.host = host->name;
+  Decision d = st_->rules.check_host(*host, port);
+  out_.decision = d;
+  if (!d.allowed) {
+    out_.kind = Outcome::Refused;
+    return done(std::move(out_));
+  }
+  arm_timer(st_->cfg.connect_timeout, "connect");
+  if (host->literal) {
+    Decision a = st_->rules.check_address(*host->literal);
+    if (!a.allowed) {
+      out_.kind = Outcome::Refused;
+      out_.decision = a;
+      out_.address = host->literal;
+      timer_.cancel();
+      return done(std::move(out_));
+    }
+    candidates_ = {*host->literal};
+    return connect_next(std::move(done));
+  }
+  resolver_.async_resolve(host->name, std::to_string(port), tcp::resolver::numeric_service,
+                          [self = shared_from_this(), done = std::move(done)](const boost::system::error_code& ec,
+                                                                              tcp::resolver::results_type res) mutable {
+                            if (self->closed_) return;
+                            self->on_resolved(ec, std::move(res), std::move(done));
+                          });
+}
+
+void Session::on_resolved(const boost::system::error_code& ec, tcp::resolver::results_type res,
+                          std::function<void(Outcome)> done) {
+  if (timed_out_) {
+    out_.kind = Outcome::TimedOut;
+    return done(std::move(out_));
+  }
+  if (ec) {
+    timer_.cancel();
+    out_.kind = Outcome::DnsFailed;
+    out_.error = ec.message();
+    return done(std::move(out_));
+  }
+  std::optional<Decision> first_refusal;
+  std::optional<IpAddress> first_refused;
+  candidates_.clear();
+  for (const auto& entry : res) {
+    auto ep = entry.endpoint();
+    auto a = IpAddress::from_sockaddr(ep.data());
+    if (!a) continue;
+    Decision d = st_->rules.check_address(*a);
+    if (d.allowed) {
+      if (std::find(candidates_.begin(), candidates_.end(), *a) == candidates_.end()) candidates_.push_back(*a);
+    } else {
+      std::string s = a->str();
+      if (std::find(out_.refused_addresses.begin(), out_.refused_addresses.end(), s) == out_.refused_addresses.end())
+        out_.refused_addresses.push_back(s);
+      if (!first_refusal) first_refusal = d, first_refused = a;
+    }
+  }
+  if (candidates_.empty()) {
+    timer_.cancel();
+    out_.kind = first_refusal ? Outcome::Refused : Outcome::DnsFailed;
+    if (first_refusal) out_.decision = *first_refusal, out_.address = first_refused;
+    else out_.error = "no usable address";
+    return done(std::move(out_));
+  }
+  connect_next(std::move(done));
+}
+
+void Session::connect_next(std::function<void(Outcome)> done) {
+  if (candidates_.empty()) {
+    timer_.cancel();
+    out_.kind = Outcome::ConnectFailed;
+    return done(std::move(out_));
+  }
+  IpAddress a = candidates_.front();
+  candidates_.erase(candidates_.begin());
+  boost::asio::ip::address addr;
+  if (a.v6) {
+    boost::asio::ip::address_v6::bytes_type b;
+    std::copy(a.bytes, a.bytes + 16, b.begin());
+    addr = boost::asio::ip::address_v6(b);
+  } else {
+    boost::asio::ip::address_v4::bytes_type b;
+    std::copy(a.bytes, a.bytes + 4, b.begin());
+    addr = boost::asio::ip::address_v4(b);
+  }
+  tcp::endpoint ep(addr, out_.port);
+  boost::system::error_code ec;
+  upstream_.close(ec);
+  upstream_.open(ep.protocol(), ec);
+  if (ec) {
+    out_.connect_ec = ec;
+    out_.error = ec.message();
+    return connect_next(std::move(done));
+  }
+  out_.address = a;
+  upstream_.async_connect(ep, [self = shared_from_this(), done = std::move(done)](
+                                  const boost::system::error_code& ec) mutable {
+    if (self->closed_) return;
+    if (self->timed_out_) {
+      self->out_.kind = Outcome::TimedOut;
+      return done(std::move(self->out_));
+    }
+    if (ec) {
+      self->out_.connect_ec = ec;
+      self->out_.error = ec.message();
+      return self->connect_next(std::move(done));
+    }
+    self->timer_.cancel();
+    boost::system::error_code e;
+    self->upstream_.set_option(tcp::no_delay(true), e);
+    self->out_.kind = Outcome::Connected;
+    done(std::move(self->out_));
+  });
+}
+
+// Starts the tunnel and writes the audit line when it closes.
+void Session::run_tunnel(std::shared_ptr<Tunnel> t, std::string up_prefix, std::string up_initial,
+                         std::string down_prefix) {
+  ++st_->stats.allowed;
+  tunnel_ = t;
+  timer_.cancel();
+  t->start(std::move(up_prefix), std::move(up_initial), std::move(down_prefix));
+}
+
+std::function<void(const Tunnel::Outcome&)> Session::tunnel_done() {
+  return [self = shared_from_this(), host = out_.host, port = out_.port, addr = out_.address,
+          rule = out_.decision.rule, refused = out_.refused_addresses](const Tunnel::Outcome& o) {
+    nlohmann::json j = self->audit_base(host, port);
+    if (addr) j["address"] = addr->str();
+    if (!refused.empty()) j["refused_addresses"] = refused;
+    j["decision"] = "allowed";
+    j["rule"] = rule;
+    j["bytes_up"] = o.bytes_up;
+    j["bytes_down"] = o.bytes_down;
+    j["duration_ms"] = self->elapsed_ms();
+    if (!o.error.empty()) j["end"] = o.error;
+    self->st_->audit_write(std::move(j));
+    self->close();
+  };
+}
+
+void Session::log_over_limit() {
+  st_->count_refused("");
+  nlohmann::json j = audit_base("", 0);
+  j["decision"] = "refused";
+  j["rule"] = "max_connections " + std::to_string(st_->cfg.max_connections);
+  j["reason"] = "too many connections";
+  j["bytes_up"] = 0;
+  j["bytes_down"] = 0;
+  j["duration_ms"] = 0;
+  st_->audit_write(std::move(j));
+}
+
+void Session::log_connect_failure(const Outcome& o) {
+  // The rules allowed it; the network did not. Still one line for the decision.
+  ++st_->stats.allowed;
+  nlohmann::json j = audit_base(o.host, o.port);
+  if (o.address) j["address"] = o.address->str();
+  if (!o.refused_addresses.empty()) j["refused_addresses"] = o.refused_addresses;
+  j["decision"] = "allowed";
+  j["rule"] = o.decision.rule;
+  j["error"] = o.kind == Outcome::DnsFailed ? "dns: " + o.error
+               : o.kind == Outcome::TimedOut ? std::string("connect timeout")
+                                             : "connect: " + o.error;
+  j["bytes_up"] = 0;
+  j["bytes_down"] = 0;
+  j["duration_ms"] = elapsed_ms();
+  st_->audit_write(std::move(j));
+}
+
+}  // namespace detail
+
+// ---- Proxy ------------------------------------------------------------------------------------
+
+struct Proxy::Impl : detail::ProxyState {
+  using ProxyState::ProxyState;
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  bool stopped = false;
+
+  void accept(tcp::acceptor* acc, bool socks, std::shared_ptr<Impl> self) {
+    acc->async_accept([this, acc, socks, self](const boost::system::error_code& ec, tcp::socket s) {
+      if (stopped) return;
+      if (ec == boost::asio::error::operation_aborted) return;
+      if (ec) {
+        // EMFILE and friends: back off instead of spinning on the listener.
+        auto t = std::make_shared<boost::asio::steady_timer>(io, std::chrono::milliseconds(100));
+        t->async_wait([this, acc, socks, self, t](const boost::system::error_code&) {
+          if (!stopped) accept(acc, socks, self);
+        });
+        return;
+      }
+      boost::system::error_code e;
+      s.set_option(tcp::no_delay(true), e);
+      if (active >= cfg.max_connections + detail::kOverLimitSlack) {
+        s.close(e);
+      } else {
+        std::shared_ptr<detail::Session> sess =
+            socks ? detail::make_socks_session(self, std::move(s)) : detail::make_http_session(self, std::move(s));
+        sess->register_self();
+        if (active > cfg.max_connections) sess->refuse_over_limit();
+        else sess->start();
+      }
+      accept(acc, socks, self);
+    });
+  }
+
+  void add_listener(int fd, bool socks, std::shared_ptr<Impl> self) {
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
+    auto acc = std::make_unique<tcp::acceptor>(io);
+    boost::system::error_code ec;
+    acc->assign(ss.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      return;
+    }
+    acc->non_blocking(true, ec);
+    accept(acc.get(), socks, self);
+    acceptors.push_back(std::move(acc));
+  }
+};
+
+Proxy::Proxy(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg)
+    : impl_(std::make_shared<Impl>(io, rules, audit, cfg)) {}
+
+Proxy::~Proxy() { stop(); }
+
+void Proxy::add_http_listener(int fd) { impl_->add_listener(fd, false, impl_); }
+void Proxy::add_socks_listener(int fd) { impl_->add_listener(fd, true, impl_); }
+const ProxyStats& Proxy::stats() const { return impl_->stats; }
+
+void Proxy::stop() {
+  if (!impl_ || impl_->stopped) return;
+  impl_->stopped = true;
+  boost::system::error_code ec;
+  for (auto& a : impl_->acceptors) a->close(ec);
+  std::vector<std::shared_ptr<detail::Session>> live;
+  for (auto& [p, w] : impl_->sessions)
+    if (auto s = w.lock()) live.push_back(std::move(s));
+  for (auto& s : live) s->close();
+}
+
+std::string ProxyStats::summary() const {
+  std::string s = "egress: " + std::to_string(allowed) + " allowed, " + std::to_string(refused) + " refused";
+  if (!refused_hosts.empty()) {
+    std::vector<std::pair<uint64_t, std::string>> v;
+    for (const auto& [h, n] : refused_hosts) v.emplace_back(n, h);
+    std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; });
+    s += " (";
+    for (size_t i = 0; i < v.size() && i < 10; ++i) s += (i ? ", " : "") + v[i].second + " x" + std::to_string(v[i].first);
+    if (v.size() > 10) s += ", ...";
+    s += ")";
+  }
+  s += ", " + std::to_string(malformed) + " malformed";
+  return s;
+}
+
+}  // namespace exg::egress

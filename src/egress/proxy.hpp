@@ -1,0 +1,295 @@
+// The egress proxy: an HTTP proxy (CONNECT and absolute-form) and a SOCKS5
+// server (CONNECT only) on listening sockets the caller made (inside the
+// sandbox's netns). Every request is decided by Rules twice: on the name, then
+// on every address the proxy itself resolved; it connects only to an address
+// that passed (no second lookup, no rebinding window). Tunnels move bytes with
+// splice(2) where both ends are TCP sockets. One event loop: everything runs on
+// the io_context the caller drives (the resolver's getaddrinfo runs on asio's
+// internal thread, its completion on the loop).
+#pragma once
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <unordered_map>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "egress/rules.hpp"
+#include "util/error.hpp"
+
+namespace exg::sandbox {
+class AuditLog;
+}
+
+namespace exg::egress {
+
+struct ProxyConfig {
+  size_t max_header_bytes = 32 * 1024;  // request line + headers; larger -> 431 / close
+  size_t max_connections = 512;         // concurrent client connections; beyond -> 503 / SOCKS reply 1
+  std::chrono::milliseconds header_timeout{10000}, connect_timeout{10000}, idle_timeout{300000};
+  size_t tunnel_buffer = 64 * 1024;     // pipe size (splice) or copy buffer, per direction
+};
+
+struct ProxyStats {
+  uint64_t allowed = 0, refused = 0, malformed = 0;
+  std::map<std::string, uint64_t> refused_hosts;  // bounded (see proxy.cpp); "(other)" beyond
+  std::string summary() const;  // "egress: 3 allowed, 2 refused (denied.test x2), 0 malformed"
+};
+
+class Proxy {
+ public:
+  Proxy(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg = {});
+  ~Proxy();
+  Proxy(const Proxy&) = delete;
+  Proxy& operator=(const Proxy&) = delete;
+
+  void add_http_listener(int listening_fd);  // takes ownership of the fd
+  void add_socks_listener(int listening_fd);
+  const ProxyStats& stats() const;
+  void stop();  // close listeners and connections
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Parsers of untrusted bytes, kept apart from the sockets so unit tests and
+// fuzzers can reach them (http_parse.cpp, socks_parse.cpp).
+namespace detail {
+
+struct HttpHead {
+  std::string method, target, version;  // request: "GET", "http://a/b", "HTTP/1.1"
+  int status = 0;                        // response: 200, version in `version`
+  std::string reason;
+  std::vector<std::pair<std::string, std::string>> headers;  // names as sent, values trimmed
+  const std::string* find(std::string_view name) const;       // first, case-insensitive
+  size_t count(std::string_view name) const;
+};
+
+// Length of the head including its terminating empty line, 0 when more bytes
+// are needed. Bare-LF heads are not accepted (they stay incomplete and run into
+// the size limit or the timeout).
+size_t head_length(std::string_view buf);
+// Whether what was received so far can still become a valid request head: the
+// request line so far holds only visible ASCII and spaces (lets garbage be
+// answered at once instead of at the header timeout).
+bool plausible_request_prefix(std::string_view buf);
+
+Result<HttpHead> parse_request_head(std::string_view head);
+Result<HttpHead> parse_response_head(std::string_view head);
+
+struct Authority {
+  std::string host;  // as written, brackets removed from IPv6 literals
+  uint16_t port = 0;
+  bool port_given = false;
+};
+// "host", "host:port", "[v6]:port"; port required when default_port == 0.
+Result<Authority> parse_authority(std::string_view s, uint16_t default_port);
+
+struct AbsoluteTarget {
+  Authority authority;
+  std::string path;  // origin-form: "/x?y"
+};
+// "http://host[:port][/path]"; anything else (https://, userinfo, no scheme) is an error.
+Result<AbsoluteTarget> parse_absolute_http(std::string_view target);
+
+// The head sent to the origin: origin-form target, hop-by-hop headers removed
+// (Connection and what it lists, Proxy-Connection, Proxy-Authorization,
+// Keep-Alive, TE, Trailer, Upgrade), Host added when missing, "Connection: close".
+std::string origin_request_head(const HttpHead& req, const AbsoluteTarget& t);
+// The response head sent to the client: hop-by-hop headers removed, "Connection: close".
+std::string client_response_head(const HttpHead& resp);
+
+struct BodyFraming {
+  enum Kind { None, Length, Chunked } kind = None;
+  uint64_t length = 0;
+};
+// Request body framing; conflicting or unknown framing is an error (no smuggling).
+Result<BodyFraming> request_body_framing(const HttpHead& req);
+
+// Follows a chunked body through its bytes without changing them.
+class ChunkTracker {
+ public:
+  // Consumes bytes of `in` that belong to the body; returns how many, or -1 when malformed.
+  long feed(std::string_view in);
+  bool done() const { return state_ == Done; }
+
+ private:
+  enum State { Size, Ext, SizeLf, Data, DataCr, DataLf, TrailerStart, Trailer, TrailerLf, EndLf, Done };
+  State state_ = Size;
+  uint64_t remaining_ = 0;
+  int digits_ = 0;
+};
+
+// SOCKS5 (RFC 1928). Each returns the bytes consumed, 0 when more are needed,
+// or a negative value when malformed.
+long parse_socks_greeting(std::string_view in, bool& no_auth_offered);
+struct SocksRequest {
+  uint8_t cmd = 0, atyp = 0;
+  std::string host;  // domain as sent, or the literal's text
+  uint16_t port = 0;
+};
+// -1: not version 5; -2: unknown address type; -3: empty domain.
+long parse_socks_request(std::string_view in, SocksRequest& req);
+
+// Transforms one direction of a tunnel while it is not a plain byte stream
+// (a request body to bound, a response head to rewrite).
+class StreamFilter {
+ public:
+  enum class Status { More, Done, Passthrough, Error };
+  virtual ~StreamFilter() = default;
+  // Consumes `in`, appends what to send on to `out`. Done: the stream is complete
+  // (what follows is dropped, the direction ends without a shutdown);
+  // Passthrough: the rest of `in` was appended and what follows is raw;
+  // Error: `out` holds a last message for the peer, then the tunnel closes.
+  virtual Status feed(std::string_view in, std::string& out) = 0;
+  virtual void eof(std::string& /*out*/) {}
+};
+
+// Moves bytes both ways between a client and an upstream socket: splice(2)
+// through a pipe per direction, or read/write through a bounded buffer while a
+// filter is in place or splice is unavailable. Half-close is passed on
+// (shutdown(SHUT_WR) when one side ends); the idle timeout closes both.
+class Tunnel : public std::enable_shared_from_this<Tunnel> {
+ public:
+  struct Outcome {
+    uint64_t bytes_up = 0, bytes_down = 0;
+    std::string error;  // empty when both sides ended normally
+  };
+  Tunnel(boost::asio::ip::tcp::socket client, boost::asio::ip::tcp::socket upstream, const ProxyConfig& cfg,
+         std::function<void(const Outcome&)> done);
+  ~Tunnel();
+  void set_up_filter(std::unique_ptr<StreamFilter> f);
+  void set_down_filter(std::unique_ptr<StreamFilter> f);
+  void end_when_down_done(bool v) { end_on_down_ = v; }
+  // up_prefix/down_prefix go out first, as they are; up_initial is treated as
+  // if it had been read from the client (it passes the up filter).
+  void start(std::string up_prefix, std::string up_initial, std::string down_prefix);
+  void close(const std::string& why = "stopped");
+
+ private:
+  struct Dir {
+    boost::asio::ip::tcp::socket* src = nullptr;
+    boost::asio::ip::tcp::socket* dst = nullptr;
+    int pipe_r = -1, pipe_w = -1;
+    size_t in_pipe = 0;
+    std::string out;
+    size_t out_off = 0;
+    std::unique_ptr<StreamFilter> filter;
+    std::vector<char> buf;
+    bool use_splice = true, read_done = false, shut_dst = true, finished = false;
+    uint64_t bytes = 0;
+  };
+  void pump(Dir& d);
+  bool apply_filter(Dir& d, std::string_view data);
+  void finish(Dir& d);
+  void complete(const std::string& error);
+  void arm_idle();
+  void release_pipes(Dir& d);
+
+  boost::asio::ip::tcp::socket client_, upstream_;
+  ProxyConfig cfg_;
+  std::function<void(const Outcome&)> done_;
+  boost::asio::steady_timer idle_;
+  Dir up_, down_;
+  bool closed_ = false, end_on_down_ = false;
+  std::chrono::steady_clock::time_point last_;
+};
+
+// ---- the sessions (proxy.cpp, http_session.cpp, socks_session.cpp) ----------------------------
+
+class Session;
+
+// What the listeners and every session share; outlives the Proxy while sessions run.
+struct ProxyState {
+  ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg)
+      : io(io), rules(rules), audit(audit), cfg(cfg) {}
+  boost::asio::io_context& io;
+  const Rules& rules;
+  sandbox::AuditLog* audit;
+  ProxyConfig cfg;
+  ProxyStats stats;
+  size_t active = 0;
+  std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  void count_refused(const std::string& host);
+  void audit_write(nlohmann::json j);
+};
+
+// One client connection: reads its request, decides, connects, hands over to a Tunnel.
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket client, const char* protocol);
+  virtual ~Session();
+  virtual void start() = 0;
+  virtual void refuse_over_limit() = 0;  // answer "too many connections" and close
+  void register_self();
+  void close();
+
+ protected:
+  struct Outcome {
+    enum Kind { Connected, Refused, BadHost, DnsFailed, ConnectFailed, TimedOut } kind = Refused;
+    std::string host;  // normalised when it could be
+    uint16_t port = 0;
+    Decision decision;
+    std::optional<IpAddress> address;             // connected to, or the refused one
+    std::vector<std::string> refused_addresses;   // resolved but refused by check_address
+    boost::system::error_code connect_ec;
+    std::string error;
+  };
+  // normalise_host -> check_host -> resolve (names only) -> check_address on every
+  // address -> connect to those that passed, in order. `done` runs on the loop.
+  void decide_and_connect(const std::string& raw_host, uint16_t port, std::function<void(Outcome)> done);
+  void run_tunnel(std::shared_ptr<Tunnel> t, std::string up_prefix, std::string up_initial, std::string down_prefix);
+  std::function<void(const Tunnel::Outcome&)> tunnel_done();
+
+  void arm_timer(std::chrono::milliseconds d, const char* what);
+  void read_more(std::function<void()> then);  // appends to in_, at most max_header_bytes + 1 in all
+  void reply_and_close(std::string bytes);
+  void log_refusal(const std::string& host, uint16_t port, const Decision& d, const std::optional<IpAddress>& addr,
+                   const std::vector<std::string>& refused_addrs);
+  void log_malformed(const std::string& why);
+  void log_connect_failure(const Outcome& o);
+  void log_over_limit();
+  nlohmann::json audit_base(const std::string& host, uint16_t port) const;
+  long elapsed_ms() const;
+
+  std::shared_ptr<ProxyState> st_;
+  boost::asio::ip::tcp::socket client_, upstream_;
+  std::string in_;  // bytes read from the client, not yet consumed
+  bool closed_ = false;
+  Outcome out_;
+  const char* protocol_;  // "http", "connect", "socks5": the audit's protocol
+
+ private:
+  void on_timeout(const char* what);
+  void on_read_error(const boost::system::error_code& ec);
+  void drain(size_t seen);
+  void on_resolved(const boost::system::error_code& ec, boost::asio::ip::tcp::resolver::results_type res,
+                   std::function<void(Outcome)> done);
+  void connect_next(std::function<void(Outcome)> done);
+
+  boost::asio::ip::tcp::resolver resolver_;
+  boost::asio::steady_timer timer_;
+  std::chrono::steady_clock::time_point started_;
+  std::vector<IpAddress> candidates_;
+  std::weak_ptr<Tunnel> tunnel_;
+  bool timed_out_ = false;
+};
+
+std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s);
+std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s);
+
+}  // namespace detail
+}  // namespace exg::egress
