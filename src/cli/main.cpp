@@ -2,6 +2,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/proxy_cmd.hpp"
 #include "cli/subcommands.hpp"
 
 int main(int argc, char** argv) {
@@ -17,6 +18,12 @@ int main(int argc, char** argv) {
   auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
   recommend->add_option("--situation", situation, "laptop | ci | multi-tenant | privileged-tools")->required();
   recommend->add_flag("--json", recommend_json, "Machine-readable output");
+  std::string px_listen, px_socks, px_policy, px_audit;
+  auto* proxy = app.add_subcommand("proxy", "Run the egress proxy on its own");
+  proxy->add_option("--listen", px_listen, "HTTP proxy address, ADDR:PORT")->required();
+  proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT");
+  proxy->add_option("--policy", px_policy, "Policy file with network.allowedDomains etc.")->required();
+  proxy->add_option("--audit-log", px_audit, "Append every decision as JSON lines to FILE");
   auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
   probe->add_option("name", probe_name, "Probe name");
   probe->add_flag("--list", probe_list, "List the probes");
@@ -43,6 +50,7 @@ int main(int argc, char** argv) {
   if (run.sub->parsed()) return run.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
+  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit);
   if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list);
   return 125;
 }
