@@ -79,7 +79,21 @@ env_vars=(
 
 echo "# $name as $as (runner=$runner, T=$T)"
 cd "$T" || exit 1
-if [ "$as" = root ]; then
+if [[ "$name" == test_egress_sandbox* ]]; then
+    # Egress tests run inside a test world of network namespaces that root builds here
+    # (tests/integration/egress_world.sh); the script itself runs in its client namespace,
+    # as root or as the test user, and reads the world's layout from EGW_* variables.
+    # shellcheck source=egress_world.sh
+    source "$here/egress_world.sh"
+    trap '_egw_exit; cleanup' EXIT
+    world_up || { echo "run.sh: the test world did not come up" >&2; exit 1; }
+    env_vars+=(EGW_LOG="$EGW_LOG" EGW_BIG_SHA="$EGW_BIG_SHA")
+    if [ "$as" = root ]; then
+        in_client env -i "${env_vars[@]}" bash "$D/$name" </dev/null
+    else
+        in_client_as "$test_user" env -i "${env_vars[@]}" bash "$D/$name" </dev/null
+    fi
+elif [ "$as" = root ]; then
     env -i "${env_vars[@]}" bash "$D/$name" </dev/null
 else
     runuser -u "$test_user" -- env -i "${env_vars[@]}" bash "$D/$name" </dev/null

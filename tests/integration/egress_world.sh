@@ -1,0 +1,196 @@
+# The egress test world: sourceable, needs root. Everything lives in two network
+# namespaces this file creates; nothing in them can reach a real address or this
+# machine's own interfaces.
+#
+#   exgw-$$-c  client side (where a sandbox and the proxy run): veth 198.51.100.1/24,
+#              default route via 198.51.100.2, a loopback service on 127.0.0.1:80.
+#   exgw-$$-s  servers: veth 198.51.100.2/24; on lo 203.0.113.10 (allowed.test, other.test),
+#              203.0.113.11 (denied.test), 169.254.169.254 (metadata), 10.0.0.5 (private);
+#              an HTTP server on port 80 of each. No default route, no forwarding.
+#
+# Names come from a hosts file bind-mounted over /etc/hosts (and a resolv.conf
+# pointing at 127.0.0.53, where nothing listens) in a private mount namespace
+# for every command run on the client side.
+#
+#   world_up                  builds it (servers answer "hello from <addr>"; GET /big is
+#                             $EGW_BIG, 50 MiB, sha256 in $EGW_BIG_SHA)
+#   world_down                kills the servers, deletes the namespaces (also on exit)
+#   in_client CMD...          runs CMD as root in the client ns with the hosts file
+#   in_client_as USER CMD...  the same as USER
+#   server_log_has PATTERN    a server logged a request matching PATTERN (grep -E);
+#                             log lines: "<server addr> <METHOD> <path> host=<Host header>"
+#   server_log_count          number of requests the servers received
+# Variables: EGW_NS_C, EGW_NS_S, EGW_DIR (files), EGW_LOG (the servers' request log).
+
+EGW_NS_C=exgw-$$-c
+EGW_NS_S=exgw-$$-s
+EGW_DIR=""
+EGW_LOG=""
+EGW_BIG=""
+EGW_BIG_SHA=""
+_EGW_PIDS=()
+_EGW_UP=0
+EGW_PYTHON=${EGW_PYTHON:-/usr/bin/python3}
+
+_egw_server_py() {
+    cat <<'PY'
+import http.server, os, socketserver, sys, threading
+
+log_path, big_path = sys.argv[1], sys.argv[2]
+addrs = sys.argv[3:]
+log_lock = threading.Lock()
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def record(self):
+        line = "%s %s %s host=%s\n" % (self.server.server_address[0], self.command, self.path,
+                                       self.headers.get("Host", "-"))
+        with log_lock, open(log_path, "a") as f:
+            f.write(line)
+    def do_GET(self):
+        self.record()
+        if self.path == "/big":
+            size = os.path.getsize(big_path)
+            self.send_response(200)
+            self.send_header("Content-Length", str(size))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            with open(big_path, "rb") as f:
+                self.wfile.write(f.read())
+            self.close_connection = True
+            return
+        body = ("hello from %s\n" % self.server.server_address[0]).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+    def do_POST(self):
+        self.record()
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        data = self.rfile.read(n) if n else b""
+        body = ("hello from %s, got %d bytes\n" % (self.server.server_address[0], len(data))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    do_HEAD = do_GET
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+servers = [Server((a, 80), Handler) for a in addrs]
+for s in servers[1:]:
+    threading.Thread(target=s.serve_forever, daemon=True).start()
+servers[0].serve_forever()
+PY
+}
+
+# _egw_exec NS CMD...: CMD in the namespace NS, in a private mount namespace with the
+# world's hosts and resolv.conf.
+_egw_exec() {
+    local ns=$1; shift
+    ip netns exec "$ns" unshare --mount --propagation private \
+        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf && exec "$@"' \
+        "$EGW_DIR" "$@"
+}
+
+in_client() { _egw_exec "$EGW_NS_C" "$@"; }
+in_client_as() {
+    local user=$1; shift
+    _egw_exec "$EGW_NS_C" setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --reset-env -- "$@"
+}
+in_server() { ip netns exec "$EGW_NS_S" "$@"; }
+
+server_log_has() { grep -qE -- "$1" "$EGW_LOG" 2>/dev/null; }
+server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
+
+world_up() {
+    [ "$(id -u)" -eq 0 ] || { echo "world_up: needs root" >&2; return 1; }
+    EGW_DIR=$(mktemp -d /tmp/exgw.XXXXXX) || return 1
+    chmod 755 "$EGW_DIR"
+    EGW_LOG=$EGW_DIR/requests.log
+    : > "$EGW_LOG"
+    chmod 644 "$EGW_LOG"
+    _EGW_UP=1
+    cat > "$EGW_DIR/hosts" <<'HOSTS'
+127.0.0.1 localhost
+203.0.113.10 allowed.test
+203.0.113.10 other.test
+203.0.113.11 denied.test
+169.254.169.254 meta.test
+10.0.0.5 private.test
+127.0.0.1 rebind.test
+127.0.0.1 mixed.test
+203.0.113.10 mixed.test
+HOSTS
+    echo "nameserver 127.0.0.53" > "$EGW_DIR/resolv.conf"
+    chmod 644 "$EGW_DIR/hosts" "$EGW_DIR/resolv.conf"
+    _egw_server_py > "$EGW_DIR/server.py"
+    EGW_BIG=$EGW_DIR/big.bin
+    head -c $((50 * 1024 * 1024)) /dev/urandom > "$EGW_BIG"
+    EGW_BIG_SHA=$(sha256sum "$EGW_BIG" | cut -d' ' -f1)
+
+    ip netns add "$EGW_NS_C" && ip netns add "$EGW_NS_S" || return 1
+    ip link add exgw$$c type veth peer name exgw$$s || return 1
+    ip link set exgw$$c netns "$EGW_NS_C" && ip link set exgw$$s netns "$EGW_NS_S" || return 1
+    ip -n "$EGW_NS_C" link set lo up
+    ip -n "$EGW_NS_S" link set lo up
+    ip -n "$EGW_NS_C" addr add 198.51.100.1/24 dev exgw$$c
+    ip -n "$EGW_NS_S" addr add 198.51.100.2/24 dev exgw$$s
+    ip -n "$EGW_NS_C" link set exgw$$c up
+    ip -n "$EGW_NS_S" link set exgw$$s up
+    ip -n "$EGW_NS_C" route add default via 198.51.100.2 || return 1
+    local a
+    for a in 203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5; do
+        ip -n "$EGW_NS_S" addr add "$a/32" dev lo || return 1
+    done
+    # The servers' replies go back over the veth (198.51.100.0/24 is connected).
+    in_server "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" \
+        203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5 </dev/null >"$EGW_DIR/server-s.err" 2>&1 &
+    _EGW_PIDS+=($!)
+    ip netns exec "$EGW_NS_C" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" 127.0.0.1 \
+        </dev/null >"$EGW_DIR/server-c.err" 2>&1 &
+    _EGW_PIDS+=($!)
+    local end=$((SECONDS + 20))
+    until in_client "$EGW_PYTHON" -c '
+import socket, sys
+for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "127.0.0.1"):
+    socket.create_connection((a, 80), timeout=1).close()' 2>/dev/null; do
+        if [ "$SECONDS" -ge "$end" ]; then
+            echo "world_up: servers did not come up" >&2
+            cat "$EGW_DIR"/server-*.err >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    : > "$EGW_LOG"  # the readiness probes made no HTTP requests, but start clean anyway
+    return 0
+}
+
+world_down() {
+    local p
+    for p in "${_EGW_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    for p in "${_EGW_PIDS[@]}"; do wait "$p" 2>/dev/null; done
+    _EGW_PIDS=()
+    ip netns del "$EGW_NS_C" 2>/dev/null
+    ip netns del "$EGW_NS_S" 2>/dev/null
+    [ -n "$EGW_DIR" ] && [ "$_EGW_UP" = 1 ] && rm -rf -- "$EGW_DIR"
+    _EGW_UP=0
+    return 0
+}
+
+# world_track PID: a process of the test's own (a proxy, say) killed by world_down's trap.
+world_track() { _EGW_PIDS+=("$1"); }
+
+_egw_exit() {
+    world_down
+    if declare -F _lib_exit >/dev/null; then _lib_exit; fi
+}
+trap _egw_exit EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT

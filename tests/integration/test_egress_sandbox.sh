@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Egress from inside the sandbox, through ExGuardian's own proxy, in a test world of network
+# namespaces (run.sh builds it: tests/integration/egress_world.sh). Allowed names work with
+# unchanged tools; everything else is refused by the proxy, explicitly, logged, and nothing
+# reaches the world's servers; the sandbox has no other way out.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+
+server_log_has() { grep -qE -- "$1" "$EGW_LOG" 2>/dev/null; }
+server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
+
+audit="$T/audit.jsonl"
+cat > "$T/policy.json" <<'JSON'
+{
+  "network": {
+    "allowedDomains": ["allowed.test", "mixed.test", "rebind.test", "meta.test", "private.test", "denied.test"],
+    "deniedDomains": ["denied.test"]
+  },
+  "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}
+}
+JSON
+pol=(--policy "$T/policy.json" --audit-log "$audit")
+C="curl -sS -m 10"
+
+# Allowed, with the tools as they are: proxy variables are set inside.
+expect_output_contains "hello from 203.0.113.10" sbx "${pol[@]}" -- $C http://allowed.test/
+expect_output_contains "hello from 203.0.113.10" sbx "${pol[@]}" -- $C -p http://allowed.test/       # CONNECT
+expect_output_contains "hello from 203.0.113.10" sbx "${pol[@]}" -- $C --socks5-hostname 127.0.0.1:1080 http://allowed.test/
+expect_output_contains "hello from 203.0.113.10" sbx "${pol[@]}" -- python3 -c \
+    'import urllib.request; print(urllib.request.urlopen("http://allowed.test/", timeout=10).read().decode())'
+expect_output_contains "hello from 203.0.113.10" sbx "${pol[@]}" -- $C http://ALLOWED.TEST./         # case, trailing dot
+expect_output_contains "hello from 203.0.113.10" sbx "${pol[@]}" -- $C http://mixed.test/            # only the good address
+check "the allowed requests arrived" server_log_has '^203\.0\.113\.10 GET / host=allowed'
+
+# Large download through a tunnel arrives intact.
+run sbx "${pol[@]}" -- bash -c "$C -p http://allowed.test/big | sha256sum"
+check "50 MiB through CONNECT intact" grep -q "$EGW_BIG_SHA" <<<"$OUT"
+
+# Refused: explicit to the client, nothing at the servers.
+before=$(server_log_count)
+run sbx "${pol[@]}" -- $C -i http://denied.test/
+check "denied.test: 403" grep -q "^HTTP/1.1 403" <<<"$OUT"
+check "denied.test: X-ExGuardian-Refused names the rule" grep -qi '^X-ExGuardian-Refused: .*deniedDomains' <<<"$OUT"
+run sbx "${pol[@]}" -- $C -i http://other.test/
+check "other.test (not listed, same address as an allowed one): 403" grep -q "^HTTP/1.1 403" <<<"$OUT"
+for url in http://meta.test/ http://169.254.169.254/latest/meta-data/ http://rebind.test/ http://private.test/ \
+           http://0xa9fea9fe/ http://2852039166/ http://0251.0376.0251.0376/ http://169.254.43518/ \
+           http://127.1/ http://[::ffff:169.254.169.254]/ http://localhost/; do
+    # (--noproxy '': loopback names normally bypass the proxy and reach the sandbox's own
+    # loopback; here they are sent to the proxy, which must not reach the host's.)
+    run sbx "${pol[@]}" -- $C --noproxy '' -i "$url"
+    check "$url refused with 403" grep -q "^HTTP/1.1 403" <<<"$OUT"
+done
+run sbx "${pol[@]}" -- $C http://localhost/
+check "localhost inside is the sandbox's own loopback (nothing listens there)" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- $C -i http://meta.test/
+check "meta.test refused because of its address (link-local)" grep -qi '^X-ExGuardian-Refused: .*link-local' <<<"$OUT"
+run sbx "${pol[@]}" -- $C -p -i http://denied.test/
+check "CONNECT to denied.test refused" grep -q "403" <<<"$OUT$ERR"
+run sbx "${pol[@]}" -- $C --socks5-hostname 127.0.0.1:1080 http://meta.test/
+check "SOCKS5 to meta.test refused" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- $C --socks5 127.0.0.1:1080 http://169.254.169.254/
+check "SOCKS5 to 169.254.169.254 (IPv4 literal) refused" test "$STATUS" -ne 0
+check "nothing arrived at the servers for refused requests ($before -> $(server_log_count))" \
+    test "$(server_log_count)" = "$before"
+check "the metadata server never saw a request" bash -c "! grep -q '^169.254.169.254' '$EGW_LOG'"
+check "the client's loopback service never saw a request" bash -c "! grep -q '^127.0.0.1' '$EGW_LOG'"
+
+# An explicit CIDR rule opens exactly that range.
+sed 's/"allowedDomains"/"allowedCidrs": ["10.0.0.5\/32"], "allowedDomains"/' "$T/policy.json" > "$T/cidr.json"
+expect_output_contains "hello from 10.0.0.5" sbx --policy "$T/cidr.json" -- $C http://private.test/
+run sbx --policy "$T/cidr.json" -- $C -i http://meta.test/
+check "the CIDR rule does not open the metadata address" grep -q "^HTTP/1.1 403" <<<"$OUT"
+
+# No way around the proxy: only loopback inside, no route, no DNS server, no UDP out.
+run sbx "${pol[@]}" -- $C --noproxy '*' http://203.0.113.10/
+check "direct TCP without the proxy fails" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- python3 -c '
+import socket
+for fam, addr in ((socket.AF_INET, ("203.0.113.10", 80)), (socket.AF_INET, ("198.51.100.2", 80))):
+    s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(3)
+    try: s.connect(addr); print("CONNECTED", addr)
+    except OSError as e: print("refused", addr, e.errno)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try: u.sendto(b"x", ("203.0.113.10", 53)); print("UDP SENT")
+except OSError as e: print("udp refused", e.errno)'
+last_output_lacks CONNECTED "no direct TCP connection out of the sandbox"
+last_output_lacks "UDP SENT" "no UDP out of the sandbox"
+expect_output_contains "lo" sbx -- bash -c 'ls /sys/class/net'
+run sbx -- bash -c 'ls /sys/class/net'
+check "the sandbox's only interface is lo" test "$(tr -d '[:space:]' <<<"$OUT")" = lo
+
+# The proxy's ports exist only inside the sandbox: nothing listens on the host side.
+(cd "$WS" && exec "$EXG" run "${pol[@]}" -- sleep 3) >/dev/null 2>&1 &
+bg=$!
+track_bg "$bg"
+sleep 1
+check "no proxy port on the host side (3128, 1080)" python3 -c '
+import socket, sys
+for p in (3128, 1080):
+    s = socket.socket(); s.settimeout(1)
+    if s.connect_ex(("127.0.0.1", p)) == 0: sys.exit(1)'
+wait "$bg"
+
+# Audit: one JSON line per decision, allowed and refused, with the fields.
+check "audit log written" test -s "$audit"
+check "audit lines carry the decision fields" python3 -c "
+import json
+lines = [json.loads(l) for l in open('$audit') if '\"egress\"' in l]
+assert lines, 'no egress lines'
+for l in lines:
+    for k in ('time', 'sandbox', 'protocol', 'host', 'port', 'decision', 'rule'):
+        assert k in l, (k, l)
+ok = [l for l in lines if l['decision'] == 'allowed']
+no = [l for l in lines if l['decision'] == 'refused']
+assert ok and no, (len(ok), len(no))
+assert any(l['host'] == 'allowed.test' and l.get('address') == '203.0.113.10' and l.get('bytes_down', 0) > 0 for l in ok), ok[:3]
+assert any(l['host'] == 'denied.test' for l in no)
+assert any('link-local' in l['rule'] for l in no)
+"
+run sbx -v "${pol[@]}" -- $C -s http://denied.test/ -o /dev/null
+check "-v summarises the egress refusals" grep -q "egress: .*refused" <<<"$ERR"
+
+finish
