@@ -55,6 +55,8 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_flag("--no-policy-files", no_policy_files,
                 "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
+  run->add_flag("--unsafe-no-seccomp", unsafe_no_seccomp,
+                "UNSAFE: run without the seccomp filter (for testing that escape-test notices); reported on every run");
   run->prefix_command(true);  // the first non-option word starts the command
   run->footer("COMMAND [ARGS...] follows the options, best after --.");
   sub = run;
@@ -144,6 +146,11 @@ int RunOptions::execute() {
 
   auto plan = plan::compile(pol, ctx);
   if (!plan) return error(plan.error().str());
+  if (unsafe_no_seccomp) {
+    plan->seccomp = false;
+    plan->weakened.push_back("--unsafe-no-seccomp: no seccomp filter; the kernel's whole syscall surface is open");
+  }
+  for (const auto& w : plan->weakened) std::fprintf(stderr, "exguardian: WARNING: sandbox weakened: %s\n", w.c_str());
   if (dry_run) {
     std::fputs(plan->to_text().c_str(), stdout);
     return 0;

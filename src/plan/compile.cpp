@@ -344,6 +344,7 @@ struct Builder {
       if (writable) ll.read_write.push_back(s.target);
     }
     ll.write_files = {"/dev", "/proc"};
+    ll.required = pol.landlock_required.value_or(false);
   }
 
   void sort_range(StepKind k) {

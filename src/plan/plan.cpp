@@ -67,7 +67,9 @@ std::string Plan::to_text() const {
   o << "; write existing files in";
   for (const auto& p : landlock.write_files) o << " " << p;
   o << "; signals and abstract unix sockets scoped to the sandbox\n";
-  o << "seccomp: native x86_64 only; ptrace, bpf, mount API, namespaces, io_uring, keyctl, TIOCSTI/TIOCLINUX, "
+  for (const auto& w : weakened) o << "WEAKENED: " << w << "\n";
+  if (!seccomp) o << "seccomp: OFF (--unsafe-no-seccomp)\n";
+  else o << "seccomp: native x86_64 only; ptrace, bpf, mount API, namespaces, io_uring, keyctl, TIOCSTI/TIOCLINUX, "
        "kernel modules, raw/packet/vsock sockets and more refused (each refusal logged)\n";
   o << "environment:\n";
   for (const auto& e : env) o << "  " << e << "\n";

@@ -79,6 +79,8 @@ struct Plan {
   process::Limits limits;          // defaults, overridden by the policy (explicit_* set)
   process::LandlockRules landlock; // the second wall: mirrors the writable mounts
   ProxyPlan proxy;
+  bool seccomp = true;               // false only with --unsafe-no-seccomp
+  std::vector<std::string> weakened; // explicit weaker modes, reported loudly on every run
   policy::Network network;         // egress rules, applied by the supervisor's proxy
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 

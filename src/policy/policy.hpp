@@ -70,6 +70,7 @@ struct Policy {
   Resources resources;
   Env env;
   std::optional<std::string> layer;      // "process" | "container" | "gvisor" | "microvm"
+  std::optional<bool> landlock_required; // "landlock": "required" | "best-effort"
   std::optional<std::string> audit_log;
   // Keys accepted (srt compatibility) but not applied by ExGuardian, with why;
   // shown by --dry-run and -v.

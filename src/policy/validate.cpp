@@ -286,6 +286,7 @@ class Validator {
             {"resources", [this](const Node& n) { return resources(n); }},
             {"env", [this](const Node& n) { return env(n); }},
             {"layer", [this](const Node& n) { return layer(n); }},
+            {"landlock", [this](const Node& n) { return landlock(n); }},
             {"audit", [this](const Node& n) { return audit(n); }},
             noted("ignoreViolations", is_object(), "ExGuardian does not filter its violation reports"),
             noted("mandatoryDenySearchDepth", [this](const Node& n) { return integer(n, 1, 10); },
@@ -524,6 +525,17 @@ class Validator {
       return bad_value(n, "unknown layer " + in_quotes(s) + " (expected process, container, gvisor or microvm)");
     }
     policy_.layer = s;
+    return std::nullopt;
+  }
+
+  // "landlock": "required" makes a kernel without Landlock a setup error;
+  // "best-effort" (the default) applies what the kernel offers and says so.
+  Check landlock(const Node& n) {
+    std::string s;
+    if (auto e = string(n, &s)) return e;
+    if (s != "required" && s != "best-effort")
+      return bad_value(n, "unknown value " + in_quotes(s) + " (expected \"required\" or \"best-effort\")");
+    policy_.landlock_required = s == "required";
     return std::nullopt;
   }
 
