@@ -36,7 +36,7 @@ namespace exg::egress {
 
 struct ProxyConfig {
   size_t max_header_bytes = 32 * 1024;  // request line + headers; larger -> 431 / close
-  size_t max_connections = 512;         // concurrent client connections; beyond -> 503 / SOCKS reply 1
+  size_t max_connections = 4096;        // concurrent client connections; beyond -> 503 / SOCKS reply 1
   std::chrono::milliseconds header_timeout{10000}, connect_timeout{10000}, idle_timeout{300000};
   size_t tunnel_buffer = 64 * 1024;     // pipe size (splice) or copy buffer, per direction
 };

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -116,6 +117,12 @@ std::string format_duration(std::chrono::milliseconds d) {
 }
 
 Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
+  // Every proxied connection costs the supervisor up to six fds (two sockets, two
+  // splice pipes): lift the soft limit to the hard one (the sandbox gets its own).
+  if (rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &rl);
+  }
   process::LaunchOptions lo;
   lo.verbose = opt.verbose;
   for (int k = 0; k < 3; ++k) lo.tty_fds[k] = ::isatty(k) == 1;

@@ -87,6 +87,11 @@ if [[ "$name" == test_egress_sandbox* ]]; then
     source "$here/egress_world.sh"
     trap '_egw_exit; cleanup' EXIT
     world_up || { echo "run.sh: the test world did not come up" >&2; exit 1; }
+    if [[ "$name" == test_egress_sandbox_tools* ]]; then
+        # shellcheck source=egress_world_extra.sh
+        source "$here/egress_world_extra.sh"
+        world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
+    fi
     env_vars+=(EGW_LOG="$EGW_LOG" EGW_BIG_SHA="$EGW_BIG_SHA")
     if [ "$as" = root ]; then
         in_client env -i "${env_vars[@]}" bash "$D/$name" </dev/null
