@@ -17,6 +17,7 @@
 #   world_down                kills the servers, deletes the namespaces (also on exit)
 #   in_client CMD...          runs CMD as root in the client ns with the hosts file
 #   in_client_as USER CMD...  the same as USER
+#   in_client_bg CMD...       in the background; its pid in EGW_BG_PID
 #   server_log_has PATTERN    a server logged a request matching PATTERN (grep -E);
 #                             log lines: "<server addr> <METHOD> <path> host=<Host header>"
 #   server_log_count          number of requests the servers received
@@ -81,6 +82,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
+    request_queue_size = 1024
     allow_reuse_address = True
 
 servers = [Server((a, 80), Handler) for a in addrs]
@@ -105,6 +107,15 @@ in_client_as() {
     _egw_exec "$EGW_NS_C" setpriv --reuid="$user" --regid="$(id -g "$user")" --init-groups --reset-env -- "$@"
 }
 in_server() { ip netns exec "$EGW_NS_S" "$@"; }
+# in_client_bg CMD...: like in_client, in the background; EGW_BG_PID is CMD's pid (killed by
+# world_down). Redirect its stdio at the call.
+in_client_bg() {
+    ip netns exec "$EGW_NS_C" unshare --mount --propagation private \
+        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf && exec "$@"' \
+        "$EGW_DIR" "$@" &
+    EGW_BG_PID=$!
+    _EGW_PIDS+=("$EGW_BG_PID")
+}
 
 server_log_has() { grep -qE -- "$1" "$EGW_LOG" 2>/dev/null; }
 server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
@@ -150,7 +161,7 @@ HOSTS
         ip -n "$EGW_NS_S" addr add "$a/32" dev lo || return 1
     done
     # The servers' replies go back over the veth (198.51.100.0/24 is connected).
-    in_server "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" \
+    ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" \
         203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5 </dev/null >"$EGW_DIR/server-s.err" 2>&1 &
     _EGW_PIDS+=($!)
     ip netns exec "$EGW_NS_C" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" 127.0.0.1 \
@@ -173,8 +184,12 @@ for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "127.0.
 }
 
 world_down() {
-    local p
+    local p ns
     for p in "${_EGW_PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    # Anything else still running inside the world's namespaces was started by this test too.
+    for ns in "$EGW_NS_C" "$EGW_NS_S"; do
+        for p in $(ip netns pids "$ns" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    done
     for p in "${_EGW_PIDS[@]}"; do wait "$p" 2>/dev/null; done
     _EGW_PIDS=()
     ip netns del "$EGW_NS_C" 2>/dev/null
@@ -184,7 +199,7 @@ world_down() {
     return 0
 }
 
-# world_track PID: a process of the test's own (a proxy, say) killed by world_down's trap.
+# world_track PID: another process of the test's own, killed by world_down.
 world_track() { _EGW_PIDS+=("$1"); }
 
 _egw_exit() {
