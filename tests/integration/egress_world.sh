@@ -164,9 +164,11 @@ HOSTS
     ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" \
         203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5 </dev/null >"$EGW_DIR/server-s.err" 2>&1 &
     _EGW_PIDS+=($!)
+    disown $!  # no "Killed" notice at world_down
     ip netns exec "$EGW_NS_C" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" 127.0.0.1 \
         </dev/null >"$EGW_DIR/server-c.err" 2>&1 &
     _EGW_PIDS+=($!)
+    disown $!
     local end=$((SECONDS + 20))
     until in_client "$EGW_PYTHON" -c '
 import socket, sys
