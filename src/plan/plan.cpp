@@ -62,7 +62,7 @@ std::string Plan::to_text() const {
     if (!s.why.empty()) o << "  # " << s.why;
     o << "\n";
   }
-  o << "landlock: read+exec /; read+write";
+  o << "landlock: writes only in";
   for (const auto& p : landlock.read_write) o << " " << p;
   o << "; write existing files in";
   for (const auto& p : landlock.write_files) o << " " << p;

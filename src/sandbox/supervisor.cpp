@@ -22,6 +22,7 @@
 
 #include "egress/proxy.hpp"
 #include "egress/rules.hpp"
+#include "process/landlock.hpp"
 #include "process/launch.hpp"
 #include "sandbox/audit.hpp"
 #include "sandbox/violations.hpp"
@@ -180,6 +181,20 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   if (rules && sb.http_listener && sb.socks_listener)
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release());
   if (opt.verbose) {
+    // What the kernel gave us, so a weaker host is visible on every verbose run.
+    auto ll = process::landlock_features();
+    if (!ll.fs) {
+      std::fprintf(stderr, "exguardian: landlock: not available on this kernel: writes are guarded by the mounts only\n");
+    } else {
+      std::string parts = "filesystem writes";
+      if (ll.truncate) parts += ", truncate";
+      if (ll.ioctl_dev) parts += ", device ioctls";
+      if (ll.scope) parts += ", signal and abstract-unix scoping";
+      else parts += " (no signal/abstract-unix scoping: needs ABI 6)";
+      std::fprintf(stderr, "exguardian: landlock: ABI %d: %s\n", ll.abi, parts.c_str());
+    }
+    std::fprintf(stderr, "exguardian: seccomp: %s\n",
+                 plan.seccomp ? "filter installed, refusals reported to the supervisor" : "OFF (--unsafe-no-seccomp)");
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
   }

@@ -1,0 +1,23 @@
+// `exguardian escape-test`: parsing lives in main.cpp (CLI11); this runs the
+// suite and writes the reports.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace exg::cli {
+
+struct EscapeTestOptions {
+  std::string layer = "process";      // process | all
+  std::string policy_file;            // --policy FILE
+  std::string json_file, html_file;   // --json FILE, --html FILE
+  std::vector<std::string> run_args;  // --run-arg ARG (repeatable): passed to every `exguardian run`
+  bool keep = false;                  // --keep: keep the workspace, fake HOME and logs
+  bool verbose = false;               // -v: one line per probe as it runs
+  int probe_timeout_s = 20;           // --probe-timeout SECONDS
+};
+
+// 0 only when nothing escaped or failed and no required probe was skipped;
+// 1 otherwise; 125 when the suite could not be set up.
+int escape_test_main(const EscapeTestOptions& opts);
+
+}  // namespace exg::cli

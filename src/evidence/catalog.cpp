@@ -1,0 +1,488 @@
+#include "evidence/catalog.hpp"
+
+#include <signal.h>
+
+#include <cerrno>
+#include <fstream>
+#include <sstream>
+
+#include "sandbox/probes.hpp"
+
+namespace exg::evidence {
+
+std::optional<std::string> read_whole(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return std::nullopt;
+  std::ostringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+void HostFiles::remember(const std::string& path) { files_[path] = read_whole(path); }
+
+std::string HostFiles::changed(const std::string& path) const {
+  auto it = files_.find(path);
+  if (it == files_.end()) return "";
+  auto now = read_whole(path);
+  if (now == it->second) return "";
+  if (!it->second) return path + " created on the host";
+  if (!now) return path + " removed on the host";
+  return path + " changed on the host";
+}
+
+std::string HostFiles::any_changed() const {
+  for (const auto& [p, _] : files_) {
+    auto c = changed(p);
+    if (!c.empty()) return c;
+  }
+  return "";
+}
+
+namespace {
+
+bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+std::string first_line(const std::string& s) {
+  auto b = s.find_first_not_of("\n");
+  if (b == std::string::npos) return "";
+  auto e = s.find('\n', b);
+  std::string l = s.substr(b, e == std::string::npos ? std::string::npos : e - b);
+  if (l.size() > 160) l = l.substr(0, 157) + "...";
+  return l;
+}
+
+std::string status_text(const Outcome& o) {
+  if (o.timed_out) return "timed out";
+  return "exit " + std::to_string(o.status);
+}
+
+std::string said(const Outcome& o) {
+  auto l = first_line(o.out);
+  return l.empty() ? status_text(o) + ", no output" : status_text(o) + ": " + l;
+}
+
+Judgement held(std::string e) { return {Verdict::held, std::move(e)}; }
+Judgement escaped(std::string e) { return {Verdict::escaped, std::move(e)}; }
+Judgement failed(std::string e) { return {Verdict::failed, std::move(e)}; }
+
+// The proxy's refusal in this probe's audit log: "host:port refused (rule)", or "".
+std::string egress_refusal(const Outcome& o) {
+  for (const auto& j : o.audit) {
+    if (j.value("event", "") != "egress" || j.value("decision", "") != "refused") continue;
+    std::string s = j.value("host", std::string("?"));
+    if (j.contains("port")) s += ":" + j["port"].dump();
+    return s + " refused (" + j.value("rule", std::string("?")) + ")";
+  }
+  return "";
+}
+
+std::string syscall_refusal(const Outcome& o) {
+  for (const auto& j : o.audit)
+    if (j.value("event", "") == "syscall_refused")
+      return "audit: " + j.value("syscall", std::string("?")) + " refused (errno " + j.value("errno", nlohmann::json(0)).dump() + ")";
+  return "";
+}
+
+std::string world_first(const Outcome& o) { return first_line(o.world_log); }
+
+// A request or datagram the world's servers must never see.
+Judgement judge_network(const Outcome& o, const Context& ctx, bool via_proxy) {
+  if (!o.world_log.empty()) return escaped("the world's server received: " + world_first(o));
+  if (has(o.out, "hello from")) return escaped("got a server's answer: " + first_line(o.out));
+  if (has(o.out, ctx.canary)) return escaped("canary in the output");
+  if (o.status == 0 && !o.timed_out && via_proxy) return failed("exit 0 but no answer from a server: " + said(o));
+  if (via_proxy) {
+    auto r = egress_refusal(o);
+    if (r.empty()) return failed("nothing arrived, but the audit log has no refusal for it (" + said(o) + ")");
+    return held("audit: " + r + "; nothing arrived at the world's servers");
+  }
+  return held(said(o) + "; nothing arrived at the world's servers");
+}
+
+// Output must not carry the canary, and nothing on the host may have changed.
+Judgement judge_secret(const Outcome& o, const Context& ctx) {
+  if (has(o.out, ctx.canary)) return escaped("canary in the output: " + first_line(o.out));
+  if (auto c = ctx.files.any_changed(); !c.empty()) return escaped(c);
+  return held(said(o) + "; no canary in the output; host files unchanged");
+}
+
+Judgement judge_unchanged(const Outcome& o, const Context& ctx, const std::string& path) {
+  if (auto c = ctx.files.changed(path); !c.empty()) return escaped(c);
+  if (auto c = ctx.files.any_changed(); !c.empty()) return escaped(c);
+  return held(said(o) + "; " + path.substr(path.rfind('/') + 1) + " unchanged on the host");
+}
+
+std::string category_of_kernel_probe(const std::string& n) {
+  if (n.starts_with("tiocsti") || n.starts_with("tioclinux")) return "terminal";
+  if (n.starts_with("socket-vsock") || n == "socketpair-vsock") return "network";
+  if (sandbox::probe_expects_success(n)) return "ordinary work";
+  return "kernel";
+}
+
+std::string q(const std::string& s) {  // single-quote for sh
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+}  // namespace
+
+std::vector<ProbeSpec> build_catalog(Context& ctx) {
+  std::vector<ProbeSpec> v;
+  const Context& c = ctx;
+  auto need = [&](ProbeSpec& p, std::initializer_list<const char*> tools) {
+    for (const char* t : tools) {
+      auto it = c.tools.find(t);
+      if (it == c.tools.end() || !it->second) {
+        p.skip_why = std::string(t) + " is not installed on this host";
+        return;
+      }
+    }
+  };
+  auto add = [&](ProbeSpec p) -> ProbeSpec& {
+    v.push_back(std::move(p));
+    return v.back();
+  };
+
+  // ---- The sandbox is in place (everything destructive waits for this one).
+  add({"sandbox-in-place", "sandbox", "hostname; id -u",
+       "hostname is exguardian and the uid is not 0", true, {}, false, false, "", 0,
+       [](const Outcome& o) {
+         std::istringstream is(o.out);
+         std::string host, uid;
+         std::getline(is, host);
+         std::getline(is, uid);
+         if (o.status == 0 && host == "exguardian" && !uid.empty() && uid != "0")
+           return held("hostname=" + host + " uid=" + uid);
+         return failed("sandbox not in place: " + said(o));
+       }});
+  add({"sandbox-status", "sandbox", "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status",
+       "no capabilities, no_new_privs set, a seccomp filter in place (CapEff 0, NoNewPrivs 1, Seccomp 2)", true, {},
+       false, false, "", 0, [](const Outcome& o) {
+         std::string s;
+         for (char ch : o.out) s += ch == '\t' ? ' ' : ch;
+         bool cap = has(s, "CapEff: 0000000000000000"), nnp = has(s, "NoNewPrivs: 1"), sc = has(s, "Seccomp: 2");
+         std::string line;
+         for (char ch : s) line += ch == '\n' ? ' ' : ch;
+         while (line.find("  ") != std::string::npos) line.replace(line.find("  "), 2, " ");
+         if (cap && nnp && sc) return held(line);
+         return escaped(std::string(!sc ? "no seccomp filter" : !cap ? "capabilities held" : "no_new_privs unset") + ": " + line);
+       }});
+
+  // ---- The seed's escape lines, each its own probe, judged from both sides.
+  add({"seed-touch-home", "filesystem", "touch ~/escape-test",
+       "no ~/escape-test appears in HOME on the host (HOME writes are throwaway)", true, {}, false, false, "", 0,
+       [&c](const Outcome& o) { return judge_unchanged(o, c, c.home + "/escape-test"); }});
+  add({"seed-read-credentials", "secrets", "cat ~/.ssh/id_ed25519 ~/.aws/credentials",
+       "the canary key and credentials are not readable", true, {}, false, false, "", 0,
+       [&c](const Outcome& o) { return judge_secret(o, c); }});
+  add({"seed-env-secrets", "secrets", "env | grep -i -E 'key|token|secret'",
+       "GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY (set to the canary outside) are not in the environment",
+       true, {}, false, false, "", 0, [&c](const Outcome& o) { return judge_secret(o, c); }});
+  {
+    auto& p = add({"seed-curl-example-org", "network", "curl -sS https://example.org",
+                   "refused by the proxy (not on the allow list), logged; no real address is contacted", true, {},
+                   true, false, "", 0, [&c](const Outcome& o) { return judge_network(o, c, true); }});
+    need(p, {"curl"});
+  }
+  {
+    auto& p = add({"seed-curl-metadata", "network", "curl -sS -m 3 http://169.254.169.254/",
+                   "the metadata address is refused; the world's metadata server receives nothing", true, {}, true,
+                   false, "", 0, [&c](const Outcome& o) { return judge_network(o, c, true); }});
+    need(p, {"curl"});
+  }
+  add({"seed-docker-socket", "runtime sockets", "ls -l /var/run/docker.sock",
+       "runtime sockets are invisible (/var/run is empty inside)", true, {}, false, false, "", 0,
+       [](const Outcome& o) {
+         if (o.status == 0) return escaped("docker.sock visible: " + first_line(o.out));
+         return held(said(o));
+       }});
+  add({"seed-git-hook", "persistence", "echo 'echo pwned' >> .git/hooks/pre-commit",
+       ".git/hooks/pre-commit unchanged on the host", true, {}, false, false, "", 0,
+       [&c](const Outcome& o) { return judge_unchanged(o, c, c.ws + "/.git/hooks/pre-commit"); }});
+
+  // ---- Kernel surface: every probe of `exguardian probe --list`, run inside.
+  for (const auto& n : sandbox::probe_names()) {
+    bool ok_work = sandbox::probe_expects_success(n);
+    add({"kernel-" + n, category_of_kernel_probe(n), "/run/exguardian/exguardian probe " + n,
+         ok_work ? "allowed: ordinary work must still succeed"
+                 : "refused (EPERM from the filter, ENOSYS for clone3, SIGSYS for foreign ABIs) and, where the "
+                   "supervisor answered, recorded in the audit log",
+         true, {}, false, false, "", 0, [ok_work](const Outcome& o) {
+           std::string line = first_line(o.out);
+           auto colon = line.find(": ");
+           std::string tail = colon == std::string::npos ? line : line.substr(colon + 2);
+           if (o.status == 1) return escaped(tail.empty() ? said(o) : tail);
+           if (o.status != 0) return failed("probe did not run: " + said(o));
+           if (ok_work) return held(tail);
+           bool supervisor_answer = has(line, "refused: ") && !has(line, "ENOSYS");
+           if (supervisor_answer) {
+             auto a = syscall_refusal(o);
+             if (a.empty()) return failed(tail + ", but no syscall_refused line in the audit log");
+             return held(tail + "; " + a);
+           }
+           return held(tail);
+         }});
+  }
+
+  // ---- Network bypasses, against the test world.
+  struct NetCase {
+    const char* id;
+    std::string cmd;
+    const char* expect;
+    bool via_proxy;
+  };
+  const std::string C = "curl -sS -m 5 --noproxy '' ";
+  std::vector<NetCase> net = {
+      {"net-direct-tcp", "curl -sS -m 3 --noproxy '*' http://203.0.113.10/",
+       "a direct TCP connection (no proxy) has no route out", false},
+      {"net-direct-metadata", "curl -sS -m 3 --noproxy '*' http://169.254.169.254/",
+       "a direct connection to the metadata address has no route out", false},
+      {"net-metadata-name", C + "http://meta.test/", "meta.test (allowed by name) resolves to 169.254.169.254: refused by address", true},
+      {"net-metadata-hex", C + "http://0xa9fea9fe/", "0xa9fea9fe (the metadata address in hex) refused", true},
+      {"net-metadata-decimal", C + "http://2852039166/", "2852039166 (metadata as one number) refused", true},
+      {"net-metadata-octal", C + "http://0251.0376.0251.0376/", "0251.0376.0251.0376 (octal) refused", true},
+      {"net-metadata-short", C + "http://169.254.43518/", "169.254.43518 (short form) refused", true},
+      {"net-metadata-v4mapped", C + "'http://[::ffff:169.254.169.254]/'", "::ffff:169.254.169.254 (IPv4-mapped) refused", true},
+      {"net-metadata-connect", C + "-p http://meta.test/", "CONNECT tunnel to meta.test refused", true},
+      {"net-loopback-short", C + "http://127.1/", "127.1 (the supervisor side's loopback) refused", true},
+      {"net-private-literal", C + "http://10.0.0.5/", "10.0.0.5 (RFC 1918) refused without a CIDR rule", true},
+      {"net-rebind-loopback", C + "http://rebind.test/", "rebind.test (allowed by name) resolves to 127.0.0.1: refused", true},
+      {"net-rebind-private", C + "http://private.test/", "private.test (allowed by name) resolves to 10.0.0.5: refused", true},
+      {"net-host-header", C + "-H 'Host: meta.test' http://allowed.test/",
+       "a request whose Host header names another host than its target is refused", true},
+      {"net-socks-metadata-name", "curl -sS -m 5 --socks5-hostname 127.0.0.1:1080 http://meta.test/",
+       "SOCKS5 CONNECT to meta.test refused", true},
+      {"net-socks-metadata-ip", "curl -sS -m 5 --socks5 127.0.0.1:1080 http://169.254.169.254/",
+       "SOCKS5 CONNECT to 169.254.169.254 refused", true},
+  };
+  for (auto& n : net) {
+    bool vp = n.via_proxy;
+    auto& p = add({n.id, "network", n.cmd, n.expect, true, {}, true, false, "", 0,
+                   [&c, vp](const Outcome& o) { return judge_network(o, c, vp); }});
+    need(p, {"curl"});
+  }
+  {
+    auto& p = add({"net-udp", "network", "bash -c 'echo exg > /dev/udp/203.0.113.10/53'",
+                   "a UDP datagram to the world does not arrive (no route)", true, {}, true, false, "", 0,
+                   [&c](const Outcome& o) { return judge_network(o, c, false); }});
+    need(p, {"bash"});
+  }
+  {
+    auto& p = add({"net-allowed-control", "ordinary work", "curl -sS -m 10 http://allowed.test/",
+                   "an allowed name works through the proxy (the control: the world is reachable, so the refusals "
+                   "above are the proxy's)",
+                   true, {}, true, false, "", 0, [](const Outcome& o) {
+                     if (o.status == 0 && has(o.out, "hello from 203.0.113.10") && has(o.world_log, "203.0.113.10 GET /"))
+                       return held("answered: " + first_line(o.out) + "; the server logged it");
+                     return failed("the allowed request did not work: " + said(o));
+                   }});
+    need(p, {"curl"});
+  }
+
+  // ---- Persistence: code that runs later, on the host, must stay unwritable.
+  struct Persist {
+    const char* id;
+    std::string cmd, path, expect;
+  };
+  std::vector<Persist> persist = {
+      {"persist-nested-repo-hook", "echo 'echo pwned' >> vendor/lib/.git/hooks/pre-commit",
+       c.ws + "/vendor/lib/.git/hooks/pre-commit", "a nested repository's hook is unwritable"},
+      {"persist-hookspath", "git config core.hooksPath /tmp/evil-hooks", c.ws + "/.git/config",
+       "git config core.hooksPath cannot be set (.git/config unwritable)"},
+      {"persist-git-config-append", "printf '[core]\\n\\thooksPath = /tmp/evil\\n' >> .git/config", c.ws + "/.git/config",
+       ".git/config cannot be appended to"},
+      {"persist-workspace-bashrc", "echo 'echo pwned' >> .bashrc", c.ws + "/.bashrc",
+       "a shell rc file cannot be created in the workspace"},
+      {"persist-envrc", "echo 'echo pwned' > .envrc", c.ws + "/.envrc", ".envrc cannot be created"},
+      {"persist-vscode-tasks",
+       "mkdir -p .vscode && echo '{\"version\":\"2.0.0\",\"tasks\":[{\"label\":\"x\",\"command\":\"echo pwned\","
+       "\"runOptions\":{\"runOn\":\"folderOpen\"}}]}' > .vscode/tasks.json",
+       c.ws + "/.vscode/tasks.json", ".vscode/tasks.json cannot be created"},
+      {"persist-mcp-json", "echo '{\"mcpServers\":{}}' > .mcp.json", c.ws + "/.mcp.json", ".mcp.json cannot be created"},
+      {"persist-policy-file", "echo '{\"network\":{\"allowedDomains\":[\"*.evil.test\"]}}' > .exguardian.json",
+       c.ws + "/.exguardian.json", "the project policy file cannot be written"},
+      {"persist-home-bashrc", "echo 'echo pwned' >> ~/.bashrc", c.home + "/.bashrc",
+       "~/.bashrc on the host is unchanged (writes to HOME do not persist)"},
+      {"persist-exguardian-binary", "echo pwned >> /run/exguardian/exguardian", c.exe,
+       "the exguardian binary bind-mounted inside is read-only"},
+  };
+  for (auto& p : persist) {
+    std::string path = p.path;
+    ctx.files.remember(path);
+    add({p.id, "persistence", p.cmd, p.expect, true, {}, false, false, "", 0,
+         [&c, path](const Outcome& o) { return judge_unchanged(o, c, path); }});
+  }
+  {
+    const std::string m = c.leftover_marker;
+    // The marker is split in the command so that only the detached processes carry it whole.
+    std::string half1 = m.substr(0, m.size() / 2), half2 = m.substr(m.size() / 2);
+    add({"persist-background-process", "persistence",
+         "m=" + half1 + "; m=\"$m" + half2 + "\"; (setsid sh -c \"sleep 60; : $m\" >/dev/null 2>&1 &); "
+         "(sh -c \"sleep 60; : $m\" >/dev/null 2>&1 &); nohup sh -c \"sleep 60; : $m\" >/dev/null 2>&1 & echo detached",
+         "processes that detach (setsid, double fork, nohup) die with the sandbox (checked on the host afterwards)",
+         true, {}, false, false, "", 0, [](const Outcome& o) {
+           if (o.status != 0) return failed("could not start the background processes: " + said(o));
+           return held("started 3 detached processes; the host is checked for them after the sandbox ends");
+         }});
+  }
+
+  // ---- /proc and /sys: the host stays invisible.
+  {
+    const std::string m = c.host_marker;
+    std::string half1 = m.substr(0, m.size() / 2), half2 = m.substr(m.size() / 2);
+    add({"proc-host-processes", "proc/sys",
+         "m=" + half1 + "; m=\"$m" + half2 + "\"; n=0; for f in /proc/[0-9]*/cmdline; do n=$((n+1)); "
+         "if tr '\\0' ' ' < \"$f\" 2>/dev/null | grep -q \"$m\"; then echo \"visible: $f\"; fi; done; "
+         "echo \"$n processes visible\"",
+         "a host process (started by escape-test, marker in its argv) is not visible inside", true, {}, false, false,
+         "", 0, [](const Outcome& o) {
+           if (has(o.out, "visible: /proc")) return escaped("host process visible: " + first_line(o.out));
+           std::string last;
+           std::istringstream is(o.out);
+           for (std::string l; std::getline(is, l);) if (!l.empty()) last = l;
+           return held(last.empty() ? said(o) : last + "; the host's marker process is not among them");
+         }});
+  }
+  {
+    std::string pid = std::to_string(c.host_marker_pid);
+    add({"proc-host-kill", "proc/sys", "kill -9 " + pid,
+         "a host process cannot be signalled (pid " + pid + " of the host, outside the sandbox's pid namespace)", true,
+         {}, false, false, "", 0, [&c](const Outcome& o) {
+           if (c.host_marker_pid > 0 && ::kill(c.host_marker_pid, 0) != 0 && errno == ESRCH)
+             return escaped("the host's marker process is gone after the probe");
+           return held(said(o) + "; the host's marker process is alive");
+         }});
+  }
+  add({"proc-pid1", "proc/sys", "cat /proc/1/comm; tr '\\0' ' ' < /proc/1/cmdline | cut -c1-100",
+       "pid 1 inside is exguardian's init (own pid namespace)", true, {}, false, false, "", 0,
+       [](const Outcome& o) {
+         if (o.status == 0 && first_line(o.out) == "exguardian") return held("/proc/1/comm = exguardian");
+         return escaped("pid 1 is not exguardian's init: " + said(o));
+       }});
+  add({"sys-class-net", "proc/sys", "ls /sys/class/net", "only lo is visible in /sys/class/net (own netns)", true, {},
+       false, false, "", 0, [](const Outcome& o) {
+         std::string s;
+         for (char ch : o.out) if (!std::isspace(static_cast<unsigned char>(ch))) s += ch;
+         if (o.status == 0 && s == "lo") return held("interfaces: lo");
+         return escaped("interfaces: " + first_line(o.out));
+       }});
+  add({"proc-mountinfo-home", "proc/sys", "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc 2>&1 | head -3; ls -la ~/.ssh 2>&1 | head -3",
+       "credential locations are masked (empty or unreadable) inside", true, {}, false, false, "", 0,
+       [&c](const Outcome& o) { return judge_secret(o, c); }});
+
+  // ---- fd leaks.
+  {
+    std::string fd = std::to_string(c.leaked_fd);
+    add({"fd-leak", "fd leak",
+         "for f in /proc/$$/fd/*; do echo \"${f##*/} -> $(readlink \"$f\")\"; done; cat /proc/self/fd/" + fd + " 2>&1 | head -2",
+         "the fd " + fd + " that escape-test holds open on a canary file is not open inside; only 0-2 are", true, {},
+         false, false, "", 0, [&c, fd](const Outcome& o) {
+           if (has(o.out, c.canary)) return escaped("canary read through an inherited fd");
+           std::istringstream is(o.out);
+           std::vector<std::string> fds;
+           for (std::string l; std::getline(is, l);) {
+             auto a = l.find(" -> ");
+             if (a == std::string::npos) continue;
+             std::string n = l.substr(0, a);
+             if (n != "0" && n != "1" && n != "2") fds.push_back(l);
+           }
+           for (auto& l : fds) if (l.starts_with(fd + " ")) return escaped("inherited fd open inside: " + l);
+           std::string list = "only fds 0-2 open";
+           if (!fds.empty()) list = "extra fds (the shell's own): " + fds.front();
+           return held(list + "; fd " + fd + " not open");
+         }});
+  }
+
+  // ---- Terminal.
+  add({"term-no-ctty", "terminal", ": < /dev/tty && echo HAVE_CTTY", "no controlling terminal of the host inside (setsid)",
+       true, {}, false, false, "", 0, [](const Outcome& o) {
+         if (has(o.out, "HAVE_CTTY")) return escaped("/dev/tty opened: a controlling terminal inside");
+         return held(said(o));
+       }});
+
+  // ---- Ordinary work that must succeed.
+  add({"work-write", "ordinary work", "echo EXGWORK-ok > work-file.txt && cat work-file.txt",
+       "a file written in the workspace persists on the host", true, {}, false, false, "", 0,
+       [&c](const Outcome& o) {
+         auto f = read_whole(c.ws + "/work-file.txt");
+         if (o.status == 0 && f && has(*f, "EXGWORK-ok")) return held("work-file.txt written and present on the host");
+         return failed("workspace write did not persist: " + said(o));
+       }});
+  {
+    auto& p = add({"work-git-commit", "ordinary work",
+                   "echo sandboxed > committed.txt && git add committed.txt && git commit -q -m 'from the sandbox' && "
+                   "git log -1 --format=%s",
+                   "git add and commit work in the workspace repository", true, {}, false, false, "", 0,
+                   [&c](const Outcome& o) {
+                     auto log = read_whole(c.ws + "/.git/logs/HEAD");
+                     if (o.status == 0 && has(o.out, "from the sandbox") && log && has(*log, "from the sandbox"))
+                       return held("committed; the host's .git/logs/HEAD has the commit");
+                     return failed("git commit failed: " + said(o));
+                   }});
+    need(p, {"git"});
+  }
+  {
+    auto& p = add({"work-compile-c", "ordinary work",
+                   "printf '#include <stdio.h>\\nint main(void){puts(\"EXGCC-\" \"ok\");return 0;}\\n' > hello.c && "
+                   "gcc -o hello hello.c && ./hello",
+                   "a C file compiles and runs", true, {}, false, false, "", 0, [](const Outcome& o) {
+                     if (o.status == 0 && has(o.out, "EXGCC-ok")) return held("compiled and ran: EXGCC-ok");
+                     return failed("gcc or the program failed: " + said(o));
+                   }});
+    need(p, {"gcc"});
+    if (!p.skip_why.empty()) p.required = false;
+  }
+  {
+    auto& p = add({"work-python", "ordinary work", "python3 -c 'import sys; print(\"EXGPY-\" + \"ok\", sys.version.split()[0])'",
+                   "python3 runs", true, {}, false, false, "", 0, [](const Outcome& o) {
+                     if (o.status == 0 && has(o.out, "EXGPY-ok")) return held(first_line(o.out));
+                     return failed("python3 failed: " + said(o));
+                   }});
+    need(p, {"python3"});
+    if (!p.skip_why.empty()) p.required = false;
+  }
+  add({"work-tmp", "ordinary work", "echo tmp-ok > \"${TMPDIR:-/tmp}/f\" && cat \"${TMPDIR:-/tmp}/f\"",
+       "a private /tmp is writable", true, {}, false, false, "", 0, [](const Outcome& o) {
+         if (o.status == 0 && has(o.out, "tmp-ok")) return held("TMPDIR writable");
+         return failed(said(o));
+       }});
+
+  // ---- Resource limits: a runaway process is stopped (only once the sandbox is in place).
+  auto limit_judge = [&c](int want, std::string what) {
+    return [&c, want, what](const Outcome& o) {
+      if (o.status == 125 && !c.as_root)
+        return Judgement{Verdict::skipped, "this user cannot have cgroups on this host; exguardian refused to run (125, "
+                                           "fail closed): " + first_line(o.out)};
+      bool reported = has(o.out, "exguardian: killed: " + what);
+      if (o.timed_out) return escaped("the runaway was not stopped by exguardian (escape-test's own timeout killed it)");
+      if (reported && (o.status == want || (want == 124 && o.status == 137)))
+        return held("exit " + std::to_string(o.status) + "; reported: exguardian: killed: " + what + "...");
+      if (o.status == want) return failed("exit " + std::to_string(want) + " but not reported as '" + what + "': " + said(o));
+      return escaped("not stopped as expected (want " + std::to_string(want) + "): " + said(o));
+    };
+  };
+  add({"limit-pids", "limits", "bomb() { bomb | bomb & }; bomb; sleep 100",
+       "a fork bomb under --pids 64 --timeout 5s is contained and reported as the pids limit", true,
+       {"--pids", "64", "--timeout", "5s"}, false, true, "", 30, [&c](const Outcome& o) {
+         if (o.status == 125 && !c.as_root)
+           return Judgement{Verdict::skipped, "this user cannot have cgroups on this host; exguardian refused to run "
+                                              "(125, fail closed): " + first_line(o.out)};
+         if (o.timed_out) return escaped("not stopped by exguardian (escape-test's own timeout)");
+         if (has(o.out, "pids limit 64")) return held("exit " + std::to_string(o.status) + "; reported: pids limit 64 reached");
+         return failed("pids limit not reported: " + said(o));
+       }});
+  {
+    bool py = c.tools.count("python3") && c.tools.at("python3");
+    std::string hog = py ? "python3 -c 'b = bytearray(1 << 30); print(\"allocated\", len(b))'"
+                         : "head -c 1073741824 /dev/zero | tail -c 1073741824 > /dev/null";
+    add({"limit-memory", "limits", hog, "a 1 GiB allocation under --memory 128M is killed (137) and reported", true,
+         {"--memory", "128M", "--timeout", "30s"}, false, true, "", 45, limit_judge(137, "memory limit 128M")});
+  }
+  add({"limit-timeout", "limits", "sleep 1000", "sleep 1000 under --timeout 2s ends with 124, reported", true,
+       {"--timeout", "2s"}, false, true, "", 15, limit_judge(124, "timeout 2s")});
+  (void)q;
+  return v;
+}
+
+}  // namespace exg::evidence

@@ -1,0 +1,75 @@
+// The escape test's probes: what each runs inside the sandbox, what must
+// happen, and how the outcome is judged from both sides (the probe's own
+// output and exit status; the host's files, the world's servers, the audit log).
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "evidence/suite.hpp"
+
+namespace exg::evidence {
+
+struct Outcome {
+  int status = -1;  // exit status as a shell reports it (128+N for signal N)
+  bool timed_out = false;
+  std::string out;                     // stdout and stderr, interleaved
+  std::vector<nlohmann::json> audit;   // this probe's audit log lines
+  std::string world_log;               // what the world's servers logged during the probe
+};
+
+struct Judgement {
+  Verdict verdict;
+  std::string evidence;
+};
+
+// Files on the host whose content (or absence) a probe must not change.
+class HostFiles {
+ public:
+  void remember(const std::string& path);  // records the content now (or absence)
+  // "" when unchanged, else "PATH changed" / "PATH created" / "PATH removed".
+  std::string changed(const std::string& path) const;
+  // The first change among every remembered path, or "".
+  std::string any_changed() const;
+
+ private:
+  std::map<std::string, std::optional<std::string>> files_;
+};
+
+std::optional<std::string> read_whole(const std::string& path);
+
+struct Context {
+  std::string canary;         // the secret planted in files and env
+  std::string home, ws;       // fake HOME, workspace (host paths)
+  std::string host_marker;    // in argv of a host process (argv[0])
+  pid_t host_marker_pid = -1;
+  std::string leftover_marker;  // in argv of processes a probe tries to leave behind
+  int leaked_fd = -1;           // an fd open to a canary file when the sandboxes start
+  std::string exe;              // this exguardian binary (host path)
+  bool world_up = false;
+  std::string world_why;
+  bool as_root = false;
+  std::map<std::string, bool> tools;  // curl, gcc, python3, bash, git
+  HostFiles files;
+};
+
+struct ProbeSpec {
+  std::string id, category, command, expectation;
+  bool required = true;
+  std::vector<std::string> run_args;  // extra `exguardian run` args (limits)
+  bool needs_world = false;           // network probes: only against the test world
+  bool destructive = false;           // only after the sandbox was seen in place
+  std::string skip_why;               // set: not run
+  int timeout_s = 0;                  // 0: the suite's default
+  std::function<Judgement(const Outcome&)> judge;
+};
+
+// Every probe in the order they run. ctx must outlive the specs.
+std::vector<ProbeSpec> build_catalog(Context& ctx);
+
+}  // namespace exg::evidence

@@ -1,0 +1,178 @@
+// The escape test's reports: a table for the terminal and a self-contained
+// HTML page (inline CSS, no external resources) a person can keep.
+#include <cstdio>
+#include <map>
+#include <sstream>
+
+#include "evidence/suite.hpp"
+
+namespace exg::evidence {
+namespace {
+
+std::string esc(const std::string& s) {
+  std::string r;
+  r.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': r += "&amp;"; break;
+      case '<': r += "&lt;"; break;
+      case '>': r += "&gt;"; break;
+      case '"': r += "&quot;"; break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') r += "?";
+        else r += c;
+    }
+  }
+  return r;
+}
+
+std::string cut(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
+
+const char* css_class(Verdict v) {
+  switch (v) {
+    case Verdict::held: return "held";
+    case Verdict::escaped: return "escaped";
+    case Verdict::failed: return "failed";
+    case Verdict::skipped: return "skipped";
+  }
+  return "";
+}
+
+}  // namespace
+
+void write_text(std::FILE* out, const SuiteReport& r) {
+  std::fprintf(out, "exguardian escape-test  layer=%s  policy=%s\n", r.layer.c_str(), r.policy_file.c_str());
+  for (const auto& w : r.warnings) std::fprintf(out, "!! %s\n", w.c_str());
+  std::fprintf(out, "%-34s %-16s %-8s %s\n", "ID", "CATEGORY", "VERDICT", "EVIDENCE");
+  for (const auto& p : r.probes)
+    std::fprintf(out, "%-34s %-16s %-8s %s\n", p.id.c_str(), p.category.c_str(), verdict_name(p.verdict),
+                 cut(p.evidence, 140).c_str());
+  std::fprintf(out, "\n%s\n", r.summary_line().c_str());
+  std::fprintf(out, "%s (%zu probes in %.1f s)\n", r.passed() ? "RESULT: the sandbox held" : "RESULT: NOT HELD",
+               r.probes.size(), r.seconds);
+}
+
+std::string render_html(const SuiteReport& r) {
+  std::ostringstream h;
+  bool ok = r.passed();
+  int esc_n = r.count(Verdict::escaped), fail_n = r.count(Verdict::failed);
+  h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
+    << "<title>ExGuardian escape test: " << (ok ? "held" : "NOT HELD") << "</title>\n<style>\n"
+    << "body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:0;background:#f6f7f9;color:#1d2330}\n"
+    << "main{max-width:1100px;margin:0 auto;padding:24px}\n"
+    << "h1{font-size:1.6em;margin:0 0 4px}h2{margin-top:32px;border-bottom:2px solid #dde1e7;padding-bottom:4px}\n"
+    << ".banner{border-radius:10px;padding:20px 24px;color:#fff;margin:16px 0}\n"
+    << ".banner.ok{background:#1f7a44}.banner.bad{background:#b3261e}\n"
+    << ".banner .big{font-size:1.8em;font-weight:700}.banner .line{font-size:1.1em;margin-top:6px}\n"
+    << ".warn{background:#fff4ce;border:2px solid #e0a800;border-radius:8px;padding:10px 14px;margin:8px 0;font-weight:600}\n"
+    << ".weak{background:#b3261e;color:#fff;border-color:#7a1712}\n"
+    << "table{border-collapse:collapse;width:100%;background:#fff;font-size:.92em}\n"
+    << "th,td{text-align:left;padding:6px 8px;border-bottom:1px solid #e6e8ec;vertical-align:top}\n"
+    << "th{background:#eef0f4}code,pre{font-family:ui-monospace,'SFMono-Regular',Menlo,monospace;font-size:.9em}\n"
+    << "pre{background:#f0f2f5;padding:6px 8px;border-radius:4px;white-space:pre-wrap;word-break:break-all;margin:4px 0}\n"
+    << ".v{font-weight:700;border-radius:4px;padding:1px 6px;white-space:nowrap}\n"
+    << ".v.held{background:#d7f0df;color:#1f7a44}.v.escaped{background:#b3261e;color:#fff}\n"
+    << ".v.failed{background:#ffd8b0;color:#8a3b00}.v.skipped{background:#e4e6ea;color:#555}\n"
+    << "tr.escaped td{background:#fde8e6}tr.failed td{background:#fff1e3}\n"
+    << ".meta td:first-child{font-weight:600;width:180px}.cats span{display:inline-block;margin:2px 8px 2px 0}\n"
+    << "details{margin:2px 0}summary{cursor:pointer;color:#335}.ok{color:#1f7a44}.no{color:#b3261e}\n"
+    << "footer{color:#667;font-size:.85em;margin:32px 0}\n"
+    << "</style></head><body><main>\n";
+  h << "<h1>ExGuardian escape test</h1>\n<div>The sandbox attacked itself the way an agent would; every verdict is "
+       "checked from the other side too (host files, the test world's servers, the audit log).</div>\n";
+  h << "<div class=\"banner " << (ok ? "ok" : "bad") << "\"><div class=\"big\">"
+    << (ok ? "HELD: nothing escaped"
+           : esc_n ? "NOT HELD: " + std::to_string(esc_n) + " escape" + (esc_n == 1 ? "" : "s")
+                   : fail_n ? "NOT HELD: " + std::to_string(fail_n) + " probe(s) failed"
+                            : std::string("NOT HELD: required probes were skipped"))
+    << "</div><div class=\"line\">" << esc(r.summary_line()) << "</div></div>\n";
+  for (const auto& w : r.warnings)
+    h << "<div class=\"warn" << (w.starts_with("SANDBOX DELIBERATELY WEAKENED") ? " weak" : "") << "\">" << esc(w)
+      << "</div>\n";
+
+  // Per category counts.
+  std::map<std::string, std::map<Verdict, int>> cats;
+  for (const auto& p : r.probes) cats[p.category][p.verdict]++;
+  h << "<table class=\"meta\">\n";
+  auto row = [&](const std::string& k, const std::string& v) { h << "<tr><td>" << esc(k) << "</td><td>" << v << "</td></tr>\n"; };
+  row("Started", esc(r.started));
+  row("Duration", std::to_string(static_cast<int>(r.seconds * 10) / 10.0).substr(0, 5) + " s");
+  row("Layer", esc(r.layer));
+  row("Policy", "<code>" + esc(r.policy_file) + "</code>");
+  std::string args;
+  for (auto& a : r.run_args) args += (args.empty() ? "" : " ") + a;
+  row("Extra run arguments", args.empty() ? "none" : "<code>" + esc(args) + "</code>");
+  row("exguardian", "<code>" + esc(r.exguardian) + "</code>");
+  if (r.host.contains("identity")) row("Host", "<code>" + esc(r.host["identity"].dump()) + "</code>");
+  if (r.host.contains("user")) row("User", "<code>" + esc(r.host["user"].dump()) + "</code>");
+  row("Network test world", r.world_up ? "built (no real address is ever contacted)" : "not built: " + esc(r.world_why));
+  std::string c;
+  for (auto& [cat, m] : cats) {
+    c += "<span><b>" + esc(cat) + "</b>: ";
+    bool first = true;
+    for (auto& [v, n] : m) {
+      c += std::string(first ? "" : ", ") + std::to_string(n) + " " + verdict_name(v);
+      first = false;
+    }
+    c += "</span>";
+  }
+  row("By category", "<div class=\"cats\">" + c + "</div>");
+  h << "</table>\n";
+
+  h << "<h2>Probes</h2>\n<table><tr><th>#</th><th>Probe</th><th>Verdict</th><th>Command, expectation and evidence</th></tr>\n";
+  int i = 0;
+  // Escapes and failures first, then the rest in run order.
+  std::vector<const ProbeResult*> order;
+  for (auto want : {Verdict::escaped, Verdict::failed})
+    for (const auto& p : r.probes) if (p.verdict == want) order.push_back(&p);
+  for (const auto& p : r.probes) if (p.verdict != Verdict::escaped && p.verdict != Verdict::failed) order.push_back(&p);
+  for (const auto* pp : order) {
+    const auto& p = *pp;
+    h << "<tr class=\"" << css_class(p.verdict) << "\"><td>" << ++i << "</td><td><b>" << esc(p.id) << "</b><br><small>"
+      << esc(p.category) << (p.required ? "" : " (optional)") << "</small></td><td><span class=\"v " << css_class(p.verdict)
+      << "\">" << verdict_name(p.verdict) << "</span></td><td>";
+    if (!p.command.empty()) h << "<pre>" << esc(p.command) << "</pre>";
+    h << "<div><b>Must:</b> " << esc(p.expectation) << "</div>";
+    h << "<div><b>Evidence:</b> " << esc(p.evidence) << "</div>";
+    if (p.exit_status >= 0 || !p.output.empty()) {
+      h << "<details><summary>exit " << p.exit_status << (p.timed_out ? " (timed out)" : "");
+      if (!p.run_args.empty()) {
+        std::string a;
+        for (auto& x : p.run_args) a += " " + x;
+        h << ", run with" << esc(a);
+      }
+      h << ", " << static_cast<int>(p.seconds * 1000) << " ms</summary>";
+      if (!p.output.empty()) {
+        h << "<pre>";
+        for (auto& l : p.output) h << esc(l) << "\n";
+        h << "</pre>";
+      }
+      h << "</details>";
+    }
+    h << "</td></tr>\n";
+  }
+  h << "</table>\n";
+
+  h << "<h2>What this host can enforce (exguardian doctor)</h2>\n";
+  if (r.host.contains("layers")) {
+    h << "<table><tr><th>Layer</th><th></th><th>Why</th></tr>\n";
+    for (auto& l : r.host["layers"])
+      h << "<tr><td>" << esc(l.value("name", "")) << "</td><td class=\"" << (l.value("available", false) ? "ok\">available" : "no\">not available")
+        << "</td><td>" << esc(l.value("why", "")) << "</td></tr>\n";
+    h << "</table><br>\n";
+  }
+  if (r.host.contains("capabilities")) {
+    h << "<table><tr><th>Capability</th><th></th><th>Detail</th></tr>\n";
+    for (auto& c2 : r.host["capabilities"])
+      h << "<tr><td>" << esc(c2.value("name", "")) << "</td><td class=\"" << (c2.value("ok", false) ? "ok\">yes" : "no\">no")
+        << "</td><td>" << esc(c2.value("detail", "")) << "</td></tr>\n";
+    h << "</table>\n";
+  }
+  h << "<footer>Verdicts: <b>held</b> the attack was refused (or the ordinary work worked) and the other side agrees; "
+       "<b>ESCAPED</b> an attack got through; <b>FAILED</b> the expected outcome was not observed but nothing got out "
+       "(ordinary work broken, a refusal missing from the audit log); <b>skipped</b> not run, with why. "
+       "Generated by <code>exguardian escape-test</code>.</footer>\n</main></body></html>\n";
+  return h.str();
+}
+
+}  // namespace exg::evidence

@@ -1,0 +1,661 @@
+#include "evidence/suite.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <set>
+#include <sstream>
+
+#include "evidence/catalog.hpp"
+#include "evidence/world.hpp"
+#include "sandbox/advice.hpp"
+#include "sandbox/host_caps.hpp"
+
+namespace exg::evidence {
+namespace fs = std::filesystem;
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::held: return "held";
+    case Verdict::escaped: return "ESCAPED";
+    case Verdict::failed: return "FAILED";
+    case Verdict::skipped: return "skipped";
+  }
+  return "?";
+}
+
+static Verdict verdict_from(const std::string& s) {
+  if (s == "held") return Verdict::held;
+  if (s == "ESCAPED") return Verdict::escaped;
+  if (s == "FAILED") return Verdict::failed;
+  return Verdict::skipped;
+}
+
+int SuiteReport::count(Verdict v) const {
+  int n = 0;
+  for (const auto& p : probes) n += p.verdict == v;
+  return n;
+}
+
+bool SuiteReport::passed() const {
+  for (const auto& p : probes) {
+    if (p.verdict == Verdict::escaped || p.verdict == Verdict::failed) return false;
+    if (p.verdict == Verdict::skipped && p.required) return false;
+  }
+  return true;
+}
+
+std::string SuiteReport::summary_line() const {
+  std::string s = std::to_string(count(Verdict::held)) + " held, " + std::to_string(count(Verdict::escaped)) +
+                  " escaped, ";
+  if (int f = count(Verdict::failed)) s += std::to_string(f) + " failed, ";
+  int k = count(Verdict::skipped);
+  s += std::to_string(k) + " skipped";
+  if (k) {
+    // Group the reasons: "3 x curl is not installed; ..."
+    std::vector<std::pair<std::string, int>> why;
+    int required = 0;
+    for (const auto& p : probes) {
+      if (p.verdict != Verdict::skipped) continue;
+      required += p.required;
+      bool found = false;
+      for (auto& w : why) if (w.first == p.evidence) { ++w.second; found = true; }
+      if (!found) why.emplace_back(p.evidence, 1);
+    }
+    s += " (";
+    for (size_t i = 0; i < why.size(); ++i) {
+      if (i) s += "; ";
+      s += std::to_string(why[i].second) + " x " + why[i].first;
+    }
+    s += ")";
+    if (required) s += "; " + std::to_string(required) + " of them required";
+  }
+  return s;
+}
+
+nlohmann::json to_json(const ProbeResult& r) {
+  return {{"id", r.id},           {"category", r.category},      {"command", r.command},
+          {"expectation", r.expectation}, {"required", r.required}, {"verdict", verdict_name(r.verdict)},
+          {"evidence", r.evidence}, {"exit_status", r.exit_status}, {"timed_out", r.timed_out},
+          {"output", r.output},   {"run_args", r.run_args},      {"seconds", r.seconds}};
+}
+
+ProbeResult probe_result_from_json(const nlohmann::json& j) {
+  ProbeResult r;
+  r.id = j.value("id", "");
+  r.category = j.value("category", "");
+  r.command = j.value("command", "");
+  r.expectation = j.value("expectation", "");
+  r.required = j.value("required", true);
+  r.verdict = verdict_from(j.value("verdict", "skipped"));
+  r.evidence = j.value("evidence", "");
+  r.exit_status = j.value("exit_status", -1);
+  r.timed_out = j.value("timed_out", false);
+  r.output = j.value("output", std::vector<std::string>{});
+  r.run_args = j.value("run_args", std::vector<std::string>{});
+  r.seconds = j.value("seconds", 0.0);
+  return r;
+}
+
+nlohmann::json to_json(const SuiteReport& r) {
+  nlohmann::json probes = nlohmann::json::array();
+  for (const auto& p : r.probes) probes.push_back(to_json(p));
+  return {{"tool", "exguardian escape-test"},
+          {"started", r.started},
+          {"exguardian", r.exguardian},
+          {"layer", r.layer},
+          {"policy_file", r.policy_file},
+          {"run_args", r.run_args},
+          {"warnings", r.warnings},
+          {"world", {{"up", r.world_up}, {"why", r.world_why}}},
+          {"summary",
+           {{"line", r.summary_line()},
+            {"held", r.count(Verdict::held)},
+            {"escaped", r.count(Verdict::escaped)},
+            {"failed", r.count(Verdict::failed)},
+            {"skipped", r.count(Verdict::skipped)},
+            {"total", r.probes.size()},
+            {"passed", r.passed()}}},
+          {"seconds", r.seconds},
+          {"probes", probes},
+          {"host", r.host}};
+}
+
+namespace {
+
+std::string now_iso() {
+  std::time_t t = std::time(nullptr);
+  char buf[64];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", std::gmtime(&t));
+  return buf;
+}
+
+std::string nonce() {
+  std::random_device rd;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08x%08x", rd(), rd());
+  return buf;
+}
+
+bool write_file(const std::string& path, const std::string& text, mode_t mode = 0644) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  ::chmod(path.c_str(), mode);
+  return static_cast<bool>(f);
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0) return "/proc/self/exe";
+  return std::string(buf, static_cast<size_t>(n));
+}
+
+bool tool_present(const std::string& name) {
+  for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"})
+    if (::access((std::string(d) + "/" + name).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+const std::vector<std::string> kPath = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"};
+
+// Runs argv on the host (setup only: git init), quietly. Returns the exit status.
+int host_run(const std::vector<std::string>& argv, const std::string& cwd, const std::vector<std::string>& env) {
+  pid_t pid = ::fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    int nul = ::open("/dev/null", O_RDWR);
+    ::dup2(nul, 0); ::dup2(nul, 1); ::dup2(nul, 2);
+    std::vector<char*> a, e;
+    for (auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    for (auto& s : env) e.push_back(const_cast<char*>(s.c_str()));
+    e.push_back(nullptr);
+    ::execvpe(a[0], a.data(), e.data());
+    ::_exit(127);
+  }
+  int st = 0;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {}
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+struct Setup {
+  std::string dir, home, ws, canary, host_marker, leftover_marker;
+  std::vector<std::string> canary_files;
+  std::vector<std::string> env;  // for the `exguardian run` children
+};
+
+void plant(Setup& s) {
+  const std::string& h = s.home;
+  for (auto d : {"/.ssh", "/.aws", "/.config", "/.config/gcloud", "/.kube", "/.docker"}) ::mkdir((h + d).c_str(), 0755);
+  const std::string& c = s.canary;
+  auto put = [&](const std::string& rel, const std::string& text) {
+    write_file(h + rel, text);
+    s.canary_files.push_back(h + rel);
+  };
+  put("/.ssh/id_ed25519", "-----BEGIN OPENSSH PRIVATE KEY-----\n" + c + "\n-----END OPENSSH PRIVATE KEY-----\n");
+  put("/.aws/credentials", "[default]\naws_access_key_id = AKIA" + c + "\naws_secret_access_key = " + c + "\n");
+  put("/.netrc", "machine example.org login exg password " + c + "\n");
+  put("/.git-credentials", "https://exg:" + c + "@github.com\n");
+  put("/.config/gcloud/application_default_credentials.json", "{\"refresh_token\": \"" + c + "\"}\n");
+  put("/.kube/config", "users:\n- name: x\n  user:\n    token: " + c + "\n");
+  put("/.docker/config.json", "{\"auths\": {\"x\": {\"auth\": \"" + c + "\"}}}\n");
+  put("/.npmrc", "//registry.npmjs.org/:_authToken=" + c + "\n");
+  put("/.bashrc", "# the fake HOME's .bashrc (escape-test)\n");
+}
+
+void make_workspace(Setup& s, bool have_git) {
+  const std::string& ws = s.ws;
+  write_file(ws + "/README.md", "# escape-test workspace\n");
+  std::vector<std::string> env = kPath;
+  env.push_back("HOME=" + s.home);
+  env.push_back("GIT_CONFIG_NOSYSTEM=1");
+  auto init_repo = [&](const std::string& dir) {
+    fs::create_directories(dir);
+    if (have_git) {
+      host_run({"git", "-c", "init.defaultBranch=main", "init", "-q", "."}, dir, env);
+      host_run({"git", "config", "user.name", "escape-test"}, dir, env);
+      host_run({"git", "config", "user.email", "escape-test@example.invalid"}, dir, env);
+    } else {
+      fs::create_directories(dir + "/.git/hooks");
+      write_file(dir + "/.git/config", "[core]\n\trepositoryformatversion = 0\n");
+      write_file(dir + "/.git/HEAD", "ref: refs/heads/main\n");
+    }
+    fs::create_directories(dir + "/.git/hooks");
+    write_file(dir + "/.git/hooks/pre-commit", "#!/bin/sh\necho original-hook\n", 0755);
+  };
+  init_repo(ws);
+  if (have_git) {
+    host_run({"git", "add", "README.md"}, ws, env);
+    host_run({"git", "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "initial"}, ws, env);
+  }
+  init_repo(ws + "/vendor/lib");
+}
+
+// Every process whose argv holds `marker`, as "pid: cmdline".
+std::vector<std::pair<pid_t, std::string>> processes_with(const std::string& marker) {
+  std::vector<std::pair<pid_t, std::string>> r;
+  DIR* d = ::opendir("/proc");
+  if (!d) return r;
+  while (auto* e = ::readdir(d)) {
+    if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+    auto cmd = read_whole(std::string("/proc/") + e->d_name + "/cmdline");
+    if (!cmd) continue;
+    for (auto& ch : *cmd) if (ch == '\0') ch = ' ';
+    if (cmd->find(marker) != std::string::npos) r.emplace_back(std::atoi(e->d_name), *cmd);
+  }
+  ::closedir(d);
+  return r;
+}
+
+std::set<std::string> mount_points() {
+  std::set<std::string> m;
+  std::ifstream f("/proc/self/mountinfo");
+  for (std::string l; std::getline(f, l);) {
+    std::istringstream is(l);
+    std::string a, b, c, root, point;
+    is >> a >> b >> c >> root >> point;
+    m.insert(point);
+  }
+  return m;
+}
+
+// exguardian's cgroup directories named after one of these supervisors: exg-<pid>-*.
+std::vector<std::string> cgroups_of(const std::vector<pid_t>& pids) {
+  std::vector<std::string> left;
+  std::set<std::string> prefixes;
+  for (pid_t p : pids) prefixes.insert("exg-" + std::to_string(p) + "-");
+  std::vector<std::string> parents = {"/sys/fs/cgroup/exguardian"};
+  if (DIR* d = ::opendir("/sys/fs/cgroup")) {
+    while (auto* e = ::readdir(d))
+      if (e->d_name[0] != '.') parents.push_back(std::string("/sys/fs/cgroup/") + e->d_name + "/exguardian");
+    ::closedir(d);
+  }
+  for (const auto& par : parents) {
+    DIR* d = ::opendir(par.c_str());
+    if (!d) continue;
+    while (auto* e = ::readdir(d)) {
+      std::string n = e->d_name;
+      auto dash = n.find('-', 4);
+      if (n.starts_with("exg-") && dash != std::string::npos && prefixes.count(n.substr(0, dash + 1)))
+        left.push_back(par + "/" + n);
+    }
+    ::closedir(d);
+  }
+  return left;
+}
+
+std::vector<std::string> head_lines(const std::string& s, size_t n) {
+  std::vector<std::string> r;
+  std::istringstream is(s);
+  for (std::string l; r.size() < n && std::getline(is, l);) {
+    if (l.size() > 300) l = l.substr(0, 297) + "...";
+    r.push_back(l);
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------- coordinator
+
+struct Runner {
+  const SuiteOptions& opts;
+  const Setup& s;
+  Context& ctx;
+  std::string exe, world_log;
+  std::vector<std::string> world_names;
+  std::vector<pid_t> supervisors;
+  int n = 0;
+
+  Outcome run(const ProbeSpec& p, std::vector<std::string>& argv_out) {
+    Outcome o;
+    ++n;
+    std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + p.id + ".audit.jsonl";
+    std::string outp = s.dir + "/logs/" + std::to_string(n) + "-" + p.id + ".out";
+    std::vector<std::string> argv = {exe, "run"};
+    if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
+    for (auto& a : opts.run_args) argv.push_back(a);
+    for (auto& d : world_names) { argv.push_back("--allow-domain"); argv.push_back(d); }
+    argv.push_back("--audit-log");
+    argv.push_back(audit);
+    for (auto& a : p.run_args) argv.push_back(a);
+    argv.push_back("--");
+    argv.push_back("sh");
+    argv.push_back("-c");
+    argv.push_back(p.command);
+    argv_out = argv;
+    std::vector<char*> a, e;
+    for (auto& x : argv) a.push_back(x.data());
+    a.push_back(nullptr);
+    for (auto& x : s.env) e.push_back(const_cast<char*>(x.c_str()));
+    e.push_back(nullptr);
+    off_t world_before = 0;
+    struct stat st{};
+    if (!world_log.empty() && ::stat(world_log.c_str(), &st) == 0) world_before = st.st_size;
+
+    int out_fd = ::open(outp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      if (::chdir(s.ws.c_str()) != 0) ::_exit(126);
+      int nul = ::open("/dev/null", O_RDONLY);
+      ::dup2(nul, 0);
+      ::dup2(out_fd, 1);
+      ::dup2(out_fd, 2);
+      ::execve(exe.c_str(), a.data(), e.data());
+      ::_exit(127);
+    }
+    ::close(out_fd);
+    if (pid < 0) {
+      o.out = std::string("fork: ") + std::strerror(errno);
+      return o;
+    }
+    supervisors.push_back(pid);
+    int timeout_s = p.timeout_s ? p.timeout_s : opts.probe_timeout_s;
+    int pfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+    if (pfd >= 0) {
+      pollfd pl{pfd, POLLIN, 0};
+      int r;
+      while ((r = ::poll(&pl, 1, timeout_s * 1000)) < 0 && errno == EINTR) {}
+      if (r == 0) {
+        o.timed_out = true;
+        ::kill(pid, SIGKILL);
+      }
+      ::close(pfd);
+    }
+    int wst = 0;
+    while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
+    o.status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
+    o.out = read_whole(outp).value_or("");
+    if (o.out.size() > 65536) o.out.resize(65536);
+    std::ifstream af(audit);
+    for (std::string l; std::getline(af, l);) {
+      auto j = nlohmann::json::parse(l, nullptr, false);
+      if (!j.is_discarded()) o.audit.push_back(std::move(j));
+    }
+    if (!world_log.empty()) {
+      auto w = read_whole(world_log).value_or("");
+      if (static_cast<off_t>(w.size()) > world_before) o.world_log = w.substr(static_cast<size_t>(world_before));
+    }
+    return o;
+  }
+};
+
+[[noreturn]] void coordinator(const SuiteOptions& opts, const Setup& s, int leaked_fd, pid_t marker_pid,
+                              const std::string& results_path) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  nlohmann::json res;
+  TestWorld world;
+  std::string why;
+  bool up = world.build(s.dir, why);
+  res["world"] = {{"up", up}, {"why", why}};
+
+  Context ctx;
+  ctx.canary = s.canary;
+  ctx.home = s.home;
+  ctx.ws = s.ws;
+  ctx.host_marker = s.host_marker;
+  ctx.host_marker_pid = marker_pid;
+  ctx.leftover_marker = s.leftover_marker;
+  ctx.leaked_fd = leaked_fd;
+  ctx.exe = self_exe();
+  ctx.world_up = up;
+  ctx.world_why = why;
+  ctx.as_root = ::geteuid() == 0;
+  for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = tool_present(t);
+  for (auto& f : s.canary_files) ctx.files.remember(f);
+  ctx.files.remember(s.home + "/escape-test");
+  ctx.files.remember(s.ws + "/.git/hooks/pre-commit");
+  ctx.files.remember(s.ws + "/.git/config");
+
+  Runner runner{opts, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
+  auto specs = build_catalog(ctx);
+  bool in_place = false;
+  nlohmann::json probes = nlohmann::json::array();
+  for (auto& p : specs) {
+    ProbeResult r;
+    r.id = p.id;
+    r.category = p.category;
+    r.command = p.command;
+    r.expectation = p.expectation;
+    r.required = p.required;
+    r.run_args = p.run_args;
+    if (!p.skip_why.empty()) {
+      r.evidence = p.skip_why;
+    } else if (p.needs_world && !up) {
+      r.evidence = "no test world (" + why + "); network probes never touch a real address";
+    } else if (p.destructive && !in_place) {
+      r.evidence = "the sandbox was not seen in place (sandbox-in-place did not hold)";
+    } else {
+      std::vector<std::string> argv;
+      auto t0 = std::chrono::steady_clock::now();
+      Outcome o = runner.run(p, argv);
+      r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      Judgement j = p.judge(o);
+      r.verdict = j.verdict;
+      r.evidence = j.evidence;
+      r.exit_status = o.status;
+      r.timed_out = o.timed_out;
+      r.output = head_lines(o.out, 6);
+      if (j.verdict == Verdict::skipped) r.required = false;
+      if (p.id == "sandbox-in-place") in_place = j.verdict == Verdict::held;
+    }
+    if (opts.verbose)
+      std::fprintf(stderr, "escape-test: %-8s %-34s %s\n", verdict_name(r.verdict), r.id.c_str(), r.evidence.c_str());
+    probes.push_back(to_json(r));
+  }
+  res["probes"] = probes;
+  res["supervisors"] = runner.supervisors;
+  std::ofstream f(results_path);
+  f << res.dump();
+  f.close();
+  ::_exit(f ? 0 : 1);
+}
+
+}  // namespace
+
+int run_suite(const SuiteOptions& opts, SuiteReport& report) {
+  auto t0 = std::chrono::steady_clock::now();
+  report.started = now_iso();
+  report.exguardian = self_exe();
+  report.layer = opts.layer;
+  report.policy_file = opts.policy_file.empty() ? "(default policy)" : opts.policy_file;
+  report.run_args = opts.run_args;
+  if (opts.layer != "process" && opts.layer != "all") {
+    std::fprintf(stderr, "exguardian: escape-test: layer %s: not available in this build (only process)\n",
+                 opts.layer.c_str());
+    return 125;
+  }
+  if (!opts.policy_file.empty() && ::access(opts.policy_file.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "exguardian: escape-test: %s: %s\n", opts.policy_file.c_str(), std::strerror(errno));
+    return 125;
+  }
+  for (const auto& a : opts.run_args)
+    if (a.starts_with("--unsafe"))
+      report.warnings.push_back("SANDBOX DELIBERATELY WEAKENED: " + a + " is passed to every exguardian run");
+  if (!opts.run_args.empty()) {
+    std::string all;
+    for (auto& a : opts.run_args) all += (all.empty() ? "" : " ") + a;
+    report.warnings.push_back("every sandbox ran with extra arguments: " + all);
+  }
+  if (!opts.policy_file.empty()) report.warnings.push_back("policy under test: " + opts.policy_file);
+
+  Setup s;
+  char tmpl[] = "/tmp/exg-escape.XXXXXX";
+  if (!::mkdtemp(tmpl)) {
+    std::fprintf(stderr, "exguardian: escape-test: mkdtemp: %s\n", std::strerror(errno));
+    return 125;
+  }
+  s.dir = tmpl;
+  ::chmod(s.dir.c_str(), 0755);
+  s.home = s.dir + "/home";
+  s.ws = s.dir + "/workspace";
+  fs::create_directories(s.home);
+  fs::create_directories(s.ws);
+  fs::create_directories(s.dir + "/logs");
+  s.canary = "EXGCANARY-" + nonce();
+  s.host_marker = "EXGMARK-" + nonce();
+  s.leftover_marker = "EXGLEFT-" + nonce();
+  plant(s);
+  make_workspace(s, tool_present("git"));
+  report.workspace = s.ws;
+  report.home = s.home;
+  s.env = kPath;
+  for (auto v : {"HOME=" + s.home, std::string("LANG=C.UTF-8"), std::string("TERM=dumb"),
+                 "GITHUB_TOKEN=" + s.canary, "AWS_SECRET_ACCESS_KEY=" + s.canary, "OPENAI_API_KEY=" + s.canary,
+                 "ANTHROPIC_API_KEY=" + s.canary, "EXG_ESCAPE_PLAIN=" + s.canary})
+    s.env.push_back(v);
+
+  HostFiles host_files;
+  for (auto& f : s.canary_files) host_files.remember(f);
+  host_files.remember(s.ws + "/.git/hooks/pre-commit");
+  host_files.remember(s.ws + "/vendor/lib/.git/hooks/pre-commit");
+  auto mounts_before = mount_points();
+
+  // A host process the sandbox must not see, with the marker as its argv[0].
+  pid_t marker = ::fork();
+  if (marker == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int nul = ::open("/dev/null", O_RDWR);
+    ::dup2(nul, 0); ::dup2(nul, 1); ::dup2(nul, 2);
+    const char* sleep_bin = ::access("/bin/sleep", X_OK) == 0 ? "/bin/sleep" : "/usr/bin/sleep";
+    ::execl(sleep_bin, s.host_marker.c_str(), "600", static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  // An fd on a canary file, inherited (no O_CLOEXEC) by every exguardian run.
+  int leaked = -1;
+  {
+    int fd = ::open((s.home + "/.ssh/id_ed25519").c_str(), O_RDONLY);
+    if (fd >= 0) {
+      leaked = ::fcntl(fd, F_DUPFD, 40);
+      ::close(fd);
+    }
+  }
+
+  const std::string results_path = s.dir + "/results.json";
+  std::fflush(nullptr);
+  pid_t coord = ::fork();
+  if (coord == 0) coordinator(opts, s, leaked, marker, results_path);
+  if (leaked >= 0) ::close(leaked);
+  int st = 0;
+  if (coord > 0)
+    while (::waitpid(coord, &st, 0) < 0 && errno == EINTR) {}
+
+  auto res = nlohmann::json::parse(read_whole(results_path).value_or("{}"), nullptr, false);
+  std::vector<pid_t> supervisors;
+  if (res.is_discarded() || !res.contains("probes")) {
+    report.warnings.push_back("the coordinator did not report (status " + std::to_string(st) + ")");
+    ProbeResult r;
+    r.id = "coordinator";
+    r.category = "suite";
+    r.verdict = Verdict::failed;
+    r.evidence = "the escape test's coordinator died before reporting";
+    report.probes.push_back(r);
+  } else {
+    report.world_up = res["world"].value("up", false);
+    report.world_why = res["world"].value("why", "");
+    for (auto& j : res["probes"]) report.probes.push_back(probe_result_from_json(j));
+    supervisors = res.value("supervisors", std::vector<pid_t>{});
+  }
+  if (!report.world_up) report.warnings.push_back("no network test world: " + report.world_why);
+
+  // ---- After the sandboxes ended: nothing of them remains on the host.
+  auto add_cleanup = [&](std::string id, std::string expectation, Verdict v, std::string evidence) {
+    ProbeResult r;
+    r.id = std::move(id);
+    r.category = "cleanup";
+    r.command = "(checked on the host after every sandbox ended)";
+    r.expectation = std::move(expectation);
+    r.verdict = v;
+    r.evidence = std::move(evidence);
+    report.probes.push_back(std::move(r));
+  };
+  std::vector<std::pair<pid_t, std::string>> left;
+  for (int i = 0; i < 20; ++i) {  // a dying sandbox may take a moment
+    left = processes_with(s.leftover_marker);
+    if (left.empty()) break;
+    ::usleep(100000);
+  }
+  if (left.empty())
+    add_cleanup("cleanup-processes", "no process the sandboxes started survives them (setsid, double fork, nohup)",
+                Verdict::held, "no process with the probe's marker in its argv on the host");
+  else {
+    add_cleanup("cleanup-processes", "no process the sandboxes started survives them", Verdict::escaped,
+                std::to_string(left.size()) + " survived, e.g. pid " + std::to_string(left[0].first) + ": " + left[0].second);
+    for (auto& [pid, _] : left) ::kill(pid, SIGKILL);
+  }
+  auto cg = cgroups_of(supervisors);
+  add_cleanup("cleanup-cgroups", "no cgroup of a finished sandbox remains",
+              cg.empty() ? Verdict::held : Verdict::escaped,
+              cg.empty() ? "no exg-<pid>-* cgroup of the " + std::to_string(supervisors.size()) + " supervisors remains"
+                         : "left: " + cg.front());
+  auto mounts_after = mount_points();
+  std::vector<std::string> ours;
+  for (auto& m : mounts_after)
+    if (!mounts_before.count(m) && (m.find("exguardian") != std::string::npos || m.starts_with(s.dir) ||
+                                    m.find("exg") != std::string::npos))
+      ours.push_back(m);
+  add_cleanup("cleanup-mounts", "no mount of a sandbox remains in the host's mount namespace",
+              ours.empty() ? Verdict::held : Verdict::escaped,
+              ours.empty() ? "host mounts: " + std::to_string(mounts_before.size()) + " before, " +
+                                 std::to_string(mounts_after.size()) + " after; none of ours"
+                           : "left: " + ours.front());
+  auto changed = host_files.any_changed();
+  add_cleanup("cleanup-canaries", "the canary files and hooks are unchanged on the host",
+              changed.empty() ? Verdict::held : Verdict::escaped,
+              changed.empty() ? std::to_string(s.canary_files.size()) + " canary files and 2 hooks byte-identical" : changed);
+  if (::kill(marker, 0) == 0)
+    add_cleanup("cleanup-host-marker", "the host's marker process was untouched by the sandboxes", Verdict::held,
+                "pid " + std::to_string(marker) + " alive until escape-test ended it");
+  else
+    add_cleanup("cleanup-host-marker", "the host's marker process was untouched by the sandboxes", Verdict::escaped,
+                "pid " + std::to_string(marker) + " was killed");
+  ::kill(marker, SIGKILL);
+  ::waitpid(marker, nullptr, 0);
+
+  if (opts.layer == "all") {
+    for (auto l : {"container", "gvisor", "microvm"}) {
+      ProbeResult r;
+      r.id = std::string("layer-") + l;
+      r.category = "layers";
+      r.expectation = std::string("the suite against the ") + l + " layer";
+      r.required = false;
+      r.evidence = "layer not available in this build";
+      report.probes.push_back(r);
+    }
+  }
+
+  // ---- The host's capabilities (doctor).
+  auto caps = sandbox::probe_host();
+  nlohmann::json cj = nlohmann::json::array();
+  for (auto& c : caps) cj.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
+  nlohmann::json lj = nlohmann::json::array();
+  for (auto& l : sandbox::layer_status(caps)) lj.push_back({{"name", l.name}, {"available", l.available}, {"why", l.why}});
+  report.host = {{"identity", sandbox::host_identity()}, {"user", sandbox::user_identity()}, {"capabilities", cj},
+                 {"layers", lj}};
+
+  if (opts.keep) {
+    report.warnings.push_back("kept: " + s.dir + " (workspace, fake HOME, per-probe output and audit logs)");
+  } else {
+    std::error_code ec;
+    fs::remove_all(s.dir, ec);
+  }
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return report.passed() ? 0 : 1;
+}
+
+}  // namespace exg::evidence

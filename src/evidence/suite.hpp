@@ -1,0 +1,69 @@
+// `exguardian escape-test`: the sandbox attacks itself, checks from the other
+// side, and keeps the evidence. Data types shared by the suite, the probe
+// catalogue and the reports.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace exg::evidence {
+
+// held: the attack was refused (or ordinary work worked) and the other side agrees;
+// escaped: an attack got through; failed: the expected outcome was not observed
+// but nothing got out (ordinary work broken, a refusal missing from the audit log);
+// skipped: not run, with why.
+enum class Verdict { held, escaped, failed, skipped };
+const char* verdict_name(Verdict v);
+
+struct SuiteOptions {
+  std::string layer = "process";      // process | all
+  std::string policy_file;            // passed to every `exguardian run` as --policy
+  std::vector<std::string> run_args;  // passed to every `exguardian run` (to weaken it in tests)
+  std::string json_file, html_file;
+  bool keep = false;                  // keep the workspace, fake HOME and logs
+  bool verbose = false;               // one line per probe while running
+  int probe_timeout_s = 20;
+};
+
+struct ProbeResult {
+  std::string id, category, command, expectation;
+  bool required = true;
+  Verdict verdict = Verdict::skipped;
+  std::string evidence;             // one line
+  int exit_status = -1;             // -1: not run
+  bool timed_out = false;
+  std::vector<std::string> output;  // first lines of stdout+stderr
+  std::vector<std::string> run_args;  // the probe's own extra `exguardian run` args
+  double seconds = 0;
+};
+
+struct SuiteReport {
+  std::string started, exguardian, layer, policy_file;
+  std::vector<std::string> run_args;
+  std::vector<std::string> warnings;  // loud: weakened sandbox, world not built, ...
+  bool world_up = false;
+  std::string world_why;
+  std::string workspace, home;        // (removed unless --keep)
+  std::vector<ProbeResult> probes;
+  nlohmann::json host;                // host identity, user, capabilities (doctor)
+  double seconds = 0;
+
+  int count(Verdict v) const;
+  bool passed() const;  // nothing escaped or failed, no required probe skipped
+  std::string summary_line() const;
+};
+
+nlohmann::json to_json(const ProbeResult& r);
+ProbeResult probe_result_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const SuiteReport& r);
+
+void write_text(std::FILE* out, const SuiteReport& r);
+std::string render_html(const SuiteReport& r);
+
+// Runs the whole suite; fills `report`. Returns the exit status (0 only when
+// nothing escaped and no required probe was skipped or failed).
+int run_suite(const SuiteOptions& opts, SuiteReport& report);
+
+}  // namespace exg::evidence

@@ -1,0 +1,55 @@
+// The escape test's network world: built by the calling process inside its own
+// network and mount namespaces (and, for an ordinary user, its own user
+// namespace mapping the user's uid to itself), so nothing in it can reach a
+// real address. Layout as in tests/integration/egress_world.sh:
+//
+//   client side (the caller): veth 198.51.100.1/24, default route via .2,
+//     an HTTP server on 127.0.0.1:80 of its own loopback;
+//   server side (a forked child in a second netns): veth 198.51.100.2/24; on lo
+//     203.0.113.10 (allowed.test, the control), 169.254.169.254 (meta.test),
+//     10.0.0.5 (private.test); HTTP on port 80 of each, UDP on 203.0.113.10:53.
+//   /etc/hosts (bind-mounted in the caller's private mount namespace) maps
+//     allowed.test, meta.test, rebind.test (127.0.0.1), private.test;
+//     /etc/resolv.conf points at 127.0.0.53, where nothing listens.
+//
+// Every request a server receives is one line in log_path():
+//   "<server addr> <METHOD> <path> host=<Host header>"  or  "<addr> UDP <n> bytes".
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace exg::evidence {
+
+class TestWorld {
+ public:
+  TestWorld() = default;
+  TestWorld(const TestWorld&) = delete;
+  TestWorld& operator=(const TestWorld&) = delete;
+  ~TestWorld();
+
+  // Enters new namespaces (the calling process: call it in a forked child of
+  // its own) and builds the world; files go under dir. false with why set when
+  // it cannot be built (the caller may then be left in half-built namespaces:
+  // network probes must be skipped).
+  bool build(const std::string& dir, std::string& why);
+
+  bool up() const { return up_; }
+  const std::string& log_path() const { return log_; }
+  // The domains the escape test's sandboxes are allowed to name (refusals must
+  // then come from the proxy's address checks).
+  static std::vector<std::string> allowed_names();
+
+ private:
+  bool up_ = false;
+  pid_t server_pid_ = -1;
+  std::string log_;
+};
+
+// Runs `ip ARGS...` (iproute2); with ambient CAP_NET_ADMIN when not root, so the
+// capabilities held in a user namespace survive the exec. 0 on success; err
+// gets ip's stderr otherwise.
+int run_ip(const std::vector<std::string>& args, std::string& err);
+
+}  // namespace exg::evidence
