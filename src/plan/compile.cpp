@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -35,13 +37,32 @@ std::string random_hex(size_t bytes) {
   return s;
 }
 
-// A host uid no account and no process owns: [1.5e9, 1.5e9 + 2^20).
+// Local accounts' uids, read straight from /etc/passwd: NSS (systemd-userdb,
+// sssd, ...) would cost more than the rest of the plan for a uid that is
+// chosen far above any allocation range anyway.
+std::set<uid_t> local_uids() {
+  std::set<uid_t> uids;
+  if (FILE* f = std::fopen("/etc/passwd", "re")) {
+    char line[1024];
+    while (std::fgets(line, sizeof line, f)) {
+      char* p = std::strchr(line, ':');
+      if (p) p = std::strchr(p + 1, ':');
+      if (p) uids.insert(static_cast<uid_t>(std::strtoul(p + 1, nullptr, 10)));
+    }
+    std::fclose(f);
+  }
+  return uids;
+}
+
+// A host uid no local account owns, in [1.5e9, 1.5e9 + 2^20): far above the
+// ranges useradd, subuid and systemd allocate from.
 uid_t pick_synthetic_uid() {
+  auto taken = local_uids();
   for (int tries = 0; tries < 64; ++tries) {
     uint32_t r = 0;
     if (::getrandom(&r, sizeof r, 0) != sizeof r) r = static_cast<uint32_t>(::getpid()) * 2654435761u;
     uid_t u = 1500000000u + (r % (1u << 20));
-    if (!::getpwuid(u)) return u;
+    if (!taken.count(u)) return u;
   }
   return 1500000000u;
 }
@@ -370,7 +391,7 @@ struct Builder {
     env["PWD"] = plan.cwd;
     if (!env.count("TERM")) env["TERM"] = "dumb";
     if (plan.identity.invoked_as_root) {
-      passwd* pw = ::getpwuid(plan.identity.host_uid);
+      passwd* pw = plan.identity.synthetic ? nullptr : ::getpwuid(plan.identity.host_uid);
       std::string name = pw ? pw->pw_name : "exguardian";
       env["USER"] = env["LOGNAME"] = name;
     }
