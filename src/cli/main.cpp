@@ -2,6 +2,7 @@
 #include <string>
 
 #include "cli/commands.hpp"
+#include "cli/diff_apply.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/subcommands.hpp"
 
@@ -24,6 +25,11 @@ int main(int argc, char** argv) {
   proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT");
   proxy->add_option("--policy", px_policy, "Policy file with network.allowedDomains etc.")->required();
   proxy->add_option("--audit-log", px_audit, "Append every decision as JSON lines to FILE");
+  std::string layer_dir;
+  auto* diff = app.add_subcommand("diff", "Show what a kept overlay layer (run --workspace-mode overlay --keep DIR) would change");
+  diff->add_option("dir", layer_dir, "The kept layer directory")->required();
+  auto* apply = app.add_subcommand("apply", "Apply a kept overlay layer to its workspace (protected names quarantined)");
+  apply->add_option("dir", layer_dir, "The kept layer directory")->required();
   auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
   probe->add_option("name", probe_name, "Probe name");
   probe->add_flag("--list", probe_list, "List the probes");
@@ -51,6 +57,8 @@ int main(int argc, char** argv) {
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
   if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit);
+  if (diff->parsed()) return exg::cli::diff_main(layer_dir);
+  if (apply->parsed()) return exg::cli::apply_main(layer_dir);
   if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list);
   return 125;
 }

@@ -40,6 +40,13 @@ void RunOptions::add_to(CLI::App& app) {
   auto* run = app.add_subcommand("run", "Run a command in a sandbox");
   run->add_option("--policy", policy_file, "Policy file (JSON; srt settings files accepted)");
   run->add_option("--workspace", workspace, "Writable, persistent directory (default: the current directory)");
+  run->add_option("--workspace-mode", workspace_mode,
+                  "live (writes land as they happen; planted files swept at exit), overlay (applied at exit), "
+                  "discard (dropped)")
+      ->check(CLI::IsMember({"live", "overlay", "discard"}));
+  run->add_option("--keep", keep, "overlay/discard: keep the upper layer in DIR (see exguardian diff/apply)");
+  run->add_flag("--allow-planted", allow_planted,
+                "Do not fail the run when planted files (hooks, rc files, ...) were quarantined");
   run->add_option("--allow-write", allow_write, "Also make PATH writable (repeatable)");
   run->add_option("--deny-write", deny_write, "Make PATH unwritable (repeatable)");
   run->add_option("--deny-read", deny_read, "Make PATH unreadable; globs allowed (repeatable)");
@@ -74,6 +81,11 @@ int RunOptions::execute() {
 
   plan::Context ctx = plan::Context::from_process(command);
   if (!workspace.empty()) ctx.workspace = workspace;
+  ctx.workspace_mode = workspace_mode == "overlay"   ? plan::WorkspaceMode::Overlay
+                       : workspace_mode == "discard" ? plan::WorkspaceMode::Discard
+                                                     : plan::WorkspaceMode::Live;
+  if (!keep.empty()) ctx.keep_dir = keep;
+  ctx.allow_planted = allow_planted;
 
   // Sources, merged in order: user file < project file < --policy < flags.
   policy::Policy pol;

@@ -206,6 +206,28 @@ struct Builder {
     if (auto r = identity(*ws); !r) return r;
     plan.argv = ctx.argv;
     plan.sandbox_id = ctx.sandbox_id.empty() ? random_hex(8) : ctx.sandbox_id;
+    plan.workspace_mode = ctx.workspace_mode;
+    plan.allow_planted = ctx.allow_planted;
+    {
+      const char* state = nullptr;
+      for (const auto& kv : ctx.environ)
+        if (kv.starts_with("XDG_STATE_HOME=") && kv.size() > 15 && kv[15] == '/') state = kv.c_str() + 15;
+      std::string base = state ? std::string(state) : (home.empty() ? std::string("/var/tmp") : home + "/.local/state");
+      plan.quarantine_dir = base + "/exguardian/quarantine/" + plan.sandbox_id;
+    }
+    if (plan.workspace_mode != WorkspaceMode::Live) {
+      if (ctx.keep_dir) {
+        std::string k = expand_path(*ctx.keep_dir, ctx.home, ctx.cwd);
+        if (is_within(k, *ws) || is_within(*ws, k))
+          return fail(Error::msg("--keep " + k, "must be outside the workspace (and not contain it)"));
+        plan.layer_dir = k;
+        plan.keep_layer = true;
+      } else {
+        plan.layer_dir = "/var/tmp/exguardian-" + std::to_string(::getpid()) + "-" + plan.sandbox_id;
+      }
+    } else if (ctx.keep_dir) {
+      return fail(Error::msg("--keep", "needs --workspace-mode overlay or discard"));
+    }
     plan.timeout = pol.resources.timeout;
     plan.limits = process::default_limits();
     if (pol.resources.memory_bytes) {
@@ -241,11 +263,20 @@ struct Builder {
     }
 
     // Writable trees: the workspace, then allowWrite entries.
-    {
+    plan.protect_extra = pol.filesystem.protect;
+    plan.allow_git_config = pol.filesystem.allow_git_config.value_or(false);
+    if (plan.workspace_mode == WorkspaceMode::Live) {
       Step& s = add(StepKind::BindRw, *ws, *ws, "workspace: writable, persistent");
       maybe_idmap(s);
-      writable.push_back(*ws);
+    } else {
+      Step& s = add(StepKind::Overlay, *ws, *ws, plan.workspace_mode == WorkspaceMode::Overlay
+                                                     ? "workspace: writes held outside, applied at exit"
+                                                     : "workspace: writes held outside, dropped at exit");
+      s.upper_dir = plan.layer_dir + "/upper";
+      s.work_dir = plan.layer_dir + "/work";
+      maybe_idmap(s);
     }
+    writable.push_back(*ws);
     for (const auto& e : pol.filesystem.allow_write) {
       std::string p = expand_path(e.path, home, e.base_dir);
       if (p == "/tmp" || p == "/var/tmp" || p == "/private/tmp") {

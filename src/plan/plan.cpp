@@ -10,6 +10,15 @@ extern char** environ;
 
 namespace exg::plan {
 
+const char* to_string(WorkspaceMode m) {
+  switch (m) {
+    case WorkspaceMode::Live: return "live";
+    case WorkspaceMode::Overlay: return "overlay";
+    case WorkspaceMode::Discard: return "discard";
+  }
+  return "?";
+}
+
 const char* to_string(StepKind k) {
   switch (k) {
     case StepKind::BindRo: return "bind-ro";
@@ -39,7 +48,11 @@ std::string Plan::to_text() const {
   o << "\nhostname: " << hostname << "\n";
   o << "identity: uid " << identity.inside_uid << " gid " << identity.inside_gid << " inside = host uid "
     << identity.host_uid << " gid " << identity.host_gid << " (" << identity.why << ")\n";
-  o << "workspace: " << workspace << " (writable, persistent)\n";
+  o << "workspace: " << workspace << " (" << to_string(workspace_mode) << ": "
+    << (workspace_mode == WorkspaceMode::Live      ? "writable, persistent; protected names created during the run are quarantined at exit"
+        : workspace_mode == WorkspaceMode::Overlay ? "writes go to " + layer_dir + "/upper, applied at exit except protected names"
+                                                   : "writes go to " + layer_dir + "/upper and are dropped at exit")
+    << ")\n";
   o << "cwd: " << cwd << "\n";
   o << "home: " << home << "\n";
   if (timeout) o << "timeout: " << timeout->count() << " ms\n";
@@ -58,6 +71,7 @@ std::string Plan::to_text() const {
       std::snprintf(m, sizeof m, "%04o", s.mode);
       o << " mode=" << m;
     }
+    if (!s.upper_dir.empty()) o << " [upper " << s.upper_dir << "]";
     if (s.idmap) o << " [idmapped: on-disk uid " << s.idmap_from_uid << " <-> uid " << identity.host_uid << "]";
     if (!s.why.empty()) o << "  # " << s.why;
     o << "\n";

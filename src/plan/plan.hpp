@@ -42,6 +42,7 @@ struct Step {
   unsigned mode = 0755;
   bool is_dir = true;          // target kind (masks, ProtectRo, binds)
   bool idmap = false;          // root only: through an idmapped mount (owner -> sandbox uid)
+  std::string upper_dir, work_dir;  // Overlay on a host directory (workspace overlay mode); empty: tmpfs
   uid_t idmap_from_uid = 0;    // on-disk owner that the sandbox uid writes as
   gid_t idmap_from_gid = 0;
 };
@@ -64,6 +65,14 @@ struct ProxyPlan {
   uint16_t socks_port = 1080;
 };
 
+// How workspace writes reach the host (DESIGN.md, issue 8).
+enum class WorkspaceMode {
+  Live,     // bound read-write; protected names created during the run are swept at exit
+  Overlay,  // an overlay whose upper layer lives outside; applied at exit, protected names quarantined
+  Discard,  // an overlay whose changes are dropped at exit
+};
+const char* to_string(WorkspaceMode m);
+
 struct Plan {
   std::string sandbox_id;
   std::vector<std::string> argv;
@@ -80,6 +89,13 @@ struct Plan {
   process::LandlockRules landlock; // the second wall: mirrors the writable mounts
   ProxyPlan proxy;
   bool seccomp = true;               // false only with --unsafe-no-seccomp
+  WorkspaceMode workspace_mode = WorkspaceMode::Live;
+  std::string layer_dir;             // overlay/discard: DIR/{upper,work}; kept with --keep
+  bool keep_layer = false;
+  bool allow_planted = false;        // planted files are still quarantined, the run just does not fail
+  std::string quarantine_dir;        // where planted files go
+  std::vector<std::string> protect_extra;
+  bool allow_git_config = false;
   std::vector<std::string> weakened; // explicit weaker modes, reported loudly on every run
   policy::Network network;         // egress rules, applied by the supervisor's proxy
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
@@ -98,6 +114,9 @@ struct Context {
   std::optional<std::string> workspace;  // --workspace, else cwd
   std::vector<std::string> argv;
   std::string sandbox_id;  // empty: generate one
+  WorkspaceMode workspace_mode = WorkspaceMode::Live;
+  std::optional<std::string> keep_dir;  // --keep: where the overlay's upper layer stays
+  bool allow_planted = false;
 
   static Context from_process(const std::vector<std::string>& argv);
 };

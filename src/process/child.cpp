@@ -60,6 +60,7 @@ class Builder {
   const ChildArgs& a_;
   const plan::Plan& plan_;
   std::vector<int> src_fds_;  // per step: O_PATH fd of the host source, or -1
+  std::map<size_t, std::pair<int, int>> upper_fds_;  // overlay steps on host dirs: upper, work
   int root_fd_ = -1;          // the new root
   int empty_file_fd_ = -1;    // O_PATH of an empty mode-0 file (file masks)
   int overlay_count_ = 0;
@@ -164,6 +165,12 @@ void Builder::open_sources() {
     const auto& s = plan_.steps[i];
     bool host_source = s.kind == plan::StepKind::BindRo || s.kind == plan::StepKind::BindRw ||
                        s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::DevNode;
+    if (!s.upper_dir.empty()) {
+      int u = sys::openat2(AT_FDCWD, s.upper_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS);
+      int w = sys::openat2(AT_FDCWD, s.work_dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, RESOLVE_NO_SYMLINKS);
+      if (u < 0 || w < 0) fail("open the overlay layer " + s.upper_dir);
+      upper_fds_[i] = {u, w};
+    }
     if (!host_source || a_.idmapped.count(i)) continue;
     int fd = sys::openat2(AT_FDCWD, s.source.c_str(), O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (fd < 0) fail("open " + s.source + " (for " + s.target + ")");
@@ -212,14 +219,23 @@ void Builder::step(size_t i, const plan::Step& s) {
       std::string n = std::to_string(overlay_count_++);
       std::string base = std::string(kStage) + "/work/ovl" + n;
       if (::mkdir(base.c_str(), 0755) != 0) fail("mkdir " + base);
-      // The upper layer lives on its own tmpfs so that its owner is the sandbox user.
-      std::string opts = "mode=0755,uid=" + std::to_string(plan_.identity.inside_uid) +
-                         ",gid=" + std::to_string(plan_.identity.inside_gid);
-      if (::mount("exguardian-upper", base.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
-        fail("mount overlay upper tmpfs for " + s.target);
       std::string upper = base + "/upper", work = base + "/work", lower = base + "/lower";
-      if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0 || ::mkdir(lower.c_str(), 0755) != 0)
-        fail("mkdir overlay dirs for " + s.target);
+      bool host_upper = !s.upper_dir.empty();
+      if (host_upper) {
+        // The workspace overlay: upper and work are host directories (opened
+        // before the uid change), kept until the supervisor applies them.
+        if (::mkdir(lower.c_str(), 0755) != 0) fail("mkdir overlay dirs for " + s.target);
+        upper = "/proc/self/fd/" + std::to_string(upper_fds_.at(i).first);
+        work = "/proc/self/fd/" + std::to_string(upper_fds_.at(i).second);
+      } else {
+        // A throwaway upper layer on its own tmpfs, owned by the sandbox user.
+        std::string opts = "mode=0755,uid=" + std::to_string(plan_.identity.inside_uid) +
+                           ",gid=" + std::to_string(plan_.identity.inside_gid);
+        if (::mount("exguardian-upper", base.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+          fail("mount overlay upper tmpfs for " + s.target);
+        if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0 || ::mkdir(lower.c_str(), 0755) != 0)
+          fail("mkdir overlay dirs for " + s.target);
+      }
       int lower_tree = a_.idmapped.count(i) ? a_.idmapped.at(i) : clone_tree(src_fds_[i], "", s.source);
       set_attr(lower_tree, kSafe | MOUNT_ATTR_RDONLY, 0, s.target + " (lower)");
       int lfd = ::open(lower.c_str(), O_PATH | O_CLOEXEC);
@@ -228,7 +244,7 @@ void Builder::step(size_t i, const plan::Step& s) {
       ::close(lfd);
       ::close(lower_tree);
       // The upper root takes the lower root's mode, so HOME keeps its permissions.
-      if (struct stat st; ::stat(lower.c_str(), &st) == 0) (void)::chmod(upper.c_str(), st.st_mode & 07777);
+      if (struct stat st; !host_upper && ::stat(lower.c_str(), &st) == 0) (void)::chmod(upper.c_str(), st.st_mode & 07777);
       int m = new_fs("overlay",
                      {{"lowerdir", lower}, {"upperdir", upper}, {"workdir", work}, {"userxattr", ""}},
                      MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, s.target);
@@ -405,6 +421,10 @@ void Builder::run() {
   ::close(empty_file_fd_);
   for (int fd : src_fds_)
     if (fd >= 0) ::close(fd);
+  for (auto& [i, uw] : upper_fds_) {
+    ::close(uw.first);
+    ::close(uw.second);
+  }
   // Idmapped trees were closed when they were attached.
 
   InitArgs ia;

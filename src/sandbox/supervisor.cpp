@@ -25,6 +25,8 @@
 #include "process/landlock.hpp"
 #include "process/launch.hpp"
 #include "sandbox/audit.hpp"
+#include "sandbox/overlay_apply.hpp"
+#include "sandbox/sweep.hpp"
 #include "sandbox/violations.hpp"
 #include "process/syscalls.hpp"
 #include "util/unique_fd.hpp"
@@ -106,6 +108,74 @@ struct ProxyRunner {
   ~ProxyRunner() { stop(); }
 };
 
+// The workspace's way back to the host (issue 8): a snapshot for the live
+// sweep, or the overlay's layer directories.
+struct WorkspaceGuard {
+  std::optional<Snapshot> snapshot;
+  std::optional<LayerDirs> layer;
+};
+
+Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
+  WorkspaceGuard g;
+  if (plan.workspace_mode == plan::WorkspaceMode::Live) {
+    auto snap = snapshot_tree(plan.workspace, plan.protect_extra);
+    if (!snap) return fail(snap.error());
+    g.snapshot = std::move(*snap);
+    return g;
+  }
+  auto l = make_layer_dirs(plan.layer_dir, plan.workspace);
+  if (!l) return fail(l.error());
+  // The sandbox writes the upper layer as its own uid.
+  if (plan.identity.invoked_as_root) {
+    for (const auto& d : {l->dir, l->upper, l->work})
+      if (::chown(d.c_str(), plan.identity.host_uid, plan.identity.host_gid) != 0)
+        return fail(Error::sys("chown " + d));
+  }
+  g.layer = std::move(*l);
+  return g;
+}
+
+// Returns how many planted files were quarantined.
+size_t finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit) {
+  std::vector<Planted> planted;
+  if (g.snapshot) {
+    SweepOptions so{plan.protect_extra, plan.allow_git_config, plan.quarantine_dir, false};
+    auto r = sweep(plan.workspace, *g.snapshot, so);
+    if (!r) {
+      std::fprintf(stderr, "exguardian: sweep of %s failed: %s\n", plan.workspace.c_str(), r.error().str().c_str());
+      return 1;
+    }
+    planted = std::move(*r);
+  } else if (g.layer && plan.keep_layer) {
+    // Kept for review: nothing reaches the workspace until `exguardian apply`.
+    std::fprintf(stderr, "exguardian: workspace changes kept in %s: review with `exguardian diff %s`, apply with "
+                 "`exguardian apply %s`\n", g.layer->dir.c_str(), g.layer->dir.c_str(), g.layer->dir.c_str());
+  } else if (g.layer) {
+    ApplyOptions ao{plan.protect_extra, plan.allow_git_config, plan.quarantine_dir,
+                    plan.workspace_mode == plan::WorkspaceMode::Discard};
+    auto r = apply_upper(g.layer->upper, plan.workspace, ao);
+    if (!r) {
+      std::fprintf(stderr, "exguardian: applying %s failed: %s (the layer is kept there)\n", g.layer->upper.c_str(),
+                   r.error().str().c_str());
+      return 1;
+    }
+    if (plan.workspace_mode == plan::WorkspaceMode::Discard) {
+      if (!r->empty()) std::fprintf(stderr, "exguardian: discarded the run's workspace changes\n");
+    } else {
+      planted = r->quarantined;
+      for (const auto& s : r->skipped) std::fprintf(stderr, "exguardian: not applied: %s\n", s.c_str());
+    }
+    (void)remove_layer_dirs(g.layer->dir);
+  }
+  for (const auto& p : planted) {
+    std::fprintf(stderr, "exguardian: planted: %s (%s)%s%s\n", p.relpath.c_str(), p.why.c_str(),
+                 p.quarantined_to.empty() ? "" : " -> quarantined in ", p.quarantined_to.c_str());
+    audit.write({{"event", "planted"}, {"path", plan.workspace + "/" + p.relpath}, {"why", p.why},
+                 {"quarantined_to", p.quarantined_to}});
+  }
+  return planted.size();
+}
+
 }  // namespace
 
 std::string format_duration(std::chrono::milliseconds d) {
@@ -167,9 +237,15 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   termios host_termios{};
   bool have_termios = pty && ::tcgetattr(host_tty, &host_termios) == 0;
 
+  auto guard = prepare_workspace(plan);
+  if (!guard) {
+    sigprocmask(SIG_SETMASK, &old, nullptr);
+    return fail(guard.error());
+  }
   auto launched = process::launch(plan, lo);
   if (!launched) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
+    if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
     return fail(launched.error());
   }
   process::Launched& sb = *launched;
@@ -302,6 +378,13 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
                    process::format_bytes(*plan.limits.memory_bytes).c_str());
     }
     sb.cgroup.kill_all();
+  }
+  // Everything of the sandbox is gone now: bring the workspace changes home.
+  size_t planted = finish_workspace(plan, *guard, audit);
+  if (planted && !plan.allow_planted && !timed_out && status == 0) {
+    std::fprintf(stderr, "exguardian: %zu planted file(s) quarantined; exit status 123 (--allow-planted accepts them)\n",
+                 planted);
+    status = 123;
   }
   if (oom && !timed_out && status == 128 + SIGKILL) return status;
   if (timed_out) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -427,6 +428,9 @@ Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::s
   s.root = root;
   UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!fd) return fail(Error::sys("workspace " + root));
+  struct timespec now;
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  s.taken_ns = ns(now) - 20'000'000;  // > one tick at HZ=100
   s.dirs.reserve(4096);
   SnapshotWalker w{s, pn};
   w.walk(fd.get(), "", false, false);
@@ -502,11 +506,10 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
   if (!opt.dry_run) {
     if (opt.quarantine_dir.empty() || opt.quarantine_dir[0] != '/')
       return fail(Error::msg("quarantine", "needs an absolute directory outside the workspace"));
-    auto q = mkdirs_at(opt.quarantine_dir, "", 0700);
-    if (!q) return fail(q.error());
+    // Created only when something is moved; judged by its real path when it exists.
     char a[PATH_MAX], b[PATH_MAX];
-    if (::realpath(root.c_str(), a) && ::realpath(opt.quarantine_dir.c_str(), b)) {
-      std::string r = a, qd = b;
+    if (::realpath(root.c_str(), a)) {
+      std::string r = a, qd = ::realpath(opt.quarantine_dir.c_str(), b) ? std::string(b) : opt.quarantine_dir;
       if (qd == r || qd.starts_with(r == "/" ? r : r + "/"))
         return fail(Error::msg("quarantine " + qd, "is inside the workspace " + r));
     }
@@ -533,7 +536,8 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
     struct stat st;
     if (::fstatat(root_fd.get(), rel.empty() ? "." : rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
     if (!S_ISDIR(st.st_mode) || st.st_dev != st0.dev || st.st_ino != st0.ino) continue;  // its parent changed
-    if (ns(st.st_mtim) == st0.mtime_ns && ns(st.st_ctim) == st0.ctime_ns) continue;
+    bool recent = st0.mtime_ns >= before.taken_ns || st0.ctime_ns >= before.taken_ns;
+    if (!recent && ns(st.st_mtim) == st0.mtime_ns && ns(st.st_ctim) == st0.ctime_ns) continue;
     UniqueFd fd(open_beneath(root_fd.get(), rel, O_RDONLY | O_DIRECTORY));
     if (!fd) continue;  // reached through a link now: the new path is walked from its own parent
     sw.list_entries(fd.get(), rel, false);

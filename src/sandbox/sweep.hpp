@@ -48,6 +48,11 @@ struct Snapshot {
   std::unordered_map<std::string, DirStamp> protected_entries;
   std::unordered_map<InodeKey, int64_t, InodeKeyHash> protected_inodes;
   size_t entries_seen = 0;                             // for reports and benchmarks
+  // CLOCK_REALTIME_COARSE when the snapshot began, minus a margin: on kernels
+  // without fine-grained (multigrain) timestamps a change made within the same
+  // clock tick as the snapshot keeps the directory's stamp, so directories
+  // stamped after this are listed at sweep time whatever their stamp says.
+  int64_t taken_ns = 0;
 };
 
 // Lists only directories (getdents64 d_type, openat relative fds, one fstat per
