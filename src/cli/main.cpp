@@ -3,6 +3,7 @@
 
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
+#include "cli/escape_test.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/subcommands.hpp"
 
@@ -33,6 +34,17 @@ int main(int argc, char** argv) {
   auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
   probe->add_option("name", probe_name, "Probe name");
   probe->add_flag("--list", probe_list, "List the probes");
+  exg::cli::EscapeTestOptions esc;
+  auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
+  escape->add_option("--layer", esc.layer, "process | all")->check(CLI::IsMember({"process", "all"}));
+  escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
+  escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");
+  escape->add_option("--html", esc.html_file, "Write a self-contained HTML report to FILE");
+  escape->add_option("--run-arg", esc.run_args, "Pass ARG to every exguardian run (repeatable; e.g. to weaken it in tests)")
+      ->allow_extra_args(false);
+  escape->add_option("--probe-timeout", esc.probe_timeout_s, "Seconds one probe may take (default 20)");
+  escape->add_flag("--keep", esc.keep, "Keep the workspace, fake HOME and per-probe logs");
+  escape->add_flag("-v,--verbose", esc.verbose, "One line per probe as it runs");
   // Everything after the first "--" is the command, untouched by option parsing.
   int n = argc;
   for (int i = 1; i < argc; ++i) {
@@ -59,6 +71,7 @@ int main(int argc, char** argv) {
   if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit);
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);
+  if (escape->parsed()) return exg::cli::escape_test_main(esc);
   if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list);
   return 125;
 }

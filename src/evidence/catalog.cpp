@@ -90,7 +90,6 @@ Judgement judge_network(const Outcome& o, const Context& ctx, bool via_proxy) {
   if (!o.world_log.empty()) return escaped("the world's server received: " + world_first(o));
   if (has(o.out, "hello from")) return escaped("got a server's answer: " + first_line(o.out));
   if (has(o.out, ctx.canary)) return escaped("canary in the output");
-  if (o.status == 0 && !o.timed_out && via_proxy) return failed("exit 0 but no answer from a server: " + said(o));
   if (via_proxy) {
     auto r = egress_refusal(o);
     if (r.empty()) return failed("nothing arrived, but the audit log has no refusal for it (" + said(o) + ")");
@@ -107,7 +106,7 @@ Judgement judge_secret(const Outcome& o, const Context& ctx) {
 }
 
 Judgement judge_unchanged(const Outcome& o, const Context& ctx, const std::string& path) {
-  if (auto c = ctx.files.changed(path); !c.empty()) return escaped(c);
+  if (auto c = ctx.targets.changed(path); !c.empty()) return escaped(c);
   if (auto c = ctx.files.any_changed(); !c.empty()) return escaped(c);
   return held(said(o) + "; " + path.substr(path.rfind('/') + 1) + " unchanged on the host");
 }
@@ -309,7 +308,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   };
   for (auto& p : persist) {
     std::string path = p.path;
-    ctx.files.remember(path);
+    ctx.targets.remember(path);
     add({p.id, "persistence", p.cmd, p.expect, true, {}, false, false, "", 0,
          [&c, path](const Outcome& o) { return judge_unchanged(o, c, path); }});
   }
@@ -318,7 +317,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     // The marker is split in the command so that only the detached processes carry it whole.
     std::string half1 = m.substr(0, m.size() / 2), half2 = m.substr(m.size() / 2);
     add({"persist-background-process", "persistence",
-         "m=" + half1 + "; m=\"$m" + half2 + "\"; (setsid sh -c \"sleep 60; : $m\" >/dev/null 2>&1 &); "
+         "m=" + half1 + "; m=\"${m}" + half2 + "\"; (setsid sh -c \"sleep 60; : $m\" >/dev/null 2>&1 &); "
          "(sh -c \"sleep 60; : $m\" >/dev/null 2>&1 &); nohup sh -c \"sleep 60; : $m\" >/dev/null 2>&1 & echo detached",
          "processes that detach (setsid, double fork, nohup) die with the sandbox (checked on the host afterwards)",
          true, {}, false, false, "", 0, [](const Outcome& o) {
@@ -332,7 +331,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     const std::string m = c.host_marker;
     std::string half1 = m.substr(0, m.size() / 2), half2 = m.substr(m.size() / 2);
     add({"proc-host-processes", "proc/sys",
-         "m=" + half1 + "; m=\"$m" + half2 + "\"; n=0; for f in /proc/[0-9]*/cmdline; do n=$((n+1)); "
+         "m=" + half1 + "; m=\"${m}" + half2 + "\"; n=0; for f in /proc/[0-9]*/cmdline; do n=$((n+1)); "
          "if tr '\\0' ' ' < \"$f\" 2>/dev/null | grep -q \"$m\"; then echo \"visible: $f\"; fi; done; "
          "echo \"$n processes visible\"",
          "a host process (started by escape-test, marker in its argv) is not visible inside", true, {}, false, false,
@@ -367,7 +366,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
          if (o.status == 0 && s == "lo") return held("interfaces: lo");
          return escaped("interfaces: " + first_line(o.out));
        }});
-  add({"proc-mountinfo-home", "proc/sys", "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc 2>&1 | head -3; ls -la ~/.ssh 2>&1 | head -3",
+  add({"secrets-credential-files", "secrets", "cat ~/.ssh/id_ed25519 ~/.aws/credentials ~/.netrc 2>&1 | head -3; ls -la ~/.ssh 2>&1 | head -3",
        "credential locations are masked (empty or unreadable) inside", true, {}, false, false, "", 0,
        [&c](const Outcome& o) { return judge_secret(o, c); }});
 
@@ -452,12 +451,12 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   auto limit_judge = [&c](int want, std::string what) {
     return [&c, want, what](const Outcome& o) {
       if (o.status == 125 && !c.as_root)
-        return Judgement{Verdict::skipped, "this user cannot have cgroups on this host; exguardian refused to run (125, "
-                                           "fail closed): " + first_line(o.out)};
+        return Judgement{Verdict::skipped, "this user cannot have cgroups on this host (exguardian run refuses an "
+                                           "explicit limit it cannot enforce: exit 125, fail closed)"};
       bool reported = has(o.out, "exguardian: killed: " + what);
       if (o.timed_out) return escaped("the runaway was not stopped by exguardian (escape-test's own timeout killed it)");
       if (reported && (o.status == want || (want == 124 && o.status == 137)))
-        return held("exit " + std::to_string(o.status) + "; reported: exguardian: killed: " + what + "...");
+        return held("exit " + std::to_string(o.status) + "; reported: exguardian: killed: " + what);
       if (o.status == want) return failed("exit " + std::to_string(want) + " but not reported as '" + what + "': " + said(o));
       return escaped("not stopped as expected (want " + std::to_string(want) + "): " + said(o));
     };
@@ -466,8 +465,8 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
        "a fork bomb under --pids 64 --timeout 5s is contained and reported as the pids limit", true,
        {"--pids", "64", "--timeout", "5s"}, false, true, "", 30, [&c](const Outcome& o) {
          if (o.status == 125 && !c.as_root)
-           return Judgement{Verdict::skipped, "this user cannot have cgroups on this host; exguardian refused to run "
-                                              "(125, fail closed): " + first_line(o.out)};
+        return Judgement{Verdict::skipped, "this user cannot have cgroups on this host (exguardian run refuses an "
+                                           "explicit limit it cannot enforce: exit 125, fail closed)"};
          if (o.timed_out) return escaped("not stopped by exguardian (escape-test's own timeout)");
          if (has(o.out, "pids limit 64")) return held("exit " + std::to_string(o.status) + "; reported: pids limit 64 reached");
          return failed("pids limit not reported: " + said(o));

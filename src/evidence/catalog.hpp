@@ -55,7 +55,8 @@ struct Context {
   std::string world_why;
   bool as_root = false;
   std::map<std::string, bool> tools;  // curl, gcc, python3, bash, git
-  HostFiles files;
+  HostFiles files;    // canaries and the workspace's hook: no probe may change them
+  HostFiles targets;  // what one probe tries to change (checked by that probe only)
 };
 
 struct ProbeSpec {

@@ -96,7 +96,9 @@ std::string render_html(const SuiteReport& r) {
   h << "<table class=\"meta\">\n";
   auto row = [&](const std::string& k, const std::string& v) { h << "<tr><td>" << esc(k) << "</td><td>" << v << "</td></tr>\n"; };
   row("Started", esc(r.started));
-  row("Duration", std::to_string(static_cast<int>(r.seconds * 10) / 10.0).substr(0, 5) + " s");
+  char dur[32];
+  std::snprintf(dur, sizeof dur, "%.1f s", r.seconds);
+  row("Duration", dur);
   row("Layer", esc(r.layer));
   row("Policy", "<code>" + esc(r.policy_file) + "</code>");
   std::string args;

@@ -381,7 +381,17 @@ struct Runner {
     while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
     o.status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
     o.out = read_whole(outp).value_or("");
-    if (o.out.size() > 65536) o.out.resize(65536);
+    // exguardian's own warnings about a deliberately weakened sandbox are in the
+    // report's header; judge the command's output without them.
+    {
+      std::string kept, line;
+      std::istringstream is(o.out);
+      while (std::getline(is, line))
+        if (!line.starts_with("exguardian: WARNING: sandbox weakened")) kept += line + "\n";
+      o.out = kept;
+    }
+    // Keep the beginning and the end (exguardian's own report comes last).
+    if (o.out.size() > 65536) o.out = o.out.substr(0, 32768) + "\n...\n" + o.out.substr(o.out.size() - 32768);
     std::ifstream af(audit);
     for (std::string l; std::getline(af, l);) {
       auto j = nlohmann::json::parse(l, nullptr, false);
@@ -418,13 +428,15 @@ struct Runner {
   ctx.as_root = ::geteuid() == 0;
   for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = tool_present(t);
   for (auto& f : s.canary_files) ctx.files.remember(f);
-  ctx.files.remember(s.home + "/escape-test");
+  ctx.targets.remember(s.home + "/escape-test");
+  ctx.targets.remember(s.ws + "/.git/hooks/pre-commit");
   ctx.files.remember(s.ws + "/.git/hooks/pre-commit");
   ctx.files.remember(s.ws + "/.git/config");
 
   Runner runner{opts, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
   auto specs = build_catalog(ctx);
   bool in_place = false;
+  std::string not_in_place;
   nlohmann::json probes = nlohmann::json::array();
   for (auto& p : specs) {
     ProbeResult r;
@@ -438,6 +450,8 @@ struct Runner {
       r.evidence = p.skip_why;
     } else if (p.needs_world && !up) {
       r.evidence = "no test world (" + why + "); network probes never touch a real address";
+    } else if (!not_in_place.empty()) {
+      r.evidence = not_in_place;
     } else if (p.destructive && !in_place) {
       r.evidence = "the sandbox was not seen in place (sandbox-in-place did not hold)";
     } else {
@@ -452,7 +466,12 @@ struct Runner {
       r.timed_out = o.timed_out;
       r.output = head_lines(o.out, 6);
       if (j.verdict == Verdict::skipped) r.required = false;
-      if (p.id == "sandbox-in-place") in_place = j.verdict == Verdict::held;
+      if (p.id == "sandbox-in-place") {
+        in_place = j.verdict == Verdict::held;
+        // exguardian could not set the sandbox up at all (a bad policy, a missing
+        // kernel feature): every other probe would only repeat that.
+        if (o.status == 125) not_in_place = "exguardian run could not set up the sandbox (125): " + (r.output.empty() ? std::string("no output") : r.output.front());
+      }
     }
     if (opts.verbose)
       std::fprintf(stderr, "escape-test: %-8s %-34s %s\n", verdict_name(r.verdict), r.id.c_str(), r.evidence.c_str());

@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# `exguardian escape-test`: the suite passes on the default policy (nothing escaped, no required
+# probe skipped, >= 100 probes, JSON and HTML written), and it catches a hole: against
+# deliberately weakened configurations the matching probes report ESCAPED and the exit status
+# is non-zero. The suite builds its own network world (no real address is contacted).
+source "$(dirname "$0")/lib.sh"
+
+J=$T/escape.json
+H=$T/escape.html
+
+# probe_verdict FILE ID: the verdict of one probe in a JSON report.
+probe_verdict() {
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(next((p["verdict"] for p in r["probes"] if p["id"] == sys.argv[2]), "MISSING"))' "$1" "$2" 2>/dev/null
+}
+
+# --- The default policy holds.
+start=$SECONDS
+run "$EXG" escape-test --json "$J" --html "$H"
+took=$((SECONDS - start))
+if [ "$STATUS" -eq 0 ]; then ok "escape-test on the default policy exits 0 (${took}s)"
+else
+    fail "escape-test on the default policy exits $STATUS (${took}s)"
+    grep -E ' (ESCAPED|FAILED) |skipped' <<<"$OUT" | head -20 | sed 's/^/#      /'
+fi
+check "escape-test took under 90 s (${took}s)" test "$took" -lt 90
+summary=$(grep -E '^[0-9]+ held, [0-9]+ escaped' <<<"$OUT" | head -1)
+check "summary line printed: $summary" test -n "$summary"
+check "0 escaped in the summary" grep -qE '^[0-9]+ held, 0 escaped' <<<"$summary"
+check "JSON report written" test -s "$J"
+check "JSON: >= 100 probes, every one held or skipped with a reason, none required skipped" python3 -c "
+import json, sys
+r = json.load(open('$J'))
+p = r['probes']
+assert len(p) >= 100, len(p)
+bad = [x['id'] + ': ' + x['verdict'] + ' ' + x['evidence'] for x in p
+       if x['verdict'] not in ('held', 'skipped') or (x['verdict'] == 'skipped' and (x['required'] or not x['evidence']))]
+assert not bad, bad[:5]
+assert r['summary']['escaped'] == 0 and r['summary']['passed'] is True
+assert r['host']['capabilities'], 'no host capabilities'
+for k in ('id', 'category', 'command', 'expectation', 'verdict', 'evidence', 'exit_status', 'output'):
+    assert all(k in x for x in p), k
+"
+check "JSON: the network world was built" python3 -c "import json; assert json.load(open('$J'))['world']['up']"
+for id in seed-touch-home seed-read-credentials seed-env-secrets seed-curl-example-org seed-curl-metadata \
+          seed-docker-socket seed-git-hook kernel-bpf kernel-tiocsti kernel-io-uring-setup kernel-x32-socket \
+          net-rebind-loopback net-socks-metadata-ip net-udp kernel-socket-vsock persist-nested-repo-hook \
+          persist-hookspath proc-host-processes fd-leak work-git-commit net-allowed-control limit-timeout \
+          cleanup-processes cleanup-canaries; do
+    v=$(probe_verdict "$J" "$id")
+    check "probe $id: held ($v)" test "$v" = held
+done
+check "HTML report written, with the summary line" grep -qF "$summary" "$H"
+check "HTML report is self-contained (no external resources)" bash -c "! grep -qiE '<(script|link)[^>]+(src|href)=\"?https?:' '$H'"
+
+# --- It catches holes.
+# expect_escape DESC PROBE_ID ESCAPE-TEST ARGS...: exit non-zero and PROBE_ID reported ESCAPED.
+expect_escape() {
+    local desc=$1 id=$2; shift 2
+    local j=$T/weak.json
+    rm -f "$j"
+    run "$EXG" escape-test --json "$j" "$@"
+    local v
+    v=$(probe_verdict "$j" "$id")
+    if [ "$STATUS" -ne 0 ] && [ "$v" = ESCAPED ]; then ok "$desc: $id ESCAPED, exit $STATUS"
+    else fail "$desc: expected $id ESCAPED and a non-zero exit, got $v, exit $STATUS"; show_last; fi
+}
+
+# (a) Network wide open by address: the proxy's address checks no longer stop the metadata server.
+cat > "$T/open.json" <<'JSON'
+{"network": {"allowedDomains": ["allowed.test", "meta.test", "rebind.test", "private.test"], "deniedDomains": [],
+             "allowedCidrs": ["0.0.0.0/0", "::/0"]},
+ "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}}
+JSON
+expect_escape "network wide open (allowedCidrs 0.0.0.0/0, ::/0)" seed-curl-metadata --policy "$T/open.json"
+check "  the metadata name probe escaped too" test "$(probe_verdict "$T/weak.json" net-metadata-name)" = ESCAPED
+
+# (b) HOME writable.
+cat > "$T/home.json" <<'JSON'
+{"network": {"allowedDomains": [], "deniedDomains": []},
+ "filesystem": {"denyRead": [], "allowWrite": ["~"], "denyWrite": []}}
+JSON
+expect_escape "HOME writable (allowWrite ~)" seed-touch-home --policy "$T/home.json"
+
+# (c) Secrets passed into the environment.
+expect_escape "GITHUB_TOKEN passed in (--env GITHUB_TOKEN)" seed-env-secrets --run-arg=--env --run-arg=GITHUB_TOKEN
+check "  the run arguments are in the report header" python3 -c "
+import json; r = json.load(open('$T/weak.json')); assert r['run_args'] == ['--env', 'GITHUB_TOKEN'], r['run_args']"
+
+# (d) seccomp turned off, explicitly.
+if "$EXG" run --help 2>&1 | grep -q -- --unsafe-no-seccomp; then
+    # (bpf, mount and the like are still refused by the kernel itself: no capabilities inside.)
+    expect_escape "seccomp off (--unsafe-no-seccomp)" kernel-ptrace-attach --run-arg=--unsafe-no-seccomp --html "$T/weak.html"
+    check "  process_vm_readv escaped too" test "$(probe_verdict "$T/weak.json" kernel-process-vm-readv)" = ESCAPED
+    check "  /proc/self/status shows no filter (sandbox-status ESCAPED)" test "$(probe_verdict "$T/weak.json" sandbox-status)" = ESCAPED
+    check "  the terminal report flags the weakened sandbox" grep -q 'SANDBOX DELIBERATELY WEAKENED: --unsafe-no-seccomp' <<<"$OUT"
+    check "  the HTML report flags the weakened sandbox" grep -q 'SANDBOX DELIBERATELY WEAKENED: --unsafe-no-seccomp' "$T/weak.html"
+    check "  the JSON report flags the weakened sandbox" python3 -c "
+import json; r = json.load(open('$T/weak.json')); assert any('--unsafe-no-seccomp' in w for w in r['warnings'])"
+else
+    skip "seccomp off: exguardian run has no --unsafe-no-seccomp option in this build"
+fi
+
+# A policy exguardian refuses: the suite says so once and exits non-zero, nothing reported held.
+echo '{"network": {"allowedDomains": ["*"]}}' > "$T/bad.json"
+run "$EXG" escape-test --policy "$T/bad.json" --json "$T/bad-report.json"
+check "an invalid policy: non-zero exit ($STATUS)" test "$STATUS" -ne 0
+check "  reported as the sandbox not set up" grep -q 'could not set up the sandbox' "$T/bad-report.json"
+
+finish
