@@ -132,10 +132,14 @@ start_exguardian() {
 {"network": {"allowedDomains": ["$ORIGIN"], "deniedDomains": [], "allowedCidrs": ["$ORIGIN_IP/32"]}}
 EOF
     PROXY_ADDR=127.0.0.1:3128
-    taskset -c "$PROXY_CPU" "$EXG" proxy --listen "$PROXY_ADDR" --policy "$T/exg-policy.json" 2>"$T/exguardian.log" &
+    echo bench-token-0123456789 >"$T/exg-token"; chmod 600 "$T/exg-token"
+    export EXG_PROXY_AUTH="exguardian:bench-token-0123456789"
+    tokargs=(--token-file "$T/exg-token"); [ "${EXG_OLD:-}" = 1 ] && tokargs=()
+    taskset -c "$PROXY_CPU" "$EXG" proxy "${tokargs[@]}" --listen "$PROXY_ADDR" --policy "$T/exg-policy.json" 2>"$T/exguardian.log" &
     PROXY_PID=$!
 }
 start_tinyproxy() {
+    unset EXG_PROXY_AUTH
     # No Allow/ConnectPort lines: every client and every CONNECT port is allowed.
     mkdir -p "$T/tinyproxy"
     chmod 777 "$T/tinyproxy"
@@ -185,6 +189,7 @@ start_srt() {
     PROXY_PID=$!
 }
 stop_proxy() {
+    unset EXG_PROXY_AUTH
     kill "$PROXY_PID" 2>/dev/null || true
     for _ in $(seq 50); do kill -0 "$PROXY_PID" 2>/dev/null || break; sleep 0.1; done
     kill -9 "$PROXY_PID" 2>/dev/null || true
@@ -192,7 +197,7 @@ stop_proxy() {
 }
 wait_proxy() {
     for _ in $(seq 200); do
-        curl -sf -o /dev/null -p -x "http://$PROXY_ADDR" "http://$ORIGIN/tiny" && return 0
+        curl -sf -o /dev/null -p -x "http://$PROXY_ADDR" ${EXG_PROXY_AUTH:+--proxy-user "$EXG_PROXY_AUTH"} "http://$ORIGIN/tiny" && return 0
         kill -0 "$PROXY_PID" 2>/dev/null || return 1
         sleep 0.05
     done
@@ -212,7 +217,7 @@ version_of() {
 # ---- Measurements. ----
 bulk() {   # best-of-RUNS bytes/s of the big file; $1 = proxy address or "direct"
     local best=0 s args=()
-    [ "$1" = direct ] || args=(-p -x "http://$1")
+    [ "$1" = direct ] || args=(-p -x "http://$1" ${EXG_PROXY_AUTH:+--proxy-user "$EXG_PROXY_AUTH"})
     for _ in $(seq "$RUNS"); do
         s=$(taskset -c "$CLIENT_CPU" curl -sS --max-time 120 -o /dev/null -w '%{speed_download}' "${args[@]}" "http://$ORIGIN/big")
         echo "    bulk run: $(python3 -c "print(f'{$s/1e6:.0f}')") MB/s" >&2

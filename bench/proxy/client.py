@@ -11,6 +11,9 @@ import asyncio, json, os, socket, sys, time
 
 ORIGIN = os.environ.get("ORIGIN", "origin.test")
 TINY = os.environ.get("TINY", "/tiny")
+import base64
+_AUTH = os.environ.get("EXG_PROXY_AUTH")
+PA = (f"Proxy-Authorization: Basic {base64.b64encode(_AUTH.encode()).decode()}\r\n" if _AUTH else "")
 
 
 def read_head(s, buf=b""):
@@ -28,7 +31,7 @@ def one_request(proxy):
         h, p = proxy.rsplit(":", 1)
         s = socket.create_connection((h, int(p)))
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.sendall(f"CONNECT {ORIGIN}:80 HTTP/1.1\r\nHost: {ORIGIN}:80\r\n\r\n".encode())
+        s.sendall(f"CONNECT {ORIGIN}:80 HTTP/1.1\r\nHost: {ORIGIN}:80\r\n{PA}\r\n".encode())
         head, rest = read_head(s)
         if not head.split(b" ", 2)[1].startswith(b"2"):
             raise RuntimeError("CONNECT refused: " + head.split(b"\r\n")[0].decode())
@@ -102,7 +105,7 @@ async def idle(proxy, n, pid):
         async with sem:
             try:
                 r, w = await asyncio.wait_for(asyncio.open_connection(h, int(p)), 10)
-                w.write(f"CONNECT {ORIGIN}:80 HTTP/1.1\r\nHost: {ORIGIN}:80\r\n\r\n".encode())
+                w.write(f"CONNECT {ORIGIN}:80 HTTP/1.1\r\nHost: {ORIGIN}:80\r\n{PA}\r\n".encode())
                 head = await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 10)
                 status = head.split(b" ", 2)[1].decode()
                 if status.startswith("2"):

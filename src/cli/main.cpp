@@ -20,10 +20,12 @@ int main(int argc, char** argv) {
   auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
   recommend->add_option("--situation", situation, "laptop | ci | multi-tenant | privileged-tools")->required();
   recommend->add_flag("--json", recommend_json, "Machine-readable output");
-  std::string px_listen, px_socks, px_policy, px_audit;
+  std::string px_listen, px_socks, px_policy, px_audit, px_token;
   auto* proxy = app.add_subcommand("proxy", "Run the egress proxy on its own");
-  proxy->add_option("--listen", px_listen, "HTTP proxy address, ADDR:PORT")->required();
-  proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT");
+  proxy->add_option("--listen", px_listen, "HTTP proxy address, ADDR:PORT or unix:/path")->required();
+  proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT or unix:/path");
+  proxy->add_option("--token-file", px_token,
+                    "File holding the token clients of TCP listeners must present (or EXGUARDIAN_PROXY_TOKEN)");
   proxy->add_option("--policy", px_policy, "Policy file with network.allowedDomains etc.")->required();
   proxy->add_option("--audit-log", px_audit, "Append every decision as JSON lines to FILE");
   std::string layer_dir;
@@ -68,7 +70,7 @@ int main(int argc, char** argv) {
   if (run.sub->parsed()) return run.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
-  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit);
+  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token);
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);
   if (escape->parsed()) return exg::cli::escape_test_main(esc);

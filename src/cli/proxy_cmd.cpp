@@ -6,6 +6,8 @@
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -13,7 +15,11 @@
 #include <charconv>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "egress/proxy.hpp"
 #include "egress/rules.hpp"
@@ -63,10 +69,44 @@ std::optional<sockaddr_storage> parse_listen(const std::string& s, socklen_t& le
   return ss;
 }
 
+bool is_unix_spec(const std::string& s) { return s.starts_with("unix:"); }
+
+// unix:/path: an AF_UNIX stream listener, mode 0600 from the start (umask
+// around bind). A stale socket file (nobody accepts on it) is replaced.
+Result<UniqueFd> bind_unix_listener(const std::string& spec) {
+  std::string path = spec.substr(5);
+  sockaddr_un sun{};
+  sun.sun_family = AF_UNIX;
+  if (path.empty() || path.size() >= sizeof sun.sun_path)
+    return fail(Error::msg("listen address " + spec, "expected unix:/path (at most 107 bytes)"));
+  std::memcpy(sun.sun_path, path.data(), path.size());
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) return fail(Error::msg("listen address " + spec, "exists and is not a socket"));
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (probe && ::connect(probe.get(), reinterpret_cast<sockaddr*>(&sun), sizeof sun) == 0)
+      return fail(Error::msg("listen address " + spec, "another process is listening on it"));
+    ::unlink(path.c_str());
+  }
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return fail(Error::sys("socket"));
+  mode_t old = ::umask(0177);
+  int rc = ::bind(fd.get(), reinterpret_cast<sockaddr*>(&sun), sizeof sun);
+  int err = errno;
+  ::umask(old);
+  if (rc != 0) return fail(Error::sys("bind " + spec, err));
+  ::chmod(path.c_str(), 0600);
+  if (::listen(fd.get(), SOMAXCONN) != 0) return fail(Error::sys("listen " + spec));
+  return fd;
+}
+
 Result<UniqueFd> bind_listener(const std::string& spec) {
+  if (is_unix_spec(spec)) return bind_unix_listener(spec);
   socklen_t len = 0;
   auto sa = parse_listen(spec, len);
-  if (!sa) return fail(Error::msg("listen address " + spec, "expected ADDR:PORT, e.g. 127.0.0.1:3128 or [::1]:3128"));
+  if (!sa)
+    return fail(Error::msg("listen address " + spec,
+                           "expected ADDR:PORT or unix:/path, e.g. 127.0.0.1:3128, [::1]:3128, unix:/run/exg-proxy.sock"));
   UniqueFd fd(::socket(sa->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!fd) return fail(Error::sys("socket"));
   int one = 1;
@@ -79,10 +119,37 @@ Result<UniqueFd> bind_listener(const std::string& spec) {
 
 bool is_loopback_spec(const std::string& s) { return s.starts_with("127.") || s.starts_with("[::1]"); }
 
+std::string trim_token(std::string t) {
+  while (!t.empty() && std::strchr(" \t\r\n", t.back())) t.pop_back();
+  size_t b = 0;
+  while (b < t.size() && std::strchr(" \t\r\n", t[b])) ++b;
+  return t.substr(b);
+}
+
 }  // namespace
 
 int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
-               const std::string& audit_log) {
+               const std::string& audit_log, const std::string& token_file) {
+  // The token: required when any listener is TCP (anyone who can reach the port could use the proxy).
+  std::string token;
+  if (!token_file.empty()) {
+    std::ifstream f(token_file);
+    if (!f) return error_line("cannot read --token-file " + token_file + ": " + std::strerror(errno));
+    std::stringstream ss;
+    ss << f.rdbuf();
+    token = trim_token(ss.str());
+    if (token.empty()) return error_line("--token-file " + token_file + " is empty");
+  } else if (const char* e = std::getenv("EXGUARDIAN_PROXY_TOKEN"); e && *e) {
+    token = trim_token(e);
+  }
+  bool any_tcp = !is_unix_spec(listen) || (!socks.empty() && !is_unix_spec(socks));
+  if (any_tcp && token.empty()) {
+    std::fprintf(stderr, "exguardian: proxy: a TCP listener needs a token: --token-file FILE or EXGUARDIAN_PROXY_TOKEN "
+                         "(or listen on unix:/path)\n");
+    return 125;
+  }
+  if (token.find_first_of("\r\n") != std::string::npos || token.size() > 255)
+    return error_line("the proxy token must be one line of at most 255 bytes");
   auto pol = policy::load_policy_file(policy_file);
   if (!pol) return error_line(pol.error().message);
   auto rules = egress::Rules::from_policy(pol->network);
@@ -106,7 +173,7 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
     if (!socks_fd) return error_line(socks_fd.error().str()), 1;
   }
   for (const auto& s : {listen, socks})
-    if (!s.empty() && !is_loopback_spec(s))
+    if (!s.empty() && !is_unix_spec(s) && !is_loopback_spec(s))
       std::fprintf(stderr, "exguardian: warning: %s is not a loopback address; anyone who reaches it can use the proxy\n",
                    s.c_str());
 
@@ -119,7 +186,9 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   ::signal(SIGPIPE, SIG_IGN);
 
   boost::asio::io_context io(1);
-  egress::Proxy proxy(io, *rules, &audit);
+  egress::ProxyConfig cfg;
+  cfg.token = token;  // asked of TCP listeners' clients only
+  egress::Proxy proxy(io, *rules, &audit, cfg);
   proxy.add_http_listener(http_fd->release());
   if (*socks_fd) proxy.add_socks_listener(socks_fd->release());
   if (rules->empty()) std::fprintf(stderr, "exguardian: proxy: the policy allows no destination; every request is refused\n");
@@ -133,6 +202,8 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
     io.stop();
   });
   io.run();
+  for (const auto& s : {listen, socks})
+    if (is_unix_spec(s)) ::unlink(s.substr(5).c_str());
   std::fprintf(stderr, "exguardian: proxy: %s\n", proxy.stats().summary().c_str());
   return 0;
 }

@@ -4,12 +4,17 @@
 
 namespace exg::cli {
 
-// exguardian proxy --listen ADDR:PORT [--socks ADDR:PORT] --policy FILE [--audit-log FILE]
-// ADDR:PORT is "127.0.0.1:3128" or "[::1]:3128". Loads the policy, binds the
-// listeners, serves until SIGINT/SIGTERM, prints the stats summary to stderr.
-// Exit status: 0 after a signal; 2 for a bad argument or policy; 1 when a
-// listener cannot be bound.
+// exguardian proxy --listen ADDR:PORT|unix:/path [--socks ADDR:PORT|unix:/path] --policy FILE
+//                  [--audit-log FILE] [--token-file FILE]
+// ADDR:PORT is "127.0.0.1:3128" or "[::1]:3128"; unix:/path makes an AF_UNIX
+// listener (mode 0600, no token asked). A TCP listener requires a token
+// (--token-file, else the environment variable EXGUARDIAN_PROXY_TOKEN): HTTP
+// clients send Proxy-Authorization (Basic exguardian:TOKEN or Bearer TOKEN),
+// SOCKS5 clients use username/password auth (exguardian / TOKEN). Loads the
+// policy, binds the listeners, serves until SIGINT/SIGTERM, prints the stats
+// summary to stderr. Exit status: 0 after a signal; 2 for a bad argument or
+// policy; 125 for a TCP listener without a token; 1 when a listener cannot be bound.
 int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
-               const std::string& audit_log);
+               const std::string& audit_log, const std::string& token_file = "");
 
 }  // namespace exg::cli

@@ -270,6 +270,70 @@ Result<BodyFraming> request_body_framing(const HttpHead& req) {
   return f;
 }
 
+bool host_header_matches(std::string_view host_header, const Authority& target) {
+  auto ha = parse_authority(host_header, 80);
+  if (!ha) return false;
+  auto hn = normalise_host(ha->host);
+  auto tn = normalise_host(target.host);
+  return hn && tn && hn->name == tn->name && ha->port == target.port;
+}
+
+std::optional<std::string> base64_decode(std::string_view in) {
+  auto val = [](char c) -> int {
+    if (c >= 'A' && c <= 'Z') return c - 'A';
+    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
+    if (c >= '0' && c <= '9') return c - '0' + 52;
+    if (c == '+') return 62;
+    if (c == '/') return 63;
+    return -1;
+  };
+  size_t pad = 0;
+  while (!in.empty() && in.back() == '=' && pad < 2) in.remove_suffix(1), ++pad;
+  if (in.size() % 4 == 1) return std::nullopt;
+  if (pad && (in.size() + pad) % 4 != 0) return std::nullopt;
+  std::string out;
+  out.reserve(in.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (char c : in) {
+    int v = val(c);
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | (uint32_t)v;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += (char)((acc >> bits) & 0xff);
+    }
+  }
+  if (bits && (acc & ((1u << bits) - 1))) return std::nullopt;  // non-zero leftover bits: not canonical
+  return out;
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  // Time depends on the lengths only, never on where the bytes differ.
+  volatile unsigned char diff = a.size() == b.size() ? 0 : 1;
+  size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    unsigned char x = i < a.size() ? (unsigned char)a[i] : 0, y = i < b.size() ? (unsigned char)b[i] : 0;
+    diff = diff | (unsigned char)(x ^ y);
+  }
+  return diff == 0;
+}
+
+bool proxy_authorization_ok(const std::string* header, std::string_view token) {
+  if (!header || token.empty()) return false;
+  std::string_view v = trim(*header);
+  size_t sp = v.find(' ');
+  if (sp == std::string_view::npos) return false;
+  std::string_view scheme = v.substr(0, sp), cred = trim(v.substr(sp + 1));
+  if (iequals(scheme, "bearer")) return constant_time_equal(cred, token);
+  if (!iequals(scheme, "basic")) return false;
+  auto dec = base64_decode(cred);
+  if (!dec) return false;
+  std::string want = "exguardian:" + std::string(token);
+  return constant_time_equal(*dec, want);
+}
+
 long ChunkTracker::feed(std::string_view in) {
   size_t i = 0;
   while (i < in.size() && state_ != Done) {

@@ -14,11 +14,13 @@ std::string header_safe(std::string_view s) {
   return r;
 }
 
-std::string response(int code, const char* status, const std::string& body, const std::string& refused_rule = "") {
+std::string response(int code, const char* status, const std::string& body, const std::string& refused_rule = "",
+                     const char* extra = nullptr) {
   std::string r = "HTTP/1.1 " + std::to_string(code) + " " + status +
                   "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + std::to_string(body.size()) +
                   "\r\nConnection: close\r\n";
   if (!refused_rule.empty()) r += "X-ExGuardian-Refused: " + header_safe(refused_rule) + "\r\n";
+  if (extra) r += extra;
   return r + "\r\n" + body;
 }
 
@@ -94,7 +96,8 @@ class ResponseFilter : public StreamFilter {
 
 class HttpSession : public Session {
  public:
-  HttpSession(std::shared_ptr<ProxyState> st, tcp::socket s) : Session(std::move(st), std::move(s), "http") {}
+  HttpSession(std::shared_ptr<ProxyState> st, tcp::socket s, bool auth)
+      : Session(std::move(st), std::move(s), "http", auth) {}
 
   void start() override {
     arm_timer(st_->cfg.header_timeout, "header");
@@ -153,7 +156,23 @@ class HttpSession : public Session {
     auto head = parse_request_head(std::string_view(in_).substr(0, n));
     if (!head) return malformed(head.error().why);
     std::string rest = in_.substr(n);
-    in_.clear();
+    std::string().swap(in_);
+    if (auth_ && !proxy_authorization_ok(head->find("proxy-authorization"), st_->cfg.token)) {
+      // Before any look at the target: without the token a client learns nothing about the rules.
+      const bool given = head->find("proxy-authorization") != nullptr;
+      std::string host;
+      uint16_t port = 0;
+      if (head->method == "CONNECT") {
+        if (auto a = parse_authority(head->target, 0)) host = a->host, port = a->port;
+      } else if (auto t = parse_absolute_http(head->target)) {
+        host = t->authority.host, port = t->authority.port;
+      }
+      if (head->method == "CONNECT") protocol_ = "connect";
+      log_auth_failure(host, port, given ? "wrong proxy token" : "no proxy token");
+      return reply_and_close(response(407, "Proxy Authentication Required",
+                                      "exguardian: proxy authentication required\n", "",
+                                      "Proxy-Authenticate: Basic realm=\"exguardian\"\r\n"));
+    }
     if (head->method == "CONNECT") {
       protocol_ = "connect";
       auto a = parse_authority(head->target, 0);
@@ -161,7 +180,8 @@ class HttpSession : public Session {
       return decide_and_connect(a->host, a->port, [s = self(), rest = std::move(rest)](Outcome o) mutable {
         if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
         s->out_ = o;
-        auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->tunnel_done());
+        auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->st_->shared,
+                                          s->tunnel_done());
         s->run_tunnel(t, "", std::move(rest), "HTTP/1.1 200 Connection established\r\n\r\n");
       });
     }
@@ -174,10 +194,8 @@ class HttpSession : public Session {
     if (!t) return malformed(t.error().why);
     if (head->count("host") > 1) return malformed("more than one Host header");
     if (const std::string* hv = head->find("host")) {
-      auto ha = parse_authority(*hv, 80);
-      auto hn = ha ? normalise_host(ha->host) : Result<Host>(std::unexpected(ha.error()));
-      auto tn = normalise_host(t->authority.host);
-      if (!hn || !tn || hn->name != tn->name || ha->port != t->authority.port) {
+      if (!host_header_matches(*hv, t->authority)) {
+        auto tn = normalise_host(t->authority.host);
         Outcome o;
         o.kind = Outcome::Refused;
         o.host = tn ? tn->name : t->authority.host;
@@ -194,7 +212,7 @@ class HttpSession : public Session {
                          if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
                          s->out_ = o;
                          auto tun = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_),
-                                                             s->st_->cfg, s->tunnel_done());
+                                                             s->st_->cfg, s->st_->shared, s->tunnel_done());
                          tun->set_up_filter(std::make_unique<BodyFilter>(f));
                          tun->set_down_filter(std::make_unique<ResponseFilter>(s->st_->cfg.max_header_bytes));
                          tun->end_when_down_done(true);
@@ -205,8 +223,8 @@ class HttpSession : public Session {
 
 }  // namespace
 
-std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, tcp::socket s) {
-  return std::make_shared<HttpSession>(std::move(st), std::move(s));
+std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, tcp::socket s, bool auth) {
+  return std::make_shared<HttpSession>(std::move(st), std::move(s), auth);
 }
 
 }  // namespace exg::egress::detail

@@ -4,9 +4,14 @@
 #include "egress/proxy.hpp"
 
 #include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <array>
-#include <sys/socket.h>
+#include <cerrno>
+#include <fstream>
+#include <sstream>
 
 #include "sandbox/audit.hpp"
 
@@ -29,15 +34,128 @@ void ProxyState::count_refused(const std::string& host) {
   else ++stats.refused_hosts["(other)"];
 }
 
+bool ProxyState::audit_on() const { return audit && audit->enabled(); }
+
 void ProxyState::audit_write(nlohmann::json j) {
-  if (audit && audit->enabled()) audit->write(std::move(j));
+  if (audit_on()) audit->write(std::move(j));
+}
+
+// ---- /etc/hosts -------------------------------------------------------------------------------
+
+// A parsed copy of /etc/hosts, used when nsswitch.conf puts "files" first for
+// hosts (then getaddrinfo would answer such a name from the file too, and a
+// name that is there never reaches DNS). Checked for changes at most once a
+// second. Every address of every line naming the host, in file order, as
+// glibc's files backend collects them; scoped IPv6 entries are skipped.
+struct ProxyState::HostsCache {
+  std::chrono::steady_clock::time_point checked{};
+  struct Key {
+    ino_t ino = 0;
+    off_t size = -1;
+    timespec mtime{};
+    bool operator==(const Key& o) const {
+      return ino == o.ino && size == o.size && mtime.tv_sec == o.mtime.tv_sec && mtime.tv_nsec == o.mtime.tv_nsec;
+    }
+  } hosts_key, nss_key;
+  bool files_first = false;
+  std::unordered_map<std::string, std::vector<IpAddress>> names;
+
+  static Key key_of(const char* path) {
+    struct stat st{};
+    if (::stat(path, &st) != 0) return Key{};
+    return Key{st.st_ino, st.st_size, st.st_mtim};
+  }
+
+  void refresh() {
+    auto now = std::chrono::steady_clock::now();
+    if (now - checked < std::chrono::seconds(1) && checked.time_since_epoch().count()) return;
+    checked = now;
+    Key nk = key_of("/etc/nsswitch.conf"), hk = key_of("/etc/hosts");
+    if (!(nk == nss_key)) {
+      nss_key = nk;
+      files_first = false;
+      std::ifstream f("/etc/nsswitch.conf");
+      std::string line;
+      while (std::getline(f, line)) {
+        if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+        std::istringstream ls(line);
+        std::string db, first, second;
+        if (!(ls >> db) || db != "hosts:") continue;
+        ls >> first >> second;
+        // "files" first and no action item right after it that could skip its answer.
+        files_first = first == "files" && !second.starts_with('[');
+      }
+    }
+    if (!(hk == hosts_key)) {
+      hosts_key = hk;
+      names.clear();
+      std::ifstream f("/etc/hosts");
+      std::string line;
+      while (std::getline(f, line)) {
+        if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+        std::istringstream ls(line);
+        std::string addr, name;
+        if (!(ls >> addr)) continue;
+        auto a = parse_ip(addr);
+        if (!a) continue;
+        while (ls >> name) {
+          for (char& c : name) c = (char)std::tolower((unsigned char)c);
+          while (name.size() > 1 && name.back() == '.') name.pop_back();
+          auto& v = names[name];
+          if (std::find(v.begin(), v.end(), *a) == v.end()) v.push_back(*a);
+        }
+      }
+    }
+  }
+};
+
+std::optional<std::vector<IpAddress>> ProxyState::hosts_lookup(const std::string& name) {
+  if (!hosts) hosts = std::make_unique<HostsCache>();
+  hosts->refresh();
+  if (!hosts->files_first) return std::nullopt;
+  auto it = hosts->names.find(name);
+  if (it == hosts->names.end()) return std::nullopt;
+  return it->second;
+}
+
+// ---- deadlines --------------------------------------------------------------------------------
+
+ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg)
+    : io(io), rules(rules), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
+  auto shortest = std::min({this->cfg.header_timeout, this->cfg.connect_timeout, this->cfg.idle_timeout,
+                            std::chrono::milliseconds(2000)});
+  sweep_period = std::clamp(shortest / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
+}
+
+ProxyState::~ProxyState() = default;
+
+void ProxyState::start_sweep(std::shared_ptr<ProxyState> self) {
+  if (sweeping) return;
+  sweeping = true;
+  sweep_timer.expires_after(sweep_period);
+  sweep_timer.async_wait([self = std::move(self)](const boost::system::error_code& ec) {
+    self->sweeping = false;
+    if (ec) return;
+    self->sweep(self);
+  });
+}
+
+void ProxyState::sweep(const std::shared_ptr<ProxyState>& self) {
+  auto now = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<Session>> live;
+  live.reserve(sessions.size());
+  for (auto& [p, w] : sessions)
+    if (auto s = w.lock()) live.push_back(std::move(s));
+  for (auto& s : live) s->check_deadline(now);
+  live.clear();
+  if (!sessions.empty()) start_sweep(self);
 }
 
 // ---- session base -----------------------------------------------------------------------------
 
-Session::Session(std::shared_ptr<ProxyState> st, tcp::socket client, const char* protocol)
-    : st_(std::move(st)), client_(std::move(client)), upstream_(st_->io), protocol_(protocol), resolver_(st_->io),
-      timer_(st_->io), started_(std::chrono::steady_clock::now()) {
+Session::Session(std::shared_ptr<ProxyState> st, tcp::socket client, const char* protocol, bool auth)
+    : st_(std::move(st)), client_(std::move(client)), upstream_(st_->io), protocol_(protocol), auth_(auth),
+      started_(std::chrono::steady_clock::now()) {
   ++st_->active;
 }
 
@@ -46,32 +164,44 @@ Session::~Session() {
   st_->sessions.erase(this);
 }
 
-void Session::register_self() { st_->sessions[this] = weak_from_this(); }
+void Session::register_self() {
+  st_->sessions[this] = weak_from_this();
+  st_->start_sweep(st_);
+}
 
 void Session::close() {
   if (closed_) return;
   closed_ = true;
   boost::system::error_code ec;
-  timer_.cancel();
-  resolver_.cancel();
-  client_.close(ec);
-  upstream_.close(ec);
+  cancel_timer();
+  if (resolver_) resolver_->cancel();
+  if (client_.is_open()) client_.close(ec);
+  if (upstream_.is_open()) upstream_.close(ec);
   if (auto t = tunnel_.lock()) t->close();
 }
 
 void Session::arm_timer(std::chrono::milliseconds d, const char* what) {
-  timer_.expires_after(d);
-  timer_.async_wait([self = shared_from_this(), what](const boost::system::error_code& ec) {
-    if (ec || self->closed_) return;
-    self->on_timeout(what);
-  });
+  deadline_ = std::chrono::steady_clock::now() + d;
+  deadline_what_ = what;
+}
+
+void Session::check_deadline(std::chrono::steady_clock::time_point now) {
+  if (closed_) return;
+  if (auto t = tunnel_.lock()) {
+    if (!t->closed() && now - t->last_active() >= st_->cfg.idle_timeout) t->close("idle timeout");
+    return;
+  }
+  if (now >= deadline_) {
+    cancel_timer();
+    on_timeout(deadline_what_);
+  }
 }
 
 void Session::on_timeout(const char* what) {
   if (std::string_view(what) == "connect") {
     // During resolve or connect: the pending handler reports TimedOut.
     timed_out_ = true;
-    resolver_.cancel();
+    if (resolver_) resolver_->cancel();
     boost::system::error_code ec;
     upstream_.close(ec);
     return;
@@ -79,19 +209,31 @@ void Session::on_timeout(const char* what) {
   close();
 }
 
+// Reads into the loop's shared scratch buffer and keeps only what arrived, so
+// a session holds no max_header_bytes buffer. Tries the read first, waits on EAGAIN.
 void Session::read_more(std::function<void()> then) {
   size_t cap = st_->cfg.max_header_bytes + 1;
   size_t old = in_.size();
   if (old >= cap) return then();
-  in_.resize(cap);
-  client_.async_read_some(boost::asio::buffer(in_.data() + old, cap - old),
-                          [self = shared_from_this(), old, then = std::move(then)](const boost::system::error_code& ec,
-                                                                                  size_t n) {
-                            self->in_.resize(old + n);
-                            if (self->closed_) return;
-                            if (ec) return self->on_read_error(ec);
-                            then();
-                          });
+  char* buf = st_->shared->scratch_for(cap - old);
+  for (;;) {
+    ssize_t n = ::recv(client_.native_handle(), buf, cap - old, MSG_DONTWAIT);
+    if (n > 0) {
+      in_.append(buf, (size_t)n);
+      return then();
+    }
+    if (n == 0) return on_read_error(boost::asio::error::eof);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return on_read_error(boost::system::error_code(errno, boost::system::system_category()));
+    break;
+  }
+  client_.async_wait(tcp::socket::wait_read, [self = shared_from_this(), then = std::move(then)](
+                                                 const boost::system::error_code& ec) mutable {
+    if (self->closed_) return;
+    if (ec) return self->on_read_error(ec);
+    self->read_more(std::move(then));
+  });
 }
 
 void Session::on_read_error(const boost::system::error_code&) { close(); }
@@ -135,6 +277,7 @@ long Session::elapsed_ms() const {
 void Session::log_refusal(const std::string& host, uint16_t port, const Decision& d,
                           const std::optional<IpAddress>& addr, const std::vector<std::string>& refused_addrs) {
   st_->count_refused(host);
+  if (!st_->audit_on()) return;
   nlohmann::json j = audit_base(host, port);
   if (addr) j["address"] = addr->str();
   if (!refused_addrs.empty()) j["refused_addresses"] = refused_addrs;
@@ -147,8 +290,13 @@ void Session::log_refusal(const std::string& host, uint16_t port, const Decision
   st_->audit_write(std::move(j));
 }
 
+void Session::log_auth_failure(const std::string& host, uint16_t port, const char* why) {
+  log_refusal(host, port, Decision{false, "proxy authentication", why}, std::nullopt, {});
+}
+
 void Session::log_malformed(const std::string& why) {
   ++st_->stats.malformed;
+  if (!st_->audit_on()) return;
   nlohmann::json j = audit_base("", 0);
   j["decision"] = "refused";
   j["rule"] = "malformed request";
@@ -185,13 +333,15 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
       out_.kind = Outcome::Refused;
       out_.decision = a;
       out_.address = host->literal;
-      timer_.cancel();
+      cancel_timer();
       return done(std::move(out_));
     }
     candidates_ = {*host->literal};
     return connect_next(std::move(done));
   }
-  resolver_.async_resolve(host->name, std::to_string(port), tcp::resolver::numeric_service,
+  if (auto addrs = st_->hosts_lookup(host->name)) return on_addresses(*addrs, std::move(done));
+  if (!resolver_) resolver_ = std::make_unique<tcp::resolver>(st_->io);
+  resolver_->async_resolve(host->name, std::to_string(port), tcp::resolver::numeric_service,
                           [self = shared_from_this(), done = std::move(done)](const boost::system::error_code& ec,
                                                                               tcp::resolver::results_type res) mutable {
                             if (self->closed_) return;
@@ -206,18 +356,25 @@ void Session::on_resolved(const boost::system::error_code& ec, tcp::resolver::re
     return done(std::move(out_));
   }
   if (ec) {
-    timer_.cancel();
+    cancel_timer();
     out_.kind = Outcome::DnsFailed;
     out_.error = ec.message();
     return done(std::move(out_));
   }
+  std::vector<IpAddress> addrs;
+  for (const auto& entry : res) {
+    auto ep = entry.endpoint();
+    if (auto a = IpAddress::from_sockaddr(ep.data())) addrs.push_back(*a);
+  }
+  on_addresses(addrs, std::move(done));
+}
+
+void Session::on_addresses(const std::vector<IpAddress>& addrs, std::function<void(Outcome)> done) {
   std::optional<Decision> first_refusal;
   std::optional<IpAddress> first_refused;
   candidates_.clear();
-  for (const auto& entry : res) {
-    auto ep = entry.endpoint();
-    auto a = IpAddress::from_sockaddr(ep.data());
-    if (!a) continue;
+  for (const auto& addr : addrs) {
+    const IpAddress* a = &addr;
     Decision d = st_->rules.check_address(*a);
     if (d.allowed) {
       if (std::find(candidates_.begin(), candidates_.end(), *a) == candidates_.end()) candidates_.push_back(*a);
@@ -225,11 +382,11 @@ void Session::on_resolved(const boost::system::error_code& ec, tcp::resolver::re
       std::string s = a->str();
       if (std::find(out_.refused_addresses.begin(), out_.refused_addresses.end(), s) == out_.refused_addresses.end())
         out_.refused_addresses.push_back(s);
-      if (!first_refusal) first_refusal = d, first_refused = a;
+      if (!first_refusal) first_refusal = d, first_refused = *a;
     }
   }
   if (candidates_.empty()) {
-    timer_.cancel();
+    cancel_timer();
     out_.kind = first_refusal ? Outcome::Refused : Outcome::DnsFailed;
     if (first_refusal) out_.decision = *first_refusal, out_.address = first_refused;
     else out_.error = "no usable address";
@@ -240,7 +397,7 @@ void Session::on_resolved(const boost::system::error_code& ec, tcp::resolver::re
 
 void Session::connect_next(std::function<void(Outcome)> done) {
   if (candidates_.empty()) {
-    timer_.cancel();
+    cancel_timer();
     out_.kind = Outcome::ConnectFailed;
     return done(std::move(out_));
   }
@@ -258,7 +415,7 @@ void Session::connect_next(std::function<void(Outcome)> done) {
   }
   tcp::endpoint ep(addr, out_.port);
   boost::system::error_code ec;
-  upstream_.close(ec);
+  if (upstream_.is_open()) upstream_.close(ec);
   upstream_.open(ep.protocol(), ec);
   if (ec) {
     out_.connect_ec = ec;
@@ -278,7 +435,7 @@ void Session::connect_next(std::function<void(Outcome)> done) {
       self->out_.error = ec.message();
       return self->connect_next(std::move(done));
     }
-    self->timer_.cancel();
+    self->cancel_timer();
     boost::system::error_code e;
     self->upstream_.set_option(tcp::no_delay(true), e);
     self->out_.kind = Outcome::Connected;
@@ -291,18 +448,20 @@ void Session::run_tunnel(std::shared_ptr<Tunnel> t, std::string up_prefix, std::
                          std::string down_prefix) {
   ++st_->stats.allowed;
   tunnel_ = t;
-  timer_.cancel();
+  cancel_timer();
   t->start(std::move(up_prefix), std::move(up_initial), std::move(down_prefix));
 }
 
 std::function<void(const Tunnel::Outcome&)> Session::tunnel_done() {
-  return [self = shared_from_this(), host = out_.host, port = out_.port, addr = out_.address,
-          rule = out_.decision.rule, refused = out_.refused_addresses](const Tunnel::Outcome& o) {
-    nlohmann::json j = self->audit_base(host, port);
-    if (addr) j["address"] = addr->str();
-    if (!refused.empty()) j["refused_addresses"] = refused;
+  // The session keeps out_ (host, port, address, rule) until then.
+  return [self = shared_from_this()](const Tunnel::Outcome& o) {
+    if (!self->st_->audit_on()) return self->close();
+    const Outcome& out = self->out_;
+    nlohmann::json j = self->audit_base(out.host, out.port);
+    if (out.address) j["address"] = out.address->str();
+    if (!out.refused_addresses.empty()) j["refused_addresses"] = out.refused_addresses;
     j["decision"] = "allowed";
-    j["rule"] = rule;
+    j["rule"] = out.decision.rule;
     j["bytes_up"] = o.bytes_up;
     j["bytes_down"] = o.bytes_down;
     j["duration_ms"] = self->elapsed_ms();
@@ -314,6 +473,7 @@ std::function<void(const Tunnel::Outcome&)> Session::tunnel_done() {
 
 void Session::log_over_limit() {
   st_->count_refused("");
+  if (!st_->audit_on()) return;
   nlohmann::json j = audit_base("", 0);
   j["decision"] = "refused";
   j["rule"] = "max_connections " + std::to_string(st_->cfg.max_connections);
@@ -327,6 +487,7 @@ void Session::log_over_limit() {
 void Session::log_connect_failure(const Outcome& o) {
   // The rules allowed it; the network did not. Still one line for the decision.
   ++st_->stats.allowed;
+  if (!st_->audit_on()) return;
   nlohmann::json j = audit_base(o.host, o.port);
   if (o.address) j["address"] = o.address->str();
   if (!o.refused_addresses.empty()) j["refused_addresses"] = o.refused_addresses;
@@ -350,31 +511,37 @@ struct Proxy::Impl : detail::ProxyState {
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
   bool stopped = false;
 
-  void accept(tcp::acceptor* acc, bool socks, std::shared_ptr<Impl> self) {
-    acc->async_accept([this, acc, socks, self](const boost::system::error_code& ec, tcp::socket s) {
+  void accept(tcp::acceptor* acc, bool socks, bool auth, std::shared_ptr<Impl> self) {
+    acc->async_accept([this, acc, socks, auth, self](const boost::system::error_code& ec, tcp::socket s) {
       if (stopped) return;
       if (ec == boost::asio::error::operation_aborted) return;
       if (ec) {
         // EMFILE and friends: back off instead of spinning on the listener.
         auto t = std::make_shared<boost::asio::steady_timer>(io, std::chrono::milliseconds(100));
-        t->async_wait([this, acc, socks, self, t](const boost::system::error_code&) {
-          if (!stopped) accept(acc, socks, self);
+        t->async_wait([this, acc, socks, auth, self, t](const boost::system::error_code&) {
+          if (!stopped) accept(acc, socks, auth, self);
         });
         return;
       }
       boost::system::error_code e;
-      s.set_option(tcp::no_delay(true), e);
+      if (!unix_listener(acc)) s.set_option(tcp::no_delay(true), e);
       if (active >= cfg.max_connections + detail::kOverLimitSlack) {
         s.close(e);
       } else {
         std::shared_ptr<detail::Session> sess =
-            socks ? detail::make_socks_session(self, std::move(s)) : detail::make_http_session(self, std::move(s));
+            socks ? detail::make_socks_session(self, std::move(s), auth)
+                  : detail::make_http_session(self, std::move(s), auth);
         sess->register_self();
         if (active > cfg.max_connections) sess->refuse_over_limit();
         else sess->start();
       }
-      accept(acc, socks, self);
+      accept(acc, socks, auth, self);
     });
+  }
+
+  std::vector<tcp::acceptor*> unix_acceptors;
+  bool unix_listener(tcp::acceptor* a) const {
+    return std::find(unix_acceptors.begin(), unix_acceptors.end(), a) != unix_acceptors.end();
   }
 
   void add_listener(int fd, bool socks, std::shared_ptr<Impl> self) {
@@ -389,7 +556,10 @@ struct Proxy::Impl : detail::ProxyState {
       return;
     }
     acc->non_blocking(true, ec);
-    accept(acc.get(), socks, self);
+    // A unix socket is reachable only through the file system (mode 0600): no token.
+    bool is_unix = ss.ss_family == AF_UNIX;
+    if (is_unix) unix_acceptors.push_back(acc.get());
+    accept(acc.get(), socks, !is_unix && !cfg.token.empty(), self);
     acceptors.push_back(std::move(acc));
   }
 };
@@ -406,6 +576,7 @@ const ProxyStats& Proxy::stats() const { return impl_->stats; }
 void Proxy::stop() {
   if (!impl_ || impl_->stopped) return;
   impl_->stopped = true;
+  impl_->sweep_timer.cancel();
   boost::system::error_code ec;
   for (auto& a : impl_->acceptors) a->close(ec);
   std::vector<std::shared_ptr<detail::Session>> live;

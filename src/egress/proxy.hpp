@@ -4,8 +4,9 @@
 // on every address the proxy itself resolved; it connects only to an address
 // that passed (no second lookup, no rebinding window). Tunnels move bytes with
 // splice(2) where both ends are TCP sockets. One event loop: everything runs on
-// the io_context the caller drives (the resolver's getaddrinfo runs on asio's
-// internal thread, its completion on the loop).
+// the io_context the caller drives. Names the C library would answer from
+// /etc/hosts are answered from a cached copy of it on the loop; other names go
+// to getaddrinfo on asio's resolver thread, its completion back on the loop.
 #pragma once
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -38,7 +39,13 @@ struct ProxyConfig {
   size_t max_header_bytes = 32 * 1024;  // request line + headers; larger -> 431 / close
   size_t max_connections = 4096;        // concurrent client connections; beyond -> 503 / SOCKS reply 1
   std::chrono::milliseconds header_timeout{10000}, connect_timeout{10000}, idle_timeout{300000};
-  size_t tunnel_buffer = 64 * 1024;     // pipe size (splice) or copy buffer, per direction
+  size_t tunnel_buffer = 64 * 1024;     // copy buffer (shared, used synchronously) when splice is unavailable
+  size_t max_pipe = 1024 * 1024;        // a bulk direction's pipe grows up to this (F_SETPIPE_SZ, best effort)
+  // Standalone proxy: clients of TCP listeners must present this token (HTTP
+  // Proxy-Authorization Basic exguardian:TOKEN or Bearer TOKEN; SOCKS5 RFC 1929
+  // user exguardian, password TOKEN). Empty: no authentication (the sandbox's
+  // own listeners). Unix-socket listeners never ask for it.
+  std::string token;
 };
 
 struct ProxyStats {
@@ -54,7 +61,7 @@ class Proxy {
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
 
-  void add_http_listener(int listening_fd);  // takes ownership of the fd
+  void add_http_listener(int listening_fd);  // takes ownership of the fd; TCP or AF_UNIX stream
   void add_socks_listener(int listening_fd);
   const ProxyStats& stats() const;
   void stop();  // close listeners and connections
@@ -105,6 +112,17 @@ struct AbsoluteTarget {
 // "http://host[:port][/path]"; anything else (https://, userinfo, no scheme) is an error.
 Result<AbsoluteTarget> parse_absolute_http(std::string_view target);
 
+// Whether a Host header value names the same host and port as the request
+// target (both normalised; the header's default port is 80).
+bool host_header_matches(std::string_view host_header, const Authority& target);
+
+// Proxy authentication. base64_decode: standard alphabet, padding optional,
+// nullopt on anything else. proxy_authorization_ok: "Basic base64(exguardian:TOKEN)"
+// or "Bearer TOKEN" (scheme case-insensitive); constant-time in the token.
+std::optional<std::string> base64_decode(std::string_view in);
+bool constant_time_equal(std::string_view a, std::string_view b);
+bool proxy_authorization_ok(const std::string* header, std::string_view token);
+
 // The head sent to the origin: origin-form target, hop-by-hop headers removed
 // (Connection and what it lists, Proxy-Connection, Proxy-Authorization,
 // Keep-Alive, TE, Trailer, Upgrade), Host added when missing, "Connection: close".
@@ -136,6 +154,7 @@ class ChunkTracker {
 // SOCKS5 (RFC 1928). Each returns the bytes consumed, 0 when more are needed,
 // or a negative value when malformed.
 long parse_socks_greeting(std::string_view in, bool& no_auth_offered);
+long parse_socks_greeting(std::string_view in, bool& no_auth_offered, bool& userpass_offered);
 struct SocksRequest {
   uint8_t cmd = 0, atyp = 0;
   std::string host;  // domain as sent, or the literal's text
@@ -143,6 +162,8 @@ struct SocksRequest {
 };
 // -1: not version 5; -2: unknown address type; -3: empty domain.
 long parse_socks_request(std::string_view in, SocksRequest& req);
+// RFC 1929 username/password request: bytes consumed, 0 when more are needed, -1 when malformed.
+long parse_socks_userpass(std::string_view in, std::string& user, std::string& pass);
 
 // Transforms one direction of a tunnel while it is not a plain byte stream
 // (a request body to bound, a response head to rewrite).
@@ -158,10 +179,25 @@ class StreamFilter {
   virtual void eof(std::string& /*out*/) {}
 };
 
+// What the loop's tunnels and sessions share: a small pool of empty pipes (a
+// direction borrows one only while bytes are in flight, so an idle tunnel holds
+// none) and a scratch buffer for reads that are consumed at once.
+struct IoShared {
+  ~IoShared();
+  std::vector<std::pair<int, int>> pipes;  // empty, default-sized pipes (read end, write end)
+  std::vector<char> scratch;
+  char* scratch_for(size_t n) {
+    if (scratch.size() < n) scratch.resize(n);
+    return scratch.data();
+  }
+};
+
 // Moves bytes both ways between a client and an upstream socket: splice(2)
-// through a pipe per direction, or read/write through a bounded buffer while a
-// filter is in place or splice is unavailable. Half-close is passed on
-// (shutdown(SHUT_WR) when one side ends); the idle timeout closes both.
+// through a pipe per direction (borrowed from IoShared, grown up to max_pipe
+// for bulk), or read/write through the shared scratch buffer while a filter is
+// in place or splice is unavailable. Half-close is passed on (shutdown(SHUT_WR)
+// when one side ends while the other still runs). Idle time is tracked in
+// last_active(); the owner's deadline sweep closes idle tunnels.
 class Tunnel : public std::enable_shared_from_this<Tunnel> {
  public:
   struct Outcome {
@@ -169,7 +205,7 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
     std::string error;  // empty when both sides ended normally
   };
   Tunnel(boost::asio::ip::tcp::socket client, boost::asio::ip::tcp::socket upstream, const ProxyConfig& cfg,
-         std::function<void(const Outcome&)> done);
+         std::shared_ptr<IoShared> shared, std::function<void(const Outcome&)> done);
   ~Tunnel();
   void set_up_filter(std::unique_ptr<StreamFilter> f);
   void set_down_filter(std::unique_ptr<StreamFilter> f);
@@ -178,31 +214,34 @@ class Tunnel : public std::enable_shared_from_this<Tunnel> {
   // if it had been read from the client (it passes the up filter).
   void start(std::string up_prefix, std::string up_initial, std::string down_prefix);
   void close(const std::string& why = "stopped");
+  std::chrono::steady_clock::time_point last_active() const { return last_; }
+  bool closed() const { return closed_; }
 
  private:
   struct Dir {
     boost::asio::ip::tcp::socket* src = nullptr;
     boost::asio::ip::tcp::socket* dst = nullptr;
     int pipe_r = -1, pipe_w = -1;
-    size_t in_pipe = 0;
+    uint32_t in_pipe = 0, pipe_cap = 0;
     std::string out;
     size_t out_off = 0;
     std::unique_ptr<StreamFilter> filter;
-    std::vector<char> buf;
     bool use_splice = true, read_done = false, shut_dst = true, finished = false;
+    bool grown = false, more = false, corked = false;
     uint64_t bytes = 0;
   };
   void pump(Dir& d);
   bool apply_filter(Dir& d, std::string_view data);
   void finish(Dir& d);
   void complete(const std::string& error);
-  void arm_idle();
+  void wait(Dir& d, bool for_write);
+  bool get_pipe(Dir& d);
   void release_pipes(Dir& d);
 
   boost::asio::ip::tcp::socket client_, upstream_;
-  ProxyConfig cfg_;
+  const ProxyConfig& cfg_;  // the ProxyState's, alive while done_ holds the session
+  std::shared_ptr<IoShared> shared_;
   std::function<void(const Outcome&)> done_;
-  boost::asio::steady_timer idle_;
   Dir up_, down_;
   bool closed_ = false, end_on_down_ = false;
   std::chrono::steady_clock::time_point last_;
@@ -214,8 +253,8 @@ class Session;
 
 // What the listeners and every session share; outlives the Proxy while sessions run.
 struct ProxyState {
-  ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg)
-      : io(io), rules(rules), audit(audit), cfg(cfg) {}
+  ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg);
+  ~ProxyState();
   boost::asio::io_context& io;
   const Rules& rules;
   sandbox::AuditLog* audit;
@@ -223,19 +262,34 @@ struct ProxyState {
   ProxyStats stats;
   size_t active = 0;
   std::unordered_map<Session*, std::weak_ptr<Session>> sessions;
+  std::shared_ptr<IoShared> shared = std::make_shared<IoShared>();
+  // One timer for every deadline of every session (header, connect, reply,
+  // tunnel idle): a sweep every sweep_period while sessions exist.
+  boost::asio::steady_timer sweep_timer;
+  std::chrono::milliseconds sweep_period{500};
+  bool sweeping = false;
+  struct HostsCache;
+  std::unique_ptr<HostsCache> hosts;
   void count_refused(const std::string& host);
+  bool audit_on() const;
   void audit_write(nlohmann::json j);
+  void start_sweep(std::shared_ptr<ProxyState> self);
+  void sweep(const std::shared_ptr<ProxyState>& self);
+  // Addresses for a name the C library would answer from /etc/hosts ("hosts:
+  // files ..." in nsswitch.conf); nullopt when getaddrinfo has to decide.
+  std::optional<std::vector<IpAddress>> hosts_lookup(const std::string& name);
 };
 
 // One client connection: reads its request, decides, connects, hands over to a Tunnel.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  Session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket client, const char* protocol);
+  Session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket client, const char* protocol, bool auth);
   virtual ~Session();
   virtual void start() = 0;
   virtual void refuse_over_limit() = 0;  // answer "too many connections" and close
   void register_self();
   void close();
+  void check_deadline(std::chrono::steady_clock::time_point now);
 
  protected:
   struct Outcome {
@@ -262,6 +316,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void log_malformed(const std::string& why);
   void log_connect_failure(const Outcome& o);
   void log_over_limit();
+  void log_auth_failure(const std::string& host, uint16_t port, const char* why);
   nlohmann::json audit_base(const std::string& host, uint16_t port) const;
   long elapsed_ms() const;
 
@@ -271,6 +326,7 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   Outcome out_;
   const char* protocol_;  // "http", "connect", "socks5": the audit's protocol
+  bool auth_;             // the client must present cfg.token
 
  private:
   void on_timeout(const char* what);
@@ -278,18 +334,20 @@ class Session : public std::enable_shared_from_this<Session> {
   void drain(size_t seen);
   void on_resolved(const boost::system::error_code& ec, boost::asio::ip::tcp::resolver::results_type res,
                    std::function<void(Outcome)> done);
+  void on_addresses(const std::vector<IpAddress>& addrs, std::function<void(Outcome)> done);
   void connect_next(std::function<void(Outcome)> done);
+  void cancel_timer() { deadline_ = std::chrono::steady_clock::time_point::max(); }
 
-  boost::asio::ip::tcp::resolver resolver_;
-  boost::asio::steady_timer timer_;
-  std::chrono::steady_clock::time_point started_;
+  std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;  // only for names not in /etc/hosts
+  std::chrono::steady_clock::time_point started_, deadline_ = std::chrono::steady_clock::time_point::max();
+  const char* deadline_what_ = "";
   std::vector<IpAddress> candidates_;
   std::weak_ptr<Tunnel> tunnel_;
   bool timed_out_ = false;
 };
 
-std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s);
-std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s);
+std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s, bool auth);
+std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s, bool auth);
 
 }  // namespace detail
 }  // namespace exg::egress

@@ -6,15 +6,35 @@
 namespace exg::egress::detail {
 
 long parse_socks_greeting(std::string_view in, bool& no_auth_offered) {
+  bool userpass = false;
+  return parse_socks_greeting(in, no_auth_offered, userpass);
+}
+
+long parse_socks_greeting(std::string_view in, bool& no_auth_offered, bool& userpass_offered) {
   if (in.empty()) return 0;
   if ((uint8_t)in[0] != 5) return -1;
   if (in.size() < 2) return 0;
   size_t n = (uint8_t)in[1];
   if (in.size() < 2 + n) return 0;
-  no_auth_offered = false;
-  for (size_t i = 0; i < n; ++i)
+  no_auth_offered = userpass_offered = false;
+  for (size_t i = 0; i < n; ++i) {
     if ((uint8_t)in[2 + i] == 0) no_auth_offered = true;
+    if ((uint8_t)in[2 + i] == 2) userpass_offered = true;
+  }
   return (long)(2 + n);
+}
+
+long parse_socks_userpass(std::string_view in, std::string& user, std::string& pass) {
+  if (in.empty()) return 0;
+  if ((uint8_t)in[0] != 1) return -1;
+  if (in.size() < 2) return 0;
+  size_t ul = (uint8_t)in[1];
+  if (in.size() < 2 + ul + 1) return 0;
+  size_t pl = (uint8_t)in[2 + ul];
+  if (in.size() < 3 + ul + pl) return 0;
+  user.assign(in.substr(2, ul));
+  pass.assign(in.substr(3 + ul, pl));
+  return (long)(3 + ul + pl);
 }
 
 long parse_socks_request(std::string_view in, SocksRequest& req) {

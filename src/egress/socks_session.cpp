@@ -1,5 +1,11 @@
-// The SOCKS5 front end (RFC 1928): no authentication only; CONNECT with a
-// domain, IPv4 or IPv6 address; BIND and UDP ASSOCIATE answered with 0x07.
+// The SOCKS5 front end (RFC 1928): no authentication, or RFC 1929
+// username/password (user "exguardian", the token as password) when the
+// listener requires the token; CONNECT with a domain, IPv4 or IPv6 address;
+// BIND and UDP ASSOCIATE answered with 0x07.
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "egress/proxy.hpp"
 
 namespace exg::egress::detail {
@@ -33,7 +39,8 @@ std::string success_reply(const tcp::endpoint& bound) {
 
 class SocksSession : public Session {
  public:
-  SocksSession(std::shared_ptr<ProxyState> st, tcp::socket s) : Session(std::move(st), std::move(s), "socks5") {}
+  SocksSession(std::shared_ptr<ProxyState> st, tcp::socket s, bool auth)
+      : Session(std::move(st), std::move(s), "socks5", auth) {}
 
   void start() override {
     arm_timer(st_->cfg.header_timeout, "header");
@@ -53,8 +60,8 @@ class SocksSession : public Session {
   bool too_long() { return in_.size() > st_->cfg.max_header_bytes; }
 
   void greeting() {
-    bool no_auth = false;
-    long n = parse_socks_greeting(in_, no_auth);
+    bool no_auth = false, userpass = false;
+    long n = parse_socks_greeting(in_, no_auth, userpass);
     if (n < 0) {
       log_malformed("not a SOCKS5 greeting");
       return close();
@@ -64,17 +71,53 @@ class SocksSession : public Session {
       return read_more([s = self()] { s->greeting(); });
     }
     in_.erase(0, (size_t)n);
+    if (auth_) {
+      if (!userpass) {
+        log_auth_failure("", 0, "SOCKS5 client offers no username/password method");
+        return reply_and_close(std::string("\x05\xff", 2));
+      }
+      return write_then(std::string("\x05\x02", 2), [](SocksSession& s) { s.userpass(); });
+    }
     if (!no_auth) {
       log_malformed("SOCKS5 client offers no 'no authentication' method");
       return reply_and_close(std::string("\x05\xff", 2));
     }
-    auto buf = std::make_shared<std::string>("\x05\x00", 2);
+    write_then(std::string("\x05\x00", 2), [](SocksSession& s) { s.request(); });
+  }
+
+  // A short handshake reply: sent at once (the socket is writable), then `next`.
+  void write_then(std::string bytes, void (*next)(SocksSession&)) {
+    ssize_t n = ::send(client_.native_handle(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n == (ssize_t)bytes.size()) return next(*this);
+    if (n > 0) bytes.erase(0, (size_t)n);
+    else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) return close();
+    auto buf = std::make_shared<std::string>(std::move(bytes));
     boost::asio::async_write(client_, boost::asio::buffer(*buf),
-                             [s = self(), buf](const boost::system::error_code& ec, size_t) {
+                             [s = self(), buf, next](const boost::system::error_code& ec, size_t) {
                                if (s->closed_) return;
                                if (ec) return s->close();
-                               s->request();
+                               next(*s);
                              });
+  }
+
+  void userpass() {
+    std::string user, pass;
+    long n = parse_socks_userpass(in_, user, pass);
+    if (n < 0) {
+      log_malformed("malformed SOCKS5 username/password request");
+      return reply_and_close(std::string("\x01\x01", 2));
+    }
+    if (n == 0) {
+      if (too_long()) return close();
+      return read_more([s = self()] { s->userpass(); });
+    }
+    in_.erase(0, (size_t)n);
+    bool ok = constant_time_equal(user, "exguardian") & constant_time_equal(pass, st_->cfg.token);
+    if (!ok) {
+      log_auth_failure("", 0, "wrong SOCKS5 username or password");
+      return reply_and_close(std::string("\x01\x01", 2));
+    }
+    write_then(std::string("\x01\x00", 2), [](SocksSession& s) { s.request(); });
   }
 
   void request() {
@@ -93,7 +136,7 @@ class SocksSession : public Session {
       return read_more([s = self()] { s->request(); });
     }
     std::string rest = in_.substr((size_t)n);
-    in_.clear();
+    std::string().swap(in_);
     if (r.cmd != 1) {
       Outcome o;
       o.host = r.host;
@@ -107,7 +150,8 @@ class SocksSession : public Session {
       s->out_ = o;
       boost::system::error_code ec;
       auto bound = s->upstream_.local_endpoint(ec);
-      auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->tunnel_done());
+      auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->st_->shared,
+                                        s->tunnel_done());
       s->run_tunnel(t, "", std::move(rest), success_reply(bound));
     });
   }
@@ -136,8 +180,8 @@ class SocksSession : public Session {
 
 }  // namespace
 
-std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, tcp::socket s) {
-  return std::make_shared<SocksSession>(std::move(st), std::move(s));
+std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, tcp::socket s, bool auth) {
+  return std::make_shared<SocksSession>(std::move(st), std::move(s), auth);
 }
 
 }  // namespace exg::egress::detail

@@ -220,6 +220,7 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     }
     audit = std::move(*a);
   }
+  for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
 
   // Egress rules are compiled before anything starts: a bad rule stops the run.
   std::optional<egress::Rules> rules;
