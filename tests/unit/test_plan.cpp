@@ -929,7 +929,7 @@ TEST_F(PlanTest, PlanToTextMentionsEverything) {
   Plan p = ok();
   std::string t = p.to_text();
   EXPECT_NE(t.find("sandbox test1234\n"), std::string::npos);
-  EXPECT_NE(t.find("workspace: " + ws + " (writable, persistent)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("workspace: " + ws + " (live: writable, persistent"), std::string::npos) << t;
   EXPECT_NE(t.find("cwd: " + ws + "\n"), std::string::npos);
   EXPECT_NE(t.find("home: " + home + "\n"), std::string::npos);
   EXPECT_NE(t.find("command: bash -c echo hi\n"), std::string::npos) << t;
