@@ -31,11 +31,15 @@ build: deps
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j1 --timeout 300
 
+# The seed's escape lines, then the full escape test with its reports.
 demo: build
 	EXG=$(abspath $(EXG)) bash demo/demo.sh
+	$(EXG) escape-test --json $(BUILD_DIR)/escape-test.json --html $(BUILD_DIR)/escape-test.html
+	@echo "reports: $(abspath $(BUILD_DIR))/escape-test.html and escape-test.json"
 
 bench: build
 	EXG=$(abspath $(EXG)) bash bench/startup.sh
+	EXG=$(abspath $(EXG)) bash bench/syscalls.sh
 
 clean:
 	rm -rf $(BUILD_DIR)
