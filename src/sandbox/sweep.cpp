@@ -296,6 +296,9 @@ bool benign_git_config(std::string_view content) {
       {"core", {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase", "precomposeunicode",
                 "symlinks"}},
       {"extensions", {"objectformat", "refstorage"}},
+      // What `git clone` adds: where the objects came from and what each branch tracks.
+      {"remote", {"url", "fetch", "pushurl"}},
+      {"branch", {"remote", "merge", "rebase"}},
   };
   const std::vector<std::string>* keys = nullptr;
   size_t i = 0;
@@ -310,6 +313,16 @@ bool benign_git_config(std::string_view content) {
     if (line.front() == '[') {
       if (line.back() != ']') return false;
       std::string sec(line.substr(1, line.size() - 2));
+      // [remote "origin"] / [branch "main"]: a quoted subsection name, nothing odd in it.
+      if (auto sp = sec.find(' '); sp != std::string::npos) {
+        std::string sub = sec.substr(sp + 1);
+        if (sub.size() < 3 || sub.front() != '"' || sub.back() != '"' ||
+            sub.find_first_of("\\\"", 1) != sub.size() - 1)
+          return false;
+        sec.resize(sp);
+        for (auto& ch : sec) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+        if (sec != "remote" && sec != "branch") return false;
+      }
       for (auto& ch : sec) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
       auto it = allowed.find(sec);
       if (it == allowed.end()) return false;  // includes [include], [remote ...], subsections
@@ -323,6 +336,11 @@ bool benign_git_config(std::string_view content) {
     for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (std::find(keys->begin(), keys->end(), key) == keys->end()) return false;
     if (eq != std::string_view::npos && line.find_first_of("\\\"", eq) != std::string_view::npos) return false;
+    // A remote helper transport runs a command ("ext::sh -c ..."): never benign.
+    if (key == "url" || key == "pushurl") {
+      std::string v(line.substr(eq == std::string_view::npos ? line.size() : eq + 1));
+      if (v.find("::") != std::string::npos) return false;
+    }
   }
   return true;
 }
