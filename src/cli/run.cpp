@@ -62,6 +62,9 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_flag("--no-policy-files", no_policy_files,
                 "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
+  run->add_flag("--dns", dns,
+                "Serve DNS inside on 127.0.0.53 (resolv.conf points there): allowed names only, allowed addresses "
+                "only (same as network.resolver: true)");
   run->add_flag("--unsafe-no-seccomp", unsafe_no_seccomp,
                 "UNSAFE: run without the seccomp filter (for testing that escape-test notices); reported on every run");
   run->prefix_command(true);  // the first non-option word starts the command
@@ -122,6 +125,7 @@ int RunOptions::execute() {
     if (auto bad = policy::check_domain_pattern(d, false)) return error("--allow-domain " + d + ": " + *bad);
     flags.network.allowed_domains.push_back({d, {"--allow-domain"}});
   }
+  if (dns) flags.network.resolver = true;
   for (const auto& e : env) {
     auto eq = e.find('=');
     std::string name = e.substr(0, eq);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "egress/dns.hpp"
 #include "sandbox/audit.hpp"
 
 namespace exg::egress {
@@ -509,6 +510,7 @@ void Session::log_connect_failure(const Outcome& o) {
 struct Proxy::Impl : detail::ProxyState {
   using ProxyState::ProxyState;
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::vector<std::shared_ptr<detail::DnsServer>> dns_servers;
   bool stopped = false;
 
   void accept(tcp::acceptor* acc, bool socks, bool auth, std::shared_ptr<Impl> self) {
@@ -571,6 +573,7 @@ Proxy::~Proxy() { stop(); }
 
 void Proxy::add_http_listener(int fd) { impl_->add_listener(fd, false, impl_); }
 void Proxy::add_socks_listener(int fd) { impl_->add_listener(fd, true, impl_); }
+void Proxy::add_dns_socket(int fd) { impl_->dns_servers.push_back(detail::start_dns_server(impl_, fd)); }
 const ProxyStats& Proxy::stats() const { return impl_->stats; }
 
 void Proxy::stop() {
@@ -579,6 +582,7 @@ void Proxy::stop() {
   impl_->sweep_timer.cancel();
   boost::system::error_code ec;
   for (auto& a : impl_->acceptors) a->close(ec);
+  for (auto& d : impl_->dns_servers) detail::stop_dns_server(d);
   std::vector<std::shared_ptr<detail::Session>> live;
   for (auto& [p, w] : impl_->sessions)
     if (auto s = w.lock()) live.push_back(std::move(s));

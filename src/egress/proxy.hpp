@@ -63,6 +63,8 @@ class Proxy {
 
   void add_http_listener(int listening_fd);  // takes ownership of the fd; TCP or AF_UNIX stream
   void add_socks_listener(int listening_fd);
+  // The in-sandbox resolver (dns.cpp): a bound UDP socket; takes ownership.
+  void add_dns_socket(int udp_fd);
   const ProxyStats& stats() const;
   void stop();  // close listeners and connections
 

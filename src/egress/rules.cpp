@@ -299,6 +299,17 @@ Decision Rules::check_host(const Host& host, uint16_t port) const {
   return Decision{false, "default deny (not on the allow list)", "host is not on the allow list"};
 }
 
+Decision Rules::check_name(const Host& host) const {
+  if (host.literal) return Decision{false, "literal address", "an address is not a name to resolve"};
+  for (const auto& r : deny_) {
+    if (!r.port && pattern_matches(r.pattern, host)) return Decision{false, r.label, "host is denied by policy"};
+  }
+  for (const auto& r : allow_) {
+    if (pattern_matches(r.pattern, host)) return Decision{true, r.label, ""};
+  }
+  return Decision{false, "default deny (not on the allow list)", "host is not on the allow list"};
+}
+
 Decision Rules::check_address(const IpAddress& addr) const {
   // A denied literal stays denied whatever name led to it (only rules without
   // a port: the port is not known here, the name step has checked it).

@@ -85,6 +85,12 @@ class Rules {
   // A literal is allowed only when a CIDR rule contains it (and is not denied).
   Decision check_host(const Host& host, uint16_t port) const;
 
+  // The in-sandbox resolver's question: may this name be looked up at all?
+  // As check_host without a port: denied by a deny rule without a port,
+  // allowed by any allow rule whatever its port (the proxy still checks the
+  // port on every connection). Literals are refused (nothing to resolve).
+  Decision check_name(const Host& host) const;
+
   // Step 2, after DNS, for every resolved address of an allowed name: special
   // ranges and the host's own addresses are refused unless a CIDR rule allows
   // the address. The proxy connects only to an address that passed.

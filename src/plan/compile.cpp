@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <set>
 
@@ -378,6 +379,19 @@ struct Builder {
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
     plan.network = pol.network;
+    plan.proxy.resolver = plan.proxy.enabled && pol.network.resolver.value_or(false);
+    if (plan.proxy.resolver) {
+      // Over the file itself: when the host's /etc/resolv.conf is a symlink
+      // (systemd-resolved's stub file under /run), over what it points to.
+      std::string target = "/etc/resolv.conf";
+      std::error_code ec;
+      if (std::filesystem::is_symlink(target, ec)) {
+        auto real = std::filesystem::weakly_canonical(target, ec);
+        if (!ec && real.is_absolute()) target = real.string();
+      }
+      Step& s = add(StepKind::ResolvConf, target, {}, "in-sandbox resolver: nameserver 127.0.0.53");
+      s.is_dir = false;
+    }
     build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);

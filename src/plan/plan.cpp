@@ -27,6 +27,7 @@ const char* to_string(StepKind k) {
     case StepKind::Tmpfs: return "tmpfs";
     case StepKind::MaskDir: return "mask-dir";
     case StepKind::MaskFile: return "mask-file";
+    case StepKind::ResolvConf: return "resolv-conf";
     case StepKind::ProtectRo: return "protect-ro";
     case StepKind::Pin: return "pin";
     case StepKind::Proc: return "proc";

@@ -30,6 +30,7 @@ enum class StepKind {
   DevNode,     // bind of one host device node (/dev/null, ...)
   Symlink,     // create a symlink `target` -> `source`
   ReadOnly,    // make an already-built tmpfs read-only once its contents are in place
+  ResolvConf,  // read-only generated resolv.conf ("nameserver 127.0.0.53") over the host's (network.resolver)
 };
 
 const char* to_string(StepKind k);
@@ -63,6 +64,7 @@ struct ProxyPlan {
   bool enabled = true;
   uint16_t http_port = 3128;
   uint16_t socks_port = 1080;
+  bool resolver = false;  // network.resolver / --dns: UDP 127.0.0.53:53 inside, served by the supervisor
 };
 
 // How workspace writes reach the host (DESIGN.md, issue 8).

@@ -69,6 +69,7 @@ void merge(Policy& base, const Policy& top) {
     if (from) into = from;
   };
   override_with(base.filesystem.allow_git_config, top.filesystem.allow_git_config);
+  override_with(base.network.resolver, top.network.resolver);
   override_with(base.resources.memory_bytes, top.resources.memory_bytes);
   override_with(base.resources.pids, top.resources.pids);
   override_with(base.resources.cpus, top.resources.cpus);

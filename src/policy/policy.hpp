@@ -41,6 +41,7 @@ struct Network {
   std::vector<DomainEntry> allowed_domains;
   std::vector<DomainEntry> denied_domains;
   std::vector<DomainEntry> allowed_cidrs;  // ours: "network.allowedCidrs": ["10.0.0.0/8", "192.0.2.7"]
+  std::optional<bool> resolver;  // ours: "network.resolver": true: a DNS resolver on 127.0.0.53 inside, allowed names only
 };
 
 struct Filesystem {

@@ -333,6 +333,13 @@ class Validator {
                  return std::nullopt;
                });
              }},
+            {"resolver",
+             [this](const Node& v) -> Check {
+               bool b = false;
+               if (auto e = boolean(v, &b)) return e;
+               policy_.network.resolver = b;
+               return std::nullopt;
+             }},
             noted("allowUnixSockets", is_string_array(), "ExGuardian does not pass host Unix sockets in"),
             noted("allowAllUnixSockets", is_bool(), "ExGuardian does not pass host Unix sockets in"),
             noted("allowLocalBinding", is_bool(), "the sandbox has its own network namespace"),

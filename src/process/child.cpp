@@ -63,6 +63,7 @@ class Builder {
   std::map<size_t, std::pair<int, int>> upper_fds_;  // overlay steps on host dirs: upper, work
   int root_fd_ = -1;          // the new root
   int empty_file_fd_ = -1;    // O_PATH of an empty mode-0 file (file masks)
+  int resolv_fd_ = -1;        // O_PATH of the generated resolv.conf (network.resolver)
   int overlay_count_ = 0;
   int master_fd_ = -1, slave_fd_ = -1;
 
@@ -194,6 +195,15 @@ void Builder::make_stage() {
   ::close(f);
   empty_file_fd_ = ::open(empty.c_str(), O_PATH | O_CLOEXEC);
   if (empty_file_fd_ < 0) fail("open " + empty);
+  if (plan_.proxy.resolver) {
+    std::string rc = work + "/resolv.conf";
+    static constexpr char kResolv[] = "nameserver 127.0.0.53\noptions edns0 trust-ad\n";
+    int w = ::open(rc.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
+    if (w < 0 || ::write(w, kResolv, sizeof kResolv - 1) != (ssize_t)(sizeof kResolv - 1)) fail("write " + rc);
+    ::close(w);
+    resolv_fd_ = ::open(rc.c_str(), O_PATH | O_CLOEXEC);
+    if (resolv_fd_ < 0) fail("open " + rc);
+  }
 }
 
 void Builder::step(size_t i, const plan::Step& s) {
@@ -274,6 +284,13 @@ void Builder::step(size_t i, const plan::Step& s) {
       attach(t, s.target, false);
       break;
     }
+    case StepKind::ResolvConf: {
+      if (resolv_fd_ < 0) fail("no generated resolv.conf for " + s.target);
+      int t = clone_tree(resolv_fd_, "", "resolv.conf");
+      set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, s.target);
+      attach(t, s.target, false);
+      break;
+    }
     case StepKind::ProtectRo:
     case StepKind::Pin: {
       int fd = open_in_root(s.target);
@@ -340,7 +357,7 @@ void Builder::network_and_names() {
 // sandbox's network namespace; the supervisor accepts on them from the host
 // side. No relay process, no port on the host.
 void Builder::proxy_listeners() {
-  int fds[2];
+  int fds[3] = {-1, -1, -1};
   uint16_t ports[2] = {plan_.proxy.http_port, plan_.proxy.socks_port};
   for (int k = 0; k < 2; ++k) {
     int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -356,6 +373,22 @@ void Builder::proxy_listeners() {
     if (::listen(l, 256) != 0) fail("listen on the proxy listener");
     fds[k] = l;
   }
+  // The in-sandbox resolver's socket (network.resolver): 127.0.0.53:53 like
+  // systemd-resolved's stub. Port 53 needs CAP_NET_BIND_SERVICE in the netns
+  // owner's user namespace, which this process still has here.
+  int nfds = 2;
+  if (plan_.proxy.resolver) {
+    int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (u < 0) fail("resolver socket");
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(53);
+    sa.sin_addr.s_addr = htonl(0x7f000035);  // 127.0.0.53
+    if (::bind(u, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) fail("bind the resolver socket 127.0.0.53:53");
+    fds[2] = u;
+    nfds = 3;
+  }
+  const size_t fd_bytes = nfds * sizeof(int);
   char byte = kMsgListeners;
   iovec iov{&byte, 1};
   alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof fds)];
@@ -363,15 +396,14 @@ void Builder::proxy_listeners() {
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
   msg.msg_control = ctrl;
-  msg.msg_controllen = sizeof ctrl;
+  msg.msg_controllen = CMSG_SPACE(fd_bytes);
   cmsghdr* c = CMSG_FIRSTHDR(&msg);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof fds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  c->cmsg_len = CMSG_LEN(fd_bytes);
+  std::memcpy(CMSG_DATA(c), fds, fd_bytes);
   if (::sendmsg(a_.sync_fd, &msg, MSG_NOSIGNAL) != 1) fail("hand the proxy listeners to the supervisor");
-  ::close(fds[0]);
-  ::close(fds[1]);
+  for (int k = 0; k < nfds; ++k) ::close(fds[k]);
 }
 
 void Builder::open_pty() {
@@ -419,6 +451,7 @@ void Builder::run() {
   pivot();
   ::close(root_fd_);
   ::close(empty_file_fd_);
+  if (resolv_fd_ >= 0) ::close(resolv_fd_);
   for (int fd : src_fds_)
     if (fd >= 0) ::close(fd);
   for (auto& [i, uw] : upper_fds_) {

@@ -84,12 +84,13 @@ struct Message {
   std::string text;
   int fd = -1;
   int fd2 = -1;
+  int fd3 = -1;
 };
 
 Result<Message> receive(int sock) {
   char buf[4096];
   iovec iov{buf, sizeof buf};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(2 * sizeof(int))];
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(3 * sizeof(int))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -107,6 +108,7 @@ Result<Message> receive(int sock) {
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
     if (count >= 1) std::memcpy(&m.fd, CMSG_DATA(c), sizeof(int));
     if (count >= 2) std::memcpy(&m.fd2, CMSG_DATA(c) + sizeof(int), sizeof(int));
+    if (count >= 3) std::memcpy(&m.fd3, CMSG_DATA(c) + 2 * sizeof(int), sizeof(int));
   }
   return m;
 }
@@ -216,6 +218,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     if (m->type == kMsgListeners) {
       l.http_listener.reset(m->fd);
       l.socks_listener.reset(m->fd2);
+      l.dns_socket.reset(m->fd3);
       continue;
     }
     if (m->type == kMsgReady) {
@@ -228,6 +231,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     }
     if (m->fd >= 0) ::close(m->fd);
     if (m->fd2 >= 0) ::close(m->fd2);
+    if (m->fd3 >= 0) ::close(m->fd3);
     kill_child();
     if (m->type == kMsgError) return fail(Error::msg("setup", m->text));
     return fail(Error::msg("setup", "the sandbox exited before it was set up"));

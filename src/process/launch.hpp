@@ -23,6 +23,7 @@ struct Launched {
   Cgroup cgroup;        // the sandbox's own cgroup (inactive when none could be made)
   UniqueFd seccomp_listener;  // refused syscalls arrive here
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
+  UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
 };
 
 // Signals the supervisor handles itself must be blocked before launch() (the

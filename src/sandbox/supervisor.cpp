@@ -89,10 +89,11 @@ struct ProxyRunner {
   std::unique_ptr<egress::Proxy> proxy;
   std::thread thread;
 
-  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd) {
+  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd, int dns_fd) {
     proxy = std::make_unique<egress::Proxy>(io, rules, audit);
     proxy->add_http_listener(http_fd);
     proxy->add_socks_listener(socks_fd);
+    if (dns_fd >= 0) proxy->add_dns_socket(dns_fd);  // network.resolver / --dns
     thread = std::thread([this] {
       auto guard = boost::asio::make_work_guard(io);
       io.run();
@@ -256,7 +257,8 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   // The egress proxy accepts on the sockets the sandbox made in its own netns.
   ProxyRunner proxy;
   if (rules && sb.http_listener && sb.socks_listener)
-    proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release());
+    proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
+                sb.dns_socket ? sb.dns_socket.release() : -1);
   if (opt.verbose) {
     // What the kernel gave us, so a weaker host is visible on every verbose run.
     auto ll = process::landlock_features();

@@ -12,6 +12,9 @@
 #                        SYNs and stalls hundreds of simultaneous connections)
 #     203.0.113.12:80    a PEP 503 simple index (new address on the server ns's lo) serving
 #                        one pure-python wheel, exgdemo 0.1 (built here by hand, no network)
+#     203.0.113.12:8081  a minimal npm registry (pypi.test:8081): GET /exgdemo is the package
+#                        document (one version, 1.0.0), its dist.tarball is
+#                        http://pypi.test:8081/exgdemo/-/exgdemo-1.0.0.tgz (package/package.json)
 #     198.51.100.1:8081  a server on the CLIENT ns's own veth address (ip netns exec $EGW_NS_C)
 #     198.51.100.2:53    a UDP "DNS" sink that logs every datagram it receives
 #   and appends to $EGW_DIR/hosts: ownif.test, pypi.test, wild.test, a.wild.test,
@@ -39,7 +42,7 @@ extra_log_count() { grep -cE -- "$1" "$EGW_LOG" 2>/dev/null || true; }
 
 _egx_server_py() {
     cat <<'PY'
-# server.py LOG MODE ADDR PORT [ARG]: MODE = https CERT KEY | files DIR | udp
+# server.py LOG MODE ADDR PORT [ARG]: MODE = https CERT KEY | files DIR | npm DIR | udp
 import functools, http.server, os, socket, socketserver, ssl, sys, threading
 
 log_path, mode, addr, port = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
@@ -80,6 +83,14 @@ class Files(Base, http.server.SimpleHTTPRequestHandler):
         self.record()
         return super().send_head()
 
+class Npm(Files):
+    # /NAME is the package document DIR/NAME.json; everything else is a file under DIR.
+    def translate_path(self, path):
+        p = super().translate_path(path)
+        if "/-/" not in path and os.path.isfile(p.rstrip("/") + ".json"):
+            return p.rstrip("/") + ".json"
+        return p
+
 class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     allow_reuse_address = True
@@ -92,6 +103,8 @@ if mode == "https":
     srv.socket = ctx.wrap_socket(srv.socket, server_side=True, do_handshake_on_connect=False)
 elif mode == "files":
     srv = Server((addr, port), functools.partial(Files, directory=sys.argv[5]))
+elif mode == "npm":
+    srv = Server((addr, port), functools.partial(Npm, directory=sys.argv[5]))
 else:
     srv = Server((addr, port), Hello)
 srv.serve_forever()
@@ -172,6 +185,38 @@ PY
     chmod -R a+rX "$d"
 }
 
+# _egx_make_npm DIR: DIR/exgdemo.json (package document) and DIR/exgdemo/-/exgdemo-1.0.0.tgz.
+_egx_make_npm() {
+    local d=$1 w
+    mkdir -p "$d/exgdemo/-" && w=$(mktemp -d "$d/.work.XXXXXX") || return 1
+    mkdir -p "$w/package" &&
+    printf '%s\n' '{' '  "name": "exgdemo",' '  "version": "1.0.0",' \
+        '  "description": "egress test package",' '  "main": "index.js",' '  "license": "MIT"' '}' \
+        > "$w/package/package.json" &&
+    echo 'module.exports = "hello from the egress test registry";' > "$w/package/index.js" &&
+    tar -C "$w" --owner=0 --group=0 --numeric-owner -czf "$d/exgdemo/-/exgdemo-1.0.0.tgz" package || return 1
+    rm -rf "$w"
+    "${EGW_PYTHON:-/usr/bin/python3}" - "$d" <<'PY' || return 1
+import base64, hashlib, json, os, sys
+d = sys.argv[1]
+tgz = open(os.path.join(d, "exgdemo", "-", "exgdemo-1.0.0.tgz"), "rb").read()
+doc = {
+    "name": "exgdemo",
+    "dist-tags": {"latest": "1.0.0"},
+    "versions": {"1.0.0": {
+        "name": "exgdemo", "version": "1.0.0", "main": "index.js", "license": "MIT",
+        "dist": {
+            "tarball": "http://pypi.test:8081/exgdemo/-/exgdemo-1.0.0.tgz",
+            "shasum": hashlib.sha1(tgz).hexdigest(),
+            "integrity": "sha512-" + base64.b64encode(hashlib.sha512(tgz).digest()).decode(),
+        },
+    }},
+}
+json.dump(doc, open(os.path.join(d, "exgdemo.json"), "w"))
+PY
+    chmod -R a+rX "$d"
+}
+
 # _egx_start NS LOGNAME ARGS...: a server from server.py in NS, tracked by world_down.
 _egx_start() {
     local ns=$1 name=$2; shift 2
@@ -189,6 +234,7 @@ world_extra_up() {
     _egx_make_ca "$EGW_DIR/ca" || { echo "world_extra_up: CA failed" >&2; return 1; }
     _egx_make_git "$EGW_DIR/srv/git" || { echo "world_extra_up: git repo failed" >&2; return 1; }
     _egx_make_index "$EGW_DIR/srv/pypi" || { echo "world_extra_up: index failed" >&2; return 1; }
+    _egx_make_npm "$EGW_DIR/srv/npm" || { echo "world_extra_up: npm registry failed" >&2; return 1; }
     chmod 755 "$EGW_DIR/srv"
     cat >> "$EGW_DIR/hosts" <<'HOSTS'
 198.51.100.1 ownif.test
@@ -204,13 +250,14 @@ HOSTS
     _egx_start "$EGW_NS_S" git files 203.0.113.10 8080 "$EGW_DIR/srv/git"
     _egx_start "$EGW_NS_S" many hello 203.0.113.10 8000
     _egx_start "$EGW_NS_S" pypi files 203.0.113.12 80 "$EGW_DIR/srv/pypi"
+    _egx_start "$EGW_NS_S" npm npm 203.0.113.12 8081 "$EGW_DIR/srv/npm"
     _egx_start "$EGW_NS_S" udp udp 198.51.100.2 53
     _egx_start "$EGW_NS_C" ownif hello 198.51.100.1 8081
 
     local end=$((SECONDS + 20))
     until ip netns exec "$EGW_NS_C" "$py" -c '
 import socket
-for a in (("203.0.113.10", 443), ("203.0.113.10", 8080), ("203.0.113.10", 8000), ("203.0.113.12", 80), ("198.51.100.1", 8081)):
+for a in (("203.0.113.10", 443), ("203.0.113.10", 8080), ("203.0.113.10", 8000), ("203.0.113.12", 80), ("203.0.113.12", 8081), ("198.51.100.1", 8081)):
     socket.create_connection(a, timeout=1).close()' 2>/dev/null &&
           ip netns exec "$EGW_NS_S" ss -Hlun 'sport = :53' | grep -q 198.51.100.2; do
         if [ "$SECONDS" -ge "$end" ]; then

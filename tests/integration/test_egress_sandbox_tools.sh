@@ -336,6 +336,90 @@ check "the proxy answers a new request after them" grep -q "^AFTER hello from 20
 check "  ... and the server saw it" L '^203\.0\.113\.10 GET /after host=allowed\.test$'
 [ "$STATUS" -eq 0 ] || { note "many.py exit $STATUS"; [ -n "$ERR" ] && printf '%s\n' "$ERR" | tail -5 | sed 's/^/#      err: /'; }
 
+# ---- 10. the in-sandbox resolver (network.resolver / --dns) on 127.0.0.53 ---------------------
+# The names are in the world's hosts file (visible inside too), so every check sends a raw DNS
+# query to 127.0.0.53:53 itself: that is what proves the resolver answered.
+cat > "$WS/dnsq.py" <<'PY'
+# dnsq.py NAME [TYPE]: one raw query to 127.0.0.53:53; prints RCODE, TC and the answers.
+import socket, struct, sys
+name, qtype = sys.argv[1], {"A": 1, "AAAA": 28, "MX": 15}.get(sys.argv[2] if len(sys.argv) > 2 else "A")
+if name == "@malformed":
+    q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0) + b"\x07allowed"  # truncated question
+else:
+    q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+    for l in name.split("."):
+        q += bytes([len(l)]) + l.encode()
+    q += b"\x00" + struct.pack(">HH", qtype, 1)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(2)
+try:
+    u.sendto(q, ("127.0.0.53", 53))
+    r, _ = u.recvfrom(4096)
+except OSError as e:
+    print("NOANSWER", e); sys.exit(0)
+rid, flags, qd, an = struct.unpack(">HHHH", r[:8])
+print("ID %04x RCODE %d TC %d AN %d" % (rid, flags & 15, (flags >> 9) & 1, an))
+p = 12
+for _ in range(qd):
+    while r[p]: p += r[p] + 1
+    p += 5
+for _ in range(an):
+    t, c, ttl, n = struct.unpack(">HHIH", r[p + 2:p + 12]); d = r[p + 12:p + 12 + n]; p += 12 + n
+    print("ANSWER", "A" if t == 1 else "AAAA", ttl, socket.inet_ntop(socket.AF_INET if t == 1 else socket.AF_INET6, d))
+PY
+audit_dns="$T/audit-dns.jsonl"
+cat > "$T/policy-dns.json" <<'JSON'
+{
+  "network": {
+    "allowedDomains": ["allowed.test", "meta.test", "pypi.test"],
+    "deniedDomains": ["denied.test"],
+    "resolver": true
+  },
+  "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}
+}
+JSON
+run sbx "${pol[@]}" -- python3 dnsq.py allowed.test
+chk "without --dns: a raw query to 127.0.0.53:53 gets no answer" grep -q "^NOANSWER" <<<"$OUT"
+run sbx "${pol[@]}" --dns -- bash -c 'cat /etc/resolv.conf; python3 dnsq.py allowed.test; python3 dnsq.py ALLOWED.test.;
+    python3 dnsq.py denied.test; python3 dnsq.py other.test; python3 dnsq.py allowed.test AAAA; python3 dnsq.py @malformed;
+    python3 dnsq.py meta.test'
+chk "--dns: resolv.conf inside points at 127.0.0.53" grep -qx "nameserver 127.0.0.53" <<<"$OUT"
+chk "--dns: allowed.test -> A 203.0.113.10, TTL 5" \
+    eval "out_has '^ID 4242 RCODE 0 TC 0 AN 1\$' '^ANSWER A 5 203\.0\.113\.10\$'"
+chk "--dns: denied.test (deniedDomains) and other.test (not allowed) -> NXDOMAIN" \
+    test "$(grep -c '^ID 4242 RCODE 3 ' <<<"$OUT")" -ge 2
+chk "--dns: AAAA of allowed.test (no IPv6 address) -> NOERROR, no answer" grep -q "^ID 4242 RCODE 0 TC 0 AN 0" <<<"$OUT"
+chk "--dns: a truncated question -> FORMERR" grep -q "^ID 4242 RCODE 1 " <<<"$OUT"
+run sbx --policy "$T/policy-dns.json" --audit-log "$audit_dns" -- bash -c 'python3 dnsq.py meta.test; python3 dnsq.py pypi.test;
+    python3 dnsq.py denied.test; getent ahostsv4 allowed.test'
+chk "policy network.resolver: meta.test (allowed name, link-local address) -> no address" \
+    eval "out_has '^ID 4242 RCODE 0 TC 0 AN 0\$' && ! grep -q '169\.254' <<<\"\$OUT\""
+chk "policy network.resolver: pypi.test -> A 203.0.113.12" grep -q "^ANSWER A 5 203\.0\.113\.12$" <<<"$OUT"
+chk "policy network.resolver: denied.test -> NXDOMAIN" grep -q "^ID 4242 RCODE 3 " <<<"$OUT"
+chk "audit: dns lines for allowed.test (answers), denied.test and meta.test (refused)" python3 -c "
+import json
+d = [json.loads(l) for l in open('$audit') if '\"dns\"' in l] + [json.loads(l) for l in open('$audit_dns') if '\"dns\"' in l]
+assert any(l['host'] == 'allowed.test' and l['decision'] == 'allowed' and l['answers'] == ['203.0.113.10'] for l in d), d
+assert any(l['host'] == 'denied.test' and l['decision'] == 'refused' and l['rule'].startswith('deniedDomains') for l in d), d
+assert any(l['host'] == 'other.test' and l['decision'] == 'refused' and l['answers'] == [] for l in d), d
+assert any(l['host'] == 'meta.test' and l['decision'] == 'refused' and 'link-local' in l['rule'] for l in d), d
+assert any(l['host'] == 'pypi.test' and l['answers'] == ['203.0.113.12'] for l in d), d
+assert all(set(('event', 'host', 'decision', 'rule', 'answers')) <= set(l) for l in d if l.get('rule') != 'malformed query'), d
+"
+
+# ---- 11. npm install from a test registry ------------------------------------------------------
+if command -v npm >/dev/null 2>&1; then
+    run sbx "${pol[@]}" -- bash -c 'export npm_config_cache=$PWD/.npm-cache; mkdir -p npmproj && cd npmproj &&
+        npm install --no-audit --no-fund --no-update-notifier --registry http://pypi.test:8081/ exgdemo &&
+        cat node_modules/exgdemo/package.json'
+    chk "npm install exgdemo from http://pypi.test:8081/ through the proxy" \
+        eval "test \$STATUS -eq 0 && out_has '\"name\": *\"exgdemo\"' '\"version\": *\"1\.0\.0\"'"
+    chk "  ... the registry saw the package document and the tarball" \
+        bash -c "grep -qE '^203\.0\.113\.12:8081 GET /exgdemo host=pypi\.test:8081' '$EGW_LOG' &&
+                 grep -qE '^203\.0\.113\.12:8081 GET /exgdemo/-/exgdemo-1\.0\.0\.tgz host=pypi\.test:8081' '$EGW_LOG'"
+else
+    note "npm not installed: npm registry check skipped"
+fi
+
 # ---- audit: the decisions above are on record --------------------------------------------------
 chk "audit: CONNECT allowed.test:443 allowed; ownif.test and wild.test refused" python3 -c "
 import json

@@ -372,6 +372,21 @@ TEST_F(PlanTest, PlanEnvironmentPointsToolsAtTheProxy) {
   EXPECT_TRUE(has("npm_config_https_proxy=http://127.0.0.1:3128"));
 }
 
+TEST_F(PlanTest, PlanResolverIsOptIn) {
+  Plan off = ok();
+  EXPECT_FALSE(off.proxy.resolver);
+  EXPECT_EQ(count_kind(off, StepKind::ResolvConf), 0u);
+  policy::Policy pol;
+  pol.network.resolver = true;
+  Plan on = ok(pol);
+  EXPECT_TRUE(on.proxy.resolver);
+  ASSERT_EQ(count_kind(on, StepKind::ResolvConf), 1u);
+  auto it = std::find_if(on.steps.begin(), on.steps.end(), [](auto& s) { return s.kind == StepKind::ResolvConf; });
+  EXPECT_FALSE(it->is_dir);
+  // After the binds that bring in /etc: the generated file lands on top.
+  EXPECT_EQ(it + 1, on.steps.end());
+}
+
 TEST_F(PlanTest, PlanEnvironmentPolicyAllowAndSet) {
   policy::Policy pol;
   pol.env.allow = {"FOO", "NOT_ON_HOST"};

@@ -508,5 +508,15 @@ TEST(PolicyValues, EnvNames) {
   EXPECT_NE(check_env_name("A=B"), std::nullopt);
 }
 
+TEST(Policy, NetworkResolver) {
+  EXPECT_EQ(ok(R"({"network": {"resolver": true}})").network.resolver, std::optional<bool>(true));
+  EXPECT_EQ(ok(R"({"network": {}})").network.resolver, std::nullopt);
+  EXPECT_NE(error_of(R"({"network": {"resolver": "yes"}})").find("network.resolver: expected true or false"),
+            std::string::npos);
+  Policy base = ok(R"({"network": {"resolver": true}})");
+  merge(base, ok(R"({"network": {"resolver": false}})"));
+  EXPECT_EQ(base.network.resolver, std::optional<bool>(false));
+}
+
 }  // namespace
 }  // namespace exg::policy

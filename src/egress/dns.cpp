@@ -1,0 +1,285 @@
+// The in-sandbox resolver: see dns.hpp.
+#include "egress/dns.hpp"
+
+#include <netinet/in.h>
+
+#include <array>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/udp.hpp>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <unistd.h>
+
+#include "egress/proxy.hpp"
+
+namespace exg::egress::detail {
+
+namespace {
+
+uint16_t get16(std::string_view s, size_t at) {
+  return static_cast<uint16_t>((static_cast<uint8_t>(s[at]) << 8) | static_cast<uint8_t>(s[at + 1]));
+}
+void put16(std::string& s, uint16_t v) {
+  s.push_back(static_cast<char>(v >> 8));
+  s.push_back(static_cast<char>(v & 0xff));
+}
+void put32(std::string& s, uint32_t v) {
+  put16(s, static_cast<uint16_t>(v >> 16));
+  put16(s, static_cast<uint16_t>(v & 0xffff));
+}
+
+}  // namespace
+
+DnsParse parse_dns_query(std::string_view in, DnsQuery& q) {
+  q = DnsQuery{};
+  if (in.size() < 12) return {DnsParse::Drop, 0};
+  uint16_t flags = get16(in, 2);
+  if (flags & 0x8000) return {DnsParse::Drop, 0};  // a response: never answer one
+  q.id = get16(in, 0);
+  q.rd = flags & 0x0100;
+  unsigned opcode = (flags >> 11) & 0xf;
+  if (opcode != 0) return {DnsParse::Error, kRcodeNotImp};
+  if (get16(in, 4) != 1) return {DnsParse::Error, kRcodeFormErr};
+  size_t pos = 12, total = 0;
+  std::string name;
+  for (;;) {
+    if (pos >= in.size()) return {DnsParse::Error, kRcodeFormErr};
+    uint8_t len = static_cast<uint8_t>(in[pos]);
+    if (len == 0) {
+      ++pos;
+      break;
+    }
+    if (len & 0xc0) return {DnsParse::Error, kRcodeFormErr};  // no compression in a question; > 63
+    if (pos + 1 + len > in.size()) return {DnsParse::Error, kRcodeFormErr};
+    total += len + 1;
+    if (total > 254) return {DnsParse::Error, kRcodeFormErr};
+    std::string_view label = in.substr(pos + 1, len);
+    if (label.find('.') != std::string_view::npos) q.bad_name = true;
+    if (!name.empty()) name.push_back('.');
+    name.append(label);
+    pos += 1 + len;
+  }
+  if (pos + 4 > in.size()) return {DnsParse::Error, kRcodeFormErr};
+  q.qtype = get16(in, pos);
+  q.qclass = get16(in, pos + 2);
+  q.question = std::string(in.substr(12, pos + 4 - 12));
+  q.name = std::move(name);
+  if (q.name.empty()) q.bad_name = true;
+  if (q.qclass != kDnsClassIn) return {DnsParse::Error, kRcodeNotImp};
+  return {DnsParse::Query, 0};
+}
+
+std::string dns_response(const DnsQuery& q, uint8_t rcode, const std::vector<IpAddress>& answers, uint32_t ttl,
+                         size_t max) {
+  bool with_question = !q.question.empty();
+  std::vector<std::string> rrs;
+  if (with_question) {
+    for (const auto& a : answers) {
+      std::string rr;
+      put16(rr, 0xc00c);  // the question's name
+      put16(rr, a.v6 ? kDnsTypeAAAA : kDnsTypeA);
+      put16(rr, kDnsClassIn);
+      put32(rr, ttl);
+      put16(rr, a.v6 ? 16 : 4);
+      rr.append(reinterpret_cast<const char*>(a.bytes), a.v6 ? 16 : 4);
+      rrs.push_back(std::move(rr));
+    }
+  }
+  size_t size = 12 + q.question.size();
+  size_t fit = 0;
+  bool truncated = false;
+  for (const auto& rr : rrs) {
+    if (size + rr.size() > max) {
+      truncated = true;
+      break;
+    }
+    size += rr.size();
+    ++fit;
+  }
+  std::string out;
+  out.reserve(size);
+  put16(out, q.id);
+  uint16_t flags = 0x8000 | 0x0080 | (q.rd ? 0x0100 : 0) | (truncated ? 0x0200 : 0) | (rcode & 0xf);
+  put16(out, flags);
+  put16(out, with_question ? 1 : 0);
+  put16(out, static_cast<uint16_t>(fit));
+  put16(out, 0);
+  put16(out, 0);
+  out += q.question;
+  for (size_t i = 0; i < fit; ++i) out += rrs[i];
+  return out;
+}
+
+const char* rcode_name(uint8_t rcode) {
+  switch (rcode) {
+    case kRcodeNoError: return "NOERROR";
+    case kRcodeFormErr: return "FORMERR";
+    case kRcodeServFail: return "SERVFAIL";
+    case kRcodeNxDomain: return "NXDOMAIN";
+    case kRcodeNotImp: return "NOTIMP";
+    case kRcodeRefused: return "REFUSED";
+  }
+  return "?";
+}
+
+std::string qtype_name(uint16_t t) {
+  if (t == kDnsTypeA) return "A";
+  if (t == kDnsTypeAAAA) return "AAAA";
+  return "TYPE" + std::to_string(t);
+}
+
+using boost::asio::ip::tcp;
+
+class DnsServer : public std::enable_shared_from_this<DnsServer> {
+ public:
+  DnsServer(std::shared_ptr<ProxyState> st, int fd) : st_(std::move(st)), sock_(st_->io) {
+    boost::system::error_code ec;
+    sock_.assign(boost::asio::ip::udp::v4(), fd, ec);
+    if (ec) {
+      ::close(fd);
+      stopped_ = true;
+      return;
+    }
+    sock_.non_blocking(true, ec);
+  }
+
+  void start() {
+    if (!stopped_) receive();
+  }
+
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    boost::system::error_code ec;
+    sock_.close(ec);
+    for (auto& r : resolvers_) r->cancel();
+    resolvers_.clear();
+  }
+
+ private:
+  void receive() {
+    sock_.async_receive_from(boost::asio::buffer(buf_), from_,
+                             [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+                               if (self->stopped_ || ec == boost::asio::error::operation_aborted) return;
+                               if (!ec) self->handle(std::string_view(self->buf_.data(), n), self->from_);
+                               self->receive();
+                             });
+  }
+
+  void handle(std::string_view data, const boost::asio::ip::udp::endpoint& from) {
+    DnsQuery q;
+    DnsParse p = parse_dns_query(data, q);
+    if (p.kind == DnsParse::Drop) return;
+    if (p.kind == DnsParse::Error) {
+      audit(q, q.name, "refused", p.rcode == kRcodeFormErr ? "malformed query" : "not implemented", p.rcode, {}, {});
+      return send(dns_response(q, p.rcode, {}), from);
+    }
+    if (q.bad_name) {
+      audit(q, q.name, "refused", "invalid host: not a host name", kRcodeNxDomain, {}, {});
+      return send(dns_response(q, kRcodeNxDomain, {}), from);
+    }
+    auto host = normalise_host(q.name);
+    if (!host) {
+      audit(q, q.name, "refused", "invalid host: " + host.error().str(), kRcodeNxDomain, {}, {});
+      return send(dns_response(q, kRcodeNxDomain, {}), from);
+    }
+    Decision d = st_->rules.check_name(*host);
+    if (!d.allowed) {
+      audit(q, host->name, "refused", d.rule, kRcodeNxDomain, {}, {});
+      return send(dns_response(q, kRcodeNxDomain, {}), from);
+    }
+    if (q.qtype != kDnsTypeA && q.qtype != kDnsTypeAAAA) {
+      audit(q, host->name, "allowed", d.rule, kRcodeNoError, {}, {});
+      return send(dns_response(q, kRcodeNoError, {}), from);
+    }
+    // The proxy's own resolution path: /etc/hosts when the C library would
+    // answer from it, else getaddrinfo on asio's resolver thread.
+    if (auto addrs = st_->hosts_lookup(host->name)) return finish(q, host->name, d, *addrs, from);
+    if (resolvers_.size() >= kDnsMaxPending) {
+      audit(q, host->name, "refused", "too many lookups in flight", kRcodeServFail, {}, {});
+      return send(dns_response(q, kRcodeServFail, {}), from);
+    }
+    auto r = std::make_shared<tcp::resolver>(st_->io);
+    resolvers_.insert(r);
+    r->async_resolve(host->name, "0", tcp::resolver::numeric_service,
+                     [self = shared_from_this(), r, q, name = host->name, d, from](
+                         const boost::system::error_code& ec, tcp::resolver::results_type res) {
+                       self->resolvers_.erase(r);
+                       if (self->stopped_) return;
+                       if (ec) {
+                         uint8_t rc = ec == boost::asio::error::host_not_found ? kRcodeNxDomain : kRcodeServFail;
+                         self->audit(q, name, "refused", "lookup failed: " + ec.message(), rc, {}, {});
+                         return self->send(dns_response(q, rc, {}), from);
+                       }
+                       std::vector<IpAddress> addrs;
+                       for (const auto& e : res)
+                         if (auto a = IpAddress::from_sockaddr(e.endpoint().data())) addrs.push_back(*a);
+                       self->finish(q, name, d, addrs, from);
+                     });
+  }
+
+  void finish(const DnsQuery& q, const std::string& name, const Decision& d, const std::vector<IpAddress>& addrs,
+              const boost::asio::ip::udp::endpoint& to) {
+    std::vector<IpAddress> ok;
+    std::vector<std::string> refused;
+    std::optional<Decision> first_refusal;
+    bool want_v6 = q.qtype == kDnsTypeAAAA;
+    for (const auto& raw : addrs) {
+      IpAddress a = unmapped(raw);
+      if (a.v6 != want_v6) continue;
+      Decision ad = st_->rules.check_address(a);
+      if (!ad.allowed) {
+        if (!first_refusal) first_refusal = ad;
+        refused.push_back(a.str());
+        continue;
+      }
+      if (std::find(ok.begin(), ok.end(), a) == ok.end()) ok.push_back(a);
+    }
+    // Every address of the asked type refused: an empty answer, logged as a refusal.
+    if (ok.empty() && first_refusal) audit(q, name, "refused", first_refusal->rule, kRcodeNoError, {}, refused);
+    else audit(q, name, "allowed", d.rule, kRcodeNoError, ok, refused);
+    send(dns_response(q, kRcodeNoError, ok), to);
+  }
+
+  void audit(const DnsQuery& q, const std::string& host, const char* decision, const std::string& rule, uint8_t rcode,
+             const std::vector<IpAddress>& answers, const std::vector<std::string>& refused) {
+    if (!st_->audit_on()) return;
+    nlohmann::json j = {{"event", "dns"}, {"protocol", "dns"}};
+    j["host"] = host;
+    if (q.qtype) j["qtype"] = qtype_name(q.qtype);
+    j["decision"] = decision;
+    j["rule"] = rule;
+    j["rcode"] = rcode_name(rcode);
+    nlohmann::json a = nlohmann::json::array();
+    for (const auto& x : answers) a.push_back(x.str());
+    j["answers"] = a;
+    if (!refused.empty()) j["refused_addresses"] = refused;
+    st_->audit_write(std::move(j));
+  }
+
+  void send(const std::string& bytes, const boost::asio::ip::udp::endpoint& to) {
+    if (stopped_) return;
+    boost::system::error_code ec;
+    sock_.send_to(boost::asio::buffer(bytes), to, 0, ec);  // non-blocking: a full buffer drops the answer
+  }
+
+  std::shared_ptr<ProxyState> st_;
+  boost::asio::ip::udp::socket sock_;
+  std::array<char, 4096> buf_{};
+  boost::asio::ip::udp::endpoint from_;
+  std::set<std::shared_ptr<tcp::resolver>> resolvers_;
+  bool stopped_ = false;
+};
+
+std::shared_ptr<DnsServer> start_dns_server(std::shared_ptr<ProxyState> st, int udp_fd) {
+  auto s = std::make_shared<DnsServer>(std::move(st), udp_fd);
+  s->start();
+  return s;
+}
+
+void stop_dns_server(const std::shared_ptr<DnsServer>& s) {
+  if (s) s->stop();
+}
+
+}  // namespace exg::egress::detail

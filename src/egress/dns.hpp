@@ -1,0 +1,62 @@
+// The in-sandbox resolver (network.resolver / `run --dns`): a UDP socket the
+// child bound to 127.0.0.53:53 inside the sandbox's netns, served on the
+// proxy's event loop. One question of class IN per query; A and AAAA are
+// answered for names the rules allow (Rules::check_name), resolved the way the
+// proxy resolves them (/etc/hosts fast path, else getaddrinfo), with only the
+// addresses Rules::check_address allows, TTL 5. A name that is not allowed (or
+// does not resolve) gets NXDOMAIN. Malformed queries get FORMERR, other
+// opcodes and classes NOTIMP; other types of an allowed name get an empty
+// answer (NODATA). Answers fit in 512 bytes (TC set when cut); no TCP, no
+// recursion beyond this. Every decision is one audit line {"event":"dns",...}.
+// Inside there is still no route out: the answers only serve tools that want
+// to resolve before they talk to the proxy.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "egress/rules.hpp"
+
+namespace exg::egress::detail {
+
+struct ProxyState;
+
+inline constexpr uint16_t kDnsTypeA = 1, kDnsTypeAAAA = 28, kDnsClassIn = 1;
+inline constexpr uint8_t kRcodeNoError = 0, kRcodeFormErr = 1, kRcodeServFail = 2, kRcodeNxDomain = 3,
+                         kRcodeNotImp = 4, kRcodeRefused = 5;
+inline constexpr size_t kDnsMaxUdp = 512;
+inline constexpr uint32_t kDnsTtl = 5;
+inline constexpr size_t kDnsMaxPending = 64;  // lookups in flight; further queries are dropped
+
+struct DnsQuery {
+  uint16_t id = 0;
+  bool rd = false;
+  std::string question;  // the question section as sent (name, type, class); empty when not parsed
+  std::string name;      // labels joined with '.', as sent (not normalised)
+  bool bad_name = false; // a label holds a '.' or the name is the root: never resolved
+  uint16_t qtype = 0, qclass = 0;
+};
+
+struct DnsParse {
+  enum Kind { Query, Error, Drop } kind = Drop;  // Drop: too short to answer, or a response
+  uint8_t rcode = kRcodeNoError;                  // for Error: FORMERR or NOTIMP
+};
+DnsParse parse_dns_query(std::string_view in, DnsQuery& q);
+
+// A response to q: header (QR, RD copied, RA, rcode), the question when known,
+// one answer per address (type A for IPv4, AAAA for IPv6, name by pointer to
+// the question). Answers that do not fit in `max` bytes are dropped and TC is set.
+std::string dns_response(const DnsQuery& q, uint8_t rcode, const std::vector<IpAddress>& answers,
+                         uint32_t ttl = kDnsTtl, size_t max = kDnsMaxUdp);
+const char* rcode_name(uint8_t rcode);
+std::string qtype_name(uint16_t t);
+
+class DnsServer;
+// Takes ownership of udp_fd (a bound UDP socket); serves on st->io until stopped.
+std::shared_ptr<DnsServer> start_dns_server(std::shared_ptr<ProxyState> st, int udp_fd);
+void stop_dns_server(const std::shared_ptr<DnsServer>& s);
+
+}  // namespace exg::egress::detail
