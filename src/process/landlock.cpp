@@ -135,7 +135,13 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
   }
 
   RulesetAttr attr{};
-  attr.handled_access_fs = fs_rights(f.abi) & (rules.handle_reads ? ~std::uint64_t{0} : ~kRead);
+  // Not handled by default: reads (the mounts decide what is readable) and
+  // TRUNCATE/IOCTL_DEV, which Landlock resolves on EVERY open by walking the
+  // path to "/" (measured: +20% on a stat/open loop). Without them an open for
+  // reading costs nothing; O_TRUNC still needs WRITE_FILE, and truncate(2) of
+  // a file outside the writable trees meets a read-only mount.
+  constexpr std::uint64_t kPerOpen = LANDLOCK_ACCESS_FS_TRUNCATE | LANDLOCK_ACCESS_FS_IOCTL_DEV;
+  attr.handled_access_fs = fs_rights(f.abi) & (rules.handle_reads ? ~std::uint64_t{0} : ~(kRead | kPerOpen));
   std::size_t size = sizeof attr.handled_access_fs;
   const bool net = rules.handle_net && f.net;
   if (net) attr.handled_access_net = LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
@@ -163,7 +169,7 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
              skipped, err);
   // Terminals (tty, the sandbox's own pts) need ioctls; the sandbox's /dev
   // holds only harmless devices besides them.
-  if (f.ioctl_dev) {
+  if (f.ioctl_dev && (handled & LANDLOCK_ACCESS_FS_IOCTL_DEV)) {
     std::string ignored;
     add_path(ruleset.get(), "/dev", LANDLOCK_ACCESS_FS_IOCTL_DEV, handled, ignored, err);
   }
@@ -191,9 +197,9 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
     return -e;
   }
 
-  std::string r = "landlock: ABI " + std::to_string(f.abi) + ": filesystem";
-  if (f.truncate) r += ", truncate";
-  if (f.ioctl_dev) r += ", ioctl on devices";
+  std::string r = "landlock: ABI " + std::to_string(f.abi) + (rules.handle_reads ? ": filesystem" : ": filesystem writes");
+  if (handled & LANDLOCK_ACCESS_FS_TRUNCATE) r += ", truncate";
+  if (handled & LANDLOCK_ACCESS_FS_IOCTL_DEV) r += ", ioctl on devices";
   if (attr.scoped == (LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | LANDLOCK_SCOPE_SIGNAL))
     r += ", signal and abstract-unix scoping";
   else if (attr.scoped & LANDLOCK_SCOPE_SIGNAL)

@@ -33,7 +33,7 @@ struct LandlockRules {
   // decide what is readable (masks), Landlock cannot deny a subtree of an
   // allowed one, and handling them makes every open walk up to "/" (measured:
   // +20% on a file-heavy loop). Writes are what this wall is for.
-  bool handle_reads = false;
+  bool handle_reads = false;  // also turns on TRUNCATE and IOCTL_DEV (both cost a path walk per open)
   // Network (ABI 4). Off by default: inside the sandbox's own network
   // namespace every TCP port is the sandbox's own loopback, so handling
   // bind/connect would only break the code's own test servers. When on, only

@@ -266,8 +266,6 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
       std::fprintf(stderr, "exguardian: landlock: not available on this kernel: writes are guarded by the mounts only\n");
     } else {
       std::string parts = "filesystem writes";
-      if (ll.truncate) parts += ", truncate";
-      if (ll.ioctl_dev) parts += ", device ioctls";
       if (ll.scope) parts += ", signal and abstract-unix scoping";
       else parts += " (no signal/abstract-unix scoping: needs ABI 6)";
       std::fprintf(stderr, "exguardian: landlock: ABI %d: %s\n", ll.abi, parts.c_str());
