@@ -24,6 +24,7 @@
 #include "process/init.hpp"
 #include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
+#include "util/fd_passing.hpp"
 
 namespace exg::process {
 
@@ -388,21 +389,8 @@ void Builder::proxy_listeners() {
     fds[2] = u;
     nfds = 3;
   }
-  const size_t fd_bytes = nfds * sizeof(int);
-  char byte = kMsgListeners;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof fds)];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctrl;
-  msg.msg_controllen = CMSG_SPACE(fd_bytes);
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(fd_bytes);
-  std::memcpy(CMSG_DATA(c), fds, fd_bytes);
-  if (::sendmsg(a_.sync_fd, &msg, MSG_NOSIGNAL) != 1) fail("hand the proxy listeners to the supervisor");
+  if (!send_fds(a_.sync_fd, kMsgListeners, fds, static_cast<size_t>(nfds)))
+    fail("hand the proxy listeners to the supervisor");
   for (int k = 0; k < nfds; ++k) ::close(fds[k]);
 }
 
@@ -417,20 +405,7 @@ void Builder::open_pty() {
   master_fd_ = ptmx;
   slave_fd_ = slave;
   // Hand the master to the supervisor, which relays the host terminal.
-  char byte = kMsgPty;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctrl;
-  msg.msg_controllen = sizeof ctrl;
-  cmsghdr* c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &ptmx, sizeof(int));
-  if (::sendmsg(a_.sync_fd, &msg, MSG_NOSIGNAL) != 1) fail("send pty to supervisor");
+  if (!send_fds(a_.sync_fd, kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
   ::close(ptmx);
   master_fd_ = -1;
 }

@@ -20,6 +20,7 @@
 #include "process/child.hpp"
 #include "process/landlock.hpp"
 #include "process/seccomp.hpp"
+#include "util/fd_passing.hpp"
 
 extern char** environ;
 
@@ -78,24 +79,7 @@ bool drop_capabilities() {
 }
 
 // "Ready", with the seccomp listener attached when there is one.
-void send_ready(int sock, int fd) {
-  char byte = kMsgReady;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  if (fd >= 0) {
-    msg.msg_control = ctrl;
-    msg.msg_controllen = sizeof ctrl;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  (void)::sendmsg(sock, &msg, MSG_NOSIGNAL);
-}
+void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0 ? 1 : 0); }
 
 }  // namespace
 

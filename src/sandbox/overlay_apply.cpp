@@ -67,32 +67,6 @@ bool opaque_dir(int fd) {
   return xattr_of(fd, "user.overlay.opaque") == "y" || xattr_of(fd, "trusted.overlay.opaque") == "y";
 }
 
-bool copy_data(int in, int out) {
-  for (;;) {
-    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
-    if (n == 0) return true;
-    if (n > 0) continue;
-    if (errno == EINTR) continue;
-    break;
-  }
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(in, buf, sizeof buf);
-    if (n == 0) return true;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    for (ssize_t w = 0; w < n;) {
-      ssize_t k = ::write(out, buf + w, n - w);
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      w += k;
-    }
-  }
-}
 
 bool same_content(int a, int b) {
   char x[65536], y[65536];

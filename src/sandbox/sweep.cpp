@@ -96,33 +96,6 @@ Result<UniqueFd> mkdirs_at(const std::string& base, const std::string& rel, mode
   return fd;
 }
 
-bool copy_data(int in, int out) {
-  for (;;) {
-    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
-    if (n == 0) return true;
-    if (n > 0) continue;
-    if (errno == EINTR) continue;
-    break;
-  }
-  // Fallback (EXDEV on old kernels, special filesystems): plain copy from where we are.
-  char buf[65536];
-  for (;;) {
-    ssize_t n = ::read(in, buf, sizeof buf);
-    if (n == 0) return true;
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    for (ssize_t w = 0; w < n;) {
-      ssize_t k = ::write(out, buf + w, n - w);
-      if (k < 0) {
-        if (errno == EINTR) continue;
-        return false;
-      }
-      w += k;
-    }
-  }
-}
 
 // Copies src_dirfd/name to dst_dirfd/dst_name without following links.
 // Fifos, devices and sockets are not copied (nothing to keep).
@@ -577,6 +550,34 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
     else p.why += " (NOT quarantined: " + to.error().str() + ")";
   }
   return out;
+}
+
+bool copy_data(int in, int out) {
+  for (;;) {
+    ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, 1 << 30, 0);
+    if (n == 0) return true;
+    if (n > 0) continue;
+    if (errno == EINTR) continue;
+    break;
+  }
+  // Fallback (EXDEV on old kernels, special filesystems): plain copy from where we are.
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(in, buf, sizeof buf);
+    if (n == 0) return true;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    for (ssize_t w = 0; w < n;) {
+      ssize_t k = ::write(out, buf + w, n - w);
+      if (k < 0) {
+        if (errno == EINTR) continue;
+        return false;
+      }
+      w += k;
+    }
+  }
 }
 
 }  // namespace exg::sandbox

@@ -83,6 +83,9 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
 
 // ---- shared with the overlay apply (overlay_apply.cpp) ----
 
+// Copies the rest of `in` to `out` (copy_file_range, else read/write).
+bool copy_data(int in, int out);
+
 // What a relative path is with respect to the protected names.
 struct ProtectMatch {
   enum Kind {
