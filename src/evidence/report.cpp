@@ -62,7 +62,7 @@ std::string render_html(const SuiteReport& r) {
     << "main{max-width:1100px;margin:0 auto;padding:24px}\n"
     << "h1{font-size:1.6em;margin:0 0 4px}h2{margin-top:32px;border-bottom:2px solid #dde1e7;padding-bottom:4px}\n"
     << ".banner{border-radius:10px;padding:20px 24px;color:#fff;margin:16px 0}\n"
-    << ".banner.ok{background:#1f7a44}.banner.bad{background:#b3261e}\n"
+    << ".banner.ok{background:#1f7a44}.banner.bad{background:#b3261e}.banner.ok *,.banner.bad *{color:#fff}\n"
     << ".banner .big{font-size:1.8em;font-weight:700}.banner .line{font-size:1.1em;margin-top:6px}\n"
     << ".warn{background:#fff4ce;border:2px solid #e0a800;border-radius:8px;padding:10px 14px;margin:8px 0;font-weight:600}\n"
     << ".weak{background:#b3261e;color:#fff;border-color:#7a1712}\n"
