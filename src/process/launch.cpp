@@ -148,9 +148,10 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   }
 
   // One cgroup per sandbox, limits set before anything runs in it.
-  Cgroup::sweep_stale();
   auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
   if (!cg) return fail(cg.error());
+  // Cgroups left by a supervisor killed with SIGKILL; only where we can make them.
+  if (cg->active()) Cgroup::sweep_stale();
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
