@@ -379,6 +379,18 @@ struct Builder {
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
     plan.network = pol.network;
+    // srt users may list an address among the domains; here an address needs a CIDR rule.
+    for (const auto& d : pol.network.allowed_domains) {
+      std::string host = d.pattern.starts_with("[") ? d.pattern.substr(1, d.pattern.find(']') - 1)
+                                                   : d.pattern.substr(0, d.pattern.rfind(':') == std::string::npos
+                                                                             ? d.pattern.size()
+                                                                             : d.pattern.rfind(':'));
+      bool literal = d.pattern.starts_with("[") ||
+                     (!host.empty() && host.find_first_not_of("0123456789.") == std::string::npos);
+      if (literal)
+        plan.notes.push_back(d.where.str() + ": allowedDomains \"" + d.pattern +
+                             "\" is an address: it allows nothing; add it to network.allowedCidrs instead");
+    }
     plan.proxy.resolver = plan.proxy.enabled && pol.network.resolver.value_or(false);
     if (plan.proxy.resolver) {
       // Over the file itself: when the host's /etc/resolv.conf is a symlink

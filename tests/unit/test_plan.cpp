@@ -372,6 +372,17 @@ TEST_F(PlanTest, PlanEnvironmentPointsToolsAtTheProxy) {
   EXPECT_TRUE(has("npm_config_https_proxy=http://127.0.0.1:3128"));
 }
 
+TEST_F(PlanTest, AddressAmongAllowedDomainsIsPointedOut) {
+  policy::Policy pol;
+  pol.network.allowed_domains = {{"10.0.0.5:8080", {"p.json", 1, 31}}, {"github.com", {"p.json", 1, 50}}};
+  Plan p = ok(pol);
+  size_t hits = 0;
+  for (const auto& n : p.notes)
+    if (n.find("allowedDomains \"10.0.0.5:8080\" is an address") != std::string::npos) ++hits;
+  EXPECT_EQ(hits, 1u);
+  for (const auto& n : p.notes) EXPECT_EQ(n.find("github.com"), std::string::npos) << n;
+}
+
 TEST_F(PlanTest, PlanResolverIsOptIn) {
   Plan off = ok();
   EXPECT_FALSE(off.proxy.resolver);
