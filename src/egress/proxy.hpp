@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "egress/rules.hpp"
+#include "egress/secrets.hpp"
 #include "util/error.hpp"
 
 namespace exg::sandbox {
@@ -46,6 +47,9 @@ struct ProxyConfig {
   // user exguardian, password TOKEN). Empty: no authentication (the sandbox's
   // own listeners). Unix-socket listeners never ask for it.
   std::string token;
+  // Credential injection (secrets.hpp): null means no secrets, no interception,
+  // no exfiltration scanning.
+  std::shared_ptr<const SecretsConfig> secrets;
 };
 
 struct ProxyStats {
