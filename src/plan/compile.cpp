@@ -19,6 +19,7 @@
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
 #include "plan/protect.hpp"
+#include "plan/secrets.hpp"
 
 namespace exg::plan {
 
@@ -80,6 +81,7 @@ struct Builder {
   const Context& ctx;
   Plan plan;
   std::vector<std::string> writable;  // canonical host paths bound read-write
+  std::map<std::string, std::string> secret_env_;  // NAME -> placeholder (or the variable with it in place of the value)
 
   Step& add(StepKind k, std::string target, std::string source = {}, std::string why = {}) {
     Step s;
@@ -341,6 +343,17 @@ struct Builder {
     });
     for (auto& s : ro) plan.steps.push_back(s);
 
+    // Secrets: values read here, on the host; the sandbox gets placeholders.
+    auto secrets = resolve_secrets(pol, ctx, home);
+    if (!secrets) return fail(secrets.error());
+    plan.secrets = std::move(secrets->secrets);
+    secret_env_ = std::move(secrets->env);
+    auto masked_files = masked_file_steps(pol, plan.secrets, home);
+    if (!masked_files) return fail(masked_files.error());
+    auto masked_copy = [&](const std::string& p) {
+      return std::any_of(masked_files->begin(), masked_files->end(), [&](const Step& f) { return f.target == p; });
+    };
+
     // Unreadable: credential locations and denyRead, unless allowRead says otherwise.
     std::vector<std::string> allow_read;
     for (const auto& e : fs.allow_read)
@@ -354,18 +367,30 @@ struct Builder {
         if (auto h = canonical(plan.home + "/" + c)) deny.emplace_back(*h, "credentials");
     for (const auto& e : fs.deny_read)
       for (const auto& h : resolve_entry(e, home)) deny.emplace_back(h, "denyRead (" + e.where.str() + ")");
+    // A file a secret's value was read from: never readable inside, allowRead or not
+    // (a declared secret file is seen as its masked copy instead).
+    std::set<std::string> forced;
+    for (const auto& f : secrets->source_files)
+      if (!masked_copy(f) && forced.insert(f).second) deny.emplace_back(f, "a secret's source (read by the supervisor only)");
     std::sort(deny.begin(), deny.end(), [](auto& a, auto& b) {
       return depth(a.first) != depth(b.first) ? depth(a.first) < depth(b.first) : a.first < b.first;
     });
     std::set<std::string> masked;
     std::vector<std::string> mask_dirs;
     for (const auto& [p, why] : deny) {
-      if (allowed(p)) continue;
+      if (allowed(p) && !forced.count(p)) continue;
+      if (masked_copy(p)) continue;  // covered by its masked copy below
       if (!masked.insert(p).second) continue;
       if (p == "/" || is_within(*ws, p)) return fail(Error::msg("denyRead " + p, "would hide the workspace"));
       bool d = is_dir(p);
       Step& s = add(d ? StepKind::MaskDir : StepKind::MaskFile, p, {}, why);
       s.is_dir = d;
+      // A masked directory holding a masked credential copy can be passed
+      // through (to reach the copy), not listed.
+      s.mode = d && std::any_of(masked_files->begin(), masked_files->end(),
+                                [&](const Step& f) { return is_within(f.target, p); })
+                   ? 0111
+                   : 0;
       if (d) mask_dirs.push_back(p);
     }
     // allowRead inside a masked directory: bound back read-only, then the mask sealed.
@@ -376,6 +401,8 @@ struct Builder {
       Step& s = add(StepKind::BindRo, a, a, "allowRead inside a denied directory");
       s.is_dir = is_dir(a);
     }
+    // Masked credential copies, before the masks around them are sealed.
+    for (auto& f : *masked_files) plan.steps.push_back(std::move(f));
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
     plan.network = pol.network;
@@ -404,6 +431,9 @@ struct Builder {
       Step& s = add(StepKind::ResolvConf, target, {}, "in-sandbox resolver: nameserver 127.0.0.53");
       s.is_dir = false;
     }
+    // TLS to hosts with secrets ends at the proxy: the sandbox trusts its CA.
+    if (!plan.secrets.empty())
+      for (auto& st : trust_bundle_steps(plan)) plan.steps.push_back(std::move(st));
     build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);
@@ -472,6 +502,24 @@ struct Builder {
       else plan.notes.push_back("--env " + name + ": not set on the host, not passed");
     }
     for (const auto& [k, v] : pol.env.set) env[k] = v;
+    for (const auto& name : pol.env.deny) env.erase(name);
+    // Secrets last: a placeholder wins over any host value or setting of that name.
+    for (const auto& [k, v] : secret_env_) {
+      if (env.count(k)) plan.notes.push_back("env " + k + ": secret " + k + "'s placeholder replaces what was passed or set");
+      env[k] = v;
+    }
+    if (!plan.secrets.empty()) {
+      for (const auto& n : kCaEnvNames) env[n] = plan.trust_bundle_path;
+      // A secret's value under another name (GH_TOKEN passed with env.allow,
+      // GITHUB_TOKEN declared as a secret) would carry it in anyway.
+      for (auto& [k, v] : env) {
+        std::string masked = mask_values(v, plan.secrets);
+        if (masked != v) {
+          plan.notes.push_back("env " + k + ": held a secret's value; the sandbox sees its placeholder instead");
+          v = std::move(masked);
+        }
+      }
+    }
     for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
   }
 };
@@ -480,7 +528,7 @@ struct Builder {
 
 Result<Plan> compile(const policy::Policy& policy, const Context& ctx) {
   if (ctx.argv.empty()) return fail(Error::msg("run", "no command given (usage: exguardian run [options] -- COMMAND [ARGS...])"));
-  Builder b{policy, ctx, {}, {}};
+  Builder b{policy, ctx, {}, {}, {}};
   if (auto r = b.build(); !r) return fail(r.error());
   return std::move(b.plan);
 }

@@ -36,6 +36,7 @@ const char* to_string(StepKind k) {
     case StepKind::DevNode: return "dev-node";
     case StepKind::Symlink: return "symlink";
     case StepKind::ReadOnly: return "read-only";
+    case StepKind::File: return "file";
   }
   return "?";
 }
@@ -73,6 +74,10 @@ std::string Plan::to_text() const {
       o << " mode=" << m;
     }
     if (!s.upper_dir.empty()) o << " [upper " << s.upper_dir << "]";
+    if (s.kind == StepKind::File) {
+      if (s.trust_bundle) o << " [host bundle + this sandbox's CA]";
+      else o << " [" << s.content.size() << " bytes, read-only]";
+    }
     if (s.idmap) o << " [idmapped: on-disk uid " << s.idmap_from_uid << " <-> uid " << identity.host_uid << "]";
     if (!s.why.empty()) o << "  # " << s.why;
     o << "\n";
@@ -86,6 +91,19 @@ std::string Plan::to_text() const {
   if (!seccomp) o << "seccomp: OFF (--unsafe-no-seccomp)\n";
   else o << "seccomp: native x86_64 only; ptrace, bpf, mount API, namespaces, io_uring, keyctl, TIOCSTI/TIOCLINUX, "
        "kernel modules, raw/packet/vsock sockets and more refused (each refusal logged)\n";
+  if (!secrets.empty()) {
+    // Names, placeholders and hosts only: the values never leave the supervisor.
+    o << "secrets (values stay outside; the proxy puts them into requests to their hosts only):\n";
+    for (const auto& s : secrets) {
+      o << "  " << s.name << " -> ";
+      for (size_t i = 0; i < s.hosts.size(); ++i) o << (i ? ", " : "") << s.hosts[i];
+      o << "; inside: " << s.placeholder << "\n";
+    }
+    o << "tls: the proxy terminates TLS for those hosts only (a CA made in memory for this sandbox, trusted inside via "
+      << trust_bundle_path << "); upstreams verified against "
+      << (host_trust_bundle.empty() ? std::string("OpenSSL's default store") : host_trust_bundle)
+      << "; a placeholder on its way anywhere else is refused and logged\n";
+  }
   o << "environment:\n";
   for (const auto& e : env) o << "  " << e << "\n";
   o << "fds: 0 1 2 only\n";

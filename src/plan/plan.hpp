@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "egress/secrets.hpp"
 #include "policy/policy.hpp"
 #include "process/cgroup.hpp"
 #include "process/landlock.hpp"
@@ -31,6 +32,7 @@ enum class StepKind {
   Symlink,     // create a symlink `target` -> `source`
   ReadOnly,    // make an already-built tmpfs read-only once its contents are in place
   ResolvConf,  // read-only generated resolv.conf ("nameserver 127.0.0.53") over the host's (network.resolver)
+  File,        // a read-only regular file at `target` holding `content` (masked credential copies, the CA bundle)
 };
 
 const char* to_string(StepKind k);
@@ -46,6 +48,12 @@ struct Step {
   std::string upper_dir, work_dir;  // Overlay on a host directory (workspace overlay mode); empty: tmpfs
   uid_t idmap_from_uid = 0;    // on-disk owner that the sandbox uid writes as
   gid_t idmap_from_gid = 0;
+  // File: the bytes the sandbox reads (placeholders only, never a secret's value).
+  std::string content;
+  // File: a trust bundle; `content` is `source` (the host's bundle) plus this
+  // sandbox's CA certificate, filled in by the supervisor once it has made the
+  // CA, before launch. Empty until then.
+  bool trust_bundle = false;
 };
 
 // Who the command runs as.
@@ -100,6 +108,12 @@ struct Plan {
   bool allow_git_config = false;
   std::vector<std::string> weakened; // explicit weaker modes, reported loudly on every run
   policy::Network network;         // egress rules, applied by the supervisor's proxy
+  // Credential injection (DESIGN.md §6). The values live here, in the
+  // supervisor, and go to the proxy only: to_text() never prints them, no
+  // step or environment entry holds them.
+  std::vector<egress::Secret> secrets;
+  std::string trust_bundle_path;   // inside: where the CA variables point (secrets only)
+  std::string host_trust_bundle;   // the host's bundle: upstream verification and the bundle's base; empty: none found
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 
   std::string to_text() const;

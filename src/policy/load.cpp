@@ -63,6 +63,9 @@ void merge(Policy& base, const Policy& top) {
   append(base.filesystem.protect, top.filesystem.protect);
   append(base.env.allow, top.env.allow);
   append(base.env.set, top.env.set);
+  append(base.env.deny, top.env.deny);
+  append(base.secrets, top.secrets);
+  append(base.secret_files, top.secret_files);
   append(base.notes, top.notes);
   append(base.sources, top.sources);
   auto override_with = [](auto& into, const auto& from) {

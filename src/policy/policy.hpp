@@ -63,6 +63,33 @@ struct Resources {
 struct Env {
   std::vector<std::string> allow;                          // names passed from the host env
   std::vector<std::pair<std::string, std::string>> set;    // NAME=VALUE, set explicitly
+  std::vector<std::string> deny;                           // never passed, whatever allows it (srt credentials.envVars deny)
+};
+
+// A credential the command needs but must never hold (DESIGN.md §6): the
+// sandbox sees a placeholder, the proxy puts the value into requests to
+// `hosts`. "secrets": [{"name": "GITHUB_TOKEN", "from": "env:GITHUB_TOKEN",
+// "hosts": ["api.github.com"]}]; srt's credentials.envVars/files in mask mode
+// become these too.
+struct SecretEntry {
+  enum class Source { Env, File };
+  std::string name;                    // also the variable inside (set_env), and part of the placeholder
+  Source source = Source::Env;
+  std::string from;                    // Env: the host variable's name; File: the path as written
+  std::string base_dir;                // what a relative File path is relative to
+  std::optional<std::string> extract;  // ECMAScript regex: group 1 of its matches is the value
+  std::vector<DomainEntry> hosts;      // where the value may go; each must be allowed by allowedDomains
+  bool set_env = true;                 // NAME=placeholder inside (srt file masks set no variable)
+  SourcePos where;
+};
+
+// A credential file the sandbox sees as a copy with placeholders in place of
+// the secrets' values. "secretFiles": [{"path": "~/.npmrc", "secrets": ["NPM_TOKEN"]}]
+struct SecretFileEntry {
+  std::string path;                  // as written; "~" and relative paths allowed, no globs
+  std::string base_dir;
+  std::vector<std::string> secrets;  // names of secrets whose values it holds
+  SourcePos where;
 };
 
 struct Policy {
@@ -70,6 +97,8 @@ struct Policy {
   Filesystem filesystem;
   Resources resources;
   Env env;
+  std::vector<SecretEntry> secrets;
+  std::vector<SecretFileEntry> secret_files;
   std::optional<std::string> layer;      // "process" | "container" | "gvisor" | "microvm"
   std::optional<bool> landlock_required; // "landlock": "required" | "best-effort"
   std::optional<std::string> audit_log;

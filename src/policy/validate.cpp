@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -285,6 +286,9 @@ class Validator {
             {"filesystem", [this](const Node& n) { return filesystem(n); }},
             {"resources", [this](const Node& n) { return resources(n); }},
             {"env", [this](const Node& n) { return env(n); }},
+            {"secrets", [this](const Node& n) { return secrets(n); }},
+            {"secretFiles", [this](const Node& n) { return secret_files(n); }},
+            {"credentials", [this](const Node& n) { return credentials(n); }},
             {"layer", [this](const Node& n) { return layer(n); }},
             {"landlock", [this](const Node& n) { return landlock(n); }},
             {"audit", [this](const Node& n) { return audit(n); }},
@@ -306,8 +310,7 @@ class Validator {
             weakening("allowNestedUserNamespaces",
                       "ExGuardian does not let the command create user namespaces; remove the key or set it "
                       "to false"),
-        },
-        {{"credentials", "not supported yet"}});
+        });
   }
 
   Check network(const Node& n) {
@@ -356,10 +359,10 @@ class Validator {
                   "ExGuardian's egress proxy does not implement it yet"),
             noted("requireHostMatch", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
             noted("refuseOpaqueTunnels", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
+            {"tlsTerminate", [this](const Node& v) { return tls_terminate(v); }},
         },
         {{"mitmProxy", not_supported},
          {"parentProxy", not_supported},
-         {"tlsTerminate", not_supported},
          {"filterRequest", not_supported}});
   }
 
@@ -523,6 +526,291 @@ class Validator {
            return std::nullopt;
          }},
     });
+  }
+
+  // ---- secrets (DESIGN.md §6) ----
+
+  // srt asks for tlsTerminate: {} next to masked credentials. Here TLS is
+  // terminated exactly for the hosts that have a secret, with a CA made in
+  // memory per sandbox: a CA from disk is not used.
+  Check tls_terminate(const Node& n) {
+    if (auto e = object(n, {}, {{"caCertPath", "ExGuardian makes its own CA in memory for every sandbox; remove the key"},
+                                {"caKeyPath", "ExGuardian makes its own CA in memory for every sandbox (its key never "
+                                              "touches the disk); remove the key"}}))
+      return e;
+    policy_.notes.push_back(key_pos(n).str() +
+                            ": network.tlsTerminate: ExGuardian terminates TLS for the hosts that have a secret, and "
+                            "only for them");
+    return std::nullopt;
+  }
+
+  static bool has_glob_chars(const std::string& s) { return s.find_first_of("*?[") != std::string::npos; }
+
+  Check secret_hosts(const Node& list, std::vector<DomainEntry>* out) {
+    if (!list.v->is_array()) return wrong_type(list, "an array of host patterns");
+    if (list.v->empty()) return bad_value(list, "must name at least one host: a secret goes only where it is meant to");
+    return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+      if (auto e = check_domain_pattern(s, false)) return bad_value(el, *e);
+      out->push_back(DomainEntry{s, value_pos(el)});
+      return std::nullopt;
+    });
+  }
+
+  Check extract_pattern(const Node& n, std::optional<std::string>* out) {
+    std::string s;
+    if (auto e = non_empty_string(n, &s)) return e;
+    try {
+      std::regex re(s, std::regex::ECMAScript);
+      if (re.mark_count() < 1)
+        return bad_value(n, "needs a capture group: group 1 of each match is the secret's value");
+    } catch (const std::regex_error& e) {
+      return bad_value(n, "invalid regular expression " + in_quotes(s) + ": " + e.what());
+    }
+    *out = s;
+    return std::nullopt;
+  }
+
+  Check add_secret(const Node& at, SecretEntry s) {
+    for (const auto& o : policy_.secrets)
+      if (o.name == s.name)
+        return bad_value(at, "secret " + in_quotes(s.name) + " is already declared at " + o.where.str());
+    policy_.secrets.push_back(std::move(s));
+    return std::nullopt;
+  }
+
+  Check add_secret_file(const Node& at, SecretFileEntry f) {
+    for (const auto& o : policy_.secret_files)
+      if (o.path == f.path)
+        return bad_value(at, "secret file " + in_quotes(f.path) + " is already declared at " + o.where.str());
+    policy_.secret_files.push_back(std::move(f));
+    return std::nullopt;
+  }
+
+  Check secret_from(const Node& v, SecretEntry& s) {
+    static const std::string kShape = "expected \"env:NAME\" or \"file:PATH\"";
+    std::string f;
+    if (auto e = string(v, &f)) return e;
+    if (f.find('\0') != std::string::npos) return bad_value(v, "contains a NUL byte");
+    if (f.starts_with("env:")) {
+      s.source = SecretEntry::Source::Env;
+      s.from = f.substr(4);
+      if (auto e = check_env_name(s.from)) return bad_value(v, *e + " in " + in_quotes(f));
+      return std::nullopt;
+    }
+    if (f.starts_with("file:")) {
+      s.source = SecretEntry::Source::File;
+      s.from = f.substr(5);
+      if (s.from.empty()) return bad_value(v, "empty path in " + in_quotes(f) + " (" + kShape + ")");
+      if (has_glob_chars(s.from)) return bad_value(v, in_quotes(f) + ": a secret's file is one path, not a glob");
+      return std::nullopt;
+    }
+    return bad_value(v, kShape + ", got " + in_quotes(f));
+  }
+
+  // "secrets": [{"name": "GITHUB_TOKEN", "from": "env:GITHUB_TOKEN", "hosts": ["api.github.com"]}]
+  Check secrets(const Node& n) {
+    return each_element(n, "an array of secrets", [&](const Node& el) -> Check {
+      static const std::string kShape =
+          "a secret is {\"name\": NAME, \"from\": \"env:NAME\" | \"file:PATH\", \"hosts\": [...]}";
+      if (!el.v->is_object()) return bad_value(el, kShape + ", got " + type_name(*el.v));
+      SecretEntry s;
+      s.where = value_pos(el);
+      s.base_dir = base_dir_;
+      bool have_name = false, have_from = false, have_hosts = false;
+      Node name_node = el;
+      if (auto e = object(el, {
+              {"name",
+               [&](const Node& v) -> Check {
+                 if (auto e = string(v, &s.name)) return e;
+                 if (auto e = check_env_name(s.name)) return bad_value(v, *e);
+                 have_name = true;
+                 name_node = v;
+                 return std::nullopt;
+               }},
+              {"from",
+               [&](const Node& v) -> Check {
+                 have_from = true;
+                 return secret_from(v, s);
+               }},
+              {"extract", [&](const Node& v) { return extract_pattern(v, &s.extract); }},
+              {"hosts",
+               [&](const Node& v) -> Check {
+                 have_hosts = true;
+                 return secret_hosts(v, &s.hosts);
+               }},
+          }))
+        return e;
+      if (!have_name) return bad_value(el, "missing \"name\": " + kShape);
+      if (!have_from) return bad_value(el, "secret " + in_quotes(s.name) + ": missing \"from\": " + kShape);
+      if (!have_hosts)
+        return bad_value(el, "secret " + in_quotes(s.name) +
+                                 ": missing \"hosts\": a secret goes only to the hosts named for it");
+      return add_secret(name_node, std::move(s));
+    });
+  }
+
+  // "secretFiles": [{"path": "~/.npmrc", "secrets": ["NPM_TOKEN"]}]
+  Check secret_files(const Node& n) {
+    return each_element(n, "an array of secret files", [&](const Node& el) -> Check {
+      static const std::string kShape = "a secret file is {\"path\": PATH, \"secrets\": [NAME, ...]}";
+      if (!el.v->is_object()) return bad_value(el, kShape + ", got " + type_name(*el.v));
+      SecretFileEntry f;
+      f.where = value_pos(el);
+      f.base_dir = base_dir_;
+      bool have_path = false, have_secrets = false;
+      if (auto e = object(el, {
+              {"path",
+               [&](const Node& v) -> Check {
+                 if (auto e = non_empty_string(v, &f.path)) return e;
+                 if (has_glob_chars(f.path)) return bad_value(v, in_quotes(f.path) + ": one path, not a glob");
+                 have_path = true;
+                 return std::nullopt;
+               }},
+              {"secrets",
+               [&](const Node& v) -> Check {
+                 have_secrets = true;
+                 if (v.v->is_array() && v.v->empty()) return bad_value(v, "must name at least one secret");
+                 return string_array(v, [&](const Node& sv, const std::string& name) -> Check {
+                   if (auto e = check_env_name(name)) return bad_value(sv, *e);
+                   f.secrets.push_back(name);
+                   return std::nullopt;
+                 });
+               }},
+          }))
+        return e;
+      if (!have_path) return bad_value(el, "missing \"path\": " + kShape);
+      if (!have_secrets) return bad_value(el, "missing \"secrets\": " + kShape);
+      return add_secret_file(el, std::move(f));
+    });
+  }
+
+  // srt's credentials: envVars and files, each "deny" (withheld) or "mask"
+  // (a placeholder inside, the value put in at the proxy for injectHosts).
+  Check credentials(const Node& n) {
+    const std::string no_sigv4 = "not supported: ExGuardian does not re-sign AWS SigV4 requests";
+    return object(n,
+                  {
+                      {"envVars", [&](const Node& v) { return credential_list(v, false); }},
+                      {"files", [&](const Node& v) { return credential_list(v, true); }},
+                      {"allowPlaintextInject",
+                       [&](const Node& v) -> Check {
+                         bool b = false;
+                         if (auto e = boolean(v, &b)) return e;
+                         if (b)
+                           return bad_value(v, "ExGuardian puts secrets only into TLS connections it terminates "
+                                               "itself; remove the key or set it to false");
+                         return std::nullopt;
+                       }},
+                  },
+                  {{"awsPairs", no_sigv4}, {"sigv4", no_sigv4}});
+  }
+
+  Check credential_list(const Node& n, bool files) {
+    return each_element(n, files ? "an array of {path, mode, injectHosts}" : "an array of {name, mode, injectHosts}",
+                        [&](const Node& el) { return credential_entry(el, files); });
+  }
+
+  // ".config/gh/hosts.yml" -> "FILE_HOSTS_YML" (unique among the secrets so far).
+  std::string file_secret_name(const std::string& path) const {
+    std::string base = path.substr(path.find_last_of('/') == std::string::npos ? 0 : path.find_last_of('/') + 1);
+    std::string name = "FILE_";
+    for (char c : base) {
+      if (std::isalnum(static_cast<unsigned char>(c))) name += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+      else if (name.back() != '_') name += '_';
+    }
+    while (name.size() > 5 && name.back() == '_') name.pop_back();
+    std::string unique = name;
+    for (int k = 2; std::any_of(policy_.secrets.begin(), policy_.secrets.end(),
+                                [&](const SecretEntry& s) { return s.name == unique; });
+         ++k)
+      unique = name + "_" + std::to_string(k);
+    return unique;
+  }
+
+  Check credential_entry(const Node& el, bool file) {
+    const std::string what = file ? "credentials.files entry" : "credentials.envVars entry";
+    const std::string kShape = std::string("expected {\"") + (file ? "path" : "name") +
+                               "\": ..., \"mode\": \"mask\", \"injectHosts\": [...]} or {..., \"mode\": \"deny\"}";
+    if (!el.v->is_object()) return bad_value(el, kShape + ", got " + type_name(*el.v));
+    std::string subject, mode;
+    std::optional<std::string> extract;
+    std::vector<DomainEntry> hosts;
+    bool have_subject = false, have_hosts = false;
+    Node subject_node = el;
+    const std::string jwt = "not supported: ExGuardian does not rewrite JSON Web Tokens; mask the whole value or "
+                            "use \"extract\"";
+    if (auto e = object(
+            el,
+            {
+                {file ? "path" : "name",
+                 [&](const Node& v) -> Check {
+                   if (auto e = non_empty_string(v, &subject)) return e;
+                   if (!file) {
+                     if (auto e = check_env_name(subject)) return bad_value(v, *e);
+                   } else if (has_glob_chars(subject)) {
+                     return bad_value(v, in_quotes(subject) + ": one path, not a glob");
+                   }
+                   have_subject = true;
+                   subject_node = v;
+                   return std::nullopt;
+                 }},
+                {"mode",
+                 [&](const Node& v) -> Check {
+                   if (auto e = string(v, &mode)) return e;
+                   if (mode != "mask" && mode != "deny")
+                     return bad_value(v, "unknown mode " + in_quotes(mode) + " (expected \"mask\" or \"deny\")");
+                   return std::nullopt;
+                 }},
+                {"injectHosts",
+                 [&](const Node& v) -> Check {
+                   have_hosts = true;
+                   return secret_hosts(v, &hosts);
+                 }},
+                {"extract", [&](const Node& v) { return extract_pattern(v, &extract); }},
+                {"onExtractNoMatch",
+                 [&](const Node& v) -> Check {
+                   std::string s;
+                   if (auto e = string(v, &s)) return e;
+                   if (s != "error")
+                     return bad_value(v, "ExGuardian refuses to start when extract finds nothing (\"error\"); " +
+                                             in_quotes(s) + " is not supported");
+                   return std::nullopt;
+                 }},
+            },
+            {{"decode", jwt}, {"maskClaims", jwt},
+             {"maskDuplicates", "not supported: every copy of a masked value is replaced"}}))
+      return e;
+    if (!have_subject) return bad_value(el, what + ": " + kShape);
+    if (mode.empty()) return bad_value(el, what + " " + in_quotes(subject) + ": missing \"mode\"");
+    if (mode == "deny") {
+      if (have_hosts || extract)
+        return bad_value(el, what + " " + in_quotes(subject) + ": injectHosts and extract go with mode \"mask\"");
+      if (file) policy_.filesystem.deny_read.push_back(PathEntry{subject, false, base_dir_, value_pos(el)});
+      else policy_.env.deny.push_back(subject);
+      return std::nullopt;
+    }
+    if (!have_hosts)
+      return bad_value(el, what + " " + in_quotes(subject) +
+                               ": mode \"mask\" needs injectHosts: ExGuardian sends a secret only to the hosts "
+                               "named for it");
+    SecretEntry s;
+    s.where = value_pos(el);
+    s.base_dir = base_dir_;
+    s.extract = extract;
+    s.hosts = std::move(hosts);
+    if (!file) {
+      s.name = subject;
+      s.source = SecretEntry::Source::Env;
+      s.from = subject;
+      return add_secret(subject_node, std::move(s));
+    }
+    s.name = file_secret_name(subject);
+    s.source = SecretEntry::Source::File;
+    s.from = subject;
+    s.set_env = false;
+    SecretFileEntry f{subject, base_dir_, {s.name}, value_pos(el)};
+    if (auto e = add_secret(subject_node, std::move(s))) return e;
+    return add_secret_file(subject_node, std::move(f));
   }
 
   Check layer(const Node& n) {

@@ -65,6 +65,7 @@ class Builder {
   int root_fd_ = -1;          // the new root
   int empty_file_fd_ = -1;    // O_PATH of an empty mode-0 file (file masks)
   int resolv_fd_ = -1;        // O_PATH of the generated resolv.conf (network.resolver)
+  std::map<size_t, int> file_fds_;  // File steps: O_PATH of the file written on the staging tmpfs
   int overlay_count_ = 0;
   int master_fd_ = -1, slave_fd_ = -1;
 
@@ -205,6 +206,29 @@ void Builder::make_stage() {
     resolv_fd_ = ::open(rc.c_str(), O_PATH | O_CLOEXEC);
     if (resolv_fd_ < 0) fail("open " + rc);
   }
+  // File steps (masked credential copies, the trust bundle): written here, on
+  // the staging tmpfs that disappears with the host's root; the sandbox only
+  // ever sees each file through a read-only bind.
+  for (size_t i = 0; i < plan_.steps.size(); ++i) {
+    const auto& s = plan_.steps[i];
+    if (s.kind != plan::StepKind::File) continue;
+    if (s.trust_bundle && s.content.empty()) fail("the trust bundle for " + s.target + " was not filled in", 0);
+    std::string path = work + "/file" + std::to_string(i);
+    int w = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (w < 0) fail("create " + path + " (for " + s.target + ")");
+    size_t off = 0;
+    while (off < s.content.size()) {
+      ssize_t n = ::write(w, s.content.data() + off, s.content.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) fail("write " + path + " (for " + s.target + ")");
+      off += static_cast<size_t>(n);
+    }
+    if (::fchmod(w, s.mode & 0444) != 0) fail("chmod " + path);
+    ::close(w);
+    int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) fail("open " + path);
+    file_fds_[i] = fd;
+  }
 }
 
 void Builder::step(size_t i, const plan::Step& s) {
@@ -274,7 +298,8 @@ void Builder::step(size_t i, const plan::Step& s) {
       break;
     }
     case StepKind::MaskDir: {
-      int m = new_fs("tmpfs", {{"mode", "0"}, {"size", "4k"}, {"nr_inodes", "64"}},
+      // Mode 0 (nothing), or 0111 when a masked credential copy sits inside (reachable, not listable).
+      int m = new_fs("tmpfs", {{"mode", octal(s.mode & 0111)}, {"size", "4k"}, {"nr_inodes", "64"}},
                      kSafe | MOUNT_ATTR_NOEXEC, s.target);
       attach(m, s.target, true);
       break;
@@ -288,6 +313,12 @@ void Builder::step(size_t i, const plan::Step& s) {
     case StepKind::ResolvConf: {
       if (resolv_fd_ < 0) fail("no generated resolv.conf for " + s.target);
       int t = clone_tree(resolv_fd_, "", "resolv.conf");
+      set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, s.target);
+      attach(t, s.target, false);
+      break;
+    }
+    case StepKind::File: {
+      int t = clone_tree(file_fds_.at(i), "", s.target);
       set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, s.target);
       attach(t, s.target, false);
       break;
@@ -427,6 +458,7 @@ void Builder::run() {
   ::close(root_fd_);
   ::close(empty_file_fd_);
   if (resolv_fd_ >= 0) ::close(resolv_fd_);
+  for (auto& [i, fd] : file_fds_) ::close(fd);
   for (int fd : src_fds_)
     if (fd >= 0) ::close(fd);
   for (auto& [i, uw] : upper_fds_) {
@@ -461,6 +493,10 @@ void Builder::run() {
   // capabilities of the new user namespace stay (uid 0 is not mapped in it).
   // Host sources are opened first, still with the invoker's host uid: root
   // can reach a workspace under /root that the sandbox uid could not traverse.
+  // The secrets' values came along in this copy of the supervisor's memory;
+  // the sandbox needs none of them (init is not dumpable either way).
+  for (const auto& sec : a.plan->secrets)
+    ::explicit_bzero(const_cast<char*>(sec.value.data()), sec.value.size());
   Builder b(a);
   b.open_sources();
   const plan::Identity& id = a.plan->identity;

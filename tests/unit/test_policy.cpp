@@ -268,7 +268,8 @@ TEST(PolicyErrors, LiteralObjectShape) {
 }
 
 TEST(PolicyErrors, RefusedKeys) {
-  EXPECT_EQ(error_of(R"({"credentials": {}})"), "p.json:1:2: credentials: not supported yet");
+  EXPECT_EQ(error_of(R"({"credentials": {"awsPairs": []}})"),
+            "p.json:1:18: credentials.awsPairs: not supported: ExGuardian does not re-sign AWS SigV4 requests");
   EXPECT_EQ(error_of(R"({"network": {"mitmProxy": {}}})"),
             "p.json:1:14: network.mitmProxy: not supported by ExGuardian");
   EXPECT_EQ(error_of(R"({"enableWeakerNestedSandbox": true})"),
