@@ -18,10 +18,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include "egress/proxy.hpp"
 #include "egress/rules.hpp"
+#include "egress/secrets.hpp"
 #include "process/landlock.hpp"
 #include "process/launch.hpp"
 #include "sandbox/audit.hpp"
@@ -89,8 +91,9 @@ struct ProxyRunner {
   std::unique_ptr<egress::Proxy> proxy;
   std::thread thread;
 
-  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd, int dns_fd) {
-    proxy = std::make_unique<egress::Proxy>(io, rules, audit);
+  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd, int dns_fd,
+             egress::ProxyConfig cfg = {}) {
+    proxy = std::make_unique<egress::Proxy>(io, rules, audit, std::move(cfg));
     proxy->add_http_listener(http_fd);
     proxy->add_socks_listener(socks_fd);
     if (dns_fd >= 0) proxy->add_dns_socket(dns_fd);  // network.resolver / --dns
@@ -108,6 +111,47 @@ struct ProxyRunner {
   }
   ~ProxyRunner() { stop(); }
 };
+
+// Credential injection (DESIGN.md §6): the CA is made here, in memory, before
+// the launch; the trust bundle steps get the host's bundle plus its
+// certificate; the values go to the proxy only.
+struct PreparedSecrets {
+  plan::Plan plan;  // the plan to launch: trust bundles filled in
+  std::shared_ptr<const egress::SecretsConfig> config;
+};
+
+Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
+  auto ca = egress::CertAuthority::generate(in.sandbox_id);
+  if (!ca) return fail(Error::msg("secrets", "cannot make the sandbox's certificate authority: " + ca.error().str()));
+  std::string host_bundle;
+  if (!in.host_trust_bundle.empty()) {
+    UniqueFd fd(::open(in.host_trust_bundle.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return fail(Error::sys("read the host's CA bundle " + in.host_trust_bundle));
+    char buf[65536];
+    for (ssize_t n; (n = ::read(fd.get(), buf, sizeof buf)) != 0;) {
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return fail(Error::sys("read the host's CA bundle " + in.host_trust_bundle));
+      }
+      host_bundle.append(buf, static_cast<size_t>(n));
+    }
+    if (!host_bundle.empty() && host_bundle.back() != '\n') host_bundle += '\n';
+  }
+  PreparedSecrets out{in, nullptr};
+  for (auto& s : out.plan.steps)
+    if (s.kind == plan::StepKind::File && s.trust_bundle) s.content = host_bundle + (*ca)->cert_pem();
+  auto cfg = std::make_shared<egress::SecretsConfig>();
+  cfg->secrets = in.secrets;
+  cfg->ca = std::move(*ca);
+  cfg->upstream_ca_file = in.host_trust_bundle;
+  // The plan the sandbox is built from needs placeholders only.
+  for (auto& s : out.plan.secrets) {
+    ::explicit_bzero(s.value.data(), s.value.size());
+    s.value.clear();
+  }
+  out.config = std::move(cfg);
+  return out;
+}
 
 // The workspace's way back to the host (issue 8): a snapshot for the live
 // sweep, or the overlay's layer directories.
@@ -188,7 +232,14 @@ std::string format_duration(std::chrono::milliseconds d) {
   return b;
 }
 
-Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
+Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
+  std::optional<PreparedSecrets> secrets;
+  if (!plan_in.secrets.empty()) {
+    auto p = prepare_secrets(plan_in);
+    if (!p) return fail(p.error());
+    secrets.emplace(std::move(*p));
+  }
+  const plan::Plan& plan = secrets ? secrets->plan : plan_in;
   // Every proxied connection costs the supervisor up to six fds (two sockets, two
   // splice pipes): lift the soft limit to the hard one (the sandbox gets its own).
   if (rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -222,6 +273,11 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     audit = std::move(*a);
   }
   for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
+  if (secrets) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : secrets->config->secrets) list.push_back({{"name", s.name}, {"hosts", s.hosts}});
+    audit.write({{"event", "secrets"}, {"secrets", list}, {"trust_bundle", plan.trust_bundle_path}});
+  }
 
   // Egress rules are compiled before anything starts: a bad rule stops the run.
   std::optional<egress::Rules> rules;
@@ -256,9 +312,12 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
 
   // The egress proxy accepts on the sockets the sandbox made in its own netns.
   ProxyRunner proxy;
-  if (rules && sb.http_listener && sb.socks_listener)
+  if (rules && sb.http_listener && sb.socks_listener) {
+    egress::ProxyConfig pc;
+    if (secrets) pc.secrets = secrets->config;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
-                sb.dns_socket ? sb.dns_socket.release() : -1);
+                sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
+  }
   if (opt.verbose) {
     // What the kernel gave us, so a weaker host is visible on every verbose run.
     auto ll = process::landlock_features();
@@ -272,6 +331,21 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     }
     std::fprintf(stderr, "exguardian: seccomp: %s\n",
                  plan.seccomp ? "filter installed, refusals reported to the supervisor" : "OFF (--unsafe-no-seccomp)");
+    if (secrets) {
+      std::set<std::string> hosts;
+      for (const auto& s : secrets->config->secrets) {
+        std::string hs;
+        for (const auto& h : s.hosts) {
+          hs += (hs.empty() ? "" : ", ") + h;
+          hosts.insert(h);
+        }
+        std::fprintf(stderr, "exguardian: secrets: %s -> %s (placeholder only inside)\n", s.name.c_str(), hs.c_str());
+      }
+      std::fprintf(stderr,
+                   "exguardian: secrets: TLS interception for %zu host pattern(s), CA made in memory, trusted inside "
+                   "via %s\n",
+                   hosts.size(), plan.trust_bundle_path.c_str());
+    }
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
   }
