@@ -243,6 +243,43 @@ std::string client_response_head(const HttpHead& resp) {
   return out;
 }
 
+std::string forwarded_request_head(const HttpHead& req) {
+  std::string out = req.method + " " + req.target + " HTTP/1.1\r\n";
+  auto drop = hop_by_hop(req);
+  for (const auto& [name, value] : req.headers) {
+    if (drop.contains(lower(name))) continue;
+    out += name + ": " + value + "\r\n";
+  }
+  out += "Connection: close\r\n\r\n";
+  return out;
+}
+
+ResponseFraming response_body_framing(const HttpHead& resp, std::string_view request_method) {
+  ResponseFraming f;
+  if (iequals(request_method, "HEAD") || (resp.status >= 100 && resp.status < 200) || resp.status == 204 ||
+      resp.status == 304)
+    return f;
+  if (const std::string* te = resp.find("transfer-encoding")) {
+    std::string_view v = trim(*te);
+    size_t comma = v.rfind(',');
+    std::string_view last = trim(comma == std::string_view::npos ? v : v.substr(comma + 1));
+    f.kind = resp.count("transfer-encoding") == 1 && iequals(last, "chunked") ? ResponseFraming::Chunked
+                                                                               : ResponseFraming::UntilClose;
+    return f;
+  }
+  f.kind = ResponseFraming::UntilClose;
+  std::optional<uint64_t> len;
+  for (const auto& [name, value] : resp.headers) {
+    if (!iequals(name, "content-length")) continue;
+    uint64_t v = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (value.empty() || ec != std::errc() || p != value.data() + value.size() || (len && *len != v)) return f;
+    len = v;
+  }
+  if (len) f.kind = ResponseFraming::Length, f.length = *len;
+  return f;
+}
+
 Result<BodyFraming> request_body_framing(const HttpHead& req) {
   BodyFraming f;
   size_t te = req.count("transfer-encoding"), cl = req.count("content-length");

@@ -136,6 +136,14 @@ class HttpSession : public Session {
     else reply_and_close(response(403, "Forbidden", body, o.decision.rule));
   }
 
+  // After log_exfiltration (which counted it).
+  void refuse_exfiltration(const std::string& host) {
+    reply_and_close(response(403, "Forbidden",
+                             "exguardian: a secret's placeholder on its way to " + (host.empty() ? "another host" : host) +
+                                 " was refused\n",
+                             "exfiltration"));
+  }
+
   void on_outcome_failure(const Outcome& o) {
     switch (o.kind) {
       case Outcome::Refused:
@@ -176,13 +184,25 @@ class HttpSession : public Session {
     if (head->method == "CONNECT") {
       protocol_ = "connect";
       auto a = parse_authority(head->target, 0);
+      if (exfiltration_in(head->target, "connect target", a ? a->host : "", a ? a->port : 0))
+        return refuse_exfiltration(a ? a->host : "");
       if (!a) return malformed("CONNECT target: " + a.error().why);
       return decide_and_connect(a->host, a->port, [s = self(), rest = std::move(rest)](Outcome o) mutable {
         if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
         s->out_ = o;
+        const std::string established = "HTTP/1.1 200 Connection established\r\n\r\n";
+        // A host that has secrets: TLS is terminated here to put them in (never tunnelled).
+        if (auto ids = s->secrets_for(o.host, o.port); !ids.empty()) {
+          if (!s->st_->secret_index->config().ca) {
+            o.decision = Decision{false, "secrets without a certificate authority", "cannot intercept"};
+            return s->refuse(o);
+          }
+          return s->intercept(std::move(ids), established, std::move(rest));
+        }
         auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->st_->shared,
                                           s->tunnel_done());
-        s->run_tunnel(t, "", std::move(rest), "HTTP/1.1 200 Connection established\r\n\r\n");
+        if (auto f = s->exfiltration_filter(o.host, o.port)) t->set_up_filter(std::move(f));
+        s->run_tunnel(t, "", std::move(rest), established);
       });
     }
     if (!head->target.starts_with("http://") && !head->target.starts_with("HTTP://")) {
@@ -203,6 +223,14 @@ class HttpSession : public Session {
         o.decision = Decision{false, "Host header mismatch", "the Host header names another host than the request target"};
         return refuse(o);
       }
+    }
+    {
+      // Plain HTTP: no secret is put in (it would travel in clear text); a
+      // placeholder of another host's secret is refused.
+      auto tn = normalise_host(t->authority.host);
+      std::string host = tn ? tn->name : t->authority.host;
+      if (exfiltration_in_headers(*head, host, t->authority.port, secrets_for(host, t->authority.port)))
+        return refuse_exfiltration(host);
     }
     auto framing = request_body_framing(*head);
     if (!framing) return malformed(framing.error().why);

@@ -126,6 +126,18 @@ ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox:
   auto shortest = std::min({this->cfg.header_timeout, this->cfg.connect_timeout, this->cfg.idle_timeout,
                             std::chrono::milliseconds(2000)});
   sweep_period = std::clamp(shortest / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
+  if (this->cfg.secrets) {
+    auto idx = SecretIndex::build(this->cfg.secrets);
+    if (!idx) {
+      // The caller validates (SecretIndex::build) before starting; should a host
+      // list still not compile, no secret goes anywhere and every placeholder is refused.
+      auto none = std::make_shared<SecretsConfig>(*this->cfg.secrets);
+      std::erase_if(none->secrets, [](const Secret& s) { return s.placeholder.size() < 8; });
+      for (auto& s : none->secrets) s.hosts.clear();
+      idx = SecretIndex::build(std::move(none));
+    }
+    if (idx) secret_index = std::make_unique<SecretIndex>(std::move(*idx));
+  }
 }
 
 ProxyState::~ProxyState() = default;
@@ -601,6 +613,8 @@ std::string ProxyStats::summary() const {
     s += ")";
   }
   s += ", " + std::to_string(malformed) + " malformed";
+  if (intercepted || exfiltration)
+    s += ", " + std::to_string(intercepted) + " intercepted, " + std::to_string(exfiltration) + " exfiltration";
   return s;
 }
 

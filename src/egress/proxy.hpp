@@ -54,6 +54,8 @@ struct ProxyConfig {
 
 struct ProxyStats {
   uint64_t allowed = 0, refused = 0, malformed = 0;
+  uint64_t intercepted = 0;    // connections whose TLS the proxy terminated to put secrets in (also in allowed)
+  uint64_t exfiltration = 0;   // refusals because a placeholder was on its way elsewhere (also in refused)
   std::map<std::string, uint64_t> refused_hosts;  // bounded (see proxy.cpp); "(other)" beyond
   std::string summary() const;  // "egress: 3 allowed, 2 refused (denied.test x2), 0 malformed"
 };
@@ -135,6 +137,18 @@ bool proxy_authorization_ok(const std::string* header, std::string_view token);
 std::string origin_request_head(const HttpHead& req, const AbsoluteTarget& t);
 // The response head sent to the client: hop-by-hop headers removed, "Connection: close".
 std::string client_response_head(const HttpHead& resp);
+
+// The head sent upstream on an intercepted (TLS-terminated) connection: the
+// request line as sent (HTTP/1.1), hop-by-hop headers removed, "Connection: close".
+std::string forwarded_request_head(const HttpHead& req);
+
+// How a response body ends (RFC 9112 6.3): none (HEAD, 1xx, 204, 304), a
+// length, chunked, or when the server closes (also when the framing is odd).
+struct ResponseFraming {
+  enum Kind { None, Length, Chunked, UntilClose } kind = None;
+  uint64_t length = 0;
+};
+ResponseFraming response_body_framing(const HttpHead& resp, std::string_view request_method);
 
 struct BodyFraming {
   enum Kind { None, Length, Chunked } kind = None;
@@ -284,6 +298,12 @@ struct ProxyState {
   // Addresses for a name the C library would answer from /etc/hosts ("hosts:
   // files ..." in nsswitch.conf); nullopt when getaddrinfo has to decide.
   std::optional<std::vector<IpAddress>> hosts_lookup(const std::string& name);
+  // Credential injection (null without secrets): the index is built at
+  // construction; the upstream TLS context at the first interception.
+  std::unique_ptr<SecretIndex> secret_index;
+  SslCtxPtr upstream_ctx;
+  std::string upstream_ctx_error;
+  Result<SSL_CTX*> upstream_tls();
 };
 
 // One client connection: reads its request, decides, connects, hands over to a Tunnel.
@@ -325,6 +345,24 @@ class Session : public std::enable_shared_from_this<Session> {
   void log_auth_failure(const std::string& host, uint16_t port, const char* why);
   nlohmann::json audit_base(const std::string& host, uint16_t port) const;
   long elapsed_ms() const;
+
+  // ---- secrets (exfiltration.cpp, intercept_session.cpp) ----
+  // The secrets whose hosts match host:port (none without secrets).
+  std::vector<size_t> secrets_for(const std::string& host, uint16_t port) const;
+  // A placeholder (of a secret not in `allowed`) in s: counted, logged as
+  // {"event":"exfiltration", ...}; the caller refuses. nullptr: none.
+  const Secret* exfiltration_in(std::string_view s, const std::string& where, const std::string& host, uint16_t port,
+                                const std::vector<size_t>& allowed = {});
+  const Secret* exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
+                                        const std::vector<size_t>& allowed = {});
+  void log_exfiltration(const Secret& s, const std::string& where, const std::string& host, uint16_t port);
+  // Up filter of a tunnel that is not intercepted: scans the first bytes the
+  // client sends for placeholders; null when there are no secrets.
+  std::unique_ptr<StreamFilter> exfiltration_filter(const std::string& host, uint16_t port);
+  // Instead of a Tunnel for a host that has secrets (out_ holds the decision and
+  // the connected upstream): TLS to both sides, placeholders swapped in request heads.
+  void intercept(std::vector<size_t> secret_ids, std::string down_prefix, std::string up_initial);
+  friend class Interceptor;
 
   std::shared_ptr<ProxyState> st_;
   boost::asio::ip::tcp::socket client_, upstream_;

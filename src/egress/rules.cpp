@@ -299,6 +299,13 @@ Decision Rules::check_host(const Host& host, uint16_t port) const {
   return Decision{false, "default deny (not on the allow list)", "host is not on the allow list"};
 }
 
+bool Rules::allow_list_matches(const Host& host, uint16_t port) const {
+  for (const auto& r : allow_) {
+    if ((!r.port || *r.port == port) && pattern_matches(r.pattern, host)) return true;
+  }
+  return false;
+}
+
 Decision Rules::check_name(const Host& host) const {
   if (host.literal) return Decision{false, "literal address", "an address is not a name to resolve"};
   for (const auto& r : deny_) {

@@ -101,6 +101,11 @@ class Rules {
   void set_host_addresses(std::vector<IpAddress> own);
   static std::vector<IpAddress> read_host_addresses();
 
+  // Whether an allowedDomains entry matches host:port, as check_host matches
+  // them (literal entries match the same literal), deny rules and CIDRs aside.
+  // Secrets' host lists are matched with this (secrets.cpp).
+  bool allow_list_matches(const Host& host, uint16_t port) const;
+
   bool empty() const;  // no allow rule at all: everything is refused
 
  private:

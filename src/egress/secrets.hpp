@@ -4,14 +4,17 @@
 // trust store and swaps placeholders for the real values in request headers.
 // A placeholder on its way anywhere else is refused and logged as exfiltration.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "egress/rules.hpp"
 #include "util/error.hpp"
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct x509_st X509;
 
 namespace exg::egress {
 
@@ -30,7 +33,16 @@ class CertAuthority {
   ~CertAuthority();
   const std::string& cert_pem() const;  // what the sandbox trusts
   // A server context presenting a leaf for `host` (DNS name or IP literal), ALPN http/1.1.
+  // The context stays owned by the cache: call SSL_new on it at once (the SSL
+  // holds its own reference, so an eviction later does not affect it).
   Result<SSL_CTX*> server_ctx_for(const std::string& host);
+
+  // For tests and diagnostics.
+  X509* cert() const;                   // the CA certificate (owned by the CA)
+  size_t cached_leaves() const;
+  static constexpr size_t kMaxCachedLeaves = 256;
+  static constexpr std::chrono::hours kLeafValidity{72};     // leaves are valid this long after issue
+  static constexpr std::chrono::minutes kBackdate{60};       // notBefore lies this far back (clock skew)
 
   struct Impl;
 
@@ -43,5 +55,61 @@ struct SecretsConfig {
   std::shared_ptr<CertAuthority> ca;
   std::string upstream_ca_file;  // the host's trust store, for upstream verification; empty: OpenSSL's default paths
 };
+
+// What the proxy derives from a SecretsConfig: which secrets belong to which
+// host (the hosts are matched exactly as allowedDomains entries are, by Rules),
+// and where placeholders hide in bytes.
+class SecretIndex {
+ public:
+  // Error: a host pattern that allowedDomains would refuse (names the secret).
+  static Result<SecretIndex> build(std::shared_ptr<const SecretsConfig> cfg);
+  const std::vector<Secret>& secrets() const;
+  // Indices of the secrets whose hosts match host:port.
+  std::vector<size_t> for_host(const Host& host, uint16_t port) const;
+  // The first secret (not in `allowed`) whose placeholder occurs in `s`,
+  // compared case-insensitively (host names and tricks with case are still caught).
+  const Secret* find(std::string_view s, const std::vector<size_t>& allowed = {}) const;
+  // As find, and also inside "Basic base64(user:password)" credentials.
+  const Secret* find_in_header(std::string_view value, const std::vector<size_t>& allowed = {}) const;
+  size_t longest_placeholder() const { return longest_; }
+  const SecretsConfig& config() const { return *cfg_; }
+
+ private:
+  std::shared_ptr<const SecretsConfig> cfg_;
+  std::vector<Rules> hosts_;            // one allow list per secret
+  std::vector<std::string> lowered_;    // placeholders, lower-cased
+  size_t longest_ = 0;
+};
+
+// A header value with every placeholder of `secrets` (indices into `idx`)
+// replaced by its value; "Basic base64(user:password)" credentials are
+// decoded, replaced and re-encoded.
+std::string inject_secrets(std::string_view value, const SecretIndex& idx, const std::vector<size_t>& secrets);
+
+// Finds placeholders in a stream read in pieces: a placeholder split across
+// two reads is still found (the last longest-1 bytes are carried over).
+class PlaceholderScanner {
+ public:
+  PlaceholderScanner(const SecretIndex& idx, std::vector<size_t> allowed = {}) : idx_(idx), allowed_(std::move(allowed)) {}
+  const Secret* feed(std::string_view chunk);
+  uint64_t scanned() const { return scanned_; }
+
+ private:
+  const SecretIndex& idx_;
+  std::vector<size_t> allowed_;
+  std::string carry_;
+  uint64_t scanned_ = 0;
+};
+
+std::string base64_encode(std::string_view in);
+
+// The client context for upstream connections of intercepted hosts: peer
+// verification against `ca_file` (empty: OpenSSL's default paths, i.e. the
+// host's store), never against our CA; TLS >= 1.2; ALPN http/1.1.
+struct SslCtxDeleter {
+  void operator()(SSL_CTX* c) const;
+};
+using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxDeleter>;
+Result<SslCtxPtr> make_upstream_ctx(const std::string& ca_file);
 
 }  // namespace exg::egress

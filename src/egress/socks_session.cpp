@@ -145,13 +145,24 @@ class SocksSession : public Session {
       log_refusal(o.host, o.port, o.decision, std::nullopt, {});
       return reply_and_close(reply(kCmdUnsupported));
     }
+    if (exfiltration_in(r.host, "socks target", r.host, r.port)) return reply_and_close(reply(kNotAllowed));
     decide_and_connect(r.host, r.port, [s = self(), rest = std::move(rest)](Outcome o) mutable {
       if (o.kind != Outcome::Connected) return s->on_failure(o);
       s->out_ = o;
       boost::system::error_code ec;
       auto bound = s->upstream_.local_endpoint(ec);
+      // A host that has secrets: TLS is terminated here to put them in (never tunnelled).
+      if (auto ids = s->secrets_for(o.host, o.port); !ids.empty()) {
+        if (!s->st_->secret_index->config().ca) {
+          o.kind = Outcome::Refused;
+          o.decision = Decision{false, "secrets without a certificate authority", "cannot intercept"};
+          return s->on_failure(o);
+        }
+        return s->intercept(std::move(ids), success_reply(bound), std::move(rest));
+      }
       auto t = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_), s->st_->cfg, s->st_->shared,
                                         s->tunnel_done());
+      if (auto f = s->exfiltration_filter(o.host, o.port)) t->set_up_filter(std::move(f));
       s->run_tunnel(t, "", std::move(rest), success_reply(bound));
     });
   }

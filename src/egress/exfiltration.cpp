@@ -1,0 +1,105 @@
+// A placeholder on its way to a host it is not meant for: found in request
+// targets, header values (also inside Basic credentials), CONNECT and SOCKS
+// targets and the first bytes of a tunnel; refused and logged as
+// {"event":"exfiltration"} with the secret's name (never its value).
+#include <algorithm>
+
+#include "egress/proxy.hpp"
+
+namespace exg::egress::detail {
+
+namespace {
+
+// The first bytes a client sends through a tunnel that is not intercepted
+// (a TLS ClientHello with its SNI, a plain protocol's first request) are
+// scanned; then the tunnel goes back to splice.
+constexpr uint64_t kScanWindow = 64 * 1024;
+
+class ExfiltrationFilter : public StreamFilter {
+ public:
+  ExfiltrationFilter(const SecretIndex& idx, std::function<void(const Secret&)> found)
+      : scanner_(idx), found_(std::move(found)) {}
+  Status feed(std::string_view in, std::string& out) override {
+    if (const Secret* s = scanner_.feed(in)) {
+      found_(*s);
+      return Status::Error;  // nothing of this read goes on; the tunnel closes
+    }
+    out.append(in);
+    return scanner_.scanned() >= kScanWindow ? Status::Passthrough : Status::More;
+  }
+
+ private:
+  PlaceholderScanner scanner_;
+  std::function<void(const Secret&)> found_;
+};
+
+}  // namespace
+
+Result<SSL_CTX*> ProxyState::upstream_tls() {
+  if (upstream_ctx) return upstream_ctx.get();
+  if (!upstream_ctx_error.empty()) return fail(Error::msg("upstream TLS", upstream_ctx_error));
+  auto c = make_upstream_ctx(cfg.secrets ? cfg.secrets->upstream_ca_file : std::string());
+  if (!c) {
+    upstream_ctx_error = c.error().str();
+    return fail(c.error());
+  }
+  upstream_ctx = std::move(*c);
+  return upstream_ctx.get();
+}
+
+std::vector<size_t> Session::secrets_for(const std::string& host, uint16_t port) const {
+  if (!st_->secret_index) return {};
+  auto h = normalise_host(host);
+  if (!h) return {};
+  return st_->secret_index->for_host(*h, port);
+}
+
+void Session::log_exfiltration(const Secret& s, const std::string& where, const std::string& host, uint16_t port) {
+  ++st_->stats.exfiltration;
+  st_->count_refused(host);
+  if (!st_->audit_on()) return;
+  nlohmann::json j = {{"event", "exfiltration"}, {"protocol", protocol_}, {"secret", s.name}, {"where", where}};
+  if (!host.empty()) j["host"] = host;
+  if (port) j["port"] = port;
+  j["decision"] = "refused";
+  j["duration_ms"] = elapsed_ms();
+  st_->audit_write(std::move(j));
+}
+
+const Secret* Session::exfiltration_in(std::string_view s, const std::string& where, const std::string& host,
+                                       uint16_t port, const std::vector<size_t>& allowed) {
+  if (!st_->secret_index) return nullptr;
+  const Secret* found = st_->secret_index->find(s, allowed);
+  if (found) log_exfiltration(*found, where, host, port);
+  return found;
+}
+
+const Secret* Session::exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
+                                               const std::vector<size_t>& allowed) {
+  if (!st_->secret_index) return nullptr;
+  if (const Secret* s = st_->secret_index->find(h.target, allowed)) {
+    log_exfiltration(*s, "url", host, port);
+    return s;
+  }
+  for (const auto& [name, value] : h.headers) {
+    const Secret* s = st_->secret_index->find_in_header(value, allowed);
+    if (!s) s = st_->secret_index->find(name, allowed);
+    if (s) {
+      std::string shown;
+      for (unsigned char c : name.substr(0, 64)) shown += (c > 0x20 && c < 0x7f) ? (char)c : '?';
+      log_exfiltration(*s, "header " + shown, host, port);
+      return s;
+    }
+  }
+  return nullptr;
+}
+
+std::unique_ptr<StreamFilter> Session::exfiltration_filter(const std::string& host, uint16_t port) {
+  if (!st_->secret_index || st_->secret_index->secrets().empty()) return nullptr;
+  std::weak_ptr<Session> weak = weak_from_this();
+  return std::make_unique<ExfiltrationFilter>(*st_->secret_index, [weak, host, port](const Secret& s) {
+    if (auto self = weak.lock()) self->log_exfiltration(s, "tunnel", host, port);
+  });
+}
+
+}  // namespace exg::egress::detail

@@ -1,0 +1,408 @@
+// An intercepted connection: for a CONNECT/SOCKS target that has secrets, the
+// proxy speaks TLS to the client (a leaf of the sandbox's CA) and TLS to the
+// upstream it already checked and connected to (verified against the host's
+// trust store, never our CA; SNI and hostname check on the target), then
+// relays one HTTP/1.1 request: its head parsed, placeholders of this host's
+// secrets replaced by their values, anything else's placeholders refused as
+// exfiltration; body and response streamed with their framing. Every message
+// says "Connection: close", so clients open a new connection per request.
+//
+// OpenSSL works on memory BIOs; the bytes move over the session's own sockets
+// (so Session::close() and the deadline sweep end everything as for a tunnel).
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include <array>
+#include <utility>  // before asio/awaitable.hpp (it uses std::exchange)
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <climits>
+
+#include "egress/proxy.hpp"
+
+namespace exg::egress::detail {
+
+namespace asio = boost::asio;
+using asio::awaitable;
+using asio::ip::tcp;
+
+namespace {
+
+struct SslFree {
+  void operator()(SSL* s) const { SSL_free(s); }
+};
+using SslPtr = std::unique_ptr<SSL, SslFree>;
+
+std::string last_openssl_error() {
+  unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (!e) return "connection closed";
+  char buf[256];
+  ERR_error_string_n(e, buf, sizeof buf);
+  return buf;
+}
+
+// One TLS end over a socket: OpenSSL reads from and writes to memory BIOs,
+// this moves those bytes over the socket with asio's waits.
+class TlsEnd {
+ public:
+  TlsEnd(tcp::socket& sock, SslPtr ssl) : sock_(sock), ssl_(std::move(ssl)) {
+    rbio_ = BIO_new(BIO_s_mem());
+    wbio_ = BIO_new(BIO_s_mem());
+    BIO_set_mem_eof_return(rbio_, -1);
+    SSL_set_bio(ssl_.get(), rbio_, wbio_);  // owned by the SSL from here
+  }
+  SSL* ssl() const { return ssl_.get(); }
+  void feed(std::string_view bytes) {
+    if (!bytes.empty()) BIO_write(rbio_, bytes.data(), (int)bytes.size());
+  }
+
+  // Runs an SSL operation to completion: > 0 done, 0 the peer ended, < 0 error.
+  template <class Op>
+  awaitable<int> run(Op op) {
+    for (;;) {
+      ERR_clear_error();
+      int r = op();
+      int e = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_.get(), r);
+      if (!co_await flush()) co_return -1;
+      if (r > 0) co_return r;
+      if (e == SSL_ERROR_ZERO_RETURN) co_return 0;
+      if (e == SSL_ERROR_WANT_READ) {
+        if (eof_) co_return 0;
+        boost::system::error_code ec;
+        size_t n = co_await sock_.async_read_some(asio::buffer(buf_), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec == asio::error::eof) {
+          eof_ = true;
+          BIO_set_mem_eof_return(rbio_, 0);
+          continue;
+        }
+        if (ec) co_return -1;
+        BIO_write(rbio_, buf_.data(), (int)n);
+        continue;
+      }
+      if (e == SSL_ERROR_WANT_WRITE) continue;
+      co_return -1;
+    }
+  }
+
+  awaitable<long> read(char* p, size_t n) {
+    co_return co_await run([&] { return SSL_read(ssl_.get(), p, (int)std::min<size_t>(n, INT_MAX)); });
+  }
+  awaitable<bool> write(std::string_view d) {
+    while (!d.empty()) {
+      int r = co_await run([&] { return SSL_write(ssl_.get(), d.data(), (int)std::min<size_t>(d.size(), 1 << 20)); });
+      if (r <= 0) co_return false;
+      d.remove_prefix((size_t)r);
+    }
+    co_return true;
+  }
+  // close_notify, best effort (the socket closes right after).
+  awaitable<void> shutdown() {
+    if (SSL_is_init_finished(ssl_.get())) {
+      SSL_shutdown(ssl_.get());
+      co_await flush();
+    }
+  }
+
+ private:
+  awaitable<bool> flush() {
+    while (BIO_ctrl_pending(wbio_) > 0) {
+      int n = BIO_read(wbio_, out_.data(), (int)out_.size());
+      if (n <= 0) break;
+      boost::system::error_code ec;
+      co_await asio::async_write(sock_, asio::buffer(out_.data(), (size_t)n),
+                                 asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) co_return false;
+    }
+    co_return true;
+  }
+
+  tcp::socket& sock_;
+  SslPtr ssl_;
+  BIO* rbio_ = nullptr;
+  BIO* wbio_ = nullptr;
+  bool eof_ = false;
+  std::array<char, 16 * 1024> buf_{}, out_{};
+};
+
+std::string header_safe(std::string_view s) {
+  std::string r;
+  for (unsigned char c : s.substr(0, 300)) r += (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+  return r;
+}
+
+std::string response(int code, const char* status, const std::string& body, const std::string& refused = "") {
+  std::string r = "HTTP/1.1 " + std::to_string(code) + " " + status +
+                  "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: " + std::to_string(body.size()) +
+                  "\r\nConnection: close\r\n";
+  if (!refused.empty()) r += "X-ExGuardian-Refused: " + header_safe(refused) + "\r\n";
+  return r + "\r\n" + body;
+}
+
+}  // namespace
+
+class Interceptor {
+ public:
+  Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {}
+
+  awaitable<void> run(std::string down_prefix, std::string up_initial);
+
+ private:
+  ProxyState& st() { return *s_.st_; }
+  const ProxyConfig& cfg() { return s_.st_->cfg; }
+  bool closed() const { return s_.closed_; }
+  awaitable<bool> connect_upstream();
+  awaitable<bool> accept_client(std::string up_initial);
+  awaitable<std::optional<HttpHead>> read_head(TlsEnd& from, std::string& buf, bool request);
+  awaitable<bool> relay_request();
+  awaitable<bool> relay_body(TlsEnd& from, TlsEnd& to, std::string& buf, uint64_t& counter, int kind, uint64_t length);
+  awaitable<void> answer(const std::string& bytes) {
+    if (cl_) {
+      co_await cl_->write(bytes);
+      co_await cl_->shutdown();
+    }
+  }
+  void finish(const std::string& end);
+
+  std::shared_ptr<Session> keep_;
+  Session& s_;
+  std::vector<size_t> ids_;
+  std::unique_ptr<TlsEnd> up_, cl_;
+  std::string upstream_refusal;  // why the upstream is not trusted / not reachable over TLS
+  uint64_t bytes_up_ = 0, bytes_down_ = 0;
+  int requests_ = 0;
+  bool finished_ = false, refused_ = false;  // refused_: the refusal wrote its own audit line
+};
+
+awaitable<bool> Interceptor::connect_upstream() {
+  auto ctx = st().upstream_tls();
+  if (!ctx) {
+    upstream_refusal = "upstream trust store unusable: " + ctx.error().str();
+    co_return false;
+  }
+  SslPtr ssl(SSL_new(*ctx));
+  if (!ssl) {
+    upstream_refusal = "upstream TLS: " + last_openssl_error();
+    co_return false;
+  }
+  SSL_set_connect_state(ssl.get());
+  const std::string& host = s_.out_.host;
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl.get());
+  X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+  bool literal = parse_ip(host).has_value();
+  if (literal ? X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) != 1
+              : (SSL_set_tlsext_host_name(ssl.get(), host.c_str()) != 1 ||
+                 X509_VERIFY_PARAM_set1_host(param, host.c_str(), host.size()) != 1)) {
+    upstream_refusal = "upstream TLS: cannot check the name " + host;
+    co_return false;
+  }
+  up_ = std::make_unique<TlsEnd>(s_.upstream_, std::move(ssl));
+  s_.arm_timer(cfg().connect_timeout, "upstream TLS handshake");
+  int r = co_await up_->run([this] { return SSL_do_handshake(up_->ssl()); });
+  if (r > 0) co_return true;
+  long v = SSL_get_verify_result(up_->ssl());
+  if (v != X509_V_OK) upstream_refusal = std::string("upstream certificate not trusted: ") + X509_verify_cert_error_string(v);
+  else upstream_refusal = "upstream TLS handshake failed: " + last_openssl_error();
+  co_return false;
+}
+
+awaitable<bool> Interceptor::accept_client(std::string up_initial) {
+  const SecretsConfig& sc = st().secret_index->config();
+  if (!sc.ca) co_return false;
+  auto ctx = sc.ca->server_ctx_for(s_.out_.host);
+  if (!ctx) co_return false;
+  SslPtr ssl(SSL_new(*ctx));
+  if (!ssl) co_return false;
+  SSL_set_accept_state(ssl.get());
+  cl_ = std::make_unique<TlsEnd>(s_.client_, std::move(ssl));
+  cl_->feed(up_initial);
+  s_.arm_timer(cfg().header_timeout, "client TLS handshake");
+  int r = co_await cl_->run([this] { return SSL_do_handshake(cl_->ssl()); });
+  if (r <= 0) {
+    cl_.reset();  // nothing can be said to it over TLS
+    co_return false;
+  }
+  co_return true;
+}
+
+// Reads a head (bounded by max_header_bytes) into buf; what follows it stays in buf.
+awaitable<std::optional<HttpHead>> Interceptor::read_head(TlsEnd& from, std::string& buf, bool request) {
+  std::array<char, 16 * 1024> chunk;
+  for (;;) {
+    size_t n = head_length(buf);
+    if (n && n <= cfg().max_header_bytes) {
+      auto h = request ? parse_request_head(std::string_view(buf).substr(0, n))
+                       : parse_response_head(std::string_view(buf).substr(0, n));
+      if (!h) co_return std::nullopt;
+      buf.erase(0, n);
+      co_return std::move(*h);
+    }
+    if (buf.size() > cfg().max_header_bytes) co_return std::nullopt;
+    s_.arm_timer(request ? cfg().header_timeout : cfg().idle_timeout, request ? "header" : "response");
+    long r = co_await from.read(chunk.data(), chunk.size());
+    if (r <= 0 || closed()) co_return std::nullopt;
+    buf.append(chunk.data(), (size_t)r);
+  }
+}
+
+// Passes a body on: kind is ResponseFraming::Kind (BodyFraming maps onto it).
+awaitable<bool> Interceptor::relay_body(TlsEnd& from, TlsEnd& to, std::string& buf, uint64_t& counter, int kind,
+                                        uint64_t length) {
+  ChunkTracker ct;
+  uint64_t left = length;
+  std::array<char, 16 * 1024> chunk;
+  std::string_view pending = buf;
+  for (;;) {
+    if (kind == ResponseFraming::None) co_return true;
+    std::string_view out = pending;
+    bool done = false;
+    if (kind == ResponseFraming::Length) {
+      out = pending.substr(0, (size_t)std::min<uint64_t>(left, pending.size()));
+      left -= out.size();
+      done = left == 0;
+    } else if (kind == ResponseFraming::Chunked) {
+      long n = ct.feed(pending);
+      if (n < 0) co_return false;
+      out = pending.substr(0, (size_t)n);
+      done = ct.done();
+    }
+    if (!out.empty()) {
+      if (!co_await to.write(out)) co_return false;
+      counter += out.size();
+    }
+    if (done) co_return true;
+    s_.arm_timer(cfg().idle_timeout, "idle");
+    long r = co_await from.read(chunk.data(), chunk.size());
+    if (closed()) co_return false;
+    if (r <= 0) co_return kind == ResponseFraming::UntilClose && r == 0;
+    pending = std::string_view(chunk.data(), (size_t)r);
+  }
+}
+
+awaitable<bool> Interceptor::relay_request() {
+  const SecretIndex& idx = *st().secret_index;
+  const std::string host = s_.out_.host;
+  const uint16_t port = s_.out_.port;
+  std::string buf;
+  auto head = co_await read_head(*cl_, buf, true);
+  if (!head) {
+    if (!buf.empty() && !closed()) {
+      s_.log_malformed("intercepted request head malformed or too large");
+      co_await answer(response(400, "Bad Request", "exguardian: malformed request head\n"));
+    }
+    co_return false;
+  }
+  ++requests_;
+  if (!upstream_refusal.empty()) {
+    refused_ = true;
+    s_.log_refusal(host, port, Decision{false, "upstream TLS", upstream_refusal}, s_.out_.address, {});
+    std::string why = upstream_refusal.starts_with("upstream certificate not trusted")
+                          ? "upstream certificate not trusted" : "upstream TLS failed";
+    co_await answer(response(502, "Bad Gateway", "exguardian: " + host + ": " + upstream_refusal + "\n", why));
+    co_return false;
+  }
+  if (s_.exfiltration_in_headers(*head, host, port, ids_)) {
+    refused_ = true;
+    co_await answer(response(403, "Forbidden",
+                             "exguardian: a placeholder of a secret that is not meant for " + host + " was refused\n",
+                             "exfiltration"));
+    co_return false;
+  }
+  auto framing = request_body_framing(*head);
+  if (!framing) {
+    s_.log_malformed(framing.error().why);
+    co_await answer(response(400, "Bad Request", "exguardian: " + framing.error().why + "\n"));
+    co_return false;
+  }
+  for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, ids_);
+  std::string fwd = forwarded_request_head(*head);
+  if (!co_await up_->write(fwd)) co_return false;
+  bytes_up_ += fwd.size();
+  int req_kind = framing->kind == BodyFraming::None     ? ResponseFraming::None
+                 : framing->kind == BodyFraming::Length ? ResponseFraming::Length
+                                                        : ResponseFraming::Chunked;
+  if (!co_await relay_body(*cl_, *up_, buf, bytes_up_, req_kind, framing->length)) co_return false;
+
+  std::string rbuf;
+  for (;;) {
+    auto resp = co_await read_head(*up_, rbuf, false);
+    if (!resp) {
+      if (!closed())
+        co_await answer(response(502, "Bad Gateway", "exguardian: no valid response from " + host + "\n"));
+      co_return false;
+    }
+    if (resp->status >= 100 && resp->status < 200) {
+      if (resp->status == 101) co_return false;  // Upgrade was not forwarded: a 101 is a broken upstream
+      std::string h = resp->version + " " + std::to_string(resp->status) + " " + resp->reason + "\r\n\r\n";
+      if (!co_await cl_->write(h)) co_return false;
+      continue;
+    }
+    std::string h = client_response_head(*resp);
+    if (!co_await cl_->write(h)) co_return false;
+    bytes_down_ += h.size();
+    auto rf = response_body_framing(*resp, head->method);
+    if (!co_await relay_body(*up_, *cl_, rbuf, bytes_down_, rf.kind, rf.length)) co_return false;
+    co_await cl_->shutdown();
+    co_await up_->shutdown();
+    co_return true;
+  }
+}
+
+awaitable<void> Interceptor::run(std::string down_prefix, std::string up_initial) {
+  ++st().stats.intercepted;
+  boost::system::error_code ec;
+  s_.arm_timer(cfg().connect_timeout, "reply");
+  co_await asio::async_write(s_.client_, asio::buffer(down_prefix), asio::redirect_error(asio::use_awaitable, ec));
+  if (ec || closed()) co_return finish("client gone before TLS");
+  co_await connect_upstream();
+  if (closed()) co_return finish("closed");
+  if (!co_await accept_client(std::move(up_initial))) {
+    if (!upstream_refusal.empty() && !closed()) {
+      s_.log_refusal(s_.out_.host, s_.out_.port, Decision{false, "upstream TLS", upstream_refusal}, s_.out_.address, {});
+      co_return finish("refused");
+    }
+    co_return finish(closed() ? "closed" : "client TLS handshake failed (does the client trust the sandbox CA?)");
+  }
+  bool ok = co_await relay_request();
+  if (refused_) co_return finish("refused");
+  finish(ok ? "" : closed() ? "closed" : "request not completed");
+}
+
+// One audit line per intercepted connection (refusals wrote their own).
+void Interceptor::finish(const std::string& end) {
+  if (finished_) return;
+  finished_ = true;
+  if (end != "refused") {
+    ++st().stats.allowed;
+    if (st().audit_on()) {
+      const auto& out = s_.out_;
+      nlohmann::json j = s_.audit_base(out.host, out.port);
+      if (out.address) j["address"] = out.address->str();
+      j["decision"] = "allowed";
+      j["rule"] = out.decision.rule;
+      j["intercepted"] = true;
+      std::vector<std::string> names;
+      for (size_t i : ids_) names.push_back(st().secret_index->secrets()[i].name);
+      j["secrets"] = names;
+      j["requests"] = requests_;
+      j["bytes_up"] = bytes_up_;
+      j["bytes_down"] = bytes_down_;
+      j["duration_ms"] = s_.elapsed_ms();
+      if (!end.empty()) j["end"] = end;
+      st().audit_write(std::move(j));
+    }
+  }
+  s_.close();
+}
+
+void Session::intercept(std::vector<size_t> secret_ids, std::string down_prefix, std::string up_initial) {
+  auto it = std::make_shared<Interceptor>(shared_from_this(), std::move(secret_ids));
+  asio::co_spawn(st_->io, [it, d = std::move(down_prefix), u = std::move(up_initial)]() mutable -> awaitable<void> {
+    co_await it->run(std::move(d), std::move(u));
+  }, asio::detached);
+}
+
+}  // namespace exg::egress::detail

@@ -1,0 +1,367 @@
+// Credential injection: the per-sandbox CA (OpenSSL 3, in memory), the index
+// of secrets by host, placeholder search and replacement. The TLS relay that
+// uses them is intercept_session.cpp.
+#include "egress/secrets.hpp"
+
+#include <openssl/bn.h>
+#include <openssl/ec.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <algorithm>
+#include <ctime>
+#include <list>
+#include <mutex>
+#include <unordered_map>
+
+#include "egress/proxy.hpp"
+
+namespace exg::egress {
+
+namespace {
+
+std::string openssl_error(const char* what) {
+  std::string s = what;
+  unsigned long e = ERR_get_error();
+  if (e) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    s += ": ";
+    s += buf;
+  }
+  ERR_clear_error();
+  return s;
+}
+
+Error ssl_fail(const char* what) { return Error::msg("certificate authority", openssl_error(what)); }
+
+struct PkeyFree { void operator()(EVP_PKEY* p) const { EVP_PKEY_free(p); } };
+struct X509Free { void operator()(X509* p) const { X509_free(p); } };
+using PkeyPtr = std::unique_ptr<EVP_PKEY, PkeyFree>;
+using X509Ptr = std::unique_ptr<X509, X509Free>;
+
+PkeyPtr new_p256_key() { return PkeyPtr(EVP_EC_gen("P-256")); }
+
+// A random positive 128-bit serial.
+bool set_random_serial(X509* x) {
+  unsigned char b[16];
+  if (RAND_bytes(b, sizeof b) != 1) return false;
+  b[0] &= 0x7f;
+  b[0] |= 0x01;  // no leading zero byte: always 16 bytes, positive
+  BIGNUM* bn = BN_bin2bn(b, sizeof b, nullptr);
+  if (!bn) return false;
+  bool ok = BN_to_ASN1_INTEGER(bn, X509_get_serialNumber(x)) != nullptr;
+  BN_free(bn);
+  return ok;
+}
+
+bool add_ext(X509* cert, X509* issuer, int nid, const char* value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+  if (!ext) return false;
+  bool ok = X509_add_ext(cert, ext, -1) == 1;
+  X509_EXTENSION_free(ext);
+  return ok;
+}
+
+bool set_validity(X509* x, std::chrono::seconds from_now_back, std::chrono::seconds from_now_ahead) {
+  return X509_gmtime_adj(X509_getm_notBefore(x), -(long)from_now_back.count()) &&
+         X509_gmtime_adj(X509_getm_notAfter(x), (long)from_now_ahead.count());
+}
+
+bool add_name(X509_NAME* n, const char* field, const std::string& v) {
+  return X509_NAME_add_entry_by_txt(n, field, MBSTRING_UTF8, reinterpret_cast<const unsigned char*>(v.data()),
+                                    (int)v.size(), -1, 0) == 1;
+}
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r) c = (char)std::tolower((unsigned char)c);
+  return r;
+}
+
+// ALPN: HTTP/1.1 only (we speak nothing else to either side). A client that
+// offers only h2 gets no ALPN answer and speaks HTTP/1.1 by default.
+int alpn_select(SSL*, const unsigned char** out, unsigned char* outlen, const unsigned char* in, unsigned int inlen,
+                void*) {
+  static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  unsigned char* sel = nullptr;
+  if (SSL_select_next_proto(&sel, outlen, kHttp11, sizeof kHttp11, in, inlen) == OPENSSL_NPN_NEGOTIATED) {
+    *out = sel;
+    return SSL_TLSEXT_ERR_OK;
+  }
+  return SSL_TLSEXT_ERR_NOACK;
+}
+
+}  // namespace
+
+void SslCtxDeleter::operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+
+// ---- CertAuthority ----------------------------------------------------------------------------
+
+struct CertAuthority::Impl {
+  PkeyPtr key;       // the CA's key: in this process's memory only
+  X509Ptr cert;
+  PkeyPtr leaf_key;  // one key for every leaf of this sandbox (the CA signs each name)
+  std::string pem;
+  mutable std::mutex mu;
+  struct Leaf {
+    SslCtxPtr ctx;
+    std::chrono::steady_clock::time_point made;
+    std::list<std::string>::iterator lru;
+  };
+  std::unordered_map<std::string, Leaf> leaves;
+  std::list<std::string> lru;  // front: most recently used
+
+  Result<SslCtxPtr> make_leaf_ctx(const std::string& host);
+};
+
+Result<std::shared_ptr<CertAuthority>> CertAuthority::generate(std::string_view sandbox_id) {
+  auto ca = std::shared_ptr<CertAuthority>(new CertAuthority());
+  ca->impl_ = std::make_unique<Impl>();
+  Impl& im = *ca->impl_;
+  im.key = new_p256_key();
+  im.leaf_key = new_p256_key();
+  if (!im.key || !im.leaf_key) return fail(ssl_fail("generate a P-256 key"));
+  im.cert.reset(X509_new());
+  X509* x = im.cert.get();
+  if (!x || !X509_set_version(x, 2) || !set_random_serial(x)) return fail(ssl_fail("new CA certificate"));
+  std::string id(sandbox_id.substr(0, 40));
+  X509_NAME* name = X509_get_subject_name(x);
+  if (!add_name(name, "O", "ExGuardian") || !add_name(name, "CN", "ExGuardian sandbox " + id + " CA"))
+    return fail(ssl_fail("CA name"));
+  if (!X509_set_issuer_name(x, name)) return fail(ssl_fail("CA issuer"));
+  // A year at most: the CA lives as long as the sandbox; leaves never outlive it.
+  if (!set_validity(x, kBackdate, std::chrono::hours(24 * 365))) return fail(ssl_fail("CA validity"));
+  if (!X509_set_pubkey(x, im.key.get())) return fail(ssl_fail("CA public key"));
+  if (!add_ext(x, x, NID_basic_constraints, "critical,CA:TRUE,pathlen:0") ||
+      !add_ext(x, x, NID_key_usage, "critical,keyCertSign,cRLSign") ||
+      !add_ext(x, x, NID_subject_key_identifier, "hash") ||
+      !add_ext(x, x, NID_authority_key_identifier, "keyid:always"))
+    return fail(ssl_fail("CA extensions"));
+  if (!X509_sign(x, im.key.get(), EVP_sha256())) return fail(ssl_fail("sign the CA certificate"));
+  BIO* b = BIO_new(BIO_s_mem());
+  if (!b || !PEM_write_bio_X509(b, x)) {
+    BIO_free(b);
+    return fail(ssl_fail("CA certificate PEM"));
+  }
+  char* data = nullptr;
+  long n = BIO_get_mem_data(b, &data);
+  im.pem.assign(data, (size_t)n);
+  BIO_free(b);
+  return ca;
+}
+
+CertAuthority::~CertAuthority() = default;
+
+const std::string& CertAuthority::cert_pem() const { return impl_->pem; }
+X509* CertAuthority::cert() const { return impl_->cert.get(); }
+size_t CertAuthority::cached_leaves() const {
+  std::lock_guard<std::mutex> l(impl_->mu);
+  return impl_->leaves.size();
+}
+
+Result<SslCtxPtr> CertAuthority::Impl::make_leaf_ctx(const std::string& host) {
+  X509Ptr leaf(X509_new());
+  X509* x = leaf.get();
+  if (!x || !X509_set_version(x, 2) || !set_random_serial(x)) return fail(ssl_fail("new leaf certificate"));
+  X509_NAME* name = X509_get_subject_name(x);
+  // CN is informational (clients check the SAN); it is limited to 64 characters.
+  if (host.size() <= 64 && !add_name(name, "CN", host)) return fail(ssl_fail("leaf name"));
+  if (!X509_set_issuer_name(x, X509_get_subject_name(cert.get()))) return fail(ssl_fail("leaf issuer"));
+  if (!set_validity(x, kBackdate, kLeafValidity)) return fail(ssl_fail("leaf validity"));
+  if (!X509_set_pubkey(x, leaf_key.get())) return fail(ssl_fail("leaf public key"));
+  std::string san = (parse_ip(host) ? "IP:" : "DNS:") + host;
+  if (!add_ext(x, cert.get(), NID_basic_constraints, "critical,CA:FALSE") ||
+      !add_ext(x, cert.get(), NID_key_usage, "critical,digitalSignature") ||
+      !add_ext(x, cert.get(), NID_ext_key_usage, "serverAuth") ||
+      !add_ext(x, cert.get(), NID_subject_alt_name, san.c_str()) ||
+      !add_ext(x, cert.get(), NID_subject_key_identifier, "hash") ||
+      !add_ext(x, cert.get(), NID_authority_key_identifier, "keyid:always"))
+    return fail(ssl_fail("leaf extensions"));
+  if (!X509_sign(x, key.get(), EVP_sha256())) return fail(ssl_fail("sign a leaf certificate"));
+
+  SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
+  if (!ctx) return fail(ssl_fail("server context"));
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  if (SSL_CTX_use_certificate(ctx.get(), x) != 1 || SSL_CTX_use_PrivateKey(ctx.get(), leaf_key.get()) != 1 ||
+      SSL_CTX_check_private_key(ctx.get()) != 1)
+    return fail(ssl_fail("server context certificate"));
+  // Clients that want the chain get it; the CA is what they trust.
+  X509_up_ref(cert.get());
+  if (SSL_CTX_add_extra_chain_cert(ctx.get(), cert.get()) != 1) {
+    X509_free(cert.get());
+    return fail(ssl_fail("server context chain"));
+  }
+  SSL_CTX_set_alpn_select_cb(ctx.get(), alpn_select, nullptr);
+  SSL_CTX_set_session_cache_mode(ctx.get(), SSL_SESS_CACHE_OFF);
+  SSL_CTX_set_num_tickets(ctx.get(), 0);
+  return ctx;
+}
+
+Result<SSL_CTX*> CertAuthority::server_ctx_for(const std::string& raw_host) {
+  std::string host = lower(raw_host);
+  if (host.empty() || host.size() > 253) return fail(Error::msg("leaf certificate", "invalid host name"));
+  Impl& im = *impl_;
+  std::lock_guard<std::mutex> l(im.mu);
+  auto now = std::chrono::steady_clock::now();
+  if (auto it = im.leaves.find(host); it != im.leaves.end()) {
+    // Reissued after a third of its validity: a long sandbox never meets an expired leaf.
+    if (now - it->second.made < kLeafValidity / 3) {
+      im.lru.splice(im.lru.begin(), im.lru, it->second.lru);
+      return it->second.ctx.get();
+    }
+    im.lru.erase(it->second.lru);
+    im.leaves.erase(it);
+  }
+  auto ctx = im.make_leaf_ctx(host);
+  if (!ctx) return fail(ctx.error());
+  while (im.leaves.size() >= kMaxCachedLeaves && !im.lru.empty()) {
+    im.leaves.erase(im.lru.back());
+    im.lru.pop_back();
+  }
+  im.lru.push_front(host);
+  SSL_CTX* raw = ctx->get();
+  im.leaves.emplace(host, Impl::Leaf{std::move(*ctx), now, im.lru.begin()});
+  return raw;
+}
+
+// ---- upstream context -------------------------------------------------------------------------
+
+Result<SslCtxPtr> make_upstream_ctx(const std::string& ca_file) {
+  SslCtxPtr ctx(SSL_CTX_new(TLS_client_method()));
+  if (!ctx) return fail(Error::msg("upstream TLS", openssl_error("client context")));
+  SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+  if (!ca_file.empty()) {
+    if (SSL_CTX_load_verify_locations(ctx.get(), ca_file.c_str(), nullptr) != 1)
+      return fail(Error::msg("upstream trust store " + ca_file, openssl_error("cannot load")));
+  } else if (SSL_CTX_set_default_verify_paths(ctx.get()) != 1) {
+    return fail(Error::msg("upstream TLS", openssl_error("default trust store")));
+  }
+  static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  SSL_CTX_set_alpn_protos(ctx.get(), kHttp11, sizeof kHttp11);
+  return ctx;
+}
+
+// ---- SecretIndex ------------------------------------------------------------------------------
+
+Result<SecretIndex> SecretIndex::build(std::shared_ptr<const SecretsConfig> cfg) {
+  SecretIndex idx;
+  for (const auto& s : cfg->secrets) {
+    if (s.placeholder.size() < 8)
+      return fail(Error::msg("secret " + s.name, "placeholder too short to be recognised"));
+    policy::Network net;
+    for (const auto& h : s.hosts) net.allowed_domains.push_back(policy::DomainEntry{h, {}});
+    auto r = Rules::from_policy(net);
+    if (!r) return fail(Error::msg("secret " + s.name + " hosts", r.error().str()));
+    idx.hosts_.push_back(std::move(*r));
+    idx.lowered_.push_back(lower(s.placeholder));
+    idx.longest_ = std::max(idx.longest_, s.placeholder.size());
+  }
+  idx.cfg_ = std::move(cfg);
+  return idx;
+}
+
+const std::vector<Secret>& SecretIndex::secrets() const { return cfg_->secrets; }
+
+std::vector<size_t> SecretIndex::for_host(const Host& host, uint16_t port) const {
+  std::vector<size_t> r;
+  for (size_t i = 0; i < hosts_.size(); ++i)
+    if (hosts_[i].allow_list_matches(host, port)) r.push_back(i);
+  return r;
+}
+
+const Secret* SecretIndex::find(std::string_view s, const std::vector<size_t>& allowed) const {
+  if (s.size() < 8 || lowered_.empty()) return nullptr;
+  std::string l = lower(s);
+  for (size_t i = 0; i < lowered_.size(); ++i) {
+    if (std::find(allowed.begin(), allowed.end(), i) != allowed.end()) continue;
+    if (l.find(lowered_[i]) != std::string::npos) return &cfg_->secrets[i];
+  }
+  return nullptr;
+}
+
+namespace {
+// "Basic <credentials>" -> the credentials, else nullopt.
+std::optional<std::string_view> basic_credentials(std::string_view v) {
+  if (v.size() < 6 || lower(v.substr(0, 6)) != "basic ") return std::nullopt;
+  v.remove_prefix(6);
+  while (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+  while (!v.empty() && v.back() == ' ') v.remove_suffix(1);
+  return v;
+}
+}  // namespace
+
+const Secret* SecretIndex::find_in_header(std::string_view value, const std::vector<size_t>& allowed) const {
+  if (const Secret* s = find(value, allowed)) return s;
+  if (auto cred = basic_credentials(value))
+    if (auto dec = detail::base64_decode(*cred)) return find(*dec, allowed);
+  return nullptr;
+}
+
+// ---- replacement and scanning -----------------------------------------------------------------
+
+namespace {
+std::string replace_all(std::string_view in, const SecretIndex& idx, const std::vector<size_t>& which) {
+  std::string s(in);
+  for (size_t i : which) {
+    const Secret& sec = idx.secrets()[i];
+    for (size_t pos = 0; (pos = s.find(sec.placeholder, pos)) != std::string::npos;) {
+      s.replace(pos, sec.placeholder.size(), sec.value);
+      pos += sec.value.size();
+    }
+  }
+  return s;
+}
+}  // namespace
+
+std::string inject_secrets(std::string_view value, const SecretIndex& idx, const std::vector<size_t>& secrets) {
+  if (auto cred = basic_credentials(value)) {
+    if (auto dec = detail::base64_decode(*cred)) {
+      std::string rep = replace_all(*dec, idx, secrets);
+      if (rep != *dec) return std::string(value.substr(0, 5)) + " " + base64_encode(rep);
+    }
+  }
+  return replace_all(value, idx, secrets);
+}
+
+const Secret* PlaceholderScanner::feed(std::string_view chunk) {
+  scanned_ += chunk.size();
+  size_t keep = idx_.longest_placeholder() ? idx_.longest_placeholder() - 1 : 0;
+  std::string buf = carry_;
+  buf.append(chunk);
+  const Secret* hit = idx_.find(buf, allowed_);
+  carry_ = buf.size() > keep ? buf.substr(buf.size() - keep) : buf;
+  return hit;
+}
+
+std::string base64_encode(std::string_view in) {
+  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((in.size() + 2) / 3 * 4);
+  size_t i = 0;
+  for (; i + 2 < in.size(); i += 3) {
+    uint32_t v = (uint8_t)in[i] << 16 | (uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
+    out += a[v >> 18], out += a[(v >> 12) & 63], out += a[(v >> 6) & 63], out += a[v & 63];
+  }
+  if (i + 1 == in.size()) {
+    uint32_t v = (uint8_t)in[i] << 16;
+    out += a[v >> 18], out += a[(v >> 12) & 63], out += "==";
+  } else if (i + 2 == in.size()) {
+    uint32_t v = (uint8_t)in[i] << 16 | (uint8_t)in[i + 1] << 8;
+    out += a[v >> 18], out += a[(v >> 12) & 63], out += a[(v >> 6) & 63], out += '=';
+  }
+  return out;
+}
+
+}  // namespace exg::egress
