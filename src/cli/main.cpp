@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
   recommend->add_option("--situation", situation, "laptop | ci | multi-tenant | privileged-tools")->required();
   recommend->add_flag("--json", recommend_json, "Machine-readable output");
-  std::string px_listen, px_socks, px_policy, px_audit, px_token;
+  std::string px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out;
   auto* proxy = app.add_subcommand("proxy", "Run the egress proxy on its own");
   proxy->add_option("--listen", px_listen, "HTTP proxy address, ADDR:PORT or unix:/path")->required();
   proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT or unix:/path");
@@ -28,6 +28,10 @@ int main(int argc, char** argv) {
                     "File holding the token clients of TCP listeners must present (or EXGUARDIAN_PROXY_TOKEN)");
   proxy->add_option("--policy", px_policy, "Policy file with network.allowedDomains etc.")->required();
   proxy->add_option("--audit-log", px_audit, "Append every decision as JSON lines to FILE");
+  proxy->add_option("--ca-cert-out", px_ca_out,
+                    "With secrets: write the proxy's CA certificate (PEM, public) to FILE for clients to trust");
+  proxy->add_option("--placeholders-out", px_ph_out,
+                    "With secrets: write NAME=placeholder lines (mode 0600) to FILE for the clients' environment");
   std::string layer_dir;
   auto* diff = app.add_subcommand("diff", "Show what a kept overlay layer (run --workspace-mode overlay --keep DIR) would change");
   diff->add_option("dir", layer_dir, "The kept layer directory")->required();
@@ -70,7 +74,7 @@ int main(int argc, char** argv) {
   if (run.sub->parsed()) return run.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
-  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token);
+  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out);
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);
   if (escape->parsed()) return exg::cli::escape_test_main(esc);

@@ -3,6 +3,7 @@
 #include "cli/proxy_cmd.hpp"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -23,6 +24,9 @@
 
 #include "egress/proxy.hpp"
 #include "egress/rules.hpp"
+#include "egress/secrets.hpp"
+#include "plan/plan.hpp"
+#include "plan/secrets.hpp"
 #include "policy/policy.hpp"
 #include "sandbox/audit.hpp"
 #include "util/unique_fd.hpp"
@@ -126,10 +130,60 @@ std::string trim_token(std::string t) {
   return t.substr(b);
 }
 
+// Writes `text` to a new or truncated file with `mode` (owner only for secrets' placeholders).
+Result<void> write_file(const std::string& path, const std::string& text, mode_t mode) {
+  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode));
+  if (!fd) return fail(Error::sys("write " + path));
+  if (::fchmod(fd.get(), mode) != 0) return fail(Error::sys("chmod " + path));
+  for (size_t off = 0; off < text.size();) {
+    ssize_t n = ::write(fd.get(), text.data() + off, text.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(Error::sys("write " + path));
+    off += (size_t)n;
+  }
+  return {};
+}
+
+// The policy's secrets for the standalone proxy: values read here, a CA in memory.
+Result<std::shared_ptr<const egress::SecretsConfig>> proxy_secrets(const policy::Policy& pol, const std::string& ca_out,
+                                                                   const std::string& ph_out) {
+  if (pol.secrets.empty()) {
+    if (!ca_out.empty() || !ph_out.empty())
+      return fail(Error::msg("--ca-cert-out/--placeholders-out", "the policy declares no secrets"));
+    return std::shared_ptr<const egress::SecretsConfig>();
+  }
+  if (!pol.secret_files.empty())
+    std::fprintf(stderr, "exguardian: proxy: secretFiles are for sandboxes; the standalone proxy ignores them\n");
+  plan::Context ctx = plan::Context::from_process({});
+  auto resolved = plan::resolve_secrets(pol, ctx, ctx.home);
+  if (!resolved) return fail(resolved.error());
+  auto ca = egress::CertAuthority::generate("proxy-" + std::to_string(::getpid()));
+  if (!ca) return fail(ca.error());
+  auto cfg = std::make_shared<egress::SecretsConfig>();
+  cfg->secrets = std::move(resolved->secrets);
+  cfg->ca = std::move(*ca);
+  if (auto idx = egress::SecretIndex::build(cfg); !idx) return fail(idx.error());
+  if (!ca_out.empty())
+    if (auto w = write_file(ca_out, cfg->ca->cert_pem(), 0644); !w) return fail(w.error());
+  if (!ph_out.empty()) {
+    std::string lines;
+    for (const auto& s : cfg->secrets) lines += s.name + "=" + s.placeholder + "\n";
+    if (auto w = write_file(ph_out, lines, 0600); !w) return fail(w.error());
+  }
+  for (const auto& s : cfg->secrets) {
+    std::string hosts;
+    for (const auto& h : s.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+    std::fprintf(stderr, "exguardian: proxy: secret %s (placeholder %s) goes to %s only\n", s.name.c_str(),
+                 s.placeholder.c_str(), hosts.c_str());
+  }
+  return std::shared_ptr<const egress::SecretsConfig>(std::move(cfg));
+}
+
 }  // namespace
 
 int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
-               const std::string& audit_log, const std::string& token_file) {
+               const std::string& audit_log, const std::string& token_file, const std::string& ca_cert_out,
+               const std::string& placeholders_out) {
   // The token: required when any listener is TCP (anyone who can reach the port could use the proxy).
   std::string token;
   if (!token_file.empty()) {
@@ -154,6 +208,8 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   if (!pol) return error_line(pol.error().message);
   auto rules = egress::Rules::from_policy(pol->network);
   if (!rules) return error_line(rules.error().str());
+  auto secrets = proxy_secrets(*pol, ca_cert_out, placeholders_out);
+  if (!secrets) return error_line(secrets.error().str());
   // This host's own addresses are refused like loopback (read once, at start).
   rules->set_host_addresses(egress::Rules::read_host_addresses());
 
@@ -188,6 +244,7 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   boost::asio::io_context io(1);
   egress::ProxyConfig cfg;
   cfg.token = token;  // asked of TCP listeners' clients only
+  cfg.secrets = *secrets;
   egress::Proxy proxy(io, *rules, &audit, cfg);
   proxy.add_http_listener(http_fd->release());
   if (*socks_fd) proxy.add_socks_listener(socks_fd->release());

@@ -14,7 +14,15 @@ namespace exg::cli {
 // policy, binds the listeners, serves until SIGINT/SIGTERM, prints the stats
 // summary to stderr. Exit status: 0 after a signal; 2 for a bad argument or
 // policy; 125 for a TCP listener without a token; 1 when a listener cannot be bound.
+//
+// The policy's secrets are read at start (values from this process's
+// environment or files) and injected into requests to their hosts, with a CA
+// made in memory; --ca-cert-out FILE writes its certificate (the clients must
+// trust it), --placeholders-out FILE the NAME=placeholder lines (mode 0600) the
+// clients use instead of the values. Upstreams are verified against OpenSSL's
+// default trust store of this host.
 int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
-               const std::string& audit_log, const std::string& token_file = "");
+               const std::string& audit_log, const std::string& token_file = "", const std::string& ca_cert_out = "",
+               const std::string& placeholders_out = "");
 
 }  // namespace exg::cli
