@@ -50,9 +50,10 @@ struct Step {
   gid_t idmap_from_gid = 0;
   // File: the bytes the sandbox reads (placeholders only, never a secret's value).
   std::string content;
-  // File: a trust bundle; `content` is `source` (the host's bundle) plus this
-  // sandbox's CA certificate, filled in by the supervisor once it has made the
-  // CA, before launch. Empty until then.
+  // File: a trust bundle: `content` (the host's bundle, `source`, filled in by
+  // the supervisor) followed by this sandbox's CA certificate, which the layer
+  // gets at launch (process layer: LaunchOptions::trust_anchor, made after the
+  // clone so the CA's key is never in the sandbox's copy of the supervisor).
   bool trust_bundle = false;
 };
 

@@ -52,7 +52,8 @@ struct SetupError {
 
 class Builder {
  public:
-  Builder(const ChildArgs& a) : a_(a), plan_(*a.plan) {}
+  Builder(const ChildArgs& a, std::string trust_anchor)
+      : a_(a), plan_(*a.plan), trust_anchor_(std::move(trust_anchor)) {}
 
   void open_sources();
   void run();
@@ -60,6 +61,7 @@ class Builder {
  private:
   const ChildArgs& a_;
   const plan::Plan& plan_;
+  std::string trust_anchor_;  // the sandbox CA's certificate, appended to trust_bundle steps
   std::vector<int> src_fds_;  // per step: O_PATH fd of the host source, or -1
   std::map<size_t, std::pair<int, int>> upper_fds_;  // overlay steps on host dirs: upper, work
   int root_fd_ = -1;          // the new root
@@ -212,13 +214,14 @@ void Builder::make_stage() {
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const auto& s = plan_.steps[i];
     if (s.kind != plan::StepKind::File) continue;
-    if (s.trust_bundle && s.content.empty()) fail("the trust bundle for " + s.target + " was not filled in", 0);
+    if (s.trust_bundle && trust_anchor_.empty()) fail("no trust anchor for the bundle at " + s.target, 0);
+    std::string content = s.trust_bundle ? s.content + trust_anchor_ : s.content;
     std::string path = work + "/file" + std::to_string(i);
     int w = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (w < 0) fail("create " + path + " (for " + s.target + ")");
     size_t off = 0;
-    while (off < s.content.size()) {
-      ssize_t n = ::write(w, s.content.data() + off, s.content.size() - off);
+    while (off < content.size()) {
+      ssize_t n = ::write(w, content.data() + off, content.size() - off);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) fail("write " + path + " (for " + s.target + ")");
       off += static_cast<size_t>(n);
@@ -483,8 +486,11 @@ void Builder::run() {
 [[noreturn]] void child_main(const ChildArgs& a) {
   // Die with the supervisor; then wait until it has written our id maps.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  char go = 0;
-  if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != kMsgGo) ::_exit(125);
+  // "Go", perhaps followed by the trust anchor (LaunchOptions::trust_anchor).
+  static char go[1 + kMaxTrustAnchor + 1];
+  ssize_t got = ::recv(a.sync_fd, go, sizeof go, 0);
+  if (got < 1 || go[0] != kMsgGo || static_cast<size_t>(got) > 1 + kMaxTrustAnchor) ::_exit(125);
+  std::string trust_anchor(go + 1, static_cast<size_t>(got - 1));
   // Now inside its own cgroup (v1: moved there by the parent): make that the
   // root of what /proc/self/cgroup shows.
   if (::unshare(CLONE_NEWCGROUP) != 0) die(a.sync_fd, "cgroup namespace", errno);
@@ -497,7 +503,7 @@ void Builder::run() {
   // the sandbox needs none of them (init is not dumpable either way).
   for (const auto& sec : a.plan->secrets)
     ::explicit_bzero(const_cast<char*>(sec.value.data()), sec.value.size());
-  Builder b(a);
+  Builder b(a, std::move(trust_anchor));
   b.open_sources();
   const plan::Identity& id = a.plan->identity;
   if (::setresgid(id.inside_gid, id.inside_gid, id.inside_gid) != 0) die(a.sync_fd, "setresgid", errno);

@@ -18,6 +18,7 @@ inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attac
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
 inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started
 inline constexpr char kMsgError = 'E';   // child -> parent: setup failed, text follows
+inline constexpr size_t kMaxTrustAnchor = 16384;  // the PEM that may follow kMsgGo
 
 struct ChildArgs {
   const plan::Plan* plan = nullptr;

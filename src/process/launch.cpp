@@ -201,8 +201,21 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     kill_child();
     return fail(r.error());
   }
-  char go = kMsgGo;
-  if (::send(parent_sock.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+  // "Go", with the trust anchor when the plan has trust bundles.
+  std::string go(1, kMsgGo);
+  if (opt.trust_anchor) {
+    auto pem = opt.trust_anchor();
+    if (!pem) {
+      kill_child();
+      return fail(pem.error());
+    }
+    if (pem->empty() || pem->size() > kMaxTrustAnchor) {
+      kill_child();
+      return fail(Error::msg("trust anchor", "empty or larger than 16 KiB"));
+    }
+    go += *pem;
+  }
+  if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size())) {
     kill_child();
     return fail(Error::sys("start the sandbox"));
   }

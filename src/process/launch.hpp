@@ -4,6 +4,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <functional>
+#include <string>
+
 #include "plan/plan.hpp"
 #include "process/cgroup.hpp"
 #include "util/error.hpp"
@@ -14,6 +17,11 @@ namespace exg::process {
 struct LaunchOptions {
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
   bool verbose = false;
+  // Plans with trust_bundle steps: called after the clone, before the child
+  // goes on; returns the PEM certificate the child appends to those steps'
+  // content. What the supervisor makes in it (the CA and its key) is
+  // therefore never in the child's copy of the supervisor's memory.
+  std::function<Result<std::string>()> trust_anchor;
 };
 
 struct Launched {

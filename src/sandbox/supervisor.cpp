@@ -112,17 +112,23 @@ struct ProxyRunner {
   ~ProxyRunner() { stop(); }
 };
 
-// Credential injection (DESIGN.md §6): the CA is made here, in memory, before
-// the launch; the trust bundle steps get the host's bundle plus its
-// certificate; the values go to the proxy only.
+// Credential injection (DESIGN.md §6): the trust bundle steps get the host's
+// bundle now; the CA is made in memory during the launch, after the clone
+// (LaunchOptions::trust_anchor), so neither it nor its key is in the sandbox's
+// copy of this process; the values go to the proxy only.
 struct PreparedSecrets {
-  plan::Plan plan;  // the plan to launch: trust bundles filled in
-  std::shared_ptr<const egress::SecretsConfig> config;
+  plan::Plan plan;  // the plan to launch: trust bundles hold the host's bundle, values cleared
+  std::shared_ptr<egress::SecretsConfig> config;  // ca set by make_ca()
+
+  Result<std::string> make_ca() {
+    auto ca = egress::CertAuthority::generate(plan.sandbox_id);
+    if (!ca) return fail(Error::msg("secrets", "cannot make the sandbox's certificate authority: " + ca.error().str()));
+    config->ca = std::move(*ca);
+    return config->ca->cert_pem();
+  }
 };
 
 Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
-  auto ca = egress::CertAuthority::generate(in.sandbox_id);
-  if (!ca) return fail(Error::msg("secrets", "cannot make the sandbox's certificate authority: " + ca.error().str()));
   std::string host_bundle;
   if (!in.host_trust_bundle.empty()) {
     UniqueFd fd(::open(in.host_trust_bundle.c_str(), O_RDONLY | O_CLOEXEC));
@@ -137,19 +143,16 @@ Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
     }
     if (!host_bundle.empty() && host_bundle.back() != '\n') host_bundle += '\n';
   }
-  PreparedSecrets out{in, nullptr};
+  PreparedSecrets out{in, std::make_shared<egress::SecretsConfig>()};
   for (auto& s : out.plan.steps)
-    if (s.kind == plan::StepKind::File && s.trust_bundle) s.content = host_bundle + (*ca)->cert_pem();
-  auto cfg = std::make_shared<egress::SecretsConfig>();
-  cfg->secrets = in.secrets;
-  cfg->ca = std::move(*ca);
-  cfg->upstream_ca_file = in.host_trust_bundle;
+    if (s.kind == plan::StepKind::File && s.trust_bundle) s.content = host_bundle;
+  out.config->secrets = in.secrets;
+  out.config->upstream_ca_file = in.host_trust_bundle;
   // The plan the sandbox is built from needs placeholders only.
   for (auto& s : out.plan.secrets) {
     ::explicit_bzero(s.value.data(), s.value.size());
     s.value.clear();
   }
-  out.config = std::move(cfg);
   return out;
 }
 
@@ -300,6 +303,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
     return fail(guard.error());
   }
+  if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
   auto launched = process::launch(plan, lo);
   if (!launched) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
