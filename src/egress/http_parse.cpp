@@ -371,7 +371,7 @@ bool proxy_authorization_ok(const std::string* header, std::string_view token) {
   return constant_time_equal(*dec, want);
 }
 
-long ChunkTracker::feed(std::string_view in) {
+long ChunkTracker::feed(std::string_view in, std::string* data) {
   size_t i = 0;
   while (i < in.size() && state_ != Done) {
     char c = in[i];
@@ -402,6 +402,7 @@ long ChunkTracker::feed(std::string_view in) {
         break;
       case Data: {
         size_t n = std::min<uint64_t>(remaining_, in.size() - i);
+        if (data) data->append(in.substr(i, n));
         i += n;
         remaining_ -= n;
         if (!remaining_) state_ = DataCr;

@@ -20,6 +20,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <climits>
+#include <cstdio>
+#include <strings.h>
 
 #include "egress/proxy.hpp"
 
@@ -158,6 +160,8 @@ class Interceptor {
   awaitable<bool> accept_client(std::string up_initial);
   awaitable<std::optional<HttpHead>> read_head(TlsEnd& from, std::string& buf, bool request);
   awaitable<bool> relay_request();
+  awaitable<bool> relay_response_body(std::string& buf, const ResponseFraming& rf, ValueMasker& masker,
+                                      bool chunked_out);
   awaitable<bool> relay_body(TlsEnd& from, TlsEnd& to, std::string& buf, uint64_t& counter, int kind, uint64_t length);
   awaitable<void> answer(const std::string& bytes) {
     if (cl_) {
@@ -282,6 +286,57 @@ awaitable<bool> Interceptor::relay_body(TlsEnd& from, TlsEnd& to, std::string& b
   }
 }
 
+// The response body from the upstream to the client: decoded per `rf`, masked,
+// re-framed (chunked_out: chunked; else delimited by the close).
+awaitable<bool> Interceptor::relay_response_body(std::string& buf, const ResponseFraming& rf, ValueMasker& masker,
+                                                 bool chunked_out) {
+  ChunkTracker ct;
+  uint64_t left = rf.length;
+  std::array<char, 16 * 1024> chunk;
+  std::string_view pending = buf;
+  bool eof = false;
+  for (;;) {
+    std::string data, out;
+    bool done = eof;
+    if (rf.kind == ResponseFraming::Length) {
+      data = pending.substr(0, (size_t)std::min<uint64_t>(left, pending.size()));
+      left -= data.size();
+      done = done || left == 0;
+    } else if (rf.kind == ResponseFraming::Chunked) {
+      if (ct.feed(pending, &data) < 0) co_return false;
+      done = done || ct.done();
+    } else {
+      data = pending;
+    }
+    masker.feed(data, out);
+    if (done) masker.finish(out);
+    std::string frame;
+    if (!chunked_out) frame = std::move(out);
+    else if (!out.empty()) {
+      char size[24];
+      std::snprintf(size, sizeof size, "%zx\r\n", out.size());
+      frame = size + out + "\r\n";
+    }
+    if (done && chunked_out) frame += "0\r\n\r\n";
+    if (!frame.empty()) {
+      if (!co_await cl_->write(frame)) co_return false;
+      bytes_down_ += frame.size();
+    }
+    if (done) co_return true;
+    s_.arm_timer(cfg().idle_timeout, "idle");
+    long r = co_await up_->read(chunk.data(), chunk.size());
+    if (closed() || r < 0) co_return false;
+    if (r == 0) {
+      // The server closed: the end of a close-delimited body; else a truncated one.
+      if (rf.kind != ResponseFraming::UntilClose) co_return false;
+      eof = true;
+      pending = {};
+      continue;
+    }
+    pending = std::string_view(chunk.data(), (size_t)r);
+  }
+}
+
 awaitable<bool> Interceptor::relay_request() {
   const SecretIndex& idx = *st().secret_index;
   const std::string host = s_.out_.host;
@@ -318,6 +373,9 @@ awaitable<bool> Interceptor::relay_request() {
     co_return false;
   }
   for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, ids_);
+  // Uncompressed answers, so that values in them can be masked (see below).
+  std::erase_if(head->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "accept-encoding") == 0; });
+  head->headers.emplace_back("Accept-Encoding", "identity");
   std::string fwd = forwarded_request_head(*head);
   if (!co_await up_->write(fwd)) co_return false;
   bytes_up_ += fwd.size();
@@ -340,11 +398,24 @@ awaitable<bool> Interceptor::relay_request() {
       if (!co_await cl_->write(h)) co_return false;
       continue;
     }
+    // The values of this host's secrets go back into the sandbox as placeholders
+    // (headers and body): the body is decoded, masked and sent chunked (or up to
+    // the close for an HTTP/1.0 client), as its length may change.
+    ValueMasker masker(idx, ids_);
+    for (auto& [name, value] : resp->headers) value = masker.mask(value);
+    auto rf = response_body_framing(*resp, head->method);
+    const bool chunked_out = head->version == "HTTP/1.1";
+    if (rf.kind != ResponseFraming::None) {
+      std::erase_if(resp->headers, [](const auto& h) {
+        return strcasecmp(h.first.c_str(), "content-length") == 0 || strcasecmp(h.first.c_str(), "transfer-encoding") == 0;
+      });
+      if (chunked_out) resp->headers.emplace_back("Transfer-Encoding", "chunked");
+    }
     std::string h = client_response_head(*resp);
     if (!co_await cl_->write(h)) co_return false;
     bytes_down_ += h.size();
-    auto rf = response_body_framing(*resp, head->method);
-    if (!co_await relay_body(*up_, *cl_, rbuf, bytes_down_, rf.kind, rf.length)) co_return false;
+    if (rf.kind != ResponseFraming::None && !co_await relay_response_body(rbuf, rf, masker, chunked_out))
+      co_return false;
     co_await cl_->shutdown();
     co_await up_->shutdown();
     co_return true;

@@ -160,8 +160,9 @@ Result<BodyFraming> request_body_framing(const HttpHead& req);
 // Follows a chunked body through its bytes without changing them.
 class ChunkTracker {
  public:
-  // Consumes bytes of `in` that belong to the body; returns how many, or -1 when malformed.
-  long feed(std::string_view in);
+  // Consumes bytes of `in` that belong to the body; returns how many, or -1 when
+  // malformed. With `data`, the chunks' contents are appended to it (decoding).
+  long feed(std::string_view in, std::string* data = nullptr);
   bool done() const { return state_ == Done; }
 
  private:

@@ -101,6 +101,24 @@ class PlaceholderScanner {
   uint64_t scanned_ = 0;
 };
 
+// Replaces the values of some secrets by their placeholders in a stream read
+// in pieces (what an upstream answers goes back into the sandbox masked: an
+// endpoint that reflects the request never shows the value). Holds back the
+// last longest-value-1 bytes until more arrive or finish().
+class ValueMasker {
+ public:
+  ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets);
+  bool empty() const { return pairs_.empty(); }
+  void feed(std::string_view in, std::string& out);
+  void finish(std::string& out);
+  std::string mask(std::string_view whole);  // one complete piece (a header value)
+
+ private:
+  std::vector<std::pair<std::string, std::string>> pairs_;  // value -> placeholder
+  size_t keep_ = 0;
+  std::string carry_;
+};
+
 std::string base64_encode(std::string_view in);
 
 // The client context for upstream connections of intercepted hosts: peer

@@ -4,7 +4,7 @@
 # "host trust store" holds a test CA; api.secret.test has a secret, plain.test (same server,
 # same CA) has none, bad.secret.test has a secret but a certificate from a CA the host does
 # not trust. From inside, curl and python send the placeholder; the upstream receives the
-# real value; a placeholder on its way anywhere else is refused and logged as exfiltration;
+# real value (and its echo comes back masked); a placeholder on its way anywhere else is refused and logged as exfiltration;
 # the value is nowhere inside; the untrusted upstream is refused; a host without secrets is
 # not intercepted. Then the same through the standalone `exguardian proxy`.
 source "$(dirname "$0")/lib.sh"
@@ -55,6 +55,9 @@ check "the variable inside holds a placeholder ($PH_SEEN)" grep -qE '^exg_ph_API
 run sbx "${pol[@]}" -- bash -c "$C -H \"Authorization: Bearer \$API_TOKEN\" -H \"X-Api-Key: k=\$API_TOKEN\" \
     https://api.secret.test/curl-bearer; echo; $C -u \"me:\$API_TOKEN\" https://api.secret.test/curl-basic"
 check "curl over the intercepted connection got answers (status $STATUS)" grep -q '"path": "/curl-basic"' <<<"$OUT"
+check "the upstream's echo reaches the sandbox with the placeholder in place of the value" \
+    grep -qF '["Authorization", "Bearer exg_ph_API_TOKEN_' <<<"$OUT"
+last_output_lacks "$VALUE" "the value is not in what the sandbox read back (masked in the response)"
 req=$(requests_to /curl-bearer)
 check "the upstream received Authorization: Bearer <value>" grep -qF "[\"Authorization\", \"Bearer $VALUE\"]" <<<"$req"
 check "the upstream received the value in a custom header" grep -qF "[\"X-Api-Key\", \"k=$VALUE\"]" <<<"$req"

@@ -225,6 +225,35 @@ TEST(Exfiltration, ScannerHasNoFalsePositivesOnRandomBytes) {
   EXPECT_EQ(sc.scanned(), 64u * 4096u);
 }
 
+TEST(ValueMasking, ValuesBecomePlaceholdersAcrossReads) {
+  auto c = config();
+  auto idx = *SecretIndex::build(c);
+  const std::string gh = c->secrets[0].placeholder, npm = c->secrets[1].placeholder;
+  const std::string body = "{\"echo\": \"Bearer ghp_realvalue1\", \"npm\": \"npm_realvalue2\", \"again\": \"ghp_realvalue1\"}";
+  const std::string want = "{\"echo\": \"Bearer " + gh + "\", \"npm\": \"npm_realvalue2\", \"again\": \"" + gh + "\"}";
+  for (size_t step = 1; step <= body.size(); ++step) {
+    ValueMasker m(idx, {0});  // only the secrets that went to this host
+    std::string out;
+    for (size_t i = 0; i < body.size(); i += step) m.feed(std::string_view(body).substr(i, step), out);
+    m.finish(out);
+    ASSERT_EQ(out, want) << "pieces of " << step;
+  }
+  ValueMasker both(idx, {0, 1});
+  EXPECT_EQ(both.mask("x ghp_realvalue1 npm_realvalue2 y"), "x " + gh + " " + npm + " y");
+  EXPECT_EQ(both.mask("ghp_realvalue"), "ghp_realvalue");  // a prefix is left alone
+  EXPECT_EQ(both.mask(""), "");
+}
+
+TEST(InterceptedHttp, ChunkTrackerDecodes) {
+  exg::egress::detail::ChunkTracker ct;
+  std::string data;
+  std::string in = "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+  long n = ct.feed(in, &data);
+  EXPECT_EQ(n, (long)(in.size() - 4));
+  EXPECT_TRUE(ct.done());
+  EXPECT_EQ(data, "hello world");
+}
+
 TEST(InterceptedHttp, ResponseFraming) {
   using namespace exg::egress::detail;
   auto resp = [](const char* h) { return *parse_response_head(h); };
