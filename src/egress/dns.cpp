@@ -175,6 +175,15 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       audit(q, q.name, "refused", p.rcode == kRcodeFormErr ? "malformed query" : "not implemented", p.rcode, {}, {});
       return send(dns_response(q, p.rcode, {}), from);
     }
+    // A placeholder in a name would leave through the host's resolver: exfiltration.
+    if (const Secret* sec = st_->secret_index ? st_->secret_index->find(q.name) : nullptr) {
+      ++st_->stats.exfiltration;
+      st_->count_refused(q.name);
+      if (st_->audit_on())
+        st_->audit_write({{"event", "exfiltration"}, {"protocol", "dns"}, {"secret", sec->name}, {"where", "dns name"},
+                          {"host", q.name}, {"decision", "refused"}});
+      return send(dns_response(q, kRcodeNxDomain, {}), from);
+    }
     if (q.bad_name) {
       audit(q, q.name, "refused", "invalid host: not a host name", kRcodeNxDomain, {}, {});
       return send(dns_response(q, kRcodeNxDomain, {}), from);

