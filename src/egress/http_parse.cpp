@@ -231,7 +231,7 @@ std::string origin_request_head(const HttpHead& req, const AbsoluteTarget& t) {
   return out;
 }
 
-std::string client_response_head(const HttpHead& resp) {
+std::string client_response_head(const HttpHead& resp, bool close) {
   std::string out = resp.version + " " + std::to_string(resp.status) + " " + resp.reason + "\r\n";
   auto drop = hop_by_hop(resp);
   drop.erase("proxy-authenticate");  // a response header meant for the client of a proxy: keep
@@ -239,18 +239,32 @@ std::string client_response_head(const HttpHead& resp) {
     if (drop.contains(lower(name))) continue;
     out += name + ": " + value + "\r\n";
   }
-  out += "Connection: close\r\n\r\n";
+  out += close ? "Connection: close\r\n\r\n" : "\r\n";
   return out;
 }
 
-std::string forwarded_request_head(const HttpHead& req) {
+bool connection_has(const HttpHead& h, std::string_view token) {
+  for (const auto& [name, value] : h.headers) {
+    if (!iequals(name, "connection")) continue;
+    std::string_view v = value;
+    while (!v.empty()) {
+      size_t comma = v.find(',');
+      if (iequals(trim(v.substr(0, comma)), token)) return true;
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+  }
+  return false;
+}
+
+std::string forwarded_request_head(const HttpHead& req, bool close) {
   std::string out = req.method + " " + req.target + " HTTP/1.1\r\n";
   auto drop = hop_by_hop(req);
   for (const auto& [name, value] : req.headers) {
     if (drop.contains(lower(name))) continue;
     out += name + ": " + value + "\r\n";
   }
-  out += "Connection: close\r\n\r\n";
+  out += close ? "Connection: close\r\n\r\n" : "\r\n";
   return out;
 }
 

@@ -159,10 +159,11 @@ class Interceptor {
   awaitable<bool> connect_upstream();
   awaitable<bool> accept_client(std::string up_initial);
   awaitable<std::optional<HttpHead>> read_head(TlsEnd& from, std::string& buf, bool request);
-  awaitable<bool> relay_request();
+  enum class Next { Again, Done, Failed };
+  awaitable<Next> relay_request();
   awaitable<bool> relay_response_body(std::string& buf, const ResponseFraming& rf, ValueMasker& masker,
                                       bool chunked_out);
-  awaitable<bool> relay_body(TlsEnd& from, TlsEnd& to, std::string& buf, uint64_t& counter, int kind, uint64_t length);
+  awaitable<bool> relay_request_body(std::string& buf, const BodyFraming& f);
   awaitable<void> answer(const std::string& bytes) {
     if (cl_) {
       co_await cl_->write(bytes);
@@ -175,6 +176,7 @@ class Interceptor {
   Session& s_;
   std::vector<size_t> ids_;
   std::unique_ptr<TlsEnd> up_, cl_;
+  std::string cbuf_, ubuf_;      // bytes read from the client / the upstream, not yet used
   std::string upstream_refusal;  // why the upstream is not trusted / not reachable over TLS
   uint64_t bytes_up_ = 0, bytes_down_ = 0;
   int requests_ = 0;
@@ -245,74 +247,89 @@ awaitable<std::optional<HttpHead>> Interceptor::read_head(TlsEnd& from, std::str
       co_return std::move(*h);
     }
     if (buf.size() > cfg().max_header_bytes) co_return std::nullopt;
-    s_.arm_timer(request ? cfg().header_timeout : cfg().idle_timeout, request ? "header" : "response");
+    // Between two requests of a kept-alive connection the client may idle.
+    bool between = request && buf.empty() && requests_ > 0;
+    s_.arm_timer(request && !between ? cfg().header_timeout : cfg().idle_timeout, request ? "header" : "response");
     long r = co_await from.read(chunk.data(), chunk.size());
     if (r <= 0 || closed()) co_return std::nullopt;
     buf.append(chunk.data(), (size_t)r);
   }
 }
 
-// Passes a body on: kind is ResponseFraming::Kind (BodyFraming maps onto it).
-awaitable<bool> Interceptor::relay_body(TlsEnd& from, TlsEnd& to, std::string& buf, uint64_t& counter, int kind,
-                                        uint64_t length) {
+// Passes a request body on (framing as parsed); what follows it (a pipelined
+// next request) stays in buf.
+awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFraming& f) {
   ChunkTracker ct;
-  uint64_t left = length;
+  uint64_t left = f.length;
   std::array<char, 16 * 1024> chunk;
-  std::string_view pending = buf;
+  std::string pending = std::move(buf);
+  buf.clear();
   for (;;) {
-    if (kind == ResponseFraming::None) co_return true;
-    std::string_view out = pending;
+    if (f.kind == BodyFraming::None) {
+      buf = std::move(pending);
+      co_return true;
+    }
+    size_t n = pending.size();
     bool done = false;
-    if (kind == ResponseFraming::Length) {
-      out = pending.substr(0, (size_t)std::min<uint64_t>(left, pending.size()));
-      left -= out.size();
+    if (f.kind == BodyFraming::Length) {
+      n = (size_t)std::min<uint64_t>(left, pending.size());
+      left -= n;
       done = left == 0;
-    } else if (kind == ResponseFraming::Chunked) {
-      long n = ct.feed(pending);
-      if (n < 0) co_return false;
-      out = pending.substr(0, (size_t)n);
+    } else {
+      long m = ct.feed(pending);
+      if (m < 0) co_return false;
+      n = (size_t)m;
       done = ct.done();
     }
-    if (!out.empty()) {
-      if (!co_await to.write(out)) co_return false;
-      counter += out.size();
+    if (n) {
+      if (!co_await up_->write(std::string_view(pending).substr(0, n))) co_return false;
+      bytes_up_ += n;
     }
-    if (done) co_return true;
+    if (done) {
+      buf = pending.substr(n);
+      co_return true;
+    }
     s_.arm_timer(cfg().idle_timeout, "idle");
-    long r = co_await from.read(chunk.data(), chunk.size());
-    if (closed()) co_return false;
-    if (r <= 0) co_return kind == ResponseFraming::UntilClose && r == 0;
-    pending = std::string_view(chunk.data(), (size_t)r);
+    long r = co_await cl_->read(chunk.data(), chunk.size());
+    if (closed() || r <= 0) co_return false;
+    pending.assign(chunk.data(), (size_t)r);
   }
 }
 
 // The response body from the upstream to the client: decoded per `rf`, masked,
-// re-framed (chunked_out: chunked; else delimited by the close).
+// re-framed (chunked_out: chunked; else delimited by the close). Bytes after
+// the body stay in buf.
 awaitable<bool> Interceptor::relay_response_body(std::string& buf, const ResponseFraming& rf, ValueMasker& masker,
                                                  bool chunked_out) {
   ChunkTracker ct;
   uint64_t left = rf.length;
   std::array<char, 16 * 1024> chunk;
-  std::string_view pending = buf;
+  std::string pending = std::move(buf);
+  buf.clear();
   bool eof = false;
   for (;;) {
     std::string data, out;
+    size_t used = pending.size();
     bool done = eof;
     if (rf.kind == ResponseFraming::Length) {
-      data = pending.substr(0, (size_t)std::min<uint64_t>(left, pending.size()));
-      left -= data.size();
+      used = (size_t)std::min<uint64_t>(left, pending.size());
+      data = pending.substr(0, used);
+      left -= used;
       done = done || left == 0;
     } else if (rf.kind == ResponseFraming::Chunked) {
-      if (ct.feed(pending, &data) < 0) co_return false;
+      long m = ct.feed(pending, &data);
+      if (m < 0) co_return false;
+      used = (size_t)m;
       done = done || ct.done();
     } else {
-      data = pending;
+      data = std::move(pending);
     }
     masker.feed(data, out);
     if (done) masker.finish(out);
     std::string frame;
-    if (!chunked_out) frame = std::move(out);
-    else if (!out.empty()) {
+    if (!chunked_out) {
+      frame = std::move(out);
+    } else if (!out.empty()) {
       char size[24];
       std::snprintf(size, sizeof size, "%zx\r\n", out.size());
       frame = size + out + "\r\n";
@@ -322,7 +339,10 @@ awaitable<bool> Interceptor::relay_response_body(std::string& buf, const Respons
       if (!co_await cl_->write(frame)) co_return false;
       bytes_down_ += frame.size();
     }
-    if (done) co_return true;
+    if (done) {
+      if (rf.kind != ResponseFraming::UntilClose && used < pending.size()) buf = pending.substr(used);
+      co_return true;
+    }
     s_.arm_timer(cfg().idle_timeout, "idle");
     long r = co_await up_->read(chunk.data(), chunk.size());
     if (closed() || r < 0) co_return false;
@@ -330,25 +350,26 @@ awaitable<bool> Interceptor::relay_response_body(std::string& buf, const Respons
       // The server closed: the end of a close-delimited body; else a truncated one.
       if (rf.kind != ResponseFraming::UntilClose) co_return false;
       eof = true;
-      pending = {};
+      pending.clear();
       continue;
     }
-    pending = std::string_view(chunk.data(), (size_t)r);
+    pending.assign(chunk.data(), (size_t)r);
   }
 }
 
-awaitable<bool> Interceptor::relay_request() {
+// One request and its response. Keep-alive when both the client and the
+// upstream allow it (HTTP/1.1, no "Connection: close", a framed response).
+awaitable<Interceptor::Next> Interceptor::relay_request() {
   const SecretIndex& idx = *st().secret_index;
   const std::string host = s_.out_.host;
   const uint16_t port = s_.out_.port;
-  std::string buf;
-  auto head = co_await read_head(*cl_, buf, true);
+  auto head = co_await read_head(*cl_, cbuf_, true);
   if (!head) {
-    if (!buf.empty() && !closed()) {
-      s_.log_malformed("intercepted request head malformed or too large");
-      co_await answer(response(400, "Bad Request", "exguardian: malformed request head\n"));
-    }
-    co_return false;
+    if (closed()) co_return Next::Failed;
+    if (cbuf_.empty()) co_return requests_ ? Next::Done : Next::Failed;  // the client ended between requests
+    s_.log_malformed("intercepted request head malformed or too large");
+    co_await answer(response(400, "Bad Request", "exguardian: malformed request head\n"));
+    co_return Next::Failed;
   }
   ++requests_;
   if (!upstream_refusal.empty()) {
@@ -357,45 +378,50 @@ awaitable<bool> Interceptor::relay_request() {
     std::string why = upstream_refusal.starts_with("upstream certificate not trusted")
                           ? "upstream certificate not trusted" : "upstream TLS failed";
     co_await answer(response(502, "Bad Gateway", "exguardian: " + host + ": " + upstream_refusal + "\n", why));
-    co_return false;
+    co_return Next::Failed;
   }
   if (s_.exfiltration_in_headers(*head, host, port, ids_)) {
     refused_ = true;
     co_await answer(response(403, "Forbidden",
                              "exguardian: a placeholder of a secret that is not meant for " + host + " was refused\n",
                              "exfiltration"));
-    co_return false;
+    co_return Next::Failed;
   }
   auto framing = request_body_framing(*head);
   if (!framing) {
     s_.log_malformed(framing.error().why);
     co_await answer(response(400, "Bad Request", "exguardian: " + framing.error().why + "\n"));
-    co_return false;
+    co_return Next::Failed;
   }
+  const bool client_close = head->version != "HTTP/1.1" || connection_has(*head, "close");
   for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, ids_);
   // Uncompressed answers, so that values in them can be masked (see below).
   std::erase_if(head->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "accept-encoding") == 0; });
   head->headers.emplace_back("Accept-Encoding", "identity");
-  std::string fwd = forwarded_request_head(*head);
-  if (!co_await up_->write(fwd)) co_return false;
+  // "Expect: 100-continue" is answered here: the body follows at once.
+  bool expect = false;
+  std::erase_if(head->headers, [&](const auto& h) {
+    return strcasecmp(h.first.c_str(), "expect") == 0 && (expect = true);
+  });
+  if (expect && framing->kind != BodyFraming::None && !co_await cl_->write("HTTP/1.1 100 Continue\r\n\r\n"))
+    co_return Next::Failed;
+  std::string fwd = forwarded_request_head(*head, client_close);
+  if (!co_await up_->write(fwd)) co_return Next::Failed;
   bytes_up_ += fwd.size();
-  int req_kind = framing->kind == BodyFraming::None     ? ResponseFraming::None
-                 : framing->kind == BodyFraming::Length ? ResponseFraming::Length
-                                                        : ResponseFraming::Chunked;
-  if (!co_await relay_body(*cl_, *up_, buf, bytes_up_, req_kind, framing->length)) co_return false;
+  if (!co_await relay_request_body(cbuf_, *framing)) co_return Next::Failed;
 
-  std::string rbuf;
   for (;;) {
-    auto resp = co_await read_head(*up_, rbuf, false);
+    auto resp = co_await read_head(*up_, ubuf_, false);
     if (!resp) {
       if (!closed())
         co_await answer(response(502, "Bad Gateway", "exguardian: no valid response from " + host + "\n"));
-      co_return false;
+      co_return Next::Failed;
     }
     if (resp->status >= 100 && resp->status < 200) {
-      if (resp->status == 101) co_return false;  // Upgrade was not forwarded: a 101 is a broken upstream
+      if (resp->status == 101) co_return Next::Failed;  // Upgrade was not forwarded: a 101 is a broken upstream
+      if (expect) continue;                              // the client had its 100 from us
       std::string h = resp->version + " " + std::to_string(resp->status) + " " + resp->reason + "\r\n\r\n";
-      if (!co_await cl_->write(h)) co_return false;
+      if (!co_await cl_->write(h)) co_return Next::Failed;
       continue;
     }
     // The values of this host's secrets go back into the sandbox as placeholders
@@ -405,20 +431,26 @@ awaitable<bool> Interceptor::relay_request() {
     for (auto& [name, value] : resp->headers) value = masker.mask(value);
     auto rf = response_body_framing(*resp, head->method);
     const bool chunked_out = head->version == "HTTP/1.1";
+    const bool last = client_close || resp->version != "HTTP/1.1" || connection_has(*resp, "close") ||
+                      rf.kind == ResponseFraming::UntilClose || (rf.kind != ResponseFraming::None && !chunked_out);
     if (rf.kind != ResponseFraming::None) {
       std::erase_if(resp->headers, [](const auto& h) {
         return strcasecmp(h.first.c_str(), "content-length") == 0 || strcasecmp(h.first.c_str(), "transfer-encoding") == 0;
       });
       if (chunked_out) resp->headers.emplace_back("Transfer-Encoding", "chunked");
     }
-    std::string h = client_response_head(*resp);
-    if (!co_await cl_->write(h)) co_return false;
+    resp->version = "HTTP/1.1";  // what we speak to the client, whatever the upstream spoke
+    std::string h = client_response_head(*resp, last);
+    if (!co_await cl_->write(h)) co_return Next::Failed;
     bytes_down_ += h.size();
-    if (rf.kind != ResponseFraming::None && !co_await relay_response_body(rbuf, rf, masker, chunked_out))
-      co_return false;
-    co_await cl_->shutdown();
-    co_await up_->shutdown();
-    co_return true;
+    if (rf.kind != ResponseFraming::None && !co_await relay_response_body(ubuf_, rf, masker, chunked_out))
+      co_return Next::Failed;
+    if (last || !ubuf_.empty()) {  // (bytes after a complete response: the upstream is out of step)
+      co_await cl_->shutdown();
+      co_await up_->shutdown();
+      co_return Next::Done;
+    }
+    co_return Next::Again;
   }
 }
 
@@ -437,7 +469,10 @@ awaitable<void> Interceptor::run(std::string down_prefix, std::string up_initial
     }
     co_return finish(closed() ? "closed" : "client TLS handshake failed (does the client trust the sandbox CA?)");
   }
-  bool ok = co_await relay_request();
+  Next n;
+  while ((n = co_await relay_request()) == Next::Again) {
+  }
+  bool ok = n == Next::Done;
   if (refused_) co_return finish("refused");
   finish(ok ? "" : closed() ? "closed" : "request not completed");
 }

