@@ -12,25 +12,40 @@ namespace {
 
 // The first bytes a client sends through a tunnel that is not intercepted
 // (a TLS ClientHello with its SNI, a plain protocol's first request) are
-// scanned; then the tunnel goes back to splice.
+// scanned; then the tunnel goes back to splice. A plain-HTTP request body is
+// scanned whole (it is copied through the filter anyway).
 constexpr uint64_t kScanWindow = 64 * 1024;
 
 class ExfiltrationFilter : public StreamFilter {
  public:
-  ExfiltrationFilter(const SecretIndex& idx, std::function<void(const Secret&)> found)
-      : scanner_(idx), found_(std::move(found)) {}
+  ExfiltrationFilter(const SecretIndex& idx, std::vector<size_t> allowed, std::function<void(const Secret&)> found,
+                     std::unique_ptr<StreamFilter> inner, uint64_t window)
+      : scanner_(idx, std::move(allowed)), found_(std::move(found)), inner_(std::move(inner)), window_(window) {}
   Status feed(std::string_view in, std::string& out) override {
-    if (const Secret* s = scanner_.feed(in)) {
-      found_(*s);
-      return Status::Error;  // nothing of this read goes on; the tunnel closes
+    if (scanning_) {
+      if (const Secret* s = scanner_.feed(in)) {
+        reason_ = "exfiltration: a placeholder of " + s->name;
+        found_(*s);
+        return Status::Error;  // nothing of this read goes on; the tunnel closes
+      }
+      scanning_ = scanner_.scanned() < window_;
     }
+    if (inner_) return inner_->feed(in, out);
     out.append(in);
-    return scanner_.scanned() >= kScanWindow ? Status::Passthrough : Status::More;
+    return scanning_ ? Status::More : Status::Passthrough;
   }
+  void eof(std::string& out) override {
+    if (inner_) inner_->eof(out);
+  }
+  std::string error_reason() const override { return !reason_.empty() ? reason_ : inner_ ? inner_->error_reason() : ""; }
 
  private:
   PlaceholderScanner scanner_;
   std::function<void(const Secret&)> found_;
+  std::unique_ptr<StreamFilter> inner_;
+  uint64_t window_;
+  bool scanning_ = true;
+  std::string reason_;
 };
 
 }  // namespace
@@ -94,12 +109,18 @@ const Secret* Session::exfiltration_in_headers(const HttpHead& h, const std::str
   return nullptr;
 }
 
-std::unique_ptr<StreamFilter> Session::exfiltration_filter(const std::string& host, uint16_t port) {
-  if (!st_->secret_index || st_->secret_index->secrets().empty()) return nullptr;
+std::unique_ptr<StreamFilter> Session::exfiltration_filter(const std::string& host, uint16_t port,
+                                                           std::unique_ptr<StreamFilter> inner,
+                                                           std::vector<size_t> allowed, std::string where) {
+  if (!st_->secret_index || st_->secret_index->secrets().empty()) return inner;
   std::weak_ptr<Session> weak = weak_from_this();
-  return std::make_unique<ExfiltrationFilter>(*st_->secret_index, [weak, host, port](const Secret& s) {
-    if (auto self = weak.lock()) self->log_exfiltration(s, "tunnel", host, port);
-  });
+  const uint64_t window = inner ? UINT64_MAX : kScanWindow;
+  return std::make_unique<ExfiltrationFilter>(
+      *st_->secret_index, std::move(allowed),
+      [weak, host, port, where](const Secret& s) {
+        if (auto self = weak.lock()) self->log_exfiltration(s, where, host, port);
+      },
+      std::move(inner), window);
 }
 
 }  // namespace exg::egress::detail

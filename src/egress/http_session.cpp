@@ -229,7 +229,10 @@ class HttpSession : public Session {
       // placeholder of another host's secret is refused.
       auto tn = normalise_host(t->authority.host);
       std::string host = tn ? tn->name : t->authority.host;
-      if (exfiltration_in_headers(*head, host, t->authority.port, secrets_for(host, t->authority.port)))
+      auto own = secrets_for(host, t->authority.port);
+      // The body bytes that came with the head too (later ones: the tunnel's filter).
+      if (exfiltration_in_headers(*head, host, t->authority.port, own) ||
+          exfiltration_in(rest, "body", host, t->authority.port, own))
         return refuse_exfiltration(host);
     }
     auto framing = request_body_framing(*head);
@@ -241,7 +244,10 @@ class HttpSession : public Session {
                          s->out_ = o;
                          auto tun = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_),
                                                              s->st_->cfg, s->st_->shared, s->tunnel_done());
-                         tun->set_up_filter(std::make_unique<BodyFilter>(f));
+                         // The body is scanned too (its first 64 KiB): a placeholder closes the request.
+                         tun->set_up_filter(s->exfiltration_filter(s->out_.host, s->out_.port,
+                                                                   std::make_unique<BodyFilter>(f),
+                                                                   s->secrets_for(s->out_.host, s->out_.port), "body"));
                          tun->set_down_filter(std::make_unique<ResponseFilter>(s->st_->cfg.max_header_bytes));
                          tun->end_when_down_done(true);
                          s->run_tunnel(tun, std::move(fwd), std::move(rest), "");

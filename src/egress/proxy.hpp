@@ -202,6 +202,8 @@ class StreamFilter {
   // Error: `out` holds a last message for the peer, then the tunnel closes.
   virtual Status feed(std::string_view in, std::string& out) = 0;
   virtual void eof(std::string& /*out*/) {}
+  // After Error: why, for the audit line ("" = the data was malformed).
+  virtual std::string error_reason() const { return {}; }
 };
 
 // What the loop's tunnels and sessions share: a small pool of empty pipes (a
@@ -361,9 +363,13 @@ class Session : public std::enable_shared_from_this<Session> {
   const Secret* exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
                                         const std::vector<size_t>& allowed = {});
   void log_exfiltration(const Secret& s, const std::string& where, const std::string& host, uint16_t port);
-  // Up filter of a tunnel that is not intercepted: scans the first bytes the
-  // client sends for placeholders; null when there are no secrets.
-  std::unique_ptr<StreamFilter> exfiltration_filter(const std::string& host, uint16_t port);
+  // Up filter of a tunnel that is not intercepted (or of a plain-HTTP request
+  // body, around `inner`): scans the first bytes the client sends for
+  // placeholders (but those of `allowed`); returns `inner` when there are no secrets.
+  std::unique_ptr<StreamFilter> exfiltration_filter(const std::string& host, uint16_t port,
+                                                    std::unique_ptr<StreamFilter> inner = nullptr,
+                                                    std::vector<size_t> allowed = {},
+                                                    std::string where = "tunnel");
   // Instead of a Tunnel for a host that has secrets (out_ holds the decision and
   // the connected upstream): TLS to both sides, placeholders swapped in request heads.
   void intercept(std::vector<size_t> secret_ids, std::string down_prefix, std::string up_initial);

