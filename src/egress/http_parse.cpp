@@ -321,8 +321,8 @@ Result<BodyFraming> request_body_framing(const HttpHead& req) {
   return f;
 }
 
-bool host_header_matches(std::string_view host_header, const Authority& target) {
-  auto ha = parse_authority(host_header, 80);
+bool host_header_matches(std::string_view host_header, const Authority& target, uint16_t default_port) {
+  auto ha = parse_authority(host_header, default_port);
   if (!ha) return false;
   auto hn = normalise_host(ha->host);
   auto tn = normalise_host(target.host);

@@ -380,6 +380,21 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     co_await answer(response(502, "Bad Gateway", "exguardian: " + host + ": " + upstream_refusal + "\n", why));
     co_return Next::Failed;
   }
+  // The value goes to the host the client connected to, and only there: a Host
+  // header or an absolute target naming another one (a front end that routes by
+  // Host could pass it on to someone else's site) is refused.
+  {
+    Authority self{host, port, true};
+    const std::string* hv = head->find("host");
+    bool origin_form = head->target.starts_with('/') || (head->target == "*" && head->method == "OPTIONS");
+    if (!origin_form || head->count("host") > 1 || (hv && !host_header_matches(*hv, self, 443))) {
+      refused_ = true;
+      Decision d{false, "Host header mismatch", "the request names another host than the connection"};
+      s_.log_refusal(host, port, d, s_.out_.address, {});
+      co_await answer(response(403, "Forbidden", "exguardian: " + d.reason + " (" + host + ")\n", d.rule));
+      co_return Next::Failed;
+    }
+  }
   if (s_.exfiltration_in_headers(*head, host, port, ids_)) {
     refused_ = true;
     co_await answer(response(403, "Forbidden",

@@ -121,8 +121,8 @@ struct AbsoluteTarget {
 Result<AbsoluteTarget> parse_absolute_http(std::string_view target);
 
 // Whether a Host header value names the same host and port as the request
-// target (both normalised; the header's default port is 80).
-bool host_header_matches(std::string_view host_header, const Authority& target);
+// target (both normalised; the header's default port is 80, 443 inside TLS).
+bool host_header_matches(std::string_view host_header, const Authority& target, uint16_t default_port = 80);
 
 // Proxy authentication. base64_decode: standard alphabet, padding optional,
 // nullopt on anything else. proxy_authorization_ok: "Basic base64(exguardian:TOKEN)"

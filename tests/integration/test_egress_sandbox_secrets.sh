@@ -182,6 +182,14 @@ run sbx "${pol[@]}" -- bash -c "grep -rF -l '$VALUE' / --exclude-dir=proc --excl
 # (the needle itself is on the command line: it can only be found through /proc, excluded here)
 check "a search of the sandbox's whole file tree finds no file holding the value" test "$(tr -d '\n' <<<"$OUT")" = DONE
 
+# Domain fronting: a Host header naming another site (a front end routing by Host could
+# hand the value to it) is refused on an intercepted connection, nothing sent upstream.
+run sbx "${pol[@]}" -- bash -c "$C -i -H 'Host: plain.test' -H \"Authorization: Bearer \$API_TOKEN\" \
+    https://api.secret.test/fronted"
+check "Host header naming another host inside an intercepted connection: 403" \
+    out_has_both '^HTTP/1.1 403' '^X-ExGuardian-Refused: Host header mismatch'
+check "the fronted request reached no server" bash -c "! grep -q /fronted '$SLOG'"
+
 # ---- an upstream the host does not trust --------------------------------------------------------
 run sbx "${pol[@]}" -- bash -c "$C -i -H \"Authorization: Bearer \$API_TOKEN\" https://bad.secret.test/untrusted"
 check "untrusted upstream: 502 with X-ExGuardian-Refused" \

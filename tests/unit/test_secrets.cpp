@@ -254,6 +254,27 @@ TEST(InterceptedHttp, ChunkTrackerDecodes) {
   EXPECT_EQ(data, "hello world");
 }
 
+TEST(InterceptedHttp, KeepAliveHeadsAndConnectionTokens) {
+  using namespace exg::egress::detail;
+  auto h = *parse_request_head("GET / HTTP/1.1\r\nHost: a.test\r\nConnection: Keep-Alive, Close\r\n\r\n");
+  EXPECT_TRUE(connection_has(h, "close"));
+  EXPECT_TRUE(connection_has(h, "keep-alive"));
+  EXPECT_FALSE(connection_has(h, "upgrade"));
+  EXPECT_EQ(forwarded_request_head(h, false), "GET / HTTP/1.1\r\nHost: a.test\r\n\r\n");
+  auto r = *parse_response_head("HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(client_response_head(r, false), "HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+}
+
+TEST(InterceptedHttp, HostHeaderInsideTlsDefaultsTo443) {
+  using namespace exg::egress::detail;
+  Authority a{"api.secret.test", 443, true};
+  EXPECT_TRUE(host_header_matches("api.secret.test", a, 443));
+  EXPECT_TRUE(host_header_matches("API.secret.test:443", a, 443));
+  EXPECT_FALSE(host_header_matches("api.secret.test", a));  // plain HTTP's default 80
+  EXPECT_FALSE(host_header_matches("attacker.example", a, 443));
+  EXPECT_FALSE(host_header_matches("api.secret.test:8443", a, 443));
+}
+
 TEST(InterceptedHttp, ResponseFraming) {
   using namespace exg::egress::detail;
   auto resp = [](const char* h) { return *parse_response_head(h); };
