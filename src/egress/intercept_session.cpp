@@ -264,6 +264,8 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
   std::array<char, 16 * 1024> chunk;
   std::string pending = std::move(buf);
   buf.clear();
+  // Another host's placeholder in the body: the request is cut before it.
+  PlaceholderScanner scanner(*st().secret_index, ids_);
   for (;;) {
     if (f.kind == BodyFraming::None) {
       buf = std::move(pending);
@@ -282,6 +284,11 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
       done = ct.done();
     }
     if (n) {
+      if (const Secret* sec = scanner.feed(std::string_view(pending).substr(0, n))) {
+        refused_ = true;
+        s_.log_exfiltration(*sec, "body", s_.out_.host, s_.out_.port);
+        co_return false;
+      }
       if (!co_await up_->write(std::string_view(pending).substr(0, n))) co_return false;
       bytes_up_ += n;
     }
@@ -395,7 +402,9 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
       co_return Next::Failed;
     }
   }
-  if (s_.exfiltration_in_headers(*head, host, port, ids_)) {
+  // (The body bytes that came with the head are looked at before anything is
+  // sent; later ones as they pass: relay_request_body.)
+  if (s_.exfiltration_in_headers(*head, host, port, ids_) || s_.exfiltration_in(cbuf_, "body", host, port, ids_)) {
     refused_ = true;
     co_await answer(response(403, "Forbidden",
                              "exguardian: a placeholder of a secret that is not meant for " + host + " was refused\n",

