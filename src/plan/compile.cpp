@@ -385,12 +385,13 @@ struct Builder {
       bool d = is_dir(p);
       Step& s = add(d ? StepKind::MaskDir : StepKind::MaskFile, p, {}, why);
       s.is_dir = d;
-      // A masked directory holding a masked credential copy can be passed
-      // through (to reach the copy), not listed.
-      s.mode = d && std::any_of(masked_files->begin(), masked_files->end(),
-                                [&](const Step& f) { return is_within(f.target, p); })
-                   ? 0111
-                   : 0;
+      // A masked directory holding a masked credential copy or an allowRead
+      // path can be passed through (to reach them), not listed.
+      bool holds = std::any_of(masked_files->begin(), masked_files->end(),
+                               [&](const Step& f) { return is_within(f.target, p); }) ||
+                   std::any_of(allow_read.begin(), allow_read.end(),
+                               [&](const std::string& a) { return a != p && is_within(a, p); });
+      s.mode = d && holds ? 0111 : 0;
       if (d) mask_dirs.push_back(p);
     }
     // allowRead inside a masked directory: bound back read-only, then the mask sealed.

@@ -187,6 +187,14 @@ check "python3 runs (status $STATUS, output '$OUT')" test "$STATUS" = 0 -a "$OUT
 expect_output_contains private-ws-data sbx -- cat private.txt
 expect_no_output_contains private-ws-data sbx --deny-read "$WS/private.txt" -- cat private.txt
 
+# allowRead inside a denied directory: the re-allowed part is readable, the rest is not, and
+# the denied directory cannot be listed.
+mkdir -p -m 755 "$O/vault/public" && echo vault-secret > "$O/vault/secret.txt" && echo vault-public > "$O/vault/public/readme.txt"
+chmod 644 "$O/vault/secret.txt" "$O/vault/public/readme.txt"
+expect_output_contains vault-public sbx --deny-read "$O/vault" --allow-read "$O/vault/public" -- cat "$O/vault/public/readme.txt"
+expect_no_output_contains vault-secret sbx --deny-read "$O/vault" --allow-read "$O/vault/public" -- cat "$O/vault/secret.txt"
+expect_fail sbx --deny-read "$O/vault" --allow-read "$O/vault/public" -- ls "$O/vault"
+
 mkdir -m 755 "$O/extra"
 expect_fail sh_in "echo x > '$O/extra/without-flag.txt'"
 expect_status 0 sbx --allow-write "$O/extra" -- bash -c "echo x > '$O/extra/with-flag.txt'"

@@ -818,6 +818,9 @@ TEST_F(PlanTest, PlanAllowReadInsideDeniedDir) {
   EXPECT_LT(sm, sb);
   EXPECT_LT(sb, ss);
   EXPECT_FALSE(p.steps[sb].is_dir);
+  // The masks can be passed through to reach what is bound back, not listed.
+  EXPECT_EQ(p.steps[m].mode, 0111u);
+  EXPECT_EQ(p.steps[sm].mode, 0111u);
   // Only those two bound back; the denied content itself is not.
   EXPECT_EQ(targets_within(p, StepKind::BindRo, home),
             (std::vector<std::string>{home + "/vault/public", home + "/.ssh/known_hosts"}));
