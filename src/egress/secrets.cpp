@@ -191,7 +191,7 @@ Result<SslCtxPtr> CertAuthority::Impl::make_leaf_ctx(const std::string& host) {
   SslCtxPtr ctx(SSL_CTX_new(TLS_server_method()));
   if (!ctx) return fail(ssl_fail("server context"));
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
   if (SSL_CTX_use_certificate(ctx.get(), x) != 1 || SSL_CTX_use_PrivateKey(ctx.get(), leaf_key.get()) != 1 ||
       SSL_CTX_check_private_key(ctx.get()) != 1)
     return fail(ssl_fail("server context certificate"));
@@ -240,7 +240,9 @@ Result<SslCtxPtr> make_upstream_ctx(const std::string& ca_file) {
   SslCtxPtr ctx(SSL_CTX_new(TLS_client_method()));
   if (!ctx) return fail(Error::msg("upstream TLS", openssl_error("client context")));
   SSL_CTX_set_min_proto_version(ctx.get(), TLS1_2_VERSION);
-  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION);
+  // Many servers close without close_notify; a body delimited by the close ends
+  // there (what a client without a proxy would accept too).
+  SSL_CTX_set_options(ctx.get(), SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_COMPRESSION | SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
   if (!ca_file.empty()) {
     if (SSL_CTX_load_verify_locations(ctx.get(), ca_file.c_str(), nullptr) != 1)

@@ -13,7 +13,8 @@
 #   and appends those names to $EGW_DIR/hosts.
 #   The echo servers answer every GET/POST with JSON {"addr", "method", "path", "headers":
 #   [[name, value], ...], "body"} and append the same JSON as one line to $EGW_DIR/secrets.log
-#   (world-readable; the test greps it for placeholders and values).
+#   (world-readable; the test greps it for placeholders and values). Paths starting with
+#   /close-delimited get that JSON 2000 times, without a length: the body ends at the close.
 
 _egs_server_py() {
     cat <<'PY'
@@ -47,6 +48,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock, open(log_path, "a") as f:
             f.write(line + "\n")
         out = (line + "\n").encode()
+        if self.path.startswith("/close-delimited"):
+            # No length, no chunks: the body ends when the server closes (no close_notify).
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(out * 2000)
+            self.close_connection = True
+            return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(out)))

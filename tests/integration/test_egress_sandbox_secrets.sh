@@ -103,6 +103,9 @@ big = "z" * 300000
 codes = [s.post("https://api.secret.test/py-session-%d" % i, data=big, timeout=15) for i in range(3)]
 print([c.status_code for c in codes], all(len(c.json()["body"]) == len(big) for c in codes))'
 check "python requests.Session: three POSTs of 300 kB, echoed intact ($OUT)" grep -q "^\[200, 200, 200\] True" <<<"$OUT"
+run sbx "${pol[@]}" -- bash -c "$C -H \"Authorization: Bearer \$API_TOKEN\" https://api.secret.test/close-delimited | \
+    grep -c '\"Bearer exg_ph_API_TOKEN_'"
+check "a body delimited by the server's close arrives whole, masked (2000 lines: $OUT)" test "$OUT" = 2000
 check "audit: one intercepted connection carried several requests" python3 -c "
 import json
 ls = [json.loads(l) for l in open('$audit') if '\"intercepted\"' in l]
