@@ -42,6 +42,7 @@ bench: build
 	EXG=$(abspath $(EXG)) bash bench/startup.sh
 	EXG=$(abspath $(EXG)) bash bench/syscalls.sh
 	BUILD=$(abspath $(BUILD_DIR)) bash bench/sweep.sh
+	EXG=$(abspath $(EXG)) bash bench/secrets.sh
 
 clean:
 	rm -rf $(BUILD_DIR)
