@@ -4,10 +4,14 @@
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
+#include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/subcommands.hpp"
 
 int main(int argc, char** argv) {
+  // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
+  if (argc > 2 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--")
+    return exg::cli::oci_init_main(argc - 3, argv + 3);
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");

@@ -244,7 +244,7 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
     return fail(guard.error());
   }
-  auto launched = process::launch(plan, lo);
+  auto launched = opt.oci ? oci::launch(plan, lo, *opt.oci) : process::launch(plan, lo);
   if (!launched) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
@@ -262,7 +262,11 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   if (opt.verbose) {
     // What the kernel gave us, so a weaker host is visible on every verbose run.
     auto ll = process::landlock_features();
-    if (!ll.fs) {
+    if (opt.oci) {
+      for (const auto& n : opt.oci->runtime.notes) std::fprintf(stderr, "exguardian: runtime: %s\n", n.c_str());
+      std::fprintf(stderr, "exguardian: landlock: not used on the %s layer (the runtime's mounts and user namespace "
+                   "are the walls)\n", opt.oci->layer == oci::Layer::Gvisor ? "gvisor" : "container");
+    } else if (!ll.fs) {
       std::fprintf(stderr, "exguardian: landlock: not available on this kernel: writes are guarded by the mounts only\n");
     } else {
       std::string parts = "filesystem writes";
@@ -270,8 +274,13 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
       else parts += " (no signal/abstract-unix scoping: needs ABI 6)";
       std::fprintf(stderr, "exguardian: landlock: ABI %d: %s\n", ll.abi, parts.c_str());
     }
+    if (opt.oci)
+      std::fprintf(stderr, "exguardian: layer: %s via %s\n",
+                   opt.oci->layer == oci::Layer::Gvisor ? "gvisor" : "container", opt.oci->runtime.describe().c_str());
     std::fprintf(stderr, "exguardian: seccomp: %s\n",
-                 plan.seccomp ? "filter installed, refusals reported to the supervisor" : "OFF (--unsafe-no-seccomp)");
+                 !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
+                 : opt.oci     ? "ExGuardian's profile in config.json, applied by the runtime (refusals return EPERM)"
+                               : "filter installed, refusals reported to the supervisor");
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
   }

@@ -1,0 +1,563 @@
+// The container and gVisor layers: the parent side (bundle, staging list,
+// clone of the runtime host) and the runtime host itself. Design: layer.hpp.
+#include "oci/layer.hpp"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "process/child.hpp"
+#include "process/netns_setup.hpp"
+#include "process/syscalls.hpp"
+#include "util/fd_passing.hpp"
+
+namespace exg::oci {
+
+namespace {
+
+// Everything of a run lives under a private tmpfs the runtime host mounts over
+// /run in its own mount namespace (gone with it, whatever way it ends).
+constexpr const char* kRunTmpfs = "/run";
+constexpr const char* kBase = "/run/exguardian-oci";
+constexpr const char* kInit = "/run/exguardian/exguardian";  // the Plan binds exguardian there
+
+std::string staged(size_t i) { return std::string(kBase) + "/m/" + std::to_string(i); }
+
+bool within(const std::string& p, const std::string& dir) {
+  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// What the runtime host prepares before it runs the runtime.
+struct StagedMount {
+  size_t step = 0;
+  enum Kind { Idmapped, Overlay } kind = Idmapped;
+  std::string path;  // where it is attached (the bind source the spec uses)
+  bool is_dir = true;
+};
+
+struct HostArgs {
+  const plan::Plan* plan = nullptr;
+  int sync_fd = -1;
+  int parent_pidfd = -1;
+  bool rootless = false;
+  bool want_pty = false;
+  bool tty_fds[3] = {false, false, false};
+  CgroupView cgroups;
+  std::string config_json;
+  std::vector<std::string> skeleton_dirs;   // in the rootfs skeleton (absolute paths)
+  std::vector<std::string> skeleton_files;
+  std::vector<std::pair<std::string, std::string>> skeleton_links;  // path -> target
+  std::vector<StagedMount> staged;
+  std::map<size_t, int> idmapped;  // step -> detached idmapped tree (root only)
+  std::vector<std::string> runtime_argv;
+  std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
+  std::string id;
+};
+
+[[noreturn]] void die(int sync_fd, const std::string& what, int err) {
+  std::string msg(1, process::kMsgError);
+  msg += what;
+  if (err) {
+    msg += ": ";
+    msg += std::strerror(err);
+  }
+  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+  ::_exit(125);
+}
+
+bool mkdir_p(const std::string& path, mode_t mode) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += "/" + part;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+bool write_text(const std::string& path, const std::string& text, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string octal(unsigned mode) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%o", mode);
+  return b;
+}
+
+// Runs argv (a runtime verb) and waits for it; stdio to /dev/null.
+void run_quietly(const std::vector<std::string>& argv) {
+  pid_t p = ::fork();
+  if (p < 0) return;
+  if (p == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  ::waitpid(p, nullptr, 0);
+}
+
+class RuntimeHost {
+ public:
+  explicit RuntimeHost(const HostArgs& a) : a_(a), plan_(*a.plan) {}
+  [[noreturn]] void run();
+
+ private:
+  const HostArgs& a_;
+  const plan::Plan& plan_;
+  int slave_ = -1;
+
+  [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+
+  void mounts();
+  void network();
+  void pty();
+  void stage();
+  void bundle();
+  [[noreturn]] void supervise_runtime();
+};
+
+void RuntimeHost::mounts() {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make mounts private");
+  // The runtime resolves pids (and /proc/1/ns/net) in the new pid namespace.
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) fail("mount /proc");
+  if (a_.cgroups.hide_unified) {
+    if (::mount("exguardian-hide", a_.cgroups.unified_path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                "size=4k,mode=0555") != 0)
+      fail("hide " + a_.cgroups.unified_path + " (hybrid cgroups)");
+  }
+  if (::mount("exguardian-oci", kRunTmpfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) fail("mount tmpfs on /run");
+  for (const char* d : {"", "/bundle", "/state", "/m"})
+    if (::mkdir((std::string(kBase) + d).c_str(), 0755) != 0) fail(std::string("mkdir ") + kBase + d);
+}
+
+void RuntimeHost::network() {
+  if (auto what = process::bring_loopback_up(); !what.empty()) fail(what);
+  if (!plan_.proxy.enabled) return;
+  int fds[3];
+  std::string what;
+  int n = process::make_proxy_listeners(plan_.proxy, fds, &what);
+  if (n < 0) fail(what);
+  if (!send_fds(a_.sync_fd, process::kMsgListeners, fds, static_cast<size_t>(n)))
+    fail("hand the proxy listeners to the supervisor");
+  for (int k = 0; k < n; ++k) ::close(fds[k]);
+}
+
+// A pty on the host's devpts: the master goes to the supervisor's relay, the
+// slave becomes the runtime's (and so the command's) terminal.
+void RuntimeHost::pty() {
+  int ptmx = ::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (ptmx < 0) fail("open /dev/ptmx");
+  int unlock = 0;
+  if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) fail("unlock pty");
+  slave_ = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+  if (slave_ < 0) fail("open pty peer");
+  if (!send_fds(a_.sync_fd, process::kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
+  ::close(ptmx);
+}
+
+// Idmapped binds and overlays, attached under kBase/m where the spec binds them.
+void RuntimeHost::stage() {
+  int n = 0;
+  for (const auto& sm : a_.staged) {
+    const plan::Step& s = plan_.steps[sm.step];
+    if (sm.kind == StagedMount::Idmapped) {
+      if (sm.is_dir ? ::mkdir(sm.path.c_str(), 0755) != 0 : !write_text(sm.path, "", 0644)) fail("mkdir " + sm.path);
+      int tree = a_.idmapped.at(sm.step);
+      int t = ::open(sm.path.c_str(), O_PATH | O_CLOEXEC);
+      if (t < 0 || sys::move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        fail("attach the idmapped mount of " + s.source);
+      ::close(t);
+      ::close(tree);
+      continue;
+    }
+    // Overlay: lower = the host dir (or its idmapped clone), upper = a host
+    // dir (workspace overlay/discard) or a throwaway tmpfs (HOME).
+    std::string base = std::string(kBase) + "/ovl" + std::to_string(n++);
+    std::string lower = s.source, upper = s.upper_dir, work = s.work_dir;
+    if (::mkdir(base.c_str(), 0755) != 0) fail("mkdir " + base);
+    if (a_.idmapped.count(sm.step)) {
+      lower = base + "/lower";
+      if (::mkdir(lower.c_str(), 0755) != 0) fail("mkdir " + lower);
+      int tree = a_.idmapped.at(sm.step);
+      int t = ::open(lower.c_str(), O_PATH | O_CLOEXEC);
+      if (t < 0 || sys::move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        fail("attach the idmapped lower of " + s.source);
+      ::close(t);
+      ::close(tree);
+    }
+    if (upper.empty()) {
+      // Owned by the command's uid as this namespace sees it.
+      uid_t u = a_.rootless ? 0 : plan_.identity.host_uid;
+      gid_t g = a_.rootless ? 0 : plan_.identity.host_gid;
+      std::string up = base + "/up";
+      if (::mkdir(up.c_str(), 0755) != 0) fail("mkdir " + up);
+      std::string opts = "mode=0755,uid=" + std::to_string(u) + ",gid=" + std::to_string(g);
+      if (::mount("exguardian-upper", up.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        fail("mount overlay upper tmpfs for " + s.target);
+      upper = up + "/upper";
+      work = up + "/work";
+      if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0) fail("mkdir overlay dirs for " + s.target);
+      if (::chown(upper.c_str(), u, g) != 0 || ::chown(work.c_str(), u, g) != 0) fail("chown overlay dirs");
+      if (struct stat st; ::stat(s.source.c_str(), &st) == 0) (void)::chmod(upper.c_str(), st.st_mode & 07777);
+    }
+    if (::mkdir(sm.path.c_str(), 0755) != 0) fail("mkdir " + sm.path);
+    std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + (a_.rootless ? ",userxattr" : "");
+    if (::mount("exguardian-overlay", sm.path.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+      fail("mount overlay for " + s.target);
+  }
+}
+
+void RuntimeHost::bundle() {
+  for (const auto& d : a_.skeleton_dirs)
+    if (!mkdir_p(d, 0755)) fail("mkdir " + d);
+  for (const auto& f : a_.skeleton_files)
+    if (!write_text(f, "", 0644)) fail("create " + f);
+  for (const auto& [path, target] : a_.skeleton_links)
+    if (::symlink(target.c_str(), path.c_str()) != 0 && errno != EEXIST) fail("symlink " + path);
+  if (!write_text(std::string(kBase) + "/bundle/config.json", a_.config_json, 0644)) fail("write config.json");
+}
+
+[[noreturn]] void RuntimeHost::supervise_runtime() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM, SIGWINCH, SIGCHLD})
+    sigaddset(&mask, s);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC);
+  if (sigfd < 0) fail("signalfd");
+
+  pid_t rt = ::fork();
+  if (rt < 0) fail("fork the runtime");
+  if (rt == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (slave_ >= 0)
+      for (int k = 0; k < 3; ++k)
+        if (a_.tty_fds[k]) ::dup2(slave_, k);
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::close_range(3, ~0U, 0);
+    std::vector<char*> argv;
+    for (const auto& s : a_.runtime_argv) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "exguardian: exec %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(125);
+  }
+  if (slave_ >= 0) ::close(slave_);
+  int none = -1;
+  (void)send_fds(a_.sync_fd, process::kMsgReady, &none, 0);
+  ::close(a_.sync_fd);
+
+  for (;;) {
+    pollfd fds[2] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) continue;
+    if (fds[1].revents) ::_exit(137);  // the supervisor is gone: our pid namespace takes everything down
+    signalfd_siginfo si;
+    while (::read(sigfd, &si, sizeof si) == sizeof si) {
+      int s = static_cast<int>(si.ssi_signo);
+      if (s == SIGCHLD) {
+        int status;
+        pid_t p;
+        while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+          if (p != rt) continue;
+          if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+          ::_exit(128 + WTERMSIG(status));
+        }
+        continue;
+      }
+      if (s == SIGWINCH) continue;  // the pty carries it
+      // On to the container's pid 1 (oci-init), which forwards to the command.
+      std::vector<std::string> k = a_.kill_prefix;
+      k.insert(k.end(), {"kill", a_.id, std::to_string(s)});
+      pid_t kp = ::fork();
+      if (kp == 0) {
+        int null = ::open("/dev/null", O_RDWR);
+        if (null >= 0) ::dup2(null, 1), ::dup2(null, 2);
+        sigset_t empty;
+        sigemptyset(&empty);
+        sigprocmask(SIG_SETMASK, &empty, nullptr);
+        std::vector<char*> argv;
+        for (const auto& x : k) argv.push_back(const_cast<char*>(x.c_str()));
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+      }
+    }
+  }
+}
+
+void RuntimeHost::run() {
+  mounts();
+  network();
+  if (a_.want_pty) pty();
+  stage();
+  bundle();
+  supervise_runtime();
+}
+
+[[noreturn]] void host_main(const HostArgs& a) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char go = 0;
+  if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != process::kMsgGo) ::_exit(125);
+  pollfd pfd{a.parent_pidfd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  RuntimeHost h(a);
+  h.run();
+}
+
+// The spec as this runtime and this caller need it (make_spec gives the
+// layer-independent part).
+void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, bool rootless) {
+  auto& linux = spec["linux"];
+  auto& ns = linux["namespaces"];
+  nlohmann::json kept = nlohmann::json::array();
+  for (const auto& n : ns)
+    if (n.value("type", "") != "user" && n.value("type", "") != "network") kept.push_back(n);
+  kept.push_back({{"type", "network"}, {"path", "/proc/1/ns/net"}});
+  const auto& id = plan.identity;
+  linux.erase("uidMappings");
+  linux.erase("gidMappings");
+  if (rt.runtime == Runtime::Crun) {
+    // Its own user namespace: the command's uid and nothing else mapped.
+    kept.push_back({{"type", "user"}});
+    uid_t host_uid = rootless ? 0 : id.host_uid;  // rootless: the runtime host's 0 is the caller
+    gid_t host_gid = rootless ? 0 : id.host_gid;
+    linux["uidMappings"] = nlohmann::json::array({{{"containerID", id.inside_uid}, {"hostID", host_uid}, {"size", 1}}});
+    linux["gidMappings"] = nlohmann::json::array({{{"containerID", id.inside_gid}, {"hostID", host_gid}, {"size", 1}}});
+  }
+  ns = kept;
+  spec["process"]["user"]["uid"] = id.inside_uid;
+  spec["process"]["user"]["gid"] = id.inside_gid;
+  spec["process"]["user"].erase("additionalGids");
+  spec["process"]["terminal"] = false;
+  // oci-init is pid 1: signals, reaping, the command's session and terminal.
+  nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
+  for (const auto& a : plan.argv) args.push_back(a);
+  spec["process"]["args"] = args;
+  if (rt.runtime == Runtime::Runc) linux["cgroupsPath"] = "exg-" + plan.sandbox_id;  // relative: nested in ours
+  else linux.erase("cgroupsPath");
+  if (rt.runtime == Runtime::Runsc) linux.erase("resources");  // the sandbox's cgroup is ours (--ignore-cgroups)
+}
+
+}  // namespace
+
+Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt) {
+  const bool rootless = !plan.identity.invoked_as_root;
+  const RuntimeChoice& rt = opt.runtime;
+  if (rt.runtime == Runtime::Runc && rootless)
+    return fail(Error::msg("layer container with runc",
+                           "runc needs root here (rootless runc maps only root into the container, and the command "
+                           "must not run as root); use crun"));
+  for (const auto& s : plan.steps)
+    if (!s.source.empty() && s.kind != plan::StepKind::Symlink && within(s.source, kRunTmpfs))
+      return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
+                             "a mount source under /run (" + s.source + ") is not supported on container layers"));
+
+  HostArgs a;
+  a.plan = &plan;
+  a.rootless = rootless;
+  a.id = "exg-" + plan.sandbox_id;
+  for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
+  a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
+  {
+    std::ifstream mi("/proc/self/mountinfo");
+    std::stringstream ss;
+    ss << mi.rdbuf();
+    a.cgroups = decide_cgroup_view(ss.str());
+  }
+
+  // Staged mounts: idmapped binds (root with a workspace owned by someone
+  // else) and overlays; the spec binds them instead of the host source.
+  SpecOptions so;
+  so.runtime = rt.runtime;
+  so.rootfs = opt.rootfs.empty() ? "/" : opt.rootfs;
+  so.netns_path = "/proc/1/ns/net";
+  so.rootless = rootless;
+  so.terminal = false;
+  std::map<size_t, UniqueFd> idmapped;
+  std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
+  if (plan.identity.invoked_as_root && ::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const auto& s = plan.steps[i];
+    bool overlay = s.kind == plan::StepKind::Overlay;
+    bool idm = s.idmap && plan.identity.invoked_as_root &&
+               (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::BindRo || overlay);
+    if (!overlay && !idm) continue;
+    if (idm) {
+      auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
+      if (!userns.count(key)) {
+        auto ns = process::idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid);
+        if (!ns) return fail(ns.error());
+        userns.emplace(key, std::move(*ns));
+      }
+      auto tree = process::idmapped_tree(s, userns.at(key).get());
+      if (!tree) return fail(tree.error());
+      idmapped.emplace(i, UniqueFd(*tree));
+      a.idmapped[i] = *tree;
+    }
+    StagedMount sm;
+    sm.step = i;
+    sm.kind = overlay ? StagedMount::Overlay : StagedMount::Idmapped;
+    sm.path = staged(i);
+    sm.is_dir = overlay || s.is_dir;
+    a.staged.push_back(sm);
+    so.source_override[s.source] = sm.path;
+  }
+
+  auto spec = make_spec(plan, so);
+  if (!spec) return fail(spec.error());
+  adjust_spec(*spec, plan, rt, rootless);
+  // The host's root, read-only: a skeleton root in the bundle with the
+  // top-level mount points and symlinks, every directory bound from the host.
+  if (opt.rootfs.empty()) {
+    std::string rootfs = std::string(kBase) + "/bundle/rootfs";
+    (*spec)["root"] = {{"path", rootfs}, {"readonly", true}};
+    a.skeleton_dirs.push_back(rootfs);
+    std::set<std::string> seen;
+    for (const auto& s : plan.steps)
+      if (s.kind == plan::StepKind::Symlink && s.target.find('/', 1) == std::string::npos && seen.insert(s.target).second)
+        a.skeleton_links.emplace_back(rootfs + s.target, s.source);
+    for (const auto& m : (*spec)["mounts"]) {
+      std::string dest = m.value("destination", "");
+      if (dest.size() < 2 || dest[0] != '/') continue;
+      std::string top = dest.substr(0, dest.find('/', 1));
+      if (!seen.insert(top).second) continue;
+      std::string src = m.value("source", "");
+      struct stat st;
+      bool file = top == dest && m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 &&
+                  !S_ISDIR(st.st_mode);
+      (file ? a.skeleton_files : a.skeleton_dirs).push_back(rootfs + top);
+    }
+  }
+  a.config_json = spec->dump(1);
+  a.runtime_argv = runtime_argv(rt, rootless, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
+  a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
+
+  // One cgroup per sandbox, limits set before anything runs in it; the
+  // runtime host, the runtime and the container all stay inside.
+  process::Limits limits = plan.limits;
+  if (rt.runtime == Runtime::Runsc && limits.pids) {
+    // gVisor's own threads count too; the command's limit is RLIMIT_NPROC inside.
+    limits.pids = *limits.pids + 1024;
+  }
+  auto cg = process::Cgroup::create(plan.sandbox_id, limits);
+  if (!cg) return fail(cg.error());
+  if (cg->active()) process::Cgroup::sweep_stale();
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
+  UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
+  UniqueFd self(sys::pidfd_open(::getpid()));
+  if (!self) return fail(Error::sys("pidfd_open"));
+  a.sync_fd = child_sock.get();
+  a.parent_pidfd = self.get();
+
+  int pidfd = -1;
+  uint64_t flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID;
+  if (rootless) flags |= CLONE_NEWUSER;
+  long pid = sys::clone3_fork(flags, &pidfd, cg->clone_into_fd());
+  if (pid < 0) return fail(Error::sys("create the runtime host's namespaces"));
+  if (pid == 0) {
+    parent_sock.reset();
+    host_main(a);
+  }
+  process::Launched l;
+  l.pid = static_cast<pid_t>(pid);
+  l.pidfd.reset(pidfd);
+  l.cgroup = std::move(*cg);
+  child_sock.reset();
+  idmapped.clear();
+  auto kill_child = [&] {
+    sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
+    ::waitpid(l.pid, nullptr, 0);
+  };
+  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
+    if (auto r = l.cgroup.attach(l.pid); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+  }
+  if (rootless) {
+    plan::Identity root_is_caller;
+    root_is_caller.inside_uid = 0;
+    root_is_caller.inside_gid = 0;
+    root_is_caller.host_uid = ::getuid();
+    root_is_caller.host_gid = ::getgid();
+    if (auto r = process::write_id_maps(l.pid, root_is_caller); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+  }
+  char go = process::kMsgGo;
+  if (::send(parent_sock.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+    kill_child();
+    return fail(Error::sys("start the runtime host"));
+  }
+  for (;;) {
+    FdMessage m;
+    if (!recv_fds(parent_sock.get(), &m)) {
+      kill_child();
+      return fail(Error::sys("read from the runtime host"));
+    }
+    if (m.type == process::kMsgPty) {
+      l.pty_master.reset(m.fd);
+      continue;
+    }
+    if (m.type == process::kMsgListeners) {
+      l.http_listener.reset(m.fd);
+      l.socks_listener.reset(m.fd2);
+      l.dns_socket.reset(m.fd3);
+      continue;
+    }
+    if (m.type == process::kMsgReady) return l;
+    for (int fd : {m.fd, m.fd2, m.fd3})
+      if (fd >= 0) ::close(fd);
+    kill_child();
+    if (m.type == process::kMsgError) return fail(Error::msg("setup (" + std::string(to_string(rt.runtime)) + ")", m.text));
+    return fail(Error::msg("setup", "the runtime host exited before it was set up"));
+  }
+}
+
+}  // namespace exg::oci

@@ -1,0 +1,124 @@
+// The container and gVisor layers (issue 7): the Plan run by an OCI runtime
+// (crun, runc or runsc), with the same supervisor as the process layer.
+//
+// Design
+// ------
+// The supervisor (sandbox/supervisor.cpp) stays the one host process it is on
+// the process layer: poll loop over a pidfd, signals, pty relay, timer, egress
+// proxy thread, workspace guard, audit. Only what it launches differs. Here it
+// clones a "runtime host" (RH), before any thread starts, with
+//   CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID (+ CLONE_NEWUSER when not root:
+//   uid/gid 0 inside mapped onto the caller, so the runtime has the
+//   capabilities it needs and nothing outside)
+// into the sandbox's cgroup (process/cgroup.cpp: limits set before anything
+// runs). The RH, pid 1 of its own pid namespace:
+//   - makes every mount private and mounts a fresh /proc (the runtime resolves
+//     pids there: "/proc/1/ns/net" is the RH's netns);
+//   - hides /sys/fs/cgroup/unified on hybrid hosts (crun refuses hybrid mode
+//     otherwise); pure v2 and pure v1 hosts need nothing (decide_cgroup_view);
+//   - brings lo up and makes the proxy's listeners (127.0.0.1:3128 / :1080,
+//     127.0.0.53:53 with network.resolver) in its netns, and hands them to the
+//     supervisor over SCM_RIGHTS exactly as the process layer's child does
+//     (process/netns_setup.hpp, util/fd_passing.hpp): egress, audit and
+//     credential injection behave as on the process layer;
+//   - mounts a private tmpfs over /run (the Plan never binds /run from the
+//     host; a source under /run is refused) holding the bundle (config.json,
+//     rootfs skeleton), the runtime's state dir (--root) and the staging
+//     mounts: idmapped binds (root with a root-owned workspace:
+//     plan.identity.synthetic) and overlays (HOME's throwaway layer, the
+//     workspace's overlay/discard modes) built here and bound by the runtime
+//     through SpecOptions::source_override;
+//   - opens a pty on the host's devpts when the supervisor's stdio is a
+//     terminal, hands the master to the supervisor (same relay as the process
+//     layer) and gives the slave to the runtime as stdio (process.terminal
+//     stays false; our pid 1 inside, `exguardian oci-init`, makes it the
+//     command's controlling terminal, so job control works);
+//   - writes config.json (oci/spec.hpp make_spec, computed by the parent before
+//     the clone) and runs the runtime in the foreground:
+//       crun  --root STATE --cgroup-manager=disabled run --bundle B ID
+//             (the container stays in ExGuardian's own cgroup: limits nest and
+//             cgroup kill reaches it, on hybrid, v1 and v2 alike)
+//       runc  --root STATE run --bundle B ID  (cgroupsPath relative: nested
+//             under ExGuardian's cgroup in every hierarchy RH is in)
+//       runsc --root STATE --network=host --platform=P --oci-seccomp
+//             --ignore-cgroups [--rootless] run --bundle B ID
+//   - forwards the signals the supervisor sends it with `<runtime> kill ID SIG`
+//     and exits with the runtime's status (= the command's: oci-init turns a
+//     death by signal N into 128+N).
+// The command's pid 1 in the container is `exguardian oci-init`: a pid 1
+// without handlers ignores SIGTERM/SIGINT, so init forwards them, reaps, and
+// gives the command its own session and controlling terminal.
+//
+// Cleanup on every path, by construction rather than by bookkeeping: the
+// container, the runtime and (gVisor) the sentry and gofer all live in the RH's
+// pid namespace, so when the RH dies (normal exit, the supervisor's SIGKILL on
+// timeout, or PR_SET_PDEATHSIG when exguardian itself is SIGKILLed) the kernel
+// kills all of them; the bundle, the state dir and the staging mounts live in
+// the RH's mount namespace and vanish with it; the cgroup is the supervisor's
+// (removed at exit, swept by the next run after a SIGKILL). Ephemeral: a fresh
+// bundle and container id (the sandbox id) per run.
+//
+// gVisor's network trade-off: runsc runs with --network=host inside the RH's
+// netns, so the sandbox's sockets are host sockets in a namespace that holds
+// only loopback and our proxy listeners. gVisor's own netstack is bypassed (the
+// sentry makes socket syscalls to the host kernel), but the only thing
+// reachable is ExGuardian's proxy, which applies the same rules and audit as on
+// the process layer. runsc's own netstack would give the sandbox a loopback
+// the proxy listeners are not on.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "oci/spec.hpp"
+#include "plan/plan.hpp"
+#include "process/launch.hpp"
+#include "util/error.hpp"
+
+namespace exg::oci {
+
+enum class Layer { Container, Gvisor };
+
+// Which runtime binary runs a layer, and how (gVisor: which platform).
+struct RuntimeChoice {
+  Runtime runtime = Runtime::Crun;
+  std::string path;       // absolute path of the binary
+  std::string platform;   // runsc only: systrap | kvm | ptrace
+  std::vector<std::string> notes;  // why this one (shown by -v and doctor)
+  std::string describe() const;
+};
+
+// `--runtime PATH` (empty: crun, else runc; runsc for gVisor). An error says
+// what is missing.
+Result<RuntimeChoice> choose_runtime(Layer layer, const std::string& runtime_flag);
+
+// What the runtime host must do about the cgroup filesystems it sees.
+struct CgroupView {
+  bool hide_unified = false;  // hybrid: cover the empty v2 mount so crun sees v1 only
+  std::string unified_path;   // where that v2 mount is
+  bool pure_v2 = false;
+  std::string why;
+};
+// From /proc/self/mountinfo text (pure; unit tested).
+CgroupView decide_cgroup_view(const std::string& mountinfo);
+
+// gVisor platform from what runsc and the host offer (pure; unit tested):
+// `platforms` lists the names runsc knows; kvm_works says /dev/kvm passed a
+// bounded probe.
+std::string pick_gvisor_platform(const std::vector<std::string>& platforms, bool kvm_works,
+                                 std::vector<std::string>* notes);
+
+struct LayerOptions {
+  Layer layer = Layer::Container;
+  RuntimeChoice runtime;
+  std::string rootfs;  // --rootfs DIR; empty: the host's root, read-only
+};
+
+// Launches the Plan in a container; the supervisor treats the result like the
+// process layer's (pidfd of the runtime host, pty, cgroup, proxy listeners).
+Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt);
+
+// The runtime's argv (without the kill/delete verbs' ids), for tests and -v.
+std::vector<std::string> runtime_argv(const RuntimeChoice& rt, bool rootless, const std::string& state_dir,
+                                      const std::string& bundle_dir, const std::string& id);
+
+}  // namespace exg::oci
