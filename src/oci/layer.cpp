@@ -74,6 +74,7 @@ struct HostArgs {
   std::vector<std::string> runtime_argv;
   std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
   std::string id;
+  bool relay_regular_files = false;  // gVisor: stdout/stderr files through a pipe
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -266,6 +267,21 @@ void RuntimeHost::bundle() {
   int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC);
   if (sigfd < 0) fail("signalfd");
 
+  // gVisor imports a regular file given as stdout/stderr with an offset of its
+  // own, from 0: `run ... > log` would overwrite the file's start. Such fds go
+  // through a pipe that this process appends to the file from.
+  int relay_rd[3] = {-1, -1, -1}, relay_wr[3] = {-1, -1, -1};
+  if (a_.relay_regular_files) {
+    for (int k = 1; k <= 2; ++k) {
+      struct stat st;
+      if (::fstat(k, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) fail("pipe for stdio");
+      relay_rd[k] = p[0];
+      ::fcntl(p[0], F_SETFL, O_NONBLOCK);  // a final drain must not wait on a leftover writer
+      relay_wr[k] = p[1];
+    }
+  }
   pid_t rt = ::fork();
   if (rt < 0) fail("fork the runtime");
   if (rt == 0) {
@@ -273,6 +289,8 @@ void RuntimeHost::bundle() {
     if (slave_ >= 0)
       for (int k = 0; k < 3; ++k)
         if (a_.tty_fds[k]) ::dup2(slave_, k);
+    for (int k = 1; k <= 2; ++k)
+      if (relay_wr[k] >= 0) ::dup2(relay_wr[k], k);
     sigset_t none;
     sigemptyset(&none);
     for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
@@ -290,10 +308,33 @@ void RuntimeHost::bundle() {
   (void)send_fds(a_.sync_fd, process::kMsgReady, &none, 0);
   ::close(a_.sync_fd);
 
+  for (int k = 1; k <= 2; ++k)
+    if (relay_wr[k] >= 0) ::close(relay_wr[k]);
+  auto drain = [&](int k, bool all) {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(relay_rd[k], buf, sizeof buf);
+      if (n <= 0) {
+        if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          ::close(relay_rd[k]);
+          relay_rd[k] = -1;
+        }
+        return;
+      }
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = ::write(k, buf + off, static_cast<size_t>(n - off));
+        if (w <= 0) break;
+        off += w;
+      }
+      if (!all) return;
+    }
+  };
   for (;;) {
-    pollfd fds[2] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}};
-    if (::poll(fds, 2, -1) < 0) continue;
+    pollfd fds[4] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}, {relay_rd[1], POLLIN, 0}, {relay_rd[2], POLLIN, 0}};
+    if (::poll(fds, 4, -1) < 0) continue;
     if (fds[1].revents) ::_exit(137);  // the supervisor is gone: our pid namespace takes everything down
+    for (int k = 1; k <= 2; ++k)
+      if (relay_rd[k] >= 0 && fds[1 + k].revents) drain(k, false);
     signalfd_siginfo si;
     while (::read(sigfd, &si, sizeof si) == sizeof si) {
       int s = static_cast<int>(si.ssi_signo);
@@ -302,6 +343,8 @@ void RuntimeHost::bundle() {
         pid_t p;
         while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
           if (p != rt) continue;
+          for (int k = 1; k <= 2; ++k)
+            if (relay_rd[k] >= 0) drain(k, true);  // the runtime's children are gone with it
           if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
           ::_exit(128 + WTERMSIG(status));
         }
@@ -399,6 +442,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   a.plan = &plan;
   a.rootless = rootless;
   a.id = "exg-" + plan.sandbox_id;
+  a.relay_regular_files = rt.runtime == Runtime::Runsc;
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
   a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
   {

@@ -50,8 +50,7 @@ std::optional<std::string> capture(const std::vector<std::string>& argv, int tim
   }
   if (pid == 0) {
     ::dup2(p[1], 1);
-    int null = ::open("/dev/null", O_RDWR);
-    if (null >= 0) ::dup2(null, 2);
+    ::dup2(p[1], 2);  // runsc prints its flags on stderr
     std::vector<char*> a;
     for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
     a.push_back(nullptr);
