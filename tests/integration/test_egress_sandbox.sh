@@ -93,7 +93,7 @@ run sbx -- bash -c 'ls /sys/class/net'
 check "the sandbox's only interface is lo" test "$(tr -d '[:space:]' <<<"$OUT")" = lo
 
 # The proxy's ports exist only inside the sandbox: nothing listens on the host side.
-(cd "$WS" && exec "$EXG" run "${pol[@]}" -- sleep 3) >/dev/null 2>&1 &
+(cd "$WS" && exec "${EXG_RUN[@]}" "${pol[@]}" -- sleep 3) >/dev/null 2>&1 &
 bg=$!
 track_bg "$bg"
 sleep 1

@@ -32,7 +32,7 @@ if [ "$cgroups_for_us" = 0 ]; then
 fi
 
 # The limits are in place: seen from the host while a sandbox runs.
-(cd "$WS" && exec "$EXG" run --memory 128M --pids 64 --cpus 0.5 -- sleep 3) >/dev/null 2>&1 &
+(cd "$WS" && exec "${EXG_RUN[@]}" --memory 128M --pids 64 --cpus 0.5 -- sleep 3) >/dev/null 2>&1 &
 bg=$!
 track_bg "$bg"
 limit_seen() {
