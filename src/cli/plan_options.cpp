@@ -61,8 +61,6 @@ void PlanOptions::add_plan_options(CLI::App* sub) {
                 "only (same as network.resolver: true)");
   sub->add_flag("--unsafe-no-seccomp", unsafe_no_seccomp,
                 "UNSAFE: run without the seccomp filter (for testing that escape-test notices); reported on every run");
-  sub->add_option("--runtime", runtime, "OCI runtime for container layers: crun, runc, runsc or a path to one");
-  sub->add_option("--rootfs", rootfs, "Root filesystem for container layers (default: the host's, read-only)");
   sub->prefix_command(true);  // the first non-option word starts the command
   sub->footer("COMMAND [ARGS...] follows the options, best after --.");
 }

@@ -22,9 +22,6 @@ struct PlanOptions {
   std::string policy_file, workspace, timeout, memory, pids, cpus, workspace_mode = "live", keep;
   std::vector<std::string> allow_write, deny_write, deny_read, allow_read, allow_domain, env;
   bool no_policy_files = false, unsafe_no_seccomp = false, allow_planted = false, dns = false;
-  // Container layers and the OCI export: which runtime (crun | runc | runsc,
-  // or a path to one) and which root (empty: the host's, read-only).
-  std::string runtime, rootfs;
   // COMMAND [ARGS...]: set by main() from everything after the first "--"
   // (explicit_command), else taken from the subcommand's remaining words.
   std::vector<std::string> command;

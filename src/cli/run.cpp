@@ -51,8 +51,6 @@ int RunOptions::execute() {
   } else if (!runtime.empty() || !rootfs.empty()) {
     return usage_error(std::string(!runtime.empty() ? "--runtime" : "--rootfs") + ": only with --layer container or gvisor");
   }
-  if (!runtime.empty() || !rootfs.empty())
-    return usage_error("--runtime and --rootfs choose how a container layer runs; the process layer has neither");
   auto plan = &built->plan;
   if (dry_run) {
     std::fputs(plan->to_text().c_str(), stdout);
