@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
+#include "cli/oci_cmds.hpp"
 #include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/subcommands.hpp"
@@ -17,6 +18,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "exguardian 0.1.0");
   exg::cli::RunOptions run;
   run.add_to(app);
+  exg::cli::OciSpecOptions oci_spec;
+  oci_spec.add_to(app);
+  exg::cli::DockerArgsOptions docker_args;
+  docker_args.add_to(app);
   bool doctor_json = false, recommend_json = false, probe_list = false;
   std::string situation, probe_name;
   auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
@@ -73,6 +78,12 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (run.sub->parsed()) return run.execute();
+  for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args)}) {
+    o->command = run.command;  // everything after the first "--"
+    o->explicit_command = run.explicit_command;
+  }
+  if (oci_spec.sub->parsed()) return oci_spec.execute();
+  if (docker_args.sub->parsed()) return docker_args.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
   if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token);

@@ -4,6 +4,7 @@
 // and runs the runtime.
 #pragma once
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -29,6 +30,16 @@ struct SpecOptions {
   // Linux seccomp notify (SCMP_ACT_NOTIFY + listenerPath) so refusals reach the
   // supervisor as on the process layer; empty: refusals are SCMP_ACT_ERRNO.
   std::string seccomp_listener_path;
+  // Without a layer to stage a throwaway upper layer (oci-spec, docker-args):
+  // HOME's overlay becomes a read-only bind (said in `notes`); the workspace's
+  // overlay/discard modes stay an error.
+  bool unstaged_overlay_read_only = false;
+  // Mount points of the host (for read-only binds on runtimes without
+  // recursive read-only: every submount gets its own read-only bind); unset:
+  // read from /proc/self/mountinfo.
+  std::optional<std::vector<std::string>> host_mount_points;
+  // Where make_spec says what it changed or left to the runtime (may be null).
+  std::vector<std::string>* notes = nullptr;
 };
 
 // config.json. An error names the Plan step the layer cannot express.
@@ -40,9 +51,16 @@ Result<nlohmann::json> make_spec(const plan::Plan& plan, const SpecOptions& opt)
 nlohmann::json seccomp_profile(const std::string& listener_path = "");
 
 enum class Engine { Docker, Podman };
+const char* to_string(Engine e);
 // argv after the engine name: {"run", "--rm", "--user", "1000:1000", ...,
 // IMAGE, COMMAND...}. `seccomp_file` is where the caller wrote seccomp_profile().
-std::vector<std::string> docker_args(const plan::Plan& plan, Engine engine, const std::string& image,
-                                     const std::string& seccomp_file);
+// Empty `image`: podman runs the host's root read-only (--rootfs /); docker
+// needs an image. The host's top-level directories are the image's then; the
+// workspace, HOME, allowWrite, masks and protected paths are volumes. An error
+// names the Plan step an engine cannot express; `notes` gets what differs from
+// `exguardian run` (may be null).
+Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engine, const std::string& image,
+                                             const std::string& seccomp_file,
+                                             std::vector<std::string>* notes = nullptr);
 
 }  // namespace exg::oci
