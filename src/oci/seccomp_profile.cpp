@@ -13,11 +13,12 @@ namespace exg::oci {
 
 namespace rules = process::seccomp_rules;
 
-nlohmann::json seccomp_profile(const std::string& listener_path) {
+nlohmann::json seccomp_profile(const std::string& listener_path, Runtime runtime) {
   using nlohmann::json;
   const bool notify = !listener_path.empty();
   json syscalls = json::array();
   for (const auto& r : rules::expanded_rules()) {
+    if (runtime == Runtime::Runsc && std::string(r.syscall) == "clone3") continue;
     json rule;
     rule["names"] = json::array({r.syscall});
     if (notify && r.notify) {

@@ -310,7 +310,7 @@ class Builder {
     }
     l["resources"] = res;
     if (!opt_.cgroups_path.empty()) l["cgroupsPath"] = opt_.cgroups_path;
-    if (plan_.seccomp) l["seccomp"] = seccomp_profile(opt_.seccomp_listener_path);
+    if (plan_.seccomp) l["seccomp"] = seccomp_profile(opt_.seccomp_listener_path, opt_.runtime);
     return l;
   }
 

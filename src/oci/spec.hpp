@@ -48,7 +48,10 @@ Result<nlohmann::json> make_spec(const plan::Plan& plan, const SpecOptions& opt)
 // ExGuardian's seccomp rules (the same as the process layer's filter) in OCI
 // form: linux.seccomp of config.json, also the `--security-opt seccomp=FILE`
 // profile for docker/podman.
-nlohmann::json seccomp_profile(const std::string& listener_path = "");
+// runsc (20221219) ignores errnoRet (every refusal is EPERM) and has no clone3
+// (ENOSYS from gVisor itself): its profile leaves clone3 to gVisor, as an
+// EPERM there would stop glibc from falling back to clone (no threads).
+nlohmann::json seccomp_profile(const std::string& listener_path = "", Runtime runtime = Runtime::Crun);
 
 enum class Engine { Docker, Podman };
 const char* to_string(Engine e);
