@@ -146,7 +146,9 @@ class Builder {
       bind(source, dest, o);
       return;
     }
-    if (opt_.runtime == Runtime::Crun) {
+    // Rootless crun opens the mounted target to set "rro": a 0700 directory
+    // of an unmapped owner (/root) fails, so rootless takes the fallback too.
+    if (opt_.runtime == Runtime::Crun && !opt_.rootless) {
       o.push_back("rro");
       bind(source, dest, o);
       return;
