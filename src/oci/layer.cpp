@@ -61,7 +61,7 @@ struct HostArgs {
   const plan::Plan* plan = nullptr;
   int sync_fd = -1;
   int parent_pidfd = -1;
-  bool rootless = false;
+  bool host_userns = false;  // the runtime host's uid 0 is the command's host uid
   bool want_pty = false;
   bool tty_fds[3] = {false, false, false};
   CgroupView cgroups;
@@ -228,8 +228,8 @@ void RuntimeHost::stage() {
     }
     if (upper.empty()) {
       // Owned by the command's uid as this namespace sees it.
-      uid_t u = a_.rootless ? 0 : plan_.identity.host_uid;
-      gid_t g = a_.rootless ? 0 : plan_.identity.host_gid;
+      uid_t u = a_.host_userns ? 0 : plan_.identity.host_uid;
+      gid_t g = a_.host_userns ? 0 : plan_.identity.host_gid;
       std::string up = base + "/up";
       if (::mkdir(up.c_str(), 0755) != 0) fail("mkdir " + up);
       std::string opts = "mode=0755,uid=" + std::to_string(u) + ",gid=" + std::to_string(g);
@@ -242,7 +242,7 @@ void RuntimeHost::stage() {
       if (struct stat st; ::stat(s.source.c_str(), &st) == 0) (void)::chmod(upper.c_str(), st.st_mode & 07777);
     }
     if (::mkdir(sm.path.c_str(), 0755) != 0) fail("mkdir " + sm.path);
-    std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + (a_.rootless ? ",userxattr" : "");
+    std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + (a_.host_userns ? ",userxattr" : "");
     if (::mount("exguardian-overlay", sm.path.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
       fail("mount overlay for " + s.target);
   }
@@ -384,44 +384,46 @@ void RuntimeHost::run() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   char go = 0;
   if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != process::kMsgGo) ::_exit(125);
+  // Invoked as root, our ids are still the host's 0 (unmapped here) until we
+  // take the namespace's 0 = the command's host uid; files we create need it.
+  if (a.host_userns && (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
+  // A change of ids clears "dumpable", which would hide /proc/1/ns/net from the runtime.
+  if (a.host_userns) ::prctl(PR_SET_DUMPABLE, 1);
   pollfd pfd{a.parent_pidfd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
   RuntimeHost h(a);
   h.run();
 }
 
-// The spec as this runtime and this caller need it (make_spec gives the
-// layer-independent part).
-void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, bool rootless) {
+// make_spec gives the Plan's content; what is left here are facts of how this
+// layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
+// gVisor's own identity.
+void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, bool host_userns) {
   auto& linux = spec["linux"];
-  auto& ns = linux["namespaces"];
-  nlohmann::json kept = nlohmann::json::array();
-  for (const auto& n : ns)
-    if (n.value("type", "") != "user" && n.value("type", "") != "network") kept.push_back(n);
-  kept.push_back({{"type", "network"}, {"path", "/proc/1/ns/net"}});
-  const auto& id = plan.identity;
-  linux.erase("uidMappings");
-  linux.erase("gidMappings");
-  if (rt.runtime == Runtime::Crun) {
-    // Its own user namespace: the command's uid and nothing else mapped.
-    kept.push_back({{"type", "user"}});
-    uid_t host_uid = rootless ? 0 : id.host_uid;  // rootless: the runtime host's 0 is the caller
-    gid_t host_gid = rootless ? 0 : id.host_gid;
-    linux["uidMappings"] = nlohmann::json::array({{{"containerID", id.inside_uid}, {"hostID", host_uid}, {"size", 1}}});
-    linux["gidMappings"] = nlohmann::json::array({{{"containerID", id.inside_gid}, {"hostID", host_gid}, {"size", 1}}});
+  if (host_userns && linux.contains("uidMappings")) {
+    // The runtime host's uid 0 is the command's host uid (write_id_maps below).
+    for (const char* k : {"uidMappings", "gidMappings"})
+      for (auto& m : linux[k]) m["hostID"] = 0;
   }
-  ns = kept;
-  spec["process"]["user"]["uid"] = id.inside_uid;
-  spec["process"]["user"]["gid"] = id.inside_gid;
-  spec["process"]["user"].erase("additionalGids");
-  spec["process"]["terminal"] = false;
+  if (rt.runtime == Runtime::Runsc) {
+    // uid 0 of gVisor's own kernel with empty capability sets: the files the
+    // gofer serves appear owned by 0 (the runtime host's 0 = the command's host
+    // uid), so the command owns exactly what it owns on the host (layer.hpp).
+    spec["process"]["user"] = {{"uid", 0}, {"gid", 0}};
+    for (auto& m : spec["mounts"]) {
+      if (m.value("type", "") != "tmpfs" || !m.contains("options")) continue;
+      for (auto& o : m["options"]) {
+        std::string v = o.get<std::string>();
+        if (v.rfind("uid=", 0) == 0) o = "uid=0";
+        if (v.rfind("gid=", 0) == 0) o = "gid=0";
+      }
+    }
+    linux.erase("resources");  // the sandbox's cgroup is ours (--ignore-cgroups)
+  }
   // oci-init is pid 1: signals, reaping, the command's session and terminal.
   nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
   for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
-  if (rt.runtime == Runtime::Runc) linux["cgroupsPath"] = "exg-" + plan.sandbox_id;  // relative: nested in ours
-  else linux.erase("cgroupsPath");
-  if (rt.runtime == Runtime::Runsc) linux.erase("resources");  // the sandbox's cgroup is ours (--ignore-cgroups)
 }
 
 }  // namespace
@@ -429,6 +431,10 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
 Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt) {
   const bool rootless = !plan.identity.invoked_as_root;
   const RuntimeChoice& rt = opt.runtime;
+  // The runtime host has a user namespace mapping its uid 0 onto the command's
+  // host uid when the caller is not root, and always for gVisor: then runsc,
+  // its sentry and its gofer hold nothing privileged on the host.
+  const bool host_userns = rootless || rt.runtime == Runtime::Runsc;
   if (rt.runtime == Runtime::Runc && rootless)
     return fail(Error::msg("layer container with runc",
                            "runc needs root here (rootless runc maps only root into the container, and the command "
@@ -440,7 +446,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
 
   HostArgs a;
   a.plan = &plan;
-  a.rootless = rootless;
+  a.host_userns = host_userns;
   a.id = "exg-" + plan.sandbox_id;
   a.relay_regular_files = rt.runtime == Runtime::Runsc;
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
@@ -458,7 +464,10 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   so.runtime = rt.runtime;
   so.rootfs = opt.rootfs.empty() ? "/" : opt.rootfs;
   so.netns_path = "/proc/1/ns/net";
-  so.rootless = rootless;
+  // crun: the container's own user namespace with the command's uid alone
+  // mapped. runc runs it as that uid directly (root only); runsc as gVisor's 0.
+  so.rootless = rt.runtime == Runtime::Crun;
+  if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
   so.terminal = false;
   std::map<size_t, UniqueFd> idmapped;
   std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
@@ -492,7 +501,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
 
   auto spec = make_spec(plan, so);
   if (!spec) return fail(spec.error());
-  adjust_spec(*spec, plan, rt, rootless);
+  adjust_spec(*spec, plan, rt, host_userns);
   // The host's root, read-only: a skeleton root in the bundle with the
   // top-level mount points and symlinks, every directory bound from the host.
   if (opt.rootfs.empty()) {
@@ -516,7 +525,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     }
   }
   a.config_json = spec->dump(1);
-  a.runtime_argv = runtime_argv(rt, rootless, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
+  a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
   a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
 
   // One cgroup per sandbox, limits set before anything runs in it; the
@@ -540,7 +549,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
 
   int pidfd = -1;
   uint64_t flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID;
-  if (rootless) flags |= CLONE_NEWUSER;
+  if (host_userns) flags |= CLONE_NEWUSER;
   long pid = sys::clone3_fork(flags, &pidfd, cg->clone_into_fd());
   if (pid < 0) return fail(Error::sys("create the runtime host's namespaces"));
   if (pid == 0) {
@@ -563,12 +572,12 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
       return fail(r.error());
     }
   }
-  if (rootless) {
+  if (host_userns) {
     plan::Identity root_is_caller;
     root_is_caller.inside_uid = 0;
     root_is_caller.inside_gid = 0;
-    root_is_caller.host_uid = ::getuid();
-    root_is_caller.host_gid = ::getgid();
+    root_is_caller.host_uid = plan.identity.host_uid;
+    root_is_caller.host_gid = plan.identity.host_gid;
     if (auto r = process::write_id_maps(l.pid, root_is_caller); !r) {
       kill_child();
       return fail(r.error());

@@ -7,9 +7,10 @@
 // the process layer: poll loop over a pidfd, signals, pty relay, timer, egress
 // proxy thread, workspace guard, audit. Only what it launches differs. Here it
 // clones a "runtime host" (RH), before any thread starts, with
-//   CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID (+ CLONE_NEWUSER when not root:
-//   uid/gid 0 inside mapped onto the caller, so the runtime has the
-//   capabilities it needs and nothing outside)
+//   CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID (+ CLONE_NEWUSER when not root,
+//   and always for gVisor: uid/gid 0 inside mapped onto the command's host
+//   uid (plan.identity), so the runtime has the capabilities it needs and
+//   nothing outside)
 // into the sandbox's cgroup (process/cgroup.cpp: limits set before anything
 // runs). The RH, pid 1 of its own pid namespace:
 //   - makes every mount private and mounts a fresh /proc (the runtime resolves
@@ -57,6 +58,21 @@
 // the RH's mount namespace and vanish with it; the cgroup is the supervisor's
 // (removed at exit, swept by the next run after a SIGKILL). Ephemeral: a fresh
 // bundle and container id (the sandbox id) per run.
+//
+// gVisor's identity trade-off: the command runs as uid 0 *of gVisor's own
+// kernel* with empty capability sets (bounding included) and noNewPrivileges,
+// and runsc runs --rootless in the runtime host's user namespace, whose 0 is
+// the command's unprivileged host uid (the caller; as root, the workspace
+// owner or a synthetic high uid with the workspace idmapped onto it). So no
+// part of gVisor (runsc, sentry, gofer) is root on the host, and the gofer's
+// file operations are the command's host uid's: workspace writes land owned by
+// the workspace's owner (through the idmapped mount when that is root), and
+// host root's files appear owned by the overflow uid (nobody), so gVisor's
+// uid 0 gets only what "others" may. The visible cost: `id -u` says 0 inside.
+// The alternatives did not work with this runsc: spec uid/gid mappings make
+// runsc hang (rootless) or refuse to start the gofer; an unprivileged uid
+// inside gVisor sees the workspace owned by 0 and is refused; host-root runsc
+// writing through the idmapped mount gets EOVERFLOW (host 0 is not mapped).
 //
 // gVisor's network trade-off: runsc runs with --network=host inside the RH's
 // netns, so the sandbox's sockets are host sockets in a namespace that holds

@@ -17,8 +17,14 @@ if command -v runsc >/dev/null; then layers+=(gvisor); else skip "gvisor: runsc 
 leftovers() {  # MARKER
     local m=$1 found=""
     pgrep -f -- "$m" >/dev/null && found+=" processes($(pgrep -f -- "$m" | tr '\n' ' '))"
-    pgrep -f -- "runsc.*exg-" >/dev/null && found+=" runsc"
-    pgrep -f -- "crun.*exg-|runc.*exg-" >/dev/null && found+=" crun/runc"
+    # A runtime process with no exguardian above it is an orphan (other runs may be going on).
+    local orphans
+    orphans=$(ps -eo pid=,ppid=,comm=,args= | awk '
+        {pp[$1]=$2; c[$1]=$3; x=$0; sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +/, "", x); a[$1]=x}
+        END {for (p in pp) if (c[p] ~ /^(runsc|crun|runc|exe)$/ && a[p] ~ /(runsc|crun|runc).*exg-/) {q=pp[p]; own=0
+               while (q in pp && q > 1) {if (c[q] == "exguardian") {own=1; break}; q=pp[q]}
+               if (!own) print p}}' | tr '\n' ' ')
+    [ -n "$orphans" ] && found+=" runtime processes($orphans)"
     for d in /run/crun /run/runc /run/runsc /run/user/"$(id -u)"/crun; do
         [ -d "$d" ] && ls "$d" 2>/dev/null | grep -q '^exg-' && found+=" state:$d"
     done
@@ -61,7 +67,28 @@ for L in "${layers[@]}"; do
     # ---- identity and walls ----------------------------------------------------------------------
     run timeout 60 "${R[@]}" -- sh -c 'id -u; grep CapEff /proc/self/status'
     uid=$(printf '%s\n' "$OUT" | head -1)
-    check "$L: runs as a non-root uid (got '$uid')" test -n "$uid" -a "$uid" != 0
+    if [ "$L" = gvisor ]; then
+        # uid 0 of gVisor's own kernel, no capabilities; on the host runsc, its sentry and its gofer
+        # run as the command's unprivileged host uid.
+        check "$L: gVisor's uid 0 inside (got '$uid')" test "$uid" = 0
+        gm=exg-layer-gv-$$-$RANDOM
+        timeout 60 "${R[@]}" -- sh -c "exec -a $gm sleep 5" </dev/null >/dev/null 2>&1 &
+        gp=$!
+        # uids of runsc processes below this run's exguardian (other runs may be going on).
+        runsc_uids() {
+            ps -eo pid=,ppid=,uid=,args= | awk -v top="$gp" '{pp[$1]=$2; uid[$1]=$3; a[$1]=$4}
+                END {for (p in pp) {q=p; while (q in pp && q!=top && q>1) q=pp[q];
+                     if (q==top && a[p] ~ /runsc/) print uid[p]}}' | sort -u | tr '\n' ' '
+        }
+        for _ in $(seq 100); do hostuids=$(runsc_uids); [ -n "$hostuids" ] && break; sleep 0.1; done
+        check "$L: runsc, sentry and gofer run as a non-root host uid (got '$hostuids')" \
+            test -n "$hostuids" -a -z "$(printf '%s\n' $hostuids | grep -x 0)"
+        wait "$gp" 2>/dev/null
+    else
+        check "$L: runs as a non-root uid (got '$uid')" test -n "$uid" -a "$uid" != 0
+    fi
+    run timeout 60 "${R[@]}" -- cat /etc/shadow
+    check "$L: a root-only host file stays unreadable" test "$STATUS" != 0 -a -z "$OUT"
     expect_output_contains "0000000000000000" timeout 60 "${R[@]}" -- grep CapEff /proc/self/status
     marker=exg-layer-host-$$-$RANDOM
     bash -c "exec -a $marker sleep 300" </dev/null >/dev/null 2>&1 &
@@ -72,6 +99,10 @@ for L in "${layers[@]}"; do
     run timeout 60 "${R[@]}" -- sh -c "echo x > '$WS/landed-$L'"
     check "$L: a workspace write lands on the host" test -f "$WS/landed-$L"
     [ -f "$WS/landed-$L" ] || show_last
+    check "$L: ... owned on disk by the workspace's owner ($(stat -c %u:%g "$WS/landed-$L" 2>/dev/null) vs $(stat -c %u:%g "$WS"))" \
+        test "$(stat -c %u "$WS/landed-$L" 2>/dev/null)" = "$(stat -c %u "$WS")"
+    run timeout 60 "${R[@]}" -- sh -c "mkdir '$WS/d-$L' && echo y > '$WS/d-$L/f' && rm '$WS/landed-$L'"
+    check "$L: mkdir, write, rm in the workspace" test "$STATUS" = 0 -a -f "$WS/d-$L/f" -a ! -e "$WS/landed-$L"
     run timeout 60 "${R[@]}" -- sh -c "echo x > /usr/exg-$L-escape"
     check "$L: a write outside the workspace is refused" test "$STATUS" != 0 -a ! -e "/usr/exg-$L-escape"
     # Only loopback: a direct connection to an outside address fails, the proxy answers.
