@@ -82,6 +82,7 @@
 // the process layer. runsc's own netstack would give the sandbox a loopback
 // the proxy listeners are not on.
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,20 @@ CgroupView decide_cgroup_view(const std::string& mountinfo);
 // bounded probe.
 std::string pick_gvisor_platform(const std::vector<std::string>& platforms, bool kvm_works,
                                  std::vector<std::string>* notes);
+
+// The platforms `runsc flags` lists ("which platform to use: ptrace (default),
+// kvm." -> {ptrace, kvm}); pure.
+std::vector<std::string> parse_platforms(const std::string& flags_text);
+// runsc's platforms, from the per-user cache when it matches this binary
+// (path, size, mtime, inode), else from `runsc flags` (then cached).
+std::vector<std::string> runsc_platforms(const std::string& runsc, bool* from_cache = nullptr);
+// The cache line for `key` (runsc_cache_key) in the cache file's text; nothing
+// when absent or not a list of known platform names (pure).
+std::optional<std::vector<std::string>> parse_platform_cache(const std::string& text, const std::string& key);
+std::string runsc_cache_key(const std::string& runsc);
+// Whether runsc's kvm platform runs `true` within timeout_ms (doctor only: a
+// nested host can hang there).
+bool runsc_kvm_probe(const std::string& runsc, int timeout_ms);
 
 struct LayerOptions {
   Layer layer = Layer::Container;

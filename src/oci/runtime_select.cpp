@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -106,8 +107,7 @@ std::string pick_gvisor_platform(const std::vector<std::string>& platforms, bool
   return "ptrace";
 }
 
-// "specifies which platform to use: ptrace (default), kvm." -> {ptrace, kvm}
-static std::vector<std::string> parse_platforms(const std::string& flags_text) {
+std::vector<std::string> parse_platforms(const std::string& flags_text) {
   std::vector<std::string> out;
   auto pos = flags_text.find("which platform to use:");
   if (pos == std::string::npos) return {"ptrace"};
@@ -161,16 +161,89 @@ Result<RuntimeChoice> choose_runtime(Layer layer, const std::string& runtime_fla
     } else {
       // kvm is never chosen without a probe, and a probe can hang for seconds
       // on a nested host: runs take systrap or ptrace; `doctor` probes kvm.
-      auto flags = capture({c.path, "flags"}, 5000);
-      c.platform = pick_gvisor_platform(parse_platforms(flags.value_or("")), false, &c.notes);
+      c.platform = pick_gvisor_platform(runsc_platforms(c.path), false, &c.notes);
     }
   }
   return c;
 }
 
-// Exposed for doctor: runsc's platforms and whether kvm answers within a bound.
-std::vector<std::string> runsc_platforms(const std::string& runsc) {
-  return parse_platforms(capture({runsc, "flags"}, 5000).value_or(""));
+namespace {
+
+// $XDG_CACHE_HOME/exguardian or ~/.cache/exguardian; empty when neither is known.
+std::string cache_dir() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && x[0] == '/') return std::string(x) + "/exguardian";
+  if (const char* h = std::getenv("HOME"); h && h[0] == '/') return std::string(h) + "/.cache/exguardian";
+  return {};
+}
+
+bool owned_by_me(const std::string& p) {
+  struct stat st;
+  return ::lstat(p.c_str(), &st) == 0 && st.st_uid == ::geteuid() && !(st.st_mode & 022);
+}
+
+}  // namespace
+
+std::string runsc_cache_key(const std::string& runsc) {
+  struct stat st;
+  if (::stat(runsc.c_str(), &st) != 0) return {};
+  return runsc + "\t" + std::to_string(st.st_size) + "\t" + std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec) + "\t" + std::to_string(st.st_ino);
+}
+
+std::optional<std::vector<std::string>> parse_platform_cache(const std::string& text, const std::string& key) {
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    if (key.empty() || line.size() <= key.size() || line.compare(0, key.size(), key) != 0 || line[key.size()] != '\t')
+      continue;
+    std::vector<std::string> out;
+    std::stringstream ls(line.substr(key.size() + 1));
+    std::string name;
+    while (std::getline(ls, name, ',')) {
+      if (name != "systrap" && name != "kvm" && name != "ptrace") return std::nullopt;  // not ours: ignore it
+      out.push_back(name);
+    }
+    if (out.empty()) return std::nullopt;
+    return out;
+  }
+  return std::nullopt;
+}
+
+// runsc's platforms: asking it (`runsc flags`) costs ~35 ms, so the answer is
+// kept per binary (path, size, mtime, inode) in the user's cache dir; a cache
+// that is missing, foreign (not ours, or group/other-writable) or stale is
+// asked again. Exposed for doctor.
+std::vector<std::string> runsc_platforms(const std::string& runsc, bool* from_cache) {
+  if (from_cache) *from_cache = false;
+  std::string dir = cache_dir(), key = runsc_cache_key(runsc);
+  std::string file = dir.empty() ? "" : dir + "/runsc-platforms";
+  if (!file.empty() && !key.empty() && owned_by_me(dir) && owned_by_me(file)) {
+    std::ifstream in(file);
+    std::stringstream text;
+    text << in.rdbuf();
+    if (auto hit = parse_platform_cache(text.str(), key)) {
+      if (from_cache) *from_cache = true;
+      return *hit;
+    }
+  }
+  auto flags = capture({runsc, "flags"}, 5000);
+  auto platforms = parse_platforms(flags.value_or(""));
+  if (flags && !file.empty() && !key.empty()) {
+    // Best effort: a cache that cannot be written costs the question next time.
+    std::string parent = dir.substr(0, dir.rfind('/'));
+    ::mkdir(parent.c_str(), 0700);
+    ::mkdir(dir.c_str(), 0700);
+    if (owned_by_me(dir)) {
+      std::string tmp = file + "." + std::to_string(::getpid());
+      std::string line = key + "\t";
+      for (size_t i = 0; i < platforms.size(); ++i) line += (i ? "," : "") + platforms[i];
+      std::ofstream out(tmp, std::ios::trunc);
+      out << line << "\n";
+      out.close();
+      if (!out || ::rename(tmp.c_str(), file.c_str()) != 0) ::unlink(tmp.c_str());
+    }
+  }
+  return platforms;
 }
 
 bool runsc_kvm_probe(const std::string& runsc, int timeout_ms) {
