@@ -155,7 +155,7 @@ void DockerArgsOptions::add_to(CLI::App& app) {
   sub = app.add_subcommand("docker-args", "Print the hardened docker/podman run command line for a command and policy");
   add_plan_options(sub);
   sub->add_option("--engine", engine, "docker (default) or podman")->check(CLI::IsMember({"docker", "podman"}));
-  sub->add_option("--image", image, "Image to run (podman without one: the host's root, read-only)");
+  sub->add_option("--image", image, "Image to run (podman: or an absolute root directory)");
   sub->add_option("--seccomp-out", seccomp_out, "Write ExGuardian's seccomp profile to FILE (required unless --unsafe-no-seccomp)");
   sub->add_flag("--lines", lines, "One argument per line instead of one shell-quoted line");
 }

@@ -33,8 +33,18 @@ Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engi
     if (notes) notes->push_back(std::move(s));
   };
   if (plan.argv.empty()) return fail(Error::msg("docker-args", "no command"));
-  if (image.empty() && engine == Engine::Docker)
-    return fail(Error::msg("docker-args", "docker needs an image (--image IMG); podman can run the host's root"));
+  // The host's own root ("/") does not work as an engine's root: the engine's
+  // tmpfs on /tmp and /dev would hide bind sources below them (a workspace
+  // under /tmp, /dev/null for the masks) before they are bound.
+  if (image.empty())
+    return fail(Error::msg("docker-args", std::string("--image IMG is needed") +
+                                              (engine == Engine::Podman ? " (or a root filesystem DIR: --image /path)" : "")));
+  bool rootfs_dir = image[0] == '/';
+  if (rootfs_dir && engine == Engine::Docker)
+    return fail(Error::msg("docker-args: --image " + image, "docker runs images only (podman takes a root directory)"));
+  if (rootfs_dir && image.find_first_not_of("/") == std::string::npos)
+    return fail(Error::msg("docker-args: --image /", "the host's root cannot be the engine's root (its /tmp and /dev "
+                                                     "would hide the workspace and the masks); use an image"));
   const auto& id = plan.identity;
   std::vector<std::string> a = {"run", "--rm", "-i"};
   auto add = [&](std::initializer_list<std::string> v) { a.insert(a.end(), v); };
@@ -64,6 +74,10 @@ Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engi
   auto rl = process::default_rlimits(plan.limits);
   if (rl.set_core) add({"--ulimit", "core=" + std::to_string(rl.core) + ":" + std::to_string(rl.core)});
   if (rl.set_nofile) add({"--ulimit", "nofile=" + std::to_string(rl.nofile) + ":" + std::to_string(rl.nofile)});
+  // podman otherwise copies its own RLIMIT_NPROC, which the runtime then fails
+  // to set; the pids limit is the bound that matters.
+  if (engine == Engine::Podman && lim.pids)
+    add({"--ulimit", "nproc=" + std::to_string(*lim.pids) + ":" + std::to_string(*lim.pids)});
   if (rl.set_fsize) add({"--ulimit", "fsize=" + std::to_string(rl.fsize) + ":" + std::to_string(rl.fsize)});
 
   auto check_path = [&](const Step& s, const std::string& p) -> Result<void> {
@@ -105,15 +119,16 @@ Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engi
       case StepKind::Tmpfs: {
         if (s.target == "/dev" || s.target == "/dev/shm") break;  // the engine's own
         if (auto c = check_path(s, s.target); !c) return fail(c.error());
-        std::string o = s.target + ":rw,nosuid,nodev,mode=" + octal(s.mode);
-        if (s.target == "/tmp" || s.target == "/var/tmp")
-          o += ",uid=" + std::to_string(id.inside_uid) + ",gid=" + std::to_string(id.inside_gid);
-        add({"--tmpfs", o});
+        // No uid=/gid= (podman refuses them): mode 1777 lets the command write there.
+        // podman copies what the image has there into the tmpfs unless told not to.
+        add({"--tmpfs", s.target + ":rw,nosuid,nodev,mode=" + octal(s.mode) +
+                            (engine == Engine::Podman ? ",notmpcopyup" : "")});
         break;
       }
       case StepKind::MaskDir:
         if (auto c = check_path(s, s.target); !c) return fail(c.error());
-        add({"--tmpfs", s.target + ":ro,nosuid,nodev,noexec,mode=0000,size=4k"});
+        add({"--tmpfs", s.target + ":ro,nosuid,nodev,noexec,mode=0000,size=4k" +
+                            (engine == Engine::Podman ? ",notmpcopyup" : "")});
         break;
       case StepKind::MaskFile:
         r = volume(s, "/dev/null", s.target, "ro");
@@ -152,11 +167,8 @@ Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engi
   }
   for (const auto& e : plan.env) add({"-e", e});
   add({"-w", plan.cwd.empty() ? std::string("/") : plan.cwd});
-  if (image.empty()) {
-    add({"--rootfs", "/"});  // podman: the host's root (read-only with --read-only)
-  } else {
-    a.push_back(image);
-  }
+  if (rootfs_dir) add({"--rootfs"});  // podman: IMAGE is a root directory
+  a.push_back(image);
   a.insert(a.end(), plan.argv.begin(), plan.argv.end());
   return a;
 }

@@ -57,8 +57,8 @@ enum class Engine { Docker, Podman };
 const char* to_string(Engine e);
 // argv after the engine name: {"run", "--rm", "--user", "1000:1000", ...,
 // IMAGE, COMMAND...}. `seccomp_file` is where the caller wrote seccomp_profile().
-// Empty `image`: podman runs the host's root read-only (--rootfs /); docker
-// needs an image. The host's top-level directories are the image's then; the
+// `image`: an image name, or for podman an absolute root directory (--rootfs).
+// The host's top-level directories are the image's; the
 // workspace, HOME, allowWrite, masks and protected paths are volumes. An error
 // names the Plan step an engine cannot express; `notes` gets what differs from
 // `exguardian run` (may be null).

@@ -69,8 +69,8 @@ check "a bad runtime is one clear line" grep -q -- "--runtime kata: expected cru
 expect_status 125 "$EXG" oci-spec --no-policy-files --workspace "$WS"
 expect_status 125 "$EXG" oci-spec --no-policy-files --workspace "$WS" --workspace-mode overlay -- true
 check "the overlay mode is refused by name" grep -q "workspace" <<<"$ERR"
-run "$EXG" docker-args --no-policy-files --workspace "$WS" --engine podman --seccomp-out "$T/seccomp.json" -- true
-check "docker-args prints one podman command line (exit $STATUS)" grep -q "^podman run --rm -i --user $want_uid:$want_uid --cap-drop ALL" <<<"$OUT"
+run "$EXG" docker-args --no-policy-files --workspace "$WS" --image debian:12 --seccomp-out "$T/seccomp.json" -- true
+check "docker-args prints one docker command line (exit $STATUS)" grep -q "^docker run --rm -i --user $want_uid:$want_uid --cap-drop ALL" <<<"$OUT"
 check "docker-args wrote the seccomp profile" python3 -c "import json; json.load(open('$T/seccomp.json'))['syscalls']"
 
 if [ "$EXG_AS" = root ]; then runtimes="crun runc runsc"; else runtimes="crun"; note "runc and runsc rootless: not tried (runc maps only root; runsc rootless needs more than a spec)"; fi
@@ -121,5 +121,34 @@ for rt in $runtimes; do
         check "$rt: every probe as on the process layer${bad:+ (not: $bad)}" test -z "$bad"
     fi
 done
+
+# docker-args run by podman (root; runc) on a busybox root directory: the
+# flags and the seccomp profile are accepted and hold.
+if [ "$EXG_AS" = root ] && command -v podman >/dev/null && command -v runc >/dev/null && [ -x /bin/busybox ] && [ -n "$O" ]; then
+    R=$O/bbroot PW=$O/pws
+    mkdir -p "$R/bin" "$R/etc" "$PW"
+    chown 1001:1001 "$PW"
+    cp /bin/busybox "$R/bin/"
+    for a in sh id cat touch grep unshare hostname; do ln -sf busybox "$R/bin/$a"; done
+    run sh -c "cd '$PW' && '$EXG' docker-args --no-policy-files --engine podman --image '$R' --seccomp-out '$O/seccomp.json' --lines -- \
+        sh -c 'id -u; echo ok > $PW/f && echo ws-ok; touch /bin/x 2>/dev/null && echo ROOT-WRITTEN; cat \$HOME/.npmrc 2>/dev/null; grep CapEff /proc/self/status; unshare -U true 2>/dev/null && echo UNSHARE-ALLOWED; echo done'"
+    check "docker-args --engine podman --image DIR (exit $STATUS)" test "$STATUS" -eq 0
+    mapfile -t pargs < <(tail -n +2 <<<"$OUT")
+    run timeout 120 podman --root "$O/pod/r" --runroot "$O/pod/rr" --tmpdir "$O/pod/t" --cgroup-manager cgroupfs \
+        --events-backend file --runtime runc "${pargs[@]}" </dev/null
+    check "podman runs it (exit $STATUS)" grep -qx done <<<"$OUT"
+    grep -qx done <<<"$OUT" || show_last
+    check "podman: the sandbox uid" grep -qx 1001 <<<"$OUT"
+    check "podman: the workspace is writable" grep -qx ws-ok <<<"$OUT"
+    last_output_lacks ROOT-WRITTEN "podman: the root is read-only"
+    last_output_lacks secret-npm "podman: ~/.npmrc is unreadable"
+    check "podman: no capabilities" grep -q "CapEff:.0000000000000000" <<<"$OUT"
+    last_output_lacks UNSHARE-ALLOWED "podman: the seccomp profile refuses a user namespace"
+    # podman with cgroupfs leaves libpod_parent behind: remove the cgroups no
+    # process is in any more (rmdir refuses busy ones).
+    find /sys/fs/cgroup/*/libpod_parent -depth -type d -exec rmdir {} \; 2>/dev/null
+else
+    skip "podman with docker-args: needs root, podman, runc and busybox-static"
+fi
 
 finish

@@ -113,12 +113,15 @@ TEST_F(DockerArgsTest, VolumesAndMasks) {
   EXPECT_TRUE(std::any_of(notes.begin(), notes.end(), [](auto& n) { return n.find("exguardian proxy") != std::string::npos; }));
 }
 
-TEST_F(DockerArgsTest, PodmanWithoutImageRunsTheHostRoot) {
-  Args a = args(compile(), Engine::Podman, "");
-  EXPECT_TRUE(has(a, "--rootfs", "/"));
-  auto r = docker_args(compile(), Engine::Docker, "", "/x.json");
-  ASSERT_FALSE(r.has_value());
-  EXPECT_NE(r.error().str().find("--image"), std::string::npos);
+TEST_F(DockerArgsTest, ImageOrPodmanRootDirectory) {
+  Args a = args(compile(), Engine::Podman, "/srv/rootfs");
+  Args tail(a.end() - 6, a.end());
+  EXPECT_EQ(tail, (Args{"--rootfs", "/srv/rootfs", "npm", "test", "--", "it's"}));
+  for (auto [engine, image] : {std::pair{Engine::Docker, ""}, std::pair{Engine::Podman, ""},
+                               std::pair{Engine::Docker, "/srv/rootfs"}, std::pair{Engine::Podman, "/"}}) {
+    auto r = docker_args(compile(), engine, image, "/x.json");
+    EXPECT_FALSE(r.has_value()) << to_string(engine) << " " << image;
+  }
 }
 
 TEST_F(DockerArgsTest, WhatAnEngineCannotExpressIsAnError) {
