@@ -226,7 +226,8 @@ class Builder {
           break;
         case StepKind::ResolvConf:
           if (!opt_.source_override.count(s.target))
-            return unsupported("the generated resolv.conf (network.resolver / --dns) needs exguardian run");
+            return unsupported("the generated resolv.conf (network.resolver / --dns) was not staged: "
+                               "not available on the OCI layers or export yet");
           bind(opt_.source_override.at(s.target), s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});
           break;
         case StepKind::ProtectRo:
