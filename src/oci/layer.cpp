@@ -2,6 +2,7 @@
 // clone of the runtime host) and the runtime host itself. Design: layer.hpp.
 #include "oci/layer.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
@@ -16,6 +17,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <fstream>
@@ -395,6 +397,66 @@ void RuntimeHost::run() {
   h.run();
 }
 
+// --rootfs DIR: its top level in the skeleton (directories and files bound
+// read-only, symlinks copied) ahead of the Plan's mounts; a top-level name the
+// spec mounts something else on (tmpfs /tmp, /proc, ...) is only a mount point.
+// A mount point below one of DIR's directories must exist in DIR (it cannot be
+// created there without writing to DIR). Returns the top-level names done.
+Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json& spec, const std::string& skel,
+                                          HostArgs& a) {
+  std::set<std::string> covered, done;
+  for (const auto& m : spec["mounts"]) {
+    std::string dest = m.value("destination", "");
+    if (dest.size() > 1 && dest.find('/', 1) == std::string::npos && m.value("type", "") != "bind") covered.insert(dest);
+  }
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return fail(Error::sys("--rootfs " + dir));
+  nlohmann::json base = nlohmann::json::array();
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    std::string top = "/" + n, src = dir + top;
+    struct stat st;
+    if (::lstat(src.c_str(), &st) != 0) continue;
+    done.insert(top);
+    if (S_ISLNK(st.st_mode)) {
+      char buf[4096];
+      ssize_t len = ::readlink(src.c_str(), buf, sizeof buf - 1);
+      if (len > 0) a.skeleton_links.emplace_back(skel + top, std::string(buf, static_cast<size_t>(len)));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
+    (S_ISDIR(st.st_mode) ? a.skeleton_dirs : a.skeleton_files).push_back(skel + top);
+    if (covered.count(top)) continue;
+    nlohmann::json o = {"rbind", "ro", "nosuid", "nodev"};
+    base.push_back({{"destination", top}, {"type", "bind"}, {"source", src}, {"options", o}});
+  }
+  for (const auto& m : spec["mounts"]) {
+    std::string dest = m.value("destination", "");
+    if (dest.size() < 2 || dest[0] != '/') continue;
+    std::string top = dest.substr(0, dest.find('/', 1));
+    if (top == dest || !done.count(top) || covered.count(top)) continue;
+    // Below a directory bound from DIR: it must exist there, unless another
+    // mount of the spec (made first) holds it.
+    bool under_other = false;
+    for (const auto& o : spec["mounts"]) {
+      std::string od = o.value("destination", "");
+      if (od != dest && within(dest, od)) under_other = true;
+    }
+    struct stat st;
+    if (!under_other && ::lstat((dir + dest).c_str(), &st) != 0)
+      return fail(Error::msg("--rootfs " + dir, dest + " does not exist there (a mount point of the sandbox: create it)"));
+  }
+  for (auto& m : spec["mounts"]) base.push_back(std::move(m));
+  spec["mounts"] = std::move(base);
+  return done;
+}
+
 // make_spec gives the Plan's content; what is left here are facts of how this
 // layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
 // gVisor's own identity.
@@ -502,16 +564,25 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   auto spec = make_spec(plan, so);
   if (!spec) return fail(spec.error());
   adjust_spec(*spec, plan, rt, host_userns);
-  // The host's root, read-only: a skeleton root in the bundle with the
-  // top-level mount points and symlinks, every directory bound from the host.
-  if (opt.rootfs.empty()) {
-    std::string rootfs = std::string(kBase) + "/bundle/rootfs";
-    (*spec)["root"] = {{"path", rootfs}, {"readonly", true}};
-    a.skeleton_dirs.push_back(rootfs);
-    std::set<std::string> seen;
-    for (const auto& s : plan.steps)
-      if (s.kind == plan::StepKind::Symlink && s.target.find('/', 1) == std::string::npos && seen.insert(s.target).second)
-        a.skeleton_links.emplace_back(rootfs + s.target, s.source);
+  // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
+  // points and symlinks, every directory bound read-only from the host's root
+  // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
+  // points in the root (runsc's gofer on the host side), so DIR itself is
+  // never written to and need not be writable by the runtime host.
+  {
+    std::string skel = std::string(kBase) + "/bundle/rootfs";
+    (*spec)["root"] = {{"path", skel}, {"readonly", true}};
+    a.skeleton_dirs.push_back(skel);
+    std::set<std::string> seen, dir_entries;
+    if (!opt.rootfs.empty()) {
+      auto base = rootfs_base(opt.rootfs, *spec, skel, a);
+      if (!base) return fail(base.error());
+      seen = dir_entries = std::move(*base);
+    } else {
+      for (const auto& s : plan.steps)
+        if (s.kind == plan::StepKind::Symlink && s.target.find('/', 1) == std::string::npos && seen.insert(s.target).second)
+          a.skeleton_links.emplace_back(skel + s.target, s.source);
+    }
     for (const auto& m : (*spec)["mounts"]) {
       std::string dest = m.value("destination", "");
       if (dest.size() < 2 || dest[0] != '/') continue;
@@ -521,7 +592,22 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
       struct stat st;
       bool file = top == dest && m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 &&
                   !S_ISDIR(st.st_mode);
-      (file ? a.skeleton_files : a.skeleton_dirs).push_back(rootfs + top);
+      (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + top);
+    }
+    if (!opt.rootfs.empty()) {
+      // Mount points below the skeleton's own directories: made here, as the
+      // runtime (in the container's user namespace) may not write ours.
+      for (const auto& m : (*spec)["mounts"]) {
+        std::string dest = m.value("destination", "");
+        if (dest.size() < 2 || dest[0] != '/') continue;
+        std::string top = dest.substr(0, dest.find('/', 1));
+        if (top == dest || dir_entries.count(top)) continue;
+        std::string src = m.value("source", "");
+        struct stat st;
+        bool file = m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+        a.skeleton_dirs.push_back(skel + dest.substr(0, dest.rfind('/')));
+        (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
+      }
     }
   }
   a.config_json = spec->dump(1);

@@ -315,6 +315,11 @@ std::vector<std::string> runtime_argv(const RuntimeChoice& rt, bool rootless, co
       a.push_back("--oci-seccomp");
       a.push_back("--ignore-cgroups");  // the whole sandbox (sentry, gofer) is in ExGuardian's cgroup
       if (rootless) a.push_back("--rootless");
+      // runsc's own logs, to see why a sandbox did not start (a host directory).
+      if (const char* d = std::getenv("EXGUARDIAN_RUNSC_DEBUG_LOG"); d && d[0] == '/') {
+        a.push_back("--debug");
+        a.push_back(std::string("--debug-log=") + d + "/");
+      }
       break;
   }
   a.insert(a.end(), {"run", "--bundle", bundle_dir, id});

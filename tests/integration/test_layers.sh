@@ -134,4 +134,52 @@ p=socket.create_connection(("127.0.0.1", 3128), 3); print("proxy ok")'
     check "$L: the killed run's cgroups are swept by the next run ($stale)" test -z "$stale"
     pkill -9 -f -- "$m" 2>/dev/null  # whatever a failure above left, so the next layer starts clean
 done
+
+# ---- runc (root only: rootless runc would run the command as root of its user namespace) --------
+if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
+    RC=("$EXG" run --layer container --runtime runc)
+    run timeout 60 "${RC[@]}" -v -- sh -c 'id -u; exit 3'
+    check "runc: exit 3 -> 3" test "$STATUS" = 3
+    expect_output_contains "via runc" echo "$ERR"
+    uid=$(printf '%s\n' "$OUT" | head -1)
+    check "runc: runs as a non-root uid (got '$uid')" test -n "$uid" -a "$uid" != 0
+    run timeout 60 "${RC[@]}" -- sh -c "echo x > '$WS/landed-runc' && ! echo y > /usr/exg-runc-escape"
+    check "runc: workspace write lands, owned like the workspace; /usr refused" \
+        test "$STATUS" = 0 -a -f "$WS/landed-runc" -a ! -e /usr/exg-runc-escape -a "$(stat -c %u "$WS/landed-runc" 2>/dev/null)" = "$(stat -c %u "$WS")"
+    timeout 60 "${RC[@]}" -- sleep 30 </dev/null >/dev/null 2>&1 &
+    p=$!
+    sleep 2
+    kill -TERM "$p"
+    wait "$p"
+    check "runc: SIGTERM to exguardian reaches the command (got $?)" test "$?" = 143
+    run timeout 60 "${RC[@]}" --timeout 1s -- sleep 30
+    check "runc: timeout -> 124" test "$STATUS" = 124
+elif [ "$(id -u)" != 0 ]; then
+    run timeout 60 "$EXG" run --layer container --runtime runc -- true
+    check "runc refused for a non-root caller (status $STATUS)" test "$STATUS" = 125
+    expect_output_contains "use crun" echo "$ERR"
+fi
+
+# ---- --rootfs DIR: a busybox root (plus the libraries exguardian's init needs), never written to --
+if command -v busybox >/dev/null; then
+    RF=$T/rootfs
+    mkdir -p "$RF"/{bin,etc,proc,sys,dev,tmp,run,root,home}
+    cp "$(command -v busybox)" "$RF/bin/busybox"
+    for a in sh cat id ls echo touch; do ln -s busybox "$RF/bin/$a"; done
+    echo "exg-rootfs-marker" > "$RF/etc/marker"
+    for lib in $(ldd "$EXG" | grep -oE '/[^ ]+'); do mkdir -p "$RF$(dirname "$lib")"; cp -L "$lib" "$RF$lib"; done
+    chmod -R go-w "$RF"
+    before=$(cd "$RF" && find . | sort | md5sum)
+    for L in "${layers[@]}"; do
+        run timeout 60 "$EXG" run --layer "$L" --rootfs "$RF" -- sh -c "cat /etc/marker; echo x > '$WS/rootfs-$L'; touch /etc/escape 2>/dev/null || echo refused"
+        check "$L --rootfs: its own root, the workspace writable, the root read-only ($STATUS: $(printf '%s' "$OUT" | tr '\n' ' '))" \
+            test "$STATUS" = 0 -a "$(printf '%s\n' "$OUT" | head -1)" = exg-rootfs-marker -a -f "$WS/rootfs-$L" \
+            -a "$(printf '%s\n' "$OUT" | tail -1)" = refused
+        run timeout 60 "$EXG" run --layer "$L" --rootfs "$RF" -- sh -c 'test -e /usr/bin/python3 && echo host-root-visible; exit 0'
+        check "$L --rootfs: the host's root is not there" test "$STATUS" = 0 -a -z "$OUT"
+    done
+    check "--rootfs DIR is not written to by any runtime" test "$(cd "$RF" && find . | sort | md5sum)" = "$before"
+else
+    skip "--rootfs: busybox not installed (busybox-static)"
+fi
 finish
