@@ -5,6 +5,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <pwd.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -59,11 +60,25 @@ struct StagedMount {
   bool is_dir = true;
 };
 
+// The runtime host's user namespace (decide_host_ids).
+struct HostIds {
+  bool userns = false;
+  bool two_ids = false;         // 0 -> root_uid and cmd_uid -> cmd_uid; else 0 -> root_uid only
+  bool with_newuidmap = false;  // not root: through newuidmap/newgidmap and /etc/subuid
+  uid_t root_uid = 0;           // the host uid behind the runtime host's 0
+  gid_t root_gid = 0;
+  uid_t cmd_uid = 0;            // the command's uid as the runtime host sees it
+  gid_t cmd_gid = 0;
+  std::string why;
+};
+
 struct HostArgs {
   const plan::Plan* plan = nullptr;
   int sync_fd = -1;
   int parent_pidfd = -1;
-  bool host_userns = false;  // the runtime host's uid 0 is the command's host uid
+  bool host_userns = false;  // the runtime host has a user namespace (HostIds)
+  uid_t cmd_uid = 0;         // the command's ids as the runtime host sees them
+  gid_t cmd_gid = 0;
   bool want_pty = false;
   bool tty_fds[3] = {false, false, false};
   CgroupView cgroups;
@@ -230,8 +245,8 @@ void RuntimeHost::stage() {
     }
     if (upper.empty()) {
       // Owned by the command's uid as this namespace sees it.
-      uid_t u = a_.host_userns ? 0 : plan_.identity.host_uid;
-      gid_t g = a_.host_userns ? 0 : plan_.identity.host_gid;
+      uid_t u = a_.cmd_uid;
+      gid_t g = a_.cmd_gid;
       std::string up = base + "/up";
       if (::mkdir(up.c_str(), 0755) != 0) fail("mkdir " + up);
       std::string opts = "mode=0755,uid=" + std::to_string(u) + ",gid=" + std::to_string(g);
@@ -459,25 +474,28 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
 
 // make_spec gives the Plan's content; what is left here are facts of how this
 // layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
-// gVisor's own identity.
-void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, bool host_userns) {
+// gVisor's identity.
+void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids) {
   auto& linux = spec["linux"];
-  if (host_userns && linux.contains("uidMappings")) {
-    // The runtime host's uid 0 is the command's host uid (write_id_maps below).
-    for (const char* k : {"uidMappings", "gidMappings"})
-      for (auto& m : linux[k]) m["hostID"] = 0;
+  if (ids.userns && linux.contains("uidMappings")) {
+    // crun rootless: the container's user namespace maps the command's uid
+    // onto the runtime host's view of it.
+    for (auto& m : linux["uidMappings"]) m["hostID"] = ids.cmd_uid;
+    for (auto& m : linux["gidMappings"]) m["hostID"] = ids.cmd_gid;
   }
   if (rt.runtime == Runtime::Runsc) {
-    // uid 0 of gVisor's own kernel with empty capability sets: the files the
-    // gofer serves appear owned by 0 (the runtime host's 0 = the command's host
-    // uid), so the command owns exactly what it owns on the host (layer.hpp).
-    spec["process"]["user"] = {{"uid", 0}, {"gid", 0}};
-    for (auto& m : spec["mounts"]) {
-      if (m.value("type", "") != "tmpfs" || !m.contains("options")) continue;
-      for (auto& o : m["options"]) {
-        std::string v = o.get<std::string>();
-        if (v.rfind("uid=", 0) == 0) o = "uid=0";
-        if (v.rfind("gid=", 0) == 0) o = "gid=0";
+    if (!ids.two_ids) {
+      // uid 0 of gVisor's own kernel with empty capability sets: the files the
+      // gofer serves appear owned by 0 (the runtime host's 0 = the command's
+      // host uid), so the command owns exactly what it owns on the host.
+      spec["process"]["user"] = {{"uid", 0}, {"gid", 0}};
+      for (auto& m : spec["mounts"]) {
+        if (m.value("type", "") != "tmpfs" || !m.contains("options")) continue;
+        for (auto& o : m["options"]) {
+          std::string v = o.get<std::string>();
+          if (v.rfind("uid=", 0) == 0) o = "uid=0";
+          if (v.rfind("gid=", 0) == 0) o = "gid=0";
+        }
       }
     }
     linux.erase("resources");  // the sandbox's cgroup is ours (--ignore-cgroups)
@@ -488,15 +506,171 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   spec["process"]["args"] = args;
 }
 
+// The first subordinate id range of `uid` (by name or number) in /etc/subuid
+// or /etc/subgid text; nothing when there is none.
+std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid) {
+  passwd* pw = ::getpwuid(uid);
+  std::string name = pw ? pw->pw_name : "", num = std::to_string(uid);
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    auto c1 = line.find(':'), c2 = line.find(':', c1 == std::string::npos ? 0 : c1 + 1);
+    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    std::string who = line.substr(0, c1);
+    if (who != num && (name.empty() || who != name)) continue;
+    try {
+      unsigned long start = std::stoul(line.substr(c1 + 1, c2 - c1 - 1)), count = std::stoul(line.substr(c2 + 1));
+      if (count >= 1) return start;
+    } catch (...) {
+    }
+  }
+  return std::nullopt;
+}
+
+std::string slurp(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// How the runtime host's user namespace maps ids. gVisor: 0 onto an
+// unprivileged host uid that is not the command's (root: a second high unused
+// uid; a user: the first of their /etc/subuid range, through newuidmap), and
+// the command's uid onto itself, so the command runs in gVisor as its own
+// non-root uid and runsc's gofer (root of this namespace: CAP_CHOWN and
+// CAP_DAC_OVERRIDE over exactly those two ids) creates files as it. Without a
+// subuid range: 0 onto the caller, the command as gVisor's uid 0 (layer.hpp).
+HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
+  HostIds h;
+  const auto& id = plan.identity;
+  h.cmd_uid = id.host_uid;
+  h.cmd_gid = id.host_gid;
+  h.userns = !id.invoked_as_root || rt.runtime == Runtime::Runsc;
+  if (!h.userns) return h;
+  if (rt.runtime == Runtime::Runsc) {
+    if (id.invoked_as_root) {
+      h.two_ids = true;
+      h.root_uid = 1400000000u + (id.host_uid % (1u << 20));  // below the synthetic range, above any allocator's
+      h.root_gid = h.root_uid;
+      h.why = "gVisor: runsc runs as uid " + std::to_string(h.root_uid) + " on the host, the command as uid " +
+              std::to_string(id.host_uid);
+    } else {
+      auto su = subordinate_start(slurp("/etc/subuid"), ::getuid());
+      auto sg = subordinate_start(slurp("/etc/subgid"), ::getuid());
+      bool tools = ::access("/usr/bin/newuidmap", X_OK) == 0 && ::access("/usr/bin/newgidmap", X_OK) == 0;
+      if (su && sg && tools) {
+        h.two_ids = true;
+        h.with_newuidmap = true;
+        h.root_uid = static_cast<uid_t>(*su);
+        h.root_gid = static_cast<gid_t>(*sg);
+        h.why = "gVisor: runsc runs as subordinate uid " + std::to_string(h.root_uid) + ", the command as uid " +
+                std::to_string(id.host_uid);
+      } else {
+        h.why = "gVisor: no subordinate uid range (/etc/subuid) or newuidmap: the command runs as gVisor's uid 0 "
+                "(no capabilities), runsc as uid " + std::to_string(id.host_uid);
+      }
+    }
+  }
+  if (!h.two_ids) {
+    h.root_uid = id.host_uid;
+    h.root_gid = id.host_gid;
+    h.cmd_uid = 0;
+    h.cmd_gid = 0;
+  }
+  return h;
+}
+
+Result<void> run_idmap_tool(const std::vector<std::string>& argv) {
+  pid_t p = ::fork();
+  if (p < 0) return fail(Error::sys("fork " + argv[0]));
+  if (p == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) ::dup2(null, 0), ::dup2(null, 1);
+    std::vector<char*> a;
+    for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(p, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fail(Error::msg(argv[0], "could not map the runtime host's ids"));
+  return {};
+}
+
+Result<void> write_text_file(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return fail(Error::sys("open " + path));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  int err = errno;
+  ::close(fd);
+  if (!ok) return fail(Error::sys("write " + path, err));
+  return {};
+}
+
+Result<void> map_host_ids(pid_t pid, const HostIds& h) {
+  std::string base = "/proc/" + std::to_string(pid);
+  if (h.with_newuidmap) {
+    if (auto r = run_idmap_tool({"/usr/bin/newuidmap", std::to_string(pid), "0", std::to_string(h.root_uid), "1",
+                                 std::to_string(h.cmd_uid), std::to_string(h.cmd_uid), "1"});
+        !r)
+      return r;
+    return run_idmap_tool({"/usr/bin/newgidmap", std::to_string(pid), "0", std::to_string(h.root_gid), "1",
+                           std::to_string(h.cmd_gid), std::to_string(h.cmd_gid), "1"});
+  }
+  if (auto r = write_text_file(base + "/setgroups", "deny"); !r) return r;
+  std::string um = "0 " + std::to_string(h.root_uid) + " 1\n", gm = "0 " + std::to_string(h.root_gid) + " 1\n";
+  if (h.two_ids) {
+    um += std::to_string(h.cmd_uid) + " " + std::to_string(h.cmd_uid) + " 1\n";
+    gm += std::to_string(h.cmd_gid) + " " + std::to_string(h.cmd_gid) + " 1\n";
+  }
+  if (auto r = write_text_file(base + "/uid_map", um); !r) return r;
+  return write_text_file(base + "/gid_map", gm);
+}
+
+
+// The user namespace of an idmapped mount for gVisor as root: on-disk owner
+// <-> the command's uid, and runsc's own uid onto itself, so the gofer (that
+// uid) can create a file, which it then hands to the command's uid (chown).
+Result<UniqueFd> gvisor_idmap_userns(uid_t from_uid, gid_t from_gid, const HostIds& h) {
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
+  UniqueFd rd(sync[0]), wr(sync[1]);
+  pid_t pid = static_cast<pid_t>(sys::clone3_fork(CLONE_NEWUSER, nullptr));
+  if (pid < 0) return fail(Error::sys("clone a user namespace for an idmapped mount"));
+  if (pid == 0) {
+    char c;
+    wr.reset();
+    (void)::read(rd.get(), &c, 1);
+    ::_exit(0);
+  }
+  rd.reset();
+  std::string base = "/proc/" + std::to_string(pid);
+  auto line = [](unsigned a, unsigned b) { return std::to_string(a) + " " + std::to_string(b) + " 1\n"; };
+  Result<void> r = write_text_file(base + "/setgroups", "deny");
+  if (r && from_uid != h.root_uid) r = write_text_file(base + "/uid_map", line(from_uid, h.cmd_uid) + line(h.root_uid, h.root_uid));
+  else if (r) r = write_text_file(base + "/uid_map", line(from_uid, h.cmd_uid));
+  if (r && from_gid != h.root_gid) r = write_text_file(base + "/gid_map", line(from_gid, h.cmd_gid) + line(h.root_gid, h.root_gid));
+  else if (r) r = write_text_file(base + "/gid_map", line(from_gid, h.cmd_gid));
+  UniqueFd ns(::open((base + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  int saved = errno;
+  wr.reset();
+  ::waitpid(pid, nullptr, 0);
+  if (!r) return fail(r.error());
+  if (!ns) return fail(Error::sys("open idmap user namespace", saved));
+  return ns;
+}
 }  // namespace
 
 Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt) {
   const bool rootless = !plan.identity.invoked_as_root;
   const RuntimeChoice& rt = opt.runtime;
-  // The runtime host has a user namespace mapping its uid 0 onto the command's
-  // host uid when the caller is not root, and always for gVisor: then runsc,
-  // its sentry and its gofer hold nothing privileged on the host.
-  const bool host_userns = rootless || rt.runtime == Runtime::Runsc;
+  // The runtime host has a user namespace when the caller is not root, and
+  // always for gVisor: then runsc, its sentry and its gofer hold nothing
+  // privileged on the host (decide_host_ids).
+  const HostIds ids = decide_host_ids(plan, rt);
+  const bool host_userns = ids.userns;
   if (rt.runtime == Runtime::Runc && rootless)
     return fail(Error::msg("layer container with runc",
                            "runc needs root here (rootless runc maps only root into the container, and the command "
@@ -509,6 +683,8 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   HostArgs a;
   a.plan = &plan;
   a.host_userns = host_userns;
+  a.cmd_uid = ids.cmd_uid;
+  a.cmd_gid = ids.cmd_gid;
   a.id = "exg-" + plan.sandbox_id;
   a.relay_regular_files = rt.runtime == Runtime::Runsc;
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
@@ -526,9 +702,12 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   so.runtime = rt.runtime;
   so.rootfs = opt.rootfs.empty() ? "/" : opt.rootfs;
   so.netns_path = "/proc/1/ns/net";
-  // crun: the container's own user namespace with the command's uid alone
-  // mapped. runc runs it as that uid directly (root only); runsc as gVisor's 0.
-  so.rootless = rt.runtime == Runtime::Crun;
+  // crun rootless: the container's own user namespace with the command's uid
+  // alone mapped. As root, crun and runc set the mounts up as root and run the
+  // command as its uid directly (a user namespace there would make the mount
+  // setup the command's uid's, which cannot reach root's 0700 directories);
+  // runsc: decide_host_ids.
+  so.rootless = rootless && rt.runtime == Runtime::Crun;
   if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
   so.terminal = false;
   std::map<size_t, UniqueFd> idmapped;
@@ -543,7 +722,9 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     if (idm) {
       auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
       if (!userns.count(key)) {
-        auto ns = process::idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid);
+        auto ns = ids.two_ids ? gvisor_idmap_userns(s.idmap_from_uid, s.idmap_from_gid, ids)
+                              : process::idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid,
+                                                      plan.identity.host_gid);
         if (!ns) return fail(ns.error());
         userns.emplace(key, std::move(*ns));
       }
@@ -563,7 +744,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
 
   auto spec = make_spec(plan, so);
   if (!spec) return fail(spec.error());
-  adjust_spec(*spec, plan, rt, host_userns);
+  adjust_spec(*spec, plan, rt, ids);
   // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
   // points and symlinks, every directory bound read-only from the host's root
   // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
@@ -659,12 +840,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     }
   }
   if (host_userns) {
-    plan::Identity root_is_caller;
-    root_is_caller.inside_uid = 0;
-    root_is_caller.inside_gid = 0;
-    root_is_caller.host_uid = plan.identity.host_uid;
-    root_is_caller.host_gid = plan.identity.host_gid;
-    if (auto r = process::write_id_maps(l.pid, root_is_caller); !r) {
+    if (auto r = map_host_ids(l.pid, ids); !r) {
       kill_child();
       return fail(r.error());
     }

@@ -8,9 +8,8 @@
 // proxy thread, workspace guard, audit. Only what it launches differs. Here it
 // clones a "runtime host" (RH), before any thread starts, with
 //   CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID (+ CLONE_NEWUSER when not root,
-//   and always for gVisor: uid/gid 0 inside mapped onto the command's host
-//   uid (plan.identity), so the runtime has the capabilities it needs and
-//   nothing outside)
+//   and always for gVisor, see "Identities" below: the runtime has the
+//   capabilities it needs and nothing outside)
 // into the sandbox's cgroup (process/cgroup.cpp: limits set before anything
 // runs). The RH, pid 1 of its own pid namespace:
 //   - makes every mount private and mounts a fresh /proc (the runtime resolves
@@ -59,20 +58,28 @@
 // (removed at exit, swept by the next run after a SIGKILL). Ephemeral: a fresh
 // bundle and container id (the sandbox id) per run.
 //
-// gVisor's identity trade-off: the command runs as uid 0 *of gVisor's own
-// kernel* with empty capability sets (bounding included) and noNewPrivileges,
-// and runsc runs --rootless in the runtime host's user namespace, whose 0 is
-// the command's unprivileged host uid (the caller; as root, the workspace
-// owner or a synthetic high uid with the workspace idmapped onto it). So no
-// part of gVisor (runsc, sentry, gofer) is root on the host, and the gofer's
-// file operations are the command's host uid's: workspace writes land owned by
-// the workspace's owner (through the idmapped mount when that is root), and
-// host root's files appear owned by the overflow uid (nobody), so gVisor's
-// uid 0 gets only what "others" may. The visible cost: `id -u` says 0 inside.
-// The alternatives did not work with this runsc: spec uid/gid mappings make
-// runsc hang (rootless) or refuse to start the gofer; an unprivileged uid
-// inside gVisor sees the workspace owned by 0 and is refused; host-root runsc
-// writing through the idmapped mount gets EOVERFLOW (host 0 is not mapped).
+// Identities. As root, crun and runc run without a runtime-host user
+// namespace: they set the mounts up as root and start the command as its uid
+// (plan.identity; a container user namespace would make the mount setup the
+// command's uid's, which cannot reach root's 0700 directories). Rootless crun:
+// the runtime host maps its 0 onto the caller, the container's user namespace
+// the command's uid onto that. gVisor (runsc --rootless, always in a runtime-
+// host user namespace, decide_host_ids in layer.cpp): 0 is mapped onto an
+// unprivileged host uid that is not the command's (as root a second high
+// unused uid; as a user the first id of their /etc/subuid range, through
+// newuidmap) and the command's uid onto itself. The command runs in gVisor as
+// its own non-root uid with no capabilities; runsc, the sentry and the gofer
+// are not root on the host; the gofer (root of that namespace: CAP_CHOWN and
+// CAP_DAC_OVERRIDE over exactly those two ids) creates files and hands them to
+// the command's uid, so workspace writes land owned by the workspace's owner
+// (through an idmapped mount that also maps the gofer's own uid, when the
+// workspace is root's). Host root's files appear owned by the overflow uid.
+// Without a subuid range or newuidmap, the fallback maps 0 onto the caller and
+// runs the command as gVisor's uid 0 with empty capability sets (said by -v):
+// the same host rights, but `id -u` says 0. What did not work with this runsc:
+// spec uid/gid mappings (runsc hangs, or refuses to start the gofer rootless);
+// host-root runsc writing through an idmapped mount (EOVERFLOW: host 0 is not
+// in the mount's map).
 //
 // gVisor's network trade-off: runsc runs with --network=host inside the RH's
 // netns, so the sandbox's sockets are host sockets in a namespace that holds

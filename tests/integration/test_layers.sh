@@ -67,10 +67,9 @@ for L in "${layers[@]}"; do
     # ---- identity and walls ----------------------------------------------------------------------
     run timeout 60 "${R[@]}" -- sh -c 'id -u; grep CapEff /proc/self/status'
     uid=$(printf '%s\n' "$OUT" | head -1)
+    check "$L: runs as a non-root uid (got '$uid')" test -n "$uid" -a "$uid" != 0
     if [ "$L" = gvisor ]; then
-        # uid 0 of gVisor's own kernel, no capabilities; on the host runsc, its sentry and its gofer
-        # run as the command's unprivileged host uid.
-        check "$L: gVisor's uid 0 inside (got '$uid')" test "$uid" = 0
+        # runsc, its sentry and its gofer run as an unprivileged host uid too.
         gm=exg-layer-gv-$$-$RANDOM
         timeout 60 "${R[@]}" -- sh -c "exec -a $gm sleep 5" </dev/null >/dev/null 2>&1 &
         gp=$!
@@ -84,9 +83,11 @@ for L in "${layers[@]}"; do
         check "$L: runsc, sentry and gofer run as a non-root host uid (got '$hostuids')" \
             test -n "$hostuids" -a -z "$(printf '%s\n' $hostuids | grep -x 0)"
         wait "$gp" 2>/dev/null
-    else
-        check "$L: runs as a non-root uid (got '$uid')" test -n "$uid" -a "$uid" != 0
     fi
+    # HOME elsewhere than the caller's home directory (root's /root stays 0700 in the view).
+    mkdir -p "$T/home-$L"
+    run env HOME="$T/home-$L" timeout 60 "${R[@]}" -- sh -c 'echo ok'
+    check "$L: HOME outside the caller's home directory (status $STATUS: $ERR)" test "$STATUS" = 0 -a "$OUT" = ok
     run timeout 60 "${R[@]}" -- cat /etc/shadow
     check "$L: a root-only host file stays unreadable" test "$STATUS" != 0 -a -z "$OUT"
     expect_output_contains "0000000000000000" timeout 60 "${R[@]}" -- grep CapEff /proc/self/status
