@@ -87,6 +87,7 @@ struct HostArgs {
   std::vector<std::string> skeleton_files;
   std::vector<std::pair<std::string, std::string>> skeleton_links;  // path -> target
   std::vector<StagedMount> staged;
+  std::vector<std::string> seal;  // read-only binds with submounts: made read-only as whole trees here
   std::map<size_t, int> idmapped;  // step -> detached idmapped tree (root only)
   std::vector<std::string> runtime_argv;
   std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
@@ -167,6 +168,7 @@ class RuntimeHost {
   [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
 
   void mounts();
+  void seal();
   void network();
   void pty();
   void stage();
@@ -186,6 +188,23 @@ void RuntimeHost::mounts() {
   if (::mount("exguardian-oci", kRunTmpfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) fail("mount tmpfs on /run");
   for (const char* d : {"", "/bundle", "/state", "/m"})
     if (::mkdir((std::string(kBase) + d).c_str(), 0755) != 0) fail(std::string("mkdir ") + kBase + d);
+}
+
+// A read-only bind's submounts (docker/podman storage under /var, ...) must be
+// read-only too. crun as root says "rro", runc as root binds each one; here
+// the runtime may not even reach them (0700 directories of an unmapped owner),
+// so the whole tree is cloned, made read-only recursively (no path walk) and
+// put over the source in our mount namespace, where the runtime binds it from.
+void RuntimeHost::seal() {
+  for (const auto& src : a_.seal) {
+    int tree = sys::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0) fail("clone " + src + " to make it read-only");
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) fail("make " + src + " read-only");
+    if (sys::move_mount(tree, "", AT_FDCWD, src.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("put read-only " + src + " in place");
+    ::close(tree);
+  }
 }
 
 void RuntimeHost::network() {
@@ -390,6 +409,7 @@ void RuntimeHost::bundle() {
 
 void RuntimeHost::run() {
   mounts();
+  seal();
   network();
   if (a_.want_pty) pty();
   stage();
@@ -470,6 +490,29 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
   for (auto& m : spec["mounts"]) base.push_back(std::move(m));
   spec["mounts"] = std::move(base);
   return done;
+}
+
+// Mount points of this mount namespace (mountinfo's fifth field, unescaped).
+std::vector<std::string> host_mount_points() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string id, parent, dev, root, point;
+    if (!(ls >> id >> parent >> dev >> root >> point)) continue;
+    std::string p;
+    for (size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        p.push_back(static_cast<char>((point[i + 1] - '0') * 64 + (point[i + 2] - '0') * 8 + (point[i + 3] - '0')));
+        i += 3;
+      } else {
+        p.push_back(point[i]);
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
 }
 
 // make_spec gives the Plan's content; what is left here are facts of how this
@@ -742,6 +785,25 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     so.source_override[s.source] = sm.path;
   }
 
+  if (host_userns) {
+    // Read-only binds with submounts are sealed whole by the runtime host
+    // (RuntimeHost::seal), so the spec needs no bind per submount.
+    auto points = host_mount_points();
+    std::vector<std::string> rw;
+    for (const auto& s : plan.steps)
+      if (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::Pin)
+        rw.push_back(s.source.empty() ? s.target : s.source);
+    for (const auto& s : plan.steps) {
+      if (s.kind != plan::StepKind::BindRo || !s.is_dir || s.source.empty() || s.idmap) continue;
+      bool has_sub = std::any_of(points.begin(), points.end(), [&](const std::string& m) { return m != s.source && within(m, s.source); });
+      bool holds_rw = std::any_of(rw.begin(), rw.end(), [&](const std::string& r) { return within(r, s.source) || within(s.source, r); });
+      if (has_sub && holds_rw)
+        return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
+                               s.source + " has mounts below it and a writable path inside: not supported on this layer yet"));
+      if (has_sub && std::find(a.seal.begin(), a.seal.end(), s.source) == a.seal.end()) a.seal.push_back(s.source);
+    }
+    so.host_mount_points = std::vector<std::string>{};
+  }
   auto spec = make_spec(plan, so);
   if (!spec) return fail(spec.error());
   adjust_spec(*spec, plan, rt, ids);

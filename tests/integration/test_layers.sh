@@ -23,7 +23,7 @@ leftovers() {  # MARKER
         {pp[$1]=$2; c[$1]=$3; x=$0; sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +/, "", x); a[$1]=x}
         END {for (p in pp) if (c[p] ~ /^(runsc|crun|runc|exe)$/ && a[p] ~ /(runsc|crun|runc).*exg-/) {q=pp[p]; own=0
                while (q in pp && q > 1) {if (c[q] == "exguardian") {own=1; break}; q=pp[q]}
-               if (!own) print p}}' | tr '\n' ' ')
+               if (!own) print p ":" c[p]}}' | tr '\n' ' ')
     [ -n "$orphans" ] && found+=" runtime processes($orphans)"
     for d in /run/crun /run/runc /run/runsc /run/user/"$(id -u)"/crun; do
         [ -d "$d" ] && ls "$d" 2>/dev/null | grep -q '^exg-' && found+=" state:$d"
@@ -119,7 +119,7 @@ p=socket.create_connection(("127.0.0.1", 3128), 3); print("proxy ok")'
     run timeout 60 "${R[@]}" -- sh -c "exec -a $m sleep 0.1"
     check "$L: nothing left after a normal exit:$(leftovers "$m")" test -z "$(leftovers "$m")"
     run timeout 60 "${R[@]}" --timeout 1s -- bash -c "exec -a $m sleep 60"
-    sleep 0.5
+    for _ in $(seq 50); do [ -z "$(leftovers "$m")" ] && break; sleep 0.1; done
     check "$L: nothing left after a timeout:$(leftovers "$m")" test -z "$(leftovers "$m")"
     "${R[@]}" -- bash -c "(exec -a $m sleep 120) & exec -a $m sleep 120" </dev/null >/dev/null 2>&1 &
     p=$!
@@ -182,5 +182,34 @@ if command -v busybox >/dev/null; then
     check "--rootfs DIR is not written to by any runtime" test "$(cd "$RF" && find . | sort | md5sum)" = "$before"
 else
     skip "--rootfs: busybox not installed (busybox-static)"
+fi
+
+# ---- submounts of read-only binds (docker/podman storage under /var, ...) stay read-only, even below a
+# 0700 directory the runtime cannot enter; in a private mount namespace of this test (root only) ------
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null; then
+    SUB=/var/lib/exg-it-sub.$$
+    cleanup_path "$SUB"
+    mkdir -p "$SUB/closed/m" "$SUB/open"
+    chmod 700 "$SUB/closed"
+    cat >"$T/submounts.sh" <<EOS
+mount -t tmpfs exg-it "$SUB/closed/m" && mount -t tmpfs -o mode=1777 exg-it "$SUB/open" || exit 99
+for L in ${layers[*]}; do
+    o=\$(timeout 60 "$EXG" run --layer \$L -- sh -c "echo started; touch $SUB/open/root-\$L" 2>/dev/null); echo "\$L root \$? \$o"
+    if id exgtest >/dev/null 2>&1; then
+        o=\$(cd /tmp && timeout 60 runuser -u exgtest -- "$EXG" run --layer \$L -- sh -c "echo started; touch $SUB/open/user-\$L" 2>/dev/null)
+        echo "\$L user \$? \$o"
+    fi
+done
+ls "$SUB/open"
+EOS
+    out=$(unshare -m --propagation private bash "$T/submounts.sh" 2>&1)
+    for L in "${layers[@]}"; do
+        for who in root user; do
+            st=$(printf '%s\n' "$out" | awk -v l="$L" -v w="$who" '$1==l && $2==w {print $3, $4}')
+            [ -z "$st" ] && continue
+            check "$L as $who: the layer runs, a writable submount of a read-only bind refused ($st)" \
+                test "$st" = "1 started" -a -z "$(printf '%s\n' "$out" | grep -x "$who-$L")"
+        done
+    done
 fi
 finish
