@@ -5,7 +5,8 @@
 #   statloop  stat + open + read + close of every file of a tree, 3 rounds (bench/statloop.c)
 #   find      `find /usr/include -type f | wc -l` over ~22k files (FIND_TREE=small: 760 files)
 # Rows: chroot (no isolation), exguardian --layer container|gvisor --rootfs R, plain crun, runc,
-# runsc (ptrace platform, --network=none, --ignore-cgroups) and podman (runc) on the same rootfs R,
+# runsc (ptrace platform, --network=none, --ignore-cgroups; also with exguardian's seccomp profile and
+# --oci-seccomp) and podman (runc) on the same rootfs R,
 # plus exguardian's process layer (host root) as a reference.
 # Ratios: exguardian container / plain crun, exguardian gvisor / plain runsc (target <= 1.2).
 #
@@ -78,12 +79,12 @@ stat_tree=/usr/include/linux
 
 # ---- plain OCI bundles: the same hardening a user would ask for ----------------------------
 # One bundle per workload (config.json carries the argv); crun, runc and runsc share it.
-make_bundle() {  # NAME ARGV-JSON
+make_bundle() {  # NAME ARGV-JSON [SECCOMP-JSON-FILE]
     local b=$dir/bundle-$1
     mkdir -p "$b"
-    python3 - "$b/config.json" "$R" "$ws" "$2" <<'PY'
+    python3 - "$b/config.json" "$R" "$ws" "$2" "${3:-}" <<'PY'
 import json, sys
-path, rootfs, ws, argv = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+path, rootfs, ws, argv, seccomp = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4]), sys.argv[5]
 caps = []
 spec = {
   "ociVersion": "1.0.2",
@@ -111,9 +112,19 @@ spec = {
     "readonlyPaths": ["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"],
   },
 }
+if seccomp:
+    spec["linux"]["seccomp"] = json.load(open(seccomp))["linux"]["seccomp"]
 json.dump(spec, open(path, "w"), indent=1)
 PY
 }
+
+# exguardian's seccomp profile for runsc (from `exguardian oci-spec`): plain runsc with it too, to
+# tell the cost of gVisor's in-sentry filter from the rest of the layer.
+seccomp_json=""
+if "$EXG" oci-spec --runtime runsc -- true > "$dir/exg-spec.json" 2>/dev/null &&
+   python3 -c 'import json,sys; json.load(open(sys.argv[1]))["linux"]["seccomp"]' "$dir/exg-spec.json" 2>/dev/null; then
+    seccomp_json=$dir/exg-spec.json
+fi
 
 # crun refuses hybrid cgroups (v1 controllers + an empty v2 mount) unless the v2 mount is hidden
 # in a private mount namespace: a holder process keeps one such namespace for the whole bench, and
@@ -151,6 +162,7 @@ add_row() {  # NAME COMMAND
 bench_one() {  # WORKLOAD RUNS WARMUP ARGV-JSON SHELL-LINE
     local name=$1 runs=$2 warmup=$3 argv=$4 line=$5
     make_bundle "$name" "$argv"
+    [ -n "$seccomp_json" ] && make_bundle "$name-seccomp" "$argv" "$seccomp_json"
     local b=$dir/bundle-$name
     rows=()
     unavailable=()
@@ -162,6 +174,8 @@ bench_one() {  # WORKLOAD RUNS WARMUP ARGV-JSON SHELL-LINE
     command -v crun >/dev/null && add_row crun "$crun_prefix crun --root $state/crun run --bundle $b bench-crun"
     command -v runc >/dev/null && add_row runc "runc --root $state/runc run --bundle $b bench-runc"
     command -v runsc >/dev/null && add_row "runsc (ptrace)" "runsc $runsc_flags run --bundle $b bench-runsc"
+    command -v runsc >/dev/null && [ -n "$seccomp_json" ] &&
+        add_row "runsc (ptrace) + exguardian's seccomp" "runsc $runsc_flags --oci-seccomp run --bundle $b-seccomp bench-runsc-sc"
     command -v podman >/dev/null && add_row "podman (runc)" "$podman_cmd $podman_run $line"
     local args=() r
     for r in "${rows[@]}"; do args+=(--command-name "${r%%"$tab"*}" "${r#*"$tab"}"); done
@@ -193,6 +207,8 @@ def ratio(a, b, label):
         print(f"\n{label}: not available ({a if a not in med else b} did not run)")
 ratio("exguardian container", "crun", "exguardian container / plain crun")
 ratio("exguardian gvisor", "runsc (ptrace)", "exguardian gvisor / plain runsc")
+if "runsc (ptrace) + exguardian's seccomp" in med:
+    ratio("exguardian gvisor", "runsc (ptrace) + exguardian's seccomp", "exguardian gvisor / plain runsc with the same seccomp profile")
 PY
 }
 
