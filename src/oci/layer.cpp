@@ -93,6 +93,7 @@ struct HostArgs {
   std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
   std::string id;
   bool relay_regular_files = false;  // gVisor: stdout/stderr files through a pipe
+  bool fresh_sysfs = false;          // rootless crun: /sys of our netns for its fallback bind
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -180,6 +181,17 @@ void RuntimeHost::mounts() {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make mounts private");
   // The runtime resolves pids (and /proc/1/ns/net) in the new pid namespace.
   if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) fail("mount /proc");
+  if (a_.fresh_sysfs) {
+    // crun in a user namespace below ours cannot mount a sysfs for our netns
+    // and binds /sys instead: make that ours (the host's would list the host's
+    // interfaces), with the cgroup filesystems moved over.
+    int cg = sys::open_tree(AT_FDCWD, "/sys/fs/cgroup", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (cg < 0) fail("clone /sys/fs/cgroup");
+    if (::mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr) != 0)
+      fail("mount a sysfs for the sandbox's network namespace");
+    if (sys::move_mount(cg, "", AT_FDCWD, "/sys/fs/cgroup", MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("put /sys/fs/cgroup back");
+    ::close(cg);
+  }
   if (a_.cgroups.hide_unified) {
     if (::mount("exguardian-hide", a_.cgroups.unified_path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
                 "size=4k,mode=0555") != 0)
@@ -730,6 +742,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   a.cmd_gid = ids.cmd_gid;
   a.id = "exg-" + plan.sandbox_id;
   a.relay_regular_files = rt.runtime == Runtime::Runsc;
+  a.fresh_sysfs = host_userns && rt.runtime == Runtime::Crun;
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
   a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
   {

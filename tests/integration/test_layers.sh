@@ -17,11 +17,12 @@ if command -v runsc >/dev/null; then layers+=(gvisor); else skip "gvisor: runsc 
 leftovers() {  # MARKER
     local m=$1 found=""
     pgrep -f -- "$m" >/dev/null && found+=" processes($(pgrep -f -- "$m" | tr '\n' ' '))"
-    # A runtime process with no exguardian above it is an orphan (other runs may be going on).
+    # A runtime process (its state is under /run/exguardian-oci) with no exguardian above it is an
+    # orphan (other runs may be going on).
     local orphans
     orphans=$(ps -eo pid=,ppid=,comm=,args= | awk '
         {pp[$1]=$2; c[$1]=$3; x=$0; sub(/^ *[0-9]+ +[0-9]+ +[^ ]+ +/, "", x); a[$1]=x}
-        END {for (p in pp) if (c[p] ~ /^(runsc|crun|runc|exe)$/ && a[p] ~ /(runsc|crun|runc).*exg-/) {q=pp[p]; own=0
+        END {for (p in pp) if (c[p] ~ /^(runsc|crun|runc|exe)$/ && a[p] ~ /exguardian-oci/) {q=pp[p]; own=0
                while (q in pp && q > 1) {if (c[q] == "exguardian") {own=1; break}; q=pp[q]}
                if (!own) print p ":" c[p]}}' | tr '\n' ' ')
     [ -n "$orphans" ] && found+=" runtime processes($orphans)"
@@ -113,6 +114,11 @@ print("direct", s.connect_ex(("192.0.2.1", 80)))
 p=socket.create_connection(("127.0.0.1", 3128), 3); print("proxy ok")'
     expect_output_contains "proxy ok" echo "$OUT"
     check "$L: no direct route out (got '$OUT')" test "$(printf '%s\n' "$OUT" | grep -c 'direct 0$')" = 0
+
+    if [ "$L" = container ]; then
+        run timeout 60 "${R[@]}" -- ls /sys/class/net
+        check "$L: /sys shows the sandbox's interfaces, not the host's (got '$(printf '%s' "$OUT" | tr '\n' ' ')')" test "$OUT" = lo
+    fi
 
     # ---- nothing left behind -------------------------------------------------------------------
     m=exg-layer-left-$$-$RANDOM
