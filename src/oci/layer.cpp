@@ -561,26 +561,29 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   spec["process"]["args"] = args;
 }
 
-// The first subordinate id range of `uid` (by name or number) in /etc/subuid
-// or /etc/subgid text; nothing when there is none.
-std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid) {
-  passwd* pw = ::getpwuid(uid);
-  std::string name = pw ? pw->pw_name : "", num = std::to_string(uid);
+}  // namespace
+
+std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid, const std::string& name) {
+  std::string num = std::to_string(uid);
   std::stringstream ss(text);
   std::string line;
   while (std::getline(ss, line)) {
-    auto c1 = line.find(':'), c2 = line.find(':', c1 == std::string::npos ? 0 : c1 + 1);
-    if (c1 == std::string::npos || c2 == std::string::npos) continue;
+    auto c1 = line.find(':');
+    if (c1 == std::string::npos) continue;
+    auto c2 = line.find(':', c1 + 1);
+    if (c2 == std::string::npos) continue;
     std::string who = line.substr(0, c1);
     if (who != num && (name.empty() || who != name)) continue;
-    try {
-      unsigned long start = std::stoul(line.substr(c1 + 1, c2 - c1 - 1)), count = std::stoul(line.substr(c2 + 1));
-      if (count >= 1) return start;
-    } catch (...) {
-    }
+    std::string a = line.substr(c1 + 1, c2 - c1 - 1), b = line.substr(c2 + 1);
+    auto digits = [](const std::string& x) { return !x.empty() && x.size() < 11 && x.find_first_not_of("0123456789") == std::string::npos; };
+    if (!digits(a) || !digits(b)) continue;
+    unsigned long start = std::stoul(a), count = std::stoul(b);
+    if (count >= 1 && start > 0 && start + count <= 0xffffffffUL) return start;
   }
   return std::nullopt;
 }
+
+namespace {
 
 std::string slurp(const char* path) {
   std::ifstream in(path);
@@ -611,8 +614,10 @@ HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
       h.why = "gVisor: runsc runs as uid " + std::to_string(h.root_uid) + " on the host, the command as uid " +
               std::to_string(id.host_uid);
     } else {
-      auto su = subordinate_start(slurp("/etc/subuid"), ::getuid());
-      auto sg = subordinate_start(slurp("/etc/subgid"), ::getuid());
+      passwd* pw = ::getpwuid(::getuid());
+      std::string name = pw ? pw->pw_name : "";
+      auto su = subordinate_start(slurp("/etc/subuid"), ::getuid(), name);
+      auto sg = subordinate_start(slurp("/etc/subgid"), ::getuid(), name);
       bool tools = ::access("/usr/bin/newuidmap", X_OK) == 0 && ::access("/usr/bin/newgidmap", X_OK) == 0;
       if (su && sg && tools) {
         h.two_ids = true;

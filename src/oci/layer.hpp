@@ -89,6 +89,8 @@
 // the process layer. runsc's own netstack would give the sandbox a loopback
 // the proxy listeners are not on.
 #pragma once
+#include <sys/types.h>
+
 #include <optional>
 #include <string>
 #include <vector>
@@ -144,6 +146,10 @@ std::string runsc_cache_key(const std::string& runsc);
 // Whether runsc's kvm platform runs `true` within timeout_ms (doctor only: a
 // nested host can hang there).
 bool runsc_kvm_probe(const std::string& runsc, int timeout_ms);
+
+// The first subordinate id of `uid` (or user `name`) in /etc/subuid or
+// /etc/subgid text ("name:start:count" lines); nothing when there is none (pure).
+std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid, const std::string& name);
 
 struct LayerOptions {
   Layer layer = Layer::Container;
