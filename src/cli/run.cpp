@@ -52,13 +52,20 @@ int RunOptions::execute() {
     return usage_error(std::string(!runtime.empty() ? "--runtime" : "--rootfs") + ": only with --layer container or gvisor");
   }
   auto plan = &built->plan;
+  std::string text = plan->to_text();
+  if (oci_opt) {
+    // The Plan is layer-independent; say how this layer runs it.
+    std::string lines;
+    for (const auto& l : oci::describe_layer(*plan, *oci_opt)) lines += l + "\n";
+    if (auto at = text.find("layer: process\n"); at != std::string::npos) text.replace(at, 15, lines);
+    else text = lines + text;
+  }
   if (dry_run) {
-    std::fputs(plan->to_text().c_str(), stdout);
+    std::fputs(text.c_str(), stdout);
     return 0;
   }
   if (verbose) {
     // Narrate: the whole plan, as --dry-run shows it, then the run itself.
-    std::string text = plan->to_text();
     size_t pos = 0;
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);

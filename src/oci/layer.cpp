@@ -723,6 +723,34 @@ Result<UniqueFd> gvisor_idmap_userns(uid_t from_uid, gid_t from_gid, const HostI
 }
 }  // namespace
 
+std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt) {
+  const RuntimeChoice& rt = opt.runtime;
+  std::vector<std::string> out;
+  out.push_back(std::string("layer: ") + (opt.layer == Layer::Gvisor ? "gvisor" : "container") + " via " + rt.describe());
+  for (const auto& n : rt.notes) out.push_back("  runtime: " + n);
+  out.push_back("  root: " + (opt.rootfs.empty() ? std::string("the host's, read-only") : opt.rootfs + ", read-only (never written to)"));
+  {
+    std::ifstream mi("/proc/self/mountinfo");
+    std::stringstream ss;
+    ss << mi.rdbuf();
+    auto cg = decide_cgroup_view(ss.str());
+    out.push_back("  cgroups: " + cg.why + "; the container stays in the sandbox's cgroup" +
+                  (rt.runtime == Runtime::Runsc ? " (runsc --ignore-cgroups)" : ""));
+  }
+  const bool rootless = !plan.identity.invoked_as_root;
+  HostIds ids = decide_host_ids(plan, rt);
+  if (rt.runtime == Runtime::Runsc) out.push_back("  identity: " + ids.why);
+  else if (rootless) out.push_back("  identity: rootless crun: its user namespace maps only the command's uid");
+  else out.push_back(std::string("  identity: ") + to_string(rt.runtime) + " as root sets the mounts up, the command runs as uid " +
+                     std::to_string(plan.identity.host_uid));
+  out.push_back(std::string("  seccomp: ") + (!plan.seccomp ? "OFF (--unsafe-no-seccomp)"
+                                             : rt.runtime == Runtime::Runsc ? "the profile in config.json, applied by runsc (--oci-seccomp)"
+                                                                            : "the profile in config.json, applied by the runtime"));
+  if (rt.runtime == Runtime::Runsc)
+    out.push_back("  network: runsc --network=host inside the sandbox's namespace (loopback and the proxy only)");
+  return out;
+}
+
 Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt) {
   const bool rootless = !plan.identity.invoked_as_root;
   const RuntimeChoice& rt = opt.runtime;

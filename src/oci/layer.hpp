@@ -157,6 +157,10 @@ struct LayerOptions {
   std::string rootfs;  // --rootfs DIR; empty: the host's root, read-only
 };
 
+// What --dry-run and -v say about the layer (replacing the plan's "layer:
+// process" line): runtime, platform and why, root, cgroups, identity, seccomp.
+std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt);
+
 // Launches the Plan in a container; the supervisor treats the result like the
 // process layer's (pidfd of the runtime host, pty, cgroup, proxy listeners).
 Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt);

@@ -262,8 +262,7 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
   if (opt.verbose) {
     // What the kernel gave us, so a weaker host is visible on every verbose run.
     auto ll = process::landlock_features();
-    if (opt.oci) {
-      for (const auto& n : opt.oci->runtime.notes) std::fprintf(stderr, "exguardian: runtime: %s\n", n.c_str());
+    if (opt.oci) {  // (the layer, runtime and platform: in the plan's narration, oci::describe_layer)
       std::fprintf(stderr, "exguardian: landlock: not used on the %s layer (the runtime's mounts and user namespace "
                    "are the walls)\n", opt.oci->layer == oci::Layer::Gvisor ? "gvisor" : "container");
     } else if (!ll.fs) {
@@ -274,9 +273,6 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
       else parts += " (no signal/abstract-unix scoping: needs ABI 6)";
       std::fprintf(stderr, "exguardian: landlock: ABI %d: %s\n", ll.abi, parts.c_str());
     }
-    if (opt.oci)
-      std::fprintf(stderr, "exguardian: layer: %s via %s\n",
-                   opt.oci->layer == oci::Layer::Gvisor ? "gvisor" : "container", opt.oci->runtime.describe().c_str());
     std::fprintf(stderr, "exguardian: seccomp: %s\n",
                  !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
                  : opt.oci     ? "ExGuardian's profile in config.json, applied by the runtime (refusals return EPERM)"
