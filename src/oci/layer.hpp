@@ -143,9 +143,6 @@ std::vector<std::string> runsc_platforms(const std::string& runsc, bool* from_ca
 // when absent or not a list of known platform names (pure).
 std::optional<std::vector<std::string>> parse_platform_cache(const std::string& text, const std::string& key);
 std::string runsc_cache_key(const std::string& runsc);
-// Whether runsc's kvm platform runs `true` within timeout_ms (doctor only: a
-// nested host can hang there).
-bool runsc_kvm_probe(const std::string& runsc, int timeout_ms);
 
 // The first subordinate id of `uid` (or user `name`) in /etc/subuid or
 // /etc/subgid text ("name:start:count" lines); nothing when there is none (pure).

@@ -103,7 +103,8 @@ std::string pick_gvisor_platform(const std::vector<std::string>& platforms, bool
   }
   if (notes)
     notes->push_back(std::string("gVisor platform ptrace (the last resort: ~60 us per syscall): ") +
-                     (has("kvm") ? "this runsc has no systrap and kvm is not usable here" : "this runsc has no systrap or kvm"));
+                     (has("kvm") ? "this runsc has no systrap, and kvm is used only where known to work (EXGUARDIAN_GVISOR_PLATFORM=kvm)"
+                                : "this runsc has no systrap or kvm"));
   return "ptrace";
 }
 
@@ -159,8 +160,9 @@ Result<RuntimeChoice> choose_runtime(Layer layer, const std::string& runtime_fla
       c.platform = f;
       c.notes.push_back("gVisor platform " + f + " (EXGUARDIAN_GVISOR_PLATFORM)");
     } else {
-      // kvm is never chosen without a probe, and a probe can hang for seconds
-      // on a nested host: runs take systrap or ptrace; `doctor` probes kvm.
+      // kvm is never chosen without a probe, and on a nested host runsc's kvm
+      // platform can spin forever (this machine): runs take systrap or ptrace;
+      // EXGUARDIAN_GVISOR_PLATFORM=kvm chooses kvm where it is known to work.
       c.platform = pick_gvisor_platform(runsc_platforms(c.path), false, &c.notes);
     }
   }
@@ -244,18 +246,6 @@ std::vector<std::string> runsc_platforms(const std::string& runsc, bool* from_ca
     }
   }
   return platforms;
-}
-
-bool runsc_kvm_probe(const std::string& runsc, int timeout_ms) {
-  if (::access("/dev/kvm", R_OK | W_OK) != 0) return false;
-  char dir[] = "/tmp/exguardian-kvmprobe-XXXXXX";
-  if (!::mkdtemp(dir)) return false;
-  auto out = capture({runsc, std::string("--root=") + dir, "--network=none", "--platform=kvm", "--ignore-cgroups",
-                      "do", "true"},
-                     timeout_ms);
-  std::string rm = std::string("rm -rf ") + dir;
-  (void)std::system(rm.c_str());
-  return out.has_value();
 }
 
 CgroupView decide_cgroup_view(const std::string& mountinfo) {
