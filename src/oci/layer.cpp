@@ -14,6 +14,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -94,6 +95,7 @@ struct HostArgs {
   std::string id;
   bool relay_regular_files = false;  // gVisor: stdout/stderr files through a pipe
   bool fresh_sysfs = false;          // rootless crun: /sys of our netns for its fallback bind
+  std::string seccomp_socket;        // crun/runc: where the runtime hands over the seccomp listener
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -165,8 +167,11 @@ class RuntimeHost {
   const HostArgs& a_;
   const plan::Plan& plan_;
   int slave_ = -1;
+  int seccomp_sock_ = -1;
 
   [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+  void listen_for_seccomp();
+  int receive_seccomp_listener(pid_t runtime);
 
   void mounts();
   void seal();
@@ -306,6 +311,61 @@ void RuntimeHost::bundle() {
   if (!write_text(std::string(kBase) + "/bundle/config.json", a_.config_json, 0644)) fail("write config.json");
 }
 
+void RuntimeHost::listen_for_seccomp() {
+  if (a_.seccomp_socket.empty()) return;
+  seccomp_sock_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (seccomp_sock_ < 0 || a_.seccomp_socket.size() >= sizeof addr.sun_path) fail("seccomp listener socket");
+  std::memcpy(addr.sun_path, a_.seccomp_socket.c_str(), a_.seccomp_socket.size() + 1);
+  if (::bind(seccomp_sock_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(seccomp_sock_, 1) != 0)
+    fail("listen on " + a_.seccomp_socket);
+}
+
+// The listener fd from the runtime's connection; -1 when the runtime exited
+// first or took longer than 30 s. A SIGCHLD of the runtime is left pending
+// for the main loop.
+int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
+  for (int waited_ms = 0; waited_ms < 30000; waited_ms += 100) {
+    pollfd pfd{seccomp_sock_, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) > 0) {
+      int conn = ::accept4(seccomp_sock_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      std::vector<char> state(1 << 16);
+      iovec iov{state.data(), state.size()};
+      alignas(cmsghdr) char ctrl[CMSG_SPACE(4 * sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = ctrl;
+      msg.msg_controllen = sizeof ctrl;
+      ssize_t n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+      ::close(conn);
+      int fd = -1;
+      if (n >= 0)
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            const int* fds = reinterpret_cast<const int*>(CMSG_DATA(c));
+            for (size_t k = 0; k < count; ++k) {
+              if (fd < 0) fd = fds[k];
+              else ::close(fds[k]);
+            }
+          }
+      if (fd >= 0) {
+        ::close(seccomp_sock_);
+        seccomp_sock_ = -1;
+        return fd;
+      }
+      continue;
+    }
+    // Still running? (Reaped only by the main loop.)
+    siginfo_t si{};
+    if (::waitid(P_PID, static_cast<id_t>(runtime), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == runtime) return -1;
+  }
+  return -1;
+}
+
 [[noreturn]] void RuntimeHost::supervise_runtime() {
   sigset_t mask;
   sigemptyset(&mask);
@@ -352,8 +412,20 @@ void RuntimeHost::bundle() {
     ::_exit(125);
   }
   if (slave_ >= 0) ::close(slave_);
-  int none = -1;
-  (void)send_fds(a_.sync_fd, process::kMsgReady, &none, 0);
+  // The seccomp listener (SCMP_ACT_NOTIFY rules): the runtime connects to
+  // listenerPath once the filter is in place and sends its fd (SCM_RIGHTS)
+  // with the container's state; the supervisor answers and logs the refusals
+  // as on the process layer. A syscall the filter catches meanwhile waits.
+  int listener = -1;
+  if (seccomp_sock_ >= 0) {
+    listener = receive_seccomp_listener(rt);
+    if (listener < 0) {
+      ::kill(rt, SIGKILL);
+      fail("the runtime did not hand over the seccomp listener", 0);
+    }
+  }
+  (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
+  if (listener >= 0) ::close(listener);
   ::close(a_.sync_fd);
 
   for (int k = 1; k <= 2; ++k)
@@ -426,6 +498,7 @@ void RuntimeHost::run() {
   if (a_.want_pty) pty();
   stage();
   bundle();
+  listen_for_seccomp();
   supervise_runtime();
 }
 
@@ -744,8 +817,10 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   else out.push_back(std::string("  identity: ") + to_string(rt.runtime) + " as root sets the mounts up, the command runs as uid " +
                      std::to_string(plan.identity.host_uid));
   out.push_back(std::string("  seccomp: ") + (!plan.seccomp ? "OFF (--unsafe-no-seccomp)"
-                                             : rt.runtime == Runtime::Runsc ? "the profile in config.json, applied by runsc (--oci-seccomp)"
-                                                                            : "the profile in config.json, applied by the runtime"));
+                                             : rt.runtime == Runtime::Runsc ? "the profile in config.json, applied by runsc (--oci-seccomp); "
+                                                                              "refusals not reported (runsc has no seccomp notify)"
+                                                                            : "the profile in config.json, applied by the runtime; refusals "
+                                                                              "reported to the supervisor (listenerPath)"));
   if (rt.runtime == Runtime::Runsc)
     out.push_back("  network: runsc --network=host inside the sandbox's namespace (loopback and the proxy only)");
   return out;
@@ -799,6 +874,12 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   so.rootless = rootless && rt.runtime == Runtime::Crun;
   if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
   so.terminal = false;
+  if (plan.seccomp && rt.runtime != Runtime::Runsc) {
+    // crun and runc hand the notify fd over (runsc has no seccomp notify: its
+    // refusals are EPERM inside gVisor, not reported).
+    a.seccomp_socket = std::string(kBase) + "/seccomp.sock";
+    so.seccomp_listener_path = a.seccomp_socket;
+  }
   std::map<size_t, UniqueFd> idmapped;
   std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
   if (plan.identity.invoked_as_root && ::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
@@ -974,7 +1055,14 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
       l.dns_socket.reset(m.fd3);
       continue;
     }
-    if (m.type == process::kMsgReady) return l;
+    if (m.type == process::kMsgReady) {
+      if (m.fd < 0 && !a.seccomp_socket.empty()) {
+        kill_child();
+        return fail(Error::msg("setup", "the runtime host did not hand over the seccomp listener"));
+      }
+      l.seccomp_listener.reset(m.fd);
+      return l;
+    }
     for (int fd : {m.fd, m.fd2, m.fd3})
       if (fd >= 0) ::close(fd);
     kill_child();

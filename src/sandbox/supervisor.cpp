@@ -275,7 +275,10 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     }
     std::fprintf(stderr, "exguardian: seccomp: %s\n",
                  !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
-                 : opt.oci     ? "ExGuardian's profile in config.json, applied by the runtime (refusals return EPERM)"
+                 : opt.oci && opt.oci->layer == oci::Layer::Gvisor
+                     ? "ExGuardian's profile in config.json, applied by runsc (refusals return their errno inside gVisor; "
+                       "runsc has no seccomp notify, so they are not reported here)"
+                 : opt.oci ? "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor"
                                : "filter installed, refusals reported to the supervisor");
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());

@@ -89,6 +89,14 @@ for L in "${layers[@]}"; do
     mkdir -p "$T/home-$L"
     run env HOME="$T/home-$L" timeout 60 "${R[@]}" -- sh -c 'echo ok'
     check "$L: HOME outside the caller's home directory (status $STATUS: $ERR)" test "$STATUS" = 0 -a "$OUT" = ok
+    # A refused syscall: its errno inside; reported to the supervisor (audit log) where the runtime
+    # supports seccomp notify (crun, runc), not by runsc.
+    alog=$T/audit-$L.jsonl
+    run timeout 60 "${R[@]}" --audit-log "$alog" -- python3 -c 'import ctypes; l=ctypes.CDLL(None, use_errno=True); print(l.ptrace(0, 0, 0, 0), ctypes.get_errno())'
+    check "$L: ptrace refused with EPERM (got '$OUT')" test "$OUT" = "-1 1"
+    if [ "$L" = container ]; then
+        check "$L: the refusal is in the audit log" grep -q '"syscall":"ptrace"' "$alog"
+    fi
     run timeout 60 "${R[@]}" -- cat /etc/shadow
     check "$L: a root-only host file stays unreadable" test "$STATUS" != 0 -a -z "$OUT"
     expect_output_contains "0000000000000000" timeout 60 "${R[@]}" -- grep CapEff /proc/self/status
