@@ -627,6 +627,16 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
       }
     }
     linux.erase("resources");  // the sandbox's cgroup is ours (--ignore-cgroups)
+    // gVisor's own threads count in our cgroup's pids limit (given 1024 of
+    // headroom in launch()), and hitting it there ends the whole sandbox: the
+    // command's limit is RLIMIT_NPROC inside gVisor (a clean EAGAIN). Its uid
+    // is its own there unless gVisor's 0 is used (no subuid range), and an
+    // RLIMIT_NPROC binds uid 0 without capabilities too.
+    if (plan.limits.pids) {
+      auto& rl = spec["process"]["rlimits"];
+      if (!rl.is_array()) rl = nlohmann::json::array();
+      rl.push_back({{"type", "RLIMIT_NPROC"}, {"soft", *plan.limits.pids}, {"hard", *plan.limits.pids}});
+    }
   }
   // oci-init is pid 1: signals, reaping, the command's session and terminal.
   nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
