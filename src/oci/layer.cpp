@@ -806,6 +806,42 @@ Result<UniqueFd> gvisor_idmap_userns(uid_t from_uid, gid_t from_gid, const HostI
 }
 }  // namespace
 
+void after_run(const plan::Plan& plan, const LayerOptions& opt) {
+  if (opt.runtime.runtime != Runtime::Runc) return;
+  // runc makes "exg-ID" (cgroupsPath) below our cgroup in every hierarchy and
+  // removes it when it exits; killed (timeout, kill -9 of exguardian) it
+  // cannot. Those directories are empty once the sandbox is gone.
+  const std::string name = "exg-" + plan.sandbox_id;
+  std::set<std::string> paths;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto c = line.find(':', line.find(':') + 1);
+      if (c != std::string::npos) paths.insert(line.substr(c + 1) == "/" ? "" : line.substr(c + 1));
+    }
+  }
+  std::ifstream mi("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mi, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> f;
+    for (std::string w; ls >> w;) f.push_back(w);
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (f.size() < 5 || dash == f.end() || dash + 1 == f.end() || (*(dash + 1) != "cgroup" && *(dash + 1) != "cgroup2"))
+      continue;
+    for (const auto& p : paths) {
+      std::string base = f[4] + p;
+      (void)::rmdir((base + "/" + name).c_str());
+      if (DIR* d = ::opendir((base + "/exguardian").c_str())) {
+        while (dirent* e = ::readdir(d))
+          if (std::string(e->d_name).starts_with("exg-")) (void)::rmdir((base + "/exguardian/" + e->d_name + "/" + name).c_str());
+        ::closedir(d);
+      }
+    }
+  }
+}
+
 std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt) {
   const RuntimeChoice& rt = opt.runtime;
   std::vector<std::string> out;

@@ -162,6 +162,10 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
 // process layer's (pidfd of the runtime host, pty, cgroup, proxy listeners).
 Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt);
 
+// After the sandbox is gone (supervisor): what the runtime could not clean up
+// when it was killed (runc's cgroups outside ours).
+void after_run(const plan::Plan& plan, const LayerOptions& opt);
+
 // The runtime's argv (without the kill/delete verbs' ids), for tests and -v.
 std::vector<std::string> runtime_argv(const RuntimeChoice& rt, bool rootless, const std::string& state_dir,
                                       const std::string& bundle_dir, const std::string& id);

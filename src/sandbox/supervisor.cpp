@@ -388,6 +388,7 @@ Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt) {
     }
     sb.cgroup.kill_all();
   }
+  if (opt.oci) oci::after_run(plan, *opt.oci);
   // Everything of the sandbox is gone now: bring the workspace changes home.
   size_t planted = finish_workspace(plan, *guard, audit);
   if (planted && !plan.allow_planted && !timed_out && status == 0) {

@@ -155,9 +155,9 @@ if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
     RC=("$EXG" run --layer container --runtime runc)
     run timeout 60 "${RC[@]}" -v -- sh -c 'id -u; exit 3'
     check "runc: exit 3 -> 3" test "$STATUS" = 3
-    expect_output_contains "via runc" echo "$ERR"
-    uid=$(printf '%s\n' "$OUT" | head -1)
+    uid=$(printf '%s\n' "$OUT" | grep -xE '[0-9]+' | head -1)
     check "runc: runs as a non-root uid (got '$uid')" test -n "$uid" -a "$uid" != 0
+    expect_output_contains "via runc" echo "$ERR"
     run timeout 60 "${RC[@]}" -- sh -c "echo x > '$WS/landed-runc' && ! echo y > /usr/exg-runc-escape"
     check "runc: workspace write lands, owned like the workspace; /usr refused" \
         test "$STATUS" = 0 -a -f "$WS/landed-runc" -a ! -e /usr/exg-runc-escape -a "$(stat -c %u "$WS/landed-runc" 2>/dev/null)" = "$(stat -c %u "$WS")"
@@ -167,8 +167,11 @@ if [ "$(id -u)" = 0 ] && command -v runc >/dev/null; then
     kill -TERM "$p"
     wait "$p"
     check "runc: SIGTERM to exguardian reaches the command (got $?)" test "$?" = 143
-    run timeout 60 "${RC[@]}" --timeout 1s -- sleep 30
+    run timeout 60 "${RC[@]}" -v --timeout 1s -- sleep 30
     check "runc: timeout -> 124" test "$STATUS" = 124
+    sid=$(printf '%s\n' "$ERR" | sed -n 's/^exguardian: sandbox \([0-9a-f]*\)$/\1/p' | head -1)
+    left=$(find /sys/fs/cgroup -maxdepth 5 -type d -name "exg-$sid" 2>/dev/null | head -3)
+    check "runc: killed by the timeout, its cgroups are gone (sandbox '$sid': $left)" test -n "$sid" -a -z "$left"
 elif [ "$(id -u)" != 0 ]; then
     run timeout 60 "$EXG" run --layer container --runtime runc -- true
     check "runc refused for a non-root caller (status $STATUS)" test "$STATUS" = 125
