@@ -509,8 +509,14 @@ void RuntimeHost::run() {
   // Invoked as root, our ids are still the host's 0 (unmapped here) until we
   // take the namespace's 0 = the command's host uid; files we create need it.
   if (a.host_userns && (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
-  // A change of ids clears "dumpable", which would hide /proc/1/ns/net from the runtime.
-  if (a.host_userns) ::prctl(PR_SET_DUMPABLE, 1);
+  // A change of ids clears "dumpable", which would hide /proc/1/ns/net from
+  // the runtime, and the parent-death signal: set both again.
+  if (a.host_userns) {
+    ::prctl(PR_SET_DUMPABLE, 1);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    pollfd gone{a.parent_pidfd, POLLIN, 0};
+    if (::poll(&gone, 1, 0) != 0) ::_exit(125);
+  }
   pollfd pfd{a.parent_pidfd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
   RuntimeHost h(a);
