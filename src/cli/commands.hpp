@@ -4,13 +4,14 @@
 #include <string>
 #include <vector>
 
+#include "cli/plan_options.hpp"
+
 namespace exg::cli {
 
-struct RunOptions {
-  std::string policy_file, workspace, timeout, memory, pids, cpus, audit_log, workspace_mode = "live", keep;
-  std::vector<std::string> allow_write, deny_write, deny_read, allow_read, allow_domain, env, command;
-  bool dry_run = false, verbose = false, no_policy_files = false, explicit_command = false;
-  bool unsafe_no_seccomp = false, allow_planted = false, dns = false;
+struct RunOptions : PlanOptions {
+  std::string audit_log;
+  std::string layer, runtime, rootfs;  // --layer process|container|gvisor, --runtime PATH, --rootfs DIR
+  bool dry_run = false, verbose = false;
   CLI::App* sub = nullptr;
 
   void add_to(CLI::App& app);

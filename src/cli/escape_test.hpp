@@ -7,7 +7,7 @@
 namespace exg::cli {
 
 struct EscapeTestOptions {
-  std::string layer = "process";      // process | all
+  std::string layer = "process";      // process | container | gvisor | all
   std::string policy_file;            // --policy FILE
   std::string json_file, html_file;   // --json FILE, --html FILE
   std::vector<std::string> run_args;  // --run-arg ARG (repeatable): passed to every `exguardian run`

@@ -4,15 +4,24 @@
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
+#include "cli/oci_cmds.hpp"
+#include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/subcommands.hpp"
 
 int main(int argc, char** argv) {
+  // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
+  if (argc > 2 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--")
+    return exg::cli::oci_init_main(argc - 3, argv + 3);
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");
   exg::cli::RunOptions run;
   run.add_to(app);
+  exg::cli::OciSpecOptions oci_spec;
+  oci_spec.add_to(app);
+  exg::cli::DockerArgsOptions docker_args;
+  docker_args.add_to(app);
   bool doctor_json = false, recommend_json = false, probe_list = false;
   std::string situation, probe_name;
   auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
@@ -42,7 +51,8 @@ int main(int argc, char** argv) {
   probe->add_flag("--list", probe_list, "List the probes");
   exg::cli::EscapeTestOptions esc;
   auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
-  escape->add_option("--layer", esc.layer, "process | all")->check(CLI::IsMember({"process", "all"}));
+  escape->add_option("--layer", esc.layer, "process | container | gvisor | all (every layer present here)")
+      ->check(CLI::IsMember({"process", "container", "gvisor", "all"}));
   escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
   escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");
   escape->add_option("--html", esc.html_file, "Write a self-contained HTML report to FILE");
@@ -72,6 +82,12 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (run.sub->parsed()) return run.execute();
+  for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args)}) {
+    o->command = run.command;  // everything after the first "--"
+    o->explicit_command = run.explicit_command;
+  }
+  if (oci_spec.sub->parsed()) return oci_spec.execute();
+  if (docker_args.sub->parsed()) return docker_args.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
   if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out);

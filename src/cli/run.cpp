@@ -2,178 +2,70 @@
 #include "cli/commands.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
+#include <optional>
 
+#include "oci/layer.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
-#include "policy/policy.hpp"
 #include "sandbox/supervisor.hpp"
 
 namespace exg::cli {
 
-namespace {
-
-bool file_exists(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0;
-}
-
-policy::PathEntry flag_path(const std::string& p, const std::string& cwd, const std::string& flag) {
-  policy::PathEntry e;
-  e.path = p;
-  e.base_dir = cwd;
-  e.where.file = "--" + flag;
-  return e;
-}
-
-int error(const std::string& what) {
-  std::fprintf(stderr, "exguardian: %s\n", what.c_str());
-  return 125;
-}
-
-}  // namespace
-
 void RunOptions::add_to(CLI::App& app) {
   auto* run = app.add_subcommand("run", "Run a command in a sandbox");
-  run->add_option("--policy", policy_file, "Policy file (JSON; srt settings files accepted)");
-  run->add_option("--workspace", workspace, "Writable, persistent directory (default: the current directory)");
-  run->add_option("--workspace-mode", workspace_mode,
-                  "live (writes land as they happen; planted files swept at exit), overlay (applied at exit), "
-                  "discard (dropped)")
-      ->check(CLI::IsMember({"live", "overlay", "discard"}));
-  run->add_option("--keep", keep, "overlay/discard: keep the upper layer in DIR (see exguardian diff/apply)");
-  run->add_flag("--allow-planted", allow_planted,
-                "Do not fail the run when planted files (hooks, rc files, ...) were quarantined");
-  run->add_option("--allow-write", allow_write, "Also make PATH writable (repeatable)");
-  run->add_option("--deny-write", deny_write, "Make PATH unwritable (repeatable)");
-  run->add_option("--deny-read", deny_read, "Make PATH unreadable; globs allowed (repeatable)");
-  run->add_option("--allow-read", allow_read, "Re-allow reading PATH inside a denied one (repeatable)");
-  run->add_option("--allow-domain", allow_domain, "Allow egress to DOMAIN (repeatable; enforced with the egress proxy)");
-  run->add_option("--env", env, "Pass NAME from the host, or set NAME=VALUE (repeatable)");
-  run->add_option("--timeout", timeout, "Wall-clock limit, e.g. 30s, 5m; the command is killed (exit 124)");
-  run->add_option("--memory", memory, "Memory limit (and no extra swap), e.g. 512M, 2G (default: half of RAM, at most 8G)");
-  run->add_option("--pids", pids, "Most processes and threads at once (default: 4096)");
-  run->add_option("--cpus", cpus, "CPU time, in CPUs, e.g. 0.5, 2 (default: no limit)");
+  add_plan_options(run);
   run->add_option("--audit-log", audit_log, "Append every refusal (and later every egress decision) as JSON lines to FILE");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
-  run->add_flag("--no-policy-files", no_policy_files,
-                "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
-  run->add_flag("--dns", dns,
-                "Serve DNS inside on 127.0.0.53 (resolv.conf points there): allowed names only, allowed addresses "
-                "only (same as network.resolver: true)");
-  run->add_flag("--unsafe-no-seccomp", unsafe_no_seccomp,
-                "UNSAFE: run without the seccomp filter (for testing that escape-test notices); reported on every run");
-  run->prefix_command(true);  // the first non-option word starts the command
-  run->footer("COMMAND [ARGS...] follows the options, best after --.");
+  run->add_option("--layer", layer, "process (default), container (crun/runc) or gvisor (runsc)")
+      ->check(CLI::IsMember({"process", "container", "gvisor"}));
+  run->add_option("--runtime", runtime, "container/gvisor: the runtime binary (default: crun, else runc; runsc)");
+  run->add_option("--rootfs", rootfs, "container/gvisor: root filesystem DIR (default: the host's root, read-only)");
   sub = run;
 }
 
 int RunOptions::execute() {
-  auto rest = sub->remaining();
-  if (!rest.empty() && (explicit_command || rest.front().starts_with("-")) && rest.front() != "--")
-    return error("usage: unknown option or stray argument \"" + rest.front() + "\" (see exguardian run --help)");
-  if (!explicit_command) {
-    for (const auto& r : sub->remaining()) command.push_back(r);
-    if (!command.empty() && command.front() == "--") command.erase(command.begin());
-  }
-  if (command.empty()) return error("run: no command given (usage: exguardian run [options] -- COMMAND [ARGS...])");
-
-  plan::Context ctx = plan::Context::from_process(command);
-  if (!workspace.empty()) ctx.workspace = workspace;
-  ctx.workspace_mode = workspace_mode == "overlay"   ? plan::WorkspaceMode::Overlay
-                       : workspace_mode == "discard" ? plan::WorkspaceMode::Discard
-                                                     : plan::WorkspaceMode::Live;
-  if (!keep.empty()) ctx.keep_dir = keep;
-  ctx.allow_planted = allow_planted;
-
-  // Sources, merged in order: user file < project file < --policy < flags.
-  policy::Policy pol;
-  auto load = [&](const std::string& path) -> bool {
-    auto p = policy::load_policy_file(path);
-    if (!p) {
-      std::fprintf(stderr, "exguardian: %s\n", p.error().message.c_str());
-      return false;
+  if (auto c = take_command(sub, "exguardian run [options] -- COMMAND [ARGS...]"); !c) return usage_error(c.error().str());
+  auto built = build_plan();
+  if (!built) return usage_error(built.error().str());
+  const policy::Policy& pol = built->policy;
+  // The layer: --layer beats the policy's "layer"; process by default.
+  std::string layer_name = !layer.empty() ? layer : pol.layer.value_or("process");
+  if (layer_name == "microvm") return usage_error("layer microvm: not available yet");
+  std::optional<oci::LayerOptions> oci_opt;
+  if (layer_name == "container" || layer_name == "gvisor") {
+    oci::LayerOptions lo;
+    lo.layer = layer_name == "gvisor" ? oci::Layer::Gvisor : oci::Layer::Container;
+    auto rt = oci::choose_runtime(lo.layer, runtime);
+    if (!rt) return usage_error(rt.error().str());
+    lo.runtime = std::move(*rt);
+    if (!rootfs.empty()) {
+      auto canon = plan::canonical(rootfs);
+      struct stat st;
+      if (!canon || ::stat(canon->c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return usage_error("--rootfs " + rootfs + ": not a directory");
+      lo.rootfs = *canon;
     }
-    policy::merge(pol, *p);
-    return true;
-  };
-  if (!no_policy_files) {
-    if (!ctx.home.empty()) {
-      std::string user = ctx.home + "/.config/exguardian/policy.json";
-      if (file_exists(user) && !load(user)) return 125;
-    }
-    std::string ws = plan::expand_path(workspace.empty() ? ctx.cwd : workspace, ctx.home, ctx.cwd);
-    std::string project = ws + "/.exguardian.json";
-    if (file_exists(project) && !load(project)) return 125;
+    oci_opt = std::move(lo);
+  } else if (!runtime.empty() || !rootfs.empty()) {
+    return usage_error(std::string(!runtime.empty() ? "--runtime" : "--rootfs") + ": only with --layer container or gvisor");
   }
-  if (!policy_file.empty() && !load(policy_file)) return 125;
-
-  policy::Policy flags;
-  flags.sources.push_back("<flags>");
-  for (const auto& p : allow_write) flags.filesystem.allow_write.push_back(flag_path(p, ctx.cwd, "allow-write"));
-  for (const auto& p : deny_write) flags.filesystem.deny_write.push_back(flag_path(p, ctx.cwd, "deny-write"));
-  for (const auto& p : deny_read) {
-    if (auto bad = policy::check_glob(p)) return error("--deny-read " + p + ": " + *bad);
-    flags.filesystem.deny_read.push_back(flag_path(p, ctx.cwd, "deny-read"));
+  auto plan = &built->plan;
+  std::string text = plan->to_text();
+  if (oci_opt) {
+    // The Plan is layer-independent; say how this layer runs it.
+    std::string lines;
+    for (const auto& l : oci::describe_layer(*plan, *oci_opt)) lines += l + "\n";
+    if (auto at = text.find("layer: process\n"); at != std::string::npos) text.replace(at, 15, lines);
+    else text = lines + text;
   }
-  for (const auto& p : allow_read) flags.filesystem.allow_read.push_back(flag_path(p, ctx.cwd, "allow-read"));
-  for (const auto& d : allow_domain) {
-    if (auto bad = policy::check_domain_pattern(d, false)) return error("--allow-domain " + d + ": " + *bad);
-    flags.network.allowed_domains.push_back({d, {"--allow-domain"}});
-  }
-  if (dns) flags.network.resolver = true;
-  for (const auto& e : env) {
-    auto eq = e.find('=');
-    std::string name = e.substr(0, eq);
-    if (auto bad = policy::check_env_name(name)) return error("--env " + e + ": " + *bad);
-    if (eq == std::string::npos) flags.env.allow.push_back(name);
-    else flags.env.set.emplace_back(name, e.substr(eq + 1));
-  }
-  if (!timeout.empty()) {
-    auto t = policy::parse_duration(timeout);
-    if (!t) return error("--timeout " + timeout + ": " + t.error().message);
-    flags.resources.timeout = *t;
-  }
-  if (!memory.empty()) {
-    auto m = policy::parse_size(memory);
-    if (!m) return error("--memory " + memory + ": " + m.error().message);
-    flags.resources.memory_bytes = *m;
-  }
-  if (!pids.empty()) {
-    char* end = nullptr;
-    unsigned long v = std::strtoul(pids.c_str(), &end, 10);
-    if (pids.empty() || *end || v == 0 || v > 4194304 || pids[0] == '-')
-      return error("--pids " + pids + ": expected a whole number from 1 to 4194304");
-    flags.resources.pids = static_cast<uint32_t>(v);
-  }
-  if (!cpus.empty()) {
-    char* end = nullptr;
-    double v = std::strtod(cpus.c_str(), &end);
-    if (*end || !(v >= 0.01) || v > 4096) return error("--cpus " + cpus + ": expected a number of CPUs such as 0.5 or 2");
-    flags.resources.cpus = v;
-  }
-  policy::merge(pol, flags);
-  if (pol.layer && *pol.layer != "process")
-    return error("layer " + *pol.layer + ": not available yet (only the process layer is)");
-
-  auto plan = plan::compile(pol, ctx);
-  if (!plan) return error(plan.error().str());
-  if (unsafe_no_seccomp) {
-    plan->seccomp = false;
-    plan->weakened.push_back("--unsafe-no-seccomp: no seccomp filter; the kernel's whole syscall surface is open");
-  }
-  for (const auto& w : plan->weakened) std::fprintf(stderr, "exguardian: WARNING: sandbox weakened: %s\n", w.c_str());
   if (dry_run) {
-    std::fputs(plan->to_text().c_str(), stdout);
+    std::fputs(text.c_str(), stdout);
     return 0;
   }
   if (verbose) {
     // Narrate: the whole plan, as --dry-run shows it, then the run itself.
-    std::string text = plan->to_text();
     size_t pos = 0;
     while (pos < text.size()) {
       size_t nl = text.find('\n', pos);
@@ -185,8 +77,9 @@ int RunOptions::execute() {
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
+  if (oci_opt) so.oci = &*oci_opt;
   auto status = sandbox::supervise(*plan, so);
-  if (!status) return error(status.error().str());
+  if (!status) return usage_error(status.error().str());
   return *status;
 }
 

@@ -155,7 +155,10 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
            return held("hostname=" + host + " uid=" + uid);
          return failed("sandbox not in place: " + said(o));
        }});
-  add({"sandbox-status", "sandbox", "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status",
+  // (gVisor's /proc/self/status has no NoNewPrivs line: then prctl(PR_GET_NO_NEW_PRIVS) says it.)
+  add({"sandbox-status", "sandbox",
+       "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; grep -q '^NoNewPrivs:' /proc/self/status || "
+       "python3 -c 'import ctypes; print(\"NoNewPrivs:\", ctypes.CDLL(None).prctl(39, 0, 0, 0, 0))'",
        "no capabilities, no_new_privs set, a seccomp filter in place (CapEff 0, NoNewPrivs 1, Seccomp 2)", true, {},
        false, false, "", 0, [](const Outcome& o) {
          std::string s;
@@ -201,20 +204,40 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
        [&c](const Outcome& o) { return judge_unchanged(o, c, c.ws + "/.git/hooks/pre-commit"); }});
 
   // ---- Kernel surface: every probe of `exguardian probe --list`, run inside.
+  // The probe's own verdict compares the answer with the process layer's filter (which errno; a
+  // supervisor notification). The container layer gives the same answers and notifications, so
+  // it is judged the same way. On gVisor the attack itself is judged: only "allowed" is an escape;
+  // another refusal (gVisor's kernel: ENOSYS for what it does not implement; runsc ignores the
+  // profile's errnoRet, so EPERM where the process layer says EAFNOSUPPORT) is held, and said so,
+  // and no audit line is expected (runsc has no seccomp notify).
+  const bool own_kernel = c.layer == "gvisor";  // gVisor answers from its own kernel
   for (const auto& n : sandbox::probe_names()) {
     bool ok_work = sandbox::probe_expects_success(n);
     add({"kernel-" + n, category_of_kernel_probe(n), "/run/exguardian/exguardian probe " + n,
          ok_work ? "allowed: ordinary work must still succeed"
                  : "refused (EPERM from the filter, ENOSYS for clone3, SIGSYS for foreign ABIs) and, where the "
                    "supervisor answered, recorded in the audit log",
-         true, {}, false, false, "", 0, [ok_work](const Outcome& o) {
+         true, {}, false, false, "", 0, [ok_work, own_kernel, n, &c](const Outcome& o) {
            std::string line = first_line(o.out);
            auto colon = line.find(": ");
            std::string tail = colon == std::string::npos ? line : line.substr(colon + 2);
+           if (o.status == 1 && own_kernel) {
+             if (ok_work) {
+               // gVisor implements personality() for PER_LINUX only: its kernel, not the filter, says EINVAL.
+               if (c.layer == "gvisor" && n.starts_with("personality-") && has(tail, "EINVAL"))
+                 return Judgement{Verdict::skipped, "gVisor's own personality() refuses this (EINVAL), not the filter: " + tail};
+               return failed("ordinary work refused on the gvisor layer: " + tail);
+             }
+             if (has(tail, "EXPECTED: allowed") || tail.empty()) return escaped(tail.empty() ? said(o) : tail);
+             if (has(tail, "error:")) return failed("probe did not run: " + tail);
+             return held("refused, with another answer than the process layer's filter: " + tail);
+           }
            if (o.status == 1) return escaped(tail.empty() ? said(o) : tail);
            if (o.status != 0) return failed("probe did not run: " + said(o));
            if (ok_work) return held(tail);
            bool supervisor_answer = has(line, "refused: ") && !has(line, "ENOSYS");
+           if (supervisor_answer && own_kernel)
+             return held(tail + " (runsc has no seccomp notify: gVisor's filter answers itself, no audit line)");
            if (supervisor_answer) {
              auto a = syscall_refusal(o);
              if (a.empty()) return failed(tail + ", but no syscall_refused line in the audit log");
@@ -359,7 +382,10 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
          if (o.status == 0 && first_line(o.out) == "exguardian") return held("/proc/1/comm = exguardian");
          return escaped("pid 1 is not exguardian's init: " + said(o));
        }});
-  add({"sys-class-net", "proc/sys", "ls /sys/class/net", "only lo is visible in /sys/class/net (own netns)", true, {},
+  // (gVisor has no /sys/class/net: the interface list then comes from if_nameindex().)
+  add({"sys-class-net", "proc/sys",
+       "ls /sys/class/net 2>/dev/null || python3 -c 'import socket; print(\" \".join(n for _, n in socket.if_nameindex()))'",
+       "only lo is visible (own netns)", true, {},
        false, false, "", 0, [](const Outcome& o) {
          std::string s;
          for (char ch : o.out) if (!std::isspace(static_cast<unsigned char>(ch))) s += ch;

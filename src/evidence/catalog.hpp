@@ -54,6 +54,7 @@ struct Context {
   bool world_up = false;
   std::string world_why;
   bool as_root = false;
+  std::string layer = "process";      // process | container | gvisor: what the probes run against
   std::map<std::string, bool> tools;  // curl, gcc, python3, bash, git
   HostFiles files;    // canaries and the workspace's hook: no probe may change them
   HostFiles targets;  // what one probe tries to change (checked by that probe only)

@@ -43,11 +43,15 @@ const char* css_class(Verdict v) {
 void write_text(std::FILE* out, const SuiteReport& r) {
   std::fprintf(out, "exguardian escape-test  layer=%s  policy=%s\n", r.layer.c_str(), r.policy_file.c_str());
   for (const auto& w : r.warnings) std::fprintf(out, "!! %s\n", w.c_str());
-  std::fprintf(out, "%-34s %-16s %-8s %s\n", "ID", "CATEGORY", "VERDICT", "EVIDENCE");
+  std::fprintf(out, "%-9s %-34s %-16s %-8s %s\n", "LAYER", "ID", "CATEGORY", "VERDICT", "EVIDENCE");
   for (const auto& p : r.probes)
-    std::fprintf(out, "%-34s %-16s %-8s %s\n", p.id.c_str(), p.category.c_str(), verdict_name(p.verdict),
-                 cut(p.evidence, 140).c_str());
-  std::fprintf(out, "\n%s\n", r.summary_line().c_str());
+    std::fprintf(out, "%-9s %-34s %-16s %-8s %s\n", p.layer.c_str(), p.id.c_str(), p.category.c_str(),
+                 verdict_name(p.verdict), cut(p.evidence, 140).c_str());
+  auto layers = r.layers();
+  std::fprintf(out, "\n");
+  if (layers.size() > 1)
+    for (const auto& l : layers) std::fprintf(out, "layer %s: %s\n", l.c_str(), r.summary_line(l).c_str());
+  std::fprintf(out, "%s\n", r.summary_line().c_str());
   std::fprintf(out, "%s (%zu probes in %.1f s)\n", r.passed() ? "RESULT: the sandbox held" : "RESULT: NOT HELD",
                r.probes.size(), r.seconds);
 }
@@ -99,7 +103,16 @@ std::string render_html(const SuiteReport& r) {
   char dur[32];
   std::snprintf(dur, sizeof dur, "%.1f s", r.seconds);
   row("Duration", dur);
-  row("Layer", esc(r.layer));
+  {
+    auto layers = r.layers();
+    std::string l = esc(r.layer);
+    if (layers.size() > 1) {
+      l += "<ul>";
+      for (const auto& x : layers) l += "<li><b>" + esc(x) + "</b>: " + esc(r.summary_line(x)) + "</li>";
+      l += "</ul>";
+    }
+    row("Layer", l);
+  }
   row("Policy", "<code>" + esc(r.policy_file) + "</code>");
   std::string args;
   for (auto& a : r.run_args) args += (args.empty() ? "" : " ") + a;
@@ -121,7 +134,7 @@ std::string render_html(const SuiteReport& r) {
   row("By category", "<div class=\"cats\">" + c + "</div>");
   h << "</table>\n";
 
-  h << "<h2>Probes</h2>\n<table><tr><th>#</th><th>Probe</th><th>Verdict</th><th>Command, expectation and evidence</th></tr>\n";
+  h << "<h2>Probes</h2>\n<table><tr><th>#</th><th>Layer</th><th>Probe</th><th>Verdict</th><th>Command, expectation and evidence</th></tr>\n";
   int i = 0;
   // Escapes and failures first, then the rest in run order.
   std::vector<const ProbeResult*> order;
@@ -130,7 +143,8 @@ std::string render_html(const SuiteReport& r) {
   for (const auto& p : r.probes) if (p.verdict != Verdict::escaped && p.verdict != Verdict::failed) order.push_back(&p);
   for (const auto* pp : order) {
     const auto& p = *pp;
-    h << "<tr class=\"" << css_class(p.verdict) << "\"><td>" << ++i << "</td><td><b>" << esc(p.id) << "</b><br><small>"
+    h << "<tr class=\"" << css_class(p.verdict) << "\"><td>" << ++i << "</td><td>" << esc(p.layer) << "</td><td><b>"
+      << esc(p.id) << "</b><br><small>"
       << esc(p.category) << (p.required ? "" : " (optional)") << "</small></td><td><span class=\"v " << css_class(p.verdict)
       << "\">" << verdict_name(p.verdict) << "</span></td><td>";
     if (!p.command.empty()) h << "<pre>" << esc(p.command) << "</pre>";

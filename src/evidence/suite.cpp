@@ -10,8 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
@@ -59,7 +61,17 @@ bool SuiteReport::passed() const {
   return true;
 }
 
-std::string SuiteReport::summary_line() const {
+namespace {
+// "N held, N escaped, [N failed, ]N skipped (reasons)" over the probes of `layer` ("" = all).
+std::string summary_of(const std::vector<ProbeResult>& all, const std::string& layer) {
+  std::vector<ProbeResult> probes;
+  for (const auto& p : all)
+    if (layer.empty() || p.layer == layer) probes.push_back(p);
+  auto count = [&](Verdict v) {
+    int n = 0;
+    for (const auto& p : probes) n += p.verdict == v;
+    return n;
+  };
   std::string s = std::to_string(count(Verdict::held)) + " held, " + std::to_string(count(Verdict::escaped)) +
                   " escaped, ";
   if (int f = count(Verdict::failed)) s += std::to_string(f) + " failed, ";
@@ -86,9 +98,44 @@ std::string SuiteReport::summary_line() const {
   }
   return s;
 }
+}  // namespace
+
+std::string SuiteReport::summary_line() const { return summary_of(probes, ""); }
+std::string SuiteReport::summary_line(const std::string& layer) const { return summary_of(probes, layer); }
+
+std::vector<std::string> SuiteReport::layers() const {
+  std::vector<std::string> r;
+  for (const auto& p : probes)
+    if (std::find(r.begin(), r.end(), p.layer) == r.end()) r.push_back(p.layer);
+  return r;
+}
+
+std::vector<LayerPresence> layers_present() {
+  auto in_path = [](const char* name) {
+    const char* path = std::getenv("PATH");
+    std::string p = path && *path ? path : "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+    size_t b = 0;
+    while (b <= p.size()) {
+      size_t e = p.find(':', b);
+      if (e == std::string::npos) e = p.size();
+      std::string d = p.substr(b, e - b);
+      if (!d.empty() && ::access((d + "/" + name).c_str(), X_OK) == 0) return true;
+      b = e + 1;
+    }
+    return false;
+  };
+  std::vector<LayerPresence> r;
+  r.push_back({"process", true, ""});
+  bool oci = in_path("crun") || in_path("runc");
+  r.push_back({"container", oci, oci ? "" : "neither crun nor runc is installed"});
+  bool gv = in_path("runsc");
+  r.push_back({"gvisor", gv, gv ? "" : "runsc is not installed"});
+  r.push_back({"microvm", false, "no microVM layer in this build"});
+  return r;
+}
 
 nlohmann::json to_json(const ProbeResult& r) {
-  return {{"id", r.id},           {"category", r.category},      {"command", r.command},
+  return {{"layer", r.layer},     {"id", r.id},                  {"category", r.category},      {"command", r.command},
           {"expectation", r.expectation}, {"required", r.required}, {"verdict", verdict_name(r.verdict)},
           {"evidence", r.evidence}, {"exit_status", r.exit_status}, {"timed_out", r.timed_out},
           {"output", r.output},   {"run_args", r.run_args},      {"seconds", r.seconds}};
@@ -96,6 +143,7 @@ nlohmann::json to_json(const ProbeResult& r) {
 
 ProbeResult probe_result_from_json(const nlohmann::json& j) {
   ProbeResult r;
+  r.layer = j.value("layer", "process");
   r.id = j.value("id", "");
   r.category = j.value("category", "");
   r.command = j.value("command", "");
@@ -114,6 +162,16 @@ ProbeResult probe_result_from_json(const nlohmann::json& j) {
 nlohmann::json to_json(const SuiteReport& r) {
   nlohmann::json probes = nlohmann::json::array();
   for (const auto& p : r.probes) probes.push_back(to_json(p));
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& l : r.layers()) {
+    nlohmann::json c = {{"layer", l}, {"line", r.summary_line(l)}};
+    for (auto v : {Verdict::held, Verdict::escaped, Verdict::failed, Verdict::skipped}) {
+      int n = 0;
+      for (const auto& p : r.probes) n += p.layer == l && p.verdict == v;
+      c[v == Verdict::escaped ? "escaped" : v == Verdict::failed ? "failed" : verdict_name(v)] = n;
+    }
+    layers.push_back(c);
+  }
   return {{"tool", "exguardian escape-test"},
           {"started", r.started},
           {"exguardian", r.exguardian},
@@ -130,6 +188,7 @@ nlohmann::json to_json(const SuiteReport& r) {
             {"skipped", r.count(Verdict::skipped)},
             {"total", r.probes.size()},
             {"passed", r.passed()}}},
+          {"layers", layers},
           {"seconds", r.seconds},
           {"probes", probes},
           {"host", r.host}};
@@ -315,6 +374,7 @@ std::vector<std::string> head_lines(const std::string& s, size_t n) {
 
 struct Runner {
   const SuiteOptions& opts;
+  const std::string& layer;
   const Setup& s;
   Context& ctx;
   std::string exe, world_log;
@@ -328,6 +388,7 @@ struct Runner {
     std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + p.id + ".audit.jsonl";
     std::string outp = s.dir + "/logs/" + std::to_string(n) + "-" + p.id + ".out";
     std::vector<std::string> argv = {exe, "run"};
+    if (layer != "process") { argv.push_back("--layer"); argv.push_back(layer); }
     if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
     for (auto& a : opts.run_args) argv.push_back(a);
     for (auto& d : world_names) { argv.push_back("--allow-domain"); argv.push_back(d); }
@@ -405,8 +466,8 @@ struct Runner {
   }
 };
 
-[[noreturn]] void coordinator(const SuiteOptions& opts, const Setup& s, int leaked_fd, pid_t marker_pid,
-                              const std::string& results_path) {
+[[noreturn]] void coordinator(const SuiteOptions& opts, const std::string& layer, const Setup& s, int leaked_fd,
+                              pid_t marker_pid, const std::string& results_path) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   nlohmann::json res;
   TestWorld world;
@@ -426,6 +487,7 @@ struct Runner {
   ctx.world_up = up;
   ctx.world_why = why;
   ctx.as_root = ::geteuid() == 0;
+  ctx.layer = layer;
   for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = tool_present(t);
   for (auto& f : s.canary_files) ctx.files.remember(f);
   ctx.targets.remember(s.home + "/escape-test");
@@ -433,13 +495,14 @@ struct Runner {
   ctx.files.remember(s.ws + "/.git/hooks/pre-commit");
   ctx.files.remember(s.ws + "/.git/config");
 
-  Runner runner{opts, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
+  Runner runner{opts, layer, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
   auto specs = build_catalog(ctx);
   bool in_place = false;
   std::string not_in_place;
   nlohmann::json probes = nlohmann::json::array();
   for (auto& p : specs) {
     ProbeResult r;
+    r.layer = layer;
     r.id = p.id;
     r.category = p.category;
     r.command = p.command;
@@ -485,34 +548,10 @@ struct Runner {
   ::_exit(f ? 0 : 1);
 }
 
-}  // namespace
 
-int run_suite(const SuiteOptions& opts, SuiteReport& report) {
-  auto t0 = std::chrono::steady_clock::now();
-  report.started = now_iso();
-  report.exguardian = self_exe();
-  report.layer = opts.layer;
-  report.policy_file = opts.policy_file.empty() ? "(default policy)" : opts.policy_file;
-  report.run_args = opts.run_args;
-  if (opts.layer != "process" && opts.layer != "all") {
-    std::fprintf(stderr, "exguardian: escape-test: layer %s: not available in this build (only process)\n",
-                 opts.layer.c_str());
-    return 125;
-  }
-  if (!opts.policy_file.empty() && ::access(opts.policy_file.c_str(), R_OK) != 0) {
-    std::fprintf(stderr, "exguardian: escape-test: %s: %s\n", opts.policy_file.c_str(), std::strerror(errno));
-    return 125;
-  }
-  for (const auto& a : opts.run_args)
-    if (a.starts_with("--unsafe"))
-      report.warnings.push_back("SANDBOX DELIBERATELY WEAKENED: " + a + " is passed to every exguardian run");
-  if (!opts.run_args.empty()) {
-    std::string all;
-    for (auto& a : opts.run_args) all += (all.empty() ? "" : " ") + a;
-    report.warnings.push_back("every sandbox ran with extra arguments: " + all);
-  }
-  if (!opts.policy_file.empty()) report.warnings.push_back("policy under test: " + opts.policy_file);
-
+// One layer's run of the suite: its own workspace, fake HOME, world and host
+// checks; appends its probes (tagged with the layer) to `report`.
+int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layers, SuiteReport& report) {
   Setup s;
   char tmpl[] = "/tmp/exg-escape.XXXXXX";
   if (!::mkdtemp(tmpl)) {
@@ -568,7 +607,7 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   const std::string results_path = s.dir + "/results.json";
   std::fflush(nullptr);
   pid_t coord = ::fork();
-  if (coord == 0) coordinator(opts, s, leaked, marker, results_path);
+  if (coord == 0) coordinator(opts, layer, s, leaked, marker, results_path);
   if (leaked >= 0) ::close(leaked);
   int st = 0;
   if (coord > 0)
@@ -576,9 +615,11 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
 
   auto res = nlohmann::json::parse(read_whole(results_path).value_or("{}"), nullptr, false);
   std::vector<pid_t> supervisors;
+  const std::string tag = all_layers ? layer + " layer: " : "";
   if (res.is_discarded() || !res.contains("probes")) {
-    report.warnings.push_back("the coordinator did not report (status " + std::to_string(st) + ")");
+    report.warnings.push_back(tag + "the coordinator did not report (status " + std::to_string(st) + ")");
     ProbeResult r;
+    r.layer = layer;
     r.id = "coordinator";
     r.category = "suite";
     r.verdict = Verdict::failed;
@@ -590,11 +631,12 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
     for (auto& j : res["probes"]) report.probes.push_back(probe_result_from_json(j));
     supervisors = res.value("supervisors", std::vector<pid_t>{});
   }
-  if (!report.world_up) report.warnings.push_back("no network test world: " + report.world_why);
+  if (!report.world_up) report.warnings.push_back(tag + "no network test world: " + report.world_why);
 
   // ---- After the sandboxes ended: nothing of them remains on the host.
   auto add_cleanup = [&](std::string id, std::string expectation, Verdict v, std::string evidence) {
     ProbeResult r;
+    r.layer = layer;
     r.id = std::move(id);
     r.category = "cleanup";
     r.command = "(checked on the host after every sandbox ended)";
@@ -626,7 +668,8 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   std::vector<std::string> ours;
   for (auto& m : mounts_after)
     if (!mounts_before.count(m) && (m.find("exguardian") != std::string::npos || m.starts_with(s.dir) ||
-                                    m.find("exg") != std::string::npos))
+                                    m.find("exg") != std::string::npos) &&
+        !m.starts_with("/run/netns/exgw-"))  // the integration tests' egress world (egress_world.sh), not ours
       ours.push_back(m);
   add_cleanup("cleanup-mounts", "no mount of a sandbox remains in the host's mount namespace",
               ours.empty() ? Verdict::held : Verdict::escaped,
@@ -646,14 +689,57 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   ::kill(marker, SIGKILL);
   ::waitpid(marker, nullptr, 0);
 
+  if (opts.keep) {
+    report.warnings.push_back(tag + "kept: " + s.dir + " (workspace, fake HOME, per-probe output and audit logs)");
+  } else {
+    std::error_code ec;
+    fs::remove_all(s.dir, ec);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_suite(const SuiteOptions& opts, SuiteReport& report) {
+  auto t0 = std::chrono::steady_clock::now();
+  report.started = now_iso();
+  report.exguardian = self_exe();
+  report.layer = opts.layer;
+  report.policy_file = opts.policy_file.empty() ? "(default policy)" : opts.policy_file;
+  report.run_args = opts.run_args;
+  if (opts.layer != "process" && opts.layer != "container" && opts.layer != "gvisor" && opts.layer != "all") {
+    std::fprintf(stderr, "exguardian: escape-test: --layer %s: must be process, container, gvisor or all\n",
+                 opts.layer.c_str());
+    return 125;
+  }
+  if (!opts.policy_file.empty() && ::access(opts.policy_file.c_str(), R_OK) != 0) {
+    std::fprintf(stderr, "exguardian: escape-test: %s: %s\n", opts.policy_file.c_str(), std::strerror(errno));
+    return 125;
+  }
+  for (const auto& a : opts.run_args)
+    if (a.starts_with("--unsafe"))
+      report.warnings.push_back("SANDBOX DELIBERATELY WEAKENED: " + a + " is passed to every exguardian run");
+  if (!opts.run_args.empty()) {
+    std::string all;
+    for (auto& a : opts.run_args) all += (all.empty() ? "" : " ") + a;
+    report.warnings.push_back("every sandbox ran with extra arguments: " + all);
+  }
+  if (!opts.policy_file.empty()) report.warnings.push_back("policy under test: " + opts.policy_file);
+
+  for (const auto& l : layers_present()) {
+    if (opts.layer == "all" ? !l.present : l.name != opts.layer) continue;
+    if (run_layer(opts, l.name, opts.layer == "all", report) == 125) return 125;
+  }
   if (opts.layer == "all") {
-    for (auto l : {"container", "gvisor", "microvm"}) {
+    for (const auto& l : layers_present()) {
+      if (l.present) continue;
       ProbeResult r;
-      r.id = std::string("layer-") + l;
+      r.layer = l.name;
+      r.id = "layer-" + l.name;
       r.category = "layers";
-      r.expectation = std::string("the suite against the ") + l + " layer";
+      r.expectation = "the suite against the " + l.name + " layer";
       r.required = false;
-      r.evidence = "layer not available in this build";
+      r.evidence = "layer not present here: " + l.why;
       report.probes.push_back(r);
     }
   }
@@ -667,12 +753,6 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   report.host = {{"identity", sandbox::host_identity()}, {"user", sandbox::user_identity()}, {"capabilities", cj},
                  {"layers", lj}};
 
-  if (opts.keep) {
-    report.warnings.push_back("kept: " + s.dir + " (workspace, fake HOME, per-probe output and audit logs)");
-  } else {
-    std::error_code ec;
-    fs::remove_all(s.dir, ec);
-  }
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return report.passed() ? 0 : 1;
 }

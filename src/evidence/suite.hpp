@@ -18,7 +18,7 @@ enum class Verdict { held, escaped, failed, skipped };
 const char* verdict_name(Verdict v);
 
 struct SuiteOptions {
-  std::string layer = "process";      // process | all
+  std::string layer = "process";      // process | container | gvisor | all (every layer present)
   std::string policy_file;            // passed to every `exguardian run` as --policy
   std::vector<std::string> run_args;  // passed to every `exguardian run` (to weaken it in tests)
   std::string json_file, html_file;
@@ -28,6 +28,7 @@ struct SuiteOptions {
 };
 
 struct ProbeResult {
+  std::string layer = "process";  // the layer the probe ran against
   std::string id, category, command, expectation;
   bool required = true;
   Verdict verdict = Verdict::skipped;
@@ -53,7 +54,19 @@ struct SuiteReport {
   int count(Verdict v) const;
   bool passed() const;  // nothing escaped or failed, no required probe skipped
   std::string summary_line() const;
+  std::vector<std::string> layers() const;  // the layers of the probes, in run order
+  // The same line for one layer's probes only.
+  std::string summary_line(const std::string& layer) const;
 };
+
+// The layers escape-test runs for `--layer all`: process, then container when
+// crun or runc is installed, then gvisor when runsc is; the others with why not.
+struct LayerPresence {
+  std::string name;
+  bool present = false;
+  std::string why;  // when not present
+};
+std::vector<LayerPresence> layers_present();
 
 nlohmann::json to_json(const ProbeResult& r);
 ProbeResult probe_result_from_json(const nlohmann::json& j);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "process/init.hpp"
+#include "process/netns_setup.hpp"
 #include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
@@ -377,14 +378,7 @@ void Builder::seal(const std::string& target) {
 void Builder::network_and_names() {
   if (::sethostname(plan_.hostname.data(), plan_.hostname.size()) != 0) fail("sethostname");
   if (::setdomainname("", 0) != 0) fail("setdomainname");
-  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (s < 0) fail("socket for loopback");
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
-  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) fail("get lo flags");
-  ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
-  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) fail("bring lo up");
-  ::close(s);
+  if (auto what = bring_loopback_up(); !what.empty()) fail(what);
   if (plan_.proxy.enabled) proxy_listeners();
 }
 
@@ -392,40 +386,13 @@ void Builder::network_and_names() {
 // sandbox's network namespace; the supervisor accepts on them from the host
 // side. No relay process, no port on the host.
 void Builder::proxy_listeners() {
-  int fds[3] = {-1, -1, -1};
-  uint16_t ports[2] = {plan_.proxy.http_port, plan_.proxy.socks_port};
-  for (int k = 0; k < 2; ++k) {
-    int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (l < 0) fail("proxy listener socket");
-    int one = 1;
-    ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(ports[k]);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
-      fail("bind the proxy listener 127.0.0.1:" + std::to_string(ports[k]));
-    if (::listen(l, 256) != 0) fail("listen on the proxy listener");
-    fds[k] = l;
-  }
-  // The in-sandbox resolver's socket (network.resolver): 127.0.0.53:53 like
-  // systemd-resolved's stub. Port 53 needs CAP_NET_BIND_SERVICE in the netns
-  // owner's user namespace, which this process still has here.
-  int nfds = 2;
-  if (plan_.proxy.resolver) {
-    int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (u < 0) fail("resolver socket");
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(53);
-    sa.sin_addr.s_addr = htonl(0x7f000035);  // 127.0.0.53
-    if (::bind(u, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) fail("bind the resolver socket 127.0.0.53:53");
-    fds[2] = u;
-    nfds = 3;
-  }
-  if (!send_fds(a_.sync_fd, kMsgListeners, fds, static_cast<size_t>(nfds)))
+  int fds[3];
+  std::string what;
+  int n = make_proxy_listeners(plan_.proxy, fds, &what);
+  if (n < 0) fail(what);
+  if (!send_fds(a_.sync_fd, kMsgListeners, fds, static_cast<size_t>(n)))
     fail("hand the proxy listeners to the supervisor");
-  for (int k = 0; k < nfds; ++k) ::close(fds[k]);
+  for (int k = 0; k < n; ++k) ::close(fds[k]);
 }
 
 void Builder::open_pty() {

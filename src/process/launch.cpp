@@ -14,6 +14,7 @@
 #include "process/child.hpp"
 #include "process/seccomp.hpp"
 #include "process/syscalls.hpp"
+#include "util/fd_passing.hpp"
 
 namespace exg::process {
 
@@ -26,6 +27,16 @@ Result<void> write_file(const std::string& path, const std::string& content) {
     return fail(Error::sys("write " + path + " (" + content.substr(0, content.find('\n')) + ")"));
   return {};
 }
+
+using Message = FdMessage;
+
+Result<Message> receive(int sock) {
+  Message m;
+  if (!recv_fds(sock, &m)) return fail(Error::sys("read from the sandbox"));
+  return m;
+}
+
+}  // namespace
 
 Result<void> write_id_maps(pid_t pid, const plan::Identity& id) {
   std::string base = "/proc/" + std::to_string(pid);
@@ -78,42 +89,6 @@ Result<int> idmapped_tree(const plan::Step& s, int userns_fd) {
   }
   return tree;
 }
-
-struct Message {
-  char type = 0;
-  std::string text;
-  int fd = -1;
-  int fd2 = -1;
-  int fd3 = -1;
-};
-
-Result<Message> receive(int sock) {
-  char buf[4096];
-  iovec iov{buf, sizeof buf};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(3 * sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctrl;
-  msg.msg_controllen = sizeof ctrl;
-  ssize_t n;
-  do n = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC); while (n < 0 && errno == EINTR);
-  if (n < 0) return fail(Error::sys("read from the sandbox"));
-  Message m;
-  if (n == 0) return m;  // type 0: the child is gone
-  m.type = buf[0];
-  m.text.assign(buf + 1, static_cast<size_t>(n - 1));
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    if (count >= 1) std::memcpy(&m.fd, CMSG_DATA(c), sizeof(int));
-    if (count >= 2) std::memcpy(&m.fd2, CMSG_DATA(c) + sizeof(int), sizeof(int));
-    if (count >= 3) std::memcpy(&m.fd3, CMSG_DATA(c) + 2 * sizeof(int), sizeof(int));
-  }
-  return m;
-}
-
-}  // namespace
 
 Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   ChildArgs args;

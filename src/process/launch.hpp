@@ -34,6 +34,15 @@ struct Launched {
   UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
 };
 
+// Writes setgroups=deny and one-id uid/gid maps (inside -> host) for pid.
+Result<void> write_id_maps(pid_t pid, const plan::Identity& id);
+
+// Root only: a user namespace mapping on-disk owner from_* onto to_* (the
+// sandbox's host ids), for MOUNT_ATTR_IDMAP; made by a short-lived child.
+Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid);
+// A detached clone of s.source (recursive) idmapped through userns_fd.
+Result<int> idmapped_tree(const plan::Step& s, int userns_fd);
+
 // Signals the supervisor handles itself must be blocked before launch() (the
 // child inherits the mask; its init keeps them blocked and waits for them).
 Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt);

@@ -15,46 +15,14 @@
 #include <cstdlib>
 #include <memory>
 
+#include "process/seccomp_rules.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::process {
 
 namespace {
 
-#ifndef CLONE_NEWTIME
-#define CLONE_NEWTIME 0x00000080
-#endif
-
-// Newer than libseccomp 2.5.4's tables: refused by number (x86_64).
-constexpr int kNrOpenTreeAttr = 467;  // Linux 6.15: open_tree() with mount attributes
-
-// Refused whatever their arguments.
-constexpr const char* kRefused[] = {
-    // other processes' memory and descriptors
-    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd",
-    // kernel attack surface with a history of escapes
-    "bpf", "perf_event_open", "userfaultfd", "keyctl", "add_key", "request_key",
-    "io_uring_setup", "io_uring_enter", "io_uring_register",
-    // the kernel itself
-    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
-    // mounts, old and new API, and leaving the root
-    "mount", "umount2", "pivot_root", "chroot", "fsopen", "fsconfig", "fsmount", "fspick", "open_tree",
-    "move_mount", "mount_setattr",
-    // other namespaces; handles reach files outside the mount tree
-    "setns", "open_by_handle_at", "name_to_handle_at",
-    // host-wide state
-    "clock_settime", "clock_adjtime", "settimeofday", "adjtimex", "stime", "acct", "swapon", "swapoff",
-    "reboot", "syslog", "quotactl", "quotactl_fd", "lookup_dcookie", "vhangup", "nfsservctl", "uselib",
-    "ustat", "sysfs", "_sysctl", "iopl", "ioperm",
-};
-
-constexpr uint64_t kCloneNamespaces[] = {CLONE_NEWNS,  CLONE_NEWUTS, CLONE_NEWIPC,   CLONE_NEWUSER,
-                                         CLONE_NEWPID, CLONE_NEWNET, CLONE_NEWCGROUP};
-
-constexpr uint32_t kPersonalityAllowed[] = {0x0, 0x8 /* PER_LINUX32 */, 0x20000 /* UNAME26 */, 0x20008,
-                                            0x40000 /* ADDR_NO_RANDOMIZE */, 0xffffffff /* query */};
-
-bool family_allowed(uint32_t f) { return f == AF_UNIX || f == AF_INET || f == AF_INET6 || f == AF_NETLINK; }
+namespace rules = seccomp_rules;
 
 struct CtxDeleter {
   void operator()(void* c) const { seccomp_release(c); }
@@ -107,7 +75,7 @@ std::vector<sock_filter> value_set_prefix() {
   a.load_u32(offsetof(seccomp_data, nr));
   a.jeq(__NR_personality, -1, kNotPersonality);
   a.load_u32(arg_lo(0));
-  for (uint32_t v : kPersonalityAllowed) a.jeq(v, kAllow);
+  for (uint32_t v : rules::personality_allowed()) a.jeq(v, kAllow);
   a.ret(SECCOMP_RET_USER_NOTIF);
 
   a.label(kNotPersonality);
@@ -115,18 +83,18 @@ std::vector<sock_filter> value_set_prefix() {
   a.jeq(__NR_socketpair, kSocket, kEnd);
   a.label(kSocket);
   a.load_u32(arg_lo(0));
-  a.jeq(AF_UNIX, kAllow);
-  a.jeq(AF_INET, kInet);
-  a.jeq(AF_INET6, kInet);
-  a.jeq(AF_NETLINK, kNetlink, kNotify);
+  for (uint32_t f : rules::socket_families_allowed())
+    a.jeq(f, f == AF_INET || f == AF_INET6 ? kInet : f == AF_NETLINK ? kNetlink : kAllow);
+  a.ret(SECCOMP_RET_USER_NOTIF);
   a.label(kInet);  // no raw IP or link-level packets
   a.load_u32(arg_lo(1));
   a.stmt(BPF_ALU | BPF_AND | BPF_K, 0xf);  // the type without SOCK_NONBLOCK / SOCK_CLOEXEC
-  a.jeq(SOCK_RAW, kNotify);
-  a.jeq(SOCK_PACKET, kNotify, kAllow);
+  for (uint32_t t : rules::inet_types_refused()) a.jeq(t, kNotify);
+  a.ret(SECCOMP_RET_ALLOW);
   a.label(kNetlink);
   a.load_u32(arg_lo(2));
-  a.jeq(0 /* NETLINK_ROUTE */, kAllow, kNotify);
+  for (uint32_t p : rules::netlink_protocols_allowed()) a.jeq(p, kAllow);
+  a.ret(SECCOMP_RET_USER_NOTIF);
   a.label(kAllow);
   a.ret(SECCOMP_RET_ALLOW);
   a.label(kNotify);
@@ -161,35 +129,29 @@ Result<std::vector<sock_filter>> build_seccomp_program() {
     return {};
   };
 
-  for (const char* name : kRefused) {
+  for (const char* name : rules::refused_syscalls()) {
     int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) return fail(Error::msg("seccomp", std::string("unknown syscall ") + name));
     if (nr < 0) continue;  // not on this architecture (stime on x86_64)
     if (auto r = refuse(nr, 0, nullptr, name); !r) return fail(r.error());
   }
-  if (auto r = refuse(kNrOpenTreeAttr, 0, nullptr, "open_tree_attr"); !r) return fail(r.error());
+  for (const auto& n : rules::refused_by_number())
+    if (auto r = refuse(n.nr, 0, nullptr, n.name); !r) return fail(r.error());
 
-  // Nested namespaces: clone and unshare with any namespace flag. A rule per
-  // flag (rules on one syscall are OR-ed). clone's low byte is the exit
-  // signal, so CLONE_NEWTIME (0x80) exists only for unshare (and clone3).
-  for (uint64_t flag : kCloneNamespaces) {
-    scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag);
-    if (auto r = refuse(SCMP_SYS(clone), 1, &cmp, "clone"); !r) return fail(r.error());
-    if (auto r = refuse(SCMP_SYS(unshare), 1, &cmp, "unshare"); !r) return fail(r.error());
-  }
-  {
-    scmp_arg_cmp cmp = SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWTIME, CLONE_NEWTIME);
-    if (auto r = refuse(SCMP_SYS(unshare), 1, &cmp, "unshare"); !r) return fail(r.error());
-  }
-  // clone3 passes its flags in memory a filter cannot read.
-  if ((rc = seccomp_rule_add(c, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0)) < 0)
-    return fail(seccomp_error("rule for clone3", rc));
-
-  // Terminal injection. The kernel reads the request as unsigned int: compare
-  // the low 32 bits only, so high bits set do not slip through.
-  for (uint64_t req : {uint64_t{TIOCSTI}, uint64_t{TIOCLINUX}}) {
-    scmp_arg_cmp cmp = SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffULL, req);
-    if (auto r = refuse(SCMP_SYS(ioctl), 1, &cmp, "ioctl"); !r) return fail(r.error());
+  // Namespace flags of clone/unshare, clone3, terminal injection (the value
+  // sets are the prefix's).
+  for (const auto& rule : rules::flag_rules()) {
+    std::vector<scmp_arg_cmp> cmps;
+    for (const auto& m : rule.cmps)
+      cmps.push_back({m.arg, SCMP_CMP_MASKED_EQ, m.mask, m.value});
+    int nr = seccomp_syscall_resolve_name(rule.syscall);
+    if (nr == __NR_SCMP_ERROR) return fail(Error::msg("seccomp", std::string("unknown syscall ") + rule.syscall));
+    if (rule.notify) {
+      if (auto r = refuse(nr, static_cast<unsigned>(cmps.size()), cmps.data(), rule.syscall); !r) return fail(r.error());
+    } else if ((rc = seccomp_rule_add_array(c, SCMP_ACT_ERRNO(static_cast<uint32_t>(rule.errno_value)), nr,
+                                            static_cast<unsigned>(cmps.size()), cmps.data())) < 0) {
+      return fail(seccomp_error(std::string("rule for ") + rule.syscall, rc));
+    }
   }
 
   // Export to a memfd and read back: libseccomp 2.5 has no export to memory.
@@ -215,21 +177,11 @@ Result<std::vector<sock_filter>> build_seccomp_program() {
 #endif
 }
 
-int refused_errno(int nr, const uint64_t args[6]) {
-  if (nr == __NR_clone3) return ENOSYS;
-  if (nr == __NR_socket || nr == __NR_socketpair) {
-    uint32_t family = static_cast<uint32_t>(args[0]);
-    if (!family_allowed(family)) return EAFNOSUPPORT;
-    // What the kernel says for a netlink family it lacks (libaudit and shadow
-    // treat it as "no audit", EPERM would make them fail).
-    if (family == AF_NETLINK) return EPROTONOSUPPORT;
-    return EPERM;  // raw or packet sockets, as without CAP_NET_RAW
-  }
-  return EPERM;
-}
+int refused_errno(int nr, const uint64_t args[6]) { return rules::refused_errno(nr, args); }
 
 std::string syscall_name(int nr) {
-  if (nr == kNrOpenTreeAttr) return "open_tree_attr";
+  for (const auto& n : rules::refused_by_number())
+    if (nr == n.nr) return n.name;
   char* s = seccomp_syscall_resolve_num_arch(SCMP_ARCH_NATIVE, nr);
   if (!s) return "syscall_" + std::to_string(nr);
   std::string name(s);

@@ -8,6 +8,7 @@
 #include <linux/mount.h>
 #include <linux/seccomp.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <signal.h>
@@ -30,6 +31,7 @@
 #include <functional>
 #include <sstream>
 
+#include "oci/layer.hpp"
 #include "process/landlock.hpp"
 #include "util/unique_fd.hpp"
 
@@ -613,6 +615,47 @@ void probe_kvm(std::vector<Capability>& out) {
                                        "; whether a guest boots with it is not probed: nested hosts may refuse"});
 }
 
+// The container and gVisor layers as a run would set them up here: which
+// runtime, what about the host's cgroup mounts, gVisor's platform and why, and
+// what a caller of this uid gets (rootless).
+void probe_oci_layers(std::vector<Capability>& out) {
+  const bool root = ::geteuid() == 0;
+  auto cg = oci::decide_cgroup_view(read_text("/proc/self/mountinfo"));
+  out.push_back({"runtime cgroups", true, cg.why + "; the container stays in the sandbox's cgroup"});
+  if (auto c = oci::choose_runtime(oci::Layer::Container, ""); c) {
+    std::string d = c->describe();
+    for (const auto& n : c->notes) d += "; " + n;
+    bool ok = root || c->runtime == oci::Runtime::Crun;
+    d += root ? "; as root: the runtime sets the mounts up, the command runs as its uid"
+              : (ok ? "; rootless: crun in a user namespace that maps only the command's uid"
+                    : "; rootless needs crun (runc maps only root into a rootless container)");
+    out.push_back({"container runtime", ok, d});
+  } else {
+    out.push_back({"container runtime", false, c.error().str()});
+  }
+  if (auto g = oci::choose_runtime(oci::Layer::Gvisor, ""); g) {
+    std::string d = g->describe();
+    for (const auto& n : g->notes) d += "; " + n;
+    auto platforms = oci::runsc_platforms(g->path);
+    if (std::find(platforms.begin(), platforms.end(), "kvm") != platforms.end())
+      d += "; kvm is not chosen without EXGUARDIAN_GVISOR_PLATFORM=kvm (a nested host can hang in it)";
+    if (root) {
+      d += "; runsc runs as an unused high uid, the command as its own";
+    } else {
+      passwd* pw = ::getpwuid(::getuid());
+      std::string name = pw ? pw->pw_name : "";
+      bool sub = oci::subordinate_start(read_text("/etc/subuid"), ::getuid(), name) &&
+                 oci::subordinate_start(read_text("/etc/subgid"), ::getuid(), name) &&
+                 ::access("/usr/bin/newuidmap", X_OK) == 0 && ::access("/usr/bin/newgidmap", X_OK) == 0;
+      d += sub ? "; rootless: runsc as your first subordinate uid, the command as your uid"
+               : "; rootless without /etc/subuid range or newuidmap: the command runs as gVisor's uid 0 (no capabilities)";
+    }
+    out.push_back({"gvisor runtime", true, d});
+  } else {
+    out.push_back({"gvisor runtime", false, g.error().str()});
+  }
+}
+
 }  // namespace
 
 const Capability* find_capability(const std::vector<Capability>& caps, const std::string& name) {
@@ -632,6 +675,7 @@ std::vector<Capability> probe_host() {
   probe_tool(out, "crun", "container layer (OCI runtime, fast)");
   probe_tool(out, "runc", "container layer (OCI runtime)");
   probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
+  probe_oci_layers(out);
   probe_tool(out, "qemu-system-x86_64", "microVM layer");
   probe_guest_kernel(out);
   probe_kvm(out);

@@ -304,7 +304,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     return fail(guard.error());
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
-  auto launched = process::launch(plan, lo);
+  auto launched = opt.oci ? oci::launch(plan, lo, *opt.oci) : process::launch(plan, lo);
   if (!launched) {
     sigprocmask(SIG_SETMASK, &old, nullptr);
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
@@ -325,7 +325,10 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   if (opt.verbose) {
     // What the kernel gave us, so a weaker host is visible on every verbose run.
     auto ll = process::landlock_features();
-    if (!ll.fs) {
+    if (opt.oci) {  // (the layer, runtime and platform: in the plan's narration, oci::describe_layer)
+      std::fprintf(stderr, "exguardian: landlock: not used on the %s layer (the runtime's mounts and user namespace "
+                   "are the walls)\n", opt.oci->layer == oci::Layer::Gvisor ? "gvisor" : "container");
+    } else if (!ll.fs) {
       std::fprintf(stderr, "exguardian: landlock: not available on this kernel: writes are guarded by the mounts only\n");
     } else {
       std::string parts = "filesystem writes";
@@ -334,7 +337,12 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
       std::fprintf(stderr, "exguardian: landlock: ABI %d: %s\n", ll.abi, parts.c_str());
     }
     std::fprintf(stderr, "exguardian: seccomp: %s\n",
-                 plan.seccomp ? "filter installed, refusals reported to the supervisor" : "OFF (--unsafe-no-seccomp)");
+                 !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
+                 : opt.oci && opt.oci->layer == oci::Layer::Gvisor
+                     ? "ExGuardian's profile in config.json, applied by runsc (refusals return their errno inside gVisor; "
+                       "runsc has no seccomp notify, so they are not reported here)"
+                 : opt.oci ? "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor"
+                               : "filter installed, refusals reported to the supervisor");
     if (secrets) {
       std::set<std::string> hosts;
       for (const auto& s : secrets->config->secrets) {
@@ -458,6 +466,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     }
     sb.cgroup.kill_all();
   }
+  if (opt.oci) oci::after_run(plan, *opt.oci);
   // Everything of the sandbox is gone now: bring the workspace changes home.
   size_t planted = finish_workspace(plan, *guard, audit);
   if (planted && !plan.allow_planted && !timed_out && status == 0) {

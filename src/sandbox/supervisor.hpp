@@ -2,6 +2,7 @@
 // relays its pty, forwards signals, enforces the wall-clock timeout and turns
 // the outcome into ExGuardian's exit status (DESIGN.md §1).
 #pragma once
+#include "oci/layer.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
 
@@ -10,6 +11,7 @@ namespace exg::sandbox {
 struct SuperviseOptions {
   bool verbose = false;
   std::string audit_log;  // JSON lines; empty: no log
+  const oci::LayerOptions* oci = nullptr;  // container/gvisor layer; null: the process layer
 };
 
 // The exit status to return: the command's own, 128+N, 124 on timeout. An

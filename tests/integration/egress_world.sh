@@ -94,14 +94,19 @@ PY
 }
 
 # _egw_exec NS CMD...: CMD in the namespace NS, in a private mount namespace with the
-# world's hosts and resolv.conf.
+# world's hosts and resolv.conf. Like `ip netns exec` (a sysfs of NS on /sys), except that the
+# cgroup filesystems stay mounted under it: OCI runtimes (the container layer) need them, and
+# `ip netns exec` drops everything below /sys.
+_EGW_ENTER='d=$0
+mkdir -p "$d/cgroup-keep" && mount --rbind /sys/fs/cgroup "$d/cgroup-keep" &&
+umount -l /sys && mount -t sysfs sysfs /sys &&
+mount --rbind "$d/cgroup-keep" /sys/fs/cgroup && umount -l "$d/cgroup-keep" &&
+mount --bind "$d/hosts" /etc/hosts && mount --bind "$d/resolv.conf" /etc/resolv.conf &&
+{ [ ! -f "$d/ca-certificates.crt" ] || mount --bind "$d/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt; } &&
+exec "$@"'
 _egw_exec() {
     local ns=$1; shift
-    ip netns exec "$ns" unshare --mount --propagation private \
-        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf &&
-               { [ ! -f "$0/ca-certificates.crt" ] || mount --bind "$0/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt; } &&
-               exec "$@"' \
-        "$EGW_DIR" "$@"
+    unshare --mount --propagation private nsenter --net="/run/netns/$ns" bash -c "$_EGW_ENTER" "$EGW_DIR" "$@"
 }
 
 in_client() { _egw_exec "$EGW_NS_C" "$@"; }
@@ -113,11 +118,7 @@ in_server() { ip netns exec "$EGW_NS_S" "$@"; }
 # in_client_bg CMD...: like in_client, in the background; EGW_BG_PID is CMD's pid (killed by
 # world_down). Redirect its stdio at the call.
 in_client_bg() {
-    ip netns exec "$EGW_NS_C" unshare --mount --propagation private \
-        sh -c 'mount --bind "$0/hosts" /etc/hosts && mount --bind "$0/resolv.conf" /etc/resolv.conf &&
-               { [ ! -f "$0/ca-certificates.crt" ] || mount --bind "$0/ca-certificates.crt" /etc/ssl/certs/ca-certificates.crt; } &&
-               exec "$@"' \
-        "$EGW_DIR" "$@" &
+    unshare --mount --propagation private nsenter --net="/run/netns/$EGW_NS_C" bash -c "$_EGW_ENTER" "$EGW_DIR" "$@" &
     EGW_BG_PID=$!
     _EGW_PIDS+=("$EGW_BG_PID")
 }

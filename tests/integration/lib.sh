@@ -3,12 +3,18 @@
 # run.sh provides: EXG (exguardian binary), T (temp dir owned by the runner, under /tmp),
 # O (temp dir owned by the runner under /var/lib: outside the workspace and outside the
 # sandbox's private /tmp and /var/tmp, so only the read-only host view stops writes there),
-# EXG_AS (root|user), HOME (= $T/home, owned by the runner).
+# EXG_AS (root|user), HOME (= $T/home, owned by the runner), EXG_LAYER (process|container|gvisor).
+#
+# Every sandbox of a script runs on EXG_LAYER: call `exguardian run` only as "${EXG_RUN[@]}" (or
+# through sbx/sh_in), never as "$EXG" run. Where a layer cannot show one thing the process layer
+# shows, the script says so with `skip` (layer_skip) and keeps the security assertion itself.
 #
 # Conventions:
 #   run CMD...            runs CMD; sets STATUS, OUT (stdout), ERR (stderr)
 #   sbx [OPTS] -- CMD...  runs `exguardian run OPTS -- CMD` with cwd = $WS (bounded by a timeout)
 #   sh_in 'LINE' [OPTS]   runs LINE with bash -c inside the sandbox (cwd = $WS)
+#   EXG_RUN               the array `exguardian run [--layer L]`
+#   on_layer L...         true when EXG_LAYER is one of L...
 # Escape and destructive attempts only run after require_sandbox has seen the sandbox in place.
 
 set -u
@@ -16,6 +22,10 @@ set -u
 : "${T:?T must be a temp dir}"
 : "${EXG_AS:=user}"
 : "${O:=}"
+: "${EXG_LAYER:=process}"
+EXG_RUN=("$EXG" run)
+[ "$EXG_LAYER" = process ] || EXG_RUN+=(--layer "$EXG_LAYER")
+on_layer() { local l; for l in "$@"; do [ "$EXG_LAYER" = "$l" ] && return 0; done; return 1; }
 
 PASS=0
 FAILED=0
@@ -106,7 +116,7 @@ last_output_lacks() {  # STR DESC
 
 # sbx [exguardian run options] -- CMD...: cwd = $WS, bounded by a host-side timeout.
 sbx() {
-    (cd "${WS:-$T}" && exec timeout -k 5 "$EXG_CALL_TIMEOUT" "$EXG" run "$@")
+    (cd "${WS:-$T}" && exec timeout -k 5 "$EXG_CALL_TIMEOUT" "${EXG_RUN[@]}" "$@")
 }
 
 # sh_in LINE [exguardian run options...]: LINE runs under bash -c inside the sandbox.
@@ -205,7 +215,7 @@ wait_for() {
 host_procs_matching() { pgrep -f -- "$1" || true; }
 
 finish() {
-    echo "# as=$EXG_AS: $PASS passed, $FAILED failed, $SKIPPED skipped"
+    echo "# as=$EXG_AS layer=$EXG_LAYER: $PASS passed, $FAILED failed, $SKIPPED skipped"
     echo "$PASS passed, $FAILED failed"
     if [ "$FAILED" -ne 0 ] || [ "$PASS" -eq 0 ]; then exit 1; fi
     exit 0

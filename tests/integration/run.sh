@@ -1,25 +1,44 @@
 #!/usr/bin/env bash
 # Runs one integration test script as root or as the unprivileged user `exgtest`.
 #
-#   bash tests/integration/run.sh <root|user> <script> <path-to-exguardian> <build-dir>
+#   bash tests/integration/run.sh <root|user> <script> <path-to-exguardian> <build-dir> [layer]
+#
+# layer: process (default; also from EXG_LAYER), container or gvisor: every `exguardian run` of
+# the script runs with --layer LAYER (lib.sh's EXG_RUN). A layer whose runtime is not installed
+# is skipped: exit 77 with one line saying what is missing (CMake: SKIP_RETURN_CODE 77).
 #
 # Creates (once) the user exgtest, a per-test directory under /tmp (mode 755) holding a copy
 # of the binary and of the scripts (so any user can run them), then runs the script with a
 # clean environment:
 #   PATH, HOME=$T/home, LANG=C.UTF-8, EXG=<copied binary>, T=<temp dir owned by the runner>,
-#   O=<temp dir under /var/lib owned by the runner: outside the workspace, /tmp and /var/tmp>, EXG_AS=root|user, EXG_BUILD_DIR=<build dir>
+#   O=<temp dir under /var/lib owned by the runner: outside the workspace, /tmp and /var/tmp>, EXG_AS=root|user, EXG_BUILD_DIR=<build dir>,
+#   EXG_LAYER=process|container|gvisor
 # Removes everything afterwards and returns the script's exit status.
 set -uo pipefail
 
-if [ $# -ne 4 ]; then
-    echo "usage: $0 <root|user> <script> <exguardian> <build-dir>" >&2
+if [ $# -ne 4 ] && [ $# -ne 5 ]; then
+    echo "usage: $0 <root|user> <script> <exguardian> <build-dir> [process|container|gvisor]" >&2
     exit 2
 fi
-as=$1 script=$2 exe=$3 builddir=$4
+as=$1 script=$2 exe=$3 builddir=$4 layer=${5:-${EXG_LAYER:-process}}
 test_user=exgtest
 here=$(cd "$(dirname "$0")" && pwd)
 
 case "$as" in root|user) ;; *) echo "run.sh: first argument must be root or user" >&2; exit 2 ;; esac
+case "$layer" in
+    process) ;;
+    container)
+        if ! command -v crun >/dev/null && ! command -v runc >/dev/null; then
+            echo "skip: the container layer needs crun or runc, neither is installed (make deps installs them)"
+            exit 77
+        fi ;;
+    gvisor)
+        if ! command -v runsc >/dev/null; then
+            echo "skip: the gvisor layer needs runsc, which is not installed (make deps installs it)"
+            exit 77
+        fi ;;
+    *) echo "run.sh: layer must be process, container or gvisor (got '$layer')" >&2; exit 2 ;;
+esac
 if [ "$(id -u)" -ne 0 ]; then
     echo "run.sh: must run as root (it creates the test user and runs tests as root and as $test_user)" >&2
     exit 1
@@ -74,10 +93,10 @@ chown "$runner:" "$T" "$T/home" "$O"
 env_vars=(
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     HOME="$T/home" LANG=C.UTF-8
-    EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir"
+    EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir" EXG_LAYER="$layer"
 )
 
-echo "# $name as $as (runner=$runner, T=$T)"
+echo "# $name as $as on the $layer layer (runner=$runner, T=$T)"
 cd "$T" || exit 1
 if [[ "$name" == test_egress_sandbox* ]]; then
     # Egress tests run inside a test world of network namespaces that root builds here
@@ -109,5 +128,5 @@ else
     runuser -u "$test_user" -- env -i "${env_vars[@]}" bash "$D/$name" </dev/null
 fi
 status=$?
-echo "# $name as $as: exit $status"
+echo "# $name as $as on the $layer layer: exit $status"
 exit "$status"

@@ -36,7 +36,7 @@ protected_before=$(protected_sums)
 require_sandbox || finish
 
 # ---- no placeholder files, neither while a sandbox runs nor after --------------------------
-(cd "$WS" && exec timeout 30 "$EXG" run -- sleep 3) >/dev/null 2>&1 &
+(cd "$WS" && exec timeout 30 "${EXG_RUN[@]}" -- sleep 3) >/dev/null 2>&1 &
 bgpid=$!
 track_bg "$bgpid"
 sleep 1.5

@@ -59,7 +59,7 @@ no_survivors "$m" "a timeout"
 # 3. kill -9 of exguardian itself
 m=exg-surv-$$-$RANDOM-kill9
 : > "$T/kill9.out"
-(cd "$WS" && exec "$EXG" run -- bash -c "$(spawner "$m"); sleep 100") > "$T/kill9.out" 2>&1 &
+(cd "$WS" && exec "${EXG_RUN[@]}" -- bash -c "$(spawner "$m"); sleep 100") > "$T/kill9.out" 2>&1 &
 exgpid=$!
 track_bg "$exgpid"
 if wait_for 10 grep -q spawned "$T/kill9.out"; then
@@ -74,7 +74,7 @@ fi
 # 4. a signal to exguardian (SIGTERM) while such processes run
 m=exg-surv-$$-$RANDOM-term
 : > "$T/term.out"
-(cd "$WS" && exec "$EXG" run -- bash -c "$(spawner "$m"); sleep 100") > "$T/term.out" 2>&1 &
+(cd "$WS" && exec "${EXG_RUN[@]}" -- bash -c "$(spawner "$m"); sleep 100") > "$T/term.out" 2>&1 &
 exgpid=$!
 track_bg "$exgpid"
 if wait_for 10 grep -q spawned "$T/term.out"; then

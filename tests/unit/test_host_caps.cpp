@@ -29,7 +29,8 @@ TEST(HostCaps, ReturnsTheExpectedNamesEachWithAReason) {
       "uts namespaces", "cgroup namespaces", "seccomp filters", "seccomp user notification", "landlock",
       "landlock filesystem", "landlock truncate", "landlock network", "landlock ioctl on devices",
       "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
-      "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "qemu-system-x86_64",
+      "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
+      "container runtime", "gvisor runtime", "qemu-system-x86_64",
       "guest kernel", "/dev/kvm", "nftables"};
   std::vector<std::string> names;
   for (const auto& c : caps()) {

@@ -1,0 +1,75 @@
+// Pid 1 of a container or gVisor sandbox (the runtime starts it as
+// process.args[0]). A pid 1 without handlers ignores SIGTERM and SIGINT, never
+// reaps orphans, and would hand the command no session of its own: this one
+// starts the command in its own session with the terminal (when stdin is one)
+// as its controlling tty, so an interactive shell has job control, forwards
+// every signal the runtime delivers, reaps, and exits with the command's
+// status (128+N when signal N killed it), which ends the container.
+#include "cli/oci_init.hpp"
+
+#include <fcntl.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+
+namespace exg::cli {
+
+int oci_init_main(int argc, char** argv) {
+  if (argc < 1) {
+    std::fprintf(stderr, "exguardian: oci-init: no command\n");
+    return 125;
+  }
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  pid_t cmd = ::fork();
+  if (cmd < 0) {
+    std::fprintf(stderr, "exguardian: oci-init: fork: %s\n", std::strerror(errno));
+    return 125;
+  }
+  if (cmd == 0) {
+    for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::setsid();
+    // The sandbox's own pty (made by the runtime host): the command's
+    // controlling terminal. Not a host terminal, so nothing to inject into.
+    if (::isatty(0)) (void)::ioctl(0, TIOCSCTTY, 0);
+    ::execvp(argv[0], argv);
+    int err = errno;
+    std::fprintf(stderr, "exguardian: %s: %s\n", argv[0], std::strerror(err));
+    ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
+  }
+  ::prctl(PR_SET_DUMPABLE, 0);
+  // Init keeps no terminal or pipe open: stdio belongs to the command.
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    for (int k = 0; k < 3; ++k) ::dup2(devnull, k);
+    ::close(devnull);
+  }
+  for (;;) {
+    siginfo_t si;
+    int sig = ::sigwaitinfo(&all, &si);
+    if (sig < 0) continue;
+    if (sig == SIGCHLD) {
+      int status;
+      pid_t p;
+      while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        if (p != cmd) continue;
+        if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+        if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+      }
+      continue;
+    }
+    ::kill(cmd, sig);
+  }
+}
+
+}  // namespace exg::cli

@@ -1,0 +1,42 @@
+// The options that turn a policy and flags into a Plan, shared by every command
+// that compiles one (run, oci-spec, docker-args): the same flags mean the same
+// sandbox whichever way it is enforced or exported.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "plan/plan.hpp"
+#include "policy/policy.hpp"
+#include "util/error.hpp"
+
+namespace exg::cli {
+
+// A Plan and the merged policy it came from (layer, audit log, ... are read from it).
+struct BuiltPlan {
+  plan::Plan plan;
+  policy::Policy policy;
+};
+
+struct PlanOptions {
+  std::string policy_file, workspace, timeout, memory, pids, cpus, workspace_mode = "live", keep;
+  std::vector<std::string> allow_write, deny_write, deny_read, allow_read, allow_domain, env;
+  bool no_policy_files = false, unsafe_no_seccomp = false, allow_planted = false, dns = false;
+  // COMMAND [ARGS...]: set by main() from everything after the first "--"
+  // (explicit_command), else taken from the subcommand's remaining words.
+  std::vector<std::string> command;
+  bool explicit_command = false;
+
+  // Registers the options on `sub` (and makes its first non-option word start the command).
+  void add_plan_options(CLI::App* sub);
+  // The command after parsing; an error for a stray option or no command.
+  Result<void> take_command(CLI::App* sub, const std::string& usage);
+  // Sources merged in order (user file < project file < --policy < flags), compiled.
+  // Warnings about weakened sandboxes are printed to stderr here, once.
+  Result<BuiltPlan> build_plan() const;
+};
+
+// "exguardian: WHAT" on stderr; returns 125 (setup/usage/policy error).
+int usage_error(const std::string& what);
+
+}  // namespace exg::cli

@@ -1,0 +1,1126 @@
+// The container and gVisor layers: the parent side (bundle, staging list,
+// clone of the runtime host) and the runtime host itself. Design: layer.hpp.
+#include "oci/layer.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "process/child.hpp"
+#include "process/netns_setup.hpp"
+#include "process/syscalls.hpp"
+#include "util/fd_passing.hpp"
+
+namespace exg::oci {
+
+namespace {
+
+// Everything of a run lives under a private tmpfs the runtime host mounts over
+// /run in its own mount namespace (gone with it, whatever way it ends).
+constexpr const char* kRunTmpfs = "/run";
+constexpr const char* kBase = "/run/exguardian-oci";
+constexpr const char* kInit = "/run/exguardian/exguardian";  // the Plan binds exguardian there
+
+std::string staged(size_t i) { return std::string(kBase) + "/m/" + std::to_string(i); }
+
+bool within(const std::string& p, const std::string& dir) {
+  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// What the runtime host prepares before it runs the runtime.
+struct StagedMount {
+  size_t step = 0;
+  enum Kind { Idmapped, Overlay } kind = Idmapped;
+  std::string path;  // where it is attached (the bind source the spec uses)
+  bool is_dir = true;
+};
+
+// The runtime host's user namespace (decide_host_ids).
+struct HostIds {
+  bool userns = false;
+  bool two_ids = false;         // 0 -> root_uid and cmd_uid -> cmd_uid; else 0 -> root_uid only
+  bool with_newuidmap = false;  // not root: through newuidmap/newgidmap and /etc/subuid
+  uid_t root_uid = 0;           // the host uid behind the runtime host's 0
+  gid_t root_gid = 0;
+  uid_t cmd_uid = 0;            // the command's uid as the runtime host sees it
+  gid_t cmd_gid = 0;
+  std::string why;
+};
+
+struct HostArgs {
+  const plan::Plan* plan = nullptr;
+  int sync_fd = -1;
+  int parent_pidfd = -1;
+  bool host_userns = false;  // the runtime host has a user namespace (HostIds)
+  uid_t cmd_uid = 0;         // the command's ids as the runtime host sees them
+  gid_t cmd_gid = 0;
+  bool want_pty = false;
+  bool tty_fds[3] = {false, false, false};
+  CgroupView cgroups;
+  std::string config_json;
+  std::vector<std::string> skeleton_dirs;   // in the rootfs skeleton (absolute paths)
+  std::vector<std::string> skeleton_files;
+  std::vector<std::pair<std::string, std::string>> skeleton_links;  // path -> target
+  std::vector<StagedMount> staged;
+  std::vector<std::string> seal;  // read-only binds with submounts: made read-only as whole trees here
+  std::map<size_t, int> idmapped;  // step -> detached idmapped tree (root only)
+  std::vector<std::string> runtime_argv;
+  std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
+  std::string id;
+  bool relay_regular_files = false;  // gVisor: stdout/stderr files through a pipe
+  bool fresh_sysfs = false;          // rootless crun: /sys of our netns for its fallback bind
+  std::string seccomp_socket;        // crun/runc: where the runtime hands over the seccomp listener
+};
+
+[[noreturn]] void die(int sync_fd, const std::string& what, int err) {
+  std::string msg(1, process::kMsgError);
+  msg += what;
+  if (err) {
+    msg += ": ";
+    msg += std::strerror(err);
+  }
+  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+  ::_exit(125);
+}
+
+bool mkdir_p(const std::string& path, mode_t mode) {
+  std::string cur;
+  std::stringstream ss(path);
+  std::string part;
+  while (std::getline(ss, part, '/')) {
+    if (part.empty()) continue;
+    cur += "/" + part;
+    if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return false;
+  }
+  return true;
+}
+
+bool write_text(const std::string& path, const std::string& text, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string octal(unsigned mode) {
+  char b[16];
+  std::snprintf(b, sizeof b, "%o", mode);
+  return b;
+}
+
+// Runs argv (a runtime verb) and waits for it; stdio to /dev/null.
+void run_quietly(const std::vector<std::string>& argv) {
+  pid_t p = ::fork();
+  if (p < 0) return;
+  if (p == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      ::dup2(null, 0);
+      ::dup2(null, 1);
+      ::dup2(null, 2);
+    }
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  ::waitpid(p, nullptr, 0);
+}
+
+class RuntimeHost {
+ public:
+  explicit RuntimeHost(const HostArgs& a) : a_(a), plan_(*a.plan) {}
+  [[noreturn]] void run();
+
+ private:
+  const HostArgs& a_;
+  const plan::Plan& plan_;
+  int slave_ = -1;
+  int seccomp_sock_ = -1;
+
+  [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+  void listen_for_seccomp();
+  int receive_seccomp_listener(pid_t runtime);
+
+  void mounts();
+  void seal();
+  void network();
+  void pty();
+  void stage();
+  void bundle();
+  [[noreturn]] void supervise_runtime();
+};
+
+void RuntimeHost::mounts() {
+  if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make mounts private");
+  // The runtime resolves pids (and /proc/1/ns/net) in the new pid namespace.
+  if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) fail("mount /proc");
+  if (a_.fresh_sysfs) {
+    // crun in a user namespace below ours cannot mount a sysfs for our netns
+    // and binds /sys instead: make that ours (the host's would list the host's
+    // interfaces), with the cgroup filesystems moved over.
+    int cg = sys::open_tree(AT_FDCWD, "/sys/fs/cgroup", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (cg < 0) fail("clone /sys/fs/cgroup");
+    if (::mount("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr) != 0)
+      fail("mount a sysfs for the sandbox's network namespace");
+    if (sys::move_mount(cg, "", AT_FDCWD, "/sys/fs/cgroup", MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("put /sys/fs/cgroup back");
+    ::close(cg);
+  }
+  if (a_.cgroups.hide_unified) {
+    if (::mount("exguardian-hide", a_.cgroups.unified_path.c_str(), "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY,
+                "size=4k,mode=0555") != 0)
+      fail("hide " + a_.cgroups.unified_path + " (hybrid cgroups)");
+  }
+  if (::mount("exguardian-oci", kRunTmpfs, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755") != 0) fail("mount tmpfs on /run");
+  for (const char* d : {"", "/bundle", "/state", "/m"})
+    if (::mkdir((std::string(kBase) + d).c_str(), 0755) != 0) fail(std::string("mkdir ") + kBase + d);
+}
+
+// A read-only bind's submounts (docker/podman storage under /var, ...) must be
+// read-only too. crun as root says "rro", runc as root binds each one; here
+// the runtime may not even reach them (0700 directories of an unmapped owner),
+// so the whole tree is cloned, made read-only recursively (no path walk) and
+// put over the source in our mount namespace, where the runtime binds it from.
+void RuntimeHost::seal() {
+  for (const auto& src : a_.seal) {
+    int tree = sys::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0) fail("clone " + src + " to make it read-only");
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) fail("make " + src + " read-only");
+    if (sys::move_mount(tree, "", AT_FDCWD, src.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("put read-only " + src + " in place");
+    ::close(tree);
+  }
+}
+
+void RuntimeHost::network() {
+  if (auto what = process::bring_loopback_up(); !what.empty()) fail(what);
+  if (!plan_.proxy.enabled) return;
+  int fds[3];
+  std::string what;
+  int n = process::make_proxy_listeners(plan_.proxy, fds, &what);
+  if (n < 0) fail(what);
+  if (!send_fds(a_.sync_fd, process::kMsgListeners, fds, static_cast<size_t>(n)))
+    fail("hand the proxy listeners to the supervisor");
+  for (int k = 0; k < n; ++k) ::close(fds[k]);
+}
+
+// A pty on the host's devpts: the master goes to the supervisor's relay, the
+// slave becomes the runtime's (and so the command's) terminal.
+void RuntimeHost::pty() {
+  int ptmx = ::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (ptmx < 0) fail("open /dev/ptmx");
+  int unlock = 0;
+  if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) fail("unlock pty");
+  slave_ = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+  if (slave_ < 0) fail("open pty peer");
+  if (!send_fds(a_.sync_fd, process::kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
+  ::close(ptmx);
+}
+
+// Idmapped binds and overlays, attached under kBase/m where the spec binds them.
+void RuntimeHost::stage() {
+  int n = 0;
+  for (const auto& sm : a_.staged) {
+    const plan::Step& s = plan_.steps[sm.step];
+    if (sm.kind == StagedMount::Idmapped) {
+      if (sm.is_dir ? ::mkdir(sm.path.c_str(), 0755) != 0 : !write_text(sm.path, "", 0644)) fail("mkdir " + sm.path);
+      int tree = a_.idmapped.at(sm.step);
+      int t = ::open(sm.path.c_str(), O_PATH | O_CLOEXEC);
+      if (t < 0 || sys::move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        fail("attach the idmapped mount of " + s.source);
+      ::close(t);
+      ::close(tree);
+      continue;
+    }
+    // Overlay: lower = the host dir (or its idmapped clone), upper = a host
+    // dir (workspace overlay/discard) or a throwaway tmpfs (HOME).
+    std::string base = std::string(kBase) + "/ovl" + std::to_string(n++);
+    std::string lower = s.source, upper = s.upper_dir, work = s.work_dir;
+    if (::mkdir(base.c_str(), 0755) != 0) fail("mkdir " + base);
+    if (a_.idmapped.count(sm.step)) {
+      lower = base + "/lower";
+      if (::mkdir(lower.c_str(), 0755) != 0) fail("mkdir " + lower);
+      int tree = a_.idmapped.at(sm.step);
+      int t = ::open(lower.c_str(), O_PATH | O_CLOEXEC);
+      if (t < 0 || sys::move_mount(tree, "", t, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
+        fail("attach the idmapped lower of " + s.source);
+      ::close(t);
+      ::close(tree);
+    }
+    if (upper.empty()) {
+      // Owned by the command's uid as this namespace sees it.
+      uid_t u = a_.cmd_uid;
+      gid_t g = a_.cmd_gid;
+      std::string up = base + "/up";
+      if (::mkdir(up.c_str(), 0755) != 0) fail("mkdir " + up);
+      std::string opts = "mode=0755,uid=" + std::to_string(u) + ",gid=" + std::to_string(g);
+      if (::mount("exguardian-upper", up.c_str(), "tmpfs", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+        fail("mount overlay upper tmpfs for " + s.target);
+      upper = up + "/upper";
+      work = up + "/work";
+      if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0) fail("mkdir overlay dirs for " + s.target);
+      if (::chown(upper.c_str(), u, g) != 0 || ::chown(work.c_str(), u, g) != 0) fail("chown overlay dirs");
+      if (struct stat st; ::stat(s.source.c_str(), &st) == 0) (void)::chmod(upper.c_str(), st.st_mode & 07777);
+    }
+    if (::mkdir(sm.path.c_str(), 0755) != 0) fail("mkdir " + sm.path);
+    std::string opts = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work + (a_.host_userns ? ",userxattr" : "");
+    if (::mount("exguardian-overlay", sm.path.c_str(), "overlay", MS_NOSUID | MS_NODEV, opts.c_str()) != 0)
+      fail("mount overlay for " + s.target);
+  }
+}
+
+void RuntimeHost::bundle() {
+  for (const auto& d : a_.skeleton_dirs)
+    if (!mkdir_p(d, 0755)) fail("mkdir " + d);
+  for (const auto& f : a_.skeleton_files)
+    if (!write_text(f, "", 0644)) fail("create " + f);
+  for (const auto& [path, target] : a_.skeleton_links)
+    if (::symlink(target.c_str(), path.c_str()) != 0 && errno != EEXIST) fail("symlink " + path);
+  if (!write_text(std::string(kBase) + "/bundle/config.json", a_.config_json, 0644)) fail("write config.json");
+}
+
+void RuntimeHost::listen_for_seccomp() {
+  if (a_.seccomp_socket.empty()) return;
+  seccomp_sock_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (seccomp_sock_ < 0 || a_.seccomp_socket.size() >= sizeof addr.sun_path) fail("seccomp listener socket");
+  std::memcpy(addr.sun_path, a_.seccomp_socket.c_str(), a_.seccomp_socket.size() + 1);
+  if (::bind(seccomp_sock_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(seccomp_sock_, 1) != 0)
+    fail("listen on " + a_.seccomp_socket);
+}
+
+// The listener fd from the runtime's connection; -1 when the runtime exited
+// first or took longer than 30 s. A SIGCHLD of the runtime is left pending
+// for the main loop.
+int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
+  for (int waited_ms = 0; waited_ms < 30000; waited_ms += 100) {
+    pollfd pfd{seccomp_sock_, POLLIN, 0};
+    if (::poll(&pfd, 1, 100) > 0) {
+      int conn = ::accept4(seccomp_sock_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn < 0) continue;
+      std::vector<char> state(1 << 16);
+      iovec iov{state.data(), state.size()};
+      alignas(cmsghdr) char ctrl[CMSG_SPACE(4 * sizeof(int))];
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = ctrl;
+      msg.msg_controllen = sizeof ctrl;
+      ssize_t n = ::recvmsg(conn, &msg, MSG_CMSG_CLOEXEC);
+      ::close(conn);
+      int fd = -1;
+      if (n >= 0)
+        for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c))
+          if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            const int* fds = reinterpret_cast<const int*>(CMSG_DATA(c));
+            for (size_t k = 0; k < count; ++k) {
+              if (fd < 0) fd = fds[k];
+              else ::close(fds[k]);
+            }
+          }
+      if (fd >= 0) {
+        ::close(seccomp_sock_);
+        seccomp_sock_ = -1;
+        return fd;
+      }
+      continue;
+    }
+    // Still running? (Reaped only by the main loop.)
+    siginfo_t si{};
+    if (::waitid(P_PID, static_cast<id_t>(runtime), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == runtime) return -1;
+  }
+  return -1;
+}
+
+[[noreturn]] void RuntimeHost::supervise_runtime() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM, SIGWINCH, SIGCHLD})
+    sigaddset(&mask, s);
+  sigprocmask(SIG_BLOCK, &mask, nullptr);
+  int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC);
+  if (sigfd < 0) fail("signalfd");
+
+  // gVisor imports a regular file given as stdout/stderr with an offset of its
+  // own, from 0: `run ... > log` would overwrite the file's start. Such fds go
+  // through a pipe that this process appends to the file from.
+  int relay_rd[3] = {-1, -1, -1}, relay_wr[3] = {-1, -1, -1};
+  if (a_.relay_regular_files) {
+    for (int k = 1; k <= 2; ++k) {
+      struct stat st;
+      if (::fstat(k, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) fail("pipe for stdio");
+      relay_rd[k] = p[0];
+      ::fcntl(p[0], F_SETFL, O_NONBLOCK);  // a final drain must not wait on a leftover writer
+      relay_wr[k] = p[1];
+    }
+  }
+  pid_t rt = ::fork();
+  if (rt < 0) fail("fork the runtime");
+  if (rt == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (slave_ >= 0)
+      for (int k = 0; k < 3; ++k)
+        if (a_.tty_fds[k]) ::dup2(slave_, k);
+    for (int k = 1; k <= 2; ++k)
+      if (relay_wr[k] >= 0) ::dup2(relay_wr[k], k);
+    sigset_t none;
+    sigemptyset(&none);
+    for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::close_range(3, ~0U, 0);
+    std::vector<char*> argv;
+    for (const auto& s : a_.runtime_argv) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    std::fprintf(stderr, "exguardian: exec %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(125);
+  }
+  if (slave_ >= 0) ::close(slave_);
+  // The seccomp listener (SCMP_ACT_NOTIFY rules): the runtime connects to
+  // listenerPath once the filter is in place and sends its fd (SCM_RIGHTS)
+  // with the container's state; the supervisor answers and logs the refusals
+  // as on the process layer. A syscall the filter catches meanwhile waits.
+  int listener = -1;
+  if (seccomp_sock_ >= 0) {
+    listener = receive_seccomp_listener(rt);
+    if (listener < 0) {
+      ::kill(rt, SIGKILL);
+      fail("the runtime did not hand over the seccomp listener", 0);
+    }
+  }
+  (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
+  if (listener >= 0) ::close(listener);
+  ::close(a_.sync_fd);
+
+  for (int k = 1; k <= 2; ++k)
+    if (relay_wr[k] >= 0) ::close(relay_wr[k]);
+  auto drain = [&](int k, bool all) {
+    char buf[65536];
+    for (;;) {
+      ssize_t n = ::read(relay_rd[k], buf, sizeof buf);
+      if (n <= 0) {
+        if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          ::close(relay_rd[k]);
+          relay_rd[k] = -1;
+        }
+        return;
+      }
+      for (ssize_t off = 0; off < n;) {
+        ssize_t w = ::write(k, buf + off, static_cast<size_t>(n - off));
+        if (w <= 0) break;
+        off += w;
+      }
+      if (!all) return;
+    }
+  };
+  for (;;) {
+    pollfd fds[4] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}, {relay_rd[1], POLLIN, 0}, {relay_rd[2], POLLIN, 0}};
+    if (::poll(fds, 4, -1) < 0) continue;
+    if (fds[1].revents) ::_exit(137);  // the supervisor is gone: our pid namespace takes everything down
+    for (int k = 1; k <= 2; ++k)
+      if (relay_rd[k] >= 0 && fds[1 + k].revents) drain(k, false);
+    signalfd_siginfo si;
+    while (::read(sigfd, &si, sizeof si) == sizeof si) {
+      int s = static_cast<int>(si.ssi_signo);
+      if (s == SIGCHLD) {
+        int status;
+        pid_t p;
+        while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+          if (p != rt) continue;
+          for (int k = 1; k <= 2; ++k)
+            if (relay_rd[k] >= 0) drain(k, true);  // the runtime's children are gone with it
+          if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+          ::_exit(128 + WTERMSIG(status));
+        }
+        continue;
+      }
+      if (s == SIGWINCH) continue;  // the pty carries it
+      // On to the container's pid 1 (oci-init), which forwards to the command.
+      std::vector<std::string> k = a_.kill_prefix;
+      k.insert(k.end(), {"kill", a_.id, std::to_string(s)});
+      pid_t kp = ::fork();
+      if (kp == 0) {
+        int null = ::open("/dev/null", O_RDWR);
+        if (null >= 0) ::dup2(null, 1), ::dup2(null, 2);
+        sigset_t empty;
+        sigemptyset(&empty);
+        sigprocmask(SIG_SETMASK, &empty, nullptr);
+        std::vector<char*> argv;
+        for (const auto& x : k) argv.push_back(const_cast<char*>(x.c_str()));
+        argv.push_back(nullptr);
+        ::execv(argv[0], argv.data());
+        ::_exit(127);
+      }
+    }
+  }
+}
+
+void RuntimeHost::run() {
+  mounts();
+  seal();
+  network();
+  if (a_.want_pty) pty();
+  stage();
+  bundle();
+  listen_for_seccomp();
+  supervise_runtime();
+}
+
+[[noreturn]] void host_main(const HostArgs& a) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  char go = 0;
+  if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != process::kMsgGo) ::_exit(125);
+  // Invoked as root, our ids are still the host's 0 (unmapped here) until we
+  // take the namespace's 0 = the command's host uid; files we create need it.
+  if (a.host_userns && (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
+  // A change of ids clears "dumpable", which would hide /proc/1/ns/net from
+  // the runtime, and the parent-death signal: set both again.
+  if (a.host_userns) {
+    ::prctl(PR_SET_DUMPABLE, 1);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    pollfd gone{a.parent_pidfd, POLLIN, 0};
+    if (::poll(&gone, 1, 0) != 0) ::_exit(125);
+  }
+  pollfd pfd{a.parent_pidfd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  RuntimeHost h(a);
+  h.run();
+}
+
+// --rootfs DIR: its top level in the skeleton (directories and files bound
+// read-only, symlinks copied) ahead of the Plan's mounts; a top-level name the
+// spec mounts something else on (tmpfs /tmp, /proc, ...) is only a mount point.
+// A mount point below one of DIR's directories must exist in DIR (it cannot be
+// created there without writing to DIR). Returns the top-level names done.
+Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json& spec, const std::string& skel,
+                                          HostArgs& a) {
+  std::set<std::string> covered, done;
+  for (const auto& m : spec["mounts"]) {
+    std::string dest = m.value("destination", "");
+    if (dest.size() > 1 && dest.find('/', 1) == std::string::npos && m.value("type", "") != "bind") covered.insert(dest);
+  }
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return fail(Error::sys("--rootfs " + dir));
+  nlohmann::json base = nlohmann::json::array();
+  std::vector<std::string> names;
+  while (dirent* e = ::readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  for (const auto& n : names) {
+    std::string top = "/" + n, src = dir + top;
+    struct stat st;
+    if (::lstat(src.c_str(), &st) != 0) continue;
+    done.insert(top);
+    if (S_ISLNK(st.st_mode)) {
+      char buf[4096];
+      ssize_t len = ::readlink(src.c_str(), buf, sizeof buf - 1);
+      if (len > 0) a.skeleton_links.emplace_back(skel + top, std::string(buf, static_cast<size_t>(len)));
+      continue;
+    }
+    if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
+    (S_ISDIR(st.st_mode) ? a.skeleton_dirs : a.skeleton_files).push_back(skel + top);
+    if (covered.count(top)) continue;
+    nlohmann::json o = {"rbind", "ro", "nosuid", "nodev"};
+    base.push_back({{"destination", top}, {"type", "bind"}, {"source", src}, {"options", o}});
+  }
+  for (const auto& m : spec["mounts"]) {
+    std::string dest = m.value("destination", "");
+    if (dest.size() < 2 || dest[0] != '/') continue;
+    std::string top = dest.substr(0, dest.find('/', 1));
+    if (top == dest || !done.count(top) || covered.count(top)) continue;
+    // Below a directory bound from DIR: it must exist there, unless another
+    // mount of the spec (made first) holds it.
+    bool under_other = false;
+    for (const auto& o : spec["mounts"]) {
+      std::string od = o.value("destination", "");
+      if (od != dest && within(dest, od)) under_other = true;
+    }
+    struct stat st;
+    if (!under_other && ::lstat((dir + dest).c_str(), &st) != 0)
+      return fail(Error::msg("--rootfs " + dir, dest + " does not exist there (a mount point of the sandbox: create it)"));
+  }
+  for (auto& m : spec["mounts"]) base.push_back(std::move(m));
+  spec["mounts"] = std::move(base);
+  return done;
+}
+
+// Mount points of this mount namespace (mountinfo's fifth field, unescaped).
+std::vector<std::string> host_mount_points() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string id, parent, dev, root, point;
+    if (!(ls >> id >> parent >> dev >> root >> point)) continue;
+    std::string p;
+    for (size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        p.push_back(static_cast<char>((point[i + 1] - '0') * 64 + (point[i + 2] - '0') * 8 + (point[i + 3] - '0')));
+        i += 3;
+      } else {
+        p.push_back(point[i]);
+      }
+    }
+    out.push_back(p);
+  }
+  return out;
+}
+
+// make_spec gives the Plan's content; what is left here are facts of how this
+// layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
+// gVisor's identity.
+void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids) {
+  auto& linux = spec["linux"];
+  if (ids.userns && linux.contains("uidMappings")) {
+    // crun rootless: the container's user namespace maps the command's uid
+    // onto the runtime host's view of it.
+    for (auto& m : linux["uidMappings"]) m["hostID"] = ids.cmd_uid;
+    for (auto& m : linux["gidMappings"]) m["hostID"] = ids.cmd_gid;
+  }
+  if (rt.runtime == Runtime::Runsc) {
+    if (!ids.two_ids) {
+      // uid 0 of gVisor's own kernel with empty capability sets: the files the
+      // gofer serves appear owned by 0 (the runtime host's 0 = the command's
+      // host uid), so the command owns exactly what it owns on the host.
+      spec["process"]["user"] = {{"uid", 0}, {"gid", 0}};
+      for (auto& m : spec["mounts"]) {
+        if (m.value("type", "") != "tmpfs" || !m.contains("options")) continue;
+        for (auto& o : m["options"]) {
+          std::string v = o.get<std::string>();
+          if (v.rfind("uid=", 0) == 0) o = "uid=0";
+          if (v.rfind("gid=", 0) == 0) o = "gid=0";
+        }
+      }
+    }
+    linux.erase("resources");  // the sandbox's cgroup is ours (--ignore-cgroups)
+    // gVisor's own threads count in our cgroup's pids limit (given 1024 of
+    // headroom in launch()), and hitting it there ends the whole sandbox: the
+    // command's limit is RLIMIT_NPROC inside gVisor (a clean EAGAIN). Its uid
+    // is its own there unless gVisor's 0 is used (no subuid range), and an
+    // RLIMIT_NPROC binds uid 0 without capabilities too.
+    if (plan.limits.pids) {
+      auto& rl = spec["process"]["rlimits"];
+      if (!rl.is_array()) rl = nlohmann::json::array();
+      rl.push_back({{"type", "RLIMIT_NPROC"}, {"soft", *plan.limits.pids}, {"hard", *plan.limits.pids}});
+    }
+  }
+  // oci-init is pid 1: signals, reaping, the command's session and terminal.
+  nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
+  for (const auto& a : plan.argv) args.push_back(a);
+  spec["process"]["args"] = args;
+}
+
+}  // namespace
+
+std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid, const std::string& name) {
+  std::string num = std::to_string(uid);
+  std::stringstream ss(text);
+  std::string line;
+  while (std::getline(ss, line)) {
+    auto c1 = line.find(':');
+    if (c1 == std::string::npos) continue;
+    auto c2 = line.find(':', c1 + 1);
+    if (c2 == std::string::npos) continue;
+    std::string who = line.substr(0, c1);
+    if (who != num && (name.empty() || who != name)) continue;
+    std::string a = line.substr(c1 + 1, c2 - c1 - 1), b = line.substr(c2 + 1);
+    auto digits = [](const std::string& x) { return !x.empty() && x.size() < 11 && x.find_first_not_of("0123456789") == std::string::npos; };
+    if (!digits(a) || !digits(b)) continue;
+    unsigned long start = std::stoul(a), count = std::stoul(b);
+    if (count >= 1 && start > 0 && start + count <= 0xffffffffUL) return start;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+std::string slurp(const char* path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// How the runtime host's user namespace maps ids. gVisor: 0 onto an
+// unprivileged host uid that is not the command's (root: a second high unused
+// uid; a user: the first of their /etc/subuid range, through newuidmap), and
+// the command's uid onto itself, so the command runs in gVisor as its own
+// non-root uid and runsc's gofer (root of this namespace: CAP_CHOWN and
+// CAP_DAC_OVERRIDE over exactly those two ids) creates files as it. Without a
+// subuid range: 0 onto the caller, the command as gVisor's uid 0 (layer.hpp).
+HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
+  HostIds h;
+  const auto& id = plan.identity;
+  h.cmd_uid = id.host_uid;
+  h.cmd_gid = id.host_gid;
+  h.userns = !id.invoked_as_root || rt.runtime == Runtime::Runsc;
+  if (!h.userns) return h;
+  if (rt.runtime == Runtime::Runsc) {
+    if (id.invoked_as_root) {
+      h.two_ids = true;
+      h.root_uid = 1400000000u + (id.host_uid % (1u << 20));  // below the synthetic range, above any allocator's
+      h.root_gid = h.root_uid;
+      h.why = "gVisor: runsc runs as uid " + std::to_string(h.root_uid) + " on the host, the command as uid " +
+              std::to_string(id.host_uid);
+    } else {
+      passwd* pw = ::getpwuid(::getuid());
+      std::string name = pw ? pw->pw_name : "";
+      auto su = subordinate_start(slurp("/etc/subuid"), ::getuid(), name);
+      auto sg = subordinate_start(slurp("/etc/subgid"), ::getuid(), name);
+      bool tools = ::access("/usr/bin/newuidmap", X_OK) == 0 && ::access("/usr/bin/newgidmap", X_OK) == 0;
+      if (su && sg && tools) {
+        h.two_ids = true;
+        h.with_newuidmap = true;
+        h.root_uid = static_cast<uid_t>(*su);
+        h.root_gid = static_cast<gid_t>(*sg);
+        h.why = "gVisor: runsc runs as subordinate uid " + std::to_string(h.root_uid) + ", the command as uid " +
+                std::to_string(id.host_uid);
+      } else {
+        h.why = "gVisor: no subordinate uid range (/etc/subuid) or newuidmap: the command runs as gVisor's uid 0 "
+                "(no capabilities), runsc as uid " + std::to_string(id.host_uid);
+      }
+    }
+  }
+  if (!h.two_ids) {
+    h.root_uid = id.host_uid;
+    h.root_gid = id.host_gid;
+    h.cmd_uid = 0;
+    h.cmd_gid = 0;
+  }
+  return h;
+}
+
+Result<void> run_idmap_tool(const std::vector<std::string>& argv) {
+  pid_t p = ::fork();
+  if (p < 0) return fail(Error::sys("fork " + argv[0]));
+  if (p == 0) {
+    int null = ::open("/dev/null", O_RDWR);
+    if (null >= 0) ::dup2(null, 0), ::dup2(null, 1);
+    std::vector<char*> a;
+    for (const auto& x : argv) a.push_back(const_cast<char*>(x.c_str()));
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  ::waitpid(p, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) return fail(Error::msg(argv[0], "could not map the runtime host's ids"));
+  return {};
+}
+
+Result<void> write_text_file(const std::string& path, const std::string& text) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return fail(Error::sys("open " + path));
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  int err = errno;
+  ::close(fd);
+  if (!ok) return fail(Error::sys("write " + path, err));
+  return {};
+}
+
+Result<void> map_host_ids(pid_t pid, const HostIds& h) {
+  std::string base = "/proc/" + std::to_string(pid);
+  if (h.with_newuidmap) {
+    if (auto r = run_idmap_tool({"/usr/bin/newuidmap", std::to_string(pid), "0", std::to_string(h.root_uid), "1",
+                                 std::to_string(h.cmd_uid), std::to_string(h.cmd_uid), "1"});
+        !r)
+      return r;
+    return run_idmap_tool({"/usr/bin/newgidmap", std::to_string(pid), "0", std::to_string(h.root_gid), "1",
+                           std::to_string(h.cmd_gid), std::to_string(h.cmd_gid), "1"});
+  }
+  if (auto r = write_text_file(base + "/setgroups", "deny"); !r) return r;
+  std::string um = "0 " + std::to_string(h.root_uid) + " 1\n", gm = "0 " + std::to_string(h.root_gid) + " 1\n";
+  if (h.two_ids) {
+    um += std::to_string(h.cmd_uid) + " " + std::to_string(h.cmd_uid) + " 1\n";
+    gm += std::to_string(h.cmd_gid) + " " + std::to_string(h.cmd_gid) + " 1\n";
+  }
+  if (auto r = write_text_file(base + "/uid_map", um); !r) return r;
+  return write_text_file(base + "/gid_map", gm);
+}
+
+
+// The user namespace of an idmapped mount for gVisor as root: on-disk owner
+// <-> the command's uid, and runsc's own uid onto itself, so the gofer (that
+// uid) can create a file, which it then hands to the command's uid (chown).
+Result<UniqueFd> gvisor_idmap_userns(uid_t from_uid, gid_t from_gid, const HostIds& h) {
+  int sync[2];
+  if (::pipe2(sync, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
+  UniqueFd rd(sync[0]), wr(sync[1]);
+  pid_t pid = static_cast<pid_t>(sys::clone3_fork(CLONE_NEWUSER, nullptr));
+  if (pid < 0) return fail(Error::sys("clone a user namespace for an idmapped mount"));
+  if (pid == 0) {
+    char c;
+    wr.reset();
+    (void)::read(rd.get(), &c, 1);
+    ::_exit(0);
+  }
+  rd.reset();
+  std::string base = "/proc/" + std::to_string(pid);
+  auto line = [](unsigned a, unsigned b) { return std::to_string(a) + " " + std::to_string(b) + " 1\n"; };
+  Result<void> r = write_text_file(base + "/setgroups", "deny");
+  if (r && from_uid != h.root_uid) r = write_text_file(base + "/uid_map", line(from_uid, h.cmd_uid) + line(h.root_uid, h.root_uid));
+  else if (r) r = write_text_file(base + "/uid_map", line(from_uid, h.cmd_uid));
+  if (r && from_gid != h.root_gid) r = write_text_file(base + "/gid_map", line(from_gid, h.cmd_gid) + line(h.root_gid, h.root_gid));
+  else if (r) r = write_text_file(base + "/gid_map", line(from_gid, h.cmd_gid));
+  UniqueFd ns(::open((base + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
+  int saved = errno;
+  wr.reset();
+  ::waitpid(pid, nullptr, 0);
+  if (!r) return fail(r.error());
+  if (!ns) return fail(Error::sys("open idmap user namespace", saved));
+  return ns;
+}
+}  // namespace
+
+void after_run(const plan::Plan& plan, const LayerOptions& opt) {
+  if (opt.runtime.runtime != Runtime::Runc) return;
+  // runc makes "exg-ID" (cgroupsPath) below our cgroup in every hierarchy and
+  // removes it when it exits; killed (timeout, kill -9 of exguardian) it
+  // cannot. Those directories are empty once the sandbox is gone.
+  const std::string name = "exg-" + plan.sandbox_id;
+  std::set<std::string> paths;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+      auto c = line.find(':', line.find(':') + 1);
+      if (c != std::string::npos) paths.insert(line.substr(c + 1) == "/" ? "" : line.substr(c + 1));
+    }
+  }
+  std::ifstream mi("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(mi, line)) {
+    std::istringstream ls(line);
+    std::vector<std::string> f;
+    for (std::string w; ls >> w;) f.push_back(w);
+    auto dash = std::find(f.begin(), f.end(), "-");
+    if (f.size() < 5 || dash == f.end() || dash + 1 == f.end() || (*(dash + 1) != "cgroup" && *(dash + 1) != "cgroup2"))
+      continue;
+    for (const auto& p : paths) {
+      std::string base = f[4] + p;
+      (void)::rmdir((base + "/" + name).c_str());
+      if (DIR* d = ::opendir((base + "/exguardian").c_str())) {
+        while (dirent* e = ::readdir(d))
+          if (std::string(e->d_name).starts_with("exg-")) (void)::rmdir((base + "/exguardian/" + e->d_name + "/" + name).c_str());
+        ::closedir(d);
+      }
+    }
+  }
+}
+
+std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt) {
+  const RuntimeChoice& rt = opt.runtime;
+  std::vector<std::string> out;
+  out.push_back(std::string("layer: ") + (opt.layer == Layer::Gvisor ? "gvisor" : "container") + " via " + rt.describe());
+  for (const auto& n : rt.notes) out.push_back("  runtime: " + n);
+  out.push_back("  root: " + (opt.rootfs.empty() ? std::string("the host's, read-only") : opt.rootfs + ", read-only (never written to)"));
+  {
+    std::ifstream mi("/proc/self/mountinfo");
+    std::stringstream ss;
+    ss << mi.rdbuf();
+    auto cg = decide_cgroup_view(ss.str());
+    out.push_back("  cgroups: " + cg.why + "; the container stays in the sandbox's cgroup" +
+                  (rt.runtime == Runtime::Runsc ? " (runsc --ignore-cgroups)" : ""));
+  }
+  const bool rootless = !plan.identity.invoked_as_root;
+  HostIds ids = decide_host_ids(plan, rt);
+  if (rt.runtime == Runtime::Runsc) out.push_back("  identity: " + ids.why);
+  else if (rootless) out.push_back("  identity: rootless crun: its user namespace maps only the command's uid");
+  else out.push_back(std::string("  identity: ") + to_string(rt.runtime) + " as root sets the mounts up, the command runs as uid " +
+                     std::to_string(plan.identity.host_uid));
+  out.push_back(std::string("  seccomp: ") + (!plan.seccomp ? "OFF (--unsafe-no-seccomp)"
+                                             : rt.runtime == Runtime::Runsc ? "the profile in config.json, applied by runsc (--oci-seccomp); "
+                                                                              "refusals not reported (runsc has no seccomp notify)"
+                                                                            : "the profile in config.json, applied by the runtime; refusals "
+                                                                              "reported to the supervisor (listenerPath)"));
+  if (rt.runtime == Runtime::Runsc)
+    out.push_back("  network: runsc --network=host inside the sandbox's namespace (loopback and the proxy only)");
+  return out;
+}
+
+Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt) {
+  const bool rootless = !plan.identity.invoked_as_root;
+  const RuntimeChoice& rt = opt.runtime;
+  // The runtime host has a user namespace when the caller is not root, and
+  // always for gVisor: then runsc, its sentry and its gofer hold nothing
+  // privileged on the host (decide_host_ids).
+  const HostIds ids = decide_host_ids(plan, rt);
+  const bool host_userns = ids.userns;
+  if (rt.runtime == Runtime::Runc && rootless)
+    return fail(Error::msg("layer container with runc",
+                           "runc needs root here (rootless runc maps only root into the container, and the command "
+                           "must not run as root); use crun"));
+  for (const auto& s : plan.steps)
+    if (!s.source.empty() && s.kind != plan::StepKind::Symlink && within(s.source, kRunTmpfs))
+      return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
+                             "a mount source under /run (" + s.source + ") is not supported on container layers"));
+
+  HostArgs a;
+  a.plan = &plan;
+  a.host_userns = host_userns;
+  a.cmd_uid = ids.cmd_uid;
+  a.cmd_gid = ids.cmd_gid;
+  a.id = "exg-" + plan.sandbox_id;
+  a.relay_regular_files = rt.runtime == Runtime::Runsc;
+  a.fresh_sysfs = host_userns && rt.runtime == Runtime::Crun;
+  for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
+  a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
+  {
+    std::ifstream mi("/proc/self/mountinfo");
+    std::stringstream ss;
+    ss << mi.rdbuf();
+    a.cgroups = decide_cgroup_view(ss.str());
+  }
+
+  // Staged mounts: idmapped binds (root with a workspace owned by someone
+  // else) and overlays; the spec binds them instead of the host source.
+  SpecOptions so;
+  so.runtime = rt.runtime;
+  so.rootfs = opt.rootfs.empty() ? "/" : opt.rootfs;
+  so.netns_path = "/proc/1/ns/net";
+  // crun rootless: the container's own user namespace with the command's uid
+  // alone mapped. As root, crun and runc set the mounts up as root and run the
+  // command as its uid directly (a user namespace there would make the mount
+  // setup the command's uid's, which cannot reach root's 0700 directories);
+  // runsc: decide_host_ids.
+  so.rootless = rootless && rt.runtime == Runtime::Crun;
+  if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
+  so.terminal = false;
+  if (plan.seccomp && rt.runtime != Runtime::Runsc) {
+    // crun and runc hand the notify fd over (runsc has no seccomp notify: its
+    // refusals are EPERM inside gVisor, not reported).
+    a.seccomp_socket = std::string(kBase) + "/seccomp.sock";
+    so.seccomp_listener_path = a.seccomp_socket;
+  }
+  std::map<size_t, UniqueFd> idmapped;
+  std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
+  if (plan.identity.invoked_as_root && ::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const auto& s = plan.steps[i];
+    bool overlay = s.kind == plan::StepKind::Overlay;
+    bool idm = s.idmap && plan.identity.invoked_as_root &&
+               (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::BindRo || overlay);
+    if (!overlay && !idm) continue;
+    if (idm) {
+      auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
+      if (!userns.count(key)) {
+        auto ns = ids.two_ids ? gvisor_idmap_userns(s.idmap_from_uid, s.idmap_from_gid, ids)
+                              : process::idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid,
+                                                      plan.identity.host_gid);
+        if (!ns) return fail(ns.error());
+        userns.emplace(key, std::move(*ns));
+      }
+      auto tree = process::idmapped_tree(s, userns.at(key).get());
+      if (!tree) return fail(tree.error());
+      idmapped.emplace(i, UniqueFd(*tree));
+      a.idmapped[i] = *tree;
+    }
+    StagedMount sm;
+    sm.step = i;
+    sm.kind = overlay ? StagedMount::Overlay : StagedMount::Idmapped;
+    sm.path = staged(i);
+    sm.is_dir = overlay || s.is_dir;
+    a.staged.push_back(sm);
+    so.source_override[s.source] = sm.path;
+  }
+
+  if (host_userns) {
+    // Read-only binds with submounts are sealed whole by the runtime host
+    // (RuntimeHost::seal), so the spec needs no bind per submount.
+    auto points = host_mount_points();
+    std::vector<std::string> rw;
+    for (const auto& s : plan.steps)
+      if (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::Pin)
+        rw.push_back(s.source.empty() ? s.target : s.source);
+    for (const auto& s : plan.steps) {
+      if (s.kind != plan::StepKind::BindRo || !s.is_dir || s.source.empty() || s.idmap) continue;
+      bool has_sub = std::any_of(points.begin(), points.end(), [&](const std::string& m) { return m != s.source && within(m, s.source); });
+      bool holds_rw = std::any_of(rw.begin(), rw.end(), [&](const std::string& r) { return within(r, s.source) || within(s.source, r); });
+      if (has_sub && holds_rw)
+        return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
+                               s.source + " has mounts below it and a writable path inside: not supported on this layer yet"));
+      if (has_sub && std::find(a.seal.begin(), a.seal.end(), s.source) == a.seal.end()) a.seal.push_back(s.source);
+    }
+    so.host_mount_points = std::vector<std::string>{};
+  }
+  auto spec = make_spec(plan, so);
+  if (!spec) return fail(spec.error());
+  adjust_spec(*spec, plan, rt, ids);
+  // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
+  // points and symlinks, every directory bound read-only from the host's root
+  // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
+  // points in the root (runsc's gofer on the host side), so DIR itself is
+  // never written to and need not be writable by the runtime host.
+  {
+    std::string skel = std::string(kBase) + "/bundle/rootfs";
+    (*spec)["root"] = {{"path", skel}, {"readonly", true}};
+    a.skeleton_dirs.push_back(skel);
+    std::set<std::string> seen, dir_entries;
+    if (!opt.rootfs.empty()) {
+      auto base = rootfs_base(opt.rootfs, *spec, skel, a);
+      if (!base) return fail(base.error());
+      seen = dir_entries = std::move(*base);
+    } else {
+      for (const auto& s : plan.steps)
+        if (s.kind == plan::StepKind::Symlink && s.target.find('/', 1) == std::string::npos && seen.insert(s.target).second)
+          a.skeleton_links.emplace_back(skel + s.target, s.source);
+    }
+    for (const auto& m : (*spec)["mounts"]) {
+      std::string dest = m.value("destination", "");
+      if (dest.size() < 2 || dest[0] != '/') continue;
+      std::string top = dest.substr(0, dest.find('/', 1));
+      if (!seen.insert(top).second) continue;
+      std::string src = m.value("source", "");
+      struct stat st;
+      bool file = top == dest && m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 &&
+                  !S_ISDIR(st.st_mode);
+      (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + top);
+    }
+    if (!opt.rootfs.empty()) {
+      // Mount points below the skeleton's own directories: made here, as the
+      // runtime (in the container's user namespace) may not write ours.
+      for (const auto& m : (*spec)["mounts"]) {
+        std::string dest = m.value("destination", "");
+        if (dest.size() < 2 || dest[0] != '/') continue;
+        std::string top = dest.substr(0, dest.find('/', 1));
+        if (top == dest || dir_entries.count(top)) continue;
+        std::string src = m.value("source", "");
+        struct stat st;
+        bool file = m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+        a.skeleton_dirs.push_back(skel + dest.substr(0, dest.rfind('/')));
+        (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
+      }
+    }
+  }
+  a.config_json = spec->dump(1);
+  a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
+  a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
+
+  // One cgroup per sandbox, limits set before anything runs in it; the
+  // runtime host, the runtime and the container all stay inside.
+  process::Limits limits = plan.limits;
+  if (rt.runtime == Runtime::Runsc && limits.pids) {
+    // gVisor's own threads count too; the command's limit is RLIMIT_NPROC inside.
+    limits.pids = *limits.pids + 1024;
+  }
+  auto cg = process::Cgroup::create(plan.sandbox_id, limits);
+  if (!cg) return fail(cg.error());
+  if (cg->active()) process::Cgroup::sweep_stale();
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
+  UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
+  UniqueFd self(sys::pidfd_open(::getpid()));
+  if (!self) return fail(Error::sys("pidfd_open"));
+  a.sync_fd = child_sock.get();
+  a.parent_pidfd = self.get();
+
+  int pidfd = -1;
+  uint64_t flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID;
+  if (host_userns) flags |= CLONE_NEWUSER;
+  long pid = sys::clone3_fork(flags, &pidfd, cg->clone_into_fd());
+  if (pid < 0) return fail(Error::sys("create the runtime host's namespaces"));
+  if (pid == 0) {
+    parent_sock.reset();
+    host_main(a);
+  }
+  process::Launched l;
+  l.pid = static_cast<pid_t>(pid);
+  l.pidfd.reset(pidfd);
+  l.cgroup = std::move(*cg);
+  child_sock.reset();
+  idmapped.clear();
+  auto kill_child = [&] {
+    sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
+    ::waitpid(l.pid, nullptr, 0);
+  };
+  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
+    if (auto r = l.cgroup.attach(l.pid); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+  }
+  if (host_userns) {
+    if (auto r = map_host_ids(l.pid, ids); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+  }
+  char go = process::kMsgGo;
+  if (::send(parent_sock.get(), &go, 1, MSG_NOSIGNAL) != 1) {
+    kill_child();
+    return fail(Error::sys("start the runtime host"));
+  }
+  for (;;) {
+    FdMessage m;
+    if (!recv_fds(parent_sock.get(), &m)) {
+      kill_child();
+      return fail(Error::sys("read from the runtime host"));
+    }
+    if (m.type == process::kMsgPty) {
+      l.pty_master.reset(m.fd);
+      continue;
+    }
+    if (m.type == process::kMsgListeners) {
+      l.http_listener.reset(m.fd);
+      l.socks_listener.reset(m.fd2);
+      l.dns_socket.reset(m.fd3);
+      continue;
+    }
+    if (m.type == process::kMsgReady) {
+      if (m.fd < 0 && !a.seccomp_socket.empty()) {
+        kill_child();
+        return fail(Error::msg("setup", "the runtime host did not hand over the seccomp listener"));
+      }
+      l.seccomp_listener.reset(m.fd);
+      return l;
+    }
+    for (int fd : {m.fd, m.fd2, m.fd3})
+      if (fd >= 0) ::close(fd);
+    kill_child();
+    if (m.type == process::kMsgError) return fail(Error::msg("setup (" + std::string(to_string(rt.runtime)) + ")", m.text));
+    return fail(Error::msg("setup", "the runtime host exited before it was set up"));
+  }
+}
+
+}  // namespace exg::oci

@@ -1,0 +1,53 @@
+// ExGuardian's seccomp rules (process/seccomp_rules.hpp) as OCI linux.seccomp.
+//
+// Architectures: only SCMP_ARCH_X86_64 is listed, so libseccomp (crun, runc,
+// docker, podman) kills i386 (int $0x80) calls as a bad architecture, and
+// filters that list x86_64 without x32 also treat x32 numbers
+// (nr | 0x40000000) as a bad architecture. The profile cannot name that rule
+// itself (a syscall number is not a rule target in OCI); the integration test
+// checks the result on each runtime. runsc has no i386/x32 entry points.
+#include <map>
+
+#include "oci/spec.hpp"
+#include "process/seccomp_rules.hpp"
+
+namespace exg::oci {
+
+namespace rules = process::seccomp_rules;
+
+nlohmann::json seccomp_profile(const std::string& listener_path, Runtime runtime) {
+  using nlohmann::json;
+  const bool notify = !listener_path.empty();
+  json syscalls = json::array();
+  std::map<std::string, size_t> entry_of;  // a rule without its names -> its entry
+  for (const auto& r : rules::expanded_rules()) {
+    if (runtime == Runtime::Runsc && std::string(r.syscall) == "clone3") continue;
+    json rule;
+    rule["names"] = json::array({r.syscall});
+    if (notify && r.notify) {
+      rule["action"] = "SCMP_ACT_NOTIFY";  // the supervisor answers with refused_errno() and logs it
+    } else {
+      rule["action"] = "SCMP_ACT_ERRNO";
+      rule["errnoRet"] = r.errno_value;
+    }
+    if (!r.cmps.empty()) {
+      json args = json::array();
+      // OCI's SCMP_CMP_MASKED_EQ: value is the mask, valueTwo the datum.
+      for (const auto& c : r.cmps)
+        args.push_back({{"index", c.arg}, {"value", c.mask}, {"valueTwo", c.value}, {"op", "SCMP_CMP_MASKED_EQ"}});
+      rule["args"] = args;
+    }
+    // Rules that differ only in the syscall share one entry (keyed by the rest:
+    // comparing json copies pairwise cost ~60 ms per run).
+    json rest = rule;
+    rest.erase("names");
+    auto [it, fresh] = entry_of.emplace(rest.dump(), syscalls.size());
+    if (fresh) syscalls.push_back(std::move(rule));
+    else syscalls[it->second]["names"].push_back(r.syscall);
+  }
+  json p = {{"defaultAction", "SCMP_ACT_ALLOW"}, {"architectures", {"SCMP_ARCH_X86_64"}}, {"syscalls", syscalls}};
+  if (notify) p["listenerPath"] = listener_path;
+  return p;
+}
+
+}  // namespace exg::oci
