@@ -925,6 +925,10 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   // runsc: decide_host_ids.
   so.rootless = rootless && rt.runtime == Runtime::Crun;
   if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
+  // process.terminal stays off: the runtime host's pty is the command's
+  // controlling terminal through oci-init (job control works on crun and
+  // runc). Tried: with process.terminal crun's relay breaks Ctrl-C/Ctrl-Z,
+  // and an interactive shell under runsc gets no prompt (runsc 20221219).
   so.terminal = false;
   if (plan.seccomp && rt.runtime != Runtime::Runsc) {
     // crun and runc hand the notify fd over (runsc has no seccomp notify: its
