@@ -131,35 +131,6 @@ bool write_text(const std::string& path, const std::string& text, mode_t mode) {
   return ok;
 }
 
-std::string octal(unsigned mode) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%o", mode);
-  return b;
-}
-
-// Runs argv (a runtime verb) and waits for it; stdio to /dev/null.
-void run_quietly(const std::vector<std::string>& argv) {
-  pid_t p = ::fork();
-  if (p < 0) return;
-  if (p == 0) {
-    int null = ::open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      ::dup2(null, 0);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
-    }
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  ::waitpid(p, nullptr, 0);
-}
-
 class RuntimeHost {
  public:
   explicit RuntimeHost(const HostArgs& a) : a_(a), plan_(*a.plan) {}
