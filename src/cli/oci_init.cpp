@@ -11,6 +11,7 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -35,13 +36,21 @@ int oci_init_main(int argc, char** argv) {
   }
   if (cmd == 0) {
     for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
+    if (::isatty(0) && ::tcgetsid(0) == ::getsid(0)) {
+      // The runtime made the terminal ours (process.terminal): the command
+      // gets its own process group in the foreground of it (signals still
+      // blocked, so tcsetpgrp cannot stop us with SIGTTOU).
+      ::setpgid(0, 0);
+      (void)::tcsetpgrp(0, ::getpid());
+    } else {
+      // A pty the runtime host made: the command's session and controlling
+      // terminal. Not a host terminal, so nothing to inject into.
+      ::setsid();
+      if (::isatty(0)) (void)::ioctl(0, TIOCSCTTY, 0);
+    }
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::setsid();
-    // The sandbox's own pty (made by the runtime host): the command's
-    // controlling terminal. Not a host terminal, so nothing to inject into.
-    if (::isatty(0)) (void)::ioctl(0, TIOCSCTTY, 0);
     ::execvp(argv[0], argv);
     int err = errno;
     std::fprintf(stderr, "exguardian: %s: %s\n", argv[0], std::strerror(err));

@@ -41,6 +41,7 @@ namespace {
 constexpr const char* kRunTmpfs = "/run";
 constexpr const char* kBase = "/run/exguardian-oci";
 constexpr const char* kInit = "/run/exguardian/exguardian";  // the Plan binds exguardian there
+constexpr const char* kSmallInit = "/run/exguardian/init";     // exguardian-init, bound by adjust_spec
 
 std::string staged(size_t i) { return std::string(kBase) + "/m/" + std::to_string(i); }
 
@@ -89,6 +90,7 @@ struct HostArgs {
   std::vector<std::pair<std::string, std::string>> skeleton_links;  // path -> target
   std::vector<StagedMount> staged;
   std::vector<std::string> seal;  // read-only binds with submounts: made read-only as whole trees here
+  std::vector<std::pair<std::string, std::string>> root_binds;  // host dir -> skeleton dir, read-only
   std::map<size_t, int> idmapped;  // step -> detached idmapped tree (root only)
   std::vector<std::string> runtime_argv;
   std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
@@ -129,35 +131,6 @@ bool write_text(const std::string& path, const std::string& text, mode_t mode) {
   return ok;
 }
 
-std::string octal(unsigned mode) {
-  char b[16];
-  std::snprintf(b, sizeof b, "%o", mode);
-  return b;
-}
-
-// Runs argv (a runtime verb) and waits for it; stdio to /dev/null.
-void run_quietly(const std::vector<std::string>& argv) {
-  pid_t p = ::fork();
-  if (p < 0) return;
-  if (p == 0) {
-    int null = ::open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      ::dup2(null, 0);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
-    }
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  ::waitpid(p, nullptr, 0);
-}
-
 class RuntimeHost {
  public:
   explicit RuntimeHost(const HostArgs& a) : a_(a), plan_(*a.plan) {}
@@ -179,6 +152,7 @@ class RuntimeHost {
   void pty();
   void stage();
   void bundle();
+  void root_binds();
   [[noreturn]] void supervise_runtime();
 };
 
@@ -220,6 +194,18 @@ void RuntimeHost::seal() {
     attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
     if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) fail("make " + src + " read-only");
     if (sys::move_mount(tree, "", AT_FDCWD, src.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("put read-only " + src + " in place");
+    ::close(tree);
+  }
+}
+
+void RuntimeHost::root_binds() {
+  for (const auto& [src, dst] : a_.root_binds) {
+    int tree = sys::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0) fail("clone " + src + " for the root");
+    mount_attr attr{};
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+    if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) fail("make " + src + " read-only");
+    if (sys::move_mount(tree, "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("bind " + src + " into the root");
     ::close(tree);
   }
 }
@@ -498,6 +484,7 @@ void RuntimeHost::run() {
   if (a_.want_pty) pty();
   stage();
   bundle();
+  root_binds();
   listen_for_seccomp();
   supervise_runtime();
 }
@@ -645,7 +632,22 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
     }
   }
   // oci-init is pid 1: signals, reaping, the command's session and terminal.
+  // The small static exguardian-init next to this binary when it is there
+  // (inside gVisor the full binary's dynamic loading costs ~20 ms), else
+  // `exguardian oci-init`.
   nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
+  char self[4096];
+  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n > 0) {
+    std::string init = std::string(self, static_cast<size_t>(n));
+    init = init.substr(0, init.rfind('/') + 1) + "exguardian-init";
+    struct stat st;
+    if (::stat(init.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
+      spec["mounts"].push_back({{"destination", kSmallInit}, {"type", "bind"}, {"source", init},
+                                {"options", {"bind", "ro", "nosuid", "nodev"}}});
+      args = nlohmann::json::array({kSmallInit, "--"});
+    }
+  }
   for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
 }
@@ -925,6 +927,10 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   // runsc: decide_host_ids.
   so.rootless = rootless && rt.runtime == Runtime::Crun;
   if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
+  // process.terminal stays off: the runtime host's pty is the command's
+  // controlling terminal through oci-init (job control works on crun and
+  // runc). Tried: with process.terminal crun's relay breaks Ctrl-C/Ctrl-Z,
+  // and an interactive shell under runsc gets no prompt (runsc 20221219).
   so.terminal = false;
   if (plan.seccomp && rt.runtime != Runtime::Runsc) {
     // crun and runc hand the notify fd over (runsc has no seccomp notify: its
@@ -1031,6 +1037,26 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
         (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
       }
     }
+  }
+  if (rt.runtime != Runtime::Runc) {
+    // The root's read-only top-level directories are bound into the skeleton
+    // by the runtime host itself (recursive read-only clones): one root for
+    // the runtime instead of a bind per directory, each of which costs the
+    // runtime time (runsc: a gofer mount, tens of ms under ptrace). runc as
+    // root keeps its per-submount binds (no recursive read-only there).
+    const std::string skel = std::string(kBase) + "/bundle/rootfs";
+    nlohmann::json kept = nlohmann::json::array();
+    for (auto& m : (*spec)["mounts"]) {
+      std::string dest = m.value("destination", ""), src = m.value("source", "");
+      bool top = dest.size() > 1 && dest.find('/', 1) == std::string::npos;
+      bool ro = false;
+      for (const auto& o : m.value("options", nlohmann::json::array())) ro = ro || o == "ro";
+      bool base = top && ro && m.value("type", "") == "bind" && is_dir(src) &&
+                  (opt.rootfs.empty() ? src == dest : src == opt.rootfs + dest);
+      if (base) a.root_binds.emplace_back(src, skel + dest);
+      else kept.push_back(std::move(m));
+    }
+    (*spec)["mounts"] = std::move(kept);
   }
   a.config_json = spec->dump(1);
   a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);

@@ -33,6 +33,15 @@
 //     layer) and gives the slave to the runtime as stdio (process.terminal
 //     stays false; our pid 1 inside, `exguardian oci-init`, makes it the
 //     command's controlling terminal, so job control works);
+//   - seals read-only binds that hold other mounts (a recursive read-only
+//     clone over the source: the runtime may not reach a submount below a 0700
+//     directory), and binds the root's read-only top-level directories into
+//     the skeleton root itself (one root for the runtime instead of a bind per
+//     directory: each is a gofer mount for runsc);
+//   - listens on listenerPath (crun, runc): the runtime hands over the
+//     seccomp notify fd, which goes to the supervisor's SyscallViolations, so
+//     refusals are answered and logged as on the process layer (runsc has no
+//     seccomp notify: its refusals stay errno inside gVisor, unreported);
 //   - writes config.json (oci/spec.hpp make_spec, computed by the parent before
 //     the clone) and runs the runtime in the foreground:
 //       crun  --root STATE --cgroup-manager=disabled run --bundle B ID
@@ -45,7 +54,9 @@
 //   - forwards the signals the supervisor sends it with `<runtime> kill ID SIG`
 //     and exits with the runtime's status (= the command's: oci-init turns a
 //     death by signal N into 128+N).
-// The command's pid 1 in the container is `exguardian oci-init`: a pid 1
+// The command's pid 1 in the container is exguardian-init (a small static
+// build of `exguardian oci-init`, found next to exguardian; else the full
+// binary's oci-init): a pid 1
 // without handlers ignores SIGTERM/SIGINT, so init forwards them, reaps, and
 // gives the command its own session and controlling terminal.
 //

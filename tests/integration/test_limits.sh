@@ -60,7 +60,12 @@ fi
 start=$SECONDS
 run sbx --pids 64 --timeout 5s -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 100'
 check "fork bomb ended by the timeout (124), status $STATUS" test "$STATUS" -eq 124
-check "fork bomb reported the pids limit" grep -q "pids limit 64 reached" <<<"$OUT$ERR"
+if on_layer gvisor; then
+    # (RLIMIT_NPROC's EAGAIN happens inside gVisor's kernel: the supervisor has no cgroup event to report)
+    skip "fork bomb reported as the pids limit: not observable from outside gVisor"
+else
+    check "fork bomb reported the pids limit" grep -q "pids limit 64 reached" <<<"$OUT$ERR"
+fi
 check "fork bomb ended within 30 s" test $((SECONDS - start)) -lt 30
 check "the host still forks" bash -c 'for i in 1 2 3 4 5; do /bin/true; done'
 
