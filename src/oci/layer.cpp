@@ -98,6 +98,9 @@ struct HostArgs {
   bool relay_regular_files = false;  // gVisor: stdout/stderr files through a pipe
   bool fresh_sysfs = false;          // rootless crun: /sys of our netns for its fallback bind
   std::string seccomp_socket;        // crun/runc: where the runtime hands over the seccomp listener
+  // Generated files (File steps: the trust bundle, masked credential copies;
+  // the resolver's resolv.conf): staged path -> content, bound read-only.
+  std::vector<std::pair<std::string, std::string>> files;
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -237,6 +240,9 @@ void RuntimeHost::pty() {
 
 // Idmapped binds and overlays, attached under kBase/m where the spec binds them.
 void RuntimeHost::stage() {
+  if (!a_.files.empty() && !mkdir_p(std::string(kBase) + "/f", 0755)) fail("mkdir " + std::string(kBase) + "/f");
+  for (const auto& [path, content] : a_.files)
+    if (!write_text(path, content, 0444)) fail("write " + path);
   int n = 0;
   for (const auto& sm : a_.staged) {
     const plan::Step& s = plan_.steps[sm.step];
@@ -358,7 +364,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM, SIGWINCH, SIGCHLD})
     sigaddset(&mask, s);
   sigprocmask(SIG_BLOCK, &mask, nullptr);
-  int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC);
+  int sigfd = ::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);  // woken by the relays too: never block on it
   if (sigfd < 0) fail("signalfd");
 
   // gVisor imports a regular file given as stdout/stderr with an offset of its
@@ -493,6 +499,12 @@ void RuntimeHost::run() {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   char go = 0;
   if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != process::kMsgGo) ::_exit(125);
+  // The invoker's environment (a secret's source variable among it) stays
+  // out of the runtime and everything it starts; the container's own
+  // environment is the Plan's, in config.json.
+  for (char** e = environ; e && *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
+  ::clearenv();
+  ::setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
   // Invoked as root, our ids are still the host's 0 (unmapped here) until we
   // take the namespace's 0 = the command's host uid; files we create need it.
   if (a.host_userns && (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
@@ -937,6 +949,28 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     // refusals are EPERM inside gVisor, not reported).
     a.seccomp_socket = std::string(kBase) + "/seccomp.sock";
     so.seccomp_listener_path = a.seccomp_socket;
+  }
+  // Generated files. The trust anchor (the sandbox CA's certificate; its key
+  // stays in the supervisor) is made now: the runtime host is forked after
+  // this and keeps a copy of the supervisor's memory only until it executes
+  // the runtime, in namespaces the command cannot reach.
+  std::string anchor;
+  for (size_t i = 0; i < plan.steps.size(); ++i) {
+    const auto& s = plan.steps[i];
+    if (s.kind != plan::StepKind::File && s.kind != plan::StepKind::ResolvConf) continue;
+    std::string content = s.kind == plan::StepKind::ResolvConf ? std::string(plan::kResolverConf) : s.content;
+    if (s.kind == plan::StepKind::File && s.trust_bundle) {
+      if (anchor.empty()) {
+        if (!lo.trust_anchor) return fail(Error::msg("trust bundle " + s.target, "no certificate authority was made"));
+        auto pem = lo.trust_anchor();
+        if (!pem) return fail(pem.error());
+        anchor = std::move(*pem);
+      }
+      content += anchor;
+    }
+    std::string path = std::string(kBase) + "/f/" + std::to_string(i);
+    a.files.emplace_back(path, std::move(content));
+    so.source_override[s.target] = path;
   }
   std::map<size_t, UniqueFd> idmapped;
   std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;

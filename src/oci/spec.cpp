@@ -211,10 +211,13 @@ class Builder {
           // (allowRead); then its owner (root) and no capabilities keep it sealed.
           bool inside = false;
           for (size_t j = i + 1; j < plan_.steps.size(); ++j)
-            if (plan_.steps[j].kind == StepKind::BindRo && within(plan_.steps[j].target, s.target) &&
-                plan_.steps[j].target != s.target)
+            if ((plan_.steps[j].kind == StepKind::BindRo || plan_.steps[j].kind == StepKind::File) &&
+                within(plan_.steps[j].target, s.target) && plan_.steps[j].target != s.target)
               inside = true;
-          std::vector<std::string> o = {"nosuid", "nodev", "noexec", "mode=0000", "size=4k", "nr_inodes=64"};
+          // Mode 0, or 0111 when something inside is bound back (the Plan's
+          // choice): passable to reach it, not listable.
+          std::vector<std::string> o = {"nosuid", "nodev", "noexec", "mode=" + octal(s.mode & 0111), "size=4k",
+                                        "nr_inodes=64"};
           if (!inside) o.push_back("ro");
           tmpfs(s.target, o);
           break;
@@ -223,6 +226,14 @@ class Builder {
           // /dev/null on a nodev mount: opening it fails (EACCES), like the
           // process layer's unreadable empty file.
           bind("/dev/null", s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});
+          break;
+        case StepKind::File:
+          // Generated content (secrets: the trust bundle with the sandbox's CA,
+          // masked credential copies): written by the layer in its staging.
+          if (!opt_.source_override.count(s.target))
+            return unsupported("generated files (secrets: the trust bundle, masked credential copies) need the "
+                               "layer's staging: use exguardian run --layer container|gvisor");
+          bind(opt_.source_override.at(s.target), s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});
           break;
         case StepKind::ResolvConf:
           if (!opt_.source_override.count(s.target))

@@ -37,6 +37,9 @@ enum class StepKind {
 
 const char* to_string(StepKind k);
 
+// What a ResolvConf step puts over /etc/resolv.conf (the in-sandbox resolver).
+inline constexpr char kResolverConf[] = "nameserver 127.0.0.53\noptions edns0 trust-ad\n";
+
 struct Step {
   StepKind kind;
   std::string source;  // host path (binds, overlay lower), link text (Symlink)

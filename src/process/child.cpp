@@ -202,9 +202,9 @@ void Builder::make_stage() {
   if (empty_file_fd_ < 0) fail("open " + empty);
   if (plan_.proxy.resolver) {
     std::string rc = work + "/resolv.conf";
-    static constexpr char kResolv[] = "nameserver 127.0.0.53\noptions edns0 trust-ad\n";
+    static constexpr const char* kResolv = plan::kResolverConf;
     int w = ::open(rc.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0644);
-    if (w < 0 || ::write(w, kResolv, sizeof kResolv - 1) != (ssize_t)(sizeof kResolv - 1)) fail("write " + rc);
+    if (w < 0 || ::write(w, kResolv, std::strlen(kResolv)) != static_cast<ssize_t>(std::strlen(kResolv))) fail("write " + rc);
     ::close(w);
     resolv_fd_ = ::open(rc.c_str(), O_PATH | O_CLOEXEC);
     if (resolv_fd_ < 0) fail("open " + rc);
@@ -470,6 +470,9 @@ void Builder::run() {
   // the sandbox needs none of them (init is not dumpable either way).
   for (const auto& sec : a.plan->secrets)
     ::explicit_bzero(const_cast<char*>(sec.value.data()), sec.value.size());
+  // So did the invoker's environment (a secret's source variable among it);
+  // init and the command get the Plan's environment only.
+  for (char** e = environ; e && *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
   Builder b(a, std::move(trust_anchor));
   b.open_sources();
   const plan::Identity& id = a.plan->identity;
