@@ -64,6 +64,10 @@ for L in "${layers[@]}"; do
     { echo before; timeout 60 "${R[@]}" -- echo inside; echo after; } >"$log" 2>&1
     check "$L: a file as stdout is appended to, not overwritten ($(tr '\n' ' ' <"$log"))" \
         test "$(tr '\n' ' ' <"$log")" = "before inside after "
+    # More than a pipe's worth into a file (gVisor's file relay once stalled at 64 KiB).
+    timeout 60 "${R[@]}" -- head -c 300000 /dev/zero >"$T/big-$L" 2>/dev/null
+    check "$L: 300 kB to a file as stdout arrive whole (status $?, $(stat -c %s "$T/big-$L") bytes)" \
+        test "$(stat -c %s "$T/big-$L")" = 300000
 
     # ---- identity and walls ----------------------------------------------------------------------
     run timeout 60 "${R[@]}" -- sh -c 'id -u; grep CapEff /proc/self/status'
