@@ -32,10 +32,11 @@ build: deps
 test: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j1 --timeout 300
 
-# The seed's escape lines, then the full escape test with its reports.
+# The seed's escape lines, then the full escape test on every layer present
+# (process, container, gVisor) with its reports.
 demo: build
 	EXG=$(abspath $(EXG)) bash demo/demo.sh
-	$(EXG) escape-test --json $(BUILD_DIR)/escape-test.json --html $(BUILD_DIR)/escape-test.html
+	$(EXG) escape-test --layer all --json $(BUILD_DIR)/escape-test.json --html $(BUILD_DIR)/escape-test.html
 	@echo "reports: $(abspath $(BUILD_DIR))/escape-test.html and escape-test.json"
 
 bench: build
