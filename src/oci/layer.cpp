@@ -702,6 +702,14 @@ std::string slurp(const char* path) {
 // non-root uid and runsc's gofer (root of this namespace: CAP_CHOWN and
 // CAP_DAC_OVERRIDE over exactly those two ids) creates files as it. Without a
 // subuid range: 0 onto the caller, the command as gVisor's uid 0 (layer.hpp).
+bool id_mapped_here(const std::string& map, unsigned long id) {
+  std::istringstream in(map);
+  unsigned long inside = 0, outside = 0, count = 0;
+  while (in >> inside >> outside >> count)
+    if (id >= inside && id - inside < count) return true;
+  return false;
+}
+
 HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
   HostIds h;
   const auto& id = plan.identity;
@@ -722,7 +730,11 @@ HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
       auto su = subordinate_start(slurp("/etc/subuid"), ::getuid(), name);
       auto sg = subordinate_start(slurp("/etc/subgid"), ::getuid(), name);
       bool tools = ::access("/usr/bin/newuidmap", X_OK) == 0 && ::access("/usr/bin/newgidmap", X_OK) == 0;
-      if (su && sg && tools) {
+      // newuidmap is set-uid: it cannot help under no_new_privs, nor inside a
+      // user namespace that does not map the subordinate range itself.
+      bool usable = tools && ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 0 && su && sg &&
+                    id_mapped_here(slurp("/proc/self/uid_map"), *su) && id_mapped_here(slurp("/proc/self/gid_map"), *sg);
+      if (usable) {
         h.two_ids = true;
         h.with_newuidmap = true;
         h.root_uid = static_cast<uid_t>(*su);
@@ -730,8 +742,11 @@ HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
         h.why = "gVisor: runsc runs as subordinate uid " + std::to_string(h.root_uid) + ", the command as uid " +
                 std::to_string(id.host_uid);
       } else {
-        h.why = "gVisor: no subordinate uid range (/etc/subuid) or newuidmap: the command runs as gVisor's uid 0 "
-                "(no capabilities), runsc as uid " + std::to_string(id.host_uid);
+        h.why = std::string("gVisor: ") +
+                (tools && su && sg ? "the subordinate uid range cannot be mapped from here (no_new_privs, or a user "
+                                     "namespace without it)"
+                                   : "no subordinate uid range (/etc/subuid) or newuidmap") +
+                ": the command runs as gVisor's uid 0 (no capabilities), runsc as uid " + std::to_string(id.host_uid);
       }
     }
   }
