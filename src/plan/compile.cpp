@@ -254,11 +254,19 @@ struct Builder {
       s.is_dir = false;
     }
 
-    // HOME: readable as on the host, writes thrown away.
+    // HOME: readable as on the host, writes thrown away; unless allowWrite
+    // names HOME itself (its bind below replaces the layer: none is made).
+    bool home_writable = false;
+    if (!home.empty())
+      for (const auto& e : pol.filesystem.allow_write)
+        for (const auto& h : resolve_entry(e, home))
+          if (h == home || (canonical(home) && h == *canonical(home))) home_writable = true;
     if (!home.empty() && home != "/" && is_dir(home)) {
       plan.home = home;
-      Step& s = add(StepKind::Overlay, home, home, "readable as on the host; writes go to a throwaway layer");
-      maybe_idmap(s);
+      if (!home_writable) {
+        Step& s = add(StepKind::Overlay, home, home, "readable as on the host; writes go to a throwaway layer");
+        maybe_idmap(s);
+      }
     } else {
       plan.home = "/tmp";
       plan.notes.push_back("HOME " + (ctx.home.empty() ? std::string("(unset)") : ctx.home) +
