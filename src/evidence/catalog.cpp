@@ -144,15 +144,19 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   };
 
   // ---- The sandbox is in place (everything destructive waits for this one).
-  add({"sandbox-in-place", "sandbox", "hostname; id -u",
-       "hostname is exguardian and the uid is not 0", true, {}, false, false, "", 0,
+  // (uid 0 only without any capability: gVisor's fallback when no subordinate
+  // uid range can be mapped runs the command as gVisor's own uid 0.)
+  add({"sandbox-in-place", "sandbox", "hostname; id -u; grep '^CapEff:' /proc/self/status",
+       "hostname is exguardian and the uid is not 0 (or 0 without capabilities)", true, {}, false, false, "", 0,
        [](const Outcome& o) {
          std::istringstream is(o.out);
-         std::string host, uid;
+         std::string host, uid, caps;
          std::getline(is, host);
          std::getline(is, uid);
-         if (o.status == 0 && host == "exguardian" && !uid.empty() && uid != "0")
-           return held("hostname=" + host + " uid=" + uid);
+         std::getline(is, caps);
+         bool no_caps = caps.find("0000000000000000") != std::string::npos;
+         if (o.status == 0 && host == "exguardian" && !uid.empty() && (uid != "0" || no_caps))
+           return held("hostname=" + host + " uid=" + uid + (uid == "0" ? " (no capabilities)" : ""));
          return failed("sandbox not in place: " + said(o));
        }});
   // (gVisor's /proc/self/status has no NoNewPrivs line: then prctl(PR_GET_NO_NEW_PRIVS) says it.)
@@ -380,6 +384,10 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
        "pid 1 inside is exguardian's init (own pid namespace)", true, {}, false, false, "", 0,
        [](const Outcome& o) {
          if (o.status == 0 && first_line(o.out) == "exguardian") return held("/proc/1/comm = exguardian");
+         // Container layers: the small static exguardian-init, bound at /run/exguardian/init.
+         if (o.status == 0 && first_line(o.out) == "init" &&
+             o.out.find("\n/run/exguardian/init ") != std::string::npos)
+           return held("/proc/1 is exguardian-init (/run/exguardian/init)");
          return escaped("pid 1 is not exguardian's init: " + said(o));
        }});
   // (gVisor has no /sys/class/net: the interface list then comes from if_nameindex().)
