@@ -582,29 +582,6 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
   return done;
 }
 
-// Mount points of this mount namespace (mountinfo's fifth field, unescaped).
-std::vector<std::string> host_mount_points() {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string id, parent, dev, root, point;
-    if (!(ls >> id >> parent >> dev >> root >> point)) continue;
-    std::string p;
-    for (size_t i = 0; i < point.size(); ++i) {
-      if (point[i] == '\\' && i + 3 < point.size()) {
-        p.push_back(static_cast<char>((point[i + 1] - '0') * 64 + (point[i + 2] - '0') * 8 + (point[i + 3] - '0')));
-        i += 3;
-      } else {
-        p.push_back(point[i]);
-      }
-    }
-    out.push_back(p);
-  }
-  return out;
-}
-
 // make_spec gives the Plan's content; what is left here are facts of how this
 // layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
 // gVisor's identity.
@@ -1022,7 +999,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   if (host_userns) {
     // Read-only binds with submounts are sealed whole by the runtime host
     // (RuntimeHost::seal), so the spec needs no bind per submount.
-    auto points = host_mount_points();
+    auto points = read_mount_points();
     std::vector<std::string> rw;
     for (const auto& s : plan.steps)
       if (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::Pin)

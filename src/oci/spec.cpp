@@ -66,17 +66,6 @@ std::string unescape_mountinfo(const std::string& s) {
   return out;
 }
 
-std::vector<std::string> read_mount_points() {
-  std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string id, parent, dev, root, point;
-    if (ls >> id >> parent >> dev >> root >> point) out.push_back(unescape_mountinfo(point));
-  }
-  return out;
-}
 
 class Builder {
  public:
@@ -336,6 +325,18 @@ class Builder {
 };
 
 }  // namespace
+
+std::vector<std::string> read_mount_points() {
+  std::vector<std::string> out;
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string id, parent, dev, root, point;
+    if (ls >> id >> parent >> dev >> root >> point) out.push_back(unescape_mountinfo(point));
+  }
+  return out;
+}
 
 Result<json> make_spec(const plan::Plan& plan, const SpecOptions& opt) {
   if (plan.argv.empty()) return fail(Error::msg("oci spec", "no command"));

@@ -42,6 +42,9 @@ struct SpecOptions {
   std::vector<std::string>* notes = nullptr;
 };
 
+// Mount points of this mount namespace (mountinfo's fifth field, unescaped).
+std::vector<std::string> read_mount_points();
+
 // config.json. An error names the Plan step the layer cannot express.
 Result<nlohmann::json> make_spec(const plan::Plan& plan, const SpecOptions& opt);
 
