@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "process/init_loop.hpp"
+
 namespace exg::cli {
 
 int oci_init_main(int argc, char** argv) {
@@ -57,28 +59,7 @@ int oci_init_main(int argc, char** argv) {
     ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
   }
   ::prctl(PR_SET_DUMPABLE, 0);
-  // Init keeps no terminal or pipe open: stdio belongs to the command.
-  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull >= 0) {
-    for (int k = 0; k < 3; ++k) ::dup2(devnull, k);
-    ::close(devnull);
-  }
-  for (;;) {
-    siginfo_t si;
-    int sig = ::sigwaitinfo(&all, &si);
-    if (sig < 0) continue;
-    if (sig == SIGCHLD) {
-      int status;
-      pid_t p;
-      while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
-        if (p != cmd) continue;
-        if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
-        if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
-      }
-      continue;
-    }
-    ::kill(cmd, sig);
-  }
+  process::serve_as_init(cmd, all, [](int) { return true; });
 }
 
 }  // namespace exg::cli

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "process/child.hpp"
+#include "process/init_loop.hpp"
 #include "process/landlock.hpp"
 #include "process/seccomp.hpp"
 #include "util/fd_passing.hpp"
@@ -127,32 +128,11 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
   if (listener >= 0) ::close(listener);
   ::close(a.sync_fd);
   ::close_range(3, ~0U, 0);
-  // Init keeps no terminal and no pipe open: stdio belongs to the command.
-  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
-  if (devnull >= 0) {
-    for (int k = 0; k < 3; ++k) ::dup2(devnull, k);
-    ::close(devnull);
-  }
-
-  for (;;) {
-    siginfo_t si;
-    int sig = ::sigwaitinfo(&all, &si);
-    if (sig < 0) continue;
-    if (sig == SIGCHLD) {
-      int status;
-      pid_t p;
-      while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
-        if (p != cmd) continue;
-        if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
-        if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
-      }
-      continue;
-    }
-    // Everything else the supervisor forwards goes on to the command.
-    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 ||
-        sig == SIGUSR2 || sig == SIGWINCH || sig == SIGCONT || sig == SIGALRM)
-      ::kill(cmd, sig);
-  }
+  // Everything the supervisor forwards goes on to the command.
+  serve_as_init(cmd, all, [](int sig) {
+    return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 ||
+           sig == SIGWINCH || sig == SIGCONT || sig == SIGALRM;
+  });
 }
 
 }  // namespace exg::process

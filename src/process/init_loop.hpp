@@ -1,0 +1,42 @@
+// The last part of every sandbox init (the process layer's and the container
+// layers' exguardian-init): hand stdio to the command, then wait for signals,
+// pass them on, and leave with the command's status. Header-only: the static
+// exguardian-init links none of the core library.
+#pragma once
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
+namespace exg::process {
+
+// `waited`: the blocked signals sigwaitinfo takes (SIGCHLD among them);
+// `forward(sig)`: whether a signal goes on to the command.
+template <typename Forward>
+[[noreturn]] void serve_as_init(pid_t cmd, const sigset_t& waited, Forward forward) {
+  // Init keeps no terminal and no pipe open: stdio belongs to the command.
+  int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull >= 0) {
+    for (int k = 0; k < 3; ++k) ::dup2(devnull, k);
+    ::close(devnull);
+  }
+  for (;;) {
+    siginfo_t si;
+    int sig = ::sigwaitinfo(&waited, &si);
+    if (sig < 0) continue;
+    if (sig == SIGCHLD) {
+      int status;
+      pid_t p;
+      while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
+        if (p != cmd) continue;
+        if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
+        if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+      }
+      continue;
+    }
+    if (forward(sig)) ::kill(cmd, sig);
+  }
+}
+
+}  // namespace exg::process
