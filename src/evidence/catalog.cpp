@@ -353,6 +353,46 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
          }});
   }
 
+  // ---- A protected path stays where it is: renaming a parent must not carry
+  // the protection away and leave the path itself writable or readable (issue 12).
+  {
+    struct Move {
+      const char* id;
+      std::vector<std::string> args;
+      std::string cmd, expect;
+      std::vector<std::string> unchanged;  // host paths: content (or absence) as before
+      std::string secret;                  // must not appear in the output
+    };
+    std::string vault = vault_marker(c.canary);
+    std::vector<Move> moves = {
+        {"move-parent-of-denywrite", {"--deny-write", c.ws + "/config/prod.yaml"},
+         "mv config config.old && mkdir config && echo pwned > config/prod.yaml; cat config/prod.yaml",
+         "a denyWrite file's directory cannot be renamed away and replaced",
+         {c.ws + "/config/prod.yaml", c.ws + "/config.old"}, ""},
+        {"move-parent-of-denyread", {"--deny-read", c.ws + "/vault/key.txt"},
+         "mv vault vault.x; cat vault.x/key.txt vault/key.txt",
+         "a denyRead file's directory cannot be renamed to unmask it",
+         {c.ws + "/vault/key.txt", c.ws + "/vault.x"}, vault},
+        {"move-parent-of-credentials", {"--allow-write", c.home},
+         "mv ~/.config ~/.config.x; cat ~/.config.x/gcloud/* ~/.config/gcloud/*",
+         "with HOME writable, ~/.config cannot be renamed to unmask the gcloud credentials",
+         {c.home + "/.config.x", c.home + "/.config/gcloud/application_default_credentials.json"}, c.canary},
+    };
+    for (auto& m : moves) {
+      for (const auto& p : m.unchanged) ctx.targets.remember(p);
+      auto paths = m.unchanged;
+      std::string secret = m.secret;
+      add({m.id, "persistence", m.cmd, m.expect, true, m.args, false, false, "", 0,
+           [&c, paths, secret](const Outcome& o) {
+             for (const auto& p : paths)
+               if (auto ch = c.targets.changed(p); !ch.empty()) return escaped(ch);
+             if (!secret.empty() && has(o.out, secret)) return escaped("the denied content was read: " + said(o));
+             if (auto ch = c.files.any_changed(); !ch.empty()) return escaped(ch);
+             return held(said(o) + "; the protected path is unchanged on the host");
+           }});
+    }
+  }
+
   // ---- /proc and /sys: the host stays invisible.
   {
     const std::string m = c.host_marker;

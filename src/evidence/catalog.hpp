@@ -71,6 +71,13 @@ struct ProbeSpec {
   std::function<Judgement(const Outcome&)> judge;
 };
 
+// What the workspace's vault/key.txt holds (the protected-move probes deny it):
+// derived from the canary but not containing it, so that probes which may read
+// the workspace never mistake it for a leaked credential.
+inline std::string vault_marker(const std::string& canary) {
+  return "EXGVAULT-" + std::to_string(std::hash<std::string>{}(canary + "/vault"));
+}
+
 // Every probe in the order they run. ctx must outlive the specs.
 std::vector<ProbeSpec> build_catalog(Context& ctx);
 

@@ -305,6 +305,12 @@ void make_workspace(Setup& s, bool have_git) {
     host_run({"git", "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "initial"}, ws, env);
   }
   init_repo(ws + "/vendor/lib");
+  // Targets of the protected-move probes: a denyWrite file and a denyRead file
+  // whose parent directories the sandbox tries to rename away.
+  fs::create_directories(ws + "/config");
+  write_file(ws + "/config/prod.yaml", "env: prod\n");
+  fs::create_directories(ws + "/vault");
+  write_file(ws + "/vault/key.txt", vault_marker(s.canary) + "\n");
 }
 
 // Every process whose argv holds `marker`, as "pid: cmdline".

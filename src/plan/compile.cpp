@@ -443,10 +443,63 @@ struct Builder {
     // TLS to hosts with secrets ends at the proxy: the sandbox trusts its CA.
     if (!plan.secrets.empty())
       for (auto& st : trust_bundle_steps(plan)) plan.steps.push_back(std::move(st));
+    pin_ancestors();
     build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);
     return {};
+  }
+
+  // A protected path (read-only, masked, replaced by a generated file) is a
+  // mount point and cannot be renamed, but its parent directories can, and the
+  // protection would move with them: `mv cfg cfg.old && mkdir cfg` puts a new,
+  // unprotected cfg/prod.yaml where the protected one was. So every directory
+  // between a writable tree and a protected path inside it is pinned (bound
+  // onto itself, writable): a mount point cannot be renamed or removed in the
+  // sandbox's mount namespace (EBUSY), on the host nothing changes.
+  void pin_ancestors() {
+    auto protects = [](StepKind k) {
+      return k == StepKind::ProtectRo || k == StepKind::MaskDir || k == StepKind::MaskFile || k == StepKind::File ||
+             k == StepKind::ResolvConf || k == StepKind::Pin;
+    };
+    std::vector<std::string> roots, sealed;  // writable trees; trees nothing inside can be renamed in
+    size_t insert_at = 0;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      const Step& s = plan.steps[i];
+      if (s.kind == StepKind::BindRw || s.kind == StepKind::Overlay) {
+        if (s.is_dir) roots.push_back(s.target);
+        insert_at = i + 1;
+      }
+      if (s.kind == StepKind::ProtectRo || s.kind == StepKind::MaskDir) sealed.push_back(s.target);
+    }
+    std::set<std::string> have;
+    for (const auto& s : plan.steps)
+      if (s.kind == StepKind::Pin) have.insert(s.target);
+    std::set<std::string> pins;
+    for (const auto& s : plan.steps) {
+      if (!protects(s.kind)) continue;
+      // The deepest writable tree holding it: directories above that tree's root are read-only already.
+      const std::string* root = nullptr;
+      for (const auto& r : roots)
+        if (s.target != r && is_within(s.target, r) && (!root || r.size() > root->size())) root = &r;
+      if (!root) continue;
+      for (std::string d = s.target.substr(0, s.target.rfind('/')); d.size() > root->size();
+           d = d.substr(0, d.rfind('/'))) {
+        bool in_sealed = std::any_of(sealed.begin(), sealed.end(), [&](const std::string& t) { return is_within(d, t); });
+        if (!in_sealed && !have.count(d)) pins.insert(d);
+      }
+    }
+    std::vector<Step> add;
+    for (const auto& d : pins) {
+      Step s;
+      s.kind = StepKind::Pin;
+      s.target = d;
+      s.is_dir = true;
+      s.why = "holds a protected path: pinned, so it cannot be renamed away with it";
+      add.push_back(std::move(s));
+    }
+    std::stable_sort(add.begin(), add.end(), [](const Step& a, const Step& b) { return depth(a.target) < depth(b.target); });
+    plan.steps.insert(plan.steps.begin() + static_cast<long>(insert_at), add.begin(), add.end());
   }
 
   // Landlock mirrors the mounts: read and execute everywhere, full access only

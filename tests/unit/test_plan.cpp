@@ -523,7 +523,13 @@ TEST_F(PlanTest, PlanProtectedNamesAtRootAndDeep) {
                                    ws + "/a/b/.mcp.json", deep + "/config",         deep + "/hooks"};
   std::sort(want.begin(), want.end());
   EXPECT_EQ(ro, want);
-  EXPECT_EQ(targets_within(p, StepKind::Pin, ws), (std::vector<std::string>{ws + "/.git", deep}));
+  // Pinned: the git directories, and every directory that holds a protected
+  // path (so that it cannot be renamed away with it).
+  auto pins = targets_within(p, StepKind::Pin, ws);
+  std::sort(pins.begin(), pins.end());
+  std::vector<std::string> want_pins = {ws + "/.claude", ws + "/.git", ws + "/a", ws + "/a/b", ws + "/a/b/c", deep};
+  std::sort(want_pins.begin(), want_pins.end());
+  EXPECT_EQ(pins, want_pins);
 }
 
 TEST_F(PlanTest, PlanAllowGitConfigLeavesConfigWritable) {
@@ -754,6 +760,46 @@ TEST_F(PlanTest, PlanDenyWriteInsideWorkspace) {
   // Outside every writable tree: already read-only, no step.
   EXPECT_EQ(index_of(p, StepKind::ProtectRo, home + "/outside.txt"), -1);
   EXPECT_EQ(targets_within(p, StepKind::ProtectRo, ws), (std::vector<std::string>{ws + "/LICENSE", ws + "/docs"}));
+}
+
+// A protected path's parents inside a writable tree are pinned (bound onto
+// themselves) before the protection, so that renaming one cannot carry the
+// protection away (issue 12, part 2); nothing above the writable tree, nothing
+// inside a read-only or masked tree.
+TEST_F(PlanTest, ParentsOfProtectedPathsArePinnedBeforeTheProtection) {
+  write_file(ws + "/cfg/prod.yaml");
+  write_file(ws + "/deep/a/b/c.key");
+  write_file(ws + "/ro/x/y.txt");
+  write_file(ws + "/top.txt");
+  policy::Policy pol;
+  pol.filesystem.deny_write = {entry("cfg/prod.yaml", ws), entry("ro", ws), entry("top.txt", ws)};
+  pol.filesystem.deny_read = {entry("deep/a/b/c.key", ws), entry("ro/x/y.txt", ws)};
+  Plan p = ok(pol);
+  for (const auto& d : {ws + "/cfg", ws + "/deep", ws + "/deep/a", ws + "/deep/a/b"}) {
+    long pin = index_of(p, StepKind::Pin, d);
+    ASSERT_GE(pin, 0) << d;
+    EXPECT_GT(pin, index_of(p, StepKind::BindRw, ws)) << d;
+    EXPECT_TRUE(p.steps[pin].is_dir);
+  }
+  EXPECT_LT(index_of(p, StepKind::Pin, ws + "/cfg"), index_of(p, StepKind::ProtectRo, ws + "/cfg/prod.yaml"));
+  EXPECT_LT(index_of(p, StepKind::Pin, ws + "/deep/a/b"), index_of(p, StepKind::MaskFile, ws + "/deep/a/b/c.key"));
+  EXPECT_LT(index_of(p, StepKind::Pin, ws + "/deep"), index_of(p, StepKind::Pin, ws + "/deep/a"));
+  // The workspace itself is a mount point already; inside a read-only tree nothing can be renamed.
+  EXPECT_EQ(index_of(p, StepKind::Pin, ws), -1);
+  EXPECT_EQ(index_of(p, StepKind::Pin, ws + "/ro"), -1);
+  EXPECT_EQ(index_of(p, StepKind::Pin, ws + "/ro/x"), -1);
+  EXPECT_EQ(index_of(p, StepKind::Pin, home + "/.config"), -1) << "HOME's credentials: no gcloud dir here";
+}
+
+TEST_F(PlanTest, CredentialParentsInAWritableHomeArePinned) {
+  write_file(home + "/.config/gcloud/credentials.db");
+  policy::Policy pol;
+  pol.filesystem.allow_write = {entry("~", ws)};
+  Plan p = ok(pol);
+  long pin = index_of(p, StepKind::Pin, home + "/.config");
+  ASSERT_GE(pin, 0);
+  EXPECT_LT(pin, index_of(p, StepKind::MaskDir, home + "/.config/gcloud"));
+  EXPECT_GT(pin, index_of(p, StepKind::BindRw, home));
 }
 
 TEST_F(PlanTest, PlanDenyReadGlobsMaskEveryMatchOnly) {
