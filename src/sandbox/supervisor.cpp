@@ -60,6 +60,24 @@ class RawTerminal {
   bool active_ = false;
 };
 
+// Blocks a set of signals for the lifetime of the object and restores the
+// previous mask on every way out, early returns included.
+class BlockedSignals {
+ public:
+  explicit BlockedSignals(const sigset_t& mask) { ::sigprocmask(SIG_BLOCK, &mask, &old_); }
+  ~BlockedSignals() { restore(); }
+  void restore() {
+    if (active_) ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+    active_ = false;
+  }
+  BlockedSignals(const BlockedSignals&) = delete;
+  BlockedSignals& operator=(const BlockedSignals&) = delete;
+
+ private:
+  sigset_t old_;
+  bool active_ = true;
+};
+
 bool write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
     ssize_t w = ::write(fd, p, n);
@@ -261,18 +279,14 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   sigaddset(&mask, SIGCHLD);
   sigaddset(&mask, SIGWINCH);
   sigaddset(&mask, SIGPIPE);
-  sigset_t old;
-  sigprocmask(SIG_BLOCK, &mask, &old);
+  BlockedSignals blocked(mask);
   UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
   if (!sigfd) return fail(Error::sys("signalfd"));
 
   AuditLog audit;
   if (!opt.audit_log.empty()) {
     auto a = AuditLog::open(opt.audit_log, plan.sandbox_id);
-    if (!a) {
-      sigprocmask(SIG_SETMASK, &old, nullptr);
-      return fail(a.error());
-    }
+    if (!a) return fail(a.error());
     audit = std::move(*a);
   }
   for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
@@ -286,10 +300,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   std::optional<egress::Rules> rules;
   if (plan.proxy.enabled) {
     auto r = egress::Rules::from_policy(plan.network);
-    if (!r) {
-      sigprocmask(SIG_SETMASK, &old, nullptr);
-      return fail(r.error());
-    }
+    if (!r) return fail(r.error());
     rules.emplace(std::move(*r));
     rules->set_host_addresses(egress::Rules::read_host_addresses());
   }
@@ -299,14 +310,20 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   bool have_termios = pty && ::tcgetattr(host_tty, &host_termios) == 0;
 
   auto guard = prepare_workspace(plan);
-  if (!guard) {
-    sigprocmask(SIG_SETMASK, &old, nullptr);
-    return fail(guard.error());
+  if (!guard) return fail(guard.error());
+  // The timeout's timer exists before anything runs, so that failing to make
+  // it needs no unwinding of a running sandbox.
+  UniqueFd timer;
+  if (plan.timeout) {
+    timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (!timer) {
+      if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
+      return fail(Error::sys("timerfd (the --timeout timer)"));
+    }
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
   auto launched = opt.oci ? oci::launch(plan, lo, *opt.oci) : process::launch(plan, lo);
   if (!launched) {
-    sigprocmask(SIG_SETMASK, &old, nullptr);
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
     return fail(launched.error());
   }
@@ -362,16 +379,18 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
   }
 
-  UniqueFd timer;
-  if (plan.timeout) {
-    timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+  // A sandbox that cannot be bounded in time does not run on: it is killed,
+  // and the run ends through the same cleanup as any other (workspace sweep,
+  // cgroups, signal mask), then reports the error.
+  std::optional<Error> late_error;
+  if (timer) {
     itimerspec its{};
     its.it_value.tv_sec = plan.timeout->count() / 1000;
     its.it_value.tv_nsec = (plan.timeout->count() % 1000) * 1000000;
-    if (!timer || ::timerfd_settime(timer.get(), 0, &its, nullptr) != 0) {
+    if (::timerfd_settime(timer.get(), 0, &its, nullptr) != 0) {
+      late_error = Error::sys("timerfd_settime (the --timeout timer)");
       sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
-      ::waitpid(sb.pid, nullptr, 0);
-      return fail(Error::sys("timerfd"));
+      timer.reset();
     }
   }
 
@@ -450,7 +469,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   }
   raw.reset();
   proxy.stop();
-  sigprocmask(SIG_SETMASK, &old, nullptr);
+  blocked.restore();
   if (opt.verbose && proxy.proxy) std::fprintf(stderr, "exguardian: %s\n", proxy.proxy->stats().summary().c_str());
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
@@ -469,6 +488,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   if (opt.oci) oci::after_run(plan, *opt.oci);
   // Everything of the sandbox is gone now: bring the workspace changes home.
   size_t planted = finish_workspace(plan, *guard, audit);
+  if (late_error) return fail(*late_error);
   if (planted && !plan.allow_planted && !timed_out && status == 0) {
     std::fprintf(stderr, "exguardian: %zu planted file(s) quarantined; exit status 123 (--allow-planted accepts them)\n",
                  planted);
