@@ -30,6 +30,8 @@
 #include "process/child.hpp"
 #include "process/netns_setup.hpp"
 #include "process/syscalls.hpp"
+#include "oci/writable_ids.hpp"
+#include "process/id_map.hpp"
 #include "util/fd_passing.hpp"
 
 namespace exg::oci {
@@ -711,7 +713,16 @@ HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
       // user namespace that does not map the subordinate range itself.
       bool usable = tools && ::prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0) == 0 && su && sg &&
                     id_mapped_here(slurp("/proc/self/uid_map"), *su) && id_mapped_here(slurp("/proc/self/gid_map"), *sg);
+      // The gofer's second uid writes only entries of the caller's own group
+      // (writable_ids.hpp): a writable tree with any other keeps gVisor's uid 0.
+      std::optional<std::string> other_group;
       if (usable) {
+        std::vector<std::string> roots;
+        for (const auto& s : plan.steps)
+          if (s.kind == plan::StepKind::BindRw) roots.push_back(s.target);
+        other_group = entry_of_other_group(roots, id.host_gid, 20000);
+      }
+      if (usable && !other_group) {
         h.two_ids = true;
         h.with_newuidmap = true;
         h.root_uid = static_cast<uid_t>(*su);
@@ -720,9 +731,11 @@ HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
                 std::to_string(id.host_uid);
       } else {
         h.why = std::string("gVisor: ") +
-                (tools && su && sg ? "the subordinate uid range cannot be mapped from here (no_new_privs, or a user "
-                                     "namespace without it)"
-                                   : "no subordinate uid range (/etc/subuid) or newuidmap") +
+                (other_group ? "a writable entry is not of your group (" + *other_group +
+                                   "), which runsc's second uid could not write"
+                 : tools && su && sg ? "the subordinate uid range cannot be mapped from here (no_new_privs, or a user "
+                                       "namespace without it)"
+                                     : "no subordinate uid range (/etc/subuid) or newuidmap") +
                 ": the command runs as gVisor's uid 0 (no capabilities), runsc as uid " + std::to_string(id.host_uid);
       }
     }
@@ -778,7 +791,10 @@ Result<void> map_host_ids(pid_t pid, const HostIds& h) {
   std::string um = "0 " + std::to_string(h.root_uid) + " 1\n", gm = "0 " + std::to_string(h.root_gid) + " 1\n";
   if (h.two_ids) {
     um += std::to_string(h.cmd_uid) + " " + std::to_string(h.cmd_uid) + " 1\n";
-    gm += std::to_string(h.cmd_gid) + " " + std::to_string(h.cmd_gid) + " 1\n";
+    // Root only (a user maps through newgidmap above): every group but runsc's
+    // onto itself, so that runsc's gofer may write the command's files of any
+    // group (its CAP_DAC_OVERRIDE covers only inodes whose group is mapped).
+    gm = process::id_map_lines(0, h.root_gid, true);
   }
   if (auto r = write_text_file(base + "/uid_map", um); !r) return r;
   return write_text_file(base + "/gid_map", gm);
@@ -806,8 +822,9 @@ Result<UniqueFd> gvisor_idmap_userns(uid_t from_uid, gid_t from_gid, const HostI
   Result<void> r = write_text_file(base + "/setgroups", "deny");
   if (r && from_uid != h.root_uid) r = write_text_file(base + "/uid_map", line(from_uid, h.cmd_uid) + line(h.root_uid, h.root_uid));
   else if (r) r = write_text_file(base + "/uid_map", line(from_uid, h.cmd_uid));
-  if (r && from_gid != h.root_gid) r = write_text_file(base + "/gid_map", line(from_gid, h.cmd_gid) + line(h.root_gid, h.root_gid));
-  else if (r) r = write_text_file(base + "/gid_map", line(from_gid, h.cmd_gid));
+  // Groups: the owner's onto the command's, every other one (runsc's own
+  // included) onto itself, as the runtime host's namespace maps them.
+  if (r) r = write_text_file(base + "/gid_map", process::id_map_lines(from_gid, h.cmd_gid, true));
   UniqueFd ns(::open((base + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
   int saved = errno;
   wr.reset();

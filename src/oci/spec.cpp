@@ -109,14 +109,29 @@ class Builder {
     return p;
   }
 
-  // The host path a bind should use: the layer's staged replacement (idmapped
-  // or overlay) for the longest source it covers, else the path itself.
+  // The host path a bind of `path` should use: what the sandbox sees there
+  // through the deepest tree that holds it (a bind or HOME's overlay). When
+  // that tree was staged by the layer (idmapped, or the throwaway overlay), the
+  // same place in the staged copy; else the host path itself. The deepest tree
+  // decides, never merely the longest staged prefix: a workspace inside HOME is
+  // its own bind of the host, not a directory of HOME's throwaway overlay
+  // (writes there were silently dropped on the container and gVisor layers).
+  // A bind step's own source: its staged copy (idmapped) or the host path.
+  std::string own_source(const Step& st) const {
+    auto it = opt_.source_override.find(st.source);
+    return it != opt_.source_override.end() ? it->second : st.source;
+  }
+
   std::string host_source(const std::string& path) const {
-    const std::string* best = nullptr;
-    for (const auto& [k, v] : opt_.source_override)
-      if (within(path, k) && (!best || k.size() > best->size())) best = &k;
-    if (!best) return path;
-    return opt_.source_override.at(*best) + path.substr(best->size());
+    const Step* tree = nullptr;
+    for (const auto& st : plan_.steps) {
+      bool is_tree = st.kind == StepKind::BindRw || st.kind == StepKind::BindRo || st.kind == StepKind::Overlay;
+      if (is_tree && !st.source.empty() && within(path, st.target) && (!tree || st.target.size() >= tree->target.size()))
+        tree = &st;
+    }
+    if (!tree) return path;
+    std::string rest = path.substr(tree->target.size());
+    return own_source(*tree) + rest;
   }
 
   void bind(const std::string& source, const std::string& dest, std::vector<std::string> options) {
@@ -167,10 +182,10 @@ class Builder {
       if (!host_root && is_base_view(s)) continue;  // --rootfs DIR supplies its own system
       switch (s.kind) {
         case StepKind::BindRo:
-          bind_ro_tree(host_source(s.source), s.target, s.source, s.is_dir);
+          bind_ro_tree(own_source(s), s.target, s.source, s.is_dir);
           break;
         case StepKind::BindRw:
-          bind(host_source(s.source), s.target, {"rbind", "rw", "nosuid", "nodev"});
+          bind(own_source(s), s.target, {"rbind", "rw", "nosuid", "nodev"});
           break;
         case StepKind::Overlay:
           if (opt_.source_override.count(s.source)) {

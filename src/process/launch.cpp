@@ -1,4 +1,5 @@
 #include "process/launch.hpp"
+#include "process/id_map.hpp"
 
 #include <fcntl.h>
 #include <grp.h>
@@ -61,12 +62,12 @@ Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_
     ::_exit(0);
   }
   rd.reset();
-  plan::Identity id;
-  id.inside_uid = from_uid;  // "inside" the idmap: the on-disk id
-  id.inside_gid = from_gid;
-  id.host_uid = to_uid;
-  id.host_gid = to_gid;
-  auto maps = write_id_maps(pid, id);
+  // "Inside" the idmap: the on-disk id. The owner becomes the sandbox's uid;
+  // every other group stays itself (id_map.hpp).
+  std::string base = "/proc/" + std::to_string(pid);
+  Result<void> maps = write_file(base + "/setgroups", "deny");
+  if (maps) maps = write_file(base + "/uid_map", id_map_lines(from_uid, to_uid, false));
+  if (maps) maps = write_file(base + "/gid_map", id_map_lines(from_gid, to_gid, true));
   UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
   int saved = errno;
   wr.reset();

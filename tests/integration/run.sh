@@ -59,6 +59,11 @@ if ! id -u "$test_user" >/dev/null 2>&1; then
         id -u "$test_user" >/dev/null 2>&1 || useradd -m -s /bin/bash "$test_user"
     ) 9>/run/lock/exguardian-it-useradd.lock || { echo "run.sh: useradd $test_user failed" >&2; exit 1; }
 fi
+# A member of Debian's group `users` (gid 100) as well, so that scripts can give a workspace
+# directory a group that is not the user's own (test_workspace_places.sh), as shared setups do.
+if getent group users >/dev/null && ! id -nG "$test_user" | tr ' ' '\n' | grep -qx users; then
+    usermod -aG users "$test_user" || { echo "run.sh: usermod -aG users $test_user failed" >&2; exit 1; }
+fi
 
 if [ "$as" = user ]; then
     # Report (never change) the host's rules for unprivileged user namespaces.

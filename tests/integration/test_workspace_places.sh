@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Workspaces where users keep them, on every layer: writes land on the host.
+# - inside HOME (~/project: HOME is a throwaway overlay, the workspace its own writable bind;
+#   on the container and gVisor layers writes there were silently dropped into HOME's layer);
+# - with a directory whose group is not the user's own (`chgrp users sub`), and a workspace
+#   whose own group is another (issue 12, part 6: gVisor as a user refused these).
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+
+# ---- a workspace inside HOME --------------------------------------------------------------
+mkdir -p "$HOME/proj"
+echo 'home-original' > "$HOME/keep.txt"
+WS=$HOME/proj
+run sbx -- sh -c 'echo from-sandbox > made.txt && mkdir -p d && echo x > d/f && echo thrown > ~/home-write.txt'
+if [ "$STATUS" -eq 0 ] && [ "$(cat "$HOME/proj/made.txt" 2>/dev/null)" = from-sandbox ] && [ -f "$HOME/proj/d/f" ]; then
+    ok "workspace inside HOME: writes land in the workspace on the host"
+else fail "workspace inside HOME: writes did not reach the host"; show_last; ls -la "$HOME/proj" | sed 's/^/#      /'; fi
+if [ ! -e "$HOME/home-write.txt" ] && [ "$(cat "$HOME/keep.txt")" = home-original ]; then
+    ok "workspace inside HOME: HOME itself stays throwaway"
+else fail "workspace inside HOME: a write to HOME reached the host"; fi
+run sbx -- cat made.txt
+if [ "$OUT" = from-sandbox ]; then ok "workspace inside HOME: the next run reads what the last one wrote"
+else fail "workspace inside HOME: the next run does not see the last one's file"; show_last; fi
+# Protected names inside it are still protected (their bind comes from the workspace, not HOME).
+git -C "$HOME/proj" -c init.defaultBranch=main init -q .
+printf '#!/bin/sh\necho original\n' > "$HOME/proj/.git/hooks/pre-commit"
+hook_sum=$(sha256sum "$HOME/proj/.git/hooks/pre-commit")
+run sbx -- sh -c 'echo "echo pwned" >> .git/hooks/pre-commit'
+if [ "$STATUS" -ne 0 ] && [ "$(sha256sum "$HOME/proj/.git/hooks/pre-commit")" = "$hook_sum" ]; then
+    ok "workspace inside HOME: its git hooks stay read-only"
+else fail "workspace inside HOME: a hook could be changed"; show_last; fi
+
+# ---- entries of another group ------------------------------------------------------------
+if getent group users >/dev/null && { [ "$(id -u)" -eq 0 ] || id -nG | tr ' ' '\n' | grep -qx users; }; then
+    WS=$T/grp
+    mkdir -p "$WS/sub"
+    chgrp users "$WS/sub"
+    run sbx -- sh -c 'touch sub/x && echo ok > sub/y && mkdir sub/z && touch top'
+    if [ "$STATUS" -eq 0 ] && [ -f "$WS/sub/x" ] && [ "$(cat "$WS/sub/y")" = ok ] && [ -d "$WS/sub/z" ]; then
+        ok "a workspace directory of group 'users' is writable"
+    else fail "a workspace directory of group 'users' is not writable"; show_last; fi
+    WS=$T/grp2
+    mkdir -p "$WS"
+    chgrp users "$WS"
+    chmod 700 "$WS"
+    run sbx -- sh -c 'echo ok > f && cat f'
+    if [ "$STATUS" -eq 0 ] && [ "$(cat "$WS/f" 2>/dev/null)" = ok ]; then
+        ok "a 0700 workspace of group 'users' is writable"
+    else fail "a 0700 workspace of group 'users' is not writable"; show_last; fi
+else
+    fail "the runner is not in the group 'users' (run.sh adds exgtest to it): cannot check other groups"
+fi
+
+finish
