@@ -3,14 +3,17 @@ SHELL := /bin/bash
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 EXG := $(BUILD_DIR)/exguardian
+PREFIX ?= /usr/local
+DESTDIR ?=
+DEB_DIR ?= $(BUILD_DIR)
 
 DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev \
   libseccomp-dev libgtest-dev googletest git python3 gcc libc6-dev util-linux passwd \
   procps psmisc bubblewrap hyperfine iproute2 expect \
   jq libbenchmark-dev libidn2-dev libunistring-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
-  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static
+  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db
 
-.PHONY: all deps build test demo bench clean
+.PHONY: all deps build test demo bench clean install install-built deb deb-built
 
 all: build
 
@@ -45,6 +48,20 @@ bench: build
 	BUILD=$(abspath $(BUILD_DIR)) bash bench/sweep.sh
 	EXG=$(abspath $(EXG)) bash bench/secrets.sh
 	EXG=$(abspath $(EXG)) bash bench/layers.sh
+
+# bin/exguardian (its static pid 1 embedded), lib/exguardian/exguardian-init,
+# share/man/man1/exguardian.1 and share/doc/exguardian under DESTDIR/PREFIX.
+# The -built variants take BUILD_DIR as it is, without building (tests).
+install: build
+	@$(MAKE) --no-print-directory install-built
+install-built:
+	DESTDIR="$(DESTDIR)" bash packaging/install.sh $(BUILD_DIR) "$(PREFIX)"
+
+# DEB_DIR/exguardian_VERSION_ARCH.deb, built with dpkg-deb (packaging/make-deb.sh).
+deb: build
+	@$(MAKE) --no-print-directory deb-built
+deb-built:
+	bash packaging/make-deb.sh $(BUILD_DIR) $(DEB_DIR)
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -27,6 +27,8 @@
 #include <set>
 #include <sstream>
 
+#include "pid1/image.hpp"
+#include "pid1/provide.hpp"
 #include "process/child.hpp"
 #include "process/netns_setup.hpp"
 #include "process/syscalls.hpp"
@@ -42,8 +44,8 @@ namespace {
 // /run in its own mount namespace (gone with it, whatever way it ends).
 constexpr const char* kRunTmpfs = "/run";
 constexpr const char* kBase = "/run/exguardian-oci";
-constexpr const char* kInit = "/run/exguardian/exguardian";  // the Plan binds exguardian there
-constexpr const char* kSmallInit = "/run/exguardian/init";     // exguardian-init, bound by adjust_spec
+constexpr const char* kPid1 = "/run/exguardian/init";  // the container's pid 1 (pid1/image.hpp), bound by adjust_spec
+constexpr const char* kPid1Copy = "/run/exguardian-oci/pid1";  // its private copy when none is installed
 
 std::string staged(size_t i) { return std::string(kBase) + "/m/" + std::to_string(i); }
 
@@ -103,6 +105,7 @@ struct HostArgs {
   // Generated files (File steps: the trust bundle, masked credential copies;
   // the resolver's resolv.conf): staged path -> content, bound read-only.
   std::vector<std::pair<std::string, std::string>> files;
+  bool pid1_copy = false;  // write the embedded pid-1 program to kPid1Copy (none installed)
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -245,6 +248,8 @@ void RuntimeHost::stage() {
   if (!a_.files.empty() && !mkdir_p(std::string(kBase) + "/f", 0755)) fail("mkdir " + std::string(kBase) + "/f");
   for (const auto& [path, content] : a_.files)
     if (!write_text(path, content, 0444)) fail("write " + path);
+  if (a_.pid1_copy && !pid1::write_private_copy(kPid1Copy))
+    fail(std::string("write the sandbox's pid 1 (") + std::string(pid1::name()) + ") to " + kPid1Copy);
   int n = 0;
   for (const auto& sm : a_.staged) {
     const plan::Step& s = plan_.steps[sm.step];
@@ -585,9 +590,10 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
 }
 
 // make_spec gives the Plan's content; what is left here are facts of how this
-// layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
-// gVisor's identity.
-void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids) {
+// layer runs it: ids as the runtime host sees them, our pid 1 (bound from
+// PID1_SOURCE), and gVisor's identity.
+void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids,
+                 const std::string& pid1_source) {
   auto& linux = spec["linux"];
   if (ids.userns && linux.contains("uidMappings")) {
     // crun rootless: the container's user namespace maps the command's uid
@@ -622,23 +628,12 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
       rl.push_back({{"type", "RLIMIT_NPROC"}, {"soft", *plan.limits.pids}, {"hard", *plan.limits.pids}});
     }
   }
-  // oci-init is pid 1: signals, reaping, the command's session and terminal.
-  // The small static exguardian-init next to this binary when it is there
-  // (inside gVisor the full binary's dynamic loading costs ~20 ms), else
-  // `exguardian oci-init`.
-  nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
-  char self[4096];
-  ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    std::string init = std::string(self, static_cast<size_t>(n));
-    init = init.substr(0, init.rfind('/') + 1) + "exguardian-init";
-    struct stat st;
-    if (::stat(init.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
-      spec["mounts"].push_back({{"destination", kSmallInit}, {"type", "bind"}, {"source", init},
-                                {"options", {"bind", "ro", "nosuid", "nodev"}}});
-      args = nlohmann::json::array({kSmallInit, "--"});
-    }
-  }
+  // Our static pid 1: signals, reaping, the command's session and terminal.
+  // Static, so it runs on any --rootfs (a busybox root has no libc) and
+  // starts fast inside gVisor (every syscall of a dynamic loader traps there).
+  spec["mounts"].push_back({{"destination", kPid1}, {"type", "bind"}, {"source", pid1_source},
+                            {"options", {"bind", "ro", "nosuid", "nodev"}}});
+  nlohmann::json args = nlohmann::json::array({kPid1, "--"});
   for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
 }
@@ -898,6 +893,10 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
                                                                               "reported to the supervisor (listenerPath)"));
   if (rt.runtime == Runtime::Runsc)
     out.push_back("  network: runsc --network=host inside the sandbox's namespace (loopback and the proxy only)");
+  auto installed = pid1::installed_copy(pid1::exe_dir());
+  out.push_back("  pid 1: " + std::string(pid1::name()) + " (static) at " + kPid1 + ", " +
+                (installed ? "bound from the installed " + *installed
+                           : std::string("embedded in exguardian, written to the run's private tmpfs")));
   return out;
 }
 
@@ -1034,7 +1033,16 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   }
   auto spec = make_spec(plan, so);
   if (!spec) return fail(spec.error());
-  adjust_spec(*spec, plan, rt, ids);
+  // The pid-1 program where the install put it (the same bytes as the one
+  // embedded), else the embedded one in a file of the run's own tmpfs.
+  std::string pid1_source;
+  if (auto installed = pid1::installed_copy(pid1::exe_dir())) {
+    pid1_source = *installed;
+  } else {
+    pid1_source = kPid1Copy;
+    a.pid1_copy = true;
+  }
+  adjust_spec(*spec, plan, rt, ids, pid1_source);
   // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
   // points and symlinks, every directory bound read-only from the host's root
   // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount

@@ -31,7 +31,7 @@
 //   - opens a pty on the host's devpts when the supervisor's stdio is a
 //     terminal, hands the master to the supervisor (same relay as the process
 //     layer) and gives the slave to the runtime as stdio (process.terminal
-//     stays false; our pid 1 inside, `exguardian oci-init`, makes it the
+//     stays false; our pid 1 inside, exguardian-init, makes it the
 //     command's controlling terminal, so job control works);
 //   - seals read-only binds that hold other mounts (a recursive read-only
 //     clone over the source: the runtime may not reach a submount below a 0700
@@ -55,8 +55,9 @@
 //     and exits with the runtime's status (= the command's: oci-init turns a
 //     death by signal N into 128+N).
 // The command's pid 1 in the container is exguardian-init (a small static
-// build of `exguardian oci-init`, found next to exguardian; else the full
-// binary's oci-init): a pid 1
+// build of `exguardian oci-init`, embedded in exguardian: pid1/image.hpp;
+// bound from the installed copy when that is the same program, else from a
+// private copy on the runtime host's tmpfs: pid1/provide.hpp): a pid 1
 // without handlers ignores SIGTERM/SIGINT, so init forwards them, reaps, and
 // gives the command its own session and controlling terminal.
 //

@@ -88,8 +88,7 @@ trap 'exit 130' INT
 
 chmod 755 "$D" "$O"
 install -m 755 "$exe" "$D/exguardian"
-# pid 1 of the container layers, found next to exguardian (else `exguardian oci-init`)
-if [ -x "$(dirname "$exe")/exguardian-init" ]; then install -m 755 "$(dirname "$exe")/exguardian-init" "$D/exguardian-init"; fi
+# exguardian alone: it carries the containers' pid 1 (src/pid1/image.hpp).
 install -m 644 "$here/lib.sh" "$D/lib.sh"
 name=$(basename "$script")
 install -m 644 "$script" "$D/$name"

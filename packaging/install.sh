@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# `make install-built`, and the stage of `make deb`: BUILD_DIR's install rules
+# (CMakeLists.txt, cmake/EmbedPid1.cmake) into $DESTDIR$PREFIX, as
+# `cmake --install BUILD_DIR --prefix PREFIX` does, except that the install
+# manifest is written to a temporary directory: BUILD_DIR may be read-only to
+# the caller (a tree built by root, installed by a user into a DESTDIR).
+# Usage: [DESTDIR=DIR] packaging/install.sh BUILD_DIR PREFIX [--strip]
+set -euo pipefail
+die() { echo "install: $*" >&2; exit 1; }
+[ $# -ge 2 ] || die "usage: install.sh BUILD_DIR PREFIX [--strip]"
+build=$(realpath "$1")
+prefix=$2
+strip=0
+[ "${3:-}" = --strip ] && strip=1
+script=$build/cmake_install.cmake
+[ -f "$script" ] || die "$script: no such file (configure and build first: make build)"
+[ -x "$build/exguardian" ] || die "$build/exguardian: not built (make build)"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/exguardian-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+# The manifest's one file(WRITE) line points into the build tree; the rest of
+# the script (every file(INSTALL)) runs unchanged.
+sed "s|^file(WRITE \"$build/|file(WRITE \"$tmp/|" "$script" >"$tmp/cmake_install.cmake"
+grep -q "file(WRITE \"$tmp/" "$tmp/cmake_install.cmake" || die "$script: no manifest line to redirect (CMake changed?)"
+cmake -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_DO_STRIP=$strip -P "$tmp/cmake_install.cmake"

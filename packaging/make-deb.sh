@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `make deb`: a Debian package of what BUILD_DIR holds (built already), made
+# with dpkg-deb: /usr/bin/exguardian (stripped, its static pid 1 embedded),
+# /usr/lib/exguardian/exguardian-init, the man page and the documents.
+# Depends is what dpkg-shlibdeps reads from the binary's ELF, nothing guessed.
+# Usage: packaging/make-deb.sh BUILD_DIR [OUT_DIR]   (OUT_DIR: default BUILD_DIR)
+# Prints the path of the .deb.
+set -euo pipefail
+die() { echo "make-deb: $*" >&2; exit 1; }
+[ $# -ge 1 ] || die "usage: make-deb.sh BUILD_DIR [OUT_DIR]"
+here=$(cd "$(dirname "$0")" && pwd)
+build=$(realpath "$1")
+out=$(realpath -m "${2:-$1}")
+for t in dpkg-deb dpkg-shlibdeps; do command -v "$t" >/dev/null || die "$t: not installed (apt-get install dpkg-dev)"; done
+version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt" 2>/dev/null)
+[ -n "$version" ] || die "$build/CMakeCache.txt: no CMAKE_PROJECT_VERSION (configure first: make build)"
+arch=$(dpkg --print-architecture)
+maintainer=${DEB_MAINTAINER:-ExGuardian developers <exguardian@localhost>}
+
+stage=$(mktemp -d "${TMPDIR:-/tmp}/exguardian-deb.XXXXXX")
+trap 'rm -rf "$stage"' EXIT
+root=$stage/root
+DESTDIR=$root bash "$here/install.sh" "$build" /usr --strip >"$stage/install.log" ||
+    die "install into the stage: $(tail -3 "$stage/install.log")"
+
+# Debian's layout: man pages and changelogs compressed, a copyright file.
+doc=$root/usr/share/doc/exguardian
+gzip -9n "$root/usr/share/man/man1/exguardian.1"
+install -m 644 "$here/copyright" "$doc/copyright"
+printf 'exguardian (%s) unstable; urgency=medium\n\n  * Built from the ExGuardian source tree.\n\n -- %s  %s\n' \
+    "$version" "$maintainer" "$(date -R -d "@${SOURCE_DATE_EPOCH:-$(stat -c %Y "$build/exguardian")}")" |
+    gzip -9n >"$doc/changelog.Debian.gz"
+
+# Depends: the shared libraries the installed binary needs (the pid-1
+# program is static and needs none).
+mkdir -p "$stage/debian" "$root/DEBIAN"
+printf 'Source: exguardian\n\nPackage: exguardian\nArchitecture: any\n' >"$stage/debian/control"
+shlibs=$(cd "$stage" && dpkg-shlibdeps -O -e"$root/usr/bin/exguardian" 2>"$stage/shlibdeps.err") ||
+    die "dpkg-shlibdeps: $(cat "$stage/shlibdeps.err")"
+depends=$(printf '%s\n' "$shlibs" | sed -n 's/^shlibs:Depends=//p')
+[ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies of /usr/bin/exguardian"
+rm -rf "$stage/debian"
+
+{
+    echo "Package: exguardian"
+    echo "Version: $version"
+    echo "Architecture: $arch"
+    echo "Maintainer: $maintainer"
+    echo "Installed-Size: $(du -sk --apparent-size "$root/usr" | cut -f1)"
+    echo "Depends: $depends"
+    echo "Recommends: crun | runc, runsc, uidmap"
+    echo "Suggests: podman | docker.io, busybox-static"
+    echo "Section: admin"
+    echo "Priority: optional"
+    echo "Description: sandbox for code that AI agents run"
+    echo " ExGuardian runs a command with the workspace writable, the rest of the"
+    echo " machine read-only, credentials unreadable, planted hooks and rc files"
+    echo " refused, and the network closed but for the domains a policy allows,"
+    echo " through its own egress proxy; secrets stay outside as placeholders."
+    echo " Three layers run the same policy: its own namespaces, seccomp, Landlock"
+    echo " and cgroup sandbox; a hardened OCI container (crun or runc); and gVisor"
+    echo " (runsc). The runtimes are recommended, not required: the process layer"
+    echo " needs none."
+} >"$root/DEBIAN/control"
+(cd "$root" && find usr -type f -print0 | sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
+chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+
+mkdir -p "$out"
+deb=$out/exguardian_${version}_${arch}.deb
+dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >/dev/null
+echo "$deb"

@@ -1,0 +1,193 @@
+#!/usr/bin/env bash
+# Installed as users install tools: `make install-built` (what `make install` runs after the
+# build) into a DESTDIR under $T, and `make deb-built`; no build here, the artefacts of
+# $EXG_BUILD_DIR are used as they are.
+# - the installed tree holds bin/exguardian, lib/exguardian/exguardian-init (the very bytes
+#   embedded in exguardian), the man page and the documents, and nothing else;
+# - exguardian copied ALONE into an empty directory runs the process, container and gVisor
+#   layers, the latter two on a busybox --rootfs (no libc there: pid 1 is the static program
+#   exguardian carries); the installed one binds its installed pid 1, a lone one with a foreign
+#   file where the install would put it ignores that file;
+# - a missing piece (the runtime) is one clear line and status 125;
+# - `man -l` renders the page without warnings, and it names every subcommand and option that
+#   `exguardian ... --help` lists;
+# - the .deb's fields (Depends covers every shared library the binary needs, Recommends the
+#   runtimes) and contents (dpkg-deb -I/-c); its extracted tree runs. It is never installed here.
+source "$(dirname "$0")/lib.sh"
+
+B=${EXG_BUILD_DIR:?EXG_BUILD_DIR must name the build dir}
+SRC=$(sed -n 's/^exguardian_SOURCE_DIR:STATIC=//p' "$B/CMakeCache.txt" 2>/dev/null)
+if [ -z "$SRC" ] || [ ! -f "$SRC/Makefile" ] || [ ! -x "$B/exguardian" ] || [ ! -f "$B/pid1/exguardian-init" ]; then
+    fail "no configured and built tree at $B (source '$SRC')"
+    finish
+fi
+new_workspace
+cd "$WS" || exit 1
+
+# ---- make install DESTDIR=... PREFIX=/usr/local ------------------------------------------------
+DEST=$T/dest
+run make -s -C "$SRC" --no-print-directory install-built BUILD_DIR="$B" PREFIX=/usr/local DESTDIR="$DEST"
+check "make install-built DESTDIR=\$T/dest PREFIX=/usr/local (status $STATUS)" test "$STATUS" = 0
+[ "$STATUS" = 0 ] || show_last
+P=$DEST/usr/local
+check "bin/exguardian is installed, executable" test -x "$P/bin/exguardian" -a -f "$P/bin/exguardian"
+check "lib/exguardian/exguardian-init is installed, mode 755" \
+    test "$(stat -c %a "$P/lib/exguardian/exguardian-init" 2>/dev/null)" = 755
+check "the installed pid 1 is the very program embedded in exguardian" \
+    cmp -s "$P/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
+check "share/man/man1/exguardian.1 is installed" test -f "$P/share/man/man1/exguardian.1"
+check "share/doc/exguardian/README.md is installed" test -f "$P/share/doc/exguardian/README.md"
+unexpected=$(cd "$DEST" && find . -type f | grep -vE '^\./usr/local/(bin/exguardian|lib/exguardian/exguardian-init|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+)$')
+check "nothing else is installed (${unexpected:-none})" test -z "$unexpected"
+check "the install wrote nothing into the build dir (no manifest there)" test ! -e "$B/install_manifest.txt"
+
+# ---- a busybox root with nothing else: no libc, no loader ----------------------------------------
+RF=""
+if command -v busybox >/dev/null && ! ldd "$(command -v busybox)" >/dev/null 2>&1; then
+    RF=$T/rootfs
+    mkdir -p "$RF"/{bin,etc,proc,sys,dev,tmp,run,root,home}
+    cp "$(command -v busybox)" "$RF/bin/busybox"
+    for a in sh cat true tr; do ln -s busybox "$RF/bin/$a"; done
+    chmod -R go-w "$RF"
+    check "the busybox root has no dynamic loader" test -z "$(ls "$RF"/lib* 2>/dev/null)"
+else
+    skip "--rootfs: no static busybox (busybox-static)"
+fi
+layers=()
+if command -v crun >/dev/null || command -v runc >/dev/null; then layers+=(container); else skip "container: neither crun nor runc installed"; fi
+if command -v runsc >/dev/null; then layers+=(gvisor); else skip "gvisor: runsc not installed"; fi
+
+# runs_everywhere NAME EXE: the process layer, then each container layer on the busybox root.
+runs_everywhere() {
+    local name=$1 exe=$2 L
+    run timeout 60 "$exe" run -- true
+    check "$name: process layer runs (status $STATUS)" test "$STATUS" = 0
+    [ "$STATUS" = 0 ] || show_last
+    [ -n "$RF" ] || return 0
+    for L in "${layers[@]}"; do
+        run timeout 90 "$exe" run --layer "$L" --rootfs "$RF" -- /bin/true
+        check "$name: --layer $L --rootfs busybox -- /bin/true (status $STATUS)" test "$STATUS" = 0
+        [ "$STATUS" = 0 ] || show_last
+        run timeout 90 "$exe" run --layer "$L" --rootfs "$RF" -- sh -c 'tr "\0" " " </proc/1/cmdline'
+        check "$name: $L: pid 1 is the static init at /run/exguardian/init ('$OUT')" \
+            test "${OUT%% *}" = /run/exguardian/init
+    done
+}
+
+# pid1_line EXE L: what --dry-run says about the container's pid 1.
+pid1_line() { "$1" run --dry-run --layer "$2" -- true 2>/dev/null | grep -m1 'pid 1:'; }
+
+runs_everywhere installed "$P/bin/exguardian"
+if [ "${#layers[@]}" -gt 0 ]; then
+    line=$(pid1_line "$P/bin/exguardian" "${layers[0]}")
+    check "installed: pid 1 bound from the installed copy ($line)" \
+        grep -qF "bound from the installed $P/bin/../lib/exguardian/exguardian-init" <<<"$line"
+fi
+
+ALONE=$T/alone
+mkdir -p "$ALONE/bin"
+cp "$P/bin/exguardian" "$ALONE/bin/exguardian"
+check "the lone copy's directory holds exguardian and nothing else" test "$(ls -A "$ALONE/bin")" = exguardian
+runs_everywhere alone "$ALONE/bin/exguardian"
+if [ "${#layers[@]}" -gt 0 ]; then
+    line=$(pid1_line "$ALONE/bin/exguardian" "${layers[0]}")
+    check "alone: pid 1 is the embedded one ($line)" grep -qF "embedded in exguardian" <<<"$line"
+    # A file where the install would put it, but not ours: never run as pid 1.
+    mkdir -p "$ALONE/lib/exguardian"
+    printf '#!/bin/sh\necho foreign-init; exit 99\n' >"$ALONE/lib/exguardian/exguardian-init"
+    chmod 755 "$ALONE/lib/exguardian/exguardian-init"
+    line=$(pid1_line "$ALONE/bin/exguardian" "${layers[0]}")
+    check "alone + a foreign lib/exguardian/exguardian-init: still the embedded one ($line)" \
+        grep -qF "embedded in exguardian" <<<"$line"
+    run timeout 90 "$ALONE/bin/exguardian" run --layer "${layers[0]}" -- sh -c 'echo fine'
+    check "alone + a foreign init file: the run is ours (status $STATUS, '$OUT')" \
+        test "$STATUS" = 0 -a "$OUT" = fine
+    rm -rf "$ALONE/lib"
+fi
+# A missing piece is one clear line: exit 125, `exguardian: what: why`.
+run "$ALONE/bin/exguardian" run --layer container --runtime "$T/no-such/crun" -- true
+check "a missing runtime: status 125, one line 'exguardian: ...: ...' ('$ERR')" \
+    test "$STATUS" = 125 -a "$(printf '%s\n' "$ERR" | wc -l)" = 1
+check "  ... that names it" grep -qE "^exguardian: .*$T/no-such/crun.*: .+" <<<"$ERR"
+
+# ---- the man page ------------------------------------------------------------------------------
+MAN=$P/share/man/man1/exguardian.1
+if command -v man >/dev/null; then
+    warnings=$(MANWIDTH=100 man --warnings -l "$MAN" 2>&1 >/dev/null)
+    check "man -l renders the page without warnings (${warnings:-none})" test -z "$warnings"
+    page=$(MANWIDTH=200 man -l "$MAN" 2>/dev/null | col -b)
+    check "the page renders (NAME, SYNOPSIS, EXIT STATUS)" \
+        bash -c 'grep -q "^NAME" <<<"$1" && grep -q "^SYNOPSIS" <<<"$1" && grep -q "^EXIT STATUS" <<<"$1"' _ "$page"
+    # Every subcommand and every option the CLI has is in the page.
+    missing=""
+    subs=$("$P/bin/exguardian" --help | awk '/^SUBCOMMANDS:|^Subcommands:/{s=1; next} s && /^  [a-z]/{print $1}')
+    check "exguardian --help lists subcommands ($(echo $subs))" test -n "$subs"
+    for sub in $subs; do
+        grep -qE "(^| )$sub( |$)" <<<"$page" || missing+=" $sub"
+        for opt in $("$P/bin/exguardian" "$sub" --help | grep -oE '(^| |,)--?[a-z][a-z0-9-]*' | tr -d ' ,' | sort -u); do
+            [ "$opt" = --help ] || [ "$opt" = -h ] && continue
+            grep -qF -- "$opt" <<<"$page" || missing+=" $sub:$opt"
+        done
+    done
+    check "the page names every subcommand and option of the CLI (missing:${missing:- none})" test -z "$missing"
+else
+    skip "man: not installed"
+fi
+
+# ---- make deb ----------------------------------------------------------------------------------
+if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
+    run make -s -C "$SRC" --no-print-directory deb-built BUILD_DIR="$B" DEB_DIR="$T/deb"
+    DEB=$(printf '%s\n' "$OUT" | tail -1)
+    check "make deb-built (status $STATUS): $DEB" test "$STATUS" = 0 -a -f "$DEB"
+    [ "$STATUS" = 0 ] || show_last
+    field() { dpkg-deb -f "$DEB" "$1" 2>/dev/null; }
+    check "Package: exguardian" test "$(field Package)" = exguardian
+    check "Version: the project's ($(field Version))" \
+        test "$(field Version)" = "$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$B/CMakeCache.txt")"
+    check "Architecture: $(dpkg --print-architecture)" test "$(field Architecture)" = "$(dpkg --print-architecture)"
+    check "Maintainer and Description present" test -n "$(field Maintainer)" -a -n "$(field Description)"
+    check "Recommends the runtimes ($(field Recommends))" \
+        bash -c 'grep -qE "crun \| runc" <<<"$1" && grep -qw runsc <<<"$1"' _ "$(field Recommends)"
+    contents=$(dpkg-deb -c "$DEB")
+    for f in ./usr/bin/exguardian ./usr/lib/exguardian/exguardian-init ./usr/share/man/man1/exguardian.1.gz \
+             ./usr/share/doc/exguardian/copyright ./usr/share/doc/exguardian/README.md; do
+        check "the .deb holds $f" grep -qE " $f\$" <<<"$contents"
+    done
+    check "every file in the .deb is root's" test -z "$(awk '$2 != "root/root"' <<<"$contents")"
+    X=$T/deb-root
+    dpkg-deb -x "$DEB" "$X"
+    check "the packaged binary is stripped" test -z "$(readelf -S "$X/usr/bin/exguardian" | grep -F .debug_info)"
+    check "the packaged pid 1 is the embedded program" cmp -s "$X/usr/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
+    # Depends covers every shared library the packaged binary needs, through the package that ships it.
+    deps=$(field Depends)
+    uncovered=""
+    # (the file the loader would map, as ldd finds it, and the package dpkg says ships that path)
+    needed=$(readelf -d "$X/usr/bin/exguardian" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+    check "the packaged binary needs shared libraries ($(echo $needed))" test -n "$needed"
+    for so in $needed; do
+        path=$(ldd "$X/usr/bin/exguardian" | awk -v so="$so" '$1 == so {print $3}')
+        pkg=$(dpkg -S "$path" 2>/dev/null | grep -v '^diversion' | head -1 | cut -d: -f1)
+        [ -n "$pkg" ] || pkg=$(dpkg -S "$(realpath "$path")" 2>/dev/null | grep -v '^diversion' | head -1 | cut -d: -f1)
+        grep -qE "(^|[ ,|])$pkg( |,|$)" <<<"$deps" || uncovered+=" $so:${path:-?}(${pkg:-no package})"
+    done
+    check "Depends ($deps) covers every NEEDED library (uncovered:${uncovered:- none})" test -n "$deps" -a -z "$uncovered"
+    unmet=""
+    for d in $(tr ',' '\n' <<<"$deps" | sed 's/(.*)//; s/|.*//' | tr -d ' '); do
+        dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || unmet+=" $d"
+    done
+    check "the Depends are satisfied on this machine (unmet:${unmet:- none})" test -z "$unmet"
+    if [ "${#layers[@]}" -gt 0 ]; then
+        line=$(pid1_line "$X/usr/bin/exguardian" "${layers[0]}")
+        check "the packaged binary binds the packaged pid 1 ($line)" \
+            grep -qF "bound from the installed $X/usr/bin/../lib/exguardian/exguardian-init" <<<"$line"
+        if [ -n "$RF" ]; then
+            run timeout 90 "$X/usr/bin/exguardian" run --layer "${layers[0]}" --rootfs "$RF" -- /bin/true
+            check "the packaged binary runs --layer ${layers[0]} --rootfs busybox (status $STATUS)" test "$STATUS" = 0
+        fi
+    fi
+    check "the .deb was not installed on this machine" bash -c '! dpkg-query -W exguardian >/dev/null 2>&1'
+else
+    skip "make deb: dpkg-deb or dpkg-shlibdeps not installed (dpkg-dev)"
+fi
+
+finish
