@@ -232,7 +232,7 @@ struct Builder {
       return fail(Error::msg("--keep", "needs --workspace-mode overlay or discard"));
     }
     plan.timeout = pol.resources.timeout;
-    plan.limits = process::default_limits();
+    plan.limits = default_limits();
     if (pol.resources.memory_bytes) {
       plan.limits.memory_bytes = pol.resources.memory_bytes;
       plan.limits.explicit_memory = true;

@@ -60,7 +60,7 @@ std::string Plan::to_text() const {
   if (timeout) o << "timeout: " << timeout->count() << " ms\n";
   o << "limits:";
   if (limits.memory_bytes)
-    o << " memory " << process::format_bytes(*limits.memory_bytes) << (limits.explicit_memory ? "" : " (default)");
+    o << " memory " << format_bytes(*limits.memory_bytes) << (limits.explicit_memory ? "" : " (default)");
   if (limits.pids) o << ", pids " << *limits.pids << (limits.explicit_pids ? "" : " (default)");
   if (limits.cpus) o << ", cpus " << *limits.cpus;
   o << "; rlimits: core 0, nofile 65536\n";

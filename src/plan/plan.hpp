@@ -10,8 +10,8 @@
 
 #include "egress/secrets.hpp"
 #include "policy/policy.hpp"
-#include "process/cgroup.hpp"
-#include "process/landlock.hpp"
+#include "plan/landlock_rules.hpp"
+#include "plan/limits.hpp"
 #include "util/error.hpp"
 
 namespace exg::plan {
@@ -99,8 +99,8 @@ struct Plan {
   std::vector<Step> steps;
   std::vector<std::string> env;  // NAME=VALUE, the whole environment inside
   std::optional<std::chrono::milliseconds> timeout;
-  process::Limits limits;          // defaults, overridden by the policy (explicit_* set)
-  process::LandlockRules landlock; // the second wall: mirrors the writable mounts
+  Limits limits;          // defaults, overridden by the policy (explicit_* set)
+  LandlockRules landlock; // the second wall: mirrors the writable mounts
   ProxyPlan proxy;
   bool seccomp = true;               // false only with --unsafe-no-seccomp
   WorkspaceMode workspace_mode = WorkspaceMode::Live;

@@ -321,18 +321,6 @@ std::optional<std::string> own_cgroup_path(std::string_view text, std::string_vi
   return std::nullopt;
 }
 
-std::optional<uint64_t> parse_memtotal(std::string_view meminfo) {
-  for (auto line : split(meminfo, '\n')) {
-    if (!line.starts_with("MemTotal:")) continue;
-    auto w = words(line.substr(9));
-    if (w.empty()) return std::nullopt;
-    auto v = parse_number(w[0]);
-    if (!v) return std::nullopt;
-    uint64_t mult = (w.size() > 1 && w[1] == "kB") ? 1024 : 1;
-    return *v * mult;
-  }
-  return std::nullopt;
-}
 
 int64_t cpu_quota_us(double cpus) {
   auto q = static_cast<int64_t>(std::llround(cpus * 100000.0));
@@ -656,29 +644,6 @@ void Cgroup::sweep_stale() {
     ::closedir(dir);
     for (const auto& n : stale) ::rmdir((b.dir + "/" + n).c_str());  // fails (and stays) if not empty
   }
-}
-
-// ---- defaults ----
-
-Limits default_limits() {
-  Limits l;
-  constexpr uint64_t kCap = 8ull << 30;
-  if (auto t = read_text("/proc/meminfo"))
-    if (auto total = cgroup_detail::parse_memtotal(*t)) {
-      uint64_t half = (*total / 2) & ~((1ull << 20) - 1);  // whole MiB
-      l.memory_bytes = std::min(half, kCap);
-    }
-  if (!l.memory_bytes) l.memory_bytes = 2ull << 30;
-  l.pids = 4096;
-  return l;
-}
-
-std::string format_bytes(uint64_t b) {
-  constexpr uint64_t K = 1024, M = K * 1024, G = M * 1024;
-  if (b != 0 && b % G == 0) return std::to_string(b / G) + "G";
-  if (b != 0 && b % M == 0) return std::to_string(b / M) + "M";
-  if (b != 0 && b % K == 0) return std::to_string(b / K) + "K";
-  return std::to_string(b);
 }
 
 }  // namespace exg::process

@@ -11,17 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "plan/limits.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::process {
 
-struct Limits {
-  std::optional<uint64_t> memory_bytes;  // v1 memory.limit_in_bytes (+memsw); v2 memory.max (+swap.max 0)
-  std::optional<uint32_t> pids;          // pids.max
-  std::optional<double> cpus;            // v1 cfs quota/period (100000); v2 cpu.max
-  bool explicit_memory = false, explicit_pids = false, explicit_cpus = false;
-};
+// The limits are plan data (plan/limits.hpp); this module enforces them.
+using Limits = plan::Limits;
+
 
 struct CgroupSupport {
   bool v2 = false;
@@ -57,7 +55,7 @@ std::optional<uint64_t> parse_number(std::string_view text);
 // "/proc/self/cgroup": the path of hierarchy 0 (v2) or of the v1 hierarchy holding ctrl.
 std::optional<std::string> own_cgroup_path(std::string_view proc_self_cgroup, std::string_view ctrl);
 // /proc/meminfo MemTotal in bytes.
-std::optional<uint64_t> parse_memtotal(std::string_view meminfo);
+using plan::parse_memtotal;  // plan/limits.hpp
 // v2 "cpu.max" value for a number of CPUs, e.g. 0.5 -> "50000 100000".
 std::string cpu_max_value(double cpus);
 // v1 quota in microseconds for period 100000.
@@ -117,7 +115,7 @@ class Cgroup {
   std::vector<std::string> notes_;
 };
 
-Limits default_limits();
-std::string format_bytes(uint64_t);
+using plan::default_limits;  // plan/limits.hpp
+using plan::format_bytes;
 
 }  // namespace exg::process
