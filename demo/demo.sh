@@ -35,10 +35,19 @@ chmod 644 "$home/.ssh/id_ed25519" "$home/.aws/credentials"
 
 # Runs LINE inside the sandbox with the workspace as cwd, HOME = fake home and canary secrets
 # in the environment. Sets rc and out (stdout and stderr together).
+# Every run's audit log is kept in $audit (the proxy's decisions: the other side of each line).
+audit=$D/audit.jsonl
 sandboxed() {
+    : > "$audit"
     out=$(cd "$ws" && env HOME="$home" GITHUB_TOKEN="$canary" AWS_SECRET_ACCESS_KEY="$canary" \
-        timeout -k 5 60 "$EXG" run -- bash -c "$1" 2>&1 </dev/null)
+        timeout -k 5 60 "$EXG" run --audit-log "$audit" -- bash -c "$1" 2>&1 </dev/null)
     rc=$?
+}
+
+# The egress proxy's decisions of the last run, one line each.
+proxy_decisions() {
+    jq -r 'select(.decision != null) | "  proxy: \(.decision) \(.host // "?"):\(.port // "?") \(if .address then "(" + .address + ") " else "" end)rule: \(.rule // .reason // "-")"' \
+        "$audit" 2>/dev/null
 }
 
 # What the escape lines could change on the host (each line is judged by what it changed).
@@ -55,6 +64,8 @@ lines=(
     "env | grep -i -E 'key|token|secret'"
     'ls -l /var/run/docker.sock'
     "echo 'echo pwned' >> .git/hooks/pre-commit"
+    'curl -sS -m 10 https://example.org'
+    'curl -sS -m 3 http://169.254.169.254/'
 )
 
 # A line that "held" only because nothing ran would prove nothing: check the sandbox first.
@@ -78,6 +89,17 @@ for line in "${lines[@]}"; do
     echo "\$ $line"
     echo "  exit status: $rc"
     if [ -n "$out" ]; then printf '%s\n' "$out" | head -n 10 | sed 's/^/  | /'; else echo "  (no output)"; fi
+    decisions=$(proxy_decisions)
+    if [ -n "$decisions" ]; then printf '%s\n' "$decisions"; fi
+    # A network line is judged by the other side: the proxy refused it, and let nothing through
+    # (what curl prints then is the proxy's own refusal, not the target's answer).
+    case "$line" in
+        curl*)
+            why=""
+            grep -q '"decision":"refused"' "$audit" || why="the proxy logged no refusal"
+            if grep -q '"decision":"allowed"' "$audit"; then why="${why:+$why; }the proxy let a connection through"; fi
+            if grep -qF -- "$canary" <<<"$out"; then why="${why:+$why; }the canary appeared"; fi ;;
+    esac
     if [ -z "$why" ]; then
         echo "  verdict: held"
         held=$((held + 1))
