@@ -100,12 +100,27 @@ expect_output_contains() {
     else fail "stdout lacks '$want': $(_desc "$@")"; show_last; fi
 }
 
-# expect_no_output_contains STR CMD...: neither stdout nor stderr contains STR.
+# expect_no_output_contains STR CMD...: the command ran (a sandbox that could not start, 125,
+# or was killed by its timeout, 124, proves nothing) and neither stdout nor stderr contains STR.
 expect_no_output_contains() {
     local bad=$1; shift
     run "$@"
-    if grep -qF -- "$bad" <<<"$OUT$ERR"; then fail "output contains '$bad': $(_desc "$@")"; show_last
+    if [ "$STATUS" -eq 125 ] || [ "$STATUS" -eq 124 ]; then fail "did not run (exit $STATUS): $(_desc "$@")"; show_last
+    elif grep -qF -- "$bad" <<<"$OUT$ERR"; then fail "output contains '$bad': $(_desc "$@")"; show_last
     else ok "output free of '$bad': $(_desc "$@")"; fi
+}
+
+# expect_refused WHY STR CMD...: the sandbox ran the command, the command was refused with
+# WHY (an extended regex, e.g. 'Permission denied|Read-only file system') on its output, and
+# STR (what must not leak; may be empty) appears nowhere in it.
+expect_refused() {
+    local why=$1 bad=$2; shift 2
+    run "$@"
+    if [ "$STATUS" -eq 125 ] || [ "$STATUS" -eq 124 ]; then fail "did not run (exit $STATUS): $(_desc "$@")"; show_last
+    elif [ "$STATUS" -eq 0 ]; then fail "not refused (exit 0): $(_desc "$@")"; show_last
+    elif ! grep -qE -- "$why" <<<"$OUT$ERR"; then fail "refused, but not with /$why/: $(_desc "$@")"; show_last
+    elif [ -n "$bad" ] && grep -qF -- "$bad" <<<"$OUT$ERR"; then fail "output contains '$bad': $(_desc "$@")"; show_last
+    else ok "refused (/$why/): $(_desc "$@")"; fi
 }
 
 # Checks on the output of the last `run`.

@@ -89,7 +89,7 @@ expect_escape "GITHUB_TOKEN passed in (--env GITHUB_TOKEN)" seed-env-secrets --r
 check "  the run arguments are in the report header" python3 -c "
 import json; r = json.load(open('$T/weak.json')); assert r['run_args'] == ['--env', 'GITHUB_TOKEN'], r['run_args']"
 
-# (d) seccomp turned off, explicitly.
+# (d) seccomp turned off, explicitly (the flag is part of the CLI: its absence is a failure).
 if "$EXG" run --help 2>&1 | grep -q -- --unsafe-no-seccomp; then
     # (bpf, mount and the like are still refused by the kernel itself: no capabilities inside.)
     expect_escape "seccomp off (--unsafe-no-seccomp)" kernel-ptrace-attach --run-arg=--unsafe-no-seccomp --html "$T/weak.html"
@@ -100,7 +100,7 @@ if "$EXG" run --help 2>&1 | grep -q -- --unsafe-no-seccomp; then
     check "  the JSON report flags the weakened sandbox" python3 -c "
 import json; r = json.load(open('$T/weak.json')); assert any('--unsafe-no-seccomp' in w for w in r['warnings'])"
 else
-    skip "seccomp off: exguardian run has no --unsafe-no-seccomp option in this build"
+    fail "seccomp off: exguardian run has no --unsafe-no-seccomp option (the weakened-sandbox check cannot run)"
 fi
 
 # A policy exguardian refuses: the suite says so once and exits non-zero, nothing reported held.
