@@ -132,6 +132,7 @@ struct ValueMasker::Target {
   std::string want;          // Text: the value; Base64: the characters that only its bits decide; Hex: lower hex
   bool lead = false, trail = false;  // Base64: a character shared with the bytes before / after
   size_t pair = 0;           // index into pairs_
+  bool first[256] = {};      // bytes a match of this target can start with
 };
 
 ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets) {
@@ -155,8 +156,8 @@ ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secr
     }
     keep_ = std::max(keep_, s.value.size() * kMaxTextPerByte * 4 / 3 + 16);
   }
-  for (const Target& t : targets_) {
-    auto mark = [&](char c) { first_[(unsigned char)c] = true; };
+  for (Target& t : targets_) {
+    auto mark = [&](char c) { first_[(unsigned char)c] = t.first[(unsigned char)c] = true; };
     char c0 = t.want[0];
     mark(c0);
     if (t.kind == Target::Hex) {
@@ -236,7 +237,7 @@ void ValueMasker::feed(std::string_view in, std::string& out) {
     Span best{}, sp{};
     const Target* hit = nullptr;
     for (const Target& t : targets_)
-      if (match(t, s, j, i, sp) && (!hit || sp.start < best.start || (sp.start == best.start && sp.end > best.end)))
+      if (t.first[(unsigned char)s[j]] && match(t, s, j, i, sp) && (!hit || sp.start < best.start || (sp.start == best.start && sp.end > best.end)))
         best = sp, hit = &t;
     if (!hit || best.start >= limit) {
       ++j;
