@@ -1,7 +1,8 @@
 // A placeholder on its way to a host it is not meant for: found in request
 // targets, header values (also inside Basic credentials), CONNECT and SOCKS
 // targets and the first bytes of a tunnel; refused and logged as
-// {"event":"exfiltration"} with the secret's name (never its value).
+// {"event":"exfiltration"} with the secret's name (never its value). A secret
+// limited to some request headers is refused the same way anywhere else.
 #include <algorithm>
 
 #include "egress/proxy.hpp"
@@ -76,6 +77,7 @@ void Session::log_exfiltration(const Secret& s, const std::string& where, const 
   nlohmann::json j = {{"event", "exfiltration"}, {"protocol", protocol_}, {"secret", s.name}, {"where", where}};
   if (!host.empty()) j["host"] = host;
   if (port) j["port"] = port;
+  if (!s.headers.empty()) j["secret_headers"] = s.headers;  // where it would have been put in
   j["decision"] = "refused";
   j["duration_ms"] = elapsed_ms();
   st_->audit_write(std::move(j));
@@ -92,13 +94,16 @@ const Secret* Session::exfiltration_in(std::string_view s, const std::string& wh
 const Secret* Session::exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
                                                const std::vector<size_t>& allowed) {
   if (!st_->secret_index) return nullptr;
-  if (const Secret* s = st_->secret_index->find(h.target, allowed)) {
+  // A secret limited to some headers ("headers" in its declaration) is not for
+  // the target, other headers or header names, even on its own host.
+  const auto outside = st_->secret_index->allowed_outside_headers(allowed);
+  if (const Secret* s = st_->secret_index->find(h.target, outside)) {
     log_exfiltration(*s, "url", host, port);
     return s;
   }
   for (const auto& [name, value] : h.headers) {
-    const Secret* s = st_->secret_index->find_in_header(value, allowed);
-    if (!s) s = st_->secret_index->find(name, allowed);
+    const Secret* s = st_->secret_index->find_in_header(value, st_->secret_index->allowed_in_header(allowed, name));
+    if (!s) s = st_->secret_index->find(name, outside);
     if (s) {
       std::string shown;
       for (unsigned char c : name.substr(0, 64)) shown += (c > 0x20 && c < 0x7f) ? (char)c : '?';

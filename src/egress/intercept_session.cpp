@@ -4,8 +4,12 @@
 // trust store, never our CA; SNI and hostname check on the target), then
 // relays one HTTP/1.1 request: its head parsed, placeholders of this host's
 // secrets replaced by their values, anything else's placeholders refused as
-// exfiltration; body and response streamed with their framing. Every message
-// says "Connection: close", so clients open a new connection per request.
+// exfiltration; body and response streamed with their framing, kept alive when
+// both sides allow it. What comes back is masked: the values of this host's
+// secrets in the status line, 1xx lines, header names and values and the body
+// (decoded first when the upstream compressed it anyway; a coding that cannot
+// be decoded is refused), in every spelling ValueMasker knows; trailers and
+// chunk extensions are dropped (the body is re-framed).
 //
 // OpenSSL works on memory BIOs; the bytes move over the session's own sockets
 // (so Session::close() and the deadline sweep end everything as for a tunnel).
@@ -20,6 +24,8 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <climits>
+#include <set>
+#include <tuple>
 #include <cstdio>
 #include <strings.h>
 
@@ -161,8 +167,10 @@ class Interceptor {
   awaitable<std::optional<HttpHead>> read_head(TlsEnd& from, std::string& buf, bool request);
   enum class Next { Again, Done, Failed };
   awaitable<Next> relay_request();
-  awaitable<bool> relay_response_body(std::string& buf, const ResponseFraming& rf, ValueMasker& masker,
-                                      bool chunked_out);
+  awaitable<bool> relay_response_body(std::string& buf, const ResponseFraming& rf, BodyDecoder& decoder,
+                                      ValueMasker& masker, bool chunked_out);
+  // Records what `masker` masked (for the audit line) under `where`.
+  void note_masked(ValueMasker& masker, const char* where);
   awaitable<bool> relay_request_body(std::string& buf, const BodyFraming& f);
   awaitable<void> answer(const std::string& bytes) {
     if (cl_) {
@@ -178,6 +186,8 @@ class Interceptor {
   std::unique_ptr<TlsEnd> up_, cl_;
   std::string cbuf_, ubuf_;      // bytes read from the client / the upstream, not yet used
   std::string upstream_refusal;  // why the upstream is not trusted / not reachable over TLS
+  std::string body_failure_;     // why a response body could not be decoded (the connection is cut)
+  std::set<std::tuple<std::string, std::string, std::string>> masked_;  // (secret, form, where)
   uint64_t bytes_up_ = 0, bytes_down_ = 0;
   int requests_ = 0;
   bool finished_ = false, refused_ = false;  // refused_: the refusal wrote its own audit line
@@ -265,7 +275,7 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
   std::string pending = std::move(buf);
   buf.clear();
   // Another host's placeholder in the body: the request is cut before it.
-  PlaceholderScanner scanner(*st().secret_index, ids_);
+  PlaceholderScanner scanner(*st().secret_index, st().secret_index->allowed_outside_headers(ids_));
   for (;;) {
     if (f.kind == BodyFraming::None) {
       buf = std::move(pending);
@@ -303,11 +313,16 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
   }
 }
 
-// The response body from the upstream to the client: decoded per `rf`, masked,
+// The response body from the upstream to the client: decoded per `rf` and its
+// codings (`decoder`; a body it cannot decode is cut: fail closed), masked,
 // re-framed (chunked_out: chunked; else delimited by the close). Bytes after
 // the body stay in buf.
-awaitable<bool> Interceptor::relay_response_body(std::string& buf, const ResponseFraming& rf, ValueMasker& masker,
-                                                 bool chunked_out) {
+void Interceptor::note_masked(ValueMasker& masker, const char* where) {
+  for (auto& [name, form] : masker.take_hits()) masked_.emplace(std::move(name), std::move(form), where);
+}
+
+awaitable<bool> Interceptor::relay_response_body(std::string& buf, const ResponseFraming& rf, BodyDecoder& decoder,
+                                                 ValueMasker& masker, bool chunked_out) {
   ChunkTracker ct;
   uint64_t left = rf.length;
   std::array<char, 16 * 1024> chunk;
@@ -331,8 +346,14 @@ awaitable<bool> Interceptor::relay_response_body(std::string& buf, const Respons
     } else {
       data = std::move(pending);
     }
-    masker.feed(data, out);
+    std::string plain;
+    if (!decoder.feed(data, plain) || (done && !decoder.finish(plain))) {
+      body_failure_ = "response body not decodable: cut before it could carry a value unmasked";
+      co_return false;
+    }
+    masker.feed(plain, out);
     if (done) masker.finish(out);
+    note_masked(masker, "body");
     std::string frame;
     if (!chunked_out) {
       frame = std::move(out);
@@ -404,7 +425,8 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
   }
   // (The body bytes that came with the head are looked at before anything is
   // sent; later ones as they pass: relay_request_body.)
-  if (s_.exfiltration_in_headers(*head, host, port, ids_) || s_.exfiltration_in(cbuf_, "body", host, port, ids_)) {
+  if (s_.exfiltration_in_headers(*head, host, port, ids_) ||
+      s_.exfiltration_in(cbuf_, "body", host, port, idx.allowed_outside_headers(ids_))) {
     refused_ = true;
     co_await answer(response(403, "Forbidden",
                              "exguardian: a placeholder of a secret that is not meant for " + host + " was refused\n",
@@ -418,7 +440,9 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     co_return Next::Failed;
   }
   const bool client_close = head->version != "HTTP/1.1" || connection_has(*head, "close");
-  for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, ids_);
+  // (A secret limited to some headers is put in those only; exfiltration_in_headers
+  // refused its placeholder anywhere else.)
+  for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, idx.allowed_in_header(ids_, name));
   // Uncompressed answers, so that values in them can be masked (see below).
   std::erase_if(head->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "accept-encoding") == 0; });
   head->headers.emplace_back("Accept-Encoding", "identity");
@@ -444,7 +468,10 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     if (resp->status >= 100 && resp->status < 200) {
       if (resp->status == 101) co_return Next::Failed;  // Upgrade was not forwarded: a 101 is a broken upstream
       if (expect) continue;                              // the client had its 100 from us
-      std::string h = resp->version + " " + std::to_string(resp->status) + " " + resp->reason + "\r\n\r\n";
+      // (A 1xx's headers are not passed on; its reason phrase is masked.)
+      ValueMasker masker(idx, ids_);
+      std::string h = resp->version + " " + std::to_string(resp->status) + " " + masker.mask(resp->reason) + "\r\n\r\n";
+      note_masked(masker, "1xx reason");
       if (!co_await cl_->write(h)) co_return Next::Failed;
       continue;
     }
@@ -452,8 +479,23 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     // (headers and body): the body is decoded, masked and sent chunked (or up to
     // the close for an HTTP/1.0 client), as its length may change.
     ValueMasker masker(idx, ids_);
-    for (auto& [name, value] : resp->headers) value = masker.mask(value);
+    resp->reason = masker.mask(resp->reason);
+    note_masked(masker, "reason");
+    for (auto& [name, value] : resp->headers) name = masker.mask(name), value = masker.mask(value);
+    note_masked(masker, "header");
     auto rf = response_body_framing(*resp, head->method);
+    // Compressed although we asked for identity: decoded (gzip, deflate) and sent
+    // plain, or refused (a coding we cannot look into could carry the value).
+    auto decoder = BodyDecoder::make(response_codings(*resp));
+    if (!decoder && rf.kind != ResponseFraming::None) {
+      refused_ = true;
+      Decision d{false, "response encoding", decoder.error().why};
+      s_.log_refusal(host, port, d, s_.out_.address, {});
+      co_await answer(response(502, "Bad Gateway", "exguardian: " + host + ": " + d.reason + "\n", d.rule));
+      co_return Next::Failed;
+    }
+    if (decoder && !decoder->empty())
+      std::erase_if(resp->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "content-encoding") == 0; });
     const bool chunked_out = head->version == "HTTP/1.1";
     const bool last = client_close || resp->version != "HTTP/1.1" || connection_has(*resp, "close") ||
                       rf.kind == ResponseFraming::UntilClose || (rf.kind != ResponseFraming::None && !chunked_out);
@@ -467,7 +509,7 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     std::string h = client_response_head(*resp, last);
     if (!co_await cl_->write(h)) co_return Next::Failed;
     bytes_down_ += h.size();
-    if (rf.kind != ResponseFraming::None && !co_await relay_response_body(ubuf_, rf, masker, chunked_out))
+    if (rf.kind != ResponseFraming::None && !co_await relay_response_body(ubuf_, rf, *decoder, masker, chunked_out))
       co_return Next::Failed;
     if (last || !ubuf_.empty()) {  // (bytes after a complete response: the upstream is out of step)
       co_await cl_->shutdown();
@@ -498,7 +540,7 @@ awaitable<void> Interceptor::run(std::string down_prefix, std::string up_initial
   }
   bool ok = n == Next::Done;
   if (refused_) co_return finish("refused");
-  finish(ok ? "" : closed() ? "closed" : "request not completed");
+  finish(ok ? "" : closed() ? "closed" : !body_failure_.empty() ? body_failure_ : "request not completed");
 }
 
 // One audit line per intercepted connection (refusals wrote their own).
@@ -518,6 +560,12 @@ void Interceptor::finish(const std::string& end) {
       for (size_t i : ids_) names.push_back(st().secret_index->secrets()[i].name);
       j["secrets"] = names;
       j["requests"] = requests_;
+      // What came back with a value in it (never the value): the client saw placeholders there.
+      if (!masked_.empty()) {
+        nlohmann::json m = nlohmann::json::array();
+        for (const auto& [name, form, where] : masked_) m.push_back({{"secret", name}, {"form", form}, {"where", where}});
+        j["masked"] = std::move(m);
+      }
       j["bytes_up"] = bytes_up_;
       j["bytes_down"] = bytes_down_;
       j["duration_ms"] = s_.elapsed_ms();

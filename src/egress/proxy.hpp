@@ -176,6 +176,28 @@ class ChunkTracker {
   int digits_ = 0;
 };
 
+// A response's content and transfer codings other than chunked and identity,
+// in the order they were applied (content_decoding.cpp).
+std::vector<std::string> response_codings(const HttpHead& resp);
+
+// Undoes gzip / x-gzip / deflate codings of a body read in pieces (so that
+// values in it can be masked); any other coding is an error from make().
+class BodyDecoder {
+ public:
+  struct Stage {
+    virtual ~Stage() = default;
+    virtual bool feed(std::string_view in, std::string& out) = 0;
+    virtual bool finish(std::string& out) = 0;
+  };
+  static Result<BodyDecoder> make(const std::vector<std::string>& codings);
+  bool empty() const { return stages_.empty(); }
+  bool feed(std::string_view in, std::string& out);  // false: corrupt
+  bool finish(std::string& out);                     // false: corrupt or truncated
+
+ private:
+  std::vector<std::unique_ptr<Stage>> stages_;
+};
+
 // SOCKS5 (RFC 1928). Each returns the bytes consumed, 0 when more are needed,
 // or a negative value when malformed.
 long parse_socks_greeting(std::string_view in, bool& no_auth_offered);

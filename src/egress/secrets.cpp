@@ -293,6 +293,23 @@ const Secret* SecretIndex::find(std::string_view s, const std::vector<size_t>& a
   return nullptr;
 }
 
+std::vector<size_t> SecretIndex::allowed_in_header(const std::vector<size_t>& ids, std::string_view name) const {
+  std::vector<size_t> r;
+  std::string n = lower(name);
+  for (size_t i : ids) {
+    const auto& hs = cfg_->secrets[i].headers;
+    if (hs.empty() || std::find(hs.begin(), hs.end(), n) != hs.end()) r.push_back(i);
+  }
+  return r;
+}
+
+std::vector<size_t> SecretIndex::allowed_outside_headers(const std::vector<size_t>& ids) const {
+  std::vector<size_t> r;
+  for (size_t i : ids)
+    if (cfg_->secrets[i].headers.empty()) r.push_back(i);
+  return r;
+}
+
 namespace {
 // "Basic <credentials>" -> the credentials, else nullopt.
 std::optional<std::string_view> basic_credentials(std::string_view v) {
@@ -345,55 +362,6 @@ const Secret* PlaceholderScanner::feed(std::string_view chunk) {
   const Secret* hit = idx_.find(buf, allowed_);
   carry_ = buf.size() > keep ? buf.substr(buf.size() - keep) : buf;
   return hit;
-}
-
-ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets) {
-  for (size_t i : secrets) {
-    const Secret& s = idx.secrets()[i];
-    if (s.value.empty()) continue;
-    pairs_.emplace_back(s.value, s.placeholder);
-    keep_ = std::max(keep_, s.value.size() - 1);
-  }
-}
-
-void ValueMasker::feed(std::string_view in, std::string& out) {
-  if (pairs_.empty()) return (void)out.append(in);
-  std::string buf = std::move(carry_);
-  buf.append(in);
-  // Everything before `limit` is final unless a value starting there runs past it.
-  size_t limit = buf.size() > keep_ ? buf.size() - keep_ : 0, i = 0;
-  while (i < limit) {
-    size_t best = std::string::npos, which = 0;
-    for (size_t k = 0; k < pairs_.size(); ++k) {
-      size_t p = buf.find(pairs_[k].first, i);
-      if (p < best) best = p, which = k;
-    }
-    if (best == std::string::npos || best >= limit) {
-      out.append(buf, i, limit - i);
-      i = limit;
-      break;
-    }
-    out.append(buf, i, best - i);
-    out += pairs_[which].second;
-    i = best + pairs_[which].first.size();
-  }
-  carry_ = buf.substr(std::min(i, buf.size()));
-}
-
-void ValueMasker::finish(std::string& out) {
-  std::string rest = std::move(carry_);
-  carry_.clear();
-  size_t keep = keep_;
-  keep_ = 0;
-  feed(rest, out);
-  keep_ = keep;
-}
-
-std::string ValueMasker::mask(std::string_view whole) {
-  std::string out;
-  feed(whole, out);
-  finish(out);
-  return out;
 }
 
 std::string base64_encode(std::string_view in) {

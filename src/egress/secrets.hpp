@@ -23,6 +23,9 @@ struct Secret {
   std::string placeholder;         // "exg_ph_GITHUB_TOKEN_<random>": all the sandbox ever holds
   std::string value;               // the real value: lives in the supervisor only
   std::vector<std::string> hosts;  // patterns, matched as allowedDomains entries are
+  // Lower-case request header names the placeholder is replaced in; empty: any
+  // header. Outside them a limited secret's placeholder is refused as exfiltration.
+  std::vector<std::string> headers;
 };
 
 // Per-sandbox certificate authority, generated in memory (the key never
@@ -72,6 +75,11 @@ class SecretIndex {
   // As find, and also inside "Basic base64(user:password)" credentials.
   const Secret* find_in_header(std::string_view value, const std::vector<size_t>& allowed = {}) const;
   size_t longest_placeholder() const { return longest_; }
+  // Of `ids`, the secrets whose placeholder may be replaced in the request header
+  // `name` (no "headers" limit, or the limit names it) / outside every header
+  // (the target, a body: no limit).
+  std::vector<size_t> allowed_in_header(const std::vector<size_t>& ids, std::string_view name) const;
+  std::vector<size_t> allowed_outside_headers(const std::vector<size_t>& ids) const;
   const SecretsConfig& config() const { return *cfg_; }
 
  private:
@@ -103,20 +111,41 @@ class PlaceholderScanner {
 
 // Replaces the values of some secrets by their placeholders in a stream read
 // in pieces (what an upstream answers goes back into the sandbox masked: an
-// endpoint that reflects the request never shows the value). Holds back the
-// last longest-value-1 bytes until more arrive or finish().
+// endpoint that reflects the request never shows the value), in every spelling
+// an echo may use: as is, JSON/JS-escaped (\/, \uXXXX of any character),
+// percent-encoded (either hex case), HTML character references, base64
+// (standard and url-safe, the three alignments, line-wrapped) and hex
+// (value_masker.cpp). Holds back a tail (the longest spelling) until more
+// arrives or finish().
 class ValueMasker {
  public:
   ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets);
+  ~ValueMasker();
+  ValueMasker(ValueMasker&&) noexcept;
   bool empty() const { return pairs_.empty(); }
   void feed(std::string_view in, std::string& out);
   void finish(std::string& out);
-  std::string mask(std::string_view whole);  // one complete piece (a header value)
+  std::string mask(std::string_view whole);  // one complete piece (a header value, a reason phrase)
+  // What was masked since the last call: (secret name, form: "plain", "json",
+  // "percent", "html", "base64", "base64url", "hex"), each pair once.
+  std::vector<std::pair<std::string, std::string>> take_hits();
 
  private:
-  std::vector<std::pair<std::string, std::string>> pairs_;  // value -> placeholder
+  struct Target;
+  struct Pair {
+    std::string value, placeholder, name;
+  };
+  struct Span {
+    size_t start = 0, end = 0;
+    const char* form = nullptr;
+  };
+  bool match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span) const;
+  std::vector<Pair> pairs_;
+  std::vector<Target> targets_;
+  bool first_[256] = {};  // bytes a match can start with
   size_t keep_ = 0;
   std::string carry_;
+  std::vector<std::pair<std::string, std::string>> hits_;
 };
 
 std::string base64_encode(std::string_view in);

@@ -97,6 +97,11 @@ std::string Plan::to_text() const {
     for (const auto& s : secrets) {
       o << "  " << s.name << " -> ";
       for (size_t i = 0; i < s.hosts.size(); ++i) o << (i ? ", " : "") << s.hosts[i];
+      if (!s.headers.empty()) {
+        o << " (only in header";
+        for (size_t i = 0; i < s.headers.size(); ++i) o << (i ? ", " : " ") << s.headers[i];
+        o << ")";
+      }
       o << "; inside: " << s.placeholder << "\n";
     }
     o << "tls: the proxy terminates TLS for those hosts only (a CA made in memory for this sandbox, trusted inside via "

@@ -213,6 +213,7 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
     if (!ph) return fail(ph.error());
     egress::Secret sec{s.name, *ph, *value, {}};
     for (const auto& h : s.hosts) sec.hosts.push_back(h.pattern);
+    sec.headers = s.headers;
     if (!file.empty()) out.source_files.push_back(file);
     // The variable inside: the placeholder, or (extract) the host's variable with the value replaced.
     if (s.set_env)

@@ -79,6 +79,7 @@ struct SecretEntry {
   std::string base_dir;                // what a relative File path is relative to
   std::optional<std::string> extract;  // ECMAScript regex: group 1 of its matches is the value
   std::vector<DomainEntry> hosts;      // where the value may go; each must be allowed by allowedDomains
+  std::vector<std::string> headers;    // lower-case request header names it is put in; empty: any header
   bool set_env = true;                 // NAME=placeholder inside (srt file masks set no variable)
   SourcePos where;
 };

@@ -556,6 +556,30 @@ class Validator {
     });
   }
 
+  // "headers": ["x-api-key"]: the request headers the placeholder is replaced in.
+  Check secret_headers(const Node& list, std::vector<std::string>* out) {
+    if (!list.v->is_array()) return wrong_type(list, "an array of request header names");
+    if (list.v->empty()) return bad_value(list, "must name at least one header (leave the key out for any header)");
+    return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+      static const std::string kTchar = "!#$%&'*+-.^_`|~";
+      if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
+            return std::isalnum((unsigned char)c) || kTchar.find(c) != std::string::npos;
+          }))
+        return bad_value(el, in_quotes(s) + " is not a header name");
+      std::string l = s;
+      for (char& c : l) c = (char)std::tolower((unsigned char)c);
+      // The proxy writes or removes these itself: a credential there would not arrive as sent.
+      static const char* kNotForSecrets[] = {"host",       "connection", "content-length", "transfer-encoding", "te",
+                                             "upgrade",    "trailer",    "keep-alive",     "proxy-connection",
+                                             "proxy-authorization", "expect", "accept-encoding"};
+      for (const char* h : kNotForSecrets)
+        if (l == h) return bad_value(el, in_quotes(s) + ": the proxy sets or removes this header itself");
+      if (std::find(out->begin(), out->end(), l) != out->end()) return bad_value(el, in_quotes(s) + " is listed twice");
+      out->push_back(l);
+      return std::nullopt;
+    });
+  }
+
   Check extract_pattern(const Node& n, std::optional<std::string>* out) {
     std::string s;
     if (auto e = non_empty_string(n, &s)) return e;
@@ -611,7 +635,8 @@ class Validator {
   Check secrets(const Node& n) {
     return each_element(n, "an array of secrets", [&](const Node& el) -> Check {
       static const std::string kShape =
-          "a secret is {\"name\": NAME, \"from\": \"env:NAME\" | \"file:PATH\", \"hosts\": [...]}";
+          "a secret is {\"name\": NAME, \"from\": \"env:NAME\" | \"file:PATH\", \"hosts\": [...], "
+          "\"headers\": [...] (optional)}";
       if (!el.v->is_object()) return bad_value(el, kShape + ", got " + type_name(*el.v));
       SecretEntry s;
       s.where = value_pos(el);
@@ -638,6 +663,7 @@ class Validator {
                  have_hosts = true;
                  return secret_hosts(v, &s.hosts);
                }},
+              {"headers", [&](const Node& v) { return secret_headers(v, &s.headers); }},
           }))
         return e;
       if (!have_name) return bad_value(el, "missing \"name\": " + kShape);

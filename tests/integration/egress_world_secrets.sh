@@ -15,10 +15,19 @@
 #   [[name, value], ...], "body"} and append the same JSON as one line to $EGW_DIR/secrets.log
 #   (world-readable; the test greps it for placeholders and values). Paths starting with
 #   /close-delimited get that JSON 2000 times, without a length: the body ends at the close.
+#   Paths under /mis/ misbehave with the Authorization header's value (issue 12.5: how an echo
+#   can carry a value past a masking that only looks for it as is): /mis/gzip, /mis/deflate,
+#   /mis/gzip-chunked (compressed although the proxy asked for identity), /mis/br (a coding
+#   that cannot be decoded), /mis/reason (in the status line), /mis/1xx (in a 103's reason and
+#   headers), /mis/trailer (in a chunked body's trailer), /mis/header-name, /mis/json-php (\/),
+#   /mis/json-u (every character \uXXXX), /mis/percent-upper, /mis/percent-lower, /mis/html,
+#   /mis/hex, /mis/base64-0, -1, -2 (three alignments), /mis/base64url, /mis/base64-wrapped
+#   (76 columns), /mis/split (chunked, one byte a chunk, each written on its own). HEAD
+#   answers carry the value in a header.
 
 _egs_server_py() {
     cat <<'PY'
-import http.server, json, socketserver, ssl, sys, threading
+import base64, gzip, http.server, json, socketserver, ssl, sys, threading, urllib.parse, zlib
 
 log_path, addr, cert, key = sys.argv[1:5]
 lock = threading.Lock()
@@ -47,6 +56,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         line = json.dumps(rec)
         with lock, open(log_path, "a") as f:
             f.write(line + "\n")
+        if self.path.startswith("/mis/"):
+            return self.misbehave()
         out = (line + "\n").encode()
         if self.path.startswith("/close-delimited"):
             # No length, no chunks: the body ends when the server closes (no close_notify).
@@ -62,6 +73,68 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+    def do_HEAD(self):
+        self.send_response(200)
+        self.send_header("X-Echo", self.headers.get("Authorization", ""))
+        self.send_header("Content-Length", "12345")
+        self.end_headers()
+    def misbehave(self):
+        auth = self.headers.get("Authorization", "")
+        tok = auth.split(" ", 1)[-1]
+        kind = self.path[len("/mis/"):].split("?")[0]
+        raw = lambda b: (self.wfile.write(b), self.wfile.flush())
+        def plain(body, extra=b"", status=b"200 OK"):
+            raw(b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + extra +
+                b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+        def chunked(pieces, trailer=b""):
+            raw(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n" + (b"Trailer: X-Echo\r\n" if trailer else b"") + b"\r\n")
+            for p in pieces:
+                raw(b"%x;ext=%s\r\n%s\r\n" % (len(p), tok.encode(), p))
+            raw(b"0\r\n" + trailer + b"\r\n")
+        echo = json.dumps({"Authorization": auth}).encode()
+        if kind == "gzip":
+            plain(gzip.compress(echo), b"Content-Encoding: gzip\r\n")
+        elif kind == "deflate":
+            plain(zlib.compress(echo), b"Content-Encoding: deflate\r\n")
+        elif kind == "gzip-chunked":
+            z = gzip.compress(echo * 50)
+            raw(b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n")
+            for i in range(0, len(z), 7):
+                raw(b"%x\r\n%s\r\n" % (len(z[i:i + 7]), z[i:i + 7]))
+            raw(b"0\r\n\r\n")
+        elif kind == "br":
+            plain(b"br-pretend:" + auth.encode(), b"Content-Encoding: br\r\n")
+        elif kind == "reason":
+            plain(b"{}", status=b"200 " + auth.encode())
+        elif kind == "1xx":
+            raw(b"HTTP/1.1 103 " + auth.encode() + b"\r\nLink: <" + tok.encode() + b">; rel=preload\r\n\r\n")
+            plain(b"{}")
+        elif kind == "trailer":
+            chunked([b"ok"], b"X-Echo: " + auth.encode() + b"\r\n")
+        elif kind == "header-name":
+            plain(b"{}", b"X-Echo-" + tok.encode() + b": 1\r\n")
+        elif kind == "json-php":
+            plain(json.dumps({"Authorization": auth}).replace("/", "\\/").encode())
+        elif kind == "json-u":
+            plain(b'{"Authorization": "' + "".join("\\u%04x" % ord(c) for c in auth).encode() + b'"}')
+        elif kind == "percent-upper":
+            plain(b"a=" + urllib.parse.quote(auth, safe="").encode())
+        elif kind == "percent-lower":
+            plain(b"a=" + "".join("%%%02x" % b for b in auth.encode()).encode())
+        elif kind == "html":
+            plain(b"<p>" + "".join("&#%d;" % ord(c) for c in auth).encode() + b"</p>")
+        elif kind == "hex":
+            plain(auth.encode().hex().encode())
+        elif kind.startswith("base64-") and kind[7:].isdigit():
+            plain(base64.b64encode(b"x" * int(kind[7:]) + auth.encode()))
+        elif kind == "base64url":
+            plain(base64.urlsafe_b64encode(b"\xfb\xff" + auth.encode() + b"\xff"))
+        elif kind == "base64-wrapped":
+            plain(base64.encodebytes(b"y" * 40 + auth.encode() * 3))
+        elif kind == "split":
+            chunked([bytes([b]) for b in echo])
+        else:
+            plain(b"unknown misbehaviour", status=b"404 Not Found")
     do_POST = do_GET
     do_PUT = do_GET
 

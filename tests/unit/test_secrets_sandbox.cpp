@@ -67,6 +67,10 @@ TEST(SecretsPolicy, OwnKeys) {
   EXPECT_EQ(p.secrets[1].from, "~/.npm-token");
   EXPECT_EQ(p.secrets[1].base_dir, "/base");
   EXPECT_EQ(p.secrets[1].extract.value_or(""), "token=(\\S+)");
+  EXPECT_TRUE(p.secrets[0].headers.empty());  // any header
+  auto lim = ok(R"J({"network": {"allowedDomains": ["a.com"]},
+    "secrets": [{"name": "K", "from": "env:K", "hosts": ["a.com"], "headers": ["X-Api-Key", "authorization"]}]})J");
+  EXPECT_EQ(lim.secrets[0].headers, (std::vector<std::string>{"x-api-key", "authorization"}));
   ASSERT_EQ(p.secret_files.size(), 1u);
   EXPECT_EQ(p.secret_files[0].path, "~/.npmrc");
   EXPECT_EQ(p.secret_files[0].secrets, std::vector<std::string>{"NPM_TOKEN"});
@@ -98,6 +102,16 @@ TEST(SecretsPolicy, ErrorsNameWhatAndWhere) {
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"]},
                                      {"name": "A", "from": "env:B", "hosts": ["b.com"]}]})J"),
             "p.json:2:47: secrets[1].name: secret \"A\" is already declared at p.json:1:14");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "headers": []}]})J"),
+            "p.json:1:76: secrets[0].headers: must name at least one header (leave the key out for any header)");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "headers": ["x key"]}]})J"),
+            "p.json:1:77: secrets[0].headers[0]: \"x key\" is not a header name");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "headers": ["Host"]}]})J"),
+            "p.json:1:77: secrets[0].headers[0]: \"Host\": the proxy sets or removes this header itself");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "headers": ["a", "A"]}]})J"),
+            "p.json:1:82: secrets[0].headers[1]: \"A\" is listed twice");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "headers": "x"}]})J"),
+            "p.json:1:76: secrets[0].headers: expected an array of request header names, got string");
   EXPECT_EQ(error_of(R"J({"secretFiles": [{"path": "~/.npmrc", "secrets": []}]})J"),
             "p.json:1:50: secretFiles[0].secrets: must name at least one secret");
   EXPECT_EQ(error_of(R"J({"secretFiles": [{"path": "~/*.rc", "secrets": ["A"]}]})J"),

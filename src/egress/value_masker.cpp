@@ -1,0 +1,287 @@
+// Masking of secrets' values in what an upstream answers (issue 12.5). A value
+// can come back in many spellings: as is; JSON/JS-escaped (PHP writes "\/" for
+// "/", any character may be "\uXXXX"); percent-encoded (either hex case, "+"
+// for a space); as HTML character references; base64 (standard or url-safe, at
+// any of the three alignments inside the encoded text, line-wrapped or not);
+// hex. Matching is done per character (each character of the value may take
+// any of its forms, mixed), so no list of spellings has to be enumerated; each
+// match is replaced by the placeholder (text forms), its hex (hex) or by '*'
+// over the whole base64 span (the neighbouring characters of a base64 span
+// carry bits of the value too, so they are covered).
+#include <algorithm>
+#include <cstring>
+
+#include "egress/secrets.hpp"
+
+namespace exg::egress {
+
+namespace {
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// n hex digits at s[p..] as a number, or -1.
+long hex_at(std::string_view s, size_t p, size_t n) {
+  if (p + n > s.size()) return -1;
+  long v = 0;
+  for (size_t k = 0; k < n; ++k) {
+    int d = hex_digit(s[p + k]);
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+std::string utf8(uint32_t cp) {
+  std::string r;
+  if (cp < 0x80) {
+    r += (char)cp;
+  } else if (cp < 0x800) {
+    r += (char)(0xC0 | cp >> 6), r += (char)(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    r += (char)(0xE0 | cp >> 12), r += (char)(0x80 | ((cp >> 6) & 0x3F)), r += (char)(0x80 | (cp & 0x3F));
+  } else {
+    r += (char)(0xF0 | cp >> 18), r += (char)(0x80 | ((cp >> 12) & 0x3F)), r += (char)(0x80 | ((cp >> 6) & 0x3F));
+    r += (char)(0x80 | (cp & 0x3F));
+  }
+  return r;
+}
+
+bool is_b64(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' || c == '/' ||
+         c == '-' || c == '_';
+}
+
+// The url-safe alphabet folded onto the standard one.
+char b64_fold(char c) { return c == '-' ? '+' : c == '_' ? '/' : c; }
+
+char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
+
+enum Esc : unsigned { kPlain = 0, kJson = 1, kPercent = 2, kHtml = 4, kUrlSafe = 8 };
+
+// One unit of the text at p standing for bytes of the value: a literal byte or
+// one escape. `bytes` is what it decodes to; `len` its length in the text.
+struct Unit {
+  size_t len = 0;
+  std::string bytes;
+  unsigned esc = kPlain;
+};
+
+Unit decode_unit(std::string_view s, size_t p) {
+  Unit u;
+  char c = s[p];
+  if (c == '%') {
+    if (long v = hex_at(s, p + 1, 2); v >= 0) return {3, std::string(1, (char)v), kPercent};
+  } else if (c == '+') {
+    return {1, " ", kPercent};  // form encoding's space (a literal '+' is matched by the caller first)
+  } else if (c == '\\' && p + 1 < s.size()) {
+    char n = s[p + 1];
+    if (n == 'u') {
+      long v = hex_at(s, p + 2, 4);
+      if (v < 0) return u;
+      if (v >= 0xD800 && v < 0xDC00 && p + 7 < s.size() && s[p + 6] == '\\' && s[p + 7] == 'u') {
+        long lo = hex_at(s, p + 8, 4);
+        if (lo >= 0xDC00 && lo < 0xE000) return {12, utf8(0x10000 + (((uint32_t)v - 0xD800) << 10) + ((uint32_t)lo - 0xDC00)), kJson};
+      }
+      return {6, utf8((uint32_t)v), kJson};
+    }
+    if (n == 'x') {
+      if (long v = hex_at(s, p + 2, 2); v >= 0) return {4, std::string(1, (char)v), kJson};
+      return u;
+    }
+    static const char kShort[] = "b\bf\fn\nr\rt\t";
+    for (size_t k = 0; k + 1 < sizeof kShort; k += 2)
+      if (n == kShort[k]) return {2, std::string(1, kShort[k + 1]), kJson};
+    if (std::strchr("/\\\"'", n)) return {2, std::string(1, n), kJson};
+  } else if (c == '&' && p + 2 < s.size()) {
+    if (s[p + 1] == '#') {
+      bool hex = s[p + 2] == 'x' || s[p + 2] == 'X';
+      size_t q = p + 2 + (hex ? 1 : 0), start = q;
+      uint32_t v = 0;
+      while (q < s.size() && q - start < 7) {
+        int d = hex ? hex_digit(s[q]) : (s[q] >= '0' && s[q] <= '9' ? s[q] - '0' : -1);
+        if (d < 0) break;
+        v = v * (hex ? 16 : 10) + (uint32_t)d;
+        ++q;
+      }
+      if (q > start && q < s.size() && s[q] == ';' && v < 0x110000) return {q + 1 - p, utf8(v), kHtml};
+      return u;
+    }
+    static const std::pair<std::string_view, char> kNamed[] = {
+        {"&amp;", '&'}, {"&lt;", '<'}, {"&gt;", '>'}, {"&quot;", '"'}, {"&apos;", '\''}, {"&sol;", '/'}, {"&plus;", '+'},
+        {"&equals;", '='}};
+    for (const auto& [name, ch] : kNamed)
+      if (s.substr(p, name.size()) == name) return {name.size(), std::string(1, ch), kHtml};
+  }
+  return u;
+}
+
+// The longest text a byte of the value can take ("&#x10FFFF;" for up to 4 bytes, "%XX" per
+// byte, "\uXXXX" per 1-3 bytes): 10 per byte bounds every form, base64's line breaks included.
+constexpr size_t kMaxTextPerByte = 10;
+
+}  // namespace
+
+// One spelling family of one value.
+struct ValueMasker::Target {
+  enum Kind { Text, Base64, Hex } kind = Text;
+  std::string want;          // Text: the value; Base64: the characters that only its bits decide; Hex: lower hex
+  bool lead = false, trail = false;  // Base64: a character shared with the bytes before / after
+  size_t pair = 0;           // index into pairs_
+  bool first[256] = {};      // bytes a match of this target can start with
+};
+
+ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets) {
+  for (size_t i : secrets) {
+    const Secret& s = idx.secrets()[i];
+    if (s.value.empty()) continue;
+    size_t pi = pairs_.size();
+    pairs_.push_back(Pair{s.value, s.placeholder, s.name});
+    targets_.push_back(Target{Target::Text, s.value, false, false, pi});
+    // Short values would match by chance in encoded text: only their plain forms are masked.
+    if (s.value.size() >= 6) {
+      std::string hex;
+      for (unsigned char c : s.value) hex += "0123456789abcdef"[c >> 4], hex += "0123456789abcdef"[c & 15];
+      targets_.push_back(Target{Target::Hex, hex, false, false, pi});
+      for (size_t a = 0; a < 3; ++a) {
+        std::string enc = base64_encode(std::string(a, '\0') + s.value + std::string(2, '\0'));
+        size_t bit_from = 8 * a, bit_to = 8 * (a + s.value.size());
+        size_t first = (bit_from + 5) / 6, end = bit_to / 6;
+        targets_.push_back(Target{Target::Base64, enc.substr(first, end - first), bit_from % 6 != 0, bit_to % 6 != 0, pi});
+      }
+    }
+    keep_ = std::max(keep_, s.value.size() * kMaxTextPerByte * 4 / 3 + 16);
+  }
+  for (Target& t : targets_) {
+    auto mark = [&](char c) { first_[(unsigned char)c] = t.first[(unsigned char)c] = true; };
+    char c0 = t.want[0];
+    mark(c0);
+    if (t.kind == Target::Hex) {
+      mark((char)std::toupper((unsigned char)c0));
+      continue;
+    }
+    for (char c : std::string_view("%\\&")) mark(c);
+    if (c0 == ' ') mark('+');
+    if (t.kind == Target::Base64) mark(c0 == '+' ? '-' : c0 == '/' ? '_' : c0);
+  }
+}
+
+ValueMasker::~ValueMasker() = default;
+ValueMasker::ValueMasker(ValueMasker&&) noexcept = default;
+
+// Whether `t` matches the text at p; on success [start, end) is the span to replace.
+bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span) const {
+  size_t q = p, w = 0;
+  unsigned esc = kPlain;
+  if (t.kind == Target::Hex) {
+    if (s.size() - p < t.want.size()) return false;
+    for (; w < t.want.size(); ++w)
+      if (lower_ascii(s[p + w]) != t.want[w]) return false;
+    span = {p, p + w, "hex"};
+    return true;
+  }
+  const bool b64 = t.kind == Target::Base64;
+  while (w < t.want.size()) {
+    if (q >= s.size()) return false;
+    if (b64 && w > 0) {  // line-wrapped base64 (MIME, PEM), also inside a JSON string
+      for (std::string_view br : {"\r\n", "\n", "\\r\\n", "\\n"})
+        if (s.substr(q, br.size()) == br) {
+          q += br.size();
+          break;
+        }
+      if (q >= s.size()) return false;
+    }
+    char c = s[q];
+    char want = t.want[w];
+    if (b64 ? b64_fold(c) == want : c == want) {
+      if (b64 && c != want) esc |= kUrlSafe;
+      ++q, ++w;
+      continue;
+    }
+    Unit u = decode_unit(s, q);
+    if (!u.len) return false;
+    if (b64) {
+      if (u.bytes.size() != 1 || b64_fold(u.bytes[0]) != want) return false;
+    } else if (t.want.compare(w, u.bytes.size(), u.bytes) != 0) {
+      return false;
+    }
+    q += u.len, w += u.bytes.size(), esc |= u.esc;
+  }
+  size_t start = p;
+  if (b64) {
+    if (t.lead && p > floor && is_b64(s[p - 1])) start = p - 1;
+    if (t.trail && q < s.size() && is_b64(s[q])) ++q;
+  }
+  const char* form = b64 ? ((esc & kUrlSafe) ? "base64url" : "base64")
+                         : (esc & kJson) ? "json" : (esc & kPercent) ? "percent" : (esc & kHtml) ? "html" : "plain";
+  span = {start, q, form};
+  return true;
+}
+
+void ValueMasker::feed(std::string_view in, std::string& out) {
+  if (pairs_.empty()) return (void)out.append(in);
+  std::string buf = std::move(carry_);
+  buf.append(in);
+  std::string_view s(buf);
+  // Everything before `limit` is final unless a match starting there runs past it
+  // (keep_ bounds a match's length); a base64 span may start one character before
+  // its core, so cores are looked for up to `limit` itself.
+  size_t limit = s.size() > keep_ ? s.size() - keep_ : 0, i = 0, j = 0;
+  for (;;) {
+    while (j < s.size() && j <= limit && !first_[(unsigned char)s[j]]) ++j;
+    if (j >= s.size() || j > limit) break;
+    Span best{}, sp{};
+    const Target* hit = nullptr;
+    for (const Target& t : targets_)
+      if (t.first[(unsigned char)s[j]] && match(t, s, j, i, sp) && (!hit || sp.start < best.start || (sp.start == best.start && sp.end > best.end)))
+        best = sp, hit = &t;
+    if (!hit || best.start >= limit) {
+      ++j;
+      continue;
+    }
+    out.append(s.substr(i, best.start - i));
+    const Pair& pr = pairs_[hit->pair];
+    if (hit->kind == Target::Text) {
+      out += pr.placeholder;
+    } else if (hit->kind == Target::Hex) {
+      for (unsigned char c : pr.placeholder) out += "0123456789abcdef"[c >> 4], out += "0123456789abcdef"[c & 15];
+    } else {
+      out.append(best.end - best.start, '*');
+    }
+    hits_.emplace_back(pr.name, best.form);
+    i = j = best.end;
+  }
+  if (i < limit) {
+    out.append(s.substr(i, limit - i));
+    i = limit;
+  }
+  carry_ = buf.substr(i);
+}
+
+void ValueMasker::finish(std::string& out) {
+  size_t keep = keep_;
+  keep_ = 0;
+  feed({}, out);
+  keep_ = keep;
+}
+
+std::string ValueMasker::mask(std::string_view whole) {
+  std::string out;
+  feed(whole, out);
+  finish(out);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::string>> ValueMasker::take_hits() {
+  auto h = std::move(hits_);
+  hits_.clear();
+  std::sort(h.begin(), h.end());
+  h.erase(std::unique(h.begin(), h.end()), h.end());
+  return h;
+}
+
+}  // namespace exg::egress

@@ -1,0 +1,190 @@
+#!/usr/bin/env bash
+# The real secret must not come back through the secret's own host (issue 12.5). The HTTPS
+# echo upstream of the test world (tests/integration/egress_world_secrets.sh, paths /mis/...)
+# misbehaves with the Authorization header it received: compresses although the proxy asked
+# for identity, puts the value in the reason phrase, a 1xx line, a trailer, a header name,
+# JSON-escapes it (\/ as PHP does, \uXXXX), percent-encodes it (both hex cases), HTML-escapes
+# it, hex- and base64-encodes it (three alignments, url-safe, line-wrapped), spreads it over
+# one-byte chunks written one by one. From inside, a raw TLS client reads every byte of each
+# answer; the test greps those bytes for the value and each encoding of it, checks the
+# placeholder is where the value was, that an undecodable coding is refused (502, audit) and
+# that the audit says what was masked. Then a secret limited to one request header.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+
+WD=$(dirname "$EGW_LOG")
+SLOG=$WD/secrets.log
+rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
+# '/', '+', '=' and '~': what JSON, percent and HTML escaping touch.
+VALUE="exg/real+$(rnd)/$(rnd)=~"
+NAMEVAL="exgname-$(rnd)$(rnd)"   # header-name safe (a token), for the header-name case
+KEYVAL="exgkey-$(rnd)$(rnd)"
+export API_TOKEN=$VALUE NAME_TOKEN=$NAMEVAL KEY_TOKEN=$KEYVAL
+audit=$T/audit.jsonl
+POL=$T/policy.json
+cat > "$POL" <<'JSON'
+{
+  "network": {"allowedDomains": ["api.secret.test"]},
+  "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test"]},
+              {"name": "NAME_TOKEN", "from": "env:NAME_TOKEN", "hosts": ["api.secret.test"]},
+              {"name": "KEY_TOKEN", "from": "env:KEY_TOKEN", "hosts": ["api.secret.test"], "headers": ["x-api-key"]}]
+}
+JSON
+pol=(--policy "$POL" --audit-log "$audit")
+
+# A raw client: CONNECT through the sandbox's proxy, TLS (trusting the sandbox's CA as every
+# client inside does), one request per path, every byte of the answer to stdout.
+cat > "$WS/rawget.py" <<'PY'
+import os, socket, ssl, sys, urllib.parse
+p = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+method, token, paths = sys.argv[1], os.environ[sys.argv[2]], sys.argv[3:]
+for path in paths:
+    s = socket.create_connection((p.hostname, p.port), timeout=20)
+    s.sendall(b"CONNECT api.secret.test:443 HTTP/1.1\r\nHost: api.secret.test:443\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    t = ssl.create_default_context().wrap_socket(s, server_hostname="api.secret.test")
+    t.sendall(("%s %s HTTP/1.1\r\nHost: api.secret.test\r\nAuthorization: Bearer %s\r\n"
+               "Connection: close\r\n\r\n" % (method, path, token)).encode())
+    out = b""
+    while True:
+        try:
+            b = t.recv(65536)
+        except (ssl.SSLError, OSError):
+            break
+        if not b:
+            break
+        out += b
+    sys.stdout.buffer.write(b"=== " + path.encode() + b"\n" + out + b"\n")
+PY
+
+# leaks FILE VALUE...: prints every form of a value found in FILE (the forms a client could
+# decode back), also inside gzip streams and with line breaks removed; nothing when clean.
+cat > "$T/leaks.py" <<'PY'
+import base64, re, sys, zlib
+data = open(sys.argv[1], "rb").read()
+texts = [data, re.sub(rb"\r?\n", b"", data)]
+for m in re.finditer(rb"\x1f\x8b\x08", data):
+    try:
+        texts.append(zlib.decompressobj(31).decompress(data[m.start():]))
+    except zlib.error:
+        pass
+for v in sys.argv[2:]:
+    vb = v.encode()
+    forms = {"plain": vb, "json \\/": vb.replace(b"/", b"\\/"),
+             "json \\u": "".join("\\u%04x" % c for c in vb).encode(),
+             "json \\U": "".join("\\u%04X" % c for c in vb).encode(),
+             "percent": "".join("%%%02X" % c for c in vb).encode(),
+             "percent lower": "".join("%%%02x" % c for c in vb).encode(),
+             "percent reserved": re.sub(rb"[^A-Za-z0-9_.~-]", lambda m: b"%%%02X" % m.group()[0], vb),
+             "html": "".join("&#%d;" % c for c in vb).encode(),
+             "hex": vb.hex().encode(), "HEX": vb.hex().upper().encode()}
+    for a in range(3):
+        enc = base64.b64encode(b"\0" * a + vb + b"\0\0")
+        core = enc[(8 * a + 5) // 6:8 * (a + len(vb)) // 6]
+        forms["base64 %d" % a] = core
+        forms["base64url %d" % a] = core.replace(b"+", b"-").replace(b"/", b"_")
+    for name, f in forms.items():
+        for t in texts:
+            if f in t:
+                print("%s: %s" % (v[:12], name))
+                break
+PY
+leak_free() {  # FILE VALUE...
+    local found
+    found=$(python3 "$T/leaks.py" "$@")
+    [ -z "$found" ] || { note "leaked: $found"; return 1; }
+}
+# section NAME: the raw bytes of one answer in $T/raw.
+section() { awk -v p="=== /mis/$1" '$0 == p {on = 1; next} /^=== / {on = 0} on' "$T/raw"; }
+masked_in_audit() {  # FORM WHERE
+    python3 - "$audit" "$1" "$2" <<'PY'
+import json, sys
+path, form, where = sys.argv[1:]
+ms = [m for l in open(path) if '"intercepted"' in l for m in json.loads(l).get("masked", [])]
+assert any(m["secret"] == "API_TOKEN" and m["form"] == form and m["where"] == where for m in ms), ms
+PY
+}
+
+PATHS=(gzip deflate gzip-chunked br reason 1xx trailer json-php json-u percent-upper percent-lower html hex
+       base64-0 base64-1 base64-2 base64url base64-wrapped split)
+run sbx "${pol[@]}" -- python3 rawget.py GET API_TOKEN "${PATHS[@]/#//mis/}"
+printf '%s\n' "$OUT" > "$T/raw"
+check "the raw client read all ${#PATHS[@]} answers (status $STATUS)" \
+    test "$(grep -c '^=== /mis/' "$T/raw")" = "${#PATHS[@]}"
+check "the upstream received the real value (so it had something to echo)" \
+    grep -qF "[\"Authorization\", \"Bearer $VALUE\"]" "$SLOG"
+check "no answer holds the value in any form (plain, JSON, percent, HTML, hex, base64, in gzip)" \
+    leak_free "$T/raw" "$VALUE"
+last_output_lacks "$VALUE" "the value is not in the raw bytes as is"
+for p in gzip deflate gzip-chunked reason 1xx json-php json-u percent-upper percent-lower html split; do
+    check "/mis/$p: the placeholder where the value was" grep -q "exg_ph_API_TOKEN_" <<<"$(section "$p")"
+done
+check "gzip despite identity: decoded, sent plain (no Content-Encoding)" \
+    bash -c "! grep -qi '^content-encoding' <<<\"\$1\" && grep -q 'Bearer exg_ph_API_TOKEN_' <<<\"\$1\"" _ "$(section gzip)"
+check "a chunked gzip body (7-byte chunks) arrives decoded: 50 masked echoes" \
+    test "$(grep -o 'Bearer exg_ph_API_TOKEN_' <<<"$(section gzip-chunked)" | wc -l)" = 50
+check "br (cannot be decoded): 502, X-ExGuardian-Refused: response encoding" \
+    bash -c "grep -q '^HTTP/1.1 502' <<<\"\$1\" && grep -qi '^X-ExGuardian-Refused: response encoding' <<<\"\$1\"" _ \
+    "$(section br)"
+check "the reason phrase is masked" grep -qE "^HTTP/1.1 200 Bearer exg_ph_API_TOKEN_" <<<"$(section reason)"
+check "the 103's reason phrase is masked (its headers are not passed on)" \
+    grep -qE "^HTTP/1.1 103 Bearer exg_ph_API_TOKEN_" <<<"$(section 1xx)"
+check "the trailer and chunk extensions are dropped (the body re-framed)" \
+    bash -c "grep -q '^ok' <<<\"\$1\" && ! grep -qiE 'X-Echo|ext=' <<<\"\$1\"" _ "$(section trailer)"
+check "base64 forms are covered with '*' (the neighbouring characters too)" \
+    bash -c "for p in base64-0 base64-1 base64-2 base64url base64-wrapped; do grep -q '\*\*\*\*' <<<\"\$(awk -v p=\"=== /mis/\$p\" '\$0 == p {on = 1; next} /^=== / {on = 0} on' '$T/raw')\" || exit 1; done"
+check "one-byte chunks, each written on its own: masked" grep -q '"Bearer exg_ph_API_TOKEN_' <<<"$(section split)"
+# (base64url is named so when the value's own characters differ between the alphabets)
+for f in "json body" "percent body" "html body" "hex body" "base64 body" "plain reason" \
+         "plain 1xx reason"; do
+    check "audit: masked $f" masked_in_audit "${f%% *}" "${f#* }"
+done
+check "audit: the br answer refused (response encoding), never the value" python3 -c "
+import json, sys
+text = open('$audit').read()
+assert sys.argv[1] not in text
+ls = [json.loads(l) for l in text.splitlines()]
+assert any(l.get('host') == 'api.secret.test' and l.get('decision') == 'refused' and l.get('rule') == 'response encoding'
+           and 'br' in l.get('reason', '') for l in ls), ls" "$VALUE"
+
+# The value in a header name (a token-safe value), HEAD, and keep-alive with several answers.
+run sbx "${pol[@]}" -- python3 rawget.py GET NAME_TOKEN /mis/header-name
+printf '%s\n' "$OUT" > "$T/raw-name"
+check "a header name holding the value: masked" \
+    bash -c "grep -qi '^X-Echo-exg_ph_NAME_TOKEN_' '$T/raw-name' && ! python3 '$T/leaks.py' '$T/raw-name' '$NAMEVAL' | grep -q ."
+run sbx "${pol[@]}" -- python3 rawget.py HEAD API_TOKEN /head
+printf '%s\n' "$OUT" > "$T/raw-head"
+check "HEAD: the header echoing the value is masked" grep -qi '^X-Echo: Bearer exg_ph_API_TOKEN_' "$T/raw-head"
+check "HEAD: no form of the value" leak_free "$T/raw-head" "$VALUE"
+run sbx "${pol[@]}" -- bash -c 'curl -sS -m 20 -i --raw -H "Authorization: Bearer $API_TOKEN" \
+    https://api.secret.test/mis/json-php https://api.secret.test/mis/gzip https://api.secret.test/mis/split \
+    https://api.secret.test/mis/base64-1 -w "connects=%{num_connects}\n"'
+printf '%s\n' "$OUT" > "$T/raw-ka"
+check "keep-alive: four misbehaving answers on one connection ($(grep -o 'connects=[0-9]*' "$T/raw-ka" | tr '\n' ' '))" \
+    test "$(grep -c 'connects=1' "$T/raw-ka")" = 1
+check "keep-alive: every answer masked, no form of the value" leak_free "$T/raw-ka" "$VALUE"
+check "keep-alive: three placeholders and one covered base64 span" \
+    bash -c "test \$(grep -o 'exg_ph_API_TOKEN_' '$T/raw-ka' | wc -l) -ge 3 && grep -q '\*\*\*\*' '$T/raw-ka'"
+
+# ---- a secret limited to one request header ---------------------------------------------------
+run sbx "${pol[@]}" -- bash -c 'C="curl -sS -m 15 -i"; $C -H "X-Api-Key: $KEY_TOKEN" https://api.secret.test/key-ok; \
+    $C -H "Authorization: Bearer $KEY_TOKEN" https://api.secret.test/key-wrong-header; \
+    $C "https://api.secret.test/key-url?k=$KEY_TOKEN"; $C --data-binary "k=$KEY_TOKEN" https://api.secret.test/key-body'
+check "headers-limited secret: put in X-Api-Key" grep -qF "[\"X-Api-Key\", \"$KEYVAL\"]" <<<"$(grep -F /key-ok "$SLOG")"
+check "its echo comes back masked" grep -qi '\["X-Api-Key", "exg_ph_KEY_TOKEN_' <<<"$OUT"
+check "in another header, the URL or the body: 403 exfiltration three times" \
+    test "$(grep -ci '^X-ExGuardian-Refused: exfiltration' <<<"$OUT")" = 3
+check "none of those reached the upstream" bash -c "! grep -qE '/key-(wrong-header|url|body)' '$SLOG'"
+last_output_lacks "$KEYVAL" "the limited secret's value is not in what the sandbox read"
+check "audit: KEY_TOKEN refused in Authorization, the URL and the body, naming its headers" python3 -c "
+import json
+ls = [json.loads(l) for l in open('$audit') if '\"exfiltration\"' in l]
+w = {l['where'] for l in ls if l.get('secret') == 'KEY_TOKEN' and l.get('secret_headers') == ['x-api-key']}
+assert {'header Authorization', 'url', 'body'} <= w, w"
+
+finish
