@@ -3,6 +3,7 @@
 // a protection silently dropped.
 #include "oci/spec.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -227,6 +228,13 @@ class Builder {
           break;
         }
         case StepKind::MaskFile:
+          if (s.if_present) {
+            // A host socket. gVisor's gofer connects to none (runsc --host-uds
+            // defaults to none, and the layer never sets it), and runsc cannot
+            // start with a mount over a socket: nothing to mask there.
+            if (opt_.runtime == Runtime::Runsc) break;
+            if (::access(s.target.c_str(), F_OK) != 0 && errno == ENOENT) break;  // gone since the plan
+          }
           // /dev/null on a nodev mount: opening it fails (EACCES), like the
           // process layer's unreadable empty file.
           bind("/dev/null", s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});

@@ -16,6 +16,7 @@
 #include <map>
 #include <set>
 
+#include "plan/host_sockets.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
 #include "plan/protect.hpp"
@@ -412,6 +413,7 @@ struct Builder {
     }
     // Masked credential copies, before the masks around them are sealed.
     for (auto& f : *masked_files) plan.steps.push_back(std::move(f));
+    host_sockets(home);
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
     plan.network = pol.network;
@@ -500,6 +502,55 @@ struct Builder {
     }
     std::stable_sort(add.begin(), add.end(), [](const Step& a, const Step& b) { return depth(a.target) < depth(b.target); });
     plan.steps.insert(plan.steps.begin() + static_cast<long>(insert_at), add.begin(), add.end());
+
+  // The host's pathname Unix sockets that the sandbox's view shows: each masked
+  // (connect() needs only write permission on the inode, which a read-only
+  // mount leaves; the mask, a mount point, cannot be renamed away either),
+  // unless network.allowUnixSockets names it or allowAllUnixSockets is set. An
+  // allowed socket hidden by one of the sandbox's own tmpfs (/run, /tmp, ...)
+  // is bound in.
+  void host_sockets(const std::string& home) {
+    const auto& net = pol.network;
+    if (net.allow_all_unix_sockets.value_or(false)) {
+      plan.notes.push_back("network.allowAllUnixSockets: the host's Unix sockets visible inside are not masked");
+      return;
+    }
+    std::set<std::string> allowed;
+    for (const auto& e : net.allow_unix_sockets)
+      for (auto& h : resolve_entry(e, home)) allowed.insert(h);
+    HostSockets hs = find_host_sockets();
+    std::vector<std::string> allowed_seen;
+    size_t masked = 0;
+    for (const auto& p : hs.paths) {
+      // What covers p inside: the deepest mount over it (the later one at equal depth).
+      const Step* cover = nullptr;
+      for (const auto& st : plan.steps) {
+        bool mounts = st.kind == StepKind::BindRo || st.kind == StepKind::BindRw || st.kind == StepKind::Overlay ||
+                      st.kind == StepKind::Tmpfs || st.kind == StepKind::MaskDir || st.kind == StepKind::MaskFile ||
+                      st.kind == StepKind::Proc || st.kind == StepKind::Sysfs;
+        if (mounts && is_within(p, st.target) && (!cover || st.target.size() >= cover->target.size())) cover = &st;
+      }
+      if (!cover || cover->kind == StepKind::MaskDir || cover->kind == StepKind::MaskFile) continue;
+      bool host_view = cover->kind == StepKind::BindRo || cover->kind == StepKind::BindRw || cover->kind == StepKind::Overlay;
+      if (allowed.count(p)) {
+        allowed_seen.push_back(p);
+        if (cover->kind == StepKind::Tmpfs) add(StepKind::BindRo, p, p, "network.allowUnixSockets").is_dir = false;
+        continue;
+      }
+      if (!host_view) continue;
+      Step& s = add(StepKind::MaskFile, p, {}, "host Unix socket (network.allowUnixSockets lets it through)");
+      s.is_dir = false;
+      s.if_present = true;
+      ++masked;
+    }
+    std::string n = "host Unix sockets: " + std::to_string(masked) + " masked (found in " + std::to_string(hs.netns) +
+                    " network namespace" + (hs.netns == 1 ? "" : "s") + "; sockets bound later are not masked)";
+    if (hs.relative) n += "; " + std::to_string(hs.relative) + " bound by a relative name could not be located";
+    for (const auto& a : allowed_seen) n += "; allowed: " + a;
+    for (const auto& a : allowed)
+      if (std::find(allowed_seen.begin(), allowed_seen.end(), a) == allowed_seen.end())
+        n += "; allowUnixSockets " + a + ": not a bound socket now";
+    plan.notes.push_back(n);
   }
 
   // Landlock mirrors the mounts: read and execute everywhere, full access only

@@ -58,6 +58,9 @@ struct Step {
   // gets at launch (process layer: LaunchOptions::trust_anchor, made after the
   // clone so the CA's key is never in the sandbox's copy of the supervisor).
   bool trust_bundle = false;
+  // MaskFile over a host socket: the socket may be gone by the time the layer
+  // mounts (unlinked by its server): then there is nothing to mask, not an error.
+  bool if_present = false;
 };
 
 // Who the command runs as.

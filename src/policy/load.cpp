@@ -56,6 +56,7 @@ void merge(Policy& base, const Policy& top) {
   append(base.network.allowed_domains, top.network.allowed_domains);
   append(base.network.denied_domains, top.network.denied_domains);
   append(base.network.allowed_cidrs, top.network.allowed_cidrs);
+  append(base.network.allow_unix_sockets, top.network.allow_unix_sockets);
   append(base.filesystem.deny_read, top.filesystem.deny_read);
   append(base.filesystem.allow_read, top.filesystem.allow_read);
   append(base.filesystem.allow_write, top.filesystem.allow_write);
@@ -73,6 +74,7 @@ void merge(Policy& base, const Policy& top) {
   };
   override_with(base.filesystem.allow_git_config, top.filesystem.allow_git_config);
   override_with(base.network.resolver, top.network.resolver);
+  override_with(base.network.allow_all_unix_sockets, top.network.allow_all_unix_sockets);
   override_with(base.resources.memory_bytes, top.resources.memory_bytes);
   override_with(base.resources.pids, top.resources.pids);
   override_with(base.resources.cpus, top.resources.cpus);

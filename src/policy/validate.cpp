@@ -343,8 +343,14 @@ class Validator {
                policy_.network.resolver = b;
                return std::nullopt;
              }},
-            noted("allowUnixSockets", is_string_array(), "ExGuardian does not pass host Unix sockets in"),
-            noted("allowAllUnixSockets", is_bool(), "ExGuardian does not pass host Unix sockets in"),
+            {"allowUnixSockets", [this](const Node& list) { return path_entries(list, &policy_.network.allow_unix_sockets); }},
+            {"allowAllUnixSockets",
+             [this](const Node& v) -> Check {
+               bool b = false;
+               if (auto e = boolean(v, &b)) return e;
+               policy_.network.allow_all_unix_sockets = b;
+               return std::nullopt;
+             }},
             noted("allowLocalBinding", is_bool(), "the sandbox has its own network namespace"),
             noted("allowMachLookup", is_string_array(), "it applies to macOS only"),
             noted("httpProxyPort", is_port(), "ExGuardian runs its own egress proxy"),

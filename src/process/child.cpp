@@ -309,6 +309,11 @@ void Builder::step(size_t i, const plan::Step& s) {
       break;
     }
     case StepKind::MaskFile: {
+      if (s.if_present) {  // a host socket unlinked since the plan: nothing left to mask
+        int probe = open_in_root(s.target);
+        if (probe < 0 && errno == ENOENT) break;
+        if (probe >= 0) ::close(probe);
+      }
       int t = clone_tree(empty_file_fd_, "", "empty file");
       set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, s.target);
       attach(t, s.target, false);

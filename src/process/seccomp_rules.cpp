@@ -2,8 +2,11 @@
 
 #include <sched.h>
 #include <sys/ioctl.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+
 
 #include <algorithm>
 #include <cerrno>
@@ -45,6 +48,8 @@ constexpr uint32_t kInetTypesRefused[] = {SOCK_RAW, SOCK_PACKET};  // no raw IP 
 constexpr uint32_t kNetlinkAllowed[] = {0 /* NETLINK_ROUTE */};
 
 constexpr uint64_t kLow32 = 0xffffffffULL;
+// O_TMPFILE is __O_TMPFILE | O_DIRECTORY; the bit of its own is what makes a file.
+constexpr uint64_t kTmpfileBit = 020000000;
 
 std::vector<ArgRule> make_flag_rules() {
   std::vector<ArgRule> r;
@@ -63,6 +68,29 @@ std::vector<ArgRule> make_flag_rules() {
   // the low 32 bits only, so high bits set do not slip through.
   for (uint64_t req : {uint64_t{TIOCSTI}, uint64_t{TIOCLINUX}})
     r.push_back({"ioctl", {{1, kLow32, req}}, EPERM, true, "terminal injection"});
+  // Set-id files: a set-uid binary written through an idmapped workspace is
+  // set-uid to its on-disk owner (root) on the host. Every call that sets a
+  // mode: chmod and kin, and creation with a mode (open/openat/creat with
+  // O_CREAT or O_TMPFILE, mknod/mknodat of a regular file). mkdir/mkdirat are
+  // not listed: the kernel keeps only S_IRWXUGO|S_ISVTX of their mode
+  // (vfs_mkdir), a set-gid directory comes from its parent, never the mode.
+  // openat2 carries its mode in memory: below. File capabilities need
+  // CAP_SETFCAP, which the command never holds.
+  for (uint64_t bit : {uint64_t{S_ISUID}, uint64_t{S_ISGID}}) {
+    const char* why = "set-id mode";
+    for (const auto& [name, mode_arg] : {std::pair{"chmod", 1u}, {"fchmod", 1u}, {"fchmodat", 2u}, {"fchmodat2", 2u},
+                                         {"creat", 1u}, {"mknod", 1u}, {"mknodat", 2u}})
+      r.push_back({name, {{mode_arg, bit, bit}}, EPERM, true, why});
+    // open(path, flags, mode), openat(dirfd, path, flags, mode): the mode counts
+    // only when a file is made.
+    for (uint64_t create : {uint64_t{O_CREAT}, uint64_t{kTmpfileBit}}) {
+      r.push_back({"open", {{1, create, create}, {2, bit, bit}}, EPERM, true, why});
+      r.push_back({"openat", {{2, create, create}, {3, bit, bit}}, EPERM, true, why});
+    }
+  }
+  // openat2's flags and mode are in a struct open_how a filter cannot read:
+  // ENOSYS, as on kernels before 5.6; callers fall back to openat.
+  r.push_back({"openat2", {}, ENOSYS, false, "flags and mode out of the filter's sight; callers fall back to openat"});
   return r;
 }
 
@@ -82,7 +110,7 @@ std::span<const uint32_t> inet_types_refused() { return kInetTypesRefused; }
 std::span<const uint32_t> netlink_protocols_allowed() { return kNetlinkAllowed; }
 
 int refused_errno(int nr, const uint64_t args[6]) {
-  if (nr == __NR_clone3) return ENOSYS;
+  if (nr == __NR_clone3 || nr == __NR_openat2) return ENOSYS;
   if (nr == __NR_socket || nr == __NR_socketpair) {
     uint32_t family = static_cast<uint32_t>(args[0]);
     if (!in(kFamiliesAllowed, family)) return EAFNOSUPPORT;

@@ -36,7 +36,8 @@ struct ArgRule {
 
 // clone/unshare with a namespace flag, ioctl TIOCSTI/TIOCLINUX (low 32 bits),
 // clone3 (ENOSYS at once: its flags are in memory a filter cannot read, libcs
-// fall back to clone).
+// fall back to clone); set-id modes (chmod, fchmod, fchmodat, fchmodat2, creat,
+// mknod, mknodat, open/openat making a file), openat2 (ENOSYS, like clone3).
 const std::vector<ArgRule>& flag_rules();
 
 // Value sets, compared on the low 32 bits (the kernel reads int / unsigned

@@ -25,6 +25,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 #include "process/syscalls.hpp"
 
@@ -251,6 +252,74 @@ Attempt nfsservctl() { return result(::syscall(SYS_nfsservctl, 0, nullptr, nullp
 Attempt iopl() { return result(::syscall(SYS_iopl, 0)); }
 Attempt ioperm() { return result(::syscall(SYS_ioperm, 0x80, 1, 0)); }
 
+// ---- set-id modes ------------------------------------------------------------
+
+// A scratch directory in /tmp (the sandbox's own, or the test host's) with one
+// plain file "f" in it; removed afterwards, whatever the attempt did.
+template <typename Fn>
+Attempt in_scratch_dir(Fn&& attempt) {
+  char dir[] = "/tmp/exg-probe-XXXXXX";
+  if (!::mkdtemp(dir)) return result(-1);
+  int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int f = dfd < 0 ? -1 : ::openat(dfd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  Attempt a = f < 0 ? result(-1) : attempt(dfd, f);
+  if (f >= 0) ::close(f);
+  if (dfd >= 0) {
+    for (const char* n : {"f", "g", "t"}) ::unlinkat(dfd, n, 0);
+    ::unlinkat(dfd, "d", AT_REMOVEDIR);
+    ::close(dfd);
+  }
+  ::rmdir(dir);
+  return a;
+}
+// The path of name in the scratch directory, through /proc (no cwd change).
+std::string at(int dfd, const char* name) { return "/proc/self/fd/" + std::to_string(dfd) + "/" + name; }
+
+Attempt setid_chmod(mode_t m) {
+  return in_scratch_dir([m](int dfd, int) { return result(::syscall(SYS_chmod, at(dfd, "f").c_str(), m)); });
+}
+Attempt setid_fchmod(mode_t m) {
+  return in_scratch_dir([m](int, int f) { return result(::syscall(SYS_fchmod, f, m)); });
+}
+Attempt setid_fchmodat(long nr, mode_t m) {
+  return in_scratch_dir([nr, m](int dfd, int) { return result(::syscall(nr, dfd, "f", m, 0)); });
+}
+Attempt setid_open(long flags, mode_t m) {
+  return in_scratch_dir([flags, m](int dfd, int) {
+    return fd_result(::syscall(SYS_open, at(dfd, "g").c_str(), flags | O_CLOEXEC, m));
+  });
+}
+Attempt setid_openat(long flags, mode_t m) {
+  return in_scratch_dir([flags, m](int dfd, int) {
+    return fd_result(::syscall(SYS_openat, dfd, (flags & O_TMPFILE) == O_TMPFILE ? "." : "g", flags | O_CLOEXEC, m));
+  });
+}
+Attempt setid_creat(mode_t m) {
+  return in_scratch_dir([m](int dfd, int) { return fd_result(::syscall(SYS_creat, at(dfd, "g").c_str(), m)); });
+}
+Attempt setid_mknodat(long nr, mode_t m) {
+  return in_scratch_dir([nr, m](int dfd, int) {
+    return nr == SYS_mknod ? result(::syscall(SYS_mknod, at(dfd, "g").c_str(), S_IFREG | m, 0))
+                           : result(::syscall(SYS_mknodat, dfd, "g", S_IFREG | m, 0));
+  });
+}
+// openat2 with O_CREAT: its mode is in memory, out of a filter's sight.
+Attempt openat2_creat() {
+  return in_scratch_dir([](int dfd, int) {
+    return fd_result(sys::openat2(dfd, "g", O_WRONLY | O_CREAT | O_CLOEXEC, 0, S_ISUID | 0755));
+  });
+}
+// mkdir keeps only the permission and sticky bits of its mode (the kernel
+// drops set-id bits): allowed, and the directory made has none.
+Attempt mkdir_setid_mode() {
+  return in_scratch_dir([](int dfd, int) -> Attempt {
+    if (::mkdirat(dfd, "d", S_ISUID | S_ISGID | 0755) != 0) return result(-1);
+    struct stat st;
+    if (::fstatat(dfd, "d", &st, 0) != 0) return result(-1);
+    return (st.st_mode & (S_ISUID | S_ISGID)) ? Attempt{-1, EEXIST} : Attempt{0, 0};
+  });
+}
+
 // ---- personality ----------------------------------------------------------
 
 Attempt set_personality(unsigned long p) { return result(::syscall(SYS_personality, p)); }
@@ -440,7 +509,25 @@ const Probe kProbes[] = {
     P("x32-socket", -SIGSYS, socket_of(AF_INET, SOCK_STREAM, 0, kX32 | SYS_socket)),
     P("x32-getpid", -SIGSYS, result(::syscall(kX32 | SYS_getpid))),
     P("i386-getpid", -SIGSYS, i386_getpid()),
+    P("chmod-setuid", EPERM, setid_chmod(S_ISUID | 0755)),
+    P("chmod-setgid", EPERM, setid_chmod(S_ISGID | 0755)),
+    P("chmod-setuid-high-bits", EPERM, setid_chmod(0x10000 | S_ISUID | 0755)),
+    P("fchmod-setuid", EPERM, setid_fchmod(S_ISUID | 0755)),
+    P("fchmodat-setuid", EPERM, setid_fchmodat(SYS_fchmodat, S_ISUID | 0755)),
+    P("fchmodat2-setgid", EPERM, setid_fchmodat(452 /* fchmodat2 */, S_ISGID | 0755)),
+    P("open-creat-setuid", EPERM, setid_open(O_WRONLY | O_CREAT, S_ISUID | 0755)),
+    P("openat-creat-setgid", EPERM, setid_openat(O_WRONLY | O_CREAT | O_EXCL, S_ISGID | 0755)),
+    P("openat-tmpfile-setuid", EPERM, setid_openat(O_WRONLY | O_TMPFILE, S_ISUID | 0755)),
+    P("creat-setuid", EPERM, setid_creat(S_ISUID | 0755)),
+    P("mknod-setuid", EPERM, setid_mknodat(SYS_mknod, S_ISUID | 0755)),
+    P("mknodat-setgid", EPERM, setid_mknodat(SYS_mknodat, S_ISGID | 0755)),
+    P("openat2-creat", ENOSYS, openat2_creat()),
     // Ordinary work that must keep working.
+    P("chmod-plain-allowed", 0, setid_chmod(01755)),
+    P("fchmodat-plain-allowed", 0, setid_fchmodat(SYS_fchmodat, 0700)),
+    P("openat-creat-plain-allowed", 0, setid_openat(O_WRONLY | O_CREAT, 0755)),
+    P("open-rdonly-mode-bits-allowed", 0, fd_result(::syscall(SYS_open, "/dev/null", O_RDONLY | O_CLOEXEC, S_ISUID | 0755))),
+    P("mkdir-setid-mode-allowed", 0, mkdir_setid_mode()),
     P("fork-allowed", 0, fork_wait()),
     P("thread-allowed", 0, thread_create()),
     P("unshare-files-allowed", 0, unshare_flags(CLONE_FILES | CLONE_FS | CLONE_SYSVSEM)),

@@ -28,6 +28,7 @@
 #include "process/launch.hpp"
 #include "sandbox/audit.hpp"
 #include "sandbox/overlay_apply.hpp"
+#include "sandbox/setid_sweep.hpp"
 #include "sandbox/sweep.hpp"
 #include "sandbox/violations.hpp"
 #include "process/syscalls.hpp"
@@ -179,6 +180,7 @@ Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
 struct WorkspaceGuard {
   std::optional<Snapshot> snapshot;
   std::optional<LayerDirs> layer;
+  int64_t setid_since = setid_sweep_start();  // set-id files changed after this are the run's
 };
 
 Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
@@ -240,6 +242,27 @@ size_t finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
                  {"quarantined_to", p.quarantined_to}});
   }
   return planted.size();
+}
+
+// Every tree the sandbox wrote on the host directly (live workspace,
+// allowWrite): set-id bits of files it changed are removed and reported (the
+// overlay apply never carries them). Returns how many were found or could not
+// be checked.
+size_t finish_setid(const plan::Plan& plan, const WorkspaceGuard& g, AuditLog& audit) {
+  SetIdSweep sw;
+  for (const auto& s : plan.steps)
+    if (s.kind == plan::StepKind::BindRw) sweep_setid(s.source, g.setid_since, sw);
+  for (const auto& f : sw.found) {
+    std::fprintf(stderr, "exguardian: set-id file written in the run: %s (mode %04o -> %04o)%s%s\n", f.path.c_str(),
+                 f.before, f.after, f.removed ? "" : ": NOT removed: ", f.error.c_str());
+    audit.write({{"event", "setid_removed"}, {"path", f.path}, {"mode_before", f.before}, {"mode_after", f.after},
+                 {"removed", f.removed}});
+  }
+  for (const auto& e : sw.errors) {
+    std::fprintf(stderr, "exguardian: set-id check incomplete: %s\n", e.c_str());
+    audit.write({{"event", "setid_check_failed"}, {"what", e}});
+  }
+  return sw.found.size() + sw.errors.size();
 }
 
 }  // namespace
@@ -492,6 +515,10 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   if (planted && !plan.allow_planted && !timed_out && status == 0) {
     std::fprintf(stderr, "exguardian: %zu planted file(s) quarantined; exit status 123 (--allow-planted accepts them)\n",
                  planted);
+    status = 123;
+  }
+  if (size_t setid = finish_setid(plan, *guard, audit); setid && !timed_out && status == 0) {
+    std::fprintf(stderr, "exguardian: %zu set-id file(s) or unchecked entries; exit status 123\n", setid);
     status = 123;
   }
   if (oom && !timed_out && status == 128 + SIGKILL) return status;

@@ -193,6 +193,25 @@ TEST(OverlayApply, AppliesOrdinaryChangesAndQuarantinesProtected) {
   else std::printf("[ note ] mknod 0/0 refused here: char-device whiteout case not exercised\n");
 }
 
+// Nothing the sandbox wrote carries privileges onto the host: no set-uid or
+// set-gid bit, no file capability (security.capability), new file or replaced.
+TEST(OverlayApply, NoSetIdBitsOrFileCapabilities) {
+  Tmp t;
+  put(t.ws + "/old", "old", 0755);
+  put(t.up + "/old", "new", 06755);
+  put(t.up + "/sgid", "x", 02755);
+  // VFS_CAP_REVISION_2, cap_net_raw permitted and effective: what `setcap cap_net_raw+ep` writes.
+  const unsigned char cap[20] = {0x01, 0x00, 0x00, 0x02, 0x00, 0x20, 0x00, 0x00};
+  bool caps = ::geteuid() == 0 && ::setxattr((t.up + "/sgid").c_str(), "security.capability", cap, sizeof cap, 0) == 0;
+  auto r = apply_upper(t.up, t.ws, opts(t));
+  ASSERT_TRUE(r) << r.error().str();
+  auto got = tree(t.ws);
+  EXPECT_EQ(got["old"], "f 0755 new");
+  EXPECT_EQ(got["sgid"], "f 0755 x");
+  if (caps) EXPECT_LT(::getxattr((t.ws + "/sgid").c_str(), "security.capability", nullptr, 0), 0);
+  else GTEST_SKIP() << "security.capability can only be set as root: not checked";
+}
+
 TEST(OverlayApply, DiffAndDiscardChangeNothing) {
   Tmp t;
   lower(t);

@@ -3,6 +3,8 @@
 // under a fresh mkdtemp directory in /tmp and removes it afterwards; nothing
 // here needs privileges except the root-identity tests, which skip otherwise.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,6 +17,7 @@
 #include <vector>
 
 #include "plan/paths.hpp"
+#include "plan/host_sockets.hpp"
 #include "plan/plan.hpp"
 #include "plan/protect.hpp"
 #include "policy/policy.hpp"
@@ -82,8 +85,10 @@ size_t count_of(const Plan& p, StepKind kind, const std::string& target) {
                        [&](const Step& s) { return s.kind == kind && s.target == target; });
 }
 
+// Steps of a kind, without the masks over this host's own Unix sockets (they
+// depend on what listens on the machine running the tests).
 size_t count_kind(const Plan& p, StepKind kind) {
-  return std::count_if(p.steps.begin(), p.steps.end(), [&](const Step& s) { return s.kind == kind; });
+  return std::count_if(p.steps.begin(), p.steps.end(), [&](const Step& s) { return s.kind == kind && !s.if_present; });
 }
 
 // Targets of every step of `kind` that lies within `dir`, in plan order.
@@ -1127,6 +1132,69 @@ TEST_F(ProtectTest, SymlinkedNestedParentIsProtected) {
   auto v = find_protected(r, {});
   EXPECT_NE(find(v, r + "/claude-real/commands"), nullptr);
   EXPECT_NE(find(v, r + "/claude-real/settings.json"), nullptr);
+}
+
+}  // namespace
+}  // namespace exg::plan
+
+namespace exg::plan {
+namespace {
+
+// A listening pathname socket bound by this process, closed and unlinked after.
+struct Listener {
+  explicit Listener(const std::string& p) : path(p) {
+    fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::snprintf(a.sun_path, sizeof a.sun_path, "%s", p.c_str());
+    bound = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(fd, 1) == 0;
+  }
+  ~Listener() {
+    ::close(fd);
+    ::unlink(path.c_str());
+  }
+  std::string path;
+  int fd = -1;
+  bool bound = false;
+};
+
+bool masks(const Plan& p, const std::string& target) {
+  return std::any_of(p.steps.begin(), p.steps.end(), [&](const Step& s) {
+    return s.kind == StepKind::MaskFile && s.target == target && s.if_present && !s.is_dir;
+  });
+}
+
+TEST_F(PlanTest, HostUnixSocketsVisibleInsideAreMasked) {
+  Listener in_ws(ws + "/host.sock");
+  Listener in_tmp(root + "/tmp-only.sock");  // under /tmp: the sandbox has its own
+  ASSERT_TRUE(in_ws.bound && in_tmp.bound);
+  Plan p = ok();
+  EXPECT_TRUE(masks(p, ws + "/host.sock"));
+  EXPECT_FALSE(masks(p, root + "/tmp-only.sock"));
+  bool noted = std::any_of(p.notes.begin(), p.notes.end(), [](auto& n) { return n.starts_with("host Unix sockets: "); });
+  EXPECT_TRUE(noted);
+
+  policy::Policy allow;
+  allow.network.allow_unix_sockets.push_back({ws + "/host.sock", false, ws, {}});
+  EXPECT_FALSE(masks(ok(allow), ws + "/host.sock"));
+  policy::Policy all;
+  all.network.allow_all_unix_sockets = true;
+  Plan pa = ok(all);
+  EXPECT_EQ(std::count_if(pa.steps.begin(), pa.steps.end(), [](auto& s) { return s.if_present; }), 0);
+}
+
+TEST(HostSockets, TablePaths) {
+  size_t relative = 0;
+  auto v = unix_table_paths(
+      "Num       RefCount Protocol Flags    Type St Inode Path\n"
+      "0000000000000000: 00000002 00000000 00010000 0001 01 19961 /run/a b.sock\n"
+      "0000000000000000: 00000002 00000000 00010000 0001 01 19962 @abstract\n"
+      "0000000000000000: 00000003 00000000 00000000 0001 03 19963\n"
+      "0000000000000000: 00000002 00000000 00010000 0001 01 19964 rel.sock\n",
+      &relative);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0], "/run/a b.sock");
+  EXPECT_EQ(relative, 1u);
 }
 
 }  // namespace

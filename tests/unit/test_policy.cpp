@@ -143,16 +143,29 @@ TEST(Policy, SrtExampleWithLiteralAllowReadAndIgnoredKeys) {
 }
 
 TEST(Policy, SrtNetworkKeysAreNoted) {
-  Policy p = ok(R"({"network": {"allowUnixSockets": ["/var/run/docker.sock"], "httpProxyPort": 8080,
+  Policy p = ok(R"({"network": {"httpProxyPort": 8080,
  "deniedDomainReasons": {"x.com": "no"}, "strictAllowlist": true}, "allowPty": true,
  "mandatoryDenySearchDepth": 3})");
-  ASSERT_EQ(p.notes.size(), 6u);
+  ASSERT_EQ(p.notes.size(), 5u);
   EXPECT_EQ(p.notes[0],
-            "p.json:1:14: srt key network.allowUnixSockets is accepted and not applied: "
-            "ExGuardian does not pass host Unix sockets in");
-  EXPECT_EQ(p.notes[5],
+            "p.json:1:14: srt key network.httpProxyPort is accepted and not applied: "
+            "ExGuardian runs its own egress proxy");
+  EXPECT_EQ(p.notes[4],
             "p.json:3:2: srt key mandatoryDenySearchDepth is accepted and not applied: "
             "ExGuardian protects these files at any depth");
+}
+
+TEST(Policy, UnixSocketExceptions) {
+  Policy p = ok(R"({"network": {"allowUnixSockets": ["/var/run/docker.sock", "~/agent.sock"],
+ "allowAllUnixSockets": false}})");
+  EXPECT_TRUE(p.notes.empty());
+  ASSERT_EQ(p.network.allow_unix_sockets.size(), 2u);
+  EXPECT_EQ(p.network.allow_unix_sockets[0].path, "/var/run/docker.sock");
+  EXPECT_EQ(p.network.allow_all_unix_sockets, false);
+  Policy top = ok(R"({"network": {"allowAllUnixSockets": true}})");
+  merge(p, top);
+  EXPECT_EQ(p.network.allow_all_unix_sockets, true);
+  EXPECT_EQ(p.network.allow_unix_sockets.size(), 2u);
 }
 
 // ---- errors, each with its exact position ----

@@ -17,6 +17,8 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "process/seccomp.hpp"
 #include "sandbox/audit.hpp"
@@ -230,6 +232,33 @@ TEST(Seccomp, SocketFamilies) {
 TEST(Seccomp, Personality) {
   expect_refused("personality-bsd", "personality", "EPERM");
   expect_refused("personality-high-bits", "personality", "EPERM");
+}
+
+// Without the filter each of these makes a set-id file (`exguardian probe NAME`
+// on the host says "allowed"); under it each is refused and notified.
+TEST(Seccomp, SetIdModesRefused) {
+  for (const auto& [probe, syscall] :
+       std::vector<std::pair<const char*, const char*>>{{"chmod-setuid", "chmod"}, {"chmod-setgid", "chmod"},
+                                                        {"chmod-setuid-high-bits", "chmod"}, {"fchmod-setuid", "fchmod"},
+                                                        {"fchmodat-setuid", "fchmodat"}, {"fchmodat2-setgid", "fchmodat2"},
+                                                        {"open-creat-setuid", "open"}, {"openat-creat-setgid", "openat"},
+                                                        {"openat-tmpfile-setuid", "openat"}, {"creat-setuid", "creat"},
+                                                        {"mknod-setuid", "mknod"}, {"mknodat-setgid", "mknodat"}})
+    expect_refused(probe, syscall, "EPERM");
+}
+TEST(Seccomp, Openat2IsEnosysWithoutNotification) {
+  Outcome o = run_filtered("openat2-creat");
+  EXPECT_EQ(o.rc, 0) << o.out;
+  EXPECT_EQ(o.out, "refused: ENOSYS");
+  EXPECT_EQ(o.refusals, 0u) << o.summary;
+}
+TEST(Seccomp, PlainModesAllowed) {
+  for (const char* p : {"chmod-plain-allowed", "fchmodat-plain-allowed", "openat-creat-plain-allowed",
+                        "open-rdonly-mode-bits-allowed", "mkdir-setid-mode-allowed"}) {
+    Outcome o = run_filtered(p);
+    EXPECT_EQ(o.out, "allowed") << p;
+    EXPECT_EQ(o.refusals, 0u) << p << ": " << o.summary;
+  }
 }
 
 TEST(Seccomp, OrdinaryWorkAllowedWithoutNotifications) {

@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# Host pathname Unix sockets (issue 12, part 4): a socket the host bound is unreachable from
+# inside, wherever the sandbox's read-only view shows it (under /var/lib, in the workspace),
+# and its listener receives nothing; network.allowUnixSockets names the exceptions,
+# network.allowAllUnixSockets lifts the masks; sockets the code makes inside keep working.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+command -v python3 >/dev/null || { skip "python3 is not installed"; finish; }
+
+SVC=$O/svc
+mkdir -p "$SVC" && chmod 755 "$SVC"
+cat > "$SVC/listen.py" <<'PY'
+import os, socket, sys
+path, log = sys.argv[1], sys.argv[2]
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.bind(path)
+os.chmod(path, 0o777)  # only the sandbox stops the connect, not the socket's mode
+s.listen(8)
+while True:
+    c, _ = s.accept()
+    data = c.recv(100)
+    with open(log, "a") as f:
+        f.write("received %r\n" % data)
+    c.sendall(b"hello from the host listener\n")
+    c.close()
+PY
+cat > "$SVC/client.py" <<'PY'
+import errno, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(sys.argv[1])
+    s.sendall(b"EXG-FROM-INSIDE")
+    print("connected:", s.recv(100).decode().strip())
+except OSError as e:
+    print("refused:", errno.errorcode.get(e.errno, e.errno))
+PY
+start_listener() {  # PATH LOG
+    python3 "$SVC/listen.py" "$1" "$2" & track_bg $!
+    local i=0
+    while [ ! -S "$1" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    [ -S "$1" ] || fail "listener on $1 did not start"
+}
+HOST_SOCK=$SVC/host.sock HOST_LOG=$SVC/host.log
+WS_SOCK=$WS/ws-host.sock WS_LOG=$SVC/ws.log
+start_listener "$HOST_SOCK" "$HOST_LOG"
+start_listener "$WS_SOCK" "$WS_LOG"
+: > "$HOST_LOG"; : > "$WS_LOG"; chmod 666 "$HOST_LOG" "$WS_LOG"
+
+# The control: the listeners answer a client on the host.
+run python3 "$SVC/client.py" "$HOST_SOCK"
+check "control: the host listener answers on the host" grep -q "connected: hello from the host" <<<"$OUT"
+: > "$HOST_LOG"
+
+connect_in() {  # PATH [run options]
+    local p=$1; shift
+    run sbx "$@" -- python3 "$SVC/client.py" "$p"
+}
+nothing_received() { ! grep -q EXG-FROM-INSIDE "$1"; }
+received() { grep -q EXG-FROM-INSIDE "$1"; }
+
+for s in "$HOST_SOCK" "$WS_SOCK"; do
+    log=$HOST_LOG; [ "$s" = "$WS_SOCK" ] && log=$WS_LOG
+    connect_in "$s"
+    check "default: connect to the host's $s fails inside" grep -q "^refused:" <<<"$OUT"
+    [ "$STATUS" -eq 0 ] || { fail "default: the client did not run (status $STATUS)"; show_last; }
+    check "default: the listener of $s received nothing" nothing_received "$log"
+done
+# The mask is a mount point: the socket cannot be renamed away or replaced either.
+run sbx -- bash -c "mv '$WS_SOCK' '$WS/moved.sock'"
+check "the masked socket in the workspace cannot be renamed (status $STATUS)" test "$STATUS" -ne 0
+check "the workspace socket is still there on the host" test -S "$WS_SOCK"
+
+# -v and --dry-run say how many were masked.
+run sbx --dry-run -- true
+check "--dry-run lists the mask over $HOST_SOCK" grep -q "mask-file $HOST_SOCK" <<<"$OUT$ERR"
+check "--dry-run says how many host sockets are masked" grep -Eq "host Unix sockets: [0-9]+ masked" <<<"$OUT$ERR"
+
+# Exceptions. gVisor's gofer reaches no host socket at all (runsc --host-uds none).
+printf '{"network": {"allowUnixSockets": ["%s"]}}\n' "$HOST_SOCK" > "$SVC/allow-one.json"
+printf '{"network": {"allowAllUnixSockets": true}}\n' > "$SVC/allow-all.json"
+if on_layer gvisor; then
+    connect_in "$HOST_SOCK" --policy "$SVC/allow-one.json"
+    check "gvisor: even an allowed host socket is unreachable (host-uds none)" grep -q "^refused:" <<<"$OUT"
+    check "gvisor: the host listener received nothing" nothing_received "$HOST_LOG"
+    skip "gvisor: allowUnixSockets/allowAllUnixSockets cannot open host sockets there (runsc --host-uds none)"
+else
+    connect_in "$HOST_SOCK" --policy "$SVC/allow-one.json"
+    check "allowUnixSockets: the named socket answers inside" grep -q "connected: hello from the host" <<<"$OUT"
+    check "allowUnixSockets: the listener received the bytes" received "$HOST_LOG"
+    run sbx --dry-run --policy "$SVC/allow-one.json" -- true
+    check "--dry-run names the allowed socket" grep -q "allowed: $HOST_SOCK" <<<"$OUT$ERR"
+    connect_in "$WS_SOCK" --policy "$SVC/allow-one.json"
+    check "allowUnixSockets: a socket it does not name stays refused" grep -q "^refused:" <<<"$OUT"
+    check "allowUnixSockets: the other listener received nothing" nothing_received "$WS_LOG"
+    connect_in "$WS_SOCK" --policy "$SVC/allow-all.json"
+    check "allowAllUnixSockets: the workspace socket answers inside" grep -q "connected: hello from the host" <<<"$OUT"
+    check "allowAllUnixSockets: its listener received the bytes" received "$WS_LOG"
+fi
+
+# Sockets the code makes itself, in /tmp and in the workspace, keep working.
+own='
+import os, socket, sys, threading
+for d in ("/tmp", os.getcwd()):
+    p = os.path.join(d, "own.sock")
+    if os.path.exists(p): os.unlink(p)
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); srv.bind(p); srv.listen(1)
+    def serve():
+        c, _ = srv.accept(); c.sendall(c.recv(10)); c.close()
+    t = threading.Thread(target=serve); t.start()
+    cl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); cl.connect(p); cl.sendall(b"ping")
+    print(d, cl.recv(10).decode()); t.join(); os.unlink(p)
+'
+run sbx -- python3 -c "$own"
+check "a socket made inside /tmp works" grep -q "^/tmp ping" <<<"$OUT"
+check "a socket made inside the workspace works" grep -q "^$WS ping" <<<"$OUT"
+[ "$STATUS" -eq 0 ] || show_last
+finish
