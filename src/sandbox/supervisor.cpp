@@ -210,6 +210,7 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
     for (const auto& p : planted) {
       // The workspace's paths as they were (relative), other trees' in full.
       std::string abs = root + "/" + p.relpath, shown = root == plan.workspace ? p.relpath : abs;
+      if (shown.size() > 400) shown = shown.substr(0, 150) + "/.../" + shown.substr(shown.size() - 200);  // the audit line has it whole
       if (p.unchecked) {
         ++f.unchecked;
         std::fprintf(stderr, "exguardian: not checked: %s (%s): what it holds may run later\n", shown.c_str(), p.why.c_str());
@@ -217,8 +218,11 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
         continue;
       }
       (p.quarantined_to.empty() && moves ? f.not_moved : f.quarantined)++;
+      std::string to = p.quarantined_to.size() > 400 ? p.quarantined_to.substr(0, 150) + "/.../" +
+                                                           p.quarantined_to.substr(p.quarantined_to.size() - 200)
+                                                     : p.quarantined_to;
       std::fprintf(stderr, "exguardian: planted: %s (%s)%s%s\n", shown.c_str(), p.why.c_str(),
-                   p.quarantined_to.empty() ? "" : " -> quarantined in ", p.quarantined_to.c_str());
+                   to.empty() ? "" : " -> quarantined in ", to.c_str());
       audit.write({{"event", "planted"}, {"path", abs}, {"why", p.why}, {"quarantined_to", p.quarantined_to}});
     }
   };

@@ -295,7 +295,7 @@ struct SnapshotWalker {
     struct stat st;
     if (::fstat(fd, &st) != 0) return UINT32_MAX;
     uint32_t idx = static_cast<uint32_t>(s.nodes.size());
-    s.nodes.push_back({rel, stamp_of(st), false, {}, {}});
+    s.nodes.push_back({rel, stamp_of(st), false, false, false, {}, {}});
     s.node_of[{st.st_dev, st.st_ino}] = idx;
     std::vector<Listed> es;
     plan::GitMarkers gm;
@@ -315,9 +315,15 @@ struct SnapshotWalker {
         auto m = pp.classify(scope, e.name, is_dir, S_ISREG(cst.st_mode));
         if (m.kind != ProtectMatch::None) remember(s.nodes[idx], e.name, cst);
       }
-      if (!is_dir || depth + 1 > max_depth) continue;
-      auto sub = open_subdir(fd, e.name.c_str());
-      if (!sub) continue;  // the sweep meets it again and says so
+      if (!is_dir) continue;
+      auto sub = depth + 1 > max_depth ? OpenedDir() : open_subdir(fd, e.name.c_str());
+      if (!sub) {  // a leaf the sweep judges by its stamp alone
+        if (!have && ::fstatat(fd, e.name.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        uint32_t c = static_cast<uint32_t>(s.nodes.size());
+        s.nodes.push_back({join(rel, e.name), stamp_of(cst), false, depth + 1 <= max_depth, depth + 1 > max_depth, {}, {}});
+        s.nodes[idx].subdirs.emplace_back(e.name, c);
+        continue;
+      }
       uint32_t c = walk(sub.get(), join(rel, e.name), e.name, &scope, depth + 1);
       if (c != UINT32_MAX) s.nodes[idx].subdirs.emplace_back(e.name, c);
     }
@@ -468,6 +474,12 @@ struct Sweeper {
     if (!sub) {
       if (sub.error() == ENOENT) return;
       if (sub.error() == ENOTDIR || sub.error() == ELOOP) return;  // replaced by a file or link: its parent changed, judged there
+      struct stat st;
+      if (node != UINT32_MAX && before.nodes[node].sealed && ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        const DirStamp& s0 = before.nodes[node].stamp;
+        if (st.st_dev == s0.dev && st.st_ino == s0.ino && ns(st.st_mtim) == s0.mtime_ns && ns(st.st_ctim) == s0.ctime_ns)
+          return;  // sealed before the run and untouched since
+      }
       return unchecked(rel, std::string("cannot open: ") + std::strerror(sub.error()));
     }
     walk(sub, rel, name, &scope, node, list, depth + 1);

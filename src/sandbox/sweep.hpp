@@ -46,6 +46,10 @@ struct DirNode {
   std::string rel;                 // relative path ("" = the root)
   DirStamp stamp;
   bool git_dir = false;            // a git directory by content (protected_names.hpp)
+  // Not listed: sealed, we could not open it (then the sandbox, the same uid
+  // with fewer groups, could not enter it either: unchanged, it is skipped);
+  // truncated, deeper than the walk goes (always reported as not checked).
+  bool sealed = false, truncated = false;
   std::vector<std::pair<std::string, uint32_t>> subdirs;         // name -> node index
   std::vector<std::pair<std::string, DirStamp>> protected_here;  // protected entries in it, by name
 };
