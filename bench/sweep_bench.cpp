@@ -123,7 +123,7 @@ void BM_snapshot(benchmark::State& state) {
       state.SkipWithError(("snapshot_tree: " + s.error().str()).c_str());
       return;
     }
-    dirs = s->dirs.size();
+    dirs = s->dirs();
     entries = s->entries_seen;
     state.SetIterationTime(t);
   }

@@ -1,8 +1,10 @@
 #include "cli/diff_apply.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 
+#include "plan/protect.hpp"
 #include "sandbox/overlay_apply.hpp"
 
 namespace exg::cli {
@@ -20,6 +22,9 @@ sandbox::ApplyOptions options_for(const sandbox::LayerDirs& l) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty() && line[0] != '#') opt.extra_names.push_back(line);
   opt.quarantine_dir = l.dir + "/quarantine";
+  // What the workspace's git directories point at (hooksPath, symlinked hooks), as of now.
+  const char* home = std::getenv("HOME");
+  opt.pointers = plan::find_protected_all(l.workspace, {false, opt.extra_names, home ? home : ""}).pointers;
   return opt;
 }
 

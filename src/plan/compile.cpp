@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -25,6 +26,42 @@
 namespace exg::plan {
 
 namespace {
+
+// The policy's extra protected names, plus `.env` when the host's direnv
+// loads it into the shell (load_dotenv = true): then its values (PROMPT_COMMAND,
+// BASH_ENV, ...) are code.
+std::vector<std::string> protect_names(std::vector<std::string> names, const std::string& home) {
+  std::vector<std::string> dirs;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x == '/') dirs.push_back(std::string(x) + "/direnv");
+  if (!home.empty()) dirs.push_back(home + "/.config/direnv");
+  for (const auto& d : dirs)
+    for (const char* f : {"/direnv.toml", "/config.toml"}) {
+      std::ifstream in(d + f);
+      for (std::string line; std::getline(in, line);) {
+        std::string l;
+        for (char c : line)
+          if (c != ' ' && c != '\t') l += c;
+        if (l.starts_with("load_dotenv=true")) {
+          names.push_back(".env");
+          return names;
+        }
+      }
+    }
+  return names;
+}
+
+// A path's canonical form where it exists, else its deepest existing
+// ancestor's canonical form with the rest appended.
+std::string canonical_prefix(const std::string& p) {
+  std::string head = p, tail;
+  while (!head.empty() && head != "/") {
+    if (auto c = canonical(head)) return *c + tail;
+    auto s = head.rfind('/');
+    tail = head.substr(s) + tail;
+    head = s == 0 ? "/" : head.substr(0, s);
+  }
+  return p;
+}
 
 std::string random_hex(size_t bytes) {
   unsigned char buf[32];
@@ -312,6 +349,18 @@ struct Builder {
         writable.push_back(h);
       }
     }
+    // The quarantine must be out of reach of the sandbox (a writable tree could
+    // hold a link that leads the moved files somewhere they run): when a
+    // writable tree holds it (allowWrite ~), a fresh directory under /var/tmp,
+    // made at start with mkdir (never one that exists).
+    {
+      std::string q = canonical_prefix(plan.quarantine_dir);
+      if (std::any_of(writable.begin(), writable.end(), [&](auto& w) { return is_within(q, w); })) {
+        plan.notes.push_back("quarantine " + plan.quarantine_dir + " is inside a writable tree: using /var/tmp instead");
+        plan.quarantine_dir = "/var/tmp/exguardian-quarantine-" + plan.sandbox_id;
+        plan.quarantine_fresh = true;
+      }
+    }
     // A writable tree inside another keeps its own bind; order by depth so the
     // deeper bind lands on top.
     sort_range(StepKind::BindRw);
@@ -319,11 +368,23 @@ struct Builder {
     // Read-only over writable: protected names at any depth, then denyWrite.
     std::vector<Step> ro;
     policy::Filesystem fs = pol.filesystem;
-    ProtectOptions popt{fs.allow_git_config.value_or(false), fs.protect};
+    ProtectOptions popt{fs.allow_git_config.value_or(false), protect_names(fs.protect, home), home, writable};
+    plan.protect_extra = popt.extra_names;
     std::set<std::string> seen, pinned;  // a pin (writable) must not hide a later read-only bind
+    auto in_writable = [&](const std::string& h) {
+      return std::any_of(writable.begin(), writable.end(), [&](auto& w) { return is_within(h, w); });
+    };
     for (const auto& tree : writable) {
       if (!is_dir(tree)) continue;
-      for (const auto& p : find_protected(tree, popt)) {
+      // Live trees are swept at exit (the workspace only in live mode).
+      if (tree != *ws || plan.workspace_mode == WorkspaceMode::Live) plan.swept_trees.push_back(tree);
+      auto found = find_protected_all(tree, popt);
+      for (const auto& p : found.pointers)
+        if (in_writable(p)) plan.protect_pointers.push_back(p);
+      for (const auto& p : found.paths) {
+        // A symlink's target outside every writable tree is read-only already
+        // (and binding it could uncover a masked path).
+        if (!in_writable(p.path)) continue;
         if (!(p.pin ? pinned : seen).insert(p.path).second) continue;
         Step s;
         s.kind = p.pin ? StepKind::Pin : StepKind::ProtectRo;
@@ -335,8 +396,7 @@ struct Builder {
     }
     for (const auto& e : fs.deny_write) {
       for (const auto& h : resolve_entry(e, home)) {
-        bool in_writable = std::any_of(writable.begin(), writable.end(), [&](auto& w) { return is_within(h, w); });
-        if (!in_writable || !seen.insert(h).second) continue;
+        if (!in_writable(h) || !seen.insert(h).second) continue;
         Step s;
         s.kind = StepKind::ProtectRo;
         s.target = h;

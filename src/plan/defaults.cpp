@@ -16,18 +16,7 @@ const std::vector<std::string> kCredentialPaths = {
     ".node_repl_history", ".lesshst", ".viminfo",
 };
 
-// Code that runs later: never writable in a writable tree, at any depth.
-// Names with a slash are "<dir>/<entry>"; .git/... entries are handled by the
-// git-directory logic (hooks, config, submodules).
-const std::vector<std::string> kProtectedNames = {
-    ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
-    ".zprofile", ".zlogin", ".zlogout", ".cshrc", ".tcshrc", ".kshrc", ".inputrc",
-    ".gitconfig", ".gitmodules", ".ripgreprc", ".mcp.json", ".envrc", ".exguardian.json",
-    ".srt-settings.json", ".vscode", ".idea", ".husky", ".devcontainer", ".pre-commit-config.yaml",
-    ".claude/commands", ".claude/agents", ".claude/settings.json", ".claude/settings.local.json",
-    ".claude/hooks", ".cursor/mcp.json", ".cursor/rules",
-    ".git/hooks", ".git/config",
-};
+// Code that runs later (the protected names): protected_names.cpp, one list.
 
 // Environment names passed through from the host (LC_* too). Everything else is
 // dropped unless --env or the policy's env.allow names it.

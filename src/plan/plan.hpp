@@ -111,8 +111,15 @@ struct Plan {
   bool keep_layer = false;
   bool allow_planted = false;        // planted files are still quarantined, the run just does not fail
   std::string quarantine_dir;        // where planted files go
-  std::vector<std::string> protect_extra;
+  bool quarantine_fresh = false;     // made at start with mkdir (EEXIST is an error): see compile()
+  std::vector<std::string> protect_extra;   // filesystem.protect (+ .env when direnv loads it)
   bool allow_git_config = false;
+  // Writable trees bound live (the workspace in live mode, allowWrite
+  // directories): snapshot at start, swept at exit.
+  std::vector<std::string> swept_trees;
+  // What git directories in writable trees point at (core.hooksPath, include
+  // paths, symlinked hooks' targets): protected like the names.
+  std::vector<std::string> protect_pointers;
   std::vector<std::string> weakened; // explicit weaker modes, reported loudly on every run
   policy::Network network;         // egress rules, applied by the supervisor's proxy
   // Credential injection (DESIGN.md §6). The values live here, in the
@@ -148,7 +155,6 @@ Result<Plan> compile(const policy::Policy& policy, const Context& ctx);
 
 // The built-in defaults (DESIGN.md §1); compile() applies them under the policy.
 extern const std::vector<std::string> kCredentialPaths;  // relative to HOME
-extern const std::vector<std::string> kProtectedNames;   // at any depth in writable trees
 extern const std::vector<std::string> kEnvAllowlist;     // exact names; LC_* handled apart
 
 }  // namespace exg::plan

@@ -6,32 +6,54 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <set>
 
+#include "plan/git_pointers.hpp"
 #include "plan/paths.hpp"
-#include "plan/plan.hpp"
+#include "plan/protected_names.hpp"
+#include "util/dir_fd.hpp"
 
 namespace exg::plan {
 
 namespace {
 
+struct Entry {
+  std::string name;
+  unsigned char type;
+};
+
+unsigned char type_at(int dirfd, const char* name, unsigned char d_type) {
+  if (d_type != DT_UNKNOWN) return d_type;
+  struct stat st;
+  if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
+  if (S_ISDIR(st.st_mode)) return DT_DIR;
+  if (S_ISLNK(st.st_mode)) return DT_LNK;
+  if (S_ISREG(st.st_mode)) return DT_REG;
+  return DT_UNKNOWN;
+}
+
 struct Walker {
   const ProtectOptions& opt;
+  const ProtectedPaths& pp;
   std::string root;
-  std::set<std::string> names;                  // single-component names
-  std::vector<std::pair<std::string, std::string>> nested;  // ".claude" -> "commands"
-  std::vector<ProtectedPath> out;
+  size_t max_depth = max_walk_depth();
+  ProtectFindings out;
 
   void add(const std::string& path, bool is_dir, const std::string& why, bool pin = false) {
-    out.push_back({path, is_dir, pin, why});
+    out.paths.push_back({path, is_dir, pin, why});
   }
 
-  // A protected name that is a symlink cannot be mounted over; protect what it
-  // points at when that lies in the writable tree.
+  // A protected name that is a symlink cannot be mounted over: protect what it
+  // points at (compile() keeps only targets inside a writable tree).
+  // A target is kept when it lies in this tree or another writable one (the
+  // rest is read-only already, and binding it could uncover a masked path).
+  bool writable(const std::string& p) const {
+    if (is_within(p, root)) return true;
+    return std::any_of(opt.writable.begin(), opt.writable.end(), [&](const auto& w) { return is_within(p, w); });
+  }
+
   void add_entry(const std::string& path, unsigned char type, const std::string& why) {
     if (type == DT_LNK) {
-      auto target = canonical(path);
-      if (target && is_within(*target, root)) {
+      if (auto target = canonical(path); target && writable(*target)) {
         struct stat st;
         if (::stat(target->c_str(), &st) == 0) add(*target, S_ISDIR(st.st_mode), why + " (symlink target)");
       }
@@ -40,115 +62,96 @@ struct Walker {
     add(path, type == DT_DIR, why);
   }
 
-  static unsigned char type_of(int dirfd, const char* name, unsigned char d_type) {
-    if (d_type != DT_UNKNOWN) return d_type;
-    struct stat st;
-    if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return DT_UNKNOWN;
-    if (S_ISDIR(st.st_mode)) return DT_DIR;
-    if (S_ISLNK(st.st_mode)) return DT_LNK;
-    if (S_ISREG(st.st_mode)) return DT_REG;
-    return DT_UNKNOWN;
-  }
-
-  static unsigned char type_at(const std::string& path) {
-    struct stat st;
-    if (::lstat(path.c_str(), &st) != 0) return DT_UNKNOWN;
-    if (S_ISDIR(st.st_mode)) return DT_DIR;
-    if (S_ISLNK(st.st_mode)) return DT_LNK;
-    return DT_REG;
-  }
-
-  // A git directory: its hooks and config, and those of submodules kept in
-  // .git/modules/<name>/ (recursively).
-  void git_dir(const std::string& gd, bool top) {
-    add(gd, true, top ? "git directory (pinned: cannot be renamed or replaced)"
-                      : "submodule git directory (pinned: cannot be renamed or replaced)",
-        true);
-    std::string hooks = gd + "/hooks";
-    if (auto t = type_at(hooks); t != DT_UNKNOWN) add_entry(hooks, t, "git hooks run later, outside the sandbox");
-    if (!opt.allow_git_config) {
-      std::string cfg = gd + "/config";
-      if (auto t = type_at(cfg); t != DT_UNKNOWN) add_entry(cfg, t, "git config can name hooks and commands");
-    }
-    for (const char* extra : {"info/attributes", "commondir"}) {
-      std::string p = gd + "/" + extra;
-      if (auto t = type_at(p); t == DT_REG) add_entry(p, t, "git metadata that changes what runs");
-    }
-    std::string modules = gd + "/modules";
-    walk_modules(modules);
-  }
-
-  void walk_modules(const std::string& dir) {
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return;
-    std::vector<std::string> subs;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      if (type_of(::dirfd(d), e->d_name, e->d_type) == DT_DIR) subs.push_back(dir + "/" + n);
-    }
-    ::closedir(d);
-    for (const auto& s : subs) {
-      if (type_at(s + "/HEAD") == DT_REG) git_dir(s, false);
-      else walk_modules(s);  // module names may contain slashes
+  // Links inside a protected directory lead the tool that reads it elsewhere:
+  // protect their targets too (.vscode/tasks.json -> ../tools/tasks.json).
+  void links_in(int fd, const std::string& path, size_t depth) {
+    if (depth > 16) return;
+    std::vector<Entry> es;
+    list_dir(fd, [&](std::string_view n, unsigned char t) { es.push_back({std::string(n), t}); });
+    for (auto& e : es) {
+      unsigned char t = type_at(fd, e.name.c_str(), e.type);
+      std::string p = path + "/" + e.name;
+      if (t == DT_LNK) add_entry(p, t, "linked from a protected directory");
+      else if (t == DT_DIR)
+        if (auto sub = open_subdir(fd, e.name.c_str())) links_in(sub.get(), p, depth + 1);
     }
   }
 
-  void walk(const std::string& dir) {
-    DIR* d = ::opendir(dir.c_str());
-    if (!d) return;
-    std::vector<std::string> subdirs;
-    while (dirent* e = ::readdir(d)) {
-      std::string n = e->d_name;
-      if (n == "." || n == "..") continue;
-      unsigned char t = type_of(::dirfd(d), e->d_name, e->d_type);
-      std::string p = dir + "/" + n;
-      if (n == ".git") {
-        if (t == DT_DIR) git_dir(p, true);
-        else add_entry(p, t, "a .git file chooses the git directory (and so its hooks)");
+  void git_dir(const std::string& path, bool is_root) {
+    if (!is_root) add(path, true, "git directory (pinned: cannot be renamed or replaced)", true);
+    for (const auto& p : git_dir_pointers(path, opt.home)) {
+      out.pointers.push_back(p);
+      struct stat st;
+      if (::lstat(p.c_str(), &st) != 0) continue;
+      unsigned char t = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+      auto c = canonical(p);
+      if (!c || (t != DT_LNK && !writable(*c))) continue;
+      add_entry(t == DT_LNK ? p : *c, t, "named by a git config or a symlinked hook: runs later, outside the sandbox");
+      if (t == DT_DIR)
+        if (UniqueFd fd(::open(c->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); fd) links_in(fd.get(), *c, 0);
+    }
+  }
+
+  void walk(int fd, const std::string& path, const ProtectedPaths::Scope& scope, size_t depth) {
+    std::vector<Entry> es;
+    list_dir(fd, [&](std::string_view n, unsigned char t) { es.push_back({std::string(n), t}); });
+    if (scope.git_depth == 0) git_dir(path, path == root);
+    for (auto& e : es) {
+      if (pp.quiet(scope) && !pp.first_name(e.name) && e.type != DT_DIR && e.type != DT_UNKNOWN) continue;
+      unsigned char t = type_at(fd, e.name.c_str(), e.type);
+      std::string p = path + "/" + e.name;
+      auto m = pp.classify(scope, e.name, t == DT_DIR, t == DT_REG);
+      if (m.kind == ProtectMatch::Protected) {
+        add_entry(p, t, m.why);
+        if (t == DT_DIR)
+          if (auto sub = open_subdir(fd, e.name.c_str())) links_in(sub.get(), p, 0);
         continue;
       }
-      if (names.count(n)) {
-        add_entry(p, t, "runs later, outside the sandbox");
-        continue;
+      if (m.kind == ProtectMatch::HooksDir) {
+        add(p, true, "git hooks run later, outside the sandbox");
+        continue;  // its links: git_dir_pointers
       }
-      for (const auto& [parent, child] : nested) {
-        if (n != parent) continue;
-        std::string base = p;
-        if (t == DT_LNK) {  // tools read <parent>/<child> through the link: protect what it reaches
-          auto target = canonical(p);
-          if (!target || !is_within(*target, root) || type_at(*target) != DT_DIR) continue;
-          base = *target;
-        } else if (t != DT_DIR) {
-          continue;
+      if (t == DT_LNK) {
+        // Tools read <link>/<entry> through the link: protect what it reaches.
+        for (const auto& tail : pp.tails(e.name)) {
+          struct stat st;
+          if (::fstatat(fd, (e.name + "/" + tail).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+          unsigned char tt = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+          auto c = tt == DT_LNK ? std::optional<std::string>(p + "/" + tail) : canonical(p + "/" + tail);
+          if (c && (tt == DT_LNK || writable(*c)))
+            add_entry(*c, tt, e.name + "/" + tail + ": runs later, outside the sandbox (through a link)");
         }
-        std::string c = base + "/" + child;
-        if (auto ct = type_at(c); ct != DT_UNKNOWN) add_entry(c, ct, "agent settings that run commands later");
+        continue;
       }
-      if (t == DT_DIR) subdirs.push_back(p);
+      if (t != DT_DIR || depth + 1 > max_depth) continue;
+      // In a git directory only what can hold more git directories is walked
+      // (not objects/, refs/, logs/).
+      if (scope.git_depth == 0 && e.name != "modules" && e.name != "worktrees" && e.name != "info") continue;
+      auto sub = open_subdir(fd, e.name.c_str());
+      if (!sub) continue;  // unreadable and not ours: the sandbox cannot enter it either
+      walk(sub.get(), p, pp.enter(scope, e.name, pp.git_dir_here(scope, git_markers_at(sub.get()))), depth + 1);
     }
-    ::closedir(d);
-    for (const auto& s : subdirs) walk(s);
   }
 };
 
 }  // namespace
 
+ProtectFindings find_protected_all(const std::string& root, const ProtectOptions& opt) {
+  ProtectedPaths pp(opt.extra_names, opt.allow_git_config);
+  Walker w{opt, pp, root};
+  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (fd) w.walk(fd.get(), root, pp.root(git_markers_at(fd.get()).git_dir()), 0);
+  auto& v = w.out.paths;
+  std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+  v.erase(std::unique(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.path == b.path; }), v.end());
+  auto& q = w.out.pointers;
+  std::sort(q.begin(), q.end());
+  q.erase(std::unique(q.begin(), q.end()), q.end());
+  return std::move(w.out);
+}
+
 std::vector<ProtectedPath> find_protected(const std::string& root, const ProtectOptions& opt) {
-  Walker w{opt, root, {}, {}, {}};
-  auto add_name = [&](const std::string& name) {
-    auto slash = name.find('/');
-    if (slash == std::string::npos) w.names.insert(name);
-    else if (!name.starts_with(".git/")) w.nested.emplace_back(name.substr(0, slash), name.substr(slash + 1));
-  };
-  for (const auto& n : kProtectedNames) add_name(n);
-  for (const auto& n : opt.extra_names) add_name(n);
-  w.walk(root);
-  std::sort(w.out.begin(), w.out.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
-  w.out.erase(std::unique(w.out.begin(), w.out.end(),
-                          [](const auto& a, const auto& b) { return a.path == b.path; }),
-              w.out.end());
-  return w.out;
+  return find_protected_all(root, opt).paths;
 }
 
 }  // namespace exg::plan

@@ -130,11 +130,13 @@ bool target_inside(const std::string& link_rel, const std::string& target, const
 class Applier {
  public:
   Applier(const ApplyOptions& opt, bool write, int ws_root, std::string ws)
-      : opt_(opt), pn_(opt.extra_names, opt.allow_git_config), write_(write), ws_root_(ws_root), ws_(std::move(ws)) {}
+      : opt_(opt), pn_(opt.extra_names, opt.allow_git_config, anchored(opt.pointers, ws)), write_(write), ws_root_(ws_root),
+        ws_(std::move(ws)) {}
 
   ApplyReport report;
 
   Result<void> dir(int up_fd, const std::string& rel, int ws_fd, bool opaque_parent) {
+    ScopeGuard g(*this, rel, up_fd, ws_fd);
     bool opaque = opaque_parent || opaque_dir(up_fd);
     auto names = list_names(up_fd);
     if (opaque && ws_fd >= 0) {
@@ -149,7 +151,37 @@ class Applier {
 
  private:
   const ApplyOptions& opt_;
-  ProtectedNames pn_;
+  plan::ProtectedPaths pn_;
+  std::vector<plan::ProtectedPaths::Scope> scopes_;  // the directories being applied, outermost first
+
+  static std::vector<std::string> anchored(const std::vector<std::string>& pointers, const std::string& ws) {
+    std::vector<std::string> out;
+    for (const auto& p : pointers)
+      if (p.size() > ws.size() && p.starts_with(ws) && p[ws.size()] == '/') out.push_back(p.substr(ws.size() + 1));
+    return out;
+  }
+
+  // The scope of the directory at rel, pushed while it is applied: a git
+  // directory when the merged view (upper or workspace) looks like one.
+  struct ScopeGuard {
+    Applier& a;
+    ScopeGuard(Applier& ap, const std::string& rel, int fd1, int fd2) : a(ap) {
+      plan::GitMarkers m;
+      for (int fd : {fd1, fd2}) {
+        if (fd < 0) continue;
+        auto x = plan::git_markers_at(fd);
+        m.head |= x.head, m.objects |= x.objects, m.refs |= x.refs, m.commondir |= x.commondir;
+      }
+      if (a.scopes_.empty()) {
+        a.scopes_.push_back(a.pn_.root(m.git_dir()));
+      } else {
+        std::string name = rel.substr(rel.rfind('/') + 1);
+        const auto& parent = a.scopes_.back();
+        a.scopes_.push_back(a.pn_.enter(parent, name, a.pn_.git_dir_here(parent, m)));
+      }
+    }
+    ~ScopeGuard() { a.scopes_.pop_back(); }
+  };
   bool write_;
   int ws_root_;
   std::string ws_;
@@ -158,8 +190,9 @@ class Applier {
 
   void skip(const std::string& rel, const std::string& why) { report.skipped.push_back(rel + " (" + why + ")"); }
 
+  // rel: an entry of the directory on top of scopes_.
   ProtectMatch classify(const std::string& rel, const struct stat& st) const {
-    return pn_.classify(split_path(rel), S_ISDIR(st.st_mode), S_ISREG(st.st_mode));
+    return pn_.classify(scopes_.back(), rel.substr(rel.rfind('/') + 1), S_ISDIR(st.st_mode), S_ISREG(st.st_mode));
   }
 
   std::string tmp_name() { return ".exg-apply." + std::to_string(::getpid()) + "." + std::to_string(++tmp_counter_); }
@@ -188,6 +221,7 @@ class Applier {
         skip(rel, std::string("cannot open to delete: ") + std::strerror(errno));
         return false;
       }
+      ScopeGuard g(*this, rel, -1, sub.get());
       for (const auto& n : list_names(sub.get())) gone = remove(sub.get(), n, join(rel, n), false) && gone;
       if (gone && write_ && ::unlinkat(ws_fd, name.c_str(), AT_REMOVEDIR) != 0) {
         skip(rel, std::string("rmdir: ") + std::strerror(errno));

@@ -26,6 +26,7 @@ struct ApplyOptions {
   bool allow_git_config = false;
   std::string quarantine_dir;            // absolute, outside the workspace (needed unless discard)
   bool discard = false;                  // apply nothing, quarantine nothing: report what was dropped
+  std::vector<std::string> pointers;     // the plan's protect_pointers (absolute)
 };
 
 struct ApplyReport {

@@ -175,22 +175,37 @@ Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
   return out;
 }
 
-// The workspace's way back to the host (issue 8): a snapshot for the live
-// sweep, or the overlay's layer directories.
+// The workspace's way back to the host (issue 8): a snapshot of every live
+// writable tree for the sweep, and the overlay's layer directories.
+struct SweptTree {
+  std::string root, quarantine_dir;
+  Snapshot snapshot;
+};
 struct WorkspaceGuard {
-  std::optional<Snapshot> snapshot;
+  std::vector<SweptTree> trees;
   std::optional<LayerDirs> layer;
   int64_t setid_since = setid_sweep_start();  // set-id files changed after this are the run's
 };
 
+// Where a tree's planted files go: the workspace's straight into the
+// quarantine, an allowWrite tree's into a sibling named after its path.
+// (A fresh quarantine under /var/tmp holds both, so that nothing of it is a
+// name another user could have made first.)
+std::string quarantine_for(const plan::Plan& plan, const std::string& tree) {
+  if (plan.quarantine_fresh) return plan.quarantine_dir + (tree == plan.workspace ? "/workspace" : "/allow-write" + tree);
+  return tree == plan.workspace ? plan.quarantine_dir : plan.quarantine_dir + "-allow-write" + tree;
+}
+
 Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
   WorkspaceGuard g;
-  if (plan.workspace_mode == plan::WorkspaceMode::Live) {
-    auto snap = snapshot_tree(plan.workspace, plan.protect_extra);
+  if (plan.quarantine_fresh)  // a directory no one else made (compile(): under /var/tmp)
+    if (::mkdir(plan.quarantine_dir.c_str(), 0700) != 0) return fail(Error::sys("quarantine " + plan.quarantine_dir));
+  for (const auto& tree : plan.swept_trees) {
+    auto snap = snapshot_tree(tree, plan.protect_extra, plan.protect_pointers);
     if (!snap) return fail(snap.error());
-    g.snapshot = std::move(*snap);
-    return g;
+    g.trees.push_back({tree, quarantine_for(plan, tree), std::move(*snap)});
   }
+  if (plan.workspace_mode == plan::WorkspaceMode::Live) return g;
   auto l = make_layer_dirs(plan.layer_dir, plan.workspace);
   if (!l) return fail(l.error());
   // The sandbox writes the upper layer as its own uid.
@@ -203,45 +218,67 @@ Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
   return g;
 }
 
-// Returns how many planted files were quarantined.
-size_t finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit) {
-  std::vector<Planted> planted;
-  if (g.snapshot) {
-    SweepOptions so{plan.protect_extra, plan.allow_git_config, plan.quarantine_dir, false};
-    auto r = sweep(plan.workspace, *g.snapshot, so);
-    if (!r) {
-      std::fprintf(stderr, "exguardian: sweep of %s failed: %s\n", plan.workspace.c_str(), r.error().str().c_str());
-      return 1;
+// What the end of the run found: quarantined planted files, planted files
+// that could not be moved, and paths that could not be checked at all.
+struct Finish {
+  size_t quarantined = 0, not_moved = 0, unchecked = 0;
+};
+
+Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit) {
+  Finish f;
+  auto report = [&](const std::string& root, const std::vector<Planted>& planted, bool moves) {
+    for (const auto& p : planted) {
+      // The workspace's paths as they were (relative), other trees' in full.
+      std::string abs = root + "/" + p.relpath, shown = root == plan.workspace ? p.relpath : abs;
+      if (shown.size() > 400) shown = shown.substr(0, 150) + "/.../" + shown.substr(shown.size() - 200);  // the audit line has it whole
+      if (p.unchecked) {
+        ++f.unchecked;
+        std::fprintf(stderr, "exguardian: not checked: %s (%s): what it holds may run later\n", shown.c_str(), p.why.c_str());
+        audit.write({{"event", "sweep_unchecked"}, {"path", abs}, {"why", p.why}});
+        continue;
+      }
+      (p.quarantined_to.empty() && moves ? f.not_moved : f.quarantined)++;
+      std::string to = p.quarantined_to.size() > 400 ? p.quarantined_to.substr(0, 150) + "/.../" +
+                                                           p.quarantined_to.substr(p.quarantined_to.size() - 200)
+                                                     : p.quarantined_to;
+      std::fprintf(stderr, "exguardian: planted: %s (%s)%s%s\n", shown.c_str(), p.why.c_str(),
+                   to.empty() ? "" : " -> quarantined in ", to.c_str());
+      audit.write({{"event", "planted"}, {"path", abs}, {"why", p.why}, {"quarantined_to", p.quarantined_to}});
     }
-    planted = std::move(*r);
-  } else if (g.layer && plan.keep_layer) {
+  };
+  for (auto& t : g.trees) {
+    SweepOptions so{plan.protect_extra, plan.allow_git_config, t.quarantine_dir, false};
+    auto r = sweep(t.root, t.snapshot, so);
+    if (!r) {
+      report(t.root, {{".", "sweep failed: " + r.error().str(), {}, true}}, true);
+      continue;
+    }
+    report(t.root, *r, true);
+  }
+  if (g.layer && plan.keep_layer) {
     // Kept for review: nothing reaches the workspace until `exguardian apply`.
     std::fprintf(stderr, "exguardian: workspace changes kept in %s: review with `exguardian diff %s`, apply with "
                  "`exguardian apply %s`\n", g.layer->dir.c_str(), g.layer->dir.c_str(), g.layer->dir.c_str());
   } else if (g.layer) {
-    ApplyOptions ao{plan.protect_extra, plan.allow_git_config, plan.quarantine_dir,
-                    plan.workspace_mode == plan::WorkspaceMode::Discard};
+    bool discard = plan.workspace_mode == plan::WorkspaceMode::Discard;
+    ApplyOptions ao{plan.protect_extra, plan.allow_git_config, quarantine_for(plan, plan.workspace), discard,
+                    plan.protect_pointers};
     auto r = apply_upper(g.layer->upper, plan.workspace, ao);
     if (!r) {
       std::fprintf(stderr, "exguardian: applying %s failed: %s (the layer is kept there)\n", g.layer->upper.c_str(),
                    r.error().str().c_str());
-      return 1;
+      ++f.unchecked;
+      return f;
     }
-    if (plan.workspace_mode == plan::WorkspaceMode::Discard) {
+    if (discard) {
       if (!r->empty()) std::fprintf(stderr, "exguardian: discarded the run's workspace changes\n");
     } else {
-      planted = r->quarantined;
+      report(plan.workspace, r->quarantined, true);
       for (const auto& s : r->skipped) std::fprintf(stderr, "exguardian: not applied: %s\n", s.c_str());
     }
     (void)remove_layer_dirs(g.layer->dir);
   }
-  for (const auto& p : planted) {
-    std::fprintf(stderr, "exguardian: planted: %s (%s)%s%s\n", p.relpath.c_str(), p.why.c_str(),
-                 p.quarantined_to.empty() ? "" : " -> quarantined in ", p.quarantined_to.c_str());
-    audit.write({{"event", "planted"}, {"path", plan.workspace + "/" + p.relpath}, {"why", p.why},
-                 {"quarantined_to", p.quarantined_to}});
-  }
-  return planted.size();
+  return f;
 }
 
 // Every tree the sandbox wrote on the host directly (live workspace,
@@ -510,11 +547,22 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   }
   if (opt.oci) oci::after_run(plan, *opt.oci);
   // Everything of the sandbox is gone now: bring the workspace changes home.
-  size_t planted = finish_workspace(plan, *guard, audit);
+  Finish fin = finish_workspace(plan, *guard, audit);
   if (late_error) return fail(*late_error);
-  if (planted && !plan.allow_planted && !timed_out && status == 0) {
-    std::fprintf(stderr, "exguardian: %zu planted file(s) quarantined; exit status 123 (--allow-planted accepts them)\n",
-                 planted);
+  // Fail closed: what could not be moved or checked fails the run even with
+  // --allow-planted (which accepts quarantined files only).
+  bool bad = fin.not_moved || fin.unchecked;
+  if ((bad || (fin.quarantined && !plan.allow_planted)) && !timed_out && status == 0) {
+    std::string what;
+    auto part = [&](size_t n, const char* s) {
+      if (!n) return;
+      what += (what.empty() ? "" : ", ") + std::to_string(n) + s;
+    };
+    part(fin.quarantined, " planted file(s) quarantined");
+    part(fin.not_moved, " planted file(s) NOT quarantined (still in place)");
+    part(fin.unchecked, " path(s) not checked");
+    std::fprintf(stderr, "exguardian: %s; exit status 123%s\n", what.c_str(),
+                 bad ? "" : " (--allow-planted accepts them)");
     status = 123;
   }
   if (size_t setid = finish_setid(plan, *guard, audit); setid && !timed_out && status == 0) {

@@ -15,7 +15,7 @@
 #include <functional>
 #include <map>
 
-#include "plan/plan.hpp"
+#include "util/dir_fd.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -23,35 +23,6 @@ namespace exg::sandbox {
 namespace {
 
 constexpr int kDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
-
-struct LinuxDirent64 {
-  uint64_t d_ino;
-  int64_t d_off;
-  unsigned short d_reclen;
-  unsigned char d_type;
-  char d_name[];
-};
-
-// Calls fn(name, d_type) for every entry but . and ..; false on a read error.
-template <typename Fn>
-bool list_dir(int fd, Fn&& fn) {
-  alignas(8) char buf[32768];
-  for (;;) {
-    long n = ::syscall(SYS_getdents64, fd, buf, sizeof buf);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return false;
-    }
-    if (n == 0) return true;
-    for (long off = 0; off < n;) {
-      auto* d = reinterpret_cast<LinuxDirent64*>(buf + off);
-      off += d->d_reclen;
-      const char* name = d->d_name;
-      if (name[0] == '.' && (name[1] == 0 || (name[1] == '.' && name[2] == 0))) continue;
-      fn(std::string_view(name), d->d_type);
-    }
-  }
-}
 
 int64_t ns(const struct timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec; }
 
@@ -72,9 +43,6 @@ std::pair<std::string, std::string> split_last(const std::string& rel) {
   if (slash == std::string::npos) return {"", rel};
   return {rel.substr(0, slash), rel.substr(slash + 1)};
 }
-
-// A path whose components may hold a protected name: one starts with '.'.
-bool dotted(const std::string& rel) { return !rel.empty() && (rel[0] == '.' || rel.find("/.") != std::string::npos); }
 
 Result<UniqueFd> mkdirs_at(const std::string& base, const std::string& rel, mode_t mode) {
   // base is ours (host side, outside the workspace): created with parents.
@@ -168,17 +136,7 @@ std::string qpath(const std::string& qdir, const std::string& parent, const std:
 
 }  // namespace
 
-std::vector<std::string_view> split_path(std::string_view rel) {
-  std::vector<std::string_view> out;
-  size_t i = 0;
-  while (i < rel.size()) {
-    size_t j = rel.find('/', i);
-    if (j == std::string_view::npos) j = rel.size();
-    if (j > i) out.push_back(rel.substr(i, j - i));
-    i = j + 1;
-  }
-  return out;
-}
+std::vector<std::string_view> split_path(std::string_view rel) { return plan::split_components(rel); }
 
 int open_beneath(int root_fd, const std::string& rel, int flags, mode_t mode) {
   struct open_how how {};
@@ -192,83 +150,12 @@ int open_beneath(int root_fd, const std::string& rel, int flags, mode_t mode) {
   }
 }
 
-// ---- protected names ----
-
-ProtectedNames::ProtectedNames(const std::vector<std::string>& extra_names, bool allow_git_config)
-    : allow_git_config_(allow_git_config) {
-  auto add = [&](const std::string& n) {
-    if (n.empty() || n.starts_with(".git/")) return;  // .git is judged by the git-directory rules
-    auto slash = n.find('/');
-    if (slash == std::string::npos) names_.push_back(n);
-    else nested_.emplace_back(n.substr(0, slash), n.substr(slash + 1));
-    if (n[0] != '.') all_dotted_ = false;
-  };
-  for (const auto& n : plan::kProtectedNames) add(n);
-  for (const auto& n : extra_names) add(n);
-}
-
-namespace {
-
-ProtectMatch git_rules(const std::vector<std::string_view>& c, size_t j, bool is_dir, bool is_reg, bool allow_cfg) {
-  size_t n = c.size();
-  if (j >= n) return {};
-  bool last = j == n - 1;
-  std::string_view name = c[j];
-  if (name == "hooks") {
-    if (last) {
-      if (is_dir) return {ProtectMatch::HooksDir, "git hooks directory", false};
-      return {ProtectMatch::Protected, "git hooks directory replaced by a file or link: hooks run later, outside the sandbox", false};
-    }
-    if (j + 1 == n - 1 && is_reg && c[j + 1].ends_with(".sample")) return {};  // git never runs these
-    return {ProtectMatch::Protected, "git hook: runs later, outside the sandbox", false};
-  }
-  if (name == "config" && last) {
-    if (allow_cfg) return {};
-    return {ProtectMatch::Protected, "git config: can name hooks and commands (core.hooksPath, core.fsmonitor, ...)", true};
-  }
-  if (name == "commondir" && last) return {ProtectMatch::Protected, "git metadata that chooses the hooks and config", false};
-  if (name == "info" && j + 1 < n && c[j + 1] == "attributes")
-    return {ProtectMatch::Protected, "git attributes: choose filters that run commands", false};
-  if (name == "modules") {  // submodule git directories: modules/<name with slashes>/{hooks,config,...}
-    for (size_t k = j + 1; k < n; ++k) {
-      if (c[k] == "hooks" || c[k] == "config" || c[k] == "commondir" || c[k] == "info") {
-        auto m = git_rules(c, k, is_dir, is_reg, allow_cfg);
-        if (m.kind != ProtectMatch::None) return m;
-      }
-    }
-  }
-  return {};
-}
-
-}  // namespace
-
-ProtectMatch ProtectedNames::classify(const std::vector<std::string_view>& c, bool is_dir, bool is_reg) const {
-  for (size_t i = 0; i < c.size(); ++i) {
-    std::string_view name = c[i];
-    bool last = i + 1 == c.size();
-    if (name == ".git") {
-      if (last) {
-        if (is_dir) return {};
-        return {ProtectMatch::Protected, "a .git file or link chooses the git directory (and so its hooks)", false};
-      }
-      return git_rules(c, i + 1, is_dir, is_reg, allow_git_config_);
-    }
-    for (const auto& n : names_)
-      if (name == n) return {ProtectMatch::Protected, std::string(n) + ": runs later, outside the sandbox", false};
-    if (!last)
-      for (const auto& [p, ch] : nested_)
-        if (name == p && c[i + 1] == ch)
-          return {ProtectMatch::Protected, p + "/" + ch + ": agent or editor settings that run commands later", false};
-  }
-  return {};
-}
-
 bool benign_git_config(std::string_view content) {
   if (content.size() > 4096) return false;
   static const std::map<std::string, std::vector<std::string>> allowed = {
       {"core", {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase", "precomposeunicode",
-                "symlinks"}},
-      {"extensions", {"objectformat", "refstorage"}},
+                "symlinks", "sparsecheckout", "sparsecheckoutcone"}},
+      {"extensions", {"objectformat", "refstorage", "worktreeconfig"}},
       // What `git clone` adds: where the objects came from and what each branch tracks.
       {"remote", {"url", "fetch", "pushurl"}},
       {"branch", {"remote", "merge", "rebase"}},
@@ -320,14 +207,12 @@ bool benign_git_config(std::string_view content) {
 
 // ---- quarantine ----
 
-Result<std::string> quarantine_move(int root_fd, const std::string& rel, const std::string& quarantine_dir) {
+Result<std::string> quarantine_move(int parent_fd, const std::string& src, const std::string& rel,
+                                    const std::string& quarantine_dir) {
   auto [parent, name] = split_last(rel);
-  UniqueFd pfd(open_beneath(root_fd, parent, O_PATH | O_DIRECTORY));
-  if (!pfd) return fail(Error::sys("open " + (parent.empty() ? std::string(".") : parent)));
   auto q = mkdirs_at(quarantine_dir, parent, 0700);
   if (!q) return fail(q.error());
-  int qfd = q->get(), sfd = pfd.get();
-  const std::string& src = name;
+  int qfd = q->get(), sfd = parent_fd;
   auto placed = place_unique(name, [&](const std::string& dst) -> int {
     if (::renameat2(sfd, src.c_str(), qfd, dst.c_str(), RENAME_NOREPLACE) == 0) return 0;
     int e = errno;
@@ -363,68 +248,106 @@ Result<std::string> quarantine_copy(int src_dirfd, const std::string& name, cons
 
 namespace {
 
+using Scope = plan::ProtectedPaths::Scope;
+
+struct Listed {
+  std::string name;
+  unsigned char type;
+};
+
+// Lists fd into `out`; git markers on the way.
+bool list_all(int fd, std::vector<Listed>& out, plan::GitMarkers& m) {
+  return list_dir(fd, [&](std::string_view n, unsigned char t) {
+    m.see(n);
+    out.push_back({std::string(n), t});
+  });
+}
+
+bool type_is_dir(int dirfd, const Listed& e, struct stat* st, bool* have_st) {
+  if (e.type != DT_UNKNOWN) return e.type == DT_DIR;
+  *have_st = ::fstatat(dirfd, e.name.c_str(), st, AT_SYMLINK_NOFOLLOW) == 0;
+  return *have_st && S_ISDIR(st->st_mode);
+}
+
+// The tree-relative forms of the absolute pointers that lie in root.
+std::vector<std::string> anchored_in(const std::string& root, const std::vector<std::string>& pointers) {
+  std::vector<std::string> out;
+  char buf[PATH_MAX];
+  std::string r = ::realpath(root.c_str(), buf) ? std::string(buf) : root;
+  for (const auto& p : pointers)
+    if (p.size() > r.size() && p.starts_with(r) && p[r.size()] == '/') out.push_back(p.substr(r.size() + 1));
+  return out;
+}
+
 struct SnapshotWalker {
   Snapshot& s;
-  const ProtectedNames& pn;
+  const plan::ProtectedPaths& pp;
+  size_t max_depth = max_walk_depth();
 
-  void remember(const std::string& rel, const struct stat& st) {
+  void remember(DirNode& node, const std::string& name, const struct stat& st) {
     DirStamp d = stamp_of(st);
-    s.protected_entries[rel] = d;
+    node.protected_here.emplace_back(name, d);
     s.protected_inodes[{d.dev, d.ino}] = d.ctime_ns;
   }
 
-  void walk(int fd, const std::string& rel, bool special, bool in_protected) {
+  // fd: the directory, already open; parent: its parent's scope (null: the root).
+  uint32_t walk(int fd, const std::string& rel, std::string_view name, const Scope* parent, size_t depth) {
     struct stat st;
-    if (::fstat(fd, &st) != 0) return;
-    s.dirs.emplace(rel, stamp_of(st));
-    struct Sub {
-      std::string name;
-      bool special, prot;
-    };
-    std::vector<Sub> subs;
-    list_dir(fd, [&](std::string_view name, unsigned char type) {
-      ++s.entries_seen;
-      bool check = in_protected || special || name[0] == '.' || !pn.all_dotted();
-      if (!check) {
-        if (type == DT_DIR) subs.push_back({std::string(name), false, false});
-        else if (type == DT_UNKNOWN) {
-          struct stat cst;
-          std::string n(name);
-          if (::fstatat(fd, n.c_str(), &cst, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(cst.st_mode))
-            subs.push_back({n, false, false});
-        }
-        return;
-      }
-      std::string n(name);
+    if (::fstat(fd, &st) != 0) return UINT32_MAX;
+    uint32_t idx = static_cast<uint32_t>(s.nodes.size());
+    s.nodes.push_back({rel, stamp_of(st), false, false, false, {}, {}});
+    s.node_of[{st.st_dev, st.st_ino}] = idx;
+    std::vector<Listed> es;
+    plan::GitMarkers gm;
+    list_all(fd, es, gm);
+    s.entries_seen += es.size();
+    Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir());
+    s.nodes[idx].git_dir = scope.git_depth == 0;
+    bool quiet = pp.quiet(scope);
+    for (const auto& e : es) {
       struct stat cst;
-      if (::fstatat(fd, n.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) return;
-      std::string crel = join(rel, name);
-      auto m = pn.classify(split_path(crel), S_ISDIR(cst.st_mode), S_ISREG(cst.st_mode));
-      bool prot = in_protected || m.kind != ProtectMatch::None;
-      if (prot) remember(crel, cst);
-      if (S_ISDIR(cst.st_mode)) subs.push_back({n, special || name[0] == '.' || !pn.all_dotted(), prot});
-    });
-    for (const auto& sub : subs) {
-      UniqueFd cfd(::openat(fd, sub.name.c_str(), kDirFlags));
-      if (cfd) walk(cfd.get(), join(rel, sub.name), sub.special, sub.prot);
+      bool have = false;
+      bool is_dir = type_is_dir(fd, e, &cst, &have);
+      if (!quiet || pp.first_name(e.name)) {
+        if (!have) have = ::fstatat(fd, e.name.c_str(), &cst, AT_SYMLINK_NOFOLLOW) == 0;
+        if (!have) continue;
+        is_dir = S_ISDIR(cst.st_mode);
+        auto m = pp.classify(scope, e.name, is_dir, S_ISREG(cst.st_mode));
+        if (m.kind != ProtectMatch::None) remember(s.nodes[idx], e.name, cst);
+      }
+      if (!is_dir) continue;
+      auto sub = depth + 1 > max_depth ? OpenedDir() : open_subdir(fd, e.name.c_str());
+      if (!sub) {  // a leaf the sweep judges by its stamp alone
+        if (!have && ::fstatat(fd, e.name.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        uint32_t c = static_cast<uint32_t>(s.nodes.size());
+        s.nodes.push_back({join(rel, e.name), stamp_of(cst), false, depth + 1 <= max_depth, depth + 1 > max_depth, {}, {}});
+        s.nodes[idx].subdirs.emplace_back(e.name, c);
+        continue;
+      }
+      uint32_t c = walk(sub.get(), join(rel, e.name), e.name, &scope, depth + 1);
+      if (c != UINT32_MAX) s.nodes[idx].subdirs.emplace_back(e.name, c);
     }
+    return idx;
   }
 };
 
 }  // namespace
 
-Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::string>& extra_names) {
-  ProtectedNames pn(extra_names, false);  // remember configs too: allow_git_config only widens what is accepted
+Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::string>& extra_names,
+                               const std::vector<std::string>& pointers) {
   Snapshot s;
   s.root = root;
-  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!fd) return fail(Error::sys("workspace " + root));
+  s.anchored = anchored_in(root, pointers);
+  // Remember configs too: allow_git_config only widens what is accepted.
+  plan::ProtectedPaths pp(extra_names, false, s.anchored);
+  auto fd = open_subdir(AT_FDCWD, root.c_str());
+  if (!fd) return fail(Error::sys("workspace " + root, fd.error()));
   struct timespec now;
   ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
   s.taken_ns = ns(now) - 20'000'000;  // > one tick at HZ=100
-  s.dirs.reserve(4096);
-  SnapshotWalker w{s, pn};
-  w.walk(fd.get(), "", false, false);
+  s.nodes.reserve(4096);
+  SnapshotWalker w{s, pp};
+  w.walk(fd.get(), "", "", nullptr, 0);
   return s;
 }
 
@@ -434,9 +357,10 @@ namespace {
 
 struct Sweeper {
   const Snapshot& before;
-  const ProtectedNames& pn;
-  int root_fd;
-  std::map<std::string, std::string> found;  // rel -> why
+  const plan::ProtectedPaths& pp;
+  const SweepOptions& opt;
+  size_t max_depth = max_walk_depth();
+  std::vector<Planted> out;
 
   bool known(const struct stat& st) const {
     auto it = before.protected_inodes.find({st.st_dev, st.st_ino});
@@ -455,45 +379,119 @@ struct Sweeper {
     return benign_git_config(buf);
   }
 
-  // One entry of a directory: judged, and walked when it is a directory nobody knew.
-  void visit(int dirfd, const std::string& name, const std::string& rel, bool walk_dirs, bool check) {
-    struct stat st;
-    if (::fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-    bool is_dir = S_ISDIR(st.st_mode);
-    if (is_dir && !walk_dirs) {
-      auto it = before.dirs.find(rel);
-      if (it != before.dirs.end() && it->second.dev == st.st_dev && it->second.ino == st.st_ino) return;  // checked on its own
+  void unchecked(const std::string& rel, const std::string& why) {
+    out.push_back({rel.empty() ? "." : rel, why, {}, true});
+  }
+
+  // Moves dir/name to the quarantine now (nothing below it is walked).
+  void plant(OpenedDir& dir, const std::string& name, const std::string& rel, const std::string& why) {
+    Planted p{rel, why, {}, false};
+    if (!opt.dry_run) {
+      auto to = quarantine_move(dir.get(), name, rel, opt.quarantine_dir);
+      // Our own directory without w: give u+w back for the move.
+      if (!to && to.error().err == EACCES && dir.widen(0300)) to = quarantine_move(dir.get(), name, rel, opt.quarantine_dir);
+      if (to) p.quarantined_to = *to;
+      else p.why += " (NOT quarantined: " + to.error().str() + ")";
     }
-    ProtectMatch m;
-    if (check) m = pn.classify(split_path(rel), is_dir, S_ISREG(st.st_mode));
+    out.push_back(std::move(p));
+  }
+
+  // One entry of a listed directory: judged; true when it is a directory to descend into.
+  bool judge(OpenedDir& dir, const Scope& scope, const Listed& e, const std::string& rel, struct stat& st) {
+    if (::fstatat(dir.get(), e.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno != ENOENT) unchecked(rel, std::string("stat: ") + std::strerror(errno));
+      return false;
+    }
+    bool is_dir = S_ISDIR(st.st_mode);
+    auto m = pp.classify(scope, e.name, is_dir, S_ISREG(st.st_mode));
     if (m.kind == ProtectMatch::Protected && !known(st)) {
-      if (m.git_config && benign_config_at(dirfd, name)) return;
-      found.emplace(rel, m.why);
+      if (m.git_config && benign_config_at(dir.get(), e.name)) return false;
+      plant(dir, e.name, rel, m.why);
+      return false;
+    }
+    return is_dir;
+  }
+
+  // The directory open as `dir`, at rel; node: what the snapshot knew of it
+  // (UINT32_MAX: new); list: list it even if its stamp is unchanged (new or
+  // moved: its entries' meaning may have changed with its path).
+  void walk(OpenedDir& dir, const std::string& rel, std::string_view name, const Scope* parent, uint32_t node,
+            bool list, size_t depth) {
+    struct stat st;
+    if (::fstat(dir.get(), &st) != 0) return unchecked(rel, std::string("stat: ") + std::strerror(errno));
+    const DirNode* n = node == UINT32_MAX ? nullptr : &before.nodes[node];
+    if (n && (n->stamp.dev != st.st_dev || n->stamp.ino != st.st_ino)) n = nullptr;
+    if (n && n->rel != rel) list = true;  // moved
+    if (!n) list = true;
+    if (n && !list) {
+      bool recent = n->stamp.mtime_ns >= before.taken_ns || n->stamp.ctime_ns >= before.taken_ns;
+      list = recent || ns(st.st_mtim) != n->stamp.mtime_ns || ns(st.st_ctim) != n->stamp.ctime_ns;
+    }
+    if (!list) {
+      // The same entries as at start: the protected ones may have changed in
+      // place (same inode, new ctime); the subdirectories are the snapshot's.
+      Scope scope = parent ? pp.enter(*parent, name, n->git_dir) : pp.root(n->git_dir);
+      for (const auto& [pname, st0] : n->protected_here) {
+        struct stat cst;
+        if (::fstatat(dir.get(), pname.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (S_ISDIR(cst.st_mode) || cst.st_dev != st0.dev || cst.st_ino != st0.ino || ns(cst.st_ctim) == st0.ctime_ns)
+          continue;
+        auto m = pp.classify(scope, pname, false, S_ISREG(cst.st_mode));
+        if (m.kind != ProtectMatch::Protected) continue;
+        if (m.git_config && benign_config_at(dir.get(), pname)) continue;
+        plant(dir, pname, join(rel, pname), "changed during the run: " + m.why);
+      }
+      for (const auto& [cname, cidx] : n->subdirs) descend(dir, scope, cname, join(rel, cname), cidx, false, depth);
       return;
     }
-    if (is_dir) walk_new(dirfd, name, rel);
+    std::vector<Listed> es;
+    plan::GitMarkers gm;
+    if (!list_all(dir.get(), es, gm)) return unchecked(rel, std::string("list: ") + std::strerror(errno));
+    Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir());
+    bool quiet = pp.quiet(scope);
+    for (const auto& e : es) {
+      std::string crel = join(rel, e.name);
+      struct stat cst;
+      if (quiet && !pp.first_name(e.name) && e.type != DT_DIR && e.type != DT_UNKNOWN) continue;
+      if (!judge(dir, scope, e, crel, cst)) continue;
+      // A directory: the snapshot's node by name when it is the same one, else by inode (moved here).
+      uint32_t cidx = UINT32_MAX;
+      if (n)
+        for (const auto& [sn, si] : n->subdirs)
+          if (sn == e.name) cidx = si;
+      if (cidx != UINT32_MAX && (before.nodes[cidx].stamp.ino != cst.st_ino || before.nodes[cidx].stamp.dev != cst.st_dev))
+        cidx = UINT32_MAX;
+      if (cidx == UINT32_MAX)
+        if (auto it = before.node_of.find({cst.st_dev, cst.st_ino}); it != before.node_of.end()) cidx = it->second;
+      descend(dir, scope, e.name, crel, cidx, cidx == UINT32_MAX, depth);
+    }
   }
 
-  void walk_new(int dirfd, const std::string& name, const std::string& rel) {
-    UniqueFd fd(::openat(dirfd, name.c_str(), kDirFlags));
-    if (!fd) return;
-    list_entries(fd.get(), rel, true);
-  }
-
-  void list_entries(int fd, const std::string& rel, bool walk_dirs) {
-    std::vector<std::string> names;
-    list_dir(fd, [&](std::string_view n, unsigned char) { names.emplace_back(n); });
-    bool special = dotted(rel) || !pn.all_dotted();
-    for (const auto& n : names) visit(fd, n, join(rel, n), walk_dirs, special || n[0] == '.');
+  void descend(OpenedDir& dir, const Scope& scope, const std::string& name, const std::string& rel, uint32_t node,
+               bool list, size_t depth) {
+    if (depth + 1 > max_depth) return unchecked(rel, "deeper than " + std::to_string(max_depth) + " directories");
+    auto sub = open_subdir(dir.get(), name.c_str());
+    if (!sub) {
+      if (sub.error() == ENOENT) return;
+      if (sub.error() == ENOTDIR || sub.error() == ELOOP) return;  // replaced by a file or link: its parent changed, judged there
+      struct stat st;
+      if (node != UINT32_MAX && before.nodes[node].sealed && ::fstatat(dir.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+        const DirStamp& s0 = before.nodes[node].stamp;
+        if (st.st_dev == s0.dev && st.st_ino == s0.ino && ns(st.st_mtim) == s0.mtime_ns && ns(st.st_ctim) == s0.ctime_ns)
+          return;  // sealed before the run and untouched since
+      }
+      return unchecked(rel, std::string("cannot open: ") + std::strerror(sub.error()));
+    }
+    walk(sub, rel, name, &scope, node, list, depth + 1);
   }
 };
 
 }  // namespace
 
 Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& before, const SweepOptions& opt) {
-  ProtectedNames pn(opt.extra_names, opt.allow_git_config);
-  UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!root_fd) return fail(Error::sys("workspace " + root));
+  plan::ProtectedPaths pp(opt.extra_names, opt.allow_git_config, before.anchored);
+  auto root_fd = open_subdir(AT_FDCWD, root.c_str());
+  if (!root_fd) return fail(Error::sys("workspace " + root, root_fd.error()));
   if (!opt.dry_run) {
     if (opt.quarantine_dir.empty() || opt.quarantine_dir[0] != '/')
       return fail(Error::msg("quarantine", "needs an absolute directory outside the workspace"));
@@ -505,51 +503,10 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
         return fail(Error::msg("quarantine " + qd, "is inside the workspace " + r));
     }
   }
-  Sweeper sw{before, pn, root_fd.get(), {}};
-
-  // Protected files present at start, changed in place (same inode, new ctime).
-  for (const auto& [rel, st0] : before.protected_entries) {
-    struct stat st;
-    if (::fstatat(root_fd.get(), rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (S_ISDIR(st.st_mode) || st.st_dev != st0.dev || st.st_ino != st0.ino || ns(st.st_ctim) == st0.ctime_ns) continue;
-    auto m = pn.classify(split_path(rel), false, S_ISREG(st.st_mode));
-    if (m.kind != ProtectMatch::Protected) continue;
-    auto [parent, name] = split_last(rel);
-    if (m.git_config) {
-      UniqueFd pfd(open_beneath(root_fd.get(), parent, O_PATH | O_DIRECTORY));
-      if (pfd && sw.benign_config_at(pfd.get(), name)) continue;
-    }
-    sw.found.emplace(rel, "changed during the run: " + m.why);
-  }
-
-  // Directories whose entries changed: listed; new subdirectories walked whole.
-  for (const auto& [rel, st0] : before.dirs) {
-    struct stat st;
-    if (::fstatat(root_fd.get(), rel.empty() ? "." : rel.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
-    if (!S_ISDIR(st.st_mode) || st.st_dev != st0.dev || st.st_ino != st0.ino) continue;  // its parent changed
-    bool recent = st0.mtime_ns >= before.taken_ns || st0.ctime_ns >= before.taken_ns;
-    if (!recent && ns(st.st_mtim) == st0.mtime_ns && ns(st.st_ctim) == st0.ctime_ns) continue;
-    UniqueFd fd(open_beneath(root_fd.get(), rel, O_RDONLY | O_DIRECTORY));
-    if (!fd) continue;  // reached through a link now: the new path is walked from its own parent
-    sw.list_entries(fd.get(), rel, false);
-  }
-
-  // Keep only the topmost of nested findings (a quarantined directory takes its contents along).
-  std::vector<Planted> out;
-  for (const auto& [rel, why] : sw.found) {
-    bool nested = false;
-    for (size_t s = rel.find('/'); s != std::string::npos && !nested; s = rel.find('/', s + 1))
-      nested = sw.found.count(rel.substr(0, s)) > 0;
-    if (!nested) out.push_back({rel, why, {}});
-  }
-  if (opt.dry_run) return out;
-  // A move that fails is reported (why says so) and the rest still move.
-  for (auto& p : out) {
-    auto to = quarantine_move(root_fd.get(), p.relpath, opt.quarantine_dir);
-    if (to) p.quarantined_to = *to;
-    else p.why += " (NOT quarantined: " + to.error().str() + ")";
-  }
-  return out;
+  Sweeper sw{before, pp, opt};
+  sw.walk(root_fd, "", "", nullptr, before.nodes.empty() ? UINT32_MAX : 0, false, 0);
+  std::sort(sw.out.begin(), sw.out.end(), [](const Planted& a, const Planted& b) { return a.relpath < b.relpath; });
+  return std::move(sw.out);
 }
 
 bool copy_data(int in, int out) {

@@ -20,6 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "plan/protected_names.hpp"
 #include "util/error.hpp"
 
 namespace exg::sandbox {
@@ -40,45 +41,67 @@ struct InodeKeyHash {
   size_t operator()(const InodeKey& k) const { return std::hash<uint64_t>()(k.ino * 1000003u ^ k.dev); }
 };
 
+// One directory of the tree as the snapshot saw it.
+struct DirNode {
+  std::string rel;                 // relative path ("" = the root)
+  DirStamp stamp;
+  bool git_dir = false;            // a git directory by content (protected_names.hpp)
+  // Not listed: sealed, we could not open it (then the sandbox, the same uid
+  // with fewer groups, could not enter it either: unchanged, it is skipped);
+  // truncated, deeper than the walk goes (always reported as not checked).
+  bool sealed = false, truncated = false;
+  std::vector<std::pair<std::string, uint32_t>> subdirs;         // name -> node index
+  std::vector<std::pair<std::string, DirStamp>> protected_here;  // protected entries in it, by name
+};
+
 struct Snapshot {
   std::string root;                                    // as given
-  std::unordered_map<std::string, DirStamp> dirs;      // relative path ("" = root) -> stamp
+  std::vector<DirNode> nodes;                          // [0]: the root
+  std::unordered_map<InodeKey, uint32_t, InodeKeyHash> node_of;  // a directory's inode -> its node
   // Entries at or under a protected name present at start (files, symlinks and
-  // directories), by relative path and by inode -> ctime.
-  std::unordered_map<std::string, DirStamp> protected_entries;
+  // directories), by inode -> ctime.
   std::unordered_map<InodeKey, int64_t, InodeKeyHash> protected_inodes;
+  std::vector<std::string> anchored;                   // protect_pointers inside this tree, relative
   size_t entries_seen = 0;                             // for reports and benchmarks
   // CLOCK_REALTIME_COARSE when the snapshot began, minus a margin: on kernels
   // without fine-grained (multigrain) timestamps a change made within the same
   // clock tick as the snapshot keeps the directory's stamp, so directories
   // stamped after this are listed at sweep time whatever their stamp says.
   int64_t taken_ns = 0;
+  size_t dirs() const { return nodes.size(); }
 };
 
-// Lists only directories (getdents64 d_type, openat relative fds, one fstat per
-// directory). extra_names: the policy's filesystem.protect names (same syntax as
-// kProtectedNames); they widen which entries are remembered by inode.
-Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::string>& extra_names = {});
+// Lists only directories (getdents64 d_type, openat from the parent's fd, one
+// fstat per directory; a directory of our own that we cannot read gets u+rx
+// for the walk). extra_names: the policy's filesystem.protect; pointers: the
+// plan's protect_pointers (absolute; those inside root count).
+Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::string>& extra_names = {},
+                               const std::vector<std::string>& pointers = {});
 
 struct Planted {
-  std::string relpath;         // relative to the workspace root
+  std::string relpath;         // relative to the swept tree's root
   std::string why;
-  std::string quarantined_to;  // absolute path in the quarantine; empty when not moved (dry run, diff)
+  std::string quarantined_to;  // absolute path in the quarantine; empty when not moved (dry run, diff, failure)
+  bool unchecked = false;      // a directory the sweep could not read: what it holds is unknown
 };
 
 struct SweepOptions {
   std::vector<std::string> extra_names;  // policy filesystem.protect
   bool allow_git_config = false;
-  std::string quarantine_dir;            // outside the workspace, e.g. ~/.local/state/exguardian/quarantine/<id>
+  std::string quarantine_dir;            // outside the tree, e.g. ~/.local/state/exguardian/quarantine/<id>
   bool dry_run = false;                  // find and report, move nothing
 };
 
 // Finds protected names created or changed since the snapshot, at any depth,
 // and moves each into opt.quarantine_dir/<relpath> (renameat2 NOREPLACE on the
 // same filesystem, else copy then remove; a taken name gets a ".N" suffix).
-// Never follows a symlink: every directory is opened with openat2
-// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS from the workspace root fd, and a
-// protected name that is a symlink is moved as the symlink itself.
+// Walks from the root by fd, led by the snapshot: a directory whose stamp is
+// unchanged is not listed (its subdirectories are visited from the snapshot's
+// list), a changed, new or moved one is. Never follows a symlink; a protected
+// name that is a symlink is moved as the symlink itself. A directory it cannot
+// open or list (not ours and unreadable, deeper than max_walk_depth()) and a
+// move that fails are reported (unchecked / quarantined_to empty): the caller
+// fails the run.
 Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& before, const SweepOptions& opt);
 
 // ---- shared with the overlay apply (overlay_apply.cpp) ----
@@ -86,34 +109,7 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
 // Copies the rest of `in` to `out` (copy_file_range, else read/write).
 bool copy_data(int in, int out);
 
-// What a relative path is with respect to the protected names.
-struct ProtectMatch {
-  enum Kind {
-    None,       // ordinary
-    Protected,  // at or under a protected name: not applied, quarantined when new or changed
-    HooksDir,   // a .git/hooks directory itself: created as a container, its entries judged one by one
-  } kind = None;
-  std::string why;
-  bool git_config = false;  // a .git/config (accepted when its content is what `git init` writes)
-};
-
-class ProtectedNames {
- public:
-  explicit ProtectedNames(const std::vector<std::string>& extra_names = {}, bool allow_git_config = false);
-  // comps: the path's components from the workspace root; is_dir / is_reg: the
-  // type of the last one (a .git that is not a directory is protected; a
-  // regular *.sample file in .git/hooks is not: git never runs those).
-  ProtectMatch classify(const std::vector<std::string_view>& comps, bool is_dir, bool is_reg) const;
-  // True when no name can match below a directory whose path has no component
-  // starting with '.' (lets walks skip the check for most entries).
-  bool all_dotted() const { return all_dotted_; }
-
- private:
-  std::vector<std::string> names_;                              // single components
-  std::vector<std::pair<std::string, std::string>> nested_;     // ".claude" -> "commands"
-  bool allow_git_config_ = false;
-  bool all_dotted_ = true;
-};
+using plan::ProtectMatch;
 
 std::vector<std::string_view> split_path(std::string_view rel);
 
@@ -122,9 +118,10 @@ std::vector<std::string_view> split_path(std::string_view rel);
 // objectformat/refstorage): nothing in it names a command or a hook path.
 bool benign_git_config(std::string_view content);
 
-// Quarantine helpers. root_fd: the workspace root (O_PATH or O_RDONLY dir).
-// Returns the absolute destination. Moves (or copies then removes) rel.
-Result<std::string> quarantine_move(int root_fd, const std::string& rel, const std::string& quarantine_dir);
+// Quarantine helpers. Moves (or copies then removes) parent_fd/name, whose
+// path in its tree is rel, to quarantine_dir/<rel>. Returns the absolute destination.
+Result<std::string> quarantine_move(int parent_fd, const std::string& name, const std::string& rel,
+                                    const std::string& quarantine_dir);
 // Copies src_dirfd/name (file, symlink or directory tree; never following a
 // link) to quarantine_dir/<rel>. Returns the absolute destination.
 Result<std::string> quarantine_copy(int src_dirfd, const std::string& name, const std::string& rel,

@@ -220,9 +220,9 @@ TEST(Sweep, QuarantineInsideWorkspaceIsRefusedAndNamesDoNotClash) {
 }
 
 TEST(Sweep, ClassifyRules) {
-  ProtectedNames pn;
+  plan::ProtectedPaths pn;
   auto k = [&](std::string p, bool dir = false, bool reg = true) {
-    return pn.classify(split_path(p), dir, reg && !dir).kind;
+    return pn.classify_path(p, dir, reg && !dir).kind;
   };
   EXPECT_EQ(k("a/.git/hooks/pre-commit"), ProtectMatch::Protected);
   EXPECT_EQ(k("a/.git/hooks/pre-commit.sample"), ProtectMatch::None);

