@@ -65,7 +65,13 @@ echo "bench-$RANDOM$RANDOM" > token
 TOK=bench-value-0123456789 "$EXG" proxy --listen 127.0.0.1:3999 --policy policy.json --token-file token \
     --ca-cert-out pca.pem --placeholders-out ph 2>proxy.err &
 proxy=$!
-trap 'kill $proxy 2>/dev/null; kill $(cat "$D/nginx.pid") 2>/dev/null' EXIT
+# Under set -e a failing kill in the trap would end it early (exit 1, nginx left running):
+# every step here may fail without stopping the rest.
+stop_all() {
+    kill "$(cat "$D/nginx.pid" 2>/dev/null)" 2>/dev/null || true
+    kill "$proxy" 2>/dev/null || true
+}
+trap stop_all EXIT
 for _ in $(seq 50); do [ -s ph ] && break; sleep 0.1; done
 PH=$(sed -n 's/^TOK=//p' ph)
 cat ca.pem pca.pem > clientca.pem
