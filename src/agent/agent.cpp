@@ -267,7 +267,11 @@ void Agent::pause_outputs(bool pause) {
     pollfd pfd{cfg_.channel, POLLOUT, 0};
     ::poll(&pfd, 1, 100);
   }
-  ::kill(-1, SIGKILL);  // every other process of the sandbox (pid 1's exit would, too)
+  // Every other process of the sandbox (pid 1's exit would, too). Only as
+  // pid 1: anywhere else kill(-1) reaches every process of this uid.
+  if (::getpid() == 1) ::kill(-1, SIGKILL);
+  else
+    for (auto& [pid, p] : procs_) ::kill(pid, SIGKILL);
   ::_exit(status);
 }
 

@@ -38,6 +38,8 @@ class Channel {
 class Client {
  public:
   static Result<Client> connect(const std::string& address);
+  // Over a connected stream socket (an agent's channel, in tests).
+  explicit Client(UniqueFd fd) : ch_(std::move(fd)) {}
   // Sends a request and returns its reply; events that arrive meanwhile are kept for next_event().
   Result<Frame> call(nlohmann::json header, std::string payload = {});
   // Sends a request without waiting; returns its id.
@@ -53,6 +55,7 @@ class Client {
   int fd() const { return ch_.fd(); }
 
  private:
+  Client() = default;
   Channel ch_;
   uint32_t next_id_ = 1;
   bool closed_ = false;

@@ -34,11 +34,17 @@ Result<void> ControlRelay::start(UniqueFd agent_channel, const std::string& sand
   if (path_.empty() || path_.size() >= sizeof sa.sun_path)
     return fail(Error::msg("--control unix:" + path_, "path empty or longer than 107 bytes"));
   path_.copy(sa.sun_path, path_.size());
-  struct stat st;
-  if (::lstat(path_.c_str(), &st) == 0)
-    return fail(Error::msg("--control unix:" + path_, "exists already (remove it if no session uses it)"));
   listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
   if (!listener_) return fail(Error::sys("socket"));
+  if (struct stat st; ::lstat(path_.c_str(), &st) == 0) {
+    // A socket no one listens on is what a session killed with SIGKILL
+    // leaves: taken over. Anything else is not ours to remove.
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    bool stale = S_ISSOCK(st.st_mode) && st.st_uid == ::geteuid() && probe &&
+                 ::connect(probe.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED;
+    if (!stale || ::unlink(path_.c_str()) != 0)
+      return fail(Error::msg("--control unix:" + path_, "exists already (a live session's socket, or not a socket)"));
+  }
   // Owner-only from the start: no moment where another user could connect.
   mode_t old = ::umask(0177);
   int r = ::bind(listener_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
