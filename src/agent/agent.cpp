@@ -359,8 +359,11 @@ void Agent::on_signals() {
       int status;
       pid_t p;
       while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) reap(p, status);
-    } else if (s == SIGTERM || s == SIGINT || s == SIGHUP) {
-      end(128 + s);  // the supervisor ends the sandbox
+    } else if ((s == SIGTERM || s == SIGINT || s == SIGHUP) && si.ssi_pid == 0) {
+      // From outside the pid namespace (a sender inside has a pid here): the
+      // supervisor ends the sandbox. A blocked signal reaches even pid 1, so
+      // the sandbox's own processes could send one too: those are ignored.
+      end(128 + s);
     }
   }
 }
