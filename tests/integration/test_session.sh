@@ -16,9 +16,6 @@ new_workspace
 plant_canaries
 require_sandbox || finish
 
-test_dir=$(dirname "$T")
-# (other integration runs' own directories, exg-it.*, are not the sandbox's)
-tmp_listing() { { ls -A /tmp; ls -A /var/tmp; ls -A /dev/shm 2>/dev/null; } | grep -vxF -e "${test_dir#/tmp/}" | grep -v '^exg-it\.' | sort; }
 mount_count() { wc -l < /proc/self/mountinfo; }
 # The cgroups of this script's sessions: named after the sandbox ids their logs announce.
 our_cgroups() {
@@ -27,7 +24,7 @@ our_cgroups() {
     [ -n "$ids" ] || return 0
     find /sys/fs/cgroup -mindepth 1 -maxdepth 4 -type d 2>/dev/null | grep -F "$ids" || true
 }
-tmp_before=$(tmp_listing)
+tmp_before=$(host_tmp_listing)
 mounts_before=$(mount_count)
 
 SESSION_PID=""
@@ -260,16 +257,7 @@ else fail "session D did not come up"; fi
 
 # --- nothing left on the host ----------------------------------------------------------
 sleep 0.5
-new_entries=$(comm -13 <(echo "$tmp_before") <(tmp_listing))
-ours=""
-for e in $new_entries; do
-    for dir in /tmp /var/tmp /dev/shm; do
-        [ -e "$dir/$e" ] || continue
-        if [ "$EXG_AS" = user ] && [ "$(stat -c %U "$dir/$e")" = "$(id -un)" ]; then ours+="$dir/$e "
-        elif grep -qiE 'exg|guard|sandbox|sbx' <<<"$e"; then ours+="$dir/$e "
-        else note "new entry (not counted): $dir/$e"; fi
-    done
-done
+ours=$(host_tmp_left "$tmp_before")
 check "no entries left in /tmp, /var/tmp, /dev/shm ${ours:+(left: $ours)}" test -z "$ours"
 check "no mounts left (mountinfo lines $mounts_before -> $(mount_count))" test "$(mount_count)" = "$mounts_before"
 n_ids=$(cat "$T"/*.log | grep -c "session [0-9a-f]* ready")
