@@ -12,7 +12,7 @@
 
 int main(int argc, char** argv) {
   // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
-  if (argc > 2 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--")
+  if (argc > 2 && std::string(argv[1]) == "oci-init" && (std::string(argv[2]) == "--" || std::string(argv[2]) == "--agent"))
     return exg::cli::oci_init_main(argc - 3, argv + 3);
   // The session's client: its own small grammar (verbs with their own options and a command).
   if (argc > 1 && std::string(argv[1]) == "session-client") return exg::cli::session_client_main(argc - 2, argv + 2);

@@ -114,6 +114,7 @@ bool to_number(const std::string& s, long lo, long hi, long* out) {
 void SessionOptions::add_to(CLI::App& app) {
   auto* s = app.add_subcommand("session", "Hold a sandbox open, its pid 1 the agent, driven through a control socket");
   add_plan_options(s);
+  LayerFlags::add_to(s);
   s->add_option("--control", control, "unix:PATH: the control socket (created owner-only; must not exist)")->required();
   s->add_option("--audit-log", audit_log, "Append every refusal as JSON lines to FILE");
   s->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
@@ -129,25 +130,22 @@ int SessionOptions::execute() {
   command = {"exguardian-agent"};
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
-  if (built->policy.layer && *built->policy.layer != "process")
-    return usage_error("session: the policy's layer " + *built->policy.layer + ": the agent runs on the process layer only (so far)");
-  std::string text = built->plan.to_text();
+  auto oci_opt = choose(built->policy);
+  if (!oci_opt) return usage_error(oci_opt.error().str());
+  if (*oci_opt && (*oci_opt)->layer == oci::Layer::Gvisor)
+    return usage_error("session: the agent on the gVisor layer: not yet (runsc run cannot pass it its channel)");
+  std::string text = plan_text(built->plan, *oci_opt);
   if (dry_run) {
     std::fputs(text.c_str(), stdout);
     return 0;
   }
-  if (verbose)
-    for (size_t pos = 0; pos < text.size();) {
-      size_t nl = text.find('\n', pos);
-      if (nl == std::string::npos) nl = text.size();
-      std::fprintf(stderr, "exguardian: %.*s\n", static_cast<int>(nl - pos), text.data() + pos);
-      pos = nl + 1;
-    }
+  if (verbose) narrate(text);
   agent::ControlRelay relay(control.substr(5), verbose);
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : built->policy.audit_log.value_or("");
   so.agent = &relay;
+  if (*oci_opt) so.oci = &**oci_opt;
   auto status = sandbox::supervise(built->plan, so);
   if (!status) return usage_error(status.error().str());
   return *status;

@@ -5,11 +5,12 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "cli/layer_options.hpp"
 #include "cli/plan_options.hpp"
 
 namespace exg::cli {
 
-struct SessionOptions : PlanOptions {
+struct SessionOptions : PlanOptions, LayerFlags {
   std::string control, audit_log;
   bool dry_run = false, verbose = false;
   CLI::App* sub = nullptr;

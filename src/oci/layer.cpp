@@ -101,6 +101,7 @@ struct HostArgs {
   // Generated files (File steps: the trust bundle, masked credential copies;
   // the resolver's resolv.conf): staged path -> content, bound read-only.
   std::vector<std::pair<std::string, std::string>> files;
+  int agent_fd = -1;  // LaunchOptions::agent: the agent's end of its channel, fd 3 of the container's pid 1
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -395,7 +396,13 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     sigemptyset(&none);
     for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::close_range(3, ~0U, 0);
+    if (a_.agent_fd >= 0) {
+      // The runtime passes fd 3 on to the container's pid 1 (--preserve-fds=1).
+      if (::dup2(a_.agent_fd, 3) < 0) ::_exit(125);
+      ::close_range(4, ~0U, 0);
+    } else {
+      ::close_range(3, ~0U, 0);
+    }
     std::vector<char*> argv;
     for (const auto& s : a_.runtime_argv) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
@@ -404,6 +411,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     ::_exit(125);
   }
   if (slave_ >= 0) ::close(slave_);
+  if (a_.agent_fd >= 0) ::close(a_.agent_fd);  // the container's pid 1 has it now
   // The seccomp listener (SCMP_ACT_NOTIFY rules): the runtime connects to
   // listenerPath once the filter is in place and sends its fd (SCM_RIGHTS)
   // with the container's state; the supervisor answers and logs the refusals
@@ -585,7 +593,8 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
 // make_spec gives the Plan's content; what is left here are facts of how this
 // layer runs it: ids as the runtime host sees them, oci-init as pid 1, and
 // gVisor's identity.
-void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids) {
+void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids,
+                 bool agent) {
   auto& linux = spec["linux"];
   if (ids.userns && linux.contains("uidMappings")) {
     // crun rootless: the container's user namespace maps the command's uid
@@ -624,7 +633,9 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   // The small static exguardian-init next to this binary when it is there
   // (inside gVisor the full binary's dynamic loading costs ~20 ms), else
   // `exguardian oci-init`.
-  nlohmann::json args = nlohmann::json::array({kInit, "oci-init", "--"});
+  // With the agent (LaunchOptions::agent), pid 1 serves its channel on fd 3 instead.
+  nlohmann::json args = agent ? nlohmann::json::array({kInit, "oci-init", "--agent", "3"})
+                              : nlohmann::json::array({kInit, "oci-init", "--"});
   char self[4096];
   ssize_t n = ::readlink("/proc/self/exe", self, sizeof self - 1);
   if (n > 0) {
@@ -634,10 +645,11 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
     if (::stat(init.c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & 0111)) {
       spec["mounts"].push_back({{"destination", kSmallInit}, {"type", "bind"}, {"source", init},
                                 {"options", {"bind", "ro", "nosuid", "nodev"}}});
-      args = nlohmann::json::array({kSmallInit, "--"});
+      args = agent ? nlohmann::json::array({kSmallInit, "--agent", "3"}) : nlohmann::json::array({kSmallInit, "--"});
     }
   }
-  for (const auto& a : plan.argv) args.push_back(a);
+  if (!agent)
+    for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
 }
 
@@ -1017,7 +1029,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   }
   auto spec = make_spec(plan, so);
   if (!spec) return fail(spec.error());
-  adjust_spec(*spec, plan, rt, ids);
+  adjust_spec(*spec, plan, rt, ids, lo.agent);
   // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
   // points and symlinks, every directory bound read-only from the host's root
   // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
@@ -1087,6 +1099,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   a.config_json = spec->dump(1);
   a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
   a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
+  if (lo.agent) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--preserve-fds=1");  // after "run"
 
   // One cgroup per sandbox, limits set before anything runs in it; the
   // runtime host, the runtime and the container all stay inside.
@@ -1106,6 +1119,17 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   if (!self) return fail(Error::sys("pidfd_open"));
   a.sync_fd = child_sock.get();
   a.parent_pidfd = self.get();
+  // The agent's channel, as on the process layer (runsc has no --preserve-fds).
+  UniqueFd agent_here, agent_there;
+  if (lo.agent) {
+    if (rt.runtime == Runtime::Runsc)
+      return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass a descriptor in)"));
+    int ch[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) != 0) return fail(Error::sys("socketpair for the agent"));
+    agent_here.reset(ch[0]);
+    agent_there.reset(ch[1]);
+    a.agent_fd = agent_there.get();
+  }
 
   int pidfd = -1;
   uint64_t flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID;
@@ -1114,6 +1138,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   if (pid < 0) return fail(Error::sys("create the runtime host's namespaces"));
   if (pid == 0) {
     parent_sock.reset();
+    agent_here.reset();
     host_main(a);
   }
   process::Launched l;
@@ -1121,6 +1146,8 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   l.pidfd.reset(pidfd);
   l.cgroup = std::move(*cg);
   child_sock.reset();
+  agent_there.reset();
+  l.agent_channel = std::move(agent_here);
   idmapped.clear();
   auto kill_child = [&] {
     sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);

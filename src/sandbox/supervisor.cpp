@@ -252,7 +252,6 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   process::LaunchOptions lo;
   lo.verbose = opt.verbose;
   lo.agent = opt.agent != nullptr;
-  if (lo.agent && opt.oci) return fail(Error::msg("session", "the agent runs on the process layer only (so far)"));
   // With the agent, terminals are its own (one per process that asks): the host's stays out.
   for (int k = 0; k < 3; ++k) lo.tty_fds[k] = !lo.agent && ::isatty(k) == 1;
   bool pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];

@@ -5,12 +5,15 @@
 # the sandbox itself could (`..`, absolute paths, planted symlinks, read-only paths refused with
 # the sandbox's own errno); the agent cannot be signalled or read from inside; a second session
 # sees nothing of the first; and after shutdown, timeout, SIGTERM or kill -9 nothing is left.
+# On the process and container layers (the agent is exguardian-init's there); gVisor: not yet.
 source "$(dirname "$0")/lib.sh"
 
-if ! on_layer process; then
-    echo "skip: the agent runs on the process layer only (so far)"
+if on_layer gvisor; then
+    echo "skip: the agent on the gVisor layer is not done yet (runsc run cannot pass a descriptor in)"
     exit 77
 fi
+SESSION=("$EXG" session)
+on_layer process || SESSION+=(--layer "$EXG_LAYER")
 
 new_workspace
 plant_canaries
@@ -33,7 +36,7 @@ SESSION_PID=""
 _answers() { timeout 5 "$EXG" session-client --control "unix:$1" call '{"op":"list"}' >/dev/null 2>&1; }
 start_session() {
     local sock=$1 log=$2; shift 2
-    (cd "$WS" && exec timeout -k 5 300 "$EXG" session --control "unix:$sock" "$@") > "$log" 2>&1 &
+    (cd "$WS" && exec timeout -k 5 300 "${SESSION[@]}" --control "unix:$sock" "$@") > "$log" 2>&1 &
     SESSION_PID=$!
     track_bg "$SESSION_PID"
     wait_for 20 _answers "$sock"
@@ -266,6 +269,6 @@ left=$(our_cgroups)
 if [ -z "$left" ]; then ok "no cgroup of these sessions left"
 else fail "cgroups left:"; printf '%s\n' "$left" | sed 's/^/#      /'; fi
 check "no control sockets left" bash -c "! ls '$T'/*.sock 2>/dev/null | grep -q ."
-check "no session processes left" _none_left "exguardian session --control unix:$T"
+check "no session processes left" _none_left "exguardian session .*unix:$T/"
 
 finish
