@@ -192,7 +192,8 @@ int session_client_main(int argc, char** argv) {
     auto r = c->call(h);
     if (!r) return client_error(r.error().str());
     if (!r->header.value("ok", false)) {
-      std::fprintf(stderr, "exguardian: %s\n", r->header.value("message", "start failed").c_str());
+      std::fprintf(stderr, "exguardian: %s (%s)\n", r->header.value("message", "start failed").c_str(),
+                   r->header.value("error", "").c_str());
       return r->header.value("error", "") == "ENOENT" ? 127 : 126;
     }
     int pid = r->header.value("pid", 0);

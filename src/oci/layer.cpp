@@ -449,6 +449,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
       if (!all) return;
     }
   };
+  std::vector<pid_t> kills;  // `<runtime> kill` processes still running
   for (;;) {
     pollfd fds[4] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}, {relay_rd[1], POLLIN, 0}, {relay_rd[2], POLLIN, 0}};
     if (::poll(fds, 4, -1) < 0) continue;
@@ -462,9 +463,19 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
         int status;
         pid_t p;
         while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
-          if (p != rt) continue;
+          if (p != rt) {
+            std::erase(kills, p);
+            continue;
+          }
           for (int k = 1; k <= 2; ++k)
             if (relay_rd[k] >= 0) drain(k, true);  // the runtime's children are gone with it
+          // A `<runtime> kill` still running would die with our pid namespace
+          // half-way, and crun leaves its /tmp/crun.XXXXXX copy behind then:
+          // give them a moment to finish (they have nothing left to signal).
+          for (int tries = 0; !kills.empty() && tries < 200; ++tries) {
+            std::erase_if(kills, [](pid_t k) { return ::waitpid(k, nullptr, WNOHANG) != 0; });
+            if (!kills.empty()) ::usleep(10000);
+          }
           if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
           ::_exit(128 + WTERMSIG(status));
         }
@@ -487,6 +498,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
         ::execv(argv[0], argv.data());
         ::_exit(127);
       }
+      if (kp > 0) kills.push_back(kp);
     }
   }
 }

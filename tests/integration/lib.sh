@@ -215,9 +215,10 @@ wait_for() {
 host_procs_matching() { pgrep -f -- "$1" || true; }
 
 # host_tmp_listing: the entries of the host's /tmp, /var/tmp and /dev/shm, for before/after
-# checks (integration runs' own directories, exg-it.*, never a sandbox's, left out).
+# checks. Left out: what other test runs on this host make meanwhile, never a sandbox or
+# exguardian itself (integration runs' exg-it.*, the unit tests' exg_<name>_XXXXXX).
 host_tmp_listing() {
-    { ls -A /tmp; ls -A /var/tmp; ls -A /dev/shm 2>/dev/null; } | grep -v '^exg-it\.' | sort
+    { ls -A /tmp; ls -A /var/tmp; ls -A /dev/shm 2>/dev/null; } | grep -v -e '^exg-it\.' -e '^exg_[a-z_]*_[A-Za-z0-9]\{6\}$' | sort
 }
 # host_tmp_left BEFORE: the entries new since BEFORE (a host_tmp_listing) that a sandbox may have
 # left, space-separated. Other programs on the host may create entries meanwhile: as the test

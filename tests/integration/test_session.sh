@@ -258,13 +258,35 @@ if start_session "$SOCK" "$T/d.log"; then
     else fail "a new session could not take over the stale socket"; sed 's/^/#      /' "$T/e.log"; fi
 else fail "session D did not come up"; fi
 
+# --- what the agent starts is counted by the sandbox's limits ---------------------------
+SOCK=$T/f.sock
+m5=exg-sess5-$$-$RANDOM
+expected_ids=5
+if start_session "$SOCK" "$T/f.log" --pids 10; then
+    expected_ids=6
+    started=0 refused=""
+    for i in $(seq 14); do
+        run sc call "{\"op\":\"start\",\"argv\":[\"bash\",\"-c\",\"exec -a $m5 sleep 1000\"],\"stdin\":false}"
+        if [ "$(field ok)" = true ]; then started=$((started + 1)); else refused=$(errno_of); break; fi
+    done
+    check "--pids 10 holds across started processes ($started started, then $refused)" \
+        test "$started" -lt 14 -a "$refused" = EAGAIN
+    check "what was started runs (control)" _some_left "$m5"
+    run sc call '{"op":"shutdown"}'
+    wait "$SESSION_PID"
+    if wait_for 10 _none_left "$m5"; then ok "no survivors after the limited session"; else fail "survivors of the limited session"; fi
+elif grep -q "cannot be enforced" "$T/f.log"; then
+    # (fail closed, as `run --pids` is here: this user gets no cgroup on this host)
+    skip "--pids on a session: $(grep -m1 "cannot be enforced" "$T/f.log")"
+else fail "session F did not come up"; sed 's/^/#      /' "$T/f.log"; fi
+
 # --- nothing left on the host ----------------------------------------------------------
 sleep 0.5
 ours=$(host_tmp_left "$tmp_before")
 check "no entries left in /tmp, /var/tmp, /dev/shm ${ours:+(left: $ours)}" test -z "$ours"
 check "no mounts left (mountinfo lines $mounts_before -> $(mount_count))" test "$(mount_count)" = "$mounts_before"
 n_ids=$(cat "$T"/*.log | grep -c "session [0-9a-f]* ready")
-check "the sessions announced their sandbox ids ($n_ids)" test "$n_ids" -ge 5
+check "the sessions announced their sandbox ids ($n_ids)" test "$n_ids" -ge "$expected_ids"
 left=$(our_cgroups)
 if [ -z "$left" ]; then ok "no cgroup of these sessions left"
 else fail "cgroups left:"; printf '%s\n' "$left" | sed 's/^/#      /'; fi
