@@ -4,13 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "cli/layer_options.hpp"
 #include "cli/plan_options.hpp"
 
 namespace exg::cli {
 
-struct RunOptions : PlanOptions {
+struct RunOptions : PlanOptions, LayerFlags {
   std::string audit_log;
-  std::string layer, runtime, rootfs;  // --layer process|container|gvisor, --runtime PATH, --rootfs DIR
   bool dry_run = false, verbose = false;
   CLI::App* sub = nullptr;
 

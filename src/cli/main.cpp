@@ -7,17 +7,22 @@
 #include "cli/oci_cmds.hpp"
 #include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
+#include "cli/session.hpp"
 #include "cli/subcommands.hpp"
 
 int main(int argc, char** argv) {
   // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
-  if (argc > 2 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--")
+  if (argc > 2 && std::string(argv[1]) == "oci-init" && (std::string(argv[2]) == "--" || std::string(argv[2]) == "--agent"))
     return exg::cli::oci_init_main(argc - 3, argv + 3);
+  // The session's client: its own small grammar (verbs with their own options and a command).
+  if (argc > 1 && std::string(argv[1]) == "session-client") return exg::cli::session_client_main(argc - 2, argv + 2);
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");
   exg::cli::RunOptions run;
   run.add_to(app);
+  exg::cli::SessionOptions session;
+  session.add_to(app);
   exg::cli::OciSpecOptions oci_spec;
   oci_spec.add_to(app);
   exg::cli::DockerArgsOptions docker_args;
@@ -82,11 +87,13 @@ int main(int argc, char** argv) {
     return 125;
   }
   if (run.sub->parsed()) return run.execute();
-  for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args)}) {
+  for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args),
+                                   static_cast<exg::cli::PlanOptions*>(&session)}) {
     o->command = run.command;  // everything after the first "--"
     o->explicit_command = run.explicit_command;
   }
   if (oci_spec.sub->parsed()) return oci_spec.execute();
+  if (session.sub->parsed()) return session.execute();
   if (docker_args.sub->parsed()) return docker_args.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);

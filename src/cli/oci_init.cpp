@@ -17,13 +17,37 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "agent/agent.hpp"
 #include "process/init_loop.hpp"
+
+extern char** environ;
 
 namespace exg::cli {
 
 int oci_init_main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[0], "--agent") == 0) {
+    // A session (LaunchOptions::agent): the agent is pid 1, its channel the
+    // descriptor the runtime passed in; the environment and working directory
+    // are the container's (the Plan's, through config.json).
+    char* end = nullptr;
+    long fd = std::strtol(argv[1], &end, 10);
+    if (*end || fd < 3 || fd > 1024 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+      std::fprintf(stderr, "exguardian: oci-init: --agent %s: not an open descriptor\n", argv[1]);
+      return 125;
+    }
+    ::prctl(PR_SET_DUMPABLE, 0);  // the sandbox's processes cannot read pid 1
+    (void)::setsid();
+    ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
+    agent::AgentConfig cfg;
+    cfg.channel = static_cast<int>(fd);
+    for (char** e = environ; e && *e; ++e) cfg.env.emplace_back(*e);
+    char cwd[4096];
+    cfg.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
+    agent::serve(cfg);
+  }
   if (argc < 1) {
     std::fprintf(stderr, "exguardian: oci-init: no command\n");
     return 125;

@@ -3,14 +3,16 @@
 // starts in a fraction of the time the full exguardian binary needs, which
 // counts inside gVisor (every syscall of the dynamic loader is a trap there).
 // Usage: exguardian-init -- COMMAND [ARGS...]
+//        exguardian-init --agent FD   (pid 1 of a session: agent/agent.hpp)
 #include <cstdio>
 #include <cstring>
 
 #include "cli/oci_init.hpp"
 
 int main(int argc, char** argv) {
+  if (argc == 3 && std::strcmp(argv[1], "--agent") == 0) return exg::cli::oci_init_main(argc - 1, argv + 1);
   if (argc < 3 || std::strcmp(argv[1], "--") != 0) {
-    std::fprintf(stderr, "usage: exguardian-init -- COMMAND [ARGS...]\n");
+    std::fprintf(stderr, "usage: exguardian-init -- COMMAND [ARGS...] | exguardian-init --agent FD\n");
     return 125;
   }
   return exg::cli::oci_init_main(argc - 2, argv + 2);

@@ -106,6 +106,7 @@ struct HostArgs {
   // the resolver's resolv.conf): staged path -> content, bound read-only.
   std::vector<std::pair<std::string, std::string>> files;
   bool pid1_copy = false;  // write the embedded pid-1 program to kPid1Copy (none installed)
+  int agent_fd = -1;  // LaunchOptions::agent: the agent's end of its channel, fd 3 of the container's pid 1
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -402,7 +403,13 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     sigemptyset(&none);
     for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::close_range(3, ~0U, 0);
+    if (a_.agent_fd >= 0) {
+      // The runtime passes fd 3 on to the container's pid 1 (--preserve-fds=1).
+      if (::dup2(a_.agent_fd, 3) < 0) ::_exit(125);
+      ::close_range(4, ~0U, 0);
+    } else {
+      ::close_range(3, ~0U, 0);
+    }
     std::vector<char*> argv;
     for (const auto& s : a_.runtime_argv) argv.push_back(const_cast<char*>(s.c_str()));
     argv.push_back(nullptr);
@@ -411,6 +418,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     ::_exit(125);
   }
   if (slave_ >= 0) ::close(slave_);
+  if (a_.agent_fd >= 0) ::close(a_.agent_fd);  // the container's pid 1 has it now
   // The seccomp listener (SCMP_ACT_NOTIFY rules): the runtime connects to
   // listenerPath once the filter is in place and sends its fd (SCM_RIGHTS)
   // with the container's state; the supervisor answers and logs the refusals
@@ -448,6 +456,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
       if (!all) return;
     }
   };
+  std::vector<pid_t> kills;  // `<runtime> kill` processes still running
   for (;;) {
     pollfd fds[4] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}, {relay_rd[1], POLLIN, 0}, {relay_rd[2], POLLIN, 0}};
     if (::poll(fds, 4, -1) < 0) continue;
@@ -461,9 +470,19 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
         int status;
         pid_t p;
         while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
-          if (p != rt) continue;
+          if (p != rt) {
+            std::erase(kills, p);
+            continue;
+          }
           for (int k = 1; k <= 2; ++k)
             if (relay_rd[k] >= 0) drain(k, true);  // the runtime's children are gone with it
+          // A `<runtime> kill` still running would die with our pid namespace
+          // half-way, and crun leaves its /tmp/crun.XXXXXX copy behind then:
+          // give them a moment to finish (they have nothing left to signal).
+          for (int tries = 0; !kills.empty() && tries < 200; ++tries) {
+            std::erase_if(kills, [](pid_t k) { return ::waitpid(k, nullptr, WNOHANG) != 0; });
+            if (!kills.empty()) ::usleep(10000);
+          }
           if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
           ::_exit(128 + WTERMSIG(status));
         }
@@ -486,6 +505,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
         ::execv(argv[0], argv.data());
         ::_exit(127);
       }
+      if (kp > 0) kills.push_back(kp);
     }
   }
 }
@@ -591,9 +611,9 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
 
 // make_spec gives the Plan's content; what is left here are facts of how this
 // layer runs it: ids as the runtime host sees them, our pid 1 (bound from
-// PID1_SOURCE), and gVisor's identity.
+// PID1_SOURCE; with the agent it serves its channel on fd 3), and gVisor's identity.
 void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids,
-                 const std::string& pid1_source) {
+                 const std::string& pid1_source, bool agent) {
   auto& linux = spec["linux"];
   if (ids.userns && linux.contains("uidMappings")) {
     // crun rootless: the container's user namespace maps the command's uid
@@ -631,10 +651,12 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   // Our static pid 1: signals, reaping, the command's session and terminal.
   // Static, so it runs on any --rootfs (a busybox root has no libc) and
   // starts fast inside gVisor (every syscall of a dynamic loader traps there).
+  // With the agent (LaunchOptions::agent), pid 1 serves its channel on fd 3 instead.
   spec["mounts"].push_back({{"destination", kPid1}, {"type", "bind"}, {"source", pid1_source},
                             {"options", {"bind", "ro", "nosuid", "nodev"}}});
-  nlohmann::json args = nlohmann::json::array({kPid1, "--"});
-  for (const auto& a : plan.argv) args.push_back(a);
+  nlohmann::json args = agent ? nlohmann::json::array({kPid1, "--agent", "3"}) : nlohmann::json::array({kPid1, "--"});
+  if (!agent)
+    for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
 }
 
@@ -1042,7 +1064,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     pid1_source = kPid1Copy;
     a.pid1_copy = true;
   }
-  adjust_spec(*spec, plan, rt, ids, pid1_source);
+  adjust_spec(*spec, plan, rt, ids, pid1_source, lo.agent);
   // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
   // points and symlinks, every directory bound read-only from the host's root
   // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
@@ -1112,6 +1134,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   a.config_json = spec->dump(1);
   a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
   a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
+  if (lo.agent) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--preserve-fds=1");  // after "run"
 
   // One cgroup per sandbox, limits set before anything runs in it; the
   // runtime host, the runtime and the container all stay inside.
@@ -1131,6 +1154,17 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   if (!self) return fail(Error::sys("pidfd_open"));
   a.sync_fd = child_sock.get();
   a.parent_pidfd = self.get();
+  // The agent's channel, as on the process layer (runsc has no --preserve-fds).
+  UniqueFd agent_here, agent_there;
+  if (lo.agent) {
+    if (rt.runtime == Runtime::Runsc)
+      return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass a descriptor in)"));
+    int ch[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) != 0) return fail(Error::sys("socketpair for the agent"));
+    agent_here.reset(ch[0]);
+    agent_there.reset(ch[1]);
+    a.agent_fd = agent_there.get();
+  }
 
   int pidfd = -1;
   uint64_t flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID;
@@ -1139,6 +1173,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   if (pid < 0) return fail(Error::sys("create the runtime host's namespaces"));
   if (pid == 0) {
     parent_sock.reset();
+    agent_here.reset();
     host_main(a);
   }
   process::Launched l;
@@ -1146,6 +1181,8 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   l.pidfd.reset(pidfd);
   l.cgroup = std::move(*cg);
   child_sock.reset();
+  agent_there.reset();
+  l.agent_channel = std::move(agent_here);
   idmapped.clear();
   auto kill_child = [&] {
     sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);

@@ -449,6 +449,7 @@ void Builder::run() {
   ia.pty_slave = slave_fd_;
   ia.rlimits = &a_.rlimits;
   ia.seccomp = a_.seccomp;
+  ia.agent_channel = a_.agent_channel;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = a_.tty_fds[k];
   become_init(ia);
 }

@@ -30,6 +30,7 @@ struct ChildArgs {
   bool verbose = false;
   RlimitPlan rlimits;
   const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
+  int agent_channel = -1;  // >= 0: pid 1 is the agent, serving this socket (LaunchOptions::agent)
 };
 
 // Never returns.

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "agent/agent.hpp"
 #include "process/child.hpp"
 #include "process/init_loop.hpp"
 #include "process/landlock.hpp"
@@ -117,6 +118,22 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
     if (listener < 0) die(a.sync_fd, "install the seccomp filter");
   }
 
+  if (a.agent_channel >= 0) {
+    // The agent is pid 1 itself, after every wall above: what it starts and
+    // every file it touches are the sandbox's.
+    if (a.pty_slave >= 0) ::close(a.pty_slave);
+    send_ready(a.sync_fd, listener);
+    if (listener >= 0) ::close(listener);
+    ::close(a.sync_fd);
+    if (::dup2(a.agent_channel, 3) < 0) ::_exit(125);
+    ::fcntl(3, F_SETFD, FD_CLOEXEC);
+    ::close_range(4, ~0U, 0);
+    agent::AgentConfig cfg;
+    cfg.channel = 3;
+    cfg.env = a.plan->env;
+    cfg.cwd = a.plan->cwd;
+    agent::serve(cfg);
+  }
   pid_t cmd = ::fork();
   if (cmd < 0) die(a.sync_fd, "fork the command");
   if (cmd == 0) {

@@ -20,6 +20,7 @@ struct InitArgs {
   bool tty_fds[3] = {false, false, false};
   const RlimitPlan* rlimits = nullptr;
   const std::vector<sock_filter>* seccomp = nullptr;
+  int agent_channel = -1;  // >= 0: serve the agent protocol here instead of running the Plan's command
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

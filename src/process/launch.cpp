@@ -136,6 +136,15 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   if (!self) return fail(Error::sys("pidfd_open"));
   args.sync_fd = child_sock.get();
   args.parent_pidfd = self.get();
+  // The agent's channel: a stream, as a virtio-serial port will be.
+  UniqueFd agent_here, agent_there;
+  if (opt.agent) {
+    int ch[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) != 0) return fail(Error::sys("socketpair for the agent"));
+    agent_here.reset(ch[0]);
+    agent_there.reset(ch[1]);
+    args.agent_channel = agent_there.get();
+  }
 
   int pidfd = -1;
   const uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -153,6 +162,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   }
   if (pid == 0) {
     parent_sock.reset();
+    agent_here.reset();
     child_main(args);
   }
   Launched l;
@@ -160,6 +170,8 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   l.pidfd.reset(pidfd);
   l.cgroup = std::move(*cg);
   child_sock.reset();
+  agent_there.reset();
+  l.agent_channel = std::move(agent_here);
   idmapped.clear();  // the child has its copies
 
   auto kill_child = [&] {

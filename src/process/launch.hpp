@@ -22,6 +22,9 @@ struct LaunchOptions {
   // content. What the supervisor makes in it (the CA and its key) is
   // therefore never in the child's copy of the supervisor's memory.
   std::function<Result<std::string>()> trust_anchor;
+  // The sandbox's pid 1 is the agent (agent/agent.hpp) instead of the Plan's
+  // command: a sandbox that lives across commands, driven over agent_channel.
+  bool agent = false;
 };
 
 struct Launched {
@@ -32,6 +35,7 @@ struct Launched {
   UniqueFd seccomp_listener;  // refused syscalls arrive here
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
   UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
+  UniqueFd agent_channel;  // LaunchOptions::agent: the stream socket to the agent (agent/protocol.hpp)
 };
 
 // Writes setgroups=deny and one-id uid/gid maps (inside -> host) for pid.

@@ -329,7 +329,9 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   }
   process::LaunchOptions lo;
   lo.verbose = opt.verbose;
-  for (int k = 0; k < 3; ++k) lo.tty_fds[k] = ::isatty(k) == 1;
+  lo.agent = opt.agent != nullptr;
+  // With the agent, terminals are its own (one per process that asks): the host's stays out.
+  for (int k = 0; k < 3; ++k) lo.tty_fds[k] = !lo.agent && ::isatty(k) == 1;
   bool pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
   int host_tty = lo.tty_fds[0] ? 0 : lo.tty_fds[1] ? 1 : 2;
 
@@ -388,6 +390,16 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     return fail(launched.error());
   }
   process::Launched& sb = *launched;
+  if (opt.agent) {
+    if (auto r = opt.agent->start(std::move(sb.agent_channel), plan.sandbox_id); !r) {
+      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
+      ::waitpid(sb.pid, nullptr, 0);
+      sb.cgroup.kill_all();
+      sigprocmask(SIG_SETMASK, &old, nullptr);
+      if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
+      return fail(r.error());
+    }
+  }
   SyscallViolations refusals(std::move(sb.seccomp_listener), &audit);
   bool watch_refusals = refusals.fd() >= 0;
 
@@ -468,7 +480,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
   int status = 0;
   char buf[65536];
   while (!exited) {
-    pollfd fds[6];
+    pollfd fds[6 + 32];
     int n = 0;
     fds[n++] = {sb.pidfd.get(), POLLIN, 0};
     fds[n++] = {sigfd.get(), POLLIN, 0};
@@ -477,6 +489,8 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
     if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
     if (relay_in) { ii = n; fds[n++] = {0, POLLIN, 0}; }
+    int ai = n;
+    if (opt.agent) n += static_cast<int>(opt.agent->poll_fds(fds + n, 32));
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
       if (errno == EINTR) continue;
       break;
@@ -513,6 +527,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
       if (r > 0) write_all(master, buf, static_cast<size_t>(r));
       else relay_in = false;
     }
+    if (opt.agent && n > ai) opt.agent->on_ready(fds + ai, static_cast<size_t>(n - ai));
     if (fds[0].revents & POLLIN) {
       siginfo_t si{};
       if (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) == 0) {

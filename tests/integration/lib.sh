@@ -229,6 +229,29 @@ wait_for() {
 # host_procs_matching MARKER: pids of host processes whose command line contains MARKER.
 host_procs_matching() { pgrep -f -- "$1" || true; }
 
+# host_tmp_listing: the entries of the host's /tmp, /var/tmp and /dev/shm, for before/after
+# checks. Left out: what other test runs on this host make meanwhile, never a sandbox or
+# exguardian itself (integration runs' exg-it.*, the unit tests' exg_<name>_XXXXXX).
+host_tmp_listing() {
+    { ls -A /tmp; ls -A /var/tmp; ls -A /dev/shm 2>/dev/null; } | grep -v -e '^exg-it\.' -e '^exg_[a-z_]*_[A-Za-z0-9]\{6\}$' | sort
+}
+# host_tmp_left BEFORE: the entries new since BEFORE (a host_tmp_listing) that a sandbox may have
+# left, space-separated. Other programs on the host may create entries meanwhile: as the test
+# user, every new entry owned by it counts; as root, new entries whose name looks like ours
+# count, others are shown.
+host_tmp_left() {
+    local e dir ours=""
+    for e in $(comm -13 <(echo "$1") <(host_tmp_listing)); do
+        for dir in /tmp /var/tmp /dev/shm; do
+            [ -e "$dir/$e" ] || continue
+            if [ "$EXG_AS" = user ] && [ "$(stat -c %U "$dir/$e")" = "$(id -un)" ]; then ours+="$dir/$e "
+            elif grep -qiE 'exg|guard|sandbox|sbx' <<<"$e"; then ours+="$dir/$e "
+            else note "new entry (not counted): $dir/$e" >&2; fi
+        done
+    done
+    printf '%s' "$ours"
+}
+
 finish() {
     echo "# as=$EXG_AS layer=$EXG_LAYER: $PASS passed, $FAILED failed, $SKIPPED skipped"
     echo "$PASS passed, $FAILED failed"

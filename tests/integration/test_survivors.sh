@@ -8,14 +8,10 @@ new_workspace
 
 require_sandbox || finish
 
-test_dir=$(dirname "$T")   # run.sh's own directory under /tmp, excluded from the comparison
-tmp_listing() {
-    { ls -A /tmp; ls -A /var/tmp; ls -A /dev/shm 2>/dev/null; } | grep -vxF -e "${test_dir#/tmp/}" | sort
-}
 mount_count() { wc -l < /proc/self/mountinfo; }
 cgroup_dirs() { find /sys/fs/cgroup -mindepth 1 -maxdepth 4 -type d 2>/dev/null | grep -i exg | sort; }
 
-tmp_before=$(tmp_listing)
+tmp_before=$(host_tmp_listing)
 mounts_before=$(mount_count)
 cgroups_before=$(cgroup_dirs)
 
@@ -87,18 +83,7 @@ fi
 
 # Host state afterwards: give a supervisor that is still cleaning up a moment.
 sleep 0.5
-# Other programs on the host may create entries meanwhile: as the test user, every new entry
-# owned by it counts; as root, new entries whose name looks like ours count, others are shown.
-new_entries=$(comm -13 <(echo "$tmp_before") <(tmp_listing))
-ours=""
-for e in $new_entries; do
-    for dir in /tmp /var/tmp /dev/shm; do
-        [ -e "$dir/$e" ] || continue
-        if [ "$EXG_AS" = user ] && [ "$(stat -c %U "$dir/$e")" = "$(id -un)" ]; then ours+="$dir/$e "
-        elif grep -qiE 'exg|guard|sandbox|sbx' <<<"$e"; then ours+="$dir/$e "
-        else note "new entry (not counted): $dir/$e"; fi
-    done
-done
+ours=$(host_tmp_left "$tmp_before")
 check "no entries left in /tmp, /var/tmp, /dev/shm ${ours:+(left: $ours)}" test -z "$ours"
 check "no mounts left on the host (mountinfo lines $mounts_before -> $(mount_count))" test "$(mount_count)" = "$mounts_before"
 check "no mount of the workspace on the host" bash -c "! grep -qF -- '$WS' /proc/self/mountinfo"

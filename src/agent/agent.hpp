@@ -1,0 +1,29 @@
+// The agent: pid 1 of a sandbox that lives across commands. It runs after
+// the sandbox's whole setup, as the sandbox's user, inside its seccomp filter
+// and Landlock domain, and serves the channel protocol (agent/protocol.hpp)
+// on one stream socket to the supervisor: it starts processes (in the same
+// namespaces, cgroup, filter and domain: they are its children), streams their
+// output and exit, and does file requests itself, so the sandbox's own mounts,
+// Landlock and seccomp decide what a request reaches. As pid 1 it reaps every
+// orphan; it ends the sandbox (its exit kills every process of the pid
+// namespace) on `shutdown`, on SIGTERM/SIGINT/SIGHUP from the supervisor, and
+// when the channel closes (the supervisor is gone; PR_SET_PDEATHSIG too).
+// No dependency on exg_core: the static init can carry it.
+#pragma once
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace exg::agent {
+
+struct AgentConfig {
+  int channel = -1;               // stream socket to the supervisor (non-blocking is set here)
+  std::vector<std::string> env;   // the sandbox's environment, NAME=VALUE
+  std::string cwd;                // where processes start and relative paths begin
+};
+
+// Never returns: exits 0 on shutdown or a closed channel, 128+N on signal N.
+[[noreturn]] void serve(const AgentConfig& cfg);
+
+}  // namespace exg::agent

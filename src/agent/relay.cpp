@@ -1,0 +1,218 @@
+#include "agent/relay.hpp"
+
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+
+namespace exg::agent {
+
+namespace {
+
+constexpr size_t kMaxClients = 16;
+constexpr size_t kQueueLimit = 8 * 1024 * 1024;
+
+int header_int(const nlohmann::json& h, const char* k) {
+  auto it = h.find(k);
+  return it != h.end() && it->is_number_integer() ? it->get<int>() : 0;
+}
+
+}  // namespace
+
+ControlRelay::~ControlRelay() {
+  if (bound_) ::unlink(path_.c_str());
+}
+
+Result<void> ControlRelay::start(UniqueFd agent_channel, const std::string& sandbox_id) {
+  if (!agent_channel) return fail(Error::msg("session", "the sandbox has no agent channel"));
+  agent_ = Channel(std::move(agent_channel));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path_.empty() || path_.size() >= sizeof sa.sun_path)
+    return fail(Error::msg("--control unix:" + path_, "path empty or longer than 107 bytes"));
+  path_.copy(sa.sun_path, path_.size());
+  listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!listener_) return fail(Error::sys("socket"));
+  if (struct stat st; ::lstat(path_.c_str(), &st) == 0) {
+    // A socket no one listens on is what a session killed with SIGKILL
+    // leaves: taken over. Anything else is not ours to remove.
+    UniqueFd probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    bool stale = S_ISSOCK(st.st_mode) && st.st_uid == ::geteuid() && probe &&
+                 ::connect(probe.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 && errno == ECONNREFUSED;
+    if (!stale || ::unlink(path_.c_str()) != 0)
+      return fail(Error::msg("--control unix:" + path_, "exists already (a live session's socket, or not a socket)"));
+  }
+  // Owner-only from the start: no moment where another user could connect.
+  mode_t old = ::umask(0177);
+  int r = ::bind(listener_.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa);
+  int e = errno;
+  ::umask(old);
+  if (r != 0) return fail(Error::sys("bind " + path_, e));
+  bound_ = true;
+  if (::listen(listener_.get(), 16) != 0) return fail(Error::sys("listen " + path_));
+  std::fprintf(stderr, "exguardian: session %s ready on unix:%s\n", sandbox_id.c_str(), path_.c_str());
+  return {};
+}
+
+size_t ControlRelay::poll_fds(pollfd* out, size_t max) {
+  size_t n = 0;
+  bool client_full = std::any_of(clients_.begin(), clients_.end(), [](auto& c) { return c->ch.queued() > kQueueLimit; });
+  if (agent_ && n < max)
+    out[n++] = {agent_.fd(), static_cast<short>((client_full ? 0 : POLLIN) | (agent_.queued() ? POLLOUT : 0)), 0};
+  if (listener_ && clients_.size() < kMaxClients && n < max) out[n++] = {listener_.get(), POLLIN, 0};
+  bool agent_full = agent_.queued() > kQueueLimit;
+  for (auto& c : clients_) {
+    if (n >= max) break;
+    out[n++] = {c->ch.fd(), static_cast<short>((agent_full ? 0 : POLLIN) | (c->ch.queued() ? POLLOUT : 0)), 0};
+  }
+  return n;
+}
+
+void ControlRelay::on_ready(const pollfd* fds, size_t n) {
+  std::vector<Conn*> gone;
+  for (size_t i = 0; i < n; ++i) {
+    const pollfd& p = fds[i];
+    if (!p.revents) continue;
+    if (agent_ && p.fd == agent_.fd()) {
+      if (p.revents & POLLOUT) (void)agent_.flush();
+      if (p.revents & (POLLIN | POLLHUP | POLLERR)) {
+        bool open = agent_.read_some();
+        from_agent();
+        if (!open) agent_.close();  // the agent is gone; the supervisor sees its exit
+      }
+      continue;
+    }
+    if (listener_ && p.fd == listener_.get()) {
+      accept_client();
+      continue;
+    }
+    for (auto& c : clients_) {
+      if (c->ch.fd() != p.fd) continue;
+      bool ok = true;
+      if (p.revents & POLLOUT) ok = c->ch.flush();
+      if (ok && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+        ok = c->ch.read_some();
+        from_client(c.get());
+      }
+      if (!ok) gone.push_back(c.get());
+      break;
+    }
+  }
+  for (Conn* c : gone) drop(c);
+}
+
+void ControlRelay::accept_client() {
+  UniqueFd fd(::accept4(listener_.get(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (!fd) return;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  // Only the session's own user drives it (the socket's mode says so too).
+  if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
+    if (verbose_) std::fprintf(stderr, "exguardian: session: refused a client of uid %u\n", cred.uid);
+    return;
+  }
+  auto c = std::make_unique<Conn>();
+  c->ch = Channel(std::move(fd));
+  c->uid = cred.uid;
+  clients_.push_back(std::move(c));
+}
+
+void ControlRelay::from_client(Conn* c) {
+  for (;;) {
+    auto item = c->ch.next();
+    if (item.error) {
+      c->ch.send(reply_error(item.error->id, EINVAL, item.error->what));
+      continue;
+    }
+    if (!item.frame) break;
+    Frame& f = *item.frame;
+    if (f.kind != Kind::Request || f.id == 0) {
+      c->ch.send(reply_error(f.id, EINVAL, f.id == 0 ? "request id 0 (ids start at 1)" : "clients send requests only"));
+      continue;
+    }
+    if (!agent_) {
+      c->ch.send(reply_error(f.id, EPIPE, "the sandbox has ended"));
+      continue;
+    }
+    uint32_t id = next_agent_id_++;
+    if (next_agent_id_ == 0) next_agent_id_ = 1;
+    auto op = f.header.find("op");
+    pending_[id] = Pending{c, f.id, op != f.header.end() && op->is_string() ? op->get<std::string>() : "",
+                           header_int(f.header, "pid"), header_int(f.header, "watch")};
+    f.id = id;
+    agent_.send(f);
+  }
+}
+
+void ControlRelay::from_agent() {
+  for (;;) {
+    auto item = agent_.next();
+    if (item.error) {
+      if (verbose_) std::fprintf(stderr, "exguardian: session: bad frame from the agent: %s\n", item.error->what.c_str());
+      continue;
+    }
+    if (!item.frame) break;
+    Frame& f = *item.frame;
+    if (f.kind == Kind::Reply) {
+      auto it = pending_.find(f.id);
+      if (it == pending_.end()) continue;
+      Pending p = it->second;
+      pending_.erase(it);
+      bool ok = f.header.value("ok", false);
+      if (ok && p.client) {
+        if (p.op == "start") process_owners_[header_int(f.header, "pid")].insert(p.client);
+        if (p.op == "attach") process_owners_[p.pid].insert(p.client);
+        if (p.op == "watch") watch_owner_[header_int(f.header, "watch")] = p.client;
+      }
+      if (ok && p.op == "unwatch") watch_owner_.erase(p.watch);
+      if (!p.client) continue;
+      f.id = p.client_id;
+      p.client->ch.send(f);
+      continue;
+    }
+    if (f.kind != Kind::Event) continue;
+    std::string ev = f.header.value("event", "");
+    if (ev == "stdout" || ev == "stderr" || ev == "exit") {
+      int pid = header_int(f.header, "pid");
+      auto it = process_owners_.find(pid);
+      if (it == process_owners_.end()) continue;
+      for (Conn* c : it->second) c->ch.send(f);
+      if (ev == "exit") process_owners_.erase(it);
+    } else if (ev == "watch") {
+      int w = header_int(f.header, "watch");
+      auto it = watch_owner_.find(w);
+      if (it == watch_owner_.end()) continue;
+      it->second->ch.send(f);
+      auto mask = f.header.value("mask", nlohmann::json::array());
+      if (std::find(mask.begin(), mask.end(), "ignored") != mask.end()) watch_owner_.erase(it);
+    } else if (verbose_) {
+      std::fprintf(stderr, "exguardian: session: agent %s\n", f.header.dump().c_str());
+    }
+  }
+}
+
+void ControlRelay::drop(Conn* c) {
+  for (auto& [pid, owners] : process_owners_) owners.erase(c);
+  std::erase_if(process_owners_, [](auto& kv) { return kv.second.empty(); });
+  for (auto& [id, p] : pending_)
+    if (p.client == c) p.client = nullptr;
+  // Its watches end with it; its processes go on (attach finds them again).
+  for (auto it = watch_owner_.begin(); it != watch_owner_.end();) {
+    if (it->second != c) {
+      ++it;
+      continue;
+    }
+    if (agent_) {
+      uint32_t id = next_agent_id_++;
+      pending_[id] = Pending{nullptr, 0, "unwatch", 0, it->first};
+      agent_.send(Frame{Kind::Request, id, {{"op", "unwatch"}, {"watch", it->first}}, {}});
+    }
+    it = watch_owner_.erase(it);
+  }
+  std::erase_if(clients_, [c](auto& x) { return x.get() == c; });
+}
+
+}  // namespace exg::agent

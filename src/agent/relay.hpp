@@ -1,0 +1,60 @@
+// `exguardian session`'s front end: a control socket (unix:PATH, owner-only,
+// peers of the same uid only) whose clients' frames are relayed to the agent
+// and back. Request ids are rewritten (each client numbers its own); a
+// process's output and exit go to the client that started or attached it, a
+// watch's events to the client that set it. Clients come and go; the sandbox
+// stays until `shutdown`, its timeout, or the supervisor's end. Bounded: at
+// most 16 clients, and reading from one side stops while the other side's
+// queue is past 8 MiB.
+#pragma once
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+
+#include "agent/client.hpp"
+#include "sandbox/supervisor.hpp"
+
+namespace exg::agent {
+
+class ControlRelay : public sandbox::AgentFrontEnd {
+ public:
+  // Makes nothing yet: the socket is bound in start(), once the sandbox is up,
+  // so its existence means the session is ready.
+  explicit ControlRelay(std::string path, bool verbose) : path_(std::move(path)), verbose_(verbose) {}
+  ~ControlRelay() override;
+
+  Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) override;
+  size_t poll_fds(pollfd* out, size_t max) override;
+  void on_ready(const pollfd* fds, size_t n) override;
+
+ private:
+  struct Conn {
+    Channel ch;
+    uint32_t uid = 0;
+  };
+  struct Pending {
+    Conn* client;
+    uint32_t client_id;
+    std::string op;
+    int pid = 0;
+    int watch = 0;
+  };
+  std::string path_;
+  bool verbose_;
+  UniqueFd listener_;
+  Channel agent_;
+  std::vector<std::unique_ptr<Conn>> clients_;
+  uint32_t next_agent_id_ = 1;
+  std::map<uint32_t, Pending> pending_;             // agent-side id -> who asked
+  std::map<int, std::set<Conn*>> process_owners_;   // pid -> clients that get its events
+  std::map<int, Conn*> watch_owner_;                // watch id -> client
+
+  void accept_client();
+  void from_client(Conn* c);
+  void from_agent();
+  void drop(Conn* c);
+  bool bound_ = false;
+};
+
+}  // namespace exg::agent
