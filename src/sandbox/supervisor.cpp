@@ -395,7 +395,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
       sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
       ::waitpid(sb.pid, nullptr, 0);
       sb.cgroup.kill_all();
-      sigprocmask(SIG_SETMASK, &old, nullptr);
+      if (opt.oci) oci::after_run(plan, *opt.oci);
       if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
       return fail(r.error());
     }
