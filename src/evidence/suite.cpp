@@ -495,6 +495,10 @@ struct Runner {
   ctx.as_root = ::geteuid() == 0;
   ctx.layer = layer;
   for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = tool_present(t);
+  // A host service on a pathname Unix socket the sandbox can see (in HOME, like an agent's socket).
+  ctx.host_socket_log = s.dir + "/logs/unix-listener.log";
+  if (start_unix_listener(s.home + "/.exg-agent.sock", ctx.host_socket_log, ctx.host_socket_why) > 0)
+    ctx.host_socket = s.home + "/.exg-agent.sock";
   for (auto& f : s.canary_files) ctx.files.remember(f);
   ctx.targets.remember(s.home + "/escape-test");
   ctx.targets.remember(s.ws + "/.git/hooks/pre-commit");
