@@ -435,7 +435,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   {
     auto& p = add({"setid-file-capability", "set-id files",
                    "cp /usr/bin/id ./exg-capf && python3 -c 'import os; os.setxattr(\"exg-capf\", "
-                   "\"security.capability\", bytes([1, 0, 0, 2, 0, 0x20, 0, 0] + [0] * 12))'",
+                   "\"security.capability\", bytes([1, 0, 0, 2, 0, 0x20, 0, 0] + [0] * 12))' 2>&1 | tail -1",
                    "a file capability cannot be set (no CAP_SETFCAP inside): none on the host", true, {}, false, true,
                    "", 0, [&c](const Outcome& o) {
                      std::string f = c.ws + "/exg-capf";
@@ -452,7 +452,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     const std::string sock = c.host_socket;
     auto& p = add({"host-unix-socket", "runtime sockets",
                    "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"" + sock +
-                       "\"); s.sendall(b\"EXG\"); s.close(); print(\"connected\")'",
+                       "\"); s.sendall(b\"EXG\"); s.close(); print(\"connected\")' 2>&1 | tail -1",
                    "connect() to a host service's pathname socket (in HOME) fails; the listener receives nothing",
                    true, {}, false, false, "", 0, [&c, sock](const Outcome& o) {
                      std::string log = read_whole(c.host_socket_log).value_or("");

@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -282,6 +283,23 @@ pid_t start_unix_listener(const std::string& path, const std::string& log, std::
   if (log_fd >= 0) ::close(log_fd);
   if (pid < 0) why = "fork: " + errno_text(errno);
   return pid;
+}
+
+bool host_unix_connect(const std::string& path, const std::string& log) {
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), std::min(path.size(), sizeof a.sun_path - 1));
+  bool sent = s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::write(s, "host", 4) == 4;
+  if (s >= 0) ::close(s);
+  if (!sent) return false;
+  // The listener writes its line once it has read to the end: wait for it (bounded).
+  for (int i = 0; i < 500; ++i) {
+    struct stat st;
+    if (::stat(log.c_str(), &st) == 0 && st.st_size > 0) return ::truncate(log.c_str(), 0) == 0;
+    ::usleep(10000);
+  }
+  return false;
 }
 
 TestWorld::~TestWorld() {

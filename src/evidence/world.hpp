@@ -53,6 +53,10 @@ class TestWorld {
 // received". Returns the child's pid, or -1 with why set.
 pid_t start_unix_listener(const std::string& path, const std::string& log, std::string& why);
 
+// The control for that listener: connects from here, sends a few bytes, waits
+// for the log line, then empties the log. True when the line came.
+bool host_unix_connect(const std::string& path, const std::string& log);
+
 // Runs `ip ARGS...` (iproute2); with ambient CAP_NET_ADMIN when not root, so the
 // capabilities held in a user namespace survive the exec. 0 on success; err
 // gets ip's stderr otherwise.
