@@ -562,6 +562,7 @@ struct Builder {
     }
     std::stable_sort(add.begin(), add.end(), [](const Step& a, const Step& b) { return depth(a.target) < depth(b.target); });
     plan.steps.insert(plan.steps.begin() + static_cast<long>(insert_at), add.begin(), add.end());
+  }
 
   // The host's pathname Unix sockets that the sandbox's view shows: each masked
   // (connect() needs only write permission on the inode, which a read-only
