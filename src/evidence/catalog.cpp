@@ -1,8 +1,11 @@
 #include "evidence/catalog.hpp"
 
 #include <signal.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -111,7 +114,29 @@ Judgement judge_unchanged(const Outcome& o, const Context& ctx, const std::strin
   return held(said(o) + "; " + path.substr(path.rfind('/') + 1) + " unchanged on the host");
 }
 
+// Regular files with a set-uid or set-gid bit under dir (not in .git), "path (mode)".
+std::vector<std::string> setid_files(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec); !ec && it != std::filesystem::end(it);
+       it.increment(ec)) {
+    if (it->path().filename() == ".git") {
+      it.disable_recursion_pending();
+      continue;
+    }
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && (st.st_mode & (S_ISUID | S_ISGID))) {
+      char m[8];
+      std::snprintf(m, sizeof m, "%04o", st.st_mode & 07777);
+      out.push_back(it->path().string() + " (" + m + ")");
+    }
+  }
+  return out;
+}
+
 std::string category_of_kernel_probe(const std::string& n) {
+  if (n.find("setuid") != std::string::npos || n.find("setgid") != std::string::npos || n == "openat2-creat")
+    return "set-id files";
   if (n.starts_with("tiocsti") || n.starts_with("tioclinux")) return "terminal";
   if (n.starts_with("socket-vsock") || n == "socketpair-vsock") return "network";
   if (sandbox::probe_expects_success(n)) return "ordinary work";
@@ -391,6 +416,52 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
              return held(said(o) + "; the protected path is unchanged on the host");
            }});
     }
+  }
+
+  // ---- Set-id files and file capabilities: judged on the host after the run.
+  add({"setid-file-left", "set-id files",
+       "cp /usr/bin/id ./exg-setid; chmod 4755 ./exg-setid; chmod g+s ./exg-setid; install -m 6755 /usr/bin/id "
+       "./exg-setid2; python3 -c 'import os; os.close(os.open(\"exg-setid3\", os.O_CREAT | os.O_WRONLY, 0o4755))'; "
+       "ls -l exg-setid*",
+       "no file the sandbox wrote has a set-uid or set-gid bit on the host (chmod, install, open with a set-id "
+       "mode are refused)",
+       true, {}, false, true, "", 0, [&c](const Outcome& o) {
+         auto found = setid_files(c.ws);
+         for (const char* n : {"/exg-setid", "/exg-setid2", "/exg-setid3"}) ::unlink((c.ws + n).c_str());
+         if (!found.empty()) return escaped("set-id file on the host: " + found.front());
+         std::string a = syscall_refusal(o);
+         return held(said(o) + "; no set-id file in the workspace on the host" + (a.empty() ? "" : "; " + a));
+       }});
+  {
+    auto& p = add({"setid-file-capability", "set-id files",
+                   "cp /usr/bin/id ./exg-capf && python3 -c 'import os; os.setxattr(\"exg-capf\", "
+                   "\"security.capability\", bytes([1, 0, 0, 2, 0, 0x20, 0, 0] + [0] * 12))' 2>&1 | tail -1",
+                   "a file capability cannot be set (no CAP_SETFCAP inside): none on the host", true, {}, false, true,
+                   "", 0, [&c](const Outcome& o) {
+                     std::string f = c.ws + "/exg-capf";
+                     bool cap = ::getxattr(f.c_str(), "security.capability", nullptr, 0) >= 0;
+                     ::unlink(f.c_str());
+                     if (cap) return escaped("security.capability set on " + f + " on the host");
+                     return held(said(o) + "; no security.capability on the host");
+                   }});
+    need(p, {"python3"});
+  }
+
+  // ---- Host Unix sockets: a listener of the host on a socket the sandbox's view shows.
+  {
+    const std::string sock = c.host_socket;
+    auto& p = add({"host-unix-socket", "runtime sockets",
+                   "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"" + sock +
+                       "\"); s.sendall(b\"EXG\"); s.close(); print(\"connected\")' 2>&1 | tail -1",
+                   "connect() to a host service's pathname socket (in HOME) fails; the listener receives nothing",
+                   true, {}, false, false, "", 0, [&c, sock](const Outcome& o) {
+                     std::string log = read_whole(c.host_socket_log).value_or("");
+                     if (!log.empty()) return escaped("the host listener got a connection: " + first_line(log));
+                     if (has(o.out, "connected")) return escaped("connected to " + sock);
+                     return held(said(o) + "; the host listener received nothing");
+                   }});
+    need(p, {"python3"});
+    if (sock.empty()) p.skip_why = "no host listener: " + c.host_socket_why;
   }
 
   // ---- /proc and /sys: the host stays invisible.

@@ -56,6 +56,8 @@ struct Context {
   bool as_root = false;
   std::string layer = "process";      // process | container | gvisor: what the probes run against
   std::map<std::string, bool> tools;  // curl, gcc, python3, bash, git
+  std::string host_socket, host_socket_log;  // a host listener's pathname socket (in HOME) and what it received
+  std::string host_socket_why;                // why there is none (host_socket empty)
   HostFiles files;    // canaries and the workspace's hook: no probe may change them
   HostFiles targets;  // what one probe tries to change (checked by that probe only)
 };

@@ -495,6 +495,13 @@ struct Runner {
   ctx.as_root = ::geteuid() == 0;
   ctx.layer = layer;
   for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = tool_present(t);
+  // A host service on a pathname Unix socket the sandbox can see (in HOME, like an agent's socket).
+  ctx.host_socket_log = s.dir + "/logs/unix-listener.log";
+  if (start_unix_listener(s.home + "/.exg-agent.sock", ctx.host_socket_log, ctx.host_socket_why) > 0) {
+    // The control: the listener answers a client on the host (so a refusal inside is the sandbox's).
+    if (host_unix_connect(s.home + "/.exg-agent.sock", ctx.host_socket_log)) ctx.host_socket = s.home + "/.exg-agent.sock";
+    else ctx.host_socket_why = "the listener on " + s.home + "/.exg-agent.sock did not log a host client";
+  }
   for (auto& f : s.canary_files) ctx.files.remember(f);
   ctx.targets.remember(s.home + "/escape-test");
   ctx.targets.remember(s.ws + "/.git/hooks/pre-commit");

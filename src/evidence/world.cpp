@@ -10,10 +10,13 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -240,6 +243,64 @@ int run_ip(const std::vector<std::string>& args, std::string& err) {
 }
 
 std::vector<std::string> TestWorld::allowed_names() { return {"allowed.test", "meta.test", "rebind.test", "private.test"}; }
+
+pid_t start_unix_listener(const std::string& path, const std::string& log, std::string& why) {
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    why = "socket path too long: " + path;
+    return -1;
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size());
+  ::unlink(path.c_str());
+  if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::chmod(path.c_str(), 0777) != 0 ||
+      ::listen(s, 16) != 0) {
+    why = "listen on " + path + ": " + errno_text(errno);
+    if (s >= 0) ::close(s);
+    return -1;
+  }
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (;;) {
+      int c = ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        ::_exit(0);
+      }
+      timeval tv{3, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+      char buf[4096];
+      ssize_t n, total = 0;
+      while ((n = ::read(c, buf, sizeof buf)) > 0) total += n;
+      append_log(log_fd, "unix " + path + ": " + std::to_string(total) + " bytes received\n");
+      ::close(c);
+    }
+  }
+  ::close(s);
+  if (log_fd >= 0) ::close(log_fd);
+  if (pid < 0) why = "fork: " + errno_text(errno);
+  return pid;
+}
+
+bool host_unix_connect(const std::string& path, const std::string& log) {
+  int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), std::min(path.size(), sizeof a.sun_path - 1));
+  bool sent = s >= 0 && ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::write(s, "host", 4) == 4;
+  if (s >= 0) ::close(s);
+  if (!sent) return false;
+  // The listener writes its line once it has read to the end: wait for it (bounded).
+  for (int i = 0; i < 500; ++i) {
+    struct stat st;
+    if (::stat(log.c_str(), &st) == 0 && st.st_size > 0) return ::truncate(log.c_str(), 0) == 0;
+    ::usleep(10000);
+  }
+  return false;
+}
 
 TestWorld::~TestWorld() {
   if (server_pid_ > 0) {

@@ -47,6 +47,16 @@ class TestWorld {
   std::string log_;
 };
 
+// A host listener on the pathname Unix socket `path` (mode 0777: only the
+// sandbox may stop a connect), in a forked child that dies with the caller.
+// Every connection it accepts is one line in `log`: "unix PATH: N bytes
+// received". Returns the child's pid, or -1 with why set.
+pid_t start_unix_listener(const std::string& path, const std::string& log, std::string& why);
+
+// The control for that listener: connects from here, sends a few bytes, waits
+// for the log line, then empties the log. True when the line came.
+bool host_unix_connect(const std::string& path, const std::string& log);
+
 // Runs `ip ARGS...` (iproute2); with ambient CAP_NET_ADMIN when not root, so the
 // capabilities held in a user namespace survive the exec. 0 on success; err
 // gets ip's stderr otherwise.

@@ -90,7 +90,8 @@ std::string Plan::to_text() const {
   for (const auto& w : weakened) o << "WEAKENED: " << w << "\n";
   if (!seccomp) o << "seccomp: OFF (--unsafe-no-seccomp)\n";
   else o << "seccomp: native x86_64 only; ptrace, bpf, mount API, namespaces, io_uring, keyctl, TIOCSTI/TIOCLINUX, "
-       "kernel modules, raw/packet/vsock sockets and more refused (each refusal logged)\n";
+       "kernel modules, raw/packet/vsock sockets, set-id modes (chmod, open, mknod) and more refused (each refusal "
+       "logged)\n";
   if (!secrets.empty()) {
     // Names, placeholders and hosts only: the values never leave the supervisor.
     o << "secrets (values stay outside; the proxy puts them into requests to their hosts only):\n";
