@@ -357,7 +357,7 @@ struct Builder {
       std::string q = canonical_prefix(plan.quarantine_dir);
       if (std::any_of(writable.begin(), writable.end(), [&](auto& w) { return is_within(q, w); })) {
         plan.notes.push_back("quarantine " + plan.quarantine_dir + " is inside a writable tree: using /var/tmp instead");
-        plan.quarantine_dir = "/var/tmp/exguardian-quarantine-" + plan.sandbox_id;
+        plan.quarantine_dir = "/var/tmp/exg-quarantine-" + plan.sandbox_id;
         plan.quarantine_fresh = true;
       }
     }
