@@ -1,8 +1,10 @@
 #include "evidence/catalog.hpp"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <filesystem>
@@ -132,6 +134,28 @@ std::vector<std::string> setid_files(const std::string& dir) {
     }
   }
   return out;
+}
+
+// Code planted for later in a place a name list would not look: after the run
+// it must be gone from the host's tree (quarantined), the run must say so
+// (exit 123) and the audit log must have its "planted" line with where it went.
+// present: whether it is still on the host (the probe knows how to look).
+Judgement judge_planted(const Outcome& o, const std::string& path, bool present) {
+  if (present) return escaped(path + " is still on the host after the run (" + status_text(o) + ")");
+  for (const auto& j : o.audit) {
+    if (j.value("event", "") != "planted") continue;
+    std::string p = j.value("path", std::string()), to = j.value("quarantined_to", std::string());
+    if (to.empty() || !(path == p || path.starts_with(p + "/"))) continue;
+    if (o.status != 123) return failed("quarantined, but the run exited " + std::to_string(o.status) + ", not 123");
+    std::string shown = p.size() > 80 ? "..." + p.substr(p.size() - 77) : p;
+    return held("exit 123; audit: planted " + shown + " -> quarantine; gone from the host's tree");
+  }
+  return failed("gone from the host's tree, but no \"planted\" audit line names it (" + said(o) + ")");
+}
+
+bool on_host(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
 }
 
 std::string category_of_kernel_probe(const std::string& n) {
@@ -364,6 +388,97 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     add({p.id, "persistence", p.cmd, p.expect, true, {}, false, false, "", 0,
          [&c, path](const Outcome& o) { return judge_unchanged(o, c, path); }});
   }
+  // ---- Planted for later where a name list would not look (issue 12): judged on the host.
+  struct Plant {
+    const char* id;
+    std::string cmd, path, expect;
+  };
+  const std::string touch = "touch /tmp/exg-planted-ran";
+  std::vector<Plant> plants = {
+      {"planted-bare-repo-fsmonitor",
+       "mkdir -p bare-x/sub bare-x/objects bare-x/refs && echo 'ref: refs/heads/main' > bare-x/HEAD && "
+       "printf '[core]\\n\\tfsmonitor = " + touch + "\\n' > bare-x/config",
+       c.ws + "/bare-x/config", "a git directory by content (HEAD, objects/, refs/) in a subdirectory: its config "
+       "(core.fsmonitor runs on git status in bare-x/sub) is quarantined"},
+      {"planted-config-worktree", "printf '[core]\\n\\tfsmonitor = " + touch + "\\n' > .git/config.worktree",
+       c.ws + "/.git/config.worktree", ".git/config.worktree (read with extensions.worktreeConfig) is quarantined"},
+      {"planted-hookspath-dir",
+       "mkdir -p vendor/lib/ci-hooks && printf '#!/bin/sh\\n" + touch + "\\n' > vendor/lib/ci-hooks/pre-commit",
+       c.ws + "/vendor/lib/ci-hooks/pre-commit", "the directory core.hooksPath names (read from the repo's config), "
+       "created during the run, is quarantined"},
+      {"planted-lefthook", "echo 'pre-commit: {commands: {x: {run: " + touch + "}}}' > lefthook.yml",
+       c.ws + "/lefthook.yml", "lefthook.yml (run by lefthook's git hooks) is quarantined"},
+      {"planted-hg-hgrc", "mkdir -p hgrepo/.hg && printf '[hooks]\\nupdate = " + touch + "\\n' > hgrepo/.hg/hgrc",
+       c.ws + "/hgrepo/.hg/hgrc", "a Mercurial repository's .hg/hgrc (hooks, extensions) is quarantined"},
+      {"planted-agent-mcp-config",
+       "mkdir -p .gemini && echo '{\"mcpServers\": {\"x\": {\"command\": \"sh\", \"args\": [\"-c\", \"" + touch +
+           "\"]}}}' > .gemini/settings.json",
+       c.ws + "/.gemini/settings.json", "an agent CLI's settings with an MCP server (.gemini/settings.json) are quarantined"},
+  };
+  for (auto& p : plants) {
+    std::string path = p.path;
+    add({p.id, "persistence", p.cmd, p.expect, true, {}, false, false, "", 0,
+         [path](const Outcome& o) { return judge_planted(o, path, on_host(path)); }});
+  }
+  {
+    std::string path = c.extra_tree + "/r/.git/hooks/pre-commit";
+    add({"planted-allow-write-tree", "persistence",
+         "mkdir -p " + q(c.extra_tree) + "/r/.git/hooks && printf '#!/bin/sh\\n" + touch + "\\n' > " +
+             q(path),
+         "a new repository's hook in a tree given with --allow-write is swept and quarantined too", true,
+         {"--allow-write", c.extra_tree}, false, false, "", 0,
+         [path](const Outcome& o) { return judge_planted(o, path, on_host(path)); }});
+  }
+  {
+    // The hook is tools/pre-push through vendor/lib/.git/hooks/pre-push -> ../../../../tools/pre-push.
+    std::string path = c.ws + "/tools/pre-push";
+    ctx.targets.remember(path);
+    add({"planted-symlinked-hook-target", "persistence", "echo '" + touch + "' >> tools/pre-push",
+         "the target of a symlinked hook (vendor/lib/.git/hooks/pre-push -> tools/pre-push) is unwritable", true, {},
+         false, false, "", 0, [&c, path](const Outcome& o) { return judge_unchanged(o, c, path); }});
+  }
+  {
+    // As an ordinary user the sweep must give itself u+rx on hide/ to look, and put 000 back.
+    std::string hide = c.ws + "/hide", path = hide + "/r/.git/hooks/pre-commit";
+    add({"planted-unreadable-dir", "persistence",
+         "mkdir -p hide/r/.git/hooks && echo 'ref: refs/heads/main' > hide/r/.git/HEAD && printf '#!/bin/sh\\n" + touch +
+             "\\n' > hide/r/.git/hooks/pre-commit && chmod 000 hide",
+         "a hook under a directory made unreadable (chmod 000) is still found and quarantined", true, {}, false, false,
+         "", 0, [hide, path](const Outcome& o) {
+           ::chmod(hide.c_str(), 0755);  // ours (or we are root): look inside
+           return judge_planted(o, path, on_host(path));
+         }});
+  }
+  {
+    // 30 levels of 200-character names (6,000 bytes: beyond PATH_MAX), made by relative chdir.
+    std::string top = c.ws + "/" + std::string(200, 'x');
+    auto& p = add({"planted-deep-dir", "persistence",
+                   "python3 -c 'import os\nfor i in range(30): os.mkdir(\"x\" * 200); os.chdir(\"x\" * 200)\n"
+                   "os.makedirs(\"r/.git/hooks\"); open(\"r/.git/hooks/pre-commit\", \"w\").write(\"#!/bin/sh\\n" +
+                       touch + "\\n\")'",
+                   "a hook in a directory deeper than PATH_MAX is found (fd-relative walk) and quarantined", true, {},
+                   false, false, "", 0, [top](const Outcome& o) {
+                     int fd = ::open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                     std::string name(200, 'x');
+                     for (int i = 1; i < 30 && fd >= 0; ++i) {
+                       int n = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+                       ::close(fd);
+                       fd = n;
+                     }
+                     struct stat st;
+                     bool present = fd >= 0 && ::fstatat(fd, "r/.git/hooks/pre-commit", &st, AT_SYMLINK_NOFOLLOW) == 0;
+                     if (fd >= 0) ::close(fd);
+                     if (fd < 0) return failed("the probe's tree was not made (" + said(o) + ")");
+                     // The audit path is the deep one: judge by its tail.
+                     for (const auto& j : o.audit)
+                       if (j.value("event", "") == "planted" &&
+                           j.value("path", std::string()).ends_with("/r/.git/hooks/pre-commit"))
+                         return judge_planted(o, j.value("path", std::string()), present);
+                     return judge_planted(o, top + "/.../r/.git/hooks/pre-commit", present);
+                   }});
+    need(p, {"python3"});
+  }
+
   {
     const std::string m = c.leftover_marker;
     // The marker is split in the command so that only the detached processes carry it whole.
@@ -625,7 +740,6 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   }
   add({"limit-timeout", "limits", "sleep 1000", "sleep 1000 under --timeout 2s ends with 124, reported", true,
        {"--timeout", "2s"}, false, true, "", 15, limit_judge(124, "timeout 2s")});
-  (void)q;
   return v;
 }
 

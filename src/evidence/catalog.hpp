@@ -51,6 +51,7 @@ struct Context {
   std::string leftover_marker;  // in argv of processes a probe tries to leave behind
   int leaked_fd = -1;           // an fd open to a canary file when the sandboxes start
   std::string exe;              // this exguardian binary (host path)
+  std::string extra_tree;       // a directory outside the workspace, given with --allow-write to some probes
   bool world_up = false;
   std::string world_why;
   bool as_root = false;

@@ -311,6 +311,13 @@ void make_workspace(Setup& s, bool have_git) {
   write_file(ws + "/config/prod.yaml", "env: prod\n");
   fs::create_directories(ws + "/vault");
   write_file(ws + "/vault/key.txt", vault_marker(s.canary) + "\n");
+  // For the planted-* probes: the nested repo names a hooks directory that does
+  // not exist yet, and one of its hooks is a link to a file in the workspace.
+  std::ofstream(ws + "/vendor/lib/.git/config", std::ios::app) << "[core]\n\thooksPath = ci-hooks\n";
+  fs::create_directories(ws + "/tools");
+  write_file(ws + "/tools/pre-push", "#!/bin/sh\nexit 0\n", 0755);
+  fs::create_symlink("../../../../tools/pre-push", ws + "/vendor/lib/.git/hooks/pre-push");
+  fs::create_directories(s.dir + "/extra");  // an --allow-write tree outside the workspace
 }
 
 // Every process whose argv holds `marker`, as "pid: cmdline".
@@ -488,6 +495,7 @@ struct Runner {
   ctx.host_marker = s.host_marker;
   ctx.host_marker_pid = marker_pid;
   ctx.leftover_marker = s.leftover_marker;
+  ctx.extra_tree = s.dir + "/extra";
   ctx.leaked_fd = leaked_fd;
   ctx.exe = self_exe();
   ctx.world_up = up;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -357,7 +358,7 @@ struct Builder {
       std::string q = canonical_prefix(plan.quarantine_dir);
       if (std::any_of(writable.begin(), writable.end(), [&](auto& w) { return is_within(q, w); })) {
         plan.notes.push_back("quarantine " + plan.quarantine_dir + " is inside a writable tree: using /var/tmp instead");
-        plan.quarantine_dir = "/var/tmp/exguardian-quarantine-" + plan.sandbox_id;
+        plan.quarantine_dir = "/var/tmp/exg-quarantine-" + plan.sandbox_id;
         plan.quarantine_fresh = true;
       }
     }
@@ -381,10 +382,16 @@ struct Builder {
       auto found = find_protected_all(tree, popt);
       for (const auto& p : found.pointers)
         if (in_writable(p)) plan.protect_pointers.push_back(p);
+      size_t too_long = 0;
       for (const auto& p : found.paths) {
         // A symlink's target outside every writable tree is read-only already
         // (and binding it could uncover a masked path).
         if (!in_writable(p.path)) continue;
+        // A path no mount call can take: the sweep (fd-relative) judges it at exit.
+        if (p.path.size() >= PATH_MAX - 1) {
+          ++too_long;
+          continue;
+        }
         if (!(p.pin ? pinned : seen).insert(p.path).second) continue;
         Step s;
         s.kind = p.pin ? StepKind::Pin : StepKind::ProtectRo;
@@ -393,6 +400,9 @@ struct Builder {
         s.why = p.why;
         ro.push_back(s);
       }
+      if (too_long)
+        plan.notes.push_back(std::to_string(too_long) + " protected path(s) in " + tree +
+                             " are longer than PATH_MAX: not bound read-only, checked by the sweep at exit");
     }
     for (const auto& e : fs.deny_write) {
       for (const auto& h : resolve_entry(e, home)) {

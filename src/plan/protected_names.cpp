@@ -143,9 +143,7 @@ const std::vector<ProtectedName> kGitDirEntries = {
     {"info/attributes", "git attributes: choose filters and diff drivers that run commands"},
 };
 
-namespace {
-
-std::string join(const std::string& rel, std::string_view name) {
+std::string join_rel(const std::string& rel, std::string_view name) {
   if (rel.empty()) return std::string(name);
   std::string s;
   s.reserve(rel.size() + 1 + name.size());
@@ -154,6 +152,8 @@ std::string join(const std::string& rel, std::string_view name) {
   s += name;
   return s;
 }
+
+namespace {
 
 std::string spelled(const std::vector<std::string>& comps) {
   std::string s;
@@ -267,14 +267,14 @@ ProtectMatch ProtectedPaths::classify(const Scope& p, std::string_view name, boo
   if (auto it = first_.find(std::string(name)); it != first_.end())
     for (unsigned idx : it->second)
       if (patterns_[idx].size() == 1) return {ProtectMatch::Protected, std::string(name) + ": " + whos_[idx], false};
-  if (!anchored_.empty() && anchored_.count(join(p.rel, name)))
+  if (!anchored_.empty() && anchored_.count(join_rel(p.rel, name)))
     return {ProtectMatch::Protected, "named by a git config or a symlinked hook: runs later, outside the sandbox", false};
   return {};
 }
 
 ProtectedPaths::Scope ProtectedPaths::enter(const Scope& p, std::string_view name, bool is_git_dir) const {
   Scope s;
-  s.rel = join(p.rel, name);
+  s.rel = join_rel(p.rel, name);
   auto m = classify(p, name, true, false);
   if (m.kind == ProtectMatch::Protected) {
     s.inside = true;
@@ -301,7 +301,7 @@ ProtectMatch ProtectedPaths::classify_path(std::string_view rel, bool is_dir, bo
   if (comps.empty()) return {};
   Scope s = root(git_dirs.count("") > 0);
   for (size_t i = 0; i + 1 < comps.size(); ++i) {
-    std::string next = join(s.rel, comps[i]);
+    std::string next = join_rel(s.rel, comps[i]);
     s = enter(s, comps[i], git_dirs.count(next) > 0);
   }
   return classify(s, comps.back(), is_dir, is_reg);

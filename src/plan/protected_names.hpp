@@ -113,5 +113,7 @@ class ProtectedPaths {
 };
 
 std::vector<std::string_view> split_components(std::string_view rel);
+// rel + "/" + name ("" + name is name).
+std::string join_rel(const std::string& rel, std::string_view name);
 
 }  // namespace exg::plan

@@ -278,6 +278,7 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
     }
     (void)remove_layer_dirs(g.layer->dir);
   }
+  if (plan.quarantine_fresh) ::rmdir(plan.quarantine_dir.c_str());  // made at start; kept only when it holds something
   return f;
 }
 

@@ -28,15 +28,7 @@ int64_t ns(const struct timespec& t) { return int64_t(t.tv_sec) * 1000000000 + t
 
 DirStamp stamp_of(const struct stat& st) { return {st.st_dev, st.st_ino, ns(st.st_mtim), ns(st.st_ctim)}; }
 
-std::string join(const std::string& rel, std::string_view name) {
-  if (rel.empty()) return std::string(name);
-  std::string s;
-  s.reserve(rel.size() + 1 + name.size());
-  s += rel;
-  s += '/';
-  s += name;
-  return s;
-}
+using plan::join_rel;
 
 std::pair<std::string, std::string> split_last(const std::string& rel) {
   auto slash = rel.rfind('/');
@@ -320,11 +312,11 @@ struct SnapshotWalker {
       if (!sub) {  // a leaf the sweep judges by its stamp alone
         if (!have && ::fstatat(fd, e.name.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) continue;
         uint32_t c = static_cast<uint32_t>(s.nodes.size());
-        s.nodes.push_back({join(rel, e.name), stamp_of(cst), false, depth + 1 <= max_depth, depth + 1 > max_depth, {}, {}});
+        s.nodes.push_back({join_rel(rel, e.name), stamp_of(cst), false, depth + 1 <= max_depth, depth + 1 > max_depth, {}, {}});
         s.nodes[idx].subdirs.emplace_back(e.name, c);
         continue;
       }
-      uint32_t c = walk(sub.get(), join(rel, e.name), e.name, &scope, depth + 1);
+      uint32_t c = walk(sub.get(), join_rel(rel, e.name), e.name, &scope, depth + 1);
       if (c != UINT32_MAX) s.nodes[idx].subdirs.emplace_back(e.name, c);
     }
     return idx;
@@ -439,9 +431,9 @@ struct Sweeper {
         auto m = pp.classify(scope, pname, false, S_ISREG(cst.st_mode));
         if (m.kind != ProtectMatch::Protected) continue;
         if (m.git_config && benign_config_at(dir.get(), pname)) continue;
-        plant(dir, pname, join(rel, pname), "changed during the run: " + m.why);
+        plant(dir, pname, join_rel(rel, pname), "changed during the run: " + m.why);
       }
-      for (const auto& [cname, cidx] : n->subdirs) descend(dir, scope, cname, join(rel, cname), cidx, false, depth);
+      for (const auto& [cname, cidx] : n->subdirs) descend(dir, scope, cname, join_rel(rel, cname), cidx, false, depth);
       return;
     }
     std::vector<Listed> es;
@@ -450,7 +442,7 @@ struct Sweeper {
     Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir());
     bool quiet = pp.quiet(scope);
     for (const auto& e : es) {
-      std::string crel = join(rel, e.name);
+      std::string crel = join_rel(rel, e.name);
       struct stat cst;
       if (quiet && !pp.first_name(e.name) && e.type != DT_DIR && e.type != DT_UNKNOWN) continue;
       if (!judge(dir, scope, e, crel, cst)) continue;

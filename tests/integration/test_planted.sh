@@ -141,6 +141,9 @@ open(\"r/.git/hooks/pre-commit\", \"w\").write(\"#!/bin/sh\\ntouch $pwned\\n\")
 check "deep dir (> PATH_MAX): exit 123 (got $STATUS)" test "$STATUS" = 123
 check "deep dir: reported" grep -q "planted: .*r/.git/hooks/pre-commit" <<<"$ERR"
 check "deep dir: hook gone" bash -c "! find '$WS/xxxxx'* -name pre-commit 2>/dev/null | grep -q ."
+run sbx -- true
+check "deep dir left in place: the next run starts and ends cleanly (got $STATUS)" test "$STATUS" = 0
+[ "$STATUS" = 0 ] || show_last
 rm -rf "$WS"/x*
 attack 'python3 -c "
 import os
