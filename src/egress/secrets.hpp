@@ -4,6 +4,7 @@
 // trust store and swaps placeholders for the real values in request headers.
 // A placeholder on its way anywhere else is refused and logged as exfiltration.
 #pragma once
+#include <bitset>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -140,9 +141,12 @@ class ValueMasker {
     const char* form = nullptr;
   };
   bool match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span) const;
+  size_t next_candidate(std::string_view s, size_t from, size_t to) const;
   std::vector<Pair> pairs_;
   std::vector<Target> targets_;
-  bool first_[256] = {};  // bytes a match can start with
+  bool first_[256] = {};      // bytes a match can start with
+  bool esc_start_[256] = {};  // ... whatever follows them (escapes)
+  std::bitset<65536> pair_;   // first byte << 8 | second byte of a possible match
   size_t keep_ = 0;
   std::string carry_;
   std::vector<std::pair<std::string, std::string>> hits_;

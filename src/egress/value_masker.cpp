@@ -132,7 +132,6 @@ struct ValueMasker::Target {
   std::string want;          // Text: the value; Base64: the characters that only its bits decide; Hex: lower hex
   bool lead = false, trail = false;  // Base64: a character shared with the bytes before / after
   size_t pair = 0;           // index into pairs_
-  bool first[256] = {};      // bytes a match of this target can start with
 };
 
 ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets) {
@@ -156,17 +155,30 @@ ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secr
     }
     keep_ = std::max(keep_, s.value.size() * kMaxTextPerByte * 4 / 3 + 16);
   }
-  for (Target& t : targets_) {
-    auto mark = [&](char c) { first_[(unsigned char)c] = t.first[(unsigned char)c] = true; };
-    char c0 = t.want[0];
-    mark(c0);
-    if (t.kind == Target::Hex) {
-      mark((char)std::toupper((unsigned char)c0));
-      continue;
+  // Where a match can start: an escape, or a first byte followed by a possible second one.
+  for (const Target& t : targets_) {
+    auto variants = [&](char c) {
+      std::string v(1, c);
+      if (t.kind == Target::Hex) v += (char)std::toupper((unsigned char)c);
+      if (t.kind == Target::Base64) v += c == '+' ? '-' : c == '/' ? '_' : c;
+      return v;
+    };
+    if (t.kind != Target::Hex) {
+      for (char c : std::string_view("%\\&")) first_[(unsigned char)c] = esc_start_[(unsigned char)c] = true;
+      if (t.want[0] == ' ') first_['+'] = esc_start_['+'] = true;
     }
-    for (char c : std::string_view("%\\&")) mark(c);
-    if (c0 == ' ') mark('+');
-    if (t.kind == Target::Base64) mark(c0 == '+' ? '-' : c0 == '/' ? '_' : c0);
+    std::string seconds;
+    if (t.want.size() > 1) {
+      seconds = variants(t.want[1]);
+      if (t.kind != Target::Hex) seconds += "%\\&";
+      if (t.want[1] == ' ') seconds += '+';
+      if (t.kind == Target::Base64) seconds += "\r\n";
+    }
+    for (unsigned char f : variants(t.want[0])) {
+      first_[f] = true;
+      if (seconds.empty()) esc_start_[f] = true;  // one-byte value: any byte may follow
+      for (unsigned char c2 : seconds) pair_.set(f << 8 | c2);
+    }
   }
 }
 
@@ -187,7 +199,7 @@ bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t fl
   const bool b64 = t.kind == Target::Base64;
   while (w < t.want.size()) {
     if (q >= s.size()) return false;
-    if (b64 && w > 0) {  // line-wrapped base64 (MIME, PEM), also inside a JSON string
+    if (b64 && w > 0 && (s[q] == '\r' || s[q] == '\n' || s[q] == '\\')) {  // line-wrapped base64 (MIME, PEM), also in JSON
       for (std::string_view br : {"\r\n", "\n", "\\r\\n", "\\n"})
         if (s.substr(q, br.size()) == br) {
           q += br.size();
@@ -222,6 +234,19 @@ bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t fl
   return true;
 }
 
+// The first position in [from, to) where a match can start, else `to` (one
+// table look-up a byte, a second for the byte after; most bytes start nothing).
+size_t ValueMasker::next_candidate(std::string_view s, size_t from, size_t to) const {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (; from < to; ++from) {
+    unsigned char c = p[from];
+    if (!first_[c]) continue;
+    if (esc_start_[c] || from + 1 >= n || pair_.test((size_t)c << 8 | p[from + 1])) return from;
+  }
+  return to;
+}
+
 void ValueMasker::feed(std::string_view in, std::string& out) {
   if (pairs_.empty()) return (void)out.append(in);
   std::string buf = std::move(carry_);
@@ -231,14 +256,28 @@ void ValueMasker::feed(std::string_view in, std::string& out) {
   // (keep_ bounds a match's length); a base64 span may start one character before
   // its core, so cores are looked for up to `limit` itself.
   size_t limit = s.size() > keep_ ? s.size() - keep_ : 0, i = 0, j = 0;
+  const size_t scan_to = std::min(limit + 1, s.size());
   for (;;) {
-    while (j < s.size() && j <= limit && !first_[(unsigned char)s[j]]) ++j;
-    if (j >= s.size() || j > limit) break;
+    j = next_candidate(s, j, scan_to);
+    if (j > limit || j >= s.size()) break;
     Span best{}, sp{};
     const Target* hit = nullptr;
-    for (const Target& t : targets_)
-      if (t.first[(unsigned char)s[j]] && match(t, s, j, i, sp) && (!hit || sp.start < best.start || (sp.start == best.start && sp.end > best.end)))
+    // What the byte here stands for, as is or decoded once: a target whose first
+    // character is neither is not tried.
+    const char lit = s[j];
+    char dec = lit;
+    if (lit == '%' || lit == '\\' || lit == '&' || lit == '+') {
+      Unit u = decode_unit(s, j);
+      if (u.len) dec = u.bytes[0];
+    }
+    for (const Target& t : targets_) {
+      char w0 = t.want[0];
+      bool may = t.kind == Target::Hex   ? lower_ascii(lit) == w0
+                 : t.kind == Target::Text ? lit == w0 || dec == w0
+                                          : b64_fold(lit) == w0 || b64_fold(dec) == w0;
+      if (may && match(t, s, j, i, sp) && (!hit || sp.start < best.start || (sp.start == best.start && sp.end > best.end)))
         best = sp, hit = &t;
+    }
     if (!hit || best.start >= limit) {
       ++j;
       continue;
