@@ -594,6 +594,10 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   report.workspace = s.ws;
   report.home = s.home;
   s.env = kPath;
+  // Quarantined files (the planted-* probes) go to the suite's own directory,
+  // removed with it, not to /var/tmp (where --allow-write HOME would send them).
+  ::mkdir((s.dir + "/state").c_str(), 0700);
+  s.env.push_back("XDG_STATE_HOME=" + s.dir + "/state");
   for (auto v : {"HOME=" + s.home, std::string("LANG=C.UTF-8"), std::string("TERM=dumb"),
                  "GITHUB_TOKEN=" + s.canary, "AWS_SECRET_ACCESS_KEY=" + s.canary, "OPENAI_API_KEY=" + s.canary,
                  "ANTHROPIC_API_KEY=" + s.canary, "EXG_ESCAPE_PLAIN=" + s.canary})
