@@ -3,10 +3,10 @@
 // `run` and `session`.
 #pragma once
 #include <CLI/CLI.hpp>
-#include <optional>
+#include <memory>
 #include <string>
 
-#include "oci/layer.hpp"
+#include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
 #include "util/error.hpp"
@@ -17,12 +17,9 @@ struct LayerFlags {
   std::string layer, runtime, rootfs;
 
   void add_to(CLI::App* sub);
-  // Nothing for the process layer; an error names the flag that is wrong.
-  Result<std::optional<oci::LayerOptions>> choose(const policy::Policy& pol) const;
+  // The layer to run on (layer::make_layer); an error names the flag that is wrong.
+  Result<std::unique_ptr<layer::Layer>> choose(const policy::Policy& pol) const;
 };
-
-// The Plan's text with the layer's own lines in place of "layer: process".
-std::string plan_text(const plan::Plan& plan, const std::optional<oci::LayerOptions>& oci);
 
 // Every line of `text` on stderr, prefixed "exguardian: " (-v).
 void narrate(const std::string& text);

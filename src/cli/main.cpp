@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
+#include "layer/layer.hpp"
 #include "cli/oci_cmds.hpp"
 #include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
@@ -56,8 +57,11 @@ int main(int argc, char** argv) {
   probe->add_flag("--list", probe_list, "List the probes");
   exg::cli::EscapeTestOptions esc;
   auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
+  std::vector<std::string> escape_layers;
+  for (auto k : exg::layer::buildable_kinds()) escape_layers.emplace_back(exg::layer::name(k));
+  escape_layers.emplace_back("all");
   escape->add_option("--layer", esc.layer, "process | container | gvisor | all (every layer present here)")
-      ->check(CLI::IsMember({"process", "container", "gvisor", "all"}));
+      ->check(CLI::IsMember(escape_layers));
   escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
   escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");
   escape->add_option("--html", esc.html_file, "Write a self-contained HTML report to FILE");

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <optional>
 
-#include "oci/layer.hpp"
+#include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "sandbox/supervisor.hpp"
 
@@ -25,10 +25,10 @@ int RunOptions::execute() {
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
   const policy::Policy& pol = built->policy;
-  auto oci_opt = choose(pol);
-  if (!oci_opt) return usage_error(oci_opt.error().str());
+  auto chosen = choose(pol);
+  if (!chosen) return usage_error(chosen.error().str());
   auto plan = &built->plan;
-  std::string text = plan_text(*plan, *oci_opt);
+  std::string text = layer::plan_text(*plan, **chosen);
   if (dry_run) {
     std::fputs(text.c_str(), stdout);
     return 0;
@@ -37,8 +37,7 @@ int RunOptions::execute() {
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
-  if (*oci_opt) so.oci = &**oci_opt;
-  auto status = sandbox::supervise(*plan, so);
+  auto status = sandbox::supervise(**chosen, *plan, so);
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -130,11 +130,10 @@ int SessionOptions::execute() {
   command = {"exguardian-agent"};
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
-  auto oci_opt = choose(built->policy);
-  if (!oci_opt) return usage_error(oci_opt.error().str());
-  if (*oci_opt && (*oci_opt)->layer == oci::Layer::Gvisor)
-    return usage_error("session: the agent on the gVisor layer: not yet (runsc run cannot pass it its channel)");
-  std::string text = plan_text(built->plan, *oci_opt);
+  auto chosen = choose(built->policy);
+  if (!chosen) return usage_error(chosen.error().str());
+  if (auto a = (*chosen)->supports_agent(); !a) return usage_error(a.error().str());
+  std::string text = layer::plan_text(built->plan, **chosen);
   if (dry_run) {
     std::fputs(text.c_str(), stdout);
     return 0;
@@ -145,8 +144,7 @@ int SessionOptions::execute() {
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : built->policy.audit_log.value_or("");
   so.agent = &relay;
-  if (*oci_opt) so.oci = &**oci_opt;
-  auto status = sandbox::supervise(built->plan, so);
+  auto status = sandbox::supervise(**chosen, built->plan, so);
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -23,6 +23,7 @@
 #include <sstream>
 
 #include "evidence/catalog.hpp"
+#include "layer/kind.hpp"
 #include "evidence/world.hpp"
 #include "sandbox/advice.hpp"
 #include "sandbox/host_caps.hpp"
@@ -125,12 +126,13 @@ std::vector<LayerPresence> layers_present() {
     return false;
   };
   std::vector<LayerPresence> r;
-  r.push_back({"process", true, ""});
+  auto named = [](layer::Kind k) { return std::string(layer::name(k)); };
+  r.push_back({named(layer::Kind::Process), true, ""});
   bool oci = in_path("crun") || in_path("runc");
-  r.push_back({"container", oci, oci ? "" : "neither crun nor runc is installed"});
+  r.push_back({named(layer::Kind::Container), oci, oci ? "" : "neither crun nor runc is installed"});
   bool gv = in_path("runsc");
-  r.push_back({"gvisor", gv, gv ? "" : "runsc is not installed"});
-  r.push_back({"microvm", false, "no microVM layer in this build"});
+  r.push_back({named(layer::Kind::Gvisor), gv, gv ? "" : "runsc is not installed"});
+  r.push_back({named(layer::Kind::Microvm), false, "no microVM layer in this build"});
   return r;
 }
 
@@ -143,7 +145,7 @@ nlohmann::json to_json(const ProbeResult& r) {
 
 ProbeResult probe_result_from_json(const nlohmann::json& j) {
   ProbeResult r;
-  r.layer = j.value("layer", "process");
+  r.layer = j.value("layer", std::string(layer::name(layer::Kind::Process)));
   r.id = j.value("id", "");
   r.category = j.value("category", "");
   r.command = j.value("command", "");
@@ -401,7 +403,7 @@ struct Runner {
     std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + p.id + ".audit.jsonl";
     std::string outp = s.dir + "/logs/" + std::to_string(n) + "-" + p.id + ".out";
     std::vector<std::string> argv = {exe, "run"};
-    if (layer != "process") { argv.push_back("--layer"); argv.push_back(layer); }
+    if (layer != layer::name(layer::Kind::Process)) { argv.push_back("--layer"); argv.push_back(layer); }
     if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
     for (auto& a : opts.run_args) argv.push_back(a);
     for (auto& d : world_names) { argv.push_back("--allow-domain"); argv.push_back(d); }
@@ -732,9 +734,9 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   report.layer = opts.layer;
   report.policy_file = opts.policy_file.empty() ? "(default policy)" : opts.policy_file;
   report.run_args = opts.run_args;
-  if (opts.layer != "process" && opts.layer != "container" && opts.layer != "gvisor" && opts.layer != "all") {
-    std::fprintf(stderr, "exguardian: escape-test: --layer %s: must be process, container, gvisor or all\n",
-                 opts.layer.c_str());
+  if (opts.layer != "all" && (!layer::parse_kind(opts.layer) || *layer::parse_kind(opts.layer) == layer::Kind::Microvm)) {
+    std::fprintf(stderr, "exguardian: escape-test: --layer %s: must be %s or all\n", opts.layer.c_str(),
+                 layer::names_text({layer::Kind::Process, layer::Kind::Container, layer::Kind::Gvisor}, ", ").c_str());
     return 125;
   }
   if (!opts.policy_file.empty() && ::access(opts.policy_file.c_str(), R_OK) != 0) {

@@ -34,6 +34,7 @@
 #include "process/syscalls.hpp"
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
+#include "process/launch.hpp"
 #include "util/fd_passing.hpp"
 
 namespace exg::oci {
@@ -888,20 +889,44 @@ void after_run(const plan::Plan& plan, const LayerOptions& opt) {
   }
 }
 
+void read_host(LayerOptions& opt) {
+  std::ifstream mi("/proc/self/mountinfo");
+  std::stringstream ss;
+  ss << mi.rdbuf();
+  opt.cgroups = decide_cgroup_view(ss.str());
+  opt.pid1_installed = pid1::installed_copy(pid1::exe_dir());
+}
+
+layer::Enforcement OciLayer::enforces(const plan::Plan& plan) const {
+  const bool runsc = opt_.runtime.runtime == Runtime::Runsc;
+  layer::Enforcement e;
+  e.landlock = false;
+  e.landlock_text = "not used on the " + std::string(layer::name(opt_.kind)) +
+                    " layer (the runtime's mounts and user namespace are the walls)";
+  e.seccomp = plan.seccomp;
+  e.seccomp_by = plan.seccomp ? to_string(opt_.runtime.runtime) : "";
+  e.seccomp_notify = plan.seccomp && !runsc;  // runsc has no seccomp notify
+  e.seccomp_text = !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
+                   : runsc ? "ExGuardian's profile in config.json, applied by runsc (refusals return their errno inside "
+                             "gVisor; runsc has no seccomp notify, so they are not reported here)"
+                           : "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor";
+  return e;
+}
+
+Result<void> OciLayer::supports_agent() const {
+  if (opt_.runtime.runtime == Runtime::Runsc)
+    return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass it its channel)"));
+  return {};
+}
+
 std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt) {
   const RuntimeChoice& rt = opt.runtime;
   std::vector<std::string> out;
-  out.push_back(std::string("layer: ") + (opt.layer == Layer::Gvisor ? "gvisor" : "container") + " via " + rt.describe());
+  out.push_back("layer: " + std::string(layer::name(opt.kind)) + " via " + rt.describe());
   for (const auto& n : rt.notes) out.push_back("  runtime: " + n);
   out.push_back("  root: " + (opt.rootfs.empty() ? std::string("the host's, read-only") : opt.rootfs + ", read-only (never written to)"));
-  {
-    std::ifstream mi("/proc/self/mountinfo");
-    std::stringstream ss;
-    ss << mi.rdbuf();
-    auto cg = decide_cgroup_view(ss.str());
-    out.push_back("  cgroups: " + cg.why + "; the container stays in the sandbox's cgroup" +
-                  (rt.runtime == Runtime::Runsc ? " (runsc --ignore-cgroups)" : ""));
-  }
+  out.push_back("  cgroups: " + opt.cgroups.why + "; the container stays in the sandbox's cgroup" +
+                (rt.runtime == Runtime::Runsc ? " (runsc --ignore-cgroups)" : ""));
   const bool rootless = !plan.identity.invoked_as_root;
   HostIds ids = decide_host_ids(plan, rt);
   if (rt.runtime == Runtime::Runsc) out.push_back("  identity: " + ids.why);
@@ -915,14 +940,14 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
                                                                               "reported to the supervisor (listenerPath)"));
   if (rt.runtime == Runtime::Runsc)
     out.push_back("  network: runsc --network=host inside the sandbox's namespace (loopback and the proxy only)");
-  auto installed = pid1::installed_copy(pid1::exe_dir());
+  const auto& installed = opt.pid1_installed;
   out.push_back("  pid 1: " + std::string(pid1::name()) + " (static) at " + kPid1 + ", " +
                 (installed ? "bound from the installed " + *installed
                            : std::string("embedded in exguardian, written to the run's private tmpfs")));
   return out;
 }
 
-Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt) {
+Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& lo, const LayerOptions& opt) {
   const bool rootless = !plan.identity.invoked_as_root;
   const RuntimeChoice& rt = opt.runtime;
   // The runtime host has a user namespace when the caller is not root, and
@@ -949,12 +974,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   a.fresh_sysfs = host_userns && rt.runtime == Runtime::Crun;
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
   a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
-  {
-    std::ifstream mi("/proc/self/mountinfo");
-    std::stringstream ss;
-    ss << mi.rdbuf();
-    a.cgroups = decide_cgroup_view(ss.str());
-  }
+  a.cgroups = opt.cgroups;
 
   // Staged mounts: idmapped binds (root with a workspace owned by someone
   // else) and overlays; the spec binds them instead of the host source.
@@ -1058,7 +1078,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   // The pid-1 program where the install put it (the same bytes as the one
   // embedded), else the embedded one in a file of the run's own tmpfs.
   std::string pid1_source;
-  if (auto installed = pid1::installed_copy(pid1::exe_dir())) {
+  if (const auto& installed = opt.pid1_installed) {
     pid1_source = *installed;
   } else {
     pid1_source = kPid1Copy;
@@ -1176,7 +1196,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     agent_here.reset();
     host_main(a);
   }
-  process::Launched l;
+  layer::Sandbox l;
   l.pid = static_cast<pid_t>(pid);
   l.pidfd.reset(pidfd);
   l.cgroup = std::move(*cg);

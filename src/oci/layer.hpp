@@ -109,12 +109,10 @@
 
 #include "oci/spec.hpp"
 #include "plan/plan.hpp"
-#include "process/launch.hpp"
+#include "layer/layer.hpp"
 #include "util/error.hpp"
 
 namespace exg::oci {
-
-enum class Layer { Container, Gvisor };
 
 // Which runtime binary runs a layer, and how (gVisor: which platform).
 struct RuntimeChoice {
@@ -127,7 +125,7 @@ struct RuntimeChoice {
 
 // `--runtime PATH` (empty: crun, else runc; runsc for gVisor). An error says
 // what is missing.
-Result<RuntimeChoice> choose_runtime(Layer layer, const std::string& runtime_flag);
+Result<RuntimeChoice> choose_runtime(layer::Kind kind, const std::string& runtime_flag);
 
 // What the runtime host must do about the cgroup filesystems it sees.
 struct CgroupView {
@@ -161,22 +159,46 @@ std::string runsc_cache_key(const std::string& runsc);
 std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid, const std::string& name);
 
 struct LayerOptions {
-  Layer layer = Layer::Container;
+  layer::Kind kind = layer::Kind::Container;  // Container or Gvisor
   RuntimeChoice runtime;
   std::string rootfs;  // --rootfs DIR; empty: the host's root, read-only
+  // What the host offers, read once when the layer is made (read_host), so
+  // that describe_layer() is pure and launch() reads nothing twice.
+  CgroupView cgroups;
+  std::optional<std::string> pid1_installed;  // the installed pid-1 program, else the embedded one is written out
 };
+// Fills LayerOptions' host facts (mountinfo, the installed pid-1 program).
+void read_host(LayerOptions& opt);
 
-// What --dry-run and -v say about the layer (replacing the plan's "layer:
-// process" line): runtime, platform and why, root, cgroups, identity, seccomp.
+// What --dry-run and -v say about the layer (replacing the plan's layer line):
+// runtime, platform and why, root, cgroups, identity, seccomp (pure).
 std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt);
 
 // Launches the Plan in a container; the supervisor treats the result like the
 // process layer's (pidfd of the runtime host, pty, cgroup, proxy listeners).
-Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& lo, const LayerOptions& opt);
+Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& lo, const LayerOptions& opt);
 
 // After the sandbox is gone (supervisor): what the runtime could not clean up
 // when it was killed (runc's cgroups outside ours).
 void after_run(const plan::Plan& plan, const LayerOptions& opt);
+
+// The container and gVisor layers as a Layer (layer/layer.hpp).
+class OciLayer final : public layer::Layer {
+ public:
+  explicit OciLayer(LayerOptions opt) : opt_(std::move(opt)) {}
+  layer::Kind kind() const override { return opt_.kind; }
+  std::vector<std::string> describe(const plan::Plan& plan) const override { return describe_layer(plan, opt_); }
+  layer::Enforcement enforces(const plan::Plan& plan) const override;
+  Result<void> supports_agent() const override;
+  Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& lo) override {
+    return oci::launch(plan, lo, opt_);
+  }
+  void after_run(const plan::Plan& plan) override { oci::after_run(plan, opt_); }
+  const LayerOptions& options() const { return opt_; }
+
+ private:
+  LayerOptions opt_;
+};
 
 // The runtime's argv (without the kill/delete verbs' ids), for tests and -v.
 std::vector<std::string> runtime_argv(const RuntimeChoice& rt, bool rootless, const std::string& state_dir,

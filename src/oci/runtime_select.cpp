@@ -119,7 +119,7 @@ std::vector<std::string> parse_platforms(const std::string& flags_text) {
   return out;
 }
 
-Result<RuntimeChoice> choose_runtime(Layer layer, const std::string& runtime_flag) {
+Result<RuntimeChoice> choose_runtime(layer::Kind kind, const std::string& runtime_flag) {
   RuntimeChoice c;
   if (!runtime_flag.empty()) {
     if (runtime_flag.find('/') == std::string::npos) c.path = find_binary(runtime_flag);
@@ -132,11 +132,11 @@ Result<RuntimeChoice> choose_runtime(Layer layer, const std::string& runtime_fla
     else if (base.find("crun") != std::string::npos) c.runtime = Runtime::Crun;
     else
       return fail(Error::msg("--runtime " + runtime_flag, "unknown runtime (its name must contain crun, runc or runsc)"));
-    if ((layer == Layer::Gvisor) != (c.runtime == Runtime::Runsc))
-      return fail(Error::msg("--runtime " + runtime_flag, layer == Layer::Gvisor ? "the gvisor layer needs runsc"
+    if ((kind == layer::Kind::Gvisor) != (c.runtime == Runtime::Runsc))
+      return fail(Error::msg("--runtime " + runtime_flag, kind == layer::Kind::Gvisor ? "the gvisor layer needs runsc"
                                                                                    : "the container layer runs crun or runc; runsc is --layer gvisor"));
     c.notes.push_back("runtime chosen with --runtime");
-  } else if (layer == Layer::Gvisor) {
+  } else if (kind == layer::Kind::Gvisor) {
     c.runtime = Runtime::Runsc;
     c.path = find_binary("runsc");
     if (c.path.empty()) return fail(Error::msg("layer gvisor", "runsc not found (Debian: apt install runsc)"));

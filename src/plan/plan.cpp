@@ -41,10 +41,10 @@ const char* to_string(StepKind k) {
   return "?";
 }
 
-std::string Plan::to_text() const {
+std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
   std::ostringstream o;
   o << "sandbox " << sandbox_id << "\n";
-  o << "layer: process\n";
+  for (const auto& l : layer_lines) o << l << "\n";
   o << "namespaces:";
   for (const auto& n : namespaces) o << " " << n;
   o << "\nhostname: " << hostname << "\n";

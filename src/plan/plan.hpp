@@ -130,7 +130,9 @@ struct Plan {
   std::string host_trust_bundle;   // the host's bundle: upstream verification and the bundle's base; empty: none found
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 
-  std::string to_text() const;
+  // The Plan as --dry-run prints it; `layer_lines` (Layer::describe) follow
+  // the sandbox line: the Plan itself does not know which layer runs it.
+  std::string to_text(const std::vector<std::string>& layer_lines = {}) const;
 };
 
 // What compile() needs to know about the invocation; filled from the real

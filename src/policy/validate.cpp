@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "layer/kind.hpp"
 #include "policy/json_positions.hpp"
 #include "policy/policy.hpp"
 
@@ -848,8 +849,8 @@ class Validator {
   Check layer(const Node& n) {
     std::string s;
     if (auto e = string(n, &s)) return e;
-    if (s != "process" && s != "container" && s != "gvisor" && s != "microvm") {
-      return bad_value(n, "unknown layer " + in_quotes(s) + " (expected process, container, gvisor or microvm)");
+    if (!layer::parse_kind(s)) {
+      return bad_value(n, "unknown layer " + in_quotes(s) + " (expected " + layer::names_text(layer::all_kinds()) + ")");
     }
     policy_.layer = s;
     return std::nullopt;

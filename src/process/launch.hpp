@@ -4,9 +4,9 @@
 #pragma once
 #include <sys/types.h>
 
-#include <functional>
 #include <string>
 
+#include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "process/cgroup.hpp"
 #include "util/error.hpp"
@@ -14,29 +14,9 @@
 
 namespace exg::process {
 
-struct LaunchOptions {
-  bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
-  bool verbose = false;
-  // Plans with trust_bundle steps: called after the clone, before the child
-  // goes on; returns the PEM certificate the child appends to those steps'
-  // content. What the supervisor makes in it (the CA and its key) is
-  // therefore never in the child's copy of the supervisor's memory.
-  std::function<Result<std::string>()> trust_anchor;
-  // The sandbox's pid 1 is the agent (agent/agent.hpp) instead of the Plan's
-  // command: a sandbox that lives across commands, driven over agent_channel.
-  bool agent = false;
-};
-
-struct Launched {
-  pid_t pid = -1;       // the sandbox's init, as the host sees it
-  UniqueFd pidfd;       // for signals and exit without pid reuse races
-  UniqueFd pty_master;  // when a pty was asked for
-  Cgroup cgroup;        // the sandbox's own cgroup (inactive when none could be made)
-  UniqueFd seccomp_listener;  // refused syscalls arrive here
-  UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
-  UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
-  UniqueFd agent_channel;  // LaunchOptions::agent: the stream socket to the agent (agent/protocol.hpp)
-};
+// The layer interface's types (layer/layer.hpp), by their old names.
+using LaunchOptions = layer::LaunchOptions;
+using Launched = layer::Sandbox;
 
 // Writes setgroups=deny and one-id uid/gid maps (inside -> host) for pid.
 Result<void> write_id_maps(pid_t pid, const plan::Identity& id);

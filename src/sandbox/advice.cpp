@@ -1,5 +1,7 @@
 #include "sandbox/advice.hpp"
 
+#include "layer/kind.hpp"
+
 #include <pwd.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -55,7 +57,7 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     for (const char* n : {"user namespaces", "mount namespaces", "pid namespaces", "network namespaces",
                           "seccomp filters"})
       if (!ok(caps, n)) missing.push_back(n);
-    LayerStatus s{"process", missing.empty(), ""};
+    LayerStatus s{std::string(layer::name(layer::Kind::Process)), missing.empty(), ""};
     if (s.available) {
       s.why = "user, mount, pid and network namespaces and seccomp work";
       std::vector<std::string> extra;
@@ -72,7 +74,7 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
   }
   {
     bool crun = ok(caps, "crun"), runc = ok(caps, "runc");
-    LayerStatus s{"container", crun || runc, ""};
+    LayerStatus s{std::string(layer::name(layer::Kind::Container)), crun || runc, ""};
     if (crun && runc)
       s.why = version_of(caps, "crun") + " and " + version_of(caps, "runc");
     else if (crun || runc)
@@ -82,7 +84,7 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     out.push_back(std::move(s));
   }
   {
-    LayerStatus s{"gvisor", ok(caps, "runsc"), ""};
+    LayerStatus s{std::string(layer::name(layer::Kind::Gvisor)), ok(caps, "runsc"), ""};
     const Capability* c = find_capability(caps, "runsc");
     if (s.available)
       s.why = version_of(caps, "runsc");
@@ -94,7 +96,7 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
   }
   {
     bool qemu = ok(caps, "qemu-system-x86_64"), kernel = ok(caps, "guest kernel");
-    LayerStatus s{"microvm", qemu && kernel, ""};
+    LayerStatus s{std::string(layer::name(layer::Kind::Microvm)), qemu && kernel, ""};
     if (s.available)
       s.why = version_of(caps, "qemu-system-x86_64") + ", a guest kernel, " +
               (ok(caps, "/dev/kvm") ? "KVM (or TCG if the guest does not boot with it)" : "TCG emulation (no usable /dev/kvm)");

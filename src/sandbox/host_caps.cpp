@@ -622,7 +622,7 @@ void probe_oci_layers(std::vector<Capability>& out) {
   const bool root = ::geteuid() == 0;
   auto cg = oci::decide_cgroup_view(read_text("/proc/self/mountinfo"));
   out.push_back({"runtime cgroups", true, cg.why + "; the container stays in the sandbox's cgroup"});
-  if (auto c = oci::choose_runtime(oci::Layer::Container, ""); c) {
+  if (auto c = oci::choose_runtime(layer::Kind::Container, ""); c) {
     std::string d = c->describe();
     for (const auto& n : c->notes) d += "; " + n;
     bool ok = root || c->runtime == oci::Runtime::Crun;
@@ -633,7 +633,7 @@ void probe_oci_layers(std::vector<Capability>& out) {
   } else {
     out.push_back({"container runtime", false, c.error().str()});
   }
-  if (auto g = oci::choose_runtime(oci::Layer::Gvisor, ""); g) {
+  if (auto g = oci::choose_runtime(layer::Kind::Gvisor, ""); g) {
     std::string d = g->describe();
     for (const auto& n : g->notes) d += "; " + n;
     auto platforms = oci::runsc_platforms(g->path);

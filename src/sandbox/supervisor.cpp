@@ -24,8 +24,6 @@
 #include "egress/proxy.hpp"
 #include "egress/rules.hpp"
 #include "egress/secrets.hpp"
-#include "process/landlock.hpp"
-#include "process/launch.hpp"
 #include "sandbox/audit.hpp"
 #include "sandbox/overlay_apply.hpp"
 #include "sandbox/setid_sweep.hpp"
@@ -314,7 +312,7 @@ std::string format_duration(std::chrono::milliseconds d) {
   return b;
 }
 
-Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
+Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const SuperviseOptions& opt) {
   std::optional<PreparedSecrets> secrets;
   if (!plan_in.secrets.empty()) {
     auto p = prepare_secrets(plan_in);
@@ -328,7 +326,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     rl.rlim_cur = rl.rlim_max;
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
-  process::LaunchOptions lo;
+  layer::LaunchOptions lo;
   lo.verbose = opt.verbose;
   lo.agent = opt.agent != nullptr;
   // With the agent, terminals are its own (one per process that asks): the host's stays out.
@@ -385,18 +383,18 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     }
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
-  auto launched = opt.oci ? oci::launch(plan, lo, *opt.oci) : process::launch(plan, lo);
+  auto launched = layer.launch(plan, lo);
   if (!launched) {
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
     return fail(launched.error());
   }
-  process::Launched& sb = *launched;
+  layer::Sandbox& sb = *launched;
   if (opt.agent) {
     if (auto r = opt.agent->start(std::move(sb.agent_channel), plan.sandbox_id); !r) {
       sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
       ::waitpid(sb.pid, nullptr, 0);
       sb.cgroup.kill_all();
-      if (opt.oci) oci::after_run(plan, *opt.oci);
+      layer.after_run(plan);
       if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
       return fail(r.error());
     }
@@ -413,26 +411,10 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
                 sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
   }
   if (opt.verbose) {
-    // What the kernel gave us, so a weaker host is visible on every verbose run.
-    auto ll = process::landlock_features();
-    if (opt.oci) {  // (the layer, runtime and platform: in the plan's narration, oci::describe_layer)
-      std::fprintf(stderr, "exguardian: landlock: not used on the %s layer (the runtime's mounts and user namespace "
-                   "are the walls)\n", opt.oci->layer == oci::Layer::Gvisor ? "gvisor" : "container");
-    } else if (!ll.fs) {
-      std::fprintf(stderr, "exguardian: landlock: not available on this kernel: writes are guarded by the mounts only\n");
-    } else {
-      std::string parts = "filesystem writes";
-      if (ll.scope) parts += ", signal and abstract-unix scoping";
-      else parts += " (no signal/abstract-unix scoping: needs ABI 6)";
-      std::fprintf(stderr, "exguardian: landlock: ABI %d: %s\n", ll.abi, parts.c_str());
-    }
-    std::fprintf(stderr, "exguardian: seccomp: %s\n",
-                 !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
-                 : opt.oci && opt.oci->layer == oci::Layer::Gvisor
-                     ? "ExGuardian's profile in config.json, applied by runsc (refusals return their errno inside gVisor; "
-                       "runsc has no seccomp notify, so they are not reported here)"
-                 : opt.oci ? "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor"
-                               : "filter installed, refusals reported to the supervisor");
+    // What the layer enforces on this host, so a weaker one is visible on every verbose run.
+    auto walls = layer.enforces(plan);
+    std::fprintf(stderr, "exguardian: landlock: %s\n", walls.landlock_text.c_str());
+    std::fprintf(stderr, "exguardian: seccomp: %s\n", walls.seccomp_text.c_str());
     if (secrets) {
       std::set<std::string> hosts;
       for (const auto& s : secrets->config->secrets) {
@@ -561,7 +543,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     }
     sb.cgroup.kill_all();
   }
-  if (opt.oci) oci::after_run(plan, *opt.oci);
+  layer.after_run(plan);
   // Everything of the sandbox is gone now: bring the workspace changes home.
   Finish fin = finish_workspace(plan, *guard, audit);
   if (late_error) return fail(*late_error);

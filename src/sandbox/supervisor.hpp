@@ -4,7 +4,7 @@
 #pragma once
 #include <poll.h>
 
-#include "oci/layer.hpp"
+#include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
@@ -27,13 +27,12 @@ class AgentFrontEnd {
 struct SuperviseOptions {
   bool verbose = false;
   std::string audit_log;  // JSON lines; empty: no log
-  const oci::LayerOptions* oci = nullptr;  // container/gvisor layer; null: the process layer
   AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
 };
 
 // The exit status to return: the command's own, 128+N, 124 on timeout. An
 // error means nothing ran (the caller exits 125).
-Result<int> supervise(const plan::Plan& plan, const SuperviseOptions& opt);
+Result<int> supervise(layer::Layer& layer, const plan::Plan& plan, const SuperviseOptions& opt);
 
 // "2s", "1m30s", "250ms": for messages.
 std::string format_duration(std::chrono::milliseconds d);

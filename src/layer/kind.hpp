@@ -1,0 +1,25 @@
+// The kinds of layer a sandbox can run on, and their names: the one table
+// that --layer, the policy's "layer", escape-test, doctor and recommend read
+// (no other place spells a layer's name). Plain data: no dependencies, so
+// policy/ and evidence/ may use it.
+#pragma once
+#include <optional>
+#include <string_view>
+#include <vector>
+
+namespace exg::layer {
+
+enum class Kind { Process, Container, Gvisor, Microvm };
+
+// "process" | "container" | "gvisor" | "microvm".
+std::string_view name(Kind k);
+// The kind a name means; nothing for an unknown name (exact, lower case).
+std::optional<Kind> parse_kind(std::string_view name);
+// Every kind, in the order of the table (process first: the default).
+const std::vector<Kind>& all_kinds();
+// The names of all_kinds(), for CLI11 IsMember checks and messages.
+std::vector<std::string_view> all_names();
+// "process, container, gvisor or microvm": for error messages.
+std::string names_text(const std::vector<Kind>& kinds, std::string_view last_joiner = " or ");
+
+}  // namespace exg::layer

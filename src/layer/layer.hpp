@@ -1,0 +1,117 @@
+// The Layer interface: what runs a Plan. The process layer (process/layer.hpp),
+// the container and gVisor layers (oci/layer.hpp) implement it, and so will
+// the microVM layer. Everything above a layer (the supervisor, the front ends
+// run / session / escape-test, later serve) sees only this interface.
+//
+// Design
+// ------
+// A layer is chosen once per sandbox (make_layer: kind + its options) and
+// then asked four things:
+//   describe(plan)  the lines --dry-run and -v print for the layer, in place
+//                   of the layer line of Plan::to_text (the Plan itself is
+//                   layer-independent);
+//   enforces(plan)  which of the walls it puts up itself (Landlock, seccomp
+//                   and who applies it, whether refusals reach the supervisor
+//                   through seccomp notify): the supervisor's -v narration and
+//                   the evidence read this instead of asking which layer it is;
+//   launch(plan)    clone/start the sandbox and hand back a running Sandbox
+//                   once it is set up (or an error, with nothing left running);
+//   after_run(plan) after the sandbox is gone: what the layer's own machinery
+//                   could not clean up when killed (runc's cgroups).
+// A layer holds no process-wide state and changes none: the signal mask,
+// RLIMIT_NOFILE, the terminal, the supervisor's supplementary groups and the
+// sweep of stale cgroups belong to the front end (cli/host_setup.hpp), done
+// once per process. launch() may be called for many sandboxes in one process.
+//
+// A new layer: a class implementing Layer in its own module (src/microvm/),
+// a case in make_layer (layer/factory.cpp) and its row in layer/kind.hpp's
+// table (already there for microvm). Its launch() must hand back a pidfd whose
+// exit is the sandbox's end, the proxy's listening sockets made in the
+// sandbox's network (or equivalents the supervisor can accept on), and the
+// agent channel when LaunchOptions::agent is set; the spawn helper
+// (layer/spawn.hpp) does the clone/handshake part for layers that start a
+// first process of their own.
+#pragma once
+#include <sys/types.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "layer/kind.hpp"
+#include "plan/plan.hpp"
+#include "process/cgroup.hpp"
+#include "util/error.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::layer {
+
+struct LaunchOptions {
+  bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
+  bool verbose = false;
+  // Plans with trust_bundle steps: called after the clone, before the child
+  // goes on; returns the PEM certificate the child appends to those steps'
+  // content. What the supervisor makes in it (the CA and its key) is
+  // therefore never in the child's copy of the supervisor's memory.
+  std::function<Result<std::string>()> trust_anchor;
+  // The sandbox's pid 1 is the agent (agent/agent.hpp) instead of the Plan's
+  // command: a sandbox that lives across commands, driven over agent_channel.
+  bool agent = false;
+};
+
+// A running sandbox, as the supervisor drives it.
+struct Sandbox {
+  pid_t pid = -1;       // the sandbox's first process (its init, or the runtime host), as the host sees it
+  UniqueFd pidfd;       // for signals and exit without pid reuse races; its exit is the sandbox's end
+  UniqueFd pty_master;  // when a pty was asked for
+  process::Cgroup cgroup;  // the sandbox's own cgroup (inactive when none could be made)
+  UniqueFd seccomp_listener;  // refused syscalls arrive here (Enforcement::seccomp_notify)
+  UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
+  UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
+  UniqueFd agent_channel;  // LaunchOptions::agent: the stream socket to the agent (agent/protocol.hpp)
+};
+
+// The walls a layer puts up itself, for -v and the evidence.
+struct Enforcement {
+  bool landlock = false;        // a Landlock domain around the command
+  std::string landlock_text;    // -v "landlock: ..." (ABI and scope, or what guards instead)
+  bool seccomp = false;         // ExGuardian's syscall profile applies (false: --unsafe-no-seccomp)
+  std::string seccomp_by;       // who installs it: "exguardian", "crun", "runc", "runsc"
+  bool seccomp_notify = false;  // refusals reach the supervisor (Sandbox::seccomp_listener)
+  std::string seccomp_text;     // -v "seccomp: ..."
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual Kind kind() const = 0;
+  // --dry-run / -v lines (the first is "layer: NAME..."); pure but for what
+  // the layer learnt about the host when it was made.
+  virtual std::vector<std::string> describe(const plan::Plan& plan) const = 0;
+  virtual Enforcement enforces(const plan::Plan& plan) const = 0;
+  // Whether pid 1 can be the agent (exguardian session); why not otherwise.
+  virtual Result<void> supports_agent() const { return {}; }
+  // Starts the sandbox; on error nothing of it is left running.
+  virtual Result<Sandbox> launch(const plan::Plan& plan, const LaunchOptions& opt) = 0;
+  // After the sandbox's processes are gone.
+  virtual void after_run(const plan::Plan& /*plan*/) {}
+};
+
+// Options of the container and gVisor layers (--runtime, --rootfs).
+struct LayerConfig {
+  std::string runtime;  // binary name or path; empty: the layer's default
+  std::string rootfs;   // canonical directory; empty: the host's root, read-only
+};
+
+// The kinds make_layer can make in this build (--layer's choices).
+const std::vector<Kind>& buildable_kinds();
+
+// The layer of `kind`; an error says why it cannot run here (missing runtime,
+// microvm not in this build).
+Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config = {});
+
+// The Plan's text with the layer's describe() lines in place of its layer line.
+std::string plan_text(const plan::Plan& plan, const Layer& layer);
+
+}  // namespace exg::layer
