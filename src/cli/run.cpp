@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <optional>
 
+#include "cli/host_setup.hpp"
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "sandbox/supervisor.hpp"
@@ -37,7 +38,12 @@ int RunOptions::execute() {
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
-  auto status = sandbox::supervise(**chosen, *plan, so);
+  // Once per process, before the launch: signals, fd limit, groups, stale cgroups.
+  auto host = HostProcess::prepare(plan->identity.invoked_as_root);
+  if (!host) return usage_error(host.error().str());
+  so.signal_fd = host->signal_fd();
+  StdioIo io(/*relay_terminal=*/true);
+  auto status = sandbox::supervise(**chosen, *plan, io, so);
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -10,6 +10,7 @@
 
 #include "agent/client.hpp"
 #include "agent/relay.hpp"
+#include "cli/host_setup.hpp"
 #include "sandbox/supervisor.hpp"
 
 namespace exg::cli {
@@ -144,7 +145,11 @@ int SessionOptions::execute() {
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : built->policy.audit_log.value_or("");
   so.agent = &relay;
-  auto status = sandbox::supervise(**chosen, built->plan, so);
+  auto host = HostProcess::prepare(built->plan.identity.invoked_as_root);
+  if (!host) return usage_error(host.error().str());
+  so.signal_fd = host->signal_fd();
+  StdioIo io(/*relay_terminal=*/false);  // the agent's processes get terminals of their own
+  auto status = sandbox::supervise(**chosen, built->plan, io, so);
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -1024,7 +1024,8 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   }
   std::map<size_t, UniqueFd> idmapped;
   std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
-  if (plan.identity.invoked_as_root && ::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
+  if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)  // dropped by the front end (cli/host_setup.hpp)
+    return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const auto& s = plan.steps[i];
     bool overlay = s.kind == plan::StepKind::Overlay;
@@ -1165,7 +1166,6 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   }
   auto cg = process::Cgroup::create(plan.sandbox_id, limits);
   if (!cg) return fail(cg.error());
-  if (cg->active()) process::Cgroup::sweep_stale();
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));

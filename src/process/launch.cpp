@@ -104,8 +104,9 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
 
   std::map<size_t, UniqueFd> idmapped;
   if (plan.identity.invoked_as_root) {
-    // Root's supplementary groups must not follow the command in.
-    if (::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
+    // Root's supplementary groups must not follow the command in (the front end drops them: cli/host_setup.hpp).
+    if (::getgroups(0, nullptr) != 0)
+      return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
     std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
     for (size_t i = 0; i < plan.steps.size(); ++i) {
       const auto& s = plan.steps[i];
@@ -126,8 +127,6 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   // One cgroup per sandbox, limits set before anything runs in it.
   auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
   if (!cg) return fail(cg.error());
-  // Cgroups left by a supervisor killed with SIGKILL; only where we can make them.
-  if (cg->active()) Cgroup::sweep_stale();
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));

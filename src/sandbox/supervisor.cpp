@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
 #include <sys/wait.h>
@@ -11,6 +10,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -38,44 +38,25 @@ namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM};
 
-// Puts the host terminal in raw mode for the lifetime of the relay, so keys
-// (^C, ^Z) reach the sandbox's own pty and its line discipline.
-class RawTerminal {
- public:
-  explicit RawTerminal(int fd) : fd_(fd) {
-    if (::tcgetattr(fd_, &saved_) != 0) return;
-    termios raw = saved_;
-    ::cfmakeraw(&raw);
-    if (::tcsetattr(fd_, TCSAFLUSH, &raw) == 0) active_ = true;
+// One line of narration, printf-style, through the front end's I/O.
+__attribute__((format(printf, 2, 3))) void sayf(SupervisorIo& io, const char* fmt, ...) {
+  char small[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(small, sizeof small, fmt, ap);
+  va_end(ap);
+  if (n < 0) return;
+  if (static_cast<size_t>(n) < sizeof small) {
+    io.say(std::string(small, static_cast<size_t>(n)));
+    return;
   }
-  ~RawTerminal() {
-    if (active_) ::tcsetattr(fd_, TCSAFLUSH, &saved_);
-  }
-  const termios& saved() const { return saved_; }
-
- private:
-  int fd_;
-  termios saved_{};
-  bool active_ = false;
-};
-
-// Blocks a set of signals for the lifetime of the object and restores the
-// previous mask on every way out, early returns included.
-class BlockedSignals {
- public:
-  explicit BlockedSignals(const sigset_t& mask) { ::sigprocmask(SIG_BLOCK, &mask, &old_); }
-  ~BlockedSignals() { restore(); }
-  void restore() {
-    if (active_) ::sigprocmask(SIG_SETMASK, &old_, nullptr);
-    active_ = false;
-  }
-  BlockedSignals(const BlockedSignals&) = delete;
-  BlockedSignals& operator=(const BlockedSignals&) = delete;
-
- private:
-  sigset_t old_;
-  bool active_ = true;
-};
+  std::string big(static_cast<size_t>(n) + 1, '\0');
+  va_start(ap, fmt);
+  std::vsnprintf(big.data(), big.size(), fmt, ap);
+  va_end(ap);
+  big.resize(static_cast<size_t>(n));
+  io.say(big);
+}
 
 bool write_all(int fd, const char* p, size_t n) {
   while (n > 0) {
@@ -222,7 +203,7 @@ struct Finish {
   size_t quarantined = 0, not_moved = 0, unchecked = 0;
 };
 
-Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit) {
+Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit, SupervisorIo& io) {
   Finish f;
   auto report = [&](const std::string& root, const std::vector<Planted>& planted, bool moves) {
     for (const auto& p : planted) {
@@ -231,7 +212,7 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
       if (shown.size() > 400) shown = shown.substr(0, 150) + "/.../" + shown.substr(shown.size() - 200);  // the audit line has it whole
       if (p.unchecked) {
         ++f.unchecked;
-        std::fprintf(stderr, "exguardian: not checked: %s (%s): what it holds may run later\n", shown.c_str(), p.why.c_str());
+        sayf(io, "not checked: %s (%s): what it holds may run later", shown.c_str(), p.why.c_str());
         audit.write({{"event", "sweep_unchecked"}, {"path", abs}, {"why", p.why}});
         continue;
       }
@@ -239,7 +220,7 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
       std::string to = p.quarantined_to.size() > 400 ? p.quarantined_to.substr(0, 150) + "/.../" +
                                                            p.quarantined_to.substr(p.quarantined_to.size() - 200)
                                                      : p.quarantined_to;
-      std::fprintf(stderr, "exguardian: planted: %s (%s)%s%s\n", shown.c_str(), p.why.c_str(),
+      sayf(io, "planted: %s (%s)%s%s", shown.c_str(), p.why.c_str(),
                    to.empty() ? "" : " -> quarantined in ", to.c_str());
       audit.write({{"event", "planted"}, {"path", abs}, {"why", p.why}, {"quarantined_to", p.quarantined_to}});
     }
@@ -255,24 +236,24 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
   }
   if (g.layer && plan.keep_layer) {
     // Kept for review: nothing reaches the workspace until `exguardian apply`.
-    std::fprintf(stderr, "exguardian: workspace changes kept in %s: review with `exguardian diff %s`, apply with "
-                 "`exguardian apply %s`\n", g.layer->dir.c_str(), g.layer->dir.c_str(), g.layer->dir.c_str());
+    sayf(io, "workspace changes kept in %s: review with `exguardian diff %s`, apply with "
+                 "`exguardian apply %s`", g.layer->dir.c_str(), g.layer->dir.c_str(), g.layer->dir.c_str());
   } else if (g.layer) {
     bool discard = plan.workspace_mode == plan::WorkspaceMode::Discard;
     ApplyOptions ao{plan.protect_extra, plan.allow_git_config, quarantine_for(plan, plan.workspace), discard,
                     plan.protect_pointers};
     auto r = apply_upper(g.layer->upper, plan.workspace, ao);
     if (!r) {
-      std::fprintf(stderr, "exguardian: applying %s failed: %s (the layer is kept there)\n", g.layer->upper.c_str(),
+      sayf(io, "applying %s failed: %s (the layer is kept there)", g.layer->upper.c_str(),
                    r.error().str().c_str());
       ++f.unchecked;
       return f;
     }
     if (discard) {
-      if (!r->empty()) std::fprintf(stderr, "exguardian: discarded the run's workspace changes\n");
+      if (!r->empty()) sayf(io, "discarded the run's workspace changes");
     } else {
       report(plan.workspace, r->quarantined, true);
-      for (const auto& s : r->skipped) std::fprintf(stderr, "exguardian: not applied: %s\n", s.c_str());
+      for (const auto& s : r->skipped) sayf(io, "not applied: %s", s.c_str());
     }
     (void)remove_layer_dirs(g.layer->dir);
   }
@@ -284,18 +265,18 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
 // allowWrite): set-id bits of files it changed are removed and reported (the
 // overlay apply never carries them). Returns how many were found or could not
 // be checked.
-size_t finish_setid(const plan::Plan& plan, const WorkspaceGuard& g, AuditLog& audit) {
+size_t finish_setid(const plan::Plan& plan, const WorkspaceGuard& g, AuditLog& audit, SupervisorIo& io) {
   SetIdSweep sw;
   for (const auto& s : plan.steps)
     if (s.kind == plan::StepKind::BindRw) sweep_setid(s.source, g.setid_since, sw);
   for (const auto& f : sw.found) {
-    std::fprintf(stderr, "exguardian: set-id file written in the run: %s (mode %04o -> %04o)%s%s\n", f.path.c_str(),
+    sayf(io, "set-id file written in the run: %s (mode %04o -> %04o)%s%s", f.path.c_str(),
                  f.before, f.after, f.removed ? "" : ": NOT removed: ", f.error.c_str());
     audit.write({{"event", "setid_removed"}, {"path", f.path}, {"mode_before", f.before}, {"mode_after", f.after},
                  {"removed", f.removed}});
   }
   for (const auto& e : sw.errors) {
-    std::fprintf(stderr, "exguardian: set-id check incomplete: %s\n", e.c_str());
+    sayf(io, "set-id check incomplete: %s", e.c_str());
     audit.write({{"event", "setid_check_failed"}, {"what", e}});
   }
   return sw.found.size() + sw.errors.size();
@@ -312,7 +293,17 @@ std::string format_duration(std::chrono::milliseconds d) {
   return b;
 }
 
-Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const SuperviseOptions& opt) {
+sigset_t supervised_signals() {
+  sigset_t mask;
+  sigemptyset(&mask);
+  for (int s : kForwarded) sigaddset(&mask, s);
+  sigaddset(&mask, SIGCHLD);
+  sigaddset(&mask, SIGWINCH);
+  sigaddset(&mask, SIGPIPE);
+  return mask;
+}
+
+Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, SupervisorIo& io, const SuperviseOptions& opt) {
   std::optional<PreparedSecrets> secrets;
   if (!plan_in.secrets.empty()) {
     auto p = prepare_secrets(plan_in);
@@ -320,29 +311,15 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
     secrets.emplace(std::move(*p));
   }
   const plan::Plan& plan = secrets ? secrets->plan : plan_in;
-  // Every proxied connection costs the supervisor up to six fds (two sockets, two
-  // splice pipes): lift the soft limit to the hard one (the sandbox gets its own).
-  if (rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
-    rl.rlim_cur = rl.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &rl);
-  }
   layer::LaunchOptions lo;
   lo.verbose = opt.verbose;
   lo.agent = opt.agent != nullptr;
   // With the agent, terminals are its own (one per process that asks): the host's stays out.
-  for (int k = 0; k < 3; ++k) lo.tty_fds[k] = !lo.agent && ::isatty(k) == 1;
+  const Terminal term = lo.agent ? Terminal{} : io.terminal();
+  for (int k = 0; k < 3; ++k) lo.tty_fds[k] = term.sandbox_fds[k];
   bool pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
-  int host_tty = lo.tty_fds[0] ? 0 : lo.tty_fds[1] ? 1 : 2;
-
-  sigset_t mask;
-  sigemptyset(&mask);
-  for (int s : kForwarded) sigaddset(&mask, s);
-  sigaddset(&mask, SIGCHLD);
-  sigaddset(&mask, SIGWINCH);
-  sigaddset(&mask, SIGPIPE);
-  BlockedSignals blocked(mask);
-  UniqueFd sigfd(::signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!sigfd) return fail(Error::sys("signalfd"));
+  const int host_tty = term.size_from;
+  const int sigfd = opt.signal_fd;  // the front end's; blocked before launch (the sandbox inherits the mask)
 
   AuditLog audit;
   if (!opt.audit_log.empty()) {
@@ -366,9 +343,6 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
     rules->set_host_addresses(egress::Rules::read_host_addresses());
   }
 
-  std::optional<RawTerminal> raw;
-  termios host_termios{};
-  bool have_termios = pty && ::tcgetattr(host_tty, &host_termios) == 0;
 
   auto guard = prepare_workspace(plan);
   if (!guard) return fail(guard.error());
@@ -413,8 +387,8 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
   if (opt.verbose) {
     // What the layer enforces on this host, so a weaker one is visible on every verbose run.
     auto walls = layer.enforces(plan);
-    std::fprintf(stderr, "exguardian: landlock: %s\n", walls.landlock_text.c_str());
-    std::fprintf(stderr, "exguardian: seccomp: %s\n", walls.seccomp_text.c_str());
+    sayf(io, "landlock: %s", walls.landlock_text.c_str());
+    sayf(io, "seccomp: %s", walls.seccomp_text.c_str());
     if (secrets) {
       std::set<std::string> hosts;
       for (const auto& s : secrets->config->secrets) {
@@ -423,15 +397,14 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
           hs += (hs.empty() ? "" : ", ") + h;
           hosts.insert(h);
         }
-        std::fprintf(stderr, "exguardian: secrets: %s -> %s (placeholder only inside)\n", s.name.c_str(), hs.c_str());
+        sayf(io, "secrets: %s -> %s (placeholder only inside)", s.name.c_str(), hs.c_str());
       }
-      std::fprintf(stderr,
-                   "exguardian: secrets: TLS interception for %zu host pattern(s), CA made in memory, trusted inside "
-                   "via %s\n",
+      sayf(io, "secrets: TLS interception for %zu host pattern(s), CA made in memory, trusted inside "
+                   "via %s",
                    hosts.size(), plan.trust_bundle_path.c_str());
     }
-    if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
-    for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
+    if (!sb.cgroup.active()) sayf(io, "limits: no cgroup for this sandbox");
+    for (const auto& n : sb.cgroup.notes()) sayf(io, "limits: %s", n.c_str());
   }
 
   // A sandbox that cannot be bounded in time does not run on: it is killed,
@@ -451,13 +424,13 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
 
   int master = sb.pty_master.get();
   if (pty && master >= 0) {
-    if (have_termios) ::tcsetattr(master, TCSANOW, &host_termios);  // start with the host's settings
-    copy_winsize(host_tty, master);
-    if (lo.tty_fds[0]) raw.emplace(0);
+    if (term.settings) ::tcsetattr(master, TCSANOW, &*term.settings);  // start with the host's settings
+    if (host_tty >= 0) copy_winsize(host_tty, master);
+    io.relay_begin();
     ::fcntl(master, F_SETFL, ::fcntl(master, F_GETFL) | O_NONBLOCK);
   }
-  int out_fd = lo.tty_fds[1] ? 1 : 2;
-  bool relay_in = pty && lo.tty_fds[0];
+  const int out_fd = term.output;
+  bool relay_in = pty && term.input >= 0;
 
   bool timed_out = false, exited = false;
   int status = 0;
@@ -466,12 +439,12 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
     pollfd fds[6 + 32];
     int n = 0;
     fds[n++] = {sb.pidfd.get(), POLLIN, 0};
-    fds[n++] = {sigfd.get(), POLLIN, 0};
+    fds[n++] = {sigfd, POLLIN, 0};  // (negative: no signals to forward; poll skips it)
     int ti = -1, mi = -1, ii = -1, si_ = -1;
     if (watch_refusals) { si_ = n; fds[n++] = {refusals.fd(), POLLIN, 0}; }
     if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
     if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
-    if (relay_in) { ii = n; fds[n++] = {0, POLLIN, 0}; }
+    if (relay_in) { ii = n; fds[n++] = {term.input, POLLIN, 0}; }
     int ai = n;
     if (opt.agent) n += static_cast<int>(opt.agent->poll_fds(fds + n, 32));
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
@@ -484,10 +457,10 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
     }
     if (fds[1].revents & POLLIN) {
       signalfd_siginfo si;
-      while (::read(sigfd.get(), &si, sizeof si) == sizeof si) {
+      while (::read(sigfd, &si, sizeof si) == sizeof si) {
         int s = static_cast<int>(si.ssi_signo);
         if (s == SIGWINCH) {
-          if (master >= 0) copy_winsize(host_tty, master);
+          if (master >= 0 && host_tty >= 0) copy_winsize(host_tty, master);
         } else if (s != SIGCHLD && s != SIGPIPE) {
           sys::pidfd_send_signal(sb.pidfd.get(), s);
         }
@@ -506,7 +479,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
       else if (r == 0 || (errno != EAGAIN && errno != EINTR)) master = -1;
     }
     if (ii >= 0 && (fds[ii].revents & (POLLIN | POLLHUP))) {
-      ssize_t r = ::read(0, buf, sizeof buf);
+      ssize_t r = ::read(term.input, buf, sizeof buf);
       if (r > 0) write_all(master, buf, static_cast<size_t>(r));
       else relay_in = false;
     }
@@ -525,27 +498,26 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
     if (r <= 0) break;
     write_all(out_fd, buf, static_cast<size_t>(r));
   }
-  raw.reset();
+  io.relay_end();
   proxy.stop();
-  blocked.restore();
-  if (opt.verbose && proxy.proxy) std::fprintf(stderr, "exguardian: %s\n", proxy.proxy->stats().summary().c_str());
+  if (opt.verbose && proxy.proxy) sayf(io, "%s", proxy.proxy->stats().summary().c_str());
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
   if (sb.cgroup.active()) {
     auto out = sb.cgroup.outcome();
     if (out.pids_max_hits > 0)
-      std::fprintf(stderr, "exguardian: pids limit %u reached: %llu forks refused\n", plan.limits.pids.value_or(0),
+      sayf(io, "pids limit %u reached: %llu forks refused", plan.limits.pids.value_or(0),
                    static_cast<unsigned long long>(out.pids_max_hits));
     if (out.oom_kills > 0 && plan.limits.memory_bytes) {
       oom = true;
-      std::fprintf(stderr, "exguardian: killed: memory limit %s\n",
+      sayf(io, "killed: memory limit %s",
                    process::format_bytes(*plan.limits.memory_bytes).c_str());
     }
     sb.cgroup.kill_all();
   }
   layer.after_run(plan);
   // Everything of the sandbox is gone now: bring the workspace changes home.
-  Finish fin = finish_workspace(plan, *guard, audit);
+  Finish fin = finish_workspace(plan, *guard, audit, io);
   if (late_error) return fail(*late_error);
   // Fail closed: what could not be moved or checked fails the run even with
   // --allow-planted (which accepts quarantined files only).
@@ -559,23 +531,23 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, const Supe
     part(fin.quarantined, " planted file(s) quarantined");
     part(fin.not_moved, " planted file(s) NOT quarantined (still in place)");
     part(fin.unchecked, " path(s) not checked");
-    std::fprintf(stderr, "exguardian: %s; exit status 123%s\n", what.c_str(),
+    sayf(io, "%s; exit status 123%s", what.c_str(),
                  bad ? "" : " (--allow-planted accepts them)");
     status = 123;
   }
-  if (size_t setid = finish_setid(plan, *guard, audit); setid && !timed_out && status == 0) {
-    std::fprintf(stderr, "exguardian: %zu set-id file(s) or unchecked entries; exit status 123\n", setid);
+  if (size_t setid = finish_setid(plan, *guard, audit, io); setid && !timed_out && status == 0) {
+    sayf(io, "%zu set-id file(s) or unchecked entries; exit status 123", setid);
     status = 123;
   }
   if (oom && !timed_out && status == 128 + SIGKILL) return status;
   if (timed_out) {
-    if (opt.verbose) std::fprintf(stderr, "exguardian: %s\n", refusals.summary().c_str());
-    std::fprintf(stderr, "exguardian: killed: timeout %s\n", format_duration(*plan.timeout).c_str());
+    if (opt.verbose) sayf(io, "%s", refusals.summary().c_str());
+    sayf(io, "killed: timeout %s", format_duration(*plan.timeout).c_str());
     return 124;
   }
   if (opt.verbose) {
-    std::fprintf(stderr, "exguardian: %s\n", refusals.summary().c_str());
-    std::fprintf(stderr, "exguardian: sandbox %s exited with status %d\n", plan.sandbox_id.c_str(), status);
+    sayf(io, "%s", refusals.summary().c_str());
+    sayf(io, "sandbox %s exited with status %d", plan.sandbox_id.c_str(), status);
   }
   return status;
 }
