@@ -35,6 +35,7 @@
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
 #include "process/launch.hpp"
+#include "layer/spawn.hpp"
 #include "util/fd_passing.hpp"
 
 namespace exg::oci {
@@ -1167,94 +1168,28 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   auto cg = process::Cgroup::create(plan.sandbox_id, limits);
   if (!cg) return fail(cg.error());
 
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
-  UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
-  UniqueFd self(sys::pidfd_open(::getpid()));
-  if (!self) return fail(Error::sys("pidfd_open"));
-  a.sync_fd = child_sock.get();
-  a.parent_pidfd = self.get();
   // The agent's channel, as on the process layer (runsc has no --preserve-fds).
-  UniqueFd agent_here, agent_there;
-  if (lo.agent) {
-    if (rt.runtime == Runtime::Runsc)
-      return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass a descriptor in)"));
-    int ch[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) != 0) return fail(Error::sys("socketpair for the agent"));
-    agent_here.reset(ch[0]);
-    agent_there.reset(ch[1]);
-    a.agent_fd = agent_there.get();
-  }
-
-  int pidfd = -1;
-  uint64_t flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID;
-  if (host_userns) flags |= CLONE_NEWUSER;
-  long pid = sys::clone3_fork(flags, &pidfd, cg->clone_into_fd());
-  if (pid < 0) return fail(Error::sys("create the runtime host's namespaces"));
-  if (pid == 0) {
-    parent_sock.reset();
-    agent_here.reset();
+  if (lo.agent && rt.runtime == Runtime::Runsc)
+    return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass a descriptor in)"));
+  layer::SpawnSpec sp;
+  sp.clone_flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (host_userns ? CLONE_NEWUSER : 0);
+  sp.cgroup = std::move(*cg);
+  sp.agent = lo.agent;
+  sp.child = [&a](const layer::SpawnFds& f) {
+    a.sync_fd = f.sync_fd;
+    a.parent_pidfd = f.parent_pidfd;
+    a.agent_fd = f.agent_fd;
     host_main(a);
-  }
-  layer::Sandbox l;
-  l.pid = static_cast<pid_t>(pid);
-  l.pidfd.reset(pidfd);
-  l.cgroup = std::move(*cg);
-  child_sock.reset();
-  agent_there.reset();
-  l.agent_channel = std::move(agent_here);
-  idmapped.clear();
-  auto kill_child = [&] {
-    sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
-    ::waitpid(l.pid, nullptr, 0);
   };
-  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
-    if (auto r = l.cgroup.attach(l.pid); !r) {
-      kill_child();
-      return fail(r.error());
-    }
-  }
-  if (host_userns) {
-    if (auto r = map_host_ids(l.pid, ids); !r) {
-      kill_child();
-      return fail(r.error());
-    }
-  }
-  char go = process::kMsgGo;
-  if (::send(parent_sock.get(), &go, 1, MSG_NOSIGNAL) != 1) {
-    kill_child();
-    return fail(Error::sys("start the runtime host"));
-  }
-  for (;;) {
-    FdMessage m;
-    if (!recv_fds(parent_sock.get(), &m)) {
-      kill_child();
-      return fail(Error::sys("read from the runtime host"));
-    }
-    if (m.type == process::kMsgPty) {
-      l.pty_master.reset(m.fd);
-      continue;
-    }
-    if (m.type == process::kMsgListeners) {
-      l.http_listener.reset(m.fd);
-      l.socks_listener.reset(m.fd2);
-      l.dns_socket.reset(m.fd3);
-      continue;
-    }
-    if (m.type == process::kMsgReady) {
-      if (m.fd < 0 && !a.seccomp_socket.empty()) {
-        kill_child();
-        return fail(Error::msg("setup", "the runtime host did not hand over the seccomp listener"));
-      }
-      l.seccomp_listener.reset(m.fd);
-      return l;
-    }
-    for (int fd : {m.fd, m.fd2, m.fd3})
-      if (fd >= 0) ::close(fd);
-    kill_child();
-    if (m.type == process::kMsgError) return fail(Error::msg("setup (" + std::string(to_string(rt.runtime)) + ")", m.text));
-    return fail(Error::msg("setup", "the runtime host exited before it was set up"));
-  }
+  if (host_userns) sp.map_ids = [&ids](pid_t pid) { return map_host_ids(pid, ids); };
+  sp.need_seccomp_listener = !a.seccomp_socket.empty();
+  sp.clone_what = "create the runtime host's namespaces";
+  sp.start_what = "start the runtime host";
+  sp.read_what = "read from the runtime host";
+  sp.setup_what = "setup (" + std::string(to_string(rt.runtime)) + ")";
+  sp.no_listener = "the runtime host did not hand over the seccomp listener";
+  sp.exited_early = "the runtime host exited before it was set up";
+  return layer::spawn(std::move(sp));  // (the idmapped trees close here: the runtime host has its copies)
 }
 
 }  // namespace exg::oci

@@ -15,7 +15,7 @@
 #include "process/child.hpp"
 #include "process/seccomp.hpp"
 #include "process/syscalls.hpp"
-#include "util/fd_passing.hpp"
+#include "layer/spawn.hpp"
 
 namespace exg::process {
 
@@ -27,14 +27,6 @@ Result<void> write_file(const std::string& path, const std::string& content) {
   if (::write(fd.get(), content.data(), content.size()) != static_cast<ssize_t>(content.size()))
     return fail(Error::sys("write " + path + " (" + content.substr(0, content.find('\n')) + ")"));
   return {};
-}
-
-using Message = FdMessage;
-
-Result<Message> receive(int sock) {
-  Message m;
-  if (!recv_fds(sock, &m)) return fail(Error::sys("read from the sandbox"));
-  return m;
 }
 
 }  // namespace
@@ -128,115 +120,30 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
   if (!cg) return fail(cg.error());
 
-  int sv[2];
-  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
-  UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
-  UniqueFd self(sys::pidfd_open(::getpid()));
-  if (!self) return fail(Error::sys("pidfd_open"));
-  args.sync_fd = child_sock.get();
-  args.parent_pidfd = self.get();
-  // The agent's channel: a stream, as a virtio-serial port will be.
-  UniqueFd agent_here, agent_there;
-  if (opt.agent) {
-    int ch[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) != 0) return fail(Error::sys("socketpair for the agent"));
-    agent_here.reset(ch[0]);
-    agent_there.reset(ch[1]);
-    args.agent_channel = agent_there.get();
-  }
-
-  int pidfd = -1;
-  const uint64_t flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
-                         CLONE_NEWCGROUP;
-  long pid = sys::clone3_fork(flags, &pidfd, cg->clone_into_fd());
-  if (pid < 0) {
-    int e = errno;
-    return fail(Error{"create namespaces",
-                      std::string(std::strerror(e)) +
-                          (e == EPERM || e == ENOSPC
-                               ? " (are unprivileged user namespaces disabled? see kernel.unprivileged_userns_clone, "
-                                 "user.max_user_namespaces)"
-                               : ""),
-                      e});
-  }
-  if (pid == 0) {
-    parent_sock.reset();
-    agent_here.reset();
+  layer::SpawnSpec sp;
+  sp.clone_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
+                   CLONE_NEWCGROUP;
+  sp.cgroup = std::move(*cg);
+  sp.agent = opt.agent;
+  sp.child = [&args](const layer::SpawnFds& f) {
+    args.sync_fd = f.sync_fd;
+    args.parent_pidfd = f.parent_pidfd;
+    args.agent_channel = f.agent_fd;
     child_main(args);
-  }
-  Launched l;
-  l.pid = static_cast<pid_t>(pid);
-  l.pidfd.reset(pidfd);
-  l.cgroup = std::move(*cg);
-  child_sock.reset();
-  agent_there.reset();
-  l.agent_channel = std::move(agent_here);
-  idmapped.clear();  // the child has its copies
-
-  auto kill_child = [&] {
-    sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
-    ::waitpid(l.pid, nullptr, 0);
   };
-  // cgroup v1 has no CLONE_INTO_CGROUP: move the child in while it still waits.
-  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
-    if (auto r = l.cgroup.attach(l.pid); !r) {
-      kill_child();
-      return fail(r.error());
-    }
-  }
-  if (auto r = write_id_maps(l.pid, plan.identity); !r) {
-    kill_child();
-    return fail(r.error());
-  }
-  // "Go", with the trust anchor when the plan has trust bundles.
-  std::string go(1, kMsgGo);
-  if (opt.trust_anchor) {
-    auto pem = opt.trust_anchor();
-    if (!pem) {
-      kill_child();
-      return fail(pem.error());
-    }
-    if (pem->empty() || pem->size() > kMaxTrustAnchor) {
-      kill_child();
-      return fail(Error::msg("trust anchor", "empty or larger than 16 KiB"));
-    }
-    go += *pem;
-  }
-  if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size())) {
-    kill_child();
-    return fail(Error::sys("start the sandbox"));
-  }
-  for (;;) {
-    auto m = receive(parent_sock.get());
-    if (!m) {
-      kill_child();
-      return fail(m.error());
-    }
-    if (m->type == kMsgPty) {
-      l.pty_master.reset(m->fd);
-      continue;
-    }
-    if (m->type == kMsgListeners) {
-      l.http_listener.reset(m->fd);
-      l.socks_listener.reset(m->fd2);
-      l.dns_socket.reset(m->fd3);
-      continue;
-    }
-    if (m->type == kMsgReady) {
-      if (m->fd < 0 && plan.seccomp) {
-        kill_child();
-        return fail(Error::msg("setup", "the sandbox did not hand over its seccomp listener"));
-      }
-      l.seccomp_listener.reset(m->fd);
-      return l;
-    }
-    if (m->fd >= 0) ::close(m->fd);
-    if (m->fd2 >= 0) ::close(m->fd2);
-    if (m->fd3 >= 0) ::close(m->fd3);
-    kill_child();
-    if (m->type == kMsgError) return fail(Error::msg("setup", m->text));
-    return fail(Error::msg("setup", "the sandbox exited before it was set up"));
-  }
+  sp.map_ids = [&plan](pid_t pid) { return write_id_maps(pid, plan.identity); };
+  sp.trust_anchor = opt.trust_anchor;
+  sp.need_seccomp_listener = plan.seccomp;
+  sp.clone_error = [](int e) {
+    return Error{"create namespaces",
+                 std::string(std::strerror(e)) +
+                     (e == EPERM || e == ENOSPC
+                          ? " (are unprivileged user namespaces disabled? see kernel.unprivileged_userns_clone, "
+                            "user.max_user_namespaces)"
+                          : ""),
+                 e};
+  };
+  return layer::spawn(std::move(sp));  // (the idmapped trees close here: the child has its copies)
 }
 
 }  // namespace exg::process

@@ -1,0 +1,116 @@
+#include "layer/spawn.hpp"
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+
+#include "process/child.hpp"
+#include "process/syscalls.hpp"
+#include "util/fd_passing.hpp"
+
+namespace exg::layer {
+
+namespace {
+
+// Kills and reaps the child unless committed: every early return unwinds.
+class ChildGuard {
+ public:
+  explicit ChildGuard(Sandbox& sb) : sb_(sb) {}
+  ~ChildGuard() {
+    if (committed_ || sb_.pid <= 0) return;
+    sys::pidfd_send_signal(sb_.pidfd.get(), SIGKILL);
+    ::waitpid(sb_.pid, nullptr, 0);
+  }
+  void commit() { committed_ = true; }
+  ChildGuard(const ChildGuard&) = delete;
+  ChildGuard& operator=(const ChildGuard&) = delete;
+
+ private:
+  Sandbox& sb_;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+Result<Sandbox> spawn(SpawnSpec spec) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
+  UniqueFd parent_sock(sv[0]), child_sock(sv[1]);
+  UniqueFd self(sys::pidfd_open(::getpid()));
+  if (!self) return fail(Error::sys("pidfd_open"));
+  // The agent's channel: a stream, as a virtio-serial port will be.
+  UniqueFd agent_here, agent_there;
+  if (spec.agent) {
+    int ch[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ch) != 0) return fail(Error::sys("socketpair for the agent"));
+    agent_here.reset(ch[0]);
+    agent_there.reset(ch[1]);
+  }
+  SpawnFds fds{child_sock.get(), self.get(), agent_there.get()};
+
+  int pidfd = -1;
+  long pid = sys::clone3_fork(spec.clone_flags, &pidfd, spec.cgroup.clone_into_fd());
+  if (pid < 0) {
+    int e = errno;
+    return fail(spec.clone_error ? spec.clone_error(e) : Error::sys(spec.clone_what, e));
+  }
+  if (pid == 0) {
+    parent_sock.reset();
+    agent_here.reset();
+    spec.child(fds);
+    ::_exit(127);  // child() does not return
+  }
+  Sandbox sb;
+  sb.pid = static_cast<pid_t>(pid);
+  sb.pidfd.reset(pidfd);
+  sb.cgroup = std::move(spec.cgroup);
+  ChildGuard guard(sb);
+  child_sock.reset();
+  agent_there.reset();
+  sb.agent_channel = std::move(agent_here);
+
+  // cgroup v1 has no CLONE_INTO_CGROUP: move the child in while it still waits.
+  if (sb.cgroup.active() && sb.cgroup.clone_into_fd() < 0)
+    if (auto r = sb.cgroup.attach(sb.pid); !r) return fail(r.error());
+  if (spec.map_ids)
+    if (auto r = spec.map_ids(sb.pid); !r) return fail(r.error());
+  // "Go", with the trust anchor when the plan has trust bundles.
+  std::string go(1, process::kMsgGo);
+  if (spec.trust_anchor) {
+    auto pem = spec.trust_anchor();
+    if (!pem) return fail(pem.error());
+    if (pem->empty() || pem->size() > process::kMaxTrustAnchor)
+      return fail(Error::msg("trust anchor", "empty or larger than 16 KiB"));
+    go += *pem;
+  }
+  if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
+    return fail(Error::sys(spec.start_what));
+  for (;;) {
+    FdMessage m;
+    if (!recv_fds(parent_sock.get(), &m)) return fail(Error::sys(spec.read_what));
+    if (m.type == process::kMsgPty) {
+      sb.pty_master.reset(m.fd);
+      continue;
+    }
+    if (m.type == process::kMsgListeners) {
+      sb.http_listener.reset(m.fd);
+      sb.socks_listener.reset(m.fd2);
+      sb.dns_socket.reset(m.fd3);
+      continue;
+    }
+    if (m.type == process::kMsgReady) {
+      if (m.fd < 0 && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
+      sb.seccomp_listener.reset(m.fd);
+      guard.commit();
+      return sb;
+    }
+    for (int fd : {m.fd, m.fd2, m.fd3})
+      if (fd >= 0) ::close(fd);
+    if (m.type == process::kMsgError) return fail(Error::msg(spec.setup_what, m.text));
+    return fail(Error::msg("setup", spec.exited_early));
+  }
+}
+
+}  // namespace exg::layer

@@ -1,0 +1,58 @@
+// The spawn path the process, container and gVisor layers share: clone the
+// sandbox's first process into its cgroup and namespaces, write its id maps,
+// send "go" (with the trust anchor), then collect what it hands back over the
+// setup socket (pty master, proxy listeners, seccomp listener) until it says
+// it is ready. A scope guard kills and reaps the child on every way out but
+// success, so no caller writes its own unwinding.
+//
+// Protocol on the setup socket (SOCK_SEQPACKET, process/child.hpp's kMsg*):
+//   parent -> child  G[PEM]           id maps written, go on
+//   child -> parent  P + fd           pty master
+//                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
+//                    R [+ fd]         set up; the seccomp notify fd when there is one
+//                    E text           a setup step failed
+#pragma once
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "layer/layer.hpp"
+#include "process/cgroup.hpp"
+#include "util/error.hpp"
+
+namespace exg::layer {
+
+// Descriptors the child's side gets (valid in the child only).
+struct SpawnFds {
+  int sync_fd = -1;        // the setup socket's child end
+  int parent_pidfd = -1;   // the supervisor, for the child's death-of-parent check
+  int agent_fd = -1;       // the agent channel's far end (SpawnSpec::agent), else -1
+};
+
+struct SpawnSpec {
+  uint64_t clone_flags = 0;     // namespaces (CLONE_PIDFD added)
+  process::Cgroup cgroup;       // made and limited by the layer; the child is born in it
+  bool agent = false;           // make the agent channel (a stream socketpair)
+  // Runs in the child right after the clone (never returns).
+  std::function<void(const SpawnFds&)> child;
+  // After the clone, before "go": the child's id maps (empty: none to write).
+  std::function<Result<void>(pid_t)> map_ids;
+  // The PEM that follows "go" (LaunchOptions::trust_anchor); empty: none.
+  std::function<Result<std::string>()> trust_anchor;
+  bool need_seccomp_listener = false;  // "ready" without one fails
+  // Messages: who the child is, and the words of the failures.
+  std::string clone_what = "create namespaces";
+  std::function<Error(int err)> clone_error;  // empty: Error::sys(clone_what)
+  std::string start_what = "start the sandbox";
+  std::string read_what = "read from the sandbox";
+  std::string setup_what = "setup";
+  std::string no_listener = "the sandbox did not hand over its seccomp listener";
+  std::string exited_early = "the sandbox exited before it was set up";
+};
+
+// The running sandbox, or an error with the child killed and reaped.
+Result<Sandbox> spawn(SpawnSpec spec);
+
+}  // namespace exg::layer
