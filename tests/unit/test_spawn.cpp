@@ -1,0 +1,143 @@
+// layer::spawn on the real kernel, without namespaces (clone flags 0, no
+// cgroup): the handshake's outcomes, and that every failure leaves no child
+// behind (the scope guard kills and reaps it).
+#include <gtest/gtest.h>
+
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <string>
+
+#include "layer/spawn.hpp"
+#include "process/child.hpp"
+#include "util/fd_passing.hpp"
+
+using namespace exg;
+
+namespace {
+
+// Waits for "go" on the setup socket, then runs `then`.
+layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
+  layer::SpawnSpec s;
+  s.child = [then](const layer::SpawnFds& f) {
+    char buf[64];
+    if (::recv(f.sync_fd, buf, sizeof buf, 0) < 1 || buf[0] != process::kMsgGo) ::_exit(3);
+    then(f.sync_fd);
+    ::_exit(0);
+  };
+  return s;
+}
+
+bool reaped(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD; }
+
+}  // namespace
+
+TEST(Spawn, ReadyHandsBackTheRunningChild) {
+  auto s = spec_with([](int sync) {
+    char r = process::kMsgReady;
+    (void)::send(sync, &r, 1, 0);
+    ::pause();  // runs until killed
+  });
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_TRUE(sb) << sb.error().str();
+  EXPECT_GT(sb->pid, 0);
+  EXPECT_TRUE(sb->pidfd);
+  EXPECT_FALSE(sb->seccomp_listener);
+  EXPECT_EQ(::kill(sb->pid, 0), 0);  // committed: still running
+  ::kill(sb->pid, SIGKILL);
+  EXPECT_EQ(::waitpid(sb->pid, nullptr, 0), sb->pid);
+}
+
+TEST(Spawn, SetupErrorIsReportedAndTheChildReaped) {
+  pid_t seen = -1;
+  auto s = spec_with([](int sync) {
+    std::string m(1, process::kMsgError);
+    m += "mount /x: Permission denied";
+    (void)::send(sync, m.data(), m.size(), 0);
+    ::pause();  // the guard must kill it
+  });
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  s.setup_what = "setup (test)";
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_FALSE(sb);
+  EXPECT_EQ(sb.error().str(), "setup (test): mount /x: Permission denied");
+  ASSERT_GT(seen, 0);
+  EXPECT_TRUE(reaped(seen));
+}
+
+TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
+  auto early = spec_with([](int) { ::_exit(1); });
+  early.exited_early = "the test child exited before it was set up";
+  auto r = layer::spawn(std::move(early));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), "setup: the test child exited before it was set up");
+
+  pid_t seen = -1;
+  auto nolistener = spec_with([](int sync) {
+    char m = process::kMsgReady;
+    (void)::send(sync, &m, 1, 0);
+    ::pause();
+  });
+  nolistener.need_seccomp_listener = true;
+  nolistener.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  r = layer::spawn(std::move(nolistener));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), "setup: the sandbox did not hand over its seccomp listener");
+  EXPECT_TRUE(reaped(seen));
+}
+
+TEST(Spawn, FailingIdMapsAndTrustAnchorUnwind) {
+  pid_t seen = -1;
+  auto s = spec_with([](int) { ::pause(); });
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return fail(Error::msg("uid_map", "refused"));
+  };
+  auto r = layer::spawn(std::move(s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), "uid_map: refused");
+  EXPECT_TRUE(reaped(seen));
+
+  auto t = spec_with([](int) { ::pause(); });
+  t.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  t.trust_anchor = []() -> Result<std::string> { return std::string(20000, 'x'); };
+  r = layer::spawn(std::move(t));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), "trust anchor: empty or larger than 16 KiB");
+  EXPECT_TRUE(reaped(seen));
+}
+
+TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  layer::SpawnSpec s;
+  const int wr = out[1];
+  s.child = [wr](const layer::SpawnFds& f) {
+    char buf[256];
+    ssize_t n = ::recv(f.sync_fd, buf, sizeof buf, 0);
+    if (n > 0) (void)::write(wr, buf, static_cast<size_t>(n));
+    char r = process::kMsgReady;
+    (void)::send(f.sync_fd, &r, 1, 0);
+    ::_exit(0);
+  };
+  s.trust_anchor = []() -> Result<std::string> { return std::string("PEM"); };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_TRUE(sb) << sb.error().str();
+  ::close(out[1]);
+  char buf[16] = {};
+  ASSERT_EQ(::read(out[0], buf, sizeof buf), 4);
+  EXPECT_EQ(std::string(buf, 4), std::string(1, process::kMsgGo) + "PEM");
+  ::close(out[0]);
+  ::waitpid(sb->pid, nullptr, 0);
+}
