@@ -1,4 +1,5 @@
 #include "evidence/suite.hpp"
+#include "util/mountinfo.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -340,13 +341,7 @@ std::vector<std::pair<pid_t, std::string>> processes_with(const std::string& mar
 
 std::set<std::string> mount_points() {
   std::set<std::string> m;
-  std::ifstream f("/proc/self/mountinfo");
-  for (std::string l; std::getline(f, l);) {
-    std::istringstream is(l);
-    std::string a, b, c, root, point;
-    is >> a >> b >> c >> root >> point;
-    m.insert(point);
-  }
+  for (auto& e : util::read_mountinfo()) m.insert(std::move(e.mount_point));
   return m;
 }
 

@@ -1,6 +1,8 @@
 // The container and gVisor layers: the parent side (bundle, staging list,
 // clone of the runtime host) and the runtime host itself. Design: layer.hpp.
 #include "oci/layer.hpp"
+#include "util/mountinfo.hpp"
+#include "util/proc_cgroup.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -861,25 +863,11 @@ void after_run(const plan::Plan& plan, const LayerOptions& opt) {
   // cannot. Those directories are empty once the sandbox is gone.
   const std::string name = "exg-" + plan.sandbox_id;
   std::set<std::string> paths;
-  {
-    std::ifstream in("/proc/self/cgroup");
-    std::string line;
-    while (std::getline(in, line)) {
-      auto c = line.find(':', line.find(':') + 1);
-      if (c != std::string::npos) paths.insert(line.substr(c + 1) == "/" ? "" : line.substr(c + 1));
-    }
-  }
-  std::ifstream mi("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(mi, line)) {
-    std::istringstream ls(line);
-    std::vector<std::string> f;
-    for (std::string w; ls >> w;) f.push_back(w);
-    auto dash = std::find(f.begin(), f.end(), "-");
-    if (f.size() < 5 || dash == f.end() || dash + 1 == f.end() || (*(dash + 1) != "cgroup" && *(dash + 1) != "cgroup2"))
-      continue;
+  for (const auto& c : util::read_proc_cgroup()) paths.insert(c.path == "/" ? "" : c.path);
+  for (const auto& m : util::read_mountinfo()) {
+    if (m.fstype != "cgroup" && m.fstype != "cgroup2") continue;
     for (const auto& p : paths) {
-      std::string base = f[4] + p;
+      std::string base = m.mount_point + p;
       (void)::rmdir((base + "/" + name).c_str());
       if (DIR* d = ::opendir((base + "/exguardian").c_str())) {
         while (dirent* e = ::readdir(d))
@@ -891,10 +879,7 @@ void after_run(const plan::Plan& plan, const LayerOptions& opt) {
 }
 
 void read_host(LayerOptions& opt) {
-  std::ifstream mi("/proc/self/mountinfo");
-  std::stringstream ss;
-  ss << mi.rdbuf();
-  opt.cgroups = decide_cgroup_view(ss.str());
+  opt.cgroups = decide_cgroup_view(util::read_proc_text("/proc/self/mountinfo"));
   opt.pid1_installed = pid1::installed_copy(pid1::exe_dir());
 }
 

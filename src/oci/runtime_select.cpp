@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "oci/layer.hpp"
+#include "util/mountinfo.hpp"
 
 namespace exg::oci {
 
@@ -253,20 +254,12 @@ CgroupView decide_cgroup_view(const std::string& mountinfo) {
   CgroupView v;
   bool v1 = false, v2_at_root = false;
   std::string v2_path;
-  std::stringstream ss(mountinfo);
-  std::string line;
-  while (std::getline(ss, line)) {
-    std::stringstream ls(line);
-    std::vector<std::string> f;
-    std::string w;
-    while (ls >> w) f.push_back(w);
-    auto dash = std::find(f.begin(), f.end(), "-");
-    if (f.size() < 5 || dash == f.end() || dash + 1 == f.end()) continue;
-    const std::string& mp = f[4];
-    const std::string& type = *(dash + 1);
+  for (const auto& m : util::parse_mountinfo(mountinfo)) {
+    const std::string& mp = m.mount_point;
+    const std::string& type = m.fstype;
     if (type == "cgroup") {
       // A v1 hierarchy with real controllers (name=systemd alone does not count).
-      std::string opts = dash + 3 < f.end() ? *(dash + 3) : "";
+      const std::string& opts = m.super_options;
       for (const char* c : {"memory", "pids", "cpu", "freezer", "blkio", "devices", "cpuset"})
         if (("," + opts + ",").find(std::string(",") + c + ",") != std::string::npos) v1 = true;
     } else if (type == "cgroup2") {

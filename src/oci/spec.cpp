@@ -2,6 +2,7 @@
 // or refused with an error naming it: a step this file does not know would be
 // a protection silently dropped.
 #include "oci/spec.hpp"
+#include "util/mountinfo.hpp"
 
 #include <unistd.h>
 #include <algorithm>
@@ -53,19 +54,6 @@ std::string octal(unsigned mode) {
   return s;
 }
 
-std::string unescape_mountinfo(const std::string& s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      int v = (s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0');
-      out.push_back(static_cast<char>(v));
-      i += 3;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 
 class Builder {
@@ -351,13 +339,7 @@ class Builder {
 
 std::vector<std::string> read_mount_points() {
   std::vector<std::string> out;
-  std::ifstream in("/proc/self/mountinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string id, parent, dev, root, point;
-    if (ls >> id >> parent >> dev >> root >> point) out.push_back(unescape_mountinfo(point));
-  }
+  for (auto& m : util::read_mountinfo()) out.push_back(std::move(m.mount_point));
   return out;
 }
 

@@ -1,5 +1,8 @@
 #include "process/cgroup.hpp"
 
+#include "util/mountinfo.hpp"
+#include "util/proc_cgroup.hpp"
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -91,29 +94,6 @@ uint64_t now_ms() {
   return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
 }
 
-// mountinfo octal escapes (\040 for space).
-std::string unescape(std::string_view s) {
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size()) {
-      bool ok = true;
-      int v = 0;
-      for (size_t k = 1; k <= 3; ++k) {
-        char c = s[i + k];
-        if (c < '0' || c > '7') ok = false;
-        else v = v * 8 + (c - '0');
-      }
-      if (ok) {
-        out.push_back(static_cast<char>(v));
-        i += 3;
-        continue;
-      }
-    }
-    out.push_back(s[i]);
-  }
-  return out;
-}
-
 struct Mount {
   bool v2 = false;
   std::string root;        // the hierarchy path mounted here
@@ -123,23 +103,15 @@ struct Mount {
 
 std::vector<Mount> cgroup_mounts() {
   std::vector<Mount> out;
-  auto text = read_text("/proc/self/mountinfo");
-  if (!text) return out;
-  for (auto line : split(*text, '\n')) {
-    if (line.empty()) continue;
-    auto dash = line.find(" - ");
-    if (dash == std::string_view::npos) continue;
-    auto pre = words(line.substr(0, dash));
-    auto post = words(line.substr(dash + 3));
-    if (pre.size() < 5 || post.size() < 3) continue;
+  for (const auto& e : util::read_mountinfo()) {
     Mount m;
-    if (post[0] == "cgroup2") m.v2 = true;
-    else if (post[0] != "cgroup") continue;
-    m.root = unescape(pre[3]);
-    m.mountpoint = unescape(pre[4]);
+    if (e.fstype == "cgroup2") m.v2 = true;
+    else if (e.fstype != "cgroup") continue;
+    m.root = e.root;
+    m.mountpoint = e.mount_point;
     if (!m.v2) {
-      for (auto opt : split(post[2], ',')) {
-        if (opt == "rw" || opt == "ro" || opt.starts_with("name=") || opt.starts_with("release_agent") ||
+      for (auto opt : split(e.super_options, ',')) {
+        if (opt.empty() || opt == "rw" || opt == "ro" || opt.starts_with("name=") || opt.starts_with("release_agent") ||
             opt == "clone_children" || opt == "noprefix" || opt == "xattr" || opt == "cpuset_v2_mode")
           continue;
         m.controllers.emplace_back(opt);
@@ -303,22 +275,7 @@ std::optional<uint64_t> parse_keyed(std::string_view text, std::string_view key)
 }
 
 std::optional<std::string> own_cgroup_path(std::string_view text, std::string_view ctrl) {
-  for (auto line : split(text, '\n')) {
-    auto f = line.find(':');
-    if (f == std::string_view::npos) continue;
-    auto s = line.find(':', f + 1);
-    if (s == std::string_view::npos) continue;
-    auto id = line.substr(0, f);
-    auto ctrls = line.substr(f + 1, s - f - 1);
-    auto path = line.substr(s + 1);
-    if (ctrl.empty()) {
-      if (id == "0" && ctrls.empty()) return std::string(path);
-    } else {
-      for (auto c : split(ctrls, ','))
-        if (c == ctrl) return std::string(path);
-    }
-  }
-  return std::nullopt;
+  return util::cgroup_path_of(util::parse_proc_cgroup(text), ctrl);
 }
 
 

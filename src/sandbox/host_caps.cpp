@@ -1,4 +1,5 @@
 #include "sandbox/host_caps.hpp"
+#include "util/proc_cgroup.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -459,18 +460,13 @@ void probe_cgroups(std::vector<Capability>& out) {
   // /proc/self/cgroup: "0::/path" (v2) and "N:ctrl,ctrl:/path" (v1).
   std::string v2_path;
   std::vector<std::pair<std::string, std::string>> v1;  // controller, own path
-  std::istringstream lines(read_text("/proc/self/cgroup"));
-  for (std::string line; std::getline(lines, line);) {
-    auto a = line.find(':'), b = line.find(':', a + 1);
-    if (a == std::string::npos || b == std::string::npos) continue;
-    std::string ctrls = line.substr(a + 1, b - a - 1), path = line.substr(b + 1);
-    if (line.substr(0, a) == "0" && ctrls.empty()) {
-      v2_path = path;
+  for (const auto& l : util::read_proc_cgroup()) {
+    if (l.v2()) {
+      v2_path = l.path;
       continue;
     }
-    std::istringstream cs(ctrls);
-    for (std::string c; std::getline(cs, c, ',');)
-      if (!c.starts_with("name=")) v1.emplace_back(c, path);
+    for (const auto& c : l.controllers)
+      if (!c.starts_with("name=")) v1.emplace_back(c, l.path);
   }
   std::vector<std::string> v2_ctrls;
   bool v2_writable = false;
