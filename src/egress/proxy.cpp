@@ -14,7 +14,6 @@
 #include <sstream>
 
 #include "egress/dns.hpp"
-#include "sandbox/audit.hpp"
 
 namespace exg::egress {
 
@@ -121,7 +120,7 @@ std::optional<std::vector<IpAddress>> ProxyState::hosts_lookup(const std::string
 
 // ---- deadlines --------------------------------------------------------------------------------
 
-ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg)
+ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg)
     : io(io), rules(rules), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
   auto shortest = std::min({this->cfg.header_timeout, this->cfg.connect_timeout, this->cfg.idle_timeout,
                             std::chrono::milliseconds(2000)});
@@ -578,7 +577,7 @@ struct Proxy::Impl : detail::ProxyState {
   }
 };
 
-Proxy::Proxy(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg)
+Proxy::Proxy(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg)
     : impl_(std::make_shared<Impl>(io, rules, audit, cfg)) {}
 
 Proxy::~Proxy() { stop(); }

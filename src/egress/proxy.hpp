@@ -26,13 +26,10 @@
 #include <utility>
 #include <vector>
 
+#include "egress/audit_sink.hpp"
 #include "egress/rules.hpp"
 #include "egress/secrets.hpp"
 #include "util/error.hpp"
-
-namespace exg::sandbox {
-class AuditLog;
-}
 
 namespace exg::egress {
 
@@ -62,7 +59,7 @@ struct ProxyStats {
 
 class Proxy {
  public:
-  Proxy(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg = {});
+  Proxy(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg = {});
   ~Proxy();
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
@@ -302,11 +299,11 @@ class Session;
 
 // What the listeners and every session share; outlives the Proxy while sessions run.
 struct ProxyState {
-  ProxyState(boost::asio::io_context& io, const Rules& rules, sandbox::AuditLog* audit, ProxyConfig cfg);
+  ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg);
   ~ProxyState();
   boost::asio::io_context& io;
   const Rules& rules;
-  sandbox::AuditLog* audit;
+  AuditSink* audit;
   ProxyConfig cfg;
   ProxyStats stats;
   size_t active = 0;

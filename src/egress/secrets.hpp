@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "egress/rules.hpp"
+#include "plan/secret.hpp"
 #include "util/error.hpp"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -19,15 +20,7 @@ typedef struct x509_st X509;
 
 namespace exg::egress {
 
-struct Secret {
-  std::string name;                // "GITHUB_TOKEN"
-  std::string placeholder;         // "exg_ph_GITHUB_TOKEN_<random>": all the sandbox ever holds
-  std::string value;               // the real value: lives in the supervisor only
-  std::vector<std::string> hosts;  // patterns, matched as allowedDomains entries are
-  // Lower-case request header names the placeholder is replaced in; empty: any
-  // header. Outside them a limited secret's placeholder is refused as exfiltration.
-  std::vector<std::string> headers;
-};
+using Secret = plan::Secret;  // plain data, carried by the Plan (plan/secret.hpp)
 
 // Per-sandbox certificate authority, generated in memory (the key never
 // touches the disk or the sandbox); leaf certificates on demand, cached.

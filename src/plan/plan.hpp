@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "egress/secrets.hpp"
 #include "policy/policy.hpp"
 #include "plan/landlock_rules.hpp"
 #include "plan/limits.hpp"
+#include "plan/secret.hpp"
 #include "util/error.hpp"
 
 namespace exg::plan {
@@ -125,7 +125,7 @@ struct Plan {
   // Credential injection (DESIGN.md §6). The values live here, in the
   // supervisor, and go to the proxy only: to_text() never prints them, no
   // step or environment entry holds them.
-  std::vector<egress::Secret> secrets;
+  std::vector<Secret> secrets;
   std::string trust_bundle_path;   // inside: where the CA variables point (secrets only)
   std::string host_trust_bundle;   // the host's bundle: upstream verification and the bundle's base; empty: none found
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)

@@ -211,7 +211,7 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
     if (!value) return fail(value.error());
     auto ph = make_placeholder(s.name);
     if (!ph) return fail(ph.error());
-    egress::Secret sec{s.name, *ph, *value, {}};
+    Secret sec{s.name, *ph, *value, {}};
     for (const auto& h : s.hosts) sec.hosts.push_back(h.pattern);
     sec.headers = s.headers;
     if (!file.empty()) out.source_files.push_back(file);
@@ -231,8 +231,8 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
   return out;
 }
 
-std::string mask_values(std::string text, const std::vector<egress::Secret>& secrets) {
-  std::vector<const egress::Secret*> order;
+std::string mask_values(std::string text, const std::vector<Secret>& secrets) {
+  std::vector<const Secret*> order;
   for (const auto& s : secrets) order.push_back(&s);
   // Longest first: a value that contains another is replaced whole.
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) { return a->value.size() > b->value.size(); });
@@ -240,7 +240,7 @@ std::string mask_values(std::string text, const std::vector<egress::Secret>& sec
   return text;
 }
 
-Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std::vector<egress::Secret>& secrets,
+Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std::vector<Secret>& secrets,
                                             const std::string& home) {
   std::vector<Step> steps;
   std::set<std::string> targets;
@@ -253,7 +253,7 @@ Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std
     auto text = read_small_file(*c);
     if (!text) return fail(Error::msg(what, text.error().str()));
     for (const auto& name : f.secrets) {
-      auto s = std::find_if(secrets.begin(), secrets.end(), [&](const egress::Secret& x) { return x.name == name; });
+      auto s = std::find_if(secrets.begin(), secrets.end(), [&](const Secret& x) { return x.name == name; });
       if (s == secrets.end()) return fail(Error::msg(what, "names secret " + name + ", which no \"secrets\" entry declares"));
       if (text->find(s->value) == std::string::npos)
         return fail(Error::msg(what, "the value of secret " + name + " is not in " + *c));

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "egress/secrets.hpp"
+#include "plan/secret.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
 #include "util/error.hpp"
@@ -22,7 +22,7 @@ Result<std::string> make_placeholder(const std::string& name);
 std::optional<std::string> secret_host_refusal(const std::string& host, const policy::Network& net);
 
 struct ResolvedSecrets {
-  std::vector<egress::Secret> secrets;
+  std::vector<Secret> secrets;
   std::map<std::string, std::string> env;  // NAME -> what the variable holds inside (placeholders only)
   std::vector<std::string> source_files;   // canonical host files values were read from: never readable inside
 };
@@ -32,12 +32,12 @@ struct ResolvedSecrets {
 Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context& ctx, const std::string& home);
 
 // Every secret's value replaced by its placeholder (longest value first).
-std::string mask_values(std::string text, const std::vector<egress::Secret>& secrets);
+std::string mask_values(std::string text, const std::vector<Secret>& secrets);
 
 // File steps for the policy's secretFiles: the host file read now, every
 // secret value in it replaced by its placeholder. Each named secret's value
 // must be in the file (a mistake otherwise).
-Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std::vector<egress::Secret>& secrets,
+Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std::vector<Secret>& secrets,
                                             const std::string& home);
 
 // The CA bundle the sandbox trusts: File steps (trust_bundle) over the system

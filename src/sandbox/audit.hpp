@@ -5,19 +5,20 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "egress/audit_sink.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
 
-class AuditLog {
+class AuditLog final : public egress::AuditSink {
  public:
   AuditLog() = default;  // disabled: write() does nothing
   static Result<AuditLog> open(const std::string& path, const std::string& sandbox_id);
 
-  bool enabled() const { return static_cast<bool>(fd_); }
+  bool enabled() const override { return static_cast<bool>(fd_); }
   // Adds "time" (RFC 3339, UTC, microseconds) and "sandbox", then appends one line.
-  void write(nlohmann::json event);
+  void write(nlohmann::json event) override;
 
  private:
   UniqueFd fd_;

@@ -415,7 +415,7 @@ TEST_F(SecretsPlan, NoSecretsNoTrustBundle) {
 }
 
 TEST(SecretsMask, LongestValueFirst) {
-  std::vector<egress::Secret> s = {{"A", "exg_ph_A_1", "abcd", {}}, {"B", "exg_ph_B_2", "abcdefgh", {}}};
+  std::vector<plan::Secret> s = {{"A", "exg_ph_A_1", "abcd", {}}, {"B", "exg_ph_B_2", "abcdefgh", {}}};
   EXPECT_EQ(plan::mask_values("x=abcdefgh y=abcd", s), "x=exg_ph_B_2 y=exg_ph_A_1");
 }
 
