@@ -28,7 +28,10 @@ Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_
 Result<int> idmapped_tree(const plan::Step& s, int userns_fd);
 
 // Signals the supervisor handles itself must be blocked before launch() (the
-// child inherits the mask; its init keeps them blocked and waits for them).
+// child inherits the mask; its init keeps them blocked and waits for them):
+// the front end does it once per process (cli/host_setup.hpp), and drops
+// root's supplementary groups, which launch() checks. The spawn itself is
+// layer::spawn (layer/spawn.hpp).
 Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt);
 
 }  // namespace exg::process
