@@ -74,6 +74,8 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
   uint64_t token = 0;
   boost::asio::steady_timer keepalive, deadline;
   bool done = false;
+  bool has_deadline = false;
+  bool detached = false;  // the client left; the deadline still holds
 
   ProcessStream(boost::asio::io_context& io, std::shared_ptr<Sandbox> s, ExchangePtr ex)
       : sb(std::move(s)), stream(std::move(ex)), keepalive(io), deadline(io) {}
@@ -85,11 +87,15 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
     stream.send({{"event", {{"start", {{"pid", pid}}}}}});
     tick();
     if (timeout && timeout->count() > 0) {
+      has_deadline = true;
       deadline.expires_after(*timeout);
       deadline.async_wait([self](boost::system::error_code ec) {
-        if (ec || self->done) return;
-        // The command's timeout: it ends with its stream.
-        if (self->sb->agent) self->sb->agent->call({{"op", "signal"}, {"pid", self->pid}, {"signal", "KILL"}}, {}, [](const agent::Frame&) {});
+        if (ec || (self->done && !self->detached)) return;
+        // The command's timeout, also when its client has already given up on it.
+        self->detached = false;
+        if (self->sb->agent) self->sb->agent->unsubscribe(self->token);
+        if (self->sb->agent && self->sb->processes.count(self->pid))
+          self->sb->agent->call({{"op", "signal"}, {"pid", self->pid}, {"signal", "KILL"}}, {}, [](const agent::Frame&) {});
         self->finish(RpcError{Code::DeadlineExceeded, "the command's timeout passed: it was killed"}, true);
       });
     }
@@ -105,8 +111,14 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
   }
 
   void on_event(const agent::Frame& f) {
-    if (done) return;
     std::string ev = f.header.value("event", "");
+    if (detached && (ev == "exit" || ev == "closed")) {  // its deadline need not fire any more
+      detached = false;
+      deadline.cancel();
+      if (sb->agent) sb->agent->unsubscribe(token);
+      return;
+    }
+    if (done) return;
     if (ev == "stdout" || ev == "stderr") {
       std::string kind = pty ? "pty" : ev;
       stream.send({{"event", {{"data", {{kind, rpc::base64_encode(f.payload)}}}}}});
@@ -121,9 +133,15 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
   void finish(const std::optional<RpcError>& err, bool send_end) {
     if (done) return;
     done = true;
-    if (sb->agent) sb->agent->unsubscribe(token);
     keepalive.cancel();
-    deadline.cancel();
+    // A client that left keeps its command's deadline: the process is still
+    // watched for its exit, and killed if the deadline comes first.
+    if (!send_end && has_deadline) {
+      detached = true;
+    } else {
+      if (sb->agent) sb->agent->unsubscribe(token);
+      deadline.cancel();
+    }
     stream.exchange().on_close = nullptr;
     if (send_end) stream.end(err);
   }
