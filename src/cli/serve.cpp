@@ -122,7 +122,16 @@ int serve_main(int argc, char** argv) {
     registry.kill_all([&io] { io.stop(); });
   });
   std::fprintf(stderr, "exguardian: serve: listening on %s (state %s)\n", server.bound().c_str(), real.c_str());
-  io.run();
+  // A handler that throws (a bug, never input: requests are validated) ends
+  // that handler only; the server and its sandboxes go on.
+  for (;;) {
+    try {
+      io.run();
+      break;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exguardian: serve: internal error in a handler: %s\n", e.what());
+    }
+  }
   return stop_signal ? 0 : 1;
 }
 

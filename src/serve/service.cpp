@@ -73,6 +73,16 @@ std::optional<std::string> Service::user_error(const Request& req, const std::st
 }
 
 void Service::handle(Request& req, ExchangePtr ex) {
+  // A value of an unexpected JSON type deep in a message must not take the
+  // server down: whatever the handlers did not validate is a 400 here.
+  try {
+    route(req, ex);
+  } catch (const std::exception& e) {
+    if (ex->open()) reply(ex, "error", api_error(http::status::bad_request, std::string("bad request: ") + e.what()));
+  }
+}
+
+void Service::route(Request& req, ExchangePtr ex) {
   std::string target(req.target());
   auto qm = target.find('?');
   std::string path = target.substr(0, qm), query = qm == std::string::npos ? "" : target.substr(qm + 1);

@@ -50,6 +50,7 @@ class Service {
   ServiceOptions opt_;
   Metrics metrics_;
 
+  void route(Request& req, ExchangePtr ex);
   // control_routes.cpp
   void control(Request& req, ExchangePtr ex, const std::string& path, const std::string& query);
   void create_sandbox(Request& req, ExchangePtr ex, const Tenant& t);
