@@ -244,6 +244,17 @@ await check('pause and resume (connect): processes and files kept', async () => 
   await again.commands.kill(h.pid)
 })
 
+await check('8 sandboxes at once, each running a command', async () => {
+  const many = await Promise.all(Array.from({ length: 8 }, (_, i) =>
+    Sandbox.create(TEMPLATE, { apiKey: OTHER_KEY, metadata: { suite: tag, role: `many${i}` } })))
+  assert.equal(new Set(many.map((s) => s.sandboxId)).size, 8)
+  const outs = await Promise.all(many.map((s, i) => s.commands.run(`echo n${i}; id -u`)))
+  outs.forEach((r, i) => assert.equal(r.stdout.split('\n')[0], `n${i}`))
+  // each its own uid where the layer picks one (the process layer does)
+  if (process.env.EXPECT_OWN_UIDS === '1') assert.equal(new Set(outs.map((r) => r.stdout.split('\n')[1])).size, 8)
+  assert.deepEqual(await Promise.all(many.map((s) => s.kill())), Array(8).fill(true))
+})
+
 await check('setTimeout: expiry kills the sandbox', async () => {
   const s = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'short' } })
   await s.setTimeout(2000)

@@ -193,7 +193,7 @@ cp "$SRC/tests/e2b/sdk_basic.mjs" "$T/node/"
 if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "e2b@$E2B_VERSION" > "$T/npm.log" 2>&1); then
     ok "npm install e2b@$E2B_VERSION"
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" TEMPLATE=layered \
-        EXPECT_PAUSE=$EXPECT_PAUSE timeout 300 node "$T/node/sdk_basic.mjs"
+        EXPECT_PAUSE=$EXPECT_PAUSE EXPECT_OWN_UIDS=$(on_layer process && echo 1 || echo 0) timeout 300 node "$T/node/sdk_basic.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the e2b SDK: $(tail -1 <<<"$OUT")"
     else fail "the e2b SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
