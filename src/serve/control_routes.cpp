@@ -258,6 +258,9 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
     return bad("allow_internet_access: ExGuardian lets a sandbox reach only named hosts: list them in network.allowOut");
   if (internet_given && !internet && !cr.allow_out.empty())
     return bad("allow_internet_access false with network.allowOut: choose one");
+  for (const auto& d : cr.allow_out)
+    if (d.find('/') != std::string::npos)
+      return bad("network.allowOut: " + d + ": address ranges are not accepted here; name the hosts");
   const Template* tmpl = templates_.find(template_id);
   if (!tmpl) return reply(ex, route, api_error(http::status::not_found, "template " + template_id + " not found"));
   cr.tmpl = *tmpl;
@@ -267,6 +270,9 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
     return reply(ex, route, std::move(*q));
   }
   registry_.create(cr, [this, ex, route](std::shared_ptr<Sandbox> sb, const std::string& error) mutable {
+    // A host name the egress rules refuse is the request's fault; anything else the server's.
+    if (!sb && error.find("--allow-domain") != std::string::npos)
+      return reply(ex, route, api_error(http::status::bad_request, "network.allowOut: " + error));
     if (!sb) return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + error));
     nlohmann::json j = {{"templateID", sb->tmpl.name}, {"sandboxID", sb->id}, {"clientID", "exguardian"},
                         {"envdVersion", kEnvdVersion}, {"envdAccessToken", sb->access_token}};
