@@ -166,6 +166,15 @@ head -c 9000000 /dev/urandom > "$T/big.bin"
 api POST "/files?path=big.bin" "${S[@]}" -H 'Content-Type: application/octet-stream' --data-binary @"$T/big.bin"; expect 413 "upload over --max-upload-mib: 413"
 api GET "/files?path=nothere" "${S[@]}"; expect 404 "download of a missing file: 404"
 api GET "/files?path=up/a.txt&username=root" "${S[@]}"; expect 401 "files as root: refused" '.message | test("root")'
+# Polled watchers (CreateWatcher / GetWatcherEvents / RemoveWatcher), which the SDK does not use.
+api POST /filesystem.Filesystem/CreateWatcher "${S[@]}" "${JSON[@]}" -d '{"path": "up"}'; expect 200 "CreateWatcher" '.watcherId'
+WID=$(jq -r .watcherId <<<"$BODY")
+api POST "/files?path=up/w.txt" "${S[@]}" -F "file=@$T/up.txt"
+sleep 0.3
+api POST /filesystem.Filesystem/GetWatcherEvents "${S[@]}" "${JSON[@]}" -d "{\"watcherId\": \"$WID\"}"
+expect 200 "GetWatcherEvents: the upload's create event" 'any(.events[]; .name == "w.txt" and .type == "EVENT_TYPE_CREATE")'
+api POST /filesystem.Filesystem/RemoveWatcher "${S[@]}" "${JSON[@]}" -d "{\"watcherId\": \"$WID\"}"; expect 200 "RemoveWatcher"
+api POST /filesystem.Filesystem/GetWatcherEvents "${S[@]}" "${JSON[@]}" -d "{\"watcherId\": \"$WID\"}"; expect 404 "a removed watcher: not_found" '.code == "not_found"'
 api GET /health; expect 200 "the server is healthy after all of that"
 api GET "/files?path=up/a.txt" "${S[@]}"; [ "$BODY" = raw-bytes ] && ok "and the sandbox still answers" || fail "sandbox after bad input"
 
