@@ -290,6 +290,11 @@ void accept_loop(Acceptor& acc, std::shared_ptr<Shared> shared) {
         boost::system::error_code e2;
         s.close(e2);
       } else {
+        // Stream events go out as small writes one after another: no Nagle delay on them.
+        if constexpr (std::is_same_v<Socket, tcp::socket>) {
+          boost::system::error_code e3;
+          s.set_option(tcp::no_delay(true), e3);
+        }
         std::make_shared<Connection<Socket>>(std::move(s), shared)->start();
       }
     }
