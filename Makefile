@@ -50,6 +50,7 @@ bench: build
 	BUILD=$(abspath $(BUILD_DIR)) bash bench/sweep.sh
 	EXG=$(abspath $(EXG)) bash bench/secrets.sh
 	EXG=$(abspath $(EXG)) bash bench/layers.sh
+	EXG=$(abspath $(EXG)) bash bench/serve.sh
 
 # bin/exguardian (its static pid 1 embedded), lib/exguardian/exguardian-init,
 # share/man/man1/exguardian.1 and share/doc/exguardian under DESTDIR/PREFIX.
