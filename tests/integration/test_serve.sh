@@ -249,6 +249,24 @@ procs=$(pgrep -f -- "$STATE/sandboxes" || true)
 [ -z "$procs" ] && ok "no process of those sandboxes is left" || fail "processes left: $procs"
 api GET "/sandboxes/$ID2" "${A[@]}"; expect 404 "the new server does not know the old sandboxes"
 
+# ---- a unix socket as the listener (another state dir: one server per state dir) ----
+"$EXG" serve --listen "unix:$T/serve.sock" --tenants "$T/tenants.json" --state-dir "$STATE" > "$T/serve-lock.log" 2>&1
+st=$?
+[ "$st" = 125 ] && grep -q 'another exguardian serve holds it' "$T/serve-lock.log" && ok "a second server on the same state dir: refused" ||
+    fail "a second server on the same state dir: exit $st"
+"$EXG" serve --listen "unix:$T/serve.sock" --tenants "$T/tenants.json" --state-dir "$T/state-unix" > "$T/serve-unix.log" 2>&1 &
+UNIX_PID=$!
+track_bg "$UNIX_PID"
+wait_for 10 test -S "$T/serve.sock" || fail "the unix-socket server did not start"
+[ "$(stat -c %a "$T/serve.sock")" = 660 ] && ok "unix:PATH is created mode 0660" || fail "unix socket mode $(stat -c %a "$T/serve.sock")"
+[ "$(curl -s --unix-socket "$T/serve.sock" http://x/health)" = '{"status":"ok"}' ] && ok "GET /health over unix:PATH" || fail "health over unix:PATH"
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/serve.sock" http://x/v2/sandboxes)
+[ "$code" = 401 ] && ok "no key over unix:PATH: 401" || fail "no key over unix:PATH: $code"
+code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/serve.sock" -H "X-API-KEY: $KEY_A" http://x/v2/sandboxes)
+[ "$code" = 200 ] && ok "a key over unix:PATH: 200" || fail "a key over unix:PATH: $code"
+kill -TERM "$UNIX_PID"; wait "$UNIX_PID"
+[ ! -e "$T/serve.sock" ] && ok "the socket is removed at the end" || fail "the socket file is left"
+
 # ---- SIGTERM: the server ends its sandboxes and exits 0 ----
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered"}'; [ "$CODE" = 201 ] || fail "create before SIGTERM: $CODE"
 kill -TERM "$SERVER_PID"
