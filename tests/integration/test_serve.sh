@@ -175,6 +175,28 @@ api POST /filesystem.Filesystem/GetWatcherEvents "${S[@]}" "${JSON[@]}" -d "{\"w
 expect 200 "GetWatcherEvents: the upload's create event" 'any(.events[]; .name == "w.txt" and .type == "EVENT_TYPE_CREATE")'
 api POST /filesystem.Filesystem/RemoveWatcher "${S[@]}" "${JSON[@]}" -d "{\"watcherId\": \"$WID\"}"; expect 200 "RemoveWatcher"
 api POST /filesystem.Filesystem/GetWatcherEvents "${S[@]}" "${JSON[@]}" -d "{\"watcherId\": \"$WID\"}"; expect 404 "a removed watcher: not_found" '.code == "not_found"'
+# Garbage, pipelined requests, a request cut short: answered or dropped, never fatal.
+python3 - "$PORT" > "$T/raw.out" 2>&1 <<'PY'
+import os, socket, sys
+port = int(sys.argv[1])
+def conn():
+    s = socket.create_connection(('127.0.0.1', port), timeout=10)
+    return s
+s = conn(); s.sendall(os.urandom(65536)); s.settimeout(5)
+try: print('garbage:', s.recv(100).split(b'\r\n')[0].decode(errors='replace'))
+except Exception as e: print('garbage: closed', e)
+s.close()
+s = conn(); s.sendall(b'GET /health HTTP/1.1\r\nHost: x\r\n\r\nGET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')
+data = b''
+while True:
+    d = s.recv(65536)
+    if not d: break
+    data += d
+print('pipelined:', data.count(b'HTTP/1.1 200 OK'))
+s = conn(); s.sendall(b'POST /sandboxes HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n{"templ'); s.close()
+PY
+grep -q '^garbage: HTTP/1.1 400' "$T/raw.out" && ok "random bytes: 400 and the connection closed" || { fail "random bytes"; note "$(cat "$T/raw.out")"; }
+grep -q '^pipelined: 2' "$T/raw.out" && ok "two pipelined requests: two answers in order" || { fail "pipelined"; note "$(cat "$T/raw.out")"; }
 api GET /health; expect 200 "the server is healthy after all of that"
 api GET "/files?path=up/a.txt" "${S[@]}"; [ "$BODY" = raw-bytes ] && ok "and the sandbox still answers" || fail "sandbox after bad input"
 
