@@ -11,18 +11,20 @@ DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev
   libseccomp-dev libgtest-dev googletest git python3 gcc libc6-dev util-linux passwd \
   procps psmisc bubblewrap hyperfine iproute2 expect \
   jq libbenchmark-dev libidn2-dev libunistring-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
-  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin
+  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs
 
 .PHONY: all deps build test demo bench clean install install-built deb deb-built
 
 all: build
 
 # apt-get runs only when a package is missing, so repeated runs are fast and work offline.
+# npm (test_serve installs the e2b SDK with it): Debian's package, unless a nodejs that carries its own is there.
 deps:
 	@missing=""; \
 	for p in $(DEB_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' "$$p" 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -z "$$missing" ]; then echo "deps: all packages present"; exit 0; fi; \
 	echo "deps: missing:$$missing"; \
 	if [ "$$(id -u)" -ne 0 ]; then echo "deps: run as root to install them" >&2; exit 1; fi; \
@@ -48,6 +50,7 @@ bench: build
 	BUILD=$(abspath $(BUILD_DIR)) bash bench/sweep.sh
 	EXG=$(abspath $(EXG)) bash bench/secrets.sh
 	EXG=$(abspath $(EXG)) bash bench/layers.sh
+	EXG=$(abspath $(EXG)) bash bench/serve.sh
 
 # bin/exguardian (its static pid 1 embedded), lib/exguardian/exguardian-init,
 # share/man/man1/exguardian.1 and share/doc/exguardian under DESTDIR/PREFIX.

@@ -8,6 +8,7 @@
 #include "cli/oci_cmds.hpp"
 #include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
+#include "cli/serve.hpp"
 #include "cli/session.hpp"
 #include "cli/subcommands.hpp"
 
@@ -17,6 +18,8 @@ int main(int argc, char** argv) {
     return exg::cli::oci_init_main(argc - 3, argv + 3);
   // The session's client: its own small grammar (verbs with their own options and a command).
   if (argc > 1 && std::string(argv[1]) == "session-client") return exg::cli::session_client_main(argc - 2, argv + 2);
+  // The E2B-compatible server: its own options, no command.
+  if (argc > 1 && std::string(argv[1]) == "serve") return exg::cli::serve_main(argc - 1, argv + 1);
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");

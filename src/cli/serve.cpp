@@ -1,0 +1,138 @@
+// `exguardian serve`: the E2B-compatible server (src/serve/).
+#include "cli/serve.hpp"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "serve/http_server.hpp"
+#include "serve/openapi.hpp"
+#include "serve/sandbox_registry.hpp"
+#include "serve/service.hpp"
+#include "serve/templates.hpp"
+#include "serve/tenants.hpp"
+
+namespace exg::cli {
+
+namespace {
+
+int serve_error(const std::string& what) {
+  std::fprintf(stderr, "exguardian: serve: %s\n", what.c_str());
+  return 125;
+}
+
+std::string canonical_dir(const std::string& d) {
+  char buf[PATH_MAX];
+  if (::realpath(d.c_str(), buf)) return buf;
+  return d;
+}
+
+}  // namespace
+
+int serve_main(int argc, char** argv) {
+  CLI::App app{"Serve E2B's sandbox API: the unmodified e2b SDK drives ExGuardian sandboxes", "exguardian serve"};
+  std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key;
+  size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
+  bool verbose = false, print_openapi = false;
+  app.add_option("--listen", listen, "ADDR:PORT (port 0: any free one) or unix:PATH");
+  app.add_option("--tenants", tenants_file, "Tenants and their key hashes (JSON)");
+  app.add_option("--templates", templates_file, "Templates: name -> layer, rootfs, policy, resources (JSON); `base` is built in");
+  app.add_option("--state-dir", state_dir, "Where sandboxes' homes, sockets and logs live (under /tmp or /var/tmp; default /var/tmp/exg-serve)");
+  app.add_option("--max-sandboxes", max_sandboxes, "Sandboxes over all tenants at once (default 1000)");
+  app.add_option("--max-body-kib", max_body_kib, "Largest request body but uploads, KiB (default 1024)");
+  app.add_option("--max-upload-mib", max_upload_mib, "Largest upload (POST /files), MiB (default 100)");
+  app.add_option("--hash-key", hash_key, "Print the tenants-file entry of KEY (sha256:<hex>) and exit");
+  app.add_flag("--print-openapi", print_openapi, "Print the OpenAPI document and exit");
+  app.add_flag("-v,--verbose", verbose, "Log every sandbox's life and its supervisor's lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "exguardian: serve: usage: %s (see exguardian serve --help)\n", e.what());
+    return 125;
+  }
+  if (!hash_key.empty()) {
+    std::printf("%s\n", serve::key_entry(hash_key).c_str());
+    return 0;
+  }
+  if (print_openapi) {
+    std::fputs(serve::openapi_document().c_str(), stdout);
+    return 0;
+  }
+  if (listen.empty()) return serve_error("--listen ADDR:PORT or unix:PATH is required");
+  if (tenants_file.empty()) return serve_error("--tenants FILE is required");
+  auto tenants = serve::Tenants::load(tenants_file);
+  if (!tenants) return serve_error(tenants.error().str());
+  serve::Templates templates;
+  if (!templates_file.empty()) {
+    auto t = serve::Templates::load(templates_file);
+    if (!t) return serve_error(t.error().str());
+    templates = std::move(*t);
+  }
+  if (max_body_kib < 1 || max_upload_mib < 1 || max_sandboxes < 1) return serve_error("limits must be at least 1");
+  // Every sandbox sees the host's root read-only, but /tmp and /var/tmp are
+  // its own: homes kept there are invisible to the other sandboxes.
+  if (state_dir.empty() || state_dir[0] != '/') return serve_error("--state-dir " + state_dir + ": expected an absolute path");
+  ::mkdir(state_dir.c_str(), 0700);
+  std::string real = canonical_dir(state_dir);
+  if (!(real.starts_with("/tmp/") || real.starts_with("/var/tmp/")))
+    return serve_error("--state-dir " + state_dir + ": must be under /tmp or /var/tmp, which every sandbox has to itself "
+                       "(anywhere else the other sandboxes' homes would be readable through the host's root)");
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return serve_error("readlink /proc/self/exe failed");
+  exe[n] = '\0';
+
+  ::signal(SIGPIPE, SIG_IGN);
+  boost::asio::io_context io;
+  serve::RegistryOptions ro;
+  ro.state_dir = real;
+  ro.exe = exe;
+  ro.verbose = verbose;
+  ro.max_sandboxes = max_sandboxes;
+  serve::Registry registry(io, ro);
+  auto cleaned = registry.open();
+  if (!cleaned) return serve_error(cleaned.error().str());
+  for (const auto& id : *cleaned) std::fprintf(stderr, "exguardian: serve: destroyed sandbox %s left by a previous server\n", id.c_str());
+  serve::ServiceOptions so;
+  so.max_sandboxes = max_sandboxes;
+  so.verbose = verbose;
+  serve::Service service(io, std::move(*tenants), std::move(templates), registry, so);
+  serve::HttpLimits limits;
+  limits.max_body = max_body_kib * 1024;
+  limits.max_upload = max_upload_mib * 1024 * 1024;
+  serve::HttpServer server(io, [&service](serve::Request& r, serve::ExchangePtr ex) { service.handle(r, std::move(ex)); }, limits);
+  if (auto r = server.listen(listen); !r) return serve_error(r.error().str());
+  boost::asio::signal_set stop(io, SIGTERM, SIGINT, SIGHUP);
+  int stop_signal = 0;
+  stop.async_wait([&](boost::system::error_code ec, int sig) {
+    if (ec) return;
+    stop_signal = sig;
+    std::fprintf(stderr, "exguardian: serve: signal %d: ending %zu sandboxes\n", sig, registry.count());
+    server.stop();
+    registry.kill_all([&io] { io.stop(); });
+  });
+  std::fprintf(stderr, "exguardian: serve: listening on %s (state %s)\n", server.bound().c_str(), real.c_str());
+  // A handler that throws (a bug, never input: requests are validated) ends
+  // that handler only; the server and its sandboxes go on.
+  for (;;) {
+    try {
+      io.run();
+      break;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exguardian: serve: internal error in a handler: %s\n", e.what());
+    }
+  }
+  return stop_signal ? 0 : 1;
+}
+
+}  // namespace exg::cli

@@ -1,0 +1,241 @@
+// envd's HTTP routes for one sandbox (spec/envd/envd.yaml): /files download
+// and upload (multipart/form-data or application/octet-stream; parents
+// created, an existing file replaced), /envs, /health, /metrics; and the
+// dispatch of its Connect-RPC services. Contents go through the agent in
+// frames of at most 1 MiB, read and written by the sandbox's own user.
+#include <algorithm>
+
+#include "serve/service.hpp"
+
+namespace exg::serve {
+
+namespace {
+
+struct Upload {
+  std::string path;
+  std::string data;
+};
+
+std::string header_param(const std::string& header, const std::string& name) {
+  // name="value" or name=value in a header such as Content-Disposition.
+  size_t pos = 0;
+  while ((pos = header.find(name + "=", pos)) != std::string::npos) {
+    if (pos > 0 && header[pos - 1] != ' ' && header[pos - 1] != ';') {
+      pos += name.size();
+      continue;
+    }
+    pos += name.size() + 1;
+    if (pos < header.size() && header[pos] == '"') {
+      auto end = header.find('"', pos + 1);
+      return header.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
+    }
+    auto end = header.find(';', pos);
+    std::string v = header.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
+    while (!v.empty() && v.back() == ' ') v.pop_back();
+    return v;
+  }
+  return "";
+}
+
+// multipart/form-data -> the parts named "file" (their filename and bytes).
+std::optional<std::vector<Upload>> parse_multipart(const std::string& body, const std::string& boundary, std::string* err) {
+  std::vector<Upload> out;
+  const std::string delim = "--" + boundary;
+  size_t pos = body.find(delim);
+  if (pos == std::string::npos) {
+    *err = "multipart body without its boundary";
+    return std::nullopt;
+  }
+  for (;;) {
+    pos += delim.size();
+    if (body.compare(pos, 2, "--") == 0) break;  // the closing delimiter
+    if (body.compare(pos, 2, "\r\n") != 0) {
+      *err = "malformed multipart delimiter line";
+      return std::nullopt;
+    }
+    pos += 2;
+    size_t head_end = body.find("\r\n\r\n", pos);
+    if (head_end == std::string::npos) {
+      *err = "a multipart part without the end of its headers";
+      return std::nullopt;
+    }
+    std::string headers = body.substr(pos, head_end - pos);
+    size_t data_start = head_end + 4;
+    size_t next = body.find("\r\n" + delim, data_start);
+    if (next == std::string::npos) {
+      *err = "a multipart part without its closing boundary";
+      return std::nullopt;
+    }
+    std::string disposition;
+    size_t hp = 0;
+    while (hp < headers.size()) {
+      size_t eol = headers.find("\r\n", hp);
+      if (eol == std::string::npos) eol = headers.size();
+      std::string line = headers.substr(hp, eol - hp);
+      std::string lower = line;
+      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
+      if (lower.starts_with("content-disposition:")) disposition = line.substr(20);
+      hp = eol + 2;
+    }
+    if (header_param(disposition, "name") == "file")
+      out.push_back({header_param(disposition, "filename"), body.substr(data_start, next - data_start)});
+    pos = next + 2;
+    if (out.size() > 1000) {
+      *err = "more than 1000 files in one upload";
+      return std::nullopt;
+    }
+  }
+  return out;
+}
+
+http::status status_of_errno(const std::string& e) {
+  if (e == "ENOENT" || e == "ENOTDIR") return http::status::not_found;
+  if (e == "EACCES" || e == "EPERM" || e == "EROFS") return http::status::forbidden;
+  if (e == "EISDIR" || e == "EINVAL" || e == "ENAMETOOLONG" || e == "ELOOP") return http::status::bad_request;
+  if (e == "ENOSPC" || e == "EDQUOT") return static_cast<http::status>(507);
+  return http::status::internal_server_error;
+}
+
+std::string parent_dir(const std::string& p) {
+  auto sl = p.rfind('/');
+  return sl == std::string::npos || sl == 0 ? "/" : p.substr(0, sl);
+}
+
+// Writes one file: parents, then the bytes in frames (the first replaces, the rest append).
+void write_file(const std::shared_ptr<Sandbox>& sb, std::string path, std::shared_ptr<std::string> data,
+                std::function<void(const std::string& errno_name, const std::string& message)> done) {
+  sb->agent->call({{"op", "mkdir"}, {"path", parent_dir(path)}, {"parents", true}}, {}, [sb, path, data, done](const agent::Frame&) {
+    auto step = std::make_shared<std::function<void(size_t)>>();
+    *step = [sb, path, data, done, step](size_t off) {
+      size_t n = std::min(data->size() - off, agent::kMaxPayload);
+      nlohmann::json h = {{"op", "write"}, {"path", path}};
+      if (off > 0) h["append"] = true;
+      sb->agent->call(h, data->substr(off, n), [off, n, data, done, step, path](const agent::Frame& r) {
+        if (!r.header.value("ok", false)) {
+          done(reply_errno(r), path + ": " + reply_error_text(r));
+          *step = nullptr;
+          return;
+        }
+        if (off + n >= data->size()) {
+          done("", "");
+          *step = nullptr;
+          return;
+        }
+        (*step)(off + n);
+      });
+    };
+    (*step)(0);
+  });
+}
+
+}  // namespace
+
+void Service::envd(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path, const std::string& query) {
+  auto m = req.method();
+  if (path.starts_with("/process.Process/") && m == http::verb::post) return process_rpc(req, ex, sb, path.substr(17));
+  if (path.starts_with("/filesystem.Filesystem/") && m == http::verb::post) return filesystem_rpc(req, ex, sb, path.substr(23));
+  if (path == "/files" && m == http::verb::get) return files_get(req, ex, sb, query);
+  if (path == "/files" && m == http::verb::post) return files_post(req, ex, sb, query);
+  if (path == "/health" && m == http::verb::get) return reply(ex, "envd /health", Response{http::status::no_content, 11});
+  if (path == "/envs" && m == http::verb::get) {
+    nlohmann::json j = nlohmann::json::object();
+    for (auto& [k, v] : sb->env_vars) j[k] = v;
+    return reply(ex, "envd /envs", json_response(http::status::ok, j.dump()));
+  }
+  if (path == "/metrics" && m == http::verb::get) {
+    auto u = registry_.usage(sb);
+    nlohmann::json j = {{"ts", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
+                        {"cpu_count", static_cast<int>(std::ceil(sb->tmpl.cpus))}, {"cpu_used_pct", u.cpu_pct},
+                        {"mem_total", sb->tmpl.memory_mb * 1024 * 1024}, {"mem_used", u.mem_bytes}, {"disk_used", 0}, {"disk_total", 0}};
+    return reply(ex, "envd /metrics", json_response(http::status::ok, j.dump()));
+  }
+  reply(ex, "envd unknown", api_error(http::status::not_found, "no such envd endpoint: " + std::string(http::to_string(m)) + " " + path));
+}
+
+void Service::files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query) {
+  const std::string route = "GET /files";
+  if (auto ue = user_error(req, query_param(query, "username").value_or(""), *sb))
+    return reply(ex, route, api_error(http::status::unauthorized, *ue));
+  auto p = query_param(query, "path");
+  if (!p || p->empty() || p->find('\0') != std::string::npos) return reply(ex, route, api_error(http::status::bad_request, "path: missing"));
+  std::string path = absolute_path(*sb, *p);
+  auto acc = std::make_shared<std::string>();
+  auto step = std::make_shared<std::function<void(uint64_t)>>();
+  size_t limit = opt_.max_download;
+  *step = [this, sb, path, acc, ex, route, step, limit](uint64_t off) mutable {
+    sb->agent->call({{"op", "read"}, {"path", path}, {"offset", off}}, {}, [this, acc, ex, route, step, off, path, limit](const agent::Frame& r) mutable {
+      if (!r.header.value("ok", false)) {
+        std::string e = reply_errno(r);
+        *step = nullptr;
+        if (e == "ENOENT") return reply(ex, route, api_error(http::status::not_found, "path " + path + " not found"));
+        if (e == "EINVAL") return reply(ex, route, api_error(http::status::bad_request, "path " + path + " is not a regular file"));
+        return reply(ex, route, api_error(status_of_errno(e), path + ": " + reply_error_text(r)));
+      }
+      acc->append(r.payload);
+      if (acc->size() > limit) {
+        *step = nullptr;
+        return reply(ex, route, api_error(http::status::payload_too_large, path + ": larger than this server's download limit"));
+      }
+      if (r.header.value("eof", true) || r.payload.empty()) {
+        Response resp{http::status::ok, 11};
+        resp.set(http::field::content_type, "application/octet-stream");
+        resp.body() = std::move(*acc);
+        *step = nullptr;
+        return reply(ex, route, std::move(resp));
+      }
+      (*step)(off + r.payload.size());
+    });
+  };
+  (*step)(0);
+}
+
+void Service::files_post(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query) {
+  const std::string route = "POST /files";
+  if (auto ue = user_error(req, query_param(query, "username").value_or(""), *sb))
+    return reply(ex, route, api_error(http::status::unauthorized, *ue));
+  std::string qpath = query_param(query, "path").value_or("");
+  std::string ct(req[http::field::content_type]);
+  std::vector<Upload> files;
+  if (ct.starts_with("multipart/form-data")) {
+    std::string boundary = header_param(ct, "boundary");
+    if (boundary.empty() || boundary.size() > 200) return reply(ex, route, api_error(http::status::bad_request, "multipart: no boundary"));
+    std::string err;
+    auto parts = parse_multipart(req.body(), boundary, &err);
+    if (!parts) return reply(ex, route, api_error(http::status::bad_request, err));
+    files = std::move(*parts);
+    if (files.empty()) return reply(ex, route, api_error(http::status::bad_request, "multipart: no part named \"file\""));
+    if (!qpath.empty() && files.size() == 1) files[0].path = qpath;
+  } else if (ct.starts_with("application/octet-stream")) {
+    if (!req[http::field::content_encoding].empty())
+      return reply(ex, route, api_error(http::status::bad_request, "Content-Encoding: compressed uploads are not accepted"));
+    files.push_back({qpath, std::move(req.body())});
+  } else {
+    return reply(ex, route, api_error(http::status::bad_request, "Content-Type " + ct + ": expected multipart/form-data or application/octet-stream"));
+  }
+  for (auto& f : files) {
+    if (f.path.empty()) return reply(ex, route, api_error(http::status::bad_request, "path: missing (query ?path= or the part's filename)"));
+    if (f.path.find('\0') != std::string::npos || f.path.size() > 4096) return reply(ex, route, api_error(http::status::bad_request, "path: not usable"));
+    f.path = absolute_path(*sb, f.path);
+  }
+  // One file after the other; the answer lists them all.
+  auto list = std::make_shared<std::vector<Upload>>(std::move(files));
+  auto result = std::make_shared<nlohmann::json>(nlohmann::json::array());
+  auto next = std::make_shared<std::function<void(size_t)>>();
+  // The step holds itself weakly; each pending write holds it strongly, so it ends with the last one.
+  std::weak_ptr<std::function<void(size_t)>> weak_next = next;
+  *next = [this, sb, list, result, weak_next, ex, route](size_t i) mutable {
+    if (i == list->size()) return reply(ex, route, json_response(http::status::ok, result->dump()));
+    std::string path = (*list)[i].path;
+    auto data = std::make_shared<std::string>(std::move((*list)[i].data));
+    auto next = weak_next.lock();
+    write_file(sb, path, data, [this, next, result, path, i, ex, route](const std::string& e, const std::string& msg) mutable {
+      if (!e.empty()) return reply(ex, route, api_error(status_of_errno(e), msg));
+      auto sl = path.rfind('/');
+      result->push_back({{"name", path.substr(sl + 1)}, {"type", "file"}, {"path", path}});
+      (*next)(i + 1);
+    });
+  };
+  (*next)(0);
+}
+
+}  // namespace exg::serve

@@ -1,0 +1,382 @@
+#include "serve/http_server.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <deque>
+#include <optional>
+#include <sstream>
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+
+namespace exg::serve {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using unix_sock = asio::local::stream_protocol;
+
+Response json_response(http::status status, const std::string& body, unsigned version) {
+  Response r{status, version};
+  r.set(http::field::content_type, "application/json");
+  r.body() = body;
+  r.prepare_payload();
+  return r;
+}
+
+namespace {
+
+std::string serialize_head(Response& r) {
+  http::response_serializer<http::string_body> sr{r};
+  std::ostringstream os;
+  os << r.base();
+  return os.str();
+}
+
+std::string serialize(Response& r) {
+  std::ostringstream os;
+  os << r;
+  return os.str();
+}
+
+struct Shared {
+  Handler handler;
+  HttpLimits limits;
+  size_t connections = 0;
+};
+
+template <class Socket>
+class Connection : public std::enable_shared_from_this<Connection<Socket>> {
+ public:
+  Connection(Socket s, std::shared_ptr<Shared> shared)
+      : sock_(std::move(s)), timer_(sock_.get_executor()), shared_(std::move(shared)) {
+    ++shared_->connections;
+  }
+  ~Connection() { --shared_->connections; }
+
+  void start() { read_request(true); }
+
+  // The per-request answer channel; stale ones (a request already answered) are ignored.
+  class Ex : public Exchange {
+   public:
+    Ex(std::shared_ptr<Connection> c, uint64_t serial, bool keep_alive, unsigned version)
+        : c_(std::move(c)), serial_(serial), keep_alive_(keep_alive), version_(version) {}
+    void respond(Response r) override {
+      if (!live() || started_) return;
+      started_ = true;
+      r.version(version_);
+      r.keep_alive(keep_alive_);
+      r.prepare_payload();
+      c_->send(serialize(r), true, keep_alive_);
+    }
+    void start_stream(Response head) override {
+      if (!live() || started_) return;
+      started_ = true;
+      head.version(version_);
+      head.keep_alive(keep_alive_);
+      head.chunked(true);
+      c_->send(serialize_head(head), false, keep_alive_);
+    }
+    void write_chunk(std::string data) override {
+      if (!live() || !started_ || data.empty()) return;
+      char len[24];
+      std::snprintf(len, sizeof len, "%zx\r\n", data.size());
+      c_->send(std::string(len) + data + "\r\n", false, keep_alive_);
+    }
+    void end_stream() override {
+      if (!live() || !started_) return;
+      c_->send("0\r\n\r\n", true, keep_alive_);
+    }
+    bool open() const override { return live(); }
+    bool live() const { return c_->serial_ == serial_ && !c_->closed_ && !c_->answered_; }
+
+   private:
+    std::shared_ptr<Connection> c_;
+    uint64_t serial_;
+    bool keep_alive_;
+    unsigned version_;
+    bool started_ = false;
+  };
+
+ private:
+  Socket sock_;
+  asio::steady_timer timer_;
+  std::shared_ptr<Shared> shared_;
+  boost::beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::deque<std::string> out_;
+  bool writing_ = false;
+  bool closed_ = false;
+  bool answered_ = true;  // no request in progress
+  bool close_after_ = false;
+  bool watching_ = false;
+  bool next_after_watch_ = false;
+  uint64_t serial_ = 0;
+  std::weak_ptr<Ex> current_;
+
+  void arm_timer(int seconds) {
+    timer_.expires_after(std::chrono::seconds(seconds));
+    timer_.async_wait([self = this->shared_from_this()](boost::system::error_code ec) {
+      if (!ec) self->close();
+    });
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ec;
+    timer_.cancel();
+    sock_.shutdown(Socket::shutdown_both, ec);
+    sock_.close(ec);
+    if (auto ex = current_.lock(); ex && !answered_ && ex->on_close) {
+      auto cb = std::move(ex->on_close);
+      cb();
+    }
+  }
+
+  void read_request(bool first) {
+    if (closed_) return;
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(shared_->limits.max_header));
+    parser_->body_limit(shared_->limits.max_body);
+    arm_timer(first || buf_.size() ? shared_->limits.read_timeout_s : shared_->limits.idle_timeout_s);
+    http::async_read_header(sock_, buf_, *parser_, [self = this->shared_from_this()](boost::system::error_code ec, size_t) {
+      self->on_header(ec);
+    });
+  }
+
+  void on_header(boost::system::error_code ec) {
+    if (ec) return fail_read(ec);
+    arm_timer(shared_->limits.read_timeout_s);
+    auto& h = parser_->get();
+    // Uploads may be larger than everything else.
+    if (h.method() == http::verb::post && h.target().starts_with("/files")) parser_->body_limit(shared_->limits.max_upload);
+    http::async_read(sock_, buf_, *parser_, [self = this->shared_from_this()](boost::system::error_code ec, size_t) {
+      self->on_body(ec);
+    });
+  }
+
+  void fail_read(boost::system::error_code ec) {
+    if (closed_) return;
+    if (ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset) {
+      return close();
+    }
+    // A request we cannot read: one clear answer, then the connection ends.
+    http::status st = http::status::bad_request;
+    std::string what = "malformed HTTP request: " + ec.message();
+    if (ec == http::error::body_limit) {
+      st = http::status::payload_too_large;
+      what = "request body too large";
+    } else if (ec == http::error::header_limit) {
+      st = http::status::request_header_fields_too_large;
+      what = "request header too large";
+    }
+    Response r = json_response(st, nlohmann_error(st, what));
+    r.keep_alive(false);
+    answered_ = false;
+    ++serial_;
+    send(serialize(r), true, false);
+  }
+
+  static std::string nlohmann_error(http::status st, const std::string& what) {
+    std::string esc;
+    for (char c : what) {
+      if (c == '"' || c == '\\') esc += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) continue;
+      esc += c;
+    }
+    return "{\"code\":" + std::to_string(static_cast<unsigned>(st)) + ",\"message\":\"" + esc + "\"}";
+  }
+
+  void on_body(boost::system::error_code ec) {
+    if (ec) return fail_read(ec);
+    timer_.cancel();
+    Request req = parser_->release();
+    ++serial_;
+    answered_ = false;
+    auto ex = std::make_shared<Ex>(this->shared_from_this(), serial_, req.keep_alive(), req.version());
+    current_ = ex;
+    watch();
+    shared_->handler(req, ex);
+  }
+
+  // While the answer is pending: a read that notices the client leaving.
+  // Bytes of a pipelined next request are kept for it.
+  void watch() {
+    if (watching_ || closed_ || answered_) return;
+    if (buf_.size() > 64 * 1024) return;
+    watching_ = true;
+    sock_.async_read_some(buf_.prepare(4096), [self = this->shared_from_this()](boost::system::error_code ec, size_t n) {
+      self->watching_ = false;
+      if (!ec) {
+        self->buf_.commit(n);
+        if (self->answered_) {
+          if (self->next_after_watch_) self->next_after_watch_ = false, self->read_request(false);
+        } else {
+          self->watch();
+        }
+        return;
+      }
+      if (ec == asio::error::operation_aborted && self->next_after_watch_ && !self->closed_) {
+        self->next_after_watch_ = false;
+        self->read_request(false);
+        return;
+      }
+      if (ec != asio::error::operation_aborted) self->close();
+    });
+  }
+
+  void send(std::string bytes, bool last, bool keep_alive) {
+    if (closed_) return;
+    out_.push_back(std::move(bytes));
+    if (last) {
+      answered_ = true;
+      close_after_ = !keep_alive;
+    }
+    if (!writing_) write_next();
+  }
+
+  void write_next() {
+    if (out_.empty()) {
+      writing_ = false;
+      if (answered_) finished();
+      return;
+    }
+    writing_ = true;
+    asio::async_write(sock_, asio::buffer(out_.front()), [self = this->shared_from_this()](boost::system::error_code ec, size_t) {
+      if (ec) {
+        self->writing_ = false;
+        self->out_.clear();
+        self->answered_ = false;  // so close() tells the producer
+        self->close();
+        return;
+      }
+      self->out_.pop_front();
+      self->write_next();
+    });
+  }
+
+  // The whole answer is out: the next request, or the end.
+  void finished() {
+    if (closed_) return;
+    if (close_after_) {
+      boost::system::error_code ec;
+      sock_.shutdown(Socket::shutdown_send, ec);
+      closed_ = true;
+      sock_.close(ec);
+      return;
+    }
+    if (watching_) {
+      next_after_watch_ = true;
+      boost::system::error_code ec;
+      sock_.cancel(ec);
+      return;
+    }
+    read_request(false);
+  }
+};
+
+template <class Acceptor, class Socket>
+void accept_loop(Acceptor& acc, std::shared_ptr<Shared> shared) {
+  acc.async_accept([&acc, shared](boost::system::error_code ec, Socket s) {
+    if (ec == asio::error::operation_aborted) return;
+    if (!ec) {
+      if (shared->connections >= shared->limits.max_connections) {
+        boost::system::error_code e2;
+        s.close(e2);
+      } else {
+        // Stream events go out as small writes one after another: no Nagle delay on them.
+        if constexpr (std::is_same_v<Socket, tcp::socket>) {
+          boost::system::error_code e3;
+          s.set_option(tcp::no_delay(true), e3);
+        }
+        std::make_shared<Connection<Socket>>(std::move(s), shared)->start();
+      }
+    }
+    accept_loop<Acceptor, Socket>(acc, shared);
+  });
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  asio::io_context& io;
+  std::shared_ptr<Shared> shared;
+  std::optional<tcp::acceptor> tcp_acc;
+  std::optional<unix_sock::acceptor> unix_acc;
+  std::string unix_path;
+  Impl(asio::io_context& i) : io(i), shared(std::make_shared<Shared>()) {}
+};
+
+HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits) : impl_(std::make_unique<Impl>(io)) {
+  impl_->shared->handler = std::move(handler);
+  impl_->shared->limits = limits;
+}
+
+HttpServer::~HttpServer() { stop(); }
+
+void HttpServer::stop() {
+  boost::system::error_code ec;
+  if (impl_->tcp_acc) impl_->tcp_acc->close(ec);
+  if (impl_->unix_acc) {
+    impl_->unix_acc->close(ec);
+    ::unlink(impl_->unix_path.c_str());
+    impl_->unix_acc.reset();
+  }
+}
+
+Result<void> HttpServer::listen(const std::string& address) {
+  boost::system::error_code ec;
+  if (address.starts_with("unix:")) {
+    std::string path = address.substr(5);
+    if (path.empty() || path.size() > 107) return fail(Error::msg("--listen " + address, "path empty or longer than 107 bytes"));
+    if (struct stat st; ::lstat(path.c_str(), &st) == 0) {
+      // A socket no one listens on (a server killed with SIGKILL) is taken over.
+      unix_sock::socket probe(impl_->io);
+      probe.connect(unix_sock::endpoint(path), ec);
+      if (!S_ISSOCK(st.st_mode) || ec != asio::error::connection_refused || ::unlink(path.c_str()) != 0)
+        return fail(Error::msg("--listen " + address, "exists already (a live server's socket, or not a socket)"));
+      ec.clear();
+    }
+    impl_->unix_acc.emplace(impl_->io);
+    mode_t old = ::umask(0117);
+    impl_->unix_acc->open(unix_sock(), ec);
+    if (!ec) impl_->unix_acc->bind(unix_sock::endpoint(path), ec);
+    ::umask(old);
+    if (ec) return fail(Error::msg("--listen " + address, ec.message()));
+    impl_->unix_path = path;
+    impl_->unix_acc->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) return fail(Error::msg("--listen " + address, ec.message()));
+    bound_ = address;
+    accept_loop<unix_sock::acceptor, unix_sock::socket>(*impl_->unix_acc, impl_->shared);
+    return {};
+  }
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) return fail(Error::msg("--listen " + address, "expected ADDR:PORT or unix:PATH"));
+  std::string host = address.substr(0, colon), port_s = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  char* end = nullptr;
+  long port = std::strtol(port_s.c_str(), &end, 10);
+  if (port_s.empty() || *end || port < 0 || port > 65535) return fail(Error::msg("--listen " + address, "bad port"));
+  auto addr = asio::ip::make_address(host, ec);
+  if (ec) return fail(Error::msg("--listen " + address, "not an IP address: " + host));
+  tcp::endpoint ep(addr, static_cast<uint16_t>(port));
+  impl_->tcp_acc.emplace(impl_->io);
+  impl_->tcp_acc->open(ep.protocol(), ec);
+  if (!ec) impl_->tcp_acc->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) impl_->tcp_acc->bind(ep, ec);
+  if (!ec) impl_->tcp_acc->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) return fail(Error::msg("--listen " + address, ec.message()));
+  auto local = impl_->tcp_acc->local_endpoint(ec);
+  bound_ = (addr.is_v6() ? "[" + local.address().to_string() + "]" : local.address().to_string()) + ":" +
+           std::to_string(local.port());
+  accept_loop<tcp::acceptor, tcp::socket>(*impl_->tcp_acc, impl_->shared);
+  return {};
+}
+
+}  // namespace exg::serve

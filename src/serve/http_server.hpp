@@ -1,0 +1,70 @@
+// `exguardian serve`'s HTTP/1.1 server (Boost.Beast, one io_context, one
+// thread): listens on ADDR:PORT or unix:PATH, reads one request at a time per
+// connection within bounded sizes and times, and hands it to a Handler with an
+// Exchange through which the answer goes out, whole or streamed (chunked:
+// Connect-RPC's server streams). A client that goes away while its answer
+// streams is noticed (a read that watches the socket) and reported through
+// Exchange::on_close, so a stream's producer stops.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/beast/http.hpp>
+
+#include "util/error.hpp"
+
+namespace exg::serve {
+
+namespace http = boost::beast::http;
+using Request = http::request<http::string_body>;
+using Response = http::response<http::string_body>;
+
+struct HttpLimits {
+  size_t max_header = 16 * 1024;
+  size_t max_body = 1024 * 1024;              // every request but uploads
+  size_t max_upload = 100 * 1024 * 1024;      // POST /files
+  size_t max_connections = 1024;
+  int read_timeout_s = 120;                   // a whole request, once its first byte arrived
+  int idle_timeout_s = 300;                   // between requests on a kept-alive connection
+};
+
+// One request's answer. Exactly one of respond() or start_stream() ...
+// end_stream(); calls after the client left are ignored.
+class Exchange {
+ public:
+  virtual ~Exchange() = default;
+  virtual void respond(Response r) = 0;
+  // Sends the head with Transfer-Encoding: chunked; the body follows as chunks.
+  virtual void start_stream(Response head) = 0;
+  virtual void write_chunk(std::string data) = 0;
+  virtual void end_stream() = 0;
+  // False once the client has gone (or the answer ended).
+  virtual bool open() const = 0;
+  // Called once when the client goes away before the answer ended.
+  std::function<void()> on_close;
+};
+using ExchangePtr = std::shared_ptr<Exchange>;
+using Handler = std::function<void(Request&, ExchangePtr)>;
+
+class HttpServer {
+ public:
+  HttpServer(boost::asio::io_context& io, Handler handler, HttpLimits limits);
+  ~HttpServer();
+  // "127.0.0.1:3000", "[::1]:3000" or "unix:/path" (created 0660, must not exist unless a stale socket).
+  Result<void> listen(const std::string& address);
+  // The bound address (port resolved when 0 was asked), for the ready line.
+  std::string bound() const { return bound_; }
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::string bound_;
+};
+
+// An answer with a JSON body.
+Response json_response(http::status status, const std::string& body, unsigned version = 11);
+
+}  // namespace exg::serve

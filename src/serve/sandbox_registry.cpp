@@ -1,0 +1,455 @@
+#include "serve/sandbox_registry.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <thread>
+
+#include "process/cgroup.hpp"
+
+namespace exg::serve {
+
+namespace asio = boost::asio;
+namespace fs = std::filesystem;
+
+std::string random_id(size_t n) {
+  static const char* alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::string out;
+  while (out.size() < n) {
+    unsigned char b[64];
+    ssize_t got = ::getrandom(b, sizeof b, 0);
+    if (got <= 0) continue;
+    for (ssize_t i = 0; i < got && out.size() < n; ++i)
+      if (b[i] < 252) out += alphabet[b[i] % 36];  // 252 = 7 * 36: no bias
+  }
+  return out;
+}
+
+namespace {
+
+std::string read_file(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+bool write_file(const std::string& p, const std::string& s) {
+  int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
+  ::close(fd);
+  return ok;
+}
+
+// The NUL-separated command line of pid, "" when it is gone.
+std::string cmdline_of(pid_t pid) { return read_file("/proc/" + std::to_string(pid) + "/cmdline"); }
+
+bool is_our_supervisor(pid_t pid, const std::string& control) {
+  std::string cl = cmdline_of(pid);
+  return cl.find(std::string("session\0", 8)) != std::string::npos &&
+         cl.find(std::string("unix:") + control + '\0') != std::string::npos;
+}
+
+// Ends a supervisor left by a previous server: SIGTERM (it cleans up), then SIGKILL.
+void end_leftover(pid_t pid, const std::string& control) {
+  if (!is_our_supervisor(pid, control)) return;
+  ::kill(pid, SIGTERM);
+  for (int i = 0; i < 100 && is_our_supervisor(pid, control); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (is_our_supervisor(pid, control)) ::kill(pid, SIGKILL);
+  for (int i = 0; i < 100 && is_our_supervisor(pid, control); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+std::string duration_arg(double cpus) {
+  std::ostringstream os;
+  os << cpus;
+  return os.str();
+}
+
+}  // namespace
+
+Registry::Registry(asio::io_context& io, RegistryOptions opt) : io_(io), opt_(std::move(opt)), sigchld_(io, SIGCHLD) {}
+
+Registry::~Registry() {
+  for (auto& [id, sb] : sandboxes_)
+    if (sb->supervisor > 0) ::kill(sb->supervisor, SIGTERM);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Result<std::vector<std::string>> Registry::open() {
+  std::vector<std::string> cleaned;
+  std::error_code ec;
+  fs::create_directories(opt_.state_dir + "/sandboxes", ec);
+  if (ec) return fail(Error::msg("--state-dir " + opt_.state_dir, ec.message()));
+  ::chmod(opt_.state_dir.c_str(), 0700);
+  lock_fd_ = ::open((opt_.state_dir + "/server.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd_ < 0) return fail(Error::sys("--state-dir " + opt_.state_dir + ": server.lock"));
+  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0)
+    return fail(Error::msg("--state-dir " + opt_.state_dir, "another exguardian serve holds it (server.lock)"));
+  // What a server killed before left: supervisors still alive, their directories.
+  for (auto& e : fs::directory_iterator(opt_.state_dir + "/sandboxes", ec)) {
+    std::string dir = e.path().string();
+    std::string pid_s = read_file(dir + "/supervisor.pid");
+    pid_t pid = static_cast<pid_t>(std::atol(pid_s.c_str()));
+    if (pid > 0) end_leftover(pid, dir + "/control.sock");
+    std::error_code rec;
+    fs::remove_all(dir, rec);
+    if (rec) return fail(Error::msg("remove leftover " + dir, rec.message()));
+    cleaned.push_back(e.path().filename().string());
+  }
+  process::Cgroup::sweep_stale();
+  sigchld_.async_wait([this](boost::system::error_code ec, int) {
+    if (!ec) wait_children();
+  });
+  return cleaned;
+}
+
+void Registry::wait_children() {
+  for (;;) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, WNOHANG);
+    if (p <= 0) break;
+    on_supervisor_exit(p, status);
+  }
+  sigchld_.async_wait([this](boost::system::error_code ec, int) {
+    if (!ec) wait_children();
+  });
+}
+
+void Registry::create(const CreateRequest& req, ReadyFn done) {
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = random_id();
+  sb->tenant = req.tenant;
+  sb->tmpl = req.tmpl;
+  sb->metadata = req.metadata;
+  sb->env_vars = req.env_vars;
+  sb->allow_out = req.allow_out;
+  sb->deny_out = req.deny_out;
+  sb->started_at = std::chrono::system_clock::now();
+  sb->end_at = sb->started_at + req.timeout;
+  sb->access_token = random_id(32);  // secure or not: envd calls carry it
+  sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
+  sb->home = sb->dir + "/home";
+  std::error_code ec;
+  fs::create_directories(sb->home, ec);
+  if (ec) return done(nullptr, "create " + sb->home + ": " + ec.message());
+  ::chmod(sb->dir.c_str(), 0700);
+  ::chmod(sb->home.c_str(), 0755);
+
+  // Egress: the template's domains and the request's allowOut; denyOut as the policy's denied list.
+  std::string policy_file = sb->tmpl.policy;
+  if (!req.deny_out.empty()) {
+    if (!policy_file.empty()) return done(nullptr, "network.denyOut: the template has its own policy file; put the denied hosts there");
+    policy_file = sb->dir + "/policy.json";
+    nlohmann::json p = {{"network", {{"deniedDomains", req.deny_out}}}};
+    std::ofstream(policy_file) << p.dump(2);
+  }
+  std::vector<std::string> argv = {opt_.exe, "session", "--control", "unix:" + sb->dir + "/control.sock",
+                                   "--workspace", sb->home, "--no-policy-files",
+                                   "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
+                                   "--pids", std::to_string(sb->tmpl.pids),
+                                   "--cpus", duration_arg(sb->tmpl.cpus),
+                                   "--audit-log", sb->dir + "/audit.jsonl"};
+  if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
+  if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
+  if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
+  for (const auto& d : sb->tmpl.allow_domains) argv.insert(argv.end(), {"--allow-domain", d});
+  for (const auto& d : req.allow_out) argv.insert(argv.end(), {"--allow-domain", d});
+
+  int pipefd[2];
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return done(nullptr, std::string("pipe: ") + std::strerror(errno));
+  std::vector<char*> cargv;
+  for (auto& a : argv) cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(pipefd[0]), ::close(pipefd[1]);
+    return done(nullptr, std::string("fork: ") + std::strerror(errno));
+  }
+  if (pid == 0) {
+    // The supervisor dies with the server (and takes its sandbox with it, cleanly).
+    ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (::getppid() != parent) ::_exit(125);
+    ::setpgid(0, 0);  // a terminal's ^C reaches the server, which ends the sandboxes itself
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    int devnull = ::open("/dev/null", O_RDWR);
+    ::dup2(devnull, 0), ::dup2(devnull, 1), ::dup2(pipefd[1], 2);
+    ::close_range(3, ~0U, 0);
+    if (::chdir(sb->home.c_str()) != 0) ::_exit(125);
+    ::execv(cargv[0], cargv.data());
+    ::_exit(127);
+  }
+  ::close(pipefd[1]);
+  sb->supervisor = pid;
+  std::ofstream(sb->dir + "/supervisor.pid") << pid << "\n";
+  sb->log = std::make_unique<asio::posix::stream_descriptor>(io_, pipefd[0]);
+  sb->expiry = std::make_unique<asio::steady_timer>(io_);
+  sb->on_ready.push_back([this, sb, done](const std::string& err) { done(err.empty() ? sb : nullptr, err); });
+  sandboxes_[sb->id] = sb;
+  by_pid_[pid] = sb->id;
+  if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s (tenant %s, template %s): supervisor %d\n", sb->id.c_str(),
+                                 sb->tenant.c_str(), sb->tmpl.name.c_str(), pid);
+  // A sandbox that never comes up is not waited for forever.
+  sb->expiry->expires_after(std::chrono::seconds(60));
+  sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
+    if (ec || sb->state != Sandbox::State::Starting) return;
+    finish_start(sb, "the sandbox did not come up within 60 s");
+    kill(sb, {});
+  });
+  read_log(sb);
+}
+
+void Registry::read_log(const std::shared_ptr<Sandbox>& sb) {
+  sb->log->async_read_some(asio::buffer(sb->log_buf), [this, sb](boost::system::error_code ec, size_t n) {
+    if (ec) return;
+    std::string chunk(sb->log_buf, n);
+    std::string& acc = sb->log_partial;
+    acc += chunk;
+    for (size_t nl; (nl = acc.find('\n')) != std::string::npos;) {
+      std::string line = acc.substr(0, nl);
+      acc.erase(0, nl + 1);
+      on_log_line(sb, line);
+    }
+    if (acc.size() > 4096) acc.clear();
+    read_log(sb);
+  });
+}
+
+void Registry::on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line) {
+  sb->log_tail += line + "\n";
+  if (sb->log_tail.size() > 4096) sb->log_tail.erase(0, sb->log_tail.size() - 4096);
+  if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: [%s] %s\n", sb->id.c_str(), line.c_str());
+  // "exguardian: session <plan id> ready on unix:<path>"
+  const std::string prefix = "exguardian: session ";
+  if (sb->state == Sandbox::State::Starting && line.starts_with(prefix) && line.find(" ready on unix:") != std::string::npos) {
+    sb->plan_id = line.substr(prefix.size(), line.find(' ', prefix.size()) - prefix.size());
+    became_ready(sb);
+  }
+}
+
+void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
+  auto layout = process::cgroup_detail::plan_layout();
+  std::string name = "exg-" + std::to_string(sb->supervisor) + "-" + sb->plan_id;
+  for (const auto& b : layout.bases) {
+    struct stat st;
+    std::string d = b.dir + "/" + name;
+    if (::stat(d.c_str(), &st) == 0) sb->cgroup_dirs.push_back(d);
+  }
+  auto conn = std::make_shared<AgentConn>(io_);
+  std::string err;
+  if (!conn->connect(sb->dir + "/control.sock", &err)) {
+    finish_start(sb, err);
+    kill(sb, {});
+    return;
+  }
+  sb->agent = conn;
+  conn->start();
+  // Who the sandbox's user is, and where its home is: as the agent itself sees it.
+  conn->call({{"op", "stat"}, {"path", "/proc/1"}}, {}, [this, sb](const agent::Frame& r) {
+    if (!r.header.value("ok", false)) {
+      finish_start(sb, "stat /proc/1 in the sandbox: " + reply_error_text(r));
+      kill(sb, {});
+      return;
+    }
+    sb->uid = r.header.value("uid", 0u);
+    sb->gid = r.header.value("gid", 0u);
+    sb->agent->call({{"op", "stat"}, {"path", "/proc/1/cwd"}}, {}, [this, sb](const agent::Frame& c) {
+      if (c.header.value("ok", false) && c.header.value("type", "") == "symlink") sb->home = c.header.value("target", sb->home);
+      finish_start(sb, "");
+    });
+  });
+}
+
+void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error) {
+  if (sb->state != Sandbox::State::Starting) return;
+  if (error.empty()) {
+    sb->state = Sandbox::State::Running;
+    ++created_total_;
+    arm_expiry(sb);
+  } else {
+    sb->state = Sandbox::State::Ending;
+    ++failed_total_;
+  }
+  auto waiters = std::move(sb->on_ready);
+  sb->on_ready.clear();
+  for (auto& w : waiters) w(error);
+}
+
+void Registry::arm_expiry(const std::shared_ptr<Sandbox>& sb) {
+  auto now = std::chrono::system_clock::now();
+  auto left = sb->end_at > now ? sb->end_at - now : std::chrono::system_clock::duration::zero();
+  sb->expiry->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
+  sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
+    if (ec || sb->killing) return;
+    ++expired_total_;
+    if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s: timeout, killed\n", sb->id.c_str());
+    kill(sb, {});
+  });
+}
+
+void Registry::set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t) {
+  if (sb->killing) return;
+  sb->end_at = std::chrono::system_clock::now() + t;
+  arm_expiry(sb);
+}
+
+void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done) {
+  if (done) sb->on_gone.push_back(std::move(done));
+  if (sb->supervisor <= 0) {  // already gone
+    auto g = std::move(sb->on_gone);
+    sb->on_gone.clear();
+    for (auto& f : g) f();
+    return;
+  }
+  if (sb->killing) return;  // on its way
+  sb->killing = true;
+  if (sb->state == Sandbox::State::Paused) (void)freeze(sb, false);  // a frozen agent reads no shutdown
+  if (sb->state == Sandbox::State::Starting) finish_start(sb, "the sandbox was killed while it started");
+  sb->state = Sandbox::State::Ending;
+  if (sb->agent && sb->agent->open()) sb->agent->call({{"op", "shutdown"}}, {}, [](const agent::Frame&) {});
+  else ::kill(sb->supervisor, SIGTERM);
+  // Then signals, in case the supervisor does not end on its own.
+  sb->expiry->cancel();
+  sb->expiry->expires_after(std::chrono::seconds(5));
+  sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
+    if (ec || sb->supervisor <= 0) return;
+    ::kill(sb->supervisor, SIGTERM);
+    sb->expiry->expires_after(std::chrono::seconds(10));
+    sb->expiry->async_wait([sb](boost::system::error_code ec2) {
+      if (!ec2 && sb->supervisor > 0) ::kill(sb->supervisor, SIGKILL);
+    });
+  });
+}
+
+void Registry::on_supervisor_exit(pid_t pid, int status) {
+  auto it = by_pid_.find(pid);
+  if (it == by_pid_.end()) return;
+  std::string id = it->second;
+  by_pid_.erase(it);
+  auto sit = sandboxes_.find(id);
+  if (sit == sandboxes_.end()) return;
+  auto sb = sit->second;
+  sandboxes_.erase(sit);
+  sb->supervisor = -1;
+  if (opt_.verbose)
+    std::fprintf(stderr, "exguardian: serve: sandbox %s: supervisor ended (%s %d)\n", id.c_str(),
+                 WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  if (sb->state == Sandbox::State::Starting) {
+    std::string why = sb->log_tail;
+    while (!why.empty() && why.back() == '\n') why.pop_back();
+    auto nl = why.rfind('\n');
+    if (nl != std::string::npos) why = why.substr(nl + 1);
+    finish_start(sb, why.empty() ? "the sandbox's supervisor ended before it was ready" : why);
+  }
+  sb->state = Sandbox::State::Ending;
+  if (sb->agent) sb->agent->close();
+  if (sb->expiry) sb->expiry->cancel();
+  boost::system::error_code ec;
+  if (sb->log) sb->log->close(ec);
+  std::error_code rec;
+  fs::remove_all(sb->dir, rec);
+  if (rec) std::fprintf(stderr, "exguardian: serve: sandbox %s: remove %s: %s\n", id.c_str(), sb->dir.c_str(), rec.message().c_str());
+  auto g = std::move(sb->on_gone);
+  sb->on_gone.clear();
+  for (auto& f : g) f();
+}
+
+std::shared_ptr<Sandbox> Registry::find(const std::string& id) const {
+  auto it = sandboxes_.find(id);
+  return it == sandboxes_.end() ? nullptr : it->second;
+}
+
+std::vector<std::shared_ptr<Sandbox>> Registry::of_tenant(const std::string& tenant) const {
+  std::vector<std::shared_ptr<Sandbox>> out;
+  for (auto& [id, sb] : sandboxes_)
+    if (sb->tenant == tenant) out.push_back(sb);
+  return out;
+}
+
+Result<void> Registry::freeze(const std::shared_ptr<Sandbox>& sb, bool frozen) {
+  bool done = false;
+  for (const auto& d : sb->cgroup_dirs) {
+    if (::access((d + "/freezer.state").c_str(), F_OK) == 0) {  // v1
+      if (!write_file(d + "/freezer.state", frozen ? "FROZEN" : "THAWED"))
+        return fail(Error::sys("write " + d + "/freezer.state"));
+      for (int i = 0; frozen && i < 200; ++i) {
+        if (read_file(d + "/freezer.state").starts_with("FROZEN")) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      done = true;
+    } else if (::access((d + "/cgroup.freeze").c_str(), F_OK) == 0) {  // v2
+      if (!write_file(d + "/cgroup.freeze", frozen ? "1" : "0")) return fail(Error::sys("write " + d + "/cgroup.freeze"));
+      for (int i = 0; frozen && i < 200; ++i) {
+        if (read_file(d + "/cgroup.events").find("frozen 1") != std::string::npos) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      done = true;
+    }
+  }
+  if (!done) return fail(Error::msg("pause", "this sandbox has no freezer cgroup here"));
+  return {};
+}
+
+Result<void> Registry::pause(const std::shared_ptr<Sandbox>& sb) {
+  if (auto r = freeze(sb, true); !r) return r;
+  sb->state = Sandbox::State::Paused;
+  return {};
+}
+
+Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
+  if (auto r = freeze(sb, false); !r) return r;
+  sb->state = Sandbox::State::Running;
+  return {};
+}
+
+Registry::Usage Registry::usage(const std::shared_ptr<Sandbox>& sb) {
+  Usage u;
+  uint64_t cpu_ns = 0;
+  bool have_cpu = false;
+  for (const auto& d : sb->cgroup_dirs) {
+    std::string s;
+    if (!(s = read_file(d + "/cpuacct.usage")).empty()) cpu_ns = std::stoull(s), have_cpu = true;
+    if (!(s = read_file(d + "/memory.usage_in_bytes")).empty()) u.mem_bytes = std::stoull(s);
+    if (!(s = read_file(d + "/memory.current")).empty()) u.mem_bytes = std::stoull(s);
+    if (!(s = read_file(d + "/cpu.stat")).empty()) {
+      if (auto v = process::cgroup_detail::parse_keyed(s, "usage_usec")) cpu_ns = *v * 1000, have_cpu = true;
+    }
+    std::string ms = read_file(d + "/memory.stat");
+    if (!ms.empty()) {
+      if (auto v = process::cgroup_detail::parse_keyed(ms, "total_cache")) u.mem_cache = *v;
+      else if (auto f = process::cgroup_detail::parse_keyed(ms, "file")) u.mem_cache = *f;
+    }
+  }
+  auto now = std::chrono::steady_clock::now();
+  if (have_cpu && sb->last_cpu_at.time_since_epoch().count() != 0 && cpu_ns >= sb->last_cpu_ns) {
+    double wall_ns = std::chrono::duration<double, std::nano>(now - sb->last_cpu_at).count();
+    if (wall_ns > 0) u.cpu_pct = 100.0 * static_cast<double>(cpu_ns - sb->last_cpu_ns) / wall_ns / std::max(0.01, sb->tmpl.cpus);
+  }
+  if (have_cpu) sb->last_cpu_ns = cpu_ns, sb->last_cpu_at = now;
+  return u;
+}
+
+void Registry::kill_all(std::function<void()> done) {
+  if (sandboxes_.empty()) return done();
+  auto left = std::make_shared<size_t>(sandboxes_.size());
+  auto all = sandboxes_;
+  for (auto& [id, sb] : all)
+    kill(sb, [left, done] {
+      if (--*left == 0) done();
+    });
+}
+
+}  // namespace exg::serve

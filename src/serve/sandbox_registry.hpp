@@ -1,0 +1,158 @@
+// The sandboxes this server holds. Each one is its own `exguardian session`
+// supervisor process (like a containerd shim): crash-isolated from the server
+// and from the other sandboxes, with its own egress proxy, audit log, cgroup
+// and agent. The server spawns it with PR_SET_PDEATHSIG (SIGTERM: the
+// supervisor then takes its sandbox down and cleans up as after `run`), keeps
+// its pid and control socket under --state-dir/sandboxes/<id>/, and talks to
+// it through the control socket with the agent protocol. A server that was
+// killed leaves those directories behind: the next start finds each one,
+// kills a supervisor still alive (checked by its command line), and removes
+// the directory.
+//
+// Operations the agent cannot do are done here, on the sandbox's cgroup
+// (found by the supervisor's naming, exg-<supervisor pid>-<sandbox id>):
+// pause/resume through the freezer, cpu and memory figures.
+#pragma once
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <nlohmann/json.hpp>
+
+#include "serve/agent_conn.hpp"
+#include "serve/templates.hpp"
+#include "serve/tenants.hpp"
+
+namespace exg::serve {
+
+struct CreateRequest {
+  std::string tenant;
+  Template tmpl;
+  std::chrono::seconds timeout{300};
+  nlohmann::json metadata = nlohmann::json::object();   // string -> string
+  std::map<std::string, std::string> env_vars;
+  std::vector<std::string> allow_out, deny_out;
+};
+
+struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
+  int agent_watch = 0;
+  uint64_t token = 0;
+  std::string path;
+  std::vector<nlohmann::json> events;
+  bool overflow = false;
+};
+
+struct Process {  // what process.Process/List reports, kept while it runs
+  std::string cmd;
+  std::vector<std::string> args;
+  nlohmann::json envs = nlohmann::json::object();
+  std::string cwd, tag;
+  bool pty = false;
+  uint64_t exit_token = 0;  // the subscription that forgets it at its exit
+};
+
+struct Sandbox {
+  enum class State { Starting, Running, Paused, Ending };
+  std::string id;
+  std::string tenant;
+  Template tmpl;
+  nlohmann::json metadata = nlohmann::json::object();
+  std::map<std::string, std::string> env_vars;
+  std::vector<std::string> allow_out, deny_out;
+  std::chrono::system_clock::time_point started_at, end_at;
+  State state = State::Starting;
+  std::string access_token;  // every envd call must carry it (X-Access-Token), `secure` or not
+  std::string dir;           // --state-dir/sandboxes/<id>
+  std::string home;          // the workspace: the user's home and default cwd
+  pid_t supervisor = -1;
+  std::string plan_id;       // the supervisor's own sandbox id (its cgroup's name)
+  std::vector<std::string> cgroup_dirs;
+  uid_t uid = 0;             // the sandbox's user, as the agent sees itself
+  gid_t gid = 0;
+  std::shared_ptr<AgentConn> agent;
+  std::unique_ptr<boost::asio::steady_timer> expiry;
+  std::unique_ptr<boost::asio::posix::stream_descriptor> log;  // the supervisor's stderr
+  std::string log_tail;      // its last lines (the reason of a failed start)
+  std::string log_partial;   // a line not ended yet
+  bool killing = false;
+  char log_buf[4096];
+  std::map<int, Process> processes;
+  std::map<std::string, Watcher> watchers;
+  uint64_t next_watcher = 1;
+  // cpu figures between two metrics calls
+  uint64_t last_cpu_ns = 0;
+  std::chrono::steady_clock::time_point last_cpu_at{};
+  std::vector<std::function<void(const std::string& error)>> on_ready;  // create waits here
+  std::vector<std::function<void()>> on_gone;                          // kill waits here
+};
+
+struct RegistryOptions {
+  std::string state_dir;
+  std::string exe;  // the exguardian binary supervisors run
+  bool verbose = false;
+  size_t max_sandboxes = 1000;  // over all tenants
+};
+
+class Registry {
+ public:
+  Registry(boost::asio::io_context& io, RegistryOptions opt);
+  ~Registry();
+  // Takes the state directory (one server per directory: a lock), and destroys
+  // what a previous server left there. Returns what was cleaned, for the log.
+  Result<std::vector<std::string>> open();
+
+  using ReadyFn = std::function<void(std::shared_ptr<Sandbox>, const std::string& error)>;
+  // Spawns the supervisor; `done` runs once the sandbox is up (or failed).
+  void create(const CreateRequest& req, ReadyFn done);
+  std::shared_ptr<Sandbox> find(const std::string& id) const;
+  std::vector<std::shared_ptr<Sandbox>> of_tenant(const std::string& tenant) const;
+  size_t count() const { return sandboxes_.size(); }
+  // Ends the sandbox (shutdown through the agent, then signals); `done` when it is gone.
+  void kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done);
+  void set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t);
+  Result<void> pause(const std::shared_ptr<Sandbox>& sb);
+  Result<void> resume(const std::shared_ptr<Sandbox>& sb);
+  struct Usage {
+    double cpu_pct = 0;
+    uint64_t mem_bytes = 0, mem_cache = 0;
+  };
+  Usage usage(const std::shared_ptr<Sandbox>& sb);
+  // Ends every sandbox (server shutdown); `done` once all are gone.
+  void kill_all(std::function<void()> done);
+  uint64_t created_total() const { return created_total_; }
+  uint64_t failed_total() const { return failed_total_; }
+  uint64_t expired_total() const { return expired_total_; }
+
+ private:
+  boost::asio::io_context& io_;
+  RegistryOptions opt_;
+  boost::asio::signal_set sigchld_;
+  int lock_fd_ = -1;
+  std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
+  std::map<pid_t, std::string> by_pid_;
+  uint64_t created_total_ = 0, failed_total_ = 0, expired_total_ = 0;
+
+  void wait_children();
+  void on_supervisor_exit(pid_t pid, int status);
+  void read_log(const std::shared_ptr<Sandbox>& sb);
+  void on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line);
+  void became_ready(const std::shared_ptr<Sandbox>& sb);
+  void finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error);
+  void arm_expiry(const std::shared_ptr<Sandbox>& sb);
+  Result<void> freeze(const std::shared_ptr<Sandbox>& sb, bool frozen);
+};
+
+// 20 characters of [a-z0-9] from the kernel's random source.
+std::string random_id(size_t n = 20);
+
+}  // namespace exg::serve

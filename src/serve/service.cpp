@@ -1,0 +1,141 @@
+#include "serve/service.hpp"
+
+#include <openssl/crypto.h>
+
+#include <cstdio>
+
+#include "serve/openapi.hpp"
+
+namespace exg::serve {
+
+std::string url_decode(const std::string& s) {
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') out += ' ';
+    else if (s[i] == '%' && i + 2 < s.size() && std::isxdigit(static_cast<unsigned char>(s[i + 1])) &&
+             std::isxdigit(static_cast<unsigned char>(s[i + 2]))) {
+      out += static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16));
+      i += 2;
+    } else out += s[i];
+  }
+  return out;
+}
+
+std::optional<std::string> query_param(const std::string& query, const std::string& name) {
+  size_t pos = 0;
+  while (pos <= query.size()) {
+    size_t amp = query.find('&', pos);
+    if (amp == std::string::npos) amp = query.size();
+    std::string kv = query.substr(pos, amp - pos);
+    auto eq = kv.find('=');
+    if (url_decode(kv.substr(0, eq)) == name) return eq == std::string::npos ? "" : url_decode(kv.substr(eq + 1));
+    pos = amp + 1;
+  }
+  return std::nullopt;
+}
+
+Service::Service(boost::asio::io_context& io, Tenants tenants, Templates templates, Registry& registry, ServiceOptions opt)
+    : io_(io), tenants_(std::move(tenants)), templates_(std::move(templates)), registry_(registry), opt_(opt) {}
+
+Response Service::api_error(http::status st, const std::string& message) {
+  nlohmann::json j = {{"code", static_cast<unsigned>(st)}, {"message", message}};
+  return json_response(st, j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+}
+
+void Service::reply(ExchangePtr& ex, const std::string& route, Response r) {
+  metrics_.count_request(route, static_cast<unsigned>(r.result_int()));
+  ex->respond(std::move(r));
+}
+
+std::string Service::absolute_path(const Sandbox& sb, const std::string& p) {
+  if (!p.empty() && p[0] == '/') return p;
+  if (p.empty() || p == ".") return sb.home;
+  if (p == "~") return sb.home;
+  if (p.starts_with("~/")) return sb.home + p.substr(1);
+  return sb.home + "/" + p;
+}
+
+std::optional<std::string> Service::user_error(const Request& req, const std::string& query_user, const Sandbox& sb) {
+  std::string user = query_user;
+  if (user.empty()) {
+    std::string auth(req[http::field::authorization]);
+    if (auth.starts_with("Basic ")) {
+      auto dec = rpc::base64_decode(auth.substr(6));
+      if (!dec) return "Authorization: not valid base64";
+      user = dec->substr(0, dec->find(':'));
+    }
+  }
+  if (user.empty() || user == "user") return std::nullopt;
+  if (user == "root")
+    return "user root: refused: this sandbox's " + sb.tmpl.layer +
+           " layer shares the host's kernel, and its only user is \"user\" (the sandbox's unprivileged uid)";
+  return "user " + user + ": unknown (this sandbox has one user: \"user\")";
+}
+
+void Service::handle(Request& req, ExchangePtr ex) {
+  // A value of an unexpected JSON type deep in a message must not take the
+  // server down: whatever the handlers did not validate is a 400 here.
+  try {
+    route(req, ex);
+  } catch (const std::exception& e) {
+    if (ex->open()) reply(ex, "error", api_error(http::status::bad_request, std::string("bad request: ") + e.what()));
+  }
+}
+
+void Service::route(Request& req, ExchangePtr ex) {
+  std::string target(req.target());
+  auto qm = target.find('?');
+  std::string path = target.substr(0, qm), query = qm == std::string::npos ? "" : target.substr(qm + 1);
+
+  // A request for one sandbox's envd (the SDK with E2B_SANDBOX_URL).
+  auto sid = req.find("E2b-Sandbox-Id");
+  if (sid != req.end()) {
+    std::string id(sid->value());
+    auto sb = registry_.find(id);
+    bool owner_ok = false, authed = false;
+    if (sb) {
+      std::string token(req["X-Access-Token"]);
+      if (!token.empty() && token.size() == sb->access_token.size() &&
+          CRYPTO_memcmp(token.data(), sb->access_token.data(), token.size()) == 0)
+        authed = owner_ok = true;
+      if (!authed) {
+        std::string key(req["X-API-KEY"]);
+        if (const Tenant* t = tenants_.authenticate(key)) {
+          authed = true;
+          owner_ok = t->id == sb->tenant;
+        }
+      }
+    }
+    if (sb && !authed) {
+      ++metrics_.auth_failures;
+      return reply(ex, "envd", api_error(http::status::unauthorized, "missing or wrong X-Access-Token for sandbox " + id));
+    }
+    // Unknown and another tenant's sandboxes look the same. 502 is what E2B's
+    // proxy answers for a sandbox that is not there (the SDK reads it as "gone").
+    if (!sb || !owner_ok || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
+      return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + " not found"));
+    if (sb->state == Sandbox::State::Paused)
+      return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + " is paused (Sandbox.connect resumes it)"));
+    std::string port(req["E2b-Sandbox-Port"]);
+    if (!port.empty() && port != "49983")
+      return reply(ex, "envd", api_error(http::status::bad_gateway, "port " + port + ": only envd's port (49983) is served"));
+    return envd(req, ex, sb, path, query);
+  }
+
+  if (path == "/health" && req.method() == http::verb::get)
+    return reply(ex, "/health", json_response(http::status::ok, "{\"status\":\"ok\"}"));
+  if (path == "/openapi.json" && req.method() == http::verb::get)
+    return reply(ex, "/openapi.json", json_response(http::status::ok, openapi_document()));
+  if (path == "/metrics" && req.method() == http::verb::get) {
+    size_t paused = 0;
+    for (const auto& t : tenants_.all())
+      for (auto& sb : registry_.of_tenant(t.id)) paused += sb->state == Sandbox::State::Paused;
+    Response r{http::status::ok, 11};
+    r.set(http::field::content_type, "text/plain; version=0.0.4");
+    r.body() = metrics_.text(registry_.count(), paused, registry_.created_total(), registry_.failed_total(), registry_.expired_total());
+    return reply(ex, "/metrics", std::move(r));
+  }
+  control(req, ex, path, query);
+}
+
+}  // namespace exg::serve

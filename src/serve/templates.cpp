@@ -1,0 +1,85 @@
+#include "serve/templates.hpp"
+
+#include <fstream>
+#include <iterator>
+
+#include <nlohmann/json.hpp>
+
+namespace exg::serve {
+
+Templates::Templates() {
+  Template base;
+  base.name = "base";
+  by_name_["base"] = base;
+}
+
+Result<Templates> Templates::load(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return fail(Error::sys("--templates " + file));
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  return parse(text, file);
+}
+
+Result<Templates> Templates::parse(const std::string& text, const std::string& where) {
+  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto bad = [&](const std::string& path, const std::string& why) { return fail(Error::msg(where + ": " + path, why)); };
+  if (j.is_discarded()) return bad("", "not valid JSON");
+  if (!j.is_object()) return bad("", "expected an object {\"templates\": {...}}");
+  for (auto& [k, v] : j.items())
+    if (k != "templates") return bad(k, "unknown key (expected \"templates\")");
+  if (!j.contains("templates") || !j["templates"].is_object()) return bad("templates", "expected an object name -> template");
+  Templates t;
+  for (auto& [name, e] : j["templates"].items()) {
+    std::string at = "templates." + name;
+    if (name.empty() || name.size() > 64) return bad(at, "a name of 1..64 characters");
+    for (char c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_' && c != '.')
+        return bad(at, "names use only letters, digits, '-', '_' and '.'");
+    if (!e.is_object()) return bad(at, "expected an object");
+    Template tp;
+    tp.name = name;
+    for (auto& [k, v] : e.items()) {
+      std::string kat = at + "." + k;
+      if (k == "layer") {
+        if (!v.is_string() || (v != "process" && v != "container" && v != "gvisor"))
+          return bad(kat, "expected \"process\", \"container\" or \"gvisor\"");
+        tp.layer = v.get<std::string>();
+      } else if (k == "rootfs" || k == "policy") {
+        if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')
+          return bad(kat, "expected an absolute path");
+        (k == "rootfs" ? tp.rootfs : tp.policy) = v.get<std::string>();
+      } else if (k == "allowDomains") {
+        if (!v.is_array()) return bad(kat, "expected an array of domain names");
+        for (auto& d : v) {
+          if (!d.is_string() || d.get<std::string>().empty()) return bad(kat, "expected domain names (strings)");
+          tp.allow_domains.push_back(d.get<std::string>());
+        }
+      } else if (k == "memoryMB") {
+        if (!v.is_number_integer() || v.get<int64_t>() < 16 || v.get<int64_t>() > 1024 * 1024)
+          return bad(kat, "expected an integer 16..1048576");
+        tp.memory_mb = v.get<uint64_t>();
+      } else if (k == "cpus") {
+        if (!v.is_number() || v.get<double>() < 0.01 || v.get<double>() > 1024) return bad(kat, "expected a number 0.01..1024");
+        tp.cpus = v.get<double>();
+      } else if (k == "pids") {
+        if (!v.is_number_integer() || v.get<int64_t>() < 8 || v.get<int64_t>() > 1000000) return bad(kat, "expected an integer 8..1000000");
+        tp.pids = v.get<int>();
+      } else if (k == "allowRoot") {
+        if (!v.is_boolean()) return bad(kat, "expected true or false");
+        if (v.get<bool>()) return bad(kat, "no layer here runs E2B's root user: every one shares the host kernel");
+      } else {
+        return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids)");
+      }
+    }
+    if (!tp.rootfs.empty() && tp.layer == "process") return bad(at + ".rootfs", "only the container and gvisor layers take a rootfs");
+    t.by_name_[name] = tp;
+  }
+  return t;
+}
+
+const Template* Templates::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? nullptr : &it->second;
+}
+
+}  // namespace exg::serve

@@ -1,0 +1,40 @@
+// Templates (the --templates file): what a sandbox of a given templateID is.
+// A name maps to a layer, a root filesystem, an ExGuardian policy file and
+// resources; `base` exists without a file and is `exguardian run`'s default
+// (process layer, the host's root read-only, no network, default limits).
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace exg::serve {
+
+struct Template {
+  std::string name;
+  std::string layer = "process";    // process | container | gvisor
+  std::string rootfs;               // container/gvisor; empty: the host's, read-only
+  std::string policy;               // an ExGuardian policy file; empty: the defaults
+  std::vector<std::string> allow_domains;
+  uint64_t memory_mb = 512;
+  double cpus = 1;
+  int pids = 256;
+};
+
+class Templates {
+ public:
+  Templates();  // only `base`
+  // {"templates": {"name": {"layer": "process", "rootfs": DIR, "policy": FILE, "allowDomains": [...],
+  //                          "memoryMB": 512, "cpus": 1, "pids": 256}}}
+  static Result<Templates> load(const std::string& file);
+  static Result<Templates> parse(const std::string& text, const std::string& where);
+  const Template* find(const std::string& name) const;
+  const std::map<std::string, Template>& all() const { return by_name_; }
+
+ private:
+  std::map<std::string, Template> by_name_;
+};
+
+}  // namespace exg::serve

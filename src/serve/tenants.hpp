@@ -1,0 +1,46 @@
+// Tenants and their API keys (the --tenants file). Only SHA-256 hashes of
+// keys are held; a presented key is hashed and compared with every stored
+// hash in constant time (CRYPTO_memcmp), so neither timing nor an early exit
+// tells which bytes matched. Quotas bound what one tenant may hold at once.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "util/error.hpp"
+
+namespace exg::serve {
+
+struct Quota {
+  size_t max_sandboxes = 10;            // running or paused at once
+  uint64_t max_memory_mb = 16 * 1024;   // sum of the templates' memory over its sandboxes
+  double max_cpus = 16;                 // sum of the templates' cpus
+  int64_t max_timeout_s = 24 * 3600;    // longest timeout a create/setTimeout may ask
+};
+
+struct Tenant {
+  std::string id;
+  std::vector<std::array<unsigned char, 32>> key_hashes;
+  Quota quota;
+};
+
+class Tenants {
+ public:
+  // {"tenants": [{"id": "acme", "keys": ["sha256:<64 hex>"], "quota": {"sandboxes": 10, "memoryMB": 8192, "cpus": 8, "maxTimeoutSeconds": 3600}}]}
+  // Unknown keys, duplicate ids or keys, malformed hashes: an error naming where.
+  static Result<Tenants> load(const std::string& file);
+  static Result<Tenants> parse(const std::string& text, const std::string& where);
+  // The tenant whose key this is; nothing for an unknown key.
+  const Tenant* authenticate(const std::string& key) const;
+  const std::vector<Tenant>& all() const { return tenants_; }
+
+ private:
+  std::vector<Tenant> tenants_;
+};
+
+// "sha256:<hex>" of a key: what --hash-key prints and the tenants file holds.
+std::string key_entry(const std::string& key);
+
+}  // namespace exg::serve

@@ -1,0 +1,277 @@
+// The unmodified `e2b` SDK against `exguardian serve` (tests/integration/test_serve.sh runs
+// it with E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at the server).
+//   OTHER_KEY     a second tenant's key (isolation both ways)
+//   TEMPLATE      the template to create sandboxes from (default base)
+//   EXPECT_PAUSE  1: pause/resume must work (the server has the sandbox's freezer cgroup)
+// One line per check: "ok - ..." or "FAIL - ...: why"; exit 1 when any failed.
+import assert from 'node:assert/strict'
+import { Sandbox, CommandExitError, TimeoutError, NotFoundError, SandboxError } from 'e2b'
+
+const TEMPLATE = process.env.TEMPLATE || 'base'
+const OTHER_KEY = process.env.OTHER_KEY
+let failed = 0, passed = 0
+const SKIP = Symbol('skip')
+async function check(name, fn) {
+  try {
+    await fn()
+    passed++
+    console.log(`ok   - ${name}`)
+  } catch (e) {
+    if (e === SKIP) return console.log(`skip - ${name} (this server has no freezer cgroup for its sandboxes)`)
+    failed++
+    console.log(`FAIL - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`)
+  }
+}
+async function rejects(p, pred, what) {
+  try {
+    await p
+  } catch (e) {
+    if (!pred(e)) throw new Error(`${what}: wrong error ${e && e.name}: ${e && e.message}`)
+    return e
+  }
+  throw new Error(`${what}: did not fail`)
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+const tag = `t${Date.now()}`
+const sb = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'main' }, envs: { FROM_CREATE: 'created-env' }, timeoutMs: 300_000 })
+const other = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'second' }, timeoutMs: 300_000 })
+
+await check('create: sandbox ids, info with metadata and state', async () => {
+  assert.match(sb.sandboxId, /^[a-z0-9]{20}$/)
+  const info = await sb.getInfo()
+  assert.equal(info.sandboxId, sb.sandboxId)
+  assert.equal(info.templateId, TEMPLATE)
+  assert.deepEqual(info.metadata, { suite: tag, role: 'main' })
+  assert.equal(info.state, 'running')
+  assert.ok(info.endAt > info.startedAt)
+})
+
+await check('list: filtered by metadata and state', async () => {
+  const items = await Sandbox.list({ query: { metadata: { suite: tag, role: 'main' } } }).nextItems()
+  assert.deepEqual(items.map((s) => s.sandboxId), [sb.sandboxId])
+  const both = await Sandbox.list({ query: { metadata: { suite: tag } } }).nextItems()
+  assert.equal(both.length, 2)
+  const paused = await Sandbox.list({ query: { metadata: { suite: tag }, state: ['paused'] } }).nextItems()
+  assert.equal(paused.length, 0)
+})
+
+await check('list: paginated (limit 1, then the next token)', async () => {
+  const pg = Sandbox.list({ query: { metadata: { suite: tag } }, limit: 1 })
+  const first = await pg.nextItems()
+  assert.equal(first.length, 1)
+  assert.ok(pg.hasNext)
+  const second = await pg.nextItems()
+  assert.equal(second.length, 1)
+  assert.notEqual(first[0].sandboxId, second[0].sandboxId)
+  assert.ok(!pg.hasNext)
+})
+
+await check('run: stdout, stderr, exit code 0', async () => {
+  const r = await sb.commands.run('echo out-line; echo err-line >&2')
+  assert.equal(r.exitCode, 0)
+  assert.equal(r.stdout, 'out-line\n')
+  assert.equal(r.stderr, 'err-line\n')
+})
+
+await check('run: non-zero exit is CommandExitError with its output', async () => {
+  const e = await rejects(sb.commands.run('echo before; exit 7'), (e) => e instanceof CommandExitError, 'exit 7')
+  assert.equal(e.exitCode, 7)
+  assert.equal(e.stdout, 'before\n')
+})
+
+await check('run: default cwd is the home, user is unprivileged, envs from create and from run', async () => {
+  const r = await sb.commands.run('pwd; echo "$HOME"; id -u; echo "$FROM_CREATE"; echo "$FROM_RUN"', { envs: { FROM_RUN: 'run-env' } })
+  const [pwd, home, uid, e1, e2] = r.stdout.trim().split('\n')
+  assert.equal(pwd, home)
+  assert.notEqual(uid, '0')
+  assert.equal(e1, 'created-env')
+  assert.equal(e2, 'run-env')
+})
+
+await check('run: cwd option', async () => {
+  await sb.files.makeDir('sub/dir')
+  const r = await sb.commands.run('pwd', { cwd: 'sub/dir' })
+  assert.match(r.stdout.trim(), /\/sub\/dir$/)
+})
+
+await check('run: stdin written, then closed', async () => {
+  const h = await sb.commands.run('cat; echo done', { background: true, stdin: true })
+  await sb.commands.sendStdin(h.pid, 'through-stdin\n')
+  await sb.commands.closeStdin(h.pid)
+  const r = await h.wait()
+  assert.equal(r.stdout, 'through-stdin\ndone\n')
+})
+
+await check('run: timeout kills the command', async () => {
+  const t0 = Date.now()
+  await rejects(sb.commands.run('sleep 30; echo never > late.txt', { timeoutMs: 1500 }), (e) => e instanceof TimeoutError || /deadline|timeout/i.test(e.message), 'timeout')
+  assert.ok(Date.now() - t0 < 15000)
+  // The client gives up at its deadline; the server kills at its own, a moment later.
+  let running = true
+  for (let i = 0; i < 30 && running; i++) {
+    running = (await sb.commands.list()).some((p) => p.args.join(' ').includes('sleep 30'))
+    if (running) await sleep(100)
+  }
+  assert.ok(!running, 'the command still runs')
+})
+
+await check('background: list, connect again, kill', async () => {
+  const h = await sb.commands.run('echo started; sleep 60', { background: true, timeoutMs: 0 })
+  const ps = await sb.commands.list()
+  const mine = ps.find((p) => p.pid === h.pid)
+  assert.ok(mine, 'listed')
+  assert.equal(mine.cmd, '/bin/bash')
+  await h.disconnect()
+  const again = await sb.commands.connect(h.pid, { timeoutMs: 0 })
+  assert.ok(await sb.commands.kill(h.pid))
+  const e = await rejects(again.wait(), (e) => e instanceof CommandExitError, 'killed')
+  assert.equal(e.exitCode, -1)
+  const after = await sb.commands.list()
+  assert.ok(!after.some((p) => p.pid === h.pid))
+  assert.equal(await sb.commands.kill(h.pid), false)
+})
+
+await check('pty: output, input, resize, exit', async () => {
+  let out = ''
+  const dec = new TextDecoder()
+  const h = await sb.pty.create({ cols: 80, rows: 24, onData: (d) => { out += dec.decode(d) }, timeoutMs: 30000 })
+  await sb.pty.sendInput(h.pid, new TextEncoder().encode('stty size; echo pty-$((6*7))\n'))
+  for (let i = 0; i < 50 && !out.includes('pty-42'); i++) await sleep(100)
+  assert.ok(out.includes('24 80'), `size in: ${JSON.stringify(out.slice(-200))}`)
+  await sb.pty.resize(h.pid, { cols: 100, rows: 30 })
+  await sb.pty.sendInput(h.pid, new TextEncoder().encode('stty size; exit 3\n'))
+  const e = await rejects(h.wait(), (e) => e instanceof CommandExitError, 'exit 3')
+  assert.equal(e.exitCode, 3)
+  assert.ok(out.includes('30 100'), `resized: ${JSON.stringify(out.slice(-200))}`)
+})
+
+await check('files: write and read text and bytes', async () => {
+  const info = await sb.files.write('notes/a.txt', 'hello file')
+  assert.equal(info.name, 'a.txt')
+  assert.match(info.path, /\/notes\/a\.txt$/)
+  assert.equal(await sb.files.read('notes/a.txt'), 'hello file')
+  const bytes = new Uint8Array(3 * 1024 * 1024 + 17).map((_, i) => (i * 7) & 255)
+  await sb.files.write('big.bin', bytes)
+  const back = await sb.files.read('big.bin', { format: 'bytes' })
+  assert.equal(back.length, bytes.length)
+  assert.ok(Buffer.from(back).equals(Buffer.from(bytes)))
+  const r = await sb.commands.run('cat notes/a.txt; stat -c %s big.bin')
+  assert.equal(r.stdout, `hello file${bytes.length}\n`)
+})
+
+await check('files: list, makeDir, rename, remove, exists, getInfo', async () => {
+  assert.equal(await sb.files.makeDir('d1'), true)
+  assert.equal(await sb.files.makeDir('d1'), false)
+  await sb.files.write('d1/f.txt', 'x')
+  const list = await sb.files.list('d1')
+  assert.deepEqual(list.map((e) => [e.name, e.type]), [['f.txt', 'file']])
+  const info = await sb.files.getInfo('d1')
+  assert.equal(info.type, 'dir')
+  const moved = await sb.files.rename('d1/f.txt', 'd2/g.txt')
+  assert.equal(moved.name, 'g.txt')
+  assert.equal(await sb.files.exists('d1/f.txt'), false)
+  assert.equal(await sb.files.exists('d2/g.txt'), true)
+  await sb.files.remove('d2')
+  assert.equal(await sb.files.exists('d2'), false)
+  await rejects(sb.files.read('no/such/file'), (e) => e instanceof NotFoundError, 'missing file')
+  await rejects(sb.files.getInfo('no-such'), (e) => e instanceof NotFoundError, 'missing entry')
+})
+
+await check('files: watchDir events', async () => {
+  await sb.files.makeDir('watched')
+  const events = []
+  const w = await sb.files.watchDir('watched', (e) => events.push(`${e.type}:${e.name}`))
+  await sb.files.write('watched/new.txt', 'a')
+  await sb.commands.run('rm watched/new.txt')
+  for (let i = 0; i < 30 && !events.includes('remove:new.txt'); i++) await sleep(100)
+  await w.stop()
+  assert.ok(events.includes('create:new.txt'), events.join(','))
+  assert.ok(events.includes('remove:new.txt'), events.join(','))
+})
+
+await check('files: the sandbox own view only (.., absolute paths, another sandbox\'s home)', async () => {
+  await other.files.write('secret.txt', 'other-secret')
+  const otherHome = (await other.commands.run('pwd')).stdout.trim()
+  await rejects(sb.files.read(`${otherHome}/secret.txt`), (e) => e instanceof NotFoundError || e instanceof SandboxError, 'absolute')
+  const depth = otherHome.split('/').length
+  await rejects(sb.files.read(`${'../'.repeat(depth)}${otherHome.slice(1)}/secret.txt`), (e) => e instanceof NotFoundError || e instanceof SandboxError, 'dotdot')
+  const r = await sb.commands.run(`cat ${otherHome}/secret.txt 2>&1; true`)
+  assert.ok(!r.stdout.includes('other-secret'), r.stdout)
+  await rejects(sb.files.read('/etc/shadow'), (e) => !/root:/.test(String(e.message)), 'shadow')
+  await rejects(sb.files.write('/etc/exg-serve-test', 'x'), (e) => e instanceof SandboxError, 'write outside the home')
+})
+
+await check('user root is refused with a clear error', async () => {
+  await rejects(sb.commands.run('id', { user: 'root' }), (e) => /root/.test(e.message) && /host's kernel/.test(e.message), 'root')
+})
+
+await check('another tenant: not found, both ways', async () => {
+  assert.ok(OTHER_KEY, 'OTHER_KEY set')
+  await rejects(Sandbox.getInfo(sb.sandboxId, { apiKey: OTHER_KEY }), (e) => e instanceof NotFoundError, 'getInfo')
+  await rejects(Sandbox.connect(sb.sandboxId, { apiKey: OTHER_KEY }), (e) => e instanceof NotFoundError, 'connect')
+  assert.equal(await Sandbox.kill(sb.sandboxId, { apiKey: OTHER_KEY }), false)
+  const theirs = await Sandbox.list({ apiKey: OTHER_KEY, query: { metadata: { suite: tag } } }).nextItems()
+  assert.equal(theirs.length, 0)
+  const mine = await Sandbox.create(TEMPLATE, { apiKey: OTHER_KEY, metadata: { suite: tag } })
+  await rejects(Sandbox.getInfo(mine.sandboxId), (e) => e instanceof NotFoundError, 'the other way')
+  assert.equal((await mine.commands.run('echo theirs')).stdout, 'theirs\n')
+  await mine.kill()
+})
+
+await check('metrics: cpu and memory of the sandbox', async () => {
+  await sb.commands.run('head -c 20000000 /dev/zero | md5sum')
+  const m = await sb.getMetrics()
+  assert.ok(m.length >= 1)
+  assert.ok(m[0].memTotal > 0)
+  assert.ok(m[0].cpuCount >= 1)
+})
+
+await check('pause and resume (connect): processes and files kept', async () => {
+  if (process.env.EXPECT_PAUSE !== '1') throw SKIP
+  const h = await sb.commands.run('i=0; while true; do i=$((i+1)); echo $i > counter; sleep 0.1; done', { background: true, timeoutMs: 0 })
+  await sleep(500)
+  await sb.pause()
+  assert.equal((await sb.getInfo()).state, 'paused')
+  const items = await Sandbox.list({ query: { metadata: { suite: tag, role: 'main' }, state: ['paused'] } }).nextItems()
+  assert.equal(items.length, 1)
+  const again = await Sandbox.connect(sb.sandboxId)
+  assert.equal((await again.getInfo()).state, 'running')
+  const a = Number(await again.files.read('counter'))
+  await sleep(600)
+  const b = Number(await again.files.read('counter'))
+  assert.ok(b > a, `the loop goes on after resume (${a} -> ${b})`)
+  await again.commands.kill(h.pid)
+})
+
+await check('8 sandboxes at once, each running a command', async () => {
+  const many = await Promise.all(Array.from({ length: 8 }, (_, i) =>
+    Sandbox.create(TEMPLATE, { apiKey: OTHER_KEY, metadata: { suite: tag, role: `many${i}` } })))
+  assert.equal(new Set(many.map((s) => s.sandboxId)).size, 8)
+  const outs = await Promise.all(many.map((s, i) => s.commands.run(`echo n${i}; id -u`)))
+  outs.forEach((r, i) => assert.equal(r.stdout.split('\n')[0], `n${i}`))
+  // each its own uid where the layer picks one (the process layer does)
+  if (process.env.EXPECT_OWN_UIDS === '1') assert.equal(new Set(outs.map((r) => r.stdout.split('\n')[1])).size, 8)
+  assert.deepEqual(await Promise.all(many.map((s) => s.kill())), Array(8).fill(true))
+})
+
+await check('setTimeout: expiry kills the sandbox', async () => {
+  const s = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'short' } })
+  await s.setTimeout(2000)
+  const endAt = (await s.getInfo()).endAt
+  assert.ok(endAt.getTime() - Date.now() < 3000)
+  await sleep(4000)
+  await rejects(s.getInfo(), (e) => e instanceof NotFoundError, 'expired')
+})
+
+await check('kill: gone from get and list', async () => {
+  assert.equal(await other.kill(), true)
+  await rejects(Sandbox.getInfo(other.sandboxId), (e) => e instanceof NotFoundError, 'killed')
+  const items = await Sandbox.list({ query: { metadata: { suite: tag } } }).nextItems()
+  assert.deepEqual(items.map((s) => s.sandboxId), [sb.sandboxId])
+  await sb.kill()
+  assert.equal(await Sandbox.kill(sb.sandboxId), false)
+})
+
+console.log(`${passed} passed, ${failed} failed`)
+process.exit(failed ? 1 : 0)

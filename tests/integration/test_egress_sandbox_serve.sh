@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Egress of sandboxes made through `exguardian serve` (issue 14), inside the test world of
+# network namespaces (run.sh builds it: tests/integration/egress_world.sh; the server listens
+# on the client namespace's loopback): network.allowOut names the hosts a sandbox may reach,
+# network.denyOut beats it, no allowOut means no network, and nothing refused reaches the
+# world's servers.
+source "$(dirname "$0")/lib.sh"
+
+for tool in curl jq python3; do command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }; done
+KEY=egress-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+echo "{\"tenants\": [{\"id\": \"t\", \"keys\": [\"$("$EXG" serve --hash-key "$KEY")\"]}]}" > "$T/tenants.json"
+"$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" > "$T/serve.log" 2>&1 &
+SERVER_PID=$!
+track_bg "$SERVER_PID"
+wait_for 10 grep -q 'listening on 127.0.0.1:' "$T/serve.log" || { fail "the server did not start"; finish; }
+URL=http://127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/serve.log")
+
+# create BODY: sets ID and TOKEN (or CODE/BODY on failure).
+create() {
+    BODY=$(curl -s -w '\n%{http_code}' -X POST "$URL/sandboxes" -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' -d "$1")
+    CODE=${BODY##*$'\n'}; BODY=${BODY%$'\n'*}
+    ID=$(jq -r '.sandboxID // empty' <<<"$BODY"); TOKEN=$(jq -r '.envdAccessToken // empty' <<<"$BODY")
+}
+# in_sandbox SHELL-LINE: runs it through process.Process/Start; sets OUT (stdout+stderr) and STATUS.
+in_sandbox() {
+    python3 - "$URL" "$ID" "$TOKEN" "$1" > "$T/run.out" <<'PY'
+import http.client, json, sys, base64, urllib.parse
+url, sid, tok, line = sys.argv[1:5]
+u = urllib.parse.urlparse(url)
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+b = json.dumps({'process': {'cmd': '/bin/bash', 'args': ['-c', line]}}).encode()
+c.request('POST', '/process.Process/Start', b'\0' + len(b).to_bytes(4, 'big') + b,
+          {'E2b-Sandbox-Id': sid, 'X-Access-Token': tok, 'Content-Type': 'application/connect+json'})
+r = c.getresponse()
+out, code = b'', 'none'
+while True:
+    h = r.read(5)
+    if len(h) < 5: break
+    m = json.loads(r.read(int.from_bytes(h[1:5], 'big')))
+    ev = m.get('event', {})
+    for v in ev.get('data', {}).values(): out += base64.b64decode(v)
+    if 'end' in ev: code = ev['end'].get('exitCode', 0)
+    if h[0] & 2: break
+sys.stdout.write(out.decode(errors='replace') + '\n#status ' + str(code) + '\n')
+PY
+    STATUS=$(sed -n 's/^#status //p' "$T/run.out")
+    OUT=$(grep -v '^#status ' "$T/run.out")
+}
+C="curl -sS -m 10"
+
+create '{"templateID": "base", "network": {"allowOut": ["allowed.test", "denied.test"], "denyOut": ["denied.test"]}}'
+if [ "$EXG_AS" = user ] && [ "$CODE" = 500 ] && grep -q 'cgroup limits: cannot be enforced' <<<"$BODY"; then
+    ok "as $EXG_AS without writable cgroups: create refused with the reason (fail closed)"
+    skip "the egress checks need cgroups this user may write (they run as root)"
+    finish
+fi
+[ "$CODE" = 201 ] && ok "create with network.allowOut and denyOut" || { fail "create: $CODE $BODY"; finish; }
+before=$(server_log_count)
+in_sandbox "$C http://allowed.test/"
+[ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "allowOut: allowed.test reached through the sandbox's proxy" ||
+    { fail "allowed.test: status $STATUS"; note "$OUT"; }
+in_sandbox "$C -f http://other.test/"
+[ "$STATUS" != 0 ] && ok "a host not in allowOut: refused (status $STATUS)" || { fail "other.test reached"; note "$OUT"; }
+in_sandbox "$C -f http://denied.test/"
+[ "$STATUS" != 0 ] && ok "denyOut beats allowOut: denied.test refused" || { fail "denied.test reached"; note "$OUT"; }
+in_sandbox "$C -f --noproxy '*' http://203.0.113.10/"
+[ "$STATUS" != 0 ] && ok "no way around the proxy (direct connection refused)" || fail "a direct connection left the sandbox"
+check "only the allowed request reached the world's servers" bash -c "[ \$(grep -c . '$EGW_LOG' 2>/dev/null || echo 0) -eq $((before + 1)) ]"
+check "no request of other.test or denied.test arrived" bash -c "! grep -qE 'host=(other|denied)' '$EGW_LOG'"
+first_id=$ID
+
+create '{"templateID": "base"}'
+[ "$CODE" = 201 ] || fail "create without network: $CODE"
+in_sandbox "$C -f http://allowed.test/"
+[ "$STATUS" != 0 ] && ok "no allowOut: no network, not even allowed.test" || fail "a sandbox without allowOut reached allowed.test"
+check "the audit log of the first sandbox has the refusals" \
+    bash -c "grep -q other.test '$T/state/sandboxes/$first_id/audit.jsonl' && grep -q denied.test '$T/state/sandboxes/$first_id/audit.jsonl'"
+
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; st=$?
+[ "$st" = 0 ] && [ -z "$(ls -A "$T/state/sandboxes")" ] && ok "SIGTERM: exit 0, nothing left" || fail "SIGTERM: exit $st"
+finish

@@ -1,0 +1,106 @@
+// exguardian serve's parsers: the tenants and templates files, key hashing and
+// authentication, Connect-RPC framing and protobuf-JSON helpers.
+#include <gtest/gtest.h>
+
+#include "serve/connect_rpc.hpp"
+#include "serve/service.hpp"
+#include "serve/templates.hpp"
+#include "serve/tenants.hpp"
+
+using namespace exg::serve;
+
+namespace {
+std::string tenants_with(const std::string& key) {
+  return R"({"tenants":[{"id":"acme","keys":[")" + key_entry(key) + R"("],"quota":{"sandboxes":3,"memoryMB":2048}}]})";
+}
+}  // namespace
+
+TEST(ServeTenants, AuthenticatesOnlyTheHashedKey) {
+  auto t = Tenants::parse(tenants_with("s3cret"), "t.json");
+  ASSERT_TRUE(t) << t.error().str();
+  ASSERT_NE(t->authenticate("s3cret"), nullptr);
+  EXPECT_EQ(t->authenticate("s3cret")->id, "acme");
+  EXPECT_EQ(t->authenticate("s3cre"), nullptr);
+  EXPECT_EQ(t->authenticate(""), nullptr);
+  EXPECT_EQ(t->authenticate(key_entry("s3cret")), nullptr);  // the hash itself is no key
+  EXPECT_EQ(t->all()[0].quota.max_sandboxes, 3u);
+  EXPECT_EQ(key_entry("abc"), "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(ServeTenants, BadFilesNameWhatIsWrong) {
+  auto err = [](const std::string& text) {
+    auto t = Tenants::parse(text, "t.json");
+    return t ? std::string("accepted") : t.error().str();
+  };
+  EXPECT_NE(err("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(err(R"({"tenant":[]})").find("unknown key"), std::string::npos);
+  EXPECT_NE(err(R"({"tenants":[{"id":"a","keys":["plain-key"]}]})").find("tenants[0].keys"), std::string::npos);
+  EXPECT_NE(err(R"({"tenants":[{"id":"a b","keys":[")" + key_entry("k") + R"("]}]})").find("tenants[0].id"), std::string::npos);
+  EXPECT_NE(err(R"({"tenants":[{"id":"a","keys":[")" + key_entry("k") + R"("],"quota":{"sandboxes":-1}}]})").find("quota.sandboxes"),
+            std::string::npos);
+  std::string k = key_entry("k");
+  EXPECT_NE(err(R"({"tenants":[{"id":"a","keys":[")" + k + R"("]},{"id":"b","keys":[")" + k + R"("]}]})").find("twice"), std::string::npos);
+  EXPECT_NE(err(R"({"tenants":[{"id":"a","keys":[")" + k + R"("]},{"id":"a","keys":[")" + key_entry("j") + R"("]}]})").find("duplicate"),
+            std::string::npos);
+}
+
+TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
+  Templates none;
+  ASSERT_NE(none.find("base"), nullptr);
+  EXPECT_EQ(none.find("base")->layer, "process");
+  auto t = Templates::parse(R"({"templates":{"c":{"layer":"container","memoryMB":256,"cpus":0.5}}})", "x.json");
+  ASSERT_TRUE(t) << t.error().str();
+  EXPECT_EQ(t->find("c")->layer, "container");
+  EXPECT_EQ(t->find("c")->memory_mb, 256u);
+  EXPECT_NE(t->find("base"), nullptr);
+  auto bad = Templates::parse(R"({"templates":{"c":{"layer":"vm"}}})", "x.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().str().find("templates.c.layer"), std::string::npos);
+  EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"allowRoot":true}}})", "x.json"));
+  EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"rootfs":"/r"}}})", "x.json"));  // process layer: no rootfs
+}
+
+TEST(ServeConnect, EnvelopesAndMessages) {
+  std::string e = rpc::envelope("{}", 2);
+  ASSERT_EQ(e.size(), 7u);
+  EXPECT_EQ(e[0], 2);
+  EXPECT_EQ(e.substr(1, 4), std::string("\0\0\0\2", 4));
+  Request req{http::verb::post, "/process.Process/Start", 11};
+  req.set(http::field::content_type, "application/connect+json");
+  req.body() = rpc::envelope(R"({"process":{"cmd":"x"}})", 0);
+  rpc::RpcError err{};
+  auto m = rpc::read_message(req, &err);
+  ASSERT_TRUE(m);
+  EXPECT_EQ((*m)["process"]["cmd"], "x");
+  req.body()[4] = 99;  // a length that is not the body's
+  EXPECT_FALSE(rpc::read_message(req, &err));
+  EXPECT_EQ(err.code, rpc::Code::InvalidArgument);
+  req.body() = "abc";
+  EXPECT_FALSE(rpc::read_message(req, &err));
+  Request unary{http::verb::post, "/process.Process/List", 11};
+  unary.set(http::field::content_type, "application/json");
+  unary.body() = "[1]";
+  EXPECT_FALSE(rpc::read_message(unary, &err));
+  EXPECT_EQ(rpc::http_status(rpc::Code::NotFound), http::status::not_found);
+  EXPECT_EQ(std::string(rpc::code_name(rpc::code_of_errno("ENOENT"))), "not_found");
+}
+
+TEST(ServeConnect, Base64AndTimes) {
+  for (const std::string& s : std::vector<std::string>{"", "a", "ab", "abc", "abcd", std::string("\0\xff\x10", 3)}) {
+    auto back = rpc::base64_decode(rpc::base64_encode(s));
+    ASSERT_TRUE(back);
+    EXPECT_EQ(*back, s);
+  }
+  EXPECT_EQ(*rpc::base64_decode("YWI"), "ab");  // padding optional
+  EXPECT_EQ(*rpc::base64_decode("-_8"), std::string("\xfb\xff", 2));  // URL alphabet
+  EXPECT_FALSE(rpc::base64_decode("a$b"));
+  EXPECT_EQ(rpc::rfc3339(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(rpc::rfc3339(1, 5), "1970-01-01T00:00:01.000000005Z");
+}
+
+TEST(ServeQuery, ParamsDecoded) {
+  EXPECT_EQ(*query_param("path=a%2Fb&username=user", "path"), "a/b");
+  EXPECT_EQ(*query_param("path=a%2Fb&username=user", "username"), "user");
+  EXPECT_FALSE(query_param("path=x", "username"));
+  EXPECT_EQ(url_decode("a+b%20c"), "a b c");
+}
