@@ -11,9 +11,10 @@ DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev
   libseccomp-dev libgtest-dev googletest git python3 gcc libc6-dev util-linux passwd \
   procps psmisc bubblewrap hyperfine iproute2 expect \
   jq libbenchmark-dev libidn2-dev libunistring-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
-  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs
+  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs \
+  clang-16 libclang-rt-16-dev lld
 
-.PHONY: all deps build test demo bench clean install install-built deb deb-built
+.PHONY: all deps build build-checks test test-asan fuzz demo bench clean install install-built deb deb-built
 
 all: build
 
@@ -34,8 +35,38 @@ deps:
 build: deps
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) && cmake --build $(BUILD_DIR) -j$$(nproc)
 
-test: build
-	cd $(BUILD_DIR) && ctest --output-on-failure -j1 --timeout 300
+# What `make test` runs besides the build: the fuzz targets (clang, BUILD_DIR/fuzz;
+# ctest's fuzz.smoke) and the unit tests under ASan/UBSan (BUILD_DIR/asan; asan.unit_tests).
+# The ASan build costs about as much as the ordinary one: TEST_ASAN=0 leaves it out.
+TEST_ASAN ?= 1
+build-checks: build
+	cmake --build $(BUILD_DIR) --target exg_fuzz
+ifeq ($(TEST_ASAN),1)
+	cmake --build $(BUILD_DIR) --target exg_asan_unit
+endif
+
+test: build-checks
+	cd $(BUILD_DIR) && ctest --output-on-failure -j1 --timeout 300 $(if $(filter 1,$(TEST_ASAN)),,-E '^asan\.')
+
+# Each fuzz target for FUZZ_SECONDS after replaying its seeds and regressions
+# (fuzz/run.sh; findings in BUILD_DIR/fuzz/fuzz-artifacts/TARGET/). FUZZ_TARGETS: a subset.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?=
+fuzz: build
+	cmake --build $(BUILD_DIR) --target exg_fuzz
+	bash fuzz/run.sh $(BUILD_DIR)/fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
+# ASan and UBSan: the unit tests, then the integration tests of the supervisor and
+# the proxy (process layer, as root and as a user) with an exguardian built with them.
+ASAN_BUILD_DIR ?= $(BUILD_DIR)/asan
+ASAN_IT_TESTS := test_process test_egress_proxy test_egress_sandbox test_egress_sandbox_secrets_echo \
+  test_session test_limits test_survivors
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DEXG_SANITIZE=ON
+	cmake --build $(ASAN_BUILD_DIR) -j$$(nproc) --target exg_unit_tests exguardian
+	bash tests/asan/run_unit_tests.sh $(ASAN_BUILD_DIR)
+	cd $(ASAN_BUILD_DIR) && ctest --output-on-failure -j1 --timeout 300 \
+	  -R '^it\.($(subst $(eval) ,|,$(strip $(ASAN_IT_TESTS))))\.(root|user)$$'
 
 # The seed's escape lines, then the full escape test on every layer present
 # (process, container, gVisor) with its reports.

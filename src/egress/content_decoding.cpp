@@ -66,7 +66,9 @@ class Inflater : public BodyDecoder::Stage {
     z_.next_in = (Bytef*)in.data();
     z_.avail_in = (uInt)in.size();
     unsigned char buf[64 * 1024];
+    const size_t start = out.size();
     for (;;) {
+      if (out.size() - start > BodyDecoder::kMaxFeedOutput) return false;  // a decompression bomb
       if (ended_) {
         if (!z_.avail_in) return true;
         // Another gzip member follows; deflate has one stream only.
@@ -108,6 +110,9 @@ std::vector<std::string> response_codings(const HttpHead& resp) {
 
 Result<BodyDecoder> BodyDecoder::make(const std::vector<std::string>& codings) {
   BodyDecoder d;
+  if (codings.size() > kMaxStages)
+    return fail(Error::msg("response encoding", "the body is encoded " + std::to_string(codings.size()) +
+                                                    " times, more than can be masked"));
   // Applied in the order listed: decoded from the last.
   for (auto it = codings.rbegin(); it != codings.rend(); ++it) {
     if (*it == "gzip" || *it == "x-gzip") d.stages_.push_back(std::make_unique<Inflater>(true));

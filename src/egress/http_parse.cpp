@@ -155,6 +155,8 @@ Result<HttpHead> parse_response_head(std::string_view head) {
   if (!std::all_of(code.begin(), code.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return fail(bad("bad status code"));
   h.status = (code[0] - '0') * 100 + (code[1] - '0') * 10 + (code[2] - '0');
+  // "043" would go on to the client as "43" (found by fuzz/http_response.cpp).
+  if (h.status < 100) return fail(bad("bad status code"));
   if (line.size() > 12) {
     if (line[12] != ' ') return fail(bad("bad status line"));
     h.reason = line.substr(13);

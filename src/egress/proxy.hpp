@@ -179,8 +179,13 @@ std::vector<std::string> response_codings(const HttpHead& resp);
 
 // Undoes gzip / x-gzip / deflate codings of a body read in pieces (so that
 // values in it can be masked); any other coding is an error from make().
+// A bomb is corrupt too: one feed() that would expand past kMaxFeedOutput at
+// any stage (3.5 KB of "gzip, gzip" make 2 GiB in one call; a read of 16 KiB
+// of one gzip layer makes at most ~16 MiB), or more than kMaxStages codings.
 class BodyDecoder {
  public:
+  static constexpr size_t kMaxFeedOutput = 64 << 20;
+  static constexpr size_t kMaxStages = 4;
   struct Stage {
     virtual ~Stage() = default;
     virtual bool feed(std::string_view in, std::string& out) = 0;

@@ -1,4 +1,8 @@
-// probe_host() measures this host; doctor and recommend render it.
+// doctor and recommend: what they decide from a list of capabilities (which
+// layers a host can run, which layer a situation gets, what they print), fed
+// with hand-made lists so that every branch is taken whatever this host is.
+// probe_host() itself is held to its contract only: the names in their order,
+// each with a one-line reason (what the host answers is not the code's to test).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,83 +16,175 @@
 #include "sandbox/host_caps.hpp"
 
 using exg::sandbox::Capability;
+using exg::sandbox::LayerStatus;
 
 namespace {
 
-// Probing forks a dozen children: do it once for the whole suite.
-const std::vector<Capability>& caps() {
-  static const std::vector<Capability> c = exg::sandbox::probe_host();
-  return c;
+const std::vector<std::string> kNames = {
+    "user namespaces", "mount namespaces", "pid namespaces", "network namespaces", "ipc namespaces",
+    "uts namespaces", "cgroup namespaces", "seccomp filters", "seccomp user notification", "landlock",
+    "landlock filesystem", "landlock truncate", "landlock network", "landlock ioctl on devices",
+    "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
+    "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
+    "container runtime", "gvisor runtime", "qemu-system-x86_64",
+    "guest kernel", "/dev/kvm", "nftables"};
+
+// A host where everything works, with the details probe_host() writes.
+std::vector<Capability> all_ok() {
+  std::vector<Capability> caps;
+  for (const auto& n : kNames) caps.push_back(Capability{n, true, "works"});
+  auto set = [&](const char* n, const char* detail) {
+    for (auto& c : caps)
+      if (c.name == n) c.detail = detail;
+  };
+  set("landlock", "ABI 7: filesystem, network and scoping rules");
+  set("crun", "/usr/bin/crun: crun version 1.8.1; commit: 1");
+  set("runc", "/usr/sbin/runc: runc version 1.1.5; commit: v1.1.5");
+  set("runsc", "/usr/bin/runsc: runsc version release-20221212.0; spec: 1.0.2");
+  set("qemu-system-x86_64", "/usr/bin/qemu-system-x86_64: QEMU emulator version 7.2.0; Debian");
+  return caps;
+}
+
+std::vector<Capability> without(std::vector<Capability> caps, std::vector<std::string> names,
+                                const std::string& detail = "not in PATH") {
+  for (auto& c : caps)
+    if (std::find(names.begin(), names.end(), c.name) != names.end()) c.ok = false, c.detail = detail;
+  return caps;
+}
+
+LayerStatus layer(const std::vector<Capability>& caps, const std::string& name) {
+  for (const auto& l : exg::sandbox::layer_status(caps))
+    if (l.name == name) return l;
+  ADD_FAILURE() << "no layer " << name;
+  return {};
+}
+
+nlohmann::json recommend_json(const std::string& situation, const std::vector<Capability>& caps) {
+  std::ostringstream out, err;
+  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, situation, true, &caps), 0) << situation;
+  EXPECT_TRUE(err.str().empty()) << err.str();
+  return nlohmann::json::parse(out.str());
 }
 
 }  // namespace
 
-TEST(HostCaps, ReturnsTheExpectedNamesEachWithAReason) {
-  const std::vector<std::string> expected = {
-      "user namespaces", "mount namespaces", "pid namespaces", "network namespaces", "ipc namespaces",
-      "uts namespaces", "cgroup namespaces", "seccomp filters", "seccomp user notification", "landlock",
-      "landlock filesystem", "landlock truncate", "landlock network", "landlock ioctl on devices",
-      "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
-      "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
-      "container runtime", "gvisor runtime", "qemu-system-x86_64",
-      "guest kernel", "/dev/kvm", "nftables"};
+TEST(HostCaps, ProbesReturnTheExpectedNamesEachWithAOneLineReason) {
+  const std::vector<Capability> caps = exg::sandbox::probe_host();
   std::vector<std::string> names;
-  for (const auto& c : caps()) {
+  for (const auto& c : caps) {
     names.push_back(c.name);
     EXPECT_FALSE(c.detail.empty()) << c.name;
     EXPECT_EQ(c.detail.find('\n'), std::string::npos) << c.name << ": " << c.detail;
   }
-  EXPECT_EQ(names, expected);
+  EXPECT_EQ(names, kNames);
+  EXPECT_EQ(exg::sandbox::find_capability(caps, "nftables"), &caps.back());
+  EXPECT_EQ(exg::sandbox::find_capability(caps, "no such thing"), nullptr);
 }
 
-TEST(HostCaps, UserNamespacesWorkHere) {
-  const Capability* c = exg::sandbox::find_capability(caps(), "user namespaces");
-  ASSERT_NE(c, nullptr);
-  EXPECT_TRUE(c->ok) << c->detail;
-  for (const char* n : {"mount namespaces", "pid namespaces", "network namespaces", "seccomp filters"}) {
-    const Capability* d = exg::sandbox::find_capability(caps(), n);
-    ASSERT_NE(d, nullptr) << n;
-    EXPECT_TRUE(d->ok) << n << ": " << d->detail;
-  }
+TEST(LayerStatus, EverythingPresentMakesEveryLayerAvailableAndSaysWithWhat) {
+  auto caps = all_ok();
+  auto p = layer(caps, "process");
+  EXPECT_TRUE(p.available);
+  EXPECT_EQ(p.why, "user, mount, pid and network namespaces and seccomp work; with Landlock ABI 7 and "
+                   "cgroup memory/pids/cpu limits");
+  auto c = layer(caps, "container");
+  EXPECT_TRUE(c.available);
+  EXPECT_EQ(c.why, "crun version 1.8.1 and runc version 1.1.5");
+  auto g = layer(caps, "gvisor");
+  EXPECT_TRUE(g.available);
+  EXPECT_EQ(g.why, "runsc version release-20221212.0");
+  auto m = layer(caps, "microvm");
+  EXPECT_TRUE(m.available);
+  EXPECT_EQ(m.why, "QEMU emulator version 7.2.0, a guest kernel, KVM (or TCG if the guest does not boot with it)");
 }
 
-TEST(HostCaps, DoctorJsonHasHostUserCapabilitiesAndLayers) {
+TEST(LayerStatus, TheProcessLayerNeedsNamespacesAndSeccompAndNamesWhatIsMissing) {
+  auto p = layer(without(all_ok(), {"user namespaces", "seccomp filters"}, "EPERM"), "process");
+  EXPECT_FALSE(p.available);
+  EXPECT_EQ(p.why, "missing: user namespaces and seccomp filters");
+  // Landlock and cgroups are extras: without them the layer still runs, and says less.
+  auto q = layer(without(all_ok(), {"landlock", "cgroup memory", "cgroup cpu"}), "process");
+  EXPECT_TRUE(q.available);
+  EXPECT_EQ(q.why, "user, mount, pid and network namespaces and seccomp work; with cgroup pids limits");
+  auto r = layer(without(all_ok(), {"landlock", "cgroup memory", "cgroup pids", "cgroup cpu"}), "process");
+  EXPECT_EQ(r.why, "user, mount, pid and network namespaces and seccomp work");
+}
+
+TEST(LayerStatus, ContainerGvisorAndMicrovmNameTheirRuntimeOrWhatToInstall) {
+  auto only_runc = layer(without(all_ok(), {"crun"}), "container");
+  EXPECT_TRUE(only_runc.available);
+  EXPECT_EQ(only_runc.why, "runc version 1.1.5");
+  auto none = layer(without(all_ok(), {"crun", "runc"}), "container");
+  EXPECT_FALSE(none.available);
+  EXPECT_EQ(none.why, "neither crun nor runc in PATH (Debian: apt install crun)");
+
+  auto no_runsc = layer(without(all_ok(), {"runsc"}), "gvisor");
+  EXPECT_FALSE(no_runsc.available);
+  EXPECT_EQ(no_runsc.why, "runsc not in PATH (Debian: apt install runsc)");
+  auto broken = layer(without(all_ok(), {"runsc"}, "/usr/bin/runsc: exit status 1"), "gvisor");
+  EXPECT_FALSE(broken.available);
+  EXPECT_EQ(broken.why, "runsc does not answer: /usr/bin/runsc: exit status 1");
+
+  auto tcg = layer(without(all_ok(), {"/dev/kvm"}), "microvm");
+  EXPECT_TRUE(tcg.available);
+  EXPECT_EQ(tcg.why, "QEMU emulator version 7.2.0, a guest kernel, TCG emulation (no usable /dev/kvm)");
+  auto no_vm = layer(without(all_ok(), {"qemu-system-x86_64", "guest kernel"}), "microvm");
+  EXPECT_FALSE(no_vm.available);
+  EXPECT_EQ(no_vm.why, "missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86) and a guest kernel in /boot");
+  // A capability the list does not hold counts as missing.
+  auto empty = exg::sandbox::layer_status({});
+  ASSERT_EQ(empty.size(), 4u);
+  for (const auto& l : empty) EXPECT_FALSE(l.available) << l.name;
+}
+
+TEST(Doctor, JsonAndTextShowTheCapabilitiesAndTheLayersDecidedFromThem) {
+  auto caps = without(all_ok(), {"runsc"});
   std::ostringstream out;
-  EXPECT_EQ(exg::sandbox::write_doctor(out, caps(), true), 0);
+  EXPECT_EQ(exg::sandbox::write_doctor(out, caps, true), 0);
   auto doc = nlohmann::json::parse(out.str());
   EXPECT_TRUE(doc["host"].contains("kernel"));
   EXPECT_TRUE(doc["user"].contains("uid"));
-  EXPECT_EQ(doc["capabilities"].size(), caps().size());
-  for (const char* l : {"process", "container", "gvisor", "microvm"}) EXPECT_TRUE(doc["layers"].contains(l)) << l;
-  EXPECT_TRUE(doc["layers"]["process"]["available"].get<bool>()) << doc["layers"]["process"].dump();
+  ASSERT_EQ(doc["capabilities"].size(), caps.size());
+  EXPECT_EQ(doc["capabilities"][24], (nlohmann::json{{"name", "runsc"}, {"ok", false}, {"detail", "not in PATH"}}));
+  for (const auto& l : exg::sandbox::layer_status(caps)) {
+    EXPECT_EQ(doc["layers"][l.name]["available"], l.available) << l.name;
+    EXPECT_EQ(doc["layers"][l.name]["why"], l.why) << l.name;
+  }
+  EXPECT_FALSE(doc["layers"]["gvisor"]["available"].get<bool>());
 
   std::ostringstream text;
-  EXPECT_EQ(exg::sandbox::write_doctor(text, caps(), false), 0);
-  EXPECT_NE(text.str().find("  ok      user namespaces"), std::string::npos) << text.str();
+  EXPECT_EQ(exg::sandbox::write_doctor(text, caps, false), 0);
+  const std::string t = text.str();
+  EXPECT_NE(t.find("  ok      user namespaces"), std::string::npos) << t;
+  EXPECT_NE(t.find("  MISSING runsc "), std::string::npos) << t;
+  EXPECT_NE(t.find("(not in PATH)"), std::string::npos) << t;
+  EXPECT_NE(t.find("  gvisor     MISSING    runsc not in PATH"), std::string::npos) << t;
+  EXPECT_NE(t.find("  process    available  "), std::string::npos) << t;
 }
 
 TEST(Recommend, EachSituationAnswersWithALayerAndAValidPolicy) {
   const std::pair<const char*, const char*> cases[] = {
       {"laptop", "process"}, {"ci", "container"}, {"multi-tenant", "microvm"}, {"privileged-tools", "microvm"}};
-  for (auto [situation, layer] : cases) {
+  auto caps = all_ok();
+  for (auto [situation, layer_name] : cases) {
     std::ostringstream out, err;
-    EXPECT_EQ(exg::sandbox::write_recommendation(out, err, situation, false, &caps()), 0) << situation;
-    EXPECT_NE(out.str().find(std::string("layer: ") + layer), std::string::npos) << out.str();
-    EXPECT_NE(out.str().find("this host: "), std::string::npos) << out.str();
+    EXPECT_EQ(exg::sandbox::write_recommendation(out, err, situation, false, &caps), 0) << situation;
+    EXPECT_NE(out.str().find(std::string("layer: ") + layer_name), std::string::npos) << out.str();
+    EXPECT_NE(out.str().find(std::string("this host: yes: the ") + layer_name + " layer ("), std::string::npos)
+        << out.str();
     EXPECT_TRUE(err.str().empty()) << err.str();
 
-    std::ostringstream js, jerr;
-    EXPECT_EQ(exg::sandbox::write_recommendation(js, jerr, situation, true, &caps()), 0) << situation;
-    auto doc = nlohmann::json::parse(js.str());
-    EXPECT_EQ(doc["layer"], layer);
+    auto doc = recommend_json(situation, caps);
+    EXPECT_EQ(doc["layer"], layer_name);
     EXPECT_GE(doc["why"].size(), 2u);
     EXPECT_LE(doc["why"].size(), 4u);
-    EXPECT_TRUE(doc["host"].contains("can_provide"));
+    EXPECT_EQ(doc["host"]["can_provide"], true);
+    EXPECT_EQ(doc["host"]["layer"], layer_name);
     // The starting policy is one our own loader accepts.
     auto parsed = exg::policy::parse_policy(doc["policy"].dump(), "<recommend>", "/tmp");
     EXPECT_TRUE(parsed.has_value()) << situation << ": " << parsed.error().message;
     if (parsed) {
-      EXPECT_EQ(parsed->layer, layer);
+      EXPECT_EQ(parsed->layer, layer_name);
     }
   }
   // Never a shared container for tenants.
@@ -97,16 +193,36 @@ TEST(Recommend, EachSituationAnswersWithALayerAndAValidPolicy) {
   EXPECT_EQ(std::count(mt->alternatives.begin(), mt->alternatives.end(), "container"), 0);
 }
 
-TEST(Recommend, TheLaptopProcessLayerIsAvailableHere) {
-  std::ostringstream out, err;
-  ASSERT_EQ(exg::sandbox::write_recommendation(out, err, "laptop", true, &caps()), 0);
-  auto doc = nlohmann::json::parse(out.str());
-  EXPECT_TRUE(doc["host"]["can_provide"].get<bool>()) << doc["host"].dump();
+TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
+  // No microVM here: multi-tenant falls back to gVisor, never to a container.
+  auto no_vm = without(all_ok(), {"qemu-system-x86_64"});
+  auto mt = recommend_json("multi-tenant", no_vm);
+  EXPECT_EQ(mt["layer"], "microvm");
+  EXPECT_EQ(mt["host"]["can_provide"], true);
+  EXPECT_EQ(mt["host"]["layer"], "gvisor");
+  // Neither: no, with each candidate's reason.
+  auto neither = without(no_vm, {"runsc"});
+  auto none = recommend_json("multi-tenant", neither);
+  EXPECT_EQ(none["host"]["can_provide"], false);
+  EXPECT_TRUE(none["host"]["layer"].is_null());
+  EXPECT_EQ(none["host"]["detail"],
+            "no: microvm: missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86); "
+            "gvisor: runsc not in PATH (Debian: apt install runsc)");
+  // privileged-tools has no alternative to a microVM.
+  EXPECT_EQ(recommend_json("privileged-tools", no_vm)["host"]["can_provide"], false);
+  // ci: a container, else gVisor.
+  EXPECT_EQ(recommend_json("ci", without(all_ok(), {"crun", "runc"}))["host"]["layer"], "gvisor");
+  // laptop: the process layer or nothing.
+  auto no_userns = without(all_ok(), {"user namespaces"}, "EPERM");
+  auto laptop = recommend_json("laptop", no_userns);
+  EXPECT_EQ(laptop["host"]["can_provide"], false);
+  EXPECT_EQ(laptop["host"]["detail"], "no: process: missing: user namespaces");
 }
 
 TEST(Recommend, UnknownSituationIsOneErrorLineAndStatus2) {
+  auto caps = all_ok();
   std::ostringstream out, err;
-  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, "desktop", false, &caps()), 2);
+  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, "desktop", false, &caps), 2);
   EXPECT_TRUE(out.str().empty());
   const std::string line = err.str();
   EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << line;

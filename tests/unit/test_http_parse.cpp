@@ -93,7 +93,8 @@ TEST(HttpParse, ResponseHead) {
   EXPECT_EQ(m->reason, "Bad  Gateway");
   for (const char* bad : {"HTTP/1.1 20 OK\r\n\r\n", "HTTP/1.1 2x0 OK\r\n\r\n", "HTTP/2 200 OK\r\n\r\n",
                           "HTTP/1.1  200 OK\r\n\r\n", "HTTP/1.1 200OK\r\n\r\n", "ICY 200 OK\r\n\r\n",
-                          "HTTP/1.1 200 OK\r\n folded\r\n\r\n"})
+                          "HTTP/1.1 200 OK\r\n folded\r\n\r\n",
+                          "HTTP/1.1 043 OK\r\n\r\n"})  // would be passed on as "43" (a fuzzer finding)
     EXPECT_FALSE(parse_response_head(bad)) << bad;
 }
 

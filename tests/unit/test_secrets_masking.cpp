@@ -219,6 +219,36 @@ TEST(ContentDecoding, GzipDeflateRawAndStackedAreDecodedInPieces) {
   EXPECT_FALSE(bad->feed("this is not gzip at all", out));
 }
 
+// A decompression bomb (found by fuzz/content_decoding.cpp): a few KB of
+// "gzip, gzip" made 2 GiB in one feed(). Now one feed stops at kMaxFeedOutput
+// and the body is refused (the proxy cuts it), and at most kMaxStages codings.
+TEST(ContentDecoding, BombsAreRefusedNotExpanded) {
+  using namespace exg::egress::detail;
+  const std::string zeros(BodyDecoder::kMaxFeedOutput + (1 << 20), '\0');
+  const std::string bomb = gzip(gzip(zeros, 31), 31);
+  ASSERT_LT(bomb.size(), 200u * 1024);
+  auto d = BodyDecoder::make({"gzip", "gzip"});
+  ASSERT_TRUE(d);
+  std::string out;
+  EXPECT_FALSE(d->feed(bomb, out));
+  EXPECT_LE(out.size(), BodyDecoder::kMaxFeedOutput);
+  // The same body of one layer in reads of 16 KiB, as the proxy reads: decoded.
+  const std::string one = gzip(zeros, 31);
+  auto e = BodyDecoder::make({"gzip"});
+  size_t total = 0;
+  for (size_t i = 0; i < one.size(); i += 16384) {
+    std::string piece;
+    ASSERT_TRUE(e->feed(std::string_view(one).substr(i, 16384), piece));
+    total += piece.size();
+  }
+  std::string rest;
+  ASSERT_TRUE(e->finish(rest));
+  EXPECT_EQ(total + rest.size(), zeros.size());
+  auto many = BodyDecoder::make({"gzip", "gzip", "gzip", "gzip", "gzip"});
+  ASSERT_FALSE(many);
+  EXPECT_NE(many.error().why.find("5 times"), std::string::npos) << many.error().why;
+}
+
 TEST(ContentDecoding, CodingsReadFromHeadersAndUnknownOnesRefused) {
   using namespace exg::egress::detail;
   auto resp = *parse_response_head(

@@ -6,7 +6,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -242,8 +241,11 @@ TEST(Sweep, ClassifyRules) {
   EXPECT_FALSE(benign_git_config("[alias]\n\tst = !sh\n"));
 }
 
-// 1,000 directories x 100 files; 10 ordinary changes and 2 protected names.
-TEST(Sweep, HundredThousandFileTreeIsCheap) {
+// 1,000 directories x 100 files; 10 ordinary changes and 2 protected names:
+// every entry is seen and only the planted ones are taken. What it costs is
+// measured by bench/sweep.sh (exg_sweep_bench), not asserted here: a timing
+// limit in a test fails on a busy 2-core machine and proves nothing on a fast one.
+TEST(Sweep, HundredThousandFileTreeFindsOnlyThePlanted) {
   Tmp t;
   int root = ::open(t.ws.c_str(), O_RDONLY | O_DIRECTORY);
   ASSERT_GE(root, 0);
@@ -260,25 +262,15 @@ TEST(Sweep, HundredThousandFileTreeIsCheap) {
   }
   ::close(root);
   ::usleep(50 * 1000);  // older than the snapshot's same-tick margin
-  auto t0 = std::chrono::steady_clock::now();
   auto snap = snapshot_tree(t.ws);
-  auto t1 = std::chrono::steady_clock::now();
   ASSERT_TRUE(snap);
   EXPECT_EQ(snap->entries_seen, 100000u + 1000u + 10u);
   for (int i = 0; i < 10; ++i) put(t.ws + "/d" + std::to_string(i) + "/s" + std::to_string(i * 100 + 7) + "/f3", "changed");
   put(t.ws + "/d5/s512/.envrc", "x");
   put(t.ws + "/d9/s901/newrepo/.git/hooks/post-checkout", "x", 0755);
-  auto t2 = std::chrono::steady_clock::now();
   auto r = sweep(t.ws, *snap, opts(t));
-  auto t3 = std::chrono::steady_clock::now();
   ASSERT_TRUE(r) << r.error().str();
   EXPECT_EQ(rels(*r), (std::set<std::string>{"d5/s512/.envrc", "d9/s901/newrepo/.git/hooks/post-checkout"}));
-  double snap_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
-  double sweep_ms = std::chrono::duration<double, std::milli>(t3 - t2).count();
-  std::printf("[ timing ] snapshot of 100,000 files / 1,011 dirs: %.2f ms; sweep (10 changed, 2 planted, quarantined): %.2f ms\n",
-              snap_ms, sweep_ms);
-  EXPECT_LT(snap_ms, 200.0);
-  EXPECT_LT(sweep_ms, 50.0);
 }
 
 }  // namespace
