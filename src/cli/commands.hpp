@@ -16,6 +16,7 @@ struct RunOptions : PlanOptions, LayerFlags {
 
   void add_to(CLI::App& app);
   int execute();
+  int run_microvm(const BuiltPlan& built);  // --layer microvm
 };
 
 }  // namespace exg::cli

@@ -9,16 +9,20 @@
 namespace exg::cli {
 
 void LayerFlags::add_to(CLI::App* sub) {
-  sub->add_option("--layer", layer, "process (default), container (crun/runc) or gvisor (runsc)")
-      ->check(CLI::IsMember({"process", "container", "gvisor"}));
+  sub->add_option("--layer", layer, "process (default), container (crun/runc), gvisor (runsc) or microvm (qemu)")
+      ->check(CLI::IsMember({"process", "container", "gvisor", "microvm"}));
   sub->add_option("--runtime", runtime, "container/gvisor: the runtime binary (default: crun, else runc; runsc)");
   sub->add_option("--rootfs", rootfs, "container/gvisor: root filesystem DIR (default: the host's root, read-only)");
+}
+
+bool LayerFlags::microvm(const policy::Policy& pol) const {
+  return (!layer.empty() ? layer : pol.layer.value_or("process")) == "microvm";
 }
 
 Result<std::optional<oci::LayerOptions>> LayerFlags::choose(const policy::Policy& pol) const {
   // --layer beats the policy's "layer"; process by default.
   std::string layer_name = !layer.empty() ? layer : pol.layer.value_or("process");
-  if (layer_name == "microvm") return fail(Error::msg("layer microvm", "not available yet"));
+  if (layer_name == "microvm") return fail(Error::msg("layer microvm", "only for `exguardian run` yet"));
   if (layer_name != "container" && layer_name != "gvisor") {
     if (!runtime.empty() || !rootfs.empty())
       return fail(Error::msg(!runtime.empty() ? "--runtime" : "--rootfs", "only with --layer container or gvisor"));

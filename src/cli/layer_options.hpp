@@ -17,6 +17,8 @@ struct LayerFlags {
   std::string layer, runtime, rootfs;
 
   void add_to(CLI::App* sub);
+  // The microVM layer (run only: src/microvm/run_front_end.hpp); choose() refuses it.
+  bool microvm(const policy::Policy& pol) const;
   // Nothing for the process layer; an error names the flag that is wrong.
   Result<std::optional<oci::LayerOptions>> choose(const policy::Policy& pol) const;
 };

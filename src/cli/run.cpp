@@ -6,6 +6,7 @@
 
 #include "oci/layer.hpp"
 #include "plan/plan.hpp"
+#include "microvm/run.hpp"
 #include "sandbox/supervisor.hpp"
 
 namespace exg::cli {
@@ -25,6 +26,7 @@ int RunOptions::execute() {
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
   const policy::Policy& pol = built->policy;
+  if (microvm(pol)) return run_microvm(*built);
   auto oci_opt = choose(pol);
   if (!oci_opt) return usage_error(oci_opt.error().str());
   auto plan = &built->plan;
@@ -39,6 +41,24 @@ int RunOptions::execute() {
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
   if (*oci_opt) so.oci = &**oci_opt;
   auto status = sandbox::supervise(*plan, so);
+  if (!status) return usage_error(status.error().str());
+  return *status;
+}
+
+int RunOptions::run_microvm(const BuiltPlan& built) {
+  if (!runtime.empty() || !rootfs.empty())
+    return usage_error(Error::msg(!runtime.empty() ? "--runtime" : "--rootfs", "only with --layer container or gvisor").str());
+  microvm::LayerOptions mo;
+  std::string text = microvm::plan_text(built.plan, mo);
+  if (dry_run) {
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
+  if (verbose) narrate(text);
+  sandbox::SuperviseOptions so;
+  so.verbose = verbose;
+  so.audit_log = !audit_log.empty() ? audit_log : built.policy.audit_log.value_or("");
+  auto status = microvm::run(built.plan, so, mo);
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -385,7 +385,9 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     }
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
-  auto launched = opt.oci ? oci::launch(plan, lo, *opt.oci) : process::launch(plan, lo);
+  auto launched = opt.microvm ? microvm::launch(plan, lo, *opt.microvm)
+                  : opt.oci   ? oci::launch(plan, lo, *opt.oci)
+                              : process::launch(plan, lo);
   if (!launched) {
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
     return fail(launched.error());
@@ -537,6 +539,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
       }
     }
   }
+  if (opt.agent && !timed_out) status = opt.agent->final_status(status);
   // Whatever the sandbox wrote before it ended still reaches the terminal.
   while (master >= 0) {
     ssize_t r = ::read(master, buf, sizeof buf);

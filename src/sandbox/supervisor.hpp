@@ -5,6 +5,7 @@
 #include <poll.h>
 
 #include "oci/layer.hpp"
+#include "microvm/launch.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
@@ -22,12 +23,16 @@ class AgentFrontEnd {
   virtual size_t poll_fds(pollfd* out, size_t max) = 0;
   // The same descriptors with their revents.
   virtual void on_ready(const pollfd* fds, size_t n) = 0;
+  // The run's exit status once the sandbox's pid 1 exited with sandbox_status
+  // (the microVM layer: the command's status, which the agent reported, not qemu's).
+  virtual int final_status(int sandbox_status) { return sandbox_status; }
 };
 
 struct SuperviseOptions {
   bool verbose = false;
   std::string audit_log;  // JSON lines; empty: no log
   const oci::LayerOptions* oci = nullptr;  // container/gvisor layer; null: the process layer
+  const microvm::LayerOptions* microvm = nullptr;  // the microVM layer (needs `agent`: microvm::RunFrontEnd for run)
   AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
 };
 
