@@ -12,6 +12,7 @@ namespace exg::cli {
 struct RunOptions : PlanOptions, LayerFlags {
   std::string audit_log;
   bool dry_run = false, verbose = false;
+  bool microvm_root = false;  // --microvm-root
   CLI::App* sub = nullptr;
 
   void add_to(CLI::App& app);

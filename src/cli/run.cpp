@@ -18,6 +18,8 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
   LayerFlags::add_to(run);
+  run->add_flag("--microvm-root", microvm_root,
+                "microvm: run the command as root inside the guest (the guest kernel is the wall; qemu stays unprivileged)");
   sub = run;
 }
 
@@ -27,6 +29,7 @@ int RunOptions::execute() {
   if (!built) return usage_error(built.error().str());
   const policy::Policy& pol = built->policy;
   if (microvm(pol)) return run_microvm(*built);
+  if (microvm_root) return usage_error(Error::msg("--microvm-root", "only with --layer microvm").str());
   auto oci_opt = choose(pol);
   if (!oci_opt) return usage_error(oci_opt.error().str());
   auto plan = &built->plan;
@@ -49,6 +52,7 @@ int RunOptions::run_microvm(const BuiltPlan& built) {
   if (!runtime.empty() || !rootfs.empty())
     return usage_error(Error::msg(!runtime.empty() ? "--runtime" : "--rootfs", "only with --layer container or gvisor").str());
   microvm::LayerOptions mo;
+  mo.guest_root = microvm_root;
   std::string text = microvm::plan_text(built.plan, mo);
   if (dry_run) {
     std::fputs(text.c_str(), stdout);

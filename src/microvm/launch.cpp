@@ -109,7 +109,9 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   l.push_back(std::string("  guest's root: the view below, exported over 9p from ") + kViewRoot +
               " in qemu's sandbox; own /proc, /sys, /dev in the guest");
   l.push_back("  guest network: none (no NIC); egress through the proxy is not carried into the guest yet");
-  l.push_back("  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
+  l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
+                                  std::to_string(plan.identity.host_uid) + " on the host"
+                            : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
   return l;
 }
 
@@ -157,8 +159,8 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   spec.memory_mib = *mem;
   spec.accel = vm.accel;
   if (vm.accel == Accel::Tcg) spec.tsc_khz = host_tsc_khz();
-  spec.guest_uid = id.inside_uid;
-  spec.guest_gid = id.inside_gid;
+  spec.guest_uid = vm.guest_root ? 0 : id.inside_uid;
+  spec.guest_gid = vm.guest_root ? 0 : id.inside_gid;
   spec.hostname = plan.hostname;
   spec.verbose = opt.verbose;
   vp.argv = QemuMicrovm().command(spec);

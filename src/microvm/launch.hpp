@@ -18,6 +18,10 @@ namespace exg::microvm {
 
 struct LayerOptions {
   Accel accel = Accel::Tcg;
+  // The command as root inside the guest (--microvm-root): the guest kernel
+  // is the wall; qemu, and so every file access over 9p, stays the plan's
+  // unprivileged uid on the host.
+  bool guest_root = false;
 };
 
 // What --dry-run and -v say about this layer, in place of "layer: process".

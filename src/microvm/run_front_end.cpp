@@ -44,7 +44,7 @@ Result<void> RunFrontEnd::start(UniqueFd agent_channel, const std::string&) {
 size_t RunFrontEnd::poll_fds(pollfd* out, size_t max) {
   size_t n = 0;
   if (channel_open_ && n < max) out[n++] = {ch_.fd(), static_cast<short>(POLLIN | (ch_.queued() ? POLLOUT : 0)), 0};
-  if (relay_stdin_ && started_ && !stdin_done_ && !status_ && ch_.queued() < kStdinPauseAt && n < max)
+  if (relay_stdin_ && pid_ > 0 && !stdin_done_ && !status_ && ch_.queued() < kStdinPauseAt && n < max)
     out[n++] = {0, POLLIN, 0};
   return n;
 }
