@@ -162,6 +162,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   spec.guest_uid = vm.guest_root ? 0 : id.inside_uid;
   spec.guest_gid = vm.guest_root ? 0 : id.inside_gid;
   spec.hostname = plan.hostname;
+  spec.name = "exguardian-" + plan.sandbox_id;
   spec.verbose = opt.verbose;
   vp.argv = QemuMicrovm().command(spec);
   vp.env = {"PATH=/usr/bin:/bin", "HOME=/"};

@@ -33,6 +33,7 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
       "-device", "virtio-serial-device,max_ports=2",
       "-device", std::string("virtserialport,chardev=agent,name=") + guest::kChannelName,
   };
+  if (!s.name.empty()) a.insert(a.end(), {"-name", "guest=" + s.name});
   if (s.accel == Accel::Kvm) {
     a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
   } else {

@@ -23,6 +23,7 @@ struct VmSpec {
   uid_t guest_uid = 65534;  // who the agent runs as inside the guest
   gid_t guest_gid = 65534;
   std::string hostname = "exguardian";
+  std::string name;         // the VM's name (ps shows it): exguardian-SANDBOX_ID
   // TCG: the guest cannot calibrate its TSC against a PIT on a busy host (its
   // clock then never ticks and the boot hangs): tell it the host's rate.
   uint64_t tsc_khz = 0;     // 0: let the guest calibrate
