@@ -7,6 +7,7 @@
 # on a loaded one; the script boots 9 guests: about 40-90 s per run (root, then exgtest).
 # Skipped (77) when qemu-system-x86_64 or the guest image is missing.
 here=$(cd "$(dirname "$0")" && pwd)
+EXG_LAYER=microvm  # (for the summary line; this script calls --layer microvm itself)
 . "$here/lib.sh"
 
 image=${EXG_BUILD_DIR:-}/microvm
