@@ -4,7 +4,7 @@
 # jailed by the process layer, the Plan's view over 9p.
 #
 # TCG (software emulation) here: each guest boot is 3-5 s on an idle 2-core host, up to ~10 s
-# on a loaded one; the script boots 9 guests: about 40-90 s per run (root, then exgtest).
+# on a loaded one; the script boots 10 guests: about 40-90 s per run (root, then exgtest).
 # Skipped (77) when qemu-system-x86_64 or the guest image is missing.
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm  # (for the summary line; this script calls --layer microvm itself)
@@ -93,6 +93,16 @@ if [ "$STATUS" -eq 0 ] && [ "$(sed -n 1p <<<"$OUT")" = 0 ]; then
     if ! grep -Eq 'vport|hvc|vd[a-z]|sd[a-z]|mem |kmsg' <<<"$OUT"; then ok "root in the guest: minimal /dev (no channel port, disks, mem)"
     else fail "root in the guest: /dev holds devices"; show_last; fi
 else fail "--microvm-root run"; show_last; fi
+
+# 3b. Egress fails closed: no network device (only lo), the proxy ports are not carried yet,
+# so even an allowed domain is unreachable, and the run says so. 192.0.2.1 is TEST-NET-1: the
+# guest has no route to it (nothing leaves the guest, by construction).
+run mvm --allow-domain example.com -- bash -c '(exec 3<>/dev/tcp/127.0.0.1/3128) 2>&1 && echo PROXY-OPEN;
+  (exec 3<>/dev/tcp/192.0.2.1/80) 2>&1 && echo NET-OPEN; ls /sys/class/net'
+if [ "$STATUS" -eq 0 ] && ! grep -Eqx 'PROXY-OPEN|NET-OPEN' <<<"$OUT" && grep -q 'Connection refused' <<<"$OUT" \
+   && grep -q 'Network is unreachable' <<<"$OUT" && grep -q 'egress is not carried into the guest yet' <<<"$ERR"; then
+    ok "egress fails closed in the guest (proxy port refused, no route out, reported)"
+else fail "egress in the guest"; show_last; fi
 
 # 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.
 vm_alive() { pgrep -f -- "-name guest=exguardian-$1" >/dev/null; }

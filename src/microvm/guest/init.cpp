@@ -13,6 +13,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/reboot.h>
@@ -184,6 +187,18 @@ void mount_guest_filesystems(const std::string& root) {
   ::symlink("/proc/self/fd/2", (dev + "/stderr").c_str());
 }
 
+// Loopback up: the command's own local servers work; nothing else exists (no NIC).
+void loopback_up() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket for lo%s", "");
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) die("SIOCGIFFLAGS %s", "lo");
+  ifr.ifr_flags |= IFF_UP;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) die("bring %s up", "lo");
+  ::close(s);
+}
+
 }  // namespace
 
 int main() {
@@ -224,6 +239,7 @@ int main() {
   if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) die("move the view to %s", std::string("/"));
   if (::chroot(".") != 0 || ::chdir("/") != 0) die("chroot into the view%s", "");
   ::sethostname(host.c_str(), host.size());
+  loopback_up();
 
   // Pid 1 stays root to reap orphans and end the guest; the agent is its child.
   sigset_t all;
