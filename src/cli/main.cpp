@@ -56,8 +56,8 @@ int main(int argc, char** argv) {
   probe->add_flag("--list", probe_list, "List the probes");
   exg::cli::EscapeTestOptions esc;
   auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
-  escape->add_option("--layer", esc.layer, "process | container | gvisor | all (every layer present here)")
-      ->check(CLI::IsMember({"process", "container", "gvisor", "all"}));
+  escape->add_option("--layer", esc.layer, "process | container | gvisor | microvm | all (every layer present here; microvm only by name)")
+      ->check(CLI::IsMember({"process", "container", "gvisor", "microvm", "all"}));
   escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
   escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");
   escape->add_option("--html", esc.html_file, "Write a self-contained HTML report to FILE");
