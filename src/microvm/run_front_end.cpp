@@ -11,7 +11,7 @@ namespace exg::microvm {
 
 namespace {
 
-constexpr uint32_t kStartId = 1, kShutdownId = 2, kInputIds = 16;
+constexpr uint32_t kStartId = 1, kShutdownId = 2, kInputIds = 16, kSignalIds = 17;
 constexpr size_t kStdinPauseAt = 1u << 20;  // queued bytes to the agent before stdin waits
 
 void write_all(int fd, const std::string& s) {
@@ -111,6 +111,12 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
   std::fprintf(stderr, "exguardian: %s: %s\n", arg0.c_str(), h.value("message", std::string("cannot start")).c_str());
   status_ = e == ENOENT ? 127 : 126;
   shutdown();
+}
+
+bool RunFrontEnd::forward_signal(int sig) {
+  if (pid_ <= 0 || !channel_open_ || status_) return false;  // before the start or after the exit: ends the VM
+  ch_.send({agent::Kind::Request, kSignalIds, {{"op", "signal"}, {"pid", pid_}, {"signal", sig}}, {}});
+  return true;
 }
 
 int RunFrontEnd::final_status(int sandbox_status) {

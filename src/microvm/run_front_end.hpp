@@ -20,6 +20,7 @@ class RunFrontEnd : public sandbox::AgentFrontEnd {
   size_t poll_fds(pollfd* out, size_t max) override;
   void on_ready(const pollfd* fds, size_t n) override;
   int final_status(int sandbox_status) override;
+  bool forward_signal(int sig) override;
 
  private:
   const plan::Plan& plan_;

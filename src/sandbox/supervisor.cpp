@@ -509,7 +509,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
         if (s == SIGWINCH) {
           if (master >= 0) copy_winsize(host_tty, master);
         } else if (s != SIGCHLD && s != SIGPIPE) {
-          sys::pidfd_send_signal(sb.pidfd.get(), s);
+          if (!opt.agent || !opt.agent->forward_signal(s)) sys::pidfd_send_signal(sb.pidfd.get(), s);
         }
       }
     }

@@ -26,6 +26,10 @@ class AgentFrontEnd {
   // The run's exit status once the sandbox's pid 1 exited with sandbox_status
   // (the microVM layer: the command's status, which the agent reported, not qemu's).
   virtual int final_status(int sandbox_status) { return sandbox_status; }
+  // A signal the supervisor would forward to the sandbox's pid 1: true when
+  // the front end delivered it itself (the microVM layer: to the command, over
+  // the channel; qemu would just end).
+  virtual bool forward_signal(int) { return false; }
 };
 
 struct SuperviseOptions {
