@@ -4,7 +4,7 @@
 # jailed by the process layer, the Plan's view over 9p.
 #
 # TCG (software emulation) here: each guest boot is 3-5 s on an idle 2-core host, up to ~10 s
-# on a loaded one; the script boots 10 guests: about 40-90 s per run (root, then exgtest).
+# on a loaded one; the script boots 11 guests: about 40-90 s per run (root, then exgtest).
 # Skipped (77) when qemu-system-x86_64 or the guest image is missing.
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm  # (for the summary line; this script calls --layer microvm itself)
@@ -132,6 +132,15 @@ else
     kill -9 "$exg_pid" 2>/dev/null; wait "$exg_pid" 2>/dev/null
     fail "the VM to kill never appeared"; sed 's/^/#      /' "$errf" | tail -5
 fi
+# A signal to exguardian reaches the command in the guest (its trap runs, its status is the run's).
+sigf=$T/sig.out
+(cd "$WS" && exec "${MVM[@]}" -- bash -c 'trap "echo got-term; exit 9" TERM; echo started; sleep 60 & wait') >"$sigf" 2>&1 &
+exg_pid=$!
+for _ in $(seq 1 600); do grep -q started "$sigf" 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$exg_pid"; wait "$exg_pid"; sig_status=$?
+if [ "$sig_status" -eq 9 ] && grep -q got-term "$sigf"; then ok "SIGTERM to exguardian reaches the guest command (its trap ran, exit 9)"
+else fail "signal forwarding (status $sig_status)"; sed 's/^/#      /' "$sigf" | tail -5; fi
+
 if [ "$(leftover_dirs)" -le "$before_dirs" ]; then ok "no channel socket directory left in /tmp"
 else fail "exguardian-microvm-* directories left in /tmp"; fi
 
