@@ -11,7 +11,8 @@ DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev
   libseccomp-dev libgtest-dev googletest git python3 gcc libc6-dev util-linux passwd \
   procps psmisc bubblewrap hyperfine iproute2 expect \
   jq libbenchmark-dev libidn2-dev libunistring-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
-  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs
+  python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs \
+  qemu-system-x86
 
 .PHONY: all deps build test demo bench clean install install-built deb deb-built
 
