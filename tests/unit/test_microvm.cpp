@@ -10,6 +10,7 @@
 #include "microvm/layer.hpp"
 #include "microvm/view.hpp"
 #include "microvm/vmm.hpp"
+#include "sandbox/supervisor.hpp"
 
 namespace exg::microvm {
 namespace {
@@ -157,6 +158,36 @@ TEST(MicrovmLayer, CautionsOnlyWhenThePolicyAllowsEgress) {
   auto c = l.cautions(p);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_NE(c[0].find("egress is not carried into the guest yet"), std::string::npos);
+}
+
+// A layer whose pid 1 is always the agent, which must never be launched here.
+class AgentOnlyLayer final : public layer::Layer {
+ public:
+  bool launched = false;
+  layer::Kind kind() const override { return layer::Kind::Microvm; }
+  std::vector<std::string> describe(const plan::Plan&) const override { return {"layer: microvm"}; }
+  layer::Enforcement enforces(const plan::Plan&) const override { return {}; }
+  bool command_through_agent() const override { return true; }
+  Result<layer::Sandbox> launch(const plan::Plan&, const layer::LaunchOptions&) override {
+    launched = true;
+    return fail(Error::msg("test", "launch must not be reached"));
+  }
+};
+
+class SilentIo final : public sandbox::SupervisorIo {
+ public:
+  std::vector<std::string> lines;
+  void say(const std::string& line) override { lines.push_back(line); }
+};
+
+TEST(MicrovmLayer, SuperviseRefusesItWithoutAnAgentFrontEnd) {
+  AgentOnlyLayer l;
+  SilentIo io;
+  plan::Plan p;
+  auto r = sandbox::supervise(l, p, io, {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("runs the command through its agent"), std::string::npos) << r.error().str();
+  EXPECT_FALSE(l.launched);
 }
 
 }  // namespace
