@@ -11,7 +11,7 @@ namespace exg::cli {
 void LayerFlags::add_to(CLI::App* sub) {
   std::vector<std::string> names;
   for (auto k : layer::buildable_kinds()) names.emplace_back(layer::name(k));
-  sub->add_option("--layer", layer, "process (default), container (crun/runc) or gvisor (runsc)")
+  sub->add_option("--layer", layer, "process (default), container (crun/runc), gvisor (runsc) or microvm (qemu)")
       ->check(CLI::IsMember(names));
   sub->add_option("--runtime", runtime, "container/gvisor: the runtime binary (default: crun, else runc; runsc)");
   sub->add_option("--rootfs", rootfs, "container/gvisor: root filesystem DIR (default: the host's root, read-only)");
@@ -23,9 +23,12 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
   auto kind = layer::parse_kind(layer_name);
   if (!kind) return fail(Error::msg("layer " + layer_name, "unknown layer"));
   const bool oci = *kind == layer::Kind::Container || *kind == layer::Kind::Gvisor;
-  if (*kind == layer::Kind::Process && (!runtime.empty() || !rootfs.empty()))
+  if (!oci && (!runtime.empty() || !rootfs.empty()))
     return fail(Error::msg(!runtime.empty() ? "--runtime" : "--rootfs", "only with --layer container or gvisor"));
+  if (microvm_root && *kind != layer::Kind::Microvm)
+    return fail(Error::msg("--microvm-root", "only with --layer microvm"));
   layer::LayerConfig cfg;
+  cfg.guest_root = microvm_root;
   if (oci) {
     cfg.runtime = runtime;
     if (!rootfs.empty()) {

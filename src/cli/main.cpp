@@ -62,8 +62,11 @@ int main(int argc, char** argv) {
   auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
   std::vector<std::string> escape_layers;
   for (auto k : exg::layer::buildable_kinds()) escape_layers.emplace_back(exg::layer::name(k));
+  std::string escape_help;
+  for (const auto& n : escape_layers) escape_help += n + " | ";
   escape_layers.emplace_back("all");
-  escape->add_option("--layer", esc.layer, "process | container | gvisor | all (every layer present here)")
+  escape_help += "all (every layer present here; microvm only by name)";
+  escape->add_option("--layer", esc.layer, escape_help)
       ->check(CLI::IsMember(escape_layers));
   escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
   escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");

@@ -7,6 +7,7 @@
 #include "cli/host_setup.hpp"
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
+#include "microvm/run_front_end.hpp"
 #include "sandbox/supervisor.hpp"
 
 namespace exg::cli {
@@ -18,6 +19,8 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
   LayerFlags::add_to(run);
+  run->add_flag("--microvm-root", microvm_root,
+                "microvm: run the command as root inside the guest (the guest kernel is the wall; qemu stays unprivileged)");
   sub = run;
 }
 
@@ -42,6 +45,13 @@ int RunOptions::execute() {
   auto host = HostProcess::prepare(plan->identity.invoked_as_root);
   if (!host) return usage_error(host.error().str());
   so.signal_fd = host->signal_fd();
+  // A layer whose pid 1 is always the agent (microvm: the guest's) runs the
+  // Plan's command through it, as a session of one command.
+  std::optional<microvm::RunFrontEnd> through_agent;
+  if ((*chosen)->command_through_agent()) {
+    through_agent.emplace(*plan);
+    so.agent = &*through_agent;
+  }
   StdioIo io(/*relay_terminal=*/true);
   auto status = sandbox::supervise(**chosen, *plan, io, so);
   if (!status) return usage_error(status.error().str());

@@ -1,4 +1,5 @@
 #include "evidence/suite.hpp"
+#include "microvm/guest_image.hpp"
 #include "util/mountinfo.hpp"
 
 #include <dirent.h>
@@ -133,7 +134,13 @@ std::vector<LayerPresence> layers_present() {
   r.push_back({named(layer::Kind::Container), oci, oci ? "" : "neither crun nor runc is installed"});
   bool gv = in_path("runsc");
   r.push_back({named(layer::Kind::Gvisor), gv, gv ? "" : "runsc is not installed"});
-  r.push_back({named(layer::Kind::Microvm), false, "no microVM layer in this build"});
+  // Never part of --layer all: one guest boot per probe (seconds under TCG)
+  // would make the whole suite take many minutes; `--layer microvm` runs it.
+  bool vm = in_path("qemu-system-x86_64") && microvm::find_guest_image().has_value();
+  r.push_back({named(layer::Kind::Microvm), false,
+               vm ? "not in --layer all (a guest boot per probe, seconds each under TCG): run "
+                    "`exguardian escape-test --layer microvm`"
+                  : "qemu-system-x86_64 or the guest image (built by make) is missing"});
   return r;
 }
 
@@ -729,9 +736,19 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   report.layer = opts.layer;
   report.policy_file = opts.policy_file.empty() ? "(default policy)" : opts.policy_file;
   report.run_args = opts.run_args;
-  if (opts.layer != "all" && (!layer::parse_kind(opts.layer) || *layer::parse_kind(opts.layer) == layer::Kind::Microvm)) {
+  if (opts.layer != "all" && !layer::parse_kind(opts.layer)) {
     std::fprintf(stderr, "exguardian: escape-test: --layer %s: must be %s or all\n", opts.layer.c_str(),
-                 layer::names_text({layer::Kind::Process, layer::Kind::Container, layer::Kind::Gvisor}, ", ").c_str());
+                 layer::names_text(layer::all_kinds(), ", ").c_str());
+    return 125;
+  }
+  if (opts.layer == layer::name(layer::Kind::Microvm)) {
+    // Tried here: 196 probes in 265 s under TCG, but the catalog assumes the
+    // host's kernel: its seccomp probes (ptrace, io_uring, unshare, ...) do
+    // not apply inside a guest, whose own kernel is the wall, and its egress
+    // probes need the proxy carried into the guest. Until they are adapted
+    // (skipped with why, kernel-identity probes added), no report at all.
+    std::fprintf(stderr, "exguardian: escape-test: --layer microvm: not yet: the probes assume the host kernel "
+                 "(seccomp probes do not apply in a guest, egress is not carried into it): see docs/microvm.md\n");
     return 125;
   }
   if (!opts.policy_file.empty() && ::access(opts.policy_file.c_str(), R_OK) != 0) {

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "layer/layer.hpp"
+#include "microvm/layer.hpp"
 #include "oci/layer.hpp"
 #include "process/landlock.hpp"
 #include "process/layer.hpp"
@@ -9,7 +10,7 @@
 namespace exg::layer {
 
 const std::vector<Kind>& buildable_kinds() {
-  static const std::vector<Kind> kinds = {Kind::Process, Kind::Container, Kind::Gvisor};
+  static const std::vector<Kind> kinds = {Kind::Process, Kind::Container, Kind::Gvisor, Kind::Microvm};
   return kinds;
 }
 
@@ -28,10 +29,15 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
       oci::read_host(lo);
       return std::unique_ptr<Layer>(std::make_unique<oci::OciLayer>(std::move(lo)));
     }
-    case Kind::Microvm:
-      break;
+    case Kind::Microvm: {
+      // qemu and the guest image are looked for at launch (--dry-run shows
+      // what is missing): the launch fails closed without them.
+      microvm::LayerOptions mo;
+      mo.guest_root = config.guest_root;
+      return std::unique_ptr<Layer>(std::make_unique<microvm::MicrovmLayer>(mo, process::landlock_features()));
+    }
   }
-  return fail(Error::msg("layer " + std::string(name(kind)), "not available yet"));
+  return fail(Error::msg("layer " + std::string(name(kind)), "unknown layer"));
 }
 
 }  // namespace exg::layer

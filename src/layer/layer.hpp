@@ -1,6 +1,6 @@
 // The Layer interface: what runs a Plan. The process layer (process/layer.hpp),
-// the container and gVisor layers (oci/layer.hpp) implement it, and so will
-// the microVM layer. Everything above a layer (the supervisor, the front ends
+// the container and gVisor layers (oci/layer.hpp) and the microVM layer
+// (microvm/layer.hpp) implement it. Everything above a layer (the supervisor, the front ends
 // run / session / escape-test, later serve) sees only this interface.
 //
 // Design
@@ -23,9 +23,9 @@
 // sweep of stale cgroups belong to the front end (cli/host_setup.hpp), done
 // once per process. launch() may be called for many sandboxes in one process.
 //
-// A new layer: a class implementing Layer in its own module (src/microvm/),
-// a case in make_layer (layer/factory.cpp) and its row in layer/kind.hpp's
-// table (already there for microvm). Its launch() must hand back a pidfd whose
+// A new layer: a class implementing Layer in its own module (as
+// src/microvm/ does), a case in make_layer (layer/factory.cpp) and its row in
+// layer/kind.hpp's table. Its launch() must hand back a pidfd whose
 // exit is the sandbox's end, the proxy's listening sockets made in the
 // sandbox's network (or equivalents the supervisor can accept on), and the
 // agent channel when LaunchOptions::agent is set; the spawn helper
@@ -92,16 +92,26 @@ class Layer {
   virtual Enforcement enforces(const plan::Plan& plan) const = 0;
   // Whether pid 1 can be the agent (exguardian session); why not otherwise.
   virtual Result<void> supports_agent() const { return {}; }
+  // Whether pid 1 is always the agent, whatever LaunchOptions::agent says
+  // (microvm: the guest's init runs it): a plain run then drives the Plan's
+  // command through it (SuperviseOptions::agent must be set; supervise()
+  // refuses otherwise).
+  virtual bool command_through_agent() const { return false; }
+  // What the user must hear even without -v: a part of the plan this layer
+  // cannot keep yet (said once, before the launch).
+  virtual std::vector<std::string> cautions(const plan::Plan& /*plan*/) const { return {}; }
   // Starts the sandbox; on error nothing of it is left running.
   virtual Result<Sandbox> launch(const plan::Plan& plan, const LaunchOptions& opt) = 0;
   // After the sandbox's processes are gone.
   virtual void after_run(const plan::Plan& /*plan*/) {}
 };
 
-// Options of the container and gVisor layers (--runtime, --rootfs).
+// Options of the container and gVisor layers (--runtime, --rootfs) and of
+// the microVM layer (--microvm-root).
 struct LayerConfig {
   std::string runtime;  // binary name or path; empty: the layer's default
   std::string rootfs;   // canonical directory; empty: the host's root, read-only
+  bool guest_root = false;  // microvm: the command as root inside the guest
 };
 
 // The kinds make_layer can make in this build (--layer's choices).

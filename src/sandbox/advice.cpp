@@ -98,12 +98,13 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     bool qemu = ok(caps, "qemu-system-x86_64"), kernel = ok(caps, "guest kernel");
     LayerStatus s{std::string(layer::name(layer::Kind::Microvm)), qemu && kernel, ""};
     if (s.available)
-      s.why = version_of(caps, "qemu-system-x86_64") + ", a guest kernel, " +
-              (ok(caps, "/dev/kvm") ? "KVM (or TCG if the guest does not boot with it)" : "TCG emulation (no usable /dev/kvm)");
+      s.why = version_of(caps, "qemu-system-x86_64") + ", the guest built by make; TCG (software emulation): " +
+              (ok(caps, "/dev/kvm") ? "KVM is not used until a real boot proves it (not probed yet; nested PVM hosts refuse ordinary guests)"
+                                    : "no usable /dev/kvm");
     else {
       std::vector<std::string> missing;
       if (!qemu) missing.push_back("qemu-system-x86_64 (Debian: apt install qemu-system-x86)");
-      if (!kernel) missing.push_back("a guest kernel in /boot");
+      if (!kernel) missing.push_back("the guest kernel and initramfs (built by `make`)");
       s.why = "missing: " + join(missing, ", ", " and ");
     }
     out.push_back(std::move(s));

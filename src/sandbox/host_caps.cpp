@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/kvm.h>
+
+#include "microvm/guest_image.hpp"
 #include <linux/magic.h>
 #include <linux/mount.h>
 #include <linux/seccomp.h>
@@ -572,26 +574,15 @@ void probe_tool(std::vector<Capability>& out, const std::string& name, const std
   out.push_back({name, answered, exe + ": " + version + "; " + use});
 }
 
+// The microVM layer's own guest (built by `make` from Debian's kernel package).
 void probe_guest_kernel(std::vector<Capability>& out) {
-  std::vector<std::string> found;
-  for (const char* dir : {"/boot", "/usr/lib/debug/boot"}) {
-    if (DIR* d = ::opendir(dir)) {
-      while (dirent* e = ::readdir(d)) {
-        std::string n = e->d_name;
-        if (n.starts_with("vmlinux-") || n.starts_with("vmlinuz-")) {
-          std::string p = std::string(dir) + "/" + n;
-          if (::access(p.c_str(), R_OK) == 0) found.push_back(p);
-        }
-      }
-      ::closedir(d);
-    }
+  auto g = microvm::find_guest_image();
+  if (!g) {
+    out.push_back({"guest kernel", false, g.error().str()});
+    return;
   }
-  std::sort(found.begin(), found.end());
-  if (found.empty())
-    out.push_back({"guest kernel", false, "no readable vmlinux/vmlinuz in /boot: the microVM layer needs one"});
-  else
-    out.push_back({"guest kernel", true, found.back() + (found.size() > 1 ? " (and " + std::to_string(found.size() - 1) + " more)" : "") +
-                                         ": for the microVM layer"});
+  out.push_back({"guest kernel", true, g->kernel + " (" + g->kernel_version + ") and " + g->initramfs +
+                                           ": the microVM layer's guest"});
 }
 
 void probe_kvm(std::vector<Capability>& out) {

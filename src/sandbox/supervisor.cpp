@@ -311,6 +311,11 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     secrets.emplace(std::move(*p));
   }
   const plan::Plan& plan = secrets ? secrets->plan : plan_in;
+  // Its pid 1 would wait for commands nobody sends.
+  if (layer.command_through_agent() && !opt.agent)
+    return fail(Error::msg("layer " + std::string(layer::name(layer.kind())),
+                           "runs the command through its agent: the front end must drive it (SuperviseOptions::agent)"));
+  for (const auto& c : layer.cautions(plan)) io.say(c);
   layer::LaunchOptions lo;
   lo.verbose = opt.verbose;
   lo.agent = opt.agent != nullptr;
@@ -462,7 +467,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
         if (s == SIGWINCH) {
           if (master >= 0 && host_tty >= 0) copy_winsize(host_tty, master);
         } else if (s != SIGCHLD && s != SIGPIPE) {
-          sys::pidfd_send_signal(sb.pidfd.get(), s);
+          if (!opt.agent || !opt.agent->forward_signal(s)) sys::pidfd_send_signal(sb.pidfd.get(), s);
         }
       }
     }
@@ -492,6 +497,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       }
     }
   }
+  if (opt.agent && !timed_out) status = opt.agent->final_status(status);
   // Whatever the sandbox wrote before it ended still reaches the terminal.
   while (master >= 0) {
     ssize_t r = ::read(master, buf, sizeof buf);

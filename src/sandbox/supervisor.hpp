@@ -39,6 +39,13 @@ class AgentFrontEnd {
   virtual size_t poll_fds(pollfd* out, size_t max) = 0;
   // The same descriptors with their revents.
   virtual void on_ready(const pollfd* fds, size_t n) = 0;
+  // The run's exit status once the sandbox's pid 1 exited with sandbox_status
+  // (the microVM layer: the command's status, which the agent reported, not qemu's).
+  virtual int final_status(int sandbox_status) { return sandbox_status; }
+  // A signal the supervisor would forward to the sandbox's pid 1: true when
+  // the front end delivered it itself (the microVM layer: to the command, over
+  // the channel; qemu would just end).
+  virtual bool forward_signal(int) { return false; }
 };
 
 // The front end's terminal, relayed through the sandbox's own pty.

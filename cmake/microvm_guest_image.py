@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""The microVM layer's guest: kernel and initramfs, made at build time from
+Debian's generic kernel package (nothing is downloaded when a sandbox runs).
+
+  microvm_guest_image.py --out DIR --init FILE [--deb FILE | --package NAME]
+
+Writes DIR/vmlinux (the uncompressed kernel, booted through PVH),
+DIR/initramfs.cpio (newc: FILE as /init, the modules the guest loads in
+DIR/... /lib/exg-modules with their load order) and DIR/kernel-version.
+The .deb is fetched with `apt-get download` into DIR once and kept there.
+"""
+import argparse
+import io
+import lzma
+import os
+import subprocess
+import sys
+import tarfile
+
+# In load order (dependencies first); read from the package's config: all are
+# modules (=m) in Debian's generic flavour, uncompressed.
+MODULES = [
+    "kernel/drivers/virtio/virtio_ring.ko",
+    "kernel/drivers/virtio/virtio.ko",
+    "kernel/drivers/virtio/virtio_mmio.ko",
+    "kernel/drivers/char/virtio_console.ko",
+    "kernel/fs/netfs/netfs.ko",
+    "kernel/fs/fscache/fscache.ko",
+    "kernel/net/9p/9pnet.ko",
+    "kernel/net/9p/9pnet_virtio.ko",
+    "kernel/fs/9p/9p.ko",
+]
+MODULE_DIR = "lib/exg-modules"  # microvm/guest/guest_abi.hpp: kModuleDir
+
+
+def die(msg):
+    print(f"microvm guest image: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def kernel_package():
+    """The versioned package linux-image-amd64 depends on (e.g. linux-image-6.1.0-57-amd64)."""
+    try:
+        out = subprocess.run(["apt-cache", "depends", "linux-image-amd64"], check=True,
+                             capture_output=True, text=True).stdout
+    except (OSError, subprocess.CalledProcessError) as e:
+        die(f"apt-cache depends linux-image-amd64: {e}")
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("Depends: linux-image-") and line.endswith("-amd64"):
+            return line.split()[1]
+    die("apt-cache depends linux-image-amd64 names no linux-image-*-amd64 package")
+
+
+def fetch_deb(out, package):
+    for f in sorted(os.listdir(out)):
+        if f.startswith(package + "_") and f.endswith(".deb"):
+            return os.path.join(out, f)
+    r = subprocess.run(["apt-get", "download", package], cwd=out)
+    if r.returncode != 0:
+        die(f"apt-get download {package} failed (Debian's package mirror is needed once, at build time)")
+    for f in sorted(os.listdir(out)):
+        if f.startswith(package + "_") and f.endswith(".deb"):
+            return os.path.join(out, f)
+    die(f"apt-get download {package} left no .deb in {out}")
+
+
+def deb_data(deb):
+    """The data.tar.* member of a .deb (an ar archive), opened as a tarfile."""
+    with open(deb, "rb") as f:
+        if f.read(8) != b"!<arch>\n":
+            die(f"{deb}: not a .deb (ar) file")
+        while True:
+            hdr = f.read(60)
+            if len(hdr) < 60:
+                die(f"{deb}: no data.tar member")
+            name = hdr[:16].decode().strip().rstrip("/")
+            size = int(hdr[48:58].decode().strip())
+            body = f.read(size)
+            if size % 2:
+                f.read(1)
+            if name.startswith("data.tar"):
+                return tarfile.open(fileobj=io.BytesIO(body), mode="r:*")
+
+
+def vmlinux_from_bzimage(bz):
+    """Debian's bzImage carries the kernel as one xz stream; PVH boots it uncompressed."""
+    at = bz.find(b"\xfd7zXZ\x00")
+    if at < 0:
+        die("no xz payload in the kernel image (is it xz-compressed?)")
+    elf = lzma.LZMADecompressor().decompress(bz[at:])
+    if not elf.startswith(b"\x7fELF"):
+        die("the kernel's xz payload is not an ELF vmlinux")
+    return elf
+
+
+def newc(entries):
+    """cpio newc archive of (name, mode, data) entries, directories first."""
+    out = io.BytesIO()
+    ino = 1
+    for name, mode, data in entries + [("TRAILER!!!", 0, b"")]:
+        nb = name.encode() + b"\0"
+        fields = [ino, mode, 0, 0, 1 if mode & 0o170000 != 0o040000 else 2, 0, len(data), 0, 0, 0, 0, len(nb), 0]
+        out.write(b"070701" + b"".join(b"%08X" % v for v in fields) + nb)
+        out.write(b"\0" * ((4 - (110 + len(nb)) % 4) % 4))
+        out.write(data)
+        out.write(b"\0" * ((4 - len(data) % 4) % 4))
+        ino += 1
+    return out.getvalue()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--init", required=True)
+    ap.add_argument("--deb")
+    ap.add_argument("--package")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    deb = a.deb or fetch_deb(a.out, a.package or kernel_package())
+    tar = deb_data(deb)
+    vmlinuz, modules, version = None, {}, None
+    for m in tar.getmembers():
+        n = m.name.lstrip("./")
+        if n.startswith("boot/vmlinuz-"):
+            vmlinuz = tar.extractfile(m).read()
+            version = n[len("boot/vmlinuz-"):]
+        elif n.startswith("lib/modules/"):
+            rel = n.split("/", 3)[3] if n.count("/") >= 3 else ""
+            if rel in MODULES:
+                modules[rel] = tar.extractfile(m).read()
+    if vmlinuz is None:
+        die(f"{deb}: no boot/vmlinuz-*")
+    missing = [m for m in MODULES if m not in modules]
+    if missing:
+        die(f"{deb}: modules missing (built in? another flavour?): {', '.join(missing)}")
+
+    with open(a.init, "rb") as f:
+        init = f.read()
+    dirs = ["dev", "proc", "sys", "view", "lib", MODULE_DIR]
+    entries = [(d, 0o040755, b"") for d in dirs]
+    entries.append(("init", 0o100755, init))
+    order = []
+    for m in MODULES:
+        base = os.path.basename(m)
+        entries.append((f"{MODULE_DIR}/{base}", 0o100644, modules[m]))
+        order.append(base)
+    entries.append((f"{MODULE_DIR}/order", 0o100644, ("\n".join(order) + "\n").encode()))
+
+    def write(name, data):
+        tmp = os.path.join(a.out, name + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(a.out, name))
+
+    write("vmlinux", vmlinux_from_bzimage(vmlinuz))
+    write("initramfs.cpio", newc(entries))
+    write("kernel-version", (version + "\n").encode())
+
+
+if __name__ == "__main__":
+    main()

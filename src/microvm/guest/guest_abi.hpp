@@ -1,0 +1,17 @@
+// What the host and the guest's init agree on: names of the virtio devices,
+// where the initramfs keeps the modules. One place, so that the qemu command
+// line (host) and the guest's init (guest/init.cpp) cannot drift apart.
+#pragma once
+
+namespace exg::microvm::guest {
+
+// The virtio-serial port that carries the agent's protocol (virtserialport name=).
+inline constexpr char kChannelName[] = "exg.agent";
+// The 9p mount tag of the sandbox's filesystem view (virtio-9p-device mount_tag=).
+inline constexpr char kViewTag[] = "exgview";
+// In the initramfs: the modules and their load order (one file name a line),
+// written by cmake/microvm_guest_image.py.
+inline constexpr char kModuleDir[] = "/lib/exg-modules";
+inline constexpr char kModuleOrder[] = "/lib/exg-modules/order";
+
+}  // namespace exg::microvm::guest

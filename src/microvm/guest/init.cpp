@@ -1,0 +1,278 @@
+// exguardian-guest-init: /init of the microVM layer's initramfs, pid 1 of the
+// guest kernel. It loads the modules the guest needs (virtio-mmio, the
+// virtio-serial port, 9p), mounts the sandbox's filesystem view that the host
+// exports over 9p, moves into it, and runs the same agent as every other
+// layer (agent/agent.hpp) as the sandbox's uid on the virtio-serial port.
+// When the agent ends (shutdown request, closed channel) every guest process
+// is killed and the guest reboots, which ends qemu (-no-reboot).
+//
+// Kernel command line (set by the host, microvm/qemu_command.cpp):
+//   exg.uid=N exg.gid=N   who the agent and its commands run as (0: root inside)
+//   exg.host=NAME          the hostname
+// Static, plain syscalls, no exg_core: it is the whole user space of the guest.
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/reboot.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "agent/agent.hpp"
+#include "microvm/guest/guest_abi.hpp"
+
+namespace {
+
+using namespace exg::microvm::guest;
+
+// Messages go to the guest's console (the host shows it on stderr).
+void say(const char* fmt, const std::string& a, int err = 0) {
+  std::fprintf(stderr, "exguardian-guest: ");
+  std::fprintf(stderr, fmt, a.c_str());
+  if (err) std::fprintf(stderr, ": %s", std::strerror(err));
+  std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+[[noreturn]] void power_off() {
+  ::sync();
+  // reboot=t on the kernel command line and -no-reboot on qemu's: this ends qemu.
+  ::reboot(RB_AUTOBOOT);
+  for (;;) ::pause();
+}
+
+[[noreturn]] void die(const char* what, const std::string& a, int err = errno) {
+  say(what, a, err);
+  ::kill(-1, SIGKILL);
+  power_off();
+}
+
+std::string read_file(const char* path) {
+  std::string out;
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// exg.NAME=VALUE from the kernel command line, or `def`.
+std::string param(const std::string& cmdline, const std::string& name, const std::string& def) {
+  std::string key = "exg." + name + "=";
+  size_t pos = 0;
+  while ((pos = cmdline.find(key, pos)) != std::string::npos) {
+    if (pos == 0 || cmdline[pos - 1] == ' ') {
+      size_t start = pos + key.size(), end = cmdline.find_first_of(" \n", start);
+      return cmdline.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    }
+    pos += key.size();
+  }
+  return def;
+}
+
+unsigned long number(const std::string& s, const char* what) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long v = std::strtoul(s.c_str(), &end, 10);
+  if (s.empty() || *end || errno) die("bad %s on the kernel command line", what, EINVAL);
+  return v;
+}
+
+void load_modules() {
+  std::string order = read_file(kModuleOrder);
+  size_t pos = 0;
+  while (pos < order.size()) {
+    size_t nl = order.find('\n', pos);
+    if (nl == std::string::npos) nl = order.size();
+    std::string name = order.substr(pos, nl - pos);
+    pos = nl + 1;
+    if (name.empty()) continue;
+    std::string path = std::string(kModuleDir) + "/" + name;
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) die("open module %s", path);
+    if (::syscall(SYS_finit_module, fd, "", 0) != 0 && errno != EEXIST) die("load module %s", path);
+    ::close(fd);
+  }
+}
+
+void mount_or_die(const char* src, const std::string& target, const char* type, unsigned long flags, const char* data) {
+  if (::mount(src, target.c_str(), type, flags, data) != 0) die("mount %s", target + " (" + type + ")");
+}
+
+// The virtio-serial port named kChannelName, as /dev/vportNpM. The port
+// appears once the host's side announces it, shortly after the module loads.
+std::string find_channel() {
+  for (int tries = 0; tries < 500; ++tries) {
+    if (DIR* d = ::opendir("/sys/class/virtio-ports")) {
+      while (dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        std::string name = read_file(("/sys/class/virtio-ports/" + std::string(e->d_name) + "/name").c_str());
+        while (!name.empty() && name.back() == '\n') name.pop_back();
+        if (name == kChannelName) {
+          std::string dev = "/dev/" + std::string(e->d_name);
+          ::closedir(d);
+          return dev;
+        }
+      }
+      ::closedir(d);
+    }
+    ::usleep(10000);
+  }
+  die("no virtio-serial port named %s (is the host's -device virtserialport there?)", kChannelName, ENODEV);
+}
+
+// The view the host exports (9p), mounted at `root`. The tag appears with the
+// virtio-9p device's probe; retried briefly for the same reason as the port.
+void mount_view(const std::string& root) {
+  ::mkdir(root.c_str(), 0755);
+  std::string opts = std::string("trans=virtio,version=9p2000.L,msize=262144,cache=mmap,access=client");
+  for (int tries = 0;; ++tries) {
+    if (::mount(kViewTag, root.c_str(), "9p", MS_NOSUID | MS_NODEV, opts.c_str()) == 0) return;
+    if (errno != ENOENT || tries > 200) die("mount the sandbox's view (9p tag %s)", kViewTag);
+    ::usleep(10000);
+  }
+}
+
+bool is_dir(const std::string& p) {
+  struct stat st;
+  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// The guest's own /proc, /sys and /dev over the view's (which are empty
+// directories of the host view: nothing of qemu's own /proc is exported).
+// /tmp is the view's: the plan's private tmpfs in qemu's sandbox, with
+// whatever the plan binds below it (a workspace under /tmp).
+void mount_guest_filesystems(const std::string& root) {
+  if (is_dir(root + "/proc")) mount_or_die("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  if (is_dir(root + "/sys"))
+    mount_or_die("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr);
+  if (!is_dir(root + "/dev")) return;
+  // A minimal /dev: not devtmpfs, which would hold the channel's port and the
+  // guest's disks for root inside to open.
+  std::string dev = root + "/dev";
+  mount_or_die("tmpfs", dev, "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=0755,size=1m");
+  struct Node {
+    const char* name;
+    unsigned maj, min;
+  };
+  for (Node n : {Node{"null", 1, 3}, {"zero", 1, 5}, {"full", 1, 7}, {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}}) {
+    std::string p = dev + "/" + n.name;
+    if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0) die("mknod %s", p);
+    ::chmod(p.c_str(), 0666);
+  }
+  ::mkdir((dev + "/pts").c_str(), 0755);
+  mount_or_die("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
+  ::symlink("pts/ptmx", (dev + "/ptmx").c_str());
+  ::mkdir((dev + "/shm").c_str(), 01777);
+  mount_or_die("tmpfs", dev + "/shm", "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777");
+  ::symlink("/proc/self/fd", (dev + "/fd").c_str());
+  ::symlink("/proc/self/fd/0", (dev + "/stdin").c_str());
+  ::symlink("/proc/self/fd/1", (dev + "/stdout").c_str());
+  ::symlink("/proc/self/fd/2", (dev + "/stderr").c_str());
+}
+
+// Loopback up: the command's own local servers work; nothing else exists (no NIC).
+void loopback_up() {
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) die("socket for lo%s", "");
+  ifreq ifr{};
+  std::snprintf(ifr.ifr_name, sizeof ifr.ifr_name, "lo");
+  if (::ioctl(s, SIOCGIFFLAGS, &ifr) != 0) die("SIOCGIFFLAGS %s", "lo");
+  ifr.ifr_flags |= IFF_UP;
+  if (::ioctl(s, SIOCSIFFLAGS, &ifr) != 0) die("bring %s up", "lo");
+  ::close(s);
+}
+
+}  // namespace
+
+int main() {
+  if (::getpid() != 1) {
+    std::fprintf(stderr, "exguardian-guest-init: only pid 1 of the microVM guest\n");
+    return 125;
+  }
+  ::mkdir("/dev", 0755);
+  ::mount("devtmpfs", "/dev", "devtmpfs", MS_NOSUID, "mode=0755");
+  int con = ::open("/dev/console", O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (con >= 0) {
+    for (int k = 0; k < 3; ++k) ::dup2(con, k);
+    ::close(con);
+  }
+  ::mkdir("/proc", 0555);
+  ::mkdir("/sys", 0555);
+  mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  mount_or_die("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  std::string cmdline = read_file("/proc/cmdline");
+  uid_t uid = static_cast<uid_t>(number(param(cmdline, "uid", "65534"), "exg.uid"));
+  gid_t gid = static_cast<gid_t>(number(param(cmdline, "gid", "65534"), "exg.gid"));
+  std::string host = param(cmdline, "host", "exguardian");
+
+  load_modules();
+  std::string port = find_channel();
+  int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
+  if (channel < 0) die("open the channel %s", port);
+
+  const std::string root = "/view";
+  mount_view(root);
+  mount_guest_filesystems(root);
+  // Into the view, for good: the initramfs stays below, out of reach of the
+  // unprivileged agent (root inside could chroot out of it, to find only this
+  // program and the modules).
+  ::umount2("/proc", MNT_DETACH);
+  ::umount2("/sys", MNT_DETACH);
+  if (::chdir(root.c_str()) != 0) die("chdir %s", root);
+  if (::mount(".", "/", nullptr, MS_MOVE, nullptr) != 0) die("move the view to %s", std::string("/"));
+  if (::chroot(".") != 0 || ::chdir("/") != 0) die("chroot into the view%s", "");
+  ::sethostname(host.c_str(), host.size());
+  loopback_up();
+
+  // Pid 1 stays root to reap orphans and end the guest; the agent is its child.
+  sigset_t all;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, nullptr);
+  pid_t agent = ::fork();
+  if (agent < 0) die("fork the agent%s", "");
+  if (agent == 0) {
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (uid != 0) {
+      if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0)
+        die("drop to uid %s", std::to_string(uid));
+      ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+    }
+    ::prctl(PR_SET_DUMPABLE, 0);
+    (void)::setsid();
+    exg::agent::AgentConfig cfg;
+    cfg.channel = channel;
+    cfg.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/", "TERM=dumb"};
+    cfg.cwd = "/";
+    exg::agent::serve(cfg);
+  }
+  ::close(channel);
+  for (;;) {
+    int status = 0;
+    pid_t p = ::waitpid(-1, &status, 0);
+    if (p == agent || (p < 0 && errno == ECHILD)) break;
+  }
+  ::kill(-1, SIGKILL);
+  while (::waitpid(-1, nullptr, 0) > 0) {
+  }
+  power_off();
+}

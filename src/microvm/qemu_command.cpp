@@ -1,0 +1,48 @@
+// qemu's command line for one sandbox's guest. Every device is named here;
+// -nodefaults and -no-user-config keep qemu from adding any of its own (no
+// NIC, no disks, no VGA), so the guest has exactly: a serial console, one
+// virtio-serial port (the agent's channel) and one 9p export (the view).
+#include "microvm/guest/guest_abi.hpp"
+#include "microvm/vmm.hpp"
+
+namespace exg::microvm {
+
+const char* to_string(Accel a) { return a == Accel::Kvm ? "KVM" : "TCG (software emulation)"; }
+
+std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
+  std::string append = "console=ttyS0 reboot=t panic=-1 nomodeset random.trust_cpu=on";
+  append += s.verbose ? " loglevel=7" : " quiet loglevel=0";
+  append += " exg.uid=" + std::to_string(s.guest_uid) + " exg.gid=" + std::to_string(s.guest_gid);
+  if (s.tsc_khz) append += " tsc_early_khz=" + std::to_string(s.tsc_khz);
+  append += " exg.host=" + s.hostname;
+  std::vector<std::string> a = {
+      s.vmm,
+      "-M", "microvm,acpi=on",  // Debian's kernel finds the virtio-mmio devices through ACPI
+      "-nodefaults", "-no-user-config", "-display", "none",
+      "-no-reboot",  // the guest's reboot (reboot=t) ends qemu
+      // qemu's own seccomp filter: no exec, no privilege changes, no scheduler or affinity changes.
+      "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
+      "-m", std::to_string(s.memory_mib) + "M",
+      "-smp", std::to_string(s.cpus),
+      "-kernel", s.kernel, "-initrd", s.initramfs, "-append", append,
+      // The view: security_model=none, so qemu touches files as itself, under
+      // the host's own permission checks and its sandbox's read-only mounts.
+      "-fsdev", "local,id=view,path=" + s.view_dir + ",security_model=none,multidevs=remap",
+      "-device", std::string("virtio-9p-device,fsdev=view,mount_tag=") + guest::kViewTag,
+      "-chardev", "socket,id=agent,path=" + s.channel_socket,
+      "-device", "virtio-serial-device,max_ports=2",
+      "-device", std::string("virtserialport,chardev=agent,name=") + guest::kChannelName,
+  };
+  if (!s.name.empty()) a.insert(a.end(), {"-name", "guest=" + s.name});
+  if (s.accel == Accel::Kvm) {
+    a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
+  } else {
+    // A bounded translation cache (the default is 1 GiB, charged to the cgroup as it fills).
+    a.insert(a.end(), {"-accel", "tcg,tb-size=64"});
+  }
+  if (s.console) a.insert(a.end(), {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
+  else a.insert(a.end(), {"-serial", "none"});
+  return a;
+}
+
+}  // namespace exg::microvm

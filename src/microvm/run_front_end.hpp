@@ -1,0 +1,39 @@
+// `exguardian run` on the microVM layer: the guest's agent is driven like a
+// session with one command. Once the agent is ready it starts the Plan's
+// command (argv, environment, working directory), relays stdin (when it is
+// not a terminal) and the command's stdout/stderr, and asks the agent to shut
+// down at the command's exit, which ends the guest and qemu. The run's exit
+// status is the command's, as the agent reported it.
+#pragma once
+#include <optional>
+
+#include "agent/client.hpp"
+#include "plan/plan.hpp"
+#include "sandbox/supervisor.hpp"
+
+namespace exg::microvm {
+
+class RunFrontEnd : public sandbox::AgentFrontEnd {
+ public:
+  explicit RunFrontEnd(const plan::Plan& plan);
+  Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) override;
+  size_t poll_fds(pollfd* out, size_t max) override;
+  void on_ready(const pollfd* fds, size_t n) override;
+  int final_status(int sandbox_status) override;
+  bool forward_signal(int sig) override;
+
+ private:
+  const plan::Plan& plan_;
+  agent::Channel ch_;
+  bool channel_open_ = false;
+  bool relay_stdin_ = false, stdin_done_ = false;
+  bool started_ = false, shutdown_sent_ = false;
+  int pid_ = -1;
+  std::optional<int> status_;
+
+  void on_frame(const agent::Frame& f);
+  void shutdown();
+  void read_stdin();
+};
+
+}  // namespace exg::microvm

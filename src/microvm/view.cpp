@@ -1,0 +1,51 @@
+#include "microvm/view.hpp"
+
+namespace exg::microvm {
+
+namespace {
+
+// The guest mounts its own proc, sysfs and /dev: nothing of qemu's goes there.
+bool guest_owned(const std::string& t) {
+  for (const char* d : {"/proc", "/sys", "/dev"}) {
+    std::string s = d;
+    if (t == s || t.starts_with(s + "/")) return true;
+  }
+  return false;
+}
+
+std::string under_view(const std::string& t) { return t == "/" ? std::string(kViewRoot) : kViewRoot + t; }
+
+}  // namespace
+
+plan::Plan with_exported_view(const plan::Plan& plan) {
+  plan::Plan out = plan;
+  // The view's own root: an empty tmpfs, sealed read-only by the copy of the
+  // plan's "ReadOnly /" step when there is one, else at the end.
+  plan::Step root{plan::StepKind::Tmpfs, "", kViewRoot, "microvm: root of the guest's view (9p export)"};
+  out.steps.push_back(root);
+  // Mount points for the guest's own filesystems (made while the root is still
+  // writable), each an empty read-only tmpfs.
+  for (const char* d : {"/proc", "/sys", "/dev"}) {
+    plan::Step m{plan::StepKind::MaskDir, "", under_view(d), "microvm view: the guest mounts its own here"};
+    out.steps.push_back(m);
+  }
+  bool sealed = false;
+  for (const auto& s : plan.steps) {
+    if (guest_owned(s.target)) continue;
+    if (s.target == "/" && s.kind == plan::StepKind::Tmpfs) continue;  // the root above
+    plan::Step c = s;
+    c.target = under_view(s.target);
+    if (s.kind == plan::StepKind::ProtectRo || s.kind == plan::StepKind::Pin) c.source = under_view(s.source);
+    c.why = "microvm view: " + s.why;
+    if (s.kind == plan::StepKind::ReadOnly && s.target == "/") sealed = true;
+    out.steps.push_back(std::move(c));
+  }
+  if (!sealed) out.steps.push_back({plan::StepKind::ReadOnly, "", kViewRoot, "microvm view: root read-only"});
+  std::vector<std::string> rw;
+  for (const auto& p : plan.landlock.read_write)
+    if (!guest_owned(p)) rw.push_back(under_view(p));
+  out.landlock.read_write.insert(out.landlock.read_write.end(), rw.begin(), rw.end());
+  return out;
+}
+
+}  // namespace exg::microvm

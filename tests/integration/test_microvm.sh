@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# The microVM layer (`exguardian run --layer microvm`): the command on its own guest kernel
+# (Debian's, built into EXG_BUILD_DIR/microvm by `make`) under qemu's microvm machine, qemu
+# jailed by the process layer, the Plan's view over 9p.
+#
+# TCG (software emulation) here: each guest boot is 3-5 s on an idle 2-core host, up to ~10 s
+# on a loaded one; the script boots 11 guests: about 40-90 s per run (root, then exgtest).
+# Skipped (77) when qemu-system-x86_64 or the guest image is missing.
+here=$(cd "$(dirname "$0")" && pwd)
+EXG_LAYER=microvm  # (for the summary line; this script calls --layer microvm itself)
+. "$here/lib.sh"
+
+image=${EXG_BUILD_DIR:-}/microvm
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    echo "skip: the microvm layer needs qemu-system-x86_64 (make deps installs qemu-system-x86)"; exit 77
+fi
+if [ ! -s "$image/vmlinux" ] || [ ! -s "$image/initramfs.cpio" ]; then
+    echo "skip: no guest image in $image (built by \`make\`: CMake target microvm-guest)"; exit 77
+fi
+# run.sh copies exguardian elsewhere: point it at the build tree's guest image.
+export EXG_MICROVM_IMAGE_DIR=$image
+MVM=("$EXG" run --layer microvm)
+mvm() { (cd "$WS" && exec timeout -k 5 120 "${MVM[@]}" "$@"); }
+
+new_workspace || finish
+plant_canaries
+
+# 1. Exit status, stdout and stderr are the command's; the guest is another kernel.
+run mvm -- sh -c 'echo out-line; echo err-line >&2; exit 7'
+if [ "$STATUS" -eq 7 ] && grep -qx out-line <<<"$OUT" && grep -qx err-line <<<"$ERR"; then
+    ok "exit status 7, stdout and stderr reach the host"
+else fail "status/stdout/stderr of the guest command"; show_last; fi
+
+want_kernel=$(cat "$image/kernel-version")
+run mvm -- sh -c 'uname -r; hostname; id -u; cat /proc/1/cmdline | tr "\0" " "'
+kernel=$(sed -n 1p <<<"$OUT") host=$(sed -n 2p <<<"$OUT") uid=$(sed -n 3p <<<"$OUT") init=$(sed -n 4p <<<"$OUT")
+if [ "$STATUS" -eq 0 ] && [ "$kernel" = "$want_kernel" ] && [ "$kernel" != "$(uname -r)" ] && [ "$host" = exguardian ] \
+   && [ "$uid" != 0 ] && [ "$init" = "/init " ]; then
+    ok "own guest kernel ($kernel, host $(uname -r)), hostname exguardian, uid $uid, pid 1 is our /init"
+    SANDBOX_OK=1
+else fail "guest identity (kernel '$kernel' want '$want_kernel', host '$host', uid '$uid', init '$init')"; show_last; fi
+
+# stdin (a pipe) reaches the command; its EOF too.
+run bash -c "cd '$WS' && printf 'abc\ndef\n' | timeout -k 5 120 $(printf '%q ' "${MVM[@]}") -- tr a-z A-Z"
+if [ "$STATUS" -eq 0 ] && [ "$OUT" = $'ABC\nDEF' ]; then ok "stdin piped into the guest command, EOF delivered"
+else fail "stdin relay"; show_last; fi
+
+[ "$SANDBOX_OK" = 1 ] || finish
+
+# 2. Files: the workspace is writable and the write is on the host; the rest is not; masks hold.
+rm -f "$WS/from-guest" "$O/outside"
+run mvm -- sh -c 'echo guest-data > from-guest;
+  echo x > '"$O"'/outside 2>&1 && echo WROTE-OUTSIDE;
+  echo x > /etc/exg-microvm-probe 2>&1 && echo WROTE-ETC;
+  echo x > /exg-root-probe 2>&1 && echo WROTE-ROOT;
+  cat ~/.ssh/id_ed25519 ~/.aws/credentials 2>&1; cat ~/notes.txt'
+if [ "$STATUS" -eq 0 ] && [ "$(cat "$WS/from-guest" 2>/dev/null)" = guest-data ]; then
+    ok "workspace write from the guest is on the host"
+else fail "workspace write from the guest"; show_last; fi
+if ! grep -Eqx 'WROTE-(OUTSIDE|ETC|ROOT)' <<<"$OUT" && [ ! -e "$O/outside" ] && [ ! -e /etc/exg-microvm-probe ] \
+   && grep -Eq 'Permission denied|Read-only file system' <<<"$OUT"; then
+    ok "writes outside the workspace refused (host dir, /etc, /), nothing created on the host"
+else fail "write outside the workspace"; show_last; fi
+if ! grep -qF "$CANARY" <<<"$OUT$ERR" && grep -q EXGHOMEOK <<<"$OUT"; then
+    ok "credential files masked in the guest's view (control file readable)"
+else fail "credential masks in the guest"; show_last; fi
+
+# 3. Root inside the guest (--microvm-root): still no host files, processes or network.
+marker="exg-host-marker-$$-$RANDOM"
+bash -c "exec -a $marker sleep 120" &
+marker_pid=$!
+run mvm --microvm-root -- sh -c 'id -u;
+  echo x > '"$O"'/outside-root 2>&1 && echo WROTE-OUTSIDE;
+  echo x > /etc/exg-microvm-probe 2>&1 && echo WROTE-ETC;
+  cat /etc/shadow >/dev/null 2>&1 && echo READ-SHADOW;
+  cat ~/.ssh/id_ed25519 2>&1;
+  cat /proc/[0-9]*/cmdline 2>/dev/null | tr "\0" " "; echo;
+  ls /sys/class/net | tr "\n" " "; echo;
+  ls /dev | tr "\n" " "; echo'
+kill "$marker_pid" 2>/dev/null; wait "$marker_pid" 2>/dev/null
+if [ "$STATUS" -eq 0 ] && [ "$(sed -n 1p <<<"$OUT")" = 0 ]; then
+    ok "--microvm-root: the command is root inside the guest"
+    # (exact lines: the /proc dump below holds this script's text)
+    if ! grep -Eqx 'WROTE-(OUTSIDE|ETC)|READ-SHADOW' <<<"$OUT" && [ ! -e "$O/outside-root" ] && [ ! -e /etc/exg-microvm-probe ] \
+       && ! grep -qF "$CANARY" <<<"$OUT$ERR"; then
+        ok "root in the guest: host files still refused (write outside, /etc, /etc/shadow, credentials)"
+    else fail "root in the guest reached host files"; show_last; fi
+    if ! grep -qF "$marker" <<<"$OUT" && ! grep -q qemu <<<"$OUT"; then
+        ok "root in the guest: no host process visible (not even qemu)"
+    else fail "root in the guest sees host processes"; show_last; fi
+    if grep -qx 'lo ' <<<"$OUT"; then ok "root in the guest: no network device but lo"
+    else fail "root in the guest: network devices"; show_last; fi
+    if ! grep -Eq 'vport|hvc|vd[a-z]|sd[a-z]|mem |kmsg' <<<"$OUT"; then ok "root in the guest: minimal /dev (no channel port, disks, mem)"
+    else fail "root in the guest: /dev holds devices"; show_last; fi
+else fail "--microvm-root run"; show_last; fi
+
+# 3b. Egress fails closed: no network device (only lo), the proxy ports are not carried yet,
+# so even an allowed domain is unreachable, and the run says so. 192.0.2.1 is TEST-NET-1: the
+# guest has no route to it (nothing leaves the guest, by construction).
+run mvm --allow-domain example.com -- bash -c '(exec 3<>/dev/tcp/127.0.0.1/3128) 2>&1 && echo PROXY-OPEN;
+  (exec 3<>/dev/tcp/192.0.2.1/80) 2>&1 && echo NET-OPEN; ls /sys/class/net'
+if [ "$STATUS" -eq 0 ] && ! grep -Eqx 'PROXY-OPEN|NET-OPEN' <<<"$OUT" && grep -q 'Connection refused' <<<"$OUT" \
+   && grep -q 'Network is unreachable' <<<"$OUT" && grep -q 'egress is not carried into the guest yet' <<<"$ERR"; then
+    ok "egress fails closed in the guest (proxy port refused, no route out, reported)"
+else fail "egress in the guest"; show_last; fi
+
+# 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.
+vm_alive() { pgrep -f -- "-name guest=exguardian-$1" >/dev/null; }
+leftover_dirs() { find /tmp -maxdepth 1 -name 'exguardian-microvm-*' -user "$(id -u)" 2>/dev/null | wc -l; }
+before_dirs=$(leftover_dirs)
+run mvm -v --timeout 5s -- sleep 100
+id1=$(sed -n 's/^exguardian: sandbox \([0-9a-f]*\)$/\1/p' <<<"$ERR" | head -1)
+if [ "$STATUS" -eq 124 ] && grep -q 'killed: timeout 5s' <<<"$ERR" && [ -n "$id1" ] && ! vm_alive "$id1"; then
+    ok "timeout kills the VM (124, no qemu left)"
+else fail "timeout (status $STATUS, sandbox '$id1')"; show_last; fi
+
+errf=$T/kill.err
+(cd "$WS" && exec "${MVM[@]}" -v -- sleep 100) 2>"$errf" >/dev/null &
+exg_pid=$!
+id2=""
+for _ in $(seq 1 600); do
+    id2=$(sed -n 's/^exguardian: sandbox \([0-9a-f]*\)$/\1/p' "$errf" | head -1)
+    [ -n "$id2" ] && vm_alive "$id2" && break
+    sleep 0.1
+done
+if [ -n "$id2" ] && vm_alive "$id2"; then
+    kill -9 "$exg_pid"; wait "$exg_pid" 2>/dev/null
+    for _ in $(seq 1 50); do vm_alive "$id2" || break; sleep 0.1; done
+    if ! vm_alive "$id2"; then ok "SIGKILL of exguardian takes the VM with it"
+    else fail "qemu of sandbox $id2 survived SIGKILL of exguardian"; pkill -9 -f -- "-name guest=exguardian-$id2"; fi
+else
+    kill -9 "$exg_pid" 2>/dev/null; wait "$exg_pid" 2>/dev/null
+    fail "the VM to kill never appeared"; sed 's/^/#      /' "$errf" | tail -5
+fi
+# A signal to exguardian reaches the command in the guest (its trap runs, its status is the run's).
+sigf=$T/sig.out
+(cd "$WS" && exec "${MVM[@]}" -- bash -c 'trap "echo got-term; exit 9" TERM; echo started; sleep 60 & wait') >"$sigf" 2>&1 &
+exg_pid=$!
+for _ in $(seq 1 600); do grep -q started "$sigf" 2>/dev/null && break; sleep 0.1; done
+kill -TERM "$exg_pid"; wait "$exg_pid"; sig_status=$?
+if [ "$sig_status" -eq 9 ] && grep -q got-term "$sigf"; then ok "SIGTERM to exguardian reaches the guest command (its trap ran, exit 9)"
+else fail "signal forwarding (status $sig_status)"; sed 's/^/#      /' "$sigf" | tail -5; fi
+
+if [ "$(leftover_dirs)" -le "$before_dirs" ]; then ok "no channel socket directory left in /tmp"
+else fail "exguardian-microvm-* directories left in /tmp"; fi
+
+finish

@@ -1,0 +1,194 @@
+// The microVM layer's data: qemu's command line (no device but the three we
+// name, qemu's own sandbox on) and the guest's exported view (the Plan's
+// steps again under kViewRoot, nothing of qemu's /proc, /sys or /dev).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "layer/layer.hpp"
+#include "microvm/launch.hpp"
+#include "microvm/layer.hpp"
+#include "microvm/view.hpp"
+#include "microvm/vmm.hpp"
+#include "sandbox/supervisor.hpp"
+
+namespace exg::microvm {
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+std::string after(const std::vector<std::string>& v, const std::string& flag) {
+  auto it = std::find(v.begin(), v.end(), flag);
+  return it == v.end() || it + 1 == v.end() ? "" : *(it + 1);
+}
+
+TEST(MicrovmQemu, CommandNamesEveryDeviceAndConfinesQemu) {
+  VmSpec s;
+  s.vmm = "/usr/bin/qemu-system-x86_64";
+  s.kernel = "/k/vmlinux";
+  s.initramfs = "/k/initramfs.cpio";
+  s.view_dir = "/.exg-view";
+  s.channel_socket = "/run/agent.sock";
+  s.memory_mib = 300;
+  s.guest_uid = 1234;
+  s.tsc_khz = 2300000;
+  auto a = QemuMicrovm().command(s);
+  EXPECT_EQ(a[0], s.vmm);
+  EXPECT_TRUE(has(a, "-nodefaults"));
+  EXPECT_TRUE(has(a, "-no-user-config"));
+  EXPECT_TRUE(has(a, "-no-reboot"));
+  EXPECT_EQ(after(a, "-M"), "microvm,acpi=on");
+  EXPECT_EQ(after(a, "-sandbox"), "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
+  EXPECT_EQ(after(a, "-m"), "300M");
+  EXPECT_EQ(after(a, "-accel"), "tcg,tb-size=64");
+  std::string append = after(a, "-append");
+  for (const char* p : {"reboot=t", "exg.uid=1234", "tsc_early_khz=2300000", "console=ttyS0"})
+    EXPECT_NE(append.find(p), std::string::npos) << p;
+  EXPECT_NE(after(a, "-fsdev").find("path=/.exg-view,security_model=none"), std::string::npos);
+  EXPECT_EQ(after(a, "-chardev"), "socket,id=agent,path=/run/agent.sock");
+  for (const auto& x : a) {
+    EXPECT_EQ(x.find("netdev"), std::string::npos) << x;  // no NIC, ever
+    EXPECT_EQ(x.find("-drive"), std::string::npos) << x;
+  }
+  s.accel = Accel::Kvm;
+  EXPECT_EQ(after(QemuMicrovm().command(s), "-accel"), "kvm");
+}
+
+TEST(MicrovmView, PlanStepsAgainUnderTheViewWithoutQemusProcSysDev) {
+  plan::Plan p;
+  p.steps = {{plan::StepKind::BindRo, "/usr", "/usr", "ro"},
+             {plan::StepKind::Tmpfs, "", "/dev", "dev"},
+             {plan::StepKind::DevNode, "/dev/null", "/dev/null", "null"},
+             {plan::StepKind::Proc, "", "/proc", "proc"},
+             {plan::StepKind::ProtectRo, "/proc/sys", "/proc/sys", "knobs"},
+             {plan::StepKind::Sysfs, "", "/sys", "sys"},
+             {plan::StepKind::BindRw, "/home/a/ws", "/home/a/ws", "ws"},
+             {plan::StepKind::MaskFile, "", "/home/a/.netrc", "mask"},
+             {plan::StepKind::ReadOnly, "", "/", "seal"}};
+  p.landlock.read_write = {"/home/a/ws", "/tmp"};
+  p.landlock.write_files = {"/dev", "/proc"};
+  auto v = with_exported_view(p);
+  // The plan's own steps first, untouched (qemu's own view).
+  ASSERT_GT(v.steps.size(), p.steps.size());
+  for (size_t i = 0; i < p.steps.size(); ++i) EXPECT_EQ(v.steps[i].target, p.steps[i].target);
+  std::vector<std::string> exported;
+  for (size_t i = p.steps.size(); i < v.steps.size(); ++i) {
+    const auto& s = v.steps[i];
+    EXPECT_TRUE(s.target.starts_with(kViewRoot)) << s.target;
+    EXPECT_NE(s.kind, plan::StepKind::Proc);
+    EXPECT_NE(s.kind, plan::StepKind::Sysfs);
+    EXPECT_NE(s.kind, plan::StepKind::DevNode);
+    exported.push_back(std::string(plan::to_string(s.kind)) + " " + s.target);
+  }
+  EXPECT_TRUE(has(exported, "bind-ro /.exg-view/usr"));
+  EXPECT_TRUE(has(exported, "bind-rw /.exg-view/home/a/ws"));
+  EXPECT_TRUE(has(exported, "mask-file /.exg-view/home/a/.netrc"));
+  EXPECT_TRUE(has(exported, "mask-dir /.exg-view/proc"));  // an empty mount point for the guest's own
+  EXPECT_EQ(exported.back(), "read-only /.exg-view");      // sealed last
+  EXPECT_FALSE(has(exported, "protect-ro /.exg-view/proc/sys"));
+  EXPECT_TRUE(has(v.landlock.read_write, "/.exg-view/home/a/ws"));
+  EXPECT_EQ(v.landlock.write_files, p.landlock.write_files);
+}
+
+TEST(MicrovmLayer, GuestMemoryLeavesRoomForQemuAndRefusesTooLittle) {
+  plan::Plan p;
+  p.limits.memory_bytes = 512ull << 20;
+  p.limits.explicit_memory = true;
+  EXPECT_EQ(*guest_memory_mib(p), 256u);
+  p.limits.memory_bytes = 300ull << 20;
+  auto r = guest_memory_mib(p);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("too small"), std::string::npos);
+  p.limits.memory_bytes = 8ull << 30;
+  p.limits.explicit_memory = false;
+  EXPECT_EQ(*guest_memory_mib(p), 1024u);  // the default limit is the host's: the guest keeps 1G
+}
+
+TEST(MicrovmLayer, MadeByTheFactoryAndDrivenThroughTheAgent) {
+  auto l = layer::make_layer(layer::Kind::Microvm);
+  ASSERT_TRUE(l) << l.error().str();
+  EXPECT_EQ((*l)->kind(), layer::Kind::Microvm);
+  EXPECT_TRUE((*l)->command_through_agent());  // a plain run needs microvm::RunFrontEnd
+  auto s = (*l)->supports_agent();             // sessions: not yet
+  ASSERT_FALSE(s);
+  EXPECT_NE(s.error().str().find("only for `exguardian run`"), std::string::npos);
+}
+
+TEST(MicrovmLayer, DescribeSaysWhoTheCommandIsInsideTheGuest) {
+  plan::Plan p;
+  p.identity.host_uid = 1000;
+  p.identity.inside_uid = 1000;
+  auto d = MicrovmLayer({}, {}).describe(p);
+  ASSERT_FALSE(d.empty());
+  EXPECT_EQ(d.front().rfind("layer: microvm (qemu -M microvm, ", 0), 0u) << d.front();
+  EXPECT_TRUE(has(d, "  runs as uid 1000 inside the guest"));
+  LayerOptions root;
+  root.guest_root = true;
+  EXPECT_TRUE(has(MicrovmLayer(root, {}).describe(p), "  runs as root inside the guest (--microvm-root); qemu as uid 1000 on the host"));
+  layer::LayerConfig cfg;
+  cfg.guest_root = true;  // --microvm-root reaches the layer through the factory
+  EXPECT_EQ(layer::plan_text(p, **layer::make_layer(layer::Kind::Microvm, cfg)).find("runs as uid 1000"), std::string::npos);
+}
+
+TEST(MicrovmLayer, EnforcesTheProcessLayersWallsOnQemu) {
+  plan::Plan p;
+  p.seccomp = true;
+  process::LandlockFeatures ll;
+  ll.abi = 6;
+  ll.fs = true;
+  ll.scope = true;
+  auto e = MicrovmLayer({}, ll).enforces(p);
+  EXPECT_TRUE(e.landlock);
+  EXPECT_TRUE(e.seccomp);
+  EXPECT_TRUE(e.seccomp_notify);  // qemu's refusals reach the supervisor
+  EXPECT_EQ(e.seccomp_by, "exguardian");
+  EXPECT_EQ(e.landlock_text.rfind("on qemu (host side): ABI 6", 0), 0u) << e.landlock_text;
+  EXPECT_NE(e.seccomp_text.find("the command's syscalls go to the guest kernel"), std::string::npos);
+  p.seccomp = false;
+  e = MicrovmLayer({}, {}).enforces(p);
+  EXPECT_FALSE(e.seccomp);
+  EXPECT_FALSE(e.landlock);
+  EXPECT_NE(e.seccomp_text.find("OFF (--unsafe-no-seccomp)"), std::string::npos);
+}
+
+TEST(MicrovmLayer, CautionsOnlyWhenThePolicyAllowsEgress) {
+  plan::Plan p;
+  MicrovmLayer l({}, {});
+  EXPECT_TRUE(l.cautions(p).empty());
+  p.network.allowed_domains.push_back({"pypi.org", {}});
+  auto c = l.cautions(p);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_NE(c[0].find("egress is not carried into the guest yet"), std::string::npos);
+}
+
+// A layer whose pid 1 is always the agent, which must never be launched here.
+class AgentOnlyLayer final : public layer::Layer {
+ public:
+  bool launched = false;
+  layer::Kind kind() const override { return layer::Kind::Microvm; }
+  std::vector<std::string> describe(const plan::Plan&) const override { return {"layer: microvm"}; }
+  layer::Enforcement enforces(const plan::Plan&) const override { return {}; }
+  bool command_through_agent() const override { return true; }
+  Result<layer::Sandbox> launch(const plan::Plan&, const layer::LaunchOptions&) override {
+    launched = true;
+    return fail(Error::msg("test", "launch must not be reached"));
+  }
+};
+
+class SilentIo final : public sandbox::SupervisorIo {
+ public:
+  std::vector<std::string> lines;
+  void say(const std::string& line) override { lines.push_back(line); }
+};
+
+TEST(MicrovmLayer, SuperviseRefusesItWithoutAnAgentFrontEnd) {
+  AgentOnlyLayer l;
+  SilentIo io;
+  plan::Plan p;
+  auto r = sandbox::supervise(l, p, io, {});
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("runs the command through its agent"), std::string::npos) << r.error().str();
+  EXPECT_FALSE(l.launched);
+}
+
+}  // namespace
+}  // namespace exg::microvm
