@@ -95,7 +95,8 @@ TEST(LayerStatus, EverythingPresentMakesEveryLayerAvailableAndSaysWithWhat) {
   EXPECT_EQ(g.why, "runsc version release-20221212.0");
   auto m = layer(caps, "microvm");
   EXPECT_TRUE(m.available);
-  EXPECT_EQ(m.why, "QEMU emulator version 7.2.0, a guest kernel, KVM (or TCG if the guest does not boot with it)");
+  EXPECT_EQ(m.why, "QEMU emulator version 7.2.0, the guest built by make; TCG (software emulation): KVM is not used until a real "
+                   "boot proves it (not probed yet; nested PVM hosts refuse ordinary guests)");
 }
 
 TEST(LayerStatus, TheProcessLayerNeedsNamespacesAndSeccompAndNamesWhatIsMissing) {
@@ -127,10 +128,11 @@ TEST(LayerStatus, ContainerGvisorAndMicrovmNameTheirRuntimeOrWhatToInstall) {
 
   auto tcg = layer(without(all_ok(), {"/dev/kvm"}), "microvm");
   EXPECT_TRUE(tcg.available);
-  EXPECT_EQ(tcg.why, "QEMU emulator version 7.2.0, a guest kernel, TCG emulation (no usable /dev/kvm)");
+  EXPECT_EQ(tcg.why, "QEMU emulator version 7.2.0, the guest built by make; TCG (software emulation): no usable /dev/kvm");
   auto no_vm = layer(without(all_ok(), {"qemu-system-x86_64", "guest kernel"}), "microvm");
   EXPECT_FALSE(no_vm.available);
-  EXPECT_EQ(no_vm.why, "missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86) and a guest kernel in /boot");
+  EXPECT_EQ(no_vm.why, "missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86) and the guest kernel and initramfs (built by "
+                       "`make`)");
   // A capability the list does not hold counts as missing.
   auto empty = exg::sandbox::layer_status({});
   ASSERT_EQ(empty.size(), 4u);
