@@ -100,10 +100,50 @@ in_sandbox "$C -f http://allowed.test/"
 [ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "the refused PUTs changed nothing: allowed.test still reached" || fail "allowed.test after bad PUTs: status $STATUS"
 in_sandbox "$C -f http://other.test/"
 [ "$STATUS" != 0 ] && ok "... and other.test still refused" || fail "other.test reached after bad PUTs"
+# A tunnel open at a change is cut (docs/agent-protocol.md): the sandbox holds a CONNECT tunnel
+# to allowed.test, the rules drop it, the next request through that tunnel gets nothing.
+HOME_DIR=$T/state/sandboxes/$first_id/home
+put_network '{"allowOut": ["allowed.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network before the tunnel: $PCODE $PBODY"
+in_sandbox "python3 -c '
+import os, socket, time, urllib.parse
+p = urllib.parse.urlparse(os.environ[\"http_proxy\"])
+s = socket.create_connection((p.hostname, p.port), timeout=20)
+s.sendall(b\"CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n\")
+head = s.recv(4096)
+print(\"tunnel:\", head.split(b\"\r\n\")[0].decode())
+open(\"tunnel-open\", \"w\").close()
+for _ in range(200):
+    if os.path.exists(\"rules-changed\"): break
+    time.sleep(0.1)
+try:
+    s.sendall(b\"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n\")
+    got = s.recv(4096)
+except OSError as e:
+    got = b\"\"
+print(\"after the change:\", \"answered\" if got else \"cut\")
+'" > /dev/null &
+TUNNEL_PID=$!
+wait_for 20 test -e "$HOME_DIR/tunnel-open" || fail "the sandbox's tunnel did not open"
+put_network '{"allowOut": ["other.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network under the tunnel: $PCODE $PBODY"
+touch "$HOME_DIR/rules-changed"
+wait "$TUNNEL_PID"
+OUT=$(cat "$T/run.out")
+grep -q "tunnel: HTTP/1.1 200" <<<"$OUT" && grep -q "after the change: cut" <<<"$OUT" &&
+    ok "a tunnel to allowed.test open at a change that drops it: cut" || { fail "the tunnel after the change"; note "$OUT"; }
+check "audit: that change says it cut one connection" bash -c \
+    "jq -s -e '[.[] | select(.event == \"egress_rules_changed\")] | last | .allow == [\"other.test\"] and .cut == 1' '$AUDIT' >/dev/null"
+put_network '{"allowOut": ["allowed.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network after the tunnel: $PCODE $PBODY"
+rm -f "$HOME_DIR/tunnel-open" "$HOME_DIR/rules-changed"
+
 check "the world's servers saw other.test exactly once" bash -c "[ \$(grep -c 'host=other' '$EGW_LOG') -eq 1 ]"
-check "audit: the two rule changes, with their lists, and how many connections they cut" bash -c \
+check "audit: each rule change, with its lists and how many connections it cut" bash -c \
     "jq -s -e '[.[] | select(.event == \"egress_rules_changed\") | {allow, deny, cut}] ==
-               [{\"allow\": [\"allowed.test\", \"other.test\"], \"deny\": [], \"cut\": 0}, {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0}]' '$AUDIT' >/dev/null"
+               [{\"allow\": [\"allowed.test\", \"other.test\"], \"deny\": [], \"cut\": 0}, {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0},
+                {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0}, {\"allow\": [\"other.test\"], \"deny\": [], \"cut\": 1},
+                {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0}]' '$AUDIT' >/dev/null"
 check "audit: other.test refused, then allowed, then refused" bash -c \
     "[ \"\$(jq -r 'select(.event == \"egress\" and .host == \"other.test\") | .decision' '$AUDIT' | tr '\n' ' ')\" = 'refused allowed refused refused ' ]"
 check "audit: every line carries the tenant and the E2B sandbox id" bash -c \
