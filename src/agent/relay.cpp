@@ -133,6 +133,7 @@ void ControlRelay::from_client(Conn* c) {
       c->ch.send(reply_error(f.id, EINVAL, f.id == 0 ? "request id 0 (ids start at 1)" : "clients send requests only"));
       continue;
     }
+    if (supervisor_request(c, f)) continue;
     if (!agent_) {
       c->ch.send(reply_error(f.id, EPIPE, "the sandbox has ended"));
       continue;
@@ -145,6 +146,40 @@ void ControlRelay::from_client(Conn* c) {
     f.id = id;
     agent_.send(f);
   }
+}
+
+bool ControlRelay::supervisor_request(Conn* c, const Frame& f) {
+  if (f.header.value("op", nlohmann::json()) != "set_network") return false;
+  // Only clients of the socket's owner are here at all (accept_client).
+  sandbox::NetworkChange change;
+  for (const char* k : {"allow", "deny"}) {
+    auto& out = std::string(k) == "allow" ? change.allow : change.deny;
+    auto it = f.header.find(k);
+    if (it == f.header.end() || it->is_null()) continue;
+    bool strings = it->is_array() && std::all_of(it->begin(), it->end(), [](auto& e) { return e.is_string(); });
+    if (!strings) {
+      c->ch.send(reply_error(f.id, EINVAL, std::string("set_network: ") + k + ": expected an array of strings"));
+      return true;
+    }
+    for (auto& e : *it) out.push_back(e.get<std::string>());
+  }
+  for (auto& [k, v] : f.header.items())
+    if (k != "op" && k != "allow" && k != "deny") {
+      c->ch.send(reply_error(f.id, EINVAL, "set_network: unknown field " + k + " (allow, deny)"));
+      return true;
+    }
+  if (!network_changer_) {
+    c->ch.send(reply_error(f.id, ENOTSUP, "set_network: this sandbox has no egress proxy (it was started without allowed hosts)"));
+    return true;
+  }
+  auto r = network_changer_(change);
+  if (!r) {
+    c->ch.send(reply_error(f.id, EINVAL, "set_network: " + r.error().str()));
+    return true;
+  }
+  if (verbose_) std::fprintf(stderr, "exguardian: session: egress rules replaced: %s\n", r->c_str());
+  c->ch.send(reply_ok(f.id, {{"rules", *r}}));
+  return true;
 }
 
 void ControlRelay::from_agent() {

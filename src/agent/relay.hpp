@@ -3,7 +3,8 @@
 // and back. Request ids are rewritten (each client numbers its own); a
 // process's output and exit go to the client that started or attached it, a
 // watch's events to the client that set it. Clients come and go; the sandbox
-// stays until `shutdown`, its timeout, or the supervisor's end. Bounded: at
+// stays until `shutdown`, its timeout, or the supervisor's end. One request,
+// set_network, is the supervisor's own: answered here, never relayed. Bounded: at
 // most 16 clients, and reading from one side stops while the other side's
 // queue is past 8 MiB.
 #pragma once
@@ -27,6 +28,7 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) override;
   size_t poll_fds(pollfd* out, size_t max) override;
   void on_ready(const pollfd* fds, size_t n) override;
+  void set_network_changer(sandbox::NetworkChanger f) override { network_changer_ = std::move(f); }
 
  private:
   struct Conn {
@@ -50,7 +52,11 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   std::map<int, std::set<Conn*>> process_owners_;   // pid -> clients that get its events
   std::map<int, Conn*> watch_owner_;                // watch id -> client
 
+  sandbox::NetworkChanger network_changer_;  // empty: the sandbox has no egress proxy
+
   void accept_client();
+  // The supervisor's own requests (not relayed): true when `f` was one.
+  bool supervisor_request(Conn* c, const Frame& f);
   void from_client(Conn* c);
   void from_agent();
   void drop(Conn* c);

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -118,6 +119,7 @@ void SessionOptions::add_to(CLI::App& app) {
   LayerFlags::add_to(s);
   s->add_option("--control", control, "unix:PATH: the control socket (created owner-only; must not exist)")->required();
   s->add_option("--audit-log", audit_log, "Append every refusal as JSON lines to FILE");
+  s->add_option("--audit-tag", audit_tags, "NAME=VALUE: a field of every audit line (repeatable; e.g. tenant=acme)");
   s->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   s->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
   sub = s;
@@ -145,6 +147,19 @@ int SessionOptions::execute() {
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : built->policy.audit_log.value_or("");
   so.agent = &relay;
+  for (const auto& t : audit_tags) {
+    auto eq = t.find('=');
+    std::string name = t.substr(0, eq == std::string::npos ? 0 : eq);
+    bool name_ok = !name.empty() && name.size() <= 64 && std::all_of(name.begin(), name.end(), [](char c) {
+      return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+    });
+    if (!name_ok) return usage_error("--audit-tag " + t + ": expected NAME=VALUE, NAME of [a-z0-9_]");
+    if (name == "time" || name == "sandbox" || name == "event")
+      return usage_error("--audit-tag " + t + ": " + name + " is a field of every line already");
+    if (t.size() - eq - 1 > 256) return usage_error("--audit-tag " + name + ": the value is longer than 256 bytes");
+    if (!so.audit_tags.emplace(name, t.substr(eq + 1)).second) return usage_error("--audit-tag " + name + ": given twice");
+  }
+  if (!so.audit_tags.empty() && so.audit_log.empty()) return usage_error("--audit-tag: without --audit-log there is no audit line to tag");
   auto host = HostProcess::prepare(built->plan.identity.invoked_as_root);
   if (!host) return usage_error(host.error().str());
   so.signal_fd = host->signal_fd();

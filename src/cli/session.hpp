@@ -12,6 +12,7 @@ namespace exg::cli {
 
 struct SessionOptions : PlanOptions, LayerFlags {
   std::string control, audit_log;
+  std::vector<std::string> audit_tags;  // NAME=VALUE
   bool dry_run = false, verbose = false;
   CLI::App* sub = nullptr;
 

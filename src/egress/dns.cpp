@@ -193,7 +193,7 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       audit(q, q.name, "refused", "invalid host: " + host.error().str(), kRcodeNxDomain, {}, {});
       return send(dns_response(q, kRcodeNxDomain, {}), from);
     }
-    Decision d = st_->rules.check_name(*host);
+    Decision d = st_->rules()->check_name(*host);
     if (!d.allowed) {
       audit(q, host->name, "refused", d.rule, kRcodeNxDomain, {}, {});
       return send(dns_response(q, kRcodeNxDomain, {}), from);
@@ -237,7 +237,7 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
     for (const auto& raw : addrs) {
       IpAddress a = unmapped(raw);
       if (a.v6 != want_v6) continue;
-      Decision ad = st_->rules.check_address(a);
+      Decision ad = st_->rules()->check_address(a);
       if (!ad.allowed) {
         if (!first_refusal) first_refusal = ad;
         refused.push_back(a.str());

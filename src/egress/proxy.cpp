@@ -121,7 +121,7 @@ std::optional<std::vector<IpAddress>> ProxyState::hosts_lookup(const std::string
 // ---- deadlines --------------------------------------------------------------------------------
 
 ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg)
-    : io(io), rules(rules), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
+    : io(io), rules_now(std::make_shared<const Rules>(rules)), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
   auto shortest = std::min({this->cfg.header_timeout, this->cfg.connect_timeout, this->cfg.idle_timeout,
                             std::chrono::milliseconds(2000)});
   sweep_period = std::clamp(shortest / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
@@ -140,6 +140,16 @@ ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSin
 }
 
 ProxyState::~ProxyState() = default;
+
+std::shared_ptr<const Rules> ProxyState::rules() const {
+  std::lock_guard lock(rules_mu);
+  return rules_now;
+}
+
+void ProxyState::set_rules(std::shared_ptr<const Rules> r) {
+  std::lock_guard lock(rules_mu);
+  rules_now = std::move(r);
+}
 
 void ProxyState::start_sweep(std::shared_ptr<ProxyState> self) {
   if (sweeping) return;
@@ -332,7 +342,8 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
     return done(std::move(out_));
   }
   out_.host = host->name;
-  Decision d = st_->rules.check_host(*host, port);
+  judged_by_ = st_->rules();
+  Decision d = judged_by_->check_host(*host, port);
   out_.decision = d;
   if (!d.allowed) {
     out_.kind = Outcome::Refused;
@@ -340,7 +351,7 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
   }
   arm_timer(st_->cfg.connect_timeout, "connect");
   if (host->literal) {
-    Decision a = st_->rules.check_address(*host->literal);
+    Decision a = judged_by_->check_address(*host->literal);
     if (!a.allowed) {
       out_.kind = Outcome::Refused;
       out_.decision = a;
@@ -387,7 +398,7 @@ void Session::on_addresses(const std::vector<IpAddress>& addrs, std::function<vo
   candidates_.clear();
   for (const auto& addr : addrs) {
     const IpAddress* a = &addr;
-    Decision d = st_->rules.check_address(*a);
+    Decision d = judged_by_->check_address(*a);
     if (d.allowed) {
       if (std::find(candidates_.begin(), candidates_.end(), *a) == candidates_.end()) candidates_.push_back(*a);
     } else {
@@ -598,6 +609,19 @@ void Proxy::stop() {
   for (auto& [p, w] : impl_->sessions)
     if (auto s = w.lock()) live.push_back(std::move(s));
   for (auto& s : live) s->close();
+}
+
+void Proxy::replace_rules(Rules rules, nlohmann::json audit_event) {
+  auto now = std::make_shared<const Rules>(std::move(rules));
+  impl_->set_rules(now);
+  boost::asio::post(impl_->io, [st = impl_, now, ev = std::move(audit_event)]() mutable {
+    std::vector<std::shared_ptr<detail::Session>> older;
+    for (auto& [p, w] : st->sessions)
+      if (auto s = w.lock(); s && s->judged_by() && s->judged_by() != now) older.push_back(std::move(s));
+    for (auto& s : older) s->close();
+    ev["cut"] = older.size();
+    st->audit_write(std::move(ev));
+  });
 }
 
 std::string ProxyStats::summary() const {

@@ -20,6 +20,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -70,6 +71,12 @@ class Proxy {
   void add_dns_socket(int udp_fd);
   const ProxyStats& stats() const;
   void stop();  // close listeners and connections
+  // Puts `rules` in force at once; safe from any thread. Connections judged
+  // after this call use them. Connections already judged by older rules
+  // (tunnels, requests being connected or resolved) are cut on the loop
+  // shortly after: none keeps going on a decision the new rules might not
+  // make. `audit_event` is written then with "cut": how many were.
+  void replace_rules(Rules rules, nlohmann::json audit_event);
 
   struct Impl;
 
@@ -307,7 +314,11 @@ struct ProxyState {
   ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg);
   ~ProxyState();
   boost::asio::io_context& io;
-  const Rules& rules;
+  // The rules in force (replace_rules may swap them from another thread).
+  std::shared_ptr<const Rules> rules() const;
+  void set_rules(std::shared_ptr<const Rules> r);
+  mutable std::mutex rules_mu;
+  std::shared_ptr<const Rules> rules_now;
   AuditSink* audit;
   ProxyConfig cfg;
   ProxyStats stats;
@@ -347,6 +358,8 @@ class Session : public std::enable_shared_from_this<Session> {
   void register_self();
   void close();
   void check_deadline(std::chrono::steady_clock::time_point now);
+  // The rules this session's connection was judged by; null before its decision.
+  const std::shared_ptr<const Rules>& judged_by() const { return judged_by_; }
 
  protected:
   struct Outcome {
@@ -406,6 +419,7 @@ class Session : public std::enable_shared_from_this<Session> {
   Outcome out_;
   const char* protocol_;  // "http", "connect", "socks5": the audit's protocol
   bool auth_;             // the client must present cfg.token
+  std::shared_ptr<const Rules> judged_by_;  // taken at the decision, kept for its name and address checks
 
  private:
   void on_timeout(const char* what);

@@ -20,17 +20,19 @@ std::string utc_now_rfc3339() {
   return buf;
 }
 
-Result<AuditLog> AuditLog::open(const std::string& path, const std::string& sandbox_id) {
+Result<AuditLog> AuditLog::open(const std::string& path, const std::string& sandbox_id, nlohmann::json tags) {
   AuditLog log;
   log.fd_.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOCTTY, 0600));
   if (!log.fd_) return fail(Error::sys("audit log " + path));
   log.sandbox_id_ = sandbox_id;
+  log.tags_ = std::move(tags);
   return log;
 }
 
 void AuditLog::write(nlohmann::json event) {
   if (!fd_) return;
   nlohmann::json line = {{"time", utc_now_rfc3339()}, {"sandbox", sandbox_id_}};
+  line.update(tags_);
   line.update(event);
   std::string s = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   // O_APPEND and one write() per line: lines from several sandboxes sharing a

@@ -14,15 +14,17 @@ namespace exg::sandbox {
 class AuditLog final : public egress::AuditSink {
  public:
   AuditLog() = default;  // disabled: write() does nothing
-  static Result<AuditLog> open(const std::string& path, const std::string& sandbox_id);
+  static Result<AuditLog> open(const std::string& path, const std::string& sandbox_id,
+                               nlohmann::json tags = nlohmann::json::object());
 
   bool enabled() const override { return static_cast<bool>(fd_); }
-  // Adds "time" (RFC 3339, UTC, microseconds) and "sandbox", then appends one line.
+  // Adds "time" (RFC 3339, UTC, microseconds), "sandbox" and the tags, then appends one line.
   void write(nlohmann::json event) override;
 
  private:
   UniqueFd fd_;
   std::string sandbox_id_;
+  nlohmann::json tags_;  // e.g. {"tenant": ..., "e2b_sandbox": ...}: whose sandbox a line is about
 };
 
 std::string utc_now_rfc3339();

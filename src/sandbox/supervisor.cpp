@@ -110,6 +110,46 @@ struct ProxyRunner {
   ~ProxyRunner() { stop(); }
 };
 
+// set_network: the plan's allowed and denied domains replaced (the rest of its
+// network policy stays), checked as at the start, and a secret's host must stay
+// allowed (its credential would otherwise go nowhere, or worse, be refused on
+// the host it belongs to while the placeholder leaks elsewhere).
+Result<std::string> change_egress(const plan::Plan& plan, const egress::SecretsConfig* secrets, egress::Proxy& proxy,
+                                  const NetworkChange& c) {
+  policy::Network net = plan.network;
+  net.allowed_domains.clear();
+  net.denied_domains.clear();
+  for (const auto& d : c.allow) {
+    if (auto bad = policy::check_domain_pattern(d, false)) return fail(Error::msg("allow " + d, *bad));
+    net.allowed_domains.push_back({d, {"set_network allow"}});
+  }
+  for (const auto& d : c.deny) {
+    if (auto bad = policy::check_domain_pattern(d, true)) return fail(Error::msg("deny " + d, *bad));
+    net.denied_domains.push_back({d, {"set_network deny"}});
+  }
+  auto rules = egress::Rules::from_policy(net);
+  if (!rules) return fail(rules.error());
+  if (secrets) {
+    for (const auto& s : secrets->secrets)
+      for (const auto& h : s.hosts) {
+        bool listed = std::find(c.allow.begin(), c.allow.end(), h) != c.allow.end();
+        bool denied = false;
+        if (!h.starts_with("*.")) {
+          auto host = egress::normalise_host(h.substr(0, h.rfind(':') == std::string::npos ? h.size() : h.rfind(':')));
+          denied = !host || !rules->check_name(*host).allowed;
+        }
+        if (!listed || denied)
+          return fail(Error::msg("allow", "secret " + s.name + " is for " + h +
+                                              ": the new rules must keep allowing it (list it, exactly so, and deny it not)"));
+      }
+  }
+  rules->set_host_addresses(egress::Rules::read_host_addresses());
+  nlohmann::json ev = {{"event", "egress_rules_changed"}, {"allow", c.allow}, {"deny", c.deny}};
+  proxy.replace_rules(std::move(*rules), std::move(ev));
+  std::string line = std::to_string(c.allow.size()) + " allowed, " + std::to_string(c.deny.size()) + " denied";
+  return line;
+}
+
 // Credential injection (DESIGN.md §6): the trust bundle steps get the host's
 // bundle now; the CA is made in memory during the launch, after the clone
 // (LaunchOptions::trust_anchor), so neither it nor its key is in the sandbox's
@@ -328,7 +368,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
 
   AuditLog audit;
   if (!opt.audit_log.empty()) {
-    auto a = AuditLog::open(opt.audit_log, plan.sandbox_id);
+    auto a = AuditLog::open(opt.audit_log, plan.sandbox_id, opt.audit_tags);
     if (!a) return fail(a.error());
     audit = std::move(*a);
   }
@@ -388,6 +428,9 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (secrets) pc.secrets = secrets->config;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
                 sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
+    if (opt.agent) opt.agent->set_network_changer([&](const NetworkChange& c) {
+      return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
+    });
   }
   if (opt.verbose) {
     // What the layer enforces on this host, so a weaker one is visible on every verbose run.

@@ -13,11 +13,13 @@
 // terminal, and passes signal_fd -1 (it decides itself which sandbox a
 // signal is for).
 #pragma once
+#include <functional>
 #include <poll.h>
 #include <signal.h>
 #include <termios.h>
 
 #include <chrono>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -31,9 +33,20 @@ namespace exg::sandbox {
 // A front end driving a sandbox whose pid 1 is the agent (exguardian
 // session): it gets the agent's channel once the sandbox is up, and its
 // descriptors join the supervisor's one poll loop.
+// A request of the front end's clients that the supervisor answers itself
+// (not the agent): the egress rules replaced whole (docs/agent-protocol.md,
+// set_network). Hosts as --allow-domain / --deny-domain take them.
+struct NetworkChange {
+  std::vector<std::string> allow, deny;
+};
+// The rules now in force (a line for the reply), or why nothing changed.
+using NetworkChanger = std::function<Result<std::string>(const NetworkChange&)>;
+
 class AgentFrontEnd {
  public:
   virtual ~AgentFrontEnd() = default;
+  // Once the proxy runs (never called without one: no egress to change).
+  virtual void set_network_changer(NetworkChanger) {}
   virtual Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) = 0;
   // Up to `max` descriptors to wait on now.
   virtual size_t poll_fds(pollfd* out, size_t max) = 0;
@@ -81,6 +94,7 @@ struct SuperviseOptions {
   int signal_fd = -1;
   bool verbose = false;
   std::string audit_log;  // JSON lines; empty: no log
+  std::map<std::string, std::string> audit_tags;  // fields added to every audit line (tenant, e2b_sandbox)
   AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
 };
 

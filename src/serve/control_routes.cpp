@@ -185,10 +185,67 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
     };
     return reply(ex, route, json_response(http::status::ok, nlohmann::json::array({metric}).dump()));
   }
-  if (action == "/network" && m == http::verb::put)
-    return reply(ex, route, api_error(http::status::not_implemented,
-                                      "changing a running sandbox's egress rules is not supported yet: create it with network.allowOut"));
+  if (action == "/network" && m == http::verb::put) return update_network(req, ex, sb);
   return reply(ex, route, api_error(http::status::not_found, "no such endpoint: " + std::string(http::to_string(m)) + " " + path));
+}
+
+// E2B's SandboxNetworkUpdateConfig: the egress rules replaced whole (an
+// omitted list is cleared), checked as at create, put in force by the
+// supervisor's set_network (docs/agent-protocol.md).
+void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandbox> sb) {
+  const std::string route = "/sandboxes/{id}/network";
+  std::string err;
+  auto body = body_object(req, false, &err);
+  auto bad = [&](const std::string& why) { reply(ex, route, api_error(http::status::bad_request, why)); };
+  if (!body) return bad(err);
+  std::vector<std::string> allow_out, deny_out;
+  bool internet = false, internet_given = false;
+  for (auto& [k, v] : body->items()) {
+    if (v.is_null()) continue;
+    if (k == "allowOut") {
+      if (auto e = string_list(v, "allowOut", &allow_out)) return bad(*e);
+    } else if (k == "denyOut") {
+      if (auto e = string_list(v, "denyOut", &deny_out)) return bad(*e);
+    } else if (k == "allow_internet_access") {
+      if (!v.is_boolean()) return bad("allow_internet_access: expected true or false");
+      internet = v.get<bool>(), internet_given = true;
+    } else if (k == "egressProxy" || k == "rules") {
+      return bad(k + ": not supported by this server (allowOut and denyOut are)");
+    } else {
+      return bad(k + ": unknown field");
+    }
+  }
+  std::erase(deny_out, std::string("0.0.0.0/0"));
+  if (internet_given && internet && allow_out.empty())
+    return bad("allow_internet_access: ExGuardian lets a sandbox reach only named hosts: list them in allowOut");
+  if (internet_given && !internet && !allow_out.empty()) return bad("allow_internet_access false with allowOut: choose one");
+  for (const auto& d : allow_out)
+    if (d.find('/') != std::string::npos) return bad("allowOut: " + d + ": address ranges are not accepted here; name the hosts");
+  if (sb->state != Sandbox::State::Running)
+    return reply(ex, route, api_error(http::status::conflict, "sandbox " + sb->id + " is not running"));
+  if (!sb->tmpl.policy.empty())
+    return reply(ex, route, api_error(http::status::conflict, "the template " + sb->tmpl.name + " has its own policy file: its rules are fixed"));
+  if (!sb->agent || !sb->agent->open())
+    return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox's supervisor is not reachable"));
+  // The template's own domains stay: a sandbox never has less than its template gives.
+  std::vector<std::string> allow = sb->tmpl.allow_domains;
+  allow.insert(allow.end(), allow_out.begin(), allow_out.end());
+  nlohmann::json h = {{"op", "set_network"}, {"allow", allow}, {"deny", deny_out}};
+  sb->agent->call(h, {}, [this, ex, route, sb, allow_out, deny_out](const agent::Frame& r) mutable {
+    std::string e = reply_errno(r);
+    if (e.empty()) {
+      sb->allow_out = allow_out;
+      sb->deny_out = deny_out;
+      return reply(ex, route, Response{http::status::no_content, 11});
+    }
+    std::string text = r.header.value("message", reply_error_text(r));
+    // The supervisor names its own fields ("set_network: allow X: why"); the client wrote allowOut / denyOut.
+    for (auto [ours, theirs] : {std::pair{"set_network: allow ", "allowOut: "}, std::pair{"set_network: deny ", "denyOut: "}})
+      if (text.starts_with(ours)) text = theirs + text.substr(std::string(ours).size());
+    if (e == "EINVAL") return reply(ex, route, api_error(http::status::bad_request, text));
+    if (e == "ENOTSUP") return reply(ex, route, api_error(http::status::conflict, text + "; create it with network.allowOut"));
+    reply(ex, route, api_error(http::status::internal_server_error, text));
+  });
 }
 
 void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {

@@ -49,7 +49,7 @@ nlohmann::json build() {
       {"/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
       {"/v2/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
       {"/sandboxes/{sandboxID}/metrics", {{"get", op("CPU and memory of its cgroup now", with({{"200", {{"description", "SandboxMetric[]"}}}}))}}},
-      {"/sandboxes/{sandboxID}/network", {{"put", op("Not served yet: 501", {{"501", err("Not implemented")}})}}},
+      {"/sandboxes/{sandboxID}/network", {{"put", op("Replace the egress rules (allowOut, denyOut; an omitted list is cleared)", {{"204", {{"description", "Updated"}}}, {"400", err("Bad rules")}, {"404", err("Not found")}, {"409", err("No egress proxy, paused, or the template's policy fixes the rules")}})}}},
   };
   // envd, reached with the header E2b-Sandbox-Id (E2B_SANDBOX_URL pointing here) and X-Access-Token.
   nlohmann::json envd = {{"summary", "envd of the sandbox named by E2b-Sandbox-Id"}};

@@ -159,7 +159,8 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
                                    "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
                                    "--pids", std::to_string(sb->tmpl.pids),
                                    "--cpus", duration_arg(sb->tmpl.cpus),
-                                   "--audit-log", sb->dir + "/audit.jsonl"};
+                                   "--audit-log", sb->dir + "/audit.jsonl",
+                                   "--audit-tag", "tenant=" + sb->tenant, "--audit-tag", "e2b_sandbox=" + sb->id};
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});

@@ -54,6 +54,7 @@ class Service {
   // control_routes.cpp
   void control(Request& req, ExchangePtr ex, const std::string& path, const std::string& query);
   void create_sandbox(Request& req, ExchangePtr ex, const Tenant& t);
+  void update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandbox> sb);
   void list_sandboxes(Request& req, ExchangePtr ex, const Tenant& t, const std::string& query, bool v2);
   nlohmann::json sandbox_json(const Sandbox& sb, bool detail) const;
   std::optional<Response> check_quota(const Tenant& t, const Template& tmpl) const;

@@ -3,7 +3,8 @@
 # network namespaces (run.sh builds it: tests/integration/egress_world.sh; the server listens
 # on the client namespace's loopback): network.allowOut names the hosts a sandbox may reach,
 # network.denyOut beats it, no allowOut means no network, and nothing refused reaches the
-# world's servers.
+# world's servers. PUT /sandboxes/{id}/network replaces a running sandbox's rules; the audit
+# log says each decision and change, every line tagged with the tenant and the E2B sandbox id.
 source "$(dirname "$0")/lib.sh"
 
 for tool in curl jq python3; do command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }; done
@@ -55,7 +56,7 @@ if [ "$EXG_AS" = user ] && [ "$CODE" = 500 ] && grep -q 'cgroup limits: cannot b
     finish
 fi
 [ "$CODE" = 201 ] && ok "create with network.allowOut and denyOut" || { fail "create: $CODE $BODY"; finish; }
-before=$(server_log_count)
+before=$(cat "$EGW_LOG" 2>/dev/null | wc -l)
 in_sandbox "$C http://allowed.test/"
 [ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "allowOut: allowed.test reached through the sandbox's proxy" ||
     { fail "allowed.test: status $STATUS"; note "$OUT"; }
@@ -69,10 +70,94 @@ check "only the allowed request reached the world's servers" bash -c "[ \$(grep 
 check "no request of other.test or denied.test arrived" bash -c "! grep -qE 'host=(other|denied)' '$EGW_LOG'"
 first_id=$ID
 
+# PUT /sandboxes/{id}/network replaces the running sandbox's rules (the supervisor's set_network).
+# put_network BODY: sets PCODE and PBODY.
+put_network() {
+    PBODY=$(curl -s -w '\n%{http_code}' -X PUT "$URL/sandboxes/$ID/network" -H "X-API-KEY: $KEY" -H 'Content-Type: application/json' -d "$1")
+    PCODE=${PBODY##*$'\n'}; PBODY=${PBODY%$'\n'*}
+}
+AUDIT=$T/state/sandboxes/$first_id/audit.jsonl
+put_network '{"allowOut": ["allowed.test", "other.test"]}'
+[ "$PCODE" = 204 ] && ok "PUT network: other.test added (204)" || fail "PUT network: $PCODE $PBODY"
+in_sandbox "$C -f http://other.test/"
+[ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "after the PUT: other.test, refused before, reached" ||
+    { fail "other.test after the PUT: status $STATUS"; note "$OUT"; }
+in_sandbox "$C -f http://denied.test/"
+[ "$STATUS" != 0 ] && ok "denied.test is no longer in allowOut: refused" || fail "denied.test reached after the PUT"
+check "GET shows the new rules" bash -c "curl -s '$URL/sandboxes/$ID' -H 'X-API-KEY: $KEY' | jq -e '.network.allowOut == [\"allowed.test\", \"other.test\"] and .network.denyOut == []'"
+put_network '{"allowOut": ["allowed.test"]}'
+[ "$PCODE" = 204 ] || fail "second PUT network: $PCODE $PBODY"
+in_sandbox "$C -f http://other.test/"
+[ "$STATUS" != 0 ] && ok "after a second PUT without it: other.test refused again" || { fail "other.test reached after its removal"; note "$OUT"; }
+for body in 'nope' '[]' '{"allowOut": "other.test"}' '{"allowOut": [7]}' '{"allowOut": ["bad host!"]}' \
+            '{"allowOut": ["10.0.0.0/8"]}' '{"denyOut": ["bad host!"]}' '{"rules": {}}' '{"allowOut": ["a.test"], "allow_internet_access": false}' \
+            '{"allowOut": [], "whatever": 1}'; do
+    put_network "$body"
+    if [ "$PCODE" = 400 ] && jq -e '.message | length > 0' <<<"$PBODY" >/dev/null; then ok "PUT network $body: 400 ($(jq -r .message <<<"$PBODY"))"
+    else fail "PUT network $body: $PCODE $PBODY"; fi
+done
+in_sandbox "$C -f http://allowed.test/"
+[ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "the refused PUTs changed nothing: allowed.test still reached" || fail "allowed.test after bad PUTs: status $STATUS"
+in_sandbox "$C -f http://other.test/"
+[ "$STATUS" != 0 ] && ok "... and other.test still refused" || fail "other.test reached after bad PUTs"
+# A tunnel open at a change is cut (docs/agent-protocol.md): the sandbox holds a CONNECT tunnel
+# to allowed.test, the rules drop it, the next request through that tunnel gets nothing.
+HOME_DIR=$T/state/sandboxes/$first_id/home
+put_network '{"allowOut": ["allowed.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network before the tunnel: $PCODE $PBODY"
+in_sandbox "python3 -c '
+import os, socket, time, urllib.parse
+p = urllib.parse.urlparse(os.environ[\"http_proxy\"])
+s = socket.create_connection((p.hostname, p.port), timeout=20)
+s.sendall(b\"CONNECT allowed.test:80 HTTP/1.1\r\nHost: allowed.test:80\r\n\r\n\")
+head = s.recv(4096)
+print(\"tunnel:\", head.split(b\"\r\n\")[0].decode())
+open(\"tunnel-open\", \"w\").close()
+for _ in range(200):
+    if os.path.exists(\"rules-changed\"): break
+    time.sleep(0.1)
+try:
+    s.sendall(b\"GET / HTTP/1.1\r\nHost: allowed.test\r\nConnection: close\r\n\r\n\")
+    got = s.recv(4096)
+except OSError as e:
+    got = b\"\"
+print(\"after the change:\", \"answered\" if got else \"cut\")
+'" > /dev/null &
+TUNNEL_PID=$!
+wait_for 20 test -e "$HOME_DIR/tunnel-open" || fail "the sandbox's tunnel did not open"
+put_network '{"allowOut": ["other.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network under the tunnel: $PCODE $PBODY"
+touch "$HOME_DIR/rules-changed"
+wait "$TUNNEL_PID"
+OUT=$(cat "$T/run.out")
+grep -q "tunnel: HTTP/1.1 200" <<<"$OUT" && grep -q "after the change: cut" <<<"$OUT" &&
+    ok "a tunnel to allowed.test open at a change that drops it: cut" || { fail "the tunnel after the change"; note "$OUT"; }
+check "audit: that change says it cut one connection" bash -c \
+    "jq -s -e '[.[] | select(.event == \"egress_rules_changed\")] | last | .allow == [\"other.test\"] and .cut == 1' '$AUDIT' >/dev/null"
+put_network '{"allowOut": ["allowed.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network after the tunnel: $PCODE $PBODY"
+rm -f "$HOME_DIR/tunnel-open" "$HOME_DIR/rules-changed"
+
+check "the world's servers saw other.test exactly once" bash -c "[ \$(grep -c 'host=other' '$EGW_LOG') -eq 1 ]"
+check "audit: each rule change, with its lists and how many connections it cut" bash -c \
+    "jq -s -e '[.[] | select(.event == \"egress_rules_changed\") | {allow, deny, cut}] ==
+               [{\"allow\": [\"allowed.test\", \"other.test\"], \"deny\": [], \"cut\": 0}, {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0},
+                {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0}, {\"allow\": [\"other.test\"], \"deny\": [], \"cut\": 1},
+                {\"allow\": [\"allowed.test\"], \"deny\": [], \"cut\": 0}]' '$AUDIT' >/dev/null"
+check "audit: other.test refused, then allowed, then refused" bash -c \
+    "[ \"\$(jq -r 'select(.event == \"egress\" and .host == \"other.test\") | .decision' '$AUDIT' | tr '\n' ' ')\" = 'refused allowed refused refused ' ]"
+check "audit: every line carries the tenant and the E2B sandbox id" bash -c \
+    "[ -s '$AUDIT' ] && jq -e -s 'all(.tenant == \"t\" and .e2b_sandbox == \"$first_id\")' '$AUDIT' >/dev/null"
+
 create '{"templateID": "base"}'
 [ "$CODE" = 201 ] || fail "create without network: $CODE"
 in_sandbox "$C -f http://allowed.test/"
 [ "$STATUS" != 0 ] && ok "no allowOut: no network, not even allowed.test" || fail "a sandbox without allowOut reached allowed.test"
+put_network '{"allowOut": ["allowed.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network on a sandbox made without allowOut: $PCODE $PBODY"
+in_sandbox "$C -f http://allowed.test/"
+[ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "a sandbox made without network gets allowed.test by a PUT" ||
+    { fail "allowed.test after the PUT on the second sandbox: status $STATUS"; note "$OUT"; }
 check "the audit log of the first sandbox has the refusals" \
     bash -c "grep -q other.test '$T/state/sandboxes/$first_id/audit.jsonl' && grep -q denied.test '$T/state/sandboxes/$first_id/audit.jsonl'"
 

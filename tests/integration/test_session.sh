@@ -128,6 +128,18 @@ run sc call '{"op":"stat","path":"d1/d2/moved.txt"}'
 check "stat: type and size" test "$(field type)" = file -a "$(field size)" = 16
 run sc call '{"op":"remove","path":"d1","recursive":true}'
 check "recursive remove" test ! -e "$WS/d1"
+# set_network is the supervisor's own request (the front end answers it; docs/agent-protocol.md):
+# bad headers are refused with EINVAL naming the field. (test_egress_sandbox_serve changes rules for real.)
+run sc call '{"op":"set_network","allow":7}'
+check "set_network with allow not a list: EINVAL naming allow" test "$STATUS" = 1 -a "$(field error)" = EINVAL -a "$(field message)" = "set_network: allow: expected an array of strings"
+run sc call '{"op":"set_network","allow":["a.test"],"bogus":1}'
+check "set_network with an unknown field: EINVAL naming it" test "$STATUS" = 1 -a "$(field error)" = EINVAL -a "$(field message)" = "set_network: unknown field bogus (allow, deny)"
+run bash -c 'cd "$1" && shift && exec timeout -k 2 20 "$@"' _ "$WS" "${SESSION[@]}" --control "unix:$T/tag.sock" --audit-log "$T/tag.jsonl" --audit-tag sandbox=x
+if [ "$STATUS" = 125 ] && grep -q 'audit-tag sandbox=x: sandbox is a field of every line already' <<<"$ERR"; then ok "--audit-tag sandbox=...: refused (a field of every line already)"
+else fail "--audit-tag sandbox=x: status $STATUS: $ERR"; fi
+run bash -c 'cd "$1" && shift && exec timeout -k 2 20 "$@"' _ "$WS" "${SESSION[@]}" --control "unix:$T/tag.sock" --audit-tag tenant=x
+if [ "$STATUS" = 125 ] && grep -q 'without --audit-log' <<<"$ERR"; then ok "--audit-tag without --audit-log: refused"
+else fail "--audit-tag without --audit-log: status $STATUS: $ERR"; fi
 mkdir "$WS/watched"
 (timeout 20 "$EXG" session-client --control "unix:$SOCK" call '{"op":"watch","path":"watched"}' --events 1 > "$T/watch.out") &
 wpid=$!
