@@ -7,6 +7,7 @@
 #include "oci/layer.hpp"
 #include "plan/plan.hpp"
 #include "sandbox/supervisor.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::cli {
 
@@ -22,11 +23,16 @@ void RunOptions::add_to(CLI::App& app) {
 
 int RunOptions::execute() {
   if (auto c = take_command(sub, "exguardian run [options] -- COMMAND [ARGS...]"); !c) return usage_error(c.error().str());
+  // -v: where the time goes, step by step, on one line at the end.
+  StepTimer timer;
+  if (verbose && !dry_run) timer.start();
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
+  timer.mark("plan");
   const policy::Policy& pol = built->policy;
   auto oci_opt = choose(pol);
   if (!oci_opt) return usage_error(oci_opt.error().str());
+  timer.mark("layer choice");
   auto plan = &built->plan;
   std::string text = plan_text(*plan, *oci_opt);
   if (dry_run) {
@@ -34,11 +40,15 @@ int RunOptions::execute() {
     return 0;
   }
   if (verbose) narrate(text);  // the whole plan, as --dry-run shows it, then the run itself
+  timer.mark("plan narration");
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
   if (*oci_opt) so.oci = &**oci_opt;
+  if (timer.on()) so.timer = &timer;
   auto status = sandbox::supervise(*plan, so);
+  timer.mark("cleanup");  // what supervise() left to destructors: the cgroup's removal above all
+  if (timer.on()) std::fprintf(stderr, "exguardian: timing: %s\n", timer.summary().c_str());
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -35,6 +35,7 @@
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
 #include "util/fd_passing.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::oci {
 
@@ -106,6 +107,7 @@ struct HostArgs {
   // the resolver's resolv.conf): staged path -> content, bound read-only.
   std::vector<std::pair<std::string, std::string>> files;
   bool pid1_copy = false;  // write the embedded pid-1 program to kPid1Copy (none installed)
+  StepTimer* timer = nullptr;  // LaunchOptions::timer: the runtime host's marks go to its shared page
   int agent_fd = -1;  // LaunchOptions::agent: the agent's end of its channel, fd 3 of the container's pid 1
 };
 
@@ -431,6 +433,10 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
       fail("the runtime did not hand over the seccomp listener", 0);
     }
   }
+  if (a_.timer) {
+    a_.timer->child_mark(seccomp_sock_ >= 0 ? "runtime create" : "runtime fork");
+    a_.timer->child_done();
+  }
   (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
   if (listener >= 0) ::close(listener);
   ::close(a_.sync_fd);
@@ -511,14 +517,20 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
 }
 
 void RuntimeHost::run() {
+  auto mark = [this](const char* step) {
+    if (a_.timer) a_.timer->child_mark(step);
+  };
   mounts();
   seal();
+  mark("host mounts");
   network();
   if (a_.want_pty) pty();
+  mark("network");
   stage();
   bundle();
   root_binds();
   listen_for_seccomp();
+  mark("bundle");
   supervise_runtime();
 }
 
@@ -545,6 +557,7 @@ void RuntimeHost::run() {
   }
   pollfd pfd{a.parent_pidfd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  if (a.timer) a.timer->child_mark("host namespaces");
   RuntimeHost h(a);
   h.run();
 }
@@ -939,8 +952,11 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
       return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
                              "a mount source under /run (" + s.source + ") is not supported on container layers"));
 
+  StepTimer untimed;
+  StepTimer& timer = lo.timer ? *lo.timer : untimed;
   HostArgs a;
   a.plan = &plan;
+  a.timer = lo.timer;
   a.host_userns = host_userns;
   a.cmd_uid = ids.cmd_uid;
   a.cmd_gid = ids.cmd_gid;
@@ -1143,9 +1159,11 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     // gVisor's own threads count too; the command's limit is RLIMIT_NPROC inside.
     limits.pids = *limits.pids + 1024;
   }
+  timer.mark("spec");
   auto cg = process::Cgroup::create(plan.sandbox_id, limits);
   if (!cg) return fail(cg.error());
   if (cg->active()) process::Cgroup::sweep_stale();
+  timer.mark("cgroup");
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
@@ -1205,6 +1223,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     kill_child();
     return fail(Error::sys("start the runtime host"));
   }
+  timer.mark("clone+maps");
   for (;;) {
     FdMessage m;
     if (!recv_fds(parent_sock.get(), &m)) {
@@ -1227,6 +1246,8 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
         return fail(Error::msg("setup", "the runtime host did not hand over the seccomp listener"));
       }
       l.seccomp_listener.reset(m.fd);
+      timer.take_child_marks();
+      timer.mark("handover");
       return l;
     }
     for (int fd : {m.fd, m.fd2, m.fd3})

@@ -10,6 +10,10 @@
 #include "plan/plan.hpp"
 #include "process/rlimits.hpp"
 
+namespace exg {
+class StepTimer;
+}
+
 namespace exg::process {
 
 // Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
@@ -31,6 +35,7 @@ struct ChildArgs {
   RlimitPlan rlimits;
   const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
   int agent_channel = -1;  // >= 0: pid 1 is the agent, serving this socket (LaunchOptions::agent)
+  StepTimer* timer = nullptr;  // LaunchOptions::timer: the child's marks go to its shared page
 };
 
 // Never returns.

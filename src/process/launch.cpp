@@ -16,6 +16,7 @@
 #include "process/seccomp.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::process {
 
@@ -98,9 +99,13 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   for (int k = 0; k < 3; ++k) args.tty_fds[k] = opt.tty_fds[k];
   args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   args.rlimits = default_rlimits(plan.limits);
+  args.timer = opt.timer;
+  StepTimer none;  // off: marks cost one branch
+  StepTimer& timer = opt.timer ? *opt.timer : none;
   auto seccomp = build_seccomp_program();
   if (!seccomp) return fail(seccomp.error());
   args.seccomp = plan.seccomp ? &*seccomp : nullptr;
+  timer.mark("seccomp compile");
 
   std::map<size_t, UniqueFd> idmapped;
   if (plan.identity.invoked_as_root) {
@@ -121,13 +126,16 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
       idmapped.emplace(i, UniqueFd(*tree));
       args.idmapped[i] = *tree;
     }
+    timer.mark("idmapped mounts");
   }
 
   // One cgroup per sandbox, limits set before anything runs in it.
   auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
   if (!cg) return fail(cg.error());
+  timer.mark("cgroup");
   // Cgroups left by a supervisor killed with SIGKILL; only where we can make them.
   if (cg->active()) Cgroup::sweep_stale();
+  timer.mark("cgroup sweep");
 
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
@@ -165,6 +173,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     agent_here.reset();
     child_main(args);
   }
+  timer.mark("clone");
   Launched l;
   l.pid = static_cast<pid_t>(pid);
   l.pidfd.reset(pidfd);
@@ -189,6 +198,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     kill_child();
     return fail(r.error());
   }
+  timer.mark("id maps");
   // "Go", with the trust anchor when the plan has trust bundles.
   std::string go(1, kMsgGo);
   if (opt.trust_anchor) {
@@ -207,6 +217,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     kill_child();
     return fail(Error::sys("start the sandbox"));
   }
+  timer.mark("go");
   for (;;) {
     auto m = receive(parent_sock.get());
     if (!m) {
@@ -229,6 +240,8 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
         return fail(Error::msg("setup", "the sandbox did not hand over its seccomp listener"));
       }
       l.seccomp_listener.reset(m->fd);
+      timer.take_child_marks();
+      timer.mark("handover");
       return l;
     }
     if (m->fd >= 0) ::close(m->fd);

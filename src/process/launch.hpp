@@ -12,6 +12,10 @@
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
+namespace exg {
+class StepTimer;
+}
+
 namespace exg::process {
 
 struct LaunchOptions {
@@ -25,6 +29,8 @@ struct LaunchOptions {
   // The sandbox's pid 1 is the agent (agent/agent.hpp) instead of the Plan's
   // command: a sandbox that lives across commands, driven over agent_channel.
   bool agent = false;
+  // `-v`: the launch's steps are timed here (util/step_timer.hpp); null: not timed.
+  StepTimer* timer = nullptr;
 };
 
 struct Launched {

@@ -315,6 +315,8 @@ std::string format_duration(std::chrono::milliseconds d) {
 }
 
 Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
+  StepTimer untimed;  // off: marks cost one branch
+  StepTimer& steps = opt.timer ? *opt.timer : untimed;
   std::optional<PreparedSecrets> secrets;
   if (!plan_in.secrets.empty()) {
     auto p = prepare_secrets(plan_in);
@@ -367,6 +369,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     rules.emplace(std::move(*r));
     rules->set_host_addresses(egress::Rules::read_host_addresses());
   }
+  steps.mark("supervisor setup");
 
   std::optional<RawTerminal> raw;
   termios host_termios{};
@@ -374,6 +377,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
 
   auto guard = prepare_workspace(plan);
   if (!guard) return fail(guard.error());
+  steps.mark("workspace snapshot");
   // The timeout's timer exists before anything runs, so that failing to make
   // it needs no unwinding of a running sandbox.
   UniqueFd timer;
@@ -385,6 +389,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     }
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
+  lo.timer = opt.timer;
   auto launched = opt.oci ? oci::launch(plan, lo, *opt.oci) : process::launch(plan, lo);
   if (!launched) {
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
@@ -411,6 +416,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     if (secrets) pc.secrets = secrets->config;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
                 sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
+    steps.mark("proxy start");
   }
   if (opt.verbose) {
     // What the kernel gave us, so a weaker host is visible on every verbose run.
@@ -450,6 +456,7 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     }
     if (!sb.cgroup.active()) std::fprintf(stderr, "exguardian: limits: no cgroup for this sandbox\n");
     for (const auto& n : sb.cgroup.notes()) std::fprintf(stderr, "exguardian: limits: %s\n", n.c_str());
+    steps.mark("narration");
   }
 
   // A sandbox that cannot be bounded in time does not run on: it is killed,
@@ -543,9 +550,12 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     if (r <= 0) break;
     write_all(out_fd, buf, static_cast<size_t>(r));
   }
+  // The process layer: the command itself; the container layers: the runtime's own time too.
+  steps.mark(opt.oci ? "runtime+command" : "command");
   raw.reset();
   proxy.stop();
   blocked.restore();
+  steps.mark("proxy stop");
   if (opt.verbose && proxy.proxy) std::fprintf(stderr, "exguardian: %s\n", proxy.proxy->stats().summary().c_str());
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
@@ -562,8 +572,10 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
     sb.cgroup.kill_all();
   }
   if (opt.oci) oci::after_run(plan, *opt.oci);
+  steps.mark("cgroup kill");
   // Everything of the sandbox is gone now: bring the workspace changes home.
   Finish fin = finish_workspace(plan, *guard, audit);
+  steps.mark("sweep");
   if (late_error) return fail(*late_error);
   // Fail closed: what could not be moved or checked fails the run even with
   // --allow-planted (which accepts quarantined files only).
@@ -581,7 +593,9 @@ Result<int> supervise(const plan::Plan& plan_in, const SuperviseOptions& opt) {
                  bad ? "" : " (--allow-planted accepts them)");
     status = 123;
   }
-  if (size_t setid = finish_setid(plan, *guard, audit); setid && !timed_out && status == 0) {
+  size_t setid = finish_setid(plan, *guard, audit);
+  steps.mark("set-id sweep");
+  if (setid && !timed_out && status == 0) {
     std::fprintf(stderr, "exguardian: %zu set-id file(s) or unchecked entries; exit status 123\n", setid);
     status = 123;
   }
