@@ -453,6 +453,16 @@ void Builder::run() {
   }
   // Idmapped trees were closed when they were attached.
 
+  // Nothing starts before this process is in the sandbox's cgroup (v1: the
+  // parent moves it there while the mounts above were made; launch()). Then
+  // that cgroup becomes the root of what /proc/self/cgroup shows.
+  char c = 0;
+  ssize_t got;
+  do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);
+  if (got != 1 || c != kMsgInCgroup) ::_exit(125);
+  if (::unshare(CLONE_NEWCGROUP) != 0) fail("cgroup namespace");
+  mark("cgroup wait+namespace");
+
   InitArgs ia;
   ia.plan = &plan_;
   ia.sync_fd = a_.sync_fd;
@@ -476,10 +486,6 @@ void Builder::run() {
   ssize_t got = ::recv(a.sync_fd, go, sizeof go, 0);
   if (got < 1 || go[0] != kMsgGo || static_cast<size_t>(got) > 1 + kMaxTrustAnchor) ::_exit(125);
   std::string trust_anchor(go + 1, static_cast<size_t>(got - 1));
-  // Now inside its own cgroup (v1: moved there by the parent): make that the
-  // root of what /proc/self/cgroup shows.
-  if (::unshare(CLONE_NEWCGROUP) != 0) die(a.sync_fd, "cgroup namespace", errno);
-  if (a.timer) a.timer->child_mark("cgroup namespace");
   // Become the sandbox user at once: everything the setup creates is owned by
   // a mapped id, and it acts with that user's rights on host files. The
   // capabilities of the new user namespace stay (uid 0 is not mapped in it).

@@ -18,6 +18,7 @@ namespace exg::process {
 
 // Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
 inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go on
+inline constexpr char kMsgInCgroup = 'C';  // parent -> child: in the sandbox's cgroup now; init may start
 inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
 inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started

@@ -5,6 +5,7 @@
 #include <grp.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -48,20 +49,35 @@ Result<void> write_id_maps(pid_t pid, const plan::Identity& id) {
   return write_file(base + "/gid_map", std::to_string(id.inside_gid) + " " + std::to_string(id.host_gid) + " 1\n");
 }
 
+namespace {
+
+// The idmap holder: blocks until the parent closes its end of the pipe. It
+// shares the parent's memory (CLONE_VM: no copy of the page tables, which was
+// most of its cost), so it makes raw system calls only and touches nothing.
+alignas(16) char idmap_holder_stack[16384];
+int idmap_holder(void* arg) {
+  auto fds = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(arg));
+  // Its copy of the pipe's write end (no CLONE_FILES: the table is copied)
+  // goes first, so that the parent's close is the end of the read.
+  ::syscall(SYS_close, static_cast<int>(fds >> 32));
+  char c;
+  ::syscall(SYS_read, static_cast<int>(fds & 0xffffffff), &c, 1);  // returns when the parent is done with us
+  ::syscall(SYS_exit, 0);
+  return 0;
+}
+
+}  // namespace
+
 // A user namespace that maps on-disk owner `from` to the sandbox's host id,
 // used only as the idmap of a mount (root only). Made by a short-lived child.
 Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid) {
   int sync[2];
   if (::pipe2(sync, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
   UniqueFd rd(sync[0]), wr(sync[1]);
-  pid_t pid = static_cast<pid_t>(sys::clone3_fork(CLONE_NEWUSER, nullptr));
+  uint64_t fds = (static_cast<uint64_t>(wr.get()) << 32) | static_cast<uint32_t>(rd.get());
+  pid_t pid = static_cast<pid_t>(::clone(idmap_holder, idmap_holder_stack + sizeof idmap_holder_stack,
+                                         CLONE_VM | CLONE_NEWUSER | SIGCHLD, reinterpret_cast<void*>(uintptr_t{fds})));
   if (pid < 0) return fail(Error::sys("clone a user namespace for an idmapped mount"));
-  if (pid == 0) {
-    char c;
-    wr.reset();
-    (void)::read(rd.get(), &c, 1);  // returns when the parent is done with us
-    ::_exit(0);
-  }
   rd.reset();
   // "Inside" the idmap: the on-disk id. The owner becomes the sandbox's uid;
   // every other group stays itself (id_map.hpp).
@@ -187,13 +203,6 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
     ::waitpid(l.pid, nullptr, 0);
   };
-  // cgroup v1 has no CLONE_INTO_CGROUP: move the child in while it still waits.
-  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
-    if (auto r = l.cgroup.attach(l.pid); !r) {
-      kill_child();
-      return fail(r.error());
-    }
-  }
   if (auto r = write_id_maps(l.pid, plan.identity); !r) {
     kill_child();
     return fail(r.error());
@@ -218,6 +227,22 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     return fail(Error::sys("start the sandbox"));
   }
   timer.mark("go");
+  // cgroup v1 has no CLONE_INTO_CGROUP: the child is moved in while it sets
+  // up its mounts (each v1 write to cgroup.procs waits for an RCU grace
+  // period, milliseconds on a busy host), and waits for kMsgInCgroup before
+  // it starts anything (become_init: the command or the agent's processes
+  // inherit its cgroups) or enters its cgroup namespace.
+  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
+    if (auto r = l.cgroup.attach(l.pid); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+    timer.mark("cgroup attach");
+  }
+  if (char c = kMsgInCgroup; ::send(parent_sock.get(), &c, 1, MSG_NOSIGNAL) != 1) {
+    kill_child();
+    return fail(Error::sys("start the sandbox"));
+  }
   for (;;) {
     auto m = receive(parent_sock.get());
     if (!m) {
