@@ -434,7 +434,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     }
   }
   if (a_.timer) {
-    a_.timer->child_mark(seccomp_sock_ >= 0 ? "runtime create" : "runtime fork");
+    a_.timer->child_mark("runtime start");  // until its seccomp listener arrived (crun, runc), or its fork (runsc)
     a_.timer->child_done();
   }
   (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
@@ -531,6 +531,13 @@ void RuntimeHost::run() {
   root_binds();
   listen_for_seccomp();
   mark("bundle");
+  // The runtime starts inside the sandbox's cgroup only: wait until the
+  // supervisor has moved us there (cgroup v1, launch()).
+  char c = 0;
+  ssize_t got;
+  do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);
+  if (got != 1 || c != process::kMsgInCgroup) ::_exit(125);
+  mark("cgroup wait");
   supervise_runtime();
 }
 
@@ -1206,12 +1213,6 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     sys::pidfd_send_signal(l.pidfd.get(), SIGKILL);
     ::waitpid(l.pid, nullptr, 0);
   };
-  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
-    if (auto r = l.cgroup.attach(l.pid); !r) {
-      kill_child();
-      return fail(r.error());
-    }
-  }
   if (host_userns) {
     if (auto r = map_host_ids(l.pid, ids); !r) {
       kill_child();
@@ -1224,6 +1225,20 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     return fail(Error::sys("start the runtime host"));
   }
   timer.mark("clone+maps");
+  // cgroup v1 (no CLONE_INTO_CGROUP): the runtime host is moved in while it
+  // makes its mounts and the bundle (each v1 attach waits for an RCU grace
+  // period); it starts the runtime only after kMsgInCgroup.
+  if (l.cgroup.active() && l.cgroup.clone_into_fd() < 0) {
+    if (auto r = l.cgroup.attach(l.pid); !r) {
+      kill_child();
+      return fail(r.error());
+    }
+    timer.mark("cgroup attach");
+  }
+  if (char c = process::kMsgInCgroup; ::send(parent_sock.get(), &c, 1, MSG_NOSIGNAL) != 1) {
+    kill_child();
+    return fail(Error::sys("start the runtime host"));
+  }
   for (;;) {
     FdMessage m;
     if (!recv_fds(parent_sock.get(), &m)) {
