@@ -18,7 +18,8 @@ using namespace exg;
 
 namespace {
 
-// Waits for "go" on the setup socket, then runs `then`.
+// Waits for "go" on the setup socket, then runs `then` (which, as the real
+// children do, reads "in cgroup" before it says ready).
 layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
   layer::SpawnSpec s;
   s.child = [then](const layer::SpawnFds& f) {
@@ -30,12 +31,19 @@ layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
   return s;
 }
 
+// The second message: "in cgroup" (init may start).
+bool wait_in_cgroup(int sync) {
+  char c = 0;
+  return ::recv(sync, &c, 1, 0) == 1 && c == process::kMsgInCgroup;
+}
+
 bool reaped(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD; }
 
 }  // namespace
 
 TEST(Spawn, ReadyHandsBackTheRunningChild) {
   auto s = spec_with([](int sync) {
+    if (!wait_in_cgroup(sync)) ::_exit(4);
     char r = process::kMsgReady;
     (void)::send(sync, &r, 1, 0);
     ::pause();  // runs until killed
@@ -79,6 +87,7 @@ TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
 
   pid_t seen = -1;
   auto nolistener = spec_with([](int sync) {
+    if (!wait_in_cgroup(sync)) ::_exit(4);
     char m = process::kMsgReady;
     (void)::send(sync, &m, 1, 0);
     ::pause();
@@ -127,6 +136,7 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
     char buf[256];
     ssize_t n = ::recv(f.sync_fd, buf, sizeof buf, 0);
     if (n > 0) (void)::write(wr, buf, static_cast<size_t>(n));
+    if (!wait_in_cgroup(f.sync_fd)) ::_exit(4);
     char r = process::kMsgReady;
     (void)::send(f.sync_fd, &r, 1, 0);
     ::_exit(0);
@@ -140,4 +150,26 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
   EXPECT_EQ(std::string(buf, 4), std::string(1, process::kMsgGo) + "PEM");
   ::close(out[0]);
   ::waitpid(sb->pid, nullptr, 0);
+}
+
+// Fail closed: a child that says ready although it could not have been told
+// it is in its cgroup (it shut its receiving side after "go", so the parent's
+// kMsgInCgroup is refused) is not handed back, and is reaped.
+TEST(Spawn, ReadyWithoutInCgroupFails) {
+  pid_t seen = -1;
+  auto s = spec_with([](int sync) {
+    ::shutdown(sync, SHUT_RD);
+    char r = process::kMsgReady;
+    (void)::send(sync, &r, 1, 0);
+    ::pause();
+  });
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_FALSE(sb);
+  EXPECT_EQ(sb.error().str().rfind("start the sandbox:", 0), 0u) << sb.error().str();
+  ASSERT_GT(seen, 0);
+  EXPECT_TRUE(reaped(seen));
 }
