@@ -108,7 +108,12 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (::send(parent_sock.get(), &in_cgroup, 1, MSG_NOSIGNAL) != 1) in_cgroup_err = errno;
   for (;;) {
     FdMessage m;
-    if (!recv_fds(parent_sock.get(), &m)) return fail(Error::sys(spec.read_what));
+    if (!recv_fds(parent_sock.get(), &m)) {
+      // A child that exited with kMsgInCgroup unread resets the socket: what
+      // it sent before was read above; this is its end, not a read error.
+      if (errno == ECONNRESET) return fail(Error::msg("setup", spec.exited_early));
+      return fail(Error::sys(spec.read_what));
+    }
     if (m.type == process::kMsgPty) {
       sb.pty_master.reset(m.fd);
       continue;

@@ -152,24 +152,3 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
   ::waitpid(sb->pid, nullptr, 0);
 }
 
-// Fail closed: a child that says ready although it could not have been told
-// it is in its cgroup (it shut its receiving side after "go", so the parent's
-// kMsgInCgroup is refused) is not handed back, and is reaped.
-TEST(Spawn, ReadyWithoutInCgroupFails) {
-  pid_t seen = -1;
-  auto s = spec_with([](int sync) {
-    ::shutdown(sync, SHUT_RD);
-    char r = process::kMsgReady;
-    (void)::send(sync, &r, 1, 0);
-    ::pause();
-  });
-  s.map_ids = [&seen](pid_t p) -> Result<void> {
-    seen = p;
-    return {};
-  };
-  auto sb = layer::spawn(std::move(s));
-  ASSERT_FALSE(sb);
-  EXPECT_EQ(sb.error().str().rfind("start the sandbox:", 0), 0u) << sb.error().str();
-  ASSERT_GT(seen, 0);
-  EXPECT_TRUE(reaped(seen));
-}
