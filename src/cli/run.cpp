@@ -9,6 +9,7 @@
 #include "plan/plan.hpp"
 #include "microvm/run_front_end.hpp"
 #include "sandbox/supervisor.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::cli {
 
@@ -26,11 +27,16 @@ void RunOptions::add_to(CLI::App& app) {
 
 int RunOptions::execute() {
   if (auto c = take_command(sub, "exguardian run [options] -- COMMAND [ARGS...]"); !c) return usage_error(c.error().str());
+  // -v: where the time goes, step by step, on one line at the end.
+  StepTimer timer;
+  if (verbose && !dry_run) timer.start();
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
+  timer.mark("plan");
   const policy::Policy& pol = built->policy;
   auto chosen = choose(pol);
   if (!chosen) return usage_error(chosen.error().str());
+  timer.mark("layer choice");
   auto plan = &built->plan;
   std::string text = layer::plan_text(*plan, **chosen);
   if (dry_run) {
@@ -38,12 +44,14 @@ int RunOptions::execute() {
     return 0;
   }
   if (verbose) narrate(text);  // the whole plan, as --dry-run shows it, then the run itself
+  timer.mark("plan narration");
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
   // Once per process, before the launch: signals, fd limit, groups, stale cgroups.
   auto host = HostProcess::prepare(plan->identity.invoked_as_root);
   if (!host) return usage_error(host.error().str());
+  timer.mark("host setup");
   so.signal_fd = host->signal_fd();
   // A layer whose pid 1 is always the agent (microvm: the guest's) runs the
   // Plan's command through it, as a session of one command.
@@ -52,8 +60,11 @@ int RunOptions::execute() {
     through_agent.emplace(*plan);
     so.agent = &*through_agent;
   }
+  if (timer.on()) so.timer = &timer;
   StdioIo io(/*relay_terminal=*/true);
   auto status = sandbox::supervise(**chosen, *plan, io, so);
+  timer.mark("cleanup");  // what supervise() left to destructors: the cgroup's removal above all
+  if (timer.on()) io.say("timing: " + timer.summary());
   if (!status) return usage_error(status.error().str());
   return *status;
 }

@@ -45,6 +45,10 @@
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
+namespace exg {
+class StepTimer;
+}
+
 namespace exg::layer {
 
 struct LaunchOptions {
@@ -58,6 +62,9 @@ struct LaunchOptions {
   // The sandbox's pid 1 is the agent (agent/agent.hpp) instead of the Plan's
   // command: a sandbox that lives across commands, driven over agent_channel.
   bool agent = false;
+  // `-v`: the launch's steps are timed here (util/step_timer.hpp), the
+  // sandbox side's through the timer's shared page; null: not timed.
+  StepTimer* timer = nullptr;
 };
 
 // A running sandbox, as the supervisor drives it.

@@ -4,11 +4,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 
 #include "process/child.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::layer {
 
@@ -62,6 +64,9 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     spec.child(fds);
     ::_exit(127);  // child() does not return
   }
+  StepTimer untimed;  // off: marks cost one branch
+  StepTimer& timer = spec.timer ? *spec.timer : untimed;
+  timer.mark("clone");
   Sandbox sb;
   sb.pid = static_cast<pid_t>(pid);
   sb.pidfd.reset(pidfd);
@@ -71,11 +76,10 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   agent_there.reset();
   sb.agent_channel = std::move(agent_here);
 
-  // cgroup v1 has no CLONE_INTO_CGROUP: move the child in while it still waits.
-  if (sb.cgroup.active() && sb.cgroup.clone_into_fd() < 0)
-    if (auto r = sb.cgroup.attach(sb.pid); !r) return fail(r.error());
-  if (spec.map_ids)
+  if (spec.map_ids) {
     if (auto r = spec.map_ids(sb.pid); !r) return fail(r.error());
+    timer.mark("id maps");
+  }
   // "Go", with the trust anchor when the plan has trust bundles.
   std::string go(1, process::kMsgGo);
   if (spec.trust_anchor) {
@@ -87,9 +91,29 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   }
   if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
     return fail(Error::sys(spec.start_what));
+  timer.mark("go");
+  // cgroup v1 has no CLONE_INTO_CGROUP: the child is moved in while it makes
+  // its mounts (each v1 write to cgroup.procs waits for an RCU grace period,
+  // milliseconds on a busy host). It waits for kMsgInCgroup before anything
+  // of the sandbox starts (init and the command, the agent, the runtime):
+  // they inherit its cgroups.
+  if (sb.cgroup.active() && sb.cgroup.clone_into_fd() < 0) {
+    if (auto r = sb.cgroup.attach(sb.pid); !r) return fail(r.error());
+    timer.mark("cgroup attach");
+  }
+  // A child that failed meanwhile has closed its end: what it said before
+  // (kMsgError) is still queued and read below, so that is the error shown.
+  const char in_cgroup = process::kMsgInCgroup;
+  int in_cgroup_err = 0;  // why the child could not be told (it must then not say ready)
+  if (::send(parent_sock.get(), &in_cgroup, 1, MSG_NOSIGNAL) != 1) in_cgroup_err = errno;
   for (;;) {
     FdMessage m;
-    if (!recv_fds(parent_sock.get(), &m)) return fail(Error::sys(spec.read_what));
+    if (!recv_fds(parent_sock.get(), &m)) {
+      // A child that exited with kMsgInCgroup unread resets the socket: what
+      // it sent before was read above; this is its end, not a read error.
+      if (errno == ECONNRESET) return fail(Error::msg("setup", spec.exited_early));
+      return fail(Error::sys(spec.read_what));
+    }
     if (m.type == process::kMsgPty) {
       sb.pty_master.reset(m.fd);
       continue;
@@ -101,8 +125,12 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       continue;
     }
     if (m.type == process::kMsgReady) {
-      if (m.fd < 0 && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
       sb.seccomp_listener.reset(m.fd);
+      // Ready without having been told it is in its cgroup: it did not wait (fail closed).
+      if (in_cgroup_err) return fail(Error::sys(spec.start_what, in_cgroup_err));
+      if (!sb.seccomp_listener && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
+      timer.take_child_marks();
+      timer.mark("handover");
       guard.commit();
       return sb;
     }

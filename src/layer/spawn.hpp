@@ -1,12 +1,16 @@
 // The spawn path the process, container and gVisor layers share: clone the
 // sandbox's first process into its cgroup and namespaces, write its id maps,
-// send "go" (with the trust anchor), then collect what it hands back over the
-// setup socket (pty master, proxy listeners, seccomp listener) until it says
-// it is ready. A scope guard kills and reaps the child on every way out but
+// send "go" (with the trust anchor); on cgroup v1 (no CLONE_INTO_CGROUP)
+// attach it to its cgroups while it makes its mounts, then say "in cgroup";
+// then collect what it hands back over the setup socket (pty master, proxy
+// listeners, seccomp listener) until it says it is ready. A scope guard kills and reaps the child on every way out but
 // success, so no caller writes its own unwinding.
 //
 // Protocol on the setup socket (SOCK_SEQPACKET, process/child.hpp's kMsg*):
 //   parent -> child  G[PEM]           id maps written, go on
+//                    C                in the sandbox's cgroup now: nothing of
+//                                     the sandbox may start before the child
+//                                     has read it (init, the runtime)
 //   child -> parent  P + fd           pty master
 //                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
 //                    R [+ fd]         set up; the seccomp notify fd when there is one
@@ -42,6 +46,9 @@ struct SpawnSpec {
   // The PEM that follows "go" (LaunchOptions::trust_anchor); empty: none.
   std::function<Result<std::string>()> trust_anchor;
   bool need_seccomp_listener = false;  // "ready" without one fails
+  // LaunchOptions::timer: the spawn's steps, and at "ready" the child's marks
+  // from the timer's shared page; null: not timed.
+  StepTimer* timer = nullptr;
   // Messages: who the child is, and the words of the failures.
   std::string clone_what = "create namespaces";
   std::function<Error(int err)> clone_error;  // empty: Error::sys(clone_what)

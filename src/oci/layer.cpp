@@ -39,6 +39,7 @@
 #include "process/launch.hpp"
 #include "layer/spawn.hpp"
 #include "util/fd_passing.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::oci {
 
@@ -110,6 +111,7 @@ struct HostArgs {
   // the resolver's resolv.conf): staged path -> content, bound read-only.
   std::vector<std::pair<std::string, std::string>> files;
   bool pid1_copy = false;  // write the embedded pid-1 program to kPid1Copy (none installed)
+  StepTimer* timer = nullptr;  // LaunchOptions::timer: the runtime host's marks go to its shared page
   int agent_fd = -1;  // LaunchOptions::agent: the agent's end of its channel, fd 3 of the container's pid 1
 };
 
@@ -435,6 +437,10 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
       fail("the runtime did not hand over the seccomp listener", 0);
     }
   }
+  if (a_.timer) {
+    a_.timer->child_mark("runtime start");  // until its seccomp listener arrived (crun, runc), or its fork (runsc)
+    a_.timer->child_done();
+  }
   (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
   if (listener >= 0) ::close(listener);
   ::close(a_.sync_fd);
@@ -515,14 +521,27 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
 }
 
 void RuntimeHost::run() {
+  auto mark = [this](const char* step) {
+    if (a_.timer) a_.timer->child_mark(step);
+  };
   mounts();
   seal();
+  mark("host mounts");
   network();
   if (a_.want_pty) pty();
+  mark("network");
   stage();
   bundle();
   root_binds();
   listen_for_seccomp();
+  mark("bundle");
+  // The runtime starts inside the sandbox's cgroup only: wait until the
+  // supervisor has moved us there (cgroup v1, launch()).
+  char c = 0;
+  ssize_t got;
+  do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);
+  if (got != 1 || c != process::kMsgInCgroup) ::_exit(125);
+  mark("cgroup wait");
   supervise_runtime();
 }
 
@@ -549,6 +568,7 @@ void RuntimeHost::run() {
   }
   pollfd pfd{a.parent_pidfd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  if (a.timer) a.timer->child_mark("host namespaces");
   RuntimeHost h(a);
   h.run();
 }
@@ -950,8 +970,11 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
       return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
                              "a mount source under /run (" + s.source + ") is not supported on container layers"));
 
+  StepTimer untimed;
+  StepTimer& timer = lo.timer ? *lo.timer : untimed;
   HostArgs a;
   a.plan = &plan;
+  a.timer = lo.timer;
   a.host_userns = host_userns;
   a.cmd_uid = ids.cmd_uid;
   a.cmd_gid = ids.cmd_gid;
@@ -1150,8 +1173,10 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     // gVisor's own threads count too; the command's limit is RLIMIT_NPROC inside.
     limits.pids = *limits.pids + 1024;
   }
+  timer.mark("spec");
   auto cg = process::Cgroup::create(plan.sandbox_id, limits);
   if (!cg) return fail(cg.error());
+  timer.mark("cgroup");
 
   // The agent's channel, as on the process layer (runsc has no --preserve-fds).
   if (lo.agent && rt.runtime == Runtime::Runsc)
@@ -1168,6 +1193,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   };
   if (host_userns) sp.map_ids = [&ids](pid_t pid) { return map_host_ids(pid, ids); };
   sp.need_seccomp_listener = !a.seccomp_socket.empty();
+  sp.timer = lo.timer;
   sp.clone_what = "create the runtime host's namespaces";
   sp.start_what = "start the runtime host";
   sp.read_what = "read from the runtime host";

@@ -26,6 +26,7 @@
 #include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::process {
 
@@ -73,6 +74,9 @@ class Builder {
   int master_fd_ = -1, slave_fd_ = -1;
 
   [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+  void mark(const char* step) {
+    if (a_.timer) a_.timer->child_mark(step);
+  }
 
   static std::string rel(const std::string& target) {
     std::string r = target;
@@ -426,10 +430,17 @@ void Builder::pivot() {
 
 void Builder::run() {
   make_stage();
+  mark("stage");
   for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
+  mark("mounts");
   network_and_names();
-  if (a_.want_pty) open_pty();
+  mark("network");
+  if (a_.want_pty) {
+    open_pty();
+    mark("pty");
+  }
   pivot();
+  mark("pivot");
   ::close(root_fd_);
   ::close(empty_file_fd_);
   if (resolv_fd_ >= 0) ::close(resolv_fd_);
@@ -442,6 +453,16 @@ void Builder::run() {
   }
   // Idmapped trees were closed when they were attached.
 
+  // Nothing starts before this process is in the sandbox's cgroup (v1: the
+  // parent moves it there while the mounts above were made; launch()). Then
+  // that cgroup becomes the root of what /proc/self/cgroup shows.
+  char c = 0;
+  ssize_t got;
+  do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);
+  if (got != 1 || c != kMsgInCgroup) ::_exit(125);
+  if (::unshare(CLONE_NEWCGROUP) != 0) fail("cgroup namespace");
+  mark("cgroup wait+namespace");
+
   InitArgs ia;
   ia.plan = &plan_;
   ia.sync_fd = a_.sync_fd;
@@ -450,6 +471,7 @@ void Builder::run() {
   ia.rlimits = &a_.rlimits;
   ia.seccomp = a_.seccomp;
   ia.agent_channel = a_.agent_channel;
+  ia.timer = a_.timer;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = a_.tty_fds[k];
   become_init(ia);
 }
@@ -464,9 +486,6 @@ void Builder::run() {
   ssize_t got = ::recv(a.sync_fd, go, sizeof go, 0);
   if (got < 1 || go[0] != kMsgGo || static_cast<size_t>(got) > 1 + kMaxTrustAnchor) ::_exit(125);
   std::string trust_anchor(go + 1, static_cast<size_t>(got - 1));
-  // Now inside its own cgroup (v1: moved there by the parent): make that the
-  // root of what /proc/self/cgroup shows.
-  if (::unshare(CLONE_NEWCGROUP) != 0) die(a.sync_fd, "cgroup namespace", errno);
   // Become the sandbox user at once: everything the setup creates is owned by
   // a mapped id, and it acts with that user's rights on host files. The
   // capabilities of the new user namespace stay (uid 0 is not mapped in it).
@@ -489,6 +508,7 @@ void Builder::run() {
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(a.sync_fd, "parent-death signal", errno);
   pollfd pfd{a.parent_pidfd, POLLIN, 0};
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  if (a.timer) a.timer->child_mark("sources+uid");
   b.run();
   ::_exit(125);
 }

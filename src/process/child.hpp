@@ -10,10 +10,15 @@
 #include "plan/plan.hpp"
 #include "process/rlimits.hpp"
 
+namespace exg {
+class StepTimer;
+}
+
 namespace exg::process {
 
 // Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
 inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go on
+inline constexpr char kMsgInCgroup = 'C';  // parent -> child: in the sandbox's cgroup now; init may start
 inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
 inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started
@@ -31,6 +36,7 @@ struct ChildArgs {
   RlimitPlan rlimits;
   const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
   int agent_channel = -1;  // >= 0: pid 1 is the agent, serving this socket (LaunchOptions::agent)
+  StepTimer* timer = nullptr;  // LaunchOptions::timer: the child's marks go to its shared page
 };
 
 // Never returns.

@@ -23,6 +23,7 @@
 #include "process/landlock.hpp"
 #include "process/seccomp.hpp"
 #include "util/fd_passing.hpp"
+#include "util/step_timer.hpp"
 
 extern char** environ;
 
@@ -86,6 +87,9 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
 }  // namespace
 
 [[noreturn]] void become_init(const InitArgs& a) {
+  auto mark = [&](const char* step) {
+    if (a.timer) a.timer->child_mark(step);
+  };
   if (a.rlimits) {
     if (int r = apply_rlimits(*a.rlimits); r != 0) {
       errno = -r;
@@ -103,6 +107,7 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
+  mark("privileges");
 
   // Landlock: a second wall that does not depend on the mounts being right.
   std::string ll_report;
@@ -110,18 +115,21 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
     errno = -r;
     die(a.sync_fd, "apply Landlock (" + ll_report + ")");
   }
+  mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the
   // supervisor through the listener, which no process of the sandbox keeps.
   int listener = -1;
   if (a.seccomp) {
     listener = install_seccomp(*a.seccomp);
     if (listener < 0) die(a.sync_fd, "install the seccomp filter");
+    mark("seccomp install");
   }
 
   if (a.agent_channel >= 0) {
     // The agent is pid 1 itself, after every wall above: what it starts and
     // every file it touches are the sandbox's.
     if (a.pty_slave >= 0) ::close(a.pty_slave);
+    if (a.timer) a.timer->child_done();  // nothing of the sandbox may write the supervisor's figures
     send_ready(a.sync_fd, listener);
     if (listener >= 0) ::close(listener);
     ::close(a.sync_fd);
@@ -141,6 +149,8 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
     exec_command(a);
   }
   if (a.pty_slave >= 0) ::close(a.pty_slave);
+  mark("fork command");
+  if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
   send_ready(a.sync_fd, listener);
   if (listener >= 0) ::close(listener);
   ::close(a.sync_fd);

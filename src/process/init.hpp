@@ -10,6 +10,10 @@
 #include "plan/plan.hpp"
 #include "process/rlimits.hpp"
 
+namespace exg {
+class StepTimer;
+}
+
 namespace exg::process {
 
 struct InitArgs {
@@ -21,6 +25,7 @@ struct InitArgs {
   const RlimitPlan* rlimits = nullptr;
   const std::vector<sock_filter>* seccomp = nullptr;
   int agent_channel = -1;  // >= 0: serve the agent protocol here instead of running the Plan's command
+  StepTimer* timer = nullptr;  // ChildArgs::timer
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

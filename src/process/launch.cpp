@@ -5,17 +5,20 @@
 #include <grp.h>
 #include <sched.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "process/child.hpp"
 #include "process/seccomp.hpp"
 #include "process/syscalls.hpp"
 #include "layer/spawn.hpp"
+#include "util/step_timer.hpp"
 
 namespace exg::process {
 
@@ -39,20 +42,38 @@ Result<void> write_id_maps(pid_t pid, const plan::Identity& id) {
   return write_file(base + "/gid_map", std::to_string(id.inside_gid) + " " + std::to_string(id.host_gid) + " 1\n");
 }
 
+namespace {
+
+// The idmap holder: blocks until the parent closes its end of the pipe. It
+// shares the parent's memory (CLONE_VM: no copy of the page tables, which was
+// most of its cost), so it makes raw system calls only and touches nothing.
+// Its stack is the caller's own allocation (not a static one), so that
+// launches in several threads of one process do not share it.
+constexpr size_t kIdmapHolderStack = 16384;
+int idmap_holder(void* arg) {
+  auto fds = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(arg));
+  // Its copy of the pipe's write end (no CLONE_FILES: the table is copied)
+  // goes first, so that the parent's close is the end of the read.
+  ::syscall(SYS_close, static_cast<int>(fds >> 32));
+  char c;
+  ::syscall(SYS_read, static_cast<int>(fds & 0xffffffff), &c, 1);  // returns when the parent is done with us
+  ::syscall(SYS_exit, 0);
+  return 0;
+}
+
+}  // namespace
+
 // A user namespace that maps on-disk owner `from` to the sandbox's host id,
 // used only as the idmap of a mount (root only). Made by a short-lived child.
 Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid) {
   int sync[2];
   if (::pipe2(sync, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
   UniqueFd rd(sync[0]), wr(sync[1]);
-  pid_t pid = static_cast<pid_t>(sys::clone3_fork(CLONE_NEWUSER, nullptr));
+  uint64_t fds = (static_cast<uint64_t>(wr.get()) << 32) | static_cast<uint32_t>(rd.get());
+  auto stack = std::make_unique<char[]>(kIdmapHolderStack);  // freed after the waitpid below
+  pid_t pid = static_cast<pid_t>(::clone(idmap_holder, stack.get() + kIdmapHolderStack,
+                                         CLONE_VM | CLONE_NEWUSER | SIGCHLD, reinterpret_cast<void*>(uintptr_t{fds})));
   if (pid < 0) return fail(Error::sys("clone a user namespace for an idmapped mount"));
-  if (pid == 0) {
-    char c;
-    wr.reset();
-    (void)::read(rd.get(), &c, 1);  // returns when the parent is done with us
-    ::_exit(0);
-  }
   rd.reset();
   // "Inside" the idmap: the on-disk id. The owner becomes the sandbox's uid;
   // every other group stays itself (id_map.hpp).
@@ -90,9 +111,13 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   for (int k = 0; k < 3; ++k) args.tty_fds[k] = opt.tty_fds[k];
   args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   args.rlimits = default_rlimits(plan.limits);
-  auto seccomp = build_seccomp_program();
-  if (!seccomp) return fail(seccomp.error());
-  args.seccomp = plan.seccomp ? &*seccomp : nullptr;
+  args.timer = opt.timer;
+  StepTimer none;  // off: marks cost one branch
+  StepTimer& timer = opt.timer ? *opt.timer : none;
+  // Compiled at build time (tools/seccomp_bpf_gen.cpp); installing it is
+  // still the kernel's decision (install_seccomp fails closed).
+  args.seccomp = plan.seccomp ? &prebuilt_seccomp_program() : nullptr;
+  timer.mark("seccomp program");
 
   std::map<size_t, UniqueFd> idmapped;
   if (plan.identity.invoked_as_root) {
@@ -114,11 +139,13 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
       idmapped.emplace(i, UniqueFd(*tree));
       args.idmapped[i] = *tree;
     }
+    timer.mark("idmapped mounts");
   }
 
   // One cgroup per sandbox, limits set before anything runs in it.
   auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
   if (!cg) return fail(cg.error());
+  timer.mark("cgroup");
 
   layer::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -134,6 +161,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   sp.map_ids = [&plan](pid_t pid) { return write_id_maps(pid, plan.identity); };
   sp.trust_anchor = opt.trust_anchor;
   sp.need_seccomp_listener = plan.seccomp;
+  sp.timer = opt.timer;
   sp.clone_error = [](int e) {
     return Error{"create namespaces",
                  std::string(std::strerror(e)) +

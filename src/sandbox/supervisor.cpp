@@ -344,6 +344,8 @@ sigset_t supervised_signals() {
 }
 
 Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, SupervisorIo& io, const SuperviseOptions& opt) {
+  StepTimer untimed;  // off: marks cost one branch
+  StepTimer& steps = opt.timer ? *opt.timer : untimed;
   std::optional<PreparedSecrets> secrets;
   if (!plan_in.secrets.empty()) {
     auto p = prepare_secrets(plan_in);
@@ -387,10 +389,11 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     rules.emplace(std::move(*r));
     rules->set_host_addresses(egress::Rules::read_host_addresses());
   }
-
+  steps.mark("supervisor setup");
 
   auto guard = prepare_workspace(plan);
   if (!guard) return fail(guard.error());
+  steps.mark("workspace snapshot");
   // The timeout's timer exists before anything runs, so that failing to make
   // it needs no unwinding of a running sandbox.
   UniqueFd timer;
@@ -402,6 +405,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     }
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
+  lo.timer = opt.timer;
   auto launched = layer.launch(plan, lo);
   if (!launched) {
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
@@ -431,6 +435,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (opt.agent) opt.agent->set_network_changer([&](const NetworkChange& c) {
       return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
     });
+    steps.mark("proxy start");
   }
   if (opt.verbose) {
     // What the layer enforces on this host, so a weaker one is visible on every verbose run.
@@ -453,6 +458,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     }
     if (!sb.cgroup.active()) sayf(io, "limits: no cgroup for this sandbox");
     for (const auto& n : sb.cgroup.notes()) sayf(io, "limits: %s", n.c_str());
+    steps.mark("narration");
   }
 
   // A sandbox that cannot be bounded in time does not run on: it is killed,
@@ -547,8 +553,11 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (r <= 0) break;
     write_all(out_fd, buf, static_cast<size_t>(r));
   }
+  // The process layer: the command itself; the container layers: the runtime's own time too.
+  steps.mark(layer.kind() == layer::Kind::Process ? "command" : "runtime+command");
   io.relay_end();
   proxy.stop();
+  steps.mark("proxy stop");
   if (opt.verbose && proxy.proxy) sayf(io, "%s", proxy.proxy->stats().summary().c_str());
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
@@ -565,8 +574,10 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     sb.cgroup.kill_all();
   }
   layer.after_run(plan);
+  steps.mark("cgroup kill");
   // Everything of the sandbox is gone now: bring the workspace changes home.
   Finish fin = finish_workspace(plan, *guard, audit, io);
+  steps.mark("sweep");
   if (late_error) return fail(*late_error);
   // Fail closed: what could not be moved or checked fails the run even with
   // --allow-planted (which accepts quarantined files only).
@@ -584,7 +595,9 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
                  bad ? "" : " (--allow-planted accepts them)");
     status = 123;
   }
-  if (size_t setid = finish_setid(plan, *guard, audit, io); setid && !timed_out && status == 0) {
+  size_t setid = finish_setid(plan, *guard, audit, io);
+  steps.mark("set-id sweep");
+  if (setid && !timed_out && status == 0) {
     sayf(io, "%zu set-id file(s) or unchecked entries; exit status 123", setid);
     status = 123;
   }

@@ -26,6 +26,7 @@
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
+#include "util/step_timer.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -96,6 +97,7 @@ struct SuperviseOptions {
   std::string audit_log;  // JSON lines; empty: no log
   std::map<std::string, std::string> audit_tags;  // fields added to every audit line (tenant, e2b_sandbox)
   AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
+  StepTimer* timer = nullptr;      // `-v`: where the start-up time goes (util/step_timer.hpp); null: not timed
 };
 
 // The exit status to return: the command's own, 128+N, 124 on timeout. An

@@ -37,14 +37,8 @@ struct Outcome {
   std::string summary;
 };
 
-const std::vector<sock_filter>& program() {
-  static auto prog = process::build_seccomp_program();
-  if (!prog) {
-    ADD_FAILURE() << prog.error().str();
-    std::abort();
-  }
-  return *prog;
-}
+// What a sandbox installs: the program compiled at build time.
+const std::vector<sock_filter>& program() { return process::prebuilt_seccomp_program(); }
 
 void send_fd(int sock, int fd) {
   char c = 'L';
@@ -155,6 +149,21 @@ TEST(Seccomp, ProgramIsBuiltAndSmall) {
   const auto& prog = program();
   EXPECT_GT(prog.size(), 20u);
   EXPECT_LT(prog.size(), 512u);
+}
+
+// The embedded program is exactly what libseccomp makes of the rules now: a
+// rule changed without rebuilding the embedded copy cannot go unnoticed.
+TEST(Seccomp, PrebuiltProgramIsWhatLibseccompBuilds) {
+  auto built = process::build_seccomp_program();
+  ASSERT_TRUE(built) << built.error().str();
+  const auto& pre = process::prebuilt_seccomp_program();
+  ASSERT_EQ(pre.size(), built->size());
+  for (size_t i = 0; i < pre.size(); ++i) {
+    EXPECT_EQ(pre[i].code, (*built)[i].code) << "instruction " << i;
+    EXPECT_EQ(pre[i].jt, (*built)[i].jt) << "instruction " << i;
+    EXPECT_EQ(pre[i].jf, (*built)[i].jf) << "instruction " << i;
+    EXPECT_EQ(pre[i].k, (*built)[i].k) << "instruction " << i;
+  }
 }
 
 TEST(Seccomp, ListenerIsCloseOnExec) {

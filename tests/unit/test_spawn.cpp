@@ -18,7 +18,8 @@ using namespace exg;
 
 namespace {
 
-// Waits for "go" on the setup socket, then runs `then`.
+// Waits for "go" on the setup socket, then runs `then` (which, as the real
+// children do, reads "in cgroup" before it says ready).
 layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
   layer::SpawnSpec s;
   s.child = [then](const layer::SpawnFds& f) {
@@ -30,12 +31,19 @@ layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
   return s;
 }
 
+// The second message: "in cgroup" (init may start).
+bool wait_in_cgroup(int sync) {
+  char c = 0;
+  return ::recv(sync, &c, 1, 0) == 1 && c == process::kMsgInCgroup;
+}
+
 bool reaped(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD; }
 
 }  // namespace
 
 TEST(Spawn, ReadyHandsBackTheRunningChild) {
   auto s = spec_with([](int sync) {
+    if (!wait_in_cgroup(sync)) ::_exit(4);
     char r = process::kMsgReady;
     (void)::send(sync, &r, 1, 0);
     ::pause();  // runs until killed
@@ -79,6 +87,7 @@ TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
 
   pid_t seen = -1;
   auto nolistener = spec_with([](int sync) {
+    if (!wait_in_cgroup(sync)) ::_exit(4);
     char m = process::kMsgReady;
     (void)::send(sync, &m, 1, 0);
     ::pause();
@@ -127,6 +136,7 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
     char buf[256];
     ssize_t n = ::recv(f.sync_fd, buf, sizeof buf, 0);
     if (n > 0) (void)::write(wr, buf, static_cast<size_t>(n));
+    if (!wait_in_cgroup(f.sync_fd)) ::_exit(4);
     char r = process::kMsgReady;
     (void)::send(f.sync_fd, &r, 1, 0);
     ::_exit(0);
@@ -141,3 +151,4 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
   ::close(out[0]);
   ::waitpid(sb->pid, nullptr, 0);
 }
+
