@@ -152,21 +152,9 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
 void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method) {
   const std::string route = "process.Process/" + method;
   bool streaming = method == "Start" || method == "Connect";
-  auto fail_with = [&](const RpcError& e) {
-    if (streaming && rpc::is_stream_request(req)) {
-      metrics_.count_request(route, 200);
-      rpc::ServerStream s(ex);
-      s.end(e);
-    } else {
-      reply(ex, route, rpc::unary_error(e));
-    }
-  };
-  RpcError err{};
-  auto msg = rpc::read_message(req, &err);
-  if (!msg) return fail_with(err);
-  if (streaming != rpc::is_stream_request(req))
-    return fail_with({Code::InvalidArgument, method + (streaming ? " is a server stream: send application/connect+json"
-                                                                  : " is unary: send application/json")});
+  auto fail_with = [&](const RpcError& e) { rpc_fail(req, ex, route, streaming, e); };
+  auto msg = rpc_message(req, ex, route, method, streaming);
+  if (!msg) return;
 
   if (method == "Start") {
     if (auto ue = user_error(req, "", *sb)) return fail_with({Code::PermissionDenied, *ue});

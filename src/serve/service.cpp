@@ -138,4 +138,31 @@ void Service::route(Request& req, ExchangePtr ex) {
   control(req, ex, path, query);
 }
 
+void Service::rpc_fail(Request& req, ExchangePtr& ex, const std::string& route, bool streaming, const rpc::RpcError& e) {
+  if (streaming && rpc::is_stream_request(req)) {
+    metrics_.count_request(route, 200);
+    rpc::ServerStream s(ex);
+    s.end(e);
+  } else {
+    reply(ex, route, rpc::unary_error(e));
+  }
+}
+
+std::optional<nlohmann::json> Service::rpc_message(Request& req, ExchangePtr& ex, const std::string& route,
+                                                   const std::string& method, bool streaming) {
+  rpc::RpcError err{};
+  auto msg = rpc::read_message(req, &err);
+  if (!msg) {
+    rpc_fail(req, ex, route, streaming, err);
+    return std::nullopt;
+  }
+  if (streaming != rpc::is_stream_request(req)) {
+    rpc_fail(req, ex, route, streaming,
+             {rpc::Code::InvalidArgument, method + (streaming ? " is a server stream: send application/connect+json"
+                                                              : " is unary: send application/json")});
+    return std::nullopt;
+  }
+  return msg;
+}
+
 }  // namespace exg::serve

@@ -61,6 +61,11 @@ class Service {
 
   // envd_*.cpp: a request for one sandbox, already authorised.
   void envd(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path, const std::string& query);
+  // An envd RPC's error: a stream's end message when the client asked for a stream, else a unary error.
+  void rpc_fail(Request& req, ExchangePtr& ex, const std::string& route, bool streaming, const rpc::RpcError& e);
+  // The RPC's request message; a bad one, or the wrong kind of call for `method`, is answered here.
+  std::optional<nlohmann::json> rpc_message(Request& req, ExchangePtr& ex, const std::string& route,
+                                            const std::string& method, bool streaming);
   void process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method);
   void filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method);
   void files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query);
