@@ -221,9 +221,14 @@ else
 fi
 
 # ---- the SDK ----
+# On gVisor the SDK's run (npm install and 22 checks: about a minute there on 2 busy cores) is
+# opt-in, EXG_IT_GVISOR_SDK=1, to keep `make test`'s time: the curl-level checks above drive
+# the same envd calls through the agent on gVisor.
 mkdir -p "$T/node"
 cp "$SRC/tests/e2b/sdk_basic.mjs" "$T/node/"
-if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "e2b@$E2B_VERSION" > "$T/npm.log" 2>&1); then
+if on_layer gvisor && [ "${EXG_IT_GVISOR_SDK:-0}" != 1 ]; then
+    skip "the e2b SDK on gVisor (EXG_IT_GVISOR_SDK=1 runs it)"
+elif (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "e2b@$E2B_VERSION" > "$T/npm.log" 2>&1); then
     ok "npm install e2b@$E2B_VERSION"
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" TEMPLATE=layered \
         EXPECT_PAUSE=$EXPECT_PAUSE EXPECT_OWN_UIDS=$(on_layer process && echo 1 || echo 0) timeout 300 node "$T/node/sdk_basic.mjs"
