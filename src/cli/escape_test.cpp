@@ -18,6 +18,7 @@ int escape_test_main(const EscapeTestOptions& o) {
   s.keep = o.keep;
   s.verbose = o.verbose;
   s.probe_timeout_s = o.probe_timeout_s > 0 ? o.probe_timeout_s : 20;
+  s.only = o.only;
   evidence::SuiteReport report;
   int rc = evidence::run_suite(s, report);
   if (rc == 125) return rc;

@@ -14,6 +14,7 @@ struct EscapeTestOptions {
   bool keep = false;                  // --keep: keep the workspace, fake HOME and logs
   bool verbose = false;               // -v: one line per probe as it runs
   int probe_timeout_s = 20;           // --probe-timeout SECONDS
+  std::vector<std::string> only;      // --only ID (repeatable): run just these probes
 };
 
 // 0 only when nothing escaped or failed and no required probe was skipped;

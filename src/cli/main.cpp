@@ -50,6 +50,13 @@ int main(int argc, char** argv) {
                     "With secrets: write the proxy's CA certificate (PEM, public) to FILE for clients to trust");
   proxy->add_option("--placeholders-out", px_ph_out,
                     "With secrets: write NAME=placeholder lines (mode 0600) to FILE for the clients' environment");
+  exg::cli::ProxyBounds px_bounds;
+  proxy->add_option("--max-connections", px_bounds.max_connections,
+                    "Concurrent client connections; beyond, a 503 (SOCKS: reply 1) and an audit line (default 4096)")
+      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+  proxy->add_option("--header-timeout", px_bounds.header_timeout_s,
+                    "Seconds a client has to send its whole request head (default 10)")
+      ->check(CLI::Range(0.1, 3600.0));
   std::string layer_dir;
   auto* diff = app.add_subcommand("diff", "Show what a kept overlay layer (run --workspace-mode overlay --keep DIR) would change");
   diff->add_option("dir", layer_dir, "The kept layer directory")->required();
@@ -76,6 +83,8 @@ int main(int argc, char** argv) {
   escape->add_option("--probe-timeout", esc.probe_timeout_s, "Seconds one probe may take (default 20)");
   escape->add_flag("--keep", esc.keep, "Keep the workspace, fake HOME and per-probe logs");
   escape->add_flag("-v,--verbose", esc.verbose, "One line per probe as it runs");
+  escape->add_option("--only", esc.only, "Run only probe ID (repeatable; sandbox-in-place always runs)")
+      ->allow_extra_args(false);
   // Everything after the first "--" is the command, untouched by option parsing.
   int n = argc;
   for (int i = 1; i < argc; ++i) {
@@ -107,7 +116,7 @@ int main(int argc, char** argv) {
   if (docker_args.sub->parsed()) return docker_args.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
   if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
-  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out);
+  if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out, px_bounds);
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);
   if (escape->parsed()) return exg::cli::escape_test_main(esc);

@@ -183,7 +183,7 @@ Result<std::shared_ptr<const egress::SecretsConfig>> proxy_secrets(const policy:
 
 int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
                const std::string& audit_log, const std::string& token_file, const std::string& ca_cert_out,
-               const std::string& placeholders_out) {
+               const std::string& placeholders_out, const ProxyBounds& bounds) {
   // The token: required when any listener is TCP (anyone who can reach the port could use the proxy).
   std::string token;
   if (!token_file.empty()) {
@@ -245,7 +245,13 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   egress::ProxyConfig cfg;
   cfg.token = token;  // asked of TCP listeners' clients only
   cfg.secrets = *secrets;
+  if (bounds.max_connections) cfg.max_connections = bounds.max_connections;
+  if (bounds.header_timeout_s > 0)
+    cfg.header_timeout = std::chrono::milliseconds(static_cast<long>(bounds.header_timeout_s * 1000));
   egress::Proxy proxy(io, *rules, &audit, cfg);
+  if (proxy.max_connections() < cfg.max_connections)
+    std::fprintf(stderr, "exguardian: proxy: at most %zu connections (the descriptor limit, RLIMIT_NOFILE, allows no more)\n",
+                 proxy.max_connections());
   proxy.add_http_listener(http_fd->release());
   if (*socks_fd) proxy.add_socks_listener(socks_fd->release());
   if (rules->empty()) std::fprintf(stderr, "exguardian: proxy: the policy allows no destination; every request is refused\n");

@@ -1,5 +1,6 @@
 // exguardian proxy: the egress proxy on its own (for containers and other sandboxes).
 #pragma once
+#include <cstddef>
 #include <string>
 
 namespace exg::cli {
@@ -21,8 +22,13 @@ namespace exg::cli {
 // trust it), --placeholders-out FILE the NAME=placeholder lines (mode 0600) the
 // clients use instead of the values. Upstreams are verified against OpenSSL's
 // default trust store of this host.
+// Bounds on what clients may hold (0: the proxy's defaults, egress/proxy.hpp).
+struct ProxyBounds {
+  size_t max_connections = 0;  // --max-connections N: beyond, 503 / SOCKS reply 1 and an audit line
+  double header_timeout_s = 0;  // --header-timeout S: a request head (or SOCKS greeting) must be complete by then
+};
 int proxy_main(const std::string& listen, const std::string& socks, const std::string& policy_file,
                const std::string& audit_log, const std::string& token_file = "", const std::string& ca_cert_out = "",
-               const std::string& placeholders_out = "");
+               const std::string& placeholders_out = "", const ProxyBounds& bounds = {});
 
 }  // namespace exg::cli

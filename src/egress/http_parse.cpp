@@ -115,6 +115,8 @@ bool plausible_request_prefix(std::string_view buf) {
   if (eol != std::string_view::npos) {
     if (line.empty() || line.back() != '\r') return false;
     line.remove_suffix(1);
+  } else if (!line.empty() && line.back() == '\r') {
+    line.remove_suffix(1);  // the line's CR has arrived, its LF not yet (a read between them)
   }
   for (unsigned char c : line)
     if (c < 0x20 || c >= 0x7f) return false;

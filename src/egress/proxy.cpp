@@ -3,6 +3,9 @@
 // SOCKS5 front ends are in http_session.cpp and socks_session.cpp.
 #include "egress/proxy.hpp"
 
+#include <malloc.h>
+#include <sys/resource.h>
+
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -122,6 +125,13 @@ std::optional<std::vector<IpAddress>> ProxyState::hosts_lookup(const std::string
 
 ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg)
     : io(io), rules_now(std::make_shared<const Rules>(rules)), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
+  // The connection cap must bite before the descriptor limit does: a refusal
+  // (503, SOCKS reply 1, an audit line) instead of accept() failing with EMFILE
+  // for everyone, well-behaved clients included. 64 fds stay for the rest.
+  if (rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+    size_t room = rl.rlim_cur > 128 ? (static_cast<size_t>(rl.rlim_cur) - 64) / Proxy::kFdsPerConnection : 16;
+    this->cfg.max_connections = std::min(this->cfg.max_connections, room);
+  }
   auto shortest = std::min({this->cfg.header_timeout, this->cfg.connect_timeout, this->cfg.idle_timeout,
                             std::chrono::milliseconds(2000)});
   sweep_period = std::clamp(shortest / 8, std::chrono::milliseconds(10), std::chrono::milliseconds(500));
@@ -170,7 +180,11 @@ void ProxyState::sweep(const std::shared_ptr<ProxyState>& self) {
     if (auto s = w.lock()) live.push_back(std::move(s));
   for (auto& s : live) s->check_deadline(now);
   live.clear();
-  if (!sessions.empty()) start_sweep(self);
+  if (!sessions.empty()) return start_sweep(self);
+  // Idle again: hand the crowd's freed heap back to the system (glibc keeps it
+  // otherwise), so that the proxy's memory returns after a burst. Once per burst:
+  // the sweep stops until the next session.
+  ::malloc_trim(0);
 }
 
 // ---- session base -----------------------------------------------------------------------------
@@ -228,6 +242,7 @@ void Session::on_timeout(const char* what) {
     upstream_.close(ec);
     return;
   }
+  if (std::string_view(what) == "header") log_header_timeout();
   close();
 }
 
@@ -494,6 +509,21 @@ std::function<void(const Tunnel::Outcome&)> Session::tunnel_done() {
   };
 }
 
+// A client that never finished its head (slowloris): one line, so that the
+// attack shows in the audit log and not only in the connection count.
+void Session::log_header_timeout() {
+  ++st_->stats.malformed;
+  if (!st_->audit_on()) return;
+  nlohmann::json j = audit_base("", 0);
+  j["decision"] = "refused";
+  j["rule"] = "header_timeout " + std::to_string(st_->cfg.header_timeout.count()) + "ms";
+  j["reason"] = "request head not complete in time";
+  j["bytes_up"] = in_.size();
+  j["bytes_down"] = 0;
+  j["duration_ms"] = elapsed_ms();
+  st_->audit_write(std::move(j));
+}
+
 void Session::log_over_limit() {
   st_->count_refused("");
   if (!st_->audit_on()) return;
@@ -597,6 +627,7 @@ void Proxy::add_http_listener(int fd) { impl_->add_listener(fd, false, impl_); }
 void Proxy::add_socks_listener(int fd) { impl_->add_listener(fd, true, impl_); }
 void Proxy::add_dns_socket(int fd) { impl_->dns_servers.push_back(detail::start_dns_server(impl_, fd)); }
 const ProxyStats& Proxy::stats() const { return impl_->stats; }
+size_t Proxy::max_connections() const { return impl_->cfg.max_connections; }
 
 void Proxy::stop() {
   if (!impl_ || impl_->stopped) return;

@@ -70,6 +70,10 @@ class Proxy {
   // The in-sandbox resolver (dns.cpp): a bound UDP socket; takes ownership.
   void add_dns_socket(int udp_fd);
   const ProxyStats& stats() const;
+  // cfg.max_connections, or less when RLIMIT_NOFILE cannot hold that many
+  // (kFdsPerConnection each): past it clients get the clear refusal, not EMFILE.
+  size_t max_connections() const;
+  static constexpr size_t kFdsPerConnection = 4;  // client, upstream, a borrowed pipe's two ends
   void stop();  // close listeners and connections
   // Puts `rules` in force at once; safe from any thread. Connections judged
   // after this call use them. Connections already judged by older rules
@@ -386,6 +390,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void log_malformed(const std::string& why);
   void log_connect_failure(const Outcome& o);
   void log_over_limit();
+  void log_header_timeout();
   void log_auth_failure(const std::string& host, uint16_t port, const char* why);
   nlohmann::json audit_base(const std::string& host, uint16_t port) const;
   long elapsed_ms() const;

@@ -522,6 +522,10 @@ struct Runner {
 
   Runner runner{opts, layer, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
   auto specs = build_catalog(ctx);
+  if (!opts.only.empty())
+    std::erase_if(specs, [&](const ProbeSpec& p) {
+      return p.id != "sandbox-in-place" && std::find(opts.only.begin(), opts.only.end(), p.id) == opts.only.end();
+    });
   bool in_place = false;
   std::string not_in_place;
   nlohmann::json probes = nlohmann::json::array();
@@ -764,6 +768,17 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
     report.warnings.push_back("every sandbox ran with extra arguments: " + all);
   }
   if (!opts.policy_file.empty()) report.warnings.push_back("policy under test: " + opts.policy_file);
+  if (!opts.only.empty()) {
+    Context none;
+    auto all = build_catalog(none);
+    for (const auto& id : opts.only)
+      if (std::none_of(all.begin(), all.end(), [&](const ProbeSpec& p) { return p.id == id; })) {
+        std::fprintf(stderr, "exguardian: escape-test: --only %s: no such probe (see the JSON report's ids)\n", id.c_str());
+        return 125;
+      }
+    report.warnings.push_back("only " + std::to_string(opts.only.size()) + " of " + std::to_string(all.size()) +
+                              " probes selected (--only): this is not the whole suite");
+  }
 
   for (const auto& l : layers_present()) {
     if (opts.layer == "all" ? !l.present : l.name != opts.layer) continue;

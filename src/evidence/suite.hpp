@@ -25,6 +25,9 @@ struct SuiteOptions {
   bool keep = false;                  // keep the workspace, fake HOME and logs
   bool verbose = false;               // one line per probe while running
   int probe_timeout_s = 20;
+  // Run only these probes (and sandbox-in-place, which the destructive ones
+  // need); empty: all. An id the catalogue does not have is an error.
+  std::vector<std::string> only;
 };
 
 struct ProbeResult {

@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -238,6 +239,35 @@ cgroup_detail::Layout layout_v1(const std::vector<Mount>& v1) {
 
 bool pid_alive(pid_t pid) { return ::kill(pid, 0) == 0 || errno == EPERM; }
 
+// The liveness marker of a sandbox cgroup: its supervisor holds flock(LOCK_EX)
+// on the directory itself for as long as the Cgroup exists (the lock goes with
+// the supervisor, however it dies). The sweep removes a directory only while it
+// holds that lock itself, so a live sandbox's cgroup is never taken, even one
+// made by a supervisor in another pid namespace (whose pid in the name means
+// nothing here) or one that is still empty, mid-launch.
+//
+// Makes `dir` and returns its locked fd, or -errno. The gap between mkdir and
+// flock is closed from this side: a sweep that took the lock first removed the
+// directory, and the fd then refers to a removed cgroup (openat of its files
+// fails with ENOENT): make it again.
+int make_locked_dir(const std::string& dir) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (::mkdir(dir.c_str(), 0755) != 0) return -errno;
+    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      if (e == ENOENT) continue;  // swept between mkdir and open
+      ::rmdir(dir.c_str());
+      return -e;
+    }
+    while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+    if (::faccessat(fd, "cgroup.procs", F_OK, 0) == 0) return fd;
+    ::close(fd);  // swept while we waited for the lock
+  }
+  return -EAGAIN;
+}
+
 std::vector<pid_t> procs_of(const std::string& dir) {
   std::vector<pid_t> out;
   auto text = read_text(dir + "/cgroup.procs");
@@ -381,11 +411,13 @@ Result<Cgroup> Cgroup::create_in(const cgroup_detail::Layout& L, const std::stri
       } else if (made_parent && contains(b.controllers, "cpuset")) {
         // (not used: cpuset is never asked for)
       }
-      if (::mkdir(dir.c_str(), 0755) == 0) {
+      int fd = make_locked_dir(dir);
+      if (fd >= 0) {
+        cg.locks_.emplace_back(fd);
         err = 0;
         break;
       }
-      err = errno;
+      err = -fd;
       if (err != ENOENT) break;  // ENOENT: another supervisor removed the empty parent; retry
     }
     if (err != 0) {
@@ -478,6 +510,7 @@ Cgroup::Cgroup(Cgroup&& o) noexcept
       memory_dir_(std::move(o.memory_dir_)),
       pids_dir_(std::move(o.pids_dir_)),
       dirfd_(std::move(o.dirfd_)),
+      locks_(std::move(o.locks_)),
       notes_(std::move(o.notes_)) {
   o.dirs_.clear();
   o.parents_.clear();
@@ -493,6 +526,7 @@ Cgroup& Cgroup::operator=(Cgroup&& o) noexcept {
     memory_dir_ = std::move(o.memory_dir_);
     pids_dir_ = std::move(o.pids_dir_);
     dirfd_ = std::move(o.dirfd_);
+    locks_ = std::move(o.locks_);
     notes_ = std::move(o.notes_);
     o.dirs_.clear();
     o.parents_.clear();
@@ -577,10 +611,12 @@ void Cgroup::destroy() noexcept {
         sleep_ms(5);
       }
     }
+    locks_.clear();  // after the rmdir: until then the directories are live
     // The shared parents go too when nobody else uses them (ENOTEMPTY/EBUSY otherwise).
     for (const auto& p : parents_) ::rmdir(p.c_str());
   } catch (...) {
   }
+  locks_.clear();
   dirs_.clear();
   parents_.clear();
 }
@@ -591,15 +627,27 @@ void Cgroup::sweep_stale() {
   for (const auto& b : L.bases) {
     DIR* dir = ::opendir(b.dir.c_str());
     if (!dir) continue;
-    std::vector<std::string> stale;
+    std::vector<std::string> candidates;
     while (struct dirent* e = ::readdir(dir)) {
       if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
       auto pid = cgroup_detail::stale_pid_of(e->d_name);
+      // A live pid keeps its cgroups (also those of an older exguardian, which
+      // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
       if (!pid || pid_alive(*pid)) continue;
-      stale.emplace_back(e->d_name);
+      candidates.emplace_back(e->d_name);
     }
     ::closedir(dir);
-    for (const auto& n : stale) ::rmdir((b.dir + "/" + n).c_str());  // fails (and stays) if not empty
+    for (const auto& n : candidates) {
+      std::string path = b.dir + "/" + n;
+      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // gone, or its supervisor lives
+      // Still the directory we locked (not one made again under the same name
+      // after another sweep removed ours)?
+      struct stat a, p;
+      if (::fstat(fd.get(), &a) != 0 || ::stat(path.c_str(), &p) != 0 || a.st_ino != p.st_ino || a.st_dev != p.st_dev)
+        continue;
+      ::rmdir(path.c_str());  // fails (and stays) if not empty
+    }
   }
 }
 

@@ -101,7 +101,9 @@ class Cgroup {
   // Kills every process inside (v2 cgroup.kill; v1 freeze, SIGKILL, thaw), bounded.
   void kill_all();
 
-  // Removes empty cgroups "exg-<pid>-*" of supervisors that no longer exist.
+  // Removes empty cgroups "exg-<pid>-*" of supervisors that no longer exist:
+  // only those whose liveness lock (flock on the directory, held by the
+  // Cgroup while it exists) is free and whose pid is not alive here.
   static void sweep_stale();
 
  private:
@@ -112,6 +114,7 @@ class Cgroup {
   std::string freezer_dir_;           // v1
   std::string memory_dir_, pids_dir_;
   UniqueFd dirfd_;
+  std::vector<UniqueFd> locks_;       // one per dir: flock(LOCK_EX) held while the sandbox lives
   std::vector<std::string> notes_;
 };
 

@@ -5,6 +5,7 @@
 // and every child is bounded in time (alarm).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <fcntl.h>
@@ -342,6 +343,61 @@ TEST_F(CgroupReal, SweepStaleRemovesDeadSupervisorsCgroups) {
     rmdir(f.c_str());
   }
   for (const auto& p : made_parent) rmdir(p.c_str());
+}
+
+// The sweep takes only what is provably dead: a cgroup whose name carries a
+// pid that is dead here (as for a supervisor in another pid namespace) stays
+// while someone holds its lock, and goes once the lock is free.
+TEST_F(CgroupReal, SweepStaleKeepsCgroupsWhoseLockIsHeld) {
+  auto L = d::plan_layout();
+  ASSERT_TRUE(L.usable);
+  std::vector<std::string> fake, made_parent;
+  std::vector<int> locks;
+  for (const auto& b : L.bases) {
+    if (mkdir(b.dir.c_str(), 0755) == 0) made_parent.push_back(b.dir);
+    std::string f = b.dir + "/exg-999999998-held";
+    ASSERT_EQ(mkdir(f.c_str(), 0755), 0) << f << ": " << strerror(errno);
+    fake.push_back(f);
+    int fd = open(f.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(flock(fd, LOCK_EX), 0);
+    locks.push_back(fd);
+  }
+  Cgroup::sweep_stale();
+  for (const auto& f : fake) EXPECT_TRUE(is_dir(f)) << f << " was swept while its lock was held";
+  for (int fd : locks) close(fd);
+  Cgroup::sweep_stale();
+  for (const auto& f : fake) {
+    EXPECT_FALSE(is_dir(f)) << f << " stayed after its lock was released";
+    rmdir(f.c_str());
+  }
+  for (const auto& p : made_parent) rmdir(p.c_str());
+}
+
+// A Cgroup holds the lock on each of its directories from creation to removal.
+TEST_F(CgroupReal, CreatedCgroupHoldsItsLock) {
+  std::vector<std::string> dirs;
+  {
+    auto cg = Cgroup::create(unique_id("lock"), test_limits());
+    ASSERT_TRUE(cg) << cg.error().str();
+    dirs = cg->dirs();
+    ASSERT_FALSE(dirs.empty());
+    for (const auto& dir : dirs) {
+      int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      ASSERT_GE(fd, 0) << dir;
+      EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0) << dir << ": lock not held";
+      EXPECT_EQ(errno, EWOULDBLOCK);
+      close(fd);
+    }
+    Cgroup moved = std::move(*cg);  // the lock goes with the object
+    for (const auto& dir : dirs) {
+      int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      ASSERT_GE(fd, 0) << dir;
+      EXPECT_NE(flock(fd, LOCK_EX | LOCK_NB), 0) << dir << ": lock lost in the move";
+      close(fd);
+    }
+  }
+  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
 }
 
 // The v2 code path on a v2 mount without controllers (the hybrid host's

@@ -24,6 +24,9 @@ TEST(HttpParse, PlausiblePrefix) {
   EXPECT_TRUE(plausible_request_prefix("CONNECT a:443 HTTP/1.1\r\nHost"));
   EXPECT_FALSE(plausible_request_prefix("\x16\x03\x01\x02\x00"));
   EXPECT_FALSE(plausible_request_prefix("GET / HTTP/1.1\n"));  // LF without CR
+  // A read that ends between the request line's CR and LF (the soak's byte-by-byte clients hit it).
+  EXPECT_TRUE(plausible_request_prefix("CONNECT a:443 HTTP/1.1\r"));
+  EXPECT_FALSE(plausible_request_prefix("CONNECT a:443 HTTP/1.1\r\r"));
   EXPECT_FALSE(plausible_request_prefix(std::string(40, 'A')));  // no space within 32 bytes
   EXPECT_FALSE(plausible_request_prefix("G(T / HTTP/1.1"));
 }
