@@ -2,6 +2,7 @@
 #include "cli/serve.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -98,6 +99,20 @@ int serve_main(int argc, char** argv) {
   exe[n] = '\0';
 
   ::signal(SIGPIPE, SIG_IGN);
+  // Each sandbox holds two of the server's descriptors (its control socket, its
+  // supervisor's log pipe), each client connection one: 1000 sandboxes pass the
+  // usual soft limit of 1024. The hard limit is the host's word.
+  if (rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    rlim_t need = 2 * static_cast<rlim_t>(max_sandboxes) + 1024 + 64;  // + connections, + the server's own
+    if (rl.rlim_cur < need)
+      std::fprintf(stderr, "exguardian: serve: RLIMIT_NOFILE is %llu: fewer than --max-sandboxes %zu need (%llu); creates past it fail\n",
+                   static_cast<unsigned long long>(rl.rlim_cur), max_sandboxes, static_cast<unsigned long long>(need));
+  }
   boost::asio::io_context io;
   serve::RegistryOptions ro;
   ro.state_dir = real;
