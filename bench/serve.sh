@@ -128,6 +128,15 @@ if [ "$SDK" = 1 ] && command -v node >/dev/null && command -v npm >/dev/null; th
     else echo "# SDK part skipped: npm install e2b@$E2B_VERSION failed"; fi
 fi
 echo "# $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; N=$N, $C concurrent, ${THINK_MS} ms between sequential cycles"
+# The yardstick of this moment on this host (other jobs share its CPUs): a plain fork+exec, no sandbox.
+python3 - "$N" <<'PY'
+import subprocess, sys, time
+xs = []
+for _ in range(int(sys.argv[1])):
+    t = time.perf_counter(); subprocess.run(['/bin/echo', 'hi'], stdout=subprocess.DEVNULL); xs.append((time.perf_counter() - t) * 1e3)
+xs.sort()
+print(f'host, no sandbox: fork+exec+wait of /bin/echo                  p50 {xs[len(xs) // 2]:7.1f} ms  p99 {xs[min(len(xs) - 1, round(0.99 * (len(xs) - 1)))]:7.1f} ms  (n={len(xs)})')
+PY
 for mode in "warm pool:--warm $WARM" "no pool:--warm 0"; do
     label=${mode%%:*} opts=${mode#*:}
     # shellcheck disable=SC2086

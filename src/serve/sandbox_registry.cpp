@@ -1,6 +1,8 @@
 #include "serve/sandbox_registry.hpp"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -245,6 +247,17 @@ void Registry::fill_pool(const std::string& name) {
   }
 }
 
+// In [1.6e9, 1.6e9 + 2^20): apart from the range `exguardian run` picks its
+// unused uids from at random (plan/compile.cpp, 1.5e9), and from every account.
+uid_t Registry::pick_uid() const {
+  for (;;) {
+    uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != sizeof r) continue;
+    uid_t u = 1600000000u + (r % (1u << 20));
+    if (!uids_.count(u) && !::getpwuid(u) && !::getgrgid(u)) return u;
+  }
+}
+
 void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
                      const std::vector<std::string>& deny_out, ReadyFn done) {
   std::error_code ec;
@@ -252,6 +265,15 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   if (ec) return done(nullptr, "create " + sb->home + ": " + ec.message());
   ::chmod(sb->dir.c_str(), 0700);
   ::chmod(sb->home.c_str(), 0755);
+  // A root server gives each sandbox its own uid by owning its home with it:
+  // the process layer runs a sandbox as its workspace's owner. (Left to the
+  // layer, a root-owned home gets a random unused uid, and two of hundreds of
+  // sandboxes would now and then draw the same one.)
+  uid_t uid = 0;
+  if (::geteuid() == 0) {
+    uid = pick_uid();
+    if (::chown(sb->home.c_str(), uid, uid) != 0) return done(nullptr, "chown " + sb->home + ": " + std::strerror(errno));
+  }
 
   // Egress: the template's domains and the request's allowOut; denyOut as the policy's denied list.
   std::string policy_file = sb->tmpl.policy;
@@ -304,6 +326,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   }
   ::close(pipefd[1]);
   sb->supervisor = pid;
+  if (uid) uid_of_[pid] = uid, uids_.insert(uid);
   std::ofstream(sb->dir + "/supervisor.pid") << pid << "\n";
   sb->log = std::make_unique<asio::posix::stream_descriptor>(io_, pipefd[0]);
   sb->expiry = std::make_unique<asio::steady_timer>(io_);
@@ -449,6 +472,10 @@ void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> do
 }
 
 void Registry::on_supervisor_exit(pid_t pid, int status) {
+  if (auto u = uid_of_.find(pid); u != uid_of_.end()) {
+    uids_.erase(u->second);  // its processes are gone with it (cgroup kill, pid namespace)
+    uid_of_.erase(u);
+  }
   auto it = by_pid_.find(pid);
   if (it == by_pid_.end()) return;
   std::string id = it->second;

@@ -31,6 +31,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -168,6 +169,10 @@ class Registry {
   std::map<std::string, Pool> pools_;                       // by template name
   std::map<std::string, std::shared_ptr<Sandbox>> pooled_;  // by id: warm and starting pool sandboxes
   bool stopping_ = false;                                   // kill_all: no more pool sandboxes
+  std::map<pid_t, uid_t> uid_of_;                           // supervisor -> the uid its sandbox runs as
+  std::set<uid_t> uids_;                                    // those uids: no two sandboxes share one
+  // A root server's sandboxes: a host uid no account and no other sandbox of this server has.
+  uid_t pick_uid() const;
 
   // The supervisor of `sb` (fields set), with the request's egress; `done` once it is up.
   void spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
