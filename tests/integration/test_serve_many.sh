@@ -61,8 +61,11 @@ def create(conn, i):
 def run(conn, i):
     sb = sandboxes[i]
     h = {'E2b-Sandbox-Id': sb['sandboxID'], 'X-Access-Token': sb['envdAccessToken'], 'Content-Type': 'application/connect+json'}
-    script = 'echo "out $N $(id -u) $(readlink /proc/self/ns/net) $(readlink /proc/self/ns/pid)"; echo "err $N" >&2; exit $((N % 7))'
-    msg = json.dumps({'process': {'cmd': '/bin/sh', 'args': ['-c', script]}}).encode()
+    # One refused egress attempt each, for its audit line (the proxy is 127.0.0.1:3128 inside).
+    script = ('echo "out $N $(id -u) $(readlink /proc/self/ns/net) $(readlink /proc/self/ns/pid)"; echo "err $N" >&2; '
+              'exec 3<>/dev/tcp/127.0.0.1/3128 && printf "CONNECT refused-$N.example:443 HTTP/1.1\\r\\n\\r\\n" >&3 && head -c 12 <&3 >/dev/null; '
+              'exit $((N % 7))')
+    msg = json.dumps({'process': {'cmd': '/bin/bash', 'args': ['-c', script]}}).encode()
     conn.request('POST', '/process.Process/Start', b'\0' + len(msg).to_bytes(4, 'big') + msg, h)
     r = conn.getresponse()
     import base64
@@ -96,12 +99,27 @@ for i, sb in sandboxes.items():
 alive = sum(1 for p in supervisors.values() if os.path.exists(f'/proc/{p}'))
 ran = batched(run, sorted(sandboxes))
 t2 = time.time()
+# Each sandbox's audit log: whose lines they are (a warm one learnt its tenant when it was claimed).
+audit = {}
+for i, sb in sandboxes.items():
+    try: audit[i] = [json.loads(l) for l in open(f"{state}/sandboxes/{sb['sandboxID']}/audit.jsonl")]
+    except (OSError, ValueError) as e: audit[i] = repr(e)
+# The tenant cannot be changed afterwards, not even by the socket's owner: a warm
+# sandbox was told once (EALREADY), a cold one had it from the start (ENOTSUP).
+import subprocess
+retag = {}
+for i, sb in sandboxes.items():
+    p = subprocess.run([os.environ['EXG'], 'session-client', '--control', f"unix:{state}/sandboxes/{sb['sandboxID']}/control.sock", 'call',
+                        json.dumps({'op': 'audit_tags', 'tags': {'tenant': 'evil'}})], capture_output=True, text=True)
+    try: retag[i] = json.loads(p.stdout.splitlines()[0]).get('errno', 0) if p.returncode == 1 else 'exit %d' % p.returncode
+    except (ValueError, IndexError): retag[i] = p.stdout + p.stderr
 killed = batched(kill, sorted(sandboxes))
 t3 = time.time()
 json.dump({'created': {str(k): v['status'] for k, v in created.items()}, 'errors': [v for v in created.values() if v.get('status') != 201][:3],
            'ids': {str(k): v['sandboxID'] for k, v in sandboxes.items()}, 'listed': len(listed),
            'supervisors': {str(k): v for k, v in supervisors.items()}, 'alive': alive,
-           'ran': {str(k): v for k, v in ran.items()}, 'killed': {str(k): v['status'] for k, v in killed.items()},
+           'ran': {str(k): v for k, v in ran.items()}, 'audit': {str(k): v for k, v in audit.items()},
+           'retag': [retag[i] for i in sorted(retag)], 'killed': {str(k): v['status'] for k, v in killed.items()},
            'seconds': {'create': round(t1 - t0, 2), 'run': round(t2 - t1, 2), 'kill': round(t3 - t2, 2)}}, sys.stdout)
 PY
 [ -s "$T/many.json" ] || { fail "the driver failed: $(tail -5 "$T/many.err")"; finish; }
@@ -126,6 +144,21 @@ for field in 3:uid 4:network 5:pid; do
     distinct=$(jq -r '.ran[] | .stdout' "$J" | awk -v k="$k" '{print $k}' | sort -u | grep -c .)
     [ "$distinct" = "$N" ] && ok "$N sandboxes, $N different ${what}s (no two share one)" || fail "$what: $distinct different among $N"
 done
+# Every audit line of every sandbox names its tenant and its E2B id, the warm pool's too.
+if bad=$(jq -r '. as $d | [.audit | to_entries[] | .key as $i | select((.value | type) != "array"
+            or ([.value[] | select(.event == "egress" and .decision == "refused" and (.host | startswith("refused-")))] | length) != 1
+            or ([.value[] | select(.tenant != "many" or .e2b_sandbox != $d.ids[$i])] | length) != 0) | $i] | join(" ")' "$J"); then
+    [ -z "$bad" ] && ok "every sandbox's audit log has its refusal, every line with tenant \"many\" and its own id (warm ones too)" ||
+        { fail "audit logs wrong in sandboxes: ${bad:0:200}"; note "first: $(jq -c --arg i "${bad%% *}" '.audit[$i]' "$J" | head -c 400)"; }
+else
+    fail "the audit check itself failed (jq)"
+fi
+# EALREADY 114 (warm, told once), ENOTSUP 95 (cold, tagged from the start); never accepted.
+if jq -e --argjson n "$N" '(.retag | length) == $n and all(.retag[]; . == 114 or . == 95) and any(.retag[]; . == 114)' "$J" >/dev/null; then
+    ok "no sandbox's tenant can be told again: $(jq '[.retag[] | select(. == 114)] | length' "$J") warm ones EALREADY, the others ENOTSUP"
+else
+    fail "audit_tags a second time: $(jq -c '.retag | group_by(.) | map({(.[0]|tostring): length}) | add' "$J")"
+fi
 [ "$(jq -r '.ran[] | .stdout' "$J" | awk '$3 == 0' | grep -c .)" = 0 ] && ok "no command ran as root" || fail "a command ran as uid 0"
 [ "$(jq '[.killed[] | select(. == 204)] | length' "$J")" = "$N" ] && ok "all $N killed (204 each)" || fail "kill: $(jq -c '[.killed[]] | group_by(.) | map({(.[0]|tostring): length}) | add' "$J")"
 
