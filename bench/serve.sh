@@ -36,8 +36,9 @@ start_server() {  # extra serve options
     rm -rf "$W/state"
     "$EXG" serve --listen 127.0.0.1:0 --tenants "$W/tenants.json" --state-dir "$W/state" --max-sandboxes 2000 "$@" > "$W/log" 2>&1 &
     SP=$!
-    for _ in $(seq 100); do grep -q 'listening on' "$W/log" && break; sleep 0.1; done
+    for _ in $(seq 600); do grep -q 'listening on' "$W/log" && break; sleep 0.1; done
     PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$W/log")
+    [ -n "$PORT" ] || { echo "the server did not start:"; tail -5 "$W/log"; exit 1; }
     sleep 1  # the warm pool fills
 }
 

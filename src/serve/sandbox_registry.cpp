@@ -154,7 +154,14 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   sb->allow_out = req.allow_out;
   sb->deny_out = req.deny_out;
   sb->end_at = sb->started_at + req.timeout;
-  spawn(sb, req.allow_out, req.deny_out, std::move(done));
+  // A burst that emptied the pool: the pool starts no more until these are up,
+  // so that its start-ups do not slow the ones clients wait for.
+  ++cold_starting_;
+  spawn(sb, req.allow_out, req.deny_out, [this, done](std::shared_ptr<Sandbox> up, const std::string& err) {
+    if (--cold_starting_ == 0)
+      for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
+    done(up, err);
+  });
 }
 
 // A warm sandbox for the request, when the pool has one it may serve: same
@@ -212,7 +219,7 @@ void Registry::fill_pool(const std::string& name) {
   auto pit = pools_.find(name);
   if (pit == pools_.end() || stopping_) return;
   Pool& pool = pit->second;
-  if (pool.failures > 0) return;  // the retry timer starts the next one
+  if (pool.failures > 0 || cold_starting_ > 0) return;  // the retry timer / the last cold start starts the next one
   while (pool.ready.size() + pool.starting < pool.size) {
     auto sb = new_sandbox(pool.tmpl);
     sb->pooled = true;

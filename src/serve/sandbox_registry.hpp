@@ -169,6 +169,7 @@ class Registry {
   std::map<std::string, Pool> pools_;                       // by template name
   std::map<std::string, std::shared_ptr<Sandbox>> pooled_;  // by id: warm and starting pool sandboxes
   bool stopping_ = false;                                   // kill_all: no more pool sandboxes
+  size_t cold_starting_ = 0;                                // creates starting their own sandbox: the pool waits
   std::map<pid_t, uid_t> uid_of_;                           // supervisor -> the uid its sandbox runs as
   std::set<uid_t> uids_;                                    // those uids: no two sandboxes share one
   // A root server's sandboxes: a host uid no account and no other sandbox of this server has.
