@@ -149,6 +149,31 @@ void ControlRelay::from_client(Conn* c) {
 }
 
 bool ControlRelay::supervisor_request(Conn* c, const Frame& f) {
+  if (f.header.value("op", nlohmann::json()) == "audit_tags") {
+    // The warm pool's adoption: the tenant a held audit log waited for.
+    auto it = f.header.find("tags");
+    bool fields_ok = f.header.size() == 2 && it != f.header.end() && it->is_object() && !it->empty() && it->size() <= 8;
+    if (fields_ok)
+      for (auto& [k, v] : it->items()) {
+        bool name_ok = !k.empty() && k.size() <= 64 &&
+                       std::all_of(k.begin(), k.end(), [](char ch) { return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_'; });
+        if (!name_ok || !v.is_string() || v.get<std::string>().size() > 256) fields_ok = false;
+      }
+    if (!fields_ok) {
+      c->ch.send(reply_error(f.id, EINVAL, "audit_tags: expected {\"tags\": {NAME: VALUE}}: 1-8 names of [a-z0-9_], values strings of at most 256 bytes"));
+      return true;
+    }
+    if (!audit_tagger_) {
+      c->ch.send(reply_error(f.id, ENOTSUP, "audit_tags: this session's audit log is not held (exguardian session --audit-hold)"));
+      return true;
+    }
+    if (auto r = audit_tagger_(*it); !r) {
+      c->ch.send(reply_error(f.id, EALREADY, "audit_tags: " + r.error().str()));
+      return true;
+    }
+    c->ch.send(reply_ok(f.id));
+    return true;
+  }
   if (f.header.value("op", nlohmann::json()) != "set_network") return false;
   // Only clients of the socket's owner are here at all (accept_client).
   sandbox::NetworkChange change;

@@ -4,7 +4,7 @@
 // process's output and exit go to the client that started or attached it, a
 // watch's events to the client that set it. Clients come and go; the sandbox
 // stays until `shutdown`, its timeout, or the supervisor's end. One request,
-// set_network, is the supervisor's own: answered here, never relayed. Bounded: at
+// set_network and audit_tags, are the supervisor's own: answered here, never relayed. Bounded: at
 // most 16 clients, and reading from one side stops while the other side's
 // queue is past 8 MiB.
 #pragma once
@@ -29,6 +29,7 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   size_t poll_fds(pollfd* out, size_t max) override;
   void on_ready(const pollfd* fds, size_t n) override;
   void set_network_changer(sandbox::NetworkChanger f) override { network_changer_ = std::move(f); }
+  void set_audit_tagger(sandbox::AuditTagger f) override { audit_tagger_ = std::move(f); }
 
  private:
   struct Conn {
@@ -53,6 +54,7 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   std::map<int, Conn*> watch_owner_;                // watch id -> client
 
   sandbox::NetworkChanger network_changer_;  // empty: the sandbox has no egress proxy
+  sandbox::AuditTagger audit_tagger_;        // empty: the audit log is not held (session --audit-hold)
 
   void accept_client();
   // The supervisor's own requests (not relayed): true when `f` was one.

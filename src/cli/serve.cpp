@@ -2,9 +2,11 @@
 #include "cli/serve.hpp"
 
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdio>
 #include <string>
@@ -42,6 +44,7 @@ int serve_main(int argc, char** argv) {
   std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key;
   size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
   bool verbose = false, print_openapi = false;
+  std::vector<std::string> warm = {"base=2"};
   app.add_option("--listen", listen, "ADDR:PORT (port 0: any free one) or unix:PATH");
   app.add_option("--tenants", tenants_file, "Tenants and their key hashes (JSON)");
   app.add_option("--templates", templates_file, "Templates: name -> layer, rootfs, policy, resources (JSON); `base` is built in");
@@ -49,6 +52,9 @@ int serve_main(int argc, char** argv) {
   app.add_option("--max-sandboxes", max_sandboxes, "Sandboxes over all tenants at once (default 1000)");
   app.add_option("--max-body-kib", max_body_kib, "Largest request body but uploads, KiB (default 1024)");
   app.add_option("--max-upload-mib", max_upload_mib, "Largest upload (POST /files), MiB (default 100)");
+  app.add_option("--warm", warm,
+                 "[TEMPLATE=]N: keep N sandboxes of TEMPLATE (default base) started ahead, so that a create takes one "
+                 "at once (repeatable; default base=2; 0: none)");
   app.add_option("--hash-key", hash_key, "Print the tenants-file entry of KEY (sha256:<hex>) and exit");
   app.add_flag("--print-openapi", print_openapi, "Print the OpenAPI document and exit");
   app.add_flag("-v,--verbose", verbose, "Log every sandbox's life and its supervisor's lines");
@@ -93,6 +99,20 @@ int serve_main(int argc, char** argv) {
   exe[n] = '\0';
 
   ::signal(SIGPIPE, SIG_IGN);
+  // Each sandbox holds two of the server's descriptors (its control socket, its
+  // supervisor's log pipe), each client connection one: 1000 sandboxes pass the
+  // usual soft limit of 1024. The hard limit is the host's word.
+  if (rlimit rl; ::getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+    if (rl.rlim_cur < rl.rlim_max) {
+      rl.rlim_cur = rl.rlim_max;
+      ::setrlimit(RLIMIT_NOFILE, &rl);
+    }
+    ::getrlimit(RLIMIT_NOFILE, &rl);
+    rlim_t need = 2 * static_cast<rlim_t>(max_sandboxes) + 1024 + 64;  // + connections, + the server's own
+    if (rl.rlim_cur < need)
+      std::fprintf(stderr, "exguardian: serve: RLIMIT_NOFILE is %llu: fewer than --max-sandboxes %zu need (%llu); creates past it fail\n",
+                   static_cast<unsigned long long>(rl.rlim_cur), max_sandboxes, static_cast<unsigned long long>(need));
+  }
   boost::asio::io_context io;
   serve::RegistryOptions ro;
   ro.state_dir = real;
@@ -106,6 +126,20 @@ int serve_main(int argc, char** argv) {
   serve::ServiceOptions so;
   so.max_sandboxes = max_sandboxes;
   so.verbose = verbose;
+  // The warm pool: checked here, filled once the server runs (first thing on its loop).
+  std::vector<std::pair<serve::Template, size_t>> pools;
+  for (const auto& w : warm) {
+    auto eq = w.find('=');
+    std::string name = eq == std::string::npos ? "base" : w.substr(0, eq);
+    std::string count = eq == std::string::npos ? w : w.substr(eq + 1);
+    char* end = nullptr;
+    long n = std::strtol(count.c_str(), &end, 10);
+    if (count.empty() || *end || n < 0 || n > 64) return serve_error("--warm " + w + ": expected [TEMPLATE=]N, N 0..64");
+    const serve::Template* t = templates.find(name);
+    if (!t) return serve_error("--warm " + w + ": no template " + name);
+    pools.erase(std::remove_if(pools.begin(), pools.end(), [&](auto& p) { return p.first.name == name; }), pools.end());
+    pools.emplace_back(*t, static_cast<size_t>(n));
+  }
   serve::Service service(io, std::move(*tenants), std::move(templates), registry, so);
   serve::HttpLimits limits;
   limits.max_body = max_body_kib * 1024;
@@ -121,6 +155,8 @@ int serve_main(int argc, char** argv) {
     server.stop();
     registry.kill_all([&io] { io.stop(); });
   });
+  for (auto& [t, n] : pools)
+    if (n > 0) registry.set_pool(t, n);
   std::fprintf(stderr, "exguardian: serve: listening on %s (state %s)\n", server.bound().c_str(), real.c_str());
   // A handler that throws (a bug, never input: requests are validated) ends
   // that handler only; the server and its sandboxes go on.

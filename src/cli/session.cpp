@@ -120,6 +120,8 @@ void SessionOptions::add_to(CLI::App& app) {
   s->add_option("--control", control, "unix:PATH: the control socket (created owner-only; must not exist)")->required();
   s->add_option("--audit-log", audit_log, "Append every refusal as JSON lines to FILE");
   s->add_option("--audit-tag", audit_tags, "NAME=VALUE: a field of every audit line (repeatable; e.g. tenant=acme)");
+  s->add_flag("--audit-hold", audit_hold,
+              "Hold audit lines until a control client's audit_tags request adds the tags still unknown (a warm pool's sandbox)");
   s->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   s->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
   sub = s;
@@ -160,6 +162,8 @@ int SessionOptions::execute() {
     if (!so.audit_tags.emplace(name, t.substr(eq + 1)).second) return usage_error("--audit-tag " + name + ": given twice");
   }
   if (!so.audit_tags.empty() && so.audit_log.empty()) return usage_error("--audit-tag: without --audit-log there is no audit line to tag");
+  if (audit_hold && so.audit_log.empty()) return usage_error("--audit-hold: without --audit-log there is no audit line to hold");
+  so.audit_hold = audit_hold;
   auto host = HostProcess::prepare(built->plan.identity.invoked_as_root);
   if (!host) return usage_error(host.error().str());
   so.signal_fd = host->signal_fd();

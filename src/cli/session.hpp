@@ -14,6 +14,7 @@ struct SessionOptions : PlanOptions, LayerFlags {
   std::string control, audit_log;
   std::vector<std::string> audit_tags;  // NAME=VALUE
   bool dry_run = false, verbose = false;
+  bool audit_hold = false;  // --audit-hold: a warm pool's sandbox, its tenant told later (audit_tags)
   CLI::App* sub = nullptr;
 
   void add_to(CLI::App& app);

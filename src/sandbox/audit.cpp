@@ -32,12 +32,58 @@ Result<AuditLog> AuditLog::open(const std::string& path, const std::string& sand
 void AuditLog::write(nlohmann::json event) {
   if (!fd_) return;
   nlohmann::json line = {{"time", utc_now_rfc3339()}, {"sandbox", sandbox_id_}};
+  std::lock_guard lock(held_->mu);
   line.update(tags_);
   line.update(event);
+  if (held_->holding && held_->lines.size() < kMaxHeld) {
+    held_->lines.push_back(std::move(line));
+    return;
+  }
+  append(line);
+}
+
+void AuditLog::append(const nlohmann::json& line) {
   std::string s = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   // O_APPEND and one write() per line: lines from several sandboxes sharing a
   // log do not interleave.
   (void)::write(fd_.get(), s.data(), s.size());
+}
+
+AuditLog::~AuditLog() {
+  if (!held_ || !fd_) return;
+  for (auto& line : held_->lines) append(line);
+}
+
+void AuditLog::hold() {
+  if (!held_) return;
+  std::lock_guard lock(held_->mu);
+  held_->holding = true;
+}
+
+bool AuditLog::holding() const {
+  if (!held_) return false;
+  std::lock_guard lock(held_->mu);
+  return held_->holding;
+}
+
+Result<void> AuditLog::add_tags(const nlohmann::json& tags) {
+  if (!held_) return fail(Error::msg("audit tags", "no audit log"));
+  std::lock_guard lock(held_->mu);
+  if (!held_->holding) return fail(Error::msg("audit tags", "the log holds no lines for tags (already tagged, or not held)"));
+  if (!tags.is_object()) return fail(Error::msg("audit tags", "expected an object"));
+  for (auto& [k, v] : tags.items())
+    if (k == "time" || k == "sandbox" || tags_.contains(k)) return fail(Error::msg("audit tags", k + ": a field of every line already"));
+  tags_.update(tags);
+  held_->holding = false;
+  for (auto& line : held_->lines) {
+    // The line's own fields stay where they were; the new tags join them.
+    nlohmann::json out = {{"time", line["time"]}, {"sandbox", sandbox_id_}};
+    out.update(tags_);
+    out.update(line);
+    append(out);
+  }
+  held_->lines.clear();
+  return {};
 }
 
 }  // namespace exg::sandbox

@@ -374,6 +374,11 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (!a) return fail(a.error());
     audit = std::move(*a);
   }
+  if (opt.audit_hold) {
+    if (!audit.enabled() || !opt.agent) return fail(Error::msg("audit hold", "needs an audit log and an agent front end"));
+    audit.hold();
+    opt.agent->set_audit_tagger([&audit](const nlohmann::json& tags) { return audit.add_tags(tags); });
+  }
   for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
   if (secrets) {
     nlohmann::json list = nlohmann::json::array();

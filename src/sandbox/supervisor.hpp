@@ -23,6 +23,8 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
@@ -42,12 +44,16 @@ struct NetworkChange {
 };
 // The rules now in force (a line for the reply), or why nothing changed.
 using NetworkChanger = std::function<Result<std::string>(const NetworkChange&)>;
+// The audit tags a held log waits for (SuperviseOptions::audit_hold), once.
+using AuditTagger = std::function<Result<void>(const nlohmann::json& tags)>;
 
 class AgentFrontEnd {
  public:
   virtual ~AgentFrontEnd() = default;
   // Once the proxy runs (never called without one: no egress to change).
   virtual void set_network_changer(NetworkChanger) {}
+  // Only with SuperviseOptions::audit_hold, before start().
+  virtual void set_audit_tagger(AuditTagger) {}
   virtual Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) = 0;
   // Up to `max` descriptors to wait on now.
   virtual size_t poll_fds(pollfd* out, size_t max) = 0;
@@ -96,6 +102,8 @@ struct SuperviseOptions {
   bool verbose = false;
   std::string audit_log;  // JSON lines; empty: no log
   std::map<std::string, std::string> audit_tags;  // fields added to every audit line (tenant, e2b_sandbox)
+  // A warm pool's sandbox: audit lines held until the front end's tagger adds the tags still unknown.
+  bool audit_hold = false;
   AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
   StepTimer* timer = nullptr;      // `-v`: where the start-up time goes (util/step_timer.hpp); null: not timed
 };

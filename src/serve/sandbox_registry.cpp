@@ -1,6 +1,8 @@
 #include "serve/sandbox_registry.hpp"
 
 #include <dirent.h>
+#include <grp.h>
+#include <pwd.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -10,12 +12,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 #include <thread>
+
+#include <boost/asio/post.hpp>
 
 #include "process/cgroup.hpp"
 
@@ -83,6 +88,8 @@ Registry::Registry(asio::io_context& io, RegistryOptions opt) : io_(io), opt_(st
 Registry::~Registry() {
   for (auto& [id, sb] : sandboxes_)
     if (sb->supervisor > 0) ::kill(sb->supervisor, SIGTERM);
+  for (auto& [id, sb] : pooled_)
+    if (sb->supervisor > 0) ::kill(sb->supervisor, SIGTERM);
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
@@ -126,32 +133,161 @@ void Registry::wait_children() {
   });
 }
 
-void Registry::create(const CreateRequest& req, ReadyFn done) {
+std::shared_ptr<Sandbox> Registry::new_sandbox(const Template& tmpl) {
   auto sb = std::make_shared<Sandbox>();
   sb->id = random_id();
+  sb->tmpl = tmpl;
+  sb->started_at = std::chrono::system_clock::now();
+  sb->end_at = sb->started_at + std::chrono::seconds(300);
+  sb->access_token = random_id(32);  // secure or not: envd calls carry it
+  sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
+  sb->home = sb->dir + "/home";
+  return sb;
+}
+
+void Registry::create(const CreateRequest& req, ReadyFn done) {
+  if (claim(req, done)) return;
+  auto sb = new_sandbox(req.tmpl);
   sb->tenant = req.tenant;
-  sb->tmpl = req.tmpl;
   sb->metadata = req.metadata;
   sb->env_vars = req.env_vars;
   sb->allow_out = req.allow_out;
   sb->deny_out = req.deny_out;
+  sb->end_at = sb->started_at + req.timeout;
+  // A burst that emptied the pool: the pool starts no more until these are up,
+  // so that its start-ups do not slow the ones clients wait for.
+  ++cold_starting_;
+  spawn(sb, req.allow_out, req.deny_out, [this, done](std::shared_ptr<Sandbox> up, const std::string& err) {
+    if (--cold_starting_ == 0)
+      for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
+    done(up, err);
+  });
+}
+
+// A warm sandbox for the request, when the pool has one it may serve: same
+// template, no egress of the request's own (the pool's have the template's).
+bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
+  auto pit = pools_.find(req.tmpl.name);
+  if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty()) return false;
+  Pool& pool = pit->second;
+  auto sb = pool.ready.front();
+  pool.ready.pop_front();
+  pooled_.erase(sb->id);
+  // The next one starts once this one is handed out (a fork now would delay the answer).
+  asio::post(io_, [this, name = req.tmpl.name] { fill_pool(name); });
+  sb->pooled = false;
+  sb->tenant = req.tenant;
+  sb->metadata = req.metadata;
+  sb->env_vars = req.env_vars;
   sb->started_at = std::chrono::system_clock::now();
   sb->end_at = sb->started_at + req.timeout;
-  sb->access_token = random_id(32);  // secure or not: envd calls carry it
-  sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
-  sb->home = sb->dir + "/home";
+  sb->access_token = random_id(32);  // made now: no one knew the pool's
+  sb->state = Sandbox::State::Starting;
+  sandboxes_[sb->id] = sb;
+  // Its audit lines waited for the tenant (session --audit-hold).
+  CreateRequest again = req;
+  sb->on_ready.push_back([this, sb, done, again](const std::string& err) mutable {
+    if (err.empty()) return done(sb, "");
+    // Not adopted: that one ends; the request gets a sandbox started for it.
+    if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: warm sandbox %s: %s; starting one for the request\n", sb->id.c_str(), err.c_str());
+    kill(sb, {});
+    create(again, done);
+  });
+  if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s (tenant %s, template %s): from the warm pool\n", sb->id.c_str(),
+                                 sb->tenant.c_str(), sb->tmpl.name.c_str());
+  sb->agent->call({{"op", "audit_tags"}, {"tags", {{"tenant", sb->tenant}}}}, {}, [this, sb](const agent::Frame& r) {
+    finish_start(sb, r.header.value("ok", false) ? "" : "audit_tags: " + reply_error_text(r));
+  });
+  return true;
+}
+
+void Registry::set_pool(const Template& tmpl, size_t size) {
+  Pool& p = pools_[tmpl.name];
+  p.tmpl = tmpl;
+  p.size = size;
+  if (!p.retry) p.retry = std::make_unique<asio::steady_timer>(io_);
+  fill_pool(tmpl.name);
+}
+
+size_t Registry::pool_ready() const {
+  size_t n = 0;
+  for (auto& [name, p] : pools_) n += p.ready.size();
+  return n;
+}
+
+void Registry::fill_pool(const std::string& name) {
+  auto pit = pools_.find(name);
+  if (pit == pools_.end() || stopping_) return;
+  Pool& pool = pit->second;
+  if (pool.failures > 0 || cold_starting_ > 0) return;  // the retry timer / the last cold start starts the next one
+  while (pool.ready.size() + pool.starting < pool.size) {
+    auto sb = new_sandbox(pool.tmpl);
+    sb->pooled = true;
+    sb->end_at = std::chrono::system_clock::time_point::max();
+    ++pool.starting;
+    spawn(sb, {}, {}, [this, name](std::shared_ptr<Sandbox> ready, const std::string& err) {
+      auto it = pools_.find(name);
+      if (it == pools_.end()) return;
+      Pool& p = it->second;
+      --p.starting;
+      if (ready && !stopping_) {
+        p.failures = 0;
+        p.ready.push_back(ready);
+        return;
+      }
+      if (stopping_) return;
+      // A host where sandboxes cannot start (no cgroups for this user...) gets no storm of tries.
+      unsigned wait = std::min(60u, 1u << std::min(p.failures, 6u));
+      ++p.failures;
+      std::fprintf(stderr, "exguardian: serve: warm pool %s: a sandbox did not start (%s); next try in %u s\n", name.c_str(),
+                   err.c_str(), wait);
+      p.retry->expires_after(std::chrono::seconds(wait));
+      p.retry->async_wait([this, name](boost::system::error_code ec) {
+        if (ec) return;
+        auto it2 = pools_.find(name);
+        if (it2 == pools_.end()) return;
+        it2->second.failures = 0;
+        fill_pool(name);
+      });
+    });
+    if (pool.failures > 0) break;  // spawn failed at once
+  }
+}
+
+// In [1.6e9, 1.6e9 + 2^20): apart from the range `exguardian run` picks its
+// unused uids from at random (plan/compile.cpp, 1.5e9), and from every account.
+uid_t Registry::pick_uid() const {
+  for (;;) {
+    uint32_t r = 0;
+    if (::getrandom(&r, sizeof r, 0) != sizeof r) continue;
+    uid_t u = 1600000000u + (r % (1u << 20));
+    if (!uids_.count(u) && !::getpwuid(u) && !::getgrgid(u)) return u;
+  }
+}
+
+void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
+                     const std::vector<std::string>& deny_out, ReadyFn done) {
   std::error_code ec;
   fs::create_directories(sb->home, ec);
   if (ec) return done(nullptr, "create " + sb->home + ": " + ec.message());
   ::chmod(sb->dir.c_str(), 0700);
   ::chmod(sb->home.c_str(), 0755);
+  // A root server gives each sandbox its own uid by owning its home with it:
+  // the process layer runs a sandbox as its workspace's owner. (Left to the
+  // layer, a root-owned home gets a random unused uid, and two of hundreds of
+  // sandboxes would now and then draw the same one.)
+  uid_t uid = 0;
+  if (::geteuid() == 0) {
+    uid = pick_uid();
+    if (::chown(sb->home.c_str(), uid, uid) != 0) return done(nullptr, "chown " + sb->home + ": " + std::strerror(errno));
+  }
 
   // Egress: the template's domains and the request's allowOut; denyOut as the policy's denied list.
   std::string policy_file = sb->tmpl.policy;
-  if (!req.deny_out.empty()) {
+  if (!deny_out.empty()) {
     if (!policy_file.empty()) return done(nullptr, "network.denyOut: the template has its own policy file; put the denied hosts there");
     policy_file = sb->dir + "/policy.json";
-    nlohmann::json p = {{"network", {{"deniedDomains", req.deny_out}}}};
+    nlohmann::json p = {{"network", {{"deniedDomains", deny_out}}}};
     std::ofstream(policy_file) << p.dump(2);
   }
   std::vector<std::string> argv = {opt_.exe, "session", "--control", "unix:" + sb->dir + "/control.sock",
@@ -159,13 +295,15 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
                                    "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
                                    "--pids", std::to_string(sb->tmpl.pids),
                                    "--cpus", duration_arg(sb->tmpl.cpus),
-                                   "--audit-log", sb->dir + "/audit.jsonl",
-                                   "--audit-tag", "tenant=" + sb->tenant, "--audit-tag", "e2b_sandbox=" + sb->id};
+                                   "--audit-log", sb->dir + "/audit.jsonl", "--audit-tag", "e2b_sandbox=" + sb->id};
+  // A pool's sandbox learns its tenant when it is claimed (its audit lines wait for it).
+  if (sb->pooled) argv.push_back("--audit-hold");
+  else argv.insert(argv.end(), {"--audit-tag", "tenant=" + sb->tenant});
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
   for (const auto& d : sb->tmpl.allow_domains) argv.insert(argv.end(), {"--allow-domain", d});
-  for (const auto& d : req.allow_out) argv.insert(argv.end(), {"--allow-domain", d});
+  for (const auto& d : allow_out) argv.insert(argv.end(), {"--allow-domain", d});
 
   int pipefd[2];
   if (::pipe2(pipefd, O_CLOEXEC) != 0) return done(nullptr, std::string("pipe: ") + std::strerror(errno));
@@ -195,14 +333,15 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   }
   ::close(pipefd[1]);
   sb->supervisor = pid;
+  if (uid) uid_of_[pid] = uid, uids_.insert(uid);
   std::ofstream(sb->dir + "/supervisor.pid") << pid << "\n";
   sb->log = std::make_unique<asio::posix::stream_descriptor>(io_, pipefd[0]);
   sb->expiry = std::make_unique<asio::steady_timer>(io_);
-  sb->on_ready.push_back([this, sb, done](const std::string& err) { done(err.empty() ? sb : nullptr, err); });
-  sandboxes_[sb->id] = sb;
+  sb->on_ready.push_back([sb, done](const std::string& err) { done(err.empty() ? sb : nullptr, err); });
+  (sb->pooled ? pooled_ : sandboxes_)[sb->id] = sb;
   by_pid_[pid] = sb->id;
   if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s (tenant %s, template %s): supervisor %d\n", sb->id.c_str(),
-                                 sb->tenant.c_str(), sb->tmpl.name.c_str(), pid);
+                                 sb->pooled ? "none yet: warm pool" : sb->tenant.c_str(), sb->tmpl.name.c_str(), pid);
   // A sandbox that never comes up is not waited for forever.
   sb->expiry->expires_after(std::chrono::seconds(60));
   sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
@@ -278,11 +417,15 @@ void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, const std::strin
   if (sb->state != Sandbox::State::Starting) return;
   if (error.empty()) {
     sb->state = Sandbox::State::Running;
-    ++created_total_;
-    arm_expiry(sb);
+    if (sb->pooled) {
+      sb->expiry->cancel();  // a warm sandbox waits for its tenant as long as it takes
+    } else {
+      ++created_total_;
+      arm_expiry(sb);
+    }
   } else {
     sb->state = Sandbox::State::Ending;
-    ++failed_total_;
+    if (!sb->pooled) ++failed_total_;
   }
   auto waiters = std::move(sb->on_ready);
   sb->on_ready.clear();
@@ -336,14 +479,29 @@ void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> do
 }
 
 void Registry::on_supervisor_exit(pid_t pid, int status) {
+  if (auto u = uid_of_.find(pid); u != uid_of_.end()) {
+    uids_.erase(u->second);  // its processes are gone with it (cgroup kill, pid namespace)
+    uid_of_.erase(u);
+  }
   auto it = by_pid_.find(pid);
   if (it == by_pid_.end()) return;
   std::string id = it->second;
   by_pid_.erase(it);
-  auto sit = sandboxes_.find(id);
-  if (sit == sandboxes_.end()) return;
-  auto sb = sit->second;
-  sandboxes_.erase(sit);
+  std::shared_ptr<Sandbox> sb;
+  if (auto sit = sandboxes_.find(id); sit != sandboxes_.end()) {
+    sb = sit->second;
+    sandboxes_.erase(sit);
+  } else if (auto pit = pooled_.find(id); pit != pooled_.end()) {
+    sb = pit->second;
+    pooled_.erase(pit);
+    if (auto pool = pools_.find(sb->tmpl.name); pool != pools_.end()) {
+      auto& r = pool->second.ready;
+      bool was_ready = std::erase(r, sb) > 0;
+      if (was_ready) fill_pool(sb->tmpl.name);  // a warm one that died is replaced
+    }
+  } else {
+    return;
+  }
   sb->supervisor = -1;
   if (opt_.verbose)
     std::fprintf(stderr, "exguardian: serve: sandbox %s: supervisor ended (%s %d)\n", id.c_str(),
@@ -444,9 +602,13 @@ Registry::Usage Registry::usage(const std::shared_ptr<Sandbox>& sb) {
 }
 
 void Registry::kill_all(std::function<void()> done) {
-  if (sandboxes_.empty()) return done();
-  auto left = std::make_shared<size_t>(sandboxes_.size());
+  stopping_ = true;
+  for (auto& [name, p] : pools_)
+    if (p.retry) p.retry->cancel();
   auto all = sandboxes_;
+  all.insert(pooled_.begin(), pooled_.end());
+  if (all.empty()) return done();
+  auto left = std::make_shared<size_t>(all.size());
   for (auto& [id, sb] : all)
     kill(sb, [left, done] {
       if (--*left == 0) done();

@@ -12,14 +12,26 @@
 // Operations the agent cannot do are done here, on the sandbox's cgroup
 // (found by the supervisor's naming, exg-<supervisor pid>-<sandbox id>):
 // pause/resume through the freezer, cpu and memory figures.
+//
+// The warm pool (serve --warm): per template, a few sandboxes started ahead
+// of any request, exactly as a create would start them but with no tenant
+// yet: each has its own supervisor, namespaces, cgroup, proxy, uid and home,
+// like any other; nothing runs in it until it is claimed. A create that
+// the pool can serve (its template, no allowOut/denyOut of its own) takes
+// one: the supervisor is told the tenant (audit_tags: it held its audit
+// lines until then), and the create is answered without waiting for a
+// sandbox's start-up; a new one is started behind it. A sandbox is never
+// handed out twice: a claimed one leaves the pool for good.
 #pragma once
 #include <sys/types.h>
 
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -85,6 +97,7 @@ struct Sandbox {
   std::string log_tail;      // its last lines (the reason of a failed start)
   std::string log_partial;   // a line not ended yet
   bool killing = false;
+  bool pooled = false;       // in the warm pool: no tenant yet, invisible to every API call
   char log_buf[4096];
   std::map<int, Process> processes;
   std::map<std::string, Watcher> watchers;
@@ -112,8 +125,12 @@ class Registry {
   Result<std::vector<std::string>> open();
 
   using ReadyFn = std::function<void(std::shared_ptr<Sandbox>, const std::string& error)>;
-  // Spawns the supervisor; `done` runs once the sandbox is up (or failed).
+  // Takes a warm sandbox when the pool has one for the request, else spawns
+  // the supervisor; `done` runs once the sandbox is up (or failed).
   void create(const CreateRequest& req, ReadyFn done);
+  // Keeps `size` sandboxes of `tmpl` started ahead (0: none); starts them now.
+  void set_pool(const Template& tmpl, size_t size);
+  size_t pool_ready() const;  // warm sandboxes ready now, over all templates
   std::shared_ptr<Sandbox> find(const std::string& id) const;
   std::vector<std::shared_ptr<Sandbox>> of_tenant(const std::string& tenant) const;
   size_t count() const { return sandboxes_.size(); }
@@ -141,6 +158,29 @@ class Registry {
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<pid_t, std::string> by_pid_;
   uint64_t created_total_ = 0, failed_total_ = 0, expired_total_ = 0;
+  struct Pool {
+    Template tmpl;
+    size_t size = 0;
+    std::deque<std::shared_ptr<Sandbox>> ready;
+    size_t starting = 0;
+    unsigned failures = 0;  // in a row: the next try waits 1 s, 2 s, ... 60 s
+    std::unique_ptr<boost::asio::steady_timer> retry;
+  };
+  std::map<std::string, Pool> pools_;                       // by template name
+  std::map<std::string, std::shared_ptr<Sandbox>> pooled_;  // by id: warm and starting pool sandboxes
+  bool stopping_ = false;                                   // kill_all: no more pool sandboxes
+  size_t cold_starting_ = 0;                                // creates starting their own sandbox: the pool waits
+  std::map<pid_t, uid_t> uid_of_;                           // supervisor -> the uid its sandbox runs as
+  std::set<uid_t> uids_;                                    // those uids: no two sandboxes share one
+  // A root server's sandboxes: a host uid no account and no other sandbox of this server has.
+  uid_t pick_uid() const;
+
+  // The supervisor of `sb` (fields set), with the request's egress; `done` once it is up.
+  void spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
+             const std::vector<std::string>& deny_out, ReadyFn done);
+  std::shared_ptr<Sandbox> new_sandbox(const Template& tmpl);
+  bool claim(const CreateRequest& req, ReadyFn& done);
+  void fill_pool(const std::string& name);
 
   void wait_children();
   void on_supervisor_exit(pid_t pid, int status);

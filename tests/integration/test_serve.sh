@@ -259,7 +259,7 @@ wait_for 10 test -S "$STATE/sandboxes/leftover0000000000000/control.sock" || fai
 kill -9 "$SERVER_PID"
 gone() { local p; for p in $sup_pids; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 wait_for 20 gone && ok "kill -9 of the server: every supervisor ended with it (PDEATHSIG)" || fail "supervisors outlived the server: $sup_pids"
-start_server "$T/serve2.log"
+start_server "$T/serve2.log" --warm 0  # no warm pool of its own: the state dir must empty
 for id in $ids leftover0000000000000; do
     grep -q "destroyed sandbox $id left by a previous server" "$T/serve2.log" || fail "restart did not report $id"
 done
