@@ -139,12 +139,13 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   sb->end_at = sb->started_at + req.timeout;
   sb->access_token = random_id(32);  // secure or not: envd calls carry it
   sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
-  sb->home = sb->dir + "/home";
+  sb->home = req.workspace.empty() ? sb->dir + "/home" : req.workspace;
+  sb->audit_log = req.audit_log.empty() ? sb->dir + "/audit.jsonl" : req.audit_log;
   std::error_code ec;
-  fs::create_directories(sb->home, ec);
+  fs::create_directories(req.workspace.empty() ? sb->home : sb->dir, ec);
   if (ec) return done(nullptr, "create " + sb->home + ": " + ec.message());
   ::chmod(sb->dir.c_str(), 0700);
-  ::chmod(sb->home.c_str(), 0755);
+  if (req.workspace.empty()) ::chmod(sb->home.c_str(), 0755);
 
   // Egress: the template's domains and the request's allowOut; denyOut as the policy's denied list.
   std::string policy_file = sb->tmpl.policy;
@@ -159,7 +160,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
                                    "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
                                    "--pids", std::to_string(sb->tmpl.pids),
                                    "--cpus", duration_arg(sb->tmpl.cpus),
-                                   "--audit-log", sb->dir + "/audit.jsonl",
+                                   "--audit-log", sb->audit_log,
                                    "--audit-tag", "tenant=" + sb->tenant, "--audit-tag", "e2b_sandbox=" + sb->id};
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
