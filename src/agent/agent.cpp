@@ -390,6 +390,9 @@ void Agent::handle(const Request& r) {
     case Op::Signal: {
       Proc* p = running(r.pid);
       if (!p) return send(reply_error(r.id, ESRCH, "no such process"));
+      // The group too: what a shell line started (a timeout must end `sh -c "sleep 30"` whole).
+      // It exists while its leader runs, whose pid names it (every start is setsid).
+      if (r.group && ::kill(-p->pid, r.signal) != 0 && errno != ESRCH) return send(reply_error(r.id, errno, "signal the group"));
       if (::syscall(SYS_pidfd_send_signal, p->pidfd, r.signal, nullptr, 0) != 0)
         return send(reply_error(r.id, errno, "signal"));
       return send(reply_ok(r.id));
