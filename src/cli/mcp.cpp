@@ -138,7 +138,8 @@ int mcp_main(int argc, char** argv) {
   lo.exe = exe;
 
   ::signal(SIGPIPE, SIG_IGN);
-  boost::asio::io_context io;
+  // Never destroyed: the stdin thread may still post a line to it while the process exits.
+  boost::asio::io_context& io = *new boost::asio::io_context;
   sweep_stale_servers(io, base, exe);
   // This server's own directory (several clients may each run one).
   std::string dir = base + "/" + std::to_string(::getpid()) + "-" + serve::random_id(8);

@@ -68,10 +68,30 @@ void LocalSandboxes::call(ToolCallPtr c) {
   if (n == "remove_file") return remove_file(c, h);
   if (n == "evidence") {
     EvidenceKey key{h->layer, h->policy, h->allow_domains};
-    uint64_t tok = evidence_.get(key, [c](const nlohmann::json& r, const std::string& err) {
+    // Progress every 5 s while the suite runs: clients reset their request timeout on it.
+    auto ticker = std::make_shared<boost::asio::steady_timer>(io_);
+    auto started = std::chrono::steady_clock::now();
+    auto tick = std::make_shared<std::function<void()>>();
+    *tick = [ticker, c, started, weak = std::weak_ptr<std::function<void()>>(tick)] {
+      ticker->expires_after(std::chrono::seconds(5));
+      ticker->async_wait([ticker, c, started, weak](boost::system::error_code ec) {
+        if (ec) return;
+        auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+        c->progress(static_cast<double>(secs), "the escape test runs (" + std::to_string(secs) + " s)");
+        if (auto t = weak.lock()) (*t)();
+      });
+    };
+    uint64_t tok = evidence_.get(key, [c, ticker, tick](const nlohmann::json& r, const std::string& err) {
+      ticker->cancel();
+      *tick = nullptr;
       c->reply(err.empty() ? ToolOutcome::ok(r) : ToolOutcome::error("evidence: " + err));
     });
-    c->on_cancel = [this, tok] { evidence_.cancel(tok); };
+    if (*tick) (*tick)();
+    c->on_cancel = [this, tok, ticker, tick] {
+      ticker->cancel();
+      *tick = nullptr;
+      evidence_.cancel(tok);
+    };
     return;
   }
   c->reply(ToolOutcome::error(n + ": not available in standalone mode"));

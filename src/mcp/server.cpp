@@ -103,6 +103,18 @@ void Server::tools_call(const Message& m) {
     }
     send(make_result(id, result));
   };
+  if (auto meta = m.params.find("_meta"); meta != m.params.end() && meta->is_object()) {
+    auto tok = meta->find("progressToken");
+    if (tok != meta->end() && (tok->is_string() || tok->is_number_integer())) {
+      nlohmann::json token = *tok;
+      c->progress = [this, token, key, weak](double progress, const std::string& message) {
+        auto self = weak.lock();
+        auto it = calls_.find(key);
+        if (!self || it == calls_.end() || it->second != self) return;  // only while the call is in flight
+        send(make_notification("notifications/progress", {{"progressToken", token}, {"progress", progress}, {"message", message}}));
+      };
+    }
+  }
   calls_[key] = c;
   runner_.call(c);
 }

@@ -38,6 +38,8 @@ struct ToolCall {
   std::function<void(ToolOutcome)> reply;
   // Set by the runner when the work can be stopped early.
   std::function<void()> on_cancel;
+  // notifications/progress for this call, when the client asked for them (a progressToken); else a no-op.
+  std::function<void(double progress, const std::string& message)> progress = [](double, const std::string&) {};
 };
 using ToolCallPtr = std::shared_ptr<ToolCall>;
 

@@ -146,6 +146,15 @@ s = r.structuredContent;
 ok(s && s.stdout.trim() === "403" && s.refusals.some((x) => x.event === "egress" && /blocked\.example\.invalid/.test(x.summary) && /refused/.test(x.summary)),
   "egress refused: the 403 and the refusal in the result", s);
 
+// ---- evidence (about a minute: only with EXG_MCP_EVIDENCE=1) ----
+if (process.env.EXG_MCP_EVIDENCE === "1") {
+  let progress = 0;
+  r = await call("evidence", sid, { timeout: 120000, resetTimeoutOnProgress: true, onprogress: () => progress++ });
+  s = r.structuredContent;
+  ok(s && s.passed === true && s.counts.escaped === 0 && s.probes.length > 50 && s.layer === "process", "evidence: the escape test held", s && { ...s, probes: s.probes.length });
+  ok(progress > 0, "evidence: progress notifications while it ran", progress);
+}
+
 // ---- destroy; nothing left ----
 r = await call("destroy_sandbox", sid);
 ok(r.structuredContent?.destroyed === true && Array.isArray(r.structuredContent.refusals), "destroy_sandbox", r.structuredContent);
