@@ -40,7 +40,7 @@ nlohmann::json refusal_of(const nlohmann::json& l) {
     return nullptr;
   }
   nlohmann::json detail = l;
-  detail.erase("sandbox");
+  for (const char* k : {"sandbox", "tenant", "e2b_sandbox"}) detail.erase(k);  // the registry's tags: nothing the model needs
   return {{"event", ev}, {"summary", summary}, {"detail", detail}};
 }
 

@@ -155,9 +155,15 @@ if (process.env.EXG_MCP_EVIDENCE === "1") {
   ok(progress > 0, "evidence: progress notifications while it ran", progress);
 }
 
+// ---- a git hook planted in a nested repository: quarantined at the end, reported by destroy ----
+r = await call("run_command", { ...sid, command: "mkdir -p nested && cd nested && git init -q && echo 'echo pwned' > .git/hooks/post-checkout && echo planted" });
+ok(r.structuredContent?.stdout === "planted\n", "a hook written into a nested repository created in the sandbox", r.structuredContent);
+
 // ---- destroy; nothing left ----
 r = await call("destroy_sandbox", sid);
 ok(r.structuredContent?.destroyed === true && Array.isArray(r.structuredContent.refusals), "destroy_sandbox", r.structuredContent);
+ok(r.structuredContent?.refusals?.some((x) => x.event === "planted" && /nested\/\.git\/hooks\/post-checkout/.test(x.summary) && /quarantined/.test(x.summary)),
+  "destroy_sandbox reports the planted hook quarantined", r.structuredContent?.refusals);
 r = await call("run_command", { ...sid, command: "true" });
 ok(r.isError && /no such sandbox/.test(r.content[0].text), "a destroyed sandbox is gone", r.content[0]);
 r = await call("list_sandboxes", {});

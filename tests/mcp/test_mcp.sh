@@ -69,7 +69,9 @@ if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error 
     if wait_for 20 gone; then ok "the client's close ended the server and every supervisor (sandbox $LEFT among them)"
     else fail "processes left: $(pgrep -af -- "$STATE/")"; fi
     wait_for 10 test -z "$(ls -A "$STATE")" && ok "nothing left in the state dir" || fail "left in the state dir: $(find "$STATE" | head)"
-    [ -z "$(ls -A "$T/ws" | grep -v '^bin.dat$')" ] && ok "the host workspace holds only what the test wrote" || fail "workspace: $(ls -A "$T/ws")"
+    [ -z "$(ls -A "$T/ws" | grep -v -e '^bin.dat$' -e '^nested$')" ] && ok "the host workspace holds only what the test wrote" || fail "workspace: $(ls -A "$T/ws")"
+    [ -d "$T/ws/nested/.git/hooks" ] && [ ! -e "$T/ws/nested/.git/hooks/post-checkout" ] &&
+        ok "the planted hook is no longer in the host workspace" || fail "the planted hook: $(ls -la "$T/ws/nested/.git/hooks" 2>&1 | head -5)"
 else
     fail "npm install @modelcontextprotocol/sdk@$SDK_VERSION"; sed 's/^/#   /' "$T/npm.log" | tail -5
 fi
