@@ -55,6 +55,26 @@ reply 9 | jq -e '.error.code == -32602 and (.error.message | test("not valid bas
 [ "$(jq -s length <<<"$OUT")" = 12 ] && ok "one reply per request and per bad line, none for notifications" || fail "replies: $(jq -s length <<<"$OUT")"
 [ -z "$(ls -A "$STATE")" ] && ok "the server's state is gone after it" || fail "left in the state dir: $(ls -A "$STATE")"
 
+# ---- kill -9 of the server: its sandboxes end with it; the next server removes what it left ----
+coproc MCP { exec "$EXG" mcp --state-dir "$STATE" 2>"$T/k9.err"; }
+K9_PID=$MCP_PID
+track_bg "$K9_PID"
+echo '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"create_sandbox","arguments":{}}}' >&"${MCP[1]}"
+line=""
+read -t 60 -r line <&"${MCP[0]}"
+if jq -e '.result.structuredContent.sandbox_id' <<<"$line" >/dev/null 2>&1; then
+    sup=$(cat "$STATE"/*/sandboxes/*/supervisor.pid 2>/dev/null)
+    kill -9 "$K9_PID"
+    wait "$K9_PID" 2>/dev/null
+    gone_sup() { [ -n "$sup" ] && ! kill -0 "$sup" 2>/dev/null; }
+    wait_for 20 gone_sup && ok "kill -9 of the server: its sandbox's supervisor ended with it" || fail "supervisor $sup outlived the server"
+    run timeout 30 "$EXG" mcp --state-dir "$STATE" </dev/null
+    [ "$STATUS" -eq 0 ] && [ -z "$(ls -A "$STATE")" ] && ok "the next server removed what the killed one left" || fail "after kill -9: $STATUS, left: $(ls -A "$STATE")"
+else
+    fail "create_sandbox for the kill -9 check: ${line:0:300} $(tail -3 "$T/k9.err")"
+    kill -9 "$K9_PID" 2>/dev/null
+fi
+
 # ---- the SDK ----
 mkdir -p "$T/node"
 cp "$SRC/tests/mcp/sdk_client.mjs" "$T/node/"
