@@ -47,7 +47,7 @@ json command_props(bool run) {
       {"stdin", str("Bytes given to the command's standard input (then closed); default: none", 1024 * 1024)},
   };
   if (run) {
-    p["timeout_seconds"] = number("Kill the command after this many seconds (default 60)", 0.1, kMaxCommandTimeoutS);
+    p["timeout_seconds"] = number("Kill the command after this many seconds (default 45; for longer runs also raise the client's request timeout, or use start_command)", 0.1, kMaxCommandTimeoutS);
     p["max_output_bytes"] = integer("Keep at most this many bytes of stdout and of stderr each (default 65536); the rest is counted and "
                                     "noted as truncated", 0, static_cast<int64_t>(kMaxMaxOutput));
   }

@@ -20,7 +20,9 @@ const ToolDef* find_tool(const std::string& name);
 nlohmann::json tool_json(const ToolDef& t);
 
 // Defaults and bounds the tools apply (named in their schemas too).
-inline constexpr double kDefaultCommandTimeoutS = 60;
+// Below the 60 s the TypeScript SDK waits for a reply by default: a command killed at its timeout
+// still reaches a client that kept its default. Longer runs: timeout_seconds, or start_command.
+inline constexpr double kDefaultCommandTimeoutS = 45;
 inline constexpr double kMaxCommandTimeoutS = 3600;
 inline constexpr size_t kDefaultMaxOutput = 64 * 1024;     // per stream, run_command
 inline constexpr size_t kMaxMaxOutput = 4 * 1024 * 1024;
