@@ -390,6 +390,9 @@ void Agent::handle(const Request& r) {
     case Op::Signal: {
       Proc* p = running(r.pid);
       if (!p) return send(reply_error(r.id, ESRCH, "no such process"));
+      // The group too: what a shell line started (a timeout must end `sh -c "sleep 30"` whole).
+      // It exists while its leader runs, whose pid names it (every start is setsid).
+      if (r.group && ::kill(-p->pid, r.signal) != 0 && errno != ESRCH) return send(reply_error(r.id, errno, "signal the group"));
       // Without a pidfd (gVisor 2022 has no pidfd_open) the pid itself: safe
       // here, as only this process reaps and a reaped pid leaves the table in
       // the same step, so a pid in the table is always this child (a zombie at worst).

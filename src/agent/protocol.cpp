@@ -298,7 +298,7 @@ std::optional<Request> parse_request(const Frame& f, std::string* error) {
       ok = x.num("pid", &r.pid, 1, kMaxPid, true);
       break;
     case Op::Signal:
-      ok = x.num("pid", &r.pid, 1, kMaxPid, true) && x.sig("signal", &r.signal);
+      ok = x.num("pid", &r.pid, 1, kMaxPid, true) && x.sig("signal", &r.signal) && x.flag("group", &r.group);
       break;
     case Op::Resize:
       ok = x.num("pid", &r.pid, 1, kMaxPid, true) && x.num("rows", &r.rows, 1, 1000, true) &&

@@ -94,6 +94,7 @@ struct Request {
   // process ops
   int pid = 0;
   int signal = 0;
+  bool group = false;  // signal: the process's whole group (it leads one: every start is setsid)
   // file ops
   std::string path, to;
   uint64_t offset = 0;

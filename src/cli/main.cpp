@@ -4,6 +4,7 @@
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
+#include "cli/mcp.hpp"
 #include "layer/layer.hpp"
 #include "cli/oci_cmds.hpp"
 #include "cli/oci_init.hpp"
@@ -20,6 +21,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "session-client") return exg::cli::session_client_main(argc - 2, argv + 2);
   // The E2B-compatible server: its own options, no command.
   if (argc > 1 && std::string(argv[1]) == "serve") return exg::cli::serve_main(argc - 1, argv + 1);
+  // The MCP server over stdio: likewise.
+  if (argc > 1 && std::string(argv[1]) == "mcp") return exg::cli::mcp_main(argc - 1, argv + 1);
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");

@@ -142,12 +142,15 @@ std::shared_ptr<Sandbox> Registry::new_sandbox(const Template& tmpl) {
   sb->access_token = random_id(32);  // secure or not: envd calls carry it
   sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
   sb->home = sb->dir + "/home";
+  sb->audit_log = sb->dir + "/audit.jsonl";
   return sb;
 }
 
 void Registry::create(const CreateRequest& req, ReadyFn done) {
   if (claim(req, done)) return;
   auto sb = new_sandbox(req.tmpl);
+  if (!req.workspace.empty()) sb->home = req.workspace;
+  if (!req.audit_log.empty()) sb->audit_log = req.audit_log;
   sb->tenant = req.tenant;
   sb->metadata = req.metadata;
   sb->env_vars = req.env_vars;
@@ -168,7 +171,10 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
 // template, no egress of the request's own (the pool's have the template's).
 bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   auto pit = pools_.find(req.tmpl.name);
-  if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty()) return false;
+  // A request with its own egress, workspace or audit log (mcp) needs a sandbox started with them.
+  if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty() ||
+      !req.workspace.empty() || !req.audit_log.empty())
+    return false;
   Pool& pool = pit->second;
   auto sb = pool.ready.front();
   pool.ready.pop_front();
@@ -268,16 +274,18 @@ uid_t Registry::pick_uid() const {
 void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
                      const std::vector<std::string>& deny_out, ReadyFn done) {
   std::error_code ec;
-  fs::create_directories(sb->home, ec);
+  // A host workspace (`exguardian mcp --workspace-root`) is the home: it exists and is the user's.
+  const bool host_workspace = sb->home != sb->dir + "/home";
+  fs::create_directories(host_workspace ? sb->dir : sb->home, ec);
   if (ec) return done(nullptr, "create " + sb->home + ": " + ec.message());
   ::chmod(sb->dir.c_str(), 0700);
-  ::chmod(sb->home.c_str(), 0755);
+  if (!host_workspace) ::chmod(sb->home.c_str(), 0755);
   // A root server gives each sandbox its own uid by owning its home with it:
   // the process layer runs a sandbox as its workspace's owner. (Left to the
   // layer, a root-owned home gets a random unused uid, and two of hundreds of
   // sandboxes would now and then draw the same one.)
   uid_t uid = 0;
-  if (::geteuid() == 0) {
+  if (::geteuid() == 0 && !host_workspace) {  // a host workspace (mcp) keeps its owner: never chowned
     uid = pick_uid();
     if (::chown(sb->home.c_str(), uid, uid) != 0) return done(nullptr, "chown " + sb->home + ": " + std::strerror(errno));
   }
@@ -295,7 +303,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
                                    "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
                                    "--pids", std::to_string(sb->tmpl.pids),
                                    "--cpus", duration_arg(sb->tmpl.cpus),
-                                   "--audit-log", sb->dir + "/audit.jsonl", "--audit-tag", "e2b_sandbox=" + sb->id};
+                                   "--audit-log", sb->audit_log, "--audit-tag", "e2b_sandbox=" + sb->id};
   // A pool's sandbox learns its tenant when it is claimed (its audit lines wait for it).
   if (sb->pooled) argv.push_back("--audit-hold");
   else argv.insert(argv.end(), {"--audit-tag", "tenant=" + sb->tenant});

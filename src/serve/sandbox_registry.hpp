@@ -54,6 +54,9 @@ struct CreateRequest {
   nlohmann::json metadata = nlohmann::json::object();   // string -> string
   std::map<std::string, std::string> env_vars;
   std::vector<std::string> allow_out, deny_out;
+  // `exguardian mcp` (src/mcp/) holds its sandboxes through this registry too:
+  std::string workspace;  // a host directory mounted as the home; empty: a fresh one under the state dir
+  std::string audit_log;  // where the supervisor logs; empty: <sandbox dir>/audit.jsonl (removed with it)
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -86,6 +89,7 @@ struct Sandbox {
   std::string access_token;  // every envd call must carry it (X-Access-Token), `secure` or not
   std::string dir;           // --state-dir/sandboxes/<id>
   std::string home;          // the workspace: the user's home and default cwd
+  std::string audit_log;     // the supervisor's audit log (JSON lines)
   pid_t supervisor = -1;
   std::string plan_id;       // the supervisor's own sandbox id (its cgroup's name)
   std::vector<std::string> cgroup_dirs;

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 
 #include "agent/agent.hpp"
 #include "agent/client.hpp"
@@ -229,6 +230,9 @@ TEST(AgentProtocol, OtherRequestsAndTheirLimits) {
   EXPECT_FALSE(parse({{"op", "signal"}, {"pid", 5}, {"signal", 65}}, &err));
   EXPECT_FALSE(parse({{"op", "signal"}, {"pid", 0}, {"signal", 9}}, &err));
   EXPECT_FALSE(parse({{"op", "signal"}, {"pid", 99999999}, {"signal", 9}}, &err));
+  EXPECT_TRUE(parse({{"op", "signal"}, {"pid", 5}, {"signal", 9}, {"group", true}}, &err)->group);
+  EXPECT_FALSE(parse({{"op", "signal"}, {"pid", 5}, {"signal", 9}}, &err)->group);
+  EXPECT_FALSE(parse({{"op", "signal"}, {"pid", 5}, {"signal", 9}, {"group", "yes"}}, &err));
 
   auto in = parse({{"op", "input"}, {"pid", 3}}, &err, "data");
   ASSERT_TRUE(in) << err;
@@ -354,6 +358,36 @@ TEST_F(AgentLoop, StartsProcessesStreamsThemAndReportsTheirStatus) {
   auto missing = client_->call({{"op", "start"}, {"argv", {"/nonexistent/prog"}}});
   ASSERT_TRUE(missing);
   EXPECT_EQ(missing->header["error"], "ENOENT");
+}
+
+// A shell's children end with it when the signal names the group (a timeout of `sh -c "sleep 100"`).
+TEST_F(AgentLoop, SignalToTheGroupReachesTheShellsChildren) {
+  auto r = client_->call({{"op", "start"}, {"argv", {"sh", "-c", "sleep 100 & echo $!; wait"}}, {"stdin", false}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->header["ok"], true) << r->header.dump();
+  int pid = r->header["pid"];
+  std::string first;
+  while (first.find('\n') == std::string::npos) {
+    auto e = client_->next_event();
+    ASSERT_TRUE(e);
+    ASSERT_EQ(e->header.value("event", ""), "stdout") << e->header.dump();
+    first += e->payload;
+  }
+  int child = std::stoi(first);
+  ASSERT_TRUE(client_->call({{"op", "signal"}, {"pid", pid}, {"signal", "KILL"}, {"group", true}}));
+  std::string out, err;
+  EXPECT_EQ(collect(pid, &out, &err), 128 + SIGKILL);
+  // The sleep, orphaned, is gone too (or a zombie its new parent has yet to reap).
+  bool gone = false;
+  for (int i = 0; i < 200 && !gone; ++i) {
+    std::ifstream st("/proc/" + std::to_string(child) + "/stat");
+    std::string line;
+    std::getline(st, line);
+    auto close = line.rfind(')');
+    gone = !st || close == std::string::npos || line.substr(close + 2, 1) == "Z";
+    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(gone) << "sleep " << child << " outlived its group's SIGKILL";
 }
 
 TEST_F(AgentLoop, SignalsListsAndAPty) {

@@ -1,0 +1,207 @@
+// `exguardian mcp`: an MCP server over stdio (src/mcp/) whose tools are
+// ExGuardian sandboxes. Standalone: it holds its own sandboxes, each an
+// `exguardian session` supervisor driven through the service's registry.
+#include "cli/mcp.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+
+#include "mcp/jsonrpc.hpp"
+#include "mcp/local_sandboxes.hpp"
+#include "mcp/server.hpp"
+#include "serve/sandbox_registry.hpp"
+#include "serve/templates.hpp"
+
+namespace exg::cli {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+int mcp_error(const std::string& what) {
+  std::fprintf(stderr, "exguardian: mcp: %s\n", what.c_str());
+  return 125;
+}
+
+std::string canonical(const std::string& d) {
+  char buf[PATH_MAX];
+  return ::realpath(d.c_str(), buf) ? std::string(buf) : std::string();
+}
+
+bool write_all(int fd, const std::string& s) {
+  size_t off = 0;
+  while (off < s.size()) {
+    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    off += static_cast<size_t>(n);
+  }
+  return true;
+}
+
+// State directories of MCP servers that are gone (their lock is free): their
+// supervisors ended (PDEATHSIG) or are ended here, the directories removed.
+void sweep_stale_servers(boost::asio::io_context& io, const std::string& base, const std::string& exe) {
+  std::error_code ec;
+  for (auto& e : fs::directory_iterator(base, ec)) {
+    std::string dir = e.path().string();
+    int fd = ::open((dir + "/server.lock").c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0) continue;  // not (yet) a server's
+    bool stale = ::flock(fd, LOCK_EX | LOCK_NB) == 0;
+    ::close(fd);
+    if (!stale) continue;
+    serve::Registry old(io, {dir, exe, false, 1});
+    if (old.open()) fs::remove_all(dir, ec);
+  }
+}
+
+constexpr const char* kInstructions =
+    "ExGuardian sandboxes: create_sandbox, then run_command / start_command + read_output and the file tools with its "
+    "sandbox_id; destroy_sandbox when done. Everything runs inside the sandbox (no network unless allowed, only the "
+    "workspace writable). A result's refusals say what the sandbox refused (egress, syscalls, planted files).";
+
+}  // namespace
+
+int mcp_main(int argc, char** argv) {
+  CLI::App app{"An MCP server over stdio whose tools are ExGuardian sandboxes", "exguardian mcp"};
+  mcp::LocalOptions lo;
+  std::string templates_file, state_base = "/var/tmp/exg-mcp-" + std::to_string(::getuid());
+  std::vector<std::string> roots;
+  long sandbox_timeout = 3600;
+  bool verbose = false;
+  app.add_option("--layer", lo.layer, "Default layer of new sandboxes: process, container, gvisor or microvm (default process)")
+      ->check(CLI::IsMember({"process", "container", "gvisor", "microvm"}));
+  app.add_option("--policy", lo.policy, "A policy file every sandbox gets (ExGuardian or sandbox-runtime settings)");
+  app.add_option("--allow-domain", lo.allow_domains, "A domain every sandbox may reach (repeatable)");
+  app.add_option("--templates", templates_file, "Templates create_sandbox may name (the format of exguardian serve --templates)");
+  app.add_option("--workspace-root", roots, "A host directory under which create_sandbox may mount a workspace (repeatable; default: the current directory)");
+  app.add_flag("--lock-policy", lo.lock_policy, "create_sandbox may not choose layer, policy, allow_domains or workspace");
+  app.add_option("--sandbox-timeout", sandbox_timeout, "Seconds a sandbox lives unless create_sandbox says otherwise (default 3600)")
+      ->check(CLI::Range(1L, 7L * 86400));
+  app.add_option("--max-sandboxes", lo.max_sandboxes, "Sandboxes at once (default 16)")->check(CLI::Range(size_t{1}, size_t{1000}));
+  app.add_option("--state-dir", state_base, "Where sandboxes' state lives, under /tmp or /var/tmp (default /var/tmp/exg-mcp-UID)");
+  app.add_flag("-v,--verbose", verbose, "Log every sandbox's life on stderr");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "exguardian: mcp: usage: %s (see exguardian mcp --help)\n", e.what());
+    return 125;
+  }
+  if (!templates_file.empty()) {
+    auto t = serve::Templates::load(templates_file);
+    if (!t) return mcp_error(t.error().str());
+    lo.templates = std::move(*t);
+  }
+  if (!lo.policy.empty()) {
+    std::string p = canonical(lo.policy);
+    if (p.empty()) return mcp_error("--policy " + lo.policy + ": " + std::strerror(errno));
+    lo.policy = p;
+  }
+  if (roots.empty()) roots.push_back(".");
+  for (auto& r : roots) {
+    std::string c = canonical(r);
+    if (c.empty()) return mcp_error("--workspace-root " + r + ": " + std::strerror(errno));
+    lo.workspace_roots.push_back(c);
+  }
+  lo.sandbox_timeout = std::chrono::seconds(sandbox_timeout);
+  // As for serve: the sandboxes see the host's root read-only but /tmp and /var/tmp are their own,
+  // so homes kept there are invisible to the other sandboxes.
+  if (state_base.empty() || state_base[0] != '/') return mcp_error("--state-dir " + state_base + ": expected an absolute path");
+  ::mkdir(state_base.c_str(), 0700);
+  std::string base = canonical(state_base);
+  if (!(base.starts_with("/tmp/") || base.starts_with("/var/tmp/")))
+    return mcp_error("--state-dir " + state_base + ": must be under /tmp or /var/tmp, which every sandbox has to itself");
+  struct stat st;
+  if (::stat(base.c_str(), &st) != 0 || st.st_uid != ::getuid() || (st.st_mode & 077) != 0)
+    return mcp_error("--state-dir " + base + ": must be a directory of this user's, mode 0700");
+  char exe[PATH_MAX];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return mcp_error("readlink /proc/self/exe failed");
+  exe[n] = '\0';
+  lo.exe = exe;
+
+  ::signal(SIGPIPE, SIG_IGN);
+  // Never destroyed: the stdin thread may still post a line to it while the process exits.
+  boost::asio::io_context& io = *new boost::asio::io_context;
+  sweep_stale_servers(io, base, exe);
+  // This server's own directory (several clients may each run one).
+  std::string dir = base + "/" + std::to_string(::getpid()) + "-" + serve::random_id(8);
+  lo.state_dir = dir;
+  serve::RegistryOptions ro;
+  ro.state_dir = dir;
+  ro.exe = exe;
+  ro.verbose = verbose;
+  ro.max_sandboxes = lo.max_sandboxes;
+  int rc = 0;
+  {
+    serve::Registry registry(io, ro);
+    if (auto r = registry.open(); !r) return mcp_error(r.error().str());
+    mcp::LocalSandboxes sandboxes(io, registry, lo);
+    mcp::Server server(sandboxes, [](const std::string& line) { write_all(1, line); }, kInstructions);
+    bool ending = false;
+    auto end = [&](const char* why) {
+      if (ending) return;
+      ending = true;
+      if (verbose) std::fprintf(stderr, "exguardian: mcp: %s: destroying the sandboxes\n", why);
+      sandboxes.shutdown([&io] { io.stop(); });
+    };
+    boost::asio::signal_set stop(io, SIGTERM, SIGINT, SIGHUP);
+    stop.async_wait([&](boost::system::error_code ec, int) {
+      if (!ec) end("signal");
+    });
+    // stdin in a thread of its own: a pipe, a file or a terminal alike; lines are handled on the loop.
+    std::thread([&io, &server, &end] {
+      std::string acc;
+      bool skipping = false;
+      char buf[65536];
+      for (;;) {
+        ssize_t got = ::read(0, buf, sizeof buf);
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) break;
+        for (ssize_t i = 0; i < got; ++i) {
+          if (buf[i] != '\n') {
+            if (!skipping) acc += buf[i];
+            if (acc.size() > mcp::kMaxLineBytes) skipping = true, acc.clear();
+            continue;
+          }
+          std::string line = skipping ? std::string("[") + std::string(mcp::kMaxLineBytes + 1, ' ') + "]" : std::move(acc);
+          acc.clear();
+          skipping = false;
+          boost::asio::post(io, [&server, line = std::move(line)] { server.handle_line(line); });
+        }
+      }
+      boost::asio::post(io, [&end] { end("stdin closed"); });
+    }).detach();
+    for (;;) {
+      try {
+        io.run();
+        break;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "exguardian: mcp: internal error in a handler: %s\n", e.what());
+        rc = 1;
+      }
+    }
+  }
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return rc;
+}
+
+}  // namespace exg::cli

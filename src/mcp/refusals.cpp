@@ -1,0 +1,67 @@
+#include "mcp/refusals.hpp"
+
+#include <sys/stat.h>
+
+#include <fstream>
+#include <sstream>
+
+namespace exg::mcp {
+
+uint64_t audit_offset(const std::string& audit_log) {
+  struct stat st;
+  return ::stat(audit_log.c_str(), &st) == 0 ? static_cast<uint64_t>(st.st_size) : 0;
+}
+
+nlohmann::json refusal_of(const nlohmann::json& l) {
+  if (!l.is_object()) return nullptr;
+  std::string ev = l.value("event", "");
+  auto s = [&](const char* k) {
+    auto it = l.find(k);
+    if (it == l.end()) return std::string();
+    return it->is_string() ? it->get<std::string>() : it->dump();
+  };
+  std::string summary;
+  if ((ev == "egress" || ev == "dns") && l.value("decision", "") == "refused") {
+    summary = (ev == "dns" ? "DNS lookup of " : "egress to ") + s("host") + (l.contains("port") ? ":" + s("port") : "") + " refused";
+    if (!s("reason").empty()) summary += ": " + s("reason");
+    if (!s("rule").empty()) summary += " (rule: " + s("rule") + ")";
+  } else if (ev == "syscall_refused") {
+    summary = "syscall " + s("syscall") + " refused (errno " + s("errno") + ")" + (s("command").empty() ? "" : " for " + s("command"));
+  } else if (ev == "exfiltration") {
+    summary = "secret " + s("secret") + " on its way out (" + s("protocol") + ", " + s("where") + "): blocked";
+  } else if (ev == "planted") {
+    summary = "planted file " + s("path") + " quarantined" + (s("quarantined_to").empty() ? "" : " to " + s("quarantined_to")) +
+              (s("why").empty() ? "" : ": " + s("why"));
+  } else if (ev == "setid_removed") {
+    summary = "set-id bits removed from " + s("path");
+  } else if (ev == "sweep_unchecked") {
+    summary = "could not check " + s("path") + " for planted files: " + s("why");
+  } else {
+    return nullptr;
+  }
+  nlohmann::json detail = l;
+  for (const char* k : {"sandbox", "tenant", "e2b_sandbox"}) detail.erase(k);  // the registry's tags: nothing the model needs
+  return {{"event", ev}, {"summary", summary}, {"detail", detail}};
+}
+
+nlohmann::json refusals_since(const std::string& audit_log, uint64_t offset) {
+  nlohmann::json out = nlohmann::json::array();
+  std::ifstream in(audit_log, std::ios::binary);
+  if (!in) return out;
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::string line;
+  size_t kept = 0;
+  while (std::getline(in, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    auto r = refusal_of(j);
+    if (r.is_null()) continue;
+    if (++kept > 100) {  // a flood (a fork bomb of refused calls) is counted, not listed
+      out.push_back({{"event", "more"}, {"summary", "more refusals than 100 in this call: see the audit log"}});
+      break;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace exg::mcp
