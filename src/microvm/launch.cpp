@@ -129,6 +129,7 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   auto img = find_guest_image();
   std::vector<std::string> l;
   l.push_back(std::string("layer: microvm (qemu -M microvm, ") + to_string(opt.accel) + ")");
+  if (!opt.accel_why.empty()) l.push_back("  accelerator: " + opt.accel_why);
   l.push_back("  guest kernel: " + (img ? img->kernel + " (" + img->kernel_version + ")" : img.error().str()));
   l.push_back("  guest RAM: " + (mem ? std::to_string(*mem) + "M" : mem.error().str()) +
               ", 1 vCPU; qemu runs in the plan's process-layer sandbox below, the cgroup holds both");
@@ -220,6 +221,8 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   plan::Plan vp = with_exported_view(plan);
   insert_before_seal(vp, {plan::StepKind::BindRo, img.dir, kImageAt, "microvm: the guest kernel and initramfs"});
   insert_before_seal(vp, {plan::StepKind::BindRo, run.dir, kRunAt, "microvm: the agent channel's socket"});
+  if (vm.accel == Accel::Kvm)  // proved by a guest boot (accel_probe.hpp); untested on TCG-only hosts
+    insert_before_seal(vp, {plan::StepKind::DevNode, "/dev/kvm", "/dev/kvm", "microvm: KVM for qemu"});
   VmSpec spec = vm_spec(plan, vm, mem, monitor);
   spec.incoming = how == Start::Restore;
   // The kernel's boot messages on -v only for a cold boot that saves nothing:

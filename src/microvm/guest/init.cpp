@@ -246,6 +246,11 @@ int main() {
   ::mkdir("/sys", 0555);
   mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   mount_or_die("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
+  if (read_file("/proc/cmdline").find(kBootProbeArg) != std::string::npos) {
+    std::fprintf(stderr, "%s\n", kBootProbeLine);
+    std::fflush(stderr);
+    power_off();
+  }
   load_modules();
   std::string port = find_channel();
   int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
