@@ -246,12 +246,15 @@ int main() {
   ::mkdir("/sys", 0555);
   mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   mount_or_die("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  if (read_file("/proc/cmdline").find(kBootProbeArg) != std::string::npos) {
+  const std::string cmdline = read_file("/proc/cmdline");
+  auto probe_done = [] {
     std::fprintf(stderr, "%s\n", kBootProbeLine);
     std::fflush(stderr);
     power_off();
-  }
+  };
+  if (cmdline.find(kBootProbeArg) != std::string::npos) probe_done();
   load_modules();
+  if (cmdline.find(kModulesProbeArg) != std::string::npos) probe_done();
   std::string port = find_channel();
   int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
   if (channel < 0) die("open the channel %s", port);
