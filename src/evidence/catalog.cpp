@@ -6,6 +6,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -199,6 +200,8 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
     p.required = false;
   };
   for (auto& p : v) {
+    // One guest per probe under TCG (software emulation): seconds where a process starts in ms.
+    p.timeout_s = std::max(p.timeout_s, p.id == "work-compile-c" ? 180 : 90);
     if (p.id.starts_with("kernel-") && !sandbox::probe_expects_success(p.id.substr(7)))
       skip(p, "a syscall-filter probe: in a microVM the command's syscalls go to the guest's own kernel (the wall; "
               "the host's filter guards qemu)");
@@ -210,6 +213,13 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
       skip(p, "the pids limit holds qemu's threads on the host; the guest's own processes are not limited yet");
     else if (p.id == "limit-memory")
       skip(p, "a guest needs at least 384M (--memory 128M is refused, exit 125); the guest's own kernel bounds its RAM");
+    else if (p.id == "proc-pid1")
+      p.judge = [](const Outcome& o) {
+        // The guest's pid 1 is our init (guest/init.cpp), the initramfs's /init.
+        if (o.status == 0 && first_line(o.out) == "init" && o.out.find("\n/init ") != std::string::npos)
+          return held("/proc/1 is the guest's init (/init, exguardian-guest-init)");
+        return escaped("pid 1 is not the guest's init: " + said(o));
+      };
     else if (p.id == "sandbox-status")
       p.judge = [](const Outcome& o) {
         std::string s;

@@ -98,11 +98,14 @@ std::string template_write_dir() {
 
 std::vector<std::string> template_read_dirs() {
   if (const char* e = std::getenv("EXG_MICROVM_SNAPSHOT_DIR"); e && *e) return {e};
-  std::vector<std::string> d = {"/var/cache/exguardian/microvm"};
+  // An ordinary user's own first: where a root template that does not restore
+  // for it was replaced by its own (launch.cpp boots cold and saves there).
+  std::vector<std::string> d;
   if (::geteuid() != 0) {
     std::string w = template_write_dir();
     if (!w.empty()) d.push_back(w);
   }
+  d.push_back("/var/cache/exguardian/microvm");
   return d;
 }
 

@@ -42,8 +42,8 @@ bool snapshots_enabled();
 Result<std::string> template_key(const GuestImage& img, const std::vector<std::string>& argv);
 
 // Where templates are read and written: $EXG_MICROVM_SNAPSHOT_DIR, else
-// /var/cache/exguardian/microvm for root; an ordinary user reads root's
-// there and writes its own in ${XDG_CACHE_HOME:-~/.cache}/exguardian/microvm.
+// /var/cache/exguardian/microvm for root; an ordinary user writes its own in
+// ${XDG_CACHE_HOME:-~/.cache}/exguardian/microvm and reads those first, then root's.
 std::vector<std::string> template_read_dirs();
 std::string template_write_dir();
 

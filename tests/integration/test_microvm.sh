@@ -86,6 +86,17 @@ if [ "$r1_status" -eq 0 ] && [ "$r2_status" -eq 0 ] && grep -q 'microvm: restore
     else fail "template written from a guest"; STATUS=$r2_status OUT=$r2_out ERR=$r2_err show_last; fi
 else fail "restore from the template"; grep "microvm" <<<"$r1_err$r2_err" | sed "s/^/#      /"; STATUS=$r1_status OUT=$r1_out ERR=$r1_err show_last; STATUS=$r2_status OUT=$r2_out ERR=$r2_err show_last; fi
 rm -f "$WS/snap-marker.txt"
+# A template that does not restore (here cut in half) is dropped and the run boots cold, saving
+# a new one (root only: one cold boot more).
+if [ "$EXG_AS" = root ] && [ -n "$state" ]; then
+    full=$(stat -c %s "$state")
+    truncate -s $((full / 2)) "$state"
+    run snaprun -v -- sh -c 'echo after-bad-template'
+    if [ "$STATUS" -eq 0 ] && grep -qx after-bad-template <<<"$OUT" && grep -q 'booting cold' <<<"$ERR" \
+       && grep -q 'template saved to' <<<"$ERR" && [ "$(stat -c %s "$state")" -gt $((full / 2)) ]; then
+        ok "a template that does not restore is dropped: the run boots cold and saves a new one"
+    else fail "damaged template"; show_last; fi
+fi
 
 # stdin (a pipe) reaches the command; its EOF too.
 run bash -c "cd '$WS' && printf 'abc\ndef\n' | timeout -k 5 120 $(printf '%q ' "${MVM[@]}") -- tr a-z A-Z"
