@@ -45,11 +45,14 @@ constexpr int kBootTimeoutMs = 90000;
 // has connected (or the launch failed).
 struct RunDir {
   std::string dir, sock, qmp;
-  ~RunDir() {
+  // Right after qemu connected: a kill of exguardian during the guest's boot leaves nothing.
+  void remove() {
     if (!sock.empty()) ::unlink(sock.c_str());
     if (!qmp.empty()) ::unlink(qmp.c_str());
     if (!dir.empty()) ::rmdir(dir.c_str());
+    sock.clear(), qmp.clear(), dir.clear();
   }
+  ~RunDir() { remove(); }
 };
 
 // Inserted before the plan's "ReadOnly /" (mount points are made in the root
@@ -293,6 +296,7 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
       return fail(q.error());
     }
   }
+  run.remove();
   std::string started;
   if (how == Start::Restore) {
     if (auto r = restore_template(*qmp, tmpl->fd.get()); !r) {
