@@ -390,8 +390,12 @@ void Agent::handle(const Request& r) {
     case Op::Signal: {
       Proc* p = running(r.pid);
       if (!p) return send(reply_error(r.id, ESRCH, "no such process"));
-      if (::syscall(SYS_pidfd_send_signal, p->pidfd, r.signal, nullptr, 0) != 0)
-        return send(reply_error(r.id, errno, "signal"));
+      // Without a pidfd (gVisor 2022 has no pidfd_open) the pid itself: safe
+      // here, as only this process reaps and a reaped pid leaves the table in
+      // the same step, so a pid in the table is always this child (a zombie at worst).
+      int rc = p->pidfd >= 0 ? static_cast<int>(::syscall(SYS_pidfd_send_signal, p->pidfd, r.signal, nullptr, 0))
+                             : ::kill(p->pid, r.signal);
+      if (rc != 0) return send(reply_error(r.id, errno, "signal"));
       return send(reply_ok(r.id));
     }
     case Op::Resize: {
@@ -441,6 +445,11 @@ void Agent::start(const Request& r) {
     if (master < 0) return fail_with(errno, "open a terminal (/dev/ptmx)");
     if (::unlockpt(master) != 0) return fail_with(errno, "unlock the terminal");
     slave = ::ioctl(master, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+    if (slave < 0 && (errno == ENOTTY || errno == EINVAL)) {
+      // gVisor has no TIOCGPTPEER: the peer by its name in this sandbox's own devpts.
+      char name[64];
+      if (::ptsname_r(master, name, sizeof name) == 0) slave = ::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    }
     if (slave < 0) return fail_with(errno, "open the terminal's peer");
     winsize ws{r.rows, r.cols, 0, 0};
     ::ioctl(master, TIOCSWINSZ, &ws);

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -34,16 +35,36 @@ int oci_init_main(int argc, char** argv) {
     // are the container's (the Plan's, through config.json).
     char* end = nullptr;
     long fd = std::strtol(argv[1], &end, 10);
-    if (*end || fd < 3 || fd > 1024 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
+    if (*end || (fd != 0 && fd < 3) || fd > 1024 || ::fcntl(static_cast<int>(fd), F_GETFD) < 0) {
       std::fprintf(stderr, "exguardian: oci-init: --agent %s: not an open descriptor\n", argv[1]);
       return 125;
     }
     ::prctl(PR_SET_DUMPABLE, 0);  // the sandbox's processes cannot read pid 1
     (void)::setsid();
+    if (fd == 0) {
+      // gVisor: the channel is stdin (runsc passes no other descriptor). It
+      // must be a stream socket (not a terminal or file a runtime put there by
+      // mistake); moved off stdio, which the agent points at /dev/null.
+      int type = 0;
+      socklen_t len = sizeof type;
+      if (::getsockopt(0, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) {
+        std::fprintf(stderr, "exguardian: oci-init: --agent 0: stdin is not a stream socket\n");
+        return 125;
+      }
+      fd = ::fcntl(0, F_DUPFD_CLOEXEC, 3);
+      if (fd < 0) {
+        std::fprintf(stderr, "exguardian: oci-init: --agent 0: %s\n", std::strerror(errno));
+        return 125;
+      }
+    }
     ::fcntl(static_cast<int>(fd), F_SETFD, FD_CLOEXEC);
     agent::AgentConfig cfg;
     cfg.channel = static_cast<int>(fd);
     for (char** e = environ; e && *e; ++e) cfg.env.emplace_back(*e);
+    // The agent keeps its copy; the initial environment area is cleared, so
+    // /proc/1/environ shows nothing even where the kernel does not hold it
+    // back for a process that is not dumpable (gVisor 20221219 shows it).
+    for (char** e = environ; e && *e; ++e) std::memset(*e, 0, std::strlen(*e));
     char cwd[4096];
     cfg.cwd = ::getcwd(cwd, sizeof cwd) ? cwd : "/";
     agent::serve(cfg);

@@ -53,6 +53,10 @@ namespace exg::layer {
 
 struct LaunchOptions {
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
+  // The process layer: what the sandbox's first process gets as fds 0..2
+  // instead of the caller's own (-1: the caller's), so that one process can
+  // launch sandboxes with different stdio at once (the microVM layer's qemu).
+  int stdio_fds[3] = {-1, -1, -1};
   bool verbose = false;
   // Plans with trust_bundle steps: called after the clone, before the child
   // goes on; returns the PEM certificate the child appends to those steps'

@@ -63,27 +63,6 @@ void insert_before_seal(plan::Plan& p, plan::Step s) {
   p.steps.insert(it, std::move(s));
 }
 
-// qemu's stdin is /dev/null (the agent carries the command's stdin), its
-// stdout the host's stderr (the guest console: errors only): set around the
-// clone, which inherits them, and put back after.
-struct StdioForQemu {
-  int saved0 = -1, saved1 = -1;
-  StdioForQemu() {
-    saved0 = ::fcntl(0, F_DUPFD_CLOEXEC, 3);
-    saved1 = ::fcntl(1, F_DUPFD_CLOEXEC, 3);
-    int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (null >= 0) {
-      ::dup2(null, 0);
-      ::close(null);
-    }
-    ::dup2(2, 1);
-  }
-  ~StdioForQemu() {
-    if (saved0 >= 0) ::dup2(saved0, 0), ::close(saved0);
-    if (saved1 >= 0) ::dup2(saved1, 1), ::close(saved1);
-  }
-};
-
 // The host's TSC rate (kHz) as /proc/cpuinfo says, which TCG's guest TSC follows; 0 unknown.
 uint64_t host_tsc_khz() {
   FILE* f = std::fopen("/proc/cpuinfo", "re");
@@ -238,10 +217,16 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   process::LaunchOptions qo = opt;
   qo.agent = false;
   for (bool& t : qo.tty_fds) t = false;
-  Result<process::Launched> l = [&] {
-    StdioForQemu stdio;
-    return process::launch(vp, qo);
-  }();
+  // qemu's stdin is /dev/null (the agent carries the command's stdin), its
+  // stdout the host's stderr (the guest console: errors only). Given to its
+  // sandbox alone (LaunchOptions::stdio_fds): this process's own 0 and 1 stay,
+  // so it can launch other sandboxes meanwhile.
+  UniqueFd null(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  if (!null) return fail(Error::sys("open /dev/null for qemu's stdin"));
+  qo.stdio_fds[0] = null.get();
+  qo.stdio_fds[1] = 2;
+  qo.stdio_fds[2] = -1;
+  Result<process::Launched> l = process::launch(vp, qo);
   if (!l) return fail(l.error());
 
   auto kill_vm = [&] {

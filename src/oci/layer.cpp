@@ -113,6 +113,7 @@ struct HostArgs {
   bool pid1_copy = false;  // write the embedded pid-1 program to kPid1Copy (none installed)
   StepTimer* timer = nullptr;  // LaunchOptions::timer: the runtime host's marks go to its shared page
   int agent_fd = -1;  // LaunchOptions::agent: the agent's end of its channel, fd 3 of the container's pid 1
+  bool agent_on_stdin = false;  // runsc: the channel is the container's stdin instead (no --preserve-fds)
 };
 
 [[noreturn]] void die(int sync_fd, const std::string& what, int err) {
@@ -409,7 +410,14 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     sigemptyset(&none);
     for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    if (a_.agent_fd >= 0) {
+    if (a_.agent_fd >= 0 && a_.agent_on_stdin) {
+      // runsc: the channel is the container's stdin (runsc imports its stdio
+      // into the sandbox; it donates no other descriptor). Its stdout goes
+      // nowhere: the host's terminal or pipe has no business in the sandbox.
+      int null = ::open("/dev/null", O_WRONLY);
+      if (::dup2(a_.agent_fd, 0) < 0 || null < 0 || ::dup2(null, 1) < 0) ::_exit(125);
+      ::close_range(3, ~0U, 0);
+    } else if (a_.agent_fd >= 0) {
       // The runtime passes fd 3 on to the container's pid 1 (--preserve-fds=1).
       if (::dup2(a_.agent_fd, 3) < 0) ::_exit(125);
       ::close_range(4, ~0U, 0);
@@ -678,7 +686,9 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   // With the agent (LaunchOptions::agent), pid 1 serves its channel on fd 3 instead.
   spec["mounts"].push_back({{"destination", kPid1}, {"type", "bind"}, {"source", pid1_source},
                             {"options", {"bind", "ro", "nosuid", "nodev"}}});
-  nlohmann::json args = agent ? nlohmann::json::array({kPid1, "--agent", "3"}) : nlohmann::json::array({kPid1, "--"});
+  // runsc has no --preserve-fds: there the channel arrives as stdin (launch()).
+  const char* channel_fd = rt.runtime == Runtime::Runsc ? "0" : "3";
+  nlohmann::json args = agent ? nlohmann::json::array({kPid1, "--agent", channel_fd}) : nlohmann::json::array({kPid1, "--"});
   if (!agent)
     for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
@@ -917,12 +927,6 @@ layer::Enforcement OciLayer::enforces(const plan::Plan& plan) const {
                              "gVisor; runsc has no seccomp notify, so they are not reported here)"
                            : "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor";
   return e;
-}
-
-Result<void> OciLayer::supports_agent() const {
-  if (opt_.runtime.runtime == Runtime::Runsc)
-    return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass it its channel)"));
-  return {};
 }
 
 std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt) {
@@ -1164,7 +1168,11 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   a.config_json = spec->dump(1);
   a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
   a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
-  if (lo.agent) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--preserve-fds=1");  // after "run"
+  // The agent's channel: fd 3 of the container's pid 1 for crun and runc;
+  // runsc run has no --preserve-fds, so there it is the container's stdin,
+  // which runsc imports into the sandbox as a host socket (docs/agent-protocol.md).
+  if (lo.agent && rt.runtime != Runtime::Runsc) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--preserve-fds=1");  // after "run"
+  a.agent_on_stdin = lo.agent && rt.runtime == Runtime::Runsc;
 
   // One cgroup per sandbox, limits set before anything runs in it; the
   // runtime host, the runtime and the container all stay inside.
@@ -1178,9 +1186,6 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   if (!cg) return fail(cg.error());
   timer.mark("cgroup");
 
-  // The agent's channel, as on the process layer (runsc has no --preserve-fds).
-  if (lo.agent && rt.runtime == Runtime::Runsc)
-    return fail(Error::msg("session", "the agent on the gVisor layer: not yet (runsc run cannot pass a descriptor in)"));
   layer::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (host_userns ? CLONE_NEWUSER : 0);
   sp.cgroup = std::move(*cg);

@@ -189,7 +189,6 @@ class OciLayer final : public layer::Layer {
   layer::Kind kind() const override { return opt_.kind; }
   std::vector<std::string> describe(const plan::Plan& plan) const override { return describe_layer(plan, opt_); }
   layer::Enforcement enforces(const plan::Plan& plan) const override;
-  Result<void> supports_agent() const override;
   Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& lo) override {
     return oci::launch(plan, lo, opt_);
   }

@@ -6,6 +6,7 @@
 // (nr | 0x40000000) as a bad architecture. The profile cannot name that rule
 // itself (a syscall number is not a rule target in OCI); the integration test
 // checks the result on each runtime. runsc has no i386/x32 entry points.
+#include <cerrno>
 #include <map>
 
 #include "oci/spec.hpp"
@@ -44,6 +45,20 @@ nlohmann::json seccomp_profile(const std::string& listener_path, Runtime runtime
     auto [it, fresh] = entry_of.emplace(rest.dump(), syscalls.size());
     if (fresh) syscalls.push_back(std::move(rule));
     else syscalls[it->second]["names"].push_back(r.syscall);
+  }
+  if (runtime == Runtime::Runsc) {
+    // gVisor (20221219) does not shield a pid namespace's init from its own
+    // processes' SIGKILL/SIGSTOP as Linux does: `kill -9 1` from inside would
+    // end a session. Signals addressed to pid 1 (the agent, or exguardian-init)
+    // from inside are refused here instead (EPERM, as Linux's "cannot kill
+    // init" rule looks to a sender that is not privileged); the supervisor's
+    // signals come through `runsc kill`, from outside the sandbox's kernel.
+    // (kill(-1) never reaches init in gVisor either.)
+    for (const char* name : {"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"})
+      syscalls.push_back({{"names", json::array({name})},
+                          {"action", "SCMP_ACT_ERRNO"},
+                          {"errnoRet", EPERM},
+                          {"args", json::array({{{"index", 0}, {"value", 0xffffffffu}, {"valueTwo", 1}, {"op", "SCMP_CMP_MASKED_EQ"}}})}});
   }
   json p = {{"defaultAction", "SCMP_ACT_ALLOW"}, {"architectures", {"SCMP_ARCH_X86_64"}}, {"syscalls", syscalls}};
   if (notify) p["listenerPath"] = listener_path;

@@ -156,7 +156,7 @@ await check('files: write and read text and bytes', async () => {
   const back = await sb.files.read('big.bin', { format: 'bytes' })
   assert.equal(back.length, bytes.length)
   assert.ok(Buffer.from(back).equals(Buffer.from(bytes)))
-  const r = await sb.commands.run('cat notes/a.txt; stat -c %s big.bin')
+  const r = await sb.commands.run('cat notes/a.txt; wc -c < big.bin')  // (no stat(1): its statx fails under gVisor)
   assert.equal(r.stdout, `hello file${bytes.length}\n`)
 })
 

@@ -100,6 +100,7 @@ env_vars=(
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     HOME="$T/home" LANG=C.UTF-8
     EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir" EXG_LAYER="$layer"
+    EXG_IT_GVISOR_SDK="${EXG_IT_GVISOR_SDK:-0}"  # opt-in: test_serve's SDK run on gVisor
 )
 
 echo "# $name as $as on the $layer layer (runner=$runner, T=$T)"

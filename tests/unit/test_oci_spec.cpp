@@ -505,6 +505,22 @@ TEST(OciSeccomp, RunscLeavesClone3ToGvisor) {
   EXPECT_EQ(oci_verdict(p, "ptrace", none), EPERM);
 }
 
+// gVisor does not shield pid 1 from its own namespace's SIGKILL: signals aimed
+// at pid 1 are refused there (and only there: Linux does it on the others).
+TEST(OciSeccomp, RunscRefusesSignalsToPid1) {
+  json p = seccomp_profile("", Runtime::Runsc);
+  for (const char* name : {"kill", "tkill", "tgkill", "rt_sigqueueinfo", "rt_tgsigqueueinfo"}) {
+    uint64_t to_init[6] = {1, 9}, to_other[6] = {2, 9}, high_bits[6] = {0x100000002ull, 9};
+    uint64_t to_init_high[6] = {0xffffffff00000001ull, 9};  // the kernel reads an int
+    EXPECT_EQ(oci_verdict(p, name, to_init), EPERM) << name;
+    EXPECT_EQ(oci_verdict(p, name, to_init_high), EPERM) << name;
+    EXPECT_EQ(oci_verdict(p, name, to_other), 0) << name;
+    EXPECT_EQ(oci_verdict(p, name, high_bits), 0) << name;
+  }
+  uint64_t to_init[6] = {1, 9};
+  EXPECT_EQ(oci_verdict(seccomp_profile("", Runtime::Crun), "kill", to_init), 0);
+}
+
 TEST(OciSeccomp, ComplementBlocksAreExact) {
   const uint32_t allowed[] = {0, 5, 6, 0xfffffffe};
   auto blocks = rules::complement_blocks(0, allowed);
