@@ -6,12 +6,14 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "layer/kind.hpp"
+#include "microvm/layer.hpp"
 #include "sandbox/probes.hpp"
 
 namespace exg::evidence {
@@ -172,6 +174,75 @@ std::string q(const std::string& s) {  // single-quote for sh
   std::string r = "'";
   for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return r + "'";
+}
+
+// The catalog on the microVM layer: the command runs on the guest's own
+// kernel, so what tests the host's syscall filter on the command does not
+// apply (the filter is on qemu; the guest kernel is the wall), and what needs
+// the proxy waits for egress into the guest. Each such probe is skipped,
+// saying why, and not required; one probe proves the kernel is another.
+void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
+  auto first_line_of = [](const char* path) {
+    std::ifstream f(path);
+    std::string l;
+    std::getline(f, l);
+    return l;
+  };
+  const std::string host_boot = first_line_of("/proc/sys/kernel/random/boot_id");
+  const std::string host_release = first_line_of("/proc/sys/kernel/osrelease");
+  // Does the layer carry the proxy's ports into the guest? It says so in its cautions when not.
+  plan::Plan with_egress;
+  with_egress.network.allowed_domains.push_back({"allowed.test", {}});
+  const bool egress = microvm::MicrovmLayer({}, {}).cautions(with_egress).empty();
+  auto skip = [](ProbeSpec& p, std::string why) {
+    if (!p.skip_why.empty()) return;
+    p.skip_why = std::move(why);
+    p.required = false;
+  };
+  for (auto& p : v) {
+    // One guest per probe under TCG (software emulation): seconds where a process starts in ms.
+    p.timeout_s = std::max(p.timeout_s, p.id == "work-compile-c" ? 180 : 90);
+    if (p.id.starts_with("kernel-") && !sandbox::probe_expects_success(p.id.substr(7)))
+      skip(p, "a syscall-filter probe: in a microVM the command's syscalls go to the guest's own kernel (the wall; "
+              "the host's filter guards qemu)");
+    else if (p.needs_world && !egress && p.id != "net-direct-tcp" && p.id != "net-direct-metadata" && p.id != "net-udp")
+      skip(p, "needs the proxy: egress is not carried into the guest yet (no NIC; nothing listens on 127.0.0.1:3128)");
+    else if (p.id == "net-allowed-control" && !egress)
+      skip(p, "needs the proxy: egress is not carried into the guest yet");
+    else if (p.id == "limit-pids")
+      skip(p, "the pids limit holds qemu's threads on the host; the guest's own processes are not limited yet");
+    else if (p.id == "limit-memory")
+      skip(p, "a guest needs at least 384M (--memory 128M is refused, exit 125); the guest's own kernel bounds its RAM");
+    else if (p.id == "proc-pid1")
+      p.judge = [](const Outcome& o) {
+        // The guest's pid 1 is our init (guest/init.cpp), the initramfs's /init.
+        if (o.status == 0 && first_line(o.out) == "init" && o.out.find("\n/init ") != std::string::npos)
+          return held("/proc/1 is the guest's init (/init, exguardian-guest-init)");
+        return escaped("pid 1 is not the guest's init: " + said(o));
+      };
+    else if (p.id == "sandbox-status")
+      p.judge = [](const Outcome& o) {
+        std::string s;
+        for (char ch : o.out) s += ch == '\t' ? ' ' : ch;
+        bool cap = has(s, "CapEff: 0000000000000000"), nnp = has(s, "NoNewPrivs: 1");
+        if (cap && nnp) return held("no capabilities, no_new_privs set; no seccomp filter in the guest: its own kernel is the wall");
+        return escaped(std::string(!cap ? "capabilities held" : "no_new_privs unset") + ": " + first_line(s));
+      };
+  }
+  // First, so that a run on the host's kernel is seen before anything else.
+  ProbeSpec id{"guest-own-kernel", "sandbox", "uname -r; cat /proc/sys/kernel/random/boot_id",
+               "the command runs on another kernel than the host's: its boot id (and release) differ", true, {}, false,
+               false, "", 0, [host_boot, host_release](const Outcome& o) {
+                 std::istringstream is(o.out);
+                 std::string release, boot;
+                 std::getline(is, release);
+                 std::getline(is, boot);
+                 if (o.status != 0 || boot.size() < 32) return failed("no kernel identity: " + said(o));
+                 if (boot == host_boot) return escaped("the host's own kernel: boot id " + boot);
+                 return held("guest kernel " + release + ", boot id " + boot + "; the host's: " + host_release + ", " + host_boot);
+               }};
+  v.insert(v.begin() + (v.empty() ? 0 : 1), std::move(id));
+  (void)c;
 }
 
 }  // namespace
@@ -744,6 +815,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   }
   add({"limit-timeout", "limits", "sleep 1000", "sleep 1000 under --timeout 2s ends with 124, reported", true,
        {"--timeout", "2s"}, false, true, "", 15, limit_judge(124, "timeout 2s")});
+  if (kind == layer::Kind::Microvm) adapt_for_microvm(v, c);
   return v;
 }
 

@@ -5,15 +5,21 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
 
+#include "microvm/guest/boot_record.hpp"
 #include "microvm/guest_image.hpp"
+#include "microvm/qmp.hpp"
+#include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
 #include "process/syscalls.hpp"
 #include "sandbox/violations.hpp"
@@ -32,15 +38,21 @@ constexpr uint64_t kDefaultGuestMaxMiB = 1024;  // without an explicit --memory
 constexpr char kImageAt[] = "/.exg-vm/image";
 constexpr char kRunAt[] = "/.exg-vm/run";
 constexpr int kConnectTimeoutMs = 30000;
+// A cold boot under TCG takes 3-5 s on an idle host, above 10 s on a loaded one.
+constexpr int kBootTimeoutMs = 90000;
 
 // The directory of the channel's socket: private to this run, gone once qemu
 // has connected (or the launch failed).
 struct RunDir {
-  std::string dir, sock;
-  ~RunDir() {
+  std::string dir, sock, qmp;
+  // Right after qemu connected: a kill of exguardian during the guest's boot leaves nothing.
+  void remove() {
     if (!sock.empty()) ::unlink(sock.c_str());
+    if (!qmp.empty()) ::unlink(qmp.c_str());
     if (!dir.empty()) ::rmdir(dir.c_str());
+    sock.clear(), qmp.clear(), dir.clear();
   }
+  ~RunDir() { remove(); }
 };
 
 // Inserted before the plan's "ReadOnly /" (mount points are made in the root
@@ -63,6 +75,23 @@ uint64_t host_tsc_khz() {
   return mhz > 0 ? static_cast<uint64_t>(mhz * 1000) : 0;
 }
 
+// The VM of one configuration; nothing of the sandbox but its name: every
+// sandbox of the same configuration boots (or restores) the same guest.
+VmSpec vm_spec(const plan::Plan& plan, const LayerOptions& vm, uint64_t mem, bool monitor) {
+  VmSpec spec;
+  spec.vmm = kQemuBinary;
+  spec.kernel = std::string(kImageAt) + "/vmlinux";
+  spec.initramfs = std::string(kImageAt) + "/initramfs.cpio";
+  spec.view_dir = kViewRoot;
+  spec.channel_socket = std::string(kRunAt) + "/agent.sock";
+  if (monitor) spec.monitor_socket = std::string(kRunAt) + "/qmp.sock";
+  spec.memory_mib = mem;
+  spec.accel = vm.accel;
+  if (vm.accel == Accel::Tcg) spec.tsc_khz = host_tsc_khz();
+  spec.name = "exguardian-" + plan.sandbox_id;
+  return spec;
+}
+
 }  // namespace
 
 Result<uint64_t> guest_memory_mib(const plan::Plan& plan) {
@@ -82,11 +111,15 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   auto img = find_guest_image();
   std::vector<std::string> l;
   l.push_back(std::string("layer: microvm (qemu -M microvm, ") + to_string(opt.accel) + ")");
+  if (!opt.accel_why.empty()) l.push_back("  accelerator: " + opt.accel_why);
   l.push_back("  guest kernel: " + (img ? img->kernel + " (" + img->kernel_version + ")" : img.error().str()));
   l.push_back("  guest RAM: " + (mem ? std::to_string(*mem) + "M" : mem.error().str()) +
               ", 1 vCPU; qemu runs in the plan's process-layer sandbox below, the cgroup holds both");
   l.push_back(std::string("  guest's root: the view below, exported over 9p from ") + kViewRoot +
               " in qemu's sandbox; own /proc, /sys, /dev in the guest");
+  l.push_back(snapshots_enabled()
+                  ? "  start: restored from this configuration's saved template (first use: a cold boot that saves it)"
+                  : "  start: cold boot (EXG_MICROVM_SNAPSHOT=off)");
   l.push_back("  guest network: none (no NIC); egress through the proxy is not carried into the guest yet");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
@@ -94,55 +127,89 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   return l;
 }
 
-Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& opt, const LayerOptions& vm) {
-  auto img = find_guest_image();
-  if (!img) return fail(img.error());
-  if (::access(kQemuBinary, X_OK) != 0)
-    return fail(Error::msg(std::string("microvm: ") + kQemuBinary, "not found: install Debian's qemu-system-x86"));
-  auto mem = guest_memory_mib(plan);
-  if (!mem) return fail(mem.error());
+namespace {
 
-  // The channel: a unix socket qemu connects to (path based: qemu is in
-  // another network namespace), in a fresh private directory.
+enum class Start { Cold, ColdSave, Restore };
+
+// A listening unix socket at `path`, owned by the sandbox's host uid (qemu connects to it).
+Result<UniqueFd> listen_at(const std::string& path, const plan::Identity& id) {
+  UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!l) return fail(Error::sys("microvm: socket"));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + path, "socket path too long"));
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+  if (::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(l.get(), 1) != 0)
+    return fail(Error::sys("microvm: listen on " + path));
+  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(path.c_str(), id.host_uid, id.host_gid) != 0)
+    return fail(Error::sys("microvm: chown " + path));
+  return l;
+}
+
+std::string boot_record(const plan::Plan& plan, const LayerOptions& vm) {
+  guest::BootRecord r;
+  r.uid = vm.guest_root ? 0 : plan.identity.inside_uid;
+  r.gid = vm.guest_root ? 0 : plan.identity.inside_gid;
+  r.hostname = plan.hostname;
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME, &now);
+  r.time_sec = now.tv_sec;
+  r.time_nsec = now.tv_nsec;
+  unsigned char seed[guest::kSeedBytes];
+  size_t got = 0;
+  while (got < sizeof seed) {
+    ssize_t n = ::getrandom(seed + got, sizeof seed - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return "";
+    got += static_cast<size_t>(n);
+  }
+  static const char hex[] = "0123456789abcdef";
+  for (unsigned char b : seed) r.seed_hex += hex[b >> 4], r.seed_hex += hex[b & 15];
+  return guest::format_boot_record(r);
+}
+
+double ms_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t).count();
+}
+
+Result<process::Launched> launch_as(const plan::Plan& plan, const process::LaunchOptions& opt, const LayerOptions& vm,
+                                    const GuestImage& img, uint64_t mem, Start how, std::optional<Template>& tmpl,
+                                    const std::string& key) {
+  auto t0 = std::chrono::steady_clock::now();
+  const bool monitor = how != Start::Cold;
+  // The channel (and QMP): unix sockets qemu connects to (path based: qemu is
+  // in another network namespace), in a fresh private directory.
   RunDir run;
   {
-    char tmpl[] = "/tmp/exguardian-microvm-XXXXXX";
-    if (!::mkdtemp(tmpl)) return fail(Error::sys("microvm: mkdtemp /tmp/exguardian-microvm-*"));
-    run.dir = tmpl;
+    char tmpl_dir[] = "/tmp/exguardian-microvm-XXXXXX";
+    if (!::mkdtemp(tmpl_dir)) return fail(Error::sys("microvm: mkdtemp /tmp/exguardian-microvm-*"));
+    run.dir = tmpl_dir;
   }
   const auto& id = plan.identity;
   if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.dir.c_str(), id.host_uid, id.host_gid) != 0)
     return fail(Error::sys("microvm: chown " + run.dir));
   run.sock = run.dir + "/agent.sock";
-  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!listener) return fail(Error::sys("microvm: socket"));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (run.sock.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + run.sock, "socket path too long"));
-  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", run.sock.c_str());
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listener.get(), 1) != 0)
-    return fail(Error::sys("microvm: listen on " + run.sock));
-  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.sock.c_str(), id.host_uid, id.host_gid) != 0)
-    return fail(Error::sys("microvm: chown " + run.sock));
+  auto listener = listen_at(run.sock, id);
+  if (!listener) return fail(listener.error());
+  UniqueFd qmp_listener;
+  if (monitor) {
+    run.qmp = run.dir + "/qmp.sock";
+    auto q = listen_at(run.qmp, id);
+    if (!q) return fail(q.error());
+    qmp_listener = std::move(*q);
+  }
 
   // qemu's own sandbox: the plan's view for itself, the guest's view beside it.
   plan::Plan vp = with_exported_view(plan);
-  insert_before_seal(vp, {plan::StepKind::BindRo, img->dir, kImageAt, "microvm: the guest kernel and initramfs"});
+  insert_before_seal(vp, {plan::StepKind::BindRo, img.dir, kImageAt, "microvm: the guest kernel and initramfs"});
   insert_before_seal(vp, {plan::StepKind::BindRo, run.dir, kRunAt, "microvm: the agent channel's socket"});
-  VmSpec spec;
-  spec.vmm = kQemuBinary;
-  spec.kernel = std::string(kImageAt) + "/vmlinux";
-  spec.initramfs = std::string(kImageAt) + "/initramfs.cpio";
-  spec.view_dir = kViewRoot;
-  spec.channel_socket = std::string(kRunAt) + "/agent.sock";
-  spec.memory_mib = *mem;
-  spec.accel = vm.accel;
-  if (vm.accel == Accel::Tcg) spec.tsc_khz = host_tsc_khz();
-  spec.guest_uid = vm.guest_root ? 0 : id.inside_uid;
-  spec.guest_gid = vm.guest_root ? 0 : id.inside_gid;
-  spec.hostname = plan.hostname;
-  spec.name = "exguardian-" + plan.sandbox_id;
-  spec.verbose = opt.verbose;
+  if (vm.accel == Accel::Kvm)  // proved by a guest boot (accel_probe.hpp); untested on TCG-only hosts
+    insert_before_seal(vp, {plan::StepKind::DevNode, "/dev/kvm", "/dev/kvm", "microvm: KVM for qemu"});
+  VmSpec spec = vm_spec(plan, vm, mem, monitor);
+  spec.incoming = how == Start::Restore;
+  // The kernel's boot messages on -v only for a cold boot that saves nothing:
+  // a template's command line is the same with and without -v.
+  spec.verbose = opt.verbose && how == Start::Cold;
   vp.argv = QemuMicrovm().command(spec);
   vp.env = {"PATH=/usr/bin:/bin", "HOME=/"};
   vp.cwd = "/";
@@ -162,8 +229,6 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   Result<process::Launched> l = process::launch(vp, qo);
   if (!l) return fail(l.error());
 
-  // qemu connects while it starts; its sandbox ending first means it failed
-  // (its own message is on stderr already).
   auto kill_vm = [&] {
     sys::pidfd_send_signal(l->pidfd.get(), SIGKILL);
     ::waitpid(l->pid, nullptr, 0);
@@ -174,30 +239,129 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   // nothing of the command runs yet), by the supervisor from then on.
   std::optional<sandbox::SyscallViolations> early;
   if (l->seccomp_listener) early.emplace(UniqueFd(::fcntl(l->seccomp_listener.get(), F_DUPFD_CLOEXEC, 3)), nullptr);
-  int r;
-  pollfd pf[3] = {{listener.get(), POLLIN, 0}, {l->pidfd.get(), POLLIN, 0}, {early ? early->fd() : -1, POLLIN, 0}};
-  for (int waited = 0;;) {
-    r = ::poll(pf, 3, 100);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) break;
-    if (pf[2].revents & POLLIN) early->on_readable();
-    if (pf[2].revents & (POLLHUP | POLLERR)) pf[2].fd = -1;
-    if (pf[0].revents || pf[1].revents) break;
-    if (r == 0 && (waited += 100) >= kConnectTimeoutMs) break;
+  // Waits until `fd` is readable: 1; 0 on timeout; -1 when qemu ended first.
+  auto wait_readable = [&](int fd, int timeout_ms) {
+    pollfd pf[3] = {{fd, POLLIN, 0}, {l->pidfd.get(), POLLIN, 0}, {early ? early->fd() : -1, POLLIN, 0}};
+    for (int waited = 0;;) {
+      int r = ::poll(pf, 3, 100);
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0) return -1;
+      if (pf[2].revents & POLLIN) early->on_readable();
+      if (pf[2].revents & (POLLHUP | POLLERR)) pf[2].fd = -1;
+      if (pf[0].revents) return 1;
+      if (pf[1].revents) return -1;
+      if (r == 0 && (waited += 100) >= timeout_ms) return 0;
+    }
+  };
+  auto accept_from = [&](int lfd, const char* what) -> Result<UniqueFd> {
+    int w = wait_readable(lfd, kConnectTimeoutMs);
+    if (w != 1) {
+      kill_vm();
+      return fail(Error::msg("microvm: qemu", std::string(w == 0 ? "did not connect to " : "ended before it connected to ") +
+                                                  what + (w == 0 ? " within 30 s" : "")));
+    }
+    UniqueFd c(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
+    if (!c) {
+      int e = errno;
+      kill_vm();
+      return fail(Error::sys(std::string("microvm: accept ") + what, e));
+    }
+    return c;
+  };
+  auto ch = accept_from(listener->get(), "the agent's channel");
+  if (!ch) return fail(ch.error());
+  std::optional<Qmp> qmp;
+  if (monitor) {
+    auto m = accept_from(qmp_listener.get(), "its monitor");
+    if (!m) return fail(m.error());
+    qmp.emplace(std::move(*m), kConnectTimeoutMs);
+    if (early) qmp->serve_meanwhile(early->fd(), [&] { early->on_readable(); });
+    if (auto q = qmp->start(); !q) {
+      kill_vm();
+      return fail(q.error());
+    }
   }
-  if (r <= 0 || !(pf[0].revents & POLLIN)) {
+  run.remove();
+  std::string started;
+  if (how == Start::Restore) {
+    if (auto r = restore_template(*qmp, tmpl->fd.get()); !r) {
+      kill_vm();
+      return fail(r.error());
+    }
+    started = "restored from the template " + tmpl->path;
+  } else {
+    // The guest's init says it is parked at the hand-over point once booted.
+    const std::string want = guest::kParkedLine;
+    std::string got;
+    while (got.size() < want.size()) {
+      int w = wait_readable(ch->get(), kBootTimeoutMs);
+      char b[64];
+      ssize_t n = w == 1 ? ::read(ch->get(), b, std::min(sizeof b, want.size() - got.size())) : -1;
+      if (n < 0 && w == 1 && errno == EINTR) continue;
+      if (n <= 0) {
+        kill_vm();
+        return fail(Error::msg("microvm: the guest", w == 0 ? "did not boot within " + std::to_string(kBootTimeoutMs / 1000) + " s"
+                                                            : "ended during its boot (its console's messages are above)"));
+      }
+      got.append(b, static_cast<size_t>(n));
+    }
+    if (got != want) {
+      kill_vm();
+      return fail(Error::msg("microvm: the guest", "said something else than parked at its boot"));
+    }
+    started = "cold boot";
+    if (how == Start::ColdSave) {
+      auto ts = std::chrono::steady_clock::now();
+      auto saved = save_template(*qmp, key);
+      char ms[32];
+      std::snprintf(ms, sizeof ms, "%.0f", ms_since(ts));
+      started += saved ? ", template saved to " + *saved + " in " + ms + " ms" : ", no template saved: " + saved.error().str();
+      // A failed save leaves the guest running (save_template's cont): it serves this sandbox cold.
+      if (!saved && !qmp->execute("query-status")) {
+        kill_vm();
+        return fail(Error::msg("microvm: qemu", "ended while its template was saved"));
+      }
+    }
+  }
+  // Who this sandbox is, its clock and its entropy: the guest goes on from here.
+  std::string rec = boot_record(plan, vm);
+  if (rec.empty() || ::send(ch->get(), rec.data(), rec.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(rec.size())) {
     kill_vm();
-    return fail(Error::msg("microvm: qemu", r == 0 ? "did not connect to the agent's channel within 30 s"
-                                                    : "ended before it connected to the agent's channel"));
+    return fail(Error::sys("microvm: send the boot record to the guest"));
   }
-  UniqueFd ch(::accept4(listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
-  if (!ch) {
-    int e = errno;
-    kill_vm();
-    return fail(Error::sys("microvm: accept the agent's channel", e));
-  }
-  l->agent_channel = std::move(ch);
+  if (opt.verbose) std::fprintf(stderr, "exguardian: microvm: %s, guest up in %.0f ms\n", started.c_str(), ms_since(t0));
+  l->agent_channel = std::move(*ch);
   return l;
+}
+
+}  // namespace
+
+Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& opt, const LayerOptions& vm) {
+  auto img = find_guest_image();
+  if (!img) return fail(img.error());
+  if (::access(kQemuBinary, X_OK) != 0)
+    return fail(Error::msg(std::string("microvm: ") + kQemuBinary, "not found: install Debian's qemu-system-x86"));
+  auto mem = guest_memory_mib(plan);
+  if (!mem) return fail(mem.error());
+  if (!snapshots_enabled()) {
+    std::optional<Template> none;
+    return launch_as(plan, opt, vm, *img, *mem, Start::Cold, none, "");
+  }
+  // The key from the command line of this configuration (every sandbox's is
+  // the same but for the VM's name), with the monitor a template needs.
+  auto key = template_key(*img, QemuMicrovm().command(vm_spec(plan, vm, *mem, true)));
+  if (!key) return fail(key.error());
+  std::optional<Template> tmpl = find_template(*key);
+  if (!tmpl) return launch_as(plan, opt, vm, *img, *mem, Start::ColdSave, tmpl, *key);
+  auto l = launch_as(plan, opt, vm, *img, *mem, Start::Restore, tmpl, *key);
+  if (l) return l;
+  // A template that does not restore (another qemu build, a damaged file) is
+  // dropped when it is ours, and this sandbox boots cold (saving a new one).
+  std::fprintf(stderr, "exguardian: microvm: %s: %s; booting cold\n", tmpl->path.c_str(), l.error().str().c_str());
+  struct stat st;
+  if (::fstat(tmpl->fd.get(), &st) == 0 && st.st_uid == ::geteuid()) ::unlink(tmpl->path.c_str());
+  tmpl.reset();
+  return launch_as(plan, opt, vm, *img, *mem, Start::ColdSave, tmpl, *key);
 }
 
 }  // namespace exg::microvm

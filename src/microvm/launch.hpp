@@ -18,6 +18,7 @@ namespace exg::microvm {
 
 struct LayerOptions {
   Accel accel = Accel::Tcg;
+  std::string accel_why;  // why this accelerator (accel_probe.hpp: chosen_accel)
   // The command as root inside the guest (--microvm-root): the guest kernel
   // is the wall; qemu, and so every file access over 9p, stays the plan's
   // unprivileged uid on the host.

@@ -5,6 +5,7 @@
 // so a plain run drives the command through it (run_front_end.hpp).
 #pragma once
 #include "layer/layer.hpp"
+#include "microvm/accel_probe.hpp"
 #include "microvm/launch.hpp"
 #include "process/landlock.hpp"
 
@@ -14,7 +15,10 @@ class MicrovmLayer final : public layer::Layer {
  public:
   // `landlock`: what this kernel offers qemu's sandbox (landlock_features());
   // given, so that describe() and enforces() are pure.
-  MicrovmLayer(LayerOptions opt, process::LandlockFeatures landlock) : opt_(opt), landlock_(landlock) {}
+  // The accelerator is KVM only where doctor's boot proved it (accel_probe.hpp).
+  MicrovmLayer(LayerOptions opt, process::LandlockFeatures landlock) : opt_(opt), landlock_(landlock) {
+    opt_.accel = chosen_accel(&opt_.accel_why);
+  }
   layer::Kind kind() const override { return layer::Kind::Microvm; }
   std::vector<std::string> describe(const plan::Plan& plan) const override { return describe_layer(plan, opt_); }
   layer::Enforcement enforces(const plan::Plan& plan) const override;

@@ -12,9 +12,9 @@ const char* to_string(Accel a) { return a == Accel::Kvm ? "KVM" : "TCG (software
 std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
   std::string append = "console=ttyS0 reboot=t panic=-1 nomodeset random.trust_cpu=on";
   append += s.verbose ? " loglevel=7" : " quiet loglevel=0";
-  append += " exg.uid=" + std::to_string(s.guest_uid) + " exg.gid=" + std::to_string(s.guest_gid);
+  // Nothing of one sandbox here: the same guest serves as every sandbox's
+  // template; identity comes over the channel (guest/boot_record.hpp).
   if (s.tsc_khz) append += " tsc_early_khz=" + std::to_string(s.tsc_khz);
-  append += " exg.host=" + s.hostname;
   std::vector<std::string> a = {
       s.vmm,
       "-M", "microvm,acpi=on",  // Debian's kernel finds the virtio-mmio devices through ACPI
@@ -33,6 +33,11 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
       "-device", "virtio-serial-device,max_ports=2",
       "-device", std::string("virtserialport,chardev=agent,name=") + guest::kChannelName,
   };
+  if (!s.monitor_socket.empty())
+    // QMP for the host alone (a client socket to the host's listener): saving
+    // the template, restoring from it. The guest has no path to it.
+    a.insert(a.end(), {"-chardev", "socket,id=qmp,path=" + s.monitor_socket, "-mon", "chardev=qmp,mode=control"});
+  if (s.incoming) a.insert(a.end(), {"-incoming", "defer"});  // the state comes by fd over QMP
   if (!s.name.empty()) a.insert(a.end(), {"-name", "guest=" + s.name});
   if (s.accel == Accel::Kvm) {
     a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});

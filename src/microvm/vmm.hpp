@@ -20,13 +20,14 @@ struct VmSpec {
   uint64_t memory_mib = 256;
   unsigned cpus = 1;
   Accel accel = Accel::Tcg;
-  uid_t guest_uid = 65534;  // who the agent runs as inside the guest
-  gid_t guest_gid = 65534;
-  std::string hostname = "exguardian";
   std::string name;         // the VM's name (ps shows it): exguardian-SANDBOX_ID
   // TCG: the guest cannot calibrate its TSC against a PIT on a busy host (its
   // clock then never ticks and the boot hangs): tell it the host's rate.
   uint64_t tsc_khz = 0;     // 0: let the guest calibrate
+  // QMP's unix socket (the VMM connects to the host's listener), for the
+  // template's save and a restore; empty: no monitor.
+  std::string monitor_socket;
+  bool incoming = false;    // wait for a saved state (over the monitor) instead of booting
   bool console = true;      // the guest's serial console on the VMM's stdout (kernel errors, the init's)
   bool verbose = false;     // the kernel's boot messages too
 };

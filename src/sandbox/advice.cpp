@@ -98,9 +98,10 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     bool qemu = ok(caps, "qemu-system-x86_64"), kernel = ok(caps, "guest kernel");
     LayerStatus s{std::string(layer::name(layer::Kind::Microvm)), qemu && kernel, ""};
     if (s.available)
-      s.why = version_of(caps, "qemu-system-x86_64") + ", the guest built by make; TCG (software emulation): " +
-              (ok(caps, "/dev/kvm") ? "KVM is not used until a real boot proves it (not probed yet; nested PVM hosts refuse ordinary guests)"
-                                    : "no usable /dev/kvm");
+      s.why = version_of(caps, "qemu-system-x86_64") + ", the guest built by make; " +
+              (ok(caps, "kvm guest boot") ? std::string("KVM (a guest boot under KVM proved it)")
+               : ok(caps, "/dev/kvm")     ? std::string("TCG (software emulation): a guest does not boot under this host's KVM")
+                                          : std::string("TCG (software emulation): no usable /dev/kvm"));
     else {
       std::vector<std::string> missing;
       if (!qemu) missing.push_back("qemu-system-x86_64 (Debian: apt install qemu-system-x86)");

@@ -40,6 +40,64 @@ if [ "$STATUS" -eq 0 ] && [ "$kernel" = "$want_kernel" ] && [ "$kernel" != "$(un
     SANDBOX_OK=1
 else fail "guest identity (kernel '$kernel' want '$want_kernel', host '$host', uid '$uid', init '$init')"; show_last; fi
 
+# 1b. The snapshot fast path, in a template directory of this test's own: the first run boots
+# cold and saves the template (after reading a marker file of its workspace: the template holds
+# nothing of it), the next two are restored from it and each gets its own boot id, RNG and clock
+# (pushed in at restore); the template file is read-only to the sandbox and unchanged by it.
+snap=$T/snapshots
+mkdir -p "$snap" && chmod 755 "$snap"
+snap_marker="exg-snapshot-marker-$$-$RANDOM"
+echo "$snap_marker" > "$WS/snap-marker.txt"
+snaprun() { (cd "$WS" && EXG_MICROVM_SNAPSHOT_DIR=$snap exec timeout -k 5 120 "${MVM[@]}" "$@"); }
+probe='cat snap-marker.txt >/dev/null; cat /proc/sys/kernel/random/boot_id; head -c 16 /dev/urandom | od -An -tx1 | tr -d " "; date +%s'
+run snaprun -v -- sh -c "$probe"
+cold_out=$OUT cold_err=$ERR cold_status=$STATUS
+state=$(ls "$snap"/*.state 2>/dev/null | head -1)
+if [ "$cold_status" -eq 0 ] && grep -q 'microvm: cold boot, template saved to' <<<"$cold_err" && [ -n "$state" ]; then
+    ok "first run boots cold and saves the template ($(du -m "$state" | cut -f1) MB)"
+else fail "template save on the first run"; STATUS=$cold_status OUT=$cold_out ERR=$cold_err show_last; fi
+if [ -n "$state" ] && ! grep -qaF "$snap_marker" "$state" && [ "$(stat -c %a "$state")" = 644 ] \
+   && [ "$(stat -c %u "$state")" = "$(id -u)" ]; then
+    ok "template: mode 644, owned by the runner, holds nothing the sandbox read"
+else fail "template file ($state): mode/owner or the sandbox's marker inside"; fi
+sum_before=$(sha256sum "$state" 2>/dev/null | cut -d' ' -f1)
+run snaprun -v -- sh -c "$probe"
+r1_out=$OUT r1_err=$ERR r1_status=$STATUS
+run snaprun -v --microvm-root -- sh -c "$probe; id -u; echo x >> $state 2>&1 && echo WROTE-TEMPLATE; true"
+r2_out=$OUT r2_err=$ERR r2_status=$STATUS
+host_boot=$(cat /proc/sys/kernel/random/boot_id) now=$(date +%s)
+b0=$(sed -n 1p <<<"$cold_out") b1=$(sed -n 1p <<<"$r1_out") b2=$(sed -n 1p <<<"$r2_out")
+u0=$(sed -n 2p <<<"$cold_out") u1=$(sed -n 2p <<<"$r1_out") u2=$(sed -n 2p <<<"$r2_out")
+t1=$(sed -n 3p <<<"$r1_out") t2=$(sed -n 3p <<<"$r2_out")
+if [ "$r1_status" -eq 0 ] && [ "$r2_status" -eq 0 ] && grep -q 'microvm: restored from the template' <<<"$r1_err" \
+   && grep -q 'microvm: restored from the template' <<<"$r2_err"; then
+    ok "next runs are restored from the template"
+    if [ -n "$b1" ] && [ "$b1" != "$b2" ] && [ "$b1" != "$b0" ] && [ "$b1" != "$host_boot" ] && [ "$b2" != "$host_boot" ] \
+       && [ ${#u1} -eq 32 ] && [ "$u1" != "$u2" ] && [ "$u1" != "$u0" ]; then
+        ok "each restored guest has its own boot id and RNG output (reseeded at restore)"
+    else fail "restored guests share boot id or RNG ($b0 $b1 $b2 / $u0 $u1 $u2)"; fi
+    # The guest's clock is the host's (set at restore), not the template's.
+    if [ $((now - t1)) -ge 0 ] && [ $((now - t1)) -lt 300 ] && [ $((now - t2)) -lt 300 ]; then
+        ok "restored guests' clock is the host's (set at restore)"
+    else fail "restored guest clock ($t1 $t2, host $now)"; fi
+    if [ "$(sed -n 4p <<<"$r2_out")" = 0 ] && ! grep -qx WROTE-TEMPLATE <<<"$r2_out" \
+       && [ "$(sha256sum "$state" | cut -d' ' -f1)" = "$sum_before" ]; then
+        ok "root in a restored guest cannot write the template; it is unchanged"
+    else fail "template written from a guest"; STATUS=$r2_status OUT=$r2_out ERR=$r2_err show_last; fi
+else fail "restore from the template"; grep "microvm" <<<"$r1_err$r2_err" | sed "s/^/#      /"; STATUS=$r1_status OUT=$r1_out ERR=$r1_err show_last; STATUS=$r2_status OUT=$r2_out ERR=$r2_err show_last; fi
+rm -f "$WS/snap-marker.txt"
+# A template that does not restore (here cut in half) is dropped and the run boots cold, saving
+# a new one (root only: one cold boot more).
+if [ "$EXG_AS" = root ] && [ -n "$state" ]; then
+    full=$(stat -c %s "$state")
+    truncate -s $((full / 2)) "$state"
+    run snaprun -v -- sh -c 'echo after-bad-template'
+    if [ "$STATUS" -eq 0 ] && grep -qx after-bad-template <<<"$OUT" && grep -q 'booting cold' <<<"$ERR" \
+       && grep -q 'template saved to' <<<"$ERR" && [ "$(stat -c %s "$state")" -gt $((full / 2)) ]; then
+        ok "a template that does not restore is dropped: the run boots cold and saves a new one"
+    else fail "damaged template"; show_last; fi
+fi
+
 # stdin (a pipe) reaches the command; its EOF too.
 run bash -c "cd '$WS' && printf 'abc\ndef\n' | timeout -k 5 120 $(printf '%q ' "${MVM[@]}") -- tr a-z A-Z"
 if [ "$STATUS" -eq 0 ] && [ "$OUT" = $'ABC\nDEF' ]; then ok "stdin piped into the guest command, EOF delivered"
@@ -106,7 +164,8 @@ else fail "egress in the guest"; show_last; fi
 
 # 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.
 vm_alive() { pgrep -f -- "-name guest=exguardian-$1" >/dev/null; }
-leftover_dirs() { find /tmp -maxdepth 1 -name 'exguardian-microvm-*' -user "$(id -u)" 2>/dev/null | wc -l; }
+# (as root the directory belongs to the sandbox's unused high uid; it lives only until qemu connected)
+leftover_dirs() { find /tmp -maxdepth 1 -name 'exguardian-microvm-*' \( -user "$(id -u)" -o -uid +1499999999 \) 2>/dev/null | wc -l; }
 before_dirs=$(leftover_dirs)
 run mvm -v --timeout 5s -- sleep 100
 id1=$(sed -n 's/^exguardian: sandbox \([0-9a-f]*\)$/\1/p' <<<"$ERR" | head -1)

@@ -27,7 +27,7 @@ const std::vector<std::string> kNames = {
     "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
     "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
     "container runtime", "gvisor runtime", "qemu-system-x86_64",
-    "guest kernel", "/dev/kvm", "nftables"};
+    "guest kernel", "/dev/kvm", "kvm guest boot", "nftables"};
 
 // A host where everything works, with the details probe_host() writes.
 std::vector<Capability> all_ok() {
@@ -95,8 +95,7 @@ TEST(LayerStatus, EverythingPresentMakesEveryLayerAvailableAndSaysWithWhat) {
   EXPECT_EQ(g.why, "runsc version release-20221212.0");
   auto m = layer(caps, "microvm");
   EXPECT_TRUE(m.available);
-  EXPECT_EQ(m.why, "QEMU emulator version 7.2.0, the guest built by make; TCG (software emulation): KVM is not used until a real "
-                   "boot proves it (not probed yet; nested PVM hosts refuse ordinary guests)");
+  EXPECT_EQ(m.why, "QEMU emulator version 7.2.0, the guest built by make; KVM (a guest boot under KVM proved it)");
 }
 
 TEST(LayerStatus, TheProcessLayerNeedsNamespacesAndSeccompAndNamesWhatIsMissing) {
@@ -126,9 +125,14 @@ TEST(LayerStatus, ContainerGvisorAndMicrovmNameTheirRuntimeOrWhatToInstall) {
   EXPECT_FALSE(broken.available);
   EXPECT_EQ(broken.why, "runsc does not answer: /usr/bin/runsc: exit status 1");
 
-  auto tcg = layer(without(all_ok(), {"/dev/kvm"}), "microvm");
+  auto tcg = layer(without(all_ok(), {"/dev/kvm", "kvm guest boot"}), "microvm");
   EXPECT_TRUE(tcg.available);
   EXPECT_EQ(tcg.why, "QEMU emulator version 7.2.0, the guest built by make; TCG (software emulation): no usable /dev/kvm");
+  // The device node alone is not KVM (a nested PVM host): only a guest boot under it is.
+  auto pvm = layer(without(all_ok(), {"kvm guest boot"}), "microvm");
+  EXPECT_TRUE(pvm.available);
+  EXPECT_EQ(pvm.why, "QEMU emulator version 7.2.0, the guest built by make; TCG (software emulation): a guest does not boot "
+                     "under this host's KVM");
   auto no_vm = layer(without(all_ok(), {"qemu-system-x86_64", "guest kernel"}), "microvm");
   EXPECT_FALSE(no_vm.available);
   EXPECT_EQ(no_vm.why, "missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86) and the guest kernel and initramfs (built by "

@@ -14,4 +14,11 @@ inline constexpr char kViewTag[] = "exgview";
 inline constexpr char kModuleDir[] = "/lib/exg-modules";
 inline constexpr char kModuleOrder[] = "/lib/exg-modules/order";
 
+// On the kernel command line: the guest's init prints kBootProbeLine on its
+// console and powers off at once (doctor's proof that an accelerator boots a guest).
+inline constexpr char kBootProbeArg[] = "exg.probe=boot";
+inline constexpr char kBootProbeLine[] = "exguardian-guest: boot probe ok";
+// The same after loading the modules (bench/microvm.sh: what module loading costs).
+inline constexpr char kModulesProbeArg[] = "exg.probe=modules";
+
 }  // namespace exg::microvm::guest

@@ -6,13 +6,15 @@
 // When the agent ends (shutdown request, closed channel) every guest process
 // is killed and the guest reboots, which ends qemu (-no-reboot).
 //
-// Kernel command line (set by the host, microvm/qemu_command.cpp):
-//   exg.uid=N exg.gid=N   who the agent and its commands run as (0: root inside)
-//   exg.host=NAME          the hostname
+// Who the agent runs as, the hostname, the clock and an RNG seed come from the
+// host over the port as one boot record (guest/boot_record.hpp), taken after
+// the modules are loaded and before anything of the sandbox is mounted: the
+// point where a template is saved and each restored sandbox goes on from.
 // Static, plain syscalls, no exg_core: it is the whole user space of the guest.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/random.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -30,10 +32,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <string>
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "microvm/guest/boot_record.hpp"
 #include "microvm/guest/guest_abi.hpp"
 
 namespace {
@@ -72,26 +76,51 @@ std::string read_file(const char* path) {
   return out;
 }
 
-// exg.NAME=VALUE from the kernel command line, or `def`.
-std::string param(const std::string& cmdline, const std::string& name, const std::string& def) {
-  std::string key = "exg." + name + "=";
-  size_t pos = 0;
-  while ((pos = cmdline.find(key, pos)) != std::string::npos) {
-    if (pos == 0 || cmdline[pos - 1] == ' ') {
-      size_t start = pos + key.size(), end = cmdline.find_first_of(" \n", start);
-      return cmdline.substr(start, end == std::string::npos ? std::string::npos : end - start);
-    }
-    pos += key.size();
+void write_all(int fd, const char* p, size_t n) {
+  while (n) {
+    ssize_t w = ::write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) die("write to the channel%s", "");
+    p += w;
+    n -= static_cast<size_t>(w);
   }
-  return def;
 }
 
-unsigned long number(const std::string& s, const char* what) {
-  char* end = nullptr;
-  errno = 0;
-  unsigned long v = std::strtoul(s.c_str(), &end, 10);
-  if (s.empty() || *end || errno) die("bad %s on the kernel command line", what, EINVAL);
-  return v;
+// Says "parked" to the host and waits for its boot record: one line, read a
+// byte at a time so that nothing of the agent's protocol after it is taken.
+BootRecord take_boot_record(int channel) {
+  write_all(channel, kParkedLine, sizeof kParkedLine - 1);
+  std::string line;
+  for (;;) {
+    char c;
+    ssize_t r = ::read(channel, &c, 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) die("read the boot record from the channel%s", "", r == 0 ? EPIPE : errno);
+    if (c == '\n') break;
+    if (line.size() > 512) die("boot record too long%s", "", EINVAL);
+    line += c;
+  }
+  auto rec = parse_boot_record(line);
+  if (!rec) die("malformed boot record from the host: %s", line, EINVAL);
+  return *rec;
+}
+
+// The host's seed into the input pool, credited, and a forced reseed of the
+// CRNG: a guest restored from a template would otherwise draw the same
+// random numbers as every other guest restored from it.
+void reseed_rng(const std::string& hex) {
+  // rand_pool_info ends in a flexible array: the seed follows it in one buffer.
+  alignas(rand_pool_info) unsigned char in[sizeof(rand_pool_info) + kSeedBytes] = {};
+  auto* info = reinterpret_cast<rand_pool_info*>(in);
+  for (size_t i = 0; i < kSeedBytes; ++i)
+    in[sizeof(rand_pool_info) + i] = static_cast<unsigned char>(std::stoi(hex.substr(2 * i, 2), nullptr, 16));
+  info->entropy_count = static_cast<int>(kSeedBytes * 8);
+  info->buf_size = static_cast<int>(kSeedBytes);
+  int fd = ::open("/dev/urandom", O_RDWR | O_CLOEXEC);
+  if (fd < 0) die("open /dev/urandom%s", "");
+  if (::ioctl(fd, RNDADDENTROPY, in) != 0) die("RNDADDENTROPY%s", "");
+  if (::ioctl(fd, RNDRESEEDCRNG) != 0) die("RNDRESEEDCRNG%s", "");
+  ::close(fd);
 }
 
 void load_modules() {
@@ -217,15 +246,26 @@ int main() {
   ::mkdir("/sys", 0555);
   mount_or_die("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   mount_or_die("sysfs", "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
-  std::string cmdline = read_file("/proc/cmdline");
-  uid_t uid = static_cast<uid_t>(number(param(cmdline, "uid", "65534"), "exg.uid"));
-  gid_t gid = static_cast<gid_t>(number(param(cmdline, "gid", "65534"), "exg.gid"));
-  std::string host = param(cmdline, "host", "exguardian");
-
+  const std::string cmdline = read_file("/proc/cmdline");
+  auto probe_done = [] {
+    std::fprintf(stderr, "%s\n", kBootProbeLine);
+    std::fflush(stderr);
+    power_off();
+  };
+  if (cmdline.find(kBootProbeArg) != std::string::npos) probe_done();
   load_modules();
+  if (cmdline.find(kModulesProbeArg) != std::string::npos) probe_done();
   std::string port = find_channel();
   int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
   if (channel < 0) die("open the channel %s", port);
+  // A template is saved here; a restored guest goes on from here.
+  BootRecord rec = take_boot_record(channel);
+  reseed_rng(rec.seed_hex);
+  timespec now{static_cast<time_t>(rec.time_sec), static_cast<long>(rec.time_nsec)};
+  if (::clock_settime(CLOCK_REALTIME, &now) != 0) die("set the clock%s", "");
+  uid_t uid = rec.uid;
+  gid_t gid = rec.gid;
+  const std::string& host = rec.hostname;
 
   const std::string root = "/view";
   mount_view(root);
