@@ -13,6 +13,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "process/cgroup.hpp"
 #include "serve/http_server.hpp"
 #include "serve/openapi.hpp"
 #include "serve/sandbox_registry.hpp"
@@ -41,7 +42,7 @@ int serve_main(int argc, char** argv) {
   CLI::App app{"Serve E2B's sandbox API: the unmodified e2b SDK drives ExGuardian sandboxes", "exguardian serve"};
   std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key;
   size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
-  bool verbose = false, print_openapi = false;
+  bool verbose = false, print_openapi = false, no_cgroup_limits = false;
   app.add_option("--listen", listen, "ADDR:PORT (port 0: any free one) or unix:PATH");
   app.add_option("--tenants", tenants_file, "Tenants and their key hashes (JSON)");
   app.add_option("--templates", templates_file, "Templates: name -> layer, rootfs, policy, resources (JSON); `base` is built in");
@@ -51,6 +52,8 @@ int serve_main(int argc, char** argv) {
   app.add_option("--max-upload-mib", max_upload_mib, "Largest upload (POST /files), MiB (default 100)");
   app.add_option("--hash-key", hash_key, "Print the tenants-file entry of KEY (sha256:<hex>) and exit");
   app.add_flag("--print-openapi", print_openapi, "Print the OpenAPI document and exit");
+  app.add_flag("--no-cgroup-limits", no_cgroup_limits,
+               "Run sandboxes without per-sandbox cgroup limits (memory, pids, cpu) and without pause: a weaker mode, reported");
   app.add_flag("-v,--verbose", verbose, "Log every sandbox's life and its supervisor's lines");
   try {
     app.parse(argc, argv);
@@ -92,6 +95,29 @@ int serve_main(int argc, char** argv) {
   if (n <= 0) return serve_error("readlink /proc/self/exe failed");
   exe[n] = '\0';
 
+  // A multi-tenant server does not run unbounded sandboxes by accident: the
+  // limits every create asks for are tried once here, on a probe cgroup, so a
+  // host (or user) that cannot enforce them is told at start-up, not per create.
+  bool cgroup_limits = true;
+  {
+    process::Limits probe;
+    probe.memory_bytes = 64ull << 20, probe.pids = 64, probe.cpus = 1;
+    probe.explicit_memory = probe.explicit_pids = probe.explicit_cpus = true;
+    auto cg = process::Cgroup::create("serve-probe", probe);
+    if (!cg && !no_cgroup_limits)
+      return serve_error(cg.error().str() +
+                         ": every sandbox gets memory, pids and cpu limits from its template, and this server could not "
+                         "set them (run it as root or inside a cgroup delegated to this user; or pass --no-cgroup-limits "
+                         "to run sandboxes without them, and without pause)");
+    if (no_cgroup_limits) {
+      cgroup_limits = false;
+      std::fprintf(stderr,
+                   "exguardian: serve: WEAKENED: --no-cgroup-limits: sandboxes run without memory, pids and cpu limits and "
+                   "cannot be paused (%s)\n",
+                   cg ? "asked for; this host could enforce them" : cg.error().str().c_str());
+    }
+  }
+
   ::signal(SIGPIPE, SIG_IGN);
   boost::asio::io_context io;
   serve::RegistryOptions ro;
@@ -99,6 +125,7 @@ int serve_main(int argc, char** argv) {
   ro.exe = exe;
   ro.verbose = verbose;
   ro.max_sandboxes = max_sandboxes;
+  ro.cgroup_limits = cgroup_limits;
   serve::Registry registry(io, ro);
   auto cleaned = registry.open();
   if (!cleaned) return serve_error(cleaned.error().str());
@@ -106,6 +133,7 @@ int serve_main(int argc, char** argv) {
   serve::ServiceOptions so;
   so.max_sandboxes = max_sandboxes;
   so.verbose = verbose;
+  so.cgroup_limits = cgroup_limits;
   serve::Service service(io, std::move(*tenants), std::move(templates), registry, so);
   serve::HttpLimits limits;
   limits.max_body = max_body_kib * 1024;

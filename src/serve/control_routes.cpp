@@ -148,6 +148,8 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
   }
   if (action == "/pause" && m == http::verb::post) {
     if (sb->state == Sandbox::State::Paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is already paused"));
+    if (!opt_.cgroup_limits)
+      return reply(ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
     if (auto r = registry_.pause(sb); !r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
     return reply(ex, route, Response{http::status::no_content, 11});
   }

@@ -156,11 +156,12 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   }
   std::vector<std::string> argv = {opt_.exe, "session", "--control", "unix:" + sb->dir + "/control.sock",
                                    "--workspace", sb->home, "--no-policy-files",
-                                   "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
-                                   "--pids", std::to_string(sb->tmpl.pids),
-                                   "--cpus", duration_arg(sb->tmpl.cpus),
                                    "--audit-log", sb->dir + "/audit.jsonl",
                                    "--audit-tag", "tenant=" + sb->tenant, "--audit-tag", "e2b_sandbox=" + sb->id};
+  // Explicit limits: a supervisor that cannot set them refuses to start (fail closed).
+  if (opt_.cgroup_limits)
+    argv.insert(argv.end(), {"--memory", std::to_string(sb->tmpl.memory_mb) + "M", "--pids", std::to_string(sb->tmpl.pids),
+                             "--cpus", duration_arg(sb->tmpl.cpus)});
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
@@ -360,6 +361,7 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
   if (sb->expiry) sb->expiry->cancel();
   boost::system::error_code ec;
   if (sb->log) sb->log->close(ec);
+  scan_audit(*sb);  // its last decisions, before the log goes with the directory
   std::error_code rec;
   fs::remove_all(sb->dir, rec);
   if (rec) std::fprintf(stderr, "exguardian: serve: sandbox %s: remove %s: %s\n", id.c_str(), sb->dir.c_str(), rec.message().c_str());
@@ -441,6 +443,40 @@ Registry::Usage Registry::usage(const std::shared_ptr<Sandbox>& sb) {
   }
   if (have_cpu) sb->last_cpu_ns = cpu_ns, sb->last_cpu_at = now;
   return u;
+}
+
+void Registry::scan_audit(Sandbox& sb) {
+  int fd = ::open((sb.dir + "/audit.jsonl").c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  EgressCounts& c = egress_[sb.tenant];
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(sb.audit_offset));
+    if (n <= 0) break;
+    sb.audit_offset += static_cast<uint64_t>(n);
+    sb.audit_partial.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = sb.audit_partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      auto j = nlohmann::json::parse(sb.audit_partial.begin() + static_cast<long>(start),
+                                     sb.audit_partial.begin() + static_cast<long>(nl), nullptr, false);
+      if (!j.is_object()) continue;
+      std::string ev = j.value("event", "");
+      if (ev == "exfiltration") ++c.exfiltration;
+      if (ev == "egress" || ev == "dns") {
+        auto d = j.find("decision"), p = j.find("protocol");
+        if (d != j.end() && d->is_string() && p != j.end() && p->is_string())
+          ++c.decisions[{p->get<std::string>(), d->get<std::string>()}];
+      }
+    }
+    sb.audit_partial.erase(0, start);
+    if (sb.audit_partial.size() > (1u << 20)) sb.audit_partial.clear();  // a line that long is no decision
+  }
+  ::close(fd);
+}
+
+const std::map<std::string, EgressCounts>& Registry::egress_counts() {
+  for (auto& [id, sb] : sandboxes_) scan_audit(*sb);
+  return egress_;
 }
 
 void Registry::kill_all(std::function<void()> done) {

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/agent_conn.hpp"
+#include "serve/metrics.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
 
@@ -94,13 +95,18 @@ struct Sandbox {
   std::chrono::steady_clock::time_point last_cpu_at{};
   std::vector<std::function<void(const std::string& error)>> on_ready;  // create waits here
   std::vector<std::function<void()>> on_gone;                          // kill waits here
+  // How far the server has read the sandbox's audit log (egress counters of /metrics).
+  uint64_t audit_offset = 0;
+  std::string audit_partial;
 };
+
 
 struct RegistryOptions {
   std::string state_dir;
   std::string exe;  // the exguardian binary supervisors run
   bool verbose = false;
   size_t max_sandboxes = 1000;  // over all tenants
+  bool cgroup_limits = true;     // false: --no-cgroup-limits (the supervisors get no --memory/--pids/--cpus)
 };
 
 class Registry {
@@ -132,6 +138,8 @@ class Registry {
   uint64_t created_total() const { return created_total_; }
   uint64_t failed_total() const { return failed_total_; }
   uint64_t expired_total() const { return expired_total_; }
+  // Per tenant, every sandbox's audit log read up to now (also those gone: read at their end).
+  const std::map<std::string, EgressCounts>& egress_counts();
 
  private:
   boost::asio::io_context& io_;
@@ -141,6 +149,10 @@ class Registry {
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<pid_t, std::string> by_pid_;
   uint64_t created_total_ = 0, failed_total_ = 0, expired_total_ = 0;
+  std::map<std::string, EgressCounts> egress_;
+
+  // Reads what the sandbox's supervisor appended to its audit log since the last call.
+  void scan_audit(Sandbox& sb);
 
   void wait_children();
   void on_supervisor_exit(pid_t pid, int status);

@@ -29,6 +29,7 @@ struct ServiceOptions {
   size_t max_sandboxes = 1000;  // over all tenants
   size_t max_download = 256 * 1024 * 1024;
   bool verbose = false;
+  bool cgroup_limits = true;  // false: --no-cgroup-limits, reported by /health and /metrics
 };
 
 class Service {
