@@ -146,14 +146,31 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   ::chmod(sb->dir.c_str(), 0700);
   ::chmod(sb->home.c_str(), 0755);
 
-  // Egress: the template's domains and the request's allowOut; denyOut as the policy's denied list.
+  // Egress: the template's domains and the request's allowOut; denyOut as the
+  // policy's denied list; network.rules as secrets the proxy sets as headers
+  // (their values in the supervisor's environment only: the file names them).
   std::string policy_file = sb->tmpl.policy;
-  if (!req.deny_out.empty()) {
-    if (!policy_file.empty()) return done(nullptr, "network.denyOut: the template has its own policy file; put the denied hosts there");
+  std::vector<std::string> rule_env;
+  if (!req.deny_out.empty() || !req.header_rules.empty()) {
+    if (!policy_file.empty())
+      return done(nullptr, std::string(req.deny_out.empty() ? "network.rules" : "network.denyOut") +
+                               ": the template has its own policy file; put them there");
     policy_file = sb->dir + "/policy.json";
-    nlohmann::json p = {{"network", {{"deniedDomains", req.deny_out}}}};
+    nlohmann::json p = nlohmann::json::object();
+    if (!req.deny_out.empty()) p["network"] = {{"deniedDomains", req.deny_out}};
+    nlohmann::json secrets = nlohmann::json::array();
+    for (size_t i = 0; i < req.header_rules.size(); ++i) {
+      const auto& r = req.header_rules[i];
+      std::string n = std::to_string(i + 1);
+      secrets.push_back({{"name", "E2B_RULE_" + n}, {"from", "env:EXG_E2B_RULE_" + n}, {"hosts", {r.host}}, {"setHeader", r.header}});
+      rule_env.push_back("EXG_E2B_RULE_" + n + "=" + r.value);
+      sb->rules_shown[r.host]["transform"]["headers"][r.header] = "(set by the proxy; not shown)";
+    }
+    if (!secrets.empty()) p["secrets"] = secrets;
     std::ofstream(policy_file) << p.dump(2);
   }
+  // E2B's shape: host -> [rule]; one rule holding every header of the host.
+  for (auto& [host, r] : sb->rules_shown.items()) r = nlohmann::json::array({r});
   std::vector<std::string> argv = {opt_.exe, "session", "--control", "unix:" + sb->dir + "/control.sock",
                                    "--workspace", sb->home, "--no-policy-files",
                                    "--audit-log", sb->dir + "/audit.jsonl",
@@ -173,6 +190,11 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("EXG_E2B_RULE_")) cenv.push_back(*e);
+  for (auto& e : rule_env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -191,10 +213,11 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
     ::dup2(devnull, 0), ::dup2(devnull, 1), ::dup2(pipefd[1], 2);
     ::close_range(3, ~0U, 0);
     if (::chdir(sb->home.c_str()) != 0) ::_exit(125);
-    ::execv(cargv[0], cargv.data());
+    ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
   ::close(pipefd[1]);
+  for (auto& e : rule_env) std::fill(e.begin(), e.end(), '\0');  // the server keeps no value longer than the fork
   sb->supervisor = pid;
   std::ofstream(sb->dir + "/supervisor.pid") << pid << "\n";
   sb->log = std::make_unique<asio::posix::stream_descriptor>(io_, pipefd[0]);

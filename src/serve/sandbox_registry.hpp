@@ -36,6 +36,14 @@
 
 namespace exg::serve {
 
+// One header of E2B's network.rules: set by the sandbox's proxy on every
+// HTTPS request to `host` (an exact name or *.suffix), replacing the client's.
+// The value goes to the supervisor in its environment (never a file, never
+// the sandbox) as the secret E2B_RULE_<n> with "setHeader".
+struct HeaderRule {
+  std::string host, header, value;
+};
+
 struct CreateRequest {
   std::string tenant;
   Template tmpl;
@@ -43,6 +51,7 @@ struct CreateRequest {
   nlohmann::json metadata = nlohmann::json::object();   // string -> string
   std::map<std::string, std::string> env_vars;
   std::vector<std::string> allow_out, deny_out;
+  std::vector<HeaderRule> header_rules;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -70,6 +79,7 @@ struct Sandbox {
   nlohmann::json metadata = nlohmann::json::object();
   std::map<std::string, std::string> env_vars;
   std::vector<std::string> allow_out, deny_out;
+  nlohmann::json rules_shown = nlohmann::json::object();  // GET's network.rules: header names, values withheld
   std::chrono::system_clock::time_point started_at, end_at;
   State state = State::Starting;
   std::string access_token;  // every envd call must carry it (X-Access-Token), `secure` or not

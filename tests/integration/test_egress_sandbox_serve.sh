@@ -162,6 +162,66 @@ in_sandbox "$C -f http://allowed.test/"
 check "the audit log of the first sandbox has the refusals" \
     bash -c "grep -q other.test '$T/state/sandboxes/$first_id/audit.jsonl' && grep -q denied.test '$T/state/sandboxes/$first_id/audit.jsonl'"
 
+# ---- network.rules: headers the proxy sets on HTTPS requests to a host; the value never inside ----
+# (The world's HTTPS echo servers, tests/integration/egress_world_secrets.sh, log every request's
+# headers to $SLOG and answer with them: the proxy masks the value in that echo.)
+SLOG=$(dirname "$EGW_LOG")/secrets.log
+rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
+VALUE="exgrule-$(rnd)$(rnd)"; WILD="exgwild-$(rnd)"
+rules_body() {  # ALLOW-LIST RULES-JSON
+    printf '{"templateID": "base", "network": {"allowOut": %s, "rules": %s}}' "$1" "$2"
+}
+RULES="{\"api.secret.test\": [{\"transform\": {\"headers\": {\"Authorization\": \"Bearer $VALUE\"}}}, {\"transform\": {\"headers\": {\"X-Team\": \"team-blue\"}}}],
+        \"*.secret.test\": [{\"transform\": {\"headers\": {\"X-Wild\": \"$WILD\"}}}]}"
+create "$(rules_body '["api.secret.test", "*.secret.test", "plain.test"]' "$RULES")"
+[ "$CODE" = 201 ] && ok "create with network.rules (an exact host and a wildcard)" || { fail "create with rules: $CODE $BODY"; }
+rules_id=$ID
+RAUDIT=$T/state/sandboxes/$rules_id/audit.jsonl
+in_sandbox "$C https://api.secret.test/rule-exact -H 'Authorization: Bearer from-the-sandbox' -H 'x-team: mine'; echo; \
+            $C https://other.secret.test/rule-wild; echo; $C https://plain.test/rule-none"
+req() { grep -F "\"path\": \"$1\"" "$SLOG" || true; }
+hdrs() { req "$1" | jq -c '[.headers[] | select(.[0] | test("^(authorization|x-team|x-wild)$"; "i"))] | sort'; }
+[ "$(hdrs /rule-exact)" = "[[\"Authorization\",\"Bearer $VALUE\"],[\"X-Team\",\"team-blue\"]]" ] &&
+    ok "api.secret.test received the rule's Authorization and X-Team, the sandbox's own replaced; no wildcard header (exact wins)" ||
+    { fail "headers upstream at api.secret.test: $(hdrs /rule-exact)"; note "$OUT"; }
+[ "$(hdrs /rule-wild)" = "[[\"X-Wild\",\"$WILD\"]]" ] && ok "other.secret.test received the *.secret.test rule's header only" ||
+    fail "headers upstream at other.secret.test: $(hdrs /rule-wild)"
+[ "$(hdrs /rule-none)" = "[]" ] && ok "plain.test (no rule) received none of them" || fail "headers upstream at plain.test: $(hdrs /rule-none)"
+grep -q 'team-blue' <<<"$OUT" && ! grep -qF "$VALUE" <<<"$OUT" && ! grep -qF "$WILD" <<<"$OUT" &&
+    ok "the upstreams' echo reached the sandbox with the values masked" || { fail "the echo inside"; note "$OUT"; }
+# Everything a command inside could read for it: its environment and every visible process's,
+# command lines, its home, /tmp, /etc and the proxy's CA bundle; and the agent's own environment.
+in_sandbox "env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; \
+            grep -rsF -e '$VALUE' -e '$WILD' \$HOME /tmp /var/tmp /etc /run /dev/shm 2>/dev/null | head -3"
+! grep -qF -e "$VALUE" -e "$WILD" <<<"$OUT" && grep -q '^PATH=' <<<"$OUT" &&
+    ok "inside: the values are in no environment, command line or readable file" || { fail "a value is readable inside"; note "$OUT"; }
+api_get() { curl -s "$URL/sandboxes/$1" -H "X-API-KEY: $KEY"; }
+info=$(api_get "$rules_id")
+jq -e '.network.rules["api.secret.test"][0].transform.headers | keys == ["Authorization", "X-Team"]' <<<"$info" >/dev/null &&
+    ! grep -qF "$VALUE" <<<"$info" && ok "GET shows the rules' hosts and header names, never the values" || fail "GET rules: $info"
+check "audit: the intercepted connection names the rules (E2B_RULE_n) and counts the headers set, never a value" bash -c \
+    "jq -s -e '[.[] | select(.event == \"egress\" and .host == \"api.secret.test\" and .intercepted)] | length == 1 and
+               (.[0].headers_set == 2) and (.[0].secrets | index(\"E2B_RULE_1\"))' '$RAUDIT' >/dev/null"
+check "the values are in no file of the server's state dir (policy names env:, audit logs, homes)" \
+    bash -c "! grep -rqsF -e '$VALUE' -e '$WILD' '$T/state' '$T/serve.log'"
+# Bad rules, each a 400 naming what is wrong; nothing started.
+for r in '"api.secret.test"' '{"api.secret.test": {}}' '{"nowhere.test": [{"transform": {"headers": {"A": "abcdef"}}}]}' \
+         '{"api.secret.test": [{"transform": {"headers": {"Host": "evil.test"}}}]}' \
+         '{"api.secret.test": [{"transform": {"headers": {"A": "ab\r\nX-Evil: 1"}}}]}' \
+         '{"api.secret.test": [{"transform": {"headers": {"A": 5}}}]}' '{"api.secret.test": [{"transform": {"headers": {"A": "ab"}}}]}' \
+         '{"api.secret.test": [{"transform": {"body": "x"}}]}' '{"10.0.0.0/8": []}' '{"*": []}' \
+         '{"api.secret.test": [{"transform": {"headers": {"bad name": "abcdef"}}}]}'; do
+    create "$(rules_body '["api.secret.test"]' "$r")"
+    if [ "$CODE" = 400 ] && jq -e '.message | startswith("network.rules")' <<<"$BODY" >/dev/null; then ok "rules $r: 400 ($(jq -r .message <<<"$BODY"))"
+    else fail "rules $r: $CODE $BODY"; fi
+done
+ID=$rules_id
+put_network '{"allowOut": ["api.secret.test"]}'
+[ "$PCODE" = 204 ] || fail "PUT network on the rules sandbox: $PCODE $PBODY"
+in_sandbox "$C https://api.secret.test/rule-after-put"
+[ "$(hdrs /rule-after-put | jq -c 'map(.[0])')" = '["Authorization","X-Team"]' ] &&
+    ok "a PUT without rules keeps them" || fail "after a PUT without rules: $(hdrs /rule-after-put)"
+
 # /metrics counts the decisions of the tenant's proxies from their audit logs, exactly.
 audit_count() { cat "$T"/state/sandboxes/*/audit.jsonl | jq -s "[.[] | select(.event == \"egress\" or .event == \"dns\") | select($1)] | length"; }
 metric() { curl -s "$URL/metrics" | awk -v k="$1" '$1 == k {print $2}'; }

@@ -120,6 +120,23 @@ api POST /sandboxes "${A[@]}" "${JSON[@]}" --data-binary @"$T/huge.json"; expect
 api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'limit=0'; expect 400 "limit 0: 400" '.message | test("limit")'
 api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'state=bogus'; expect 400 "unknown state: 400" '.message | test("bogus")'
 api GET /sandboxes/nosuchsandbox0000000 "${A[@]}"; expect 404 "unknown id: 404" '.code == 404'
+api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'limit=-1'; expect 400 "negative limit: 400" '.message | test("limit")'
+api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'limit=ten'; expect 400 "limit not a number: 400" '.message | test("limit")'
+api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'nextToken=nosuchtoken'; expect 400 "a nextToken this server never gave: 400" '.message | test("nextToken")'
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "timeout": "60"}'; expect 400 "timeout as a string: 400" '.message | test("timeout")'
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "timeout": 1.5}'; expect 400 "timeout not an integer: 400" '.message | test("timeout")'
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"rules": []}}'; expect 400 "network.rules not an object: 400" '.message | test("network.rules")'
+for action in timeout refreshes pause resume connect metrics; do
+    m=POST; [ "$action" = metrics ] && m=GET
+    api "$m" "/sandboxes/nosuchsandbox0000000/$action" "${A[@]}" "${JSON[@]}" -d '{"timeout": 10}'; expect 404 "$m /sandboxes/<unknown>/$action: 404"
+done
+api PUT /sandboxes/nosuchsandbox0000000/network "${A[@]}" "${JSON[@]}" -d '{}'; expect 404 "PUT network of an unknown sandbox: 404"
+# 512 KiB of '[': a body deep enough to exhaust a recursive parser, within the size limit.
+head -c 524288 /dev/zero | tr '\0' '[' > "$T/deep.json"
+api POST /sandboxes "${A[@]}" "${JSON[@]}" --data-binary @"$T/deep.json"; expect 400 "512 KiB of nested arrays: 400, the server unharmed" '.code == 400'
+api GET /v2/sandboxes "${A[@]}" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' a)"
+[ "$CODE" = 431 ] || [ "$CODE" = 400 ] && ok "a 20 KB header: refused ($CODE)" || fail "a 20 KB header: $CODE"
+api GET /health; expect 200 "the server is healthy after the bad control-plane input"
 api GET '/sandboxes/..%2f..%2fetc' "${A[@]}"; expect 404 "an id with a path in it: 404" '.code == 404'
 
 # ---- a sandbox by raw HTTP: create, envd through E2b-Sandbox-Id, Connect-RPC framing ----
@@ -180,6 +197,56 @@ envelope '{"process": {"cmd": "no-such-command-exg"}}' > "$T/nocmd.bin"
 curl -s -X POST "$URL/process.Process/Start" "${S[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$T/nocmd.bin" -o "$T/nocmd.out"
 grep -q '^2 {"error": {"code": "not_found"' <<<"$(py_frames "$T/nocmd.out" 2>&1)" && ok "Start of a missing command: not_found" || fail "Start of a missing command"
 
+# process.Process/StreamInput (a client stream; the SDK 2.51.0 has no call for it, so by hand):
+# `cat` started with stdin, its input streamed as start + data + keepalive + data messages in one
+# body, then CloseStdin: the Start stream carries what was streamed in, in order.
+python3 - "$URL" "$ID" "$TOKEN" > "$T/stream-input.out" 2>&1 <<'PY'
+import base64, http.client, json, sys, threading, urllib.parse
+url, sid, tok = sys.argv[1:4]
+u = urllib.parse.urlparse(url)
+H = {'E2b-Sandbox-Id': sid, 'X-Access-Token': tok}
+env = lambda m, f=0: bytes([f]) + len(m).to_bytes(4, 'big') + m
+def frames(r):
+    while True:
+        h = r.read(5)
+        if len(h) < 5: return
+        yield h[0], json.loads(r.read(int.from_bytes(h[1:5], 'big')))
+start = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+start.request('POST', '/process.Process/Start', env(json.dumps({'process': {'cmd': '/bin/cat'}, 'stdin': True}).encode()),
+              dict(H, **{'Content-Type': 'application/connect+json'}))
+r = start.getresponse()
+it = frames(r)
+pid = next(it)[1]['event']['start']['pid']
+def stream_input(msgs):
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+    c.request('POST', '/process.Process/StreamInput', b''.join(env(json.dumps(m).encode()) for m in msgs),
+              dict(H, **{'Content-Type': 'application/connect+json'}))
+    resp = c.getresponse()
+    return resp.status, resp.getheader('Content-Type'), list(frames(resp))
+b64 = lambda s: base64.b64encode(s.encode()).decode()
+print('ok-stream', stream_input([{'start': {'process': {'pid': pid}}}, {'data': {'input': {'stdin': b64('streamed ')}}},
+                                 {'keepalive': {}}, {'data': {'input': {'stdin': b64('in order\n')}}}]))
+print('no-start', stream_input([{'data': {'input': {'stdin': b64('x')}}}]))
+print('bad-pid', stream_input([{'start': {'process': {'pid': 3999999}}}]))
+print('bad-data', stream_input([{'start': {'process': {'pid': pid}}}, {'data': {'input': {'stdin': '!!not base64'}}}]))
+c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
+c.request('POST', '/process.Process/CloseStdin', json.dumps({'process': {'pid': pid}}), dict(H, **{'Content-Type': 'application/json'}))
+c.getresponse().read()
+out = b''
+for flags, m in it:
+    for v in m.get('event', {}).get('data', {}).values(): out += base64.b64decode(v)
+print('cat-out', json.dumps(out.decode()))
+PY
+si=$(cat "$T/stream-input.out")
+grep -qF "ok-stream (200, 'application/connect+json', [(0, {}), (2, {})])" <<<"$si" &&
+    ok "StreamInput: answered with one empty message and the end of the stream" || { fail "StreamInput answer"; note "$si"; }
+grep -qF 'cat-out "streamed in order\n"' <<<"$si" && ok "StreamInput: the streamed input reached the process, in order" ||
+    { fail "StreamInput: the process's output"; note "$si"; }
+grep -q "^no-start .*'invalid_argument'.*start" <<<"$si" && grep -q "^bad-pid .*'not_found'" <<<"$si" &&
+    grep -q "^bad-data .*'invalid_argument'.*message 2.*base64" <<<"$si" &&
+    ok "StreamInput without a start, to an unknown pid, with bad base64: invalid_argument / not_found naming the message" ||
+    { fail "StreamInput bad input"; note "$si"; }
+
 # Files by hand: upload, download, traversal and size limits.
 printf 'raw-bytes' > "$T/up.txt"
 api POST "/files?path=up/a.txt" "${S[@]}" -F "file=@$T/up.txt"; expect 200 "upload (multipart)" '.[0].name == "a.txt"'
@@ -190,6 +257,27 @@ api GET "/files?path=/proc/1/environ" "${S[@]}"
 [ "$CODE" != 200 ] && ok "the agent's environment: refused ($CODE)" || fail "read /proc/1/environ"
 head -c 9000000 /dev/urandom > "$T/big.bin"
 api POST "/files?path=big.bin" "${S[@]}" -H 'Content-Type: application/octet-stream' --data-binary @"$T/big.bin"; expect 413 "upload over --max-upload-mib: 413"
+# Symlinks planted by the sandbox's own code: followed inside the sandbox, as its user, so they reach
+# only what a command there could (the host's state dir, where a marker lies, is not in its view).
+echo "host-marker-$$" > "$STATE/marker.txt"; chmod 644 "$STATE/marker.txt"
+envelope "{\"process\": {\"cmd\": \"/bin/sh\", \"args\": [\"-c\", \"ln -s /etc/shadow l-shadow; ln -s /proc/1/environ l-env; ln -s / l-root; ln -s $STATE/marker.txt l-marker; ln -s $STATE l-state; echo planted\"]}}" > "$T/plant.bin"
+curl -s -X POST "$URL/process.Process/Start" "${S[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$T/plant.bin" -o "$T/plant.out"
+grep -q '"stdout": "planted' <<<"$(py_frames "$T/plant.out" 2>&1)" || fail "planting the symlinks: $(py_frames "$T/plant.out" 2>&1 | tail -2)"
+for l in l-shadow l-env l-marker l-state/marker.txt l-root/etc/shadow; do
+    api GET "/files?path=$l" "${S[@]}"
+    [ "$CODE" != 200 ] && ! grep -q -e 'root:' -e "host-marker" <<<"$BODY" && ok "download through a planted symlink $l: refused ($CODE)" ||
+        fail "download through $l: $CODE ${BODY:0:100}"
+done
+api POST "/files?path=l-root/etc/exg-planted" "${S[@]}" -H 'Content-Type: application/octet-stream' --data-binary x
+[ "$CODE" != 200 ] && [ ! -e /etc/exg-planted ] && ok "upload through a symlink to /: refused ($CODE), nothing written" || fail "upload via l-root: $CODE"
+api POST "/files?path=l-state/evil.txt" "${S[@]}" -H 'Content-Type: application/octet-stream' --data-binary x
+[ ! -e "$STATE/evil.txt" ] && ok "upload through a symlink to the host's state dir: nothing there ($CODE)" || fail "upload reached the state dir"
+api POST /filesystem.Filesystem/Remove "${S[@]}" "${JSON[@]}" -d '{"path": "l-marker"}'
+[ -e "$STATE/marker.txt" ] && ok "Remove of a planted symlink removes the link, not its target ($CODE)" || fail "the marker went"
+api POST /filesystem.Filesystem/Move "${S[@]}" "${JSON[@]}" -d '{"source": "l-shadow", "destination": "l-root/etc/moved"}'
+[ "$CODE" != 200 ] && [ ! -e /etc/moved ] && ok "Move through a symlink to /: refused ($CODE)" || fail "Move via l-root: $CODE"
+rm -f "$STATE/marker.txt"
+
 api GET "/files?path=nothere" "${S[@]}"; expect 404 "download of a missing file: 404"
 api GET "/files?path=up/a.txt&username=root" "${S[@]}"; expect 401 "files as root: refused" '.message | test("root")'
 # Polled watchers (CreateWatcher / GetWatcherEvents / RemoveWatcher), which the SDK does not use.
