@@ -338,7 +338,8 @@ void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandb
     }
     std::string text = r.header.value("message", reply_error_text(r));
     // The supervisor names its own fields ("set_network: allow X: why"); the client wrote allowOut / denyOut.
-    for (auto [ours, theirs] : {std::pair{"set_network: allow ", "allowOut: "}, std::pair{"set_network: deny ", "denyOut: "}})
+    for (auto [ours, theirs] : {std::pair{"set_network: allow: ", "allowOut: "}, std::pair{"set_network: allow ", "allowOut: "},
+                                std::pair{"set_network: deny ", "denyOut: "}})
       if (text.starts_with(ours)) text = theirs + text.substr(std::string(ours).size());
     if (e == "EINVAL") return reply(ex, route, api_error(http::status::bad_request, text));
     if (e == "ENOTSUP") return reply(ex, route, api_error(http::status::conflict, text + "; create it with network.allowOut"));

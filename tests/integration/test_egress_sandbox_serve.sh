@@ -187,12 +187,15 @@ hdrs() { req "$1" | jq -c '[.headers[] | select(.[0] | test("^(authorization|x-t
 [ "$(hdrs /rule-wild)" = "[[\"X-Wild\",\"$WILD\"]]" ] && ok "other.secret.test received the *.secret.test rule's header only" ||
     fail "headers upstream at other.secret.test: $(hdrs /rule-wild)"
 [ "$(hdrs /rule-none)" = "[]" ] && ok "plain.test (no rule) received none of them" || fail "headers upstream at plain.test: $(hdrs /rule-none)"
-grep -q 'team-blue' <<<"$OUT" && ! grep -qF "$VALUE" <<<"$OUT" && ! grep -qF "$WILD" <<<"$OUT" &&
-    ok "the upstreams' echo reached the sandbox with the values masked" || { fail "the echo inside"; note "$OUT"; }
+grep -qF '["Authorization", "exg_ph_E2B_RULE_' <<<"$OUT" && grep -qF '["X-Wild", "exg_ph_E2B_RULE_' <<<"$OUT" &&
+    ! grep -qF -e "$VALUE" -e "$WILD" -e team-blue <<<"$OUT" &&
+    ok "the upstreams' echo reached the sandbox with every value masked (placeholders in their place)" || { fail "the echo inside"; note "$OUT"; }
 # Everything a command inside could read for it: its environment and every visible process's,
 # command lines, its home, /tmp, /etc and the proxy's CA bundle; and the agent's own environment.
-in_sandbox "env; cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; \
-            grep -rsF -e '$VALUE' -e '$WILD' \$HOME /tmp /var/tmp /etc /run /dev/shm 2>/dev/null | head -3"
+# (The values are searched for in two halves joined inside: this command line must not hold them.)
+in_sandbox "R1=exgrule-; R2=${VALUE#exgrule-}; W1=exgwild-; W2=${WILD#exgwild-}; env; \
+            cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' '\n'; \
+            grep -rsF -e \"\$R1\$R2\" -e \"\$W1\$W2\" \$HOME /tmp /var/tmp /etc /run /dev/shm 2>/dev/null | head -3"
 ! grep -qF -e "$VALUE" -e "$WILD" <<<"$OUT" && grep -q '^PATH=' <<<"$OUT" &&
     ok "inside: the values are in no environment, command line or readable file" || { fail "a value is readable inside"; note "$OUT"; }
 api_get() { curl -s "$URL/sandboxes/$1" -H "X-API-KEY: $KEY"; }
@@ -216,7 +219,10 @@ for r in '"api.secret.test"' '{"api.secret.test": {}}' '{"nowhere.test": [{"tran
     else fail "rules $r: $CODE $BODY"; fi
 done
 ID=$rules_id
-put_network '{"allowOut": ["api.secret.test"]}'
+put_network '{"allowOut": ["plain.test"]}'
+[ "$PCODE" = 400 ] && jq -e '.message | test("E2B_RULE_.*keep allowing")' <<<"$PBODY" >/dev/null &&
+    ok "a PUT that stops allowing a host with rules: 400 ($(jq -r .message <<<"$PBODY"))" || fail "PUT dropping a rules host: $PCODE $PBODY"
+put_network '{"allowOut": ["api.secret.test", "*.secret.test"]}'
 [ "$PCODE" = 204 ] || fail "PUT network on the rules sandbox: $PCODE $PBODY"
 in_sandbox "$C https://api.secret.test/rule-after-put"
 [ "$(hdrs /rule-after-put | jq -c 'map(.[0])')" = '["Authorization","X-Team"]' ] &&

@@ -113,7 +113,7 @@ api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "bogus": t
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "allow_internet_access": true}'; expect 400 "internet without named hosts: 400 (fail closed)" '.message | test("allowOut")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"allowOut": ["10.0.0.0/8"]}}'; expect 400 "allowOut with an address range: 400" '.message | test("allowOut")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"allowOut": ["bad host!"]}}'; expect 400 "allowOut with a bad host name: 400" '.message | test("allowOut")'
-api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"rules": {}}}'; expect 400 "network.rules: 400 not supported" '.message | test("not supported")'
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"egressProxy": {"address": "p.test:1080"}}}'; expect 400 "network.egressProxy: 400 not supported" '.message | test("not supported")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "nope"}'; expect 404 "unknown template: 404" '.message | test("nope")'
 head -c 3000000 /dev/zero | tr '\0' 'a' > "$T/huge.json"
 api POST /sandboxes "${A[@]}" "${JSON[@]}" --data-binary @"$T/huge.json"; expect 413 "a 3 MB body: 413" '.code == 413'
