@@ -52,6 +52,8 @@ Code code_of_errno(const std::string& e) {
     return Code::InvalidArgument;
   if (e == "EAGAIN" || e == "ENOSPC" || e == "EMFILE" || e == "ENFILE" || e == "EDQUOT") return Code::ResourceExhausted;
   if (e == "EPIPE") return Code::Unavailable;
+  // A move across mounts (into the read-only host root, say): the request's fault, not the server's.
+  if (e == "EXDEV" || e == "EBUSY") return Code::FailedPrecondition;
   return Code::Internal;
 }
 

@@ -175,7 +175,7 @@ RULES="{\"api.secret.test\": [{\"transform\": {\"headers\": {\"Authorization\": 
         \"*.secret.test\": [{\"transform\": {\"headers\": {\"X-Wild\": \"$WILD\"}}}]}"
 create "$(rules_body '["api.secret.test", "*.secret.test", "plain.test"]' "$RULES")"
 [ "$CODE" = 201 ] && ok "create with network.rules (an exact host and a wildcard)" || { fail "create with rules: $CODE $BODY"; }
-rules_id=$ID
+rules_id=$ID; rules_token=$TOKEN
 RAUDIT=$T/state/sandboxes/$rules_id/audit.jsonl
 in_sandbox "$C https://api.secret.test/rule-exact -H 'Authorization: Bearer from-the-sandbox' -H 'x-team: mine'; echo; \
             $C https://other.secret.test/rule-wild; echo; $C https://plain.test/rule-none"
@@ -218,7 +218,7 @@ for r in '"api.secret.test"' '{"api.secret.test": {}}' '{"nowhere.test": [{"tran
     if [ "$CODE" = 400 ] && jq -e '.message | startswith("network.rules")' <<<"$BODY" >/dev/null; then ok "rules $r: 400 ($(jq -r .message <<<"$BODY"))"
     else fail "rules $r: $CODE $BODY"; fi
 done
-ID=$rules_id
+ID=$rules_id; TOKEN=$rules_token
 put_network '{"allowOut": ["plain.test"]}'
 [ "$PCODE" = 400 ] && jq -e '.message | test("E2B_RULE_.*keep allowing")' <<<"$PBODY" >/dev/null &&
     ok "a PUT that stops allowing a host with rules: 400 ($(jq -r .message <<<"$PBODY"))" || fail "PUT dropping a rules host: $PCODE $PBODY"
@@ -226,7 +226,7 @@ put_network '{"allowOut": ["api.secret.test", "*.secret.test"]}'
 [ "$PCODE" = 204 ] || fail "PUT network on the rules sandbox: $PCODE $PBODY"
 in_sandbox "$C https://api.secret.test/rule-after-put"
 [ "$(hdrs /rule-after-put | jq -c 'map(.[0])')" = '["Authorization","X-Team"]' ] &&
-    ok "a PUT without rules keeps them" || fail "after a PUT without rules: $(hdrs /rule-after-put)"
+    ok "a PUT without rules keeps them" || { fail "after a PUT without rules: $(hdrs /rule-after-put)"; note "$OUT"; }
 
 # /metrics counts the decisions of the tenant's proxies from their audit logs, exactly.
 audit_count() { cat "$T"/state/sandboxes/*/audit.jsonl | jq -s "[.[] | select(.event == \"egress\" or .event == \"dns\") | select($1)] | length"; }

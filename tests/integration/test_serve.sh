@@ -275,7 +275,7 @@ api POST "/files?path=l-state/evil.txt" "${S[@]}" -H 'Content-Type: application/
 api POST /filesystem.Filesystem/Remove "${S[@]}" "${JSON[@]}" -d '{"path": "l-marker"}'
 [ -e "$STATE/marker.txt" ] && ok "Remove of a planted symlink removes the link, not its target ($CODE)" || fail "the marker went"
 api POST /filesystem.Filesystem/Move "${S[@]}" "${JSON[@]}" -d '{"source": "l-shadow", "destination": "l-root/etc/moved"}'
-[ "$CODE" != 200 ] && [ ! -e /etc/moved ] && ok "Move through a symlink to /: refused ($CODE)" || fail "Move via l-root: $CODE"
+[ "$CODE" -ge 400 ] && [ "$CODE" -lt 500 ] && [ ! -e /etc/moved ] && ok "Move through a symlink to /: refused ($CODE: $(jq -r .code <<<"$BODY"))" || fail "Move via l-root: $CODE"
 rm -f "$STATE/marker.txt"
 
 api GET "/files?path=nothere" "${S[@]}"; expect 404 "download of a missing file: 404"
