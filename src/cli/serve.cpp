@@ -15,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "process/cgroup.hpp"
 #include "serve/http_server.hpp"
 #include "serve/openapi.hpp"
 #include "serve/sandbox_registry.hpp"
@@ -43,7 +44,7 @@ int serve_main(int argc, char** argv) {
   CLI::App app{"Serve E2B's sandbox API: the unmodified e2b SDK drives ExGuardian sandboxes", "exguardian serve"};
   std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key;
   size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
-  bool verbose = false, print_openapi = false;
+  bool verbose = false, print_openapi = false, no_cgroup_limits = false;
   std::vector<std::string> warm = {"base=2"};
   app.add_option("--listen", listen, "ADDR:PORT (port 0: any free one) or unix:PATH");
   app.add_option("--tenants", tenants_file, "Tenants and their key hashes (JSON)");
@@ -57,6 +58,8 @@ int serve_main(int argc, char** argv) {
                  "at once (repeatable; default base=2; 0: none)");
   app.add_option("--hash-key", hash_key, "Print the tenants-file entry of KEY (sha256:<hex>) and exit");
   app.add_flag("--print-openapi", print_openapi, "Print the OpenAPI document and exit");
+  app.add_flag("--no-cgroup-limits", no_cgroup_limits,
+               "Run sandboxes without per-sandbox cgroup limits (memory, pids, cpu) and without pause: a weaker mode, reported");
   app.add_flag("-v,--verbose", verbose, "Log every sandbox's life and its supervisor's lines");
   try {
     app.parse(argc, argv);
@@ -98,6 +101,29 @@ int serve_main(int argc, char** argv) {
   if (n <= 0) return serve_error("readlink /proc/self/exe failed");
   exe[n] = '\0';
 
+  // A multi-tenant server does not run unbounded sandboxes by accident: the
+  // limits every create asks for are tried once here, on a probe cgroup, so a
+  // host (or user) that cannot enforce them is told at start-up, not per create.
+  bool cgroup_limits = true;
+  {
+    process::Limits probe;
+    probe.memory_bytes = 64ull << 20, probe.pids = 64, probe.cpus = 1;
+    probe.explicit_memory = probe.explicit_pids = probe.explicit_cpus = true;
+    auto cg = process::Cgroup::create("serve-probe", probe);
+    if (!cg && !no_cgroup_limits)
+      return serve_error(cg.error().str() +
+                         ": every sandbox gets memory, pids and cpu limits from its template, and this server could not "
+                         "set them (run it as root or inside a cgroup delegated to this user; or pass --no-cgroup-limits "
+                         "to run sandboxes without them, and without pause)");
+    if (no_cgroup_limits) {
+      cgroup_limits = false;
+      std::fprintf(stderr,
+                   "exguardian: serve: WEAKENED: --no-cgroup-limits: sandboxes run without memory, pids and cpu limits and "
+                   "cannot be paused (%s)\n",
+                   cg ? "asked for; this host could enforce them" : cg.error().str().c_str());
+    }
+  }
+
   ::signal(SIGPIPE, SIG_IGN);
   // Each sandbox holds two of the server's descriptors (its control socket, its
   // supervisor's log pipe), each client connection one: 1000 sandboxes pass the
@@ -119,6 +145,7 @@ int serve_main(int argc, char** argv) {
   ro.exe = exe;
   ro.verbose = verbose;
   ro.max_sandboxes = max_sandboxes;
+  ro.cgroup_limits = cgroup_limits;
   serve::Registry registry(io, ro);
   auto cleaned = registry.open();
   if (!cleaned) return serve_error(cleaned.error().str());
@@ -140,6 +167,7 @@ int serve_main(int argc, char** argv) {
     pools.erase(std::remove_if(pools.begin(), pools.end(), [&](auto& p) { return p.first.name == name; }), pools.end());
     pools.emplace_back(*t, static_cast<size_t>(n));
   }
+  so.cgroup_limits = cgroup_limits;
   serve::Service service(io, std::move(*tenants), std::move(templates), registry, so);
   serve::HttpLimits limits;
   limits.max_body = max_body_kib * 1024;

@@ -188,6 +188,7 @@ class Interceptor {
   std::string upstream_refusal;  // why the upstream is not trusted / not reachable over TLS
   std::string body_failure_;     // why a response body could not be decoded (the connection is cut)
   std::set<std::tuple<std::string, std::string, std::string>> masked_;  // (secret, form, where)
+  uint64_t headers_set_ = 0;  // headers the proxy set itself (set_header secrets), over all requests
   uint64_t bytes_up_ = 0, bytes_down_ = 0;
   int requests_ = 0;
   bool finished_ = false, refused_ = false;  // refused_: the refusal wrote its own audit line
@@ -443,6 +444,12 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
   // (A secret limited to some headers is put in those only; exfiltration_in_headers
   // refused its placeholder anywhere else.)
   for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, idx.allowed_in_header(ids_, name));
+  // Headers the proxy sets itself (E2B's network.rules): the client's own of that name are replaced.
+  for (auto& [name, value] : idx.headers_to_set(ids_, host)) {
+    std::erase_if(head->headers, [&](const auto& h) { return strcasecmp(h.first.c_str(), name.c_str()) == 0; });
+    head->headers.emplace_back(name, value);
+    ++headers_set_;
+  }
   // Uncompressed answers, so that values in them can be masked (see below).
   std::erase_if(head->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "accept-encoding") == 0; });
   head->headers.emplace_back("Accept-Encoding", "identity");
@@ -560,6 +567,7 @@ void Interceptor::finish(const std::string& end) {
       for (size_t i : ids_) names.push_back(st().secret_index->secrets()[i].name);
       j["secrets"] = names;
       j["requests"] = requests_;
+      if (headers_set_) j["headers_set"] = headers_set_;
       // What came back with a value in it (never the value): the client saw placeholders there.
       if (!masked_.empty()) {
         nlohmann::json m = nlohmann::json::array();

@@ -14,6 +14,7 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <ctime>
 #include <list>
 #include <mutex>
@@ -308,6 +309,36 @@ std::vector<size_t> SecretIndex::allowed_outside_headers(const std::vector<size_
   for (size_t i : ids)
     if (cfg_->secrets[i].headers.empty()) r.push_back(i);
   return r;
+}
+
+std::vector<std::pair<std::string, std::string>> SecretIndex::headers_to_set(const std::vector<size_t>& ids,
+                                                                            const std::string& host) const {
+  // How specifically `pattern` names `host`: exact beats every wildcard; among
+  // wildcards the longer suffix wins; 0: it does not name it (a port is ignored:
+  // for_host has checked it).
+  const std::string h = lower(host);
+  auto specificity = [&](std::string p) -> size_t {
+    p = lower(p);
+    if (auto colon = p.rfind(':'); colon != std::string::npos && p.find(']') == std::string::npos) p.resize(colon);
+    if (p == h) return SIZE_MAX;
+    if (p.starts_with("*.") && h.size() > p.size() - 1 && h.ends_with(p.substr(1))) return p.size();
+    return 0;
+  };
+  size_t best = 0;
+  std::vector<std::pair<size_t, size_t>> cand;  // (secret, specificity)
+  for (size_t i : ids) {
+    const Secret& s = cfg_->secrets[i];
+    if (s.set_header.empty()) continue;
+    size_t sp = 0;
+    for (const auto& p : s.hosts) sp = std::max(sp, specificity(p));
+    if (sp == 0) continue;
+    cand.emplace_back(i, sp);
+    best = std::max(best, sp);
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto [i, sp] : cand)
+    if (sp == best) out.emplace_back(cfg_->secrets[i].set_header, cfg_->secrets[i].value);
+  return out;
 }
 
 namespace {

@@ -74,6 +74,11 @@ class SecretIndex {
   // (the target, a body: no limit).
   std::vector<size_t> allowed_in_header(const std::vector<size_t>& ids, std::string_view name) const;
   std::vector<size_t> allowed_outside_headers(const std::vector<size_t>& ids) const;
+  // Of `ids` (the secrets of `host`), the headers the proxy sets itself
+  // (set_header), (name, value): only those of the most specific host pattern
+  // that matches (an exact name beats any wildcard, a longer wildcard a shorter
+  // one), as E2B applies its network.rules: matching rule sets are not merged.
+  std::vector<std::pair<std::string, std::string>> headers_to_set(const std::vector<size_t>& ids, const std::string& host) const;
   const SecretsConfig& config() const { return *cfg_; }
 
  private:

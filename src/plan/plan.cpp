@@ -103,7 +103,8 @@ std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
         for (size_t i = 0; i < s.headers.size(); ++i) o << (i ? ", " : " ") << s.headers[i];
         o << ")";
       }
-      o << "; inside: " << s.placeholder << "\n";
+      if (!s.set_header.empty()) o << "; the proxy sets header " << s.set_header << " itself; inside: nothing\n";
+      else o << "; inside: " << s.placeholder << "\n";
     }
     o << "tls: the proxy terminates TLS for those hosts only (a CA made in memory for this sandbox, trusted inside via "
       << trust_bundle_path << "); upstreams verified against "

@@ -16,6 +16,10 @@ struct Secret {
   // Lower-case request header names the placeholder is replaced in; empty: any
   // header. Outside them a limited secret's placeholder is refused as exfiltration.
   std::vector<std::string> headers;
+  // Not empty: the proxy sets this request header (as written) to the value on
+  // every intercepted request to the hosts, replacing the client's (E2B's
+  // network.rules header transforms). Such a secret has no variable inside.
+  std::string set_header;
 };
 
 }  // namespace exg::plan

@@ -214,6 +214,7 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
     Secret sec{s.name, *ph, *value, {}};
     for (const auto& h : s.hosts) sec.hosts.push_back(h.pattern);
     sec.headers = s.headers;
+    sec.set_header = s.set_header;
     if (!file.empty()) out.source_files.push_back(file);
     // The variable inside: the placeholder, or (extract) the host's variable with the value replaced.
     if (s.set_env)
@@ -225,7 +226,10 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
   // Two secrets with one value would make the proxy's choice of host ambiguous.
   for (size_t i = 0; i < out.secrets.size(); ++i)
     for (size_t j = i + 1; j < out.secrets.size(); ++j)
-      if (out.secrets[i].value == out.secrets[j].value)
+      // (Headers the proxy sets itself may share a value: E2B's rules for two hosts
+      // often carry one token, and no placeholder stands for it inside.)
+      if (out.secrets[i].value == out.secrets[j].value &&
+          (out.secrets[i].set_header.empty() || out.secrets[j].set_header.empty()))
         return fail(Error::msg("secrets " + out.secrets[i].name + " and " + out.secrets[j].name,
                                "hold the same value; declare it once with every host it may go to"));
   return out;

@@ -85,6 +85,7 @@ struct SecretEntry {
   std::vector<DomainEntry> hosts;      // where the value may go; each must be allowed by allowedDomains
   std::vector<std::string> headers;    // lower-case request header names it is put in; empty: any header
   bool set_env = true;                 // NAME=placeholder inside (srt file masks set no variable)
+  std::string set_header;              // "setHeader": the proxy sets this header to the value (no variable inside)
   SourcePos where;
 };
 

@@ -563,24 +563,32 @@ class Validator {
     });
   }
 
+  // A request header a secret may go into: a token the proxy does not write itself.
+  Check secret_header_name(const Node& el, const std::string& s) {
+    static const std::string kTchar = "!#$%&'*+-.^_`|~";
+    if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
+          return std::isalnum((unsigned char)c) || kTchar.find(c) != std::string::npos;
+        }))
+      return bad_value(el, in_quotes(s) + " is not a header name");
+    std::string l = s;
+    for (char& c : l) c = (char)std::tolower((unsigned char)c);
+    // The proxy writes or removes these itself: a credential there would not arrive as sent.
+    static const char* kNotForSecrets[] = {"host",       "connection", "content-length", "transfer-encoding", "te",
+                                           "upgrade",    "trailer",    "keep-alive",     "proxy-connection",
+                                           "proxy-authorization", "expect", "accept-encoding"};
+    for (const char* h : kNotForSecrets)
+      if (l == h) return bad_value(el, in_quotes(s) + ": the proxy sets or removes this header itself");
+    return std::nullopt;
+  }
+
   // "headers": ["x-api-key"]: the request headers the placeholder is replaced in.
   Check secret_headers(const Node& list, std::vector<std::string>* out) {
     if (!list.v->is_array()) return wrong_type(list, "an array of request header names");
     if (list.v->empty()) return bad_value(list, "must name at least one header (leave the key out for any header)");
     return string_array(list, [&](const Node& el, const std::string& s) -> Check {
-      static const std::string kTchar = "!#$%&'*+-.^_`|~";
-      if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
-            return std::isalnum((unsigned char)c) || kTchar.find(c) != std::string::npos;
-          }))
-        return bad_value(el, in_quotes(s) + " is not a header name");
+      if (auto e = secret_header_name(el, s)) return e;
       std::string l = s;
       for (char& c : l) c = (char)std::tolower((unsigned char)c);
-      // The proxy writes or removes these itself: a credential there would not arrive as sent.
-      static const char* kNotForSecrets[] = {"host",       "connection", "content-length", "transfer-encoding", "te",
-                                             "upgrade",    "trailer",    "keep-alive",     "proxy-connection",
-                                             "proxy-authorization", "expect", "accept-encoding"};
-      for (const char* h : kNotForSecrets)
-        if (l == h) return bad_value(el, in_quotes(s) + ": the proxy sets or removes this header itself");
       if (std::find(out->begin(), out->end(), l) != out->end()) return bad_value(el, in_quotes(s) + " is listed twice");
       out->push_back(l);
       return std::nullopt;
@@ -671,6 +679,15 @@ class Validator {
                  return secret_hosts(v, &s.hosts);
                }},
               {"headers", [&](const Node& v) { return secret_headers(v, &s.headers); }},
+              // "setHeader": "Authorization": the proxy sets the header to the value
+              // itself; the sandbox gets no variable and no placeholder to send.
+              {"setHeader",
+               [&](const Node& v) -> Check {
+                 if (auto e = string(v, &s.set_header)) return e;
+                 if (auto e = secret_header_name(v, s.set_header)) return e;
+                 s.set_env = false;
+                 return std::nullopt;
+               }},
           }))
         return e;
       if (!have_name) return bad_value(el, "missing \"name\": " + kShape);

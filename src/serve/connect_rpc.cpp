@@ -52,6 +52,8 @@ Code code_of_errno(const std::string& e) {
     return Code::InvalidArgument;
   if (e == "EAGAIN" || e == "ENOSPC" || e == "EMFILE" || e == "ENFILE" || e == "EDQUOT") return Code::ResourceExhausted;
   if (e == "EPIPE") return Code::Unavailable;
+  // A move across mounts (into the read-only host root, say): the request's fault, not the server's.
+  if (e == "EXDEV" || e == "EBUSY") return Code::FailedPrecondition;
   return Code::Internal;
 }
 
@@ -93,6 +95,46 @@ std::optional<nlohmann::json> read_message(const Request& req, RpcError* err) {
     return std::nullopt;
   }
   return j;
+}
+
+std::optional<std::vector<nlohmann::json>> read_messages(const Request& req, RpcError* err, size_t max_messages) {
+  std::string ct(req[http::field::content_type]);
+  if (!ct.starts_with("application/connect+json")) {
+    *err = {Code::InvalidArgument, "Content-Type " + ct + ": a client stream is application/connect+json"};
+    return std::nullopt;
+  }
+  const std::string& b = req.body();
+  std::vector<nlohmann::json> out;
+  for (size_t at = 0; at < b.size();) {
+    std::string which = "message " + std::to_string(out.size() + 1);
+    if (b.size() - at < 5) {
+      *err = {Code::InvalidArgument, which + ": a partial envelope (" + std::to_string(b.size() - at) + " bytes) at the end"};
+      return std::nullopt;
+    }
+    uint8_t flags = static_cast<uint8_t>(b[at]);
+    uint32_t len = (uint32_t(uint8_t(b[at + 1])) << 24) | (uint32_t(uint8_t(b[at + 2])) << 16) |
+                   (uint32_t(uint8_t(b[at + 3])) << 8) | uint8_t(b[at + 4]);
+    if (flags != 0) {
+      *err = {Code::InvalidArgument, which + ": compressed or flagged request messages are not accepted"};
+      return std::nullopt;
+    }
+    if (len > b.size() - at - 5) {
+      *err = {Code::InvalidArgument, which + ": the envelope's length (" + std::to_string(len) + ") runs past the body"};
+      return std::nullopt;
+    }
+    auto j = nlohmann::json::parse(b.begin() + static_cast<long>(at + 5), b.begin() + static_cast<long>(at + 5 + len), nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      *err = {Code::InvalidArgument, which + ": not a JSON object"};
+      return std::nullopt;
+    }
+    if (out.size() == max_messages) {
+      *err = {Code::ResourceExhausted, "more than " + std::to_string(max_messages) + " messages in one stream"};
+      return std::nullopt;
+    }
+    out.push_back(std::move(j));
+    at += 5 + len;
+  }
+  return out;
 }
 
 Response unary_ok(const nlohmann::json& msg) { return json_response(http::status::ok, msg.dump()); }

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -37,6 +38,10 @@ struct RpcError {
 bool is_stream_request(const Request& req);
 // The request's one message, or the error to answer with.
 std::optional<nlohmann::json> read_message(const Request& req, RpcError* err);
+
+// A client stream's messages (application/connect+json: every envelope of the
+// body, in order; each a JSON object, none flagged), or the error to answer with.
+std::optional<std::vector<nlohmann::json>> read_messages(const Request& req, RpcError* err, size_t max_messages);
 
 Response unary_ok(const nlohmann::json& msg);
 Response unary_error(const RpcError& e);

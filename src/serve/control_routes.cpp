@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <regex>
+#include <set>
+#include <strings.h>
 
 #include "serve/service.hpp"
 
@@ -64,6 +66,96 @@ std::optional<std::string> string_list(const nlohmann::json& v, const std::strin
   return std::nullopt;
 }
 
+// The proxy writes or removes these itself (as policy "setHeader" refuses them).
+bool proxy_owned_header(std::string l) {
+  for (char& c : l) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  for (const char* h : {"host", "connection", "content-length", "transfer-encoding", "te", "upgrade", "trailer", "keep-alive",
+                        "proxy-connection", "proxy-authorization", "expect", "accept-encoding"})
+    if (l == h) return true;
+  return false;
+}
+
+bool is_header_token(const std::string& s) {
+  static const std::string kTchar = "!#$%&'*+-.^_`|~";
+  return !s.empty() && s.size() <= 256 && std::all_of(s.begin(), s.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || kTchar.find(c) != std::string::npos;
+  });
+}
+
+// Does an allowOut entry (or a template's domain) let the sandbox reach what the
+// rule pattern names? Exactly, or under a wildcard entry.
+bool allow_covers(const std::string& allow, const std::string& pattern) {
+  auto low = [](std::string s) {
+    for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+  };
+  std::string a = low(allow), p = low(pattern);
+  if (a == p) return true;
+  if (!a.starts_with("*.")) return false;
+  std::string host = p.starts_with("*.") ? p.substr(2) : p;
+  return host.size() > a.size() - 2 && host.ends_with(a.substr(1));
+}
+
+// E2B's network.rules: {host: [{"transform": {"headers": {name: value}}}]},
+// each header then set by the sandbox's proxy on HTTPS requests to that host.
+// Within a host later rules and headers override earlier ones (names compared
+// case-insensitively). Every host must also be reachable (allowOut or the
+// template's domains): a header goes only where the sandbox may connect.
+std::optional<std::string> header_rules(const nlohmann::json& v, const std::vector<std::string>& allowed,
+                                        std::vector<HeaderRule>* out) {
+  const std::string w = "network.rules";
+  if (!v.is_object()) return w + ": expected an object of host -> [rules]";
+  if (v.size() > 64) return w + ": at most 64 hosts";
+  std::set<std::string> hosts_seen;
+  for (auto& [raw_host, list] : v.items()) {
+    std::string host = raw_host;
+    for (char& c : host) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string at = w + "." + raw_host;
+    if (!hosts_seen.insert(host).second) return at + ": the host is listed twice";
+    if (host.empty() || host.size() > 253 || host == "*") return at + ": expected a host name or *.domain";
+    if (host.find('/') != std::string::npos) return at + ": address ranges are not accepted here; name the host";
+    std::string bare = host.starts_with("*.") ? host.substr(2) : host;
+    if (bare.empty() || !std::all_of(bare.begin(), bare.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.';
+        }))
+      return at + ": not a host name (letters, digits, '-' and '.'; or *.domain)";
+    if (std::none_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return allow_covers(a, host); }))
+      return at + ": not in network.allowOut: a rule's headers go only to a host the sandbox may reach (add it there)";
+    if (!list.is_array()) return at + ": expected an array of rules";
+    std::vector<HeaderRule> mine;
+    for (size_t i = 0; i < list.size(); ++i) {
+      const auto& rule = list[i];
+      std::string rat = at + "[" + std::to_string(i) + "]";
+      if (!rule.is_object()) return rat + ": expected an object {\"transform\": {\"headers\": {...}}}";
+      for (auto& [rk, rv] : rule.items()) {
+        if (rk != "transform") return rat + "." + rk + ": unknown field (a rule has \"transform\")";
+        if (rv.is_null()) continue;
+        if (!rv.is_object()) return rat + ".transform: expected an object";
+        for (auto& [tk, tv] : rv.items()) {
+          if (tk != "headers") return rat + ".transform." + tk + ": not supported (headers is)";
+          if (tv.is_null()) continue;
+          if (!tv.is_object()) return rat + ".transform.headers: expected an object of header -> value";
+          for (auto& [name, value] : tv.items()) {
+            std::string hat = rat + ".transform.headers." + name;
+            if (!is_header_token(name)) return hat + ": not a header name";
+            if (proxy_owned_header(name)) return hat + ": the proxy sets or removes this header itself";
+            if (!value.is_string()) return hat + ": expected a string";
+            const std::string& val = value.get_ref<const std::string&>();
+            if (val.find_first_of(std::string("\r\n\0", 3)) != std::string::npos) return hat + ": the value holds a line break or NUL";
+            if (val.size() < 4) return hat + ": the value is shorter than 4 bytes (too short to be masked in what comes back)";
+            if (val.size() > 8192) return hat + ": the value is longer than 8192 bytes";
+            std::erase_if(mine, [&](const HeaderRule& r) { return strcasecmp(r.header.c_str(), name.c_str()) == 0; });
+            mine.push_back({host, name, val});
+          }
+        }
+      }
+    }
+    out->insert(out->end(), mine.begin(), mine.end());
+  }
+  if (out->size() > 256) return w + ": at most 256 headers in all";
+  return std::nullopt;
+}
+
 }  // namespace
 
 nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
@@ -85,6 +177,7 @@ nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
     j["envdAccessToken"] = sb.access_token;
     j["allowInternetAccess"] = !sb.allow_out.empty() || !sb.tmpl.allow_domains.empty();
     j["network"] = {{"allowOut", sb.allow_out}, {"denyOut", sb.deny_out}};
+    if (!sb.rules_shown.empty()) j["network"]["rules"] = sb.rules_shown;
     j["lifecycle"] = {{"onTimeout", "kill"}, {"autoResume", false}};
   }
   return j;
@@ -148,6 +241,8 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
   }
   if (action == "/pause" && m == http::verb::post) {
     if (sb->state == Sandbox::State::Paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is already paused"));
+    if (!opt_.cgroup_limits)
+      return reply(ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
     if (auto r = registry_.pause(sb); !r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
     return reply(ex, route, Response{http::status::no_content, 11});
   }
@@ -209,7 +304,10 @@ void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandb
     } else if (k == "allow_internet_access") {
       if (!v.is_boolean()) return bad("allow_internet_access: expected true or false");
       internet = v.get<bool>(), internet_given = true;
-    } else if (k == "egressProxy" || k == "rules") {
+    } else if (k == "rules") {
+      return bad("rules: the header rules of a running sandbox cannot be changed here (give them at create; a PUT without "
+                 "rules keeps them)");
+    } else if (k == "egressProxy") {
       return bad(k + ": not supported by this server (allowOut and denyOut are)");
     } else {
       return bad(k + ": unknown field");
@@ -240,7 +338,8 @@ void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandb
     }
     std::string text = r.header.value("message", reply_error_text(r));
     // The supervisor names its own fields ("set_network: allow X: why"); the client wrote allowOut / denyOut.
-    for (auto [ours, theirs] : {std::pair{"set_network: allow ", "allowOut: "}, std::pair{"set_network: deny ", "denyOut: "}})
+    for (auto [ours, theirs] : {std::pair{"set_network: allow: ", "allowOut: "}, std::pair{"set_network: allow ", "allowOut: "},
+                                std::pair{"set_network: deny ", "denyOut: "}})
       if (text.starts_with(ours)) text = theirs + text.substr(std::string(ours).size());
     if (e == "EINVAL") return reply(ex, route, api_error(http::status::bad_request, text));
     if (e == "ENOTSUP") return reply(ex, route, api_error(http::status::conflict, text + "; create it with network.allowOut"));
@@ -259,6 +358,7 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
   std::string template_id = "base";
   bool internet = false, internet_given = false;
   int64_t timeout = 300;
+  const nlohmann::json* rules = nullptr;
   for (auto& [k, v] : body->items()) {
     if (v.is_null()) continue;
     if (k == "templateID") {
@@ -288,7 +388,9 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
       if (!v.is_object()) return bad("network: expected an object");
       for (auto& [nk, nv] : v.items()) {
         if (nv.is_null()) continue;
-        if (nk == "allowOut") {
+        if (nk == "rules") {
+          rules = &nv;  // checked once allowOut is known
+        } else if (nk == "allowOut") {
           if (auto e = string_list(nv, "network.allowOut", &cr.allow_out)) return bad(*e);
         } else if (nk == "denyOut") {
           if (auto e = string_list(nv, "network.denyOut", &cr.deny_out)) return bad(*e);
@@ -296,7 +398,7 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
           if (!nv.is_boolean()) return bad("network." + nk + ": expected true or false");
           if (nk == "allowPublicTraffic" && nv.get<bool>()) return bad("network.allowPublicTraffic: sandboxes here take no inbound traffic");
         } else {
-          return bad("network." + nk + ": not supported by this server (allowOut and denyOut are)");
+          return bad("network." + nk + ": not supported by this server (allowOut, denyOut and rules are)");
         }
       }
     } else if (k == "autoPause" || k == "autoPauseMemory") {
@@ -320,6 +422,13 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
       return bad("network.allowOut: " + d + ": address ranges are not accepted here; name the hosts");
   const Template* tmpl = templates_.find(template_id);
   if (!tmpl) return reply(ex, route, api_error(http::status::not_found, "template " + template_id + " not found"));
+  if (rules) {
+    std::vector<std::string> reachable = cr.allow_out;
+    reachable.insert(reachable.end(), tmpl->allow_domains.begin(), tmpl->allow_domains.end());
+    if (auto e = header_rules(*rules, reachable, &cr.header_rules)) return bad(*e);
+    if (!cr.header_rules.empty() && !tmpl->policy.empty())
+      return bad("network.rules: the template " + tmpl->name + " has its own policy file; put the rules there as secrets with setHeader");
+  }
   cr.tmpl = *tmpl;
   cr.timeout = std::chrono::seconds(timeout);
   if (auto q = check_quota(t, *tmpl)) {
@@ -330,6 +439,8 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
     // A host name the egress rules refuse is the request's fault; anything else the server's.
     if (!sb && error.find("--allow-domain") != std::string::npos)
       return reply(ex, route, api_error(http::status::bad_request, "network.allowOut: " + error));
+    if (!sb && error.find("E2B_RULE_") != std::string::npos)
+      return reply(ex, route, api_error(http::status::bad_request, "network.rules: " + error));
     if (!sb) return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + error));
     nlohmann::json j = {{"templateID", sb->tmpl.name}, {"sandboxID", sb->id}, {"clientID", "exguardian"},
                         {"envdVersion", kEnvdVersion}, {"envdAccessToken", sb->access_token}};

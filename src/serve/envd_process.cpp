@@ -151,6 +151,7 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
 
 void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method) {
   const std::string route = "process.Process/" + method;
+  if (method == "StreamInput") return stream_input(req, ex, sb);
   bool streaming = method == "Start" || method == "Connect";
   auto fail_with = [&](const RpcError& e) { rpc_fail(req, ex, route, streaming, e); };
   auto msg = rpc_message(req, ex, route, method, streaming);
@@ -295,7 +296,7 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
     if (cols < 1 || cols > 1000 || rows < 1 || rows > 1000) return fail_with({Code::InvalidArgument, "pty.size: cols and rows 1..1000"});
     h = {{"op", "resize"}, {"pid", *pid}, {"rows", rows}, {"cols", cols}};
   } else {
-    return fail_with({Code::Unimplemented, "process.Process/" + method + ": not served here (StreamInput: use SendInput)"});
+    return fail_with({Code::Unimplemented, "process.Process/" + method + ": no such method"});
   }
   sb->agent->call(h, payload, [this, ex, route](const agent::Frame& r) mutable {
     if (!r.header.value("ok", false)) {
@@ -304,6 +305,66 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
     }
     reply(ex, route, rpc::unary_ok(nlohmann::json::object()));
   });
+}
+
+// process.Process/StreamInput: a client stream (start {process}, then data
+// {input: {stdin | pty}} and keepalives), answered with one empty message and
+// the end of the stream. The server reads a request whole before it answers,
+// so the stream is taken once the client has ended it; its inputs reach the
+// process in order, each through the agent like SendInput, and the first that
+// fails ends the stream with that error (what came before it was delivered).
+void Service::stream_input(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb) {
+  const std::string route = "process.Process/StreamInput";
+  if (!rpc::is_stream_request(req))
+    return rpc_fail(req, ex, route, false, {Code::InvalidArgument, "StreamInput is a client stream: send application/connect+json"});
+  auto fail_with = [&](const RpcError& e) { rpc_fail(req, ex, route, true, e); };
+  RpcError err{};
+  auto msgs = rpc::read_messages(req, &err, 100000);
+  if (!msgs) return fail_with(err);
+  if (msgs->empty()) return fail_with({Code::InvalidArgument, "message 1: the stream must start with {\"start\": {\"process\": ...}}"});
+  const nlohmann::json* start = rpc::field((*msgs)[0], "start");
+  if (!start || !start->is_object()) return fail_with({Code::InvalidArgument, "message 1: expected {\"start\": {\"process\": ...}}"});
+  auto pid = select_process(*start, *sb, &err);
+  if (!pid) return fail_with(err);
+  auto inputs = std::make_shared<std::vector<std::string>>();
+  for (size_t i = 1; i < msgs->size(); ++i) {
+    const auto& m = (*msgs)[i];
+    std::string at = "message " + std::to_string(i + 1);
+    if (rpc::field(m, "keepalive")) continue;
+    if (rpc::field(m, "start")) return fail_with({Code::InvalidArgument, at + ": a second start"});
+    const nlohmann::json* data = rpc::field(m, "data");
+    const nlohmann::json* in = data && data->is_object() ? rpc::field(*data, "input") : nullptr;
+    if (!in || !in->is_object()) return fail_with({Code::InvalidArgument, at + ": expected {\"data\": {\"input\": ...}} or {\"keepalive\": {}}"});
+    const nlohmann::json* bytes = rpc::field(*in, "stdin");
+    if (!bytes) bytes = rpc::field(*in, "pty");
+    if (!bytes || !bytes->is_string()) return fail_with({Code::InvalidArgument, at + ": input: expected {stdin} or {pty} bytes (base64)"});
+    auto dec = rpc::base64_decode(bytes->get<std::string>());
+    if (!dec) return fail_with({Code::InvalidArgument, at + ": input: not valid base64"});
+    if (dec->size() > agent::kMaxPayload) return fail_with({Code::InvalidArgument, at + ": input: at most 1 MiB a message"});
+    if (!dec->empty()) inputs->push_back(std::move(*dec));
+  }
+  metrics_.count_request(route, 200);
+  auto stream = std::make_shared<rpc::ServerStream>(ex);
+  auto next = std::make_shared<std::function<void(size_t)>>();
+  *next = [sb, inputs, stream, next, p = *pid](size_t i) {
+    if (i == inputs->size() || !sb->agent || !sb->agent->open()) {
+      if (i < inputs->size()) stream->end(RpcError{Code::Unavailable, "the sandbox's agent is gone"});
+      else stream->send(nlohmann::json::object()), stream->end();
+      *next = nullptr;  // (the chain held itself)
+      return;
+    }
+    sb->agent->call({{"op", "input"}, {"pid", p}}, (*inputs)[i], [sb, stream, next, i](const agent::Frame& r) {
+      if (!r.header.value("ok", false)) {
+        std::string e = reply_errno(r);
+        stream->end(RpcError{e == "ESRCH" || e == "ENOENT" ? Code::NotFound : rpc::code_of_errno(e),
+                             "message " + std::to_string(i + 2) + ": " + reply_error_text(r)});
+        *next = nullptr;
+        return;
+      }
+      if (*next) (*next)(i + 1);
+    });
+  };
+  (*next)(0);
 }
 
 }  // namespace exg::serve

@@ -7,6 +7,14 @@
 
 namespace exg::serve {
 
+// Egress decisions of a tenant's sandboxes, counted from their audit logs
+// (the supervisors' proxies write one line per decision): (protocol,
+// decision) -> lines, and placeholders refused as exfiltration.
+struct EgressCounts {
+  std::map<std::pair<std::string, std::string>, uint64_t> decisions;
+  uint64_t exfiltration = 0;
+};
+
 struct Metrics {
   std::map<std::string, uint64_t> requests;  // "route status" -> count
   uint64_t auth_failures = 0;
@@ -20,7 +28,8 @@ struct Metrics {
   void observe_start(double seconds);
   void count_request(const std::string& route, unsigned status);
   // Gauges and counters owned by others are passed in.
-  std::string text(size_t sandboxes, size_t paused, uint64_t created, uint64_t failed, uint64_t expired) const;
+  std::string text(size_t sandboxes, size_t paused, uint64_t created, uint64_t failed, uint64_t expired,
+                   const std::map<std::string, EgressCounts>& egress, bool cgroup_limits) const;
 };
 
 }  // namespace exg::serve

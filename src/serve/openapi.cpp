@@ -29,7 +29,7 @@ nlohmann::json build() {
   nlohmann::json sandbox_out = {{"description", "The sandbox"}, {"content", {{"application/json", {{"schema", ref("Sandbox")}}}}}};
   nlohmann::json paths = {
       {"/health", {{"get", op("The server is up", {{"200", {{"description", "ok"}}}}, false)}}},
-      {"/metrics", {{"get", op("Prometheus text: sandboxes, creates, command start latency, refusals", {{"200", {{"description", "text/plain"}}}}, false)}}},
+      {"/metrics", {{"get", op("Prometheus text: sandboxes, creates, command start latency, refusals, egress decisions per tenant, cgroup limits", {{"200", {{"description", "text/plain"}}}}, false)}}},
       {"/openapi.json", {{"get", op("This document", {{"200", {{"description", "application/json"}}}}, false)}}},
       {"/sandboxes",
        {{"post", op("Create a sandbox", with({{"201", sandbox_out}, {"429", err("A quota of the tenant or the server")},
@@ -49,12 +49,13 @@ nlohmann::json build() {
       {"/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
       {"/v2/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
       {"/sandboxes/{sandboxID}/metrics", {{"get", op("CPU and memory of its cgroup now", with({{"200", {{"description", "SandboxMetric[]"}}}}))}}},
-      {"/sandboxes/{sandboxID}/network", {{"put", op("Replace the egress rules (allowOut, denyOut; an omitted list is cleared)", {{"204", {{"description", "Updated"}}}, {"400", err("Bad rules")}, {"404", err("Not found")}, {"409", err("No egress proxy, paused, or the template's policy fixes the rules")}})}}},
+      {"/sandboxes/{sandboxID}/network", {{"put", op("Replace the egress rules (allowOut, denyOut; an omitted list is cleared; rules set at create are kept, changing them is 400)", {{"204", {{"description", "Updated"}}}, {"400", err("Bad rules")}, {"404", err("Not found")}, {"409", err("No egress proxy, paused, or the template's policy fixes the rules")}})}}},
   };
   // envd, reached with the header E2b-Sandbox-Id (E2B_SANDBOX_URL pointing here) and X-Access-Token.
   nlohmann::json envd = {{"summary", "envd of the sandbox named by E2b-Sandbox-Id"}};
   for (const char* m : {"Start", "Connect"})
     paths[std::string("/process.Process/") + m] = {{"post", op("Connect-RPC server stream (application/connect+json)", {{"200", {{"description", "enveloped ProcessEvent messages, then the end-of-stream message"}}}})}};
+  paths["/process.Process/StreamInput"] = {{"post", op("Connect-RPC client stream (application/connect+json): start, then data and keepalive messages; taken whole once the client ends it", {{"200", {{"description", "one empty message, then the end-of-stream message"}}}})}};
   for (const char* m : {"List", "SendInput", "SendSignal", "CloseStdin", "Update"})
     paths[std::string("/process.Process/") + m] = {{"post", op("Connect-RPC unary (application/json)", {{"200", {{"description", "the response message"}}}})}};
   paths["/filesystem.Filesystem/WatchDir"] = {{"post", op("Connect-RPC server stream", {{"200", {{"description", "enveloped WatchDirResponse messages"}}}})}};
@@ -74,7 +75,12 @@ nlohmann::json build() {
           {"metadata", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
           {"envVars", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
           {"secure", {{"type", "boolean"}}}, {"allow_internet_access", {{"type", "boolean"}}},
-          {"network", {{"type", "object"}, {"properties", {{"allowOut", {{"type", "array"}, {"items", {{"type", "string"}}}}}, {"denyOut", {{"type", "array"}, {"items", {{"type", "string"}}}}}}}}}}}}},
+          {"network", {{"type", "object"}, {"properties", {{"allowOut", {{"type", "array"}, {"items", {{"type", "string"}}}}}, {"denyOut", {{"type", "array"}, {"items", {{"type", "string"}}}}},
+              {"rules", {{"type", "object"}, {"description", "host (exact or *.domain, also in allowOut) -> [{transform: {headers: {name: value}}}]: the sandbox's proxy sets the headers on HTTPS requests to the host; the values never enter the sandbox"},
+                         {"additionalProperties", {{"type", "array"}, {"items", ref("NetworkRule")}}}}}}}}}}}}},
+      {"NetworkRule",
+       {{"type", "object"},
+        {"properties", {{"transform", {{"type", "object"}, {"properties", {{"headers", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}}}}}}}}}},
       {"Sandbox",
        {{"type", "object"},
         {"required", {"templateID", "sandboxID", "clientID", "envdVersion"}},

@@ -160,7 +160,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   // A burst that emptied the pool: the pool starts no more until these are up,
   // so that its start-ups do not slow the ones clients wait for.
   ++cold_starting_;
-  spawn(sb, req.allow_out, req.deny_out, [this, done](std::shared_ptr<Sandbox> up, const std::string& err) {
+  spawn(sb, req.allow_out, req.deny_out, req.header_rules, [this, done](std::shared_ptr<Sandbox> up, const std::string& err) {
     if (--cold_starting_ == 0)
       for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
     done(up, err);
@@ -171,9 +171,9 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
 // template, no egress of the request's own (the pool's have the template's).
 bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   auto pit = pools_.find(req.tmpl.name);
-  // A request with its own egress, workspace or audit log (mcp) needs a sandbox started with them.
+  // A request with its own egress, header rules, workspace or audit log (mcp) needs a sandbox started with them.
   if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty() ||
-      !req.workspace.empty() || !req.audit_log.empty())
+      !req.header_rules.empty() || !req.workspace.empty() || !req.audit_log.empty())
     return false;
   Pool& pool = pit->second;
   auto sb = pool.ready.front();
@@ -231,7 +231,7 @@ void Registry::fill_pool(const std::string& name) {
     sb->pooled = true;
     sb->end_at = std::chrono::system_clock::time_point::max();
     ++pool.starting;
-    spawn(sb, {}, {}, [this, name](std::shared_ptr<Sandbox> ready, const std::string& err) {
+    spawn(sb, {}, {}, {}, [this, name](std::shared_ptr<Sandbox> ready, const std::string& err) {
       auto it = pools_.find(name);
       if (it == pools_.end()) return;
       Pool& p = it->second;
@@ -272,7 +272,7 @@ uid_t Registry::pick_uid() const {
 }
 
 void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
-                     const std::vector<std::string>& deny_out, ReadyFn done) {
+                     const std::vector<std::string>& deny_out, const std::vector<HeaderRule>& header_rules, ReadyFn done) {
   std::error_code ec;
   // A host workspace (`exguardian mcp --workspace-root`) is the home: it exists and is the user's.
   const bool host_workspace = sb->home != sb->dir + "/home";
@@ -290,23 +290,41 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
     if (::chown(sb->home.c_str(), uid, uid) != 0) return done(nullptr, "chown " + sb->home + ": " + std::strerror(errno));
   }
 
-  // Egress: the template's domains and the request's allowOut; denyOut as the policy's denied list.
+  // Egress: the template's domains and the request's allowOut; denyOut as the
+  // policy's denied list; network.rules as secrets the proxy sets as headers
+  // (their values in the supervisor's environment only: the file names them).
   std::string policy_file = sb->tmpl.policy;
-  if (!deny_out.empty()) {
-    if (!policy_file.empty()) return done(nullptr, "network.denyOut: the template has its own policy file; put the denied hosts there");
+  std::vector<std::string> rule_env;
+  if (!deny_out.empty() || !header_rules.empty()) {
+    if (!policy_file.empty())
+      return done(nullptr, std::string(deny_out.empty() ? "network.rules" : "network.denyOut") +
+                               ": the template has its own policy file; put them there");
     policy_file = sb->dir + "/policy.json";
-    nlohmann::json p = {{"network", {{"deniedDomains", deny_out}}}};
+    nlohmann::json p = nlohmann::json::object();
+    if (!deny_out.empty()) p["network"] = {{"deniedDomains", deny_out}};
+    nlohmann::json secrets = nlohmann::json::array();
+    for (size_t i = 0; i < header_rules.size(); ++i) {
+      const auto& r = header_rules[i];
+      std::string n = std::to_string(i + 1);
+      secrets.push_back({{"name", "E2B_RULE_" + n}, {"from", "env:EXG_E2B_RULE_" + n}, {"hosts", {r.host}}, {"setHeader", r.header}});
+      rule_env.push_back("EXG_E2B_RULE_" + n + "=" + r.value);
+      sb->rules_shown[r.host]["transform"]["headers"][r.header] = "(set by the proxy; not shown)";
+    }
+    if (!secrets.empty()) p["secrets"] = secrets;
     std::ofstream(policy_file) << p.dump(2);
   }
+  // E2B's shape: host -> [rule]; one rule holding every header of the host.
+  for (auto& [host, r] : sb->rules_shown.items()) r = nlohmann::json::array({r});
   std::vector<std::string> argv = {opt_.exe, "session", "--control", "unix:" + sb->dir + "/control.sock",
                                    "--workspace", sb->home, "--no-policy-files",
-                                   "--memory", std::to_string(sb->tmpl.memory_mb) + "M",
-                                   "--pids", std::to_string(sb->tmpl.pids),
-                                   "--cpus", duration_arg(sb->tmpl.cpus),
                                    "--audit-log", sb->audit_log, "--audit-tag", "e2b_sandbox=" + sb->id};
   // A pool's sandbox learns its tenant when it is claimed (its audit lines wait for it).
   if (sb->pooled) argv.push_back("--audit-hold");
   else argv.insert(argv.end(), {"--audit-tag", "tenant=" + sb->tenant});
+  // Explicit limits: a supervisor that cannot set them refuses to start (fail closed).
+  if (opt_.cgroup_limits)
+    argv.insert(argv.end(), {"--memory", std::to_string(sb->tmpl.memory_mb) + "M", "--pids", std::to_string(sb->tmpl.pids),
+                             "--cpus", duration_arg(sb->tmpl.cpus)});
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
@@ -318,6 +336,11 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
+  std::vector<char*> cenv;
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("EXG_E2B_RULE_")) cenv.push_back(*e);
+  for (auto& e : rule_env) cenv.push_back(e.data());
+  cenv.push_back(nullptr);
   pid_t parent = ::getpid();
   pid_t pid = ::fork();
   if (pid < 0) {
@@ -336,10 +359,11 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
     ::dup2(devnull, 0), ::dup2(devnull, 1), ::dup2(pipefd[1], 2);
     ::close_range(3, ~0U, 0);
     if (::chdir(sb->home.c_str()) != 0) ::_exit(125);
-    ::execv(cargv[0], cargv.data());
+    ::execve(cargv[0], cargv.data(), cenv.data());
     ::_exit(127);
   }
   ::close(pipefd[1]);
+  for (auto& e : rule_env) std::fill(e.begin(), e.end(), '\0');  // the server keeps no value longer than the fork
   sb->supervisor = pid;
   if (uid) uid_of_[pid] = uid, uids_.insert(uid);
   std::ofstream(sb->dir + "/supervisor.pid") << pid << "\n";
@@ -526,6 +550,7 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
   if (sb->expiry) sb->expiry->cancel();
   boost::system::error_code ec;
   if (sb->log) sb->log->close(ec);
+  scan_audit(*sb);  // its last decisions, before the log goes with the directory
   std::error_code rec;
   fs::remove_all(sb->dir, rec);
   if (rec) std::fprintf(stderr, "exguardian: serve: sandbox %s: remove %s: %s\n", id.c_str(), sb->dir.c_str(), rec.message().c_str());
@@ -607,6 +632,40 @@ Registry::Usage Registry::usage(const std::shared_ptr<Sandbox>& sb) {
   }
   if (have_cpu) sb->last_cpu_ns = cpu_ns, sb->last_cpu_at = now;
   return u;
+}
+
+void Registry::scan_audit(Sandbox& sb) {
+  int fd = ::open(sb.audit_log.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  EgressCounts& c = egress_[sb.tenant];
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::pread(fd, buf, sizeof buf, static_cast<off_t>(sb.audit_offset));
+    if (n <= 0) break;
+    sb.audit_offset += static_cast<uint64_t>(n);
+    sb.audit_partial.append(buf, static_cast<size_t>(n));
+    size_t start = 0;
+    for (size_t nl; (nl = sb.audit_partial.find('\n', start)) != std::string::npos; start = nl + 1) {
+      auto j = nlohmann::json::parse(sb.audit_partial.begin() + static_cast<long>(start),
+                                     sb.audit_partial.begin() + static_cast<long>(nl), nullptr, false);
+      if (!j.is_object()) continue;
+      std::string ev = j.value("event", "");
+      if (ev == "exfiltration") ++c.exfiltration;
+      if (ev == "egress" || ev == "dns") {
+        auto d = j.find("decision"), p = j.find("protocol");
+        if (d != j.end() && d->is_string() && p != j.end() && p->is_string())
+          ++c.decisions[{p->get<std::string>(), d->get<std::string>()}];
+      }
+    }
+    sb.audit_partial.erase(0, start);
+    if (sb.audit_partial.size() > (1u << 20)) sb.audit_partial.clear();  // a line that long is no decision
+  }
+  ::close(fd);
+}
+
+const std::map<std::string, EgressCounts>& Registry::egress_counts() {
+  for (auto& [id, sb] : sandboxes_) scan_audit(*sb);
+  return egress_;
 }
 
 void Registry::kill_all(std::function<void()> done) {

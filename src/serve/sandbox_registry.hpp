@@ -42,10 +42,19 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/agent_conn.hpp"
+#include "serve/metrics.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
 
 namespace exg::serve {
+
+// One header of E2B's network.rules: set by the sandbox's proxy on every
+// HTTPS request to `host` (an exact name or *.suffix), replacing the client's.
+// The value goes to the supervisor in its environment (never a file, never
+// the sandbox) as the secret E2B_RULE_<n> with "setHeader".
+struct HeaderRule {
+  std::string host, header, value;
+};
 
 struct CreateRequest {
   std::string tenant;
@@ -57,6 +66,7 @@ struct CreateRequest {
   // `exguardian mcp` (src/mcp/) holds its sandboxes through this registry too:
   std::string workspace;  // a host directory mounted as the home; empty: a fresh one under the state dir
   std::string audit_log;  // where the supervisor logs; empty: <sandbox dir>/audit.jsonl (removed with it)
+  std::vector<HeaderRule> header_rules;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -84,6 +94,7 @@ struct Sandbox {
   nlohmann::json metadata = nlohmann::json::object();
   std::map<std::string, std::string> env_vars;
   std::vector<std::string> allow_out, deny_out;
+  nlohmann::json rules_shown = nlohmann::json::object();  // GET's network.rules: header names, values withheld
   std::chrono::system_clock::time_point started_at, end_at;
   State state = State::Starting;
   std::string access_token;  // every envd call must carry it (X-Access-Token), `secure` or not
@@ -111,13 +122,18 @@ struct Sandbox {
   std::chrono::steady_clock::time_point last_cpu_at{};
   std::vector<std::function<void(const std::string& error)>> on_ready;  // create waits here
   std::vector<std::function<void()>> on_gone;                          // kill waits here
+  // How far the server has read the sandbox's audit log (egress counters of /metrics).
+  uint64_t audit_offset = 0;
+  std::string audit_partial;
 };
+
 
 struct RegistryOptions {
   std::string state_dir;
   std::string exe;  // the exguardian binary supervisors run
   bool verbose = false;
   size_t max_sandboxes = 1000;  // over all tenants
+  bool cgroup_limits = true;     // false: --no-cgroup-limits (the supervisors get no --memory/--pids/--cpus)
 };
 
 class Registry {
@@ -153,6 +169,8 @@ class Registry {
   uint64_t created_total() const { return created_total_; }
   uint64_t failed_total() const { return failed_total_; }
   uint64_t expired_total() const { return expired_total_; }
+  // Per tenant, every sandbox's audit log read up to now (also those gone: read at their end).
+  const std::map<std::string, EgressCounts>& egress_counts();
 
  private:
   boost::asio::io_context& io_;
@@ -181,10 +199,14 @@ class Registry {
 
   // The supervisor of `sb` (fields set), with the request's egress; `done` once it is up.
   void spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
-             const std::vector<std::string>& deny_out, ReadyFn done);
+             const std::vector<std::string>& deny_out, const std::vector<HeaderRule>& header_rules, ReadyFn done);
   std::shared_ptr<Sandbox> new_sandbox(const Template& tmpl);
   bool claim(const CreateRequest& req, ReadyFn& done);
   void fill_pool(const std::string& name);
+  std::map<std::string, EgressCounts> egress_;
+
+  // Reads what the sandbox's supervisor appended to its audit log since the last call.
+  void scan_audit(Sandbox& sb);
 
   void wait_children();
   void on_supervisor_exit(pid_t pid, int status);

@@ -123,7 +123,8 @@ void Service::route(Request& req, ExchangePtr ex) {
   }
 
   if (path == "/health" && req.method() == http::verb::get)
-    return reply(ex, "/health", json_response(http::status::ok, "{\"status\":\"ok\"}"));
+    return reply(ex, "/health", json_response(http::status::ok, opt_.cgroup_limits ? "{\"status\":\"ok\"}"
+        : "{\"status\":\"ok\",\"weakened\":[\"--no-cgroup-limits: sandboxes run without memory, pids and cpu limits and cannot be paused\"]}"));
   if (path == "/openapi.json" && req.method() == http::verb::get)
     return reply(ex, "/openapi.json", json_response(http::status::ok, openapi_document()));
   if (path == "/metrics" && req.method() == http::verb::get) {
@@ -132,7 +133,8 @@ void Service::route(Request& req, ExchangePtr ex) {
       for (auto& sb : registry_.of_tenant(t.id)) paused += sb->state == Sandbox::State::Paused;
     Response r{http::status::ok, 11};
     r.set(http::field::content_type, "text/plain; version=0.0.4");
-    r.body() = metrics_.text(registry_.count(), paused, registry_.created_total(), registry_.failed_total(), registry_.expired_total());
+    r.body() = metrics_.text(registry_.count(), paused, registry_.created_total(), registry_.failed_total(), registry_.expired_total(),
+                             registry_.egress_counts(), opt_.cgroup_limits);
     return reply(ex, "/metrics", std::move(r));
   }
   control(req, ex, path, query);

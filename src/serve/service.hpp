@@ -29,6 +29,7 @@ struct ServiceOptions {
   size_t max_sandboxes = 1000;  // over all tenants
   size_t max_download = 256 * 1024 * 1024;
   bool verbose = false;
+  bool cgroup_limits = true;  // false: --no-cgroup-limits, reported by /health and /metrics
 };
 
 class Service {
@@ -67,6 +68,7 @@ class Service {
   std::optional<nlohmann::json> rpc_message(Request& req, ExchangePtr& ex, const std::string& route,
                                             const std::string& method, bool streaming);
   void process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method);
+  void stream_input(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb);
   void filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method);
   void files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query);
   void files_post(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query);

@@ -118,7 +118,8 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         source "$here/egress_world_extra.sh"
         world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
     fi
-    if [[ "$name" == test_egress_sandbox_secrets* ]]; then
+    # (test_egress_sandbox_serve: network.rules' headers; as the user it stops before them.)
+    if [[ "$name" == test_egress_sandbox_secrets* || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then
         # shellcheck source=egress_world_secrets.sh
         source "$here/egress_world_secrets.sh"
         world_secrets_up || { echo "run.sh: the test world's HTTPS echo servers did not come up" >&2; exit 1; }

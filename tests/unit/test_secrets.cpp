@@ -143,6 +143,34 @@ TEST(SecretIndex, BadHostPatternIsAnErrorNamingTheSecret) {
   EXPECT_NE(idx.error().str().find("NPM_TOKEN"), std::string::npos);
 }
 
+// E2B's network.rules precedence: an exact host beats every wildcard, a longer
+// wildcard a shorter one; rule sets are not merged; secrets without setHeader
+// are never set as headers.
+TEST(SecretIndex, HeadersToSetTakeTheMostSpecificHostOnly) {
+  auto c = std::make_shared<SecretsConfig>();
+  auto add = [&](const char* name, const char* host, const char* header, const char* value) {
+    exg::plan::Secret s{name, std::string("exg_ph_") + name + "_0123456789abcdef0123456789abcdef", value, {host}};
+    s.set_header = header;
+    c->secrets.push_back(s);
+  };
+  add("E2B_RULE_1", "*.example.test", "X-Wild", "wild-value");
+  add("E2B_RULE_2", "*.api.example.test", "X-Api", "api-value");
+  add("E2B_RULE_3", "v1.api.example.test", "Authorization", "Bearer exact");
+  add("E2B_RULE_4", "v1.api.example.test", "X-Team", "team-blue");
+  c->secrets.push_back({"PLAIN", "exg_ph_PLAIN_0123456789abcdef0123456789abcdef", "plain-value", {"*.example.test"}});
+  auto idx = SecretIndex::build(c);
+  ASSERT_TRUE(idx) << idx.error().str();
+  auto set = [&](const char* h) { return idx->headers_to_set(idx->for_host(host(h), 443), h); };
+  using V = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(set("v1.api.example.test"), (V{{"Authorization", "Bearer exact"}, {"X-Team", "team-blue"}}));
+  EXPECT_EQ(set("V1.API.example.test"), (V{{"Authorization", "Bearer exact"}, {"X-Team", "team-blue"}}));
+  EXPECT_EQ(set("v2.api.example.test"), (V{{"X-Api", "api-value"}}));
+  EXPECT_EQ(set("deep.v2.api.example.test"), (V{{"X-Api", "api-value"}}));
+  EXPECT_EQ(set("www.example.test"), (V{{"X-Wild", "wild-value"}}));
+  EXPECT_TRUE(set("example.test").empty());  // "*." is subdomains only
+  EXPECT_TRUE(set("other.test").empty());
+}
+
 TEST(Injection, ReplacesPlaceholdersOfTheGivenSecretsOnly) {
   auto c = config();
   auto idx = *SecretIndex::build(c);

@@ -71,6 +71,11 @@ TEST(SecretsPolicy, OwnKeys) {
   auto lim = ok(R"J({"network": {"allowedDomains": ["a.com"]},
     "secrets": [{"name": "K", "from": "env:K", "hosts": ["a.com"], "headers": ["X-Api-Key", "authorization"]}]})J");
   EXPECT_EQ(lim.secrets[0].headers, (std::vector<std::string>{"x-api-key", "authorization"}));
+  // "setHeader": the proxy sets the header itself; no variable inside (E2B's network.rules).
+  auto set = ok(R"J({"network": {"allowedDomains": ["a.com"]},
+    "secrets": [{"name": "E2B_RULE_1", "from": "env:V", "hosts": ["a.com"], "setHeader": "Authorization"}]})J");
+  EXPECT_EQ(set.secrets[0].set_header, "Authorization");
+  EXPECT_FALSE(set.secrets[0].set_env);
   ASSERT_EQ(p.secret_files.size(), 1u);
   EXPECT_EQ(p.secret_files[0].path, "~/.npmrc");
   EXPECT_EQ(p.secret_files[0].secrets, std::vector<std::string>{"NPM_TOKEN"});
@@ -112,6 +117,12 @@ TEST(SecretsPolicy, ErrorsNameWhatAndWhere) {
             "p.json:1:82: secrets[0].headers[1]: \"A\" is listed twice");
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "headers": "x"}]})J"),
             "p.json:1:76: secrets[0].headers: expected an array of request header names, got string");
+  EXPECT_NE(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "setHeader": "Content-Length"}]})J")
+                .find("secrets[0].setHeader: \"Content-Length\": the proxy sets or removes this header itself"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"], "setHeader": "a b"}]})J")
+                .find("secrets[0].setHeader: \"a b\" is not a header name"),
+            std::string::npos);
   EXPECT_EQ(error_of(R"J({"secretFiles": [{"path": "~/.npmrc", "secrets": []}]})J"),
             "p.json:1:50: secretFiles[0].secrets: must name at least one secret");
   EXPECT_EQ(error_of(R"J({"secretFiles": [{"path": "~/*.rc", "secrets": ["A"]}]})J"),
