@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The container and gVisor layers against the runtimes they wrap, on one rootfs, side by side in
-# one hyperfine run per workload:
+# interleaved rounds per workload (bench/interleave.py; WORKLOADS="startup" for one, EXG_BEFORE=BIN adds its rows):
 #   startup   `true`
 #   statloop  stat + open + read + close of every file of a tree, 3 rounds (bench/statloop.c)
 #   find      `find /usr/include -type f | wc -l` over ~22k files (FIND_TREE=small: 760 files)
@@ -23,7 +23,7 @@ work_runs=${WORK_RUNS:-5}
 mkdir -p "$results"
 
 [ "$(id -u)" = 0 ] || { echo "bench: layers.sh runs as root (plain runtimes with their default rootful setup)" >&2; exit 1; }
-for tool in hyperfine python3 gcc unshare chroot; do
+for tool in python3 gcc unshare chroot; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
 done
 [ -x "$EXG" ] || { echo "bench: no exguardian binary at $EXG (run make build)" >&2; exit 1; }
@@ -171,6 +171,10 @@ bench_one() {  # WORKLOAD RUNS WARMUP ARGV-JSON SHELL-LINE
     [ "$name" = startup ] && add_row "exguardian process (host root)" "$EXG run -- $line"
     add_row "exguardian container" "$EXG run --layer container --rootfs $R -- $line"
     add_row "exguardian gvisor" "$EXG run --layer gvisor --rootfs $R -- $line"
+    if [ -n "${EXG_BEFORE:-}" ]; then  # an older binary side by side (before/after figures)
+        add_row "exguardian container (before)" "$(readlink -f "$EXG_BEFORE") run --layer container --rootfs $R -- $line"
+        add_row "exguardian gvisor (before)" "$(readlink -f "$EXG_BEFORE") run --layer gvisor --rootfs $R -- $line"
+    fi
     command -v crun >/dev/null && add_row crun "$crun_prefix crun --root $state/crun run --bundle $b bench-crun"
     command -v runc >/dev/null && add_row runc "runc --root $state/runc run --bundle $b bench-runc"
     command -v runsc >/dev/null && add_row "runsc (ptrace)" "runsc $runsc_flags run --bundle $b bench-runsc"
@@ -180,9 +184,12 @@ bench_one() {  # WORKLOAD RUNS WARMUP ARGV-JSON SHELL-LINE
     local args=() r
     for r in "${rows[@]}"; do args+=(--command-name "${r%%"$tab"*}" "${r#*"$tab"}"); done
     cd "$ws"
-    hyperfine --shell=none --style basic --warmup "$warmup" --runs "$runs" \
-        --export-json "$results/layers-$name.json" "${args[@]}" >/dev/null 2>"$dir/hyperfine.err" ||
-        { echo "bench: hyperfine failed for $name:" >&2; cat "$dir/hyperfine.err" >&2; exit 1; }
+    # Interleaved rounds (bench/interleave.py), so a change of the machine's load hits every row alike.
+    local pairs=() i
+    for ((i = 0; i < ${#args[@]}; i += 3)); do pairs+=("${args[i + 1]}" "${args[i + 2]}"); done
+    python3 "$root/bench/interleave.py" --warmup "$warmup" --runs "$runs" \
+        --export-json "$results/layers-$name.json" "${pairs[@]}" >/dev/null 2>"$dir/hyperfine.err" ||
+        { echo "bench: timing failed for $name:" >&2; cat "$dir/hyperfine.err" >&2; exit 1; }
     local na=""
     for k in "${!unavailable[@]}"; do na+="$k"$'\t'"${unavailable[$k]}"$'\n'; done
     python3 - "$results/layers-$name.json" "$name" "$na" <<'PY' | tee -a "$results/layers.md"
@@ -193,10 +200,11 @@ med = {r["command"]: r["median"] * 1000 for r in d["results"]}
 sd = {r["command"]: r["stddev"] * 1000 for r in d["results"]}
 runs = len(d["results"][0]["times"])
 print(f"\n### {name} ({runs} runs, median)\n")
-print("| command | median (ms) | sd (ms) |")
-print("|---|---|---|")
+p90 = {r["command"]: r.get("p90", 0) * 1000 for r in d["results"]}
+print("| command | median (ms) | p90 (ms) | sd (ms) |")
+print("|---|---|---|---|")
 for r in d["results"]:
-    print(f"| {r['command']} | {med[r['command']]:.1f} | {sd[r['command']]:.1f} |")
+    print(f"| {r['command']} | {med[r['command']]:.1f} | {p90[r['command']]:.1f} | {sd[r['command']]:.1f} |")
 for k, why in na:
     print(f"| {k} | not available | {why} |")
 def ratio(a, b, label):
@@ -220,8 +228,9 @@ PY
     echo "runsc: $runsc_flags; podman: runc, --rootfs"
 } > "$results/layers.md"
 cat "$results/layers.md"
-bench_one startup "$startup_runs" 3 '["/bin/true"]' "/bin/true"
-bench_one statloop "$work_runs" 1 "[\"$statloop\", \"$stat_tree\", \"3\"]" "$statloop $stat_tree 3"
-bench_one find "$work_runs" 1 '["/bin/sh", "-c", "find /usr/include -type f | wc -l"]' "/bin/sh -c 'find /usr/include -type f | wc -l'"
+workloads=" ${WORKLOADS:-startup statloop find} "   # WORKLOADS="startup": only that one
+[[ $workloads == *" startup "* ]] && bench_one startup "$startup_runs" 3 '["/bin/true"]' "/bin/true"
+[[ $workloads == *" statloop "* ]] && bench_one statloop "$work_runs" 1 "[\"$statloop\", \"$stat_tree\", \"3\"]" "$statloop $stat_tree 3"
+[[ $workloads == *" find "* ]] && bench_one find "$work_runs" 1 '["/bin/sh", "-c", "find /usr/include -type f | wc -l"]' "/bin/sh -c 'find /usr/include -type f | wc -l'"
 echo
 echo "results: $results/layers.md and layers-*.json"

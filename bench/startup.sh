@@ -1,18 +1,21 @@
 #!/usr/bin/env bash
 # Start-up cost: `exguardian run -- true` against bubblewrap doing comparable isolation, side by
-# side in one hyperfine run. Writes bench/results/startup.json and prints medians and the ratio.
-# Usage: EXG=build/exguardian bash bench/startup.sh       (as root, like the README's figures)
+# side, interleaved (bench/interleave.py: every round runs each command once, so the machine's
+# load changes hit both alike). Writes bench/results/startup.json and prints medians, p90, CPU
+# (user + system of the whole process tree) and the ratio to bwrap per row.
+# Usage: EXG=build/exguardian bash bench/startup.sh       (as root; as an ordinary user too)
+#        EXG_BEFORE=/path/to/older/exguardian adds that binary as a row ("before").
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 EXG=${EXG:-$root/build/exguardian}
 EXG=$(readlink -f "$EXG")
-results=$root/bench/results
+results=${RESULTS:-$root/bench/results}   # RESULTS=DIR: somewhere else (e.g. writable by an ordinary user)
 json=$results/startup.json
 warmup=${WARMUP:-5}
 runs=${RUNS:-50}
 
-for tool in hyperfine bwrap python3; do
+for tool in bwrap python3; do
     command -v "$tool" >/dev/null || { echo "bench: $tool is missing (make deps installs it)" >&2; exit 1; }
 done
 [ -x "$EXG" ] || { echo "bench: no exguardian binary at $EXG (run make build)" >&2; exit 1; }
@@ -25,27 +28,29 @@ cd "$ws"
 
 exg_cmd="$EXG run -- true"
 bwrap_cmd="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp true"
+rows=(exguardian "$exg_cmd" bwrap "$bwrap_cmd")
+if [ -n "${EXG_BEFORE:-}" ]; then
+    rows+=("exguardian before" "$(readlink -f "$EXG_BEFORE") run -- true")
+fi
 
-# Both commands must work before they are timed.
-$exg_cmd || { echo "bench: '$exg_cmd' failed" >&2; exit 1; }
-$bwrap_cmd || { echo "bench: '$bwrap_cmd' failed" >&2; exit 1; }
+# Every command must work before it is timed.
+for ((i = 1; i < ${#rows[@]}; i += 2)); do
+    ${rows[i]} || { echo "bench: '${rows[i]}' failed" >&2; exit 1; }
+done
 
-hyperfine --shell=none --warmup "$warmup" --runs "$runs" --export-json "$json" \
-    --command-name exguardian "$exg_cmd" \
-    --command-name bwrap "$bwrap_cmd"
+python3 "$root/bench/interleave.py" --warmup "$warmup" --runs "$runs" --export-json "$json" "${rows[@]}"
 
 python3 - "$json" <<'EOF'
-import json, platform, sys
+import json, os, platform, sys
 data = json.load(open(sys.argv[1]))
-med = {r["command"]: r["median"] * 1000 for r in data["results"]}
-mean = {r["command"]: r["mean"] * 1000 for r in data["results"]}
-sd = {r["command"]: r["stddev"] * 1000 for r in data["results"]}
-ratio = med["exguardian"] / med["bwrap"]
+res = {r["command"]: r for r in data["results"]}
+b = res["bwrap"]["median"]
 print()
-print(f"kernel {platform.release()}, {len(data['results'][0]['times'])} runs each")
-print("| command | median (ms) | mean ± sd (ms) |")
-print("|---|---|---|")
-for name in ("exguardian", "bwrap"):
-    print(f"| {name} | {med[name]:.2f} | {mean[name]:.2f} ± {sd[name]:.2f} |")
-print(f"ratio exguardian/bwrap (median): {ratio:.2f} (target <= 1.0)")
+print(f"kernel {platform.release()}, uid {os.getuid()}, {data['runs']} runs each, interleaved")
+print("| command | median (ms) | p90 (ms) | CPU (ms) | ratio to bwrap (median) |")
+print("|---|---|---|---|---|")
+for name, r in res.items():
+    print(f"| {name} | {r['median'] * 1000:.2f} | {r['p90'] * 1000:.2f} | {(r['user'] + r['system']) * 1000:.2f} | "
+          f"{r['median'] / b:.2f} |")
+print(f"ratio exguardian/bwrap (median): {res['exguardian']['median'] / b:.2f} (target <= 1.0)")
 EOF

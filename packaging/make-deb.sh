@@ -2,7 +2,8 @@
 # `make deb`: a Debian package of what BUILD_DIR holds (built already), made
 # with dpkg-deb: /usr/bin/exguardian (stripped, its static pid 1 embedded),
 # /usr/lib/exguardian/exguardian-init, the man page and the documents.
-# Depends is what dpkg-shlibdeps reads from the binary's ELF, nothing guessed.
+# Depends is what dpkg-shlibdeps reads from the binary's ELF, and the shlibs
+# entries of the libraries it loads on first use; nothing guessed.
 # Usage: packaging/make-deb.sh BUILD_DIR [OUT_DIR]   (OUT_DIR: default BUILD_DIR)
 # Prints the path of the .deb.
 set -euo pipefail
@@ -39,6 +40,19 @@ shlibs=$(cd "$stage" && dpkg-shlibdeps -O -e"$root/usr/bin/exguardian" 2>"$stage
     die "dpkg-shlibdeps: $(cat "$stage/shlibdeps.err")"
 depends=$(printf '%s\n' "$shlibs" | sed -n 's/^shlibs:Depends=//p')
 [ -n "$depends" ] || die "dpkg-shlibdeps found no dependencies of /usr/bin/exguardian"
+# The libraries exguardian binds on first use (cmake/LazyLibs.cmake: OpenSSL,
+# zlib) are no DT_NEEDED, so dpkg-shlibdeps cannot see them: each one's
+# package as its shlibs file says it (what dpkg-shlibdeps would have written).
+lazy=$build/generated/lazy_libs.txt
+if [ -f "$lazy" ]; then
+    while read -r so; do
+        [ -n "$so" ] || continue
+        dep=$(awk -v l="${so%%.so.*}" -v v="${so##*.so.}" \
+            '$1 == l && $2 == v { $1 = ""; $2 = ""; sub(/^ +/, ""); print; exit }' /var/lib/dpkg/info/*.shlibs)
+        [ -n "$dep" ] || die "no installed package's shlibs file names $so (which exguardian loads on first use)"
+        case ", $depends, " in *", $dep, "*) ;; *) depends="$depends, $dep" ;; esac
+    done <"$lazy"
+fi
 rm -rf "$stage/debian"
 
 {

@@ -22,6 +22,7 @@
 #include "serve/service.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
+#include "util/lazy_libs.hpp"
 
 namespace exg::cli {
 
@@ -69,6 +70,8 @@ int serve_main(int argc, char** argv) {
     std::fprintf(stderr, "exguardian: serve: usage: %s (see exguardian serve --help)\n", e.what());
     return 125;
   }
+  // OpenSSL (key hashes, TLS) is bound on first use: a missing library is said here, once.
+  if (auto libs = load_shared_libs(); !libs) return serve_error(libs.error().str());
   if (!hash_key.empty()) {
     std::printf("%s\n", serve::key_entry(hash_key).c_str());
     return 0;

@@ -21,6 +21,7 @@
 #include <unordered_map>
 
 #include "egress/proxy.hpp"
+#include "util/lazy_libs.hpp"
 
 namespace exg::egress {
 
@@ -125,6 +126,8 @@ struct CertAuthority::Impl {
 };
 
 Result<std::shared_ptr<CertAuthority>> CertAuthority::generate(std::string_view sandbox_id) {
+  // OpenSSL is bound on first use (util/lazy_libs.hpp): here, where a missing library is a clean error.
+  if (auto libs = load_shared_libs(); !libs) return fail(libs.error());
   auto ca = std::shared_ptr<CertAuthority>(new CertAuthority());
   ca->impl_ = std::make_unique<Impl>();
   Impl& im = *ca->impl_;

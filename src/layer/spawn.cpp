@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstring>
+#include <vector>
 
 #include "process/child.hpp"
 #include "process/syscalls.hpp"
@@ -51,6 +53,15 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     agent_there.reset(ch[1]);
   }
   SpawnFds fds{child_sock.get(), self.get(), agent_there.get()};
+  // cgroup v1 has no CLONE_INTO_CGROUP: the child moves itself in, first
+  // thing (Cgroup::open_self_attach: no RCU grace period, unlike a write of
+  // its pid by this process).
+  std::vector<UniqueFd> self_attach;
+  if (spec.cgroup.active() && spec.cgroup.clone_into_fd() < 0) {
+    auto a = spec.cgroup.open_self_attach();
+    if (!a) return fail(a.error());
+    self_attach = std::move(*a);
+  }
 
   int pidfd = -1;
   long pid = sys::clone3_fork(spec.clone_flags, &pidfd, spec.cgroup.clone_into_fd());
@@ -61,9 +72,28 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (pid == 0) {
     parent_sock.reset();
     agent_here.reset();
+    if (!self_attach.empty()) {
+      int attach_fds[8];
+      size_t n = 0;
+      for (auto& fd : self_attach)
+        if (n < 8) attach_fds[n++] = fd.get();
+      int err = n == self_attach.size() ? process::Cgroup::attach_self(attach_fds, n) : E2BIG;
+      self_attach.clear();  // closed: nothing of the sandbox keeps a way into other cgroups
+      if (err != 0) {
+        // Said now, read by the parent after "go" (which is waited for, so
+        // that the parent's send of it does not fail first).
+        std::string msg = std::string(1, process::kMsgError) + "move into the sandbox's cgroup: " + std::strerror(err);
+        (void)::send(fds.sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
+        char c;
+        (void)::recv(fds.sync_fd, &c, 1, 0);
+        ::_exit(125);
+      }
+      if (spec.timer) spec.timer->child_mark("cgroup attach");
+    }
     spec.child(fds);
     ::_exit(127);  // child() does not return
   }
+  self_attach.clear();
   StepTimer untimed;  // off: marks cost one branch
   StepTimer& timer = spec.timer ? *spec.timer : untimed;
   timer.mark("clone");
@@ -92,16 +122,10 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
     return fail(Error::sys(spec.start_what));
   timer.mark("go");
-  // cgroup v1 has no CLONE_INTO_CGROUP: the child is moved in while it makes
-  // its mounts (each v1 write to cgroup.procs waits for an RCU grace period,
-  // milliseconds on a busy host). It waits for kMsgInCgroup before anything
-  // of the sandbox starts (init and the command, the agent, the runtime):
-  // they inherit its cgroups.
-  if (sb.cgroup.active() && sb.cgroup.clone_into_fd() < 0) {
-    if (auto r = sb.cgroup.attach(sb.pid); !r) return fail(r.error());
-    timer.mark("cgroup attach");
-  }
-  // A child that failed meanwhile has closed its end: what it said before
+  // The child is in its cgroup (born there on v2, moved itself on v1 before
+  // anything else) and waits for kMsgInCgroup before anything of the sandbox
+  // starts (init and the command, the agent, the runtime): they inherit its
+  // cgroups. A child that failed meanwhile has closed its end: what it said before
   // (kMsgError) is still queued and read below, so that is the error shown.
   const char in_cgroup = process::kMsgInCgroup;
   int in_cgroup_err = 0;  // why the child could not be told (it must then not say ready)

@@ -1,7 +1,8 @@
 // The spawn path the process, container and gVisor layers share: clone the
 // sandbox's first process into its cgroup and namespaces, write its id maps,
-// send "go" (with the trust anchor); on cgroup v1 (no CLONE_INTO_CGROUP)
-// attach it to its cgroups while it makes its mounts, then say "in cgroup";
+// send "go" (with the trust anchor), then "in cgroup" (on cgroup v1, which
+// has no CLONE_INTO_CGROUP, the child has moved itself in right after the
+// clone through tasks files this process opened: Cgroup::open_self_attach);
 // then collect what it hands back over the setup socket (pty master, proxy
 // listeners, seccomp listener) until it says it is ready. A scope guard kills and reaps the child on every way out but
 // success, so no caller writes its own unwinding.

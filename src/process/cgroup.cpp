@@ -545,6 +545,24 @@ Result<void> Cgroup::attach(pid_t pid) {
   return {};
 }
 
+Result<std::vector<UniqueFd>> Cgroup::open_self_attach() const {
+  std::vector<UniqueFd> out;
+  if (v2_) return out;
+  for (const auto& d : dirs_) {
+    std::string path = d + "/tasks";
+    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    if (!fd) return fail(Error::sys("open " + path));
+    out.push_back(std::move(fd));
+  }
+  return out;
+}
+
+int Cgroup::attach_self(const int* fds, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (::write(fds[i], "0", 1) != 1) return errno ? errno : EIO;
+  return 0;
+}
+
 Cgroup::Outcome Cgroup::outcome() const {
   Outcome o;
   if (!memory_dir_.empty()) {

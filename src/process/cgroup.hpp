@@ -88,6 +88,18 @@ class Cgroup {
   int clone_into_fd() const { return dirfd_.get(); }
   // Moves pid in (cgroup.procs of every hierarchy).
   Result<void> attach(pid_t pid);
+  // v1: the `tasks` file of every hierarchy, opened for writing by this
+  // process, for a child to move itself in with attach_self() (empty on v2,
+  // which has CLONE_INTO_CGROUP). Why: a write of another task's pid takes the
+  // kernel's threadgroup lock, which waits for an RCU grace period (1-20 ms on
+  // a busy host); a thread moving itself ("0" to tasks) does not. The kernel
+  // checks the credentials the file was opened with, so the child may have
+  // changed its own. Close them in the parent after the clone, in the child
+  // after attach_self().
+  Result<std::vector<UniqueFd>> open_self_attach() const;
+  // In a single-threaded child: writes "0" to each fd (see open_self_attach).
+  // 0 or the errno of the first write that failed. Async-signal-safe.
+  static int attach_self(const int* fds, size_t n);
 
   struct Outcome {
     uint64_t oom_kills = 0;

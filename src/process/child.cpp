@@ -453,9 +453,10 @@ void Builder::run() {
   }
   // Idmapped trees were closed when they were attached.
 
-  // Nothing starts before this process is in the sandbox's cgroup (v1: the
-  // parent moves it there while the mounts above were made; launch()). Then
-  // that cgroup becomes the root of what /proc/self/cgroup shows.
+  // Nothing starts before the parent has said this process is in the
+  // sandbox's cgroup (v1: it moved itself in right after the clone;
+  // layer::spawn). Then that cgroup becomes the root of what
+  // /proc/self/cgroup shows.
   char c = 0;
   ssize_t got;
   do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);

@@ -431,16 +431,29 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   bool watch_refusals = refusals.fd() >= 0;
 
   // The egress proxy accepts on the sockets the sandbox made in its own netns.
+  // Its thread starts when the sandbox first uses one of them (a connection
+  // waits in the listener's backlog, a datagram in the socket, until then): a
+  // command that never reaches for the network costs no thread, no event
+  // loop. A session starts it at once (set_network needs it).
   ProxyRunner proxy;
-  if (rules && sb.http_listener && sb.socks_listener) {
+  bool proxy_idle = false;  // listeners kept here, polled, until the first use
+  auto start_proxy = [&] {
     egress::ProxyConfig pc;
     if (secrets) pc.secrets = secrets->config;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
                 sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
-    if (opt.agent) opt.agent->set_network_changer([&](const NetworkChange& c) {
-      return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
-    });
+    proxy_idle = false;
     steps.mark("proxy start");
+  };
+  if (rules && sb.http_listener && sb.socks_listener) {
+    if (opt.agent) {
+      start_proxy();
+      opt.agent->set_network_changer([&](const NetworkChange& c) {
+        return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
+      });
+    } else {
+      proxy_idle = true;
+    }
   }
   if (opt.verbose) {
     // What the layer enforces on this host, so a weaker one is visible on every verbose run.
@@ -495,12 +508,18 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   int status = 0;
   char buf[65536];
   while (!exited) {
-    pollfd fds[6 + 32];
+    pollfd fds[9 + 32];  // (pidfd, signals, refusals, timer, pty, input, 3 idle proxy sockets; the agent's)
     int n = 0;
     fds[n++] = {sb.pidfd.get(), POLLIN, 0};
     fds[n++] = {sigfd, POLLIN, 0};  // (negative: no signals to forward; poll skips it)
-    int ti = -1, mi = -1, ii = -1, si_ = -1;
+    int ti = -1, mi = -1, ii = -1, si_ = -1, pi = -1;
     if (watch_refusals) { si_ = n; fds[n++] = {refusals.fd(), POLLIN, 0}; }
+    if (proxy_idle) {
+      pi = n;
+      fds[n++] = {sb.http_listener.get(), POLLIN, 0};
+      fds[n++] = {sb.socks_listener.get(), POLLIN, 0};
+      fds[n++] = {sb.dns_socket ? sb.dns_socket.get() : -1, POLLIN, 0};
+    }
     if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
     if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
     if (relay_in) { ii = n; fds[n++] = {term.input, POLLIN, 0}; }
@@ -510,6 +529,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       if (errno == EINTR) continue;
       break;
     }
+    if (pi >= 0 && (fds[pi].revents | fds[pi + 1].revents | fds[pi + 2].revents)) start_proxy();
     if (si_ >= 0) {
       if (fds[si_].revents & POLLIN) refusals.on_readable();
       else if (fds[si_].revents & (POLLHUP | POLLERR | POLLNVAL)) watch_refusals = false;  // no process uses the filter
@@ -564,6 +584,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   proxy.stop();
   steps.mark("proxy stop");
   if (opt.verbose && proxy.proxy) sayf(io, "%s", proxy.proxy->stats().summary().c_str());
+  else if (opt.verbose && proxy_idle) sayf(io, "%s", egress::ProxyStats{}.summary().c_str());  // never used
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
   if (sb.cgroup.active()) {

@@ -171,6 +171,14 @@ if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
         grep -qE "(^|[ ,|])$pkg( |,|$)" <<<"$deps" || uncovered+=" $so:${path:-?}(${pkg:-no package})"
     done
     check "Depends ($deps) covers every NEEDED library (uncovered:${uncovered:- none})" test -n "$deps" -a -z "$uncovered"
+    # ... and the ones it loads on first use (OpenSSL, zlib: cmake/LazyLibs.cmake), which are no NEEDED.
+    uncovered=""
+    for so in $(cat "$B/generated/lazy_libs.txt" 2>/dev/null); do
+        pkg=$(dpkg -S "*/$so" 2>/dev/null | grep -v '^diversion' | head -1 | cut -d: -f1)
+        grep -qE "(^|[ ,|])$pkg( |,|$)" <<<"$deps" || uncovered+=" $so(${pkg:-no package})"
+    done
+    check "Depends covers the libraries loaded on first use ($(cat "$B/generated/lazy_libs.txt" 2>/dev/null | tr '\n' ' ')uncovered:${uncovered:- none})" \
+        test -z "$uncovered"
     unmet=""
     for d in $(tr ',' '\n' <<<"$deps" | sed 's/(.*)//; s/|.*//' | tr -d ' '); do
         dpkg-query -W -f='${Status}' "$d" 2>/dev/null | grep -q 'install ok installed' || unmet+=" $d"

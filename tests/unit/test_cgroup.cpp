@@ -278,6 +278,53 @@ TEST_F(CgroupReal, ForkBombStopsAtPidsMax) {
   EXPECT_TRUE(cg->empty());
 }
 
+// cgroup v1: a child moves itself in through tasks files this process opened
+// (layer::spawn's way: no RCU grace period), even after dropping to another
+// uid (the kernel checks the opener's credentials); then its pids limit holds.
+TEST_F(CgroupReal, V1ChildMovesItselfInThroughOpenedTasksFiles) {
+  std::string id = unique_id("self");
+  Limits l;
+  l.pids = 4;
+  l.explicit_pids = true;
+  auto cg = Cgroup::create(id, l);
+  ASSERT_TRUE(cg) << cg.error().str();
+  if (cg->v2()) GTEST_SKIP() << "cgroup v2: CLONE_INTO_CGROUP, no self-attach";
+  auto fds = cg->open_self_attach();
+  ASSERT_TRUE(fds) << fds.error().str();
+  ASSERT_EQ(fds->size(), cg->dirs().size());
+  std::vector<int> raw;
+  for (auto& f : *fds) raw.push_back(f.get());
+  Held h = spawn_held([&raw] {
+    if (setresgid(65534, 65534, 65534) != 0 || setresuid(65534, 65534, 65534) != 0) return 90;
+    if (Cgroup::attach_self(raw.data(), raw.size()) != 0) return 91;
+    // pids.max 4: this process and three more; the next fork must fail.
+    pid_t kids[8];
+    int made = 0;
+    for (int i = 0; i < 8; ++i) {
+      pid_t c = fork();
+      if (c == 0) {
+        pause();
+        _exit(0);
+      }
+      if (c < 0) break;
+      kids[made++] = c;
+    }
+    for (int k = 0; k < made; ++k) kill(kids[k], SIGKILL);
+    for (int k = 0; k < made; ++k) waitpid(kids[k], nullptr, 0);
+    return made;
+  });
+  fds->clear();
+  std::string cg_before = slurp("/proc/" + std::to_string(h.pid) + "/cgroup");
+  EXPECT_FALSE(inside(h.pid, *cg, cg_name(id))) << "inside before it moved itself: " << cg_before;
+  ASSERT_EQ(write(h.go, "g", 1), 1);
+  close(h.go);
+  int st = wait_status(h.pid);
+  ASSERT_TRUE(WIFEXITED(st)) << "status " << st;
+  EXPECT_EQ(WEXITSTATUS(st), 3) << "forks made inside (90: setresuid, 91: attach_self failed)";
+  cg->kill_all();
+  EXPECT_TRUE(cg->empty());
+}
+
 TEST_F(CgroupReal, MemoryHogIsOomKilled) {
   std::string id = unique_id("mem");
   auto cg = Cgroup::create(id, test_limits());
