@@ -13,6 +13,9 @@
 #include <cstdlib>
 #include <optional>
 
+#include "agent/protocol.hpp"
+#include "microvm/egress_bridge.hpp"
+#include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/view.hpp"
 #include "process/syscalls.hpp"
@@ -36,12 +39,50 @@ constexpr int kConnectTimeoutMs = 30000;
 // The directory of the channel's socket: private to this run, gone once qemu
 // has connected (or the launch failed).
 struct RunDir {
-  std::string dir, sock;
+  std::string dir;
+  std::vector<std::string> socks;
   ~RunDir() {
-    if (!sock.empty()) ::unlink(sock.c_str());
+    for (const auto& s : socks) ::unlink(s.c_str());
     if (!dir.empty()) ::rmdir(dir.c_str());
   }
 };
+
+// A unix socket qemu connects to (path based: qemu is in another network
+// namespace), owned by qemu's host uid when we are root.
+Result<UniqueFd> listen_for_qemu(RunDir& run, const std::string& name, const plan::Identity& id) {
+  std::string path = run.dir + "/" + name;
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listener) return fail(Error::sys("microvm: socket"));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + path, "socket path too long"));
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listener.get(), 1) != 0)
+    return fail(Error::sys("microvm: listen on " + path));
+  run.socks.push_back(path);
+  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(path.c_str(), id.host_uid, id.host_gid) != 0)
+    return fail(Error::sys("microvm: chown " + path));
+  return listener;
+}
+
+// The init's boot frame (guest/guest_abi.hpp): the sandbox's environment and
+// working directory. Written before the guest reads anything: it waits in
+// the socket's buffer (a few KiB; the buffer holds far more) until the init
+// opens the port.
+Result<void> send_boot(int channel, const plan::Plan& plan) {
+  agent::Frame f{agent::Kind::Request, 0, {{"op", guest::kBootOp}, {"env", plan.env}, {"cwd", plan.cwd}}, {}};
+  std::string bytes = agent::encode(f);
+  if (bytes.size() > agent::kFixedBytes + agent::kMaxHeader + agent::kPrefixBytes)
+    return fail(Error::msg("microvm: the sandbox's environment", "too large for the guest's boot frame (64 KiB)"));
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = ::send(channel, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return fail(Error::sys("microvm: send the guest's boot frame"));
+    off += static_cast<size_t>(w);
+  }
+  return {};
+}
 
 // Inserted before the plan's "ReadOnly /" (mount points are made in the root
 // tmpfs while it is still writable), else at the end.
@@ -108,7 +149,9 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
               ", 1 vCPU; qemu runs in the plan's process-layer sandbox below, the cgroup holds both");
   l.push_back(std::string("  guest's root: the view below, exported over 9p from ") + kViewRoot +
               " in qemu's sandbox; own /proc, /sys, /dev in the guest");
-  l.push_back("  guest network: none (no NIC); egress through the proxy is not carried into the guest yet");
+  l.push_back(plan.proxy.enabled
+                  ? "  guest network: no NIC; its 127.0.0.1:3128 and :1080 carried over a virtio-serial port to the proxy"
+                  : "  guest network: none (no NIC, no egress)");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
                             : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
@@ -123,8 +166,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   auto mem = guest_memory_mib(plan);
   if (!mem) return fail(mem.error());
 
-  // The channel: a unix socket qemu connects to (path based: qemu is in
-  // another network namespace), in a fresh private directory.
+  // The channels: unix sockets qemu connects to, in a fresh private directory.
   RunDir run;
   {
     char tmpl[] = "/tmp/exguardian-microvm-XXXXXX";
@@ -134,17 +176,20 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   const auto& id = plan.identity;
   if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.dir.c_str(), id.host_uid, id.host_gid) != 0)
     return fail(Error::sys("microvm: chown " + run.dir));
-  run.sock = run.dir + "/agent.sock";
-  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!listener) return fail(Error::sys("microvm: socket"));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (run.sock.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + run.sock, "socket path too long"));
-  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", run.sock.c_str());
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listener.get(), 1) != 0)
-    return fail(Error::sys("microvm: listen on " + run.sock));
-  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.sock.c_str(), id.host_uid, id.host_gid) != 0)
-    return fail(Error::sys("microvm: chown " + run.sock));
+  auto agent_listener = listen_for_qemu(run, "agent.sock", id);
+  if (!agent_listener) return fail(agent_listener.error());
+  UniqueFd& listener = *agent_listener;
+  // Egress: a second port, its streams bridged to the proxy (egress_bridge.hpp).
+  std::unique_ptr<EgressBridge> bridge;
+  UniqueFd egress_listener;
+  if (plan.proxy.enabled) {
+    auto b = EgressBridge::make();
+    if (!b) return fail(b.error());
+    bridge = std::move(*b);
+    auto e = listen_for_qemu(run, "egress.sock", id);
+    if (!e) return fail(e.error());
+    egress_listener = std::move(*e);
+  }
 
   // qemu's own sandbox: the plan's view for itself, the guest's view beside it.
   plan::Plan vp = with_exported_view(plan);
@@ -156,6 +201,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   spec.initramfs = std::string(kImageAt) + "/initramfs.cpio";
   spec.view_dir = kViewRoot;
   spec.channel_socket = std::string(kRunAt) + "/agent.sock";
+  if (bridge) spec.egress_socket = std::string(kRunAt) + "/egress.sock";
   spec.memory_mib = *mem;
   spec.accel = vm.accel;
   if (vm.accel == Accel::Tcg) spec.tsc_khz = host_tsc_khz();
@@ -211,7 +257,33 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
     kill_vm();
     return fail(Error::sys("microvm: accept the agent's channel", e));
   }
+  if (auto b = send_boot(ch.get(), plan); !b) {
+    kill_vm();
+    return fail(b.error());
+  }
   l->agent_channel = std::move(ch);
+  // The process layer's proxy listeners are in qemu's netns, where no guest
+  // connection ever arrives: the bridge's take their place.
+  l->http_listener.reset();
+  l->socks_listener.reset();
+  l->dns_socket.reset();
+  if (bridge) {
+    // qemu connects its chardevs one after the other at start: this one follows at once.
+    pollfd ep{egress_listener.get(), POLLIN, 0};
+    UniqueFd eg;
+    if (::poll(&ep, 1, kConnectTimeoutMs) == 1) eg.reset(::accept4(egress_listener.get(), nullptr, nullptr, SOCK_CLOEXEC));
+    if (!eg) {
+      kill_vm();
+      return fail(Error::msg("microvm: qemu", "did not connect to the egress channel"));
+    }
+    if (auto s = bridge->start(std::move(eg)); !s) {
+      kill_vm();
+      return fail(s.error());
+    }
+    l->http_listener = std::move(bridge->http_listener);
+    l->socks_listener = std::move(bridge->socks_listener);
+    l->companion = std::shared_ptr<EgressBridge>(std::move(bridge));
+  }
   return l;
 }
 

@@ -1,7 +1,8 @@
 // qemu's command line for one sandbox's guest. Every device is named here;
 // -nodefaults and -no-user-config keep qemu from adding any of its own (no
 // NIC, no disks, no VGA), so the guest has exactly: a serial console, one
-// virtio-serial port (the agent's channel) and one 9p export (the view).
+// virtio-serial port (the agent's channel; a second for egress when the plan
+// has a proxy) and one 9p export (the view).
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/vmm.hpp"
 
@@ -15,6 +16,7 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
   append += " exg.uid=" + std::to_string(s.guest_uid) + " exg.gid=" + std::to_string(s.guest_gid);
   if (s.tsc_khz) append += " tsc_early_khz=" + std::to_string(s.tsc_khz);
   append += " exg.host=" + s.hostname;
+  if (!s.egress_socket.empty()) append += " exg.egress=1";
   std::vector<std::string> a = {
       s.vmm,
       "-M", "microvm,acpi=on",  // Debian's kernel finds the virtio-mmio devices through ACPI
@@ -30,9 +32,12 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
       "-fsdev", "local,id=view,path=" + s.view_dir + ",security_model=none,multidevs=remap",
       "-device", std::string("virtio-9p-device,fsdev=view,mount_tag=") + guest::kViewTag,
       "-chardev", "socket,id=agent,path=" + s.channel_socket,
-      "-device", "virtio-serial-device,max_ports=2",
+      "-device", "virtio-serial-device,max_ports=4",
       "-device", std::string("virtserialport,chardev=agent,name=") + guest::kChannelName,
   };
+  if (!s.egress_socket.empty())
+    a.insert(a.end(), {"-chardev", "socket,id=egress,path=" + s.egress_socket, "-device",
+                       std::string("virtserialport,chardev=egress,name=") + guest::kEgressChannelName});
   if (!s.name.empty()) a.insert(a.end(), {"-name", "guest=" + s.name});
   if (s.accel == Accel::Kvm) {
     a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});

@@ -7,6 +7,19 @@ namespace exg::microvm::guest {
 
 // The virtio-serial port that carries the agent's protocol (virtserialport name=).
 inline constexpr char kChannelName[] = "exg.agent";
+// The virtio-serial port that carries the guest's egress streams
+// (microvm/egress_mux.hpp); present only when the plan has an egress proxy,
+// which the kernel command line says with exg.egress=1.
+inline constexpr char kEgressChannelName[] = "exg.egress";
+// Where the guest listens for them: the proxy ports of every layer.
+inline constexpr unsigned short kHttpProxyPort = 3128, kSocksProxyPort = 1080;
+// The guest uid of the egress relay (one below when the command has it).
+inline constexpr unsigned kEgressUid = 65533;
+// The first frame on the agent's port, host to init (agent/protocol.hpp's
+// framing, kind Request, id 0), before the agent runs: header {"op": "boot",
+// "env": [NAME=VALUE...], "cwd": DIR}, the sandbox's environment and working
+// directory, as the agent of every other layer gets them from the plan.
+inline constexpr char kBootOp[] = "boot";
 // The 9p mount tag of the sandbox's filesystem view (virtio-9p-device mount_tag=).
 inline constexpr char kViewTag[] = "exgview";
 // In the initramfs: the modules and their load order (one file name a line),
