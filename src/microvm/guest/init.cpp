@@ -363,6 +363,8 @@ int main() {
     cfg.channel = channel;
     cfg.env = boot.env;
     cfg.cwd = boot.cwd;
+    // File requests' relative paths begin here, as on every layer (the agent's own cwd).
+    if (::chdir(boot.cwd.c_str()) != 0) say("chdir %s", boot.cwd, errno);
     exg::agent::serve(cfg);
   }
   ::close(channel);
