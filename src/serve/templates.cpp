@@ -41,8 +41,8 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
     for (auto& [k, v] : e.items()) {
       std::string kat = at + "." + k;
       if (k == "layer") {
-        if (!v.is_string() || (v != "process" && v != "container" && v != "gvisor" && v != "microvm"))
-          return bad(kat, "expected \"process\", \"container\", \"gvisor\" or \"microvm\"");
+        if (!v.is_string() || (v != "process" && v != "container" && v != "gvisor"))
+          return bad(kat, "expected \"process\", \"container\" or \"gvisor\"");
         tp.layer = v.get<std::string>();
       } else if (k == "rootfs" || k == "policy") {
         if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')
@@ -71,7 +71,7 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
         return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids)");
       }
     }
-    if (!tp.rootfs.empty() && (tp.layer == "process" || tp.layer == "microvm")) return bad(at + ".rootfs", "only the container and gvisor layers take a rootfs");
+    if (!tp.rootfs.empty() && tp.layer == "process") return bad(at + ".rootfs", "only the container and gvisor layers take a rootfs");
     t.by_name_[name] = tp;
   }
   return t;
