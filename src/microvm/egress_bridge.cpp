@@ -1,5 +1,6 @@
 #include "microvm/egress_bridge.hpp"
 
+#include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -58,6 +59,18 @@ Result<std::unique_ptr<EgressBridge>> EgressBridge::make() {
   auto s = listen_on(b->socks_path_);
   if (!s) return fail(s.error());
   b->socks_listener = std::move(*s);
+  // The sockets' names go at once: connections reach them through O_PATH
+  // descriptors of their inodes (/proc/self/fd/N), so nothing is left on disk
+  // even when this process is killed, and no other process has a name to use.
+  b->http_inode_.reset(::open(b->http_path_.c_str(), O_PATH | O_CLOEXEC));
+  b->socks_inode_.reset(::open(b->socks_path_.c_str(), O_PATH | O_CLOEXEC));
+  ::unlink(b->http_path_.c_str());
+  ::unlink(b->socks_path_.c_str());
+  ::rmdir(b->dir_.c_str());
+  if (!b->http_inode_ || !b->socks_inode_) return fail(Error::sys("microvm egress: open the proxy's sockets (O_PATH)"));
+  b->http_path_ = "/proc/self/fd/" + std::to_string(b->http_inode_.get());
+  b->socks_path_ = "/proc/self/fd/" + std::to_string(b->socks_inode_.get());
+  b->dir_.clear();
   b->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!b->stop_) return fail(Error::sys("microvm egress: eventfd"));
   return b;
@@ -87,9 +100,11 @@ EgressBridge::~EgressBridge() {
     (void)!::write(stop_.get(), &one, sizeof one);
     thread_.join();
   }
-  if (!http_path_.empty()) ::unlink(http_path_.c_str());
-  if (!socks_path_.empty()) ::unlink(socks_path_.c_str());
-  if (!dir_.empty()) ::rmdir(dir_.c_str());
+  if (!dir_.empty()) {  // (a make() that failed half way)
+    ::unlink((dir_ + "/http").c_str());
+    ::unlink((dir_ + "/socks").c_str());
+    ::rmdir(dir_.c_str());
+  }
 }
 
 }  // namespace exg::microvm

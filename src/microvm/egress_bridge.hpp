@@ -18,7 +18,8 @@ namespace exg::microvm {
 class EgressBridge {
  public:
   // Binds the two listeners in a fresh /tmp/exguardian-microvm-egress-XXXXXX
-  // (mode 0700, this process's own: nothing else reaches the proxy through it).
+  // (mode 0700) and removes their names at once: only this process reaches
+  // them (O_PATH descriptors), nothing is left on disk.
   static Result<std::unique_ptr<EgressBridge>> make();
   ~EgressBridge();
   EgressBridge(const EgressBridge&) = delete;
@@ -33,7 +34,8 @@ class EgressBridge {
 
  private:
   EgressBridge() = default;
-  std::string dir_, http_path_, socks_path_;
+  std::string dir_, http_path_, socks_path_;  // after make(): /proc/self/fd/N of the inodes below
+  UniqueFd http_inode_, socks_inode_;          // O_PATH: the bound sockets, their names removed
   UniqueFd channel_, stop_;
   std::thread thread_;
 };
