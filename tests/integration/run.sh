@@ -107,6 +107,7 @@ env_vars=(
     HOME="$T/home" LANG=C.UTF-8
     EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir" EXG_LAYER="$layer"
     EXG_MICROVM_IMAGE_DIR="$builddir/microvm"   # (the copied binary finds no image beside it)
+    EXG_IT_MICROVM_FULL="${EXG_IT_MICROVM_FULL:-0}"   # (1: the microvm scripts' long parts too)
 )
 
 echo "# $name as $as on the $layer layer (runner=$runner, T=$T)"
