@@ -87,7 +87,7 @@ if [ "$r1_status" -eq 0 ] && [ "$r2_status" -eq 0 ] && grep -q 'microvm: restore
 else fail "restore from the template"; grep "microvm" <<<"$r1_err$r2_err" | sed "s/^/#      /"; STATUS=$r1_status OUT=$r1_out ERR=$r1_err show_last; STATUS=$r2_status OUT=$r2_out ERR=$r2_err show_last; fi
 # The same template serves a sandbox with egress (the egress port is in every configuration's
 # device set; the boot frame, sent after the restore, says to serve it) and its own env and cwd.
-run snaprun -v --allow-domain example.com --env EXG_SNAP_ENV=per-sandbox -- sh -c \
+run snaprun -v --allow-domain example.com --env EXG_SNAP_ENV=per-sandbox -- bash -c \
     '(exec 3<>/dev/tcp/127.0.0.1/3128) 2>&1 && echo PROXY-OPEN; echo "env=$EXG_SNAP_ENV"'
 if [ "$STATUS" -eq 0 ] && grep -q 'microvm: restored from the template' <<<"$ERR" && grep -qx PROXY-OPEN <<<"$OUT" \
    && grep -qx 'env=per-sandbox' <<<"$OUT"; then
