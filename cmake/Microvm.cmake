@@ -10,7 +10,8 @@ target_sources(exg_core PRIVATE ${EXG_MICROVM_SOURCES})
 option(EXG_MICROVM_GUEST "Build the microVM layer's guest kernel and initramfs" ON)
 set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the microVM guest (default: apt-get download)")
 
-add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/agent/agent.cpp src/agent/protocol.cpp)
+add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/microvm/egress_mux.cpp src/agent/agent.cpp
+               src/agent/protocol.cpp)
 target_include_directories(exguardian-guest-init PRIVATE src)
 target_link_libraries(exguardian-guest-init PRIVATE nlohmann_json::nlohmann_json)
 target_link_options(exguardian-guest-init PRIVATE -static)

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 
 namespace exg::agent {
@@ -55,6 +56,15 @@ Result<void> ControlRelay::start(UniqueFd agent_channel, const std::string& sand
   if (::listen(listener_.get(), 16) != 0) return fail(Error::sys("listen " + path_));
   std::fprintf(stderr, "exguardian: session %s ready on unix:%s\n", sandbox_id.c_str(), path_.c_str());
   return {};
+}
+
+bool ControlRelay::forward_signal(int sig) {
+  if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) ending_signal_ = sig;
+  return false;  // the supervisor delivers it to pid 1
+}
+
+int ControlRelay::final_status(int sandbox_status) {
+  return sandbox_status == 0 && ending_signal_ ? 128 + ending_signal_ : sandbox_status;
 }
 
 size_t ControlRelay::poll_fds(pollfd* out, size_t max) {

@@ -30,6 +30,11 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   void on_ready(const pollfd* fds, size_t n) override;
   void set_network_changer(sandbox::NetworkChanger f) override { network_changer_ = std::move(f); }
   void set_audit_tagger(sandbox::AuditTagger f) override { audit_tagger_ = std::move(f); }
+  // SIGTERM/SIGINT/SIGHUP end a session on every layer (the agent exits
+  // 128+N); on the microVM layer the signal ends qemu, which exits 0: the
+  // session's status is 128+N there too.
+  bool forward_signal(int sig) override;
+  int final_status(int sandbox_status) override;
 
  private:
   struct Conn {
@@ -63,6 +68,7 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   void from_agent();
   void drop(Conn* c);
   bool bound_ = false;
+  int ending_signal_ = 0;
 };
 
 }  // namespace exg::agent

@@ -81,6 +81,9 @@ struct Sandbox {
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
   UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
   UniqueFd agent_channel;  // LaunchOptions::agent: the stream socket to the agent (agent/protocol.hpp)
+  // What the layer keeps running beside the sandbox while it lives (microvm:
+  // the egress bridge's thread); released with the Sandbox, after the proxy stopped.
+  std::shared_ptr<void> companion;
 };
 
 // The walls a layer puts up itself, for -v and the evidence.

@@ -16,7 +16,10 @@
 #include <cstdlib>
 #include <optional>
 
+#include "agent/protocol.hpp"
+#include "microvm/egress_bridge.hpp"
 #include "microvm/guest/boot_record.hpp"
+#include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/qmp.hpp"
 #include "microvm/snapshot.hpp"
@@ -41,19 +44,62 @@ constexpr int kConnectTimeoutMs = 30000;
 // A cold boot under TCG takes 3-5 s on an idle host, above 10 s on a loaded one.
 constexpr int kBootTimeoutMs = 90000;
 
-// The directory of the channel's socket: private to this run, gone once qemu
-// has connected (or the launch failed).
+// The directory of the channels' sockets (agent, egress, QMP): private to
+// this run, gone once qemu has connected (or the launch failed).
 struct RunDir {
-  std::string dir, sock, qmp;
+  std::string dir;
+  std::vector<std::string> socks;
   // Right after qemu connected: a kill of exguardian during the guest's boot leaves nothing.
   void remove() {
-    if (!sock.empty()) ::unlink(sock.c_str());
-    if (!qmp.empty()) ::unlink(qmp.c_str());
+    for (const auto& s : socks) ::unlink(s.c_str());
     if (!dir.empty()) ::rmdir(dir.c_str());
-    sock.clear(), qmp.clear(), dir.clear();
+    socks.clear(), dir.clear();
   }
   ~RunDir() { remove(); }
 };
+
+// A unix socket qemu connects to (path based: qemu is in another network
+// namespace), owned by qemu's host uid when we are root.
+Result<UniqueFd> listen_for_qemu(RunDir& run, const std::string& name, const plan::Identity& id) {
+  std::string path = run.dir + "/" + name;
+  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!listener) return fail(Error::sys("microvm: socket"));
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  if (path.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + path, "socket path too long"));
+  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
+  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listener.get(), 1) != 0)
+    return fail(Error::sys("microvm: listen on " + path));
+  run.socks.push_back(path);
+  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(path.c_str(), id.host_uid, id.host_gid) != 0)
+    return fail(Error::sys("microvm: chown " + path));
+  return listener;
+}
+
+// The init's boot frame (guest/guest_abi.hpp): the sandbox's environment,
+// working directory and whether egress is served. Per sandbox: sent after
+// the boot record, past the point where a template is saved.
+Result<std::string> boot_frame(const plan::Plan& plan) {
+  agent::Frame f{agent::Kind::Request,
+                 0,
+                 {{"op", guest::kBootOp}, {"env", plan.env}, {"cwd", plan.cwd}, {"egress", plan.proxy.enabled}},
+                 {}};
+  std::string bytes = agent::encode(f);
+  if (bytes.size() > agent::kFixedBytes + agent::kMaxHeader + agent::kPrefixBytes)
+    return fail(Error::msg("microvm: the sandbox's environment", "too large for the guest's boot frame (64 KiB)"));
+  return bytes;
+}
+
+Result<void> send_all(int channel, const std::string& bytes) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t w = ::send(channel, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return fail(Error::sys("microvm: send the boot record and frame to the guest"));
+    off += static_cast<size_t>(w);
+  }
+  return {};
+}
 
 // Inserted before the plan's "ReadOnly /" (mount points are made in the root
 // tmpfs while it is still writable), else at the end.
@@ -84,6 +130,8 @@ VmSpec vm_spec(const plan::Plan& plan, const LayerOptions& vm, uint64_t mem, boo
   spec.initramfs = std::string(kImageAt) + "/initramfs.cpio";
   spec.view_dir = kViewRoot;
   spec.channel_socket = std::string(kRunAt) + "/agent.sock";
+  // With or without a proxy: one template for both (used only when the boot frame says egress).
+  spec.egress_socket = std::string(kRunAt) + "/egress.sock";
   if (monitor) spec.monitor_socket = std::string(kRunAt) + "/qmp.sock";
   spec.memory_mib = mem;
   spec.accel = vm.accel;
@@ -120,7 +168,9 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   l.push_back(snapshots_enabled()
                   ? "  start: restored from this configuration's saved template (first use: a cold boot that saves it)"
                   : "  start: cold boot (EXG_MICROVM_SNAPSHOT=off)");
-  l.push_back("  guest network: none (no NIC); egress through the proxy is not carried into the guest yet");
+  l.push_back(plan.proxy.enabled
+                  ? "  guest network: no NIC; its 127.0.0.1:3128 and :1080 carried over a virtio-serial port to the proxy"
+                  : "  guest network: none (no NIC, no egress)");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
                             : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
@@ -130,21 +180,6 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
 namespace {
 
 enum class Start { Cold, ColdSave, Restore };
-
-// A listening unix socket at `path`, owned by the sandbox's host uid (qemu connects to it).
-Result<UniqueFd> listen_at(const std::string& path, const plan::Identity& id) {
-  UniqueFd l(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!l) return fail(Error::sys("microvm: socket"));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (path.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + path, "socket path too long"));
-  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
-  if (::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(l.get(), 1) != 0)
-    return fail(Error::sys("microvm: listen on " + path));
-  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(path.c_str(), id.host_uid, id.host_gid) != 0)
-    return fail(Error::sys("microvm: chown " + path));
-  return l;
-}
 
 std::string boot_record(const plan::Plan& plan, const LayerOptions& vm) {
   guest::BootRecord r;
@@ -177,8 +212,9 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
                                     const std::string& key) {
   auto t0 = std::chrono::steady_clock::now();
   const bool monitor = how != Start::Cold;
-  // The channel (and QMP): unix sockets qemu connects to (path based: qemu is
-  // in another network namespace), in a fresh private directory.
+  auto frame = boot_frame(plan);
+  if (!frame) return fail(frame.error());
+  // The channels (agent, egress, QMP): unix sockets qemu connects to, in a fresh private directory.
   RunDir run;
   {
     char tmpl_dir[] = "/tmp/exguardian-microvm-XXXXXX";
@@ -188,13 +224,21 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   const auto& id = plan.identity;
   if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.dir.c_str(), id.host_uid, id.host_gid) != 0)
     return fail(Error::sys("microvm: chown " + run.dir));
-  run.sock = run.dir + "/agent.sock";
-  auto listener = listen_at(run.sock, id);
+  auto listener = listen_for_qemu(run, "agent.sock", id);
   if (!listener) return fail(listener.error());
+  // Egress: a second port, its streams bridged to the proxy (egress_bridge.hpp).
+  // qemu connects to it in every configuration (the template's device set).
+  auto egress_listener = listen_for_qemu(run, "egress.sock", id);
+  if (!egress_listener) return fail(egress_listener.error());
+  std::unique_ptr<EgressBridge> bridge;
+  if (plan.proxy.enabled) {
+    auto b = EgressBridge::make();
+    if (!b) return fail(b.error());
+    bridge = std::move(*b);
+  }
   UniqueFd qmp_listener;
   if (monitor) {
-    run.qmp = run.dir + "/qmp.sock";
-    auto q = listen_at(run.qmp, id);
+    auto q = listen_for_qemu(run, "qmp.sock", id);
     if (!q) return fail(q.error());
     qmp_listener = std::move(*q);
   }
@@ -270,6 +314,8 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   };
   auto ch = accept_from(listener->get(), "the agent's channel");
   if (!ch) return fail(ch.error());
+  auto eg = accept_from(egress_listener->get(), "the egress channel");
+  if (!eg) return fail(eg.error());
   std::optional<Qmp> qmp;
   if (monitor) {
     auto m = accept_from(qmp_listener.get(), "its monitor");
@@ -323,14 +369,34 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
       }
     }
   }
-  // Who this sandbox is, its clock and its entropy: the guest goes on from here.
+  // Who this sandbox is, its clock and its entropy, then its env, cwd and
+  // egress (the boot frame): the guest goes on from here.
   std::string rec = boot_record(plan, vm);
-  if (rec.empty() || ::send(ch->get(), rec.data(), rec.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(rec.size())) {
+  if (rec.empty()) {
     kill_vm();
-    return fail(Error::sys("microvm: send the boot record to the guest"));
+    return fail(Error::sys("microvm: the boot record's seed (getrandom)"));
+  }
+  rec += *frame;
+  if (auto b = send_all(ch->get(), rec); !b) {
+    kill_vm();
+    return fail(b.error());
   }
   if (opt.verbose) std::fprintf(stderr, "exguardian: microvm: %s, guest up in %.0f ms\n", started.c_str(), ms_since(t0));
   l->agent_channel = std::move(*ch);
+  // The process layer's proxy listeners are in qemu's netns, where no guest
+  // connection ever arrives: the bridge's take their place.
+  l->http_listener.reset();
+  l->socks_listener.reset();
+  l->dns_socket.reset();
+  if (bridge) {
+    if (auto s = bridge->start(std::move(*eg)); !s) {
+      kill_vm();
+      return fail(s.error());
+    }
+    l->http_listener = std::move(bridge->http_listener);
+    l->socks_listener = std::move(bridge->socks_listener);
+    l->companion = std::shared_ptr<EgressBridge>(std::move(bridge));
+  }
   return l;
 }
 

@@ -13,17 +13,15 @@ layer::Enforcement MicrovmLayer::enforces(const plan::Plan& plan) const {
   return e;
 }
 
-Result<void> MicrovmLayer::supports_agent() const {
-  return fail(Error::msg("layer microvm", "only for `exguardian run` yet (sessions in a guest are not tested)"));
-}
+Result<void> MicrovmLayer::supports_agent() const { return {}; }
 
 std::vector<std::string> MicrovmLayer::cautions(const plan::Plan& plan) const {
-  // The guest has no network device and its proxy ports are not carried to
-  // the supervisor's proxy yet: allowed destinations stay unreachable (fail
-  // closed), said once so that a refused download is not a mystery.
-  if (plan.network.allowed_domains.empty() && plan.network.allowed_cidrs.empty()) return {};
-  return {"microvm: egress is not carried into the guest yet: the policy's allowed destinations are unreachable "
-          "from it (no network device; nothing listens on 127.0.0.1:3128/1080)"};
+  // Egress streams reach the proxy (egress_bridge.hpp); the in-sandbox DNS
+  // resolver (UDP) is not carried: said once, so that a failing lookup in the
+  // guest is not a mystery (tools that use the proxy need none).
+  if (!plan.proxy.resolver) return {};
+  return {"microvm: the in-sandbox resolver (network.resolver / --dns) is not carried into the guest: "
+          "names resolve through the proxy only (HTTP(S)_PROXY, SOCKS5 with remote names)"};
 }
 
 }  // namespace exg::microvm

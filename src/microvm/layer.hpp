@@ -22,7 +22,7 @@ class MicrovmLayer final : public layer::Layer {
   layer::Kind kind() const override { return layer::Kind::Microvm; }
   std::vector<std::string> describe(const plan::Plan& plan) const override { return describe_layer(plan, opt_); }
   layer::Enforcement enforces(const plan::Plan& plan) const override;
-  // Sessions in a guest are not wired up nor tested yet: `exguardian run` only.
+  // Sessions: the guest's agent on its virtio-serial port, the same protocol.
   Result<void> supports_agent() const override;
   bool command_through_agent() const override { return true; }
   std::vector<std::string> cautions(const plan::Plan& plan) const override;

@@ -1,7 +1,8 @@
 // qemu's command line for one sandbox's guest. Every device is named here;
 // -nodefaults and -no-user-config keep qemu from adding any of its own (no
 // NIC, no disks, no VGA), so the guest has exactly: a serial console, one
-// virtio-serial port (the agent's channel) and one 9p export (the view).
+// virtio-serial port (the agent's channel), a second for egress (used only
+// when the plan has a proxy) and one 9p export (the view).
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/vmm.hpp"
 
@@ -30,9 +31,14 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
       "-fsdev", "local,id=view,path=" + s.view_dir + ",security_model=none,multidevs=remap",
       "-device", std::string("virtio-9p-device,fsdev=view,mount_tag=") + guest::kViewTag,
       "-chardev", "socket,id=agent,path=" + s.channel_socket,
-      "-device", "virtio-serial-device,max_ports=2",
+      "-device", "virtio-serial-device,max_ports=4",
       "-device", std::string("virtserialport,chardev=agent,name=") + guest::kChannelName,
   };
+  if (!s.egress_socket.empty())
+    // Always there on the microvm layer (launch.cpp), with or without a proxy:
+    // the saved template's device set must be the same for every sandbox.
+    a.insert(a.end(), {"-chardev", "socket,id=egress,path=" + s.egress_socket, "-device",
+                       std::string("virtserialport,chardev=egress,name=") + guest::kEgressChannelName});
   if (!s.monitor_socket.empty())
     // QMP for the host alone (a client socket to the host's listener): saving
     // the template, restoring from it. The guest has no path to it.

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -33,11 +34,20 @@ void write_all(int fd, const std::string& s) {
 
 RunFrontEnd::RunFrontEnd(const plan::Plan& plan) : plan_(plan) {}
 
+RunFrontEnd::~RunFrontEnd() { restore_terminal(); }
+
+void RunFrontEnd::restore_terminal() {
+  if (!saved_tty_) return;
+  ::tcsetattr(0, TCSADRAIN, &*saved_tty_);
+  saved_tty_.reset();
+}
+
 Result<void> RunFrontEnd::start(UniqueFd agent_channel, const std::string&) {
   ch_ = agent::Channel(std::move(agent_channel));
   channel_open_ = true;
-  // A terminal's input stays with the host (no pty in the guest yet); a pipe or file is the command's.
-  relay_stdin_ = ::isatty(0) != 1 && ::fcntl(0, F_GETFD) >= 0;
+  // A terminal: a pty in the guest, fed with its keystrokes; a pipe or file is the command's stdin.
+  pty_ = ::isatty(0) == 1 && ::isatty(1) == 1;
+  relay_stdin_ = pty_ || (::isatty(0) != 1 && ::fcntl(0, F_GETFD) >= 0);
   return {};
 }
 
@@ -92,11 +102,24 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
       started_ = true;
       nlohmann::json req = {{"op", "start"}, {"argv", plan_.argv}, {"env", plan_.env}, {"cwd", plan_.cwd},
                             {"stdin", relay_stdin_}};
+      if (pty_) {
+        winsize ws{};
+        req["pty"] = true;
+        if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0 && ws.ws_row <= 1000 && ws.ws_col <= 1000)
+          req["rows"] = ws.ws_row, req["cols"] = ws.ws_col;
+        termios t;
+        if (::tcgetattr(0, &t) == 0) {
+          saved_tty_ = t;
+          ::cfmakeraw(&t);
+          ::tcsetattr(0, TCSADRAIN, &t);
+        }
+      }
       ch_.send({agent::Kind::Request, kStartId, req, {}});
     } else if (ev == "stdout" || ev == "stderr") {
       if (h.value("pid", -2) == pid_) write_all(ev == "stdout" ? 1 : 2, f.payload);
     } else if (ev == "exit" && h.value("pid", -2) == pid_) {
       status_ = h.value("status", 125);
+      restore_terminal();
       shutdown();
     }
     return;
@@ -108,6 +131,7 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
   }
   int e = h.value("errno", 0);
   std::string arg0 = plan_.argv.empty() ? "" : plan_.argv[0];
+  restore_terminal();
   std::fprintf(stderr, "exguardian: %s: %s\n", arg0.c_str(), h.value("message", std::string("cannot start")).c_str());
   status_ = e == ENOENT ? 127 : 126;
   shutdown();
@@ -120,6 +144,7 @@ bool RunFrontEnd::forward_signal(int sig) {
 }
 
 int RunFrontEnd::final_status(int sandbox_status) {
+  restore_terminal();
   if (status_) return *status_;
   std::fprintf(stderr, "exguardian: microvm: the guest ended before the command's exit was reported (qemu: status %d)\n",
                sandbox_status);

@@ -3,8 +3,14 @@
 // command (argv, environment, working directory), relays stdin (when it is
 // not a terminal) and the command's stdout/stderr, and asks the agent to shut
 // down at the command's exit, which ends the guest and qemu. The run's exit
-// status is the command's, as the agent reported it.
+// status is the command's, as the agent reported it. Under a terminal (stdin
+// and stdout both ttys) the command gets a pty of the guest's own devpts, of
+// the terminal's size: the host's terminal is put in raw mode for the run and
+// its keystrokes go to that pty (^C included: the guest's line discipline
+// makes the signal); it is put back as it was at the end.
 #pragma once
+#include <termios.h>
+
 #include <optional>
 
 #include "agent/client.hpp"
@@ -16,6 +22,7 @@ namespace exg::microvm {
 class RunFrontEnd : public sandbox::AgentFrontEnd {
  public:
   explicit RunFrontEnd(const plan::Plan& plan);
+  ~RunFrontEnd() override;
   Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) override;
   size_t poll_fds(pollfd* out, size_t max) override;
   void on_ready(const pollfd* fds, size_t n) override;
@@ -27,6 +34,8 @@ class RunFrontEnd : public sandbox::AgentFrontEnd {
   agent::Channel ch_;
   bool channel_open_ = false;
   bool relay_stdin_ = false, stdin_done_ = false;
+  bool pty_ = false;
+  std::optional<termios> saved_tty_;  // the host terminal's settings while it is raw
   bool started_ = false, shutdown_sent_ = false;
   int pid_ = -1;
   std::optional<int> status_;
@@ -34,6 +43,7 @@ class RunFrontEnd : public sandbox::AgentFrontEnd {
   void on_frame(const agent::Frame& f);
   void shutdown();
   void read_stdin();
+  void restore_terminal();
 };
 
 }  // namespace exg::microvm

@@ -17,6 +17,7 @@ struct VmSpec {
   std::string initramfs;    // cpio: the guest init and its modules
   std::string view_dir;     // exported over 9p as the guest's root (in the VMM's own mount namespace)
   std::string channel_socket;  // unix socket the VMM connects to: the agent's virtio-serial port
+  std::string egress_socket;   // unix socket of the egress port (egress_mux.hpp); empty: no egress port (launch always sets it)
   uint64_t memory_mib = 256;
   unsigned cpus = 1;
   Accel accel = Accel::Tcg;

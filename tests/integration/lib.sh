@@ -36,7 +36,8 @@ ERR=""
 SANDBOX_OK=0
 CANARY=""
 WS=""
-EXG_CALL_TIMEOUT=${EXG_CALL_TIMEOUT:-60}
+# (a guest boot under TCG alone takes 3-15 s on a busy host)
+if [ "$EXG_LAYER" = microvm ]; then EXG_CALL_TIMEOUT=${EXG_CALL_TIMEOUT:-180}; else EXG_CALL_TIMEOUT=${EXG_CALL_TIMEOUT:-60}; fi
 _BG_PIDS=()
 _CLEANUP_PATHS=()
 

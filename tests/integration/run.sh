@@ -3,7 +3,7 @@
 #
 #   bash tests/integration/run.sh <root|user> <script> <path-to-exguardian> <build-dir> [layer]
 #
-# layer: process (default; also from EXG_LAYER), container or gvisor: every `exguardian run` of
+# layer: process (default; also from EXG_LAYER), container, gvisor or microvm: every `exguardian run` of
 # the script runs with --layer LAYER (lib.sh's EXG_RUN). A layer whose runtime is not installed
 # is skipped: exit 77 with one line saying what is missing (CMake: SKIP_RETURN_CODE 77).
 #
@@ -17,7 +17,7 @@
 set -uo pipefail
 
 if [ $# -ne 4 ] && [ $# -ne 5 ]; then
-    echo "usage: $0 <root|user> <script> <exguardian> <build-dir> [process|container|gvisor]" >&2
+    echo "usage: $0 <root|user> <script> <exguardian> <build-dir> [process|container|gvisor|microvm]" >&2
     exit 2
 fi
 as=$1 script=$2 exe=$3 builddir=$4 layer=${5:-${EXG_LAYER:-process}}
@@ -37,7 +37,13 @@ case "$layer" in
             echo "skip: the gvisor layer needs runsc, which is not installed (make deps installs it)"
             exit 77
         fi ;;
-    *) echo "run.sh: layer must be process, container or gvisor (got '$layer')" >&2; exit 2 ;;
+    microvm)
+        # (by hand, not in `make test`: the layer scripts boot one guest per sandbox under TCG)
+        if ! command -v qemu-system-x86_64 >/dev/null || [ ! -s "$builddir/microvm/vmlinux" ]; then
+            echo "skip: the microvm layer needs qemu-system-x86_64 and the guest image in $builddir/microvm"
+            exit 77
+        fi ;;
+    *) echo "run.sh: layer must be process, container, gvisor or microvm (got '$layer')" >&2; exit 2 ;;
 esac
 if [ "$(id -u)" -ne 0 ]; then
     echo "run.sh: must run as root (it creates the test user and runs tests as root and as $test_user)" >&2
@@ -101,6 +107,8 @@ env_vars=(
     HOME="$T/home" LANG=C.UTF-8
     EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir" EXG_LAYER="$layer"
     EXG_IT_GVISOR_SDK="${EXG_IT_GVISOR_SDK:-0}"  # opt-in: test_serve's SDK run on gVisor
+    EXG_MICROVM_IMAGE_DIR="$builddir/microvm"   # (the copied binary finds no image beside it)
+    EXG_IT_MICROVM_FULL="${EXG_IT_MICROVM_FULL:-0}"   # (1: the microvm scripts' long parts too)
 )
 
 echo "# $name as $as on the $layer layer (runner=$runner, T=$T)"

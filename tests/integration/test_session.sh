@@ -36,7 +36,8 @@ start_session() {
     (cd "$WS" && exec timeout -k 5 300 "${SESSION[@]}" --control "unix:$sock" "$@") > "$log" 2>&1 &
     SESSION_PID=$!
     track_bg "$SESSION_PID"
-    wait_for 20 _answers "$sock"
+    # (microvm: the socket is there once qemu runs; the first answer waits for the guest's boot)
+    wait_for "$(on_layer microvm && echo 180 || echo 20)" _answers "$sock"
 }
 SOCK=$T/a.sock
 sc() { timeout -k 2 30 "$EXG" session-client --control "unix:$SOCK" "$@"; }

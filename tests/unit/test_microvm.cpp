@@ -111,9 +111,7 @@ TEST(MicrovmLayer, MadeByTheFactoryAndDrivenThroughTheAgent) {
   ASSERT_TRUE(l) << l.error().str();
   EXPECT_EQ((*l)->kind(), layer::Kind::Microvm);
   EXPECT_TRUE((*l)->command_through_agent());  // a plain run needs microvm::RunFrontEnd
-  auto s = (*l)->supports_agent();             // sessions: not yet
-  ASSERT_FALSE(s);
-  EXPECT_NE(s.error().str().find("only for `exguardian run`"), std::string::npos);
+  EXPECT_TRUE((*l)->supports_agent());         // sessions: the guest's agent on its port
 }
 
 TEST(MicrovmLayer, DescribeSaysWhoTheCommandIsInsideTheGuest) {
@@ -153,14 +151,33 @@ TEST(MicrovmLayer, EnforcesTheProcessLayersWallsOnQemu) {
   EXPECT_NE(e.seccomp_text.find("OFF (--unsafe-no-seccomp)"), std::string::npos);
 }
 
-TEST(MicrovmLayer, CautionsOnlyWhenThePolicyAllowsEgress) {
+TEST(MicrovmLayer, CautionsOnlyForTheResolverWhichIsNotCarried) {
   plan::Plan p;
   MicrovmLayer l({}, {});
-  EXPECT_TRUE(l.cautions(p).empty());
   p.network.allowed_domains.push_back({"pypi.org", {}});
+  p.proxy.enabled = true;
+  EXPECT_TRUE(l.cautions(p).empty());  // egress itself reaches the proxy
+  p.proxy.resolver = true;
   auto c = l.cautions(p);
   ASSERT_EQ(c.size(), 1u);
-  EXPECT_NE(c[0].find("egress is not carried into the guest yet"), std::string::npos);
+  EXPECT_NE(c[0].find("resolver"), std::string::npos);
+}
+
+// launch.cpp gives every configuration the egress port (one template serves
+// sandboxes with and without a proxy); whether it is used comes in the boot
+// frame, never on the kernel command line.
+TEST(MicrovmQemu, EgressPortOnlyWhenAsked) {
+  VmSpec s;
+  s.vmm = "/q";
+  s.channel_socket = "/run/agent.sock";
+  auto a = QemuMicrovm().command(s);
+  for (const auto& x : a) EXPECT_EQ(x.find("exg.egress"), std::string::npos) << x;
+  s.egress_socket = "/run/egress.sock";
+  a = QemuMicrovm().command(s);
+  EXPECT_TRUE(has(a, "socket,id=egress,path=/run/egress.sock"));
+  EXPECT_TRUE(has(a, "virtserialport,chardev=egress,name=exg.egress"));
+  EXPECT_EQ(after(a, "-append").find("exg."), std::string::npos);
+  for (const auto& x : a) EXPECT_EQ(x.find("netdev"), std::string::npos) << x;  // still no NIC
 }
 
 // A layer whose pid 1 is always the agent, which must never be launched here.

@@ -7,6 +7,21 @@ namespace exg::microvm::guest {
 
 // The virtio-serial port that carries the agent's protocol (virtserialport name=).
 inline constexpr char kChannelName[] = "exg.agent";
+// The virtio-serial port that carries the guest's egress streams
+// (microvm/egress_mux.hpp); always among the devices (a template serves
+// every sandbox), opened by the init only when the boot frame says "egress".
+inline constexpr char kEgressChannelName[] = "exg.egress";
+// Where the guest listens for them: the proxy ports of every layer.
+inline constexpr unsigned short kHttpProxyPort = 3128, kSocksProxyPort = 1080;
+// The guest uid of the egress relay (one below when the command has it).
+inline constexpr unsigned kEgressUid = 65533;
+// The frame right after the boot record (boot_record.hpp) on the agent's
+// port, host to init, in the same post-park hand-over (agent/protocol.hpp's
+// framing, kind Request, id 0), before the agent runs: header {"op": "boot",
+// "env": [NAME=VALUE...], "cwd": DIR, "egress": BOOL}, the sandbox's
+// environment and working directory, as the agent of every other layer gets
+// them from the plan, and whether the egress port is to be served.
+inline constexpr char kBootOp[] = "boot";
 // The 9p mount tag of the sandbox's filesystem view (virtio-9p-device mount_tag=).
 inline constexpr char kViewTag[] = "exgview";
 // In the initramfs: the modules and their load order (one file name a line),

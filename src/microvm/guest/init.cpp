@@ -10,12 +10,16 @@
 // host over the port as one boot record (guest/boot_record.hpp), taken after
 // the modules are loaded and before anything of the sandbox is mounted: the
 // point where a template is saved and each restored sandbox goes on from.
+// The boot frame (guest_abi.hpp kBootOp) follows the record in the same
+// hand-over: the sandbox's env and cwd, and whether to serve egress (listen
+// on 127.0.0.1:3128 and :1080 and relay to the egress port, egress_mux.hpp).
 // Static, plain syscalls, no exg_core: it is the whole user space of the guest.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <linux/random.h>
 #include <net/if.h>
+#include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/mount.h>
@@ -37,6 +41,8 @@
 #include <vector>
 
 #include "agent/agent.hpp"
+#include "agent/protocol.hpp"
+#include "microvm/egress_mux.hpp"
 #include "microvm/guest/boot_record.hpp"
 #include "microvm/guest/guest_abi.hpp"
 
@@ -144,16 +150,16 @@ void mount_or_die(const char* src, const std::string& target, const char* type, 
   if (::mount(src, target.c_str(), type, flags, data) != 0) die("mount %s", target + " (" + type + ")");
 }
 
-// The virtio-serial port named kChannelName, as /dev/vportNpM. The port
-// appears once the host's side announces it, shortly after the module loads.
-std::string find_channel() {
+// The virtio-serial port named `want`, as /dev/vportNpM. The port appears
+// once the host's side announces it, shortly after the module loads.
+std::string find_channel(const char* want) {
   for (int tries = 0; tries < 500; ++tries) {
     if (DIR* d = ::opendir("/sys/class/virtio-ports")) {
       while (dirent* e = ::readdir(d)) {
         if (e->d_name[0] == '.') continue;
         std::string name = read_file(("/sys/class/virtio-ports/" + std::string(e->d_name) + "/name").c_str());
         while (!name.empty() && name.back() == '\n') name.pop_back();
-        if (name == kChannelName) {
+        if (name == want) {
           std::string dev = "/dev/" + std::string(e->d_name);
           ::closedir(d);
           return dev;
@@ -163,7 +169,89 @@ std::string find_channel() {
     }
     ::usleep(10000);
   }
-  die("no virtio-serial port named %s (is the host's -device virtserialport there?)", kChannelName, ENODEV);
+  die("no virtio-serial port named %s (is the host's -device virtserialport there?)", want, ENODEV);
+}
+
+// The host's boot frame (guest_abi.hpp), right after the boot record.
+struct Boot {
+  std::vector<std::string> env;
+  std::string cwd = "/";
+  bool egress = false;
+};
+
+// Exactly `n` bytes from the port (the frame's own, nothing of the agent's
+// requests that may follow it at once).
+void read_exact(int fd, char* p, size_t n) {
+  while (n) {
+    ssize_t r = ::read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) die("read the host's boot frame%s", "", r == 0 ? EPIPE : errno);
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+}
+
+Boot read_boot(int channel) {
+  char prefix[exg::agent::kPrefixBytes];
+  read_exact(channel, prefix, sizeof prefix);
+  size_t len = 0;
+  for (char c : prefix) len = (len << 8) | static_cast<unsigned char>(c);
+  if (len < exg::agent::kFixedBytes || len > exg::agent::kFixedBytes + exg::agent::kMaxHeader)
+    die("the host's boot frame: length %s out of bounds", std::to_string(len), EINVAL);
+  std::string bytes(prefix, sizeof prefix);
+  bytes.resize(sizeof prefix + len);
+  read_exact(channel, bytes.data() + sizeof prefix, len);
+  exg::agent::FrameReader reader;
+  reader.feed(bytes.data(), bytes.size());
+  auto item = reader.next();
+  if (item.error) die("the host's boot frame: %s", item.error->what, EINVAL);
+  if (!item.frame) die("the host's boot frame%s: incomplete", "", EINVAL);
+  const auto& h = item.frame->header;
+  Boot b;
+  try {
+    if (h.at("op").get<std::string>() != kBootOp) die("the host's frame after the boot record is not %s", kBootOp, EINVAL);
+    b.env = h.at("env").get<std::vector<std::string>>();
+    b.cwd = h.at("cwd").get<std::string>();
+    b.egress = h.at("egress").get<bool>();
+  } catch (const std::exception& e) {
+    die("the host's boot frame: %s", e.what(), EINVAL);
+  }
+  return b;
+}
+
+// A listening TCP socket on the guest's 127.0.0.1:port, made by pid 1 before
+// anything of the sandbox runs (nothing else can take the port first).
+int listen_loopback(unsigned short port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket for 127.0.0.1:%s", std::to_string(port));
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 128) != 0)
+    die("listen on 127.0.0.1:%s", std::to_string(port));
+  return fd;
+}
+
+// The egress relay (microvm/egress_mux.hpp): its own process, as a uid of its
+// own (not the command's: the command cannot signal it or read it), carrying
+// every connection to the listeners to the host's proxy. Never returns.
+[[noreturn]] void egress_relay(int port_fd, int http, int socks, uid_t command_uid) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  uid_t relay = command_uid == kEgressUid ? kEgressUid - 1 : kEgressUid;
+  if (::setgroups(0, nullptr) != 0 || ::setresgid(relay, relay, relay) != 0 || ::setresuid(relay, relay, relay) != 0)
+    die("drop the egress relay to uid %s", std::to_string(relay));
+  ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+  ::prctl(PR_SET_DUMPABLE, 0);
+  ::signal(SIGPIPE, SIG_IGN);
+  exg::microvm::egress_mux::Config cfg;
+  cfg.channel = port_fd;
+  cfg.listeners = {{http, exg::microvm::egress_mux::Target::Http}, {socks, exg::microvm::egress_mux::Target::Socks}};
+  std::string why = exg::microvm::egress_mux::run(cfg);
+  if (why != "channel closed") say("egress relay ended: %s", why);
+  ::_exit(0);
 }
 
 // The view the host exports (9p), mounted at `root`. The tag appears with the
@@ -255,7 +343,7 @@ int main() {
   if (cmdline.find(kBootProbeArg) != std::string::npos) probe_done();
   load_modules();
   if (cmdline.find(kModulesProbeArg) != std::string::npos) probe_done();
-  std::string port = find_channel();
+  std::string port = find_channel(kChannelName);
   int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
   if (channel < 0) die("open the channel %s", port);
   // A template is saved here; a restored guest goes on from here.
@@ -266,6 +354,13 @@ int main() {
   uid_t uid = rec.uid;
   gid_t gid = rec.gid;
   const std::string& host = rec.hostname;
+  Boot boot = read_boot(channel);
+  int egress_port = -1;
+  if (boot.egress) {
+    std::string ep = find_channel(kEgressChannelName);
+    egress_port = ::open(ep.c_str(), O_RDWR | O_CLOEXEC | O_NONBLOCK);
+    if (egress_port < 0) die("open the egress channel %s", ep);
+  }
 
   const std::string root = "/view";
   mount_view(root);
@@ -280,11 +375,30 @@ int main() {
   if (::chroot(".") != 0 || ::chdir("/") != 0) die("chroot into the view%s", "");
   ::sethostname(host.c_str(), host.size());
   loopback_up();
+  int http = -1, socks = -1;
+  if (egress_port >= 0) {
+    http = listen_loopback(kHttpProxyPort);
+    socks = listen_loopback(kSocksProxyPort);
+  }
 
   // Pid 1 stays root to reap orphans and end the guest; the agent is its child.
   sigset_t all;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, nullptr);
+  if (egress_port >= 0) {
+    pid_t relay = ::fork();
+    if (relay < 0) die("fork the egress relay%s", "");
+    if (relay == 0) {
+      sigset_t none;
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::close(channel);
+      egress_relay(egress_port, http, socks, uid);
+    }
+    ::close(egress_port);
+    ::close(http);
+    ::close(socks);
+  }
   pid_t agent = ::fork();
   if (agent < 0) die("fork the agent%s", "");
   if (agent == 0) {
@@ -301,8 +415,10 @@ int main() {
     (void)::setsid();
     exg::agent::AgentConfig cfg;
     cfg.channel = channel;
-    cfg.env = {"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/", "TERM=dumb"};
-    cfg.cwd = "/";
+    cfg.env = boot.env;
+    cfg.cwd = boot.cwd;
+    // File requests' relative paths begin here, as on every layer (the agent's own cwd).
+    if (::chdir(boot.cwd.c_str()) != 0) say("chdir %s", boot.cwd, errno);
     exg::agent::serve(cfg);
   }
   ::close(channel);
