@@ -25,7 +25,7 @@ else
     fail "escape-test on the default policy exits $STATUS (${took}s)"
     grep -E ' (ESCAPED|FAILED) |skipped' <<<"$OUT" | head -20 | sed 's/^/#      /'
 fi
-check "escape-test took under 90 s (${took}s)" test "$took" -lt 90
+# Its duration is bench/ matter (no timed assertions in tests); it is printed above.
 summary=$(grep -E '^[0-9]+ held, [0-9]+ escaped' <<<"$OUT" | head -1)
 check "summary line printed: $summary" test -n "$summary"
 check "0 escaped in the summary" grep -qE '^[0-9]+ held, 0 escaped' <<<"$summary"
