@@ -284,8 +284,11 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   // the process layer runs a sandbox as its workspace's owner. (Left to the
   // layer, a root-owned home gets a random unused uid, and two of hundreds of
   // sandboxes would now and then draw the same one.)
+  // Not on gVisor: as root its gofer runs as a spare uid that cannot pass the
+  // 0700 sandbox directory to a home owned by another uid, and runsc fails to
+  // start; there the layer picks the sandbox's uid itself (a root-owned home).
   uid_t uid = 0;
-  if (::geteuid() == 0 && !host_workspace) {  // a host workspace (mcp) keeps its owner: never chowned
+  if (::geteuid() == 0 && !host_workspace && sb->tmpl.layer != "gvisor") {  // a host workspace (mcp) keeps its owner
     uid = pick_uid();
     if (::chown(sb->home.c_str(), uid, uid) != 0) return done(nullptr, "chown " + sb->home + ": " + std::strerror(errno));
   }

@@ -264,8 +264,11 @@ curl -s -X POST "$URL/process.Process/Start" "${S[@]}" -H 'Content-Type: applica
 grep -q '"stdout": "planted' <<<"$(py_frames "$T/plant.out" 2>&1)" || fail "planting the symlinks: $(py_frames "$T/plant.out" 2>&1 | tail -2)"
 for l in l-shadow l-env l-marker l-state/marker.txt l-root/etc/shadow; do
     api GET "/files?path=$l" "${S[@]}"
-    [ "$CODE" != 200 ] && ! grep -q -e 'root:' -e "host-marker" <<<"$BODY" && ok "download through a planted symlink $l: refused ($CODE)" ||
-        fail "download through $l: $CODE ${BODY:0:100}"
+    if [ "$CODE" != 200 ] && ! grep -q -e 'root:' -e "host-marker" <<<"$BODY"; then ok "download through a planted symlink $l: refused ($CODE)"
+    # gVisor serves /proc/1/environ (above): the agent cleared it, so nothing of it comes back.
+    elif [ "$l" = l-env ] && on_layer gvisor && [ "$CODE" = 200 ] && ! grep -qa '=' <<<"$BODY"; then
+        ok "download through a planted symlink $l: the agent's cleared environment area, empty (gVisor)"
+    else fail "download through $l: $CODE ${BODY:0:100}"; fi
 done
 api POST "/files?path=l-root/etc/exg-planted" "${S[@]}" -H 'Content-Type: application/octet-stream' --data-binary x
 [ "$CODE" != 200 ] && [ ! -e /etc/exg-planted ] && ok "upload through a symlink to /: refused ($CODE), nothing written" || fail "upload via l-root: $CODE"
