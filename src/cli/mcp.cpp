@@ -26,6 +26,7 @@
 #include "mcp/server.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/templates.hpp"
+#include "util/write_all.hpp"
 
 namespace exg::cli {
 
@@ -41,17 +42,6 @@ int mcp_error(const std::string& what) {
 std::string canonical(const std::string& d) {
   char buf[PATH_MAX];
   return ::realpath(d.c_str(), buf) ? std::string(buf) : std::string();
-}
-
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 // State directories of MCP servers that are gone (their lock is free): their

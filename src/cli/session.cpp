@@ -13,6 +13,7 @@
 #include "agent/relay.hpp"
 #include "cli/host_setup.hpp"
 #include "sandbox/supervisor.hpp"
+#include "util/write_all.hpp"
 
 namespace exg::cli {
 
@@ -31,17 +32,6 @@ constexpr const char* kClientUsage =
 int client_error(const std::string& what) {
   std::fprintf(stderr, "exguardian: session-client: %s\n", what.c_str());
   return 125;
-}
-
-bool write_all(int fd, const std::string& s) {
-  size_t off = 0;
-  while (off < s.size()) {
-    ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    off += static_cast<size_t>(n);
-  }
-  return true;
 }
 
 void print_line(const nlohmann::json& j) {
