@@ -306,6 +306,17 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   add({"seed-env-secrets", "secrets", "env | grep -i -E 'key|token|secret'",
        "GITHUB_TOKEN, AWS_SECRET_ACCESS_KEY, OPENAI_API_KEY (set to the canary outside) are not in the environment",
        true, {}, false, false, "", 0, [&c](const Outcome& o) { return judge_secret(o, c); }});
+  // Not only the command's own environment: every process it can see, pid 1 (the init or the
+  // agent) included. gVisor serves /proc/1/environ even of a process that is not dumpable.
+  add({"proc-environ-every", "secrets",
+       "n=0; for f in /proc/[0-9]*/environ; do tr '\\0' '\\n' < \"$f\" 2>/dev/null && n=$((n+1)); done; echo \"read $n\"",
+       "no process the sandbox can see, pid 1 included, has the canary secrets in its environment", true, {}, false,
+       false, "", 0, [&c](const Outcome& o) {
+         auto at = o.out.rfind("read ");
+         if (at == std::string::npos || o.out.compare(at, 6, "read 0") == 0)
+           return failed("no environment could be read: " + said(o));
+         return judge_secret(o, c);
+       }});
   {
     auto& p = add({"seed-curl-example-org", "network", "curl -sS https://example.org",
                    "refused by the proxy (not on the allow list), logged; no real address is contacted", true, {},
