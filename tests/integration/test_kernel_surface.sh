@@ -40,7 +40,7 @@ lines = [json.loads(l) for l in open('$audit')]
 assert lines and all(l['pid'] > 0 and l['command'] and l['sandbox'] and l['time'] for l in lines), lines[:2]"
 
 # Nested user namespaces through the usual tool; a root shell inside must not appear.
-expect_fail sbx -- unshare -U -r true
+expect_refused 'unshare: unshare failed: Operation not permitted' '' -- unshare -U -r true
 run sbx -v -- bash -c 'echo ran; unshare -U -r id -u 2>/dev/null; exit 0'
 check "-v reports the refusals at exit" grep -q "refused syscall.*unshare" <<<"$ERR"
 # `id -u` prints a bare number: a root shell inside would print the line "0".

@@ -39,8 +39,8 @@ rm -rf "$WS/src" "$pwned"
 
 # An existing bare repository in the tree: its config and hooks are read-only from the start.
 git init -q --bare "$WS/vendor.git"
-expect_fail sh_in "printf '[core]\n\tfsmonitor = touch $pwned\n' >> vendor.git/config"
-expect_fail sh_in "echo 'touch $pwned' > vendor.git/hooks/pre-receive"
+expect_refused_sh 'config: Read-only file system' '' "printf '[core]\n\tfsmonitor = touch $pwned\n' >> vendor.git/config"
+expect_refused_sh 'pre-receive: Read-only file system' '' "echo 'touch $pwned' > vendor.git/hooks/pre-receive"
 check "existing bare repo: config unchanged" bash -c "! grep -q fsmonitor '$WS/vendor.git/config'"
 rm -rf "$WS/vendor.git"
 
@@ -48,8 +48,8 @@ rm -rf "$WS/vendor.git"
 attack "printf '[core]\n\tfsmonitor = touch $pwned\n' > .git/config.worktree"
 planted .git/config.worktree ".git/config.worktree"
 git -C "$WS" worktree add -q "$T/wt1" 2>/dev/null
-expect_fail sh_in "echo /tmp/evil > .git/worktrees/wt1/commondir"
-expect_fail sh_in "echo /tmp/evil/.git > .git/worktrees/wt1/gitdir"
+expect_refused_sh 'commondir: Read-only file system' '' "echo /tmp/evil > .git/worktrees/wt1/commondir"
+expect_refused_sh 'gitdir: Read-only file system' '' "echo /tmp/evil/.git > .git/worktrees/wt1/gitdir"
 check "linked worktree's commondir unchanged" test "$(cat "$WS/.git/worktrees/wt1/commondir")" = ../..
 attack "mkdir -p .git/worktrees/x && echo ref: refs/heads/main > .git/worktrees/x/HEAD && echo $O > .git/worktrees/x/commondir"
 planted .git/worktrees/x/commondir "a new worktree's commondir"
@@ -59,15 +59,16 @@ git -C "$WS" config core.hooksPath tools/hooks
 attack "mkdir -p tools/hooks && printf '#!/bin/sh\ntouch $pwned\n' > tools/hooks/pre-commit && chmod +x tools/hooks/pre-commit"
 planted tools/hooks "core.hooksPath directory created during the run"
 mkdir -p "$WS/tools/hooks" && printf '#!/bin/sh\nexit 0\n' > "$WS/tools/hooks/pre-commit" && chmod +x "$WS/tools/hooks/pre-commit"
-expect_fail sh_in "echo 'touch $pwned' >> tools/hooks/pre-commit"
-expect_fail sh_in "echo 'touch $pwned' > tools/hooks/post-checkout"
+expect_refused_sh 'pre-commit: Read-only file system' '' "echo 'touch $pwned' >> tools/hooks/pre-commit"
+expect_refused_sh 'post-checkout: Read-only file system' '' "echo 'touch $pwned' > tools/hooks/post-checkout"
 check "existing hooksPath hook unchanged" bash -c "! grep -q pwned '$WS/tools/hooks/pre-commit'"
 git -C "$WS" config --unset core.hooksPath
 rm -rf "$WS/tools"
 mkdir -p "$WS/tools" && printf '#!/bin/sh\nexit 0\n' > "$WS/tools/pre-commit" && chmod +x "$WS/tools/pre-commit"
 ln -s ../../tools/pre-commit "$WS/.git/hooks/pre-commit"
-expect_fail sh_in "echo 'touch $pwned' >> tools/pre-commit"
-expect_fail sh_in "rm -f tools/pre-commit && echo 'touch $pwned' > tools/pre-commit"
+expect_refused_sh 'pre-commit: Read-only file system' '' "echo 'touch $pwned' >> tools/pre-commit"
+# (the target is a mount point of its own: EBUSY)
+expect_refused_sh "cannot remove 'tools/pre-commit': Device or resource busy" '' "rm -f tools/pre-commit && echo 'touch $pwned' > tools/pre-commit"
 check "symlinked hook's target unchanged" bash -c "! grep -q pwned '$WS/tools/pre-commit'"
 rm -f "$WS/tools/pre-commit"   # a dangling hook link: its target created during the run
 attack "printf '#!/bin/sh\ntouch $pwned\n' > tools/pre-commit"

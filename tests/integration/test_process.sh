@@ -20,7 +20,7 @@ run sbx -- python3 -c 'import os; print(sum(p.isdigit() for p in os.listdir("/pr
 check "only a few pids visible inside (got '$OUT')" test "$STATUS" = 0 -a -n "$OUT" -a "${OUT:-99}" -le 8
 expect_no_output_contains "$marker" sbx -- ps -eo pid,args
 expect_status 1 sh_in "test -e /proc/$hostpid"
-expect_fail sbx -- kill -9 "$hostpid"
+expect_refused "kill: \\($hostpid\\): No such process" '' -- kill -9 "$hostpid"
 check "host process survived the kill attempt" kill -0 "$hostpid"
 kill -9 "$hostpid" 2>/dev/null
 
@@ -72,8 +72,7 @@ except OSError as e:
     print("refused:", e); sys.exit(1)'
 if wait_for 10 python3 -c "$connect_py" "$port" >/dev/null 2>&1; then
     ok "host listener on 127.0.0.1:$port reachable from the host (control)"
-    run sbx -- python3 -c "$connect_py" "$port"
-    check "host's 127.0.0.1:$port unreachable inside (status $STATUS, '$OUT')" test "$STATUS" -ne 0 -a "${OUT#connected}" = "$OUT"
+    expect_refused '^refused: .*Connection refused' '' -- python3 -c "$connect_py" "$port"   # (the sandbox's own loopback)
 else
     fail "could not start a host listener on 127.0.0.1:$port"
 fi
@@ -92,7 +91,7 @@ try:
 except OSError as e:
     print("refused:", e); sys.exit(1)'
 if python3 -c "$abs_py" "$abstract" >/dev/null 2>&1; then
-    expect_status 1 sbx -- python3 -c "$abs_py" "$abstract"
+    expect_refused '^refused: .*Connection refused' '' -- python3 -c "$abs_py" "$abstract"   # (another network namespace's)
 else
     fail "could not reach the host's abstract socket from the host (control)"
 fi
