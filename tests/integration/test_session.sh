@@ -102,7 +102,8 @@ expect_output_contains "ALPHA=1" sc exec --env ALPHA=1 -- env
 run sc exec --cwd /tmp -- pwd
 check "cwd per command" test "$OUT" = /tmp
 run sc exec --user root -- id -u
-check "another user is refused (status $STATUS)" test "$STATUS" -ne 0 -a -z "$OUT"
+check "another user is refused (status $STATUS: $ERR)" test "$STATUS" -ne 0 -a -z "$OUT"
+check "  ... by the agent: a sandbox has one user" grep -q 'user root: a sandbox has one user' <<<"$ERR"
 run sc exec --pty --rows 41 --cols 117 -- sh -c 'test -t 0 && stty size'
 check "a pty with its size ($(tr -d '\r' <<<"$OUT"))" grep -q "41 117" <<<"$OUT"
 
@@ -206,9 +207,9 @@ cfg_before=$(sha256sum < "$WS/.git/config")
 run sc call '{"op":"write","path":".git/config"}' --payload-in "$T/payload"
 check "write to a protected workspace file (.git/config): EROFS" test "$(errno_of)" = EROFS
 run sc call "$(jq -nc --arg p "$O/keep" '{op:"remove",path:$p}')"
-check "remove outside the workspace: refused ($(errno_of))" test "$(field ok)" = false
+check "remove outside the workspace: $cmd_errno (got $(errno_of))" test "$(field ok)" = false -a "$(errno_of)" = "$cmd_errno"
 run sc call "$(jq -nc --arg p "$O/moved" '{op:"rename",path:"state.txt",to:$p}')"
-check "rename out of the workspace: refused ($(errno_of))" test "$(field ok)" = false
+check "rename out of the workspace: EXDEV, another mount (got $(errno_of))" test "$(field ok)" = false -a "$(errno_of)" = EXDEV
 run sc call "$(jq -nc --arg p "$O/newdir" '{op:"mkdir",path:$p}')"
 check "mkdir outside the workspace: EROFS" test "$(errno_of)" = EROFS
 check "nothing changed outside on the host" bash -c "[ ! -e '$O/from-agent' ] && [ ! -e '$O/via-link' ] && \
