@@ -271,7 +271,11 @@ for l in l-shadow l-env l-marker l-state/marker.txt l-root/etc/shadow; do
     # gVisor serves /proc/1/environ (above): the agent cleared it, so nothing of it comes back.
     elif [ "$l" = l-env ] && on_layer gvisor && [ "$CODE" = 200 ] && ! grep -qa '=' <<<"$BODY"; then
         ok "download through a planted symlink $l: the agent's cleared environment area, empty (gVisor)"
-    else fail "download through $l: $CODE ${BODY:0:100}"; fi
+    # gVisor (the runsc tested here) resolves a path through a link to / as / itself, whatever
+    # follows (l-root/etc/shadow, l-root/no-such-name): the agent opens a directory and says so.
+    elif [ "$l" = l-root/etc/shadow ] && on_layer gvisor && [ "$CODE" = 400 ] && grep -q 'EISDIR' <<<"$BODY"; then
+        ok "download through a planted symlink $l: a directory on gVisor (its walk stops at /), nothing read (400)"
+    else fail "download through $l: $CODE ${BODY:0:400}"; fi
 done
 api POST "/files?path=l-root/etc/exg-planted" "${S[@]}" -H 'Content-Type: application/octet-stream' --data-binary x
 refused_code && [ ! -e /etc/exg-planted ] && ok "upload through a symlink to /: refused ($CODE), nothing written" || fail "upload via l-root: $CODE"
