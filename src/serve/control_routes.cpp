@@ -5,6 +5,7 @@
 #include <cmath>
 #include <regex>
 #include <set>
+#include <sstream>
 #include <strings.h>
 
 #include "serve/service.hpp"
@@ -158,6 +159,14 @@ std::optional<std::string> header_rules(const nlohmann::json& v, const std::vect
 
 }  // namespace
 
+// What create, connect and resume answer (E2B's Sandbox): the envd access
+// token only when the sandbox has one (secure).
+nlohmann::json Service::created_json(const Sandbox& sb) {
+  nlohmann::json j = {{"templateID", sb.tmpl.name}, {"sandboxID", sb.id}, {"clientID", "exguardian"}, {"envdVersion", kEnvdVersion}};
+  if (!sb.access_token.empty()) j["envdAccessToken"] = sb.access_token;
+  return j;
+}
+
 nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
   nlohmann::json j = {
       {"templateID", sb.tmpl.name},
@@ -174,7 +183,7 @@ nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
       {"volumeMounts", nlohmann::json::array()},
   };
   if (detail) {
-    j["envdAccessToken"] = sb.access_token;
+    if (!sb.access_token.empty()) j["envdAccessToken"] = sb.access_token;  // secure false: none (E2B omits it too)
     j["allowInternetAccess"] = !sb.allow_out.empty() || !sb.tmpl.allow_domains.empty();
     j["network"] = {{"allowOut", sb.allow_out}, {"denyOut", sb.deny_out}};
     if (!sb.rules_shown.empty()) j["network"]["rules"] = sb.rules_shown;
@@ -193,8 +202,11 @@ std::optional<Response> Service::check_quota(const Tenant& t, const Template& tm
     return refuse("quota: tenant " + t.id + " may hold " + std::to_string(t.quota.max_sandboxes) + " sandboxes at once");
   if (mem > t.quota.max_memory_mb)
     return refuse("quota: tenant " + t.id + " may use " + std::to_string(t.quota.max_memory_mb) + " MB of sandbox memory at once");
+  std::ostringstream cpus_os;
+  cpus_os << t.quota.max_cpus;  // 3, 1.5: as the tenants file says it
+  const std::string cpus_text = cpus_os.str();
   if (cpus > t.quota.max_cpus + 1e-9)
-    return refuse("quota: tenant " + t.id + " may use " + std::to_string(t.quota.max_cpus) + " CPUs at once");
+    return refuse("quota: tenant " + t.id + " may use " + cpus_text + " CPUs at once");
   if (registry_.count() + 1 > opt_.max_sandboxes)
     return refuse("quota: this server holds at most " + std::to_string(opt_.max_sandboxes) + " sandboxes");
   return std::nullopt;
@@ -207,6 +219,7 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
     ++metrics_.auth_failures;
     return reply(ex, "auth", api_error(http::status::unauthorized, key.empty() ? "missing X-API-KEY" : "invalid X-API-KEY"));
   }
+  ex->log_tenant = t->id;
   auto m = req.method();
   if ((path == "/sandboxes" || path == "/v2/sandboxes") && m == http::verb::post) return create_sandbox(req, ex, *t);
   if ((path == "/sandboxes" || path == "/v2/sandboxes") && m == http::verb::get) return list_sandboxes(req, ex, *t, query, path == "/v2/sandboxes");
@@ -217,6 +230,7 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
   if (!std::regex_match(path, mm, one)) return reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + path));
   std::string id = mm[2], action = mm[3];
   std::string route = "/sandboxes/{id}" + action;
+  ex->log_sandbox = id;
   auto sb = registry_.find(id);
   if (!sb || sb->tenant != t->id || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
     return reply(ex, route, api_error(http::status::not_found, "sandbox " + id + " not found"));
@@ -260,9 +274,7 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
     if (action == "/resume" && !was_paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is not paused"));
     if (was_paused)
       if (auto r = registry_.resume(sb); !r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
-    nlohmann::json j = {{"templateID", sb->tmpl.name}, {"sandboxID", sb->id}, {"clientID", "exguardian"},
-                        {"envdVersion", kEnvdVersion}, {"envdAccessToken", sb->access_token}};
-    return reply(ex, route, json_response(was_paused ? http::status::created : http::status::ok, j.dump()));
+    return reply(ex, route, json_response(was_paused ? http::status::created : http::status::ok, created_json(*sb).dump()));
   }
   if (action == "/metrics" && m == http::verb::get) {
     auto u = registry_.usage(sb);
@@ -380,7 +392,7 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
       if (k == "metadata") cr.metadata = v;
     } else if (k == "secure") {
       if (!v.is_boolean()) return bad("secure: expected true or false");
-      // Every sandbox here has an envd access token, secure or not.
+      cr.secure = v.get<bool>();  // absent: secure (the SDK sends true unless told otherwise)
     } else if (k == "allow_internet_access") {
       if (!v.is_boolean()) return bad("allow_internet_access: expected true or false");
       internet = v.get<bool>(), internet_given = true;
@@ -442,9 +454,8 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
     if (!sb && error.find("E2B_RULE_") != std::string::npos)
       return reply(ex, route, api_error(http::status::bad_request, "network.rules: " + error));
     if (!sb) return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + error));
-    nlohmann::json j = {{"templateID", sb->tmpl.name}, {"sandboxID", sb->id}, {"clientID", "exguardian"},
-                        {"envdVersion", kEnvdVersion}, {"envdAccessToken", sb->access_token}};
-    reply(ex, route, json_response(http::status::created, j.dump()));
+    ex->log_sandbox = sb->id;
+    reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
   });
 }
 

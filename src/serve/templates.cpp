@@ -66,11 +66,14 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
         tp.pids = v.get<int>();
       } else if (k == "allowRoot") {
         if (!v.is_boolean()) return bad(kat, "expected true or false");
-        if (v.get<bool>()) return bad(kat, "no layer here runs E2B's root user: every one shares the host kernel");
+        tp.allow_root = v.get<bool>();
       } else {
-        return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids)");
+        return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids, allowRoot)");
       }
     }
+    if (tp.allow_root && tp.layer != "gvisor")
+      return bad(at + ".allowRoot", "only the gvisor layer runs E2B's root user (as uid 0 of gVisor's own kernel); the " +
+                                        tp.layer + " layer runs commands on the host's kernel, where a sandbox gets no root");
     if (!tp.rootfs.empty() && tp.layer == "process") return bad(at + ".rootfs", "only the container and gvisor layers take a rootfs");
     t.by_name_[name] = tp;
   }

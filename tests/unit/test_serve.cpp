@@ -1,8 +1,19 @@
 // exguardian serve's parsers: the tenants and templates files, key hashing and
-// authentication, Connect-RPC framing and protobuf-JSON helpers.
+// authentication, Connect-RPC framing and protobuf-JSON helpers; the root
+// refusal per layer, pause's freezer check, the JSON-lines log.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <boost/asio/io_context.hpp>
+
 #include "serve/connect_rpc.hpp"
+#include "serve/log.hpp"
+#include "serve/sandbox_registry.hpp"
 #include "serve/service.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
@@ -56,8 +67,109 @@ TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
   auto bad = Templates::parse(R"({"templates":{"c":{"layer":"vm"}}})", "x.json");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().str().find("templates.c.layer"), std::string::npos);
-  EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"allowRoot":true}}})", "x.json"));
+  // root: only on gVisor (its own kernel); the message says why, naming the layer.
+  auto root_proc = Templates::parse(R"({"templates":{"c":{"allowRoot":true}}})", "x.json");
+  ASSERT_FALSE(root_proc);
+  EXPECT_NE(root_proc.error().str().find("templates.c.allowRoot"), std::string::npos);
+  EXPECT_NE(root_proc.error().str().find("process layer runs commands on the host's kernel"), std::string::npos);
+  EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"layer":"container","allowRoot":true}}})", "x.json"));
+  auto root_gv = Templates::parse(R"({"templates":{"g":{"layer":"gvisor","allowRoot":true}}})", "x.json");
+  ASSERT_TRUE(root_gv) << root_gv.error().str();
+  EXPECT_TRUE(root_gv->find("g")->allow_root);
   EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"rootfs":"/r"}}})", "x.json"));  // process layer: no rootfs
+}
+
+TEST(ServeUsers, RootRefusedPerLayerWithTheReason) {
+  Request req{http::verb::post, "/process.Process/Start", 11};
+  Sandbox sb;
+  sb.tmpl.name = "t";
+  EXPECT_FALSE(Service::user_error(req, "user", sb));
+  for (const char* layer : {"process", "container"}) {
+    sb.tmpl.layer = layer;
+    auto e = Service::user_error(req, "root", sb);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->find(std::string("the ") + layer + " layer runs the sandbox's commands on the host's kernel"), std::string::npos) << *e;
+  }
+  sb.tmpl.layer = "gvisor";
+  auto g = Service::user_error(req, "root", sb);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->find("host's kernel"), std::string::npos) << *g;  // gVisor has its own
+  EXPECT_NE(g->find("allowRoot"), std::string::npos) << *g;
+  sb.tmpl.allow_root = true;
+  EXPECT_FALSE(Service::user_error(req, "root", sb));
+  EXPECT_TRUE(Service::user_error(req, "admin", sb));
+}
+
+// The freezer's answer decides: a cgroup whose events never say frozen makes
+// pause fail, thawed again, the sandbox's state untouched. (A kernel cgroup
+// that stays FREEZING cannot be made on demand; the files stand in for it.)
+TEST(ServeRegistry, PauseFailsWhenTheCgroupNeverFreezes) {
+  char tmpl[] = "/tmp/exg-freeze-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  auto put = [](const std::string& p, const std::string& s) { std::ofstream(p) << s; };
+  auto get = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  put(dir + "/cgroup.freeze", "0\n");
+  put(dir + "/cgroup.events", "populated 1\nfrozen 0\n");
+  boost::asio::io_context io;
+  Registry reg(io, RegistryOptions{dir, "/bin/false"});
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = "freezetest0000000000";
+  sb->state = Sandbox::State::Running;
+  sb->cgroup_dirs = {dir};
+  auto r = reg.pause(sb);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("did not read frozen 1"), std::string::npos) << r.error().str();
+  EXPECT_EQ(sb->state, Sandbox::State::Running);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");  // thawed again
+  // Once the kernel says frozen, pause holds; resume thaws.
+  put(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
+  ASSERT_TRUE(reg.pause(sb));
+  EXPECT_EQ(sb->state, Sandbox::State::Paused);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "1");
+  ASSERT_TRUE(reg.resume(sb));
+  EXPECT_EQ(sb->state, Sandbox::State::Running);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");
+  sb->cgroup_dirs.clear();
+  EXPECT_FALSE(reg.pause(sb));  // no freezer at all: an error too
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServeLog, OneParseableObjectPerLine) {
+  std::string out;
+  append_json_escaped(out, "a\"b\\c\nd\x01\xff\xc3\xa9");
+  EXPECT_EQ(out, "a\\\"b\\\\c\\nd\\u0001\\ufffd\xc3\xa9");
+  char tmpl[] = "/tmp/exg-log-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  {
+    Log log;
+    ASSERT_TRUE(log.open(tmpl));
+    {
+      auto outer = log.info("create");
+      outer.str("tenant", "acme").num("n", -3);
+      log.warn("nested").str("msg", "line\nbreak");  // written while `outer` is open: its own buffer
+      outer.real("ms", 1.5).flag("warm", true);
+    }
+  }
+  std::ifstream in(tmpl);
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["event"], "nested");
+  EXPECT_EQ(lines[0]["msg"], "line\nbreak");
+  EXPECT_EQ(lines[1]["event"], "create");
+  EXPECT_EQ(lines[1]["level"], "info");
+  EXPECT_EQ(lines[1]["tenant"], "acme");
+  EXPECT_EQ(lines[1]["n"], -3);
+  EXPECT_EQ(lines[1]["warm"], true);
+  EXPECT_DOUBLE_EQ(lines[1]["ms"].get<double>(), 1.5);
+  EXPECT_TRUE(lines[1]["time"].get<std::string>().ends_with("Z"));
+  ::unlink(tmpl);
 }
 
 TEST(ServeConnect, EnvelopesAndMessages) {
