@@ -179,6 +179,7 @@ nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
     j["network"] = {{"allowOut", sb.allow_out}, {"denyOut", sb.deny_out}};
     if (!sb.rules_shown.empty()) j["network"]["rules"] = sb.rules_shown;
     j["lifecycle"] = {{"onTimeout", "kill"}, {"autoResume", false}};
+    j["layer"] = sb.tmpl.layer;  // not E2B's: the isolation layer (exguardian mcp --server reports it)
   }
   return j;
 }
