@@ -57,8 +57,10 @@ for t in "${targets[@]}"; do
     log=$build/fuzz-$t.log
     files=()
     for d in "${seeds[@]}"; do for f in "$d"/*; do files+=("$f"); done; done
-    # Replay: libFuzzer runs each file given by name once.
-    if ! "$exe" "${limits[@]}" -artifact_prefix="$artifacts/" "${files[@]}" >"$log" 2>&1; then
+    # Replay: libFuzzer runs each file given by name once. Regressions may be bombs that take
+    # seconds of CPU to refuse under the sanitizers (nested-gzip-bomb: ~5 s): the bound here is
+    # for a hang, not for speed, which a loaded machine stretches several times.
+    if ! "$exe" "${limits[@]}" -timeout=120 -artifact_prefix="$artifacts/" "${files[@]}" >"$log" 2>&1; then
         echo "fuzz: $t: a seed or regression input fails (log: $log):" >&2
         grep -E "ERROR|fuzz check failed|Running:|SUMMARY" "$log" | tail -n 8 >&2
         failed+=("$t")
