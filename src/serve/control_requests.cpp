@@ -83,10 +83,12 @@ std::optional<std::string> header_rules(const nlohmann::json& v, const std::vect
     if (host.empty() || host.size() > kMaxHostEntry || host == "*") return at + ": expected a host name or *.domain";
     if (host.find('/') != std::string::npos) return at + ": address ranges are not accepted here; name the host";
     std::string bare = host.starts_with("*.") ? host.substr(2) : host;
-    if (bare.empty() || !std::all_of(bare.begin(), bare.end(), [](char c) {
+    // Labels of letters, digits and '-' joined by single dots: ".example.org" would pass as under "*.example.org".
+    bool labels = !bare.empty() && bare.front() != '.' && bare.back() != '.' && bare.find("..") == std::string::npos;
+    if (!labels || !std::all_of(bare.begin(), bare.end(), [](char c) {
           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '.';
         }))
-      return at + ": not a host name (letters, digits, '-' and '.'; or *.domain)";
+      return at + ": not a host name (labels of letters, digits and '-' joined by '.'; or *.domain)";
     if (std::none_of(allowed.begin(), allowed.end(), [&](const std::string& a) { return allow_covers(a, host); }))
       return at + ": not in network.allowOut: a rule's headers go only to a host the sandbox may reach (add it there)";
     if (!list.is_array()) return at + ": expected an array of rules";

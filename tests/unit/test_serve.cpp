@@ -147,6 +147,13 @@ TEST(ServeControlRequests, BadCreateBodiesNameTheField) {
   EXPECT_NE(create_error(R"({"timeout":0})").find("at least 1 second"), std::string::npos);
   EXPECT_NE(create_error(R"({"network":{"allowOut":["10.0.0.0/8"]}})").find("address ranges"), std::string::npos);
   EXPECT_NE(create_error(R"({"network":{"rules":{"api.test":[]}}})").find("not in network.allowOut"), std::string::npos);
+  // fuzz/create_request's reachability check: ".example.org" passed as a host under "*.example.org".
+  for (const char* host : {".example.org", "a..example.org", "a.example.org.", "*..example.org"})
+    EXPECT_NE(create_error(std::string(R"({"templateID":"web","network":{"rules":{")") + host +
+                           R"(":[{"transform":{"headers":{"X-A":"abcd"}}}]}}})")
+                  .find("not a host name"),
+              std::string::npos)
+        << host;
   EXPECT_NE(create_error(R"({"templateID":"web","network":{"rules":{"a.example.org":[{"transform":{"headers":{"Host":"abcd"}}}]}}})")
                 .find("the proxy sets or removes this header"),
             std::string::npos);
