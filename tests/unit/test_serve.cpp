@@ -176,3 +176,16 @@ TEST(ServeControlRequests, NetworkUpdateAndTimeoutBodies) {
   EXPECT_EQ(parse_timeout_body(R"({"duration":7200})", "duration", false, 3600).error().message,
             "duration: 7200: this tenant's limit is 3600 seconds");
 }
+
+TEST(ServeTenants, QuotasOutOfRangeAreRefused) {
+  // fuzz/serve_config's bounds: 2^64-1 sandboxes passed as -1; a timeout quota past the clock's range was taken.
+  auto quota = [](const std::string& q) {
+    auto t = Tenants::parse(R"({"tenants":[{"id":"a","keys":[")" + key_entry("k") + R"("],"quota":)" + q + "}]}", "t.json");
+    return t ? std::string("accepted") : t.error().str();
+  };
+  EXPECT_NE(quota(R"({"sandboxes":18446744073709551615})").find("quota.sandboxes: expected an integer 0..100000"), std::string::npos);
+  EXPECT_NE(quota(R"({"maxTimeoutSeconds":99999999999})").find("quota.maxTimeoutSeconds: expected an integer 1..315360000"),
+            std::string::npos);
+  EXPECT_NE(quota(R"({"maxTimeoutSeconds":0})").find("quota.maxTimeoutSeconds"), std::string::npos);
+  EXPECT_EQ(quota(R"({"sandboxes":100000,"maxTimeoutSeconds":315360000})"), "accepted");
+}
