@@ -22,6 +22,7 @@
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/qmp.hpp"
+#include "microvm/run_dir.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
 #include "process/syscalls.hpp"
@@ -43,20 +44,6 @@ constexpr char kRunAt[] = "/.exg-vm/run";
 constexpr int kConnectTimeoutMs = 30000;
 // A cold boot under TCG takes 3-5 s on an idle host, above 10 s on a loaded one.
 constexpr int kBootTimeoutMs = 90000;
-
-// The directory of the channels' sockets (agent, egress, QMP): private to
-// this run, gone once qemu has connected (or the launch failed).
-struct RunDir {
-  std::string dir;
-  std::vector<std::string> socks;
-  // Right after qemu connected: a kill of exguardian during the guest's boot leaves nothing.
-  void remove() {
-    for (const auto& s : socks) ::unlink(s.c_str());
-    if (!dir.empty()) ::rmdir(dir.c_str());
-    socks.clear(), dir.clear();
-  }
-  ~RunDir() { remove(); }
-};
 
 // A unix socket qemu connects to (path based: qemu is in another network
 // namespace), owned by qemu's host uid when we are root.
@@ -216,11 +203,7 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   if (!frame) return fail(frame.error());
   // The channels (agent, egress, QMP): unix sockets qemu connects to, in a fresh private directory.
   RunDir run;
-  {
-    char tmpl_dir[] = "/tmp/exguardian-microvm-XXXXXX";
-    if (!::mkdtemp(tmpl_dir)) return fail(Error::sys("microvm: mkdtemp /tmp/exguardian-microvm-*"));
-    run.dir = tmpl_dir;
-  }
+  if (auto r = make_run_dir(run); !r) return fail(r.error());
   const auto& id = plan.identity;
   if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.dir.c_str(), id.host_uid, id.host_gid) != 0)
     return fail(Error::sys("microvm: chown " + run.dir));

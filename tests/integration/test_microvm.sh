@@ -173,7 +173,8 @@ else fail "egress in the guest"; show_last; fi
 
 # 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.
 vm_alive() { pgrep -f -- "-name guest=exguardian-$1" >/dev/null; }
-# (as root the directory belongs to the sandbox's unused high uid; it lives only until qemu connected)
+# (as root the directory belongs to the sandbox's unused high uid; it lives only until qemu connected,
+# and one left by a launcher killed before that is removed by the next launch: run_dir.hpp)
 leftover_dirs() { find /tmp -maxdepth 1 -name 'exguardian-microvm-*' \( -user "$(id -u)" -o -uid +1499999999 \) 2>/dev/null | wc -l; }
 before_dirs=$(leftover_dirs)
 run mvm -v --timeout 5s -- sleep 100

@@ -9,14 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 
 E2B_VERSION=2.51.0
-SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$EXG_BUILD_DIR/CMakeCache.txt" 2>/dev/null)
-if [ -z "$SRC" ] || [ ! -r "$SRC/tests/e2b/sdk_basic.mjs" ]; then
-    fail "the source tree (tests/e2b/sdk_basic.mjs) is not readable from $EXG_BUILD_DIR"
-    finish
-fi
-for tool in node npm curl jq; do
-    command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }
-done
+need_source_tree tests/e2b/sdk_basic.mjs node npm curl jq
 
 STATE=$T/state
 KEY_A=acme-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
