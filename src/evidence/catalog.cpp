@@ -223,16 +223,22 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
         const std::string in_guest = "exguardian: microvm: in the guest: ";
         Outcome cmd = o;
         cmd.out.clear();
-        std::string walls;
+        std::string walls, seccomp = "no seccomp filter", landlock = "no Landlock", pids = "no pids limit";
         std::istringstream is(o.out);
         for (std::string l; std::getline(is, l);) {
-          if (l.starts_with(in_guest)) walls += (walls.empty() ? "" : "; ") + l.substr(in_guest.size());
           if (!l.starts_with("exguardian: ")) cmd.out += l + "\n";
+          if (!l.starts_with(in_guest)) continue;
+          std::string w = l.substr(in_guest.size());
+          walls += (walls.empty() ? "" : "; ") + w;
+          // The short form first (the text report cuts evidence at 140 characters), the whole after.
+          if (w.starts_with("seccomp: ") && has(w, "filter")) seccomp = "seccomp filter (errno-only)";
+          if (w.starts_with("landlock: ABI ")) landlock = "Landlock ABI " + w.substr(14, w.find(':', 14) - 14);
+          if (w.starts_with("pids: limit ")) pids = "pids limit " + w.substr(12, w.find(' ', 12) - 12);
         }
         Judgement j = judge(cmd);
         if (j.verdict != Verdict::held) return j;
         if (walls.empty()) return failed("the guest did not say what it applied (no \"in the guest\" lines with -v): " + j.evidence);
-        return held("in the guest: " + walls + "; " + j.evidence);
+        return held("in the guest: " + seccomp + ", " + landlock + ", " + pids + "; " + j.evidence + "; " + walls);
       };
     }
   }
