@@ -12,7 +12,7 @@ DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev
   procps psmisc bubblewrap hyperfine iproute2 expect \
   jq libbenchmark-dev libidn2-dev libunistring-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
   python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs \
-  clang-16 libclang-rt-16-dev lld qemu-system-x86
+  clang-16 libclang-rt-16-dev lld qemu-system-x86 ccache
 
 .PHONY: all deps build build-checks test test-asan fuzz demo bench clean install install-built deb deb-built
 
@@ -32,8 +32,16 @@ deps:
 	apt-get update && \
 	DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(DEB_PACKAGES)
 
+# ccache: a rebuild of the same sources (another checkout, a worktree, CI's fresh clone on a
+# machine that built them before) compiles only what changed. Paths under the checkout are
+# hashed relative to it, and the working directory not at all, so any clone hits the same cache.
+CCACHE := $(shell command -v ccache 2>/dev/null)
+export CCACHE_BASEDIR := $(CURDIR)
+export CCACHE_NOHASHDIR := 1
+export CCACHE_MAXSIZE ?= 8G
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) && cmake --build $(BUILD_DIR) -j$$(nproc)
+	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) && cmake --build $(BUILD_DIR) -j$$(nproc)
 
 # What `make test` runs besides the build: the fuzz targets (clang, BUILD_DIR/fuzz;
 # ctest's fuzz.smoke) and the unit tests under ASan/UBSan (BUILD_DIR/asan; asan.unit_tests).

@@ -12,9 +12,9 @@ if(NOT EXG_SANITIZE)
     COMMAND ${Python3_EXECUTABLE} ${CMAKE_SOURCE_DIR}/cmake/lazy_stubs.py
             --out ${EXG_LAZY_STUBS} --list-out ${EXG_LAZY_LIST}
             --lib $<TARGET_FILE:OpenSSL::SSL> --lib $<TARGET_FILE:OpenSSL::Crypto> --lib $<TARGET_FILE:ZLIB::ZLIB>
-            $<TARGET_OBJECTS:exg_cli> $<TARGET_FILE:exg_core>
+            $<TARGET_OBJECTS:exg_cli> $<TARGET_FILE:exg_service> $<TARGET_FILE:exg_core>
     COMMAND_EXPAND_LISTS
-    DEPENDS exg_cli exg_core $<TARGET_FILE:exg_core> ${EXG_CLI_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/lazy_stubs.py
+    DEPENDS exg_cli exg_service exg_core $<TARGET_FILE:exg_service> $<TARGET_FILE:exg_core> ${EXG_CLI_SOURCES} ${CMAKE_SOURCE_DIR}/cmake/lazy_stubs.py
     COMMENT "Lazy-binding stubs for OpenSSL and zlib")
   target_sources(exguardian PRIVATE ${EXG_LAZY_STUBS})
   add_custom_command(TARGET exguardian POST_BUILD

@@ -111,3 +111,91 @@ for name, text in [("name", "Example.COM."), ("idna", "b\u00fccher.example.org")
                    ("cidr", "203.0.113.0/24"), ("zone", "fe80::1%eth0"), ("port", "api.test:8443"),
                    ("sub", "a.b.example.org"), ("bad", "a..b")]:
     put("host", name, text)
+
+# ---- exguardian serve: control-plane bodies, as the e2b SDK (tests/e2b/sdk_basic.mjs) sends them ----
+put("create_request", "sdk-create", '{"templateID":"base","metadata":{"suite":"t1","role":"main"},'
+    '"envVars":{"FROM_CREATE":"created-env"},"timeout":300,"secure":true,"allow_internet_access":false,"autoPause":false}')
+put("create_request", "network", '{"templateID":"web","timeout":60,"allow_internet_access":true,'
+    '"network":{"allowOut":["api.example.com","*.github.com"],"denyOut":["0.0.0.0/0"],"allowPublicTraffic":false,'
+    '"rules":{"api.example.com":[{"transform":{"headers":{"Authorization":"Bearer s3cr3t-token","X-Team":"blue"}}},'
+    '{"transform":{"headers":{"authorization":"Bearer other"}}}],"*.example.org":[{"transform":{"headers":{"X-Key":"abcd"}}}]}}}')
+put("create_request", "unsupported", '{"templateID":"pinned","volumeMounts":[],"mcp":{"x":1},"network":{"rules":{"pinned.example":[]}}}')
+put("create_request", "bad-values", '{"timeout":18446744073709551615,"envVars":{"1X":"a","A=B":"c"},"metadata":{"k":1},'
+    '"network":{"allowOut":["10.0.0.0/8",""],"rules":{"*":[],".x":[{"transform":{"headers":{"Host":"x"}}}]}}}')
+put("create_request", "network-update", '{"allowOut":["pypi.org","*.pythonhosted.org"],"denyOut":["0.0.0.0/0","10.0.0.0/8"],'
+    '"allow_internet_access":true}')
+put("create_request", "timeouts", '{"timeout":3600,"duration":1}')
+put("create_request", "empty", "")
+
+# ---- Connect-RPC: the first byte picks the Content-Type (low 3 bits) and the message limit (next 3) ----
+def envelope(j, flags=0):
+    b = j.encode()
+    return bytes([flags]) + struct.pack(">I", len(b)) + b
+put("connect_rpc", "start-stream", b"\x08" + envelope('{"process":{"cmd":"/bin/bash","args":["-l","-c","echo hi"],'
+    '"envs":{"A":"1"},"cwd":"/home/user"},"stdin":true,"tag":"t1"}'))
+put("connect_rpc", "unary-list", b"\x01" + b'{"path":"/home/user","depth":1}')
+put("connect_rpc", "send-input", b"\x21" + b'{"process":{"pid":42},"input":{"stdin":"aGVsbG8K"}}')
+put("connect_rpc", "client-stream", b"\x18" + envelope('{"process":{"pid":7}}') + envelope('{"input":{"pty":"bHMK"}}')
+    + envelope('{"input":{"stdin":"-_8"}}'))
+put("connect_rpc", "flagged", b"\x10" + envelope("{}", 2) + envelope("{}"))
+put("connect_rpc", "empty-unary", b"\x02")
+put("connect_rpc", "timeout-digits", b"\x05" + b"15000")
+
+# ---- envd uploads: "<Content-Type>\n<body>", as the SDK's files.write posts them ----
+def form(boundary, parts, end=True):
+    out = b""
+    for name, filename, data in parts:
+        out += b"--" + boundary + b"\r\nContent-Disposition: form-data; name=\"" + name + b"\""
+        if filename is not None:
+            out += b"; filename=\"" + filename + b"\""
+        out += b"\r\nContent-Type: application/octet-stream\r\n\r\n" + data + b"\r\n"
+    return out + (b"--" + boundary + b"--\r\n" if end else b"")
+b = b"----formdata-undici-0123456789"
+put("multipart", "one-file", b"multipart/form-data; boundary=" + b + b"\n" + form(b, [(b"file", b"notes/a.txt", b"hello file")]))
+put("multipart", "files", b"multipart/form-data; boundary=\"x y\"\n"
+    + form(b"x y", [(b"file", b"/home/user/a", b"\x00\xff\r\n--x"), (b"other", None, b"skip"), (b"file", b"b;c", b"")]))
+put("multipart", "unterminated", b"multipart/form-data; charset=utf-8; boundary=zz\n" + form(b"zz", [(b"file", b"f", b"data")], end=False))
+put("multipart", "no-file-part", b"multipart/form-data;boundary=q\n--q\r\nContent-Disposition: form-data; filename=\"x\"; name=file2\r\n\r\nv\r\n--q--")
+
+# ---- exguardian serve's files: the first byte picks the tenants (even) or the templates (odd) file ----
+key = "sha256:" + "ab" * 32
+put("serve_config", "tenants", '\x00{"tenants":[{"id":"acme","keys":["%s"],"quota":{"sandboxes":10,"memoryMB":8192,'
+    '"cpus":8,"maxTimeoutSeconds":3600}},{"id":"beta.2","keys":["sha256:%s"]}]}' % (key, "0" * 64))
+put("serve_config", "tenants-bad", '\x00{"tenants":[{"id":"a b","keys":["plain"],"quota":{"sandboxes":-1,"cpus":1e400}}]}')
+put("serve_config", "templates", '\x01{"templates":{"py":{"layer":"container","rootfs":"/srv/py","allowDomains":["pypi.org"],'
+    '"memoryMB":1024,"cpus":2,"pids":512},"pinned":{"policy":"/etc/exguardian/p.json"},"base":{"cpus":0.5}}}')
+put("serve_config", "templates-bad", '\x01{"templates":{"":{},"x":{"layer":"vm","rootfs":"rel","allowRoot":true}}}')
+
+# ---- exguardian mcp: JSON-RPC lines as the MCP TypeScript SDK writes them ----
+init = ('{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},'
+        '"clientInfo":{"name":"exguardian-test","version":"1.0.0"}}}')
+initialized = '{"jsonrpc":"2.0","method":"notifications/initialized"}'
+listing = '{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}'
+run = ('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":'
+       '{"sandbox_id":"sb1","command":"echo hi","timeout_seconds":5},"_meta":{"progressToken":2}}}')
+write = ('{"jsonrpc":"2.0","id":"w","method":"tools/call","params":{"name":"write_file","arguments":'
+         '{"sandbox_id":"sb1","path":"a.bin","content":"AAEC/w==","encoding":"base64","mode":"0644"}}}')
+cancel = '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"timeout"}}'
+for name, line in [("initialize", init), ("initialized", initialized), ("tools-list", listing), ("call", run),
+                   ("cancelled", cancel), ("response", '{"jsonrpc":"2.0","id":5,"result":{}}'),
+                   ("batch", "[" + listing + "]"), ("bad-id", '{"jsonrpc":"2.0","id":1.5,"method":"ping"}'),
+                   ("crlf", '{"jsonrpc":"2.0","id":"p","method":"ping"}\r')]:
+    put("mcp_jsonrpc", name, line)
+put("mcp_session", "sdk-session", "\x00" + "\n".join([init, initialized, listing, run, write, cancel,
+    '{"jsonrpc":"2.0","id":3,"method":"ping"}', "", "not json", '{"jsonrpc":"2.0","id":4,"method":"nope"}']) + "\n")
+put("mcp_session", "duplicate-ids", "\x02" + "\n".join([init, run, run, cancel, run,
+    '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"start_command","arguments":{"sandbox_id":"s","argv":[""]}}}']))
+put("mcp_session", "bad-calls", "\x07" + "\n".join([
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"no_such_tool"}}',
+    '{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"sandbox_id":"s","path":"x","length":-1}}}',
+    '{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"write_file","arguments":{"sandbox_id":"s","path":"x","content":"%%","encoding":"base64"}}}',
+    '{"jsonrpc":"2.0","id":4,"method":"initialize","params":[]}']))
+# mcp_tools: the first byte picks the tool (its index in the catalog: 0 create_sandbox, 1 run_command,
+# 2 start_command, 3 read_output, 4 read_file, 5 write_file, ...), the rest is the arguments.
+put("mcp_tools", "create", '\x00{"layer":"container","template":"py","allow_domains":["pypi.org"],"memory_mb":1024,"cpus":1.5,"pids":64,"timeout_seconds":600}')
+put("mcp_tools", "run-argv", '\x01{"sandbox_id":"sb1","argv":["python3","-c","print(1)"],"env":{"A":"1"},"cwd":"src","stdin":"x","max_output_bytes":100}')
+put("mcp_tools", "start-shell", '\x02{"sandbox_id":"sb1","command":"npm start","env":{"A=B":"x"}}')
+put("mcp_tools", "read", '\x04{"sandbox_id":"sb1","path":"a.txt","offset":9223372036854775807,"length":1048576,"encoding":"base64"}')
+put("mcp_tools", "write", '\x05{"sandbox_id":"sb1","path":"x.sh","content":"#!/bin/sh\\n","mode":"0755","make_parents":true}')
+put("mcp_tools", "write-base64", '\x05{"sandbox_id":"sb1","path":"x.bin","content":"-_8","encoding":"base64","mode":"17777"}')
+put("mcp_tools", "utf8-edges", b"\x06\xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80 \xe2\x82\xac")

@@ -15,6 +15,7 @@
 
 #include <cerrno>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -33,7 +34,7 @@ constexpr size_t kLowWater = 1024 * 1024;
 constexpr size_t kMaxPendingInput = 4 * 1024 * 1024;  // input queued for one process whose stdin is full
 constexpr int kMaxRemoveDepth = 128;
 
-enum Tag : uint64_t { kChannel = 1, kSignals = 2, kInotify = 3, kOutput = 4, kInput = 5 };
+enum Tag : uint64_t { kChannel = 1, kSignals = 2, kInotify = 3, kOutput = 4, kInput = 5, kPidsEvents = 6 };
 uint64_t tag(Tag t, int fd) { return (uint64_t{t} << 32) | static_cast<uint32_t>(fd); }
 
 struct Stream {
@@ -178,6 +179,7 @@ class Agent {
   std::deque<std::unique_ptr<Proc>> exited_;      // the last kMaxExited, for attach
   std::map<int, std::pair<int, bool>> fd_owner_;  // output fd -> (pid, is stderr)
   std::map<int, std::string> watches_;            // inotify wd -> path
+  uint64_t pids_refused_sent_ = 0;                // the last count of refused forks reported
 
   size_t queued() const { return outq_.size() - outq_pos_; }
   void send(const Frame& f);
@@ -191,6 +193,7 @@ class Agent {
   void on_output(int fd);
   void on_input_ready(int fd);
   void on_inotify();
+  void on_pids_events(bool exact);
   void handle(const Request& r);
 
   void start(const Request& r);
@@ -299,7 +302,17 @@ void Agent::run() {
   ev.events = EPOLLIN;
   ev.data.u64 = tag(kSignals, sigfd_);
   ::epoll_ctl(ep_, EPOLL_CTL_ADD, sigfd_, &ev);
-  send(event({{"event", "ready"}, {"pid", ::getpid()}, {"uid", ::getuid()}, {"gid", ::getgid()}, {"cwd", cfg_.cwd}}));
+  if (cfg_.pids_notify >= 0) {
+    ev.events = EPOLLIN;
+    ev.data.u64 = tag(kPidsEvents, cfg_.pids_notify);
+    ::epoll_ctl(ep_, EPOLL_CTL_ADD, cfg_.pids_notify, &ev);
+  }
+  nlohmann::json ready = {{"event", "ready"}, {"pid", ::getpid()}, {"uid", ::getuid()}, {"gid", ::getgid()}, {"cwd", cfg_.cwd}};
+  if (!cfg_.walls.empty()) {
+    ready["walls"] = nlohmann::json::object();
+    for (const auto& [what, how] : cfg_.walls) ready["walls"][what] = how;
+  }
+  send(event(ready));
   for (;;) {
     epoll_event evs[32];
     int n = ::epoll_wait(ep_, evs, 32, -1);
@@ -319,6 +332,7 @@ void Agent::run() {
         case kInotify: on_inotify(); break;
         case kOutput: on_output(fd); break;
         case kInput: on_input_ready(fd); break;
+        case kPidsEvents: on_pids_events(false); break;
       }
     }
   }
@@ -602,9 +616,32 @@ void Agent::on_input_ready(int pid) {
   if (p) write_input(*p);
 }
 
+// The pids limit's refusals (pids.events "max N"), as "limit" events: a fork
+// bomb changes the count thousands of times a second, so it is reported when
+// it first rises and whenever it has doubled since, and exactly before each
+// exit event (`exact`), which is when the supervisor reads it for its report.
+void Agent::on_pids_events(bool exact) {
+  if (cfg_.pids_events < 0) return;
+  char drain[4096];
+  while (::read(cfg_.pids_notify, drain, sizeof drain) > 0) {
+  }
+  char buf[256];
+  ssize_t n = ::pread(cfg_.pids_events, buf, sizeof buf - 1, 0);
+  if (n <= 0) return;
+  buf[n] = 0;
+  const char* at = std::strstr(buf, "max ");
+  if (!at || (at != buf && at[-1] != '\n')) return;
+  uint64_t refused = std::strtoull(at + 4, nullptr, 10);
+  if (refused <= pids_refused_sent_) return;
+  if (!exact && pids_refused_sent_ > 0 && refused < 2 * pids_refused_sent_) return;
+  pids_refused_sent_ = refused;
+  send(event({{"event", "limit"}, {"limit", "pids"}, {"max", cfg_.pids_max}, {"refused", refused}}));
+}
+
 void Agent::reap(int pid, int status) {
   auto it = procs_.find(pid);
   if (it == procs_.end()) return;  // an orphan, or a start that failed before exec
+  on_pids_events(true);
   Proc& p = *it->second;
   // What the process wrote before it ended goes out before its exit.
   for (auto [s, is_err] : {std::pair{&p.out, false}, std::pair{&p.err, true}}) {

@@ -12,7 +12,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace exg::agent {
@@ -21,6 +23,15 @@ struct AgentConfig {
   int channel = -1;               // stream socket to the supervisor (non-blocking is set here)
   std::vector<std::string> env;   // the sandbox's environment, NAME=VALUE
   std::string cwd;                // where processes start and relative paths begin
+  // Walls the caller put around the agent that the supervisor cannot see for
+  // itself (the microVM guest's init: {"seccomp", "..."}, {"landlock", ...}):
+  // said in the ready event's "walls". Empty on the other layers.
+  std::vector<std::pair<std::string, std::string>> walls;
+  // A pids limit the supervisor cannot read (the guest's own cgroup): its
+  // pids.events (read-only) and an inotify descriptor watching it. The agent
+  // reports refused forks as "limit" events. -1: none.
+  int pids_events = -1, pids_notify = -1;
+  uint32_t pids_max = 0;
 };
 
 // Never returns: exits 0 on shutdown or a closed channel, 128+N on signal N.

@@ -244,6 +244,7 @@ void ControlRelay::from_agent() {
       continue;
     }
     if (f.kind != Kind::Event) continue;
+    if (inside_.take(f)) continue;
     std::string ev = f.header.value("event", "");
     if (ev == "stdout" || ev == "stderr" || ev == "exit") {
       int pid = header_int(f.header, "pid");
@@ -258,6 +259,8 @@ void ControlRelay::from_agent() {
       it->second->ch.send(f);
       auto mask = f.header.value("mask", nlohmann::json::array());
       if (std::find(mask.begin(), mask.end(), "ignored") != mask.end()) watch_owner_.erase(it);
+    } else if (verbose_ && ev == "ready" && !inside_.walls().empty()) {
+      for (const auto& w : inside_.walls()) std::fprintf(stderr, "exguardian: session: in the guest: %s\n", w.c_str());
     } else if (verbose_) {
       std::fprintf(stderr, "exguardian: session: agent %s\n", f.header.dump().c_str());
     }

@@ -14,6 +14,7 @@
 #include <string>
 
 #include "agent/client.hpp"
+#include "agent/inside_report.hpp"
 #include "sandbox/supervisor.hpp"
 
 namespace exg::agent {
@@ -35,6 +36,7 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   // session's status is 128+N there too.
   bool forward_signal(int sig) override;
   int final_status(int sandbox_status) override;
+  uint64_t inside_pids_refused() const override { return inside_.pids_refused(); }
 
  private:
   struct Conn {
@@ -52,6 +54,7 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   bool verbose_;
   UniqueFd listener_;
   Channel agent_;
+  InsideReport inside_;  // the walls and limits the agent says it runs in (the microVM guest's)
   std::vector<std::unique_ptr<Conn>> clients_;
   uint32_t next_agent_id_ = 1;
   std::map<uint32_t, Pending> pending_;             // agent-side id -> who asked

@@ -15,6 +15,9 @@ void LayerFlags::add_to(CLI::App* sub) {
       ->check(CLI::IsMember(names));
   sub->add_option("--runtime", runtime, "container/gvisor: the runtime binary (default: crun, else runc; runsc)");
   sub->add_option("--rootfs", rootfs, "container/gvisor: root filesystem DIR (default: the host's root, read-only)");
+  sub->add_flag("--gvisor-root", gvisor_root,
+                "gvisor: run the command as uid 0 of gVisor's own kernel, without capabilities (on the host still one "
+                "unprivileged uid)");
 }
 
 Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& pol) const {
@@ -27,8 +30,10 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
     return fail(Error::msg(!runtime.empty() ? "--runtime" : "--rootfs", "only with --layer container or gvisor"));
   if (microvm_root && *kind != layer::Kind::Microvm)
     return fail(Error::msg("--microvm-root", "only with --layer microvm"));
+  if (gvisor_root && *kind != layer::Kind::Gvisor) return fail(Error::msg("--gvisor-root", "only with --layer gvisor"));
   layer::LayerConfig cfg;
   cfg.guest_root = microvm_root;
+  cfg.gvisor_root = gvisor_root;
   if (oci) {
     cfg.runtime = runtime;
     if (!rootfs.empty()) {

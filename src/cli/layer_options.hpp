@@ -16,6 +16,7 @@ namespace exg::cli {
 struct LayerFlags {
   std::string layer, runtime, rootfs;
   bool microvm_root = false;  // --microvm-root (run adds the flag)
+  bool gvisor_root = false;   // --gvisor-root
 
   void add_to(CLI::App* sub);
   // The layer to run on (layer::make_layer); an error names the flag that is wrong.

@@ -1,6 +1,8 @@
 // `exguardian mcp`: an MCP server over stdio (src/mcp/) whose tools are
 // ExGuardian sandboxes. Standalone: it holds its own sandboxes, each an
 // `exguardian session` supervisor driven through the service's registry.
+// Client mode (--server URL --api-key-file F): the sandboxes of a running
+// `exguardian serve`, through its E2B-compatible API.
 #include "cli/mcp.hpp"
 
 #include <dirent.h>
@@ -23,6 +25,7 @@
 
 #include "mcp/jsonrpc.hpp"
 #include "mcp/local_sandboxes.hpp"
+#include "mcp/remote_sandboxes.hpp"
 #include "mcp/server.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/templates.hpp"
@@ -65,6 +68,78 @@ constexpr const char* kInstructions =
     "sandbox_id; destroy_sandbox when done. Everything runs inside the sandbox (no network unless allowed, only the "
     "workspace writable). A result's refusals say what the sandbox refused (egress, syscalls, planted files).";
 
+// The API key: the file's one line (never an argument: those are visible to every user in ps).
+Result<std::string> read_api_key(const std::string& file) {
+  int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return fail(Error::sys("--api-key-file " + file));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) {
+    ::close(fd);
+    return fail(Error::msg("--api-key-file " + file, "expected a regular file of at most 4096 bytes holding the key"));
+  }
+  std::string text(static_cast<size_t>(st.st_size), '\0');
+  ssize_t got = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  if (got < 0) return fail(Error::sys("--api-key-file " + file));
+  text.resize(static_cast<size_t>(got));
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.erase(0, 1);
+  if (text.empty()) return fail(Error::msg("--api-key-file " + file, "empty"));
+  for (unsigned char ch : text)
+    if (ch < 0x21 || ch > 0x7e) return fail(Error::msg("--api-key-file " + file, "expected one key (printable, no spaces or line breaks)"));
+  return text;
+}
+
+// The MCP session on stdin/stdout until stdin closes or a signal: then every sandbox is destroyed.
+int serve_stdio(boost::asio::io_context& io, mcp::Sandboxes& sandboxes, bool verbose) {
+  int rc = 0;
+  mcp::Server server(sandboxes, [](const std::string& line) { write_all(1, line); }, kInstructions);
+  bool ending = false;
+  auto end = [&](const char* why) {
+    if (ending) return;
+    ending = true;
+    if (verbose) std::fprintf(stderr, "exguardian: mcp: %s: destroying the sandboxes\n", why);
+    sandboxes.shutdown([&io] { io.stop(); });
+  };
+  boost::asio::signal_set stop(io, SIGTERM, SIGINT, SIGHUP);
+  stop.async_wait([&](boost::system::error_code ec, int) {
+    if (!ec) end("signal");
+  });
+  // stdin in a thread of its own: a pipe, a file or a terminal alike; lines are handled on the loop.
+  std::thread([&io, &server, &end] {
+    std::string acc;
+    bool skipping = false;
+    char buf[65536];
+    for (;;) {
+      ssize_t got = ::read(0, buf, sizeof buf);
+      if (got < 0 && errno == EINTR) continue;
+      if (got <= 0) break;
+      for (ssize_t i = 0; i < got; ++i) {
+        if (buf[i] != '\n') {
+          if (!skipping) acc += buf[i];
+          if (acc.size() > mcp::kMaxLineBytes) skipping = true, acc.clear();
+          continue;
+        }
+        std::string line = skipping ? std::string("[") + std::string(mcp::kMaxLineBytes + 1, ' ') + "]" : std::move(acc);
+        acc.clear();
+        skipping = false;
+        boost::asio::post(io, [&server, line = std::move(line)] { server.handle_line(line); });
+      }
+    }
+    boost::asio::post(io, [&end] { end("stdin closed"); });
+  }).detach();
+  for (;;) {
+    try {
+      io.run();
+      break;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "exguardian: mcp: internal error in a handler: %s\n", e.what());
+      rc = 1;
+    }
+  }
+  return rc;
+}
+
 }  // namespace
 
 int mcp_main(int argc, char** argv) {
@@ -85,6 +160,9 @@ int mcp_main(int argc, char** argv) {
       ->check(CLI::Range(1L, 7L * 86400));
   app.add_option("--max-sandboxes", lo.max_sandboxes, "Sandboxes at once (default 16)")->check(CLI::Range(size_t{1}, size_t{1000}));
   app.add_option("--state-dir", state_base, "Where sandboxes' state lives, under /tmp or /var/tmp (default /var/tmp/exg-mcp-UID)");
+  std::string server_url, api_key_file;
+  app.add_option("--server", server_url, "Client mode: the sandboxes of a running exguardian serve at unix:PATH or http://127.0.0.1:PORT");
+  app.add_option("--api-key-file", api_key_file, "Client mode: a file holding the serve tenant's API key (required with --server)");
   app.add_flag("-v,--verbose", verbose, "Log every sandbox's life on stderr");
   try {
     app.parse(argc, argv);
@@ -93,6 +171,28 @@ int mcp_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     std::fprintf(stderr, "exguardian: mcp: usage: %s (see exguardian mcp --help)\n", e.what());
     return 125;
+  }
+  if (!server_url.empty() || !api_key_file.empty()) {
+    if (server_url.empty()) return mcp_error("--api-key-file: only with --server URL");
+    if (api_key_file.empty()) return mcp_error("--server: needs --api-key-file FILE (the tenant's API key; never on the command line)");
+    // The server's tenant, templates and policies decide these.
+    for (const char* o : {"--layer", "--policy", "--templates", "--workspace-root", "--state-dir"})
+      if (app.count(o)) return mcp_error(std::string(o) + ": not with --server: exguardian serve's templates and tenant decide (see exguardian mcp --help)");
+    auto ep = mcp::parse_server_url(server_url);
+    if (!ep) return mcp_error(ep.error().str());
+    auto key = read_api_key(api_key_file);
+    if (!key) return mcp_error(key.error().str());
+    mcp::RemoteOptions remote;
+    remote.server = std::move(*ep);
+    remote.api_key = std::move(*key);
+    remote.allow_domains = lo.allow_domains;
+    remote.lock_policy = lo.lock_policy;
+    remote.sandbox_timeout = std::chrono::seconds(sandbox_timeout);
+    remote.max_sandboxes = lo.max_sandboxes;
+    ::signal(SIGPIPE, SIG_IGN);
+    boost::asio::io_context& io = *new boost::asio::io_context;  // never destroyed, as below
+    mcp::RemoteSandboxes sandboxes(io, std::move(remote));
+    return serve_stdio(io, sandboxes, verbose);
   }
   if (!templates_file.empty()) {
     auto t = serve::Templates::load(templates_file);
@@ -144,50 +244,7 @@ int mcp_main(int argc, char** argv) {
     serve::Registry registry(io, ro);
     if (auto r = registry.open(); !r) return mcp_error(r.error().str());
     mcp::LocalSandboxes sandboxes(io, registry, lo);
-    mcp::Server server(sandboxes, [](const std::string& line) { write_all(1, line); }, kInstructions);
-    bool ending = false;
-    auto end = [&](const char* why) {
-      if (ending) return;
-      ending = true;
-      if (verbose) std::fprintf(stderr, "exguardian: mcp: %s: destroying the sandboxes\n", why);
-      sandboxes.shutdown([&io] { io.stop(); });
-    };
-    boost::asio::signal_set stop(io, SIGTERM, SIGINT, SIGHUP);
-    stop.async_wait([&](boost::system::error_code ec, int) {
-      if (!ec) end("signal");
-    });
-    // stdin in a thread of its own: a pipe, a file or a terminal alike; lines are handled on the loop.
-    std::thread([&io, &server, &end] {
-      std::string acc;
-      bool skipping = false;
-      char buf[65536];
-      for (;;) {
-        ssize_t got = ::read(0, buf, sizeof buf);
-        if (got < 0 && errno == EINTR) continue;
-        if (got <= 0) break;
-        for (ssize_t i = 0; i < got; ++i) {
-          if (buf[i] != '\n') {
-            if (!skipping) acc += buf[i];
-            if (acc.size() > mcp::kMaxLineBytes) skipping = true, acc.clear();
-            continue;
-          }
-          std::string line = skipping ? std::string("[") + std::string(mcp::kMaxLineBytes + 1, ' ') + "]" : std::move(acc);
-          acc.clear();
-          skipping = false;
-          boost::asio::post(io, [&server, line = std::move(line)] { server.handle_line(line); });
-        }
-      }
-      boost::asio::post(io, [&end] { end("stdin closed"); });
-    }).detach();
-    for (;;) {
-      try {
-        io.run();
-        break;
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "exguardian: mcp: internal error in a handler: %s\n", e.what());
-        rc = 1;
-      }
-    }
+    rc = serve_stdio(io, sandboxes, verbose);
   }
   std::error_code ec;
   fs::remove_all(dir, ec);

@@ -57,7 +57,7 @@ int RunOptions::execute() {
   // Plan's command through it, as a session of one command.
   std::optional<microvm::RunFrontEnd> through_agent;
   if ((*chosen)->command_through_agent()) {
-    through_agent.emplace(*plan);
+    through_agent.emplace(*plan, verbose);
     so.agent = &*through_agent;
   }
   if (timer.on()) so.timer = &timer;

@@ -17,6 +17,7 @@
 
 #include "process/cgroup.hpp"
 #include "serve/http_server.hpp"
+#include "serve/log.hpp"
 #include "serve/openapi.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/service.hpp"
@@ -43,7 +44,7 @@ std::string canonical_dir(const std::string& d) {
 
 int serve_main(int argc, char** argv) {
   CLI::App app{"Serve E2B's sandbox API: the unmodified e2b SDK drives ExGuardian sandboxes", "exguardian serve"};
-  std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key;
+  std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key, log_file;
   size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
   bool verbose = false, print_openapi = false, no_cgroup_limits = false;
   std::vector<std::string> warm = {"base=2"};
@@ -61,7 +62,9 @@ int serve_main(int argc, char** argv) {
   app.add_flag("--print-openapi", print_openapi, "Print the OpenAPI document and exit");
   app.add_flag("--no-cgroup-limits", no_cgroup_limits,
                "Run sandboxes without per-sandbox cgroup limits (memory, pids, cpu) and without pause: a weaker mode, reported");
-  app.add_flag("-v,--verbose", verbose, "Log every sandbox's life and its supervisor's lines");
+  app.add_option("--log", log_file,
+                 "Write the log (JSON lines: requests, sandboxes' lifecycle, warnings) to FILE, appended (default: stderr)");
+  app.add_flag("-v,--verbose", verbose, "Also log every supervisor's own lines, spawns and the warm pool's sandboxes");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -99,6 +102,11 @@ int serve_main(int argc, char** argv) {
   if (!(real.starts_with("/tmp/") || real.starts_with("/var/tmp/")))
     return serve_error("--state-dir " + state_dir + ": must be under /tmp or /var/tmp, which every sandbox has to itself "
                        "(anywhere else the other sandboxes' homes would be readable through the host's root)");
+  // From here on the server speaks in JSON lines (docs/serve.md "Log"); what
+  // stops it from starting is still one plain line on stderr and exit 125.
+  serve::Log log;
+  if (!log_file.empty())
+    if (auto r = log.open(log_file); !r) return serve_error(r.error().str());
   char exe[PATH_MAX];
   ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return serve_error("readlink /proc/self/exe failed");
@@ -120,10 +128,9 @@ int serve_main(int argc, char** argv) {
                          "to run sandboxes without them, and without pause)");
     if (no_cgroup_limits) {
       cgroup_limits = false;
-      std::fprintf(stderr,
-                   "exguardian: serve: WEAKENED: --no-cgroup-limits: sandboxes run without memory, pids and cpu limits and "
-                   "cannot be paused (%s)\n",
-                   cg ? "asked for; this host could enforce them" : cg.error().str().c_str());
+      log.warn("weakened").str("msg", std::string("WEAKENED: --no-cgroup-limits: sandboxes run without memory, pids and cpu "
+                                                  "limits and cannot be paused (") +
+                                          (cg ? "asked for; this host could enforce them" : cg.error().str()) + ")");
     }
   }
 
@@ -139,8 +146,8 @@ int serve_main(int argc, char** argv) {
     ::getrlimit(RLIMIT_NOFILE, &rl);
     rlim_t need = 2 * static_cast<rlim_t>(max_sandboxes) + 1024 + 64;  // + connections, + the server's own
     if (rl.rlim_cur < need)
-      std::fprintf(stderr, "exguardian: serve: RLIMIT_NOFILE is %llu: fewer than --max-sandboxes %zu need (%llu); creates past it fail\n",
-                   static_cast<unsigned long long>(rl.rlim_cur), max_sandboxes, static_cast<unsigned long long>(need));
+      log.warn("rlimit").str("msg", "RLIMIT_NOFILE is " + std::to_string(rl.rlim_cur) + ": fewer than --max-sandboxes " +
+                                        std::to_string(max_sandboxes) + " need (" + std::to_string(need) + "); creates past it fail");
   }
   boost::asio::io_context io;
   serve::RegistryOptions ro;
@@ -149,10 +156,12 @@ int serve_main(int argc, char** argv) {
   ro.verbose = verbose;
   ro.max_sandboxes = max_sandboxes;
   ro.cgroup_limits = cgroup_limits;
+  ro.log = &log;
   serve::Registry registry(io, ro);
   auto cleaned = registry.open();
   if (!cleaned) return serve_error(cleaned.error().str());
-  for (const auto& id : *cleaned) std::fprintf(stderr, "exguardian: serve: destroyed sandbox %s left by a previous server\n", id.c_str());
+  for (const auto& id : *cleaned)
+    log.info("recovery").str("sandbox", id).str("msg", "destroyed sandbox " + id + " left by a previous server");
   serve::ServiceOptions so;
   so.max_sandboxes = max_sandboxes;
   so.verbose = verbose;
@@ -175,20 +184,31 @@ int serve_main(int argc, char** argv) {
   serve::HttpLimits limits;
   limits.max_body = max_body_kib * 1024;
   limits.max_upload = max_upload_mib * 1024 * 1024;
-  serve::HttpServer server(io, [&service](serve::Request& r, serve::ExchangePtr ex) { service.handle(r, std::move(ex)); }, limits);
+  // One line per request once it is answered: no query string, header or body (keys, tokens, paths of files).
+  auto served = [&log](const serve::Served& s) {
+    auto l = log.at(s.status == 0 || s.status >= 500 ? "warn" : "info", "request");
+    l.str("method", s.method).str("path", s.path).num("status", s.status).real("ms", s.ms);
+    if (!s.tenant.empty()) l.str("tenant", s.tenant);
+    if (!s.sandbox.empty()) l.str("sandbox", s.sandbox);
+    if (s.client_gone) l.flag("client_gone", true);
+  };
+  serve::HttpServer server(io, [&service](serve::Request& r, serve::ExchangePtr ex) { service.handle(r, std::move(ex)); }, limits,
+                           served);
   if (auto r = server.listen(listen); !r) return serve_error(r.error().str());
   boost::asio::signal_set stop(io, SIGTERM, SIGINT, SIGHUP);
   int stop_signal = 0;
   stop.async_wait([&](boost::system::error_code ec, int sig) {
     if (ec) return;
     stop_signal = sig;
-    std::fprintf(stderr, "exguardian: serve: signal %d: ending %zu sandboxes\n", sig, registry.count());
+    log.info("stop").num("signal", sig).num("sandboxes", static_cast<int64_t>(registry.count()))
+        .str("msg", "signal " + std::to_string(sig) + ": ending " + std::to_string(registry.count()) + " sandboxes");
     server.stop();
     registry.kill_all([&io] { io.stop(); });
   });
   for (auto& [t, n] : pools)
     if (n > 0) registry.set_pool(t, n);
-  std::fprintf(stderr, "exguardian: serve: listening on %s (state %s)\n", server.bound().c_str(), real.c_str());
+  log.info("listening").str("address", server.bound()).str("state_dir", real)
+      .str("msg", "listening on " + server.bound() + " (state " + real + ")");
   // A handler that throws (a bug, never input: requests are validated) ends
   // that handler only; the server and its sandboxes go on.
   for (;;) {
@@ -196,7 +216,7 @@ int serve_main(int argc, char** argv) {
       io.run();
       break;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "exguardian: serve: internal error in a handler: %s\n", e.what());
+      log.error("internal_error").str("msg", std::string("in a handler: ") + e.what());
     }
   }
   return stop_signal ? 0 : 1;

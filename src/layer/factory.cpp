@@ -26,6 +26,7 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
       if (!rt) return fail(rt.error());
       lo.runtime = std::move(*rt);
       lo.rootfs = config.rootfs;
+      lo.gvisor_root = config.gvisor_root;
       oci::read_host(lo);
       return std::unique_ptr<Layer>(std::make_unique<oci::OciLayer>(std::move(lo)));
     }

@@ -120,12 +120,13 @@ class Layer {
   virtual void after_run(const plan::Plan& /*plan*/) {}
 };
 
-// Options of the container and gVisor layers (--runtime, --rootfs) and of
-// the microVM layer (--microvm-root).
+// Options of the container and gVisor layers (--runtime, --rootfs,
+// --gvisor-root) and of the microVM layer (--microvm-root).
 struct LayerConfig {
   std::string runtime;  // binary name or path; empty: the layer's default
   std::string rootfs;   // canonical directory; empty: the host's root, read-only
   bool guest_root = false;  // microvm: the command as root inside the guest
+  bool gvisor_root = false;  // gvisor: the command as uid 0 of gVisor's kernel (--gvisor-root)
 };
 
 // The kinds make_layer can make in this build (--layer's choices).

@@ -16,11 +16,6 @@ void exit_fields(const nlohmann::json& ev, int* status, int* signal) {
   *signal = ev.contains("signal") ? ev.value("signal", 0) : 0;
 }
 
-// Appends up to `limit` bytes of `more` to `kept`; the rest only counted.
-void keep(std::string& kept, const std::string& more, size_t limit) {
-  if (kept.size() < limit) kept.append(more, 0, std::min(more.size(), limit - kept.size()));
-}
-
 // One run_command: output, limits, timeout, cancellation.
 struct Run : std::enable_shared_from_this<Run> {
   ToolCallPtr call;
@@ -70,31 +65,15 @@ struct Run : std::enable_shared_from_this<Run> {
     timer.cancel();
     if (h->sb->agent) h->sb->agent->unsubscribe(token);
     if (!exit) return call->reply(ToolOutcome::error("run_command: the sandbox ended while the command ran (its timeout, or destroy_sandbox)"));
-    int status = 0, sig = 0;
-    exit_fields(*exit, &status, &sig);
-    bool out_cut = out_bytes > out.size(), err_cut = err_bytes > err.size();
-    nlohmann::json r = {{"exit_code", status},
-                        {"signal", sig ? nlohmann::json(sig) : nlohmann::json(nullptr)},
-                        {"timed_out", timed_out},
-                        {"stdout", out},
-                        {"stderr", err},
-                        {"stdout_bytes", out_bytes},
-                        {"stderr_bytes", err_bytes},
-                        {"stdout_truncated", out_cut},
-                        {"stderr_truncated", err_cut},
-                        {"duration_ms", std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count()},
-                        {"refusals", refusals_since(h->sb->audit_log, audit_from)}};
-    std::string note;
-    if (timed_out) note += "killed after its timeout of " + nlohmann::json(timeout_s).dump() + " s. ";
-    if (out_cut) note += "stdout truncated: " + std::to_string(out.size()) + " of " + std::to_string(out_bytes) + " bytes kept. ";
-    if (err_cut) note += "stderr truncated: " + std::to_string(err.size()) + " of " + std::to_string(err_bytes) + " bytes kept. ";
-    if (out_cut || err_cut) note += "Raise max_output_bytes, or redirect the output to a file and read_file it. ";
-    if (!r["refusals"].empty()) note += std::to_string(r["refusals"].size()) + " refusal(s) by the sandbox: see refusals. ";
-    if (!note.empty()) {
-      note.pop_back();
-      r["note"] = note;
-    }
-    call->reply(ToolOutcome::ok(r));
+    RunOutcome o;
+    exit_fields(*exit, &o.exit_code, &o.signal);
+    o.timed_out = timed_out;
+    o.timeout_s = timeout_s;
+    o.out = std::move(out), o.err = std::move(err);
+    o.out_bytes = out_bytes, o.err_bytes = err_bytes;
+    o.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
+    o.refusals = refusals_since(h->sb->audit_log, audit_from);
+    call->reply(ToolOutcome::ok(run_result(o)));
   }
 };
 
@@ -171,20 +150,12 @@ void LocalSandboxes::start_command(ToolCallPtr c, std::shared_ptr<Held> h) {
       auto b = wb.lock();
       if (!b) return;
       std::string ev = f.header.value("event", "");
-      auto add = [&](std::string& buf) {
-        size_t room = buf.size() < kBackgroundBuffer ? kBackgroundBuffer - buf.size() : 0;
-        buf.append(f.payload, 0, std::min(room, f.payload.size()));
-        b->dropped += f.payload.size() - std::min(room, f.payload.size());
-      };
-      if (ev == "stdout") add(b->out);
-      else if (ev == "stderr") add(b->err);
+      if (ev == "stdout" || ev == "stderr") b->add(ev == "stderr", f.payload);
       else if (ev == "exit" || ev == "closed") {
-        b->running = false;
-        if (ev == "exit") exit_fields(f.header, &b->status, &b->signal);
+        int status = -1, signal = 0;
+        if (ev == "exit") exit_fields(f.header, &status, &signal);
         agent->unsubscribe(b->token);
-        auto w = std::move(b->on_exit);
-        b->on_exit.clear();
-        for (auto& fn : w) fn();
+        b->exited(status, signal);
       }
     });
     h->background[pid] = b;
@@ -193,47 +164,23 @@ void LocalSandboxes::start_command(ToolCallPtr c, std::shared_ptr<Held> h) {
 }
 
 void LocalSandboxes::read_output(ToolCallPtr c, std::shared_ptr<Held> h) {
-  int pid = c->args["pid"].get<int>();
-  auto it = h->background.find(pid);
-  if (it == h->background.end())
-    return c->reply(ToolOutcome::error("read_output: pid " + std::to_string(pid) + ": no background command of this sandbox "
-                                       "(start_command returns the pid)"));
-  auto b = it->second;
+  auto b = background_of(h->background, c);
+  if (!b) return;
+  int pid = b->pid;
   double wait_s = c->args.value("wait_seconds", 0.0);
   bool kill = c->args.value("kill", false);
   auto answer = [b, c, h] {
-    nlohmann::json r = {{"pid", b->pid}, {"running", b->running}, {"stdout", b->out}, {"stderr", b->err},
-                        {"exit_code", b->running ? nlohmann::json(nullptr) : nlohmann::json(b->status)},
-                        {"signal", b->signal ? nlohmann::json(b->signal) : nlohmann::json(nullptr)},
-                        {"dropped_bytes", b->dropped}};
+    nlohmann::json r = b->take();
     uint64_t now = audit_offset(h->sb->audit_log);
     r["refusals"] = refusals_since(h->sb->audit_log, b->audit_from);
     b->audit_from = now;
-    b->out.clear(), b->err.clear(), b->dropped = 0;
     c->reply(ToolOutcome::ok(r));
   };
   if (kill && b->running) {
     h->sb->agent->call({{"op", "signal"}, {"pid", pid}, {"signal", "KILL"}, {"group", true}}, {}, [](const agent::Frame&) {});
     if (wait_s <= 0) wait_s = 5;  // its exit is what the caller wants to see
   }
-  if (!b->running || wait_s <= 0) return answer();
-  auto timer = std::make_shared<boost::asio::steady_timer>(io_);
-  auto fired = std::make_shared<bool>(false);
-  auto once = [fired, answer, timer] {
-    if (*fired) return;
-    *fired = true;
-    timer->cancel();
-    answer();
-  };
-  b->on_exit.push_back(once);
-  timer->expires_after(std::chrono::milliseconds(static_cast<int64_t>(wait_s * 1000)));
-  timer->async_wait([once](boost::system::error_code ec) {
-    if (!ec) once();
-  });
-  c->on_cancel = [fired, timer] {
-    *fired = true;
-    timer->cancel();
-  };
+  answer_when_ended(io_, b, wait_s, c, answer);
 }
 
 }  // namespace exg::mcp

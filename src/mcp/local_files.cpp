@@ -1,7 +1,5 @@
 // read_file, write_file, list_files, stat_file, remove_file: each one agent
 // request (a write: one per MiB), done inside the sandbox as its user.
-#include <cstdio>
-
 #include "mcp/local_sandboxes.hpp"
 #include "mcp/tool_arguments.hpp"
 #include "serve/connect_rpc.hpp"
@@ -9,19 +7,6 @@
 namespace exg::mcp {
 
 namespace {
-
-std::string octal(uint32_t mode) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
-  return buf;
-}
-
-std::string parent_of(const std::string& p) {
-  auto slash = p.find_last_of('/');
-  if (slash == std::string::npos) return "";
-  if (slash == 0) return "/";
-  return p.substr(0, slash);
-}
 
 // Writes `data` from `offset` in chunks the agent takes (1 MiB a frame).
 void write_chunks(std::shared_ptr<serve::AgentConn> agent, ToolCallPtr c, std::string path, std::shared_ptr<std::string> data,
@@ -61,7 +46,7 @@ void LocalSandboxes::write_file(ToolCallPtr c, std::shared_ptr<Held> h) {
   bool append = c->args.value("append", false);
   uint32_t mode = c->args.contains("mode") ? octal_mode(c->args["mode"].get<std::string>()) : 0;
   auto agent = h->sb->agent;
-  std::string parent = parent_of(path);
+  std::string parent = parent_path(path);
   if (!c->args.value("make_parents", false) || parent.empty() || parent == "/") return write_chunks(agent, c, path, data, 0, append, mode);
   agent->call({{"op", "mkdir"}, {"path", parent}, {"parents", true}}, {}, [agent, c, path, data, append, mode, parent](const agent::Frame& r) {
     if (!r.header.value("ok", false) && serve::reply_errno(r) != "EEXIST")
@@ -77,7 +62,7 @@ void LocalSandboxes::list_files(ToolCallPtr c, std::shared_ptr<Held> h) {
     nlohmann::json entries = nlohmann::json::array();
     for (auto& e : r.header.value("entries", nlohmann::json::array()))
       entries.push_back({{"name", e.value("name", "")}, {"type", e.value("type", "")}, {"size", e.value("size", uint64_t{0})},
-                         {"mode", octal(e.value("mode", 0u))}});
+                         {"mode", mode_text(e.value("mode", 0u))}});
     c->reply(ToolOutcome::ok({{"path", path}, {"entries", entries}, {"truncated", r.header.value("truncated", false)}}));
   });
 }
@@ -87,7 +72,7 @@ void LocalSandboxes::stat_file(ToolCallPtr c, std::shared_ptr<Held> h) {
   h->sb->agent->call({{"op", "stat"}, {"path", path}}, {}, [c, path](const agent::Frame& r) {
     if (!r.header.value("ok", false)) return c->reply(ToolOutcome::error(agent_failure("stat_file " + path, r)));
     nlohmann::json out = {{"path", path}, {"type", r.header.value("type", "")}, {"size", r.header.value("size", uint64_t{0})},
-                          {"mode", octal(r.header.value("mode", 0u))}, {"uid", r.header.value("uid", 0u)},
+                          {"mode", mode_text(r.header.value("mode", 0u))}, {"uid", r.header.value("uid", 0u)},
                           {"gid", r.header.value("gid", 0u)}, {"mtime", r.header.value("mtime", int64_t{0})}};
     if (r.header.contains("target")) out["target"] = r.header["target"];
     c->reply(ToolOutcome::ok(out));

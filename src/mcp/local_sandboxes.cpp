@@ -51,50 +51,34 @@ LocalSandboxes::LocalSandboxes(boost::asio::io_context& io, serve::Registry& reg
   std::filesystem::create_directories(opt_.state_dir + "/evidence", ec);
 }
 
-void LocalSandboxes::call(ToolCallPtr c) {
-  const std::string& n = c->name;
-  if (n == "create_sandbox") return create(c);
-  if (n == "list_sandboxes") return list(c);
-  if (n == "destroy_sandbox") return destroy(c);
-  auto h = running(c);
-  if (!h) return;
-  if (n == "run_command") return run_command(c, h);
-  if (n == "start_command") return start_command(c, h);
-  if (n == "read_output") return read_output(c, h);
-  if (n == "read_file") return read_file(c, h);
-  if (n == "write_file") return write_file(c, h);
-  if (n == "list_files") return list_files(c, h);
-  if (n == "stat_file") return stat_file(c, h);
-  if (n == "remove_file") return remove_file(c, h);
-  if (n == "evidence") {
-    EvidenceKey key{h->layer, h->policy, h->allow_domains};
-    // Progress every 5 s while the suite runs: clients reset their request timeout on it.
-    auto ticker = std::make_shared<boost::asio::steady_timer>(io_);
-    auto started = std::chrono::steady_clock::now();
-    auto tick = std::make_shared<std::function<void()>>();
-    *tick = [ticker, c, started, weak = std::weak_ptr<std::function<void()>>(tick)] {
-      ticker->expires_after(std::chrono::seconds(5));
-      ticker->async_wait([ticker, c, started, weak](boost::system::error_code ec) {
-        if (ec) return;
-        auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
-        c->progress(static_cast<double>(secs), "the escape test runs (" + std::to_string(secs) + " s)");
-        if (auto t = weak.lock()) (*t)();
-      });
-    };
-    uint64_t tok = evidence_.get(key, [c, ticker, tick](const nlohmann::json& r, const std::string& err) {
-      ticker->cancel();
-      *tick = nullptr;
-      c->reply(err.empty() ? ToolOutcome::ok(r) : ToolOutcome::error("evidence: " + err));
+void LocalSandboxes::call(ToolCallPtr c) { dispatch_tool(*this, c); }
+
+void LocalSandboxes::evidence(ToolCallPtr c, std::shared_ptr<Held> h) {
+  EvidenceKey key{h->layer, h->policy, h->allow_domains};
+  // Progress every 5 s while the suite runs: clients reset their request timeout on it.
+  auto ticker = std::make_shared<boost::asio::steady_timer>(io_);
+  auto started = std::chrono::steady_clock::now();
+  auto tick = std::make_shared<std::function<void()>>();
+  *tick = [ticker, c, started, weak = std::weak_ptr<std::function<void()>>(tick)] {
+    ticker->expires_after(std::chrono::seconds(5));
+    ticker->async_wait([ticker, c, started, weak](boost::system::error_code ec) {
+      if (ec) return;
+      auto secs = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - started).count();
+      c->progress(static_cast<double>(secs), "the escape test runs (" + std::to_string(secs) + " s)");
+      if (auto t = weak.lock()) (*t)();
     });
-    if (*tick) (*tick)();
-    c->on_cancel = [this, tok, ticker, tick] {
-      ticker->cancel();
-      *tick = nullptr;
-      evidence_.cancel(tok);
-    };
-    return;
-  }
-  c->reply(ToolOutcome::error(n + ": not available in standalone mode"));
+  };
+  uint64_t tok = evidence_.get(key, [c, ticker, tick](const nlohmann::json& r, const std::string& err) {
+    ticker->cancel();
+    *tick = nullptr;
+    c->reply(err.empty() ? ToolOutcome::ok(r) : ToolOutcome::error("evidence: " + err));
+  });
+  if (*tick) (*tick)();
+  c->on_cancel = [this, tok, ticker, tick] {
+    ticker->cancel();
+    *tick = nullptr;
+    evidence_.cancel(tok);
+  };
 }
 
 void LocalSandboxes::prune() {
@@ -108,13 +92,12 @@ void LocalSandboxes::prune() {
   }
 }
 
-std::shared_ptr<LocalSandboxes::Held> LocalSandboxes::running(const ToolCallPtr& c) {
+std::shared_ptr<LocalSandboxes::Held> LocalSandboxes::held(const ToolCallPtr& c) {
   std::string id = c->args.value("sandbox_id", "");
   prune();
   auto it = held_.find(id);
   if (it == held_.end()) {
-    c->reply(ToolOutcome::error("sandbox_id " + id + ": no such sandbox here (list_sandboxes shows them; one ends at its timeout "
-                                "or destroy_sandbox)"));
+    c->reply(ToolOutcome::error(no_such_sandbox(id)));
     return nullptr;
   }
   auto& sb = it->second->sb;

@@ -14,8 +14,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include "mcp/command_output.hpp"
 #include "mcp/evidence_runs.hpp"
-#include "mcp/server.hpp"
+#include "mcp/sandboxes.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/templates.hpp"
 
@@ -34,24 +35,16 @@ struct LocalOptions {
   size_t max_sandboxes = 16;
 };
 
-class LocalSandboxes : public ToolRunner {
+class LocalSandboxes : public Sandboxes {
  public:
   LocalSandboxes(boost::asio::io_context& io, serve::Registry& registry, LocalOptions opt);
   void call(ToolCallPtr c) override;
-  // Ends every sandbox (the client went away); `done` when all are gone.
-  void shutdown(std::function<void()> done);
+  void shutdown(std::function<void()> done) override;
 
   // A start_command process: its output kept until read_output takes it.
-  struct Background {
-    int pid = 0;
-    std::vector<std::string> argv;
-    std::string out, err;
-    uint64_t dropped = 0;
-    bool running = true;
-    int status = -1, signal = 0;
+  struct Background : BackgroundOutput {
     uint64_t token = 0;
     uint64_t audit_from = 0;  // refusals after this offset not yet reported
-    std::vector<std::function<void()>> on_exit;
   };
   struct Held {
     std::shared_ptr<serve::Sandbox> sb;
@@ -68,8 +61,10 @@ class LocalSandboxes : public ToolRunner {
   EvidenceRuns evidence_;
   size_t creating_ = 0;
 
+  template <class T>
+  friend void dispatch_tool(T& s, const ToolCallPtr& c);
   // The sandbox a call names, running; else replies with the error and returns null.
-  std::shared_ptr<Held> running(const ToolCallPtr& c);
+  std::shared_ptr<Held> held(const ToolCallPtr& c);
   void prune();
   void create(ToolCallPtr c);
   void list(ToolCallPtr c);
@@ -84,6 +79,7 @@ class LocalSandboxes : public ToolRunner {
   void list_files(ToolCallPtr c, std::shared_ptr<Held> h);
   void stat_file(ToolCallPtr c, std::shared_ptr<Held> h);
   void remove_file(ToolCallPtr c, std::shared_ptr<Held> h);
+  void evidence(ToolCallPtr c, std::shared_ptr<Held> h);
 };
 
 // An agent's failed reply as the model should read it: errno name, message, and what it means here.

@@ -25,6 +25,16 @@ std::string type_text(const nlohmann::json& t) {
   return s;
 }
 
+// a < b, exact when both are integers (through double, 2^63 would pass as equal to INT64_MAX).
+bool less(const nlohmann::json& a, const nlohmann::json& b) {
+  if (a.is_number_integer() && b.is_number_integer()) {
+    bool a_neg = !a.is_number_unsigned() && a.get<int64_t>() < 0, b_neg = !b.is_number_unsigned() && b.get<int64_t>() < 0;
+    if (a_neg != b_neg) return a_neg;
+    return a_neg ? a.get<int64_t>() < b.get<int64_t>() : a.get<uint64_t>() < b.get<uint64_t>();
+  }
+  return a.get<double>() < b.get<double>();
+}
+
 }  // namespace
 
 std::optional<std::string> schema_error(const nlohmann::json& schema, const nlohmann::json& v, const std::string& where) {
@@ -45,9 +55,8 @@ std::optional<std::string> schema_error(const nlohmann::json& schema, const nloh
     if (!ok) return where + ": expected one of " + list;
   }
   if (v.is_number()) {
-    double d = v.get<double>();
-    if (auto m = schema.find("minimum"); m != schema.end() && d < m->get<double>()) return where + ": at least " + m->dump();
-    if (auto m = schema.find("maximum"); m != schema.end() && d > m->get<double>()) return where + ": at most " + m->dump();
+    if (auto m = schema.find("minimum"); m != schema.end() && less(v, *m)) return where + ": at least " + m->dump();
+    if (auto m = schema.find("maximum"); m != schema.end() && less(*m, v)) return where + ": at most " + m->dump();
   }
   if (v.is_string()) {
     size_t n = v.get_ref<const std::string&>().size();

@@ -1,5 +1,7 @@
 #include "mcp/tool_arguments.hpp"
 
+#include <cstdio>
+
 #include "mcp/schema_check.hpp"
 #include "serve/connect_rpc.hpp"
 
@@ -48,6 +50,19 @@ uint32_t octal_mode(const std::string& s) {
   uint32_t v = 0;
   for (char ch : s) v = v * 8 + static_cast<uint32_t>(ch - '0');
   return v;
+}
+
+std::string mode_text(uint32_t mode) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
+  return buf;
+}
+
+std::string parent_path(const std::string& p) {
+  auto slash = p.find_last_of('/');
+  if (slash == std::string::npos) return "";
+  if (slash == 0) return "/";
+  return p.substr(0, slash);
 }
 
 bool is_utf8(const std::string& s) {

@@ -20,6 +20,10 @@ std::vector<std::string> command_argv(const nlohmann::json& args);
 std::string content_bytes(const nlohmann::json& args);
 // "0755" -> 0755; checked already.
 uint32_t octal_mode(const std::string& s);
+// 0644 -> "0644": a file mode as the tools report it.
+std::string mode_text(uint32_t mode);
+// "a/b/c" -> "a/b", "/x" -> "/", "x" -> "" (no directory named).
+std::string parent_path(const std::string& p);
 // Whether bytes are valid UTF-8 (read_file decides on base64 by it).
 bool is_utf8(const std::string& s);
 

@@ -22,6 +22,7 @@
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/qmp.hpp"
+#include "microvm/run_dir.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
 #include "process/syscalls.hpp"
@@ -43,20 +44,10 @@ constexpr char kRunAt[] = "/.exg-vm/run";
 constexpr int kConnectTimeoutMs = 30000;
 // A cold boot under TCG takes 3-5 s on an idle host, above 10 s on a loaded one.
 constexpr int kBootTimeoutMs = 90000;
-
-// The directory of the channels' sockets (agent, egress, QMP): private to
-// this run, gone once qemu has connected (or the launch failed).
-struct RunDir {
-  std::string dir;
-  std::vector<std::string> socks;
-  // Right after qemu connected: a kill of exguardian during the guest's boot leaves nothing.
-  void remove() {
-    for (const auto& s : socks) ::unlink(s.c_str());
-    if (!dir.empty()) ::rmdir(dir.c_str());
-    socks.clear(), dir.clear();
-  }
-  ~RunDir() { remove(); }
-};
+// The pids limit is the guest's (its own cgroup, guest/walls.hpp); qemu's
+// cgroup on the host gets this much room beside it for qemu's own threads
+// (vCPU, RCU, I/O, up to 64 9p workers): a thread qemu cannot make aborts it.
+constexpr uint32_t kQemuThreads = 256;
 
 // A unix socket qemu connects to (path based: qemu is in another network
 // namespace), owned by qemu's host uid when we are root.
@@ -77,12 +68,17 @@ Result<UniqueFd> listen_for_qemu(RunDir& run, const std::string& name, const pla
 }
 
 // The init's boot frame (guest/guest_abi.hpp): the sandbox's environment,
-// working directory and whether egress is served. Per sandbox: sent after
-// the boot record, past the point where a template is saved.
-Result<std::string> boot_frame(const plan::Plan& plan) {
+// working directory, whether egress is served and the walls around the
+// command. Per sandbox: sent after the boot record, past the point where a
+// template is saved.
+Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
   agent::Frame f{agent::Kind::Request,
                  0,
-                 {{"op", guest::kBootOp}, {"env", plan.env}, {"cwd", plan.cwd}, {"egress", plan.proxy.enabled}},
+                 {{"op", guest::kBootOp},
+                  {"env", plan.env},
+                  {"cwd", plan.cwd},
+                  {"egress", plan.proxy.enabled},
+                  {"walls", guest::walls_to_json(guest_walls(plan, vm))}},
                  {}};
   std::string bytes = agent::encode(f);
   if (bytes.size() > agent::kFixedBytes + agent::kMaxHeader + agent::kPrefixBytes)
@@ -142,6 +138,14 @@ VmSpec vm_spec(const plan::Plan& plan, const LayerOptions& vm, uint64_t mem, boo
 
 }  // namespace
 
+guest::Walls guest_walls(const plan::Plan& plan, const LayerOptions& opt) {
+  guest::Walls w;
+  w.seccomp = plan.seccomp && !opt.guest_root;
+  if (!opt.guest_root || plan.landlock.required) w.landlock = plan.landlock;
+  w.pids = plan.limits.pids.value_or(0);
+  return w;
+}
+
 Result<uint64_t> guest_memory_mib(const plan::Plan& plan) {
   uint64_t limit = plan.limits.memory_bytes.value_or(2048 * kMiB) / kMiB;
   if (limit < kMinGuestMiB + kVmmOverheadMiB)
@@ -174,7 +178,20 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
                             : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
+  l.push_back("  in the guest: " + guest_walls_text(plan, opt));
   return l;
+}
+
+std::string guest_walls_text(const plan::Plan& plan, const LayerOptions& opt) {
+  guest::Walls w = guest_walls(plan, opt);
+  std::string t = w.seccomp ? "the process layer's seccomp rules (errno-only: no supervisor inside, not audited)"
+                  : !plan.seccomp ? "no seccomp filter (--unsafe-no-seccomp)"
+                                  : "no seccomp filter (root inside the guest)";
+  t += w.landlock ? std::string(", the plan's Landlock rules") +
+                        (w.landlock->required ? " (required)" : " (where the guest kernel has Landlock)")
+                  : ", no Landlock (root inside the guest)";
+  t += w.pids ? ", pids limit " + std::to_string(w.pids) + " (its own cgroup)" : ", no pids limit";
+  return t;
 }
 
 namespace {
@@ -212,15 +229,11 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
                                     const std::string& key) {
   auto t0 = std::chrono::steady_clock::now();
   const bool monitor = how != Start::Cold;
-  auto frame = boot_frame(plan);
+  auto frame = boot_frame(plan, vm);
   if (!frame) return fail(frame.error());
   // The channels (agent, egress, QMP): unix sockets qemu connects to, in a fresh private directory.
   RunDir run;
-  {
-    char tmpl_dir[] = "/tmp/exguardian-microvm-XXXXXX";
-    if (!::mkdtemp(tmpl_dir)) return fail(Error::sys("microvm: mkdtemp /tmp/exguardian-microvm-*"));
-    run.dir = tmpl_dir;
-  }
+  if (auto r = make_run_dir(run); !r) return fail(r.error());
   const auto& id = plan.identity;
   if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.dir.c_str(), id.host_uid, id.host_gid) != 0)
     return fail(Error::sys("microvm: chown " + run.dir));
@@ -245,6 +258,10 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
 
   // qemu's own sandbox: the plan's view for itself, the guest's view beside it.
   plan::Plan vp = with_exported_view(plan);
+  if (vp.limits.pids) {
+    vp.limits.pids = *vp.limits.pids + kQemuThreads;
+    vp.limits.explicit_pids = false;  // enforced in the guest; qemu's room is ours, not the user's limit
+  }
   insert_before_seal(vp, {plan::StepKind::BindRo, img.dir, kImageAt, "microvm: the guest kernel and initramfs"});
   insert_before_seal(vp, {plan::StepKind::BindRo, run.dir, kRunAt, "microvm: the agent channel's socket"});
   if (vm.accel == Accel::Kvm)  // proved by a guest boot (accel_probe.hpp); untested on TCG-only hosts

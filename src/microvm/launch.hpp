@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "microvm/guest/walls.hpp"
 #include "microvm/vmm.hpp"
 #include "plan/plan.hpp"
 #include "process/launch.hpp"
@@ -24,6 +25,15 @@ struct LayerOptions {
   // unprivileged uid on the host.
   bool guest_root = false;
 };
+
+// The walls the guest's init puts around the command (guest/walls.hpp): the
+// process layer's seccomp rules (errno-only) unless --unsafe-no-seccomp, the
+// Plan's Landlock rules and its pids limit. Root inside the guest
+// (--microvm-root, for privileged tools: mounts, namespaces) gets neither
+// filter nor Landlock, unless the policy requires Landlock.
+guest::Walls guest_walls(const plan::Plan& plan, const LayerOptions& opt);
+// The same in words, for -v and enforces(): "the process layer's seccomp rules (errno-only...), ...".
+std::string guest_walls_text(const plan::Plan& plan, const LayerOptions& opt);
 
 // What --dry-run and -v say about this layer, in place of "layer: process".
 std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt);

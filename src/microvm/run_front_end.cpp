@@ -32,7 +32,7 @@ void write_all(int fd, const std::string& s) {
 
 }  // namespace
 
-RunFrontEnd::RunFrontEnd(const plan::Plan& plan) : plan_(plan) {}
+RunFrontEnd::RunFrontEnd(const plan::Plan& plan, bool verbose) : plan_(plan), verbose_(verbose) {}
 
 RunFrontEnd::~RunFrontEnd() { restore_terminal(); }
 
@@ -96,10 +96,13 @@ void RunFrontEnd::shutdown() {
 
 void RunFrontEnd::on_frame(const agent::Frame& f) {
   const auto& h = f.header;
+  if (inside_.take(f)) return;
   if (f.kind == agent::Kind::Event) {
     std::string ev = h.value("event", "");
     if (ev == "ready" && !started_) {
       started_ = true;
+      if (verbose_)
+        for (const auto& w : inside_.walls()) std::fprintf(stderr, "exguardian: microvm: in the guest: %s\n", w.c_str());
       nlohmann::json req = {{"op", "start"}, {"argv", plan_.argv}, {"env", plan_.env}, {"cwd", plan_.cwd},
                             {"stdin", relay_stdin_}};
       if (pty_) {

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "agent/client.hpp"
+#include "agent/inside_report.hpp"
 #include "plan/plan.hpp"
 #include "sandbox/supervisor.hpp"
 
@@ -21,16 +22,20 @@ namespace exg::microvm {
 
 class RunFrontEnd : public sandbox::AgentFrontEnd {
  public:
-  explicit RunFrontEnd(const plan::Plan& plan);
+  // `verbose`: the walls the guest applied (the agent's ready event) are said on stderr.
+  RunFrontEnd(const plan::Plan& plan, bool verbose);
   ~RunFrontEnd() override;
   Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) override;
   size_t poll_fds(pollfd* out, size_t max) override;
   void on_ready(const pollfd* fds, size_t n) override;
   int final_status(int sandbox_status) override;
   bool forward_signal(int sig) override;
+  uint64_t inside_pids_refused() const override { return inside_.pids_refused(); }
 
  private:
   const plan::Plan& plan_;
+  bool verbose_;
+  agent::InsideReport inside_;
   agent::Channel ch_;
   bool channel_open_ = false;
   bool relay_stdin_ = false, stdin_done_ = false;

@@ -740,14 +740,18 @@ bool id_mapped_here(const std::string& map, unsigned long id) {
   return false;
 }
 
-HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt) {
+HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt, bool gvisor_root) {
   HostIds h;
   const auto& id = plan.identity;
   h.cmd_uid = id.host_uid;
   h.cmd_gid = id.host_gid;
   h.userns = !id.invoked_as_root || rt.runtime == Runtime::Runsc;
   if (!h.userns) return h;
-  if (rt.runtime == Runtime::Runsc) {
+  if (rt.runtime == Runtime::Runsc && gvisor_root) {
+    // One id: gVisor's 0 is the command's host uid, as in the fallback below.
+    h.why = "gVisor: the command runs as gVisor's uid 0 (--gvisor-root; no capabilities), runsc as uid " +
+            std::to_string(id.host_uid) + " on the host";
+  } else if (rt.runtime == Runtime::Runsc) {
     if (id.invoked_as_root) {
       h.two_ids = true;
       h.root_uid = 1400000000u + (id.host_uid % (1u << 20));  // below the synthetic range, above any allocator's
@@ -938,7 +942,7 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   out.push_back("  cgroups: " + opt.cgroups.why + "; the container stays in the sandbox's cgroup" +
                 (rt.runtime == Runtime::Runsc ? " (runsc --ignore-cgroups)" : ""));
   const bool rootless = !plan.identity.invoked_as_root;
-  HostIds ids = decide_host_ids(plan, rt);
+  HostIds ids = decide_host_ids(plan, rt, opt.gvisor_root);
   if (rt.runtime == Runtime::Runsc) out.push_back("  identity: " + ids.why);
   else if (rootless) out.push_back("  identity: rootless crun: its user namespace maps only the command's uid");
   else out.push_back(std::string("  identity: ") + to_string(rt.runtime) + " as root sets the mounts up, the command runs as uid " +
@@ -963,7 +967,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   // The runtime host has a user namespace when the caller is not root, and
   // always for gVisor: then runsc, its sentry and its gofer hold nothing
   // privileged on the host (decide_host_ids).
-  const HostIds ids = decide_host_ids(plan, rt);
+  const HostIds ids = decide_host_ids(plan, rt, opt.gvisor_root);
   const bool host_userns = ids.userns;
   if (rt.runtime == Runtime::Runc && rootless)
     return fail(Error::msg("layer container with runc",

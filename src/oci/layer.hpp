@@ -88,7 +88,9 @@
 // workspace is root's). Host root's files appear owned by the overflow uid.
 // Without a subuid range or newuidmap, the fallback maps 0 onto the caller and
 // runs the command as gVisor's uid 0 with empty capability sets (said by -v):
-// the same host rights, but `id -u` says 0. What did not work with this runsc:
+// the same host rights, but `id -u` says 0. --gvisor-root asks for that map
+// (0 onto the command's host uid) on purpose: E2B's root user, `serve`
+// templates with allowRoot. What did not work with this runsc:
 // spec uid/gid mappings (runsc hangs, or refuses to start the gofer rootless);
 // host-root runsc writing through an idmapped mount (EOVERFLOW: host 0 is not
 // in the mount's map).
@@ -162,6 +164,9 @@ struct LayerOptions {
   layer::Kind kind = layer::Kind::Container;  // Container or Gvisor
   RuntimeChoice runtime;
   std::string rootfs;  // --rootfs DIR; empty: the host's root, read-only
+  // gVisor: the command as gVisor's uid 0 (no capabilities; --gvisor-root),
+  // the one-id map below even where a second id could be had.
+  bool gvisor_root = false;
   // What the host offers, read once when the layer is made (read_host), so
   // that describe_layer() is pure and launch() reads nothing twice.
   CgroupView cgroups;

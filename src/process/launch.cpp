@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -44,11 +45,16 @@ Result<void> write_id_maps(pid_t pid, const plan::Identity& id) {
 
 namespace {
 
-// The idmap holder: blocks until the parent closes its end of the pipe. It
-// shares the parent's memory (CLONE_VM: no copy of the page tables, which was
-// most of its cost), so it makes raw system calls only and touches nothing.
-// Its stack is the caller's own allocation (not a static one), so that
-// launches in several threads of one process do not share it.
+// The idmap holder: blocks until the parent kills it (or, should the parent
+// die first, until the parent's end of the pipe closes). It shares the
+// parent's memory (CLONE_VM: no copy of the page tables, which was most of its
+// cost), so it makes raw system calls only and touches nothing. Its stack is
+// the caller's own allocation (not a static one), so that launches in several
+// threads of one process do not share it. The parent ends it with SIGKILL,
+// not by closing the pipe: a holder cloned meanwhile by another thread's
+// launch copies this pipe's write end into its fd table, and two such holders
+// would each keep the other's read from ending (seen: two launches in one
+// process hung for good).
 constexpr size_t kIdmapHolderStack = 16384;
 int idmap_holder(void* arg) {
   auto fds = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(arg));
@@ -83,6 +89,7 @@ Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_
   if (maps) maps = write_file(base + "/gid_map", id_map_lines(from_gid, to_gid, true));
   UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
   int saved = errno;
+  ::kill(pid, SIGKILL);  // not yet reaped: the pid is still this child's
   wr.reset();
   ::waitpid(pid, nullptr, 0);
   if (!maps) return fail(maps.error());

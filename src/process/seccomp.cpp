@@ -62,13 +62,24 @@ class Asm {
 
 constexpr uint32_t arg_lo(int i) { return offsetof(seccomp_data, args) + 8 * i; }  // little-endian
 
+// What a refused call returns: a notification for the supervisor, or the
+// errno it would answer with (seccomp_rules::refused_errno: the one source of
+// both) straight from the filter.
+uint32_t refusal(Refusal how, int nr, uint64_t arg0 = 0) {
+  if (how == Refusal::Notify) return SECCOMP_RET_USER_NOTIF;
+  const uint64_t args[6] = {arg0, 0, 0, 0, 0, 0};
+  return SECCOMP_RET_ERRNO | (static_cast<uint32_t>(rules::refused_errno(nr, args)) & SECCOMP_RET_DATA);
+}
+
 // personality, socket and socketpair refuse what is NOT in a set of values,
 // compared on the low 32 bits the kernel reads (int / unsigned int). libseccomp
 // 2.5 cannot say that (one comparison per argument per rule, no masked
 // not-equal), so these few instructions run before its program. Jumps are
 // forward only and every other syscall falls through to libseccomp's code.
-std::vector<sock_filter> value_set_prefix() {
-  enum { kEnd, kAllow, kNotify, kSocket, kInet, kNetlink, kNotPersonality };
+// (socket and socketpair share one errno per case: the refusals below are
+// computed for socket.)
+std::vector<sock_filter> value_set_prefix(Refusal how) {
+  enum { kEnd, kAllow, kRawRefused, kSocket, kInet, kNetlink, kNotPersonality };
   Asm a;
   a.load_u32(offsetof(seccomp_data, arch));
   a.jeq(AUDIT_ARCH_X86_64, -1, kEnd);
@@ -76,7 +87,7 @@ std::vector<sock_filter> value_set_prefix() {
   a.jeq(__NR_personality, -1, kNotPersonality);
   a.load_u32(arg_lo(0));
   for (uint32_t v : rules::personality_allowed()) a.jeq(v, kAllow);
-  a.ret(SECCOMP_RET_USER_NOTIF);
+  a.ret(refusal(how, __NR_personality));
 
   a.label(kNotPersonality);
   a.jeq(__NR_socket, kSocket);
@@ -85,20 +96,20 @@ std::vector<sock_filter> value_set_prefix() {
   a.load_u32(arg_lo(0));
   for (uint32_t f : rules::socket_families_allowed())
     a.jeq(f, f == AF_INET || f == AF_INET6 ? kInet : f == AF_NETLINK ? kNetlink : kAllow);
-  a.ret(SECCOMP_RET_USER_NOTIF);
+  a.ret(refusal(how, __NR_socket, AF_UNSPEC));  // a family not in the set
   a.label(kInet);  // no raw IP or link-level packets
   a.load_u32(arg_lo(1));
   a.stmt(BPF_ALU | BPF_AND | BPF_K, 0xf);  // the type without SOCK_NONBLOCK / SOCK_CLOEXEC
-  for (uint32_t t : rules::inet_types_refused()) a.jeq(t, kNotify);
+  for (uint32_t t : rules::inet_types_refused()) a.jeq(t, kRawRefused);
   a.ret(SECCOMP_RET_ALLOW);
   a.label(kNetlink);
   a.load_u32(arg_lo(2));
   for (uint32_t p : rules::netlink_protocols_allowed()) a.jeq(p, kAllow);
-  a.ret(SECCOMP_RET_USER_NOTIF);
+  a.ret(refusal(how, __NR_socket, AF_NETLINK));
   a.label(kAllow);
   a.ret(SECCOMP_RET_ALLOW);
-  a.label(kNotify);
-  a.ret(SECCOMP_RET_USER_NOTIF);
+  a.label(kRawRefused);
+  a.ret(refusal(how, __NR_socket, AF_INET));
   a.label(kEnd);
   return a.finish();
 }
@@ -107,11 +118,12 @@ Error seccomp_error(const std::string& what, int rc) { return Error::sys("seccom
 
 }  // namespace
 
-Result<std::vector<sock_filter>> build_seccomp_program() {
+Result<std::vector<sock_filter>> build_seccomp_program(Refusal how) {
 #if !defined(__x86_64__)
   return fail(Error::msg("seccomp", "only x86_64 is supported"));
 #else
-  if (seccomp_api_get() < 5) return fail(Error::msg("seccomp", "libseccomp or the kernel lacks user notification"));
+  if (how == Refusal::Notify && seccomp_api_get() < 5)
+    return fail(Error::msg("seccomp", "libseccomp or the kernel lacks user notification"));
   std::unique_ptr<void, CtxDeleter> ctx(seccomp_init(SCMP_ACT_ALLOW));
   if (!ctx) return fail(Error::msg("seccomp", "seccomp_init failed"));
   void* c = ctx.get();
@@ -123,8 +135,10 @@ Result<std::vector<sock_filter>> build_seccomp_program() {
   // A binary tree over syscall numbers: refused syscalls are found in log(n).
   (void)seccomp_attr_set(c, SCMP_FLTATR_CTL_OPTIMIZE, 2);
 
-  auto refuse = [&](int nr, unsigned n, const scmp_arg_cmp* cmp, const char* what) -> Result<void> {
-    int r = seccomp_rule_add_array(c, SCMP_ACT_NOTIFY, nr, n, cmp);
+  // Refused through the supervisor, or with the errno it would answer (`errno_value`).
+  auto refuse = [&](int nr, unsigned n, const scmp_arg_cmp* cmp, const char* what, int errno_value = EPERM) -> Result<void> {
+    uint32_t action = how == Refusal::Notify ? SCMP_ACT_NOTIFY : SCMP_ACT_ERRNO(static_cast<uint32_t>(errno_value));
+    int r = seccomp_rule_add_array(c, action, nr, n, cmp);
     if (r < 0) return fail(seccomp_error(std::string("rule for ") + what, r));
     return {};
   };
@@ -133,10 +147,13 @@ Result<std::vector<sock_filter>> build_seccomp_program() {
     int nr = seccomp_syscall_resolve_name(name);
     if (nr == __NR_SCMP_ERROR) return fail(Error::msg("seccomp", std::string("unknown syscall ") + name));
     if (nr < 0) continue;  // not on this architecture (stime on x86_64)
-    if (auto r = refuse(nr, 0, nullptr, name); !r) return fail(r.error());
+    const uint64_t none[6] = {};
+    if (auto r = refuse(nr, 0, nullptr, name, rules::refused_errno(nr, none)); !r) return fail(r.error());
   }
-  for (const auto& n : rules::refused_by_number())
-    if (auto r = refuse(n.nr, 0, nullptr, n.name); !r) return fail(r.error());
+  for (const auto& n : rules::refused_by_number()) {
+    const uint64_t none[6] = {};
+    if (auto r = refuse(n.nr, 0, nullptr, n.name, rules::refused_errno(n.nr, none)); !r) return fail(r.error());
+  }
 
   // Namespace flags of clone/unshare, clone3, terminal injection (the value
   // sets are the prefix's).
@@ -147,7 +164,8 @@ Result<std::vector<sock_filter>> build_seccomp_program() {
     int nr = seccomp_syscall_resolve_name(rule.syscall);
     if (nr == __NR_SCMP_ERROR) return fail(Error::msg("seccomp", std::string("unknown syscall ") + rule.syscall));
     if (rule.notify) {
-      if (auto r = refuse(nr, static_cast<unsigned>(cmps.size()), cmps.data(), rule.syscall); !r) return fail(r.error());
+      if (auto r = refuse(nr, static_cast<unsigned>(cmps.size()), cmps.data(), rule.syscall, rule.errno_value); !r)
+        return fail(r.error());
     } else if ((rc = seccomp_rule_add_array(c, SCMP_ACT_ERRNO(static_cast<uint32_t>(rule.errno_value)), nr,
                                             static_cast<unsigned>(cmps.size()), cmps.data())) < 0) {
       return fail(seccomp_error(std::string("rule for ") + rule.syscall, rc));
@@ -162,7 +180,7 @@ Result<std::vector<sock_filter>> build_seccomp_program() {
   if (size <= 0 || size % static_cast<off_t>(sizeof(sock_filter)) != 0)
     return fail(Error::msg("seccomp", "exported program has a bad size"));
 
-  std::vector<sock_filter> prog = value_set_prefix();
+  std::vector<sock_filter> prog = value_set_prefix(how);
   size_t head = prog.size();
   prog.resize(head + static_cast<size_t>(size) / sizeof(sock_filter));
   char* p = reinterpret_cast<char*>(prog.data() + head);
@@ -187,18 +205,6 @@ std::string syscall_name(int nr) {
   std::string name(s);
   std::free(s);
   return name;
-}
-
-int install_seccomp(const std::vector<sock_filter>& prog) {
-  sock_fprog fprog{static_cast<unsigned short>(prog.size()), const_cast<sock_filter*>(prog.data())};
-  // WAIT_KILLABLE_RECV (5.19): once the supervisor has read a notification, a
-  // signal no longer interrupts and restarts the refused syscall (which would
-  // notify, and be counted, twice).
-  long fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER,
-                      SECCOMP_FILTER_FLAG_NEW_LISTENER | SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV, &fprog);
-  if (fd < 0 && errno == EINVAL)
-    fd = ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_NEW_LISTENER, &fprog);
-  return static_cast<int>(fd);
 }
 
 }  // namespace exg::process

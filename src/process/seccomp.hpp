@@ -14,15 +14,23 @@
 
 namespace exg::process {
 
-// Native architecture only (x86_64): the i386 (int $0x80) and x32
-// (nr | 0x40000000) ABIs kill the whole process. Refused syscalls return
-// SECCOMP_RET_USER_NOTIF; clone3 returns ENOSYS at once (libcs fall back to
-// clone, whose flags a filter can see).
-Result<std::vector<sock_filter>> build_seccomp_program();
+// How the program answers a refused syscall.
+enum class Refusal {
+  Notify,  // SECCOMP_RET_USER_NOTIF: the supervisor answers with refused_errno() and records it
+  Errno,   // the filter answers itself with the same errno: where no supervisor can listen (the
+           // microVM guest); nothing is recorded
+};
 
-// The same program, compiled at build time (seccomp_prebuilt.cpp): what a
+// Native architecture only (x86_64): the i386 (int $0x80) and x32
+// (nr | 0x40000000) ABIs kill the whole process. Refused syscalls are
+// answered as `how` says; clone3 returns ENOSYS at once in both (libcs fall
+// back to clone, whose flags a filter can see).
+Result<std::vector<sock_filter>> build_seccomp_program(Refusal how = Refusal::Notify);
+
+// The same programs, compiled at build time (seccomp_prebuilt.cpp): what a
 // sandbox installs, without libseccomp's ~0.4 ms at every start-up.
 const std::vector<sock_filter>& prebuilt_seccomp_program();
+const std::vector<sock_filter>& prebuilt_seccomp_errno_program();  // Refusal::Errno
 
 // The errno the supervisor answers a refused syscall with: EPERM by default,
 // EAFNOSUPPORT for socket families, EPROTONOSUPPORT for netlink protocols
@@ -34,7 +42,10 @@ std::string syscall_name(int nr);
 
 // In the child, after PR_SET_NO_NEW_PRIVS (or with CAP_SYS_ADMIN): installs the
 // program and returns the listener fd (close-on-exec), or -1 with errno. No
-// allocation: safe after fork/clone.
+// allocation: safe after fork/clone. (seccomp_install.cpp: no libseccomp.)
 int install_seccomp(const std::vector<sock_filter>& prog);
+
+// The same for a Refusal::Errno program, which needs no listener: 0, or -1 with errno.
+int install_seccomp_errno(const std::vector<sock_filter>& prog);
 
 }  // namespace exg::process

@@ -587,6 +587,10 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   else if (opt.verbose && proxy_idle) sayf(io, "%s", egress::ProxyStats{}.summary().c_str());  // never used
   // What the limits did, read before the cgroup goes away.
   bool oom = false;
+  // The guest's own limit (microvm): the agent reported it over the channel.
+  if (uint64_t inside = opt.agent ? opt.agent->inside_pids_refused() : 0; inside > 0)
+    sayf(io, "pids limit %u reached in the guest: %llu forks refused", plan.limits.pids.value_or(0),
+         static_cast<unsigned long long>(inside));
   if (sb.cgroup.active()) {
     auto out = sb.cgroup.outcome();
     if (out.pids_max_hits > 0)

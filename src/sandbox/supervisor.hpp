@@ -66,6 +66,9 @@ class AgentFrontEnd {
   // the front end delivered it itself (the microVM layer: to the command, over
   // the channel; qemu would just end).
   virtual bool forward_signal(int) { return false; }
+  // Forks refused by a pids limit the sandbox's own kernel enforces, as the
+  // agent reported it (the microVM guest's cgroup, which the host cannot read).
+  virtual uint64_t inside_pids_refused() const { return 0; }
 };
 
 // The front end's terminal, relayed through the sandbox's own pty.

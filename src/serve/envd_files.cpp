@@ -5,88 +5,12 @@
 // frames of at most 1 MiB, read and written by the sandbox's own user.
 #include <algorithm>
 
+#include "serve/multipart.hpp"
 #include "serve/service.hpp"
 
 namespace exg::serve {
 
 namespace {
-
-struct Upload {
-  std::string path;
-  std::string data;
-};
-
-std::string header_param(const std::string& header, const std::string& name) {
-  // name="value" or name=value in a header such as Content-Disposition.
-  size_t pos = 0;
-  while ((pos = header.find(name + "=", pos)) != std::string::npos) {
-    if (pos > 0 && header[pos - 1] != ' ' && header[pos - 1] != ';') {
-      pos += name.size();
-      continue;
-    }
-    pos += name.size() + 1;
-    if (pos < header.size() && header[pos] == '"') {
-      auto end = header.find('"', pos + 1);
-      return header.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
-    }
-    auto end = header.find(';', pos);
-    std::string v = header.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
-    while (!v.empty() && v.back() == ' ') v.pop_back();
-    return v;
-  }
-  return "";
-}
-
-// multipart/form-data -> the parts named "file" (their filename and bytes).
-std::optional<std::vector<Upload>> parse_multipart(const std::string& body, const std::string& boundary, std::string* err) {
-  std::vector<Upload> out;
-  const std::string delim = "--" + boundary;
-  size_t pos = body.find(delim);
-  if (pos == std::string::npos) {
-    *err = "multipart body without its boundary";
-    return std::nullopt;
-  }
-  for (;;) {
-    pos += delim.size();
-    if (body.compare(pos, 2, "--") == 0) break;  // the closing delimiter
-    if (body.compare(pos, 2, "\r\n") != 0) {
-      *err = "malformed multipart delimiter line";
-      return std::nullopt;
-    }
-    pos += 2;
-    size_t head_end = body.find("\r\n\r\n", pos);
-    if (head_end == std::string::npos) {
-      *err = "a multipart part without the end of its headers";
-      return std::nullopt;
-    }
-    std::string headers = body.substr(pos, head_end - pos);
-    size_t data_start = head_end + 4;
-    size_t next = body.find("\r\n" + delim, data_start);
-    if (next == std::string::npos) {
-      *err = "a multipart part without its closing boundary";
-      return std::nullopt;
-    }
-    std::string disposition;
-    size_t hp = 0;
-    while (hp < headers.size()) {
-      size_t eol = headers.find("\r\n", hp);
-      if (eol == std::string::npos) eol = headers.size();
-      std::string line = headers.substr(hp, eol - hp);
-      std::string lower = line;
-      std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-      if (lower.starts_with("content-disposition:")) disposition = line.substr(20);
-      hp = eol + 2;
-    }
-    if (header_param(disposition, "name") == "file")
-      out.push_back({header_param(disposition, "filename"), body.substr(data_start, next - data_start)});
-    pos = next + 2;
-    if (out.size() > 1000) {
-      *err = "more than 1000 files in one upload";
-      return std::nullopt;
-    }
-  }
-  return out;
-}
 
 http::status status_of_errno(const std::string& e) {
   if (e == "ENOENT" || e == "ENOTDIR") return http::status::not_found;
@@ -197,13 +121,9 @@ void Service::files_post(Request& req, ExchangePtr ex, const std::shared_ptr<San
   std::string ct(req[http::field::content_type]);
   std::vector<Upload> files;
   if (ct.starts_with("multipart/form-data")) {
-    std::string boundary = header_param(ct, "boundary");
-    if (boundary.empty() || boundary.size() > 200) return reply(ex, route, api_error(http::status::bad_request, "multipart: no boundary"));
-    std::string err;
-    auto parts = parse_multipart(req.body(), boundary, &err);
-    if (!parts) return reply(ex, route, api_error(http::status::bad_request, err));
+    auto parts = multipart_files(ct, req.body());
+    if (!parts) return reply(ex, route, api_error(http::status::bad_request, parts.error()));
     files = std::move(*parts);
-    if (files.empty()) return reply(ex, route, api_error(http::status::bad_request, "multipart: no part named \"file\""));
     if (!qpath.empty() && files.size() == 1) files[0].path = qpath;
   } else if (ct.starts_with("application/octet-stream")) {
     if (!req[http::field::content_encoding].empty())

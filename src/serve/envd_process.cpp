@@ -95,7 +95,8 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
         self->detached = false;
         if (self->sb->agent) self->sb->agent->unsubscribe(self->token);
         if (self->sb->agent && self->sb->processes.count(self->pid))
-          self->sb->agent->call({{"op", "signal"}, {"pid", self->pid}, {"signal", "KILL"}}, {}, [](const agent::Frame&) {});
+          // The group too: a shell line's children end with it (`sh -c "sleep 30; ..."`).
+          self->sb->agent->call({{"op", "signal"}, {"pid", self->pid}, {"signal", "KILL"}, {"group", true}}, {}, [](const agent::Frame&) {});
         self->finish(RpcError{Code::DeadlineExceeded, "the command's timeout passed: it was killed"}, true);
       });
     }
@@ -285,7 +286,8 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
     if (s && s->is_number_integer()) sig = s->get<int>();
     else if (s && s->is_string()) sig = *s == "SIGNAL_SIGKILL" ? 9 : *s == "SIGNAL_SIGTERM" ? 15 : 0;
     if (sig != 9 && sig != 15) return fail_with({Code::InvalidArgument, "signal: expected SIGNAL_SIGKILL or SIGNAL_SIGTERM"});
-    h = {{"op", "signal"}, {"pid", *pid}, {"signal", sig}};
+    // The command's process group with it: what its shell started ends too.
+    h = {{"op", "signal"}, {"pid", *pid}, {"signal", sig}, {"group", true}};
   } else if (method == "CloseStdin") {
     h = {{"op", "close_stdin"}, {"pid", *pid}};
   } else if (method == "Update") {

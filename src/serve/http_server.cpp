@@ -3,6 +3,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <deque>
 #include <optional>
@@ -46,7 +48,27 @@ std::string serialize(Response& r) {
 struct Shared {
   Handler handler;
   HttpLimits limits;
+  ServedFn served;
   size_t connections = 0;
+};
+
+using Clock = std::chrono::steady_clock;
+
+template <class S>
+std::string_view sv(const S& s) { return {s.data(), s.size()}; }
+
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+
+// The target without its query, at most 200 bytes: held by value (no allocation per request).
+struct LoggedPath {
+  char text[200];
+  size_t len = 0;
+  explicit LoggedPath(std::string_view target) {
+    target = target.substr(0, target.find('?'));
+    len = std::min(target.size(), sizeof text);
+    target.copy(text, len);
+  }
+  std::string_view view() const { return {text, len}; }
 };
 
 template <class Socket>
@@ -63,19 +85,24 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   // The per-request answer channel; stale ones (a request already answered) are ignored.
   class Ex : public Exchange {
    public:
-    Ex(std::shared_ptr<Connection> c, uint64_t serial, bool keep_alive, unsigned version)
-        : c_(std::move(c)), serial_(serial), keep_alive_(keep_alive), version_(version) {}
+    Ex(std::shared_ptr<Connection> c, uint64_t serial, bool keep_alive, unsigned version, http::verb method,
+       std::string_view target, Clock::time_point began)
+        : c_(std::move(c)), serial_(serial), keep_alive_(keep_alive), version_(version), method_(method), path_(target),
+          began_(began) {}
     void respond(Response r) override {
       if (!live() || started_) return;
       started_ = true;
+      status_ = r.result_int();
       r.version(version_);
       r.keep_alive(keep_alive_);
       r.prepare_payload();
       c_->send(serialize(r), true, keep_alive_);
+      served(false);
     }
     void start_stream(Response head) override {
       if (!live() || started_) return;
       started_ = true;
+      status_ = head.result_int();
       head.version(version_);
       head.keep_alive(keep_alive_);
       head.chunked(true);
@@ -90,9 +117,16 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     void end_stream() override {
       if (!live() || !started_) return;
       c_->send("0\r\n\r\n", true, keep_alive_);
+      served(false);
     }
     bool open() const override { return live(); }
     bool live() const { return c_->serial_ == serial_ && !c_->closed_ && !c_->answered_; }
+    // Once per request: its answer is out, or its client left first.
+    void served(bool client_gone) {
+      if (logged_ || !c_->shared_->served) return;
+      logged_ = true;
+      c_->shared_->served({sv(http::to_string(method_)), path_.view(), status_, ms_since(began_), log_tenant, log_sandbox, client_gone});
+    }
 
    private:
     std::shared_ptr<Connection> c_;
@@ -100,6 +134,11 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     bool keep_alive_;
     unsigned version_;
     bool started_ = false;
+    bool logged_ = false;
+    unsigned status_ = 0;
+    http::verb method_;
+    LoggedPath path_;
+    Clock::time_point began_;
   };
 
  private:
@@ -117,6 +156,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   bool next_after_watch_ = false;
   uint64_t serial_ = 0;
   std::weak_ptr<Ex> current_;
+  Clock::time_point began_{};  // the current request's head arrived
 
   void arm_timer(int seconds) {
     timer_.expires_after(std::chrono::seconds(seconds));
@@ -132,9 +172,12 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     timer_.cancel();
     sock_.shutdown(Socket::shutdown_both, ec);
     sock_.close(ec);
-    if (auto ex = current_.lock(); ex && !answered_ && ex->on_close) {
-      auto cb = std::move(ex->on_close);
-      cb();
+    if (auto ex = current_.lock(); ex && !answered_) {
+      ex->served(true);
+      if (ex->on_close) {
+        auto cb = std::move(ex->on_close);
+        cb();
+      }
     }
   }
 
@@ -151,6 +194,7 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
 
   void on_header(boost::system::error_code ec) {
     if (ec) return fail_read(ec);
+    began_ = Clock::now();
     arm_timer(shared_->limits.read_timeout_s);
     auto& h = parser_->get();
     // Uploads may be larger than everything else.
@@ -176,6 +220,12 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
       st = http::status::request_header_fields_too_large;
       what = "request header too large";
     }
+    if (shared_->served) {
+      bool head = parser_ && parser_->is_header_done();
+      std::string_view method = head ? sv(parser_->get().method_string()) : std::string_view();
+      LoggedPath path(head ? sv(parser_->get().target()) : std::string_view());
+      shared_->served({method, path.view(), static_cast<unsigned>(st), head ? ms_since(began_) : 0, {}, {}, false});
+    }
     Response r = json_response(st, nlohmann_error(st, what));
     r.keep_alive(false);
     answered_ = false;
@@ -199,7 +249,8 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     Request req = parser_->release();
     ++serial_;
     answered_ = false;
-    auto ex = std::make_shared<Ex>(this->shared_from_this(), serial_, req.keep_alive(), req.version());
+    auto ex = std::make_shared<Ex>(this->shared_from_this(), serial_, req.keep_alive(), req.version(), req.method(), sv(req.target()),
+                                   began_);
     current_ = ex;
     watch();
     shared_->handler(req, ex);
@@ -313,9 +364,11 @@ struct HttpServer::Impl {
   Impl(asio::io_context& i) : io(i), shared(std::make_shared<Shared>()) {}
 };
 
-HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits) : impl_(std::make_unique<Impl>(io)) {
+HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits, ServedFn served)
+    : impl_(std::make_unique<Impl>(io)) {
   impl_->shared->handler = std::move(handler);
   impl_->shared->limits = limits;
+  impl_->shared->served = std::move(served);
 }
 
 HttpServer::~HttpServer() { stop(); }

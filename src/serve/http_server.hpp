@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/beast/http.hpp>
@@ -44,13 +45,25 @@ class Exchange {
   virtual bool open() const = 0;
   // Called once when the client goes away before the answer ended.
   std::function<void()> on_close;
+  // For the request log: whom the request acted for, set by the handler once it knows.
+  std::string log_tenant, log_sandbox;
 };
 using ExchangePtr = std::shared_ptr<Exchange>;
 using Handler = std::function<void(Request&, ExchangePtr)>;
 
+// One request, once its answer is out (or its client gone): what the request log says.
+struct Served {
+  std::string_view method, path;  // the target without its query (which the log never holds)
+  unsigned status = 0;            // 0: the client left before any answer
+  double ms = 0;                  // from the request's head to the end of its answer
+  std::string_view tenant, sandbox;
+  bool client_gone = false;       // the client left before the answer ended
+};
+using ServedFn = std::function<void(const Served&)>;
+
 class HttpServer {
  public:
-  HttpServer(boost::asio::io_context& io, Handler handler, HttpLimits limits);
+  HttpServer(boost::asio::io_context& io, Handler handler, HttpLimits limits, ServedFn served = {});
   ~HttpServer();
   // "127.0.0.1:3000", "[::1]:3000" or "unix:/path" (created 0660, must not exist unless a stale socket).
   Result<void> listen(const std::string& address);

@@ -74,7 +74,8 @@ nlohmann::json build() {
          {{"templateID", {{"type", "string"}}}, {"timeout", {{"type", "integer"}, {"minimum", 1}}},
           {"metadata", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
           {"envVars", {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}}},
-          {"secure", {{"type", "boolean"}}}, {"allow_internet_access", {{"type", "boolean"}}},
+          {"secure", {{"type", "boolean"}, {"description", "true (also when absent): every envd call needs the envdAccessToken; false: no token is made and the sandbox's id alone reaches its envd"}}},
+          {"allow_internet_access", {{"type", "boolean"}}},
           {"network", {{"type", "object"}, {"properties", {{"allowOut", {{"type", "array"}, {"items", {{"type", "string"}}}}}, {"denyOut", {{"type", "array"}, {"items", {{"type", "string"}}}}},
               {"rules", {{"type", "object"}, {"description", "host (exact or *.domain, also in allowOut) -> [{transform: {headers: {name: value}}}]: the sandbox's proxy sets the headers on HTTPS requests to the host; the values never enter the sandbox"},
                          {"additionalProperties", {{"type", "array"}, {"items", ref("NetworkRule")}}}}}}}}}}}}},
@@ -85,7 +86,8 @@ nlohmann::json build() {
        {{"type", "object"},
         {"required", {"templateID", "sandboxID", "clientID", "envdVersion"}},
         {"properties", {{"templateID", {{"type", "string"}}}, {"sandboxID", {{"type", "string"}}}, {"clientID", {{"type", "string"}}},
-                        {"envdVersion", {{"type", "string"}}}, {"envdAccessToken", {{"type", "string"}}}}}}},
+                        {"envdVersion", {{"type", "string"}}},
+                        {"envdAccessToken", {{"type", "string"}, {"description", "X-Access-Token of envd calls; absent when created with secure false"}}}}}}},
   };
   paths["/sandboxes"]["post"]["requestBody"] = json_body(ref("NewSandbox"));
   paths["/v2/sandboxes"]["post"]["requestBody"] = json_body(ref("NewSandbox"));

@@ -75,6 +75,10 @@ void end_leftover(pid_t pid, const std::string& control) {
   for (int i = 0; i < 100 && is_our_supervisor(pid, control); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+double ms_since(std::chrono::system_clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now() - t).count();
+}
+
 std::string duration_arg(double cpus) {
   std::ostringstream os;
   os << cpus;
@@ -84,6 +88,11 @@ std::string duration_arg(double cpus) {
 }  // namespace
 
 Registry::Registry(asio::io_context& io, RegistryOptions opt) : io_(io), opt_(std::move(opt)), sigchld_(io, SIGCHLD) {}
+
+Log& Registry::log() const {
+  static Log to_stderr;
+  return opt_.log ? *opt_.log : to_stderr;
+}
 
 Registry::~Registry() {
   for (auto& [id, sb] : sandboxes_)
@@ -151,6 +160,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   auto sb = new_sandbox(req.tmpl);
   if (!req.workspace.empty()) sb->home = req.workspace;
   if (!req.audit_log.empty()) sb->audit_log = req.audit_log;
+  if (!req.secure) sb->access_token.clear();
   sb->tenant = req.tenant;
   sb->metadata = req.metadata;
   sb->env_vars = req.env_vars;
@@ -187,7 +197,8 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sb->env_vars = req.env_vars;
   sb->started_at = std::chrono::system_clock::now();
   sb->end_at = sb->started_at + req.timeout;
-  sb->access_token = random_id(32);  // made now: no one knew the pool's
+  sb->access_token = req.secure ? random_id(32) : "";  // made now: no one knew the pool's
+  sb->from_pool = true;
   sb->state = Sandbox::State::Starting;
   sandboxes_[sb->id] = sb;
   // Its audit lines waited for the tenant (session --audit-hold).
@@ -195,12 +206,10 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sb->on_ready.push_back([this, sb, done, again](const std::string& err) mutable {
     if (err.empty()) return done(sb, "");
     // Not adopted: that one ends; the request gets a sandbox started for it.
-    if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: warm sandbox %s: %s; starting one for the request\n", sb->id.c_str(), err.c_str());
-    kill(sb, {});
+    log().warn("pool_claim_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", err + "; starting one for the request");
+    kill(sb, {}, "not adopted");
     create(again, done);
   });
-  if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s (tenant %s, template %s): from the warm pool\n", sb->id.c_str(),
-                                 sb->tenant.c_str(), sb->tmpl.name.c_str());
   sb->agent->call({{"op", "audit_tags"}, {"tags", {{"tenant", sb->tenant}}}}, {}, [this, sb](const agent::Frame& r) {
     finish_start(sb, r.header.value("ok", false) ? "" : "audit_tags: " + reply_error_text(r));
   });
@@ -245,8 +254,7 @@ void Registry::fill_pool(const std::string& name) {
       // A host where sandboxes cannot start (no cgroups for this user...) gets no storm of tries.
       unsigned wait = std::min(60u, 1u << std::min(p.failures, 6u));
       ++p.failures;
-      std::fprintf(stderr, "exguardian: serve: warm pool %s: a sandbox did not start (%s); next try in %u s\n", name.c_str(),
-                   err.c_str(), wait);
+      log().warn("pool_start_failed").str("template", name).str("msg", err).num("retry_s", wait);
       p.retry->expires_after(std::chrono::seconds(wait));
       p.retry->async_wait([this, name](boost::system::error_code ec) {
         if (ec) return;
@@ -329,6 +337,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
     argv.insert(argv.end(), {"--memory", std::to_string(sb->tmpl.memory_mb) + "M", "--pids", std::to_string(sb->tmpl.pids),
                              "--cpus", duration_arg(sb->tmpl.cpus)});
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
+  if (sb->tmpl.allow_root) argv.push_back("--gvisor-root");
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
   for (const auto& d : sb->tmpl.allow_domains) argv.insert(argv.end(), {"--allow-domain", d});
@@ -375,14 +384,14 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   sb->on_ready.push_back([sb, done](const std::string& err) { done(err.empty() ? sb : nullptr, err); });
   (sb->pooled ? pooled_ : sandboxes_)[sb->id] = sb;
   by_pid_[pid] = sb->id;
-  if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s (tenant %s, template %s): supervisor %d\n", sb->id.c_str(),
-                                 sb->pooled ? "none yet: warm pool" : sb->tenant.c_str(), sb->tmpl.name.c_str(), pid);
+  if (opt_.verbose)
+    log().info("spawn").str("tenant", sb->tenant).str("sandbox", sb->id).str("template", sb->tmpl.name).num("supervisor", pid).flag("pool", sb->pooled);
   // A sandbox that never comes up is not waited for forever.
   sb->expiry->expires_after(std::chrono::seconds(60));
   sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
     if (ec || sb->state != Sandbox::State::Starting) return;
     finish_start(sb, "the sandbox did not come up within 60 s");
-    kill(sb, {});
+    kill(sb, {}, "start-failed");
   });
   read_log(sb);
 }
@@ -406,7 +415,7 @@ void Registry::read_log(const std::shared_ptr<Sandbox>& sb) {
 void Registry::on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line) {
   sb->log_tail += line + "\n";
   if (sb->log_tail.size() > 4096) sb->log_tail.erase(0, sb->log_tail.size() - 4096);
-  if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: [%s] %s\n", sb->id.c_str(), line.c_str());
+  if (opt_.verbose) log().info("supervisor").str("sandbox", sb->id).str("msg", line);
   // "exguardian: session <plan id> ready on unix:<path>"
   const std::string prefix = "exguardian: session ";
   if (sb->state == Sandbox::State::Starting && line.starts_with(prefix) && line.find(" ready on unix:") != std::string::npos) {
@@ -427,7 +436,7 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
   std::string err;
   if (!conn->connect(sb->dir + "/control.sock", &err)) {
     finish_start(sb, err);
-    kill(sb, {});
+    kill(sb, {}, "start-failed");
     return;
   }
   sb->agent = conn;
@@ -436,11 +445,17 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
   conn->call({{"op", "stat"}, {"path", "/proc/1"}}, {}, [this, sb](const agent::Frame& r) {
     if (!r.header.value("ok", false)) {
       finish_start(sb, "stat /proc/1 in the sandbox: " + reply_error_text(r));
-      kill(sb, {});
+      kill(sb, {}, "start-failed");
       return;
     }
     sb->uid = r.header.value("uid", 0u);
     sb->gid = r.header.value("gid", 0u);
+    // E2B's root is promised by the template: a sandbox whose user is not uid 0 does not keep it.
+    if (sb->tmpl.allow_root && sb->uid != 0) {
+      finish_start(sb, "the template allows root, but the sandbox's user is uid " + std::to_string(sb->uid) + ", not 0");
+      kill(sb, {}, "start-failed");
+      return;
+    }
     sb->agent->call({{"op", "stat"}, {"path", "/proc/1/cwd"}}, {}, [this, sb](const agent::Frame& c) {
       if (c.header.value("ok", false) && c.header.value("type", "") == "symlink") sb->home = c.header.value("target", sb->home);
       finish_start(sb, "");
@@ -454,13 +469,21 @@ void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, const std::strin
     sb->state = Sandbox::State::Running;
     if (sb->pooled) {
       sb->expiry->cancel();  // a warm sandbox waits for its tenant as long as it takes
+      if (opt_.verbose) log().info("pool_ready").str("sandbox", sb->id).str("template", sb->tmpl.name);
     } else {
       ++created_total_;
       arm_expiry(sb);
+      if (logs_lifecycle())
+        log().info("create").str("tenant", sb->tenant).str("sandbox", sb->id).str("template", sb->tmpl.name)
+            .str("layer", sb->tmpl.layer).flag("warm", sb->from_pool).flag("secure", !sb->access_token.empty())
+            .real("ms", ms_since(sb->started_at));
     }
   } else {
     sb->state = Sandbox::State::Ending;
     if (!sb->pooled) ++failed_total_;
+    if (!sb->pooled || opt_.verbose)
+      log().warn(sb->pooled ? "pool_start_failed" : "create_failed").str("tenant", sb->tenant).str("sandbox", sb->id)
+          .str("template", sb->tmpl.name).str("msg", error);
   }
   auto waiters = std::move(sb->on_ready);
   sb->on_ready.clear();
@@ -474,8 +497,8 @@ void Registry::arm_expiry(const std::shared_ptr<Sandbox>& sb) {
   sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
     if (ec || sb->killing) return;
     ++expired_total_;
-    if (opt_.verbose) std::fprintf(stderr, "exguardian: serve: sandbox %s: timeout, killed\n", sb->id.c_str());
-    kill(sb, {});
+    if (logs_lifecycle()) log().info("expire").str("tenant", sb->tenant).str("sandbox", sb->id);
+    kill(sb, {}, "timeout");
   });
 }
 
@@ -485,7 +508,7 @@ void Registry::set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seco
   arm_expiry(sb);
 }
 
-void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done) {
+void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason) {
   if (done) sb->on_gone.push_back(std::move(done));
   if (sb->supervisor <= 0) {  // already gone
     auto g = std::move(sb->on_gone);
@@ -495,6 +518,8 @@ void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> do
   }
   if (sb->killing) return;  // on its way
   sb->killing = true;
+  if (logs_lifecycle() && (!sb->pooled || opt_.verbose))
+    log().info("kill").str("tenant", sb->tenant).str("sandbox", sb->id).str("reason", reason);
   if (sb->state == Sandbox::State::Paused) (void)freeze(sb, false);  // a frozen agent reads no shutdown
   if (sb->state == Sandbox::State::Starting) finish_start(sb, "the sandbox was killed while it started");
   sb->state = Sandbox::State::Ending;
@@ -538,9 +563,14 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
     return;
   }
   sb->supervisor = -1;
-  if (opt_.verbose)
-    std::fprintf(stderr, "exguardian: serve: sandbox %s: supervisor ended (%s %d)\n", id.c_str(),
-                 WIFEXITED(status) ? "exit" : "signal", WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+  // A sandbox that ends without being asked to (its supervisor died) is said whatever the mode.
+  if ((logs_lifecycle() && (!sb->pooled || opt_.verbose)) || !sb->killing) {
+    auto l = log().at(sb->killing ? "info" : "warn", "gone");
+    l.str("tenant", sb->tenant).str("sandbox", id).num("supervisor", pid);
+    if (WIFEXITED(status)) l.num("exit", WEXITSTATUS(status));
+    else l.num("signal", WTERMSIG(status));
+    if (!sb->killing) l.str("msg", "the supervisor ended on its own");
+  }
   if (sb->state == Sandbox::State::Starting) {
     std::string why = sb->log_tail;
     while (!why.empty() && why.back() == '\n') why.pop_back();
@@ -556,7 +586,7 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
   scan_audit(*sb);  // its last decisions, before the log goes with the directory
   std::error_code rec;
   fs::remove_all(sb->dir, rec);
-  if (rec) std::fprintf(stderr, "exguardian: serve: sandbox %s: remove %s: %s\n", id.c_str(), sb->dir.c_str(), rec.message().c_str());
+  if (rec) log().error("cleanup_failed").str("tenant", sb->tenant).str("sandbox", id).str("msg", "remove " + sb->dir + ": " + rec.message());
   auto g = std::move(sb->on_gone);
   sb->on_gone.clear();
   for (auto& f : g) f();
@@ -575,38 +605,63 @@ std::vector<std::shared_ptr<Sandbox>> Registry::of_tenant(const std::string& ten
 }
 
 Result<void> Registry::freeze(const std::shared_ptr<Sandbox>& sb, bool frozen) {
-  bool done = false;
+  // v1: freezer.state reads FROZEN; v2: cgroup.events has "frozen 1".
+  struct Knob {
+    std::string file, on, off, check, frozen_when;
+  };
+  std::vector<Knob> knobs;
   for (const auto& d : sb->cgroup_dirs) {
-    if (::access((d + "/freezer.state").c_str(), F_OK) == 0) {  // v1
-      if (!write_file(d + "/freezer.state", frozen ? "FROZEN" : "THAWED"))
-        return fail(Error::sys("write " + d + "/freezer.state"));
-      for (int i = 0; frozen && i < 200; ++i) {
-        if (read_file(d + "/freezer.state").starts_with("FROZEN")) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      done = true;
-    } else if (::access((d + "/cgroup.freeze").c_str(), F_OK) == 0) {  // v2
-      if (!write_file(d + "/cgroup.freeze", frozen ? "1" : "0")) return fail(Error::sys("write " + d + "/cgroup.freeze"));
-      for (int i = 0; frozen && i < 200; ++i) {
-        if (read_file(d + "/cgroup.events").find("frozen 1") != std::string::npos) break;
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
-      done = true;
+    if (::access((d + "/freezer.state").c_str(), F_OK) == 0)
+      knobs.push_back({d + "/freezer.state", "FROZEN", "THAWED", d + "/freezer.state", "FROZEN"});
+    else if (::access((d + "/cgroup.freeze").c_str(), F_OK) == 0)
+      knobs.push_back({d + "/cgroup.freeze", "1", "0", d + "/cgroup.events", "frozen 1"});
+  }
+  if (knobs.empty()) return fail(Error::msg(frozen ? "pause" : "resume", "this sandbox has no freezer cgroup here"));
+  auto thaw_all = [&] {
+    for (const auto& k : knobs) (void)write_file(k.file, k.off);
+  };
+  for (const auto& k : knobs) {
+    if (!write_file(k.file, frozen ? k.on : k.off)) {
+      auto e = Error::sys("write " + k.file);
+      if (frozen) thaw_all();
+      return fail(e);
+    }
+    if (!frozen) continue;
+    // Tasks enter the refrigerator at their next return to user space; one
+    // that cannot (an uninterruptible wait) keeps the cgroup FREEZING.
+    bool reached = false;
+    for (int i = 0; i < 200 && !reached; ++i) {
+      reached = read_file(k.check).find(k.frozen_when) != std::string::npos;
+      if (!reached) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!reached) {
+      std::string seen = read_file(k.check);
+      while (!seen.empty() && (seen.back() == '\n' || seen.back() == ' ')) seen.pop_back();
+      thaw_all();
+      return fail(Error::msg("pause", k.check + " did not read " + k.frozen_when + " within 1 s (it reads \"" + seen +
+                                          "\"): a process of the sandbox could not be frozen; the sandbox was thawed and runs on"));
     }
   }
-  if (!done) return fail(Error::msg("pause", "this sandbox has no freezer cgroup here"));
   return {};
 }
 
 Result<void> Registry::pause(const std::shared_ptr<Sandbox>& sb) {
-  if (auto r = freeze(sb, true); !r) return r;
+  if (auto r = freeze(sb, true); !r) {
+    log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", r.error().str());
+    return r;
+  }
   sb->state = Sandbox::State::Paused;
+  if (logs_lifecycle()) log().info("pause").str("tenant", sb->tenant).str("sandbox", sb->id);
   return {};
 }
 
 Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
-  if (auto r = freeze(sb, false); !r) return r;
+  if (auto r = freeze(sb, false); !r) {
+    log().warn("resume_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", r.error().str());
+    return r;
+  }
   sb->state = Sandbox::State::Running;
+  if (logs_lifecycle()) log().info("resume").str("tenant", sb->tenant).str("sandbox", sb->id);
   return {};
 }
 
@@ -682,7 +737,7 @@ void Registry::kill_all(std::function<void()> done) {
   for (auto& [id, sb] : all)
     kill(sb, [left, done] {
       if (--*left == 0) done();
-    });
+    }, "shutdown");
 }
 
 }  // namespace exg::serve

@@ -33,6 +33,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
@@ -42,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/agent_conn.hpp"
+#include "serve/log.hpp"
 #include "serve/metrics.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
@@ -67,6 +69,9 @@ struct CreateRequest {
   std::string workspace;  // a host directory mounted as the home; empty: a fresh one under the state dir
   std::string audit_log;  // where the supervisor logs; empty: <sandbox dir>/audit.jsonl (removed with it)
   std::vector<HeaderRule> header_rules;
+  // E2B's `secure`: envd calls must carry the sandbox's access token. false: no
+  // token is made, and whoever knows the sandbox's id reaches its envd.
+  bool secure = true;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -97,7 +102,7 @@ struct Sandbox {
   nlohmann::json rules_shown = nlohmann::json::object();  // GET's network.rules: header names, values withheld
   std::chrono::system_clock::time_point started_at, end_at;
   State state = State::Starting;
-  std::string access_token;  // every envd call must carry it (X-Access-Token), `secure` or not
+  std::string access_token;  // envd calls must carry it (X-Access-Token); empty: created with secure false
   std::string dir;           // --state-dir/sandboxes/<id>
   std::string home;          // the workspace: the user's home and default cwd
   std::string audit_log;     // the supervisor's audit log (JSON lines)
@@ -113,6 +118,7 @@ struct Sandbox {
   std::string log_partial;   // a line not ended yet
   bool killing = false;
   bool pooled = false;       // in the warm pool: no tenant yet, invisible to every API call
+  bool from_pool = false;    // claimed from the warm pool (the log says so)
   char log_buf[4096];
   std::map<int, Process> processes;
   std::map<std::string, Watcher> watchers;
@@ -134,6 +140,9 @@ struct RegistryOptions {
   bool verbose = false;
   size_t max_sandboxes = 1000;  // over all tenants
   bool cgroup_limits = true;     // false: --no-cgroup-limits (the supervisors get no --memory/--pids/--cpus)
+  // serve's log (lifecycle lines: create, kill, expire, pause, resume, gone). None
+  // (mcp): those lines go to stderr with `verbose` only; warnings always.
+  Log* log = nullptr;
 };
 
 class Registry {
@@ -155,7 +164,8 @@ class Registry {
   std::vector<std::shared_ptr<Sandbox>> of_tenant(const std::string& tenant) const;
   size_t count() const { return sandboxes_.size(); }
   // Ends the sandbox (shutdown through the agent, then signals); `done` when it is gone.
-  void kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done);
+  // `reason` is for the log: request, timeout, shutdown, start-failed, ...
+  void kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason = "request");
   void set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t);
   Result<void> pause(const std::shared_ptr<Sandbox>& sb);
   Result<void> resume(const std::shared_ptr<Sandbox>& sb);
@@ -215,7 +225,12 @@ class Registry {
   void became_ready(const std::shared_ptr<Sandbox>& sb);
   void finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error);
   void arm_expiry(const std::shared_ptr<Sandbox>& sb);
+  // Writes the freezer of each of the sandbox's cgroups; freezing waits until
+  // the kernel reads back frozen, and one that does not within 1 s is thawed
+  // again and is an error (the sandbox then runs on, as before the call).
   Result<void> freeze(const std::shared_ptr<Sandbox>& sb, bool frozen);
+  Log& log() const;
+  bool logs_lifecycle() const { return opt_.log || opt_.verbose; }
 };
 
 // 20 characters of [a-z0-9] from the kernel's random source.

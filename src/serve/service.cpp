@@ -66,9 +66,17 @@ std::optional<std::string> Service::user_error(const Request& req, const std::st
     }
   }
   if (user.empty() || user == "user") return std::nullopt;
-  if (user == "root")
-    return "user root: refused: this sandbox's " + sb.tmpl.layer +
-           " layer shares the host's kernel, and its only user is \"user\" (the sandbox's unprivileged uid)";
+  if (user == "root") {
+    if (sb.tmpl.allow_root) return std::nullopt;  // its one user is gVisor's uid 0
+    if (sb.tmpl.layer == "gvisor")
+      return "user root: refused: the template " + sb.tmpl.name +
+             " does not allow it; its only user is \"user\" (the sandbox's unprivileged uid). The gvisor layer runs "
+             "the sandbox on gVisor's own kernel, where a template with \"allowRoot\": true runs commands as uid 0";
+    return "user root: refused: the " + sb.tmpl.layer +
+           " layer runs the sandbox's commands on the host's kernel, where a sandbox gets no root; its only user is "
+           "\"user\" (the sandbox's unprivileged uid). A template of the gvisor layer (its own kernel) with "
+           "\"allowRoot\": true serves root";
+  }
   return "user " + user + ": unknown (this sandbox has one user: \"user\")";
 }
 
@@ -91,29 +99,32 @@ void Service::route(Request& req, ExchangePtr ex) {
   auto sid = req.find("E2b-Sandbox-Id");
   if (sid != req.end()) {
     std::string id(sid->value());
+    ex->log_sandbox = id.substr(0, 64);
     auto sb = registry_.find(id);
-    bool owner_ok = false, authed = false;
-    if (sb) {
-      std::string token(req["X-Access-Token"]);
-      if (!token.empty() && token.size() == sb->access_token.size() &&
-          CRYPTO_memcmp(token.data(), sb->access_token.data(), token.size()) == 0)
-        authed = owner_ok = true;
-      if (!authed) {
-        std::string key(req["X-API-KEY"]);
-        if (const Tenant* t = tenants_.authenticate(key)) {
-          authed = true;
-          owner_ok = t->id == sb->tenant;
-        }
+    // Who may: the sandbox's access token, its tenant's key, or anyone when it
+    // was created with secure false (no token). The same checks run whether
+    // the id exists or not.
+    bool authed = false, owner = false;
+    std::string token(req["X-Access-Token"]);
+    if (sb && sb->access_token.empty()) authed = owner = true;
+    if (!authed && sb && !token.empty() && token.size() == sb->access_token.size() &&
+        CRYPTO_memcmp(token.data(), sb->access_token.data(), token.size()) == 0)
+      authed = owner = true;
+    if (!authed) {
+      if (const Tenant* t = tenants_.authenticate(std::string(req["X-API-KEY"]))) {
+        authed = true;
+        owner = sb && t->id == sb->tenant;
       }
     }
-    if (sb && !authed) {
-      ++metrics_.auth_failures;
-      return reply(ex, "envd", api_error(http::status::unauthorized, "missing or wrong X-Access-Token for sandbox " + id));
-    }
-    // Unknown and another tenant's sandboxes look the same. 502 is what E2B's
-    // proxy answers for a sandbox that is not there (the SDK reads it as "gone").
-    if (!sb || !owner_ok || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
-      return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + " not found"));
+    if (!authed) ++metrics_.auth_failures;
+    // An unknown id, a starting or ending sandbox, another tenant's, and a
+    // request without the right credentials all get this one answer: a caller
+    // learns nothing of which ids exist. 502 is what E2B's proxy answers for a
+    // sandbox that is not there (the SDK reads it as "not running").
+    if (!sb || !owner || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
+      return reply(ex, "envd", api_error(http::status::bad_gateway,
+                                         "sandbox " + id + " not found (or X-Access-Token / X-API-KEY does not grant it)"));
+    ex->log_tenant = sb->tenant;
     if (sb->state == Sandbox::State::Paused)
       return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + " is paused (Sandbox.connect resumes it)"));
     std::string port(req["E2b-Sandbox-Port"]);

@@ -21,13 +21,16 @@ struct Template {
   uint64_t memory_mb = 512;
   double cpus = 1;
   int pids = 256;
+  // gvisor only: the sandbox's one user is uid 0 of gVisor's own kernel (no
+  // capabilities; --gvisor-root), so E2B's `root` is served (and `user` runs as it too).
+  bool allow_root = false;
 };
 
 class Templates {
  public:
   Templates();  // only `base`
   // {"templates": {"name": {"layer": "process", "rootfs": DIR, "policy": FILE, "allowDomains": [...],
-  //                          "memoryMB": 512, "cpus": 1, "pids": 256}}}
+  //                          "memoryMB": 512, "cpus": 1, "pids": 256, "allowRoot": false}}}
   static Result<Templates> load(const std::string& file);
   static Result<Templates> parse(const std::string& text, const std::string& where);
   const Template* find(const std::string& name) const;

@@ -87,7 +87,8 @@ Result<Tenants> Tenants::parse(const std::string& text, const std::string& where
           std::string qat = at + ".quota." + qk;
           if (!qv.is_number() || qv.get<double>() < 0) return bad(qat, "expected a number >= 0");
           if (qk == "sandboxes") {
-            if (!qv.is_number_integer() || qv.get<int64_t>() > 100000) return bad(qat, "expected an integer 0..100000");
+            // Read as unsigned (negatives are refused above): as int64, 2^64-1 would pass as -1.
+            if (!qv.is_number_integer() || qv.get<uint64_t>() > 100000) return bad(qat, "expected an integer 0..100000");
             tn.quota.max_sandboxes = qv.get<size_t>();
           } else if (qk == "memoryMB") {
             if (!qv.is_number_integer()) return bad(qat, "expected an integer");
@@ -95,7 +96,8 @@ Result<Tenants> Tenants::parse(const std::string& text, const std::string& where
           } else if (qk == "cpus") {
             tn.quota.max_cpus = qv.get<double>();
           } else if (qk == "maxTimeoutSeconds") {
-            if (!qv.is_number_integer() || qv.get<int64_t>() < 1) return bad(qat, "expected an integer >= 1");
+            if (!qv.is_number_integer() || qv.get<uint64_t>() < 1 || qv.get<uint64_t>() > static_cast<uint64_t>(kMaxTimeoutQuota))
+              return bad(qat, "expected an integer 1.." + std::to_string(kMaxTimeoutQuota) + " (ten years)");
             tn.quota.max_timeout_s = qv.get<int64_t>();
           } else {
             return bad(qat, "unknown key (sandboxes, memoryMB, cpus, maxTimeoutSeconds)");

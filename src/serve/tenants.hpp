@@ -13,6 +13,10 @@
 
 namespace exg::serve {
 
+// The longest maxTimeoutSeconds a tenants file may give: ten years. Deadlines
+// are now + timeout on a clock of 64-bit nanoseconds, which a larger one overflows.
+inline constexpr int64_t kMaxTimeoutQuota = 10LL * 365 * 24 * 3600;
+
 struct Quota {
   size_t max_sandboxes = 10;            // running or paused at once
   uint64_t max_memory_mb = 16 * 1024;   // sum of the templates' memory over its sandboxes

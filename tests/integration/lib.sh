@@ -277,6 +277,21 @@ canaries_unchanged() {
     (cd "$HOME" && sha256sum --quiet -c "$T/.canaries.sha256") >/dev/null 2>&1
 }
 
+# need_source_tree FILE TOOL...: sets SRC, the source tree (from the build's CMakeCache.txt), for
+# the client scripts a test copies from it; FILE (relative to it) must be readable and every
+# TOOL installed, else one failure and the end of the script.
+need_source_tree() {
+    local file=$1 tool; shift
+    SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$EXG_BUILD_DIR/CMakeCache.txt" 2>/dev/null)
+    if [ -z "$SRC" ] || [ ! -r "$SRC/$file" ]; then
+        fail "the source tree ($file) is not readable from $EXG_BUILD_DIR"
+        finish
+    fi
+    for tool in "$@"; do
+        command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }
+    done
+}
+
 # track_bg PID: killed (by pid) when the script exits.
 track_bg() { _BG_PIDS+=("$1"); }
 # cleanup_path PATH: removed when the script exits (things a broken sandbox may leave).

@@ -10,7 +10,10 @@ source "$(dirname "$0")/lib.sh"
 for tool in curl jq python3; do command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }; done
 KEY=egress-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 echo "{\"tenants\": [{\"id\": \"t\", \"keys\": [\"$("$EXG" serve --hash-key "$KEY")\"]}]}" > "$T/tenants.json"
-"$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" > "$T/serve.log" 2>&1 &
+# A template's own policy file and allowDomains: both in force, the policy's deniedDomains too.
+echo '{"network": {"allowedDomains": ["other.test", "denied.test"], "deniedDomains": ["denied.test"]}}' > "$T/policy.json"
+echo "{\"templates\": {\"policied\": {\"policy\": \"$T/policy.json\", \"allowDomains\": [\"allowed.test\"]}}}" > "$T/templates.json"
+"$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --templates "$T/templates.json" --state-dir "$T/state" > "$T/serve.log" 2>&1 &
 SERVER_PID=$!
 track_bg "$SERVER_PID"
 wait_for 10 bash -c "grep -q 'listening on 127.0.0.1:' '$T/serve.log' || ! kill -0 $SERVER_PID 2>/dev/null"
@@ -158,6 +161,22 @@ put_network '{"allowOut": ["allowed.test"]}'
 in_sandbox "$C -f http://allowed.test/"
 [ "$STATUS" = 0 ] && grep -q "hello from 203.0.113.10" <<<"$OUT" && ok "a sandbox made without network gets allowed.test by a PUT" ||
     { fail "allowed.test after the PUT on the second sandbox: status $STATUS"; note "$OUT"; }
+
+create '{"templateID": "policied"}'
+[ "$CODE" = 201 ] && ok "create from a template with a policy file and allowDomains" || fail "create policied: $CODE $BODY"
+in_sandbox "$C -f http://allowed.test/ && $C -f http://other.test/"
+[ "$STATUS" = 0 ] && [ "$(grep -c 'hello from 203.0.113.10' <<<"$OUT")" = 2 ] &&
+    ok "template: allowed.test (its allowDomains) and other.test (its policy's allowedDomains) reached" ||
+    { fail "template egress: status $STATUS"; note "$OUT"; }
+in_sandbox "$C -f http://denied.test/"
+[ "$STATUS" != 0 ] && ok "template: denied.test refused (the policy's deniedDomains beats its allowedDomains)" || fail "denied.test reached from the template's sandbox"
+put_network '{"allowOut": ["denied.test"]}'
+[ "$PCODE" = 409 ] && jq -e '.message | test("policy")' <<<"$PBODY" >/dev/null &&
+    ok "PUT network on a template with its own policy: 409 (its rules are fixed)" || fail "PUT network on the policied sandbox: $PCODE $PBODY"
+check "template: the audit log says each decision (denied.test refused, the others allowed)" bash -c \
+    "jq -s -e '[.[] | select(.event == \"egress\") | {host, decision}] | (map(select(.decision == \"allowed\") | .host) | sort) == [\"allowed.test\", \"other.test\"] and
+               (map(select(.decision == \"refused\") | .host) == [\"denied.test\"])' '$T/state/sandboxes/$ID/audit.jsonl' >/dev/null"
+
 check "the audit log of the first sandbox has the refusals" \
     bash -c "grep -q other.test '$T/state/sandboxes/$first_id/audit.jsonl' && grep -q denied.test '$T/state/sandboxes/$first_id/audit.jsonl'"
 

@@ -4,7 +4,7 @@
 # jailed by the process layer, the Plan's view over 9p.
 #
 # TCG (software emulation) here: each guest boot is 3-5 s on an idle 2-core host, up to ~10 s
-# on a loaded one; the script boots 11 guests: about 40-90 s per run (root, then exgtest).
+# on a loaded one; the script boots 13 guests: about 45-100 s per run (root, then exgtest).
 # Skipped (77) when qemu-system-x86_64 or the guest image is missing.
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm  # (for the summary line; this script calls --layer microvm itself)
@@ -94,6 +94,36 @@ if [ "$STATUS" -eq 0 ] && grep -q 'microvm: restored from the template' <<<"$ERR
     ok "a restored guest serves egress and gets its own env (boot frame after the restore)"
 else fail "restore with egress and env"; show_last; fi
 rm -f "$WS/snap-marker.txt"
+
+# 1c. The walls the guest's init puts around the command (restored guests, as every later run):
+# the process layer's seccomp rules in place (errno-only: the guest's filter answers itself),
+# Landlock (a world-writable directory of a read-only part of the view: the guest's Landlock says
+# EACCES before the host's read-only mount could say EROFS), and -v says what was applied.
+ll_dir=$O/exg-landlock-probe
+mkdir -p "$ll_dir" && chmod 777 "$ll_dir"
+run snaprun -v -- sh -c 'grep -E "^(Seccomp|NoNewPrivs):" /proc/self/status;
+  /run/exguardian/exguardian probe unshare-newuser; /run/exguardian/exguardian probe keyctl;
+  touch '"$ll_dir"'/from-guest 2>&1 && echo WROTE-RO-DIR; true'
+if [ "$STATUS" -eq 0 ] && grep -qP '^Seccomp:\t2$' <<<"$OUT" && grep -qP '^NoNewPrivs:\t1$' <<<"$OUT" \
+   && grep -qx 'unshare-newuser: as expected: refused: EPERM' <<<"$OUT" && grep -qx 'keyctl: as expected: refused: EPERM' <<<"$OUT" \
+   && grep -q "microvm: in the guest: seccomp: ExGuardian's filter, errno-only" <<<"$ERR"; then
+    ok "guest: the seccomp filter is in place (Seccomp 2); unshare(CLONE_NEWUSER) and keyctl refused, EPERM"
+else fail "the seccomp filter in the guest"; show_last; fi
+if grep -q 'microvm: in the guest: landlock: ABI [0-9]' <<<"$ERR"; then
+    if grep -q 'Permission denied' <<<"$OUT" && ! grep -qx WROTE-RO-DIR <<<"$OUT" && [ ! -e "$ll_dir/from-guest" ]; then
+        ok "guest: Landlock applied ($(grep -o 'landlock: ABI [0-9]*' <<<"$ERR" | head -1)): a write outside the writable trees is EACCES"
+    else fail "guest: Landlock reported but the write was not refused by it"; show_last; fi
+elif grep -q 'microvm: in the guest: landlock: not in this kernel: not applied' <<<"$ERR"; then
+    ok "guest: no Landlock in this guest kernel, and -v says so"
+else fail "guest: what about Landlock"; show_last; fi
+rm -rf "$ll_dir"
+
+# A fork bomb is contained by the guest's pids limit (its own cgroup) and reported from the guest.
+run snaprun --pids 64 --timeout 5s -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 100'
+if [ "$STATUS" -eq 124 ] && grep -q 'exguardian: pids limit 64 reached in the guest: [0-9]* forks refused' <<<"$ERR" \
+   && grep -q 'killed: timeout 5s' <<<"$ERR"; then
+    ok "guest: a fork bomb under --pids 64 is contained and reported ($(grep -o '[0-9]* forks refused' <<<"$ERR"))"
+else fail "fork bomb in the guest"; show_last; fi
 # A template that does not restore (here cut in half) is dropped and the run boots cold, saving
 # a new one (root only: one cold boot more).
 if [ "$EXG_AS" = root ] && [ -n "$state" ]; then
@@ -173,7 +203,8 @@ else fail "egress in the guest"; show_last; fi
 
 # 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.
 vm_alive() { pgrep -f -- "-name guest=exguardian-$1" >/dev/null; }
-# (as root the directory belongs to the sandbox's unused high uid; it lives only until qemu connected)
+# (as root the directory belongs to the sandbox's unused high uid; it lives only until qemu connected,
+# and one left by a launcher killed before that is removed by the next launch: run_dir.hpp)
 leftover_dirs() { find /tmp -maxdepth 1 -name 'exguardian-microvm-*' \( -user "$(id -u)" -o -uid +1499999999 \) 2>/dev/null | wc -l; }
 before_dirs=$(leftover_dirs)
 run mvm -v --timeout 5s -- sleep 100
@@ -186,9 +217,12 @@ errf=$T/kill.err
 (cd "$WS" && exec "${MVM[@]}" -v -- sleep 100) 2>"$errf" >/dev/null &
 exg_pid=$!
 id2=""
-for _ in $(seq 1 600); do
+for _ in $(seq 1 1200); do
     id2=$(sed -n 's/^exguardian: sandbox \([0-9a-f]*\)$/\1/p' "$errf" | head -1)
-    [ -n "$id2" ] && vm_alive "$id2" && break
+    # Once the guest is up (-v: "guest up in"): qemu has connected and the socket directory is
+    # gone; a kill before that leaves it (docs/microvm.md, "Ending"), which a loaded host made
+    # this loop hit.
+    [ -n "$id2" ] && vm_alive "$id2" && grep -q 'guest up in' "$errf" && break
     sleep 0.1
 done
 if [ -n "$id2" ] && vm_alive "$id2"; then

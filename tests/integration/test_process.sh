@@ -197,4 +197,15 @@ check "--dry-run exits 0 (got $STATUS)" test "$STATUS" = 0
 check "--dry-run plan mentions the workspace" grep -qF -- "$WS" <<<"$OUT"
 check "--dry-run runs nothing" test ! -e "$WS/dry-marker"
 
+# ---- -v: where the start-up time goes, one timing line at the end (issue 13 part 3) ----------------
+run sbx -v -- true
+timing=$(grep -E '^exguardian: timing: ' <<<"$ERR$OUT" | tail -1)
+check "-v: exit 0 and one timing line (got $STATUS)" test "$STATUS" = 0 -a -n "$timing"
+# The plan, the launch's steps (the clone into the sandbox), the command and the end, each with its ms.
+for step in plan clone handover sweep total; do
+    check "-v timing names the step '$step' with its duration" grep -qE "[:,] $step [0-9]+\.[0-9]+ ms" <<<"$timing"
+done
+check "-v timing: the command's own time (process) or the runtime's and the command's (OCI layers)" \
+    grep -qE ", (command|runtime\+command) [0-9]+\.[0-9]+ ms" <<<"$timing"
+
 finish

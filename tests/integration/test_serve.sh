@@ -9,14 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 
 E2B_VERSION=2.51.0
-SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$EXG_BUILD_DIR/CMakeCache.txt" 2>/dev/null)
-if [ -z "$SRC" ] || [ ! -r "$SRC/tests/e2b/sdk_basic.mjs" ]; then
-    fail "the source tree (tests/e2b/sdk_basic.mjs) is not readable from $EXG_BUILD_DIR"
-    finish
-fi
-for tool in node npm curl jq; do
-    command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }
-done
+need_source_tree tests/e2b/sdk_basic.mjs node npm curl jq
 
 STATE=$T/state
 KEY_A=acme-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
@@ -26,21 +19,35 @@ cat > "$T/tenants.json" <<EOF
 {"tenants": [
   {"id": "acme", "keys": ["$("$EXG" serve --hash-key "$KEY_A")"], "quota": {"sandboxes": 8, "maxTimeoutSeconds": 3600}},
   {"id": "other", "keys": ["$("$EXG" serve --hash-key "$KEY_B")"]},
-  {"id": "tiny", "keys": ["$("$EXG" serve --hash-key "$KEY_TINY")"], "quota": {"sandboxes": 1}}
+  {"id": "tiny", "keys": ["$("$EXG" serve --hash-key "$KEY_TINY")"], "quota": {"sandboxes": 2, "memoryMB": 700, "cpus": 3}}
 ]}
 EOF
+# lite and cpuheavy: the quota arithmetic (and the figures GET reports); fs: a template with its
+# own root filesystem (a busybox root) on the container and gVisor layers, on gVisor with allowRoot.
+FS_TEMPLATE=""
+if ! on_layer process && command -v busybox >/dev/null; then
+    RF=$T/rootfs
+    mkdir -p "$RF"/{bin,etc,proc,sys,dev,tmp,run,root,home}
+    cp "$(command -v busybox)" "$RF/bin/busybox"
+    for a in sh cat id ls echo; do ln -s busybox "$RF/bin/$a"; done
+    echo "exg-rootfs-marker" > "$RF/etc/marker"
+    for lib in $(ldd "$EXG" | grep -oE '/[^ ]+'); do mkdir -p "$RF$(dirname "$lib")"; cp -L "$lib" "$RF$lib"; done
+    chmod -R go-w "$RF"
+    FS_TEMPLATE=", \"fs\": {\"layer\": \"$EXG_LAYER\", \"rootfs\": \"$RF\"$(on_layer gvisor && echo ', "allowRoot": true')}"
+fi
 cat > "$T/templates.json" <<EOF
-{"templates": {"layered": {"layer": "$EXG_LAYER", "memoryMB": 512, "cpus": 1, "pids": 256}}}
+{"templates": {"layered": {"layer": "$EXG_LAYER", "memoryMB": 512, "cpus": 1, "pids": 256},
+               "lite": {"memoryMB": 128, "cpus": 1.5}, "cpuheavy": {"memoryMB": 16, "cpus": 2.5}$FS_TEMPLATE}}
 EOF
 grep -q "$KEY_A" "$T/tenants.json" && fail "the tenants file holds a key itself" || ok "the tenants file holds only key hashes"
 
 SERVER_PID=""
 PORT=""
 SERVE_EXTRA=()  # --no-cgroup-limits where this user cannot write cgroups (below)
-start_server() {  # LOG [extra options]
+start_server() {  # LOG [extra options]: LOG is where the log is (stderr unless --log; SERVE_STDERR then)
     local log=$1; shift
     "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --templates "$T/templates.json" \
-        --state-dir "$STATE" --max-upload-mib 8 -v "${SERVE_EXTRA[@]}" "$@" > "$log" 2>&1 &
+        --state-dir "$STATE" --max-upload-mib 8 -v "${SERVE_EXTRA[@]}" "$@" > "${SERVE_STDERR:-$log}" 2>&1 &
     SERVER_PID=$!
     track_bg "$SERVER_PID"
     wait_for 10 grep -q 'listening on 127.0.0.1:' "$log" || { fail "the server did not start"; sed 's/^/#   /' "$log" | tail; finish; }
@@ -136,7 +143,8 @@ api GET /health; expect 200 "the server is healthy after the bad control-plane i
 api GET '/sandboxes/..%2f..%2fetc' "${A[@]}"; expect 404 "an id with a path in it: 404" '.code == 404'
 
 # ---- a sandbox by raw HTTP: create, envd through E2b-Sandbox-Id, Connect-RPC framing ----
-api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered", "metadata": {"k": "v"}, "envVars": {"RAW": "1"}}'
+ENV_SECRET=envsecret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered", "metadata": {"k": "v"}, "envVars": {"RAW": "1", "SECRET_ENV": "'"$ENV_SECRET"'"}}'
 expect 201 "create (template layered, layer $EXG_LAYER)" '.sandboxID and .envdAccessToken and .envdVersion'
 ID=$(jq -r .sandboxID <<<"$BODY"); TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
 if [ "$CODE" != 201 ]; then sed 's/^/#   /' "$T/serve1.log" | tail -20; finish; fi
@@ -152,9 +160,24 @@ fi
 api GET "/sandboxes/$ID" "${B[@]}"; expect 404 "another tenant's sandbox: 404, as an unknown one" ".message == \"sandbox $ID not found\""
 api DELETE "/sandboxes/$ID" "${B[@]}"; expect 404 "another tenant cannot kill it"
 api GET "/sandboxes/$ID" "${A[@]}"; expect 200 "its owner sees it" '.state == "running" and .metadata.k == "v"'
-api POST /process.Process/List -H "E2b-Sandbox-Id: $ID" -H 'X-Access-Token: wrong' "${JSON[@]}" -d '{}'; expect 401 "envd with a wrong access token: 401"
-api POST /process.Process/List -H "E2b-Sandbox-Id: $ID" "${B[@]}" "${JSON[@]}" -d '{}'; expect 502 "envd with another tenant's key: as not there (502)"
-api POST /process.Process/List -H "E2b-Sandbox-Id: nosuchsandbox0000000" -H "X-Access-Token: $TOKEN" "${JSON[@]}" -d '{}'; expect 502 "envd of an unknown sandbox: 502"
+# envd without the right credentials: one answer whether the id exists or not (nothing tells a
+# caller which ids exist): 502 and the same body but for the id it asked about.
+unknown=nosuchsandbox0000000
+api POST /process.Process/List -H "E2b-Sandbox-Id: $unknown" "${JSON[@]}" -d '{}'; expect 502 "envd of an unknown sandbox, no credentials: 502"
+NOT_THERE=$(sed "s/$unknown/ID/g" <<<"$BODY")
+same_as_unknown() {  # DESC [curl args]: the sandbox $ID asked about as the caller of the unknown one was answered
+    local desc=$1; shift
+    api POST /process.Process/List -H "E2b-Sandbox-Id: $ID" "$@" "${JSON[@]}" -d '{}'
+    if [ "$CODE" = 502 ] && [ "$(sed "s/$ID/ID/g" <<<"$BODY")" = "$NOT_THERE" ]; then ok "$desc: as an unknown id (502, the same body)"
+    else fail "$desc: HTTP $CODE, body ${BODY:0:200} (an unknown id: $NOT_THERE)"; fi
+}
+same_as_unknown "envd of a sandbox that exists, no credentials"
+same_as_unknown "envd with a wrong access token" -H 'X-Access-Token: wrong'
+same_as_unknown "envd with another sandbox's kind of token (right length, wrong value)" -H "X-Access-Token: ${TOKEN//?/x}"
+same_as_unknown "envd with another tenant's key" "${B[@]}"
+api POST /process.Process/List -H "E2b-Sandbox-Id: $unknown" -H "X-Access-Token: $TOKEN" "${JSON[@]}" -d '{}'
+[ "$CODE" = 502 ] && [ "$BODY" = "$(sed "s/ID/$unknown/g" <<<"$NOT_THERE")" ] && ok "a token used for another id: as unknown" || fail "token for another id: $CODE $BODY"
+api GET /envs "${S[@]}"; expect 200 "GET /envs: the sandbox's envVars" ".RAW == \"1\" and .SECRET_ENV == \"$ENV_SECRET\""
 api POST /process.Process/List "${S[@]}" "${JSON[@]}" -d '{'; expect 400 "unary RPC with malformed JSON: invalid_argument" '.code == "invalid_argument"'
 api POST /process.Process/SendSignal "${S[@]}" "${JSON[@]}" -d '{"process": {"pid": 4000000}, "signal": "SIGNAL_SIGKILL"}'; expect 404 "signal to an unknown pid: not_found" '.code == "not_found"'
 api POST /filesystem.Filesystem/Stat "${S[@]}" "${JSON[@]}" -d '{"path": 7}'; expect 400 "Stat path of the wrong type: invalid_argument" '.message | test("path")'
@@ -288,7 +311,13 @@ api POST /filesystem.Filesystem/Move "${S[@]}" "${JSON[@]}" -d '{"source": "l-sh
 rm -f "$STATE/marker.txt"
 
 api GET "/files?path=nothere" "${S[@]}"; expect 404 "download of a missing file: 404"
-api GET "/files?path=up/a.txt&username=root" "${S[@]}"; expect 401 "files as root: refused" '.message | test("root")'
+if on_layer gvisor; then  # its own kernel: root is the template's choice (allowRoot, below)
+    api GET "/files?path=up/a.txt&username=root" "${S[@]}"
+    expect 401 "files as root on gVisor: refused, the template has no allowRoot" '(.message | test("allowRoot")) and (.message | test("host.s kernel") | not)'
+else
+    api GET "/files?path=up/a.txt&username=root" "${S[@]}"
+    expect 401 "files as root on the $EXG_LAYER layer: refused, it runs on the host's kernel" ".message | test(\"the $EXG_LAYER layer runs the sandbox's commands on the host's kernel\")"
+fi
 # Polled watchers (CreateWatcher / GetWatcherEvents / RemoveWatcher), which the SDK does not use.
 api POST /filesystem.Filesystem/CreateWatcher "${S[@]}" "${JSON[@]}" -d '{"path": "up"}'; expect 200 "CreateWatcher" '.watcherId'
 WID=$(jq -r .watcherId <<<"$BODY")
@@ -323,21 +352,101 @@ grep -q '^pipelined: 2' "$T/raw.out" && ok "two pipelined requests: two answers 
 api GET /health; expect 200 "the server is healthy after all of that"
 api GET "/files?path=up/a.txt" "${S[@]}"; [ "$BODY" = raw-bytes ] && ok "and the sandbox still answers" || fail "sandbox after bad input"
 
-# Quota: tenant tiny may hold one sandbox.
-api POST /sandboxes -H "X-API-KEY: $KEY_TINY" "${JSON[@]}" -d '{"templateID": "base"}'; expect 201 "tiny's first sandbox"
-TINY_ID=$(jq -r .sandboxID <<<"$BODY")
-api POST /sandboxes -H "X-API-KEY: $KEY_TINY" "${JSON[@]}" -d '{"templateID": "base"}'; expect 429 "tiny's second sandbox: 429 (quota)" '.message | test("quota")'
-api DELETE "/sandboxes/$TINY_ID" -H "X-API-KEY: $KEY_TINY"; expect 204 "kill"
-api GET "/sandboxes/$TINY_ID" -H "X-API-KEY: $KEY_TINY"; expect 404 "killed: gone"
+# in_sandbox SID TOKEN LINE [curl args]: LINE run by /bin/sh through process.Process/Start; sets OUT (its stdout;
+# "#error MESSAGE" at the end when the stream ended with an error).
+in_sandbox() {
+    local sid=$1 tok=$2 line=$3; shift 3
+    envelope "$(jq -cn --arg l "$line" '{process: {cmd: "/bin/sh", args: ["-c", $l]}}')" > "$T/in.bin"
+    local hdr=(-H "E2b-Sandbox-Id: $sid")
+    [ -n "$tok" ] && hdr+=(-H "X-Access-Token: $tok")
+    curl -s -X POST "$URL/process.Process/Start" "${hdr[@]}" "$@" -H 'Content-Type: application/connect+json' --data-binary @"$T/in.bin" -o "$T/in.out"
+    OUT=$(python3 - "$T/in.out" <<'PY'
+import base64, json, sys
+b = open(sys.argv[1], 'rb').read()
+i, out, err = 0, b'', ''
+while i + 5 <= len(b):
+    n = int.from_bytes(b[i+1:i+5], 'big')
+    try: m = json.loads(b[i+5:i+5+n])
+    except ValueError: break  # not a stream (an error answer)
+    i += 5 + n
+    out += base64.b64decode(m.get('event', {}).get('data', {}).get('stdout', ''))
+    if 'error' in m: err = m['error'].get('message', '')
+sys.stdout.write(out.decode(errors='replace'))
+if err: sys.stdout.write('#error ' + err)
+PY
+)
+}
 
-# Pause works where the server can reach the sandbox's freezer cgroup.
+# ---- quotas: tiny may hold 2 sandboxes, 700 MB and 3 CPUs at once (its templates' figures summed) ----
+TINY=(-H "X-API-KEY: $KEY_TINY")
+api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "base", "secure": false}'
+expect 201 "tiny: base (512 MB, 1 CPU) with secure false: no envdAccessToken" 'has("envdAccessToken") | not'
+TINY_ID=$(jq -r .sandboxID <<<"$BODY")
+api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "base"}'
+expect 429 "tiny: a second base (1024 > 700 MB): 429, the memory quota" '.code == 429 and (.message | test("700 MB"))'
+api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "cpuheavy"}'
+expect 429 "tiny: cpuheavy (528 MB, but 3.5 > 3 CPUs): 429, the cpu quota" '.code == 429 and (.message | test("3 CPUs"))'
+api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "lite"}'; expect 201 "tiny: lite (640 MB, 2.5 CPUs in all): fits"
+LITE_ID=$(jq -r .sandboxID <<<"$BODY")
+api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "lite"}'
+expect 429 "tiny: a third sandbox: 429, the count quota" '.code == 429 and (.message | test("2 sandboxes"))'
+api GET "/sandboxes/$LITE_ID" "${TINY[@]}"; expect 200 "GET: the template's figures (lite: 128 MB, 1.5 CPUs as cpuCount 2)" '.memoryMB == 128 and .cpuCount == 2'
+api GET /v2/sandboxes "${TINY[@]}"
+expect 200 "list: each with its template's figures" '(map({(.templateID): [.memoryMB, .cpuCount]}) | add) == {"base": [512, 1], "lite": [128, 2]}'
+api GET "/sandboxes/$LITE_ID/metrics" "${TINY[@]}"; expect 200 "metrics: memTotal and cpuCount from the template" '.[0].memTotal == 134217728 and .[0].cpuCount == 2'
+# secure false (E2B's meaning): envd needs no access token; the secure sandbox above needs one.
+api GET "/sandboxes/$TINY_ID" "${TINY[@]}"; expect 200 "secure false: no envdAccessToken in the detail either" 'has("envdAccessToken") | not'
+in_sandbox "$TINY_ID" "" 'echo insecure-ok'
+[ "$OUT" = insecure-ok ] && ok "secure false: envd runs a command without any credentials" || fail "secure false: $OUT"
+in_sandbox "$ID" "" 'echo reached'
+[ "$OUT" != reached ] && ok "secure (the default): the same call without the token is refused" || fail "a secure sandbox ran a command without its token"
+api DELETE "/sandboxes/$TINY_ID" "${TINY[@]}"; expect 204 "kill"
+api GET "/sandboxes/$TINY_ID" "${TINY[@]}"; expect 404 "killed: gone"
+api DELETE "/sandboxes/$LITE_ID" "${TINY[@]}"; expect 204 "kill lite"
+
+# ---- a template with its own root filesystem; on gVisor with allowRoot ----
+if [ -n "$FS_TEMPLATE" ]; then
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "fs"}'; expect 201 "create from a template with a rootfs (busybox) on $EXG_LAYER"
+    FS_ID=$(jq -r .sandboxID <<<"$BODY"); FS_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+    in_sandbox "$FS_ID" "$FS_TOKEN" 'cat /etc/marker; test -e /usr/bin/python3 && echo host-root; id -u'
+    marker=$(head -1 <<<"$OUT"); uid=$(tail -1 <<<"$OUT")
+    [ "$marker" = exg-rootfs-marker ] && ! grep -q host-root <<<"$OUT" && ok "the template's rootfs is the sandbox's root (not the host's)" ||
+        fail "rootfs template: $OUT"
+    if on_layer gvisor; then
+        [ "$uid" = 0 ] && ok "allowRoot on gVisor: the sandbox's one user is uid 0 of gVisor's kernel" || fail "allowRoot: id -u $uid"
+        in_sandbox "$FS_ID" "$FS_TOKEN" 'id -u' -H "Authorization: Basic $(printf 'root:' | base64)"
+        [ "$OUT" = 0 ] && ok "allowRoot on gVisor: E2B's user root is served (id -u 0)" || fail "user root with allowRoot: $OUT"
+        # On the host, gVisor's 0 is one unprivileged uid: no process of the sandbox's cgroups is root.
+        sup=$(cat "$STATE/sandboxes/$FS_ID/supervisor.pid")
+        procs=$(for d in $(find /sys/fs/cgroup -maxdepth 4 -type d -name "exg-$sup-*" 2>/dev/null); do cat "$d/cgroup.procs"; done | sort -u)
+        host_uids=$(for p in $procs; do awk '/^Uid:/ {print $3}' "/proc/$p/status" 2>/dev/null; done | sort -u | tr '\n' ' ')
+        [ -n "$procs" ] && ! grep -qw 0 <<<"$host_uids" && ok "allowRoot on gVisor: on the host its processes run as uid ${host_uids% }, not root" ||
+            fail "allowRoot: host uids of the sandbox's processes: '$host_uids' (processes: $(wc -w <<<"$procs"))"
+    else
+        [ "$uid" != 0 ] && ok "$EXG_LAYER: the rootfs sandbox's user is not root (uid $uid)" || fail "the rootfs sandbox runs as root"
+    fi
+    api DELETE "/sandboxes/$FS_ID" "${A[@]}"; expect 204 "kill the rootfs sandbox"
+fi
+
+# ---- pause freezes: a counter in the sandbox stands still, and runs on after resume ----
 EXPECT_PAUSE=0
+HOST_HOME=$STATE/sandboxes/$ID/home
+CTR_MARK=exg-ctr-$$-$RANDOM  # in its command line: on the process and container layers a host process
+envelope '{"process": {"cmd": "/bin/sh", "args": ["-c", ": '"$CTR_MARK"'; i=0; while :; do i=$((i+1)); echo $i > ctr.tmp; mv ctr.tmp ctr; sleep 0.05; done"]}}' > "$T/ctr.bin"
+curl -s -N -X POST "$URL/process.Process/Start" "${S[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$T/ctr.bin" -o "$T/ctr.out" &
+CTR_CURL=$!
+wait_for 20 bash -c "[ \"\$(cat '$HOST_HOME/ctr' 2>/dev/null || echo 0)\" -gt 2 ]" || fail "the counter in the sandbox did not start: $(py_frames "$T/ctr.out" 2>&1 | tail -2)"
 api POST "/sandboxes/$ID/pause" "${A[@]}"
 if [ "$CODE" = 204 ]; then
     EXPECT_PAUSE=1
+    before=$(cat "$HOST_HOME/ctr"); sleep 1; after=$(cat "$HOST_HOME/ctr")
+    [ -n "$before" ] && [ "$before" = "$after" ] && ok "paused: the counter in the sandbox stands still ($before over 1 s)" ||
+        fail "paused: the counter moved ($before -> $after)"
+    api GET "/sandboxes/$ID" "${A[@]}"; expect 200 "paused: its state says so" '.state == "paused"'
     api POST /process.Process/List "${S[@]}" "${JSON[@]}" -d '{}'; expect 502 "envd of a paused sandbox: 502 (resume first)"
     api POST "/sandboxes/$ID/pause" "${A[@]}"; expect 409 "pausing a paused sandbox: 409"
     api POST "/sandboxes/$ID/resume" "${A[@]}" "${JSON[@]}" -d '{}'; expect 201 "resume"
+    wait_for 20 bash -c "[ \"\$(cat '$HOST_HOME/ctr')\" -gt $after ]" && ok "resumed: the counter runs on" || fail "resumed: the counter still at $(cat "$HOST_HOME/ctr")"
 elif [ ${#SERVE_EXTRA[@]} -gt 0 ]; then
     expect 409 "pause under --no-cgroup-limits: 409, saying why" '.message | test("no-cgroup-limits")'
 elif [ "$EXG_AS" = root ]; then
@@ -345,6 +454,31 @@ elif [ "$EXG_AS" = root ]; then
 else
     skip "pause as $EXG_AS: $BODY"
 fi
+kill "$CTR_CURL" 2>/dev/null; wait "$CTR_CURL" 2>/dev/null
+
+# ---- the timeout: when it passes, the sandbox is destroyed completely ----
+# (the counter still runs in it: a process to end; the supervisor, its cgroups and their
+# processes, its state directory with the home, and what it made in /tmp, /var/tmp, /dev/shm)
+SUP=$(cat "$STATE/sandboxes/$ID/supervisor.pid")
+CGS=$(find /sys/fs/cgroup -maxdepth 4 -type d -name "exg-$SUP-*" 2>/dev/null)
+CG_PROCS=$(for d in $CGS; do cat "$d/cgroup.procs" 2>/dev/null; done | sort -u | tr '\n' ' ')
+TMP_MADE=$(ls -d /tmp/*-"$SUP"-* /var/tmp/*-"$SUP"-* /dev/shm/*-"$SUP"-* 2>/dev/null | tr '\n' ' ')
+note "before the timeout: supervisor $SUP, cgroups $(wc -w <<<"$CGS"), their processes $CG_PROCS, temporary entries: ${TMP_MADE:-none}"
+[ ${#SERVE_EXTRA[@]} -gt 0 ] || [ -n "$CG_PROCS" ] || fail "no process found in the sandbox's cgroups (the check below would prove nothing)"
+on_layer gvisor || pgrep -f -- "$CTR_MARK" > /dev/null || fail "the counter is not a host process here (the check below would prove nothing)"
+api POST "/sandboxes/$ID/timeout" "${A[@]}" "${JSON[@]}" -d '{"timeout": 1}'; expect 204 "timeout set to 1 s"
+wait_for 30 bash -c "[ ! -e '$STATE/sandboxes/$ID' ] && ! kill -0 $SUP 2>/dev/null" || fail "the sandbox was not gone 30 s after its timeout"
+api GET "/sandboxes/$ID" "${A[@]}"; expect 404 "expired: gone from the API"
+left=""
+for p in $SUP $CG_PROCS; do [ -e "/proc/$p" ] && left+="$p "; done
+left+=$(pgrep -f -- "$CTR_MARK" | tr '\n' ' ')
+[ -z "$left" ] && ok "expired: the supervisor, every process of its cgroups and the counter are gone" || fail "expired: processes left: $left"
+left_cg=$(for d in $CGS; do [ -e "$d" ] && echo "$d"; done)
+[ -z "$left_cg" ] && ok "expired: its cgroups are gone ($(wc -w <<<"$CGS"))" || fail "expired: cgroups left: $left_cg"
+[ ! -e "$STATE/sandboxes/$ID" ] && ok "expired: its state directory (home, control socket, audit log) is gone" || fail "expired: $STATE/sandboxes/$ID left"
+left_tmp=$(ls -d /tmp/*-"$SUP"-* /var/tmp/*-"$SUP"-* /dev/shm/*-"$SUP"-* 2>/dev/null | tr '\n' ' ')
+[ -z "$left_tmp" ] && ok "expired: nothing of it in /tmp, /var/tmp, /dev/shm" || fail "expired: left $left_tmp"
+curl -s "$URL/metrics" | grep -q '^exguardian_sandbox_timeouts_total 1$' && ok "/metrics: the timeout counted" || fail "/metrics: exguardian_sandbox_timeouts_total not 1"
 
 # ---- the SDK ----
 # On gVisor the SDK's run (npm install and 22 checks: about a minute there on 2 busy cores) is
@@ -368,6 +502,46 @@ api GET /metrics
 [ "$CODE" = 200 ] && grep -q '^exguardian_sandbox_creates_total [1-9]' <<<"$BODY" && grep -q 'exguardian_command_start_seconds_count [1-9]' <<<"$BODY" &&
     ok "/metrics: Prometheus text with creates and command latency" || fail "/metrics: $CODE"
 
+# ---- the log: JSON lines on stderr (-v adds the supervisors' own lines, wrapped as well) ----
+LOG1=$T/serve1.log
+log_has() {  # DESC PYTHON-EXPRESSION over one line `l` (a dict): some line must match
+    if python3 - "$LOG1" "$2" <<'PY'
+import json, sys
+ok = any(eval(sys.argv[2], {}, {'l': json.loads(x)}) for x in open(sys.argv[1]) if x.strip())
+sys.exit(0 if ok else 1)
+PY
+    then ok "log: $1"; else fail "log: $1: no such line"; fi
+}
+python3 - "$LOG1" > "$T/log-check.out" 2>&1 <<'PY'
+import json, sys
+bad = 0
+for n, x in enumerate(open(sys.argv[1]), 1):
+    try:
+        l = json.loads(x)
+        assert isinstance(l, dict) and l['time'].endswith('Z') and l['level'] in ('info', 'warn', 'error') and l['event']
+    except Exception as e:
+        bad += 1
+        if bad <= 3: print(f'line {n}: {e!r}: {x[:200]}')
+print('lines', n, 'bad', bad)
+PY
+grep -q ' bad 0$' "$T/log-check.out" && ok "log: every line is one JSON object with time, level and event ($(tail -1 "$T/log-check.out"))" ||
+    { fail "log: lines that are not JSON objects"; note "$(cat "$T/log-check.out")"; }
+log_has "create of tiny's sandbox, with tenant and sandbox id" "l['event'] == 'create' and l.get('tenant') == 'tiny' and l.get('sandbox') == '$TINY_ID' and l.get('template') == 'base'"
+log_has "its kill (by request), with tenant and sandbox id" "l['event'] == 'kill' and l.get('tenant') == 'tiny' and l.get('sandbox') == '$TINY_ID' and l.get('reason') == 'request'"
+log_has "the DELETE request: method, path, status, duration, tenant, sandbox" \
+    "l['event'] == 'request' and l['method'] == 'DELETE' and l['path'] == '/sandboxes/$TINY_ID' and l['status'] == 204 and l['ms'] >= 0 and l.get('tenant') == 'tiny' and l.get('sandbox') == '$TINY_ID'"
+log_has "an envd request names the sandbox and its tenant" "l['event'] == 'request' and l['path'] == '/process.Process/Start' and l.get('sandbox') == '$ID' and l.get('tenant') == 'acme'"
+log_has "a quota refusal: 429 with the tenant" "l['event'] == 'request' and l['status'] == 429 and l.get('tenant') == 'tiny'"
+log_has "the expiry of the sandbox whose timeout passed" "l['event'] == 'expire' and l.get('sandbox') == '$ID' and l.get('tenant') == 'acme'"
+log_has "... then its end" "l['event'] == 'gone' and l.get('sandbox') == '$ID'"
+[ "$EXPECT_PAUSE" = 1 ] && log_has "pause and resume" "l['event'] in ('pause', 'resume') and l.get('sandbox') == '$ID'"
+# No key, access token, environment value or query string is ever written.
+if grep -qF -e "$KEY_A" -e "$KEY_B" -e "$KEY_TINY" -e "$TOKEN" -e "$ENV_SECRET" -e "username=" -e "path=up" "$LOG1"; then
+    fail "log: a key, token, environment value or query string is in it"
+else
+    ok "log: no API key, access token, envVars value or query string in it"
+fi
+
 # ---- kill -9 of the server: its sandboxes end; the next start destroys what is left ----
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered"}'; ID2=$(jq -r .sandboxID <<<"$BODY")
 [ "$CODE" = 201 ] || fail "a second sandbox for the kill -9 check: $CODE"
@@ -385,10 +559,14 @@ wait_for 10 test -S "$STATE/sandboxes/leftover0000000000000/control.sock" || fai
 kill -9 "$SERVER_PID"
 gone() { local p; for p in $sup_pids; do kill -0 "$p" 2>/dev/null && return 1; done; return 0; }
 wait_for 20 gone && ok "kill -9 of the server: every supervisor ended with it (PDEATHSIG)" || fail "supervisors outlived the server: $sup_pids"
-start_server "$T/serve2.log" --warm 0  # no warm pool of its own: the state dir must empty
+# No warm pool of its own (the state dir must empty); its log in a file; one sandbox at most.
+SERVE_STDERR=$T/serve2.stderr start_server "$T/serve2.jsonl" --warm 0 --log "$T/serve2.jsonl" --max-sandboxes 1
+unreported=""
 for id in $ids leftover0000000000000; do
-    grep -q "destroyed sandbox $id left by a previous server" "$T/serve2.log" || fail "restart did not report $id"
+    jq -s -e --arg id "$id" 'any(.[]; .event == "recovery" and .sandbox == $id)' "$T/serve2.jsonl" > /dev/null || unreported+=" $id"
 done
+[ -z "$unreported" ] && ok "restart: a recovery line in the --log file for each sandbox left" || fail "restart did not report:$unreported"
+[ ! -s "$T/serve2.stderr" ] && ok "--log FILE: the log goes there, nothing to stderr" || fail "--log FILE: stderr has $(head -3 "$T/serve2.stderr")"
 if [ -z "$(ls -A "$STATE/sandboxes")" ] && ! kill -0 "$LEFT_PID" 2>/dev/null; then
     ok "restart: the state dir is empty and the surviving supervisor is gone"
 else
@@ -400,6 +578,9 @@ for p in $sup_pids $LEFT_PID; do leftover_cgroups+=$(find /sys/fs/cgroup -maxdep
 procs=$(pgrep -f -- "$STATE/sandboxes" || true)
 [ -z "$procs" ] && ok "no process of those sandboxes is left" || fail "processes left: $procs"
 api GET "/sandboxes/$ID2" "${A[@]}"; expect 404 "the new server does not know the old sandboxes"
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base"}'; expect 201 "--max-sandboxes 1: one sandbox"
+api POST /sandboxes "${B[@]}" "${JSON[@]}" -d '{"templateID": "base"}'
+expect 429 "--max-sandboxes 1: a second, by another tenant: 429 with E2B's error body" '.code == 429 and (.message | test("at most 1 "))'
 
 # ---- a unix socket as the listener (another state dir: one server per state dir) ----
 "$EXG" serve --listen "unix:$T/serve.sock" --tenants "$T/tenants.json" --state-dir "$STATE" "${SERVE_EXTRA[@]}" > "$T/serve-lock.log" 2>&1
@@ -419,8 +600,8 @@ code=$(curl -s -o /dev/null -w '%{http_code}' --unix-socket "$T/serve.sock" -H "
 kill -TERM "$UNIX_PID"; wait "$UNIX_PID"
 [ ! -e "$T/serve.sock" ] && ok "the socket is removed at the end" || fail "the socket file is left"
 
-# ---- SIGTERM: the server ends its sandboxes and exits 0 ----
-api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered"}'; [ "$CODE" = 201 ] || fail "create before SIGTERM: $CODE"
+# ---- SIGTERM: the server ends its sandboxes (the one made above) and exits 0 ----
+[ -n "$(ls -A "$STATE/sandboxes")" ] || fail "no sandbox before SIGTERM"
 kill -TERM "$SERVER_PID"
 wait "$SERVER_PID"; st=$?
 [ "$st" = 0 ] && [ -z "$(ls -A "$STATE/sandboxes")" ] && ok "SIGTERM: the server exits 0 with no sandbox left" ||

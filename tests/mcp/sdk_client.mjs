@@ -5,15 +5,9 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 
-let passed = 0, failed = 0;
-const ok = (cond, what, detail) => {
-  if (cond) { passed++; console.log(`ok ${what}`); }
-  else { failed++; console.log(`FAIL ${what}${detail === undefined ? "" : ": " + JSON.stringify(detail).slice(0, 600)}`); }
-};
+import { checkBackground, checkCommands, counts, ok, rpcError } from "./sdk_checks.mjs";
+
 const call = (name, args, opts) => client.callTool({ name, arguments: args }, undefined, opts);
-async function rpcError(p) {
-  try { await p; return null; } catch (e) { return e; }
-}
 
 const transport = new StdioClientTransport({
   command: process.env.EXG,
@@ -63,42 +57,7 @@ const sid = { sandbox_id: id };
 r = await call("create_sandbox", { workspace: "/etc" });
 ok(r.isError && /outside the directories this server may mount/.test(r.content[0].text), "a workspace outside --workspace-root: refused", r.content[0]);
 
-r = await call("run_command", { ...sid, command: "echo out; echo err >&2; exit 3" });
-let s = r.structuredContent;
-ok(s && s.exit_code === 3 && s.stdout === "out\n" && s.stderr === "err\n" && !s.timed_out, "run_command: exit code 3, stdout and stderr apart", s);
-r = await call("run_command", { ...sid, argv: ["id", "-u"] });
-s = r.structuredContent;
-ok(s && s.exit_code === 0 && /^[0-9]+\n$/.test(s.stdout) && s.stdout !== "0\n", "argv, no shell: runs as an unprivileged uid", s);
-r = await call("run_command", { ...sid, argv: ["cat"], stdin: "from stdin\n" });
-ok(r.structuredContent?.stdout === "from stdin\n", "stdin reaches the command", r.structuredContent);
-r = await call("run_command", { ...sid, command: "echo $GREETING; pwd", env: { GREETING: "hi" }, cwd: "/tmp" });
-ok(r.structuredContent?.stdout === "hi\n/tmp\n", "env and cwd", r.structuredContent);
-r = await call("run_command", { ...sid, command: "head -c 200000 /dev/zero | tr '\\0' a; echo tail >&2", max_output_bytes: 1000 });
-s = r.structuredContent;
-ok(s && s.stdout.length === 1000 && s.stdout_truncated && s.stdout_bytes === 200000 && !s.stderr_truncated && /stdout truncated: 1000 of 200000/.test(s.note),
-  "output past max_output_bytes: truncated, counted, with a note", { ...s, stdout: s?.stdout?.length });
-r = await call("run_command", { ...sid, command: "sleep 30", timeout_seconds: 1 });
-s = r.structuredContent;
-ok(s && s.timed_out === true && s.exit_code === 137 && s.signal === 9 && /timeout/.test(s.note), "timeout_seconds: killed, timed_out, 128+9", s);
-const sleepers = "n=0; for p in /proc/[0-9]*; do [ \"$(cat $p/comm 2>/dev/null)\" = sleep ] && n=$((n+1)); done; echo $n";
-r = await call("run_command", { ...sid, command: sleepers });
-ok(r.structuredContent?.stdout === "0\n", "the timeout ended the shell's children too (no sleep left)", r.structuredContent);
-r = await call("run_command", { ...sid, argv: ["no-such-program-here"] });
-ok(r.isError && /ENOENT/.test(r.content[0].text), "a program that is not there: a tool error with ENOENT", r.content[0]);
-
-// cancellation: the client gives up; the command is killed in the sandbox
-const ac = new AbortController();
-const pending = call("run_command", { ...sid, command: "sleep 40; echo" }, { signal: ac.signal });
-setTimeout(() => ac.abort("test"), 700);
-e = await rpcError(pending);
-ok(e !== null, "an aborted call rejects on the client (notifications/cancelled sent)");
-let left = "1";
-for (let i = 0; i < 40 && left !== "0"; i++) {
-  r = await call("run_command", { ...sid, command: sleepers });
-  left = r.structuredContent?.stdout?.trim();
-  if (left !== "0") await new Promise((res) => setTimeout(res, 100));
-}
-ok(left === "0", "the cancelled command was killed inside the sandbox", left);
+await checkCommands(call, sid);
 
 // ---- files ----
 r = await call("write_file", { ...sid, path: "sub/dir/a.txt", content: "héllo\n", make_parents: true });
@@ -125,24 +84,11 @@ r = await call("read_file", { ...sid, path: "/etc/shadow" });
 ok(r.isError || r.structuredContent?.content === "", "the host's /etc/shadow: unreadable", r.content?.[0]);
 
 // ---- background ----
-r = await call("start_command", { ...sid, command: "echo started; sleep 1; echo done; echo e >&2; exit 4" });
-const pid = r.structuredContent?.pid;
-ok(Number.isInteger(pid), "start_command returns a pid", r);
-r = await call("list_sandboxes", {});
-ok(r.structuredContent?.sandboxes?.some((x) => x.sandbox_id === id && x.background_commands.includes(pid)), "list_sandboxes shows it running", r.structuredContent);
-r = await call("read_output", { ...sid, pid, wait_seconds: 20 });
-s = r.structuredContent;
-ok(s && s.running === false && s.exit_code === 4 && s.stdout === "started\ndone\n" && s.stderr === "e\n", "read_output waits for the exit: output and status", s);
-r = await call("read_output", { ...sid, pid });
-ok(r.structuredContent?.stdout === "", "read_output again: nothing new");
-r = await call("start_command", { ...sid, argv: ["sleep", "60"] });
-const pid2 = r.structuredContent?.pid;
-r = await call("read_output", { ...sid, pid: pid2, kill: true });
-ok(r.structuredContent?.running === false && r.structuredContent.signal === 9, "read_output kill: the background command ends", r.structuredContent);
+await checkBackground(call, sid);
 
 // ---- a refusal comes back in the result ----
 r = await call("run_command", { ...sid, command: "curl -s -o /dev/null -w '%{http_code}' http://blocked.example.invalid/ ; echo" , timeout_seconds: 20 });
-s = r.structuredContent;
+let s = r.structuredContent;
 ok(s && s.stdout.trim() === "403" && s.refusals.some((x) => x.event === "egress" && /blocked\.example\.invalid/.test(x.summary) && /refused/.test(x.summary)),
   "egress refused: the 403 and the refusal in the result", s);
 
@@ -173,5 +119,5 @@ r = await call("create_sandbox", {});
 ok(!r.isError, "a second sandbox, left for the server's exit to destroy", r);
 console.log(`left_running ${r.structuredContent?.sandbox_id}`);
 await client.close();
-console.log(`${passed} passed, ${failed} failed`);
-process.exit(failed ? 1 : 0);
+console.log(`${counts.passed} passed, ${counts.failed} failed`);
+process.exit(counts.failed ? 1 : 0);

@@ -9,14 +9,7 @@
 source "$(dirname "$0")/lib.sh"
 
 SDK_VERSION=1.32.2
-SRC=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$EXG_BUILD_DIR/CMakeCache.txt" 2>/dev/null)
-if [ -z "$SRC" ] || [ ! -r "$SRC/tests/mcp/sdk_client.mjs" ]; then
-    fail "the source tree (tests/mcp/sdk_client.mjs) is not readable from $EXG_BUILD_DIR"
-    finish
-fi
-for tool in node npm jq; do
-    command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }
-done
+need_source_tree tests/mcp/sdk_client.mjs node npm jq
 STATE=$T/mcp-state
 mkdir -m 700 "$STATE"
 mkdir -p "$T/ws"
@@ -77,7 +70,7 @@ fi
 
 # ---- the SDK ----
 mkdir -p "$T/node"
-cp "$SRC/tests/mcp/sdk_client.mjs" "$T/node/"
+cp "$SRC/tests/mcp/sdk_client.mjs" "$SRC/tests/mcp/sdk_checks.mjs" "$T/node/"
 if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "@modelcontextprotocol/sdk@$SDK_VERSION" > "$T/npm.log" 2>&1); then
     ok "npm install @modelcontextprotocol/sdk@$SDK_VERSION"
     run env EXG="$EXG" STATE="$STATE" WS_ROOT="$T/ws" timeout 240 node "$T/node/sdk_client.mjs"

@@ -5,6 +5,8 @@
 // code the sandbox's pid 1 runs).
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -18,6 +20,7 @@
 
 #include "agent/agent.hpp"
 #include "agent/client.hpp"
+#include "agent/inside_report.hpp"
 #include "agent/protocol.hpp"
 
 using namespace exg::agent;
@@ -289,6 +292,9 @@ class AgentLoop : public ::testing::Test {
   pid_t pid_ = -1;
   std::optional<Client> client_;
   std::filesystem::path dir_;
+  std::optional<Frame> ready_;
+  // In the agent's process, before serve(): what a layer's caller adds.
+  virtual void configure(AgentConfig&) {}
 
   void SetUp() override {
     char tmpl[] = "/tmp/exg-agent-test.XXXXXX";
@@ -305,6 +311,7 @@ class AgentLoop : public ::testing::Test {
       cfg.env = {"PATH=/usr/bin:/bin", "FROM_SANDBOX=1"};
       cfg.cwd = dir_.string();
       if (::chdir(cfg.cwd.c_str()) != 0) ::_exit(3);
+      configure(cfg);
       serve(cfg);
     }
     ::close(sv[1]);
@@ -312,6 +319,7 @@ class AgentLoop : public ::testing::Test {
     auto ready = client_->next_event();
     ASSERT_TRUE(ready);
     EXPECT_EQ(ready->header["event"], "ready");
+    ready_ = *ready;
   }
   void TearDown() override {
     if (pid_ > 0) {
@@ -473,4 +481,60 @@ TEST_F(AgentLoop, BadFramesGetErrorsAndTheChannelStaysUsable) {
   ASSERT_EQ(::waitpid(pid_, &status, 0), pid_);
   pid_ = -1;
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+// The microVM guest's agent: the walls its init applied in the ready event,
+// and the pids limit's refusals (its cgroup's pids.events, which the host
+// cannot read) as "limit" events. A file stands in for pids.events here (the
+// guest's real cgroup is tested in tests/integration/test_microvm.sh).
+class AgentLoopInAGuest : public AgentLoop {
+ protected:
+  void configure(AgentConfig& cfg) override {
+    std::string events = (dir_ / "pids.events").string();
+    std::ofstream(events) << "max 0\n";
+    cfg.walls = {{"seccomp", "the filter"}, {"pids", "limit 64"}};
+    cfg.pids_events = ::open(events.c_str(), O_RDONLY | O_CLOEXEC);
+    cfg.pids_notify = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (cfg.pids_events < 0 || ::inotify_add_watch(cfg.pids_notify, events.c_str(), IN_MODIFY) < 0) ::_exit(4);
+    cfg.pids_max = 64;
+  }
+  void refused(int n) {
+    int fd = ::open((dir_ / "pids.events").c_str(), O_WRONLY | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    std::string line = "max " + std::to_string(n) + "\n";  // one digit: the same length every time
+    ASSERT_EQ(::pwrite(fd, line.data(), line.size(), 0), static_cast<ssize_t>(line.size()));
+    ::close(fd);
+  }
+};
+
+TEST_F(AgentLoopInAGuest, ReportsItsWallsAndThePidsLimitsRefusals) {
+  InsideReport inside;
+  ASSERT_TRUE(ready_);
+  EXPECT_FALSE(inside.take(*ready_));  // the ready event is the front end's too
+  EXPECT_EQ(inside.walls(), (std::vector<std::string>{"pids: limit 64", "seccomp: the filter"}));
+  EXPECT_EQ(inside.pids_refused(), 0u);
+
+  refused(3);
+  auto e = client_->next_event();
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->header["event"], "limit");
+  EXPECT_EQ(e->header["limit"], "pids");
+  EXPECT_EQ(e->header["max"], 64);
+  EXPECT_EQ(e->header["refused"], 3);
+  EXPECT_TRUE(inside.take(*e));
+  EXPECT_EQ(inside.pids_refused(), 3u);
+
+  // 4 is not twice 3: not sent at once, but exactly before the next exit.
+  refused(4);
+  auto r = client_->call({{"op", "start"}, {"argv", {"true"}}, {"stdin", false}});
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->header["ok"], true) << r->header.dump();
+  int pid = r->header["pid"];
+  for (;;) {
+    auto f = client_->next_event();
+    ASSERT_TRUE(f);
+    if (f->header["event"] == "exit" && f->header["pid"] == pid) break;
+    if (inside.take(*f)) EXPECT_EQ(f->header["refused"], 4);
+  }
+  EXPECT_EQ(inside.pids_refused(), 4u);
 }

@@ -6,6 +6,7 @@
 
 #include "mcp/jsonrpc.hpp"
 #include "mcp/refusals.hpp"
+#include "mcp/schema_check.hpp"
 #include "mcp/server.hpp"
 #include "mcp/tool_arguments.hpp"
 #include "mcp/tool_catalog.hpp"
@@ -226,6 +227,20 @@ TEST(McpArguments, Utf8AndModes) {
   EXPECT_FALSE(is_utf8("\xed\xa0\x80"));  // a surrogate
   EXPECT_EQ(octal_mode("0755"), 0755u);
   EXPECT_EQ(content_bytes(json{{"content", "AP8="}, {"encoding", "base64"}}), std::string("\x00\xff", 2));
+}
+
+TEST(McpArguments, IntegerBoundsAreExact) {
+  // fuzz/mcp_tools' bounds check: compared as doubles, 2^63 equalled read_file's maximum INT64_MAX.
+  const ToolDef* read = find_tool("read_file");
+  ASSERT_NE(read, nullptr);
+  auto args = [](json offset) { return json{{"sandbox_id", "s"}, {"path", "p"}, {"offset", offset}}; };
+  EXPECT_EQ(argument_error(*read, args(json(uint64_t{1} << 63))).value_or("accepted"), "arguments.offset: at most 9223372036854775807");
+  EXPECT_FALSE(argument_error(*read, args(json(INT64_MAX))));
+  EXPECT_EQ(argument_error(*read, args(json(-1))).value_or("accepted"), "arguments.offset: at least 0");
+  EXPECT_FALSE(argument_error(*read, args(json(0))));
+  EXPECT_FALSE(schema_error(json{{"minimum", -5}, {"maximum", uint64_t{1} << 63}}, json(-5), "x"));
+  EXPECT_TRUE(schema_error(json{{"minimum", -5}}, json(-6), "x"));
+  EXPECT_TRUE(schema_error(json{{"maximum", 1.5}}, json(2), "x"));  // an integer against a fractional bound
 }
 
 TEST(McpRefusals, AuditLinesBecomeSummaries) {

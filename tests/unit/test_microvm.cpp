@@ -143,12 +143,92 @@ TEST(MicrovmLayer, EnforcesTheProcessLayersWallsOnQemu) {
   EXPECT_TRUE(e.seccomp_notify);  // qemu's refusals reach the supervisor
   EXPECT_EQ(e.seccomp_by, "exguardian");
   EXPECT_EQ(e.landlock_text.rfind("on qemu (host side): ABI 6", 0), 0u) << e.landlock_text;
-  EXPECT_NE(e.seccomp_text.find("the command's syscalls go to the guest kernel"), std::string::npos);
+  EXPECT_NE(e.seccomp_text.find("in the guest: the same rules, errno-only"), std::string::npos) << e.seccomp_text;
+  EXPECT_NE(e.landlock_text.find("in the guest: the plan's rules where its kernel has Landlock"), std::string::npos);
   p.seccomp = false;
   e = MicrovmLayer({}, {}).enforces(p);
   EXPECT_FALSE(e.seccomp);
   EXPECT_FALSE(e.landlock);
-  EXPECT_NE(e.seccomp_text.find("OFF (--unsafe-no-seccomp)"), std::string::npos);
+  EXPECT_NE(e.seccomp_text.find("OFF (--unsafe-no-seccomp); in the guest: OFF"), std::string::npos) << e.seccomp_text;
+}
+
+// What the guest's init is asked to put around the command: the process
+// layer's walls, but for root inside the guest (privileged tools need mounts
+// and namespaces), who keeps only what the policy requires.
+TEST(MicrovmLayer, GuestWallsFollowThePlanAndRootInside) {
+  plan::Plan p;
+  p.landlock.read_only = {"/"};
+  p.landlock.read_write = {"/home/a/ws", "/tmp"};
+  p.limits.pids = 64;
+  guest::Walls w = guest_walls(p, {});
+  EXPECT_TRUE(w.seccomp);
+  ASSERT_TRUE(w.landlock);
+  EXPECT_EQ(w.landlock->read_write, p.landlock.read_write);  // the plan's own paths: the guest's root is the view
+  EXPECT_EQ(w.pids, 64u);
+  EXPECT_NE(guest_walls_text(p, {}).find("seccomp rules (errno-only"), std::string::npos);
+  EXPECT_NE(guest_walls_text(p, {}).find("pids limit 64 (its own cgroup)"), std::string::npos);
+  LayerOptions root;
+  root.guest_root = true;
+  w = guest_walls(p, root);
+  EXPECT_FALSE(w.seccomp);
+  EXPECT_FALSE(w.landlock);
+  EXPECT_EQ(w.pids, 64u);
+  p.landlock.required = true;
+  EXPECT_TRUE(guest_walls(p, root).landlock);
+  p.seccomp = false;
+  p.limits.pids.reset();
+  w = guest_walls(p, {});
+  EXPECT_FALSE(w.seccomp);
+  EXPECT_EQ(w.pids, 0u);
+  EXPECT_TRUE(has(MicrovmLayer({}, {}).describe(p), "  in the guest: " + guest_walls_text(p, {})));
+}
+
+// The boot frame's "walls", as the host writes them and the guest's init reads them.
+TEST(MicrovmGuestWalls, RoundTripAndEveryBadFieldNamed) {
+  guest::Walls w;
+  w.seccomp = true;
+  w.pids = 4096;
+  w.landlock = plan::LandlockRules{};
+  w.landlock->read_only = {"/"};
+  w.landlock->read_write = {"/ws"};
+  w.landlock->write_files = {"/dev", "/proc"};
+  w.landlock->handle_net = true;
+  w.landlock->connect_tcp = {3128};
+  std::string why;
+  auto back = guest::walls_from_json(guest::walls_to_json(w), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_TRUE(back->seccomp);
+  EXPECT_EQ(back->pids, 4096u);
+  ASSERT_TRUE(back->landlock);
+  EXPECT_EQ(back->landlock->write_files, w.landlock->write_files);
+  EXPECT_TRUE(back->landlock->handle_net);
+  EXPECT_EQ(back->landlock->connect_tcp, std::vector<uint16_t>{3128});
+  w.landlock.reset();
+  back = guest::walls_from_json(guest::walls_to_json(w), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_FALSE(back->landlock);
+
+  struct Bad {
+    const char* json;
+    const char* field;
+  };
+  for (const Bad& b : {Bad{R"([])", "walls: not an object"},
+                       {R"({"seccomp":1,"pids":0,"landlock":null})", "walls.seccomp"},
+                       {R"({"seccomp":true,"pids":-1,"landlock":null})", "walls.pids"},
+                       {R"({"seccomp":true,"pids":4194305,"landlock":null})", "walls.pids"},
+                       {R"({"seccomp":true,"pids":0})", "walls.landlock"},
+                       {R"({"seccomp":true,"pids":0,"landlock":null,"x":1})", "walls.x: unknown field"},
+                       {R"({"seccomp":true,"pids":0,"landlock":{"read_only":["rel"]}})", "walls.landlock.read_only"},
+                       {R"({"seccomp":true,"pids":0,"landlock":{"bogus":true}})", "walls.landlock.bogus"}}) {
+    why.clear();
+    EXPECT_FALSE(guest::walls_from_json(nlohmann::json::parse(b.json), &why)) << b.json;
+    EXPECT_NE(why.find(b.field), std::string::npos) << b.json << ": " << why;
+  }
+  // A complete rule set but one bad port.
+  auto j = guest::walls_to_json(guest::Walls{true, plan::LandlockRules{}, 0});
+  j["landlock"]["bind_tcp"] = {70000};
+  EXPECT_FALSE(guest::walls_from_json(j, &why));
+  EXPECT_NE(why.find("walls.landlock.bind_tcp"), std::string::npos) << why;
 }
 
 TEST(MicrovmLayer, CautionsOnlyForTheResolverWhichIsNotCarried) {

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "oci/spec.hpp"
@@ -32,14 +33,30 @@ namespace rules = process::seccomp_rules;
 
 const std::string kSchemaDir = std::string(EXG_SOURCE_DIR) + "/tests/data/oci-runtime-spec";
 
-// "" when `doc` validates against config-schema.json, else the validator's words.
-std::string schema_errors(const json& doc) {
-  char tmpl[] = "/tmp/exg_oci_spec_XXXXXX";
-  int fd = ::mkstemp(tmpl);
-  if (fd < 0) return "mkstemp failed";
-  std::string text = doc.dump();
-  if (::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) return "write failed";
-  ::close(fd);
+// For each doc: "" when it validates against config-schema.json, else the
+// validator's words. One python process for all of them: its start and the
+// schema's loading cost more than a document's validation.
+std::vector<std::string> schema_errors_all(const std::vector<json>& docs) {
+  std::vector<std::string> files;
+  auto cleanup = [&files] {
+    for (const auto& f : files) ::unlink(f.c_str());
+  };
+  for (const auto& doc : docs) {
+    char tmpl[] = "/tmp/exg_oci_spec_XXXXXX";
+    int fd = ::mkstemp(tmpl);
+    if (fd < 0) {
+      cleanup();
+      return std::vector<std::string>(docs.size(), "mkstemp failed");
+    }
+    files.emplace_back(tmpl);
+    std::string text = doc.dump();
+    bool written = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    if (!written) {
+      cleanup();
+      return std::vector<std::string>(docs.size(), "write failed");
+    }
+  }
   std::string py =
       "import json,sys,pathlib\n"
       "try:\n"
@@ -50,19 +67,37 @@ std::string schema_errors(const json& doc) {
       "schema=json.load(open(d/'config-schema.json'))\n"
       "res=jsonschema.RefResolver(base_uri=d.resolve().as_uri()+'/',referrer=schema)\n"
       "v=jsonschema.Draft4Validator(schema,resolver=res)\n"
-      "errs=[e.message+' at '+'/'.join(map(str,e.absolute_path)) for e in v.iter_errors(json.load(open(sys.argv[2])))]\n"
-      "print('\\n'.join(errs[:10])); sys.exit(1 if errs else 0)\n";
-  std::string cmd = "python3 -c \"$EXG_PY\" '" + kSchemaDir + "' '" + tmpl + "' 2>&1";
+      "for f in sys.argv[2:]:\n"
+      "  errs=[e.message+' at '+'/'.join(map(str,e.absolute_path)) for e in v.iter_errors(json.load(open(f)))]\n"
+      "  print('\\n'.join(['== '+f]+errs[:10]))\n";
+  std::string cmd = "python3 -c \"$EXG_PY\" '" + kSchemaDir + "'";
+  for (const auto& f : files) cmd += " '" + f + "'";
+  cmd += " 2>&1";
   ::setenv("EXG_PY", py.c_str(), 1);
   FILE* p = ::popen(cmd.c_str(), "r");
   std::string out;
   char buf[512];
   while (p && std::fgets(buf, sizeof buf, p)) out += buf;
   int st = p ? ::pclose(p) : -1;
-  ::unlink(tmpl);
-  if (st == 0) return "";
-  return out.empty() ? "validator failed (status " + std::to_string(st) + ")" : out;
+  cleanup();
+  std::vector<std::string> errors(docs.size());
+  size_t seen = 0;
+  std::string* current = nullptr;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    if (seen < files.size() && line == "== " + files[seen]) {
+      current = &errors[seen++];
+      continue;
+    }
+    if (current) *current += line + "\n";
+  }
+  if (st != 0 || seen != files.size())
+    for (auto& e : errors)
+      if (e.empty()) e = "validator failed (status " + std::to_string(st) + "): " + out;
+  return errors;
 }
+
+std::string schema_errors(const json& doc) { return schema_errors_all({doc})[0]; }
 
 class TempDir {
  public:
@@ -166,6 +201,8 @@ TEST_F(OciSpecTest, EveryRuntimeAndModeValidates) {
   pol.filesystem.deny_write.push_back(entry(ws + "/ro.txt"));
   std::ofstream(ws + "/ro.txt") << "x";
   plan::Plan p = compile(pol);
+  std::vector<json> docs;
+  std::vector<std::string> labels;
   for (Runtime rt : {Runtime::Crun, Runtime::Runc, Runtime::Runsc})
     for (bool rootless : {true, false})
       for (bool terminal : {false, true})
@@ -176,9 +213,12 @@ TEST_F(OciSpecTest, EveryRuntimeAndModeValidates) {
           opt.seccomp_listener_path = listener;
           opt.netns_path = rootless ? "" : "/proc/1/ns/net";
           opt.cgroups_path = rootless ? "" : "/exguardian/x";
-          json s = spec(p);
-          EXPECT_EQ(schema_errors(s), "") << to_string(rt) << " rootless=" << rootless << " terminal=" << terminal;
+          docs.push_back(spec(p));
+          labels.push_back(std::string(to_string(rt)) + " rootless=" + std::to_string(rootless) +
+                           " terminal=" + std::to_string(terminal) + " listener=" + listener);
         }
+  auto errors = schema_errors_all(docs);
+  for (size_t i = 0; i < docs.size(); ++i) EXPECT_EQ(errors[i], "") << labels[i];
 }
 
 TEST_F(OciSpecTest, RootInvocationValidates) {

@@ -1,8 +1,20 @@
 // exguardian serve's parsers: the tenants and templates files, key hashing and
-// authentication, Connect-RPC framing and protobuf-JSON helpers.
+// authentication, Connect-RPC framing and protobuf-JSON helpers; the root
+// refusal per layer, pause's freezer check, the JSON-lines log.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <boost/asio/io_context.hpp>
+
 #include "serve/connect_rpc.hpp"
+#include "serve/control_requests.hpp"
+#include "serve/log.hpp"
+#include "serve/sandbox_registry.hpp"
 #include "serve/service.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
@@ -56,8 +68,109 @@ TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
   auto bad = Templates::parse(R"({"templates":{"c":{"layer":"vm"}}})", "x.json");
   ASSERT_FALSE(bad);
   EXPECT_NE(bad.error().str().find("templates.c.layer"), std::string::npos);
-  EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"allowRoot":true}}})", "x.json"));
+  // root: only on gVisor (its own kernel); the message says why, naming the layer.
+  auto root_proc = Templates::parse(R"({"templates":{"c":{"allowRoot":true}}})", "x.json");
+  ASSERT_FALSE(root_proc);
+  EXPECT_NE(root_proc.error().str().find("templates.c.allowRoot"), std::string::npos);
+  EXPECT_NE(root_proc.error().str().find("process layer runs commands on the host's kernel"), std::string::npos);
+  EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"layer":"container","allowRoot":true}}})", "x.json"));
+  auto root_gv = Templates::parse(R"({"templates":{"g":{"layer":"gvisor","allowRoot":true}}})", "x.json");
+  ASSERT_TRUE(root_gv) << root_gv.error().str();
+  EXPECT_TRUE(root_gv->find("g")->allow_root);
   EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"rootfs":"/r"}}})", "x.json"));  // process layer: no rootfs
+}
+
+TEST(ServeUsers, RootRefusedPerLayerWithTheReason) {
+  Request req{http::verb::post, "/process.Process/Start", 11};
+  Sandbox sb;
+  sb.tmpl.name = "t";
+  EXPECT_FALSE(Service::user_error(req, "user", sb));
+  for (const char* layer : {"process", "container"}) {
+    sb.tmpl.layer = layer;
+    auto e = Service::user_error(req, "root", sb);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->find(std::string("the ") + layer + " layer runs the sandbox's commands on the host's kernel"), std::string::npos) << *e;
+  }
+  sb.tmpl.layer = "gvisor";
+  auto g = Service::user_error(req, "root", sb);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(g->find("host's kernel"), std::string::npos) << *g;  // gVisor has its own
+  EXPECT_NE(g->find("allowRoot"), std::string::npos) << *g;
+  sb.tmpl.allow_root = true;
+  EXPECT_FALSE(Service::user_error(req, "root", sb));
+  EXPECT_TRUE(Service::user_error(req, "admin", sb));
+}
+
+// The freezer's answer decides: a cgroup whose events never say frozen makes
+// pause fail, thawed again, the sandbox's state untouched. (A kernel cgroup
+// that stays FREEZING cannot be made on demand; the files stand in for it.)
+TEST(ServeRegistry, PauseFailsWhenTheCgroupNeverFreezes) {
+  char tmpl[] = "/tmp/exg-freeze-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  std::string dir = tmpl;
+  auto put = [](const std::string& p, const std::string& s) { std::ofstream(p) << s; };
+  auto get = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  put(dir + "/cgroup.freeze", "0\n");
+  put(dir + "/cgroup.events", "populated 1\nfrozen 0\n");
+  boost::asio::io_context io;
+  Registry reg(io, RegistryOptions{dir, "/bin/false"});
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = "freezetest0000000000";
+  sb->state = Sandbox::State::Running;
+  sb->cgroup_dirs = {dir};
+  auto r = reg.pause(sb);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("did not read frozen 1"), std::string::npos) << r.error().str();
+  EXPECT_EQ(sb->state, Sandbox::State::Running);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");  // thawed again
+  // Once the kernel says frozen, pause holds; resume thaws.
+  put(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
+  ASSERT_TRUE(reg.pause(sb));
+  EXPECT_EQ(sb->state, Sandbox::State::Paused);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "1");
+  ASSERT_TRUE(reg.resume(sb));
+  EXPECT_EQ(sb->state, Sandbox::State::Running);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");
+  sb->cgroup_dirs.clear();
+  EXPECT_FALSE(reg.pause(sb));  // no freezer at all: an error too
+  std::filesystem::remove_all(dir);
+}
+
+TEST(ServeLog, OneParseableObjectPerLine) {
+  std::string out;
+  append_json_escaped(out, "a\"b\\c\nd\x01\xff\xc3\xa9");
+  EXPECT_EQ(out, "a\\\"b\\\\c\\nd\\u0001\\ufffd\xc3\xa9");
+  char tmpl[] = "/tmp/exg-log-XXXXXX";
+  int fd = ::mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  {
+    Log log;
+    ASSERT_TRUE(log.open(tmpl));
+    {
+      auto outer = log.info("create");
+      outer.str("tenant", "acme").num("n", -3);
+      log.warn("nested").str("msg", "line\nbreak");  // written while `outer` is open: its own buffer
+      outer.real("ms", 1.5).flag("warm", true);
+    }
+  }
+  std::ifstream in(tmpl);
+  std::vector<nlohmann::json> lines;
+  for (std::string l; std::getline(in, l);) lines.push_back(nlohmann::json::parse(l));
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0]["event"], "nested");
+  EXPECT_EQ(lines[0]["msg"], "line\nbreak");
+  EXPECT_EQ(lines[1]["event"], "create");
+  EXPECT_EQ(lines[1]["level"], "info");
+  EXPECT_EQ(lines[1]["tenant"], "acme");
+  EXPECT_EQ(lines[1]["n"], -3);
+  EXPECT_EQ(lines[1]["warm"], true);
+  EXPECT_DOUBLE_EQ(lines[1]["ms"].get<double>(), 1.5);
+  EXPECT_TRUE(lines[1]["time"].get<std::string>().ends_with("Z"));
+  ::unlink(tmpl);
 }
 
 TEST(ServeConnect, EnvelopesAndMessages) {
@@ -103,4 +216,88 @@ TEST(ServeQuery, ParamsDecoded) {
   EXPECT_EQ(*query_param("path=a%2Fb&username=user", "username"), "user");
   EXPECT_FALSE(query_param("path=x", "username"));
   EXPECT_EQ(url_decode("a+b%20c"), "a b c");
+}
+
+namespace {
+Templates control_templates() {
+  auto t = Templates::parse(R"({"templates":{"web":{"allowDomains":["*.Example.org"]},"pinned":{"policy":"/etc/p.json"}}})", "t.json");
+  return *t;
+}
+std::string create_error(const std::string& body) {
+  auto cr = parse_create_body(body, control_templates(), 3600);
+  return cr ? std::string("accepted") : cr.error().message;
+}
+}  // namespace
+
+TEST(ServeControlRequests, CreateBodyAsTheSdkSendsIt) {
+  auto cr = parse_create_body(R"({"templateID":"web","metadata":{"suite":"t"},"envVars":{"A_1":"x"},"timeout":60,"secure":true,
+      "network":{"allowOut":["api.test"],"denyOut":["0.0.0.0/0","10.0.0.0/8"],
+                 "rules":{"API.example.org":[{"transform":{"headers":{"X-Key":"abcd"}}},{"transform":{"headers":{"x-key":"efgh"}}}]}}})",
+                              control_templates(), 3600);
+  ASSERT_TRUE(cr) << cr.error().message;
+  EXPECT_EQ(cr->tmpl.name, "web");
+  EXPECT_EQ(cr->timeout.count(), 60);
+  EXPECT_EQ(cr->metadata["suite"], "t");
+  EXPECT_EQ(cr->env_vars.at("A_1"), "x");
+  EXPECT_EQ(cr->deny_out, std::vector<std::string>{"10.0.0.0/8"});  // 0.0.0.0/0 is the default already
+  ASSERT_EQ(cr->header_rules.size(), 1u);                             // a later rule replaces the header (any case)
+  EXPECT_EQ(cr->header_rules[0].host, "api.example.org");
+  EXPECT_EQ(cr->header_rules[0].value, "efgh");
+  auto none = parse_create_body(R"({"templateID":"nope"})", control_templates(), 3600);
+  ASSERT_FALSE(none);
+  EXPECT_EQ(none.error().status, http::status::not_found);
+}
+
+TEST(ServeControlRequests, BadCreateBodiesNameTheField) {
+  EXPECT_EQ(create_error(""), "the request has no JSON body");
+  EXPECT_EQ(create_error("[]"), "the body is not a JSON object");
+  EXPECT_NE(create_error(R"({"envVars":{"9A":"x"}})").find("envVars: 9A"), std::string::npos);
+  // A NUL would cut the variable short in the C environment.
+  EXPECT_EQ(create_error(R"({"envVars":{"A":"x\u0000y"}})"), "envVars.A: the value holds a NUL character");
+  // A number past int64 is over the limit, not "-1: must be at least 1 second".
+  EXPECT_EQ(create_error(R"({"timeout":18446744073709551615})"), "timeout: 18446744073709551615: this tenant's limit is 3600 seconds");
+  EXPECT_NE(create_error(R"({"timeout":0})").find("at least 1 second"), std::string::npos);
+  EXPECT_NE(create_error(R"({"network":{"allowOut":["10.0.0.0/8"]}})").find("address ranges"), std::string::npos);
+  EXPECT_NE(create_error(R"({"network":{"rules":{"api.test":[]}}})").find("not in network.allowOut"), std::string::npos);
+  // fuzz/create_request's reachability check: ".example.org" passed as a host under "*.example.org".
+  for (const char* host : {".example.org", "a..example.org", "a.example.org.", "*..example.org"})
+    EXPECT_NE(create_error(std::string(R"({"templateID":"web","network":{"rules":{")") + host +
+                           R"(":[{"transform":{"headers":{"X-A":"abcd"}}}]}}})")
+                  .find("not a host name"),
+              std::string::npos)
+        << host;
+  EXPECT_NE(create_error(R"({"templateID":"web","network":{"rules":{"a.example.org":[{"transform":{"headers":{"Host":"abcd"}}}]}}})")
+                .find("the proxy sets or removes this header"),
+            std::string::npos);
+  EXPECT_NE(create_error(R"({"templateID":"pinned","network":{"allowOut":["a.test"],"rules":{"a.test":[{"transform":{"headers":{"X-A":"abcd"}}}]}}})")
+                .find("has its own policy file"),
+            std::string::npos);
+}
+
+TEST(ServeControlRequests, NetworkUpdateAndTimeoutBodies) {
+  auto u = parse_network_update(R"({"allowOut":["pypi.org"],"denyOut":["0.0.0.0/0"]})");
+  ASSERT_TRUE(u) << u.error().message;
+  EXPECT_EQ(u->allow_out, std::vector<std::string>{"pypi.org"});
+  EXPECT_TRUE(u->deny_out.empty());
+  EXPECT_FALSE(parse_network_update(R"({"rules":{}})"));
+  EXPECT_FALSE(parse_network_update(R"({"allow_internet_access":true})"));
+  EXPECT_EQ(*parse_timeout_body(R"({"timeout":30})", "timeout", true, 3600), std::optional<int64_t>(30));
+  EXPECT_EQ(parse_timeout_body("", "timeout", true, 3600).error().message, "the request has no JSON body");
+  EXPECT_EQ(parse_timeout_body("{}", "timeout", true, 3600).error().message, "timeout: missing");
+  EXPECT_EQ(*parse_timeout_body("", "duration", false, 3600), std::nullopt);
+  EXPECT_EQ(parse_timeout_body(R"({"duration":7200})", "duration", false, 3600).error().message,
+            "duration: 7200: this tenant's limit is 3600 seconds");
+}
+
+TEST(ServeTenants, QuotasOutOfRangeAreRefused) {
+  // fuzz/serve_config's bounds: 2^64-1 sandboxes passed as -1; a timeout quota past the clock's range was taken.
+  auto quota = [](const std::string& q) {
+    auto t = Tenants::parse(R"({"tenants":[{"id":"a","keys":[")" + key_entry("k") + R"("],"quota":)" + q + "}]}", "t.json");
+    return t ? std::string("accepted") : t.error().str();
+  };
+  EXPECT_NE(quota(R"({"sandboxes":18446744073709551615})").find("quota.sandboxes: expected an integer 0..100000"), std::string::npos);
+  EXPECT_NE(quota(R"({"maxTimeoutSeconds":99999999999})").find("quota.maxTimeoutSeconds: expected an integer 1..315360000"),
+            std::string::npos);
+  EXPECT_NE(quota(R"({"maxTimeoutSeconds":0})").find("quota.maxTimeoutSeconds"), std::string::npos);
+  EXPECT_EQ(quota(R"({"sandboxes":100000,"maxTimeoutSeconds":315360000})"), "accepted");
 }

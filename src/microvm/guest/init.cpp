@@ -11,9 +11,13 @@
 // the modules are loaded and before anything of the sandbox is mounted: the
 // point where a template is saved and each restored sandbox goes on from.
 // The boot frame (guest_abi.hpp kBootOp) follows the record in the same
-// hand-over: the sandbox's env and cwd, and whether to serve egress (listen
-// on 127.0.0.1:3128 and :1080 and relay to the egress port, egress_mux.hpp).
-// Static, plain syscalls, no exg_core: it is the whole user space of the guest.
+// hand-over: the sandbox's env and cwd, whether to serve egress (listen on
+// 127.0.0.1:3128 and :1080 and relay to the egress port, egress_mux.hpp), and
+// the walls to put around the agent (guest/walls.hpp: the process layer's
+// seccomp rules, Landlock, the pids limit), applied in the agent's process
+// before it serves; what was applied goes to the host in its ready event.
+// Static, plain syscalls, no exg_core (only the few process-layer files the
+// walls reuse): it is the whole user space of the guest.
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -45,6 +49,9 @@
 #include "microvm/egress_mux.hpp"
 #include "microvm/guest/boot_record.hpp"
 #include "microvm/guest/guest_abi.hpp"
+#include "microvm/guest/walls.hpp"
+#include "microvm/guest/walls_apply.hpp"
+#include "process/seccomp.hpp"
 
 namespace {
 
@@ -177,6 +184,7 @@ struct Boot {
   std::vector<std::string> env;
   std::string cwd = "/";
   bool egress = false;
+  Walls walls;
 };
 
 // Exactly `n` bytes from the port (the frame's own, nothing of the agent's
@@ -216,6 +224,10 @@ Boot read_boot(int channel) {
   } catch (const std::exception& e) {
     die("the host's boot frame: %s", e.what(), EINVAL);
   }
+  std::string why = "walls: missing";
+  auto walls = h.contains("walls") ? walls_from_json(h["walls"], &why) : std::nullopt;
+  if (!walls) die("the host's boot frame: %s", why, EINVAL);
+  b.walls = std::move(*walls);
   return b;
 }
 
@@ -237,14 +249,17 @@ int listen_loopback(unsigned short port) {
 
 // The egress relay (microvm/egress_mux.hpp): its own process, as a uid of its
 // own (not the command's: the command cannot signal it or read it), carrying
-// every connection to the listeners to the host's proxy. Never returns.
-[[noreturn]] void egress_relay(int port_fd, int http, int socks, uid_t command_uid) {
+// every connection to the listeners to the host's proxy; under the sandbox's
+// seccomp rules too when it has them. Never returns.
+[[noreturn]] void egress_relay(int port_fd, int http, int socks, uid_t command_uid, bool seccomp) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   uid_t relay = command_uid == kEgressUid ? kEgressUid - 1 : kEgressUid;
   if (::setgroups(0, nullptr) != 0 || ::setresgid(relay, relay, relay) != 0 || ::setresuid(relay, relay, relay) != 0)
     die("drop the egress relay to uid %s", std::to_string(relay));
   ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   ::prctl(PR_SET_DUMPABLE, 0);
+  if (seccomp && exg::process::install_seccomp_errno(exg::process::prebuilt_seccomp_errno_program()) != 0)
+    die("install the seccomp filter in the egress relay%s", "");
   ::signal(SIGPIPE, SIG_IGN);
   exg::microvm::egress_mux::Config cfg;
   cfg.channel = port_fd;
@@ -362,6 +377,13 @@ int main() {
     if (egress_port < 0) die("open the egress channel %s", ep);
   }
 
+  // The pids limit's cgroup, while the initramfs (where it is mounted for a moment) is still "/".
+  PidsCgroup cgroup;
+  if (boot.walls.pids) {
+    std::string err = make_pids_cgroup(boot.walls.pids, cgroup);
+    if (!err.empty()) die("the pids limit: %s", err, 0);
+  }
+
   const std::string root = "/view";
   mount_view(root);
   mount_guest_filesystems(root);
@@ -393,7 +415,7 @@ int main() {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       ::close(channel);
-      egress_relay(egress_port, http, socks, uid);
+      egress_relay(egress_port, http, socks, uid, boot.walls.seccomp);
     }
     ::close(egress_port);
     ::close(http);
@@ -406,6 +428,9 @@ int main() {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    WallReport walls;
+    if (std::string err = enter_limits(cgroup, boot.walls.pids, walls); !err.empty()) die("%s", err, 0);
+    if (cgroup.procs >= 0) ::close(cgroup.procs);
     if (uid != 0) {
       if (::setgroups(0, nullptr) != 0 || ::setresgid(gid, gid, gid) != 0 || ::setresuid(uid, uid, uid) != 0)
         die("drop to uid %s", std::to_string(uid));
@@ -413,15 +438,22 @@ int main() {
     }
     ::prctl(PR_SET_DUMPABLE, 0);
     (void)::setsid();
+    // File requests' relative paths begin here, as on every layer (the agent's own cwd).
+    if (::chdir(boot.cwd.c_str()) != 0) say("chdir %s", boot.cwd, errno);
+    if (std::string err = apply_walls(boot.walls, walls); !err.empty()) die("%s", err, 0);
     exg::agent::AgentConfig cfg;
     cfg.channel = channel;
     cfg.env = boot.env;
     cfg.cwd = boot.cwd;
-    // File requests' relative paths begin here, as on every layer (the agent's own cwd).
-    if (::chdir(boot.cwd.c_str()) != 0) say("chdir %s", boot.cwd, errno);
+    cfg.walls = std::move(walls);
+    cfg.pids_events = cgroup.events;
+    cfg.pids_notify = cgroup.notify;
+    cfg.pids_max = boot.walls.pids;
     exg::agent::serve(cfg);
   }
   ::close(channel);
+  for (int fd : {cgroup.procs, cgroup.events, cgroup.notify})
+    if (fd >= 0) ::close(fd);
   for (;;) {
     int status = 0;
     pid_t p = ::waitpid(-1, &status, 0);
