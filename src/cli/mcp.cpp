@@ -23,6 +23,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 
+#include "layer/kind.hpp"
 #include "mcp/jsonrpc.hpp"
 #include "mcp/local_sandboxes.hpp"
 #include "mcp/remote_sandboxes.hpp"
@@ -149,8 +150,10 @@ int mcp_main(int argc, char** argv) {
   std::vector<std::string> roots;
   long sandbox_timeout = 3600;
   bool verbose = false;
-  app.add_option("--layer", lo.layer, "Default layer of new sandboxes: process, container, gvisor or microvm (default process)")
-      ->check(CLI::IsMember({"process", "container", "gvisor", "microvm"}));
+  std::vector<std::string> layer_names;
+  for (auto k : layer::all_kinds()) layer_names.emplace_back(layer::name(k));
+  app.add_option("--layer", lo.layer, "Default layer of new sandboxes: " + layer::names_text(layer::all_kinds()) + " (default process)")
+      ->check(CLI::IsMember(layer_names));
   app.add_option("--policy", lo.policy, "A policy file every sandbox gets (ExGuardian or sandbox-runtime settings)");
   app.add_option("--allow-domain", lo.allow_domains, "A domain every sandbox may reach (repeatable)");
   app.add_option("--templates", templates_file, "Templates create_sandbox may name (the format of exguardian serve --templates)");

@@ -69,7 +69,15 @@ struct LaunchOptions {
   // `-v`: the launch's steps are timed here (util/step_timer.hpp), the
   // sandbox side's through the timer's shared page; null: not timed.
   StepTimer* timer = nullptr;
+  // What a layer tells the user while it launches (microvm: "guest up in N ms",
+  // a template that would not restore): one line, as SupervisorIo::say takes
+  // it, so that a server's sandboxes speak to their own front end and never on
+  // the server's stderr. Null: stderr with the "exguardian: " prefix.
+  std::function<void(const std::string&)> say;
 };
+
+// LaunchOptions::say, or stderr when it is not set.
+void say(const LaunchOptions& opt, const std::string& line);
 
 // A running sandbox, as the supervisor drives it.
 struct Sandbox {

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "layer/kind.hpp"
 #include "mcp/refusals.hpp"
 
 namespace exg::mcp {
@@ -132,7 +133,7 @@ void LocalSandboxes::create(ToolCallPtr c) {
   bool tmpl_given = a.contains("template");
   if (!tmpl_given) req.tmpl.layer = opt_.layer;
   if (a.contains("layer")) req.tmpl.layer = a["layer"].get<std::string>();
-  if (!req.tmpl.rootfs.empty() && req.tmpl.layer == "process")
+  if (!req.tmpl.rootfs.empty() && req.tmpl.layer == layer::name(layer::Kind::Process))
     return c->reply(ToolOutcome::error("create_sandbox: layer process: template " + tname + " has a root filesystem, which only the "
                                        "container and gvisor layers take"));
   // The operator's policy and domains hold for every sandbox; a template's or the call's domains come on top.

@@ -1,5 +1,7 @@
 #include "mcp/tool_catalog.hpp"
 
+#include "layer/kind.hpp"
+
 namespace exg::mcp {
 
 namespace {
@@ -59,13 +61,20 @@ json exit_props() {
           {"signal", {{"type", {"integer", "null"}}, {"description", "The signal that ended it, if one did"}}}};
 }
 
+// The layer names the schema offers: layer/kind.hpp's table, not a copy of it.
+std::vector<std::string> layer_names() {
+  std::vector<std::string> out;
+  for (auto n : layer::all_names()) out.emplace_back(n);
+  return out;
+}
+
 std::vector<ToolDef> build() {
   std::vector<ToolDef> t;
   t.push_back({"create_sandbox", "Create a sandbox",
                "Create an isolated ExGuardian sandbox that lives across calls and return its sandbox_id. Commands and file operations "
                "of the other tools run inside it, never on the host. Defaults: no network, the workspace writable and everything "
                "else read-only, credentials unreadable, limits on memory, processes and CPU.",
-               object({{"layer", {{"type", "string"}, {"enum", {"process", "container", "gvisor", "microvm"}},
+               object({{"layer", {{"type", "string"}, {"enum", layer_names()},
                                   {"description", "Isolation layer (default: the server's, usually process)"}}},
                        {"template", nonempty("A template of the server's --templates file (layer, root filesystem, policy, resources)", 64)},
                        {"policy", nonempty("An ExGuardian or sandbox-runtime policy file on the host", 4096)},

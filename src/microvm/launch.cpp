@@ -398,7 +398,11 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
     kill_vm();
     return fail(b.error());
   }
-  if (opt.verbose) std::fprintf(stderr, "exguardian: microvm: %s, guest up in %.0f ms\n", started.c_str(), ms_since(t0));
+  if (opt.verbose) {
+    char ms[32];
+    std::snprintf(ms, sizeof ms, "%.0f", ms_since(t0));
+    layer::say(opt, "microvm: " + started + ", guest up in " + ms + " ms");
+  }
   l->agent_channel = std::move(*ch);
   // The process layer's proxy listeners are in qemu's netns, where no guest
   // connection ever arrives: the bridge's take their place.
@@ -440,7 +444,7 @@ Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOp
   if (l) return l;
   // A template that does not restore (another qemu build, a damaged file) is
   // dropped when it is ours, and this sandbox boots cold (saving a new one).
-  std::fprintf(stderr, "exguardian: microvm: %s: %s; booting cold\n", tmpl->path.c_str(), l.error().str().c_str());
+  layer::say(opt, "microvm: " + tmpl->path + ": " + l.error().str() + "; booting cold");
   struct stat st;
   if (::fstat(tmpl->fd.get(), &st) == 0 && st.st_uid == ::geteuid()) ::unlink(tmpl->path.c_str());
   tmpl.reset();

@@ -411,6 +411,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   }
   if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
   lo.timer = opt.timer;
+  lo.say = [&io](const std::string& line) { io.say(line); };
   auto launched = layer.launch(plan, lo);
   if (!launched) {
     if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
