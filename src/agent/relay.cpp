@@ -54,6 +54,7 @@ Result<void> ControlRelay::start(UniqueFd agent_channel, const std::string& sand
   if (r != 0) return fail(Error::sys("bind " + path_, e));
   bound_ = true;
   if (::listen(listener_.get(), 16) != 0) return fail(Error::sys("listen " + path_));
+  sandbox_id_ = sandbox_id;
   std::fprintf(stderr, "exguardian: session %s ready on unix:%s\n", sandbox_id.c_str(), path_.c_str());
   return {};
 }
@@ -244,6 +245,27 @@ void ControlRelay::from_agent() {
       continue;
     }
     if (f.kind != Kind::Event) continue;
+    if (f.header.value("event", "") == "ready" && !user_said_) {
+      // Who the sandbox's user is and where its home is, as the agent itself
+      // runs: a front end (serve) learns it here on every layer (in a microVM
+      // guest pid 1 is the guest's init, so its /proc/1 says nothing of it).
+      // The guest's agent is on the far side of the wall: its fields are
+      // checked, and a control character never reaches the line.
+      user_said_ = true;
+      auto id_of = [&](const char* k) -> unsigned long long {
+        auto it = f.header.find(k);
+        return it != f.header.end() && it->is_number_unsigned() ? it->get<uint64_t>() : ~0ULL;
+      };
+      auto cwd_it = f.header.find("cwd");
+      std::string home = cwd_it != f.header.end() && cwd_it->is_string() ? cwd_it->get<std::string>() : "/";
+      for (char& c : home)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+      if (id_of("uid") <= 0xfffffffeULL && id_of("gid") <= 0xfffffffeULL)
+        std::fprintf(stderr, "exguardian: session %s user uid %llu gid %llu home %s\n", sandbox_id_.c_str(), id_of("uid"),
+                     id_of("gid"), home.c_str());
+      else
+        std::fprintf(stderr, "exguardian: session %s: the agent's ready event has no valid uid and gid\n", sandbox_id_.c_str());
+    }
     if (inside_.take(f)) continue;
     std::string ev = f.header.value("event", "");
     if (ev == "stdout" || ev == "stderr" || ev == "exit") {

@@ -52,6 +52,8 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   };
   std::string path_;
   bool verbose_;
+  std::string sandbox_id_;
+  bool user_said_ = false;  // the agent's ready event, said once as "session ID user ..." (relay.cpp)
   UniqueFd listener_;
   Channel agent_;
   InsideReport inside_;  // the walls and limits the agent says it runs in (the microVM guest's)

@@ -18,6 +18,8 @@ void LayerFlags::add_to(CLI::App* sub) {
   sub->add_flag("--gvisor-root", gvisor_root,
                 "gvisor: run the command as uid 0 of gVisor's own kernel, without capabilities (on the host still one "
                 "unprivileged uid)");
+  sub->add_flag("--microvm-root", microvm_root,
+                "microvm: run the command as root inside the guest (the guest kernel is the wall; qemu stays unprivileged)");
 }
 
 Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& pol) const {

@@ -15,7 +15,7 @@ namespace exg::cli {
 
 struct LayerFlags {
   std::string layer, runtime, rootfs;
-  bool microvm_root = false;  // --microvm-root (run adds the flag)
+  bool microvm_root = false;  // --microvm-root
   bool gvisor_root = false;   // --gvisor-root
 
   void add_to(CLI::App* sub);

@@ -20,8 +20,6 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
   LayerFlags::add_to(run);
-  run->add_flag("--microvm-root", microvm_root,
-                "microvm: run the command as root inside the guest (the guest kernel is the wall; qemu stays unprivileged)");
   sub = run;
 }
 

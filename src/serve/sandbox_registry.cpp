@@ -337,7 +337,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
     argv.insert(argv.end(), {"--memory", std::to_string(sb->tmpl.memory_mb) + "M", "--pids", std::to_string(sb->tmpl.pids),
                              "--cpus", duration_arg(sb->tmpl.cpus)});
   if (sb->tmpl.layer != "process") argv.insert(argv.end(), {"--layer", sb->tmpl.layer});
-  if (sb->tmpl.allow_root) argv.push_back("--gvisor-root");
+  if (sb->tmpl.allow_root) argv.push_back(sb->tmpl.layer == "microvm" ? "--microvm-root" : "--gvisor-root");
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
   for (const auto& d : sb->tmpl.allow_domains) argv.insert(argv.end(), {"--allow-domain", d});
@@ -386,11 +386,14 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   by_pid_[pid] = sb->id;
   if (opt_.verbose)
     log().info("spawn").str("tenant", sb->tenant).str("sandbox", sb->id).str("template", sb->tmpl.name).num("supervisor", pid).flag("pool", sb->pooled);
-  // A sandbox that never comes up is not waited for forever.
-  sb->expiry->expires_after(std::chrono::seconds(60));
-  sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
+  // A sandbox that never comes up is not waited for forever. A microVM's
+  // cold boot under TCG (no KVM) takes 3-5 s on an idle host and past 30 s on
+  // a loaded one: it gets longer.
+  const int start_s = sb->tmpl.layer == "microvm" ? 180 : 60;
+  sb->expiry->expires_after(std::chrono::seconds(start_s));
+  sb->expiry->async_wait([this, sb, start_s](boost::system::error_code ec) {
     if (ec || sb->state != Sandbox::State::Starting) return;
-    finish_start(sb, "the sandbox did not come up within 60 s");
+    finish_start(sb, "the sandbox did not come up within " + std::to_string(start_s) + " s");
     kill(sb, {}, "start-failed");
   });
   read_log(sb);
@@ -416,12 +419,30 @@ void Registry::on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string
   sb->log_tail += line + "\n";
   if (sb->log_tail.size() > 4096) sb->log_tail.erase(0, sb->log_tail.size() - 4096);
   if (opt_.verbose) log().info("supervisor").str("sandbox", sb->id).str("msg", line);
-  // "exguardian: session <plan id> ready on unix:<path>"
+  // "exguardian: session <plan id> ready on unix:<path>", then (the agent's
+  // ready event, agent/relay.cpp) "exguardian: session <plan id> user uid U
+  // gid G home PATH": both, in either order, and the sandbox is up.
   const std::string prefix = "exguardian: session ";
-  if (sb->state == Sandbox::State::Starting && line.starts_with(prefix) && line.find(" ready on unix:") != std::string::npos) {
-    sb->plan_id = line.substr(prefix.size(), line.find(' ', prefix.size()) - prefix.size());
-    became_ready(sb);
+  if (sb->state != Sandbox::State::Starting || !line.starts_with(prefix)) return;
+  const size_t id_end = line.find(' ', prefix.size());
+  if (id_end == std::string::npos) return;
+  const std::string id = line.substr(prefix.size(), id_end - prefix.size());
+  const std::string rest = line.substr(id_end + 1);
+  if (rest.starts_with("ready on unix:")) {
+    sb->plan_id = id;
+    sb->control_ready = true;
+  } else if (rest.starts_with("user ")) {
+    unsigned long long u = 0, g = 0;
+    int home_at = 0;
+    if (std::sscanf(rest.c_str(), "user uid %llu gid %llu home %n", &u, &g, &home_at) < 2 || home_at == 0) return;
+    sb->uid = static_cast<uid_t>(u);
+    sb->gid = static_cast<gid_t>(g);
+    sb->home = rest.substr(static_cast<size_t>(home_at));
+    sb->user_known = true;
+  } else {
+    return;
   }
+  if (sb->control_ready && sb->user_known) became_ready(sb);
 }
 
 void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
@@ -441,26 +462,13 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
   }
   sb->agent = conn;
   conn->start();
-  // Who the sandbox's user is, and where its home is: as the agent itself sees it.
-  conn->call({{"op", "stat"}, {"path", "/proc/1"}}, {}, [this, sb](const agent::Frame& r) {
-    if (!r.header.value("ok", false)) {
-      finish_start(sb, "stat /proc/1 in the sandbox: " + reply_error_text(r));
-      kill(sb, {}, "start-failed");
-      return;
-    }
-    sb->uid = r.header.value("uid", 0u);
-    sb->gid = r.header.value("gid", 0u);
-    // E2B's root is promised by the template: a sandbox whose user is not uid 0 does not keep it.
-    if (sb->tmpl.allow_root && sb->uid != 0) {
-      finish_start(sb, "the template allows root, but the sandbox's user is uid " + std::to_string(sb->uid) + ", not 0");
-      kill(sb, {}, "start-failed");
-      return;
-    }
-    sb->agent->call({{"op", "stat"}, {"path", "/proc/1/cwd"}}, {}, [this, sb](const agent::Frame& c) {
-      if (c.header.value("ok", false) && c.header.value("type", "") == "symlink") sb->home = c.header.value("target", sb->home);
-      finish_start(sb, "");
-    });
-  });
+  // E2B's root is promised by the template: a sandbox whose user is not uid 0 does not keep it.
+  if (sb->tmpl.allow_root && sb->uid != 0) {
+    finish_start(sb, "the template allows root, but the sandbox's user is uid " + std::to_string(sb->uid) + ", not 0");
+    kill(sb, {}, "start-failed");
+    return;
+  }
+  finish_start(sb, "");
 }
 
 void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error) {

@@ -111,6 +111,8 @@ struct Sandbox {
   std::vector<std::string> cgroup_dirs;
   uid_t uid = 0;             // the sandbox's user, as the agent sees itself
   gid_t gid = 0;
+  bool control_ready = false;  // the supervisor said "session ID ready on unix:PATH"
+  bool user_known = false;     // and "session ID user uid U gid G home H" (uid, gid, home above)
   std::shared_ptr<AgentConn> agent;
   std::unique_ptr<boost::asio::steady_timer> expiry;
   std::unique_ptr<boost::asio::posix::stream_descriptor> log;  // the supervisor's stderr

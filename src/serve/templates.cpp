@@ -44,13 +44,9 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
     for (auto& [k, v] : e.items()) {
       std::string kat = at + "." + k;
       if (k == "layer") {
-        // The layers serve can hold a session on (layer/kind.hpp names them all; microvm
-        // templates are not served yet: docs/microvm.md says why).
-        static const std::vector<layer::Kind> served = {layer::Kind::Process, layer::Kind::Container,
-                                                        layer::Kind::Gvisor};
+        // Every layer holds a session (layer/kind.hpp names them).
         auto kind = v.is_string() ? layer::parse_kind(v.get<std::string>()) : std::nullopt;
-        if (!kind || std::find(served.begin(), served.end(), *kind) == served.end())
-          return bad(kat, "expected " + layer::names_text(served));
+        if (!kind) return bad(kat, "expected " + layer::names_text(layer::all_kinds()));
         tp.layer = std::string(layer::name(*kind));
       } else if (k == "rootfs" || k == "policy") {
         if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')
@@ -79,10 +75,13 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
         return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids, allowRoot)");
       }
     }
-    if (tp.allow_root && tp.layer != "gvisor")
-      return bad(at + ".allowRoot", "only the gvisor layer runs E2B's root user (as uid 0 of gVisor's own kernel); the " +
-                                        tp.layer + " layer runs commands on the host's kernel, where a sandbox gets no root");
-    if (!tp.rootfs.empty() && tp.layer == "process") return bad(at + ".rootfs", "only the container and gvisor layers take a rootfs");
+    // Root only where the sandbox has a kernel of its own: gVisor's, or the microVM's guest.
+    const auto kind = *layer::parse_kind(tp.layer);
+    if (tp.allow_root && kind != layer::Kind::Gvisor && kind != layer::Kind::Microvm)
+      return bad(at + ".allowRoot", "only the gvisor and microvm layers run E2B's root user (as uid 0 of their own "
+                                    "kernel); the " + tp.layer + " layer runs commands on the host's kernel, where a sandbox gets no root");
+    if (!tp.rootfs.empty() && kind != layer::Kind::Container && kind != layer::Kind::Gvisor)
+      return bad(at + ".rootfs", "only the container and gvisor layers take a rootfs");
     t.by_name_[name] = tp;
   }
   return t;

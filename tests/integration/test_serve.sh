@@ -35,9 +35,16 @@ if ! on_layer process && command -v busybox >/dev/null; then
     chmod -R go-w "$RF"
     FS_TEMPLATE=", \"fs\": {\"layer\": \"$EXG_LAYER\", \"rootfs\": \"$RF\"$(on_layer gvisor && echo ', "allowRoot": true')}"
 fi
+# vm, vmroot: microvm templates (a guest kernel of their own; vmroot with allowRoot), on the
+# process-layer run where qemu and the guest image are here (test_microvm.sh's conditions).
+VM_TEMPLATE=""
+if on_layer process && command -v qemu-system-x86_64 >/dev/null && [ -s "${EXG_BUILD_DIR:-}/microvm/vmlinux" ]; then
+    export EXG_MICROVM_IMAGE_DIR=$EXG_BUILD_DIR/microvm  # (run.sh copies exguardian elsewhere)
+    VM_TEMPLATE=', "vm": {"layer": "microvm"}, "vmroot": {"layer": "microvm", "allowRoot": true}'
+fi
 cat > "$T/templates.json" <<EOF
 {"templates": {"layered": {"layer": "$EXG_LAYER", "memoryMB": 512, "cpus": 1, "pids": 256},
-               "lite": {"memoryMB": 128, "cpus": 1.5}, "cpuheavy": {"memoryMB": 16, "cpus": 2.5}$FS_TEMPLATE}}
+               "lite": {"memoryMB": 128, "cpus": 1.5}, "cpuheavy": {"memoryMB": 16, "cpus": 2.5}$FS_TEMPLATE$VM_TEMPLATE}}
 EOF
 grep -q "$KEY_A" "$T/tenants.json" && fail "the tenants file holds a key itself" || ok "the tenants file holds only key hashes"
 
@@ -426,6 +433,34 @@ if [ -n "$FS_TEMPLATE" ]; then
         [ "$uid" != 0 ] && ok "$EXG_LAYER: the rootfs sandbox's user is not root (uid $uid)" || fail "the rootfs sandbox runs as root"
     fi
     api DELETE "/sandboxes/$FS_ID" "${A[@]}"; expect 204 "kill the rootfs sandbox"
+fi
+
+# ---- microvm templates: a guest with its own kernel; root only with allowRoot ----
+if [ -n "$VM_TEMPLATE" ]; then
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "vm"}'; expect 201 "create from a microvm template"
+    VM_ID=$(jq -r .sandboxID <<<"$BODY"); VM_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+    in_sandbox "$VM_ID" "$VM_TOKEN" 'uname -r; id -u; pwd'
+    vm_kernel=$(sed -n 1p <<<"$OUT"); vm_uid=$(sed -n 2p <<<"$OUT"); vm_pwd=$(sed -n 3p <<<"$OUT")
+    [ -n "$vm_kernel" ] && [ "$vm_kernel" != "$(uname -r)" ] && [ -n "$vm_uid" ] && [ "$vm_uid" != 0 ] &&
+        ok "microvm template: the guest's own kernel ($vm_kernel), an unprivileged user (uid $vm_uid), cwd $vm_pwd" ||
+        fail "microvm template: $OUT"
+    in_sandbox "$VM_ID" "$VM_TOKEN" 'echo in-guest > guest-made && cat guest-made'
+    [ "$OUT" = in-guest ] && ok "microvm template: the home is writable, state kept for the next call" || fail "microvm write: $OUT"
+    api GET "/files?path=guest-made&username=root" -H "E2b-Sandbox-Id: $VM_ID" -H "X-Access-Token: $VM_TOKEN"
+    expect 401 "files as root in a microvm without allowRoot: refused, naming allowRoot" '(.message | test("allowRoot")) and (.message | test("host.s kernel") | not)'
+    api GET "/files?path=guest-made" -H "E2b-Sandbox-Id: $VM_ID" -H "X-Access-Token: $VM_TOKEN"
+    [ "$CODE" = 200 ] && [ "${BODY%$'\n'}" = in-guest ] && ok "microvm template: the file the guest wrote is downloaded through envd" ||
+        fail "microvm download: $CODE $BODY"
+    api POST "/sandboxes/$VM_ID/timeout" "${A[@]}" "${JSON[@]}" -d '{"timeout": 120}'; expect 204 "microvm sandbox: its timeout can be set"
+    api DELETE "/sandboxes/$VM_ID" "${A[@]}"; expect 204 "kill the microvm sandbox"
+    wait_for 30 bash -c '! pgrep -f -- "[g]uest=exguardian-" >/dev/null' && ok "microvm sandbox killed: no qemu left" ||
+        fail "a qemu is left 30 s after the kill"
+
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "vmroot"}'; expect 201 "create from a microvm template with allowRoot"
+    VR_ID=$(jq -r .sandboxID <<<"$BODY"); VR_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+    in_sandbox "$VR_ID" "$VR_TOKEN" 'id -u' -H "Authorization: Basic $(printf 'root:' | base64)"
+    [ "$OUT" = 0 ] && ok "allowRoot on a microvm: E2B's user root is root of the guest's kernel (id -u 0)" || fail "microvm user root: $OUT"
+    api DELETE "/sandboxes/$VR_ID" "${A[@]}"; expect 204 "kill the allowRoot microvm sandbox"
 fi
 
 # ---- pause freezes: a counter in the sandbox stands still, and runs on after resume ----

@@ -78,6 +78,14 @@ TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
   ASSERT_TRUE(root_gv) << root_gv.error().str();
   EXPECT_TRUE(root_gv->find("g")->allow_root);
   EXPECT_FALSE(Templates::parse(R"({"templates":{"c":{"rootfs":"/r"}}})", "x.json"));  // process layer: no rootfs
+  // microvm: served, root with allowRoot (the guest's kernel), no rootfs (the guest image is its root).
+  auto vm = Templates::parse(R"({"templates":{"v":{"layer":"microvm"},"r":{"layer":"microvm","allowRoot":true}}})", "x.json");
+  ASSERT_TRUE(vm) << vm.error().str();
+  EXPECT_EQ(vm->find("v")->layer, "microvm");
+  EXPECT_TRUE(vm->find("r")->allow_root);
+  auto vm_rootfs = Templates::parse(R"({"templates":{"v":{"layer":"microvm","rootfs":"/r"}}})", "x.json");
+  ASSERT_FALSE(vm_rootfs);
+  EXPECT_NE(vm_rootfs.error().str().find("templates.v.rootfs"), std::string::npos) << vm_rootfs.error().str();
 }
 
 TEST(ServeUsers, RootRefusedPerLayerWithTheReason) {
@@ -91,11 +99,14 @@ TEST(ServeUsers, RootRefusedPerLayerWithTheReason) {
     ASSERT_TRUE(e);
     EXPECT_NE(e->find(std::string("the ") + layer + " layer runs the sandbox's commands on the host's kernel"), std::string::npos) << *e;
   }
-  sb.tmpl.layer = "gvisor";
-  auto g = Service::user_error(req, "root", sb);
-  ASSERT_TRUE(g);
-  EXPECT_EQ(g->find("host's kernel"), std::string::npos) << *g;  // gVisor has its own
-  EXPECT_NE(g->find("allowRoot"), std::string::npos) << *g;
+  for (const char* layer : {"gvisor", "microvm"}) {  // a kernel of their own
+    sb.tmpl.layer = layer;
+    auto g = Service::user_error(req, "root", sb);
+    ASSERT_TRUE(g);
+    EXPECT_EQ(g->find("host's kernel"), std::string::npos) << *g;
+    EXPECT_NE(g->find("allowRoot"), std::string::npos) << *g;
+    EXPECT_NE(g->find(std::string("The ") + layer + " layer"), std::string::npos) << *g;
+  }
   sb.tmpl.allow_root = true;
   EXPECT_FALSE(Service::user_error(req, "root", sb));
   EXPECT_TRUE(Service::user_error(req, "admin", sb));
