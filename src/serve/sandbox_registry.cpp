@@ -421,7 +421,9 @@ void Registry::on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string
   if (opt_.verbose) log().info("supervisor").str("sandbox", sb->id).str("msg", line);
   // "exguardian: session <plan id> ready on unix:<path>", then (the agent's
   // ready event, agent/relay.cpp) "exguardian: session <plan id> user uid U
-  // gid G home PATH": both, in either order, and the sandbox is up.
+  // gid G home PATH": both, in either order, and the sandbox is up. Read only
+  // while it starts: nothing of the sandbox's own code has run yet (a guest's
+  // console shares this stderr), so these lines are the supervisor's.
   const std::string prefix = "exguardian: session ";
   if (sb->state != Sandbox::State::Starting || !line.starts_with(prefix)) return;
   const size_t id_end = line.find(' ', prefix.size());

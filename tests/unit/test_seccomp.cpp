@@ -153,30 +153,29 @@ TEST(Seccomp, ProgramIsBuiltAndSmall) {
 
 // The embedded program is exactly what libseccomp makes of the rules now: a
 // rule changed without rebuilding the embedded copy cannot go unnoticed.
+// Instruction for instruction the same program.
+template <class A, class B>
+void expect_same_program(const A& pre, const B& built) {
+  ASSERT_EQ(pre.size(), built.size());
+  for (size_t i = 0; i < pre.size(); ++i) {
+    EXPECT_EQ(pre[i].code, built[i].code) << "instruction " << i;
+    EXPECT_EQ(pre[i].jt, built[i].jt) << "instruction " << i;
+    EXPECT_EQ(pre[i].jf, built[i].jf) << "instruction " << i;
+    EXPECT_EQ(pre[i].k, built[i].k) << "instruction " << i;
+  }
+}
+
 TEST(Seccomp, PrebuiltProgramIsWhatLibseccompBuilds) {
   auto built = process::build_seccomp_program();
   ASSERT_TRUE(built) << built.error().str();
-  const auto& pre = process::prebuilt_seccomp_program();
-  ASSERT_EQ(pre.size(), built->size());
-  for (size_t i = 0; i < pre.size(); ++i) {
-    EXPECT_EQ(pre[i].code, (*built)[i].code) << "instruction " << i;
-    EXPECT_EQ(pre[i].jt, (*built)[i].jt) << "instruction " << i;
-    EXPECT_EQ(pre[i].jf, (*built)[i].jf) << "instruction " << i;
-    EXPECT_EQ(pre[i].k, (*built)[i].k) << "instruction " << i;
-  }
+  expect_same_program(process::prebuilt_seccomp_program(), *built);
 }
 
 TEST(Seccomp, PrebuiltErrnoProgramIsWhatLibseccompBuilds) {
   auto built = process::build_seccomp_program(process::Refusal::Errno);
   ASSERT_TRUE(built) << built.error().str();
   const auto& pre = process::prebuilt_seccomp_errno_program();
-  ASSERT_EQ(pre.size(), built->size());
-  for (size_t i = 0; i < pre.size(); ++i) {
-    EXPECT_EQ(pre[i].code, (*built)[i].code) << "instruction " << i;
-    EXPECT_EQ(pre[i].jt, (*built)[i].jt) << "instruction " << i;
-    EXPECT_EQ(pre[i].jf, (*built)[i].jf) << "instruction " << i;
-    EXPECT_EQ(pre[i].k, (*built)[i].k) << "instruction " << i;
-  }
+  expect_same_program(pre, *built);
   // The same rules, another answer: not one instruction notifies.
   for (const auto& f : pre) {
     if (BPF_CLASS(f.code) == BPF_RET) {
