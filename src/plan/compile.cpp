@@ -499,7 +499,11 @@ struct Builder {
         plan.notes.push_back(d.where.str() + ": allowedDomains \"" + d.pattern +
                              "\" is an address: it allows nothing; add it to network.allowedCidrs instead");
     }
-    plan.proxy.resolver = plan.proxy.enabled && pol.network.resolver.value_or(false);
+    plan.proxy.transparent = plan.proxy.enabled && pol.network.transparent.value_or(true);
+    plan.proxy.resolver = plan.proxy.enabled && (pol.network.resolver.value_or(false) || plan.proxy.transparent);
+    if (plan.proxy.enabled && !plan.proxy.transparent)
+      plan.notes.push_back("network.transparent: false: only clients that use the proxy variables reach the network; "
+                           "a connection to any other address fails (no route)");
     if (plan.proxy.resolver) {
       // Over the file itself: when the host's /etc/resolv.conf is a symlink
       // (systemd-resolved's stub file under /run), over what it points to.
