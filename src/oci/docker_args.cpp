@@ -141,7 +141,6 @@ Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engi
         r = volume(s, s.target, s.target, "rw");
         break;
       case StepKind::ResolvConf:
-        if (!plan.network.resolver.value_or(false)) break;  // only for transparent egress: --network none has none
         return unsupported("the in-sandbox resolver (network.resolver / --dns) needs exguardian run");
       case StepKind::Proc:
       case StepKind::Sysfs:

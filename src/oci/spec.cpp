@@ -236,9 +236,6 @@ class Builder {
           bind(opt_.source_override.at(s.target), s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});
           break;
         case StepKind::ResolvConf:
-          // Only for transparent egress, which an exported spec (no supervisor,
-          // no capture) does not carry: the container keeps the host's file.
-          if (!opt_.source_override.count(s.target) && !plan_.network.resolver.value_or(false)) break;
           if (!opt_.source_override.count(s.target))
             return unsupported("the generated resolv.conf (network.resolver / --dns) was not staged: "
                                "not available on the OCI layers or export yet");

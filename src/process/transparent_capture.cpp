@@ -108,7 +108,9 @@ int send_and_check(int protocol, const NlBuffer& b, int acks) {
   return err;
 }
 
-// ip route add default dev lo
+// ip route add default dev lo src 127.0.0.1
+// (The source must be given: lo's 127.0.0.1 has host scope, which a route of
+// link scope does not pick, and a connection from 0.0.0.0 gets no replies.)
 int add_default_route_via_lo() {
   unsigned lo = ::if_nametoindex("lo");
   if (!lo) return errno;
@@ -121,6 +123,8 @@ int add_default_route_via_lo() {
   rt.rtm_type = RTN_UNICAST;
   b.begin(RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, &rt, sizeof rt);
   b.u32(RTA_OIF, lo);
+  const in_addr src{htonl(INADDR_LOOPBACK)};
+  b.attr(RTA_PREFSRC, &src, sizeof src);
   b.end();
   return send_and_check(NETLINK_ROUTE, b, 1);
 }

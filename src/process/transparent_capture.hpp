@@ -5,7 +5,7 @@
 // the sandbox's user namespace: no host privilege, as root or as an ordinary
 // user alike.
 //
-//   - a default route through lo, so that a connect() to any IPv4 address
+//   - a default route through lo (source 127.0.0.1), so that a connect() to any IPv4 address
 //     leaves the routing step instead of failing with ENETUNREACH;
 //   - an nftables table "ip exguardian" (netlink, no nft binary): every TCP
 //     connection to a non-loopback IPv4 address is redirected (NAT, output

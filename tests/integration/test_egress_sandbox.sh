@@ -86,7 +86,7 @@ tp=(--policy "$T/tp.json" --audit-log "$tpa")
 before=$(server_log_count)
 # One sandbox for the lot: each line is "label result".
 run sbx "${tp[@]}" -- bash -c '
-C="curl -sS -m 10 --noproxy *"
+C="curl -sS -m 10 --noproxy \*"
 r() { printf "%s %s\n" "$1" "$(eval "$2" 2>&1 | tr "\n" " ")"; }
 r allowed "$C http://allowed.test/"
 r denied "$C http://denied.test/"
