@@ -44,9 +44,7 @@ class DockerArgsTest : public ::testing::Test {
     fs::remove_all(root, ec);
   }
 
-  // As `exguardian docker-args` compiles: no transparent egress (no supervisor).
-  plan::Plan compile(policy::Policy pol = {}) {
-    if (!pol.network.transparent) pol.network.transparent = false;
+  plan::Plan compile(const policy::Policy& pol = {}) {
     auto r = plan::compile(pol, ctx);
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().str());
     return r ? *r : plan::Plan{};
