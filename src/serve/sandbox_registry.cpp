@@ -616,6 +616,9 @@ std::vector<std::shared_ptr<Sandbox>> Registry::of_tenant(const std::string& ten
   return out;
 }
 
+// How long a pause waits for every task of the sandbox to be frozen.
+constexpr std::chrono::seconds kFreezeWait{3};
+
 Result<void> Registry::freeze(const std::shared_ptr<Sandbox>& sb, bool frozen) {
   // v1: freezer.state reads FROZEN; v2: cgroup.events has "frozen 1".
   struct Knob {
@@ -640,17 +643,19 @@ Result<void> Registry::freeze(const std::shared_ptr<Sandbox>& sb, bool frozen) {
     }
     if (!frozen) continue;
     // Tasks enter the refrigerator at their next return to user space; one
-    // that cannot (an uninterruptible wait) keeps the cgroup FREEZING.
+    // that cannot (an uninterruptible wait) keeps the cgroup FREEZING. A
+    // clock, not a count of polls: on a loaded host a 5 ms sleep lasts longer,
+    // and a task in a short uninterruptible wait (a page fault's read) was
+    // taken for one that cannot be frozen (seen at 1 s in a full test run).
     bool reached = false;
-    for (int i = 0; i < 200 && !reached; ++i) {
-      reached = read_file(k.check).find(k.frozen_when) != std::string::npos;
-      if (!reached) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
+    auto give_up = std::chrono::steady_clock::now() + kFreezeWait;
+    while (!(reached = read_file(k.check).find(k.frozen_when) != std::string::npos) && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     if (!reached) {
       std::string seen = read_file(k.check);
       while (!seen.empty() && (seen.back() == '\n' || seen.back() == ' ')) seen.pop_back();
       thaw_all();
-      return fail(Error::msg("pause", k.check + " did not read " + k.frozen_when + " within 1 s (it reads \"" + seen +
+      return fail(Error::msg("pause", k.check + " did not read " + k.frozen_when + " within " + std::to_string(kFreezeWait.count()) + " s (it reads \"" + seen +
                                           "\"): a process of the sandbox could not be frozen; the sandbox was thawed and runs on"));
     }
   }
