@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tests `make test` runs, once the build, the fuzz targets and the test users are in place:
+# The tests `make test` runs, once the build and the fuzz targets are in place:
 #
 #   bash tests/make_test.sh BUILD_DIR TEST_ASAN CMAKE_ARGS...
 #

@@ -57,11 +57,11 @@ nlohmann::json refusals_since(const std::string& audit_log, uint64_t offset, uin
     if (in.eof()) break;  // no newline yet: the supervisor is still writing it
     at += line.size() + 1;
     if (end) *end = at;
+    if (kept > 100) continue;  // past the cap only the window's end is wanted: no line is parsed
     auto r = refusal_of(nlohmann::json::parse(line, nullptr, false));
     if (r.is_null()) continue;
-    if (++kept == 101)  // a flood (a fork bomb of refused calls) is counted, not listed
+    if (++kept > 100) {  // a flood (a fork bomb of refused calls) is counted, not listed
       out.push_back({{"event", "more"}, {"summary", "more refusals than 100 in this window: see the audit log"}});
-    if (kept > 100) {
       if (!end) break;  // nobody needs the window's end: stop here
       continue;
     }
