@@ -74,6 +74,7 @@ void merge(Policy& base, const Policy& top) {
   };
   override_with(base.filesystem.allow_git_config, top.filesystem.allow_git_config);
   override_with(base.network.resolver, top.network.resolver);
+  override_with(base.network.transparent, top.network.transparent);
   override_with(base.network.allow_all_unix_sockets, top.network.allow_all_unix_sockets);
   override_with(base.resources.memory_bytes, top.resources.memory_bytes);
   override_with(base.resources.pids, top.resources.pids);
