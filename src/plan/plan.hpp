@@ -126,7 +126,8 @@ struct Plan {
   // supervisor, and go to the proxy only: to_text() never prints them, no
   // step or environment entry holds them.
   std::vector<Secret> secrets;
-  std::string trust_bundle_path;   // inside: where the CA variables point (secrets only)
+  std::string trust_bundle_path;   // inside: where the CA variables point (secrets or extra CAs only)
+  std::string extra_ca_pem;        // tlsTerminate.extraCaCertPaths' certificates, added to the bundle inside
   std::string host_trust_bundle;   // the host's bundle: upstream verification and the bundle's base; empty: none found
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 
