@@ -243,6 +243,7 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
 
   boost::asio::io_context io(1);
   egress::ProxyConfig cfg;
+  if (auto c = egress::configure_from_policy(cfg, pol->network); !c) return error_line(c.error().str());
   cfg.token = token;  // asked of TCP listeners' clients only
   cfg.secrets = *secrets;
   if (bounds.max_connections) cfg.max_connections = bounds.max_connections;

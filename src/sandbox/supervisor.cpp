@@ -181,6 +181,7 @@ Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
     }
     if (!host_bundle.empty() && host_bundle.back() != '\n') host_bundle += '\n';
   }
+  host_bundle += in.extra_ca_pem;  // tlsTerminate.extraCaCertPaths
   PreparedSecrets out{in, std::make_shared<egress::SecretsConfig>()};
   for (auto& s : out.plan.steps)
     if (s.kind == plan::StepKind::File && s.trust_bundle) s.content = host_bundle;
@@ -388,11 +389,13 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
 
   // Egress rules are compiled before anything starts: a bad rule stops the run.
   std::optional<egress::Rules> rules;
+  egress::ProxyConfig proxy_settings;  // request rules, the user's proxies, srt's switches
   if (plan.proxy.enabled) {
     auto r = egress::Rules::from_policy(plan.network);
     if (!r) return fail(r.error());
     rules.emplace(std::move(*r));
     rules->set_host_addresses(egress::Rules::read_host_addresses());
+    if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
   }
   steps.mark("supervisor setup");
 
@@ -439,7 +442,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   ProxyRunner proxy;
   bool proxy_idle = false;  // listeners kept here, polled, until the first use
   auto start_proxy = [&] {
-    egress::ProxyConfig pc;
+    egress::ProxyConfig pc = proxy_settings;
     if (secrets) pc.secrets = secrets->config;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
                 sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
