@@ -1193,9 +1193,12 @@ class Validator {
                                              in_quotes(s) + " is not supported");
                    return std::nullopt;
                  }},
+                // srt: copies of the value outside the extracted spans are masked too (true)
+                // or left (false); ExGuardian replaces every copy whatever it says.
+                noted("maskDuplicates", is_bool(), "every copy of the value is replaced by the placeholder, "
+                                                   "inside the extracted spans or not"),
             },
-            {{"decode", jwt}, {"maskClaims", jwt},
-             {"maskDuplicates", "not supported: every copy of a masked value is replaced"}}))
+            {{"decode", jwt}, {"maskClaims", jwt}}))
       return e;
     if (!have_subject) return bad_value(el, what + ": " + kShape);
     if (mode.empty()) return bad_value(el, what + " " + in_quotes(subject) + ": missing \"mode\"");
