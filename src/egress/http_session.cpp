@@ -199,8 +199,9 @@ class HttpSession : public Session {
         if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
         s->out_ = o;
         const std::string established = "HTTP/1.1 200 Connection established\r\n\r\n";
-        // A host that has secrets: TLS is terminated here to put them in (never tunnelled).
-        if (auto ids = s->secrets_for(o.host, o.port); !ids.empty()) {
+        // A host that has secrets (or requests under a rule): TLS is terminated here (never tunnelled).
+        if (s->terminates(o.host, o.port)) {
+          auto ids = s->secrets_for(o.host, o.port);
           if (!s->st_->secret_index->config().ca) {
             o.decision = Decision{false, "secrets without a certificate authority", "cannot intercept"};
             return s->refuse(o);

@@ -366,7 +366,7 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
   }
   // A tunnel: is it one the proxy will see into (request_gate.cpp)?
   if (std::string_view(protocol_) != "http") {
-    if (auto r = tunnel_refusal(!secrets_for(host->name, port).empty())) {
+    if (auto r = tunnel_refusal(terminates(host->name, port))) {
       out_.kind = Outcome::Refused;
       out_.decision = *r;
       return done(std::move(out_));

@@ -407,6 +407,9 @@ class Session : public std::enable_shared_from_this<Session> {
   // would not see its requests (`terminated`: it will), or when it would be
   // terminated and tlsTerminate.maxTunnels are open. Allowed: nullopt.
   std::optional<Decision> tunnel_refusal(bool terminated) const;
+  // Whether a tunnel to host:port is terminated here: it has secrets, or its
+  // requests are under a rule and there is a CA to terminate with.
+  bool terminates(const std::string& host, uint16_t port) const;
   static constexpr const char* kTooManyTunnels = "tlsTerminate.maxTunnels";
   // Whether a Host header or server name names another host: 421 with
   // requireHostMatch, else 403.

@@ -23,8 +23,15 @@ std::optional<Decision> Session::tunnel_refusal(bool terminated) const {
   if (auto rule = st_->cfg.requests->governing(*host))
     return Decision{false, *rule,
                     "the requests to this host are judged by a rule, and the proxy would not see them through this "
-                    "tunnel (its TLS is terminated only for hosts that have a secret)"};
+                    "tunnel (it has no CA to terminate TLS with: the standalone proxy has one with --ca-cert-out)"};
   return std::nullopt;
+}
+
+bool Session::terminates(const std::string& host, uint16_t port) const {
+  if (!secrets_for(host, port).empty()) return true;
+  if (!st_->cfg.requests || !st_->secret_index || !st_->secret_index->config().ca) return false;
+  auto h = normalise_host(host);
+  return h && st_->cfg.requests->governing(*h).has_value();
 }
 
 void strip_response_headers(HttpHead& resp, const std::vector<std::string>& folded) {

@@ -512,8 +512,9 @@ struct Builder {
       Step& s = add(StepKind::ResolvConf, target, {}, "in-sandbox resolver: nameserver 127.0.0.53");
       s.is_dir = false;
     }
-    // TLS to hosts with secrets ends at the proxy: the sandbox trusts its CA.
-    if (!plan.secrets.empty())
+    // TLS to hosts with secrets or request rules ends at the proxy: the sandbox trusts its CA.
+    plan.terminate_for_rules = plan.proxy.enabled && (!pol.network.rules.empty() || pol.network.read_only.value_or(false));
+    if (plan.terminates_tls())
       for (auto& st : trust_bundle_steps(plan)) plan.steps.push_back(std::move(st));
     if (auto r = srt_network_checks(home); !r) return r;
     pin_ancestors();
@@ -562,7 +563,7 @@ struct Builder {
         }
       }
       // No secret, so no bundle with the sandbox's CA: the host's bundle plus these, made here.
-      if (plan.secrets.empty() && !plan.extra_ca_pem.empty()) {
+      if (!plan.terminates_tls() && !plan.extra_ca_pem.empty()) {
         for (auto& st : trust_bundle_steps(plan)) {
           std::ifstream f(plan.host_trust_bundle);
           st.content.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
@@ -762,7 +763,7 @@ struct Builder {
       std::string& j = env["JAVA_TOOL_OPTIONS"];
       j = (j.empty() ? "" : j + " ") + "-javaagent:" + *pol.java_agent_jar;
     }
-    if (!plan.secrets.empty() || !plan.extra_ca_pem.empty())
+    if (plan.terminates_tls() || !plan.extra_ca_pem.empty())
       for (const auto& n : kCaEnvNames) env[n] = plan.trust_bundle_path;
     if (!plan.secrets.empty()) {
       // A secret's value under another name (GH_TOKEN passed with env.allow,

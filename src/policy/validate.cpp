@@ -439,8 +439,8 @@ class Validator {
             {"rules", [this](const Node& v) { return request_rules(v); }},
             {"readOnly",
              flag(&net.read_only,
-                  "only GET, HEAD and OPTIONS requests, to every host: others are refused (403); a tunnel the proxy "
-                  "cannot see into is refused",
+                  "only GET, HEAD and OPTIONS requests, to every host: others are refused (403); HTTPS is "
+                  "terminated by the proxy for every host so that its requests are judged too",
                   "requests of any method, as network.rules allow")},
         },
         {{"filterRequest",
@@ -644,7 +644,7 @@ class Validator {
                          (r.methods.empty() ? std::string("any method") : join(r.methods, " ")) + " to " +
                          (r.paths.empty() ? std::string("any path") : join(r.paths, " ")) + " on " + r.host.pattern;
       policy_.notes.push_back(value_pos(el).str() + ": " + r.name + ": " + what +
-                              " (plain HTTP and terminated TLS; a tunnel the proxy cannot see into is refused)");
+                              " (plain HTTP, and HTTPS, which the proxy terminates for this host)");
       policy_.network.rules.push_back(std::move(r));
       return std::nullopt;
     });
@@ -908,7 +908,7 @@ class Validator {
              {"caKeyPath", "ExGuardian makes its own CA in memory for every sandbox (its key never "
                            "touches the disk); remove the key"}}))
       return e;
-    std::string what = "ExGuardian terminates TLS for the hosts that have a secret, and only for them";
+    std::string what = "ExGuardian terminates TLS for the hosts that have a secret or a request rule, and only them";
     if (!net.tls_exclude.empty())
       what += "; excludeDomains: never terminated (a secret for one of them is an error)";
     if (!net.extra_ca_certs.empty())

@@ -348,7 +348,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   StepTimer untimed;  // off: marks cost one branch
   StepTimer& steps = opt.timer ? *opt.timer : untimed;
   std::optional<PreparedSecrets> secrets;
-  if (!plan_in.secrets.empty()) {
+  if (plan_in.terminates_tls()) {  // secrets, or request rules to judge inside TLS
     auto p = prepare_secrets(plan_in);
     if (!p) return fail(p.error());
     secrets.emplace(std::move(*p));
@@ -381,7 +381,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     opt.agent->set_audit_tagger([&audit](const nlohmann::json& tags) { return audit.add_tags(tags); });
   }
   for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
-  if (secrets) {
+  if (secrets && !secrets->config->secrets.empty()) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& s : secrets->config->secrets) list.push_back({{"name", s.name}, {"hosts", s.hosts}});
     audit.write({{"event", "secrets"}, {"secrets", list}, {"trust_bundle", plan.trust_bundle_path}});
@@ -464,7 +464,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     auto walls = layer.enforces(plan);
     sayf(io, "landlock: %s", walls.landlock_text.c_str());
     sayf(io, "seccomp: %s", walls.seccomp_text.c_str());
-    if (secrets) {
+    if (secrets && !secrets->config->secrets.empty()) {
       std::set<std::string> hosts;
       for (const auto& s : secrets->config->secrets) {
         std::string hs;

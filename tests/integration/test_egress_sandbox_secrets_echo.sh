@@ -190,8 +190,9 @@ assert {'header Authorization', 'url', 'body'} <= w, w"
 # ---- request rules and srt's switches on a terminated host (issue 18) --------------------------
 cat > "$T/rules.json" <<'JSON'
 {
-  "network": {"allowedDomains": ["api.secret.test"],
-              "rules": [{"host": "api.secret.test", "methods": ["GET"], "paths": ["/repos/"]}],
+  "network": {"allowedDomains": ["api.secret.test", "plain.test"],
+              "rules": [{"host": "api.secret.test", "methods": ["GET"], "paths": ["/repos/"]},
+                        {"host": "plain.test", "readOnly": true}],
               "stripResponseHeaders": ["content_type"], "requireHostMatch": true,
               "tlsTerminate": {"maxTunnels": 1}},
   "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test"]}]
@@ -223,13 +224,16 @@ print("== sni", t.recv(4096).split(b"\r\n")[0].decode(), flush=True)
 PY
 run sbx --policy "$T/rules.json" --audit-log "$audit" -- bash -c 'C="curl -sS -m 15 -i"; echo "== get";
     $C https://api.secret.test/repos/a; echo "== post"; $C -d x https://api.secret.test/repos/a;
-    echo "== user"; $C https://api.secret.test/user; python3 hold.py'
+    echo "== user"; $C https://api.secret.test/user; echo "== plain"; $C https://plain.test/ro;
+    $C -X PUT https://plain.test/ro; python3 hold.py'
 section() { awk -v s="== $1" '$0 == s || index($0, s " ") == 1 {on = 1; print; next} /^== / {on = 0} on' <<<"$OUT"; }
 check "rule on a terminated host: GET /repos/a answered" grep -q '"path": "/repos/a"' <<<"$(section get)"
 check "stripResponseHeaders on a terminated host: no Content-Type" bash -c '! grep -qi "^Content-Type" <<<"$1"' _ "$(section get)"
 check "rule on a terminated host: POST refused naming the rule" \
     grep -qi '^X-ExGuardian-Refused: network.rules\[0\] api.secret.test' <<<"$(section post)"
 check "rule on a terminated host: /user refused" grep -q '^HTTP/1.1 403' <<<"$(section user)"
+check "a host without a secret but under a rule is terminated: GET answered, PUT refused naming the rule" bash -c '
+    grep -q "\"path\": \"/ro\"" <<<"$1" && grep -qi "^X-ExGuardian-Refused: network.rules\[1\] plain.test" <<<"$1"' _ "$(section plain)"
 check "maxTunnels 1: a second terminated tunnel is answered 503 too-many-tunnels" \
     bash -c 'grep -q "^HTTP/1.1 503" <<<"$1" && grep -qi "^X-Proxy-Error: too-many-tunnels" <<<"$1"' _ "$(section second)"
 check "requireHostMatch: a TLS server name of another host gets 421" grep -q '^== sni HTTP/1.1 421' <<<"$OUT"
