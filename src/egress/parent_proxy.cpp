@@ -5,6 +5,10 @@
 
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <utility>  // before asio/awaitable.hpp (it uses std::exchange)
 #include <boost/asio/co_spawn.hpp>
@@ -217,7 +221,8 @@ void Session::connect_via(Via via, std::function<void(Outcome)> done) {
       done(std::move(out_));
     };
     if (!via.unix_path.empty()) {
-      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      // Non-blocking: a listener whose backlog is full fails the connection (EAGAIN), never stalls the loop.
+      int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
       sockaddr_un sa{};
       sa.sun_family = AF_UNIX;
       via.unix_path.copy(sa.sun_path, sizeof sa.sun_path - 1);
@@ -228,8 +233,10 @@ void Session::connect_via(Via via, std::function<void(Outcome)> done) {
       }
       if (upstream_.is_open()) upstream_.close(ec);
       upstream_.assign(tcp::v4(), fd, ec);  // a stream socket all the same: splice and reads work alike
-      if (ec) co_return failed("assign: " + ec.message());
-      upstream_.non_blocking(true, ec);
+      if (ec) {
+        ::close(fd);
+        co_return failed("assign: " + ec.message());
+      }
     } else {
       std::vector<IpAddress> addrs;
       if (auto a = parse_ip(via.host)) {
