@@ -36,4 +36,7 @@ if(EXG_MICROVM_GUEST)
     COMMENT "microVM guest: kernel from Debian's linux-image package, initramfs with the guest init"
     VERBATIM)
   add_custom_target(microvm-guest ALL DEPENDS ${dir}/vmlinux ${dir}/initramfs.cpio)
+  # Where an installed exguardian looks (bin/../lib/exguardian/microvm: microvm/guest_image.cpp):
+  # `make install` and `make deb` carry the guest, so the layer works from the package too.
+  install(FILES ${dir}/vmlinux ${dir}/initramfs.cpio ${dir}/kernel-version DESTINATION ${EXG_INSTALL_PKGLIBDIR}/microvm)
 endif()

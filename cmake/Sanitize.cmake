@@ -18,26 +18,10 @@ if(EXG_SANITIZE)
   set_target_properties(exguardian PROPERTIES LINK_OPTIONS "${exg_cli_link_options}")
 endif()
 
-# In the ordinary build: the unit tests built again with the sanitizers, in
-# <build>/asan (target exg_asan_unit, not part of `all`; `make test` builds it),
-# and asan.unit_tests, the ctest test that runs them. `make test-asan` builds
-# more of that tree and runs the integration tests of the supervisor and the
-# proxy in it too.
+# In the ordinary build: asan.unit_tests, the ctest test that runs the unit
+# tests of <build>/asan, built with the sanitizers by tests/make_test.sh
+# (`make test`, while the rest of the suite runs) or by `make test-asan`.
 if(NOT EXG_SANITIZE)
-  include(ExternalProject)
-  set(exg_asan_args -DEXG_SANITIZE=ON -DCMAKE_BUILD_TYPE=${CMAKE_BUILD_TYPE})
-  if(CMAKE_CXX_COMPILER_LAUNCHER)
-    list(APPEND exg_asan_args -DCMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER})
-  endif()
-  cmake_host_system_information(RESULT exg_cores QUERY NUMBER_OF_LOGICAL_CORES)
-  ExternalProject_Add(exg_asan_unit
-    SOURCE_DIR ${CMAKE_SOURCE_DIR}
-    BINARY_DIR ${CMAKE_BINARY_DIR}/asan
-    CMAKE_ARGS ${exg_asan_args}
-    BUILD_COMMAND ${CMAKE_COMMAND} --build <BINARY_DIR> -j ${exg_cores} --target exg_unit_tests
-    INSTALL_COMMAND ""
-    BUILD_ALWAYS ON
-    EXCLUDE_FROM_ALL ON)
   add_test(NAME asan.unit_tests COMMAND ${CMAKE_SOURCE_DIR}/tests/asan/run_unit_tests.sh ${CMAKE_BINARY_DIR}/asan)
   set_tests_properties(asan.unit_tests PROPERTIES TIMEOUT 900)
 endif()

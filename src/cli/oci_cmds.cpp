@@ -107,6 +107,7 @@ int OciSpecOptions::execute() {
       return usage_error("--rootfs " + rootfs + ": not a directory");
     so.rootfs = *canon;
   }
+  exported = true;
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
   const plan::Plan& plan = built->plan;
@@ -163,6 +164,7 @@ void DockerArgsOptions::add_to(CLI::App& app) {
 int DockerArgsOptions::execute() {
   if (auto c = take_command(sub, "exguardian docker-args [options] -- COMMAND [ARGS...]"); !c)
     return usage_error(c.error().str());
+  exported = true;
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
   const plan::Plan& plan = built->plan;

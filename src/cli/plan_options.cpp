@@ -157,6 +157,12 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
     flags.resources.cpus = v;
   }
   policy::merge(pol, flags);
+  if (exported) {
+    if (pol.network.transparent.value_or(false))
+      return fail(Error::msg("network.transparent", "needs exguardian run (an exported sandbox has no supervisor "
+                                                    "to capture its egress); set it false"));
+    pol.network.transparent = false;
+  }
 
   auto plan = plan::compile(pol, ctx);
   if (!plan) return fail(plan.error());

@@ -26,6 +26,10 @@ struct PlanOptions {
   // (explicit_command), else taken from the subcommand's remaining words.
   std::vector<std::string> command;
   bool explicit_command = false;
+  // The plan is exported (oci-spec, docker-args), not run by ExGuardian: no
+  // supervisor, so no transparent egress (off unless the policy asks for it,
+  // which is then an error).
+  bool exported = false;
 
   // Registers the options on `sub` (and makes its first non-option word start the command).
   void add_plan_options(CLI::App* sub);

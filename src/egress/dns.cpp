@@ -198,7 +198,9 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       audit(q, host->name, "refused", d.rule, kRcodeNxDomain, {}, {});
       return send(dns_response(q, kRcodeNxDomain, {}), from);
     }
-    if (q.qtype != kDnsTypeA && q.qtype != kDnsTypeAAAA) {
+    // Transparent egress hands out IPv4 addresses of its own only (the
+    // sandbox has no IPv6 route): AAAA is answered empty, and clients use A.
+    if (q.qtype != kDnsTypeA && (q.qtype != kDnsTypeAAAA || st_->handed_out)) {
       audit(q, host->name, "allowed", d.rule, kRcodeNoError, {}, {});
       return send(dns_response(q, kRcodeNoError, {}), from);
     }
@@ -234,9 +236,10 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
     std::vector<std::string> refused;
     std::optional<Decision> first_refusal;
     bool want_v6 = q.qtype == kDnsTypeAAAA;
+    bool transparent = st_->handed_out != nullptr;
     for (const auto& raw : addrs) {
       IpAddress a = unmapped(raw);
-      if (a.v6 != want_v6) continue;
+      if (a.v6 != want_v6 && !transparent) continue;  // (transparent: the proxy connects to either)
       Decision ad = st_->rules()->check_address(a);
       if (!ad.allowed) {
         if (!first_refusal) first_refusal = ad;
@@ -246,8 +249,22 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       if (std::find(ok.begin(), ok.end(), a) == ok.end()) ok.push_back(a);
     }
     // Every address of the asked type refused: an empty answer, logged as a refusal.
-    if (ok.empty() && first_refusal) audit(q, name, "refused", first_refusal->rule, kRcodeNoError, {}, refused);
-    else audit(q, name, "allowed", d.rule, kRcodeNoError, ok, refused);
+    if (ok.empty() && first_refusal) {
+      audit(q, name, "refused", first_refusal->rule, kRcodeNoError, {}, refused);
+      return send(dns_response(q, kRcodeNoError, {}), to);
+    }
+    // Transparent egress: the sandbox gets the address that stands for the
+    // name (its connections to it reach the proxy, which resolves again);
+    // the addresses the name has outside stay outside.
+    if (transparent && !ok.empty()) {
+      auto mine = st_->handed_out->address_for(name);
+      if (!mine) {
+        audit(q, name, "refused", "the resolver's address range is used up", kRcodeServFail, {}, refused);
+        return send(dns_response(q, kRcodeServFail, {}), to);
+      }
+      ok = {*mine};
+    }
+    audit(q, name, "allowed", d.rule, kRcodeNoError, ok, refused);
     send(dns_response(q, kRcodeNoError, ok), to);
   }
 

@@ -8,8 +8,12 @@
 // opcodes and classes NOTIMP; other types of an allowed name get an empty
 // answer (NODATA). Answers fit in 512 bytes (TC set when cut); no TCP, no
 // recursion beyond this. Every decision is one audit line {"event":"dns",...}.
-// Inside there is still no route out: the answers only serve tools that want
-// to resolve before they talk to the proxy.
+// Without transparent egress there is still no route out: the answers only
+// serve tools that want to resolve before they talk to the proxy. With it
+// (ProxyConfig::transparent, the default), an allowed name whose addresses
+// pass gets one IPv4 address of the resolver's own range instead (the same
+// for the sandbox's life, transparent.hpp), AAAA an empty answer: connections
+// to that address reach the proxy, which takes it back to the name.
 #pragma once
 #include <cstddef>
 #include <cstdint>

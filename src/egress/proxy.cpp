@@ -147,6 +147,7 @@ ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSin
     }
     if (idx) secret_index = std::make_unique<SecretIndex>(std::move(*idx));
   }
+  if (this->cfg.transparent) handed_out = std::make_unique<HandedOutAddresses>();
 }
 
 ProxyState::~ProxyState() = default;
@@ -356,6 +357,18 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
     out_.decision = Decision{false, "invalid host: " + host.error().str(), "invalid host name"};
     return done(std::move(out_));
   }
+  // An address the resolver handed out stands for its name (a client that
+  // resolved first, then asked the proxy for the address).
+  if (host->literal && HandedOutAddresses::in_range(*host->literal)) {
+    const std::string* name = st_->handed_out ? st_->handed_out->name_for(*host->literal) : nullptr;
+    if (!name) {
+      out_.kind = Outcome::Refused;
+      out_.host = host->name;
+      out_.decision = Decision{false, "capture range", "an address of the resolver's range it never handed out"};
+      return done(std::move(out_));
+    }
+    host = normalise_host(*name);
+  }
   out_.host = host->name;
   judged_by_ = st_->rules();
   Decision d = judged_by_->check_host(*host, port);
@@ -364,8 +377,9 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
     out_.kind = Outcome::Refused;
     return done(std::move(out_));
   }
-  // A tunnel: is it one the proxy will see into (request_gate.cpp)?
-  if (std::string_view(protocol_) != "http") {
+  // A tunnel: is it one the proxy will see into (request_gate.cpp)? (A captured
+  // connection is judged once its first bytes say what it carries.)
+  if (std::string_view(protocol_) != "http" && std::string_view(protocol_) != "transparent") {
     if (auto r = tunnel_refusal(terminates(host->name, port))) {
       out_.kind = Outcome::Refused;
       out_.decision = *r;
@@ -582,15 +596,17 @@ struct Proxy::Impl : detail::ProxyState {
   std::vector<std::shared_ptr<detail::DnsServer>> dns_servers;
   bool stopped = false;
 
-  void accept(tcp::acceptor* acc, bool socks, bool auth, std::shared_ptr<Impl> self) {
-    acc->async_accept([this, acc, socks, auth, self](const boost::system::error_code& ec, tcp::socket s) {
+  enum class Front { Http, Socks, Transparent };
+
+  void accept(tcp::acceptor* acc, Front front, bool auth, std::shared_ptr<Impl> self) {
+    acc->async_accept([this, acc, front, auth, self](const boost::system::error_code& ec, tcp::socket s) {
       if (stopped) return;
       if (ec == boost::asio::error::operation_aborted) return;
       if (ec) {
         // EMFILE and friends: back off instead of spinning on the listener.
         auto t = std::make_shared<boost::asio::steady_timer>(io, std::chrono::milliseconds(100));
-        t->async_wait([this, acc, socks, auth, self, t](const boost::system::error_code&) {
-          if (!stopped) accept(acc, socks, auth, self);
+        t->async_wait([this, acc, front, auth, self, t](const boost::system::error_code&) {
+          if (!stopped) accept(acc, front, auth, self);
         });
         return;
       }
@@ -600,13 +616,14 @@ struct Proxy::Impl : detail::ProxyState {
         s.close(e);
       } else {
         std::shared_ptr<detail::Session> sess =
-            socks ? detail::make_socks_session(self, std::move(s), auth)
-                  : detail::make_http_session(self, std::move(s), auth);
+            front == Front::Socks         ? detail::make_socks_session(self, std::move(s), auth)
+            : front == Front::Transparent ? detail::make_transparent_session(self, std::move(s))
+                                          : detail::make_http_session(self, std::move(s), auth);
         sess->register_self();
         if (active > cfg.max_connections) sess->refuse_over_limit();
         else sess->start();
       }
-      accept(acc, socks, auth, self);
+      accept(acc, front, auth, self);
     });
   }
 
@@ -615,7 +632,7 @@ struct Proxy::Impl : detail::ProxyState {
     return std::find(unix_acceptors.begin(), unix_acceptors.end(), a) != unix_acceptors.end();
   }
 
-  void add_listener(int fd, bool socks, std::shared_ptr<Impl> self) {
+  void add_listener(int fd, Front front, std::shared_ptr<Impl> self) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
     ::getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len);
@@ -630,7 +647,7 @@ struct Proxy::Impl : detail::ProxyState {
     // A unix socket is reachable only through the file system (mode 0600): no token.
     bool is_unix = ss.ss_family == AF_UNIX;
     if (is_unix) unix_acceptors.push_back(acc.get());
-    accept(acc.get(), socks, !is_unix && !cfg.token.empty(), self);
+    accept(acc.get(), front, !is_unix && !cfg.token.empty() && front != Front::Transparent, self);
     acceptors.push_back(std::move(acc));
   }
 };
@@ -640,8 +657,9 @@ Proxy::Proxy(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, 
 
 Proxy::~Proxy() { stop(); }
 
-void Proxy::add_http_listener(int fd) { impl_->add_listener(fd, false, impl_); }
-void Proxy::add_socks_listener(int fd) { impl_->add_listener(fd, true, impl_); }
+void Proxy::add_http_listener(int fd) { impl_->add_listener(fd, Impl::Front::Http, impl_); }
+void Proxy::add_socks_listener(int fd) { impl_->add_listener(fd, Impl::Front::Socks, impl_); }
+void Proxy::add_transparent_listener(int fd) { impl_->add_listener(fd, Impl::Front::Transparent, impl_); }
 void Proxy::add_dns_socket(int fd) { impl_->dns_servers.push_back(detail::start_dns_server(impl_, fd)); }
 const ProxyStats& Proxy::stats() const { return impl_->stats; }
 size_t Proxy::max_connections() const { return impl_->cfg.max_connections; }

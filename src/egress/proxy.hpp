@@ -32,6 +32,7 @@
 #include "egress/request_rules.hpp"
 #include "egress/rules.hpp"
 #include "egress/secrets.hpp"
+#include "egress/transparent.hpp"
 #include "util/error.hpp"
 
 namespace exg::egress {
@@ -59,6 +60,10 @@ struct ProxyConfig {
   std::vector<std::string> strip_response_headers;  // folded: lower case, "_" and "." as "-"
   size_t max_terminated = 0;                     // TLS connections terminated at once; 0: no cap
   std::optional<std::chrono::milliseconds> handshake_timeout;  // the client's TLS handshake; else header_timeout
+  // Transparent egress (transparent.hpp): the resolver answers allowed names
+  // with addresses of its own, which the proxy (explicit and transparent
+  // listeners alike) takes back to their names.
+  bool transparent = false;
 };
 
 // Fills the settings above from the policy (errors name the key).
@@ -84,6 +89,9 @@ class Proxy {
   void add_socks_listener(int listening_fd);
   // The in-sandbox resolver (dns.cpp): a bound UDP socket; takes ownership.
   void add_dns_socket(int udp_fd);
+  // Transparent egress: a listening TCP socket (127.0.0.1:15001 inside) that
+  // the sandbox's netfilter redirects its outgoing TCP to; takes ownership.
+  void add_transparent_listener(int listening_fd);
   const ProxyStats& stats() const;
   // cfg.max_connections, or less when RLIMIT_NOFILE cannot hold that many
   // (kFdsPerConnection each): past it clients get the clear refusal, not EMFILE.
@@ -369,6 +377,9 @@ struct ProxyState {
   SslCtxPtr upstream_ctx;
   std::string upstream_ctx_error;
   Result<SSL_CTX*> upstream_tls();
+  // Transparent egress (cfg.transparent): the names the resolver handed out
+  // addresses for; null otherwise.
+  std::unique_ptr<HandedOutAddresses> handed_out;
 };
 
 // One client connection: reads its request, decides, connects, hands over to a Tunnel.
@@ -418,6 +429,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::function<void(const Tunnel::Outcome&)> tunnel_done();
 
   void arm_timer(std::chrono::milliseconds d, const char* what);
+  void cancel_timer() { deadline_ = std::chrono::steady_clock::time_point::max(); }
   void read_more(std::function<void()> then);  // appends to in_, at most max_header_bytes + 1 in all
   void reply_and_close(std::string bytes);
   void log_refusal(const std::string& host, uint16_t port, const Decision& d, const std::optional<IpAddress>& addr,
@@ -469,7 +481,6 @@ class Session : public std::enable_shared_from_this<Session> {
                    std::function<void(Outcome)> done);
   void on_addresses(const std::vector<IpAddress>& addrs, std::function<void(Outcome)> done);
   void connect_next(std::function<void(Outcome)> done);
-  void cancel_timer() { deadline_ = std::chrono::steady_clock::time_point::max(); }
 
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;  // only for names not in /etc/hosts
   std::chrono::steady_clock::time_point started_, deadline_ = std::chrono::steady_clock::time_point::max();
@@ -481,6 +492,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
 std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s, bool auth);
 std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s, bool auth);
+std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s);
 
 }  // namespace detail
 }  // namespace exg::egress

@@ -148,6 +148,10 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       sb.dns_socket.reset(m.fd3);
       continue;
     }
+    if (m.type == process::kMsgTransparent) {
+      sb.transparent_listener.reset(m.fd);
+      continue;
+    }
     if (m.type == process::kMsgReady) {
       sb.seccomp_listener.reset(m.fd);
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).

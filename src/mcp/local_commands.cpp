@@ -2,7 +2,7 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include "mcp/local_sandboxes.hpp"
-#include "mcp/refusals.hpp"
+#include "sandbox/refusals.hpp"
 #include "mcp/tool_arguments.hpp"
 
 namespace exg::mcp {
@@ -72,7 +72,7 @@ struct Run : std::enable_shared_from_this<Run> {
     o.out = std::move(out), o.err = std::move(err);
     o.out_bytes = out_bytes, o.err_bytes = err_bytes;
     o.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - started).count();
-    o.refusals = refusals_since(h->sb->audit_log, audit_from);
+    o.refusals = sandbox::refusals_since(h->sb->audit_log, audit_from);
     call->reply(ToolOutcome::ok(run_result(o)));
   }
 };
@@ -116,7 +116,7 @@ void LocalSandboxes::run_command(ToolCallPtr c, std::shared_ptr<Held> h) {
   auto run = std::make_shared<Run>(io_, c, h);
   run->limit = c->args.value("max_output_bytes", kDefaultMaxOutput);
   run->timeout_s = c->args.value("timeout_seconds", kDefaultCommandTimeoutS);
-  run->audit_from = audit_offset(h->sb->audit_log);
+  run->audit_from = sandbox::audit_offset(h->sb->audit_log);
   c->on_cancel = [run] {
     run->cancelled = true;
     run->done = true;  // no reply after a cancel
@@ -131,7 +131,7 @@ void LocalSandboxes::run_command(ToolCallPtr c, std::shared_ptr<Held> h) {
 }
 
 void LocalSandboxes::start_command(ToolCallPtr c, std::shared_ptr<Held> h) {
-  uint64_t from = audit_offset(h->sb->audit_log);
+  uint64_t from = sandbox::audit_offset(h->sb->audit_log);
   start_process(h, c->args, [this, c, h, from](int pid, const agent::Frame& r) {
     if (pid <= 0) return c->reply(ToolOutcome::error("start_command: " + start_failure(c->args, r)));
     // Exited ones beyond the most recent 64 go first: the map stays bounded.
@@ -171,9 +171,7 @@ void LocalSandboxes::read_output(ToolCallPtr c, std::shared_ptr<Held> h) {
   bool kill = c->args.value("kill", false);
   auto answer = [b, c, h] {
     nlohmann::json r = b->take();
-    uint64_t now = audit_offset(h->sb->audit_log);
-    r["refusals"] = refusals_since(h->sb->audit_log, b->audit_from);
-    b->audit_from = now;
+    r["refusals"] = sandbox::refusals_since(h->sb->audit_log, b->audit_from, &b->audit_from);
     c->reply(ToolOutcome::ok(r));
   };
   if (kill && b->running) {

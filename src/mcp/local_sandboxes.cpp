@@ -8,7 +8,7 @@
 #include <filesystem>
 
 #include "layer/kind.hpp"
-#include "mcp/refusals.hpp"
+#include "sandbox/refusals.hpp"
 
 namespace exg::mcp {
 
@@ -221,10 +221,10 @@ void LocalSandboxes::destroy(ToolCallPtr c) {
   if (it == held_.end()) return c->reply(ToolOutcome::error("destroy_sandbox: sandbox_id " + id + ": no such sandbox here"));
   auto h = it->second;
   held_.erase(it);
-  uint64_t from = audit_offset(h->sb->audit_log);
+  uint64_t from = sandbox::audit_offset(h->sb->audit_log);
   // Whatever else was in flight for it ends with it (their replies say so).
   registry_.kill(h->sb, [c, h, id, from] {
-    nlohmann::json refused = refusals_since(h->sb->audit_log, from);
+    nlohmann::json refused = sandbox::refusals_since(h->sb->audit_log, from);
     ::unlink(h->sb->audit_log.c_str());
     c->reply(ToolOutcome::ok({{"sandbox_id", id}, {"destroyed", true}, {"refusals", refused}}));
   });

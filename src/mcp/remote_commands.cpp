@@ -125,7 +125,6 @@ void RemoteSandboxes::run_command(ToolCallPtr c, std::shared_ptr<Held> h) {
   run->call = c;
   run->limit = c->args.value("max_output_bytes", kDefaultMaxOutput);
   run->o.timeout_s = c->args.value("timeout_seconds", kDefaultCommandTimeoutS);
-  run->o.more_note = kNoRefusalsNote;
   run->stream = start_process(
       h, c->args, run->o.timeout_s,
       [this, run, h](const nlohmann::json& ev) {
@@ -149,18 +148,26 @@ void RemoteSandboxes::run_command(ToolCallPtr c, std::shared_ptr<Held> h) {
           run->ended = true;
         }
       },
-      [run, c](const HttpAnswer& a, const std::optional<std::string>& failure) {
+      [this, run, c, h](const HttpAnswer& a, const std::optional<std::string>& failure) {
         run->stream = nullptr;
         if (run->cancelled) return;
         run->o.duration_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - run->started).count();
+        // The result, with what the sandbox refused meanwhile (serve keeps the audit log).
+        auto answer = [this, run, c, h] {
+          take_refusals(h, [run, c](nlohmann::json refused, std::string note) {
+            run->o.refusals = std::move(refused);
+            run->o.more_note = std::move(note);
+            c->reply(ToolOutcome::ok(run_result(run->o)));
+          });
+        };
         if (a.rpc_error && a.rpc_error->code == "deadline_exceeded" && run->pid) {
           // The server killed it at timeout_seconds (SIGKILL to its process group).
           run->o.timed_out = true;
           run->o.signal = 9;
           run->o.exit_code = 128 + 9;
-          return c->reply(ToolOutcome::ok(run_result(run->o)));
+          return answer();
         }
-        if (run->ended && !failure) return c->reply(ToolOutcome::ok(run_result(run->o)));
+        if (run->ended && !failure) return answer();
         if (!failure) return c->reply(ToolOutcome::error("run_command: exguardian serve's stream ended without the command's end"));
         if (!run->pid) return c->reply(ToolOutcome::error("run_command: " + start_failure(*failure)));
         c->reply(ToolOutcome::error("run_command: " + *failure));
@@ -228,11 +235,13 @@ void RemoteSandboxes::read_output(ToolCallPtr c, std::shared_ptr<Held> h) {
     signal(h, pid);
     if (wait_s <= 0) wait_s = 5;  // its exit is what the caller wants to see
   }
-  answer_when_ended(io_, b, wait_s, c, [b, c] {
+  answer_when_ended(io_, b, wait_s, c, [this, b, c, h] {
     nlohmann::json r = b->take();
-    r["refusals"] = nlohmann::json::array();
-    r["note"] = kNoRefusalsNote;
-    c->reply(ToolOutcome::ok(r));
+    take_refusals(h, [c, r](nlohmann::json refused, std::string note) mutable {
+      r["refusals"] = std::move(refused);
+      if (!note.empty()) r["note"] = r.contains("note") ? r["note"].get<std::string>() + " " + note : note;
+      c->reply(ToolOutcome::ok(r));
+    });
   });
 }
 

@@ -59,6 +59,35 @@ HttpCallPtr RemoteSandboxes::control(http::verb method, const std::string& targe
   return http_.request(std::move(r), [done](HttpAnswer a) { done(a, serve_failure(a, Plane::Control)); });
 }
 
+void RemoteSandboxes::take_refusals(const std::shared_ptr<Held>& h, RefusalsDone done) {
+  h->refusals_waiting.push_back(std::move(done));
+  if (!h->fetching_refusals) fetch_refusals(h);
+}
+
+void RemoteSandboxes::fetch_refusals(const std::shared_ptr<Held>& h) {
+  h->fetching_refusals = true;
+  std::string target = "/sandboxes/" + h->id + "/refusals?since=" + std::to_string(h->audit_next);
+  control(http::verb::get, target, nullptr, [this, h](const HttpAnswer& a, const std::optional<std::string>& failure) {
+    nlohmann::json refused = nlohmann::json::array();
+    std::string note;
+    auto j = failure ? nlohmann::json() : nlohmann::json::parse(a.body, nullptr, false);
+    if (failure) {
+      note = "The sandbox's refusals could not be had from exguardian serve (" + *failure + ").";
+    } else if (!j.is_object() || !j.contains("refusals") || !j["refusals"].is_array() || !j.contains("next") ||
+               !j["next"].is_number_unsigned()) {
+      note = "The sandbox's refusals could not be had: exguardian serve's answer to GET /sandboxes/{id}/refusals is not {refusals, next}.";
+    } else {
+      refused = std::move(j["refusals"]);
+      h->audit_next = j["next"].get<uint64_t>();
+    }
+    RefusalsDone done = std::move(h->refusals_waiting.front());
+    h->refusals_waiting.pop_front();
+    h->fetching_refusals = false;
+    if (!h->refusals_waiting.empty()) fetch_refusals(h);  // the next one's window starts where this one ended
+    done(std::move(refused), std::move(note));
+  }, std::chrono::seconds(30));
+}
+
 HttpRequest RemoteSandboxes::envd_request(const Held& h, http::verb method, const std::string& target) const {
   HttpRequest r;
   r.method = method;
@@ -199,14 +228,27 @@ void RemoteSandboxes::list(ToolCallPtr c) {
 void RemoteSandboxes::destroy(ToolCallPtr c) {
   std::string id = c->args["sandbox_id"].get<std::string>();
   if (!held_.count(id)) return c->reply(ToolOutcome::error("destroy_sandbox: sandbox_id " + id + ": no such sandbox here"));
-  control(http::verb::delete_, "/sandboxes/" + id, nullptr, [this, c, id](const HttpAnswer& ans, const std::optional<std::string>& failure) {
-    if (sandbox_gone(ans, Plane::Control)) {
+  // Its refusals up to now, then the kill, which answers those of its last moments (the planted
+  // files its end quarantined) before its audit log goes with it.
+  auto h = held_[id];
+  take_refusals(h, [this, c, id, h](nlohmann::json refused, std::string note) {
+    std::string target = "/sandboxes/" + id + "?refusals_since=" + std::to_string(h->audit_next);
+    control(http::verb::delete_, target, nullptr, [this, c, id, refused, note](const HttpAnswer& ans, const std::optional<std::string>& failure) mutable {
+      if (sandbox_gone(ans, Plane::Control)) {
+        forget(id);
+        return c->reply(ToolOutcome::error("destroy_sandbox: sandbox_id " + id + ": it had ended on exguardian serve already (its timeout)"));
+      }
+      if (failure) return c->reply(ToolOutcome::error("destroy_sandbox: " + *failure));
       forget(id);
-      return c->reply(ToolOutcome::error("destroy_sandbox: sandbox_id " + id + ": it had ended on exguardian serve already (its timeout)"));
-    }
-    if (failure) return c->reply(ToolOutcome::error("destroy_sandbox: " + *failure));
-    forget(id);
-    c->reply(ToolOutcome::ok({{"sandbox_id", id}, {"destroyed", true}, {"refusals", nlohmann::json::array()}, {"note", kNoRefusalsNote}}));
+      auto last = nlohmann::json::parse(ans.body, nullptr, false);
+      if (last.is_object() && last.contains("refusals") && last["refusals"].is_array())
+        for (auto& r : last["refusals"]) refused.push_back(std::move(r));
+      else if (note.empty())
+        note = "The refusals of the sandbox's last moments could not be had: exguardian serve answered its kill without them.";
+      nlohmann::json r = {{"sandbox_id", id}, {"destroyed", true}, {"refusals", refused}};
+      if (!note.empty()) r["note"] = note;
+      c->reply(ToolOutcome::ok(r));
+    });
   });
 }
 

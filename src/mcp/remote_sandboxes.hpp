@@ -10,6 +10,8 @@
 // and destroys them when it ends.
 #pragma once
 #include <chrono>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -33,11 +35,6 @@ struct RemoteOptions {
   size_t max_sandboxes = 16;
 };
 
-// What client mode says where standalone reports refusals: serve keeps each sandbox's audit log to itself.
-inline constexpr const char* kNoRefusalsNote =
-    "Refusals are not reported in client mode: exguardian serve keeps each sandbox's audit log on its host (an egress refusal "
-    "shows here as the command's HTTP 403 or connection error).";
-
 class RemoteSandboxes : public Sandboxes {
  public:
   RemoteSandboxes(boost::asio::io_context& io, RemoteOptions opt);
@@ -48,9 +45,16 @@ class RemoteSandboxes : public Sandboxes {
   struct Background : BackgroundOutput {
     HttpCallPtr stream;
   };
+  // What a call that reports refusals is given: the refusals, and a note when they could not be had.
+  using RefusalsDone = std::function<void(nlohmann::json refusals, std::string note)>;
   struct Held {
     std::string id, access_token, template_name, layer, home, created_at, expires_at;
     std::map<int, std::shared_ptr<Background>> background;
+    // The sandbox's refusals are fetched from serve one call at a time, each from where the last
+    // ended (audit_next), so that every refusal is reported once, by the first call to end after it.
+    uint64_t audit_next = 0;
+    bool fetching_refusals = false;
+    std::deque<RefusalsDone> refusals_waiting;
   };
   using Reply = std::function<void(const HttpAnswer& a, const std::optional<std::string>& failure)>;
 
@@ -77,6 +81,9 @@ class RemoteSandboxes : public Sandboxes {
            std::function<void(const nlohmann::json& result, const std::optional<std::string>& failure)> done);
   void create(ToolCallPtr c);
   void describe(ToolCallPtr c, std::shared_ptr<Held> h);
+  // The refusals recorded since the last call that took them (serve's GET /sandboxes/{id}/refusals).
+  void take_refusals(const std::shared_ptr<Held>& h, RefusalsDone done);
+  void fetch_refusals(const std::shared_ptr<Held>& h);
   void list(ToolCallPtr c);
   void destroy(ToolCallPtr c);
   // remote_commands.cpp

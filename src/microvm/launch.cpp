@@ -175,6 +175,9 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   l.push_back(plan.proxy.enabled
                   ? "  guest network: no NIC; its 127.0.0.1:3128 and :1080 carried over a virtio-serial port to the proxy"
                   : "  guest network: none (no NIC, no egress)");
+  if (plan.proxy.transparent)
+    l.push_back("  transparent egress: not carried into the guest yet: only clients that use the proxy variables "
+                "reach the network (the rest find no route)");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
                             : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
@@ -409,6 +412,7 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   l->http_listener.reset();
   l->socks_listener.reset();
   l->dns_socket.reset();
+  l->transparent_listener.reset();  // (qemu's netns, too: transparent egress is not carried into the guest)
   if (bridge) {
     if (auto s = bridge->start(std::move(*eg)); !s) {
       kill_vm();

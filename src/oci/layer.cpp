@@ -33,6 +33,7 @@
 #include "pid1/provide.hpp"
 #include "process/child.hpp"
 #include "process/netns_setup.hpp"
+#include "process/transparent_capture.hpp"
 #include "process/syscalls.hpp"
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
@@ -236,6 +237,7 @@ void RuntimeHost::network() {
   if (!send_fds(a_.sync_fd, process::kMsgListeners, fds, static_cast<size_t>(n)))
     fail("hand the proxy listeners to the supervisor");
   for (int k = 0; k < n; ++k) ::close(fds[k]);
+  if (auto w = process::hand_over_transparent_capture(plan_.proxy, a_.sync_fd); !w.empty()) fail(w);
 }
 
 // A pty on the host's devpts: the master goes to the supervisor's relay, the

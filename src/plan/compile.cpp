@@ -499,7 +499,11 @@ struct Builder {
         plan.notes.push_back(d.where.str() + ": allowedDomains \"" + d.pattern +
                              "\" is an address: it allows nothing; add it to network.allowedCidrs instead");
     }
-    plan.proxy.resolver = plan.proxy.enabled && pol.network.resolver.value_or(false);
+    plan.proxy.transparent = plan.proxy.enabled && pol.network.transparent.value_or(true);
+    plan.proxy.resolver = plan.proxy.enabled && (pol.network.resolver.value_or(false) || plan.proxy.transparent);
+    if (plan.proxy.enabled && !plan.proxy.transparent)
+      plan.notes.push_back("network.transparent: false: only clients that use the proxy variables reach the network; "
+                           "a connection to any other address fails (no route)");
     if (plan.proxy.resolver) {
       // Over the file itself: when the host's /etc/resolv.conf is a symlink
       // (systemd-resolved's stub file under /run), over what it points to.
@@ -511,6 +515,21 @@ struct Builder {
       }
       Step& s = add(StepKind::ResolvConf, target, {}, "in-sandbox resolver: nameserver 127.0.0.53");
       s.is_dir = false;
+    }
+    if (plan.proxy.transparent) {
+      // Every name but loopback's goes to the resolver, so that a name the
+      // host's /etc/hosts holds reaches the capture too (the proxy still
+      // reads the host's file when it resolves the name outside).
+      std::string target = "/etc/hosts";
+      std::error_code ec;
+      if (std::filesystem::is_symlink(target, ec)) {
+        auto real = std::filesystem::weakly_canonical(target, ec);
+        if (!ec && real.is_absolute()) target = real.string();
+      }
+      Step& s = add(StepKind::File, target, {}, "transparent egress: loopback names only, the rest from the resolver");
+      s.is_dir = false;
+      s.mode = 0444;
+      s.content = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + plan.hostname + "\n";
     }
     // TLS to hosts with secrets or request rules ends at the proxy: the sandbox trusts its CA.
     plan.terminate_for_rules = plan.proxy.enabled && (!pol.network.rules.empty() || pol.network.read_only.value_or(false));

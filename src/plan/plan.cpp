@@ -56,6 +56,7 @@ std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
                                                    : "writes go to " + layer_dir + "/upper and are dropped at exit")
     << ")\n";
   o << "cwd: " << cwd << "\n";
+  o << proxy.text() << "\n";
   o << "home: " << home << "\n";
   if (timeout) o << "timeout: " << timeout->count() << " ms\n";
   o << "limits:";
@@ -126,6 +127,21 @@ std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
     for (const auto& n : notes) o << "  - " << n << "\n";
   }
   return o.str();
+}
+
+std::string ProxyPlan::text() const {
+  if (!enabled) return "egress: none";
+  std::string t = "egress: proxy 127.0.0.1:" + std::to_string(http_port) + " (HTTP), 127.0.0.1:" +
+                  std::to_string(socks_port) + " (SOCKS5), set in the proxy variables";
+  if (resolver)
+    t += transparent ? "; resolver 127.0.0.53 (allowed names only, answered with addresses of 198.18.0.0/15)"
+                     : "; resolver 127.0.0.53 (allowed names only)";
+  if (transparent)
+    t += "; transparent: TCP to any non-loopback IPv4 address redirected to the proxy (127.0.0.1:" +
+         std::to_string(transparent_port) + ", nftables in the sandbox's netns), other UDP and IP dropped";
+  else
+    t += "; transparent: off (network.transparent: false)";
+  return t;
 }
 
 Context Context::from_process(const std::vector<std::string>& argv) {

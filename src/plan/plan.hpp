@@ -80,6 +80,12 @@ struct ProxyPlan {
   uint16_t http_port = 3128;
   uint16_t socks_port = 1080;
   bool resolver = false;  // network.resolver / --dns: UDP 127.0.0.53:53 inside, served by the supervisor
+  // network.transparent (default on): the resolver hands out addresses of its
+  // own and every TCP connection out is redirected to the proxy's transparent
+  // listener (127.0.0.1:transparent_port); the resolver is on with it.
+  bool transparent = false;
+  uint16_t transparent_port = 15001;
+  std::string text() const;  // the "egress:" line of --dry-run
 };
 
 // How workspace writes reach the host (DESIGN.md, issue 8).

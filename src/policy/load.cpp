@@ -81,6 +81,7 @@ void merge(Policy& base, const Policy& top) {
   };
   override_with(base.filesystem.allow_git_config, top.filesystem.allow_git_config);
   override_with(base.network.resolver, top.network.resolver);
+  override_with(base.network.transparent, top.network.transparent);
   override_with(base.network.allow_all_unix_sockets, top.network.allow_all_unix_sockets);
   override_with(base.network.parent_proxy, top.network.parent_proxy);
   override_with(base.network.http_proxy_port, top.network.http_proxy_port);

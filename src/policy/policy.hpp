@@ -72,6 +72,10 @@ struct Network {
   std::vector<DomainEntry> denied_domains;
   std::vector<DomainEntry> allowed_cidrs;  // ours: "network.allowedCidrs": ["10.0.0.0/8", "192.0.2.7"]
   std::optional<bool> resolver;  // ours: "network.resolver": true: a DNS resolver on 127.0.0.53 inside, allowed names only
+  // ours: "network.transparent" (default true): clients that ignore the proxy
+  // variables are captured too (the resolver's own addresses, TCP redirected
+  // to the proxy inside the sandbox's netns); false: only the proxy variables.
+  std::optional<bool> transparent;
   // srt: host pathname Unix sockets the sandbox may connect to (every other one
   // visible inside is masked), or all of them.
   std::vector<PathEntry> allow_unix_sockets;

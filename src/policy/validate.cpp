@@ -379,6 +379,13 @@ class Validator {
                policy_.network.resolver = b;
                return std::nullopt;
              }},
+            {"transparent",
+             [this](const Node& v) -> Check {
+               bool b = false;
+               if (auto e = boolean(v, &b)) return e;
+               policy_.network.transparent = b;
+               return std::nullopt;
+             }},
             {"allowUnixSockets", [this](const Node& list) { return path_entries(list, &policy_.network.allow_unix_sockets); }},
             {"allowAllUnixSockets",
              [this](const Node& v) -> Check {

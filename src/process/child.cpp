@@ -23,6 +23,7 @@
 
 #include "process/init.hpp"
 #include "process/netns_setup.hpp"
+#include "process/transparent_capture.hpp"
 #include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
@@ -389,6 +390,7 @@ void Builder::network_and_names() {
   if (::setdomainname("", 0) != 0) fail("setdomainname");
   if (auto what = bring_loopback_up(); !what.empty()) fail(what);
   if (plan_.proxy.enabled) proxy_listeners();
+  if (auto what = hand_over_transparent_capture(plan_.proxy, a_.sync_fd); !what.empty()) fail(what);
 }
 
 // The egress proxy's listening sockets, made here so that they live in the

@@ -21,6 +21,7 @@ inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go
 inline constexpr char kMsgInCgroup = 'C';  // parent -> child: in the sandbox's cgroup now; init may start
 inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
+inline constexpr char kMsgTransparent = 'T';  // child -> parent: the transparent egress listener (process/transparent_capture.hpp)
 inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started
 inline constexpr char kMsgError = 'E';   // child -> parent: setup failed, text follows
 inline constexpr size_t kMaxTrustAnchor = 16384;  // the PEM that may follow kMsgGo

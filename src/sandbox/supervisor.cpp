@@ -89,12 +89,13 @@ struct ProxyRunner {
   std::unique_ptr<egress::Proxy> proxy;
   std::thread thread;
 
-  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd, int dns_fd,
+  void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd, int dns_fd, int transparent_fd,
              egress::ProxyConfig cfg = {}) {
     proxy = std::make_unique<egress::Proxy>(io, rules, audit, std::move(cfg));
     proxy->add_http_listener(http_fd);
     proxy->add_socks_listener(socks_fd);
     if (dns_fd >= 0) proxy->add_dns_socket(dns_fd);  // network.resolver / --dns
+    if (transparent_fd >= 0) proxy->add_transparent_listener(transparent_fd);  // network.transparent
     thread = std::thread([this] {
       auto guard = boost::asio::make_work_guard(io);
       io.run();
@@ -444,8 +445,10 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   auto start_proxy = [&] {
     egress::ProxyConfig pc = proxy_settings;
     if (secrets) pc.secrets = secrets->config;
+    pc.transparent = plan.proxy.transparent;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
-                sb.dns_socket ? sb.dns_socket.release() : -1, std::move(pc));
+                sb.dns_socket ? sb.dns_socket.release() : -1,
+                sb.transparent_listener ? sb.transparent_listener.release() : -1, std::move(pc));
     proxy_idle = false;
     steps.mark("proxy start");
   };
@@ -523,6 +526,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       fds[n++] = {sb.http_listener.get(), POLLIN, 0};
       fds[n++] = {sb.socks_listener.get(), POLLIN, 0};
       fds[n++] = {sb.dns_socket ? sb.dns_socket.get() : -1, POLLIN, 0};
+      fds[n++] = {sb.transparent_listener ? sb.transparent_listener.get() : -1, POLLIN, 0};
     }
     if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
     if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
@@ -533,7 +537,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       if (errno == EINTR) continue;
       break;
     }
-    if (pi >= 0 && (fds[pi].revents | fds[pi + 1].revents | fds[pi + 2].revents)) start_proxy();
+    if (pi >= 0 && (fds[pi].revents | fds[pi + 1].revents | fds[pi + 2].revents | fds[pi + 3].revents)) start_proxy();
     if (si_ >= 0) {
       if (fds[si_].revents & POLLIN) refusals.on_readable();
       else if (fds[si_].revents & (POLLHUP | POLLERR | POLLNVAL)) watch_refusals = false;  // no process uses the filter

@@ -221,7 +221,7 @@ std::string rfc3339(int64_t seconds, int64_t nanos) {
   size_t n = std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%S", &tm);
   std::string s(buf, n);
   if (nanos > 0) {
-    char ns[16];
+    char ns[24];  // room for any int64 (the compiler cannot see nanos < 1e9)
     std::snprintf(ns, sizeof ns, ".%09lld", static_cast<long long>(nanos));
     s += ns;
   }

@@ -1,13 +1,20 @@
 // The control plane: E2B's REST API for sandboxes (spec/openapi.yml), as the
 // SDK calls it, each call authenticated by a tenant's X-API-KEY. Another
 // tenant's sandbox is answered exactly like an unknown one (404).
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <regex>
 #include <sstream>
 
+#include "sandbox/refusals.hpp"
 #include "serve/control_requests.hpp"
 #include "serve/service.hpp"
+#include "util/unique_fd.hpp"
 
 namespace exg::serve {
 
@@ -21,6 +28,41 @@ const char* state_name(Sandbox::State s) {
     default: return "running";
   }
 }
+
+// A `since` offset of a sandbox's audit log, from the query's `name` (absent: 0). It must be one
+// the refusals answers gave (0, or the start of a line within the log): else the message why not.
+BodyResult<uint64_t> audit_since(const Sandbox& sb, const std::string& query, const char* name) {
+  uint64_t since = 0;
+  if (auto v = query_param(query, name)) {
+    char* end = nullptr;
+    errno = 0;
+    unsigned long long n = std::strtoull(v->c_str(), &end, 10);
+    if (v->empty() || *end || errno || !std::isdigit(static_cast<unsigned char>((*v)[0])))
+      return std::unexpected(BodyError{http::status::bad_request,
+                                       std::string(name) + ": expected an offset (a whole number of bytes) from an earlier answer's next"});
+    since = n;
+  }
+  uint64_t size = sandbox::audit_offset(sb.audit_log);
+  bool at_line = since == 0;
+  if (since > 0 && since <= size) {
+    UniqueFd fd(::open(sb.audit_log.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    char c = 0;
+    at_line = fd && ::pread(fd.get(), &c, 1, static_cast<off_t>(since - 1)) == 1 && c == '\n';
+  }
+  if (!at_line)
+    return std::unexpected(BodyError{http::status::bad_request, std::string(name) + ": " + std::to_string(since) +
+                                                                    " is not a line boundary of this sandbox's audit log (" + std::to_string(size) +
+                                                                    " bytes): use an earlier answer's next"});
+  return since;
+}
+
+// {refusals, next}: the refusals after `since` and where the next window starts.
+nlohmann::json refusals_answer(const Sandbox& sb, uint64_t since) {
+  uint64_t next = since;
+  nlohmann::json refused = sandbox::refusals_since(sb.audit_log, since, &next);
+  return {{"refusals", refused}, {"next", next}};
+}
+
 
 }  // namespace
 
@@ -103,8 +145,15 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
 
   if (action.empty() && m == http::verb::get) return reply(ex, route, json_response(http::status::ok, sandbox_json(*sb, true).dump()));
   if (action.empty() && m == http::verb::delete_) {
-    registry_.kill(sb, [this, ex, route]() mutable { reply(ex, route, Response{http::status::no_content, 11}); });
-    return;
+    if (!query_param(query, "refusals_since"))
+      return registry_.kill(sb, [this, ex, route]() mutable { reply(ex, route, Response{http::status::no_content, 11}); });
+    // Not E2B's: ?refusals_since=N answers 200 with the refusals of its last moments too (the
+    // planted files its end quarantined), read before its audit log goes with it.
+    auto since = audit_since(*sb, query, "refusals_since");
+    if (!since) return reply(ex, route, api_error(since.error().status, since.error().message));
+    auto last = std::make_shared<nlohmann::json>(nlohmann::json{{"refusals", nlohmann::json::array()}, {"next", *since}});
+    sb->before_removal.push_back([last, from = *since](const Sandbox& gone) { *last = refusals_answer(gone, from); });
+    return registry_.kill(sb, [this, ex, route, last]() mutable { reply(ex, route, json_response(http::status::ok, last->dump())); });
   }
   if ((action == "/timeout" || action == "/refreshes") && m == http::verb::post) {
     bool set = action == "/timeout";
@@ -151,6 +200,7 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
     return reply(ex, route, json_response(http::status::ok, nlohmann::json::array({metric}).dump()));
   }
   if (action == "/network" && m == http::verb::put) return update_network(req, ex, sb);
+  if (action == "/refusals" && m == http::verb::get) return refusals(ex, *sb, query);
   return reply(ex, route, api_error(http::status::not_found, "no such endpoint: " + std::string(http::to_string(m)) + " " + path));
 }
 
@@ -209,6 +259,18 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
     ex->log_sandbox = sb->id;
     reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
   });
+}
+
+
+// Not E2B's: what the sandbox refused (egress, syscalls, planted files, ...)
+// since an offset of its audit log, and the offset to ask from next time, so
+// that a client (exguardian mcp --server) reports each refusal once, with the
+// call that met it. The log itself stays on this host.
+void Service::refusals(ExchangePtr ex, const Sandbox& sb, const std::string& query) {
+  const std::string route = "/sandboxes/{id}/refusals";
+  auto since = audit_since(sb, query, "since");
+  if (!since) return reply(ex, route, api_error(since.error().status, since.error().message));
+  reply(ex, route, json_response(http::status::ok, refusals_answer(sb, *since).dump()));
 }
 
 void Service::list_sandboxes(Request&, ExchangePtr ex, const Tenant& t, const std::string& query, bool v2) {

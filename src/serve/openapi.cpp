@@ -41,7 +41,8 @@ nlohmann::json build() {
                    with({{"200", {{"description", "ListedSandbox[]"}}}}))}}},
       {"/sandboxes/{sandboxID}",
        {{"get", op("One sandbox", with({{"200", {{"description", "SandboxDetail"}}}}))},
-        {"delete", op("Kill it: every process, its cgroup and its files", with({{"204", {{"description", "killed"}}}}))}}},
+        {"delete", op("Kill it: every process, its cgroup and its files. Not E2B's: with ?refusals_since=N (a refusals answer's next) it answers 200 {refusals, next} with what it refused up to its end (planted files its end quarantined too)",
+                      with({{"204", {{"description", "killed"}}}, {"200", {{"description", "killed: Refusals"}}}}))}}},
       {"/sandboxes/{sandboxID}/timeout", {{"post", op("Set its timeout from now {timeout: seconds}", with({{"204", {{"description", "set"}}}}))}}},
       {"/sandboxes/{sandboxID}/refreshes", {{"post", op("Extend its life {duration: seconds}", with({{"204", {{"description", "set"}}}}))}}},
       {"/sandboxes/{sandboxID}/pause", {{"post", op("Freeze its cgroup (processes and files kept)", with({{"204", {{"description", "paused"}}}, {"409", err("Already paused")}}))}}},
@@ -49,6 +50,9 @@ nlohmann::json build() {
       {"/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
       {"/v2/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
       {"/sandboxes/{sandboxID}/metrics", {{"get", op("CPU and memory of its cgroup now", with({{"200", {{"description", "SandboxMetric[]"}}}}))}}},
+      {"/sandboxes/{sandboxID}/refusals",
+       {{"get", op("Not E2B's: what it refused (egress, DNS, syscalls, planted files, exfiltration) since ?since= (an earlier answer's next; 0 or absent: from its start), at most 100 listed: {refusals: [{event, summary, detail}], next}",
+                   with({{"200", {{"description", "Refusals"}}}, {"400", err("since is not an offset this route answered")}}))}}},
       {"/sandboxes/{sandboxID}/network", {{"put", op("Replace the egress rules (allowOut, denyOut; an omitted list is cleared; rules set at create are kept, changing them is 400)", {{"204", {{"description", "Updated"}}}, {"400", err("Bad rules")}, {"404", err("Not found")}, {"409", err("No egress proxy, paused, or the template's policy fixes the rules")}})}}},
   };
   // envd, reached with the header E2b-Sandbox-Id (E2B_SANDBOX_URL pointing here) and X-Access-Token.

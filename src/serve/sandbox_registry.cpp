@@ -594,6 +594,8 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
   boost::system::error_code ec;
   if (sb->log) sb->log->close(ec);
   scan_audit(*sb);  // its last decisions, before the log goes with the directory
+  for (auto& f : sb->before_removal) f(*sb);
+  sb->before_removal.clear();
   std::error_code rec;
   fs::remove_all(sb->dir, rec);
   if (rec) log().error("cleanup_failed").str("tenant", sb->tenant).str("sandbox", id).str("msg", "remove " + sb->dir + ": " + rec.message());

@@ -130,6 +130,7 @@ struct Sandbox {
   std::chrono::steady_clock::time_point last_cpu_at{};
   std::vector<std::function<void(const std::string& error)>> on_ready;  // create waits here
   std::vector<std::function<void()>> on_gone;                          // kill waits here
+  std::vector<std::function<void(const Sandbox&)>> before_removal;     // last reads of its directory (its audit log)
   // How far the server has read the sandbox's audit log (egress counters of /metrics).
   uint64_t audit_offset = 0;
   std::string audit_partial;

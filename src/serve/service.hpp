@@ -57,6 +57,7 @@ class Service {
   void create_sandbox(Request& req, ExchangePtr ex, const Tenant& t);
   void update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandbox> sb);
   void list_sandboxes(Request& req, ExchangePtr ex, const Tenant& t, const std::string& query, bool v2);
+  void refusals(ExchangePtr ex, const Sandbox& sb, const std::string& query);
   nlohmann::json sandbox_json(const Sandbox& sb, bool detail) const;
   static nlohmann::json created_json(const Sandbox& sb);
   std::optional<Response> check_quota(const Tenant& t, const Template& tmpl) const;

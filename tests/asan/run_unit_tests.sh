@@ -10,7 +10,7 @@ build=${1:?usage: $0 ASAN_BUILD_DIR [gtest args...]}
 shift
 exe=$build/exg_unit_tests
 if [ ! -x "$exe" ]; then
-    echo "asan: $exe is not built (cmake --build BUILD --target exg_asan_unit; make test does it)" >&2
+    echo "asan: $exe is not built (make test builds it, as does make test-asan)" >&2
     exit 1
 fi
 here=$(cd "$(dirname "$0")" && pwd)

@@ -127,7 +127,7 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
     fi
     # (test_egress_sandbox_serve: network.rules' headers; as the user it stops before them.)
-    if [[ "$name" == test_egress_sandbox_secrets* || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then
+    if [[ "$name" == test_egress_sandbox_secrets* || "$name" == test_egress_sandbox.sh || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then
         # shellcheck source=egress_world_secrets.sh
         source "$here/egress_world_secrets.sh"
         world_secrets_up || { echo "run.sh: the test world's HTTPS echo servers did not come up" >&2; exit 1; }

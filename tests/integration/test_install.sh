@@ -37,7 +37,22 @@ check "the installed pid 1 is the very program embedded in exguardian" \
     cmp -s "$P/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
 check "share/man/man1/exguardian.1 is installed" test -f "$P/share/man/man1/exguardian.1"
 check "share/doc/exguardian/README.md is installed" test -f "$P/share/doc/exguardian/README.md"
-unexpected=$(cd "$DEST" && find . -type f | grep -vE '^\./usr/local/(bin/exguardian|lib/exguardian/exguardian-init|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+)$')
+# The microVM layer's guest (when the build made it): the very files, found by the installed binary.
+GUEST=""
+[ -f "$B/microvm/vmlinux" ] && GUEST="|lib/exguardian/microvm/(vmlinux|initramfs\.cpio|kernel-version)"
+if [ -n "$GUEST" ]; then
+    for f in vmlinux initramfs.cpio kernel-version; do
+        check "lib/exguardian/microvm/$f is the guest the build made" cmp -s "$P/lib/exguardian/microvm/$f" "$B/microvm/$f"
+    done
+    if command -v qemu-system-x86_64 >/dev/null; then
+        run env -u EXG_MICROVM_IMAGE_DIR "$P/bin/exguardian" run --layer microvm --dry-run -- true  # (run.sh names the build's)
+        check "the installed exguardian boots its installed guest kernel (dry run: $(grep -m1 'guest kernel:' <<<"$OUT$ERR"))" \
+            grep -qF "guest kernel: $P/bin/../lib/exguardian/microvm/vmlinux" <<<"$OUT$ERR"
+    fi
+else
+    skip "the microVM guest: not built here (-DEXG_MICROVM_GUEST=OFF)"
+fi
+unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./usr/local/(bin/exguardian|lib/exguardian/exguardian-init|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+$GUEST)\$")
 check "nothing else is installed (${unexpected:-none})" test -z "$unexpected"
 check "the install wrote nothing into the build dir (no manifest there)" test ! -e "$B/install_manifest.txt"
 
@@ -136,7 +151,7 @@ fi
 
 # ---- make deb ----------------------------------------------------------------------------------
 if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
-    run make -s -C "$SRC" --no-print-directory deb-built BUILD_DIR="$B" DEB_DIR="$T/deb"
+    run env DEB_XZ_LEVEL=1 make -s -C "$SRC" --no-print-directory deb-built BUILD_DIR="$B" DEB_DIR="$T/deb"
     DEB=$(printf '%s\n' "$OUT" | tail -1)
     check "make deb-built (status $STATUS): $DEB" test "$STATUS" = 0 -a -f "$DEB"
     [ "$STATUS" = 0 ] || show_last
@@ -147,7 +162,7 @@ if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
     check "Architecture: $(dpkg --print-architecture)" test "$(field Architecture)" = "$(dpkg --print-architecture)"
     check "Maintainer and Description present" test -n "$(field Maintainer)" -a -n "$(field Description)"
     check "Recommends the runtimes ($(field Recommends))" \
-        bash -c 'grep -qE "crun \| runc" <<<"$1" && grep -qw runsc <<<"$1"' _ "$(field Recommends)"
+        bash -c 'grep -qE "crun \| runc" <<<"$1" && grep -qw runsc <<<"$1" && grep -qw qemu-system-x86 <<<"$1"' _ "$(field Recommends)"
     contents=$(dpkg-deb -c "$DEB")
     for f in ./usr/bin/exguardian ./usr/lib/exguardian/exguardian-init ./usr/share/man/man1/exguardian.1.gz \
              ./usr/share/doc/exguardian/copyright ./usr/share/doc/exguardian/README.md; do
@@ -158,6 +173,11 @@ if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
     dpkg-deb -x "$DEB" "$X"
     check "the packaged binary is stripped" test -z "$(readelf -S "$X/usr/bin/exguardian" | grep -F .debug_info)"
     check "the packaged pid 1 is the embedded program" cmp -s "$X/usr/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
+    if [ -n "$GUEST" ]; then
+        for f in vmlinux initramfs.cpio; do
+            check "the .deb carries the microVM guest's $f" cmp -s "$X/usr/lib/exguardian/microvm/$f" "$B/microvm/$f"
+        done
+    fi
     # Depends covers every shared library the packaged binary needs, through the package that ships it.
     deps=$(field Depends)
     uncovered=""

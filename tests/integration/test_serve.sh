@@ -407,7 +407,23 @@ in_sandbox "$TINY_ID" "" 'echo insecure-ok'
 [ "$OUT" = insecure-ok ] && ok "secure false: envd runs a command without any credentials" || fail "secure false: $OUT"
 in_sandbox "$ID" "" 'echo reached'
 [ "$OUT" != reached ] && ok "secure (the default): the same call without the token is refused" || fail "a secure sandbox ran a command without its token"
-api DELETE "/sandboxes/$TINY_ID" "${TINY[@]}"; expect 204 "kill"
+# ---- refusals (not E2B's; what exguardian mcp --server reports): each once; the kill answers its last ones ----
+api GET "/sandboxes/$TINY_ID/refusals" "${TINY[@]}"; expect 200 "refusals: none yet, and where the next window starts" '.refusals == [] and (.next | type) == "number"'
+NEXT=$(jq .next <<<"$BODY")
+in_sandbox "$TINY_ID" "" 'curl -s -o /dev/null -w "%{http_code}" http://refused-one.example.invalid/'
+[ "$OUT" = 403 ] || fail "curl to a host off the list: $OUT (403 expected)"
+api GET "/sandboxes/$TINY_ID/refusals?since=$NEXT" "${TINY[@]}"
+expect 200 "refusals: the egress refused, summarised, without the server's tags" \
+    '(.refusals | length) == 1 and .refusals[0].event == "egress" and (.refusals[0].summary | test("refused-one\\.example\\.invalid.* refused")) and (.refusals[0].detail | has("tenant") | not)'
+NEXT=$(jq .next <<<"$BODY")
+api GET "/sandboxes/$TINY_ID/refusals?since=$NEXT" "${TINY[@]}"; expect 200 "refusals: not reported twice" '.refusals == []'
+api GET "/sandboxes/$TINY_ID/refusals?since=$((NEXT - 1))" "${TINY[@]}"; expect 400 "refusals: an offset inside a line: 400 naming since" '.message | test("^since: .* not a line boundary")'
+api GET "/sandboxes/$TINY_ID/refusals?since=-1" "${TINY[@]}"; expect 400 "refusals: a negative offset: 400" '.message | test("^since: expected an offset")'
+api GET "/sandboxes/$TINY_ID/refusals" "${A[@]}"; expect 404 "refusals of another tenant's sandbox: 404"
+in_sandbox "$TINY_ID" "" 'curl -s -o /dev/null http://refused-two.example.invalid/'
+api DELETE "/sandboxes/$TINY_ID?refusals_since=$NEXT" "${TINY[@]}"
+expect 200 "kill with ?refusals_since: 200 with the refusals of the window, none of the earlier ones" \
+    '(.refusals | length) == 1 and (.refusals[0].summary | test("refused-two"))'
 api GET "/sandboxes/$TINY_ID" "${TINY[@]}"; expect 404 "killed: gone"
 api DELETE "/sandboxes/$LITE_ID" "${TINY[@]}"; expect 204 "kill lite"
 
@@ -564,7 +580,7 @@ grep -q ' bad 0$' "$T/log-check.out" && ok "log: every line is one JSON object w
 log_has "create of tiny's sandbox, with tenant and sandbox id" "l['event'] == 'create' and l.get('tenant') == 'tiny' and l.get('sandbox') == '$TINY_ID' and l.get('template') == 'base'"
 log_has "its kill (by request), with tenant and sandbox id" "l['event'] == 'kill' and l.get('tenant') == 'tiny' and l.get('sandbox') == '$TINY_ID' and l.get('reason') == 'request'"
 log_has "the DELETE request: method, path, status, duration, tenant, sandbox" \
-    "l['event'] == 'request' and l['method'] == 'DELETE' and l['path'] == '/sandboxes/$TINY_ID' and l['status'] == 204 and l['ms'] >= 0 and l.get('tenant') == 'tiny' and l.get('sandbox') == '$TINY_ID'"
+    "l['event'] == 'request' and l['method'] == 'DELETE' and l['path'] == '/sandboxes/$LITE_ID' and l['status'] == 204 and l['ms'] >= 0 and l.get('tenant') == 'tiny' and l.get('sandbox') == '$LITE_ID'"
 log_has "an envd request names the sandbox and its tenant" "l['event'] == 'request' and l['path'] == '/process.Process/Start' and l.get('sandbox') == '$ID' and l.get('tenant') == 'acme'"
 log_has "a quota refusal: 429 with the tenant" "l['event'] == 'request' and l['status'] == 429 and l.get('tenant') == 'tiny'"
 log_has "the expiry of the sandbox whose timeout passed" "l['event'] == 'expire' and l.get('sandbox') == '$ID' and l.get('tenant') == 'acme'"

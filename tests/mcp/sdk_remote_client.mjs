@@ -44,7 +44,7 @@ const sid = { sandbox_id: id };
 // ---- commands ----
 r = await call("run_command", { ...sid, command: "echo out" });
 s = r.structuredContent;
-ok(s && Array.isArray(s.refusals) && /Refusals are not reported in client mode/.test(s.note), "the note says refusals are not reported here", s?.note);
+ok(s && Array.isArray(s.refusals) && s.refusals.length === 0 && s.note === undefined, "a command that met no refusal: refusals [], no note", s);
 await checkCommands(call, sid);
 r = await call("run_command", { ...sid, command: "env; cat /proc/1/environ 2>/dev/null | tr '\\0' '\\n'" });
 ok(r.structuredContent && !r.structuredContent.stdout.includes(process.env.KEY), "the API key is nowhere in the sandbox's environment");
@@ -86,10 +86,22 @@ await checkBackground(call, sid);
 r = await call("list_sandboxes", {});
 ok(r.structuredContent?.sandboxes?.length === 1, "list_sandboxes: only this session's sandbox", r.structuredContent);
 
-// ---- egress: the refusal as the command saw it; the note says where the refusals are ----
+// ---- refusals: serve keeps the audit log; each refusal comes back once, with the call that met it ----
+const refusedHost = (x, host) => x.event === "egress" && x.summary.includes(host) && /refused/.test(x.summary) && x.detail?.sandbox === undefined;
 r = await call("run_command", { ...sid, command: "curl -s -o /dev/null -w '%{http_code}' http://blocked.example.invalid/ ; echo", timeout_seconds: 20 });
 s = r.structuredContent;
-ok(s && s.stdout.trim() === "403" && s.refusals.length === 0 && /not reported in client mode/.test(s.note), "egress refused: the 403, and the note", s);
+ok(s && s.stdout.trim() === "403" && s.refusals.length === 1 && refusedHost(s.refusals[0], "blocked.example.invalid") && /1 refusal/.test(s.note),
+  "egress refused: the 403 and the refusal in the result", s);
+r = await call("run_command", { ...sid, command: "true" });
+ok(r.structuredContent?.refusals?.length === 0, "the next command: that refusal is not reported again", r.structuredContent);
+r = await call("start_command", { ...sid, command: "curl -s -o /dev/null http://second.example.invalid/; echo done" });
+const bgPid = r.structuredContent?.pid;
+r = await call("read_output", { ...sid, pid: bgPid, wait_seconds: 20 });
+ok(r.structuredContent?.running === false && r.structuredContent.refusals.some((x) => refusedHost(x, "second.example.invalid")),
+  "read_output: the background command's refusal", r.structuredContent);
+r = await call("start_command", { ...sid, command: "curl -s -o /dev/null http://third.example.invalid/; echo > third.done; sleep 600" });
+// Waited for with stat_file, which takes no refusals: the destroy below is the first call after it.
+for (let i = 0; i < 200 && (await call("stat_file", { ...sid, path: "third.done" })).isError; i++) await new Promise((res) => setTimeout(res, 100));
 
 r = await call("evidence", sid);
 ok(r.isError && /standalone mode/.test(text(r)), "evidence: an error saying it runs in standalone mode", text(r));
@@ -97,6 +109,8 @@ ok(r.isError && /standalone mode/.test(text(r)), "evidence: an error saying it r
 // ---- destroy ----
 r = await call("destroy_sandbox", sid);
 ok(r.structuredContent?.destroyed === true && Array.isArray(r.structuredContent.refusals), "destroy_sandbox", r);
+ok(r.structuredContent?.refusals?.some((x) => refusedHost(x, "third.example.invalid")) && r.structuredContent.note === undefined,
+  "destroy_sandbox: the refusals no call had reported yet", r.structuredContent);
 r = await call("run_command", { ...sid, command: "true" });
 ok(r.isError && /no such sandbox/.test(text(r)), "a destroyed sandbox is gone", text(r));
 r = await call("list_sandboxes", {});
@@ -109,9 +123,10 @@ ok(r.isError && /refused the API key \(401: invalid X-API-KEY\).*--api-key-file/
 r = await bad.callTool({ name: "list_sandboxes", arguments: {} });
 ok(r.isError && /401/.test(text(r)), "a bad key: list_sandboxes too", text(r));
 await bad.close();
-const gone = await connect(["--server", "http://127.0.0.1:1", "--api-key-file", process.env.KEY_FILE]);
+const nowhere = `unix:${process.env.STATE}/no-such-serve.sock`;  // no port of this machine is tried
+const gone = await connect(["--server", nowhere, "--api-key-file", process.env.KEY_FILE]);
 r = await gone.callTool({ name: "create_sandbox", arguments: {} });
-ok(r.isError && /cannot connect to exguardian serve at http:\/\/127\.0\.0\.1:1/.test(text(r)), "no server: a tool error saying it cannot connect", text(r));
+ok(r.isError && /cannot connect/.test(text(r)) && text(r).includes(nowhere), "no server: a tool error saying it cannot connect", text(r));
 await gone.ping();
 ok(true, "the session goes on after it");
 await gone.close();

@@ -534,7 +534,9 @@ TEST_F(AgentLoopInAGuest, ReportsItsWallsAndThePidsLimitsRefusals) {
     auto f = client_->next_event();
     ASSERT_TRUE(f);
     if (f->header["event"] == "exit" && f->header["pid"] == pid) break;
-    if (inside.take(*f)) EXPECT_EQ(f->header["refused"], 4);
+    if (inside.take(*f)) {
+      EXPECT_EQ(f->header["refused"], 4);
+    }
   }
   EXPECT_EQ(inside.pids_refused(), 4u);
 }

@@ -44,7 +44,9 @@ class DockerArgsTest : public ::testing::Test {
     fs::remove_all(root, ec);
   }
 
-  plan::Plan compile(const policy::Policy& pol = {}) {
+  // As `exguardian docker-args` compiles: no transparent egress (no supervisor).
+  plan::Plan compile(policy::Policy pol = {}) {
+    if (!pol.network.transparent) pol.network.transparent = false;
     auto r = plan::compile(pol, ctx);
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().str());
     return r ? *r : plan::Plan{};

@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include "mcp/jsonrpc.hpp"
-#include "mcp/refusals.hpp"
 #include "mcp/schema_check.hpp"
 #include "mcp/server.hpp"
 #include "mcp/tool_arguments.hpp"
@@ -243,14 +242,3 @@ TEST(McpArguments, IntegerBoundsAreExact) {
   EXPECT_TRUE(schema_error(json{{"maximum", 1.5}}, json(2), "x"));  // an integer against a fractional bound
 }
 
-TEST(McpRefusals, AuditLinesBecomeSummaries) {
-  auto eg = refusal_of(json{{"event", "egress"}, {"host", "evil.example"}, {"port", 443}, {"decision", "refused"},
-                            {"reason", "host is not on the allow list"}, {"rule", "default deny"}});
-  ASSERT_TRUE(eg.is_object());
-  EXPECT_EQ(eg["summary"], "egress to evil.example:443 refused: host is not on the allow list (rule: default deny)");
-  EXPECT_TRUE(refusal_of(json{{"event", "egress"}, {"host", "ok.example"}, {"decision", "allowed"}}).is_null());
-  auto sc = refusal_of(json{{"event", "syscall_refused"}, {"syscall", "ptrace"}, {"errno", 1}, {"command", "gdb"}});
-  EXPECT_EQ(sc["summary"], "syscall ptrace refused (errno 1) for gdb");
-  auto pl = refusal_of(json{{"event", "planted"}, {"path", "/w/.git/hooks/pre-commit"}, {"why", "a git hook"}});
-  EXPECT_NE(pl["summary"].get<std::string>().find("quarantined"), std::string::npos);
-}

@@ -237,7 +237,9 @@ TEST(MicrovmLayer, CautionsOnlyForTheResolverWhichIsNotCarried) {
   p.network.allowed_domains.push_back({"pypi.org", {}});
   p.proxy.enabled = true;
   EXPECT_TRUE(l.cautions(p).empty());  // egress itself reaches the proxy
-  p.proxy.resolver = true;
+  p.proxy.resolver = p.proxy.transparent = true;  // the resolver transparent egress brings: not asked for
+  EXPECT_TRUE(l.cautions(p).empty());
+  p.network.resolver = true;  // asked for
   auto c = l.cautions(p);
   ASSERT_EQ(c.size(), 1u);
   EXPECT_NE(c[0].find("resolver"), std::string::npos);

@@ -139,7 +139,10 @@ class OciSpecTest : public ::testing::Test {
     opt.host_mount_points = std::vector<std::string>{"/", "/proc", "/usr", "/usr/lib/sub", "/usr-other"};
   }
 
-  plan::Plan compile(const policy::Policy& pol = {}) {
+  // As `exguardian oci-spec` compiles: no transparent egress (no supervisor;
+  // the layer itself stages the generated files, see OciLayer).
+  plan::Plan compile(policy::Policy pol = {}) {
+    if (!pol.network.transparent) pol.network.transparent = false;
     auto r = plan::compile(pol, ctx);
     EXPECT_TRUE(r.has_value()) << (r ? "" : r.error().str());
     return r ? *r : plan::Plan{};

@@ -388,19 +388,32 @@ TEST_F(PlanTest, AddressAmongAllowedDomainsIsPointedOut) {
   for (const auto& n : p.notes) EXPECT_EQ(n.find("github.com"), std::string::npos) << n;
 }
 
-TEST_F(PlanTest, PlanResolverIsOptIn) {
-  Plan off = ok();
-  EXPECT_FALSE(off.proxy.resolver);
-  EXPECT_EQ(count_kind(off, StepKind::ResolvConf), 0u);
+// The resolver comes with transparent egress (the default); without it, only when asked for.
+TEST_F(PlanTest, PlanResolverComesWithTransparentEgress) {
   policy::Policy pol;
+  pol.network.transparent = false;
+  Plan off = ok(pol);
+  EXPECT_FALSE(off.proxy.resolver);
+  EXPECT_FALSE(off.proxy.transparent);
+  EXPECT_EQ(count_kind(off, StepKind::ResolvConf), 0u);
+  EXPECT_EQ(count_kind(off, StepKind::File), 0u);
+  EXPECT_NE(off.to_text().find("transparent: off (network.transparent: false)"), std::string::npos);
   pol.network.resolver = true;
-  Plan on = ok(pol);
+  Plan asked = ok(pol);
+  EXPECT_TRUE(asked.proxy.resolver);
+  EXPECT_EQ(count_kind(asked, StepKind::ResolvConf), 1u);
+  Plan on = ok();
   EXPECT_TRUE(on.proxy.resolver);
+  EXPECT_TRUE(on.proxy.transparent);
   ASSERT_EQ(count_kind(on, StepKind::ResolvConf), 1u);
   auto it = std::find_if(on.steps.begin(), on.steps.end(), [](auto& s) { return s.kind == StepKind::ResolvConf; });
   EXPECT_FALSE(it->is_dir);
-  // After the binds that bring in /etc: the generated file lands on top.
-  EXPECT_EQ(it + 1, on.steps.end());
+  // After the binds that bring in /etc: the generated files land on top (the
+  // hosts file with loopback names only, so that the rest reach the resolver).
+  ASSERT_EQ(it + 2, on.steps.end());
+  EXPECT_EQ((it + 1)->kind, StepKind::File);
+  EXPECT_NE((it + 1)->content.find("localhost"), std::string::npos);
+  EXPECT_EQ((it + 1)->content.find("203.0.113"), std::string::npos);
 }
 
 TEST_F(PlanTest, PlanEnvironmentPolicyAllowAndSet) {

@@ -1,11 +1,11 @@
-#include "mcp/refusals.hpp"
+#include "sandbox/refusals.hpp"
 
 #include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
 
-namespace exg::mcp {
+namespace exg::sandbox {
 
 uint64_t audit_offset(const std::string& audit_log) {
   struct stat st;
@@ -44,24 +44,30 @@ nlohmann::json refusal_of(const nlohmann::json& l) {
   return {{"event", ev}, {"summary", summary}, {"detail", detail}};
 }
 
-nlohmann::json refusals_since(const std::string& audit_log, uint64_t offset) {
+nlohmann::json refusals_since(const std::string& audit_log, uint64_t offset, uint64_t* end) {
   nlohmann::json out = nlohmann::json::array();
+  if (end) *end = offset;
   std::ifstream in(audit_log, std::ios::binary);
   if (!in) return out;
   in.seekg(static_cast<std::streamoff>(offset));
   std::string line;
   size_t kept = 0;
+  uint64_t at = offset;
   while (std::getline(in, line)) {
-    auto j = nlohmann::json::parse(line, nullptr, false);
-    auto r = refusal_of(j);
+    if (in.eof()) break;  // no newline yet: the supervisor is still writing it
+    at += line.size() + 1;
+    if (end) *end = at;
+    auto r = refusal_of(nlohmann::json::parse(line, nullptr, false));
     if (r.is_null()) continue;
-    if (++kept > 100) {  // a flood (a fork bomb of refused calls) is counted, not listed
-      out.push_back({{"event", "more"}, {"summary", "more refusals than 100 in this call: see the audit log"}});
-      break;
+    if (++kept == 101)  // a flood (a fork bomb of refused calls) is counted, not listed
+      out.push_back({{"event", "more"}, {"summary", "more refusals than 100 in this window: see the audit log"}});
+    if (kept > 100) {
+      if (!end) break;  // nobody needs the window's end: stop here
+      continue;
     }
     out.push_back(std::move(r));
   }
   return out;
 }
 
-}  // namespace exg::mcp
+}  // namespace exg::sandbox

@@ -1,0 +1,63 @@
+// Transparent egress (network.transparent, on by default): clients that ignore
+// the proxy variables. The in-sandbox resolver answers an allowed name with an
+// address of its own from kCaptureRange, remembered here; inside the sandbox
+// every TCP connection to a non-loopback address is redirected by netfilter to
+// the transparent listener (process/transparent_capture.hpp), where a
+// TransparentSession recovers the destination (SO_ORIGINAL_DST): a handed-out
+// address stands for its name, any other address is a literal judged by the
+// CIDR rules. The session then decides and connects like the explicit proxy
+// (rules on the name, the proxy's own DNS, rules on every address), and checks
+// what the client says first against that name: a TLS ClientHello's SNI or an
+// HTTP Host header naming another host is a mismatch, refused and logged.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "egress/rules.hpp"
+
+namespace exg::egress {
+
+// 198.18.0.0/15 (RFC 2544, benchmarking; what fake-IP resolvers use): never a
+// destination a sandbox needs by address, and not loopback, so that tools
+// that treat 127/8 as "local" (no proxy, no TLS checks) do not.
+inline constexpr uint32_t kCaptureRangeBase = 0xc6120000;  // 198.18.0.0
+inline constexpr int kCaptureRangePrefix = 15;
+inline constexpr uint16_t kTransparentPort = 15001;  // the listener inside (127.0.0.1)
+
+// Names the resolver handed out addresses for, both ways. One per sandbox, on
+// the proxy's loop (no locking). An address once given to a name stays its
+// address for the sandbox's life (clients cache answers past their TTL).
+class HandedOutAddresses {
+ public:
+  static bool in_range(const IpAddress& a);
+  // The address for a normalised name, given now if it had none; nullopt when
+  // the range is used up (128 Ki names).
+  std::optional<IpAddress> address_for(const std::string& name);
+  // The name an address of the range was handed out for; nullptr otherwise.
+  const std::string* name_for(const IpAddress& a) const;
+  size_t size() const { return by_index_.size(); }
+
+ private:
+  std::unordered_map<std::string, uint32_t> by_name_;
+  std::unordered_map<uint32_t, std::string> by_index_;
+  uint32_t next_ = 1;  // .0.0 is skipped (a network address to some tools)
+};
+
+namespace detail {
+
+// The server name of a TLS ClientHello at the start of `in` (one handshake
+// record, the hello inside it). NeedMore: not all of the record yet; NotTls:
+// not a handshake record; NoSni: a hello without a host_name entry; Malformed.
+struct ClientHelloSni {
+  enum Kind { NeedMore, NotTls, NoSni, Sni, Malformed } kind = NeedMore;
+  std::string name;
+};
+ClientHelloSni parse_client_hello_sni(std::string_view in);
+
+}  // namespace detail
+}  // namespace exg::egress

@@ -1,0 +1,246 @@
+// A connection the sandbox's netfilter redirected to the transparent listener
+// (transparent.hpp): its destination recovered, decided and connected like an
+// explicit proxy request, then what the client says first checked against the
+// name before a byte goes upstream.
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "egress/proxy.hpp"
+#include "egress/transparent.hpp"
+
+namespace exg::egress::detail {
+namespace {
+
+using boost::asio::ip::tcp;
+
+constexpr int kSoOriginalDst = 80;  // SO_ORIGINAL_DST (linux/netfilter_ipv4.h), level SOL_IP
+
+// The destination the client connected to before the redirect; nullopt when
+// the connection was not redirected (no NAT record: someone connected to the
+// listener itself).
+std::optional<std::pair<IpAddress, uint16_t>> original_destination(int fd) {
+  sockaddr_in sa{};
+  socklen_t len = sizeof sa;
+  if (::getsockopt(fd, SOL_IP, kSoOriginalDst, &sa, &len) != 0 || sa.sin_family != AF_INET) return std::nullopt;
+  auto a = IpAddress::from_sockaddr(reinterpret_cast<const sockaddr*>(&sa));
+  if (!a) return std::nullopt;
+  return std::pair{*a, ntohs(sa.sin_port)};
+}
+
+// Whether the first bytes can still be (or are) an HTTP/1 request line: a
+// method token of capitals, then a space.
+enum class HttpStart { No, Maybe, Yes };
+HttpStart http_start(std::string_view in) {
+  size_t i = 0;
+  while (i < in.size() && i < 16 && in[i] >= 'A' && in[i] <= 'Z') ++i;
+  if (i == in.size()) return i < 16 ? HttpStart::Maybe : HttpStart::No;
+  return i > 0 && in[i] == ' ' ? HttpStart::Yes : HttpStart::No;
+}
+
+class TransparentSession : public Session {
+ public:
+  TransparentSession(std::shared_ptr<ProxyState> st, tcp::socket s) : Session(std::move(st), std::move(s), "transparent", false) {}
+
+  void start() override {
+    auto dest = original_destination(client_.native_handle());
+    if (!dest) return refuse_early("", 0, "not redirected", "a connection to the transparent listener itself");
+    auto [addr, port] = *dest;
+    if (addr.bytes[0] == 127 && !addr.v6)  // the redirect never sends loopback here
+      return refuse_early(addr.str(), port, "not redirected", "a loopback destination");
+    std::string host = addr.str();
+    if (HandedOutAddresses::in_range(addr)) {
+      const std::string* name = st_->handed_out ? st_->handed_out->name_for(addr) : nullptr;
+      if (!name)
+        return refuse_early(host, port, "capture range",
+                            "an address of the resolver's range (198.18.0.0/15) it never handed out");
+      host = *name;
+      by_name_ = true;
+    }
+    decide_and_connect(host, port, [s = self()](Outcome o) {
+      if (o.kind != Outcome::Connected) return s->on_failure(o);
+      s->out_ = std::move(o);
+      s->wait_first_bytes();
+    });
+  }
+
+  void refuse_over_limit() override {
+    log_over_limit();
+    close();
+  }
+
+ private:
+  std::shared_ptr<TransparentSession> self() {
+    return std::static_pointer_cast<TransparentSession>(shared_from_this());
+  }
+
+  void refuse_early(const std::string& host, uint16_t port, const std::string& rule, const std::string& reason) {
+    log_refusal(host, port, Decision{false, rule, reason}, std::nullopt, {});
+    close();
+  }
+
+  // The client learns of a refusal by the connection closing: what it meant
+  // to speak is not known yet, so no protocol's error reply fits. The audit
+  // line says why.
+  void on_failure(const Outcome& o) {
+    if (o.kind == Outcome::Refused || o.kind == Outcome::BadHost)
+      log_refusal(o.host, o.port, o.decision, o.address, o.refused_addresses);
+    else
+      log_connect_failure(o);
+    close();
+  }
+
+  // Connected upstream; nothing is relayed until one side speaks. The client
+  // first (TLS, HTTP, most protocols): its first bytes are checked. The
+  // server first (SSH, SMTP): there is nothing of the client's to check.
+  void wait_first_bytes() {
+    arm_timer(st_->cfg.idle_timeout, "idle");
+    client_.async_wait(tcp::socket::wait_read, [s = self()](const boost::system::error_code& ec) {
+      if (s->closed_ || s->spoke_) return;
+      if (ec) return s->close();
+      s->spoke_ = true;
+      boost::system::error_code e;
+      s->upstream_.cancel(e);
+      s->read_more([s] { s->classify(); });
+    });
+    upstream_.async_wait(tcp::socket::wait_read, [s = self()](const boost::system::error_code& ec) {
+      if (s->closed_ || s->spoke_) return;
+      if (ec) return s->close();
+      s->spoke_ = true;
+      boost::system::error_code e;
+      s->client_.cancel(e);
+      if (s->opaque_refusal()) return;
+      s->relay({}, false);
+    });
+  }
+
+  bool too_long() const { return in_.size() > st_->cfg.max_header_bytes; }
+
+  void classify() {
+    auto hello = parse_client_hello_sni(in_);
+    switch (hello.kind) {
+      case ClientHelloSni::NeedMore:
+        if (too_long()) return malformed("TLS ClientHello larger than " + std::to_string(st_->cfg.max_header_bytes) + " bytes");
+        return read_more([s = self()] { s->classify(); });
+      case ClientHelloSni::Malformed: return malformed("malformed TLS ClientHello");
+      case ClientHelloSni::Sni:
+        if (!name_matches(hello.name, "TLS server name")) return;
+        return relay({}, true);
+      case ClientHelloSni::NoSni: return relay({}, true);
+      case ClientHelloSni::NotTls: break;
+    }
+    switch (http_start(in_)) {
+      case HttpStart::No:  // another protocol: relayed as it is
+        if (opaque_refusal()) return;
+        return relay({}, false);
+      case HttpStart::Maybe: return read_more([s = self()] { s->classify(); });
+      case HttpStart::Yes: break;
+    }
+    size_t n = head_length(in_);
+    if (!n) {
+      if (too_long()) return malformed("request head larger than " + std::to_string(st_->cfg.max_header_bytes) + " bytes");
+      return read_more([s = self()] { s->classify(); });
+    }
+    auto head = parse_request_head(std::string_view(in_).substr(0, n));
+    if (!head) return malformed(head.error().why);
+    if (head->count("host") > 1) return malformed("more than one Host header");
+    if (const std::string* hv = head->find("host")) {
+      auto a = parse_authority(*hv, out_.port);
+      if (!a) return malformed("Host header: " + a.error().why);
+      if (!name_matches(a->host, "Host header")) return;
+    }
+    // A captured plain-HTTP connection is relayed as a stream, not request by
+    // request: where requests are judged (network.rules) or response headers
+    // stripped, it is refused; clients that use HTTP_PROXY get that done.
+    if (auto rule = stream_refusal()) {
+      log_refusal(out_.host, out_.port,
+                  Decision{false, *rule, "a captured plain-HTTP connection is relayed as a stream; requests to this "
+                                         "host go through the proxy (HTTP_PROXY) to be judged one by one"},
+                  out_.address, {});
+      return close();
+    }
+    // Plain HTTP: no secret is put in (it would travel in clear text), and a
+    // placeholder of another host's secret is refused, as on the explicit proxy.
+    auto own = secrets_for(out_.host, out_.port);
+    if (exfiltration_in_headers(*head, out_.host, out_.port, own)) return close();
+    relay(std::move(own), false);
+  }
+
+  // For an address the resolver handed out: the name the client says must be
+  // the name the address stands for. For a literal address, whatever name the
+  // client says (its rules were the CIDR rules) is only written down.
+  bool name_matches(const std::string& said, const char* what) {
+    if (!by_name_) return true;
+    auto h = normalise_host(said);
+    if (h && h->name == out_.host) return true;
+    std::string shown = h ? h->name : said.substr(0, 100);
+    log_refusal(out_.host, out_.port,
+                Decision{false, std::string(what) + " mismatch",
+                         std::string(what) + " " + shown + " on the address handed out for " + out_.host},
+                out_.address, {});
+    close();
+    return false;
+  }
+
+  void malformed(const std::string& why) {
+    log_malformed(why + " (transparent " + out_.host + ":" + std::to_string(out_.port) + ")");
+    close();
+  }
+
+  // The bytes read so far go first (through the up filter). A TLS host that
+  // has secrets is intercepted, as after CONNECT.
+  void relay(std::vector<size_t> allowed, bool tls) {
+    cancel_timer();  // the tunnel's idle sweep, or the interception, from here
+    std::string first = std::move(in_);
+    in_.clear();
+    if (tls) {
+      if (terminates(out_.host, out_.port)) {
+        if (auto r = tunnel_refusal(true)) {  // tlsTerminate.maxTunnels
+          log_refusal(out_.host, out_.port, *r, out_.address, {});
+          return close();
+        }
+        auto ids = secrets_for(out_.host, out_.port);
+        if (!st_->secret_index->config().ca) {
+          log_refusal(out_.host, out_.port, Decision{false, "secrets without a certificate authority", "cannot intercept"},
+                      out_.address, {});
+          return close();
+        }
+        return intercept(std::move(ids), "", std::move(first));
+      }
+    }
+    if (tls && opaque_refusal()) return;
+    auto t = std::make_shared<Tunnel>(std::move(client_), std::move(upstream_), st_->cfg, st_->shared, tunnel_done());
+    if (auto f = exfiltration_filter(out_.host, out_.port, nullptr, std::move(allowed))) t->set_up_filter(std::move(f));
+    run_tunnel(t, "", std::move(first), "");
+  }
+
+  // A stream the proxy will not see into (TLS it does not terminate, another
+  // protocol): refused, as a tunnel would be, where a request rule or
+  // refuseOpaqueTunnels says so (request_gate.cpp). Logged and closed: true.
+  bool opaque_refusal() {
+    auto r = tunnel_refusal(false);
+    if (!r) return false;
+    log_refusal(out_.host, out_.port, *r, out_.address, {});
+    close();
+    return true;
+  }
+
+  // The rule a captured plain-HTTP stream would escape, if any.
+  std::optional<std::string> stream_refusal() const {
+    if (st_->cfg.requests)
+      if (auto h = normalise_host(out_.host))
+        if (auto rule = st_->cfg.requests->governing(*h)) return rule;
+    if (!st_->cfg.strip_response_headers.empty()) return std::string("stripResponseHeaders");
+    return std::nullopt;
+  }
+
+  bool by_name_ = false;  // the destination was an address the resolver handed out
+  bool spoke_ = false;    // one side spoke first (the other's wait is cancelled)
+};
+
+}  // namespace
+
+std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, tcp::socket s) {
+  return std::make_shared<TransparentSession>(std::move(st), std::move(s));
+}
+
+}  // namespace exg::egress::detail
