@@ -255,6 +255,7 @@ c denied http://denied.test/
 c private http://private.test/
 c other http://other.test/
 c misdirected -H 'Host: other.test' http://allowed.test/repos/x
+c captured --noproxy '*' http://allowed.test/repos/x
 echo \"== env\"; env"
 # section NAME: the output of one request above.
 section() { awk -v s="== $1" '$0 == s {on = 1; next} /^== / {on = 0} on' <<<"$OUT"; }
@@ -279,6 +280,8 @@ check "deniedResolvedAddresses beats allowedCidrs" \
 check "noProxy: other.test direct, Content-Type stripped" \
     bash -c 'grep -q "hello from 203.0.113.10" <<<"$1" && ! grep -qi "^Content-Type" <<<"$1"' _ "$(section other)"
 check "requireHostMatch: a Host naming another host gets 421" grep -q '^HTTP/1.1 421' <<<"$(section misdirected)"
+check "rule: captured plain HTTP to a host under a rule is refused (not judged request by request)" \
+    bash -c '! grep -q "hello from" <<<"$1" && grep -q "curl: (52)" <<<"$1"' _ "$(section captured)"
 check "the parent proxy saw CONNECTs to allowed.test only (refused requests never left, noProxy went direct)" \
     bash -c "! grep -qv ' CONNECT allowed.test:80 ' '$EGW_PARENT_LOG'"
 check "only the allowed request reached allowed.test's /repos/ (no POST, no admin)" \
@@ -318,6 +321,7 @@ def has(pred, what):
 no = lambda l: l["decision"] == "refused"
 has(lambda l: no(l) and l["rule"] == "network.rules[0] allowed.test" and "POST" in l["reason"], "POST refused by rule 0")
 has(lambda l: no(l) and l["rule"] == "no-admin", "the deny rule")
+has(lambda l: no(l) and l["protocol"] == "transparent" and l["rule"] == "network.rules[0] allowed.test", "captured")
 has(lambda l: no(l) and l["rule"] == "network.readOnly" and "DELETE" in l["reason"], "readOnly")
 has(lambda l: no(l) and l["rule"] == "refuseOpaqueTunnels", "refuseOpaqueTunnels")
 has(lambda l: no(l) and l["reason"] == "denied.test is off limits; use allowed.test", "deniedDomainReasons")
