@@ -147,10 +147,18 @@ Result<void> write_file(const std::string& path, const std::string& text, mode_t
 // The policy's secrets for the standalone proxy: values read here, a CA in memory.
 Result<std::shared_ptr<const egress::SecretsConfig>> proxy_secrets(const policy::Policy& pol, const std::string& ca_out,
                                                                    const std::string& ph_out) {
+  // Request rules are judged inside TLS too: a CA for them, secrets or not.
+  const bool rules = !pol.network.rules.empty() || pol.network.read_only.value_or(false);
   if (pol.secrets.empty()) {
-    if (!ca_out.empty() || !ph_out.empty())
-      return fail(Error::msg("--ca-cert-out/--placeholders-out", "the policy declares no secrets"));
-    return std::shared_ptr<const egress::SecretsConfig>();
+    if (!ph_out.empty()) return fail(Error::msg("--placeholders-out", "the policy declares no secrets"));
+    if (!rules || ca_out.empty()) {
+      if (!ca_out.empty())
+        return fail(Error::msg("--ca-cert-out", "the policy declares no secrets and no request rules"));
+      if (rules)
+        std::fprintf(stderr, "exguardian: proxy: without --ca-cert-out, tunnels to hosts under network.rules are "
+                             "refused (their requests could not be judged)\n");
+      return std::shared_ptr<const egress::SecretsConfig>();
+    }
   }
   if (!pol.secret_files.empty())
     std::fprintf(stderr, "exguardian: proxy: secretFiles are for sandboxes; the standalone proxy ignores them\n");
@@ -243,6 +251,7 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
 
   boost::asio::io_context io(1);
   egress::ProxyConfig cfg;
+  if (auto c = egress::configure_from_policy(cfg, pol->network); !c) return error_line(c.error().str());
   cfg.token = token;  // asked of TCP listeners' clients only
   cfg.secrets = *secrets;
   if (bounds.max_connections) cfg.max_connections = bounds.max_connections;

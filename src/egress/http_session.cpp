@@ -59,7 +59,7 @@ class BodyFilter : public StreamFilter {
 // lets the body stream raw.
 class ResponseFilter : public StreamFilter {
  public:
-  explicit ResponseFilter(size_t max) : max_(max) {}
+  ResponseFilter(size_t max, const std::vector<std::string>& strip) : max_(max), strip_(strip) {}
   Status feed(std::string_view in, std::string& out) override {
     buf_.append(in);
     for (;;) {
@@ -75,6 +75,7 @@ class ResponseFilter : public StreamFilter {
         buf_.erase(0, n);
         continue;
       }
+      strip_response_headers(*h, strip_);
       out += client_response_head(*h);
       out.append(buf_, n);
       buf_.clear();
@@ -91,6 +92,7 @@ class ResponseFilter : public StreamFilter {
     return Status::Error;
   }
   size_t max_;
+  const std::vector<std::string>& strip_;  // the ProxyState's, alive while the tunnel is
   std::string buf_;
 };
 
@@ -128,12 +130,18 @@ class HttpSession : public Session {
     reply_and_close(response(400, "Bad Request", "exguardian: " + why + "\n"));
   }
 
-  void refuse(const Outcome& o) {
+  // 403, or `status` (400 for a malformed host, 421 a Host naming another one,
+  // 503 past tlsTerminate.maxTunnels).
+  void refuse(const Outcome& o, int status = 403) {
     log_refusal(o.host, o.port, o.decision, o.address, o.refused_addresses);
     std::string body = "exguardian: " + o.host + ":" + std::to_string(o.port) + " refused: " +
                        (o.decision.reason.empty() ? "not allowed" : o.decision.reason) + " (" + o.decision.rule + ")\n";
-    if (o.kind == Outcome::BadHost) reply_and_close(response(400, "Bad Request", body, o.decision.rule));
-    else reply_and_close(response(403, "Forbidden", body, o.decision.rule));
+    if (o.kind == Outcome::BadHost) status = 400;
+    if (o.decision.rule.starts_with(kTooManyTunnels))
+      return reply_and_close(response(503, "Service Unavailable", body, o.decision.rule,
+                                      "X-Proxy-Error: too-many-tunnels\r\n"));
+    const char* phrase = status == 400 ? "Bad Request" : status == 421 ? "Misdirected Request" : "Forbidden";
+    reply_and_close(response(status, phrase, body, o.decision.rule));
   }
 
   // After log_exfiltration (which counted it).
@@ -191,8 +199,9 @@ class HttpSession : public Session {
         if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
         s->out_ = o;
         const std::string established = "HTTP/1.1 200 Connection established\r\n\r\n";
-        // A host that has secrets: TLS is terminated here to put them in (never tunnelled).
-        if (auto ids = s->secrets_for(o.host, o.port); !ids.empty()) {
+        // A host that has secrets (or requests under a rule): TLS is terminated here (never tunnelled).
+        if (s->terminates(o.host, o.port)) {
+          auto ids = s->secrets_for(o.host, o.port);
           if (!s->st_->secret_index->config().ca) {
             o.decision = Decision{false, "secrets without a certificate authority", "cannot intercept"};
             return s->refuse(o);
@@ -221,7 +230,7 @@ class HttpSession : public Session {
         o.host = tn ? tn->name : t->authority.host;
         o.port = t->authority.port;
         o.decision = Decision{false, "Host header mismatch", "the Host header names another host than the request target"};
-        return refuse(o);
+        return refuse(o, host_mismatch_status());
       }
     }
     {
@@ -235,20 +244,40 @@ class HttpSession : public Session {
           exfiltration_in(rest, "body", host, t->authority.port, own))
         return refuse_exfiltration(host);
     }
+    // network.rules / readOnly: the method and path, as the origin will read them.
+    std::string request_rule;
+    if (st_->cfg.requests) {
+      if (auto tn = normalise_host(t->authority.host)) {
+        auto v = st_->cfg.requests->check(*tn, head->method, t->path);
+        if (!v.decision.allowed) {
+          Outcome o;
+          o.kind = Outcome::Refused;
+          o.host = tn->name;
+          o.port = t->authority.port;
+          o.decision = v.decision;
+          return refuse(o, v.ambiguous ? 400 : 403);
+        }
+        if (v.normalized_target) t->path = *v.normalized_target;
+        request_rule = v.decision.rule;
+      }
+    }
     auto framing = request_body_framing(*head);
     if (!framing) return malformed(framing.error().why);
     std::string fwd = origin_request_head(*head, *t);
     decide_and_connect(t->authority.host, t->authority.port,
-                       [s = self(), rest = std::move(rest), fwd = std::move(fwd), f = *framing](Outcome o) mutable {
+                       [s = self(), rest = std::move(rest), fwd = std::move(fwd), f = *framing,
+                        request_rule = std::move(request_rule)](Outcome o) mutable {
                          if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
                          s->out_ = o;
+                         s->out_.request_rule = std::move(request_rule);
                          auto tun = std::make_shared<Tunnel>(std::move(s->client_), std::move(s->upstream_),
                                                              s->st_->cfg, s->st_->shared, s->tunnel_done());
                          // The body is scanned too (its first 64 KiB): a placeholder closes the request.
                          tun->set_up_filter(s->exfiltration_filter(s->out_.host, s->out_.port,
                                                                    std::make_unique<BodyFilter>(f),
                                                                    s->secrets_for(s->out_.host, s->out_.port), "body"));
-                         tun->set_down_filter(std::make_unique<ResponseFilter>(s->st_->cfg.max_header_bytes));
+                         tun->set_down_filter(std::make_unique<ResponseFilter>(s->st_->cfg.max_header_bytes,
+                                                                               s->st_->cfg.strip_response_headers));
                          tun->end_when_down_done(true);
                          s->run_tunnel(tun, std::move(fwd), std::move(rest), "");
                        });

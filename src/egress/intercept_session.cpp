@@ -154,7 +154,10 @@ std::string response(int code, const char* status, const std::string& body, cons
 
 class Interceptor {
  public:
-  Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {}
+  Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {
+    ++st().stats.terminated_now;  // tlsTerminate.maxTunnels counts these
+  }
+  ~Interceptor() { --st().stats.terminated_now; }
 
   awaitable<void> run(std::string down_prefix, std::string up_initial);
 
@@ -192,6 +195,7 @@ class Interceptor {
   uint64_t bytes_up_ = 0, bytes_down_ = 0;
   int requests_ = 0;
   bool finished_ = false, refused_ = false;  // refused_: the refusal wrote its own audit line
+  bool sni_mismatch_ = false;  // the client's TLS server name names another host (requireHostMatch)
 };
 
 awaitable<bool> Interceptor::connect_upstream() {
@@ -236,11 +240,16 @@ awaitable<bool> Interceptor::accept_client(std::string up_initial) {
   SSL_set_accept_state(ssl.get());
   cl_ = std::make_unique<TlsEnd>(s_.client_, std::move(ssl));
   cl_->feed(up_initial);
-  s_.arm_timer(cfg().header_timeout, "client TLS handshake");
+  s_.arm_timer(cfg().handshake_timeout.value_or(cfg().header_timeout), "client TLS handshake");
   int r = co_await cl_->run([this] { return SSL_do_handshake(cl_->ssl()); });
   if (r <= 0) {
     cl_.reset();  // nothing can be said to it over TLS
     co_return false;
+  }
+  if (cfg().require_host_match) {
+    const char* sni = SSL_get_servername(cl_->ssl(), TLSEXT_NAMETYPE_host_name);
+    auto named = sni ? normalise_host(sni) : Result<Host>(fail(Error::msg("sni", "none")));
+    sni_mismatch_ = sni && (!named || named->name != s_.out_.host);
   }
   co_return true;
 }
@@ -416,13 +425,32 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     Authority self{host, port, true};
     const std::string* hv = head->find("host");
     bool origin_form = head->target.starts_with('/') || (head->target == "*" && head->method == "OPTIONS");
-    if (!origin_form || head->count("host") > 1 || (hv && !host_header_matches(*hv, self, 443))) {
+    if (!origin_form || head->count("host") > 1 || (hv && !host_header_matches(*hv, self, 443)) || sni_mismatch_) {
       refused_ = true;
-      Decision d{false, "Host header mismatch", "the request names another host than the connection"};
+      Decision d{false, sni_mismatch_ ? "TLS server name mismatch" : "Host header mismatch",
+                 "the request names another host than the connection"};
       s_.log_refusal(host, port, d, s_.out_.address, {});
-      co_await answer(response(403, "Forbidden", "exguardian: " + d.reason + " (" + host + ")\n", d.rule));
+      int status = s_.host_mismatch_status();
+      co_await answer(response(status, status == 421 ? "Misdirected Request" : "Forbidden",
+                               "exguardian: " + d.reason + " (" + host + ")\n", d.rule));
       co_return Next::Failed;
     }
+  }
+  // network.rules / readOnly: this request's method and path.
+  if (cfg().requests) {
+    auto hn = normalise_host(host);
+    auto v = hn ? cfg().requests->check(*hn, head->method, head->target) : RequestRules::Verdict{};
+    if (!hn || !v.decision.allowed) {
+      refused_ = true;
+      if (!hn) v.decision = Decision{false, "invalid host", "invalid host"};
+      s_.log_refusal(host, port, v.decision, s_.out_.address, {});
+      co_await answer(response(v.ambiguous ? 400 : 403, v.ambiguous ? "Bad Request" : "Forbidden",
+                               "exguardian: " + head->method + " " + head->target.substr(0, 200) + " to " + host +
+                                   " refused: " + v.decision.reason + " (" + v.decision.rule + ")\n",
+                               v.decision.rule));
+      co_return Next::Failed;
+    }
+    if (v.normalized_target) head->target = *v.normalized_target;
   }
   // (The body bytes that came with the head are looked at before anything is
   // sent; later ones as they pass: relay_request_body.)
@@ -512,6 +540,7 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
       });
       if (chunked_out) resp->headers.emplace_back("Transfer-Encoding", "chunked");
     }
+    strip_response_headers(*resp, cfg().strip_response_headers);
     resp->version = "HTTP/1.1";  // what we speak to the client, whatever the upstream spoke
     std::string h = client_response_head(*resp, last);
     if (!co_await cl_->write(h)) co_return Next::Failed;
@@ -562,6 +591,7 @@ void Interceptor::finish(const std::string& end) {
       if (out.address) j["address"] = out.address->str();
       j["decision"] = "allowed";
       j["rule"] = out.decision.rule;
+      if (!out.via.empty()) j["via"] = out.via;
       j["intercepted"] = true;
       std::vector<std::string> names;
       for (size_t i : ids_) names.push_back(st().secret_index->secrets()[i].name);

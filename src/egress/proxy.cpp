@@ -377,6 +377,15 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
     out_.kind = Outcome::Refused;
     return done(std::move(out_));
   }
+  // A tunnel: is it one the proxy will see into (request_gate.cpp)? (A captured
+  // connection is judged once its first bytes say what it carries.)
+  if (std::string_view(protocol_) != "http" && std::string_view(protocol_) != "transparent") {
+    if (auto r = tunnel_refusal(terminates(host->name, port))) {
+      out_.kind = Outcome::Refused;
+      out_.decision = *r;
+      return done(std::move(out_));
+    }
+  }
   arm_timer(st_->cfg.connect_timeout, "connect");
   if (host->literal) {
     Decision a = judged_by_->check_address(*host->literal);
@@ -388,8 +397,14 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
       return done(std::move(out_));
     }
     candidates_ = {*host->literal};
-    return connect_next(std::move(done));
   }
+  // Through a proxy of the user's (parent_proxy.cpp): it gets the name.
+  if (st_->cfg.upstreams) {
+    std::string_view proto = protocol_;
+    if (auto via = st_->cfg.upstreams->route(*host, proto != "http", proto == "socks5"))
+      return connect_via(std::move(*via), std::move(done));
+  }
+  if (host->literal) return connect_next(std::move(done));
   if (auto addrs = st_->hosts_lookup(host->name)) return on_addresses(*addrs, std::move(done));
   if (!resolver_) resolver_ = std::make_unique<tcp::resolver>(st_->io);
   resolver_->async_resolve(host->name, std::to_string(port), tcp::resolver::numeric_service,
@@ -513,6 +528,8 @@ std::function<void(const Tunnel::Outcome&)> Session::tunnel_done() {
     if (!out.refused_addresses.empty()) j["refused_addresses"] = out.refused_addresses;
     j["decision"] = "allowed";
     j["rule"] = out.decision.rule;
+    if (!out.via.empty()) j["via"] = out.via;
+    if (!out.request_rule.empty()) j["request_rule"] = out.request_rule;
     j["bytes_up"] = o.bytes_up;
     j["bytes_down"] = o.bytes_down;
     j["duration_ms"] = self->elapsed_ms();
@@ -559,6 +576,7 @@ void Session::log_connect_failure(const Outcome& o) {
   if (!o.refused_addresses.empty()) j["refused_addresses"] = o.refused_addresses;
   j["decision"] = "allowed";
   j["rule"] = o.decision.rule;
+  if (!o.via.empty()) j["via"] = o.via;
   j["error"] = o.kind == Outcome::DnsFailed ? "dns: " + o.error
                : o.kind == Outcome::TimedOut ? std::string("connect timeout")
                                              : "connect: " + o.error;

@@ -28,6 +28,8 @@
 #include <vector>
 
 #include "egress/audit_sink.hpp"
+#include "egress/parent_proxy.hpp"
+#include "egress/request_rules.hpp"
 #include "egress/rules.hpp"
 #include "egress/secrets.hpp"
 #include "egress/transparent.hpp"
@@ -49,16 +51,29 @@ struct ProxyConfig {
   // Credential injection (secrets.hpp): null means no secrets, no interception,
   // no exfiltration scanning.
   std::shared_ptr<const SecretsConfig> secrets;
+  // srt 0.0.83's proxy settings and ExGuardian's request rules, from the
+  // policy's network section (proxy_settings.cpp: configure_from_policy).
+  std::shared_ptr<const RequestRules> requests;  // network.rules / readOnly; null: none
+  std::shared_ptr<const Upstreams> upstreams;    // parent / mitm proxies; null: direct
+  bool refuse_opaque_tunnels = false;            // CONNECT not terminated, SOCKS: refused
+  bool require_host_match = false;               // a Host naming another host: 421 instead of 403
+  std::vector<std::string> strip_response_headers;  // folded: lower case, "_" and "." as "-"
+  size_t max_terminated = 0;                     // TLS connections terminated at once; 0: no cap
+  std::optional<std::chrono::milliseconds> handshake_timeout;  // the client's TLS handshake; else header_timeout
   // Transparent egress (transparent.hpp): the resolver answers allowed names
   // with addresses of its own, which the proxy (explicit and transparent
   // listeners alike) takes back to their names.
   bool transparent = false;
 };
 
+// Fills the settings above from the policy (errors name the key).
+Result<void> configure_from_policy(ProxyConfig& cfg, const policy::Network& net);
+
 struct ProxyStats {
   uint64_t allowed = 0, refused = 0, malformed = 0;
   uint64_t intercepted = 0;    // connections whose TLS the proxy terminated to put secrets in (also in allowed)
   uint64_t exfiltration = 0;   // refusals because a placeholder was on its way elsewhere (also in refused)
+  uint64_t terminated_now = 0; // intercepted connections open at the moment (tlsTerminate.maxTunnels)
   std::map<std::string, uint64_t> refused_hosts;  // bounded (see proxy.cpp); "(other)" beyond
   std::string summary() const;  // "egress: 3 allowed, 2 refused (denied.test x2), 0 malformed"
 };
@@ -156,6 +171,10 @@ std::string origin_request_head(const HttpHead& req, const AbsoluteTarget& t);
 std::string client_response_head(const HttpHead& resp, bool close = true);
 // Whether a Connection header lists `token` ("close", "keep-alive"), case-insensitive.
 bool connection_has(const HttpHead& h, std::string_view token);
+
+// Drops the headers named in `folded` (stripResponseHeaders: lower case, "_"
+// and "." read as "-") from a response head (request_gate.cpp).
+void strip_response_headers(HttpHead& resp, const std::vector<std::string>& folded);
 
 // The head sent upstream on an intercepted (TLS-terminated) connection: the
 // request line as sent (HTTP/1.1), hop-by-hop headers removed, "Connection: close"
@@ -386,10 +405,26 @@ class Session : public std::enable_shared_from_this<Session> {
     std::vector<std::string> refused_addresses;   // resolved but refused by check_address
     boost::system::error_code connect_ec;
     std::string error;
+    std::string via;  // the user's proxy it went through ("parentProxy http://proxy:3128"), empty: direct
+    std::string request_rule;  // the network.rules entry that allowed a plain-HTTP request
   };
   // normalise_host -> check_host -> resolve (names only) -> check_address on every
   // address -> connect to those that passed, in order. `done` runs on the loop.
   void decide_and_connect(const std::string& raw_host, uint16_t port, std::function<void(Outcome)> done);
+  // Through the user's proxy instead of to the host (parent_proxy.cpp); sets out_.via.
+  void connect_via(Via via, std::function<void(Outcome)> done);
+  // Whether a tunnel to out_.host may open (request_gate.cpp): refused when the
+  // host is under a request rule or refuseOpaqueTunnels holds and the proxy
+  // would not see its requests (`terminated`: it will), or when it would be
+  // terminated and tlsTerminate.maxTunnels are open. Allowed: nullopt.
+  std::optional<Decision> tunnel_refusal(bool terminated) const;
+  // Whether a tunnel to host:port is terminated here: it has secrets, or its
+  // requests are under a rule and there is a CA to terminate with.
+  bool terminates(const std::string& host, uint16_t port) const;
+  static constexpr const char* kTooManyTunnels = "tlsTerminate.maxTunnels";
+  // Whether a Host header or server name names another host: 421 with
+  // requireHostMatch, else 403.
+  int host_mismatch_status() const { return st_->cfg.require_host_match ? 421 : 403; }
   void run_tunnel(std::shared_ptr<Tunnel> t, std::string up_prefix, std::string up_initial, std::string down_prefix);
   std::function<void(const Tunnel::Outcome&)> tunnel_done();
 

@@ -234,6 +234,11 @@ Result<Rules> Rules::from_policy(const policy::Network& net) {
       auto split = split_port(e.pattern, what);
       if (!split) return split.error();
       auto [host, port] = *split;
+      if (host == "*") {  // "*:22": every host on that port (deniedDomains only)
+        if (!denied) return Error::msg(what, "a bare \"*\" is allowed only in deniedDomains");
+        out->push_back(DomainRule{"*", port, label});
+        continue;
+      }
       bool wildcard = host.starts_with("*.");
       if (wildcard) host.remove_prefix(2);
       auto h = normalise_host(host);
@@ -248,6 +253,17 @@ Result<Rules> Rules::from_policy(const policy::Network& net) {
   };
   if (auto e = domains(net.allowed_domains, "allowedDomains", false, &r.allow_)) return fail(*e);
   if (auto e = domains(net.denied_domains, "deniedDomains", true, &r.deny_)) return fail(*e);
+  // deniedDomainReasons: keyed by the entry exactly as written.
+  for (std::size_t i = 0; i < net.denied_domains.size(); ++i)
+    for (const auto& [entry, why] : net.denied_domain_reasons)
+      if (entry == net.denied_domains[i].pattern) r.deny_[i].reason = why;
+  for (std::size_t i = 0; i < net.denied_resolved_addresses.size(); ++i) {
+    const auto& e = net.denied_resolved_addresses[i];
+    std::string label = "deniedResolvedAddresses[" + std::to_string(i) + "] " + quoted(e.pattern);
+    auto c = parse_cidr(e.pattern);
+    if (!c) return fail(Error::msg((e.where.file.empty() ? "" : e.where.str() + ": ") + label, "invalid CIDR"));
+    r.deny_resolved_.emplace_back(*c, label);
+  }
   for (std::size_t i = 0; i < net.allowed_cidrs.size(); ++i) {
     const auto& e = net.allowed_cidrs[i];
     std::string label = "allowedCidrs[" + std::to_string(i) + "] " + quoted(e.pattern);
@@ -284,7 +300,7 @@ bool pattern_matches(std::string_view pattern, const Host& host) {
 Decision Rules::check_host(const Host& host, uint16_t port) const {
   auto applies = [&](const DomainRule& r) { return (!r.port || *r.port == port) && pattern_matches(r.pattern, host); };
   for (const auto& r : deny_) {
-    if (applies(r)) return Decision{false, r.label, "host is denied by policy"};
+    if (applies(r)) return Decision{false, r.label, r.reason.empty() ? "host is denied by policy" : r.reason};
   }
   if (host.literal) {
     for (const auto& [cidr, label] : allow_cidrs_) {
@@ -309,7 +325,8 @@ bool Rules::allow_list_matches(const Host& host, uint16_t port) const {
 Decision Rules::check_name(const Host& host) const {
   if (host.literal) return Decision{false, "literal address", "an address is not a name to resolve"};
   for (const auto& r : deny_) {
-    if (!r.port && pattern_matches(r.pattern, host)) return Decision{false, r.label, "host is denied by policy"};
+    if (!r.port && pattern_matches(r.pattern, host))
+      return Decision{false, r.label, r.reason.empty() ? "host is denied by policy" : r.reason};
   }
   for (const auto& r : allow_) {
     if (pattern_matches(r.pattern, host)) return Decision{true, r.label, ""};
@@ -324,8 +341,18 @@ Decision Rules::check_address(const IpAddress& addr) const {
   for (const auto& r : deny_) {
     if (r.port || r.pattern == "*") continue;
     if (parse_ip(r.pattern) && pattern_matches(r.pattern, as_host)) {
-      return Decision{false, r.label, "address is denied by policy"};
+      return Decision{false, r.label, r.reason.empty() ? "address is denied by policy" : r.reason};
     }
+  }
+  // deniedResolvedAddresses beat the CIDR rules, except one naming exactly this
+  // address (srt: the literal itself listed as allowed).
+  IpAddress bare = unmapped(addr);
+  for (const auto& [cidr, label] : deny_resolved_) {
+    if (!cidr.contains(bare) && !cidr.contains(addr)) continue;
+    bool exact = std::any_of(allow_cidrs_.begin(), allow_cidrs_.end(), [&](const auto& a) {
+      return a.first.prefix == (a.first.base.v6 ? 128 : 32) && (a.first.contains(bare) || a.first.contains(addr));
+    });
+    if (!exact) return Decision{false, label, "resolved address is denied by policy"};
   }
   // An explicit CIDR rule is the only way to any special range, and to the
   // host's own addresses.

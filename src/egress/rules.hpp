@@ -93,7 +93,9 @@ class Rules {
 
   // Step 2, after DNS, for every resolved address of an allowed name: special
   // ranges and the host's own addresses are refused unless a CIDR rule allows
-  // the address. The proxy connects only to an address that passed.
+  // the address; deniedResolvedAddresses are refused unless an allowedCidrs
+  // entry is exactly that one address. The proxy connects only to an address
+  // that passed.
   Decision check_address(const IpAddress& addr) const;
 
   // The host's own interface addresses (getifaddrs), refreshed by the caller
@@ -113,9 +115,11 @@ class Rules {
     std::string pattern;  // normalised, without port; "*.x.com" kept with the "*."
     std::optional<uint16_t> port;
     std::string label;    // "allowedDomains[2] *.github.com"
+    std::string reason;   // deniedDomainReasons' for this entry; empty: the generic one
   };
   std::vector<DomainRule> allow_, deny_;
   std::vector<std::pair<Cidr, std::string>> allow_cidrs_;
+  std::vector<std::pair<Cidr, std::string>> deny_resolved_;  // deniedResolvedAddresses
   std::vector<IpAddress> own_;
 };
 

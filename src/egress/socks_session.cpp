@@ -151,8 +151,9 @@ class SocksSession : public Session {
       s->out_ = o;
       boost::system::error_code ec;
       auto bound = s->upstream_.local_endpoint(ec);
-      // A host that has secrets: TLS is terminated here to put them in (never tunnelled).
-      if (auto ids = s->secrets_for(o.host, o.port); !ids.empty()) {
+      // A host that has secrets (or requests under a rule): TLS is terminated here (never tunnelled).
+      if (s->terminates(o.host, o.port)) {
+        auto ids = s->secrets_for(o.host, o.port);
         if (!s->st_->secret_index->config().ca) {
           o.kind = Outcome::Refused;
           o.decision = Decision{false, "secrets without a certificate authority", "cannot intercept"};

@@ -108,6 +108,7 @@ class TransparentSession : public Session {
       s->spoke_ = true;
       boost::system::error_code e;
       s->client_.cancel(e);
+      if (s->opaque_refusal()) return;
       s->relay({}, false);
     });
   }
@@ -128,7 +129,9 @@ class TransparentSession : public Session {
       case ClientHelloSni::NotTls: break;
     }
     switch (http_start(in_)) {
-      case HttpStart::No: return relay({}, false);  // another protocol: relayed as it is
+      case HttpStart::No:  // another protocol: relayed as it is
+        if (opaque_refusal()) return;
+        return relay({}, false);
       case HttpStart::Maybe: return read_more([s = self()] { s->classify(); });
       case HttpStart::Yes: break;
     }
@@ -144,6 +147,16 @@ class TransparentSession : public Session {
       auto a = parse_authority(*hv, out_.port);
       if (!a) return malformed("Host header: " + a.error().why);
       if (!name_matches(a->host, "Host header")) return;
+    }
+    // A captured plain-HTTP connection is relayed as a stream, not request by
+    // request: where requests are judged (network.rules) or response headers
+    // stripped, it is refused; clients that use HTTP_PROXY get that done.
+    if (auto rule = stream_refusal()) {
+      log_refusal(out_.host, out_.port,
+                  Decision{false, *rule, "a captured plain-HTTP connection is relayed as a stream; requests to this "
+                                         "host go through the proxy (HTTP_PROXY) to be judged one by one"},
+                  out_.address, {});
+      return close();
     }
     // Plain HTTP: no secret is put in (it would travel in clear text), and a
     // placeholder of another host's secret is refused, as on the explicit proxy.
@@ -180,7 +193,12 @@ class TransparentSession : public Session {
     std::string first = std::move(in_);
     in_.clear();
     if (tls) {
-      if (auto ids = secrets_for(out_.host, out_.port); !ids.empty()) {
+      if (terminates(out_.host, out_.port)) {
+        if (auto r = tunnel_refusal(true)) {  // tlsTerminate.maxTunnels
+          log_refusal(out_.host, out_.port, *r, out_.address, {});
+          return close();
+        }
+        auto ids = secrets_for(out_.host, out_.port);
         if (!st_->secret_index->config().ca) {
           log_refusal(out_.host, out_.port, Decision{false, "secrets without a certificate authority", "cannot intercept"},
                       out_.address, {});
@@ -189,9 +207,30 @@ class TransparentSession : public Session {
         return intercept(std::move(ids), "", std::move(first));
       }
     }
+    if (tls && opaque_refusal()) return;
     auto t = std::make_shared<Tunnel>(std::move(client_), std::move(upstream_), st_->cfg, st_->shared, tunnel_done());
     if (auto f = exfiltration_filter(out_.host, out_.port, nullptr, std::move(allowed))) t->set_up_filter(std::move(f));
     run_tunnel(t, "", std::move(first), "");
+  }
+
+  // A stream the proxy will not see into (TLS it does not terminate, another
+  // protocol): refused, as a tunnel would be, where a request rule or
+  // refuseOpaqueTunnels says so (request_gate.cpp). Logged and closed: true.
+  bool opaque_refusal() {
+    auto r = tunnel_refusal(false);
+    if (!r) return false;
+    log_refusal(out_.host, out_.port, *r, out_.address, {});
+    close();
+    return true;
+  }
+
+  // The rule a captured plain-HTTP stream would escape, if any.
+  std::optional<std::string> stream_refusal() const {
+    if (st_->cfg.requests)
+      if (auto h = normalise_host(out_.host))
+        if (auto rule = st_->cfg.requests->governing(*h)) return rule;
+    if (!st_->cfg.strip_response_headers.empty()) return std::string("stripResponseHeaders");
+    return std::nullopt;
   }
 
   bool by_name_ = false;  // the destination was an address the resolver handed out

@@ -531,13 +531,69 @@ struct Builder {
       s.mode = 0444;
       s.content = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + plan.hostname + "\n";
     }
-    // TLS to hosts with secrets ends at the proxy: the sandbox trusts its CA.
-    if (!plan.secrets.empty())
+    // TLS to hosts with secrets or request rules ends at the proxy: the sandbox trusts its CA.
+    plan.terminate_for_rules = plan.proxy.enabled && (!pol.network.rules.empty() || pol.network.read_only.value_or(false));
+    if (plan.terminates_tls())
       for (auto& st : trust_bundle_steps(plan)) plan.steps.push_back(std::move(st));
+    if (auto r = srt_network_checks(home); !r) return r;
     pin_ancestors();
     build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);
+    return {};
+  }
+
+  // srt 0.0.83's network keys that shape the sandbox rather than the proxy.
+  Result<void> srt_network_checks(const std::string& home) {
+    const auto& net = pol.network;
+    for (const auto& [entry, why] : net.denied_domain_reasons)
+      if (std::none_of(net.denied_domains.begin(), net.denied_domains.end(),
+                       [&](const policy::DomainEntry& d) { return d.pattern == entry; }))
+        plan.notes.push_back("network.deniedDomainReasons \"" + entry +
+                             "\" names no deniedDomains entry (they are matched exactly as written): never shown");
+    // A secret goes only into TLS the proxy terminates: excluding its host would send the placeholder.
+    for (const auto& s : plan.secrets)
+      for (const auto& h : s.hosts) {
+        std::string bare = h.substr(0, h.rfind(':') == std::string::npos || h.back() == ']' ? h.size() : h.rfind(':'));
+        for (const auto& x : net.tls_exclude)
+          if (x.pattern == bare || (x.pattern.starts_with("*.") && bare.ends_with(x.pattern.substr(1))))
+            return fail(Error::msg(x.where.str() + ": network.tlsTerminate.excludeDomains " + x.pattern,
+                                   "secret " + s.name + " is for " + h +
+                                       ", which then would never be terminated: its value could not be put in"));
+      }
+    if (!net.extra_ca_certs.empty()) {
+      // srt: only the CERTIFICATE blocks; a missing or unreadable file is skipped.
+      for (const auto& e : net.extra_ca_certs) {
+        auto hits = resolve_entry(e, home);
+        if (hits.empty()) plan.notes.push_back("tlsTerminate.extraCaCertPaths " + e.path + ": no such file, skipped");
+        for (const auto& path : hits) {
+          std::ifstream f(path);
+          std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+          size_t found = 0;
+          for (size_t at = text.find("-----BEGIN CERTIFICATE-----"); at != std::string::npos;
+               at = text.find("-----BEGIN CERTIFICATE-----", at + 1)) {
+            size_t end = text.find("-----END CERTIFICATE-----", at);
+            if (end == std::string::npos) break;
+            plan.extra_ca_pem += text.substr(at, end + 25 - at) + "\n";
+            ++found;
+          }
+          plan.notes.push_back("tlsTerminate.extraCaCertPaths " + path + ": " + std::to_string(found) +
+                               " certificate(s) added to the trust bundle inside");
+        }
+      }
+      // No secret, so no bundle with the sandbox's CA: the host's bundle plus these, made here.
+      if (!plan.terminates_tls() && !plan.extra_ca_pem.empty()) {
+        for (auto& st : trust_bundle_steps(plan)) {
+          std::ifstream f(plan.host_trust_bundle);
+          st.content.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+          if (!st.content.empty() && st.content.back() != '\n') st.content += '\n';
+          st.content += plan.extra_ca_pem;
+          st.trust_bundle = false;
+          st.why = "trust: the host's CA bundle plus tlsTerminate.extraCaCertPaths";
+          plan.steps.push_back(std::move(st));
+        }
+      }
+    }
     return {};
   }
 
@@ -711,8 +767,24 @@ struct Builder {
       if (env.count(k)) plan.notes.push_back("env " + k + ": secret " + k + "'s placeholder replaces what was passed or set");
       env[k] = v;
     }
-    if (!plan.secrets.empty()) {
+    // srt's git.safeDirectories and javaAgentJarPath.
+    if (!pol.git_safe_directories.empty()) {
+      size_t n = 0;
+      if (auto it = env.find("GIT_CONFIG_COUNT"); it != env.end()) n = std::strtoul(it->second.c_str(), nullptr, 10);
+      for (const auto& d : pol.git_safe_directories) {
+        env["GIT_CONFIG_KEY_" + std::to_string(n)] = "safe.directory";
+        env["GIT_CONFIG_VALUE_" + std::to_string(n)] = d;
+        ++n;
+      }
+      env["GIT_CONFIG_COUNT"] = std::to_string(n);
+    }
+    if (pol.java_agent_jar) {
+      std::string& j = env["JAVA_TOOL_OPTIONS"];
+      j = (j.empty() ? "" : j + " ") + "-javaagent:" + *pol.java_agent_jar;
+    }
+    if (plan.terminates_tls() || !plan.extra_ca_pem.empty())
       for (const auto& n : kCaEnvNames) env[n] = plan.trust_bundle_path;
+    if (!plan.secrets.empty()) {
       // A secret's value under another name (GH_TOKEN passed with env.allow,
       // GITHUB_TOKEN declared as a secret) would carry it in anyway.
       for (auto& [k, v] : env) {

@@ -112,6 +112,10 @@ std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
       << (host_trust_bundle.empty() ? std::string("OpenSSL's default store") : host_trust_bundle)
       << "; a placeholder on its way anywhere else is refused and logged\n";
   }
+  if (terminate_for_rules)
+    o << "tls: the proxy also terminates TLS for the hosts under network.rules"
+      << " (network.readOnly: every host), to judge their requests; a CA made in memory, trusted inside via "
+      << trust_bundle_path << "\n";
   o << "environment:\n";
   for (const auto& e : env) o << "  " << e << "\n";
   o << "fds: 0 1 2 only\n";

@@ -132,7 +132,13 @@ struct Plan {
   // supervisor, and go to the proxy only: to_text() never prints them, no
   // step or environment entry holds them.
   std::vector<Secret> secrets;
-  std::string trust_bundle_path;   // inside: where the CA variables point (secrets only)
+  std::string trust_bundle_path;   // inside: where the CA variables point (secrets or extra CAs only)
+  std::string extra_ca_pem;        // tlsTerminate.extraCaCertPaths' certificates, added to the bundle inside
+  // network.rules / readOnly: TLS to the hosts under them ends at the proxy too
+  // (so that their requests can be judged): a CA and its trust bundle even
+  // without secrets.
+  bool terminate_for_rules = false;
+  bool terminates_tls() const { return !secrets.empty() || terminate_for_rules; }
   std::string host_trust_bundle;   // the host's bundle: upstream verification and the bundle's base; empty: none found
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
 

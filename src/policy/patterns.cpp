@@ -93,6 +93,11 @@ std::optional<std::string> check_domain_pattern(std::string_view pattern, bool d
   }
   if (pattern.find('/') != std::string_view::npos) return "domain " + q + " contains a path; write the host name only";
   if (pattern.find('%') != std::string_view::npos) return "'%' is not allowed in domain " + q;
+  // srt 0.0.83: "*:22" in deniedDomains denies every host on that port.
+  if (denied && pattern.starts_with("*:")) {
+    if (auto e = check_port(pattern.substr(2))) return *e + " in domain " + q;
+    return std::nullopt;
+  }
   if (pattern == "*") {
     if (denied) return std::nullopt;
     return std::string("a bare \"*\" in allowedDomains would allow every host; list the domains instead");

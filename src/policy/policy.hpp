@@ -37,6 +37,36 @@ struct DomainEntry {
   SourcePos where;
 };
 
+// A method/path rule for a host whose requests the proxy sees (plain HTTP and
+// hosts whose TLS it terminates): "network.rules": [{"host": "api.github.com",
+// "methods": ["GET"], "paths": ["/repos/"]}]. Allow rules of a host list what
+// may be asked of it (anything else is refused); deny rules ("action": "deny")
+// refuse what they match and beat allow rules. "readOnly": true is methods
+// GET, HEAD, OPTIONS.
+struct RequestRule {
+  std::string name;                  // "name" as written, else "network.rules[I] HOST"
+  DomainEntry host;                  // "api.github.com", "*.example.org" (no port)
+  bool deny = false;
+  std::vector<std::string> methods;  // upper-case tokens; empty: any method
+  std::vector<std::string> paths;    // prefixes, each starting with "/"; empty: any path
+};
+
+// srt's network.parentProxy: the proxy reaches the world through the user's
+// own HTTP proxy (CONNECT), whose credentials stay outside the sandbox.
+struct ParentProxy {
+  std::string http;      // URL for plain HTTP requests ("http://[user:pass@]host[:port]"); may be empty
+  std::string https;     // URL for tunnels (CONNECT, SOCKS); empty: http
+  std::string no_proxy;  // "corp.example,10.0.0.0/8": these go direct
+  SourcePos where;
+};
+
+// srt's network.mitmProxy: these hosts go through an HTTP proxy on a Unix socket.
+struct MitmProxy {
+  std::string socket_path;
+  std::vector<DomainEntry> domains;
+  SourcePos where;
+};
+
 struct Network {
   std::vector<DomainEntry> allowed_domains;
   std::vector<DomainEntry> denied_domains;
@@ -50,6 +80,22 @@ struct Network {
   // visible inside is masked), or all of them.
   std::vector<PathEntry> allow_unix_sockets;
   std::optional<bool> allow_all_unix_sockets;
+  // srt 0.0.83's proxy keys (README "srt settings").
+  std::vector<std::pair<std::string, std::string>> denied_domain_reasons;  // deniedDomains entry -> reason
+  std::vector<DomainEntry> denied_resolved_addresses;  // CIDRs an allowed name must not resolve to
+  std::optional<ParentProxy> parent_proxy;
+  std::optional<std::uint16_t> http_proxy_port, socks_proxy_port;  // an external proxy on the host's 127.0.0.1
+  std::optional<MitmProxy> mitm_proxy;
+  std::vector<RequestRule> rules;      // ours (issue 18): method and path rules
+  std::optional<bool> read_only;       // ours: GET, HEAD, OPTIONS only, every host
+  std::optional<bool> refuse_opaque_tunnels;  // tunnels the proxy cannot see into are refused
+  std::optional<bool> require_host_match;     // a Host naming another host: 421 (else 403)
+  std::vector<std::string> strip_response_headers;  // lower-case, "-" "_" "." folded to "-"
+  std::optional<bool> normalize_targets;      // ambiguousRequestTarget "normalize" (default "refuse")
+  std::vector<DomainEntry> tls_exclude;       // tlsTerminate.excludeDomains: never terminated
+  std::vector<PathEntry> extra_ca_certs;      // tlsTerminate.extraCaCertPaths
+  std::optional<std::uint32_t> max_tunnels;   // tlsTerminate.maxTunnels: terminated at once
+  std::optional<std::chrono::milliseconds> handshake_timeout;  // tlsTerminate.handshakeTimeoutMs
 };
 
 struct Filesystem {
@@ -112,8 +158,10 @@ struct Policy {
   std::optional<std::string> layer;      // "process" | "container" | "gvisor" | "microvm"
   std::optional<bool> landlock_required; // "landlock": "required" | "best-effort"
   std::optional<std::string> audit_log;
-  // Keys accepted (srt compatibility) but not applied by ExGuardian, with why;
-  // shown by --dry-run and -v.
+  std::vector<std::string> git_safe_directories;  // srt's git.safeDirectories (GIT_CONFIG_* inside)
+  std::optional<std::string> java_agent_jar;      // srt's javaAgentJarPath (JAVA_TOOL_OPTIONS inside)
+  // What each srt key did here ("p.json:3:5: network.strictAllowlist: ..."),
+  // shown by --dry-run and -v: no key is taken and silently dropped.
   std::vector<std::string> notes;
   // Files this policy was loaded from, in merge order.
   std::vector<std::string> sources;
@@ -145,5 +193,27 @@ PResult<std::chrono::milliseconds> parse_duration(std::string_view s);
 std::optional<std::string> check_glob(std::string_view pattern);
 std::optional<std::string> check_domain_pattern(std::string_view pattern, bool denied);
 std::optional<std::string> check_env_name(std::string_view name);
+
+// A parent proxy's URL, "http://[user[:password]@]host[:port][/]" (port 80 when
+// left out; user and password percent-decoded). https:// (TLS to the proxy) is
+// an error: the tunnel through it carries the client's own TLS.
+struct ProxyUrl {
+  std::string host;  // name or address, brackets removed
+  std::uint16_t port = 80;
+  std::optional<std::pair<std::string, std::string>> credentials;  // user, password
+};
+PResult<ProxyUrl> parse_proxy_url(std::string_view url);
+// The URL without its credentials ("http://***@proxy:3128"), for messages.
+std::string redacted_proxy_url(std::string_view url);
+
+// A NO_PROXY list as srt reads it: comma-separated; "*" is everything; an
+// entry with "/" (or an address) is a CIDR; else a name that also covers its
+// subdomains ("corp.example", ".corp.example", "*.corp.example"), ports ignored.
+struct NoProxy {
+  bool all = false;
+  std::vector<std::string> suffixes;  // lower case, without a leading "." or "*."
+  std::vector<std::string> cidrs;     // as written (checked by the caller)
+};
+PResult<NoProxy> parse_no_proxy(std::string_view list);
 
 }  // namespace exg::policy

@@ -153,8 +153,9 @@ class Validator {
     return bad_value(n, "expected " + std::string(expected) + ", got " + type_name(*n.v));
   }
 
-  void note(const Node& n, const std::string& why) {
-    policy_.notes.push_back(key_pos(n).str() + ": srt key " + n.path + " is accepted and not applied: " + why);
+  // What an srt key did here, for --dry-run and -v.
+  void note(const Node& n, const std::string& what) {
+    policy_.notes.push_back(key_pos(n).str() + ": " + n.path + ": " + what);
   }
 
   static Node member(const Node& obj, const std::string& key, const Json& v) {
@@ -239,11 +240,12 @@ class Validator {
     return std::nullopt;
   }
 
-  // srt keys we take (type-checked) but do not act on.
-  Field noted(std::string_view key, std::function<Check(const Node&)> type, std::string why) {
-    return Field{key, [this, type = std::move(type), why = std::move(why)](const Node& n) -> Check {
+  // srt keys whose whole effect here is what `what` says (type-checked; the
+  // text is shown by --dry-run and -v).
+  Field noted(std::string_view key, std::function<Check(const Node&)> type, std::string what) {
+    return Field{key, [this, type = std::move(type), what = std::move(what)](const Node& n) -> Check {
                    if (auto e = type(n)) return e;
-                   note(n, why);
+                   note(n, what);
                    return std::nullopt;
                  }};
   }
@@ -293,19 +295,40 @@ class Validator {
             {"layer", [this](const Node& n) { return layer(n); }},
             {"landlock", [this](const Node& n) { return landlock(n); }},
             {"audit", [this](const Node& n) { return audit(n); }},
-            noted("ignoreViolations", is_object(), "ExGuardian does not filter its violation reports"),
-            noted("mandatoryDenySearchDepth", [this](const Node& n) { return integer(n, 1, 10); },
-                  "ExGuardian protects these files at any depth"),
-            noted("allowPty", is_bool(), "ExGuardian gives the command its own pty"),
-            noted("ripgrep", is_object(), "ExGuardian does not use ripgrep"),
-            noted("git", is_object(), "ExGuardian has its own rules for git files"),
-            noted("seccomp", is_object(), "ExGuardian installs its own seccomp filter"),
-            noted("windows", is_object(), "it applies to Windows only"),
-            noted("bwrapPath", is_string(), "ExGuardian does not use bwrap"),
-            noted("socatPath", is_string(), "ExGuardian does not use socat"),
-            noted("javaAgentJarPath", is_string(), "ExGuardian does not use a Java agent"),
-            noted("allowAppleEvents", is_bool(), "it applies to macOS only"),
-            noted("enableWeakerNetworkIsolation", is_bool(), "it applies to macOS only"),
+            noted("ignoreViolations", [this](const Node& n) { return object_of_string_arrays(n); },
+                  "nothing to silence: ExGuardian reports no per-path filesystem violations (a refused write fails "
+                  "with EROFS or EACCES inside, unlogged); refused syscalls and egress are still reported"),
+            {"mandatoryDenySearchDepth",
+             [this](const Node& n) -> Check {
+               std::int64_t depth = 0;
+               if (auto e = integer(n, 1, 10, &depth)) return e;
+               note(n, "srt looks " + std::to_string(depth) +
+                           " levels deep for dangerous names; ExGuardian protects them at every depth, which covers it");
+               return std::nullopt;
+             }},
+            noted("allowPty", is_bool(), "macOS only in srt; here the command always gets a pty of its own when it "
+                                         "runs on a terminal, never the host's"),
+            noted("ripgrep", is_object(), "srt runs ripgrep to find dangerous names; ExGuardian finds them itself, "
+                                          "the command is not run"),
+            {"git", [this](const Node& n) { return git(n); }},
+            noted("seccomp", is_object(), "the path of srt's apply-seccomp helper; ExGuardian installs its own "
+                                          "seccomp filter and runs no helper"),
+            noted("windows", is_object(), "Windows only: no effect on Linux (as in srt)"),
+            noted("bwrapPath", is_string(), "srt's bubblewrap binary; ExGuardian builds the sandbox itself"),
+            noted("socatPath", is_string(), "srt's socat binary; ExGuardian's proxy needs no relay"),
+            {"javaAgentJarPath",
+             [this](const Node& n) -> Check {
+               std::string s;
+               if (auto e = non_empty_string(n, &s)) return e;
+               if (!s.starts_with('/')) return bad_value(n, "must be an absolute path (srt refuses a relative one too)");
+               if (s.find_first_of(" \t\n\"'") != std::string::npos)
+                 return bad_value(n, "a path with spaces or quotes cannot go into JAVA_TOOL_OPTIONS");
+               policy_.java_agent_jar = s;
+               note(n, "JAVA_TOOL_OPTIONS=-javaagent:" + s + " inside, so that Java uses the proxy");
+               return std::nullopt;
+             }},
+            noted("allowAppleEvents", is_bool(), "macOS only: no effect on Linux (as in srt)"),
+            noted("enableWeakerNetworkIsolation", is_bool(), "macOS only: no effect on Linux (as in srt)"),
             weakening("enableWeakerNestedSandbox",
                       "ExGuardian does not weaken its sandbox to run nested; remove the key or set it to false"),
             weakening("allowNestedUserNamespaces",
@@ -315,6 +338,7 @@ class Validator {
   }
 
   Check network(const Node& n) {
+    auto& net = policy_.network;
     auto domains = [this](bool denied, std::vector<DomainEntry>* out) {
       return [this, denied, out](const Node& list) {
         return string_array(list, [&](const Node& el, const std::string& s) -> Check {
@@ -324,19 +348,30 @@ class Validator {
         });
       };
     };
-    const std::string not_supported = "not supported by ExGuardian";
+    auto cidrs = [this](std::vector<DomainEntry>* out) {
+      return [this, out](const Node& list) {
+        return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+          if (auto e = check_cidr(s)) return bad_value(el, *e);
+          out->push_back(DomainEntry{s, value_pos(el)});
+          return std::nullopt;
+        });
+      };
+    };
+    // A switch of srt's proxy, applied: `on` / `off` say what it does here.
+    auto flag = [this](std::optional<bool>* out, std::string on, std::string off) {
+      return [this, out, on = std::move(on), off = std::move(off)](const Node& v) -> Check {
+        bool b = false;
+        if (auto e = boolean(v, &b)) return e;
+        *out = b;
+        note(v, b ? on : off);
+        return std::nullopt;
+      };
+    };
     return object(n,
         {
-            {"allowedDomains", domains(false, &policy_.network.allowed_domains)},
-            {"deniedDomains", domains(true, &policy_.network.denied_domains)},
-            {"allowedCidrs",
-             [this](const Node& list) {
-               return string_array(list, [&](const Node& el, const std::string& s) -> Check {
-                 if (auto e = check_cidr(s)) return bad_value(el, *e);
-                 policy_.network.allowed_cidrs.push_back(DomainEntry{s, value_pos(el)});
-                 return std::nullopt;
-               });
-             }},
+            {"allowedDomains", domains(false, &net.allowed_domains)},
+            {"deniedDomains", domains(true, &net.denied_domains)},
+            {"allowedCidrs", cidrs(&net.allowed_cidrs)},
             {"resolver",
              [this](const Node& v) -> Check {
                bool b = false;
@@ -359,33 +394,328 @@ class Validator {
                policy_.network.allow_all_unix_sockets = b;
                return std::nullopt;
              }},
-            noted("allowLocalBinding", is_bool(), "the sandbox has its own network namespace"),
-            noted("allowMachLookup", is_string_array(), "it applies to macOS only"),
-            noted("httpProxyPort", is_port(), "ExGuardian runs its own egress proxy"),
-            noted("socksProxyPort", is_port(), "ExGuardian runs its own egress proxy"),
-            noted("deniedDomainReasons",
-                  [this](const Node& o) {
-                    return object_of_strings(o);
-                  },
-                  "ExGuardian reports its own refusal reasons"),
-            noted("strictAllowlist", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
-            noted("deniedResolvedAddresses", is_string_array(),
-                  "ExGuardian's egress proxy does not implement it yet"),
-            noted("requireHostMatch", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
-            noted("refuseOpaqueTunnels", is_bool(), "ExGuardian's egress proxy does not implement it yet"),
+            noted("allowLocalBinding", is_bool(),
+                  "the sandbox has its own network namespace: its own loopback is always usable, the host's never "
+                  "(srt on Linux: the same)"),
+            noted("allowMachLookup", is_string_array(), "macOS only: no effect on Linux (as in srt)"),
+            {"httpProxyPort", [this](const Node& v) { return external_proxy_port(v, &policy_.network.http_proxy_port, false); }},
+            {"socksProxyPort", [this](const Node& v) { return external_proxy_port(v, &policy_.network.socks_proxy_port, true); }},
+            {"deniedDomainReasons", [this](const Node& v) { return denied_domain_reasons(v); }},
+            {"strictAllowlist",
+             [this](const Node& v) -> Check {
+               bool b = false;
+               if (auto e = boolean(v, &b)) return e;
+               note(v, b ? "hosts off allowedDomains are refused without asking anyone: what ExGuardian always does"
+                         : "srt would ask its callback about hosts off allowedDomains; ExGuardian has no such prompt "
+                           "and refuses them");
+               return std::nullopt;
+             }},
+            {"deniedResolvedAddresses",
+             [this, cidrs](const Node& v) -> Check {
+               if (auto e = cidrs(&policy_.network.denied_resolved_addresses)(v)) return e;
+               note(v, "an allowed name resolving to these addresses is refused there (an allowedCidrs entry of "
+                       "exactly that address lets it through); not evaluated where a parent proxy resolves");
+               return std::nullopt;
+             }},
+            {"requireHostMatch",
+             flag(&net.require_host_match,
+                  "a request whose Host header, TLS server name or target names another host than the one it is "
+                  "sent to is answered 421 (plain HTTP and terminated TLS)",
+                  "such a request is still refused (403): ExGuardian never forwards it")},
+            {"refuseOpaqueTunnels",
+             flag(&net.refuse_opaque_tunnels,
+                  "tunnels the proxy cannot see into are refused: CONNECT to a host whose TLS it does not terminate "
+                  "(403) and every SOCKS5 CONNECT (reply 2)",
+                  "tunnels go as the domain rules say")},
+            {"stripResponseHeaders", [this](const Node& v) { return strip_response_headers(v); }},
+            {"ambiguousRequestTarget", [this](const Node& v) { return ambiguous_request_target(v); }},
+            {"allowPlaintextHeaderSet",
+             [this](const Node& v) -> Check {
+               bool b = false;
+               if (auto e = boolean(v, &b)) return e;
+               if (b)
+                 return bad_value(v, "a header set on plain HTTP travels in clear text; ExGuardian sets headers (a "
+                                     "secret's setHeader) only on TLS connections it terminates: remove the key or "
+                                     "set it to false");
+               note(v, "headers are set only on TLS connections ExGuardian terminates");
+               return std::nullopt;
+             }},
             {"tlsTerminate", [this](const Node& v) { return tls_terminate(v); }},
+            {"parentProxy", [this](const Node& v) { return parent_proxy(v); }},
+            {"mitmProxy", [this](const Node& v) { return mitm_proxy(v); }},
+            {"rules", [this](const Node& v) { return request_rules(v); }},
+            {"readOnly",
+             flag(&net.read_only,
+                  "only GET, HEAD and OPTIONS requests, to every host: others are refused (403); HTTPS is "
+                  "terminated by the proxy for every host so that its requests are judged too",
+                  "requests of any method, as network.rules allow")},
         },
-        {{"mitmProxy", not_supported},
-         {"parentProxy", not_supported},
-         {"filterRequest", not_supported}});
+        {{"filterRequest",
+          "a JavaScript callback, which a settings file cannot hold; ExGuardian's network.rules allow or deny "
+          "requests by host, method and path prefix (and network.readOnly: GET, HEAD, OPTIONS only)"}});
   }
 
-  Check object_of_strings(const Node& n) {
-    if (!n.v->is_object()) return wrong_type(n, "an object of strings");
+  // httpProxyPort / socksProxyPort: srt hands the sandbox's traffic to a proxy of
+  // the user's on the host instead of running its own. Here ExGuardian's proxy
+  // still decides every connection, then goes through that one.
+  Check external_proxy_port(const Node& v, std::optional<std::uint16_t>* out, bool socks) {
+    std::int64_t port = 0;
+    if (auto e = integer(v, 1, 65535, &port)) return e;
+    *out = static_cast<std::uint16_t>(port);
+    note(v, std::string(socks ? "SOCKS5 clients' connections" : "HTTP and CONNECT requests") +
+                ", once ExGuardian's rules allow them, go on through the proxy at 127.0.0.1:" + std::to_string(port) +
+                (socks ? " (SOCKS5)" : " (CONNECT)"));
+    return std::nullopt;
+  }
+
+  // {"github.com:22": "SSH pushes are blocked; use an https remote"}: the reason a
+  // refusal by that deniedDomains entry gives (body, audit line).
+  Check denied_domain_reasons(const Node& n) {
+    if (!n.v->is_object()) return wrong_type(n, "an object of deniedDomains entry: reason");
     for (const auto& [key, value] : n.v->items()) {
       Node m = member(n, key, value);
-      if (auto e = string(m)) return e;
+      std::string why;
+      if (auto e = non_empty_string(m, &why)) return e;
+      if (why.find_first_of("\r\n") != std::string::npos) return bad_value(m, "must be one line");
+      policy_.network.denied_domain_reasons.emplace_back(key, why);
     }
+    note(n, "the reason given with a refusal by these deniedDomains entries (the 403's body and the audit line)");
+    return std::nullopt;
+  }
+
+  // Header names folded as srt folds them: lower case, "_" and "." as "-".
+  Check strip_response_headers(const Node& n) {
+    std::string shown;
+    if (auto e = string_array(n, [&](const Node& el, const std::string& s) -> Check {
+          if (auto e = secret_header_name(el, s, false)) return e;
+          std::string f = s;
+          for (char& c : f) c = (c == '_' || c == '.') ? '-' : (char)std::tolower((unsigned char)c);
+          policy_.network.strip_response_headers.push_back(f);
+          shown += (shown.empty() ? "" : ", ") + f;
+          return std::nullopt;
+        }))
+      return e;
+    note(n, "responses reach the sandbox without " + (shown.empty() ? std::string("(none)") : shown) +
+                " (plain HTTP and terminated TLS)");
+    return std::nullopt;
+  }
+
+  Check ambiguous_request_target(const Node& n) {
+    std::string s;
+    if (auto e = string(n, &s)) return e;
+    if (s == "asSpelled")
+      return bad_value(n, "\"asSpelled\" would judge network.rules on a path the upstream may read as another one; "
+                          "use \"refuse\" (the default) or \"normalize\"");
+    if (s != "refuse" && s != "normalize")
+      return bad_value(n, "unknown value " + in_quotes(s) + " (expected \"refuse\" or \"normalize\")");
+    policy_.network.normalize_targets = s == "normalize";
+    note(n, s == "refuse" ? "a request to a host under network.rules whose path reads differently once normalized "
+                            "(dot segments, %2e, \"//\", \"\\\\\") is refused (400)"
+                          : "a request to a host under network.rules is judged and forwarded with its path "
+                            "normalized (dot segments, %2e, \"//\", \"\\\\\")");
+    return std::nullopt;
+  }
+
+  // "http://[user:password@]host[:port]": where and how to reach a proxy of the user's.
+  Check proxy_url(const Node& v, std::string* out) {
+    if (auto e = non_empty_string(v, out)) return e;
+    if (auto u = parse_proxy_url(*out); !u) return bad_value(v, u.error().message);
+    return std::nullopt;
+  }
+
+  Check parent_proxy(const Node& n) {
+    ParentProxy p;
+    p.where = key_pos(n);
+    if (auto e = object(n, {
+            {"http", [&](const Node& v) { return proxy_url(v, &p.http); }},
+            {"https", [&](const Node& v) { return proxy_url(v, &p.https); }},
+            {"noProxy",
+             [&](const Node& v) -> Check {
+               if (auto e = string(v, &p.no_proxy)) return e;
+               if (auto bad = check_no_proxy(p.no_proxy)) return bad_value(v, *bad);
+               return std::nullopt;
+             }},
+        }))
+      return e;
+    if (p.http.empty() && p.https.empty()) return bad_value(n, "names no proxy: give \"http\", \"https\" or both");
+    std::string what = "allowed connections go through the parent proxy (CONNECT): plain HTTP via " +
+                       (p.http.empty() ? std::string("none (direct)") : redacted_proxy_url(p.http)) +
+                       ", tunnels via " + redacted_proxy_url(p.https.empty() ? p.http : p.https);
+    if (!p.no_proxy.empty()) what += "; direct: " + p.no_proxy;
+    what += "; its credentials stay outside the sandbox";
+    note(n, what);
+    policy_.network.parent_proxy = std::move(p);
+    return std::nullopt;
+  }
+
+  Check mitm_proxy(const Node& n) {
+    MitmProxy m;
+    m.where = key_pos(n);
+    bool have_socket = false, have_domains = false;
+    if (auto e = object(n, {
+            {"socketPath",
+             [&](const Node& v) -> Check {
+               if (auto e = non_empty_string(v, &m.socket_path)) return e;
+               if (!m.socket_path.starts_with('/')) return bad_value(v, "must be an absolute path");
+               if (m.socket_path.size() >= 108) return bad_value(v, "too long for a Unix socket address");
+               have_socket = true;
+               return std::nullopt;
+             }},
+            {"domains",
+             [&](const Node& v) -> Check {
+               have_domains = true;
+               if (v.v->is_array() && v.v->empty()) return bad_value(v, "must name at least one domain");
+               return string_array(v, [&](const Node& el, const std::string& s) -> Check {
+                 if (auto e = check_domain_pattern(s, false)) return bad_value(el, *e);
+                 m.domains.push_back(DomainEntry{s, value_pos(el)});
+                 return std::nullopt;
+               });
+             }},
+        }))
+      return e;
+    if (!have_socket || !have_domains) return bad_value(n, "expected {\"socketPath\": PATH, \"domains\": [...]}");
+    std::string ds;
+    for (const auto& d : m.domains) ds += (ds.empty() ? "" : ", ") + d.pattern;
+    note(n, "allowed connections to " + ds + " go through the proxy on " + m.socket_path +
+                " (CONNECT), after ExGuardian's rules");
+    policy_.network.mitm_proxy = std::move(m);
+    return std::nullopt;
+  }
+
+  // "rules": [{"host": "api.github.com", "methods": ["GET"], "paths": ["/repos/"]}]
+  Check request_rules(const Node& n) {
+    return each_element(n, "an array of rules", [&](const Node& el) -> Check {
+      static const std::string kShape =
+          "a rule is {\"host\": HOST, \"methods\": [...], \"paths\": [...], \"readOnly\": true, \"action\": "
+          "\"allow\" | \"deny\", \"name\": NAME} (host required)";
+      if (!el.v->is_object()) return bad_value(el, kShape + ", got " + type_name(*el.v));
+      RequestRule r;
+      bool have_host = false, read_only = false, have_methods = false;
+      if (auto e = object(el, {
+              {"name", [&](const Node& v) -> Check {
+                 if (auto e = non_empty_string(v, &r.name)) return e;
+                 if (r.name.find_first_of("\r\n") != std::string::npos) return bad_value(v, "must be one line");
+                 return std::nullopt;
+               }},
+              {"host", [&](const Node& v) -> Check {
+                 std::string h;
+                 if (auto e = non_empty_string(v, &h)) return e;
+                 if (auto e = check_domain_pattern(h, false)) return bad_value(v, *e);
+                 if (h.back() != ']' && h.find(':') != std::string::npos)
+                   return bad_value(v, "a rule's host has no port: it holds for every port of the host");
+                 r.host = DomainEntry{h, value_pos(v)};
+                 have_host = true;
+                 return std::nullopt;
+               }},
+              {"action", [&](const Node& v) -> Check {
+                 std::string a;
+                 if (auto e = string(v, &a)) return e;
+                 if (a != "allow" && a != "deny")
+                   return bad_value(v, "unknown action " + in_quotes(a) + " (expected \"allow\" or \"deny\")");
+                 r.deny = a == "deny";
+                 return std::nullopt;
+               }},
+              {"methods", [&](const Node& v) -> Check {
+                 have_methods = true;
+                 if (v.v->is_array() && v.v->empty()) return bad_value(v, "must name at least one method");
+                 return string_array(v, [&](const Node& mv, const std::string& m) -> Check {
+                   static const std::string kTchar = "!#$%&'*+-.^_`|~";
+                   if (m.empty() || m.size() > 32 || !std::all_of(m.begin(), m.end(), [](char c) {
+                         return std::isalnum((unsigned char)c) || kTchar.find(c) != std::string::npos;
+                       }))
+                     return bad_value(mv, in_quotes(m) + " is not an HTTP method");
+                   std::string up = m;
+                   for (char& c : up) c = (char)std::toupper((unsigned char)c);
+                   r.methods.push_back(up);
+                   return std::nullopt;
+                 });
+               }},
+              {"paths", [&](const Node& v) -> Check {
+                 if (v.v->is_array() && v.v->empty()) return bad_value(v, "must name at least one path prefix");
+                 return string_array(v, [&](const Node& pv, const std::string& p) -> Check {
+                   if (auto bad = check_rule_path(p)) return bad_value(pv, *bad);
+                   r.paths.push_back(p);
+                   return std::nullopt;
+                 });
+               }},
+              {"readOnly", [&](const Node& v) { return boolean(v, &read_only); }},
+          }))
+        return e;
+      if (!have_host) return bad_value(el, "missing \"host\": " + kShape);
+      if (read_only) {
+        if (have_methods) return bad_value(el, "\"readOnly\" is the methods GET, HEAD, OPTIONS: give one or the other");
+        r.methods = {"GET", "HEAD", "OPTIONS"};
+      }
+      if (r.name.empty()) r.name = el.path + " " + r.host.pattern;
+      std::string what = std::string(r.deny ? "refuses " : "allows only ") +
+                         (r.methods.empty() ? std::string("any method") : join(r.methods, " ")) + " to " +
+                         (r.paths.empty() ? std::string("any path") : join(r.paths, " ")) + " on " + r.host.pattern;
+      policy_.notes.push_back(value_pos(el).str() + ": " + r.name + ": " + what +
+                              " (plain HTTP, and HTTPS, which the proxy terminates for this host)");
+      policy_.network.rules.push_back(std::move(r));
+      return std::nullopt;
+    });
+  }
+
+  static std::string join(const std::vector<std::string>& v, const char* sep) {
+    std::string s;
+    for (const auto& x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+  }
+
+  // A rule's path prefix is written as the upstream reads it: no dot segments,
+  // no "//", no "\", no percent-encoded dot or slash (the request's path is
+  // checked for the same before it is compared).
+  static std::optional<std::string> check_rule_path(const std::string& p) {
+    if (p.empty() || p[0] != '/') return "a path prefix starts with \"/\", got " + in_quotes(p);
+    for (unsigned char c : p)
+      if (c <= 0x20 || c >= 0x7f) return in_quotes(p) + ": spaces and control characters do not occur in a request's path";
+    std::string l = p;
+    for (char& c : l) c = (char)std::tolower((unsigned char)c);
+    if (l.find("//") != std::string::npos || l.find('\\') != std::string::npos || l.find("%2e") != std::string::npos ||
+        l.find("%2f") != std::string::npos || l.find("%5c") != std::string::npos || l.find("/./") != std::string::npos ||
+        l.find("/../") != std::string::npos || l.ends_with("/.") || l.ends_with("/.."))
+      return in_quotes(p) + ": write the path as the upstream reads it (no \"//\", \"\\\\\", dot segments or encoded "
+                            "dots and slashes)";
+    return std::nullopt;
+  }
+
+  Check object_of_string_arrays(const Node& n) {
+    if (!n.v->is_object()) return wrong_type(n, "an object of arrays of strings");
+    for (const auto& [key, value] : n.v->items())
+      if (auto e = any_string_array(member(n, key, value))) return e;
+    return std::nullopt;
+  }
+
+  // "git": {"safeDirectories": [...]}: safe.directory for git inside, through
+  // GIT_CONFIG_COUNT/KEY/VALUE (no write is granted).
+  Check git(const Node& n) {
+    if (auto e = object(n, {
+            {"safeDirectories",
+             [this](const Node& list) {
+               return string_array(list, [this](const Node& el, const std::string& s) -> Check {
+                 if (s.empty()) return bad_value(el, "must not be empty");
+                 if (s.find_first_of(std::string("\0\n", 2)) != std::string::npos)
+                   return bad_value(el, "contains a NUL or newline");
+                 policy_.git_safe_directories.push_back(s);
+                 return std::nullopt;
+               });
+             }},
+        }))
+      return e;
+    note(n, "git inside treats " + (policy_.git_safe_directories.empty() ? std::string("(none)")
+                                                                           : join(policy_.git_safe_directories, ", ")) +
+                " as safe.directory (GIT_CONFIG_* variables); no write is granted");
+    return std::nullopt;
+  }
+
+  // srt's noProxy: "corp.example,.internal,10.0.0.0/8,*": names (with their
+  // subdomains) and address ranges that go direct.
+  static std::optional<std::string> check_no_proxy(const std::string& s) {
+    auto np = parse_no_proxy(s);
+    if (!np) return np.error().message;
+    for (const auto& c : np->cidrs)
+      if (auto e = check_cidr(c)) return *e;
     return std::nullopt;
   }
 
@@ -451,6 +781,8 @@ class Validator {
            bool b = false;
            if (auto e = boolean(v, &b)) return e;
            fs.allow_git_config = b;
+           note(v, b ? ".git/config files are writable (hooks and the rest of .git stay protected)"
+                     : ".git/config files stay protected");
            return std::nullopt;
          }},
         {"protect",
@@ -548,13 +880,47 @@ class Validator {
   // terminated exactly for the hosts that have a secret, with a CA made in
   // memory per sandbox: a CA from disk is not used.
   Check tls_terminate(const Node& n) {
-    if (auto e = object(n, {}, {{"caCertPath", "ExGuardian makes its own CA in memory for every sandbox; remove the key"},
-                                {"caKeyPath", "ExGuardian makes its own CA in memory for every sandbox (its key never "
-                                              "touches the disk); remove the key"}}))
+    auto& net = policy_.network;
+    if (auto e = object(n,
+            {
+                {"excludeDomains",
+                 [&](const Node& list) {
+                   return string_array(list, [&](const Node& el, const std::string& s) -> Check {
+                     if (auto e = check_domain_pattern(s, false)) return bad_value(el, *e);
+                     net.tls_exclude.push_back(DomainEntry{s, value_pos(el)});
+                     return std::nullopt;
+                   });
+                 }},
+                {"extraCaCertPaths", [&](const Node& list) { return path_entries(list, &net.extra_ca_certs); }},
+                {"maxTunnels",
+                 [&](const Node& v) -> Check {
+                   std::int64_t m = 0;
+                   if (auto e = integer(v, 1, 65536, &m)) return e;
+                   net.max_tunnels = static_cast<std::uint32_t>(m);
+                   note(v, "at most " + std::to_string(m) + " terminated TLS connections at once; past it a CONNECT "
+                           "is answered 503 (X-Proxy-Error: too-many-tunnels)");
+                   return std::nullopt;
+                 }},
+                {"handshakeTimeoutMs",
+                 [&](const Node& v) -> Check {
+                   std::int64_t ms = 0;
+                   if (auto e = integer(v, 100, 600000, &ms)) return e;
+                   net.handshake_timeout = std::chrono::milliseconds(ms);
+                   note(v, "a terminated connection must finish its TLS handshake with the proxy within " +
+                               std::to_string(ms) + " ms of its CONNECT, or it is closed");
+                   return std::nullopt;
+                 }},
+            },
+            {{"caCertPath", "ExGuardian makes its own CA in memory for every sandbox; remove the key"},
+             {"caKeyPath", "ExGuardian makes its own CA in memory for every sandbox (its key never "
+                           "touches the disk); remove the key"}}))
       return e;
-    policy_.notes.push_back(key_pos(n).str() +
-                            ": network.tlsTerminate: ExGuardian terminates TLS for the hosts that have a secret, and "
-                            "only for them");
+    std::string what = "ExGuardian terminates TLS for the hosts that have a secret or a request rule, and only them";
+    if (!net.tls_exclude.empty())
+      what += "; excludeDomains: never terminated (a secret for one of them is an error)";
+    if (!net.extra_ca_certs.empty())
+      what += "; extraCaCertPaths: their certificates are added to the trust bundle inside";
+    note(n, what);
     return std::nullopt;
   }
 
@@ -571,12 +937,13 @@ class Validator {
   }
 
   // A request header a secret may go into: a token the proxy does not write itself.
-  Check secret_header_name(const Node& el, const std::string& s) {
+  Check secret_header_name(const Node& el, const std::string& s, bool for_secret = true) {
     static const std::string kTchar = "!#$%&'*+-.^_`|~";
     if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) {
           return std::isalnum((unsigned char)c) || kTchar.find(c) != std::string::npos;
         }))
       return bad_value(el, in_quotes(s) + " is not a header name");
+    if (!for_secret) return std::nullopt;
     std::string l = s;
     for (char& c : l) c = (char)std::tolower((unsigned char)c);
     // The proxy writes or removes these itself: a credential there would not arrive as sent.
@@ -833,9 +1200,12 @@ class Validator {
                                              in_quotes(s) + " is not supported");
                    return std::nullopt;
                  }},
+                // srt: copies of the value outside the extracted spans are masked too (true)
+                // or left (false); ExGuardian replaces every copy whatever it says.
+                noted("maskDuplicates", is_bool(), "every copy of the value is replaced by the placeholder, "
+                                                   "inside the extracted spans or not"),
             },
-            {{"decode", jwt}, {"maskClaims", jwt},
-             {"maskDuplicates", "not supported: every copy of a masked value is replaced"}}))
+            {{"decode", jwt}, {"maskClaims", jwt}}))
       return e;
     if (!have_subject) return bad_value(el, what + ": " + kShape);
     if (mode.empty()) return bad_value(el, what + " " + in_quotes(subject) + ": missing \"mode\"");

@@ -182,6 +182,7 @@ Result<PreparedSecrets> prepare_secrets(const plan::Plan& in) {
     }
     if (!host_bundle.empty() && host_bundle.back() != '\n') host_bundle += '\n';
   }
+  host_bundle += in.extra_ca_pem;  // tlsTerminate.extraCaCertPaths
   PreparedSecrets out{in, std::make_shared<egress::SecretsConfig>()};
   for (auto& s : out.plan.steps)
     if (s.kind == plan::StepKind::File && s.trust_bundle) s.content = host_bundle;
@@ -348,7 +349,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   StepTimer untimed;  // off: marks cost one branch
   StepTimer& steps = opt.timer ? *opt.timer : untimed;
   std::optional<PreparedSecrets> secrets;
-  if (!plan_in.secrets.empty()) {
+  if (plan_in.terminates_tls()) {  // secrets, or request rules to judge inside TLS
     auto p = prepare_secrets(plan_in);
     if (!p) return fail(p.error());
     secrets.emplace(std::move(*p));
@@ -381,7 +382,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     opt.agent->set_audit_tagger([&audit](const nlohmann::json& tags) { return audit.add_tags(tags); });
   }
   for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
-  if (secrets) {
+  if (secrets && !secrets->config->secrets.empty()) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& s : secrets->config->secrets) list.push_back({{"name", s.name}, {"hosts", s.hosts}});
     audit.write({{"event", "secrets"}, {"secrets", list}, {"trust_bundle", plan.trust_bundle_path}});
@@ -389,11 +390,13 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
 
   // Egress rules are compiled before anything starts: a bad rule stops the run.
   std::optional<egress::Rules> rules;
+  egress::ProxyConfig proxy_settings;  // request rules, the user's proxies, srt's switches
   if (plan.proxy.enabled) {
     auto r = egress::Rules::from_policy(plan.network);
     if (!r) return fail(r.error());
     rules.emplace(std::move(*r));
     rules->set_host_addresses(egress::Rules::read_host_addresses());
+    if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
   }
   steps.mark("supervisor setup");
 
@@ -440,7 +443,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   ProxyRunner proxy;
   bool proxy_idle = false;  // listeners kept here, polled, until the first use
   auto start_proxy = [&] {
-    egress::ProxyConfig pc;
+    egress::ProxyConfig pc = proxy_settings;
     if (secrets) pc.secrets = secrets->config;
     pc.transparent = plan.proxy.transparent;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
@@ -464,7 +467,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     auto walls = layer.enforces(plan);
     sayf(io, "landlock: %s", walls.landlock_text.c_str());
     sayf(io, "seccomp: %s", walls.seccomp_text.c_str());
-    if (secrets) {
+    if (secrets && !secrets->config->secrets.empty()) {
       std::set<std::string> hosts;
       for (const auto& s : secrets->config->secrets) {
         std::string hs;

@@ -207,6 +207,26 @@ world_down() {
     return 0
 }
 
+# world_parent_proxy_up (root, after world_up): a proxy of the user's on 198.51.100.2:3128 in the
+# servers' namespace (tests/integration/parent_proxy.py: CONNECT and SOCKS5 to the world's names);
+# its request log is $EGW_PARENT_LOG.
+EGW_PARENT_LOG=""
+world_parent_proxy_up() {
+    EGW_PARENT_LOG=$EGW_DIR/parent.log
+    : > "$EGW_PARENT_LOG"
+    chmod 666 "$EGW_PARENT_LOG"
+    ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$(dirname "${BASH_SOURCE[0]}")/parent_proxy.py" "$EGW_PARENT_LOG" \
+        "$EGW_DIR/hosts" tcp:198.51.100.2:3128 </dev/null >"$EGW_DIR/parent.err" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    local end=$((SECONDS + 20))
+    until in_client "$EGW_PYTHON" -c 'import socket; socket.create_connection(("198.51.100.2", 3128), timeout=1).close()' \
+            2>/dev/null; do
+        [ "$SECONDS" -lt "$end" ] || { cat "$EGW_DIR/parent.err" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
 # world_track PID: another process of the test's own, killed by world_down.
 world_track() { _EGW_PIDS+=("$1"); }
 

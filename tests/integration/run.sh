@@ -132,7 +132,11 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         source "$here/egress_world_secrets.sh"
         world_secrets_up || { echo "run.sh: the test world's HTTPS echo servers did not come up" >&2; exit 1; }
     fi
-    env_vars+=(EGW_LOG="$EGW_LOG" EGW_BIG_SHA="$EGW_BIG_SHA")
+    if [[ "$name" == test_egress_sandbox.sh ]]; then  # (srt's parentProxy: a proxy of the user's)
+        world_parent_proxy_up || { echo "run.sh: the test world's parent proxy did not come up" >&2; exit 1; }
+        install -m 644 "$here/parent_proxy.py" "$T/parent_proxy.py"
+    fi
+    env_vars+=(EGW_LOG="$EGW_LOG" EGW_BIG_SHA="$EGW_BIG_SHA" EGW_PARENT_LOG="$EGW_PARENT_LOG")
     if [ "$as" = root ]; then
         in_client env -i "${env_vars[@]}" bash "$D/$name" </dev/null
     else

@@ -218,4 +218,123 @@ assert any('link-local' in l['rule'] for l in no)
 run sbx -v "${pol[@]}" -- $C -s http://denied.test/ -o /dev/null
 check "-v summarises the egress refusals" grep -q "egress: .*refused" <<<"$ERR"
 
+# ---- srt 0.0.83's proxy keys and request rules (issue 18) -----------------------------------
+# One sandbox a policy, each running every request at once; what each got is checked after.
+PW="pw$(od -An -N6 -tx1 /dev/urandom | tr -d ' \n')"
+audit2=$T/audit-srt.jsonl
+cat > "$T/srt.json" <<JSON
+{
+  "network": {
+    "allowedDomains": ["allowed.test", "other.test", "denied.test", "private.test"],
+    "deniedDomains": ["denied.test"],
+    "deniedDomainReasons": {"denied.test": "denied.test is off limits; use allowed.test"},
+    "allowedCidrs": ["10.0.0.0/8"],
+    "deniedResolvedAddresses": ["10.0.0.0/24"],
+    "stripResponseHeaders": ["Content-Type"],
+    "requireHostMatch": true,
+    "refuseOpaqueTunnels": true,
+    "rules": [{"host": "allowed.test", "methods": ["GET"], "paths": ["/repos/"]},
+              {"host": "allowed.test", "name": "no-admin", "action": "deny", "paths": ["/repos/admin"]}],
+    "parentProxy": {"http": "http://me:$PW@198.51.100.2:3128", "noProxy": "other.test,private.test"}
+  },
+  "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}
+}
+JSON
+run sbx --policy "$T/srt.json" --audit-log "$audit2" -- bash -c "
+c() { echo \"== \$1\"; shift; $C -i \"\$@\" 2>&1; echo; }
+c get http://allowed.test/repos/x
+c post -d x http://allowed.test/repos/x
+c admin http://allowed.test/repos/admin/x
+c elsewhere http://allowed.test/user
+c dots --path-as-is http://allowed.test/repos/../user
+c connect -p http://allowed.test/repos/x
+c socks --socks5-hostname 127.0.0.1:1080 http://allowed.test/repos/x
+c opaque -p http://other.test/
+c opaque_socks --socks5-hostname 127.0.0.1:1080 http://other.test/
+c denied http://denied.test/
+c private http://private.test/
+c other http://other.test/
+c misdirected -H 'Host: other.test' http://allowed.test/repos/x
+c captured --noproxy '*' http://allowed.test/repos/x
+echo \"== env\"; env"
+# section NAME: the output of one request above.
+section() { awk -v s="== $1" '$0 == s {on = 1; next} /^== / {on = 0} on' <<<"$OUT"; }
+check "rule: GET /repos/x allowed, through the parent proxy" grep -q "hello from 203.0.113.10" <<<"$(section get)"
+check "the parent proxy saw the CONNECT, with its credentials" \
+    grep -q "CONNECT allowed.test:80 auth=Basic $(printf 'me:%s' "$PW" | base64)" "$EGW_PARENT_LOG"
+check "the parent proxy's password is nowhere in the sandbox's environment" bash -c "! grep -q '$PW' <<<\"\$1\"" _ "$(section env)"
+check "rule: POST refused 403 naming the rule" \
+    grep -qi '^X-ExGuardian-Refused: network.rules\[0\] allowed.test' <<<"$(section post)"
+check "deny rule: /repos/admin refused (no-admin)" grep -qi '^X-ExGuardian-Refused: no-admin' <<<"$(section admin)"
+check "rule: a path outside the rule refused" grep -q '^HTTP/1.1 403' <<<"$(section elsewhere)"
+check "rule: a dot segment is refused as ambiguous (400)" grep -q '^HTTP/1.1 400' <<<"$(section dots)"
+# A tunnel to a host under a rule is terminated (its requests judged): plain HTTP in it fails.
+check "rule: CONNECT to a host under a rule is terminated, not tunnelled" \
+    bash -c '! grep -q "hello from" <<<"$1" && grep -q "^HTTP/1.1 200 Connection established" <<<"$1"' _ "$(section connect)"
+check "rule: SOCKS5 to a host under a rule is terminated, not tunnelled" bash -c '! grep -q "hello from" <<<"$1"' _ "$(section socks)"
+check "refuseOpaqueTunnels: CONNECT and SOCKS5 to a host without a rule refused" bash -c '
+    grep -qi "^X-ExGuardian-Refused: refuseOpaqueTunnels" <<<"$1" && grep -q "(97)" <<<"$2"' _ "$(section opaque)" "$(section opaque_socks)"
+check "deniedDomainReasons: the reason in the refusal" grep -q 'denied.test is off limits; use allowed.test' <<<"$(section denied)"
+check "deniedResolvedAddresses beats allowedCidrs" \
+    grep -qi '^X-ExGuardian-Refused: deniedResolvedAddresses\[0\]' <<<"$(section private)"
+check "noProxy: other.test direct, Content-Type stripped" \
+    bash -c 'grep -q "hello from 203.0.113.10" <<<"$1" && ! grep -qi "^Content-Type" <<<"$1"' _ "$(section other)"
+check "requireHostMatch: a Host naming another host gets 421" grep -q '^HTTP/1.1 421' <<<"$(section misdirected)"
+check "rule: captured plain HTTP to a host under a rule is refused (not judged request by request)" \
+    bash -c '! grep -q "hello from" <<<"$1" && grep -q "curl: (52)" <<<"$1"' _ "$(section captured)"
+check "the parent proxy saw CONNECTs to allowed.test only (refused requests never left, noProxy went direct)" \
+    bash -c "! grep -qv ' CONNECT allowed.test:80 ' '$EGW_PARENT_LOG'"
+check "only the allowed request reached allowed.test's /repos/ (no POST, no admin)" \
+    bash -c "! grep -qE '^203.0.113.10 (POST|GET /repos/admin|GET /user)' '$EGW_LOG'"
+
+# The user's proxies on this side (httpProxyPort, socksProxyPort, mitmProxy), then readOnly and
+# refuseOpaqueTunnels.
+mitm_log=$T/mitm.log
+: > "$mitm_log"
+python3 "$T/parent_proxy.py" "$mitm_log" /etc/hosts tcp:127.0.0.1:18080 "unix:$T/mitm.sock" </dev/null >/dev/null 2>&1 &
+track_bg $!
+wait_for 10 test -S "$T/mitm.sock"
+cat > "$T/srt2.json" <<JSON
+{"network": {"allowedDomains": ["allowed.test", "other.test"], "httpProxyPort": 18080, "socksProxyPort": 18080,
+             "mitmProxy": {"socketPath": "$T/mitm.sock", "domains": ["other.test"]}}}
+JSON
+cat > "$T/srt3.json" <<'JSON'
+{"network": {"allowedDomains": ["allowed.test"], "readOnly": true}}
+JSON
+run sbx --policy "$T/srt2.json" --audit-log "$audit2" -- bash -c "$C http://allowed.test/a; $C -p http://allowed.test/b;
+    $C --socks5-hostname 127.0.0.1:1080 http://allowed.test/c; $C http://other.test/d"
+check "httpProxyPort, socksProxyPort, mitmProxy: all four answered" test "$(grep -c 'hello from 203.0.113.10' <<<"$OUT")" = 4
+check "the user's proxies saw them: CONNECT on the port, SOCKS5 on the port, CONNECT on the socket" bash -c "
+    grep -q '^tcp:127.0.0.1:18080 CONNECT allowed.test:80' '$mitm_log' && grep -q '^tcp:127.0.0.1:18080 SOCKS allowed.test:80' '$mitm_log' &&
+    grep -q '^unix:$T/mitm.sock CONNECT other.test:80' '$mitm_log'"
+run sbx --policy "$T/srt3.json" --audit-log "$audit2" -- bash -c "
+    $C -i http://allowed.test/ro; $C -i -X DELETE http://allowed.test/ro"
+check "readOnly: GET answered" grep -q 'hello from 203.0.113.10' <<<"$OUT"
+check "readOnly: DELETE refused naming network.readOnly" grep -qi '^X-ExGuardian-Refused: network.readOnly' <<<"$OUT"
+check "audit lines name the rules and the proxies gone through" python3 - "$audit2" "$PW" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+assert sys.argv[2] not in text, "the parent proxy's password is in the audit log"
+lines = [json.loads(l) for l in text.splitlines() if '"egress"' in l]
+def has(pred, what):
+    assert any(pred(l) for l in lines), (what, lines)
+no = lambda l: l["decision"] == "refused"
+has(lambda l: no(l) and l["rule"] == "network.rules[0] allowed.test" and "POST" in l["reason"], "POST refused by rule 0")
+has(lambda l: no(l) and l["rule"] == "no-admin", "the deny rule")
+has(lambda l: no(l) and l["protocol"] == "transparent" and l["rule"] == "network.rules[0] allowed.test", "captured")
+has(lambda l: no(l) and l["rule"] == "network.readOnly" and "DELETE" in l["reason"], "readOnly")
+has(lambda l: no(l) and l["rule"] == "refuseOpaqueTunnels", "refuseOpaqueTunnels")
+has(lambda l: no(l) and l["reason"] == "denied.test is off limits; use allowed.test", "deniedDomainReasons")
+has(lambda l: no(l) and l["rule"].startswith("deniedResolvedAddresses[0]"), "deniedResolvedAddresses")
+has(lambda l: l.get("via") == "parentProxy http://***@198.51.100.2:3128" and l.get("request_rule") == "network.rules[0] allowed.test", "via the parent")
+for via in ("httpProxyPort 18080", "socksProxyPort 18080", "mitmProxy "):
+    has(lambda l, v=via: l.get("via", "").startswith(v), via)
+PY
+run sbx --dry-run --policy "$T/srt.json" -- true
+for k in network.parentProxy network.stripResponseHeaders network.requireHostMatch network.deniedDomainReasons \
+         network.deniedResolvedAddresses no-admin; do
+    check "--dry-run says what $k does" grep -q "$k: " <<<"$OUT"
+done
+check "--dry-run does not show the parent proxy's password" bash -c "! grep -q '$PW' <<<\"\$1\"" _ "$OUT"
+
 finish

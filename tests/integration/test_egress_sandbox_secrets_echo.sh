@@ -187,4 +187,62 @@ ls = [json.loads(l) for l in open('$audit') if '\"exfiltration\"' in l]
 w = {l['where'] for l in ls if l.get('secret') == 'KEY_TOKEN' and l.get('secret_headers') == ['x-api-key']}
 assert {'header Authorization', 'url', 'body'} <= w, w"
 
+# ---- request rules and srt's switches on a terminated host (issue 18) --------------------------
+cat > "$T/rules.json" <<'JSON'
+{
+  "network": {"allowedDomains": ["api.secret.test", "plain.test"],
+              "rules": [{"host": "api.secret.test", "methods": ["GET"], "paths": ["/repos/"]},
+                        {"host": "plain.test", "readOnly": true}],
+              "stripResponseHeaders": ["content_type"], "requireHostMatch": true,
+              "tlsTerminate": {"maxTunnels": 1}},
+  "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test"]}]
+}
+JSON
+# hold.py: one terminated connection kept open while curl tries a second (maxTunnels 1); then a
+# TLS server name naming another host than the CONNECT (requireHostMatch).
+cat > "$WS/hold.py" <<'PY'
+import os, socket, ssl, subprocess, urllib.parse
+p = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+def tunnel(sni, verify=True):
+    s = socket.create_connection((p.hostname, p.port), timeout=20)
+    s.sendall(b"CONNECT api.secret.test:443 HTTP/1.1\r\nHost: api.secret.test:443\r\n\r\n")
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += s.recv(1)
+    assert head.startswith(b"HTTP/1.1 200"), head
+    ctx = ssl.create_default_context()
+    if not verify:
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+    return ctx.wrap_socket(s, server_hostname=sni)
+held = tunnel("api.secret.test")
+print("== second", flush=True)
+subprocess.run(["curl", "-sS", "-m", "15", "-i", "https://api.secret.test/repos/held"])
+held.close()
+t = tunnel("other.secret.test", verify=False)
+t.sendall(b"GET /repos/sni HTTP/1.1\r\nHost: api.secret.test\r\nConnection: close\r\n\r\n")
+print("== sni", t.recv(4096).split(b"\r\n")[0].decode(), flush=True)
+PY
+run sbx --policy "$T/rules.json" --audit-log "$audit" -- bash -c 'C="curl -sS -m 15 -i"; echo "== get";
+    $C https://api.secret.test/repos/a; echo "== post"; $C -d x https://api.secret.test/repos/a;
+    echo "== user"; $C https://api.secret.test/user; echo "== plain"; $C https://plain.test/ro;
+    $C -X PUT https://plain.test/ro; python3 hold.py'
+section() { awk -v s="== $1" '$0 == s || index($0, s " ") == 1 {on = 1; print; next} /^== / {on = 0} on' <<<"$OUT"; }
+check "rule on a terminated host: GET /repos/a answered" grep -q '"path": "/repos/a"' <<<"$(section get)"
+check "stripResponseHeaders on a terminated host: no Content-Type" bash -c '! grep -qi "^Content-Type" <<<"$1"' _ "$(section get)"
+check "rule on a terminated host: POST refused naming the rule" \
+    grep -qi '^X-ExGuardian-Refused: network.rules\[0\] api.secret.test' <<<"$(section post)"
+check "rule on a terminated host: /user refused" grep -q '^HTTP/1.1 403' <<<"$(section user)"
+check "a host without a secret but under a rule is terminated: GET answered, PUT refused naming the rule" bash -c '
+    grep -q "\"path\": \"/ro\"" <<<"$1" && grep -qi "^X-ExGuardian-Refused: network.rules\[1\] plain.test" <<<"$1"' _ "$(section plain)"
+check "maxTunnels 1: a second terminated tunnel is answered 503 too-many-tunnels" \
+    bash -c 'grep -q "^HTTP/1.1 503" <<<"$1" && grep -qi "^X-Proxy-Error: too-many-tunnels" <<<"$1"' _ "$(section second)"
+check "requireHostMatch: a TLS server name of another host gets 421" grep -q '^== sni HTTP/1.1 421' <<<"$OUT"
+check "audit: the rule's and maxTunnels' refusals" python3 -c "
+import json
+ls = [json.loads(l) for l in open('$audit') if '\"egress\"' in l and '\"refused\"' in l]
+rules = {l['rule'] for l in ls}
+assert {'network.rules[0] api.secret.test', 'tlsTerminate.maxTunnels 1', 'TLS server name mismatch'} <= rules, rules
+assert any('POST /repos/a' in l['reason'] for l in ls), ls"
+check "refused requests never reached the upstream" bash -c "! grep -qE '\"path\": \"/(user|repos/held|repos/sni)\"|\"method\": \"POST\", \"path\": \"/repos/a\"' '$SLOG'"
+
 finish

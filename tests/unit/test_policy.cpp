@@ -76,7 +76,8 @@ TEST(Policy, ValidExGuardianPolicy) {
   EXPECT_EQ(p.env.set, (Set{{"CI", "1"}, {"EMPTY", ""}}));
   EXPECT_EQ(p.layer, "container");
   EXPECT_EQ(p.audit_log, "audit.jsonl");
-  EXPECT_TRUE(p.notes.empty());
+  ASSERT_EQ(p.notes.size(), 1u);  // what srt's allowGitConfig did
+  EXPECT_NE(p.notes[0].find("filesystem.allowGitConfig: .git/config files stay protected"), std::string::npos);
   EXPECT_TRUE(p.sources.empty());  // parse_policy does not know about files
 }
 
@@ -138,21 +139,25 @@ TEST(Policy, SrtExampleWithLiteralAllowReadAndIgnoredKeys) {
   EXPECT_TRUE(p.filesystem.deny_write[0].literal);
   ASSERT_EQ(p.notes.size(), 1u);
   EXPECT_EQ(p.notes[0],
-            "p.json:9:3: srt key ignoreViolations is accepted and not applied: "
-            "ExGuardian does not filter its violation reports");
+            "p.json:9:3: ignoreViolations: nothing to silence: ExGuardian reports no per-path filesystem violations "
+            "(a refused write fails with EROFS or EACCES inside, unlogged); refused syscalls and egress are still "
+            "reported");
 }
 
-TEST(Policy, SrtNetworkKeysAreNoted) {
+TEST(Policy, SrtKeysSayWhatTheyDid) {
   Policy p = ok(R"({"network": {"httpProxyPort": 8080,
  "deniedDomainReasons": {"x.com": "no"}, "strictAllowlist": true}, "allowPty": true,
  "mandatoryDenySearchDepth": 3})");
   ASSERT_EQ(p.notes.size(), 5u);
   EXPECT_EQ(p.notes[0],
-            "p.json:1:14: srt key network.httpProxyPort is accepted and not applied: "
-            "ExGuardian runs its own egress proxy");
+            "p.json:1:14: network.httpProxyPort: HTTP and CONNECT requests, once ExGuardian's rules allow them, go on "
+            "through the proxy at 127.0.0.1:8080 (CONNECT)");
+  EXPECT_EQ(p.network.http_proxy_port, 8080);
+  ASSERT_EQ(p.network.denied_domain_reasons.size(), 1u);
+  EXPECT_EQ(p.network.denied_domain_reasons[0].second, "no");
   EXPECT_EQ(p.notes[4],
-            "p.json:3:2: srt key mandatoryDenySearchDepth is accepted and not applied: "
-            "ExGuardian protects these files at any depth");
+            "p.json:3:2: mandatoryDenySearchDepth: srt looks 3 levels deep for dangerous names; ExGuardian protects "
+            "them at every depth, which covers it");
 }
 
 TEST(Policy, UnixSocketExceptions) {
@@ -284,7 +289,7 @@ TEST(PolicyErrors, RefusedKeys) {
   EXPECT_EQ(error_of(R"({"credentials": {"awsPairs": []}})"),
             "p.json:1:18: credentials.awsPairs: not supported: ExGuardian does not re-sign AWS SigV4 requests");
   EXPECT_EQ(error_of(R"({"network": {"mitmProxy": {}}})"),
-            "p.json:1:14: network.mitmProxy: not supported by ExGuardian");
+            "p.json:1:27: network.mitmProxy: expected {\"socketPath\": PATH, \"domains\": [...]}");
   EXPECT_EQ(error_of(R"({"enableWeakerNestedSandbox": true})"),
             "p.json:1:31: enableWeakerNestedSandbox: ExGuardian does not weaken its sandbox to run nested; "
             "remove the key or set it to false");

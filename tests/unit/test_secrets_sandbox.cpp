@@ -426,6 +426,31 @@ TEST_F(SecretsPlan, NoSecretsNoTrustBundle) {
   EXPECT_EQ(p.to_text().find("secrets (values"), std::string::npos);
 }
 
+// Request rules are judged inside TLS too (issue 18.3): a CA and its bundle
+// without any secret; srt's git.safeDirectories and javaAgentJarPath inside.
+TEST_F(SecretsPlan, RequestRulesTerminateTlsWithoutSecrets) {
+  auto p = compiled(R"({"network": {"allowedDomains": ["api.github.com"],
+      "rules": [{"host": "api.github.com", "readOnly": true}]},
+      "git": {"safeDirectories": ["/srv/repo"]}, "javaAgentJarPath": "/opt/agent.jar"})");
+  EXPECT_TRUE(p.secrets.empty());
+  EXPECT_TRUE(p.terminate_for_rules);
+  bool bundle = false;
+  for (const auto& s : p.steps) bundle |= s.kind == plan::StepKind::File && s.trust_bundle;
+  EXPECT_TRUE(bundle);
+  EXPECT_EQ(env_of(p, "SSL_CERT_FILE"), p.trust_bundle_path);
+  EXPECT_NE(p.to_text().find("tls: the proxy also terminates TLS for the hosts under network.rules"), std::string::npos);
+  EXPECT_EQ(env_of(p, "GIT_CONFIG_COUNT"), "1");
+  EXPECT_EQ(env_of(p, "GIT_CONFIG_KEY_0"), "safe.directory");
+  EXPECT_EQ(env_of(p, "GIT_CONFIG_VALUE_0"), "/srv/repo");
+  EXPECT_EQ(env_of(p, "JAVA_TOOL_OPTIONS"), "-javaagent:/opt/agent.jar");
+  // A secret's host in tlsTerminate.excludeDomains could never get its value.
+  EXPECT_NE(compile_error(R"({"network": {"allowedDomains": ["api.github.com"],
+      "tlsTerminate": {"excludeDomains": ["*.github.com"]}},
+      "secrets": [{"name": "GITHUB_TOKEN", "from": "env:GITHUB_TOKEN", "hosts": ["api.github.com"]}]})")
+                .find("would never be terminated"),
+            std::string::npos);
+}
+
 TEST(SecretsMask, LongestValueFirst) {
   std::vector<plan::Secret> s = {{"A", "exg_ph_A_1", "abcd", {}}, {"B", "exg_ph_B_2", "abcdefgh", {}}};
   EXPECT_EQ(plan::mask_values("x=abcdefgh y=abcd", s), "x=exg_ph_B_2 y=exg_ph_A_1");
