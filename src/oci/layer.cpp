@@ -583,21 +583,27 @@ void RuntimeHost::run() {
   h.run();
 }
 
-// --rootfs DIR: its top level in the skeleton (directories and files bound
-// read-only, symlinks copied) ahead of the Plan's mounts; a top-level name the
-// spec mounts something else on (tmpfs /tmp, /proc, ...) is only a mount point.
-// A mount point below one of DIR's directories must exist in DIR (it cannot be
-// created there without writing to DIR). Returns the top-level names done.
-Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json& spec, const std::string& skel,
-                                          HostArgs& a) {
-  std::set<std::string> covered, done;
-  for (const auto& m : spec["mounts"]) {
-    std::string dest = m.value("destination", "");
-    if (dest.size() > 1 && dest.find('/', 1) == std::string::npos && m.value("type", "") != "bind") covered.insert(dest);
-  }
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return fail(Error::sys("--rootfs " + dir));
-  nlohmann::json base = nlohmann::json::array();
+// Whether a mount of the spec binds a file (its mount point must be a file):
+// the files staged for it under kBase/f/ (not there yet), or a host path that is
+// not a directory; other paths under kBase are directories.
+bool binds_a_file(const nlohmann::json& m) {
+  if (m.value("type", "") != "bind") return false;
+  std::string src = m.value("source", "");
+  if (within(src, std::string(kBase) + "/f")) return true;
+  struct stat st;
+  return !within(src, kBase) && ::stat(src.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
+}
+
+// One directory of --rootfs DIR (REL, "" for its top) in the skeleton: each
+// directory and file bound read-only, symlinks copied; a name in EXPAND becomes
+// a skeleton directory whose entries are done the same way (so a mount point
+// missing in DIR can be made there without writing to DIR); a name in COVERED
+// is only a mount point of the spec. Adds the names done to DONE.
+Result<void> rootfs_entries(const std::string& dir, const std::string& rel, const std::string& skel,
+                            const std::set<std::string>& covered, const std::set<std::string>& expand,
+                            nlohmann::json& base, HostArgs& a, std::set<std::string>& done) {
+  DIR* d = ::opendir((dir + rel).c_str());
+  if (!d) return fail(Error::sys("--rootfs " + dir + rel));
   std::vector<std::string> names;
   while (dirent* e = ::readdir(d)) {
     std::string n = e->d_name;
@@ -606,27 +612,50 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
   ::closedir(d);
   std::sort(names.begin(), names.end());
   for (const auto& n : names) {
-    std::string top = "/" + n, src = dir + top;
+    std::string path = rel + "/" + n, src = dir + path;
     struct stat st;
     if (::lstat(src.c_str(), &st) != 0) continue;
-    done.insert(top);
+    done.insert(path);
     if (S_ISLNK(st.st_mode)) {
       char buf[4096];
       ssize_t len = ::readlink(src.c_str(), buf, sizeof buf - 1);
-      if (len > 0) a.skeleton_links.emplace_back(skel + top, std::string(buf, static_cast<size_t>(len)));
+      if (len > 0) a.skeleton_links.emplace_back(skel + path, std::string(buf, static_cast<size_t>(len)));
       continue;
     }
     if (!S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) continue;
-    (S_ISDIR(st.st_mode) ? a.skeleton_dirs : a.skeleton_files).push_back(skel + top);
-    if (covered.count(top)) continue;
+    (S_ISDIR(st.st_mode) ? a.skeleton_dirs : a.skeleton_files).push_back(skel + path);
+    if (covered.count(path)) continue;
+    if (S_ISDIR(st.st_mode) && expand.count(path)) {
+      if (auto r = rootfs_entries(dir, path, skel, covered, expand, base, a, done); !r) return r;
+      continue;
+    }
     nlohmann::json o = {"rbind", "ro", "nosuid", "nodev"};
-    base.push_back({{"destination", top}, {"type", "bind"}, {"source", src}, {"options", o}});
+    base.push_back({{"destination", path}, {"type", "bind"}, {"source", src}, {"options", o}});
   }
+  return {};
+}
+
+// --rootfs DIR: its top level in the skeleton (directories and files bound
+// read-only, symlinks copied) ahead of the Plan's mounts; a top-level name the
+// spec mounts something else on (tmpfs /tmp, /proc, ...) is only a mount point.
+// A mount point missing in DIR one level down (/etc/resolv.conf, /etc/hosts of a
+// minimal root) turns its directory into a skeleton of DIR's entries with the
+// mount point made there; deeper ones must exist in DIR (DIR is never written).
+// Returns the top-level names done.
+Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json& spec, const std::string& skel,
+                                          HostArgs& a) {
+  std::set<std::string> covered, expand, all_done;
+  for (const auto& m : spec["mounts"]) {
+    std::string dest = m.value("destination", "");
+    if (dest.size() > 1 && dest.find('/', 1) == std::string::npos && m.value("type", "") != "bind") covered.insert(dest);
+  }
+  std::vector<std::pair<std::string, bool>> made;  // mount points made in expanded directories (path, is a file)
   for (const auto& m : spec["mounts"]) {
     std::string dest = m.value("destination", "");
     if (dest.size() < 2 || dest[0] != '/') continue;
     std::string top = dest.substr(0, dest.find('/', 1));
-    if (top == dest || !done.count(top) || covered.count(top)) continue;
+    struct stat st;
+    if (top == dest || covered.count(top) || ::lstat((dir + top).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) continue;
     // Below a directory bound from DIR: it must exist there, unless another
     // mount of the spec (made first) holds it.
     bool under_other = false;
@@ -634,12 +663,20 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
       std::string od = o.value("destination", "");
       if (od != dest && within(dest, od)) under_other = true;
     }
-    struct stat st;
-    if (!under_other && ::lstat((dir + dest).c_str(), &st) != 0)
+    if (under_other || ::lstat((dir + dest).c_str(), &st) == 0) continue;
+    if (dest.rfind('/') != top.size())
       return fail(Error::msg("--rootfs " + dir, dest + " does not exist there (a mount point of the sandbox: create it)"));
+    expand.insert(top);
+    made.emplace_back(dest, binds_a_file(m));
   }
+  nlohmann::json base = nlohmann::json::array();
+  if (auto r = rootfs_entries(dir, "", skel, covered, expand, base, a, all_done); !r) return fail(r.error());
+  for (const auto& [path, file] : made) (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + path);
   for (auto& m : spec["mounts"]) base.push_back(std::move(m));
   spec["mounts"] = std::move(base);
+  std::set<std::string> done;
+  for (const auto& p : all_done)
+    if (p.find('/', 1) == std::string::npos) done.insert(p);
   return done;
 }
 
@@ -1129,11 +1166,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
       if (dest.size() < 2 || dest[0] != '/') continue;
       std::string top = dest.substr(0, dest.find('/', 1));
       if (!seen.insert(top).second) continue;
-      std::string src = m.value("source", "");
-      struct stat st;
-      bool file = top == dest && m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 &&
-                  !S_ISDIR(st.st_mode);
-      (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + top);
+      (top == dest && binds_a_file(m) ? a.skeleton_files : a.skeleton_dirs).push_back(skel + top);
     }
     if (!opt.rootfs.empty()) {
       // Mount points below the skeleton's own directories: made here, as the
@@ -1143,11 +1176,8 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
         if (dest.size() < 2 || dest[0] != '/') continue;
         std::string top = dest.substr(0, dest.find('/', 1));
         if (top == dest || dir_entries.count(top)) continue;
-        std::string src = m.value("source", "");
-        struct stat st;
-        bool file = m.value("type", "") == "bind" && !within(src, kBase) && ::stat(src.c_str(), &st) == 0 && !S_ISDIR(st.st_mode);
         a.skeleton_dirs.push_back(skel + dest.substr(0, dest.rfind('/')));
-        (file ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
+        (binds_a_file(m) ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
       }
     }
   }

@@ -142,14 +142,19 @@ try:
     print("UDP REPLY", u.recvfrom(512))
 except OSError as e:
     print("udp failed", e.errno, e)
-t = socket.socket(); t.settimeout(2)
+t = socket.socket(); t.settimeout(5)
 try:
-    t.connect(("198.51.100.2", 53)); print("TCP53 CONNECTED")
+    # Transparent capture takes the connection to the proxy, which judges the literal address
+    # (no CIDR rule allows it) and closes: a DNS query over TCP gets no reply.
+    t.connect(("198.51.100.2", 53)); t.sendall(struct.pack(">H", len(q)) + q)
+    r = t.recv(512)
+    print("TCP53 REPLY", r) if r else print("tcp53 closed")
 except OSError as e:
     print("tcp53 failed", e.errno)'
 chk "UDP to 198.51.100.2:53 fails from inside" grep -q "^udp failed" <<<"$OUT"
 last_output_lacks "UDP SENT" "no UDP datagram leaves the sandbox"
-last_output_lacks "TCP53 CONNECTED" "no TCP to 198.51.100.2:53 from the sandbox"
+chk "TCP to 198.51.100.2:53 is captured and closed without a reply" grep -qE "^tcp53 (closed|failed)" <<<"$OUT"
+last_output_lacks "TCP53 REPLY" "no DNS over TCP answered from the sandbox"
 chk "the UDP sink on 198.51.100.2:53 saw nothing" nL '^198\.51\.100\.2:53 UDP'
 python3 -c '
 import socket
@@ -336,9 +341,12 @@ check "the proxy answers a new request after them" grep -q "^AFTER hello from 20
 check "  ... and the server saw it" L '^203\.0\.113\.10 GET /after host=allowed\.test$'
 [ "$STATUS" -eq 0 ] || { note "many.py exit $STATUS"; [ -n "$ERR" ] && printf '%s\n' "$ERR" | tail -5 | sed 's/^/#      err: /'; }
 
-# ---- 10. the in-sandbox resolver (network.resolver / --dns) on 127.0.0.53 ---------------------
+# ---- 10. the in-sandbox resolver on 127.0.0.53 -------------------------------------------------
 # The names are in the world's hosts file (visible inside too), so every check sends a raw DNS
-# query to 127.0.0.53:53 itself: that is what proves the resolver answered.
+# query to 127.0.0.53:53 itself: that is what proves the resolver answered. With transparent
+# egress (the default) it answers allowed names with its own 198.18.0.0/15 addresses; with
+# "transparent": false it is off unless network.resolver / --dns asks for it, and then answers
+# with the real addresses that pass the checks.
 cat > "$WS/dnsq.py" <<'PY'
 # dnsq.py NAME [TYPE]: one raw query to 127.0.0.53:53; prints RCODE, TC and the answers.
 import socket, struct, sys
@@ -372,14 +380,22 @@ cat > "$T/policy-dns.json" <<'JSON'
   "network": {
     "allowedDomains": ["allowed.test", "meta.test", "pypi.test"],
     "deniedDomains": ["denied.test"],
-    "resolver": true
+    "resolver": true,
+    "transparent": false
   },
   "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []}
 }
 JSON
-run sbx "${pol[@]}" -- python3 dnsq.py allowed.test
-chk "without --dns: a raw query to 127.0.0.53:53 gets no answer" grep -q "^NOANSWER" <<<"$OUT"
-run sbx "${pol[@]}" --dns -- bash -c 'cat /etc/resolv.conf; python3 dnsq.py allowed.test; python3 dnsq.py ALLOWED.test.;
+run sbx "${pol[@]}" -- bash -c 'python3 dnsq.py allowed.test; python3 dnsq.py denied.test'
+chk "transparent: allowed.test -> A from the resolver's own 198.18.0.0/15" \
+    eval "out_has '^ID 4242 RCODE 0 TC 0 AN 1\$' '^ANSWER A [0-9]+ 198\.1[89]\.[0-9]+\.[0-9]+\$'"
+chk "transparent: denied.test -> NXDOMAIN" grep -q "^ID 4242 RCODE 3 " <<<"$OUT"
+sed 's/"deniedDomains": \["denied.test"\]/&, "transparent": false/' "$T/policy.json" > "$T/policy-opaque.json"
+grep -q '"transparent": false' "$T/policy-opaque.json" || fail "policy-opaque.json: the sed found no deniedDomains line"
+polx=(--policy "$T/policy-opaque.json" --audit-log "$audit")
+run sbx "${polx[@]}" -- python3 dnsq.py allowed.test
+chk "transparent off, without --dns: a raw query to 127.0.0.53:53 gets no answer" grep -q "^NOANSWER" <<<"$OUT"
+run sbx "${polx[@]}" --dns -- bash -c 'cat /etc/resolv.conf; python3 dnsq.py allowed.test; python3 dnsq.py ALLOWED.test.;
     python3 dnsq.py denied.test; python3 dnsq.py other.test; python3 dnsq.py allowed.test AAAA; python3 dnsq.py @malformed;
     python3 dnsq.py meta.test'
 chk "--dns: resolv.conf inside points at 127.0.0.53" grep -qx "nameserver 127.0.0.53" <<<"$OUT"
