@@ -91,6 +91,7 @@ bench: build
 	EXG=$(abspath $(EXG)) bash bench/layers.sh
 	EXG=$(abspath $(EXG)) bash bench/serve.sh
 	EXG=$(abspath $(EXG)) bash bench/proxy_soak.sh
+	EXG=$(abspath $(EXG)) bash bench/transparent.sh
 
 # bin/exguardian (its static pid 1 embedded), lib/exguardian/exguardian-init,
 # share/man/man1/exguardian.1 and share/doc/exguardian under DESTDIR/PREFIX.
