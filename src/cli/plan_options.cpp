@@ -35,7 +35,8 @@ int usage_error(const std::string& what) {
 }
 
 void PlanOptions::add_plan_options(CLI::App* sub) {
-  sub->add_option("--policy", policy_file, "Policy file (JSON; srt settings files accepted)");
+  sub->add_option("--policy", policy_files,
+                  "Policy file (JSON; srt settings files accepted); repeatable: later files merge over earlier ones");
   sub->add_option("--workspace", workspace, "Writable, persistent directory (default: the current directory)");
   sub->add_option("--workspace-mode", workspace_mode,
                   "live (writes land as they happen; planted files swept at exit), overlay (applied at exit), "
@@ -88,7 +89,7 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
   if (!keep.empty()) ctx.keep_dir = keep;
   ctx.allow_planted = allow_planted;
 
-  // Sources, merged in order: user file < project file < --policy < flags.
+  // Sources, merged in order: user file < project file < each --policy < flags.
   BuiltPlan out;
   policy::Policy& pol = out.policy;
   auto load = [&](const std::string& path) -> Result<void> {
@@ -108,8 +109,8 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
     if (file_exists(project))
       if (auto r = load(project); !r) return fail(r.error());
   }
-  if (!policy_file.empty())
-    if (auto r = load(policy_file); !r) return fail(r.error());
+  for (const auto& f : policy_files)
+    if (auto r = load(f); !r) return fail(r.error());
 
   policy::Policy flags;
   flags.sources.push_back("<flags>");

@@ -245,6 +245,8 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
   auto cr = parse_create_body(req.body(), templates_, t.quota.max_timeout_s);
   if (!cr) return reply(ex, route, api_error(cr.error().status, cr.error().message));
   cr->tenant = t.id;
+  cr->tenant_secrets = t.secrets;
+  cr->tenant_secret_hosts = t.secret_hosts;
   if (auto q = check_quota(t, cr->tmpl)) {
     ++metrics_.quota_refusals;
     return reply(ex, route, std::move(*q));

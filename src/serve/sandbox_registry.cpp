@@ -166,6 +166,8 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   sb->env_vars = req.env_vars;
   sb->allow_out = req.allow_out;
   sb->deny_out = req.deny_out;
+  sb->tenant_secrets = req.tenant_secrets;
+  sb->tenant_secret_hosts = req.tenant_secret_hosts;
   sb->end_at = sb->started_at + req.timeout;
   // A burst that emptied the pool: the pool starts no more until these are up,
   // so that its start-ups do not slow the ones clients wait for.
@@ -181,9 +183,9 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
 // template, no egress of the request's own (the pool's have the template's).
 bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   auto pit = pools_.find(req.tmpl.name);
-  // A request with its own egress, header rules, workspace or audit log (mcp) needs a sandbox started with them.
+  // A request with its own egress, header rules, secrets, workspace or audit log (mcp) needs a sandbox started with them.
   if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty() ||
-      !req.header_rules.empty() || !req.workspace.empty() || !req.audit_log.empty())
+      !req.header_rules.empty() || !req.tenant_secrets.empty() || !req.workspace.empty() || !req.audit_log.empty())
     return false;
   Pool& pool = pit->second;
   auto sb = pool.ready.front();
@@ -324,6 +326,14 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
     if (!secrets.empty()) p["secrets"] = secrets;
     std::ofstream(policy_file) << p.dump(2);
   }
+  // The tenant's secrets: a policy file of their own, merged after the
+  // template's (secrets add up; a name given twice is the supervisor's error),
+  // their values read by the supervisor from the server's host.
+  std::string tenant_policy;
+  if (!sb->tenant_secrets.empty()) {
+    tenant_policy = sb->dir + "/tenant-secrets.json";
+    std::ofstream(tenant_policy) << nlohmann::json{{"secrets", sb->tenant_secrets}}.dump(2);
+  }
   // E2B's shape: host -> [rule]; one rule holding every header of the host.
   for (auto& [host, r] : sb->rules_shown.items()) r = nlohmann::json::array({r});
   std::vector<std::string> argv = {opt_.exe, "session", "--control", "unix:" + sb->dir + "/control.sock",
@@ -340,7 +350,9 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   if (sb->tmpl.allow_root) argv.push_back(sb->tmpl.layer == "microvm" ? "--microvm-root" : "--gvisor-root");
   if (!sb->tmpl.rootfs.empty()) argv.insert(argv.end(), {"--rootfs", sb->tmpl.rootfs});
   if (!policy_file.empty()) argv.insert(argv.end(), {"--policy", policy_file});
+  if (!tenant_policy.empty()) argv.insert(argv.end(), {"--policy", tenant_policy});
   for (const auto& d : sb->tmpl.allow_domains) argv.insert(argv.end(), {"--allow-domain", d});
+  for (const auto& d : sb->tenant_secret_hosts) argv.insert(argv.end(), {"--allow-domain", d});
   for (const auto& d : allow_out) argv.insert(argv.end(), {"--allow-domain", d});
 
   int pipefd[2];

@@ -69,6 +69,10 @@ struct CreateRequest {
   std::string workspace;  // a host directory mounted as the home; empty: a fresh one under the state dir
   std::string audit_log;  // where the supervisor logs; empty: <sandbox dir>/audit.jsonl (removed with it)
   std::vector<HeaderRule> header_rules;
+  // The tenant's secrets (Tenant::secrets): a sandbox started for the request
+  // holds them (never a pool's, started before its tenant was known).
+  nlohmann::json tenant_secrets = nlohmann::json::array();
+  std::vector<std::string> tenant_secret_hosts;
   // E2B's `secure`: envd calls must carry the sandbox's access token. false: no
   // token is made, and whoever knows the sandbox's id reaches its envd.
   bool secure = true;
@@ -99,6 +103,8 @@ struct Sandbox {
   nlohmann::json metadata = nlohmann::json::object();
   std::map<std::string, std::string> env_vars;
   std::vector<std::string> allow_out, deny_out;
+  nlohmann::json tenant_secrets = nlohmann::json::array();  // CreateRequest::tenant_secrets
+  std::vector<std::string> tenant_secret_hosts;
   nlohmann::json rules_shown = nlohmann::json::object();  // GET's network.rules: header names, values withheld
   std::chrono::system_clock::time_point started_at, end_at;
   State state = State::Starting;

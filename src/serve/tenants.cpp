@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "policy/policy.hpp"
+
 namespace exg::serve {
 
 namespace {
@@ -103,8 +105,20 @@ Result<Tenants> Tenants::parse(const std::string& text, const std::string& where
             return bad(qat, "unknown key (sandboxes, memoryMB, cpus, maxTimeoutSeconds)");
           }
         }
+      } else if (k == "secrets") {
+        // Checked by the policy loader itself, as the supervisor will read them.
+        if (!v.is_array()) return bad(at + ".secrets", "expected an array of the policy's \"secrets\" entries");
+        auto p = policy::parse_policy(nlohmann::json{{"secrets", v}}.dump(), at, "/");
+        if (!p) return bad(at + ".secrets", p.error().message);
+        for (const auto& s : p->secrets) {
+          if (s.source == policy::SecretEntry::Source::File && !s.from.starts_with('/'))
+            return bad(at + ".secrets", s.name + ": \"from\": \"file:" + s.from +
+                                            "\" must be an absolute path on the server's host");
+          for (const auto& h : s.hosts) tn.secret_hosts.push_back(h.pattern);
+        }
+        tn.secrets = v;
       } else {
-        return bad(at + "." + k, "unknown key (id, keys, quota)");
+        return bad(at + "." + k, "unknown key (id, keys, quota, secrets)");
       }
     }
     if (tn.id.empty()) return bad(at + ".id", "missing");

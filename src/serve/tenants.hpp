@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "util/error.hpp"
 
 namespace exg::serve {
@@ -28,11 +30,19 @@ struct Tenant {
   std::string id;
   std::vector<std::array<unsigned char, 32>> key_hashes;
   Quota quota;
+  // The tenant's credentials, as a policy's "secrets" entries whose "from" is
+  // on the server's host (env:NAME of the server's environment, or
+  // file:/absolute/path): each of its sandboxes holds a placeholder, the
+  // proxy puts the value into requests to the hosts declared, which the
+  // tenant's sandboxes may therefore reach. Validated at load.
+  nlohmann::json secrets = nlohmann::json::array();
+  std::vector<std::string> secret_hosts;  // every secret's hosts, as written
 };
 
 class Tenants {
  public:
-  // {"tenants": [{"id": "acme", "keys": ["sha256:<64 hex>"], "quota": {"sandboxes": 10, "memoryMB": 8192, "cpus": 8, "maxTimeoutSeconds": 3600}}]}
+  // {"tenants": [{"id": "acme", "keys": ["sha256:<64 hex>"], "quota": {"sandboxes": 10, "memoryMB": 8192, "cpus": 8, "maxTimeoutSeconds": 3600},
+  //               "secrets": [{"name": "GITHUB_TOKEN", "from": "file:/etc/exguardian/acme/github", "hosts": ["api.github.com"]}]}]}
   // Unknown keys, duplicate ids or keys, malformed hashes: an error naming where.
   static Result<Tenants> load(const std::string& file);
   static Result<Tenants> parse(const std::string& text, const std::string& where);

@@ -9,7 +9,15 @@ source "$(dirname "$0")/lib.sh"
 
 for tool in curl jq python3; do command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }; done
 KEY=egress-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
-echo "{\"tenants\": [{\"id\": \"t\", \"keys\": [\"$("$EXG" serve --hash-key "$KEY")\"]}]}" > "$T/tenants.json"
+# Tenant s has a secret of its own (the tenants file's "secrets"): its sandboxes hold a placeholder.
+KEY_S=secret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+TVAL=exgtenant-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+printf '%s' "$TVAL" > "$T/tenant-token"; chmod 600 "$T/tenant-token"
+cat > "$T/tenants.json" <<JSON
+{"tenants": [{"id": "t", "keys": ["$("$EXG" serve --hash-key "$KEY")"]},
+             {"id": "s", "keys": ["$("$EXG" serve --hash-key "$KEY_S")"],
+              "secrets": [{"name": "TENANT_TOKEN", "from": "file:$T/tenant-token", "hosts": ["api.secret.test"]}]}]}
+JSON
 # A template's own policy file and allowDomains: both in force, the policy's deniedDomains too.
 echo '{"network": {"allowedDomains": ["other.test", "denied.test"], "deniedDomains": ["denied.test"]}}' > "$T/policy.json"
 echo "{\"templates\": {\"policied\": {\"policy\": \"$T/policy.json\", \"allowDomains\": [\"allowed.test\"]}}}" > "$T/templates.json"
@@ -263,6 +271,32 @@ curl -s "$URL/metrics" | grep -q '^exguardian_egress_decisions_total{tenant="t",
 curl -s -o /dev/null -X DELETE "$URL/sandboxes/$first_id" -H "X-API-KEY: $KEY"
 after=$(metric 'exguardian_egress_refusals_total{tenant="t"}')
 [ "$after" = "$got_refused" ] && ok "/metrics: the refusals of a killed sandbox stay counted" || fail "/metrics after the kill: $after, was $got_refused"
+
+# ---- a tenant's secrets (tenants file): a placeholder inside, the value put in by the proxy ----
+KEY_T=$KEY; KEY=$KEY_S
+create '{"templateID": "base"}'
+KEY=$KEY_T
+[ "$CODE" = 201 ] && ok "tenant s: create (its secret's host reachable without allowOut)" || fail "tenant s create: $CODE $BODY"
+s_id=$ID
+in_sandbox "echo \"tok=\$TENANT_TOKEN\"; $C https://api.secret.test/tenant-secret -H \"Authorization: Bearer \$TENANT_TOKEN\"; echo; \
+            echo $RAN_MARK; $C -f http://plain.test/tenant-other"
+grep -q '^tok=exg_ph_TENANT_TOKEN' <<<"$OUT" && ! grep -qF "$TVAL" <<<"$OUT" &&
+    ok "tenant s: \$TENANT_TOKEN inside is a placeholder, the value nowhere in the output" || { fail "tenant s: the variable inside"; note "$OUT"; }
+[ "$(hdrs /tenant-secret)" = "[[\"Authorization\",\"Bearer $TVAL\"]]" ] &&
+    ok "tenant s: api.secret.test received the value in place of the placeholder" || { fail "tenant s upstream: $(hdrs /tenant-secret)"; note "$OUT"; }
+grep -qE "$REFUSED_403" <<<"$OUT" && ok "tenant s: a host it was not given (plain.test) stays refused" || { fail "tenant s: plain.test"; note "$OUT"; }
+check "tenant s: the audit names the secret on the intercepted connection" bash -c \
+    "jq -s -e '[.[] | select(.event == \"egress\" and .host == \"api.secret.test\" and .intercepted and (.secrets | index(\"TENANT_TOKEN\")))] | length == 1' \
+     '$T/state/sandboxes/$s_id/audit.jsonl' >/dev/null"
+create '{"templateID": "base"}'
+in_sandbox 'echo "tok=${TENANT_TOKEN:-none}"'
+grep -qx 'tok=none' <<<"$OUT" && ok "tenant t's sandbox has no TENANT_TOKEN (another tenant's secret)" || { fail "tenant t sees TENANT_TOKEN"; note "$OUT"; }
+check "the tenant's value is in no file of the server's state dir or its log" bash -c "! grep -rqsF -e '$TVAL' '$T/state' '$T/serve.log'"
+# A tenants file whose secret reads a relative path: the server does not start, and says where.
+sed 's|"file:[^"]*"|"file:relative/token"|' "$T/tenants.json" > "$T/tenants-bad.json"
+out=$("$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants-bad.json" --state-dir "$T/state-bad" 2>&1); rc=$?
+[ "$rc" -ne 0 ] && grep -q 'tenants\[1\]\.secrets.*absolute path' <<<"$out" &&
+    ok "tenants file with a relative secret path: refused at start ($(tail -1 <<<"$out"))" || fail "bad tenants file: rc $rc: $out"
 
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; st=$?
 [ "$st" = 0 ] && [ -z "$(ls -A "$T/state/sandboxes")" ] && ok "SIGTERM: exit 0, nothing left" || fail "SIGTERM: exit $st"

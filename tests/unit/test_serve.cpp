@@ -56,6 +56,29 @@ TEST(ServeTenants, BadFilesNameWhatIsWrong) {
             std::string::npos);
 }
 
+TEST(ServeTenants, SecretsCheckedByThePolicyLoader) {
+  std::string k = key_entry("k");
+  auto with = [&](const std::string& secrets) {
+    return R"({"tenants":[{"id":"a","keys":[")" + k + R"("],"secrets":)" + secrets + "}]}";
+  };
+  auto t = Tenants::parse(with(R"([{"name":"GH","from":"file:/etc/exg/gh","hosts":["api.github.com","*.x.test"]},
+                                   {"name":"NPM","from":"env:NPM_TOKEN","hosts":["registry.npmjs.org"]}])"), "t.json");
+  ASSERT_TRUE(t) << t.error().str();
+  EXPECT_EQ(t->all()[0].secrets.size(), 2u);
+  EXPECT_EQ(t->all()[0].secret_hosts, (std::vector<std::string>{"api.github.com", "*.x.test", "registry.npmjs.org"}));
+  auto err = [&](const std::string& secrets) {
+    auto r = Tenants::parse(with(secrets), "t.json");
+    return r ? std::string("accepted") : r.error().str();
+  };
+  // A relative file would be read relative to wherever the supervisor runs: refused.
+  EXPECT_NE(err(R"([{"name":"GH","from":"file:gh","hosts":["a.test"]}])").find("must be an absolute path"), std::string::npos);
+  // What the policy loader refuses in a policy's secrets, refused here, naming the tenant.
+  EXPECT_NE(err(R"([{"name":"GH","from":"env:GH"}])").find("tenants[0].secrets"), std::string::npos);
+  EXPECT_NE(err(R"([{"name":"GH","from":"env:GH","hosts":["a.test"],"bogus":1}])").find("bogus"), std::string::npos);
+  EXPECT_NE(err(R"({"name":"GH"})").find("expected an array"), std::string::npos);
+  EXPECT_TRUE(Tenants::parse(with("[]"), "t.json"));
+}
+
 TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
   Templates none;
   ASSERT_NE(none.find("base"), nullptr);
