@@ -94,6 +94,14 @@ class TransparentSession : public Session {
   // server first (SSH, SMTP): there is nothing of the client's to check.
   void wait_first_bytes() {
     arm_timer(st_->cfg.idle_timeout, "idle");
+    // Bytes the client sent while the upstream was being reached (most clients
+    // speak at once) make it the first speaker, whatever the upstream did
+    // meanwhile: both ready at one turn of the loop must not be a coin toss.
+    char probe;
+    if (::recv(client_.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
+      spoke_ = true;
+      return read_more([s = self()] { s->classify(); });
+    }
     client_.async_wait(tcp::socket::wait_read, [s = self()](const boost::system::error_code& ec) {
       if (s->closed_ || s->spoke_) return;
       if (ec) return s->close();
@@ -108,6 +116,9 @@ class TransparentSession : public Session {
       s->spoke_ = true;
       boost::system::error_code e;
       s->client_.cancel(e);
+      // The upstream ended before either side said a word: nothing to relay.
+      char b;
+      if (::recv(s->upstream_.native_handle(), &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0) return s->close();
       if (s->opaque_refusal()) return;
       s->relay({}, false);
     });
