@@ -412,9 +412,11 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   const std::string C = "curl -sS -m 5 --noproxy '' ";
   std::vector<NetCase> net = {
       {"net-direct-tcp", "curl -sS -m 3 --noproxy '*' http://203.0.113.10/",
-       "a direct TCP connection (no proxy) has no route out", false},
+       "a direct TCP connection (no proxy) gets nowhere: captured and refused by the proxy (transparent "
+       "egress) or no route out",
+       false},
       {"net-direct-metadata", "curl -sS -m 3 --noproxy '*' http://169.254.169.254/",
-       "a direct connection to the metadata address has no route out", false},
+       "a direct connection to the metadata address gets nowhere: captured and refused, or no route out", false},
       {"net-metadata-name", C + "http://meta.test/", "meta.test (allowed by name) resolves to 169.254.169.254: refused by address", true},
       {"net-metadata-hex", C + "http://0xa9fea9fe/", "0xa9fea9fe (the metadata address in hex) refused", true},
       {"net-metadata-decimal", C + "http://2852039166/", "2852039166 (metadata as one number) refused", true},
