@@ -34,6 +34,19 @@ struct Pair {
   }
 };
 
+// A listening TCP socket on 127.0.0.1, an ephemeral port; its address in `sa`.
+int loopback_listener(sockaddr_in& sa) {
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  EXPECT_EQ(::listen(l, 16), 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(l, reinterpret_cast<sockaddr*>(&sa), &len);
+  return l;
+}
+
 // Both ends of the channel running, each on its thread.
 struct World {
   Pair channel;
@@ -47,14 +60,8 @@ struct World {
   int host_sndbuf = 0;
 
   World() {
-    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-    EXPECT_EQ(::listen(listener, 16), 0);
-    socklen_t len = sizeof sa;
-    ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+    sockaddr_in sa;
+    listener = loopback_listener(sa);
     port = ntohs(sa.sin_port);
     guest = std::async(std::launch::async, [this] {
       Config c;
@@ -331,14 +338,8 @@ TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
 TEST(MicrovmEgressMux, AConnectionToTheTransparentListenerItselfNamesNothingElse) {
   Pair ch;
   int stop = ::eventfd(0, EFD_CLOEXEC);
-  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-  ASSERT_EQ(::listen(l, 4), 0);
-  socklen_t len = sizeof sa;
-  ::getsockname(l, reinterpret_cast<sockaddr*>(&sa), &len);
+  sockaddr_in sa;
+  int l = loopback_listener(sa);
   auto guest = std::async(std::launch::async, [&] {
     Config c;
     c.channel = ch.b;

@@ -240,31 +240,21 @@ Boot read_boot(int channel) {
   return b;
 }
 
-// A listening TCP socket on the guest's 127.0.0.1:port, made by pid 1 before
-// anything of the sandbox runs (nothing else can take the port first).
-int listen_loopback(unsigned short port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket for 127.0.0.1:%s", std::to_string(port));
+// A socket of `type` bound to the guest's addr:port, made by pid 1 before
+// anything of the sandbox runs (nothing else can take the port first; 53 is
+// a privileged port); TCP ones listen.
+int bind_loopback(int type, const char* addr, unsigned short port) {
+  std::string where = std::string(addr) + ":" + std::to_string(port);
+  int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket for %s", where);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 128) != 0)
-    die("listen on 127.0.0.1:%s", std::to_string(port));
-  return fd;
-}
-
-// The resolver's UDP socket on 127.0.0.53:53 (a privileged port: bound by pid 1).
-int bind_resolver() {
-  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket for %s:53", kResolverAddress);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_port = htons(kResolverPort);
-  ::inet_pton(AF_INET, kResolverAddress, &sa.sin_addr);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0) die("bind the resolver on %s:53", kResolverAddress);
+  ::inet_pton(AF_INET, addr, &sa.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || (type == SOCK_STREAM && ::listen(fd, 128) != 0))
+    die("bind %s", where);
   return fd;
 }
 
@@ -428,9 +418,9 @@ int main() {
   loopback_up();
   Egress eg;
   if (egress_port >= 0) {
-    eg.http = listen_loopback(kHttpProxyPort);
-    eg.socks = listen_loopback(kSocksProxyPort);
-    if (boot.resolver) eg.dns = bind_resolver();
+    eg.http = bind_loopback(SOCK_STREAM, "127.0.0.1", kHttpProxyPort);
+    eg.socks = bind_loopback(SOCK_STREAM, "127.0.0.1", kSocksProxyPort);
+    if (boot.resolver) eg.dns = bind_loopback(SOCK_DGRAM, kResolverAddress, kResolverPort);
     if (boot.transparent) {
       // Fail closed: the host asked for the capture; without it the guest's
       // direct connections would find no route instead of the proxy (safe,
