@@ -11,10 +11,12 @@ option(EXG_MICROVM_GUEST "Build the microVM layer's guest kernel and initramfs" 
 set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the microVM guest (default: apt-get download)")
 
 # The walls the init puts around the agent reuse the process layer's code
-# (Landlock, the prebuilt errno-only seccomp program, rlimits), not libseccomp.
+# (Landlock, the prebuilt errno-only seccomp program, rlimits), not libseccomp;
+# transparent egress the process layer's netlink capture (capture_rules.cpp).
 add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/microvm/guest/walls_apply.cpp
                src/microvm/egress_mux.cpp src/agent/agent.cpp src/agent/protocol.cpp src/process/landlock.cpp
                src/process/seccomp_prebuilt.cpp src/process/seccomp_install.cpp src/process/rlimits.cpp
+               src/process/capture_rules.cpp
                ${EXG_SECCOMP_INC})
 target_include_directories(exguardian-guest-init PRIVATE src ${CMAKE_BINARY_DIR}/generated)
 target_link_libraries(exguardian-guest-init PRIVATE nlohmann_json::nlohmann_json)

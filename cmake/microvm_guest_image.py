@@ -29,6 +29,20 @@ MODULES = [
     "kernel/net/9p/9pnet.ko",
     "kernel/net/9p/9pnet_virtio.ko",
     "kernel/fs/9p/9p.ko",
+    # Transparent egress in the guest (process/capture_rules.hpp): nf_tables
+    # with NAT for the redirect. libcrc32c's init asks the crypto API for
+    # crc32c, which only crc32c_generic provides here (there is no modprobe
+    # in the guest to load it on demand).
+    "kernel/crypto/crc32c_generic.ko",
+    "kernel/lib/libcrc32c.ko",
+    "kernel/net/netfilter/nfnetlink.ko",
+    "kernel/net/netfilter/nf_tables.ko",
+    "kernel/net/ipv4/netfilter/nf_defrag_ipv4.ko",
+    "kernel/net/ipv6/netfilter/nf_defrag_ipv6.ko",
+    "kernel/net/netfilter/nf_conntrack.ko",
+    "kernel/net/netfilter/nf_nat.ko",
+    "kernel/net/netfilter/nft_chain_nat.ko",
+    "kernel/net/netfilter/nft_redir.ko",
 ]
 MODULE_DIR = "lib/exg-modules"  # microvm/guest/guest_abi.hpp: kModuleDir
 

@@ -6,6 +6,11 @@
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <deque>
+#include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -131,49 +136,66 @@ std::string qtype_name(uint16_t t) {
 
 using boost::asio::ip::tcp;
 
+// A connection of the stream listener: framed queries in, framed answers
+// out, in the order their answers are ready (each carries its query's id).
+class DnsStreamConnection;
+
+// The resolution logic, whatever carried the query: answer() takes one
+// query's bytes and gives its response to `reply` (at once, or when the
+// lookup completes; never after stop()).
 class DnsServer : public std::enable_shared_from_this<DnsServer> {
  public:
-  DnsServer(std::shared_ptr<ProxyState> st, int fd) : st_(std::move(st)), sock_(st_->io) {
+  using Reply = std::function<void(std::string)>;  // empty: the query gets no answer
+  explicit DnsServer(std::shared_ptr<ProxyState> st) : st_(std::move(st)), sock_(st_->io), acceptor_(st_->io) {}
+
+  void serve_udp(int fd) {
     boost::system::error_code ec;
     sock_.assign(boost::asio::ip::udp::v4(), fd, ec);
     if (ec) {
       ::close(fd);
-      stopped_ = true;
       return;
     }
     sock_.non_blocking(true, ec);
+    receive();
   }
 
-  void start() {
-    if (!stopped_) receive();
-  }
-
-  void stop() {
-    if (stopped_) return;
-    stopped_ = true;
+  void serve_stream(int fd) {
     boost::system::error_code ec;
-    sock_.close(ec);
-    for (auto& r : resolvers_) r->cancel();
-    resolvers_.clear();
+    acceptor_.assign(tcp::v4(), fd, ec);  // (a unix socket: asio only moves its descriptor)
+    if (ec) {
+      ::close(fd);
+      return;
+    }
+    acceptor_.non_blocking(true, ec);
+    accept();
   }
+
+  void stop();
+  void answer(std::string_view data, Reply reply);
+  void forget(DnsStreamConnection* c);
+  const std::shared_ptr<ProxyState>& state() const { return st_; }
 
  private:
   void receive() {
     sock_.async_receive_from(boost::asio::buffer(buf_), from_,
                              [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
                                if (self->stopped_ || ec == boost::asio::error::operation_aborted) return;
-                               if (!ec) self->handle(std::string_view(self->buf_.data(), n), self->from_);
+                               if (!ec)
+                                 self->answer(std::string_view(self->buf_.data(), n),
+                                              [self, to = self->from_](std::string bytes) { self->send(bytes, to); });
                                self->receive();
                              });
   }
 
-  void handle(std::string_view data, const boost::asio::ip::udp::endpoint& from) {
+  void accept();
+
+  void handle(std::string_view data, const Reply& reply) {
     DnsQuery q;
     DnsParse p = parse_dns_query(data, q);
-    if (p.kind == DnsParse::Drop) return;
+    if (p.kind == DnsParse::Drop) return reply({});  // (no answer: the stream's count of queries in flight goes down)
     if (p.kind == DnsParse::Error) {
       audit(q, q.name, "refused", p.rcode == kRcodeFormErr ? "malformed query" : "not implemented", p.rcode, {}, {});
-      return send(dns_response(q, p.rcode, {}), from);
+      return reply(dns_response(q, p.rcode, {}));
     }
     // A placeholder in a name would leave through the host's resolver: exfiltration.
     if (const Secret* sec = st_->secret_index ? st_->secret_index->find(q.name) : nullptr) {
@@ -182,56 +204,56 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       if (st_->audit_on())
         st_->audit_write({{"event", "exfiltration"}, {"protocol", "dns"}, {"secret", sec->name}, {"where", "dns name"},
                           {"host", q.name}, {"decision", "refused"}});
-      return send(dns_response(q, kRcodeNxDomain, {}), from);
+      return reply(dns_response(q, kRcodeNxDomain, {}));
     }
     if (q.bad_name) {
       audit(q, q.name, "refused", "invalid host: not a host name", kRcodeNxDomain, {}, {});
-      return send(dns_response(q, kRcodeNxDomain, {}), from);
+      return reply(dns_response(q, kRcodeNxDomain, {}));
     }
     auto host = normalise_host(q.name);
     if (!host) {
       audit(q, q.name, "refused", "invalid host: " + host.error().str(), kRcodeNxDomain, {}, {});
-      return send(dns_response(q, kRcodeNxDomain, {}), from);
+      return reply(dns_response(q, kRcodeNxDomain, {}));
     }
     Decision d = st_->rules()->check_name(*host);
     if (!d.allowed) {
       audit(q, host->name, "refused", d.rule, kRcodeNxDomain, {}, {});
-      return send(dns_response(q, kRcodeNxDomain, {}), from);
+      return reply(dns_response(q, kRcodeNxDomain, {}));
     }
     // Transparent egress hands out IPv4 addresses of its own only (the
     // sandbox has no IPv6 route): AAAA is answered empty, and clients use A.
     if (q.qtype != kDnsTypeA && (q.qtype != kDnsTypeAAAA || st_->handed_out)) {
       audit(q, host->name, "allowed", d.rule, kRcodeNoError, {}, {});
-      return send(dns_response(q, kRcodeNoError, {}), from);
+      return reply(dns_response(q, kRcodeNoError, {}));
     }
     // The proxy's own resolution path: /etc/hosts when the C library would
     // answer from it, else getaddrinfo on asio's resolver thread.
-    if (auto addrs = st_->hosts_lookup(host->name)) return finish(q, host->name, d, *addrs, from);
+    if (auto addrs = st_->hosts_lookup(host->name)) return finish(q, host->name, d, *addrs, reply);
     if (resolvers_.size() >= kDnsMaxPending) {
       audit(q, host->name, "refused", "too many lookups in flight", kRcodeServFail, {}, {});
-      return send(dns_response(q, kRcodeServFail, {}), from);
+      return reply(dns_response(q, kRcodeServFail, {}));
     }
     auto r = std::make_shared<tcp::resolver>(st_->io);
     resolvers_.insert(r);
     r->async_resolve(host->name, "0", tcp::resolver::numeric_service,
-                     [self = shared_from_this(), r, q, name = host->name, d, from](
+                     [self = shared_from_this(), r, q, name = host->name, d, reply](
                          const boost::system::error_code& ec, tcp::resolver::results_type res) {
                        self->resolvers_.erase(r);
                        if (self->stopped_) return;
                        if (ec) {
                          uint8_t rc = ec == boost::asio::error::host_not_found ? kRcodeNxDomain : kRcodeServFail;
                          self->audit(q, name, "refused", "lookup failed: " + ec.message(), rc, {}, {});
-                         return self->send(dns_response(q, rc, {}), from);
+                         return reply(dns_response(q, rc, {}));
                        }
                        std::vector<IpAddress> addrs;
                        for (const auto& e : res)
                          if (auto a = IpAddress::from_sockaddr(e.endpoint().data())) addrs.push_back(*a);
-                       self->finish(q, name, d, addrs, from);
+                       self->finish(q, name, d, addrs, reply);
                      });
   }
 
   void finish(const DnsQuery& q, const std::string& name, const Decision& d, const std::vector<IpAddress>& addrs,
-              const boost::asio::ip::udp::endpoint& to) {
+              const Reply& reply) {
     std::vector<IpAddress> ok;
     std::vector<std::string> refused;
     std::optional<Decision> first_refusal;
@@ -251,7 +273,7 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
     // Every address of the asked type refused: an empty answer, logged as a refusal.
     if (ok.empty() && first_refusal) {
       audit(q, name, "refused", first_refusal->rule, kRcodeNoError, {}, refused);
-      return send(dns_response(q, kRcodeNoError, {}), to);
+      return reply(dns_response(q, kRcodeNoError, {}));
     }
     // Transparent egress: the sandbox gets the address that stands for the
     // name (its connections to it reach the proxy, which resolves again);
@@ -260,12 +282,12 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       auto mine = st_->handed_out->address_for(name);
       if (!mine) {
         audit(q, name, "refused", "the resolver's address range is used up", kRcodeServFail, {}, refused);
-        return send(dns_response(q, kRcodeServFail, {}), to);
+        return reply(dns_response(q, kRcodeServFail, {}));
       }
       ok = {*mine};
     }
     audit(q, name, "allowed", d.rule, kRcodeNoError, ok, refused);
-    send(dns_response(q, kRcodeNoError, ok), to);
+    reply(dns_response(q, kRcodeNoError, ok));
   }
 
   void audit(const DnsQuery& q, const std::string& host, const char* decision, const std::string& rule, uint8_t rcode,
@@ -285,22 +307,184 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
   }
 
   void send(const std::string& bytes, const boost::asio::ip::udp::endpoint& to) {
-    if (stopped_) return;
+    if (stopped_ || bytes.empty()) return;
     boost::system::error_code ec;
     sock_.send_to(boost::asio::buffer(bytes), to, 0, ec);  // non-blocking: a full buffer drops the answer
   }
 
   std::shared_ptr<ProxyState> st_;
   boost::asio::ip::udp::socket sock_;
+  tcp::acceptor acceptor_;
   std::array<char, 4096> buf_{};
   boost::asio::ip::udp::endpoint from_;
   std::set<std::shared_ptr<tcp::resolver>> resolvers_;
+  std::map<DnsStreamConnection*, std::shared_ptr<DnsStreamConnection>> conns_;
   bool stopped_ = false;
 };
 
+void DnsServer::answer(std::string_view data, Reply reply) {
+  if (!stopped_) handle(data, reply);
+}
+
+class DnsStreamConnection : public std::enable_shared_from_this<DnsStreamConnection> {
+ public:
+  DnsStreamConnection(std::shared_ptr<DnsServer> server, tcp::socket s)
+      : server_(std::move(server)), sock_(std::move(s)), timer_(server_->state()->io) {}
+
+  void start() {
+    arm();
+    read();
+  }
+
+  void close() {
+    if (closed_) return;
+    closed_ = true;
+    boost::system::error_code ec;
+    timer_.cancel();
+    sock_.close(ec);
+    server_->forget(this);  // (last: it may drop the last reference to this)
+  }
+
+ private:
+  // A connection that sends no whole query for header_timeout, with nothing
+  // in flight, is closed.
+  void arm() {
+    timer_.expires_after(server_->state()->cfg.header_timeout);
+    timer_.async_wait([w = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = w.lock();
+      if (ec || !self || self->closed_) return;
+      if (self->pending_ == 0 && self->writing_.empty()) return self->close();
+      self->arm();
+    });
+  }
+
+  void read() {
+    if (closed_ || reading_ || peer_done_ || pending_ >= kDnsStreamMaxPending) return;
+    reading_ = true;
+    sock_.async_read_some(boost::asio::buffer(buf_),
+                          [self = shared_from_this()](const boost::system::error_code& ec, size_t n) {
+                            self->reading_ = false;
+                            if (self->closed_) return;
+                            if (ec) {
+                              self->peer_done_ = true;  // (end of stream or an error: no more queries)
+                              return self->maybe_done();
+                            }
+                            self->in_.append(self->buf_.data(), n);
+                            self->take_queries();
+                          });
+  }
+
+  void take_queries() {
+    for (;;) {
+      if (in_.size() < 2) break;
+      size_t len = (static_cast<uint8_t>(in_[0]) << 8) | static_cast<uint8_t>(in_[1]);
+      if (len > kDnsMaxStreamQuery) {
+        if (server_->state()->audit_on())
+          server_->state()->audit_write({{"event", "dns"}, {"protocol", "dns"}, {"decision", "refused"},
+                                         {"rule", "malformed query"},
+                                         {"reason", "a query of " + std::to_string(len) + " bytes on a stream (at most " +
+                                                        std::to_string(kDnsMaxStreamQuery) + ")"}});
+        return close();
+      }
+      if (in_.size() < 2 + len) break;
+      std::string query = in_.substr(2, len);
+      in_.erase(0, 2 + len);
+      ++pending_;
+      arm();
+      server_->answer(query, [w = weak_from_this()](std::string bytes) {
+        if (auto self = w.lock()) self->answered(std::move(bytes));
+      });
+      if (closed_) return;
+      if (pending_ >= kDnsStreamMaxPending) return;  // read() waits for answers first
+    }
+    read();
+  }
+
+  void answered(std::string bytes) {
+    if (closed_) return;
+    --pending_;
+    if (bytes.empty()) {  // a query not answered (too short to, or a response)
+      read();
+      return maybe_done();
+    }
+    std::string framed;
+    framed.push_back(static_cast<char>(bytes.size() >> 8));
+    framed.push_back(static_cast<char>(bytes.size() & 0xff));
+    framed += bytes;
+    out_.push_back(std::move(framed));
+    write();
+    read();
+  }
+
+  void write() {
+    if (!writing_.empty() || out_.empty()) return;
+    writing_ = std::move(out_.front());
+    out_.pop_front();
+    boost::asio::async_write(sock_, boost::asio::buffer(writing_),
+                             [self = shared_from_this()](const boost::system::error_code& ec, size_t) {
+                               self->writing_.clear();
+                               if (self->closed_) return;
+                               if (ec) return self->close();
+                               self->write();
+                               self->maybe_done();
+                             });
+  }
+
+  // The client ended its side and every answer went: the connection ends.
+  void maybe_done() {
+    if (peer_done_ && pending_ == 0 && writing_.empty() && out_.empty()) close();
+  }
+
+  std::shared_ptr<DnsServer> server_;
+  tcp::socket sock_;
+  boost::asio::steady_timer timer_;
+  std::array<char, 1024> buf_{};
+  std::string in_, writing_;
+  std::deque<std::string> out_;
+  size_t pending_ = 0;  // queries whose answers have not come yet
+  bool reading_ = false, peer_done_ = false, closed_ = false;
+};
+
+void DnsServer::accept() {
+  acceptor_.async_accept([self = shared_from_this()](const boost::system::error_code& ec, tcp::socket s) {
+    if (self->stopped_ || ec == boost::asio::error::operation_aborted) return;
+    if (!ec) {
+      if (self->conns_.size() >= kDnsStreamMaxConnections) {
+        boost::system::error_code e;
+        s.close(e);  // (the guest's relay sees its stream closed; its client retries)
+      } else {
+        auto c = std::make_shared<DnsStreamConnection>(self, std::move(s));
+        self->conns_.emplace(c.get(), c);
+        c->start();
+      }
+    }
+    self->accept();
+  });
+}
+
+void DnsServer::forget(DnsStreamConnection* c) { conns_.erase(c); }
+
+void DnsServer::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  boost::system::error_code ec;
+  sock_.close(ec);
+  acceptor_.close(ec);
+  for (auto& r : resolvers_) r->cancel();
+  resolvers_.clear();
+  auto conns = std::move(conns_);
+  for (auto& [p, c] : conns) c->close();
+}
+
 std::shared_ptr<DnsServer> start_dns_server(std::shared_ptr<ProxyState> st, int udp_fd) {
-  auto s = std::make_shared<DnsServer>(std::move(st), udp_fd);
-  s->start();
+  auto s = std::make_shared<DnsServer>(std::move(st));
+  s->serve_udp(udp_fd);
+  return s;
+}
+
+std::shared_ptr<DnsServer> start_dns_stream_server(std::shared_ptr<ProxyState> st, int listening_fd) {
+  auto s = std::make_shared<DnsServer>(std::move(st));
+  s->serve_stream(listening_fd);
   return s;
 }
 

@@ -6,8 +6,14 @@
 // addresses Rules::check_address allows, TTL 5. A name that is not allowed (or
 // does not resolve) gets NXDOMAIN. Malformed queries get FORMERR, other
 // opcodes and classes NOTIMP; other types of an allowed name get an empty
-// answer (NODATA). Answers fit in 512 bytes (TC set when cut); no TCP, no
-// recursion beyond this. Every decision is one audit line {"event":"dns",...}.
+// answer (NODATA). Answers fit in 512 bytes (TC set when cut); no recursion
+// beyond this. The same logic serves a stream listener too (the microVM
+// guest's queries, relayed over its egress channel): DNS over TCP framing
+// (RFC 1035 4.2.2), each query and answer after a 2-byte length; bounded:
+// a query of at most kDnsMaxStreamQuery bytes (a longer one ends the
+// connection), kDnsStreamMaxPending lookups a connection (reading waits
+// beyond), kDnsStreamMaxConnections at once (more are closed at once), and a
+// connection idle for the header timeout with nothing in flight is closed. Every decision is one audit line {"event":"dns",...}.
 // Without transparent egress there is still no route out: the answers only
 // serve tools that want to resolve before they talk to the proxy. With it
 // (ProxyConfig::transparent, the default), an allowed name whose addresses
@@ -34,6 +40,9 @@ inline constexpr uint8_t kRcodeNoError = 0, kRcodeFormErr = 1, kRcodeServFail = 
 inline constexpr size_t kDnsMaxUdp = 512;
 inline constexpr uint32_t kDnsTtl = 5;
 inline constexpr size_t kDnsMaxPending = 64;  // lookups in flight; further queries are dropped
+inline constexpr size_t kDnsMaxStreamQuery = 512;
+inline constexpr size_t kDnsStreamMaxPending = 16;
+inline constexpr size_t kDnsStreamMaxConnections = 64;
 
 struct DnsQuery {
   uint16_t id = 0;
@@ -61,6 +70,8 @@ std::string qtype_name(uint16_t t);
 class DnsServer;
 // Takes ownership of udp_fd (a bound UDP socket); serves on st->io until stopped.
 std::shared_ptr<DnsServer> start_dns_server(std::shared_ptr<ProxyState> st, int udp_fd);
+// Takes ownership of a listening stream socket; serves framed queries on its connections.
+std::shared_ptr<DnsServer> start_dns_stream_server(std::shared_ptr<ProxyState> st, int listening_fd);
 void stop_dns_server(const std::shared_ptr<DnsServer>& s);
 
 }  // namespace exg::egress::detail

@@ -596,7 +596,7 @@ struct Proxy::Impl : detail::ProxyState {
   std::vector<std::shared_ptr<detail::DnsServer>> dns_servers;
   bool stopped = false;
 
-  enum class Front { Http, Socks, Transparent };
+  enum class Front { Http, Socks, Transparent, TransparentRelay };
 
   void accept(tcp::acceptor* acc, Front front, bool auth, std::shared_ptr<Impl> self) {
     acc->async_accept([this, acc, front, auth, self](const boost::system::error_code& ec, tcp::socket s) {
@@ -617,7 +617,8 @@ struct Proxy::Impl : detail::ProxyState {
       } else {
         std::shared_ptr<detail::Session> sess =
             front == Front::Socks         ? detail::make_socks_session(self, std::move(s), auth)
-            : front == Front::Transparent ? detail::make_transparent_session(self, std::move(s))
+            : front == Front::Transparent ? detail::make_transparent_session(self, std::move(s), false)
+            : front == Front::TransparentRelay ? detail::make_transparent_session(self, std::move(s), true)
                                           : detail::make_http_session(self, std::move(s), auth);
         sess->register_self();
         if (active > cfg.max_connections) sess->refuse_over_limit();
@@ -647,7 +648,8 @@ struct Proxy::Impl : detail::ProxyState {
     // A unix socket is reachable only through the file system (mode 0600): no token.
     bool is_unix = ss.ss_family == AF_UNIX;
     if (is_unix) unix_acceptors.push_back(acc.get());
-    accept(acc.get(), front, !is_unix && !cfg.token.empty() && front != Front::Transparent, self);
+    accept(acc.get(), front, !is_unix && !cfg.token.empty() && front != Front::Transparent && front != Front::TransparentRelay,
+           self);
     acceptors.push_back(std::move(acc));
   }
 };
@@ -660,7 +662,9 @@ Proxy::~Proxy() { stop(); }
 void Proxy::add_http_listener(int fd) { impl_->add_listener(fd, Impl::Front::Http, impl_); }
 void Proxy::add_socks_listener(int fd) { impl_->add_listener(fd, Impl::Front::Socks, impl_); }
 void Proxy::add_transparent_listener(int fd) { impl_->add_listener(fd, Impl::Front::Transparent, impl_); }
+void Proxy::add_transparent_relay_listener(int fd) { impl_->add_listener(fd, Impl::Front::TransparentRelay, impl_); }
 void Proxy::add_dns_socket(int fd) { impl_->dns_servers.push_back(detail::start_dns_server(impl_, fd)); }
+void Proxy::add_dns_stream_listener(int fd) { impl_->dns_servers.push_back(detail::start_dns_stream_server(impl_, fd)); }
 const ProxyStats& Proxy::stats() const { return impl_->stats; }
 size_t Proxy::max_connections() const { return impl_->cfg.max_connections; }
 

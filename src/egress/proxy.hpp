@@ -92,6 +92,14 @@ class Proxy {
   // Transparent egress: a listening TCP socket (127.0.0.1:15001 inside) that
   // the sandbox's netfilter redirects its outgoing TCP to; takes ownership.
   void add_transparent_listener(int listening_fd);
+  // The same for connections relayed from elsewhere (the microVM guest's,
+  // microvm/egress_bridge.hpp): a listening unix socket whose connections
+  // begin with a destination preamble (transparent.hpp); takes ownership.
+  void add_transparent_relay_listener(int listening_fd);
+  // The resolver (dns.hpp) on a listening stream socket (a unix socket of the
+  // microVM bridge): queries and answers framed as DNS over TCP (RFC 1035
+  // 4.2.2, a 2-byte length before each); takes ownership.
+  void add_dns_stream_listener(int listening_fd);
   const ProxyStats& stats() const;
   // cfg.max_connections, or less when RLIMIT_NOFILE cannot hold that many
   // (kFdsPerConnection each): past it clients get the clear refusal, not EMFILE.
@@ -492,7 +500,9 @@ class Session : public std::enable_shared_from_this<Session> {
 
 std::shared_ptr<Session> make_http_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s, bool auth);
 std::shared_ptr<Session> make_socks_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s, bool auth);
-std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s);
+// preamble: the destination comes first on the connection (kDestinationPreambleBytes), not from SO_ORIGINAL_DST.
+std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, boost::asio::ip::tcp::socket s,
+                                                  bool preamble);
 
 }  // namespace detail
 }  // namespace exg::egress

@@ -9,6 +9,10 @@
 // (rules on the name, the proxy's own DNS, rules on every address), and checks
 // what the client says first against that name: a TLS ClientHello's SNI or an
 // HTTP Host header naming another host is a mismatch, refused and logged.
+// The microVM layer's guest has its own kernel, so its captured connections
+// reach the proxy over the egress bridge (microvm/egress_bridge.hpp) on a unix
+// socket instead: each begins with a destination preamble (below) that stands
+// for SO_ORIGINAL_DST; from there the session goes on exactly the same way.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +21,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 #include "egress/rules.hpp"
 
@@ -28,6 +33,14 @@ namespace exg::egress {
 inline constexpr uint32_t kCaptureRangeBase = 0xc6120000;  // 198.18.0.0
 inline constexpr int kCaptureRangePrefix = 15;
 inline constexpr uint16_t kTransparentPort = 15001;  // the listener inside (127.0.0.1)
+
+// The destination preamble of a relayed captured connection: the IPv4 address
+// (4 bytes) and the port (2, big-endian) the client connected to, written by
+// the microVM bridge before anything of the client's. Only the bridge reaches
+// that listener; what the preamble says is still the guest's claim, untrusted,
+// and judged like any address a client names (the CIDR rules, or the name the
+// resolver handed that address out for).
+inline constexpr size_t kDestinationPreambleBytes = 6;
 
 // Names the resolver handed out addresses for, both ways. One per sandbox, on
 // the proxy's loop (no locking). An address once given to a name stays its
@@ -58,6 +71,10 @@ struct ClientHelloSni {
   std::string name;
 };
 ClientHelloSni parse_client_hello_sni(std::string_view in);
+
+// The destination of a preamble (the first kDestinationPreambleBytes of `in`);
+// nullopt when `in` is shorter.
+std::optional<std::pair<IpAddress, uint16_t>> parse_destination_preamble(std::string_view in);
 
 }  // namespace detail
 }  // namespace exg::egress

@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <cstring>
+
 #include "egress/proxy.hpp"
 #include "egress/transparent.hpp"
 
@@ -39,12 +41,42 @@ HttpStart http_start(std::string_view in) {
 
 class TransparentSession : public Session {
  public:
-  TransparentSession(std::shared_ptr<ProxyState> st, tcp::socket s) : Session(std::move(st), std::move(s), "transparent", false) {}
+  TransparentSession(std::shared_ptr<ProxyState> st, tcp::socket s, bool preamble)
+      : Session(std::move(st), std::move(s), "transparent", false), preamble_(preamble) {}
 
   void start() override {
+    if (preamble_) return read_preamble();
     auto dest = original_destination(client_.native_handle());
     if (!dest) return refuse_early("", 0, "not redirected", "a connection to the transparent listener itself");
-    auto [addr, port] = *dest;
+    judge(dest->first, dest->second);
+  }
+
+  void refuse_over_limit() override {
+    log_over_limit();
+    close();
+  }
+
+ private:
+  std::shared_ptr<TransparentSession> self() {
+    return std::static_pointer_cast<TransparentSession>(shared_from_this());
+  }
+
+  // A relayed connection (the microVM bridge): the destination comes first,
+  // then the client's own bytes, which stay in in_ for classify().
+  void read_preamble() {
+    if (in_.size() < kDestinationPreambleBytes) {
+      arm_timer(st_->cfg.header_timeout, "header");
+      return read_more([s = self()] { s->read_preamble(); });
+    }
+    cancel_timer();
+    auto dest = parse_destination_preamble(in_);
+    in_.erase(0, kDestinationPreambleBytes);
+    judge(dest->first, dest->second);
+  }
+
+  // The destination as the client meant it (SO_ORIGINAL_DST, or the guest's
+  // preamble: the same claim of an untrusted client either way).
+  void judge(const IpAddress& addr, uint16_t port) {
     if (addr.bytes[0] == 127 && !addr.v6)  // the redirect never sends loopback here
       return refuse_early(addr.str(), port, "not redirected", "a loopback destination");
     std::string host = addr.str();
@@ -61,16 +93,6 @@ class TransparentSession : public Session {
       s->out_ = std::move(o);
       s->wait_first_bytes();
     });
-  }
-
-  void refuse_over_limit() override {
-    log_over_limit();
-    close();
-  }
-
- private:
-  std::shared_ptr<TransparentSession> self() {
-    return std::static_pointer_cast<TransparentSession>(shared_from_this());
   }
 
   void refuse_early(const std::string& host, uint16_t port, const std::string& rule, const std::string& reason) {
@@ -93,6 +115,10 @@ class TransparentSession : public Session {
   // first (TLS, HTTP, most protocols): its first bytes are checked. The
   // server first (SSH, SMTP): there is nothing of the client's to check.
   void wait_first_bytes() {
+    if (!in_.empty()) {  // (a relayed connection's first bytes came with its preamble)
+      spoke_ = true;
+      return classify();
+    }
     arm_timer(st_->cfg.idle_timeout, "idle");
     // Bytes the client sent while the upstream was being reached (most clients
     // speak at once) make it the first speaker, whatever the upstream did
@@ -244,14 +270,23 @@ class TransparentSession : public Session {
     return std::nullopt;
   }
 
+  bool preamble_;         // the destination comes as a preamble (kDestinationPreambleBytes), not SO_ORIGINAL_DST
   bool by_name_ = false;  // the destination was an address the resolver handed out
   bool spoke_ = false;    // one side spoke first (the other's wait is cancelled)
 };
 
 }  // namespace
 
-std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, tcp::socket s) {
-  return std::make_shared<TransparentSession>(std::move(st), std::move(s));
+std::optional<std::pair<IpAddress, uint16_t>> parse_destination_preamble(std::string_view in) {
+  if (in.size() < kDestinationPreambleBytes) return std::nullopt;
+  IpAddress a;
+  std::memcpy(a.bytes, in.data(), 4);
+  uint16_t port = static_cast<uint16_t>((static_cast<uint8_t>(in[4]) << 8) | static_cast<uint8_t>(in[5]));
+  return std::pair{a, port};
+}
+
+std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, tcp::socket s, bool preamble) {
+  return std::make_shared<TransparentSession>(std::move(st), std::move(s), preamble);
 }
 
 }  // namespace exg::egress::detail

@@ -89,6 +89,10 @@ struct Sandbox {
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
   UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
   UniqueFd transparent_listener;  // TCP 127.0.0.1:15001 in the sandbox's netns, its redirected TCP (network.transparent)
+  // microvm: dns_socket and transparent_listener are the egress bridge's
+  // listening unix sockets instead: queries framed as DNS over TCP, captured
+  // connections that begin with their destination (egress/transparent.hpp).
+  bool relayed_egress = false;
   UniqueFd agent_channel;  // LaunchOptions::agent: the stream socket to the agent (agent/protocol.hpp)
   // What the layer keeps running beside the sandbox while it lives (microvm:
   // the egress bridge's thread); released with the Sandbox, after the proxy stopped.

@@ -8,7 +8,6 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "microvm/egress_mux.hpp"
 
 namespace exg::microvm {
 
@@ -51,29 +50,55 @@ Result<std::unique_ptr<EgressBridge>> EgressBridge::make() {
   char tmpl[] = "/tmp/exguardian-microvm-egress-XXXXXX";
   if (!::mkdtemp(tmpl)) return fail(Error::sys("microvm egress: mkdtemp /tmp/exguardian-microvm-egress-*"));
   b->dir_ = tmpl;
-  b->http_path_ = b->dir_ + "/http";
-  b->socks_path_ = b->dir_ + "/socks";
-  auto h = listen_on(b->http_path_);
-  if (!h) return fail(h.error());
-  b->http_listener = std::move(*h);
-  auto s = listen_on(b->socks_path_);
-  if (!s) return fail(s.error());
-  b->socks_listener = std::move(*s);
+  struct Each {
+    const char* name;
+    Endpoint& end;
+    UniqueFd& listener;
+  };
+  Each all[] = {{"http", b->http_, b->http_listener},
+                {"socks", b->socks_, b->socks_listener},
+                {"transparent", b->transparent_, b->transparent_listener},
+                {"dns", b->dns_, b->dns_listener}};
+  for (auto& e : all) {
+    e.end.path = b->dir_ + "/" + e.name;
+    auto l = listen_on(e.end.path);
+    if (!l) return fail(l.error());
+    e.listener = std::move(*l);
+  }
   // The sockets' names go at once: connections reach them through O_PATH
   // descriptors of their inodes (/proc/self/fd/N), so nothing is left on disk
   // even when this process is killed, and no other process has a name to use.
-  b->http_inode_.reset(::open(b->http_path_.c_str(), O_PATH | O_CLOEXEC));
-  b->socks_inode_.reset(::open(b->socks_path_.c_str(), O_PATH | O_CLOEXEC));
-  ::unlink(b->http_path_.c_str());
-  ::unlink(b->socks_path_.c_str());
+  for (auto& e : all) {
+    e.end.inode.reset(::open(e.end.path.c_str(), O_PATH | O_CLOEXEC));
+    ::unlink(e.end.path.c_str());
+  }
   ::rmdir(b->dir_.c_str());
-  if (!b->http_inode_ || !b->socks_inode_) return fail(Error::sys("microvm egress: open the proxy's sockets (O_PATH)"));
-  b->http_path_ = "/proc/self/fd/" + std::to_string(b->http_inode_.get());
-  b->socks_path_ = "/proc/self/fd/" + std::to_string(b->socks_inode_.get());
   b->dir_.clear();
+  for (auto& e : all) {
+    if (!e.end.inode) return fail(Error::sys("microvm egress: open the proxy's sockets (O_PATH)"));
+    e.end.path = "/proc/self/fd/" + std::to_string(e.end.inode.get());
+  }
   b->stop_.reset(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!b->stop_) return fail(Error::sys("microvm egress: eventfd"));
   return b;
+}
+
+int EgressBridge::connect(egress_mux::Target t, std::string_view destination) const {
+  using egress_mux::Target;
+  if (t != Target::Transparent) return connect_to(t == Target::Socks ? socks_.path : t == Target::Dns ? dns_.path : http_.path);
+  // The guest's claimed destination, written before anything of its
+  // client's: the preamble the transparent relay listener reads in place of
+  // SO_ORIGINAL_DST (the claim is judged there, like any address a client names).
+  if (destination.size() != egress_mux::kDestinationBytes) return -1;
+  int fd = connect_to(transparent_.path);
+  if (fd < 0) return -1;
+  // A fresh socket's buffer takes 6 bytes at once; anything else refuses the stream.
+  if (::send(fd, destination.data(), destination.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
+      static_cast<ssize_t>(destination.size())) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
 }
 
 Result<void> EgressBridge::start(UniqueFd channel) {
@@ -83,9 +108,7 @@ Result<void> EgressBridge::start(UniqueFd channel) {
       egress_mux::Config cfg;
       cfg.channel = channel_.get();
       cfg.stop_fd = stop_.get();
-      cfg.connect = [this](egress_mux::Target t) {
-        return connect_to(t == egress_mux::Target::Socks ? socks_path_ : http_path_);
-      };
+      cfg.connect = [this](egress_mux::Target t, std::string_view destination) { return connect(t, destination); };
       (void)egress_mux::run(cfg);
     });
   } catch (const std::system_error& e) {
@@ -101,8 +124,7 @@ EgressBridge::~EgressBridge() {
     thread_.join();
   }
   if (!dir_.empty()) {  // (a make() that failed half way)
-    ::unlink((dir_ + "/http").c_str());
-    ::unlink((dir_ + "/socks").c_str());
+    for (const char* n : {"/http", "/socks", "/transparent", "/dns"}) ::unlink((dir_ + n).c_str());
     ::rmdir(dir_.c_str());
   }
 }

@@ -1,12 +1,14 @@
 #include "microvm/egress_mux.hpp"
 
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <map>
 
 namespace exg::microvm::egress_mux {
@@ -37,8 +39,12 @@ ssize_t write_some(int fd, const char* p, size_t n) {
   return w;
 }
 
+constexpr int kSoOriginalDst = 80;  // SO_ORIGINAL_DST (linux/netfilter_ipv4.h), level SOL_IP
+
 struct Stream {
-  int fd = -1;
+  int fd = -1;                // -1: a Dns stream (no socket of its own)
+  bool dns = false;
+  sockaddr_in dns_client{};   // a Dns stream's client, where its answer goes
   uint32_t credit = kWindow;  // bytes this side may still send to the peer
   std::string pending;        // from the peer, not yet written on fd
   size_t pos = 0;
@@ -61,12 +67,16 @@ class Mux {
   std::string out_, in_;
   size_t out_pos_ = 0, in_pos_ = 0;
   std::string ended_;
+  size_t dns_streams_ = 0;
 
   size_t queued() const { return out_.size() - out_pos_; }
   void queue(Type t, uint32_t id, const char* data = nullptr, size_t n = 0) { out_ += encode(t, id, data, n); }
   void abort(uint32_t id, bool tell_peer);
   void finish_if_done(uint32_t id);
   void accept_on(int listener, Target t);
+  void receive_dns();
+  void dns_data(uint32_t id);
+  void erase(std::map<uint32_t, Stream>::iterator it);
   void read_stream(uint32_t id);
   void write_stream(uint32_t id);
   bool read_channel();
@@ -74,11 +84,16 @@ class Mux {
   bool on_frame(Type t, uint32_t id, const char* p, uint32_t n);
 };
 
+void Mux::erase(std::map<uint32_t, Stream>::iterator it) {
+  if (it->second.fd >= 0) ::close(it->second.fd);
+  if (it->second.dns) --dns_streams_;
+  streams_.erase(it);
+}
+
 void Mux::abort(uint32_t id, bool tell_peer) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
-  ::close(it->second.fd);
-  streams_.erase(it);
+  erase(it);
   if (tell_peer) queue(Type::Close, id);
 }
 
@@ -88,26 +103,81 @@ void Mux::finish_if_done(uint32_t id) {
   auto it = streams_.find(id);
   if (it == streams_.end()) return;
   Stream& s = it->second;
+  if (s.dns) {  // the host ended the stream before a whole answer
+    if (s.peer_eof) abort(id, true);
+    return;
+  }
   if (s.peer_eof && s.unwritten() == 0 && !s.write_shut) {
     ::shutdown(s.fd, SHUT_WR);
     s.write_shut = true;
   }
-  if (s.read_eof && s.write_shut) {
-    ::close(s.fd);
-    streams_.erase(it);
-  }
+  if (s.read_eof && s.write_shut) erase(it);
 }
 
 void Mux::accept_on(int listener, Target t) {
   int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) return;
+  char open[1 + kDestinationBytes] = {static_cast<char>(t)};
+  size_t n = 1;
+  if (t == Target::Transparent) {
+    // Where the client meant to go, before netfilter redirected it here;
+    // none: it connected to the listener itself, and is closed.
+    sockaddr_in dst{};
+    socklen_t len = sizeof dst;
+    if (::getsockopt(fd, SOL_IP, kSoOriginalDst, &dst, &len) != 0 || dst.sin_family != AF_INET) {
+      ::close(fd);
+      return;
+    }
+    std::memcpy(open + 1, &dst.sin_addr.s_addr, 4);  // (both in network order already)
+    std::memcpy(open + 5, &dst.sin_port, 2);
+    n += kDestinationBytes;
+  }
   uint32_t id = next_id_++;
   if (next_id_ == 0) next_id_ = 1;  // (ids of streams long gone; the peer keeps none)
   Stream s;
   s.fd = fd;
   streams_.emplace(id, std::move(s));
-  char target = static_cast<char>(t);
+  queue(Type::Open, id, open, n);
+}
+
+// One query from the resolver's socket: a stream of its own, the query sent
+// whole with its length, then Eof.
+void Mux::receive_dns() {
+  char buf[kMaxDnsMessage + 1];
+  sockaddr_in from{};
+  socklen_t len = sizeof from;
+  ssize_t r = ::recvfrom(cfg_.dns_socket, buf, sizeof buf, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&from), &len);
+  if (r < static_cast<ssize_t>(kMinDnsMessage) || static_cast<size_t>(r) > kMaxDnsMessage || from.sin_family != AF_INET)
+    return;  // (an error, a runt, an oversized datagram: dropped, as a resolver would)
+  uint32_t id = next_id_++;
+  if (next_id_ == 0) next_id_ = 1;
+  Stream s;
+  s.dns = true;
+  s.dns_client = from;
+  s.read_eof = true;
+  std::string framed;
+  framed.push_back(static_cast<char>(r >> 8));
+  framed.push_back(static_cast<char>(r & 0xff));
+  framed.append(buf, static_cast<size_t>(r));
+  s.credit -= static_cast<uint32_t>(framed.size());
+  streams_.emplace(id, std::move(s));
+  ++dns_streams_;
+  char target = static_cast<char>(Target::Dns);
   queue(Type::Open, id, &target, 1);
+  queue(Type::Data, id, framed.data(), framed.size());
+  queue(Type::Eof, id);
+}
+
+// The host's answer so far on a Dns stream: once whole, to the client.
+void Mux::dns_data(uint32_t id) {
+  Stream& s = streams_.at(id);
+  if (s.pending.size() < 2) return;
+  size_t len = (static_cast<unsigned char>(s.pending[0]) << 8) | static_cast<unsigned char>(s.pending[1]);
+  if (len > kMaxDnsMessage) return abort(id, true);
+  if (s.pending.size() < 2 + len) return;
+  (void)::sendto(cfg_.dns_socket, s.pending.data() + 2, len, MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&s.dns_client),
+                 sizeof s.dns_client);  // (a full buffer drops the answer; the client asks again)
+  abort(id, true);
 }
 
 void Mux::read_stream(uint32_t id) {
@@ -157,9 +227,12 @@ bool Mux::on_frame(Type t, uint32_t id, const char* p, uint32_t n) {
   auto it = streams_.find(id);
   switch (t) {
     case Type::Open: {
-      bool ok = cfg_.connect && n == 1 && it == streams_.end() && streams_.size() < kMaxStreams &&
-                (p[0] == static_cast<char>(Target::Http) || p[0] == static_cast<char>(Target::Socks));
-      int fd = ok ? cfg_.connect(static_cast<Target>(p[0])) : -1;
+      // The target and, for Transparent only, the destination: any other payload is refused.
+      auto target = n ? static_cast<Target>(p[0]) : Target::Http;
+      bool known = n == 1 ? target == Target::Http || target == Target::Socks || target == Target::Dns
+                          : n == 1 + kDestinationBytes && target == Target::Transparent;
+      bool ok = cfg_.connect && known && it == streams_.end() && streams_.size() < kMaxStreams;
+      int fd = ok ? cfg_.connect(target, std::string_view(p + 1, n - 1)) : -1;
       if (fd < 0) {
         if (it == streams_.end()) queue(Type::Close, id);
         else abort(id, true);  // an id in use opened again: both go
@@ -179,7 +252,8 @@ bool Mux::on_frame(Type t, uint32_t id, const char* p, uint32_t n) {
         return true;
       }
       s.pending.append(p, n);
-      write_stream(id);
+      if (s.dns) dns_data(id);
+      else write_stream(id);
       return true;
     }
     case Type::Credit: {
@@ -262,6 +336,7 @@ bool Mux::write_channel() {
 std::string Mux::run() {
   set_nonblocking(cfg_.channel);
   for (auto& l : cfg_.listeners) set_nonblocking(l.first);
+  if (cfg_.dns_socket >= 0) set_nonblocking(cfg_.dns_socket);
   std::vector<pollfd> fds;
   std::vector<uint32_t> ids;
   for (;;) {
@@ -273,10 +348,12 @@ std::string Mux::run() {
     bool room = queued() < kOutHigh;
     for (auto& l : cfg_.listeners)
       fds.push_back({l.first, static_cast<short>(room && streams_.size() < kMaxStreams ? POLLIN : 0), 0});
+    bool dns_room = room && streams_.size() < kMaxStreams && dns_streams_ < kMaxDnsStreams;
+    fds.push_back({dns_room ? cfg_.dns_socket : -1, POLLIN, 0});
     for (auto& [id, s] : streams_) {
       short ev = 0;
       if (!s.read_eof && s.credit > 0 && room) ev |= POLLIN;
-      if (s.unwritten()) ev |= POLLOUT;
+      if (s.unwritten() && !s.dns) ev |= POLLOUT;
       // (-1 when nothing is awaited: a hung-up socket would wake every poll)
       fds.push_back({ev ? s.fd : -1, ev, 0});
       ids.push_back(id);
@@ -296,6 +373,7 @@ std::string Mux::run() {
     size_t k = 2;
     for (auto& l : cfg_.listeners)
       if (fds[k++].revents & POLLIN) accept_on(l.first, l.second);
+    if (fds[k++].revents & POLLIN) receive_dns();
     for (size_t i = 0; i < ids.size(); ++i) {
       const pollfd& p = fds[k + i];
       if (!p.revents || !streams_.count(ids[i])) continue;
@@ -307,8 +385,7 @@ std::string Mux::run() {
     }
     if (queued() && !write_channel()) break;
   }
-  for (auto& [id, s] : streams_) ::close(s.fd);
-  streams_.clear();
+  while (!streams_.empty()) erase(streams_.begin());
   return ended_;
 }
 

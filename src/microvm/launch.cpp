@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "agent/protocol.hpp"
+#include "egress/transparent.hpp"
 #include "microvm/egress_bridge.hpp"
 #include "microvm/guest/boot_record.hpp"
 #include "microvm/guest/guest_abi.hpp"
@@ -31,6 +32,8 @@
 namespace exg::microvm {
 
 namespace {
+
+static_assert(guest::kTransparentPort == egress::kTransparentPort, "the guest's capture listener is the proxy's port");
 
 constexpr uint64_t kMiB = 1024 * 1024;
 // What qemu needs beside the guest's RAM (its own code, the TCG translation
@@ -68,8 +71,8 @@ Result<UniqueFd> listen_for_qemu(RunDir& run, const std::string& name, const pla
 }
 
 // The init's boot frame (guest/guest_abi.hpp): the sandbox's environment,
-// working directory, whether egress is served and the walls around the
-// command. Per sandbox: sent after the boot record, past the point where a
+// working directory, whether egress is served (with the resolver, with the
+// transparent capture) and the walls around the command. Per sandbox: sent after the boot record, past the point where a
 // template is saved.
 Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
   agent::Frame f{agent::Kind::Request,
@@ -78,6 +81,8 @@ Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
                   {"env", plan.env},
                   {"cwd", plan.cwd},
                   {"egress", plan.proxy.enabled},
+                  {"resolver", plan.proxy.resolver},
+                  {"transparent", plan.proxy.transparent},
                   {"walls", guest::walls_to_json(guest_walls(plan, vm))}},
                  {}};
   std::string bytes = agent::encode(f);
@@ -175,9 +180,12 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   l.push_back(plan.proxy.enabled
                   ? "  guest network: no NIC; its 127.0.0.1:3128 and :1080 carried over a virtio-serial port to the proxy"
                   : "  guest network: none (no NIC, no egress)");
+  if (plan.proxy.resolver)
+    l.push_back("  guest resolver: 127.0.0.53:53 in the guest, each query carried over the same port to the proxy's resolver");
   if (plan.proxy.transparent)
-    l.push_back("  transparent egress: not carried into the guest yet: only clients that use the proxy variables "
-                "reach the network (the rest find no route)");
+    l.push_back("  transparent egress: carried into the guest: nftables in the guest kernel redirect its TCP to "
+                "127.0.0.1:" + std::to_string(guest::kTransparentPort) +
+                ", carried with the destination to the proxy's transparent listener; other UDP and IP dropped");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
                             : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
@@ -407,12 +415,12 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
     layer::say(opt, "microvm: " + started + ", guest up in " + ms + " ms");
   }
   l->agent_channel = std::move(*ch);
-  // The process layer's proxy listeners are in qemu's netns, where no guest
-  // connection ever arrives: the bridge's take their place.
+  // The process layer's proxy sockets are in qemu's netns, where no guest
+  // connection or query ever arrives: the bridge's take their place.
   l->http_listener.reset();
   l->socks_listener.reset();
   l->dns_socket.reset();
-  l->transparent_listener.reset();  // (qemu's netns, too: transparent egress is not carried into the guest)
+  l->transparent_listener.reset();
   if (bridge) {
     if (auto s = bridge->start(std::move(*eg)); !s) {
       kill_vm();
@@ -420,6 +428,9 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
     }
     l->http_listener = std::move(bridge->http_listener);
     l->socks_listener = std::move(bridge->socks_listener);
+    if (plan.proxy.resolver) l->dns_socket = std::move(bridge->dns_listener);
+    if (plan.proxy.transparent) l->transparent_listener = std::move(bridge->transparent_listener);
+    l->relayed_egress = true;
     l->companion = std::shared_ptr<EgressBridge>(std::move(bridge));
   }
   return l;

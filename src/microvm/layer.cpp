@@ -23,15 +23,4 @@ layer::Enforcement MicrovmLayer::enforces(const plan::Plan& plan) const {
 
 Result<void> MicrovmLayer::supports_agent() const { return {}; }
 
-std::vector<std::string> MicrovmLayer::cautions(const plan::Plan& plan) const {
-  // Egress streams reach the proxy (egress_bridge.hpp); the in-sandbox DNS
-  // resolver (UDP) is not carried: said once, so that a failing lookup in the
-  // guest is not a mystery (tools that use the proxy need none).
-  // (The resolver that transparent egress brings is not asked for: the guest
-  // has no capture either, see describe().)
-  if (!plan.proxy.resolver || !plan.network.resolver.value_or(false)) return {};
-  return {"microvm: the in-sandbox resolver (network.resolver / --dns) is not carried into the guest: "
-          "names resolve through the proxy only (HTTP(S)_PROXY, SOCKS5 with remote names)"};
-}
-
 }  // namespace exg::microvm

@@ -3,7 +3,9 @@
 // side). Made by whoever sets the netns up (the process layer's child, the OCI
 // layers' runtime host), with the capabilities it holds over the netns through
 // the sandbox's user namespace: no host privilege, as root or as an ordinary
-// user alike.
+// user alike; in the microVM layer by the guest's init, in the guest kernel.
+// set_up_transparent_capture() is in capture_rules.hpp (no plan, no exg_core:
+// the guest's static init links it):
 //
 //   - a default route through lo (source 127.0.0.1), so that a connect() to any IPv4 address
 //     leaves the routing step instead of failing with ENETUNREACH;
@@ -21,12 +23,9 @@
 #include <string>
 
 #include "plan/plan.hpp"
+#include "process/capture_rules.hpp"
 
 namespace exg::process {
-
-// Sets the capture up in the current netns; returns the listener (close-on-
-// exec), or -1 with `what` naming the step that failed (errno set).
-int set_up_transparent_capture(uint16_t port, std::string* what);
 
 // For the sandbox's setup (child or runtime host) when the plan asks for it
 // (plan.transparent): sets the capture up and hands the listener to the

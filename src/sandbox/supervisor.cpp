@@ -89,13 +89,20 @@ struct ProxyRunner {
   std::unique_ptr<egress::Proxy> proxy;
   std::thread thread;
 
+  // relayed: the microVM bridge's sockets (layer::Sandbox::relayed_egress).
   void start(const egress::Rules& rules, AuditLog* audit, int http_fd, int socks_fd, int dns_fd, int transparent_fd,
-             egress::ProxyConfig cfg = {}) {
+             bool relayed, egress::ProxyConfig cfg = {}) {
     proxy = std::make_unique<egress::Proxy>(io, rules, audit, std::move(cfg));
     proxy->add_http_listener(http_fd);
     proxy->add_socks_listener(socks_fd);
-    if (dns_fd >= 0) proxy->add_dns_socket(dns_fd);  // network.resolver / --dns
-    if (transparent_fd >= 0) proxy->add_transparent_listener(transparent_fd);  // network.transparent
+    if (dns_fd >= 0) {  // network.resolver / --dns
+      if (relayed) proxy->add_dns_stream_listener(dns_fd);
+      else proxy->add_dns_socket(dns_fd);
+    }
+    if (transparent_fd >= 0) {  // network.transparent
+      if (relayed) proxy->add_transparent_relay_listener(transparent_fd);
+      else proxy->add_transparent_listener(transparent_fd);
+    }
     thread = std::thread([this] {
       auto guard = boost::asio::make_work_guard(io);
       io.run();
@@ -448,7 +455,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     pc.transparent = plan.proxy.transparent;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
                 sb.dns_socket ? sb.dns_socket.release() : -1,
-                sb.transparent_listener ? sb.transparent_listener.release() : -1, std::move(pc));
+                sb.transparent_listener ? sb.transparent_listener.release() : -1, sb.relayed_egress, std::move(pc));
     proxy_idle = false;
     steps.mark("proxy start");
   };

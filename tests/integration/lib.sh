@@ -196,6 +196,31 @@ check_refusal_helpers() {
     else fail "refusal helper on touch /usr"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
 }
 
+# audit_has FILE [--answers-in PREFIX] SPEC...: each SPEC (a JSON object) matches at least one
+# line of the audit log FILE (every key of it equal); with --answers-in, every dns line's answers
+# start with PREFIX (transparent egress: 198.18.). Says what it missed.
+audit_has() {
+    python3 - "$@" <<'PY'
+import json, sys
+path, args = sys.argv[1], sys.argv[2:]
+lines = [json.loads(l) for l in open(path) if l.strip()]
+prefix = None
+if args[:1] == ["--answers-in"]:
+    prefix, args = args[1], args[2:]
+ok = True
+for spec in map(json.loads, args):
+    if not any(all(l.get(k) == v for k, v in spec.items()) for l in lines):
+        print("#  no audit line has", json.dumps(spec))
+        ok = False
+if prefix is not None:
+    bad = [a for l in lines if l.get("event") == "dns" for a in l.get("answers", []) if not a.startswith(prefix)]
+    if bad:
+        print("#  resolver answers outside", prefix, bad)
+        ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
 # Checks on the output of the last `run`.
 last_output_lacks() {  # STR DESC
     if grep -qF -- "$1" <<<"$OUT$ERR"; then fail "$2: output contains '$1'"; show_last

@@ -7,7 +7,12 @@
 # channel's flow control arrives intact (as root), a denied host and the metadata address are refused
 # (403, nothing reaches their servers, the audit log says why), a secret is injected on its
 # way to its host while the guest holds and reads back only the placeholder, and nothing
-# leaves any other way (no NIC, no direct TCP). One guest boot (TCG: 5-20 s); the full
+# leaves any other way (no NIC). Transparent egress is carried into the guest too: its
+# resolver (127.0.0.53) and every TCP connection out reach the proxy over the same port, so
+# `curl --noproxy '*'` reaches an allowed name, a denied name does not resolve, the metadata
+# address, a private address and a literal without a CIDR rule are closed, an SNI of another
+# name on an allowed name's address is refused, UDP other than the resolver's fails with
+# EPERM, each with its audit line. One guest boot (TCG: 5-20 s); the full
 # layer-parametrised egress script runs on microvm by hand:
 #   bash tests/integration/run.sh root tests/integration/test_egress_sandbox.sh build/exguardian build microvm
 # Skipped (77) without qemu-system-x86_64 or the guest image.
@@ -29,7 +34,7 @@ export API_TOKEN=$VALUE
 audit=$T/audit.jsonl
 cat > "$T/policy.json" <<'JSON'
 {
-  "network": {"allowedDomains": ["allowed.test", "meta.test", "denied.test", "api.secret.test"],
+  "network": {"allowedDomains": ["allowed.test", "meta.test", "denied.test", "api.secret.test", "plain.test"],
               "deniedDomains": ["denied.test"]},
   "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []},
   "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test"]}]
@@ -52,11 +57,39 @@ echo "META-IP: $($C --noproxy "" -i http://169.254.169.254/latest/meta-data/ | h
 echo "META-NAME: $($C -i http://meta.test/ | grep -i "^x-exguardian-refused" | tr -d "\r")"
 echo "META-SOCKS: $($C --socks5 127.0.0.1:1080 http://169.254.169.254/ 2>&1 >/dev/null)"
 echo "SECRET: $($C -H "Authorization: Bearer $API_TOKEN" https://api.secret.test/microvm-bearer)"
-echo "DIRECT: $(python3 -c "
-import socket
-s = socket.socket(); s.settimeout(5)
-try: s.connect((\"203.0.113.10\", 80)); print(\"CONNECTED\")
-except OSError as e: print(\"refused\", e.errno)")"
+echo "RESOLV: $(grep "^nameserver" /etc/resolv.conf | tr "\n" " ")"
+tp() { curl -sS -m 30 --noproxy "*" "$@" 2>&1; }
+echo "TP-ALLOWED: $(tp http://allowed.test/tp-microvm)"
+echo "TP-DENIED: $(tp http://denied.test/)"
+echo "TP-META: $(tp http://169.254.169.254/latest/meta-data/)"
+echo "TP-PRIVATE: $(tp http://10.0.0.5/)"
+python3 - <<"PY"
+import errno, socket, ssl
+ctx = ssl.create_default_context()
+def tls(label, name, sni):
+    try:
+        a = socket.gethostbyname(name)
+        with socket.create_connection((a, 443), timeout=20) as s:
+            with ctx.wrap_socket(s, server_hostname=sni) as t:
+                t.sendall(b"GET /tp-microvm-py HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % sni.encode())
+                print(label + ": OK", a, t.recv(200).split(b"\r\n")[0].decode())
+    except Exception as e:
+        print(label + ": REFUSED", type(e).__name__, e)
+tls("TP-PY-ALLOWED", "plain.test", "plain.test")
+tls("TP-PY-MISMATCH", "plain.test", "api.secret.test")
+try:
+    socket.gethostbyname("denied.test"); print("TP-PY-DENIED: RESOLVED")
+except OSError as e:
+    print("TP-PY-DENIED: REFUSED", type(e).__name__)
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+try: u.sendto(b"x", ("203.0.113.10", 53)); print("UDP: SENT")
+except OSError as e: print("UDP: refused", errno.errorcode.get(e.errno))
+s = socket.socket(); s.settimeout(20)
+try:
+    s.connect(("203.0.113.10", 80)); s.sendall(b"GET /direct HTTP/1.0\r\n\r\n")
+    print("DIRECT:", s.recv(100) or "closed")
+except OSError as e: print("DIRECT: refused", e)
+PY
 echo "IFACES: $(ls /sys/class/net | tr "\n" " ")"'
 line() { sed -n "s/^$1: //p" <<<"$OUT" | head -1; }
 if [ "$STATUS" -eq 0 ] && grep -q '^IFACES:' <<<"$OUT"; then ok "the guest ran the egress checks"
@@ -73,7 +106,20 @@ check "169.254.169.254 refused with 403" grep -q "^HTTP/1.1 403" <<<"$(line META
 check "meta.test refused because of its link-local address" grep -qi "link-local" <<<"$(line META-NAME)"
 # (SOCKS5 reply 2: connection not allowed by ruleset)
 check "SOCKS5 to the metadata address refused ($(line META-SOCKS))" grep -q "^curl: (97) .*169.254.169.254. (2)" <<<"$(line META-SOCKS)"
-check "no direct TCP out of the guest ($(line DIRECT))" grep -q "^refused" <<<"$(line DIRECT)"
+check "the guest's resolv.conf names the resolver ($(line RESOLV))" test "$(line RESOLV)" = "nameserver 127.0.0.53 "
+check "transparent: curl --noproxy reaches an allowed name" grep -q "hello from 203.0.113.10" <<<"$(line TP-ALLOWED)"
+check "transparent: a denied name does not resolve ($(line TP-DENIED))" grep -q "^curl: (6)" <<<"$(line TP-DENIED)"
+check "transparent: the metadata address is refused ($(line TP-META))" grep -qE "^curl: \((52|56)\)" <<<"$(line TP-META)"
+check "transparent: a private address is refused ($(line TP-PRIVATE))" grep -qE "^curl: \((52|56)\)" <<<"$(line TP-PRIVATE)"
+check "transparent: python socket+ssl reaches an allowed name ($(line TP-PY-ALLOWED))" \
+    grep -qE "^OK 198\.18\.[0-9.]+ HTTP/1\.[01] 200" <<<"$(line TP-PY-ALLOWED)"
+check "transparent: an SNI of another name on an allowed name's address is refused" grep -q "^REFUSED" <<<"$(line TP-PY-MISMATCH)"
+check "transparent: python: a denied name does not resolve" grep -q "^REFUSED gaierror" <<<"$(line TP-PY-DENIED)"
+check "transparent: UDP other than the resolver is refused ($(line UDP))" test "$(line UDP)" = "refused EPERM"
+check "transparent: direct TCP to a literal without a CIDR rule is closed ($(line DIRECT))" \
+    grep -qE "^(closed|refused .*Errno 104)" <<<"$(line DIRECT)"
+check "transparent: the allowed request arrived" bash -c "tail -n +$((before + 1)) '$EGW_LOG' | grep -q '^203\.0\.113\.10 GET /tp-microvm host=allowed'"
+check "transparent: the direct request never arrived" bash -c "! tail -n +$((before + 1)) '$EGW_LOG' | grep -q ' /direct '"
 check "the guest's only interface is lo ($(line IFACES))" test "$(line IFACES)" = "lo "
 check "the allowed requests arrived" bash -c "tail -n +$((before + 1)) '$EGW_LOG' | grep -q '^203\.0\.113\.10 GET / host=allowed'"
 check "nothing arrived for denied.test" bash -c "! tail -n +$((before + 1)) '$EGW_LOG' | grep -qi 'host=denied'"
@@ -97,5 +143,14 @@ assert any(l['host'] == 'denied.test' and 'deniedDomains' in l['rule'] for l in 
 assert any('link-local' in l['rule'] for l in no), no
 assert any(l['host'] == 'api.secret.test' for l in ok), ok
 "
+check "audit: the guest's queries and captured connections" audit_has "$audit" --answers-in 198.18. \
+    '{"event": "dns", "host": "denied.test", "decision": "refused", "rcode": "NXDOMAIN"}' \
+    '{"event": "dns", "host": "allowed.test", "decision": "allowed"}' \
+    '{"protocol": "transparent", "host": "allowed.test", "port": 80, "decision": "allowed", "address": "203.0.113.10"}' \
+    '{"protocol": "transparent", "host": "plain.test", "port": 443, "decision": "allowed", "address": "203.0.113.20"}' \
+    '{"protocol": "transparent", "host": "169.254.169.254", "decision": "refused"}' \
+    '{"protocol": "transparent", "host": "10.0.0.5", "decision": "refused"}' \
+    '{"protocol": "transparent", "host": "203.0.113.10", "decision": "refused"}' \
+    '{"protocol": "transparent", "host": "plain.test", "decision": "refused", "rule": "TLS server name mismatch"}'
 check "the value is not in the audit log" bash -c "! grep -qF '$VALUE' '$audit'"
 finish

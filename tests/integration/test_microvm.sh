@@ -192,13 +192,16 @@ else fail "--microvm-root run"; show_last; fi
 
 # 3b. Egress: no network device (only lo); the proxy's port is the guest's own listener, carried
 # to the supervisor's proxy (test_egress_sandbox_secrets_microvm.sh tests what it lets through);
-# 192.0.2.1 is TEST-NET-1: the guest has no route to it (nothing leaves the guest but through
-# the proxy, by construction).
+# 192.0.2.1 is TEST-NET-1: a direct connection to it is captured in the guest (transparent
+# egress, on by default) and reaches the proxy, which refuses the literal (no CIDR rule) and
+# closes it without a byte (nothing leaves the guest but through the proxy, by construction).
 run mvm --allow-domain example.com -- bash -c '(exec 3<>/dev/tcp/127.0.0.1/3128) 2>&1 && echo PROXY-OPEN;
-  (exec 3<>/dev/tcp/192.0.2.1/80) 2>&1 && echo NET-OPEN; ls /sys/class/net'
-if [ "$STATUS" -eq 0 ] && grep -qx PROXY-OPEN <<<"$OUT" && ! grep -qx NET-OPEN <<<"$OUT" \
-   && grep -q 'Network is unreachable' <<<"$OUT" && ! grep -q 'egress is not carried' <<<"$ERR"; then
-    ok "egress in the guest: the proxy port is there, no route out"
+  (trap "" PIPE; exec 3<>/dev/tcp/192.0.2.1/80 || exit; printf "GET / HTTP/1.0\r\n\r\n" >&3;
+   echo "NET-BYTES:$(head -c 100 <&3 | wc -c)") 2>&1;
+  ls /sys/class/net'
+if [ "$STATUS" -eq 0 ] && grep -qx PROXY-OPEN <<<"$OUT" && grep -qx 'NET-BYTES:0' <<<"$OUT" \
+   && grep -qx lo <<<"$OUT" && ! grep -q 'not carried' <<<"$ERR"; then
+    ok "egress in the guest: the proxy port is there, a direct connection meets the proxy and is closed"
 else fail "egress in the guest"; show_last; fi
 
 # 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.

@@ -15,6 +15,8 @@
 #include <atomic>
 #include <future>
 #include <mutex>
+#include <set>
+#include <tuple>
 #include <thread>
 #include <vector>
 
@@ -32,6 +34,19 @@ struct Pair {
   }
 };
 
+// A listening TCP socket on 127.0.0.1, an ephemeral port; its address in `sa`.
+int loopback_listener(sockaddr_in& sa) {
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sa = {};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  EXPECT_EQ(::listen(l, 16), 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(l, reinterpret_cast<sockaddr*>(&sa), &len);
+  return l;
+}
+
 // Both ends of the channel running, each on its thread.
 struct World {
   Pair channel;
@@ -45,14 +60,8 @@ struct World {
   int host_sndbuf = 0;
 
   World() {
-    listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in sa{};
-    sa.sin_family = AF_INET;
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
-    EXPECT_EQ(::listen(listener, 16), 0);
-    socklen_t len = sizeof sa;
-    ::getsockname(listener, reinterpret_cast<sockaddr*>(&sa), &len);
+    sockaddr_in sa;
+    listener = loopback_listener(sa);
     port = ntohs(sa.sin_port);
     guest = std::async(std::launch::async, [this] {
       Config c;
@@ -65,7 +74,7 @@ struct World {
       Config c;
       c.channel = channel.b;
       c.stop_fd = stop_host;
-      c.connect = [this](Target t) {
+      c.connect = [this](Target t, std::string_view) {
         if (t != Target::Http || refuse) return -1;
         Pair p;
         if (host_sndbuf) ::setsockopt(p.a, SOL_SOCKET, SO_SNDBUF, &host_sndbuf, sizeof host_sndbuf);
@@ -187,13 +196,19 @@ struct HostOnly {
   Pair channel;
   int stop = ::eventfd(0, EFD_CLOEXEC);
   std::vector<int> ends;
+  std::mutex mu;
+  std::vector<std::pair<Target, std::string>> opened;  // what connect() was asked for
   std::future<std::string> host;
   HostOnly() {
     host = std::async(std::launch::async, [this] {
       Config c;
       c.channel = channel.b;
       c.stop_fd = stop;
-      c.connect = [this](Target) {
+      c.connect = [this](Target t, std::string_view destination) {
+        {
+          std::lock_guard<std::mutex> g(mu);
+          opened.push_back({t, std::string(destination)});
+        }
         Pair p;
         int small = 4096;
         ::setsockopt(p.a, SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
@@ -281,6 +296,198 @@ TEST(MicrovmEgressMux, TheGuestEndRefusesAnOpenFromTheHost) {
   (void)!::write(stop, &one, 8);
   guest.wait();
   for (int fd : {ch.a, ch.b, stop}) ::close(fd);
+}
+
+// Open's payload: the target alone, or for Transparent the target and the
+// 6-byte destination; any other is refused with Close and connects nothing.
+TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
+  HostOnly h;
+  const std::string dest("\xc6\x12\x00\x01\x01\xbb", kDestinationBytes);  // 198.18.0.1:443
+  auto open = [&](uint32_t id, const std::string& payload) {
+    send_all(h.channel.a, encode(Type::Open, id, payload.data(), payload.size()));
+  };
+  open(1, "T" + dest);             // transparent with its destination: connected
+  open(2, "N");                    // dns: connected
+  open(3, "T");                    // transparent without a destination
+  open(4, "T" + dest + "x");       // one byte too many
+  open(5, "T" + dest.substr(0, 5));  // one too few
+  open(6, "H" + dest);             // a destination for a target that takes none
+  open(7, "Q");                    // an unknown target
+  open(8, "");                     // no target at all
+  open(9, "S");                    // socks: connected
+  auto r = h.replies(500);
+  std::set<uint32_t> closed;
+  for (auto& [type, id] : r)
+    if (type == static_cast<char>(Type::Close)) closed.insert(id);
+  EXPECT_EQ(closed, (std::set<uint32_t>{3, 4, 5, 6, 7, 8}));
+  std::lock_guard<std::mutex> g(h.mu);
+  ASSERT_EQ(h.opened.size(), 3u);
+  EXPECT_EQ(h.opened[0].first, Target::Transparent);
+  EXPECT_EQ(h.opened[0].second, dest);
+  EXPECT_EQ(h.opened[1].first, Target::Dns);
+  EXPECT_EQ(h.opened[1].second, "");
+  EXPECT_EQ(h.opened[2].first, Target::Socks);
+  EXPECT_EQ(h.host.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);  // the channel goes on
+}
+
+// The guest end with a transparent listener: a connection that netfilter did
+// not redirect (here: any, the test makes no NAT) has no destination of its
+// own. With no conntrack entry for it, it is closed without a stream; where
+// the kernel tracks it anyway, its destination is the listener itself, which
+// the proxy refuses as a loopback destination. Never anything else.
+TEST(MicrovmEgressMux, AConnectionToTheTransparentListenerItselfNamesNothingElse) {
+  Pair ch;
+  int stop = ::eventfd(0, EFD_CLOEXEC);
+  sockaddr_in sa;
+  int l = loopback_listener(sa);
+  auto guest = std::async(std::launch::async, [&] {
+    Config c;
+    c.channel = ch.b;
+    c.stop_fd = stop;
+    c.listeners = {{l, Target::Transparent}};
+    return run(c);
+  });
+  int c = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&sa), sizeof sa), 0);
+  char buf[64];
+  pollfd p{ch.a, POLLIN, 0};
+  if (::poll(&p, 1, 500) == 1) {
+    ssize_t n = ::read(ch.a, buf, sizeof buf);
+    ASSERT_EQ(n, static_cast<ssize_t>(kHeaderBytes + 1 + kDestinationBytes));
+    EXPECT_EQ(buf[0], static_cast<char>(Type::Open));
+    std::string want = "T" + std::string(reinterpret_cast<const char*>(&sa.sin_addr.s_addr), 4) +
+                       std::string(reinterpret_cast<const char*>(&sa.sin_port), 2);
+    EXPECT_EQ(std::string(buf + kHeaderBytes, 1 + kDestinationBytes), want);
+  } else {
+    EXPECT_EQ(read_to_eof(c), "");  // closed, nothing read, no Open
+  }
+  uint64_t one = 1;
+  (void)!::write(stop, &one, 8);
+  guest.wait();
+  for (int fd : {ch.a, ch.b, stop, l, c}) ::close(fd);
+}
+
+// The guest end's resolver socket: a query becomes a Dns stream (Open, the
+// query framed with its length, Eof); the host's framed answer goes back to
+// the client as one datagram and the stream is closed. Runts and oversized
+// datagrams open nothing; an answer longer than a DNS message aborts.
+struct GuestDns {
+  Pair ch;
+  int stop = ::eventfd(0, EFD_CLOEXEC);
+  int dns = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int client = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  sockaddr_in at{};
+  std::future<std::string> guest;
+  std::string in;  // frames read from the guest, not yet taken
+  GuestDns() {
+    at.sin_family = AF_INET;
+    at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(dns, reinterpret_cast<sockaddr*>(&at), sizeof at), 0);
+    socklen_t len = sizeof at;
+    ::getsockname(dns, reinterpret_cast<sockaddr*>(&at), &len);
+    guest = std::async(std::launch::async, [this] {
+      Config c;
+      c.channel = ch.b;
+      c.stop_fd = stop;
+      c.dns_socket = dns;
+      return run(c);
+    });
+  }
+  ~GuestDns() {
+    uint64_t one = 1;
+    (void)!::write(stop, &one, 8);
+    guest.wait();
+    for (int fd : {ch.a, ch.b, stop, dns, client}) ::close(fd);
+  }
+  void ask(const std::string& q) {
+    ::sendto(client, q.data(), q.size(), 0, reinterpret_cast<sockaddr*>(&at), sizeof at);
+  }
+  // The next frame from the guest within `ms`: (type, id, payload); type 0 when none.
+  std::tuple<char, uint32_t, std::string> frame(int ms) {
+    for (;;) {
+      if (in.size() >= kHeaderBytes) {
+        auto u = [&](size_t i) { return static_cast<uint32_t>(static_cast<unsigned char>(in[i])); };
+        uint32_t id = u(1) << 24 | u(2) << 16 | u(3) << 8 | u(4), n = u(5) << 24 | u(6) << 16 | u(7) << 8 | u(8);
+        if (in.size() >= kHeaderBytes + n) {
+          std::tuple<char, uint32_t, std::string> f{in[0], id, in.substr(kHeaderBytes, n)};
+          in.erase(0, kHeaderBytes + n);
+          return f;
+        }
+      }
+      pollfd p{ch.a, POLLIN, 0};
+      if (::poll(&p, 1, ms) != 1) return {0, 0, ""};
+      char buf[4096];
+      ssize_t r = ::read(ch.a, buf, sizeof buf);
+      if (r <= 0) return {0, 0, ""};
+      in.append(buf, static_cast<size_t>(r));
+    }
+  }
+  std::string answer(int ms) {
+    pollfd p{client, POLLIN, 0};
+    if (::poll(&p, 1, ms) != 1) return "";
+    char buf[1024];
+    ssize_t r = ::recv(client, buf, sizeof buf, 0);
+    return r > 0 ? std::string(buf, static_cast<size_t>(r)) : "";
+  }
+};
+
+std::string framed(const std::string& m) {
+  return std::string{static_cast<char>(m.size() >> 8), static_cast<char>(m.size() & 0xff)} + m;
+}
+
+TEST(MicrovmEgressMux, AResolverQueryTravelsAsAFramedStream) {
+  GuestDns g;
+  const std::string q = "\x12\x34" + std::string(10, '\0') + "query";
+  g.ask(q);
+  auto [t1, id, p1] = g.frame(5000);
+  EXPECT_EQ(t1, static_cast<char>(Type::Open));
+  EXPECT_EQ(p1, "N");
+  auto [t2, id2, p2] = g.frame(5000);
+  EXPECT_EQ(t2, static_cast<char>(Type::Data));
+  EXPECT_EQ(id2, id);
+  EXPECT_EQ(p2, framed(q));
+  auto [t3, id3, p3] = g.frame(5000);
+  EXPECT_EQ(t3, static_cast<char>(Type::Eof));
+  EXPECT_EQ(id3, id);
+  // The answer in two pieces: nothing goes to the client before it is whole.
+  const std::string a = "\x12\x34" + std::string(10, '\1') + "answer";
+  std::string f = framed(a);
+  send_all(g.ch.a, encode(Type::Data, id, f.data(), 5));
+  EXPECT_EQ(g.answer(200), "");
+  send_all(g.ch.a, encode(Type::Data, id, f.data() + 5, f.size() - 5));
+  EXPECT_EQ(g.answer(5000), a);
+  auto [t4, id4, p4] = g.frame(5000);
+  EXPECT_EQ(t4, static_cast<char>(Type::Close));
+  EXPECT_EQ(id4, id);
+}
+
+TEST(MicrovmEgressMux, ResolverDatagramsOutOfBoundsAndOversizedAnswers) {
+  GuestDns g;
+  g.ask("runt");                                 // below a DNS header
+  g.ask(std::string(kMaxDnsMessage + 1, 'x'));  // above a DNS message over UDP
+  EXPECT_EQ(std::get<0>(g.frame(300)), 0) << "no stream for a datagram out of bounds";
+  g.ask(std::string(kMinDnsMessage, 'q'));
+  auto [t, id, p] = g.frame(5000);
+  ASSERT_EQ(t, static_cast<char>(Type::Open));
+  g.frame(5000);  // Data
+  g.frame(5000);  // Eof
+  std::string big = "\x02\x01";  // an answer of 513 bytes claimed
+  send_all(g.ch.a, encode(Type::Data, id, big.data(), big.size()));
+  auto [t2, id2, p2] = g.frame(5000);
+  EXPECT_EQ(t2, static_cast<char>(Type::Close));
+  EXPECT_EQ(id2, id);
+  EXPECT_EQ(g.answer(200), "");
+  // An Eof before a whole answer: aborted too, nothing sent.
+  g.ask(std::string(kMinDnsMessage, 'r'));
+  auto [t3, id3, p3] = g.frame(5000);
+  ASSERT_EQ(t3, static_cast<char>(Type::Open));
+  g.frame(5000);
+  g.frame(5000);
+  send_all(g.ch.a, encode(Type::Eof, id3, nullptr, 0));
+  auto [t4, id4, p4] = g.frame(5000);
+  EXPECT_EQ(t4, static_cast<char>(Type::Close));
+  EXPECT_EQ(id4, id3);
+  EXPECT_EQ(g.answer(200), "");
 }
 
 }  // namespace

@@ -13,14 +13,22 @@ inline constexpr char kChannelName[] = "exg.agent";
 inline constexpr char kEgressChannelName[] = "exg.egress";
 // Where the guest listens for them: the proxy ports of every layer.
 inline constexpr unsigned short kHttpProxyPort = 3128, kSocksProxyPort = 1080;
+// Transparent egress in the guest (process/capture_rules.hpp): the listener
+// its netfilter redirects TCP to, as on every layer (egress/transparent.hpp
+// kTransparentPort), and the resolver's address (plan: ResolvConf).
+inline constexpr unsigned short kTransparentPort = 15001;
+inline constexpr char kResolverAddress[] = "127.0.0.53";
+inline constexpr unsigned short kResolverPort = 53;
 // The guest uid of the egress relay (one below when the command has it).
 inline constexpr unsigned kEgressUid = 65533;
 // The frame right after the boot record (boot_record.hpp) on the agent's
 // port, host to init, in the same post-park hand-over (agent/protocol.hpp's
 // framing, kind Request, id 0), before the agent runs: header {"op": "boot",
-// "env": [NAME=VALUE...], "cwd": DIR, "egress": BOOL}, the sandbox's
-// environment and working directory, as the agent of every other layer gets
-// them from the plan, and whether the egress port is to be served.
+// "env": [NAME=VALUE...], "cwd": DIR, "egress": BOOL, "resolver": BOOL,
+// "transparent": BOOL, "walls": {...}}, the sandbox's environment and working
+// directory, as the agent of every other layer gets them from the plan,
+// whether the egress port is to be served, with the resolver on
+// 127.0.0.53:53 and the transparent capture (both only with egress).
 inline constexpr char kBootOp[] = "boot";
 // The 9p mount tag of the sandbox's filesystem view (virtio-9p-device mount_tag=).
 inline constexpr char kViewTag[] = "exgview";

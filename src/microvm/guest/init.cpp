@@ -12,12 +12,16 @@
 // point where a template is saved and each restored sandbox goes on from.
 // The boot frame (guest_abi.hpp kBootOp) follows the record in the same
 // hand-over: the sandbox's env and cwd, whether to serve egress (listen on
-// 127.0.0.1:3128 and :1080 and relay to the egress port, egress_mux.hpp), and
+// 127.0.0.1:3128 and :1080 and relay to the egress port, egress_mux.hpp; with
+// the resolver on 127.0.0.53:53 and the transparent capture: netfilter in the
+// guest kernel redirecting every TCP connection out to 127.0.0.1:15001, the
+// process layer's capture_rules.hpp), and
 // the walls to put around the agent (guest/walls.hpp: the process layer's
 // seccomp rules, Landlock, the pids limit), applied in the agent's process
 // before it serves; what was applied goes to the host in its ready event.
 // Static, plain syscalls, no exg_core (only the few process-layer files the
 // walls reuse): it is the whole user space of the guest.
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -51,6 +55,7 @@
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest/walls.hpp"
 #include "microvm/guest/walls_apply.hpp"
+#include "process/capture_rules.hpp"
 #include "process/seccomp.hpp"
 
 namespace {
@@ -184,6 +189,8 @@ struct Boot {
   std::vector<std::string> env;
   std::string cwd = "/";
   bool egress = false;
+  bool resolver = false;     // UDP 127.0.0.53:53, relayed (egress only)
+  bool transparent = false;  // the capture (egress only)
   Walls walls;
 };
 
@@ -221,6 +228,8 @@ Boot read_boot(int channel) {
     b.env = h.at("env").get<std::vector<std::string>>();
     b.cwd = h.at("cwd").get<std::string>();
     b.egress = h.at("egress").get<bool>();
+    b.resolver = b.egress && h.at("resolver").get<bool>();
+    b.transparent = b.egress && h.at("transparent").get<bool>();
   } catch (const std::exception& e) {
     die("the host's boot frame: %s", e.what(), EINVAL);
   }
@@ -231,27 +240,34 @@ Boot read_boot(int channel) {
   return b;
 }
 
-// A listening TCP socket on the guest's 127.0.0.1:port, made by pid 1 before
-// anything of the sandbox runs (nothing else can take the port first).
-int listen_loopback(unsigned short port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) die("socket for 127.0.0.1:%s", std::to_string(port));
+// A socket of `type` bound to the guest's addr:port, made by pid 1 before
+// anything of the sandbox runs (nothing else can take the port first; 53 is
+// a privileged port); TCP ones listen.
+int bind_loopback(int type, const char* addr, unsigned short port) {
+  std::string where = std::string(addr) + ":" + std::to_string(port);
+  int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket for %s", where);
   int one = 1;
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
   sa.sin_port = htons(port);
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(fd, 128) != 0)
-    die("listen on 127.0.0.1:%s", std::to_string(port));
+  ::inet_pton(AF_INET, addr, &sa.sin_addr);
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || (type == SOCK_STREAM && ::listen(fd, 128) != 0))
+    die("bind %s", where);
   return fd;
 }
 
+// The guest's network, as the other layers' sandboxes have it.
+struct Egress {
+  int http = -1, socks = -1, dns = -1, transparent = -1;
+};
+
 // The egress relay (microvm/egress_mux.hpp): its own process, as a uid of its
 // own (not the command's: the command cannot signal it or read it), carrying
-// every connection to the listeners to the host's proxy; under the sandbox's
-// seccomp rules too when it has them. Never returns.
-[[noreturn]] void egress_relay(int port_fd, int http, int socks, uid_t command_uid, bool seccomp) {
+// every connection to the listeners and every query to the resolver to the
+// host's proxy; under the sandbox's seccomp rules too when it has them. Never returns.
+[[noreturn]] void egress_relay(int port_fd, const Egress& e, uid_t command_uid, bool seccomp) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   uid_t relay = command_uid == kEgressUid ? kEgressUid - 1 : kEgressUid;
   if (::setgroups(0, nullptr) != 0 || ::setresgid(relay, relay, relay) != 0 || ::setresuid(relay, relay, relay) != 0)
@@ -263,7 +279,10 @@ int listen_loopback(unsigned short port) {
   ::signal(SIGPIPE, SIG_IGN);
   exg::microvm::egress_mux::Config cfg;
   cfg.channel = port_fd;
-  cfg.listeners = {{http, exg::microvm::egress_mux::Target::Http}, {socks, exg::microvm::egress_mux::Target::Socks}};
+  using exg::microvm::egress_mux::Target;
+  cfg.listeners = {{e.http, Target::Http}, {e.socks, Target::Socks}};
+  if (e.transparent >= 0) cfg.listeners.push_back({e.transparent, Target::Transparent});
+  cfg.dns_socket = e.dns;
   std::string why = exg::microvm::egress_mux::run(cfg);
   if (why != "channel closed") say("egress relay ended: %s", why);
   ::_exit(0);
@@ -397,10 +416,22 @@ int main() {
   if (::chroot(".") != 0 || ::chdir("/") != 0) die("chroot into the view%s", "");
   ::sethostname(host.c_str(), host.size());
   loopback_up();
-  int http = -1, socks = -1;
+  Egress eg;
   if (egress_port >= 0) {
-    http = listen_loopback(kHttpProxyPort);
-    socks = listen_loopback(kSocksProxyPort);
+    eg.http = bind_loopback(SOCK_STREAM, "127.0.0.1", kHttpProxyPort);
+    eg.socks = bind_loopback(SOCK_STREAM, "127.0.0.1", kSocksProxyPort);
+    if (boot.resolver) eg.dns = bind_loopback(SOCK_DGRAM, kResolverAddress, kResolverPort);
+    if (boot.transparent) {
+      // Fail closed: the host asked for the capture; without it the guest's
+      // direct connections would find no route instead of the proxy (safe,
+      // but not what the policy says), so the sandbox does not start.
+      std::string what;
+      eg.transparent = exg::process::set_up_transparent_capture(kTransparentPort, &what);
+      if (eg.transparent < 0)
+        die("%s", what + ": " + std::strerror(errno) +
+                      " (fail closed; a policy with \"network\": {\"transparent\": false} runs without it)",
+            0);
+    }
   }
 
   // Pid 1 stays root to reap orphans and end the guest; the agent is its child.
@@ -415,11 +446,11 @@ int main() {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       ::close(channel);
-      egress_relay(egress_port, http, socks, uid, boot.walls.seccomp);
+      egress_relay(egress_port, eg, uid, boot.walls.seccomp);
     }
     ::close(egress_port);
-    ::close(http);
-    ::close(socks);
+    for (int fd : {eg.http, eg.socks, eg.dns, eg.transparent})
+      if (fd >= 0) ::close(fd);
   }
   pid_t agent = ::fork();
   if (agent < 0) die("fork the agent%s", "");

@@ -1,0 +1,296 @@
+// The netlink half of transparent egress capture: see capture_rules.hpp.
+#include "process/capture_rules.hpp"
+
+#include <arpa/inet.h>
+#include <linux/netfilter.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace exg::process {
+
+namespace {
+
+// A netlink message buffer: messages, attributes and nests, 4-byte aligned.
+class NlBuffer {
+ public:
+  size_t begin(uint16_t type, uint16_t flags, const void* fixed, size_t fixed_len) {
+    size_t at = buf_.size();
+    nlmsghdr h{};
+    h.nlmsg_type = type;
+    h.nlmsg_flags = flags;
+    h.nlmsg_seq = ++seq_;
+    append(&h, sizeof h);
+    append(fixed, fixed_len);
+    msg_ = at;
+    return seq_;
+  }
+  void end() { header(msg_)->nlmsg_len = static_cast<uint32_t>(buf_.size() - msg_); }
+  void attr(uint16_t type, const void* data, size_t len) {
+    nlattr a{};
+    a.nla_type = type;
+    a.nla_len = static_cast<uint16_t>(NLA_HDRLEN + len);
+    append(&a, sizeof a);
+    append(data, len);
+  }
+  void str(uint16_t type, const char* s) { attr(type, s, std::strlen(s) + 1); }
+  void be32(uint16_t type, uint32_t v) {
+    v = htonl(v);
+    attr(type, &v, sizeof v);
+  }
+  void u32(uint16_t type, uint32_t v) { attr(type, &v, sizeof v); }
+  size_t nest() {
+    size_t at = buf_.size();
+    nlattr a{};
+    append(&a, sizeof a);
+    return at;
+  }
+  void nest_end(size_t at, uint16_t type) {
+    nlattr a{};
+    a.nla_type = static_cast<uint16_t>(type | NLA_F_NESTED);
+    a.nla_len = static_cast<uint16_t>(buf_.size() - at);
+    std::memcpy(buf_.data() + at, &a, sizeof a);
+  }
+  const std::string& bytes() const { return buf_; }
+
+ private:
+  void append(const void* p, size_t n) {
+    buf_.append(static_cast<const char*>(p), n);
+    buf_.append(NLMSG_ALIGN(n) - n, '\0');
+  }
+  nlmsghdr* header(size_t at) { return reinterpret_cast<nlmsghdr*>(buf_.data() + at); }
+  std::string buf_;
+  size_t msg_ = 0;
+  uint32_t seq_ = 0;
+};
+
+// Sends `b` on a new netlink socket of `protocol` and reads one ack per
+// message that asked for one. 0, or the first error's errno.
+int send_and_check(int protocol, const NlBuffer& b, int acks) {
+  int s = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
+  if (s < 0) return errno;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  int err = 0;
+  if (::sendto(s, b.bytes().data(), b.bytes().size(), 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
+    err = errno;
+  // The kernel handles a request (a whole nftables batch too) within sendto:
+  // the acks are queued when it returns.
+  alignas(nlmsghdr) char buf[8192];
+  while (!err && acks > 0) {
+    ssize_t n = ::recv(s, buf, sizeof buf, MSG_DONTWAIT);
+    if (n < 0) {
+      err = errno == EAGAIN ? EPROTO : errno;  // fewer acks than messages
+      break;
+    }
+    int len = static_cast<int>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, len); h = NLMSG_NEXT(h, len)) {
+      if (h->nlmsg_type != NLMSG_ERROR) continue;
+      auto* e = static_cast<nlmsgerr*>(NLMSG_DATA(h));
+      if (e->error) {
+        err = -e->error;
+        break;
+      }
+      --acks;
+    }
+  }
+  ::close(s);
+  return err;
+}
+
+// ip route add default dev lo src 127.0.0.1
+// (The source must be given: lo's 127.0.0.1 has host scope, which a route of
+// link scope does not pick, and a connection from 0.0.0.0 gets no replies.)
+int add_default_route_via_lo() {
+  unsigned lo = ::if_nametoindex("lo");
+  if (!lo) return errno;
+  NlBuffer b;
+  rtmsg rt{};
+  rt.rtm_family = AF_INET;
+  rt.rtm_table = RT_TABLE_MAIN;
+  rt.rtm_protocol = RTPROT_BOOT;
+  rt.rtm_scope = RT_SCOPE_LINK;
+  rt.rtm_type = RTN_UNICAST;
+  b.begin(RTM_NEWROUTE, NLM_F_REQUEST | NLM_F_CREATE | NLM_F_EXCL | NLM_F_ACK, &rt, sizeof rt);
+  b.u32(RTA_OIF, lo);
+  const in_addr src{htonl(INADDR_LOOPBACK)};
+  b.attr(RTA_PREFSRC, &src, sizeof src);
+  b.end();
+  return send_and_check(NETLINK_ROUTE, b, 1);
+}
+
+// The nftables messages, as `nft -f` would send them for:
+//   table ip exguardian {
+//     chain capture { type nat hook output priority -100; ip daddr != 127.0.0.0/8 meta l4proto tcp redirect to :PORT }
+//     chain refuse { type filter hook output priority 0; ip daddr != 127.0.0.0/8 meta l4proto != tcp drop }
+//   }
+class NftBatch {
+ public:
+  explicit NftBatch(NlBuffer& b) : b_(b) {}
+
+  void batch(uint16_t type) {
+    nfgenmsg g{AF_UNSPEC, NFNETLINK_V0, htons(NFNL_SUBSYS_NFTABLES)};
+    b_.begin(type, NLM_F_REQUEST, &g, sizeof g);
+    b_.end();
+  }
+  void table() {
+    msg(NFT_MSG_NEWTABLE, NLM_F_CREATE);
+    b_.str(NFTA_TABLE_NAME, kTable);
+    b_.end();
+  }
+  void chain(const char* name, const char* type, int32_t priority) {
+    msg(NFT_MSG_NEWCHAIN, NLM_F_CREATE);
+    b_.str(NFTA_CHAIN_TABLE, kTable);
+    b_.str(NFTA_CHAIN_NAME, name);
+    size_t hook = b_.nest();
+    b_.be32(NFTA_HOOK_HOOKNUM, NF_INET_LOCAL_OUT);
+    b_.be32(NFTA_HOOK_PRIORITY, static_cast<uint32_t>(priority));
+    b_.nest_end(hook, NFTA_CHAIN_HOOK);
+    b_.be32(NFTA_CHAIN_POLICY, NF_ACCEPT);
+    b_.str(NFTA_CHAIN_TYPE, type);
+    b_.end();
+  }
+  // A rule: not to loopback, TCP or not, then the redirect or the drop.
+  void rule(const char* chain, bool tcp, uint16_t redirect_port) {
+    msg(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
+    b_.str(NFTA_RULE_TABLE, kTable);
+    b_.str(NFTA_RULE_CHAIN, chain);
+    size_t list = b_.nest();
+    {  // payload: ip daddr -> reg 1
+      size_t e = expr("payload");
+      b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
+      b_.be32(NFTA_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
+      b_.be32(NFTA_PAYLOAD_OFFSET, 16);
+      b_.be32(NFTA_PAYLOAD_LEN, 4);
+      expr_end(e);
+    }
+    {  // bitwise: reg 1 &= 255.0.0.0
+      size_t e = expr("bitwise");
+      b_.be32(NFTA_BITWISE_SREG, NFT_REG_1);
+      b_.be32(NFTA_BITWISE_DREG, NFT_REG_1);
+      b_.be32(NFTA_BITWISE_LEN, 4);
+      const uint8_t mask[4] = {255, 0, 0, 0}, zero[4] = {};
+      data(NFTA_BITWISE_MASK, mask, 4);
+      data(NFTA_BITWISE_XOR, zero, 4);
+      expr_end(e);
+    }
+    {  // cmp: reg 1 != 127.0.0.0
+      const uint8_t loopback[4] = {127, 0, 0, 0};
+      cmp(NFT_CMP_NEQ, loopback, 4);
+    }
+    {  // meta l4proto -> reg 1; == / != tcp
+      size_t e = expr("meta");
+      b_.be32(NFTA_META_DREG, NFT_REG_1);
+      b_.be32(NFTA_META_KEY, NFT_META_L4PROTO);
+      expr_end(e);
+      const uint8_t proto = IPPROTO_TCP;
+      cmp(tcp ? NFT_CMP_EQ : NFT_CMP_NEQ, &proto, 1);
+    }
+    if (tcp) {
+      size_t e = expr("immediate");  // the port -> reg 1
+      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_1);
+      const uint16_t port = htons(redirect_port);
+      data(NFTA_IMMEDIATE_DATA, &port, 2);
+      expr_end(e);
+      e = expr("redir");
+      b_.be32(NFTA_REDIR_REG_PROTO_MIN, NFT_REG_1);
+      expr_end(e);
+    } else {
+      size_t e = expr("immediate");  // verdict: drop
+      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+      size_t d = b_.nest();
+      size_t v = b_.nest();
+      b_.be32(NFTA_VERDICT_CODE, NF_DROP);
+      b_.nest_end(v, NFTA_DATA_VERDICT);
+      b_.nest_end(d, NFTA_IMMEDIATE_DATA);
+      expr_end(e);
+    }
+    b_.nest_end(list, NFTA_RULE_EXPRESSIONS);
+    b_.end();
+  }
+  int acks = 0;
+
+ private:
+  static constexpr const char* kTable = "exguardian";
+  void msg(uint16_t type, uint16_t flags) {
+    nfgenmsg g{NFPROTO_IPV4, NFNETLINK_V0, 0};
+    b_.begin(static_cast<uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | type), NLM_F_REQUEST | NLM_F_ACK | flags, &g, sizeof g);
+    ++acks;
+  }
+  size_t expr(const char* name) {
+    size_t elem = b_.nest();
+    b_.str(NFTA_EXPR_NAME, name);
+    size_t d = b_.nest();
+    nests_[depth_++] = elem;
+    return d;
+  }
+  void expr_end(size_t d) {
+    b_.nest_end(d, NFTA_EXPR_DATA);
+    b_.nest_end(nests_[--depth_], NFTA_LIST_ELEM);
+  }
+  void data(uint16_t type, const void* p, size_t n) {
+    size_t d = b_.nest();
+    b_.attr(NFTA_DATA_VALUE, p, n);
+    b_.nest_end(d, type);
+  }
+  void cmp(uint32_t op, const void* p, size_t n) {
+    size_t e = expr("cmp");
+    b_.be32(NFTA_CMP_SREG, NFT_REG_1);
+    b_.be32(NFTA_CMP_OP, op);
+    data(NFTA_CMP_DATA, p, n);
+    expr_end(e);
+  }
+  NlBuffer& b_;
+  size_t nests_[4] = {};
+  int depth_ = 0;
+};
+
+int add_capture_rules(uint16_t port) {
+  NlBuffer b;
+  NftBatch n(b);
+  n.batch(NFNL_MSG_BATCH_BEGIN);
+  n.table();
+  n.chain("capture", "nat", -100);  // NF_IP_PRI_NAT_DST
+  n.chain("refuse", "filter", 0);
+  n.rule("capture", true, port);
+  n.rule("refuse", false, 0);
+  n.batch(NFNL_MSG_BATCH_END);
+  return send_and_check(NETLINK_NETFILTER, b, n.acks);
+}
+
+}  // namespace
+
+int set_up_transparent_capture(uint16_t port, std::string* what) {
+  auto fail = [&](const char* w, int err, int fd = -1) {
+    if (fd >= 0) ::close(fd);
+    if (what) *what = w;
+    errno = err;
+    return -1;
+  };
+  int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (l < 0) return fail("transparent egress: listener socket", errno);
+  int one = 1;
+  ::setsockopt(l, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_port = htons(port);
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return fail("transparent egress: bind its listener on 127.0.0.1", errno, l);
+  if (::listen(l, 1024) != 0) return fail("transparent egress: listen", errno, l);
+  if (int e = add_default_route_via_lo())
+    return fail("transparent egress: a default route through lo (rtnetlink)", e, l);
+  if (int e = add_capture_rules(port))
+    return fail("transparent egress: the nftables redirect (nf_tables in the sandbox's netns)", e, l);
+  return l;
+}
+
+}  // namespace exg::process
