@@ -8,7 +8,7 @@
 # (egress_world.sh): only the container's own proxy reachable, allowed name reached, denied
 # name and 169.254.169.254 refused with audit lines tagged with the container id, also in an
 # engine's namespace that has a route out (nftables closes it); the proxy's holder goes with
-# delete. As the unprivileged user: errors and features, and create refusing to start a
+# delete. A profile annotation narrows; a broken handler file refuses. As the unprivileged user: errors and features, and create refusing to start a
 # container it cannot protect.
 . "$(dirname "$0")/lib.sh"
 
@@ -184,6 +184,29 @@ check "ours: no capabilities" has 'CapEff:.0000000000000000' "$OUT"
 check "ours: a user namespace refused (ExGuardian's seccomp filter)" has userns-refused "$OUT"
 check "ours: /etc/secret (denyRead) masked" bash -c "$(declare -f has); has end \"\$1\" && ! has top-secret \"\$1\$2\"" _ "$OUT" "$ERR"
 
+# A profile named by the annotation narrows the handler's policy: /work is no longer writable.
+echo '{"filesystem": {"allowWrite": ["/work/sub", "/etc"]}}' > "$H/strict.json"
+python3 - "$T/config.orig" "$B/config.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); s["annotations"] = {"exguardian.dev/profile": "strict"}
+json.dump(s, open(sys.argv[2], "w"))
+PY
+rm -f "$T/work/p"
+exg_rt create --bundle "$B" "prof-$$" && exg_rt start "prof-$$"
+run exg_rt exec "prof-$$" sh -c 'touch /work/p; touch /etc/p'
+check "profile: /work (allowed by the handler, not by the profile) refused, /etc (not the handler's) too" \
+    bash -c "grep -q 'touch: /work/p: Read-only file system' <<<\"\$1\" && grep -q 'touch: /etc/p: Read-only file system' <<<\"\$1\"" _ "$ERR"
+check "profile: nothing landed on the host" test ! -e "$T/work/p"
+exg_rt kill "prof-$$" KILL; exg_rt delete --force "prof-$$"
+# A broken handler file: create refuses, names the file, leaves nothing.
+echo '{"netwrk": {}}' > "$H/broken.json"
+cp "$T/config.orig" "$B/config.json"
+run exg_rt --handler broken create --bundle "$B" "broken-$$"
+check "a broken handler: create fails and names the file and key" \
+    bash -c "[ $STATUS = 1 ] && grep -q 'broken.json:1:2: unknown key \"netwrk\"' <<<\"\$1\"" _ "$ERR"
+expect_fail exg_rt state "broken-$$"
+check "a broken handler: config.json untouched" cmp -s "$B/config.json" "$T/config.orig"
+
 # A pod's pause container: left as the engine wrote it.
 python3 - "$T/config.orig" "$B/config.json" <<'PY'
 import json, sys
@@ -194,6 +217,87 @@ cp "$B/config.json" "$T/pause.json"
 expect_status 0 exg_rt create --bundle "$B" "pause-$$"
 check "pause container: config.json untouched" cmp -s "$B/config.json" "$T/pause.json"
 exg_rt delete --force "pause-$$"
+
+# ----- Egress: a test world of network namespaces (egress_world.sh), built here. The runtime runs
+# in its client namespace, where the world's servers are reachable; each container gets only its
+# own proxy.
+need_source_tree tests/integration/egress_world.sh ip nft
+. "$SRC/tests/integration/egress_world.sh"
+if ! world_up; then fail "the egress test world did not come up"; finish; fi
+W_RT=$T/rt-world
+world_rt() { EXGUARDIAN_HANDLERS_DIR=$H in_client timeout 30 "$EXG" runtime --root "$W_RT" "$@"; }
+: > "$T/audit.jsonl"
+cp "$T/config.orig" "$B/config.json"
+EID=eg-$$
+expect_status 0 world_rt create --bundle "$B" "$EID"
+expect_status 0 world_rt start "$EID"
+expect_output_contains "hello from 203.0.113.10" world_rt exec "$EID" wget -q -O - http://allowed.test/
+run world_rt exec "$EID" wget -q -O - http://denied.test/
+check "denied.test refused by the proxy (403)" bash -c "[ $STATUS != 0 ] && grep -q '403' <<<\"\$1\"" _ "$ERR"
+run world_rt exec "$EID" wget -q -O - http://169.254.169.254/latest/meta-data/
+check "169.254.169.254 refused by the proxy (403)" bash -c "[ $STATUS != 0 ] && grep -q '403' <<<\"\$1\"" _ "$ERR"
+run world_rt exec "$EID" wget -q -O - http://meta.test/
+check "meta.test (allowed by name, link-local address) refused after DNS (403)" \
+    bash -c "[ $STATUS != 0 ] && grep -q '403' <<<\"\$1\"" _ "$ERR"
+run world_rt exec "$EID" wget -Y off -q -O - http://203.0.113.10/
+check "no way around the proxy: a direct connection finds no route" \
+    bash -c "[ $STATUS != 0 ] && grep -q 'unreachable' <<<\"\$1\"" _ "$ERR"
+check "the servers saw the allowed request only" bash -c \
+    "grep -q '^203.0.113.10 GET / host=allowed.test' '$EGW_LOG' && ! grep -q -e '^169.254' -e 'host=denied' -e 'host=meta' '$EGW_LOG'"
+audit_has() {  # ID HOST DECISION
+    python3 - "$T/audit.jsonl" "$@" <<'PY'
+import json, sys
+path, cid, host, decision = sys.argv[1:]
+for line in open(path):
+    e = json.loads(line)
+    if e.get("sandbox") == cid and e.get("host") == host and e.get("decision") == decision and e.get("handler") == "default":
+        sys.exit(0)
+sys.exit(1)
+PY
+}
+check "audit: allowed.test allowed, tagged with the container id and handler" audit_has "$EID" allowed.test allowed
+check "audit: denied.test denied" audit_has "$EID" denied.test refused
+check "audit: 169.254.169.254 denied" audit_has "$EID" 169.254.169.254 refused
+check "audit: meta.test denied" audit_has "$EID" meta.test refused
+check "the container's egress holder is running" bash -c "pgrep -f -- \"\$1\" >/dev/null" _ "[-]-root $W_RT create --bundle $B $EID"
+world_rt kill "$EID" KILL
+expect_status 0 world_rt delete --force "$EID"
+check "the egress holder went with the container" wait_for 5 bash -c "! pgrep -f -- '[-]-root $W_RT create --bundle $B $EID'"
+
+# An engine's own namespace with a route out (as podman's bridge or a pod's CNI network gives):
+# it is joined as it is, and nftables leaves only lo (the proxy) open.
+ENS=exgrt-$$
+ip netns add "$ENS"
+cleanup_netns() { ip netns del "$ENS" 2>/dev/null; }
+ip link add "exgr$$a" type veth peer name "exgr$$b"
+ip link set "exgr$$a" netns "$EGW_NS_C"; ip link set "exgr$$b" netns "$ENS"
+ip -n "$EGW_NS_C" addr add 198.51.101.1/24 dev "exgr$$a"; ip -n "$EGW_NS_C" link set "exgr$$a" up
+ip -n "$ENS" addr add 198.51.101.2/24 dev "exgr$$b"; ip -n "$ENS" link set "exgr$$b" up; ip -n "$ENS" link set lo up
+ip -n "$ENS" route add default via 198.51.101.1
+ip netns exec "$EGW_NS_C" sysctl -qw net.ipv4.ip_forward=1
+ip -n "$EGW_NS_S" route add 198.51.101.0/24 via 198.51.100.2 dev "exgw$$s" 2>/dev/null ||
+    ip -n "$EGW_NS_S" route add 198.51.101.0/24 dev "exgw$$s"
+ip -n "$EGW_NS_S" route replace 198.51.101.0/24 via 198.51.100.1
+expect_output_contains "hello from 203.0.113.10" ip netns exec "$ENS" "$BB" wget -q -O - http://203.0.113.10/
+python3 - "$T/config.orig" "$B/config.json" "/run/netns/$ENS" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for n in s["linux"]["namespaces"]:
+    if n["type"] == "network": n["path"] = sys.argv[3]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+EID2=eg2-$$
+expect_status 0 world_rt create --bundle "$B" "$EID2"
+expect_status 0 world_rt start "$EID2"
+run world_rt exec "$EID2" wget -Y off -q -T 3 -O - http://203.0.113.10/
+check "engine's namespace: a direct connection is dropped now" bash -c "[ $STATUS != 0 ] && ! grep -q hello <<<\"\$1\"" _ "$OUT"
+expect_output_contains "hello from 203.0.113.10" world_rt exec "$EID2" wget -q -O - http://allowed.test/
+run world_rt exec "$EID2" wget -q -O - http://169.254.169.254/
+check "engine's namespace: 169.254.169.254 refused (403)" bash -c "[ $STATUS != 0 ] && grep -q '403' <<<\"\$1\"" _ "$ERR"
+check "audit: tagged with the second container's id" audit_has "$EID2" 169.254.169.254 refused
+world_rt kill "$EID2" KILL
+expect_status 0 world_rt delete --force "$EID2"
+cleanup_netns
 
 check "no egress holder left after the deletes" bash -c "! pgrep -f -- '[-]-root $RT_ROOT create' >/dev/null"
 
