@@ -299,6 +299,44 @@ world_rt kill "$EID2" KILL
 expect_status 0 world_rt delete --force "$EID2"
 cleanup_netns
 
+# ----- podman --runtime: an image made here (podman import of the busybox root; nothing
+# pulled), run, exec and stop through exguardian runtime, the policy enforced inside. Podman
+# passes no environment of its own to the runtime: a wrapper names the handlers' directory.
+if command -v podman >/dev/null; then
+    PM=(podman --root "$T/pm/storage" --runroot "$T/pm/run" --tmpdir "$T/pm/tmp" --cgroup-manager cgroupfs
+        --events-backend file --runtime "$T/exg-runtime")
+    printf '#!/bin/sh\nexec env EXGUARDIAN_HANDLERS_DIR=%s %s runtime --root %s "$@"\n' "$H" "$EXG" "$T/rt-podman" \
+        > "$T/exg-runtime"
+    chmod 755 "$T/exg-runtime"
+    PM_RUN=(run --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096)
+    tar -C "$B/rootfs" -cf "$T/rootfs.tar" . && expect_status 0 "${PM[@]}" import "$T/rootfs.tar" localhost/exg-bb
+    expect_status 0 "${PM[@]}" "${PM_RUN[@]}" -d --name "pm-$$" -v "$T/work:/work" -v "$T/data:/data" localhost/exg-bb sleep 600
+    rm -f "$T/work/pm" "$T/data/pm"
+    run "${PM[@]}" exec "pm-$$" sh -c "touch /work/pm && echo work-ok; touch /data/pm; touch /etc/pm; $PROBE"
+    check "podman exec: /work writable, the write landed" bash -c "grep -q work-ok <<<\"\$1\" && [ -e '$T/work/pm' ]" _ "$OUT"
+    check "podman exec: /data (a volume outside allowWrite) and /etc refused" bash -c \
+        "grep -q 'touch: /data/pm: Read-only file system' <<<\"\$1\" && grep -q 'touch: /etc/pm: Read-only file system' <<<\"\$1\" && [ ! -e '$T/data/pm' ]" _ "$ERR"
+    check "podman exec: no capabilities, user namespaces refused, /etc/secret masked" bash -c \
+        "grep -q 'CapEff:.0000000000000000' <<<\"\$1\" && grep -q userns-refused <<<\"\$1\" && ! grep -q top-secret <<<\"\$1\"" _ "$OUT"
+    expect_status 0 "${PM[@]}" stop -t 1 "pm-$$"
+    check "podman stop: the container is stopped" bash -c "'${PM[0]}' $(printf '%q ' "${PM[@]:1}") inspect -f '{{.State.Status}}' pm-$$ | grep -q exited"
+    expect_status 0 "${PM[@]}" rm "pm-$$"
+    # Egress through the container's proxy, podman run inside the world's client namespace.
+    : > "$T/audit.jsonl"
+    run in_client "${PM[@]}" "${PM_RUN[@]}" --rm --cidfile "$T/pm.cid" localhost/exg-bb sh -c '
+        wget -q -O - http://allowed.test/; wget -q -O - http://denied.test/ || echo denied-refused
+        wget -q -O - http://169.254.169.254/ || echo metadata-refused'
+    check "podman run: allowed.test reached through the proxy" grep -q "hello from 203.0.113.10" <<<"$OUT"
+    check "podman run: denied.test and 169.254.169.254 refused" bash -c \
+        "grep -q denied-refused <<<\"\$1\" && grep -q metadata-refused <<<\"\$1\"" _ "$OUT"
+    PM_ID=$(cat "$T/pm.cid" 2>/dev/null)
+    check "podman run: audit lines tagged with podman's container id" bash -c "$(declare -f audit_has);
+        audit_has '$PM_ID' allowed.test allowed && audit_has '$PM_ID' denied.test refused && audit_has '$PM_ID' 169.254.169.254 refused"
+    "${PM[@]}" rmi -f localhost/exg-bb >/dev/null 2>&1
+else
+    skip "podman is not installed: podman --runtime not tested"
+fi
+
 check "no egress holder left after the deletes" bash -c "! pgrep -f -- '[-]-root $RT_ROOT create' >/dev/null"
 
 finish
