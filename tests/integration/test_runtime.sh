@@ -319,7 +319,8 @@ if command -v podman >/dev/null; then
     check "podman exec: no capabilities, user namespaces refused, /etc/secret masked" bash -c \
         "grep -q 'CapEff:.0000000000000000' <<<\"\$1\" && grep -q userns-refused <<<\"\$1\" && ! grep -q top-secret <<<\"\$1\"" _ "$OUT"
     expect_status 0 "${PM[@]}" stop -t 1 "pm-$$"
-    check "podman stop: the container is stopped" bash -c "'${PM[0]}' $(printf '%q ' "${PM[@]:1}") inspect -f '{{.State.Status}}' pm-$$ | grep -q exited"
+    run "${PM[@]}" inspect -f '{{.State.Status}}' "pm-$$"
+    check "podman stop: the container is stopped" grep -q exited <<<"$OUT"
     expect_status 0 "${PM[@]}" rm "pm-$$"
     # Egress through the container's proxy, podman run inside the world's client namespace.
     : > "$T/audit.jsonl"
@@ -332,9 +333,56 @@ if command -v podman >/dev/null; then
     PM_ID=$(cat "$T/pm.cid" 2>/dev/null)
     check "podman run: audit lines tagged with podman's container id" bash -c "$(declare -f audit_has);
         audit_has '$PM_ID' allowed.test allowed && audit_has '$PM_ID' denied.test refused && audit_has '$PM_ID' 169.254.169.254 refused"
+    "${PM[@]}" save --format oci-archive -o "$T/img.tar" localhost/exg-bb >/dev/null 2>&1
     "${PM[@]}" rmi -f localhost/exg-bb >/dev/null 2>&1
 else
     skip "podman is not installed: podman --runtime not tested"
+fi
+
+# ----- containerd (Debian's) with `ctr run --runc-binary`: the runc v2 shim, the path Kubernetes
+# takes through a RuntimeClass. Its own containerd on a socket of the test's, inside the egress
+# world's client namespace; the image is the podman one, saved as an OCI archive.
+if command -v containerd >/dev/null && command -v ctr >/dev/null && [ -s "$T/img.tar" ]; then
+    mkdir -p "$T/ctd"
+    cat > "$T/ctd/config.toml" <<TOML
+version = 2
+root = "$T/ctd/root"
+state = "$T/ctd/state"
+disabled_plugins = ["io.containerd.grpc.v1.cri"]
+[grpc]
+  address = "$T/ctd/containerd.sock"
+TOML
+    in_client_bg containerd --config "$T/ctd/config.toml" </dev/null >"$T/ctd/log" 2>&1
+    CTD_PID=$EGW_BG_PID
+    CTR=(in_client timeout 60 ctr -a "$T/ctd/containerd.sock" -n "exg-it-$$")
+    ctr_stopped() { ! "${CTR[@]}" task ls 2>/dev/null | grep -q "^$CID .*RUNNING"; }
+    if wait_for 20 test -S "$T/ctd/containerd.sock" && "${CTR[@]}" images import "$T/img.tar" >/dev/null; then
+        : > "$T/audit.jsonl"
+        CID=ctr-$$
+        expect_status 0 "${CTR[@]}" run -d --runc-binary "$T/exg-runtime" localhost/exg-bb:latest "$CID" sleep 600
+        run "${CTR[@]}" task exec --exec-id probe "$CID" sh -c "$PROBE
+            wget -q -O - http://allowed.test/; wget -q -O - http://denied.test/ || echo denied-refused
+            wget -q -O - http://169.254.169.254/ || echo metadata-refused"
+        check "ctr: no capabilities, user namespaces refused, /etc/secret masked" bash -c \
+            "grep -q 'CapEff:.0000000000000000' <<<\"\$1\" && grep -q userns-refused <<<\"\$1\" && ! grep -q top-secret <<<\"\$1\"" _ "$OUT"
+        check "ctr: /work (no mount here: the policy's tmpfs) writable, /dev/shm refused" bash -c \
+            "grep -q work-ok <<<\"\$1\" && grep -q shm-refused <<<\"\$1\"" _ "$OUT"
+        check "ctr: allowed.test reached, denied.test and 169.254.169.254 refused" bash -c \
+            "grep -q 'hello from 203.0.113.10' <<<\"\$1\" && grep -q denied-refused <<<\"\$1\" && grep -q metadata-refused <<<\"\$1\"" _ "$OUT"
+        check "ctr: audit lines tagged with the container id" bash -c "$(declare -f audit_has);
+            audit_has '$CID' allowed.test allowed && audit_has '$CID' 169.254.169.254 refused"
+        expect_status 0 "${CTR[@]}" task kill -s SIGKILL "$CID"
+        check "ctr: the task stopped" wait_for 10 ctr_stopped
+        expect_status 0 "${CTR[@]}" task rm -f "$CID"
+        expect_status 0 "${CTR[@]}" container rm "$CID"
+        check "ctr: the egress holder went with the task" wait_for 5 bash -c "! pgrep -f -- '[-]-root .* create .*$CID' >/dev/null"
+    else
+        fail "containerd did not come up or the image did not import"; note "$(tail -5 "$T/ctd/log")"
+    fi
+    kill "$CTD_PID" 2>/dev/null
+    rm -rf "/run/containerd/runc/exg-it-$$"  # the runc shim's --root for the test's namespace
+else
+    skip "containerd and ctr are not installed (Debian: containerd): ctr run --runc-binary not tested"
 fi
 
 check "no egress holder left after the deletes" bash -c "! pgrep -f -- '[-]-root $RT_ROOT create' >/dev/null"
