@@ -111,6 +111,7 @@ std::set<std::string> value_options(const std::string& verb) {
     return {"--process", "--pid-file", "--console-socket", "--cwd",          "--env",    "--user",
             "--cap",     "--preserve-fds", "--process-label", "--apparmor", "--cgroup", "--additional-gids"};
   if (verb == "ps" || verb == "list") return {"--format"};
+  if (verb == "check") return {"--profile"};
   if (verb == "events") return {"--interval"};
   if (verb == "update")
     return {"--resources", "--blkio-weight", "--cpu-period", "--cpu-quota", "--cpu-rt-period", "--cpu-rt-runtime",
@@ -509,11 +510,29 @@ int cmd_features() {
   return 0;
 }
 
+// Ours, not runc's: whether a handler file (and a profile) loads, and what it
+// comes to; for admins and the deploy test.
+int cmd_check(const Args& a) {
+  std::string profile = a.opts.count("--profile") ? a.opts.at("--profile") : "";
+  auto rp = oci::load_runtime_policy(handlers_dir(), g.handler, profile);
+  if (!rp) return error("check: " + rp.error().str());
+  const auto& p = rp->policy;
+  std::string domains, writable;
+  for (const auto& d : p.network.allowed_domains) domains += (domains.empty() ? "" : " ") + d.pattern;
+  for (const auto& w : p.filesystem.allow_write) writable += (writable.empty() ? "" : " ") + w.path;
+  std::printf("handler %s%s: runtime %s\n  allowed domains: %s\n  writable: %s\n", rp->handler.c_str(),
+              profile.empty() ? "" : (" narrowed by profile " + profile).c_str(),
+              rp->runtime == oci::Runtime::Runsc ? "runsc" : "crun", domains.empty() ? "(none)" : domains.c_str(),
+              writable.empty() ? "(nothing)" : writable.c_str());
+  return 0;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: exguardian runtime [--root DIR] [--log FILE] [--log-format text|json] [--systemd-cgroup]\n"
                "                          [--rootless true|false|auto] [--handler NAME] VERB [OPTIONS] ID ...\n"
-               "verbs: create start state kill delete exec ps update pause resume events features\n");
+               "verbs: create start state kill delete exec ps update pause resume events features\n"
+               "       check [--profile NAME]  (ours: does the handler file load, and what does it allow)\n");
   return 1;
 }
 
@@ -570,6 +589,7 @@ int runtime_main(int argc, char** argv, const std::string& argv0_handler) {
   if (verb == "features") return cmd_features();
   Args a = parse_args(verb, argc - i, argv + i);
   if (verb == "create" || verb == "run") return cmd_create(verb, a);
+  if (verb == "check") return cmd_check(a);
   if (verb == "delete") return cmd_delete(a);
   if (verb == "list") {
     auto base = backend_argv(oci::Runtime::Crun);
