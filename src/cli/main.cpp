@@ -39,6 +39,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");
+  app.footer("Also, each with its own options (exguardian(1)): serve, mcp, session-client, and runtime (an OCI\n"
+             "runtime with runc's command line for Podman, containerd and Kubernetes).");
   exg::cli::RunOptions run;
   run.add_to(app);
   exg::cli::SessionOptions session;
