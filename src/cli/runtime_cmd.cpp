@@ -420,27 +420,17 @@ int cmd_exec(const Args& a, const json& st) {
   if (!base) return error(base.error().str());
   std::vector<std::string> rest = a.all;
   if (!st.value("pod_sandbox", false)) {
-    policy::Policy unused;
     oci::HardenInputs in;
-    in.policy = &unused;
+    in.walls = st.value("walls", "");
     in.http_port = st.value("http_port", 3128);
     in.socks_port = st.value("socks_port", 1080);
-    const std::string walls = st.value("walls", "");
-    auto prefix = std::vector<std::string>{oci::kInitPath, "--walls", walls, "--"};
+    if (in.walls.empty()) return error("exec: no walls recorded for " + a.id);
     if (a.opts.count("--process")) {
       std::string text;
       const std::string& pf = a.opts.at("--process");
       if (!read_text(pf, text)) return error("exec: cannot read --process " + pf + ": " + std::strerror(errno));
       json proc = json::parse(text, nullptr, false);
       if (proc.is_discarded()) return error("exec: --process " + pf + ": not JSON");
-      // harden_process prepends walls_for(policy); the container's own walls
-      // were recorded at create.
-      if (proc.contains("args") && proc["args"].is_array() && !proc["args"].empty() && proc["args"][0] != oci::kInitPath) {
-        json args = json::array();
-        for (const auto& p : prefix) args.push_back(p);
-        for (const auto& x : proc["args"]) args.push_back(x);
-        proc["args"] = args;
-      }
       if (auto r = oci::harden_process(proc, in); !r) return error("exec: " + r.error().str());
       std::string ours = our_dir(a.id) + "/exec-" + std::to_string(::getpid()) + ".json";
       if (!write_text(ours, proc.dump())) return error("exec: cannot write " + ours);
@@ -453,6 +443,7 @@ int cmd_exec(const Args& a, const json& st) {
       return rc;
     }
     // exec ID COMMAND...: the walls go before the command.
+    const std::vector<std::string> prefix = {oci::kInitPath, "--walls", in.walls, "--"};
     rest.insert(rest.begin() + static_cast<long>(a.id_index) + 1, prefix.begin(), prefix.end());
   }
   exec_backend(rt, with_verb(*base, "exec", rest));

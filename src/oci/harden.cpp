@@ -117,10 +117,12 @@ Result<void> harden_process(json& process, const HardenInputs& in) {
                              {"ambient", none}};
   process["noNewPrivileges"] = true;
   json& args = process["args"];
-  if (!(args[0].is_string() && args[0] == kInitPath)) {
-    json pre = json::array({kInitPath, "--walls", walls_for(*in.policy).dump(), "--"});
-    for (const auto& a : args) pre.push_back(a);
-    args = std::move(pre);
+  const std::string walls = in.walls.empty() ? walls_for(*in.policy).dump() : in.walls;
+  json prefix = json::array({kInitPath, "--walls", walls, "--"});
+  bool has_prefix = args.size() > prefix.size() && std::equal(prefix.begin(), prefix.end(), args.begin());
+  if (!has_prefix) {
+    for (const auto& a : args) prefix.push_back(a);
+    args = std::move(prefix);
   }
   // The proxy's variables replace any of the same names.
   auto env_vars = plan::proxy_env(in.http_port, in.socks_port);

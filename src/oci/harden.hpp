@@ -42,6 +42,7 @@ struct HardenInputs {
   const policy::Policy* policy = nullptr;
   Runtime runtime = Runtime::Crun;
   std::string init_source;        // host path of exguardian-init
+  std::string walls;              // walls_for(*policy).dump(); "" : computed from the policy
   std::string netns_path;         // the container's network namespace; "" keeps the engine's entry
   uint16_t http_port = 3128;      // the proxy's listeners inside that namespace
   uint16_t socks_port = 1080;
@@ -63,7 +64,9 @@ nlohmann::json walls_for(const policy::Policy& pol);
 Result<std::vector<std::string>> harden_config(nlohmann::json& config, const HardenInputs& in);
 
 // One process (config.json's, or `exec --process`'s file): capabilities,
-// no_new_privs, the walls prefix, the proxy variables. Idempotent.
+// no_new_privs, the walls prefix, the proxy variables. Idempotent: the prefix
+// is not added twice when it is there exactly (a different one, even a
+// forged weaker one, gets ours in front: walls only add up).
 Result<void> harden_process(nlohmann::json& process, const HardenInputs& in);
 
 }  // namespace exg::oci

@@ -129,6 +129,19 @@ TEST(RuntimeHarden, MergesWithoutWidening) {
   EXPECT_EQ(again["mounts"].size(), c["mounts"].size());
 }
 
+TEST(RuntimeHarden, AForgedWeakerPrefixGetsOursInFront) {
+  auto pol = parse(kHandler);
+  oci::HardenInputs in;
+  in.policy = &pol;
+  json proc = {{"args", {oci::kInitPath, "--walls", R"({"seccomp":false,"pids":0,"landlock":null})", "--", "sh"}}};
+  ASSERT_TRUE(oci::harden_process(proc, in).has_value());
+  EXPECT_EQ(proc["args"][2], oci::walls_for(pol).dump());
+  EXPECT_EQ(proc["args"].size(), 9u);  // ours, then the forged one (walls only add up)
+  json again = proc;
+  ASSERT_TRUE(oci::harden_process(again, in).has_value());
+  EXPECT_EQ(again["args"], proc["args"]);  // ours exactly: not twice
+}
+
 TEST(RuntimeHarden, KeepsTheEnginesSeccompProfile) {
   auto pol = parse(kHandler);
   json c = engine_config();
