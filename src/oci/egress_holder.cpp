@@ -86,16 +86,29 @@ uint16_t local_port(int fd) {
 void say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line.size()); }
 
 // The holder's life after fork(). Never returns.
-[[noreturn]] void run_holder(int ctl, const egress::Rules& rules, sandbox::AuditLog& audit, const EgressHolderOptions& opt) {
+[[noreturn]] void run_holder(int ctl, const egress::Rules& rules, const EgressHolderOptions& opt) {
   ::setsid();
+  if (ctl < 3) ctl = ::fcntl(ctl, F_DUPFD_CLOEXEC, 3);  // (a runtime started with stdio closed)
+  // Nothing of the engine's stays open here for the container's lifetime
+  // (its pipes, a console socket, --preserve-fds descriptors): an engine
+  // waiting for the end of one of them would wait for the container's end.
+  if (ctl > 3) ::close_range(3, static_cast<unsigned>(ctl - 1), 0);
+  ::close_range(static_cast<unsigned>(ctl + 1), ~0u, 0);
   int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (null >= 0) {
     ::dup2(null, 0), ::dup2(null, 1), ::dup2(null, 2);
+    if (null > 2) ::close(null);
   }
   auto die = [&](const std::string& what) {
     say(ctl, "error " + what + (errno ? std::string(": ") + std::strerror(errno) : "") + "\n");
     ::_exit(1);
   };
+  auto opened = sandbox::AuditLog::open(opt.audit_log, opt.container_id, {{"handler", opt.handler}});
+  if (!opened) {
+    errno = 0;
+    die(opened.error().str());
+  }
+  sandbox::AuditLog audit = std::move(*opened);
   UniqueFd host_ns(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!host_ns) die("open own network namespace");
   UniqueFd new_ns;
@@ -168,8 +181,6 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   rules->set_host_addresses(egress::Rules::read_host_addresses());
   if (auto slash = opt.audit_log.rfind('/'); slash != std::string::npos && slash > 0)
     ::mkdir(opt.audit_log.substr(0, slash).c_str(), 0700);
-  auto audit = sandbox::AuditLog::open(opt.audit_log, opt.container_id, {{"handler", opt.handler}});
-  if (!audit) return fail(audit.error());
   int sp[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) != 0) return fail(Error::sys("socketpair"));
   pid_t pid = ::fork();
@@ -179,7 +190,7 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   }
   if (pid == 0) {
     ::close(sp[0]);
-    run_holder(sp[1], *rules, *audit, opt);
+    run_holder(sp[1], *rules, opt);
   }
   ::close(sp[1]);
   EgressHolder h;

@@ -8,8 +8,9 @@
 # (egress_world.sh): only the container's own proxy reachable, allowed name reached, denied
 # name and 169.254.169.254 refused with audit lines tagged with the container id, also in an
 # engine's namespace that has a route out (nftables closes it); the proxy's holder goes with
-# delete. A profile annotation narrows; a broken handler file refuses. As the unprivileged user: errors and features, and create refusing to start a
-# container it cannot protect.
+# delete. A profile annotation narrows; a broken handler file refuses. Podman and containerd's
+# ctr drive it with an image made here. As the unprivileged user: errors and features, and
+# create refusing to start a container it cannot protect.
 . "$(dirname "$0")/lib.sh"
 
 BB=$(command -v busybox || true)
@@ -154,6 +155,16 @@ import json; l=json.loads(open('$T/log.json').readline()); assert l['level']=='e
 expect_output_contains '"ociVersionMax"' exg_rt features
 run exg_rt nonsense x
 check "an unknown command: exit 1 and says so" bash -c "[ $STATUS = 1 ] && grep -q 'unknown command nonsense' <<<'$ERR'"
+
+# The egress holder keeps none of the engine's descriptors (here a file as fd 7): an engine
+# waiting for the end of one would otherwise wait for the container's end.
+cp "$T/config.orig" "$B/config.json"
+exg_rt create --bundle "$B" "fds-$$" 7>"$T/fd7"
+holder=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["holder"].split()[0])' \
+    "$RT_ROOT/exguardian/fds-$$/state.json" 2>/dev/null)
+check "the egress holder ($holder) runs and holds none of the runtime's descriptors" \
+    bash -c "[ -n '$holder' ] && [ -d /proc/$holder ] && ! ls -l /proc/$holder/fd | grep -q '$T/fd7'"
+exg_rt delete --force "fds-$$"
 
 # The same probes in a container of each: what ExGuardian adds.
 PROBE='touch /work/w && echo work-ok; touch /data/d || echo data-refused; echo x > /dev/shm/s || echo shm-refused
