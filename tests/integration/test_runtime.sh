@@ -270,6 +270,25 @@ check "audit: allowed.test allowed, tagged with the container id and handler" au
 check "audit: denied.test denied" audit_has "$EID" denied.test refused
 check "audit: 169.254.169.254 denied" audit_has "$EID" 169.254.169.254 refused
 check "audit: meta.test denied" audit_has "$EID" meta.test refused
+# A second container in the first one's network namespace (as containers of a pod share the
+# pause container's): its own proxy on other ports, its own audit lines.
+EPID=$(world_rt state "$EID" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+python3 - "$T/config.orig" "$B/config.json" "/proc/$EPID/ns/net" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for n in s["linux"]["namespaces"]:
+    if n["type"] == "network": n["path"] = sys.argv[3]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+EID3=eg3-$$
+expect_status 0 world_rt create --bundle "$B" "$EID3"
+expect_status 0 world_rt start "$EID3"
+run world_rt exec "$EID3" sh -c 'echo "$HTTP_PROXY"; wget -q -O - http://allowed.test/'
+check "shared namespace: the second container's proxy is on another port, and works" \
+    bash -c "! grep -q ':3128$' <<<\"\$1\" && grep -q 'http://127.0.0.1:[0-9]' <<<\"\$1\" && grep -q 'hello from 203.0.113.10' <<<\"\$1\"" _ "$OUT"
+check "shared namespace: audit lines of the second container carry its id" audit_has "$EID3" allowed.test allowed
+world_rt kill "$EID3" KILL
+expect_status 0 world_rt delete --force "$EID3"
 check "the container's egress holder is running" bash -c "pgrep -f -- \"\$1\" >/dev/null" _ "[-]-root $W_RT create --bundle $B $EID"
 world_rt kill "$EID" KILL
 expect_status 0 world_rt delete --force "$EID"
