@@ -19,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -388,6 +389,8 @@ int cmd_create(const std::string& verb, const Args& a) {
   st["socks_port"] = holder->socks_port;
   st["holder"] = holder_id;
   st["audit_log"] = ho.audit_log;
+  if (rp->policy.resources.pids) st["pids_max"] = *rp->policy.resources.pids;
+  if (rp->policy.resources.memory_bytes) st["memory_max"] = *rp->policy.resources.memory_bytes;
   if (!write_text(our_dir(a.id) + "/state.json", st.dump())) return undo(), error("create: cannot write state");
 
   auto base = backend_argv(rp->runtime);
@@ -478,6 +481,58 @@ int cmd_kill(const Args& a, const json& st) {
   if (status == "stopped") return error("container not running");
   int rc = run_backend(rt, with_verb(*base, "kill", a.all));
   if (rc != 0 && backend_status(rt, a.id) == "stopped") return error("container not running");
+  return rc;
+}
+
+// update may lower limits, never raise them past the handler's: --pids-limit,
+// --memory and --resources (a file, or "-": standard input, read here and
+// handed on as a file) are checked against what create recorded.
+int cmd_update(const Args& a, const json& st) {
+  oci::Runtime rt = runtime_of(st);
+  auto base = backend_argv(rt);
+  if (!base) return error(base.error().str());
+  std::vector<std::string> rest = a.all;
+  auto over = [&](const char* key, int64_t v) {
+    return st.contains(key) && (v <= 0 || v > st[key].get<int64_t>());
+  };
+  // A number, or a size with runc's suffixes (k, m, g, either case); -1
+  // (refused) for anything else: what is not understood is not let through.
+  auto number = [](std::string t) -> int64_t {
+    if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos) return std::atoll(t.c_str());
+    for (auto& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (t.ends_with("B")) t.pop_back();
+    if (auto sz = policy::parse_size(t)) return static_cast<int64_t>(*sz);
+    return -1;
+  };
+  if (a.opts.count("--pids-limit") && over("pids_max", number(a.opts.at("--pids-limit"))))
+    return error("update --pids-limit: above the handler's limit of " + std::to_string(st["pids_max"].get<int64_t>()));
+  if (a.opts.count("--memory") && over("memory_max", number(a.opts.at("--memory"))))
+    return error("update --memory: above the handler's limit of " + std::to_string(st["memory_max"].get<int64_t>()));
+  std::string staged;
+  if (a.opts.count("--resources")) {
+    std::string path = a.opts.at("--resources"), text;
+    if (path == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+      staged = our_dir(a.id) + "/update-" + std::to_string(::getpid()) + ".json";
+      if (!write_text(staged, text)) return error("update: cannot write " + staged);
+      for (size_t i = 0; i + 1 < rest.size() && i < a.id_index; ++i)
+        if ((rest[i] == "--resources" || rest[i] == "-r") && rest[i + 1] == "-") rest[i + 1] = staged;
+      for (size_t i = 0; i < rest.size() && i < a.id_index; ++i)
+        if (rest[i] == "--resources=-") rest[i] = "--resources=" + staged;
+    } else if (!read_text(path, text)) {
+      return error("update: cannot read --resources " + path);
+    }
+    auto r = json::parse(text, nullptr, false);
+    if (!r.is_object()) return ::unlink(staged.c_str()), error("update --resources: not a JSON object");
+    if (r.contains("pids") && r["pids"].is_object() && r["pids"].contains("limit") &&
+        over("pids_max", r["pids"]["limit"].get<int64_t>()))
+      return ::unlink(staged.c_str()), error("update --resources: pids.limit above the handler's limit");
+    if (r.contains("memory") && r["memory"].is_object() && r["memory"].contains("limit") &&
+        over("memory_max", r["memory"]["limit"].get<int64_t>()))
+      return ::unlink(staged.c_str()), error("update --resources: memory.limit above the handler's limit");
+  }
+  int rc = run_backend(rt, with_verb(*base, "update", rest));
+  if (!staged.empty()) ::unlink(staged.c_str());
   return rc;
 }
 
@@ -594,6 +649,7 @@ int runtime_main(int argc, char** argv, const std::string& argv0_handler) {
   if (!st) return error("container \"" + a.id + "\" does not exist");
   if (verb == "exec") return cmd_exec(a, *st);
   if (verb == "kill") return cmd_kill(a, *st);
+  if (verb == "update") return cmd_update(a, *st);
   oci::Runtime rt = runtime_of(*st);
   auto base = backend_argv(rt);
   if (!base) return error(base.error().str());

@@ -209,6 +209,20 @@ check "profile: /work (allowed by the handler, not by the profile) refused, /etc
     bash -c "grep -q 'touch: /work/p: Read-only file system' <<<\"\$1\" && grep -q 'touch: /etc/p: Read-only file system' <<<\"\$1\"" _ "$ERR"
 check "profile: nothing landed on the host" test ! -e "$T/work/p"
 exg_rt kill "prof-$$" KILL; exg_rt delete --force "prof-$$"
+# update may lower the handler's limits, never raise them.
+echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50}}' > "$H/lim.json"
+cp "$T/config.orig" "$B/config.json"
+exg_rt --handler lim create --bundle "$B" "lim-$$"
+run exg_rt update --pids-limit 100 "lim-$$"
+check "update --pids-limit above the handler's limit refused" bash -c "[ $STATUS = 1 ] && grep -q \"above the handler's limit of 50\" <<<\"\$1\"" _ "$ERR"
+echo '{"pids": {"limit": 1000}}' > "$T/res-up.json"
+echo '{"pids": {"limit": 20}}' > "$T/res-down.json"
+run exg_rt update --resources - "lim-$$" < "$T/res-up.json"
+check "update --resources - with pids.limit above it refused" bash -c "[ $STATUS = 1 ] && grep -q 'pids.limit above' <<<\"\$1\"" _ "$ERR"
+run exg_rt update --resources - "lim-$$" < "$T/res-down.json"
+check "update --resources - lowering it goes through" test "$STATUS" = 0
+exg_rt delete --force "lim-$$"
+
 # A broken handler file: create refuses, names the file, leaves nothing.
 echo '{"netwrk": {}}' > "$H/broken.json"
 cp "$T/config.orig" "$B/config.json"
