@@ -20,6 +20,12 @@ done
 expect_output_contains "writable: /workspace/out" \
     "$EXG" runtime --handlers-dir "$SRC/deploy/handlers" --handler default check --profile offline
 
+# The handler from the program's name, as the DaemonSet's links and containerd's BinaryName give it.
+ln -s "$EXG" "$T/exguardian-runtime-offline"
+expect_output_contains "handler offline:" env EXGUARDIAN_HANDLERS_DIR="$SRC/deploy/handlers" "$T/exguardian-runtime-offline" check
+ln -s "$EXG" "$T/exguardian-runtime"
+expect_output_contains "handler default:" env EXGUARDIAN_HANDLERS_DIR="$SRC/deploy/handlers" "$T/exguardian-runtime" check
+
 # A broken copy: the template names a RuntimeClass that is not there, the pool a template.
 cp -r "$SRC/deploy" "$T/deploy"
 sed -i 's/runtimeClassName: exguardian$/runtimeClassName: exguardian-typo/; s/    name: python-exguardian$/    name: nope/' \
