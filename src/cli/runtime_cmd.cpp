@@ -363,6 +363,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   ho.handler = g.handler;
   ho.engine_netns = oci::engine_netns_path(config);
   ho.audit_log = rp->policy.audit_log.value_or("/var/log/exguardian/runtime-audit.jsonl");
+  ho.swept_trees = oci::writable_bind_sources(config, rp->policy);
   auto holder = oci::start_egress_holder(rp->policy, ho);
   if (!holder) return cleanup_state(), error("create: " + holder.error().str());
   std::string holder_id = oci::process_identity(holder->pid);

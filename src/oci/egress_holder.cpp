@@ -25,6 +25,7 @@
 #include "egress/rules.hpp"
 #include "process/netns_setup.hpp"
 #include "sandbox/audit.hpp"
+#include "sandbox/sweep.hpp"
 
 namespace exg::oci {
 
@@ -86,7 +87,28 @@ uint16_t local_port(int fd) {
 void say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line.size()); }
 
 // The holder's life after fork(). Never returns.
-[[noreturn]] void run_holder(int ctl, const egress::Rules& rules, const EgressHolderOptions& opt) {
+// Protected names planted in the container's writable binds while it ran,
+// moved to the quarantine and audited.
+void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
+                   const std::vector<sandbox::Snapshot>& snapshots, sandbox::AuditLog& audit) {
+  for (size_t i = 0; i < snapshots.size(); ++i) {
+    sandbox::SweepOptions so;
+    so.extra_names = pol.filesystem.protect;
+    so.allow_git_config = pol.filesystem.allow_git_config.value_or(false);
+    so.quarantine_dir = quarantine_dir(opt.audit_log, opt.container_id) + "/" + std::to_string(i);
+    auto planted = sandbox::sweep(snapshots[i].root, snapshots[i], so);
+    if (!planted) {
+      audit.write({{"event", "planted"}, {"tree", snapshots[i].root}, {"error", planted.error().str()}});
+      continue;
+    }
+    for (const auto& p : *planted)
+      audit.write({{"event", "planted"}, {"tree", snapshots[i].root}, {"path", p.relpath}, {"why", p.why},
+                   {"quarantined_to", p.quarantined_to}, {"unchecked", p.unchecked}});
+  }
+}
+
+[[noreturn]] void run_holder(int ctl, const policy::Policy& pol, const egress::Rules& rules,
+                             const EgressHolderOptions& opt) {
   ::setsid();
   if (ctl < 3) ctl = ::fcntl(ctl, F_DUPFD_CLOEXEC, 3);  // (a runtime started with stdio closed)
   // Nothing of the engine's stays open here for the container's lifetime
@@ -138,6 +160,13 @@ void say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line
     if (auto w = lock_down_netns(); !w.empty()) die(w);
   }
   if (::setns(host_ns.get(), CLONE_NEWNET) != 0) die("back to the holder's own network namespace");
+  std::vector<sandbox::Snapshot> snapshots;
+  for (const auto& tree : opt.swept_trees) {
+    auto snap = sandbox::snapshot_tree(tree, pol.filesystem.protect);
+    errno = 0;
+    if (!snap) die("snapshot " + tree + " for the planted-file sweep: " + snap.error().str());
+    snapshots.push_back(std::move(*snap));
+  }
   say(ctl, "ok " + std::to_string(local_port(fds[0])) + " " + std::to_string(local_port(fds[1])) + " " + netns_path + "\n");
 
   // The container's pid, once the runtime made it.
@@ -146,9 +175,12 @@ void say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line
   while (line.size() < 64 && ::read(ctl, &c, 1) == 1 && c != '\n') line += c;
   ::close(ctl);
   pid_t cpid = line.starts_with("pid ") ? static_cast<pid_t>(std::atol(line.c_str() + 4)) : 0;
-  if (cpid <= 0) ::_exit(0);
+  if (cpid <= 0) ::_exit(0);  // create failed: nothing ran
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, cpid, 0));
-  if (pidfd < 0) ::_exit(0);  // already gone
+  if (pidfd < 0) {  // already gone
+    sweep_planted(pol, opt, snapshots, audit);
+    ::_exit(0);
+  }
 
   ::signal(SIGPIPE, SIG_IGN);
   boost::asio::io_context io(1);
@@ -168,6 +200,8 @@ void say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line
     if (!ec) stop();
   });
   io.run();
+  // The container has ended (or delete asked): what it left in the trees it could write.
+  sweep_planted(pol, opt, snapshots, audit);
   ::_exit(0);
 }
 
@@ -190,7 +224,7 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   }
   if (pid == 0) {
     ::close(sp[0]);
-    run_holder(sp[1], *rules, opt);
+    run_holder(sp[1], pol, *rules, opt);
   }
   ::close(sp[1]);
   EgressHolder h;
@@ -212,6 +246,12 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   std::istringstream in(line.substr(3));
   in >> h.http_port >> h.socks_port >> h.netns_path;
   return h;
+}
+
+std::string quarantine_dir(const std::string& audit_log, const std::string& container_id) {
+  auto slash = audit_log.rfind('/');
+  std::string dir = slash == std::string::npos || slash == 0 ? "" : audit_log.substr(0, slash);
+  return dir + "/quarantine/" + container_id;
 }
 
 void send_container_pid(EgressHolder& h, pid_t container_pid) {

@@ -16,10 +16,16 @@
 //     replies to connections made from outside (services, probes): the
 //     proxy is the only way out;
 //   - goes back to its own namespace, from where the proxy connects out;
+//   - takes a snapshot of the host directories the container may write
+//     through the engine's binds (sandbox/sweep.hpp);
 //   - says where (namespace path, ports), then waits for the container's
 //     pid and runs the proxy (rules of the policy, refusals of metadata and
 //     private addresses after DNS, audit lines tagged with the container id
-//     and handler) until that pid is gone or it is told to stop (delete).
+//     and handler) until that pid is gone or it is told to stop (delete);
+//   - then sweeps those directories: protected names (git hooks and config,
+//     rc files, .envrc, .vscode, ...) created or changed while the container
+//     ran are moved to a quarantine beside the audit log
+//     (DIR/quarantine/ID/N/...), one audit line each ("event": "planted").
 #pragma once
 #include <sys/types.h>
 
@@ -44,7 +50,11 @@ struct EgressHolderOptions {
   std::string handler;
   std::string engine_netns;  // "" : a new namespace
   std::string audit_log;     // file the audit lines are appended to
+  std::vector<std::string> swept_trees;  // host directories swept for planted files at the end
 };
+
+// Where the planted files of container `id` go: beside the audit log.
+std::string quarantine_dir(const std::string& audit_log, const std::string& container_id);
 
 // Starts the holder; an error (and no holder left) when any step failed.
 Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const EgressHolderOptions& opt);

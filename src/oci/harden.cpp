@@ -91,6 +91,19 @@ std::string engine_netns_path(const json& config) {
   return "";
 }
 
+std::vector<std::string> writable_bind_sources(const json& config, const policy::Policy& pol) {
+  std::vector<std::string> out;
+  if (!config.contains("mounts") || !config["mounts"].is_array()) return out;
+  for (const auto& m : config["mounts"]) {
+    std::string src = m.value("source", ""), dest = m.value("destination", "");
+    struct stat st{};
+    if (is_bind(m) && !src.empty() && src[0] == '/' && writable_by_policy(pol, dest) && ::stat(src.c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode) && std::find(out.begin(), out.end(), src) == out.end())
+      out.push_back(src);
+  }
+  return out;
+}
+
 json walls_for(const policy::Policy& pol) {
   microvm::guest::Walls w;
   w.seccomp = true;

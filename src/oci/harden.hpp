@@ -57,6 +57,11 @@ bool is_pod_sandbox(const nlohmann::json& config);
 // join (a pod's, or one the engine made), "" for a new one.
 std::string engine_netns_path(const nlohmann::json& config);
 
+// The host directories the container may write through the engine's binds
+// (destination in allowWrite, not in denyWrite): what the egress holder
+// sweeps for planted files when the container ends.
+std::vector<std::string> writable_bind_sources(const nlohmann::json& config, const policy::Policy& pol);
+
 // The walls exguardian-init puts up (microvm/guest/walls.hpp's JSON).
 nlohmann::json walls_for(const policy::Policy& pol);
 

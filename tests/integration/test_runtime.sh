@@ -167,18 +167,19 @@ check "the egress holder ($holder) runs and holds none of the runtime's descript
 exg_rt delete --force "fds-$$"
 
 # The same probes in a container of each: what ExGuardian adds.
-PROBE='touch /work/w && echo work-ok; touch /data/d || echo data-refused; echo x > /dev/shm/s || echo shm-refused
+PROBE='mkdir -p /work/sub && echo planted > /work/sub/.envrc; touch /work/w && echo work-ok; touch /data/d || echo data-refused; echo x > /dev/shm/s || echo shm-refused
 grep CapEff /proc/self/status; unshare -U true || echo userns-refused; cat /etc/secret; echo end'
 probe() {
     local rt=$1 id="p-$2-$$"
     cp "$T/config.orig" "$B/config.json"
-    rm -f "$T/work/w" "$T/data/d"
+    rm -rf "$T/work/w" "$T/data/d" "$T/work/sub"
     "$rt" create --bundle "$B" "$id" && "$rt" start "$id" || return 1
     run "$rt" exec "$id" sh -c "$PROBE"
     "$rt" kill "$id" KILL; wait_for 10 is_stopped "$rt" "$id"; "$rt" delete --force "$id"
 }
 probe plain_crun crun
 CRUN_OUT=$OUT$ERR
+check "crun alone: the planted .envrc stays in /work" test -f "$T/work/sub/.envrc"
 check "crun alone: /data and /dev/shm writable, capabilities, user namespaces, /etc/secret readable" \
     bash -c "! grep -q refused <<<\"\$1\" && grep -q top-secret <<<\"\$1\" && ! grep -q 'CapEff:.0000000000000000' <<<\"\$1\"" _ "$CRUN_OUT"
 probe exg_rt exg
@@ -193,6 +194,10 @@ check "ours: a write to /dev/shm (a tmpfs of the engine's, not in allowWrite) re
     bash -c "$(declare -f has); has shm-refused \"\$1\" && has '/dev/shm/s: Permission denied' \"\$2\"" _ "$OUT" "$ERR"
 check "ours: no capabilities" has 'CapEff:.0000000000000000' "$OUT"
 check "ours: a user namespace refused (ExGuardian's seccomp filter)" has userns-refused "$OUT"
+check "ours: the .envrc planted in /work was swept into the quarantine when the container ended" \
+    wait_for 10 test -f "$T/quarantine/p-exg-$$/0/sub/.envrc"
+check "ours: ... and is gone from the host's /work" test ! -e "$T/work/sub/.envrc"
+check "ours: ... with an audit line" grep -q '"event":"planted".*"path":"sub/.envrc".*"sandbox":"p-exg-'"$$"'"' "$T/audit.jsonl"
 check "ours: /etc/secret (denyRead) masked" bash -c "$(declare -f has); has end \"\$1\" && ! has top-secret \"\$1\$2\"" _ "$OUT" "$ERR"
 
 # A profile named by the annotation narrows the handler's policy: /work is no longer writable.
