@@ -215,7 +215,7 @@ check "profile: /work (allowed by the handler, not by the profile) refused, /etc
 check "profile: nothing landed on the host" test ! -e "$T/work/p"
 exg_rt kill "prof-$$" KILL; exg_rt delete --force "prof-$$"
 # update may lower the handler's limits, never raise them.
-echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50}}' > "$H/lim.json"
+echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50}, "audit": {"log": "'"$T"'/audit.jsonl"}}' > "$H/lim.json"
 cp "$T/config.orig" "$B/config.json"
 exg_rt --handler lim create --bundle "$B" "lim-$$"
 run exg_rt update --pids-limit 100 "lim-$$"
