@@ -9,11 +9,24 @@
 #include "cli/oci_cmds.hpp"
 #include "cli/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
+#include "cli/runtime_cmd.hpp"
 #include "cli/serve.hpp"
 #include "cli/session.hpp"
 #include "cli/subcommands.hpp"
 
 int main(int argc, char** argv) {
+  // An OCI runtime (issue 17): runc's grammar, not CLI11's. Reached as
+  // `exguardian runtime ...` or through a link named exguardian-runtime or
+  // exguardian-runtime-HANDLER (how containerd's BinaryName and podman's
+  // runtime table pick a handler: neither passes arguments of its own).
+  {
+    std::string self = argv[0];
+    self = self.substr(self.rfind('/') == std::string::npos ? 0 : self.rfind('/') + 1);
+    if (self == "exguardian-runtime") return exg::cli::runtime_main(argc - 1, argv + 1, "");
+    if (self.starts_with("exguardian-runtime-"))
+      return exg::cli::runtime_main(argc - 1, argv + 1, self.substr(std::string("exguardian-runtime-").size()));
+    if (argc > 1 && std::string(argv[1]) == "runtime") return exg::cli::runtime_main(argc - 2, argv + 2, "");
+  }
   // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
   if (argc > 2 && std::string(argv[1]) == "oci-init" && (std::string(argv[2]) == "--" || std::string(argv[2]) == "--agent"))
     return exg::cli::oci_init_main(argc - 3, argv + 3);
@@ -26,6 +39,8 @@ int main(int argc, char** argv) {
   CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");
+  app.footer("Also, each with its own options (exguardian(1)): serve, mcp, session-client, and runtime (an OCI\n"
+             "runtime with runc's command line for Podman, containerd and Kubernetes).");
   exg::cli::RunOptions run;
   run.add_to(app);
   exg::cli::SessionOptions session;

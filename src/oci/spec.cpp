@@ -337,6 +337,9 @@ class Builder {
 
 }  // namespace
 
+std::vector<std::string> default_masked_paths() { return {std::begin(kMaskedPaths), std::end(kMaskedPaths)}; }
+std::vector<std::string> default_readonly_paths() { return {std::begin(kReadonlyPaths), std::end(kReadonlyPaths)}; }
+
 std::vector<std::string> read_mount_points() {
   std::vector<std::string> out;
   for (auto& m : util::read_mountinfo()) out.push_back(std::move(m.mount_point));

@@ -42,6 +42,11 @@ struct SpecOptions {
   std::vector<std::string>* notes = nullptr;
 };
 
+// What runtimes usually hide or freeze in /proc and /sys (as docker does):
+// linux.maskedPaths and readonlyPaths of every spec ExGuardian writes or hardens.
+std::vector<std::string> default_masked_paths();
+std::vector<std::string> default_readonly_paths();
+
 // Mount points of this mount namespace (mountinfo's fifth field, unescaped).
 std::vector<std::string> read_mount_points();
 

@@ -21,6 +21,7 @@
 #include "plan/host_sockets.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
+#include "plan/proxy_env.hpp"
 #include "plan/protect.hpp"
 #include "plan/secrets.hpp"
 
@@ -743,15 +744,7 @@ struct Builder {
     }
     if (plan.proxy.enabled) {
       // Every common client finds the proxy (srt sets the same names).
-      std::string http = "http://127.0.0.1:" + std::to_string(plan.proxy.http_port);
-      std::string socks = "socks5h://127.0.0.1:" + std::to_string(plan.proxy.socks_port);
-      for (const char* n : {"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy", "GRPC_PROXY", "grpc_proxy",
-                            "DOCKER_HTTP_PROXY", "DOCKER_HTTPS_PROXY", "npm_config_proxy", "npm_config_https_proxy",
-                            "YARN_HTTP_PROXY", "YARN_HTTPS_PROXY"})
-        env[n] = http;
-      for (const char* n : {"ALL_PROXY", "all_proxy", "FTP_PROXY", "ftp_proxy", "RSYNC_PROXY"}) env[n] = socks;
-      env["NO_PROXY"] = env["no_proxy"] = "localhost,127.0.0.1,::1";
-      env["GIT_SSH_COMMAND"] = "ssh -o ProxyCommand='nc -X 5 -x 127.0.0.1:" + std::to_string(plan.proxy.socks_port) + " %h %p'";
+      for (auto& [k, v] : proxy_env(plan.proxy.http_port, plan.proxy.socks_port)) env[k] = v;
     }
     env["EXGUARDIAN"] = "1";
     env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;

@@ -1,0 +1,246 @@
+#include "oci/harden.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <set>
+
+#include "microvm/guest/walls.hpp"
+#include "plan/proxy_env.hpp"
+
+namespace exg::oci {
+
+using nlohmann::json;
+
+namespace {
+
+bool within(const std::string& p, const std::string& dir) {
+  if (dir == "/") return true;
+  return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
+}
+
+bool has_option(const json& m, const std::string& o) {
+  if (!m.contains("options") || !m["options"].is_array()) return false;
+  return std::any_of(m["options"].begin(), m["options"].end(), [&](const json& x) { return x.is_string() && x == o; });
+}
+
+bool is_bind(const json& m) { return m.value("type", "") == "bind" || has_option(m, "bind") || has_option(m, "rbind"); }
+
+std::vector<std::string> paths(const std::vector<policy::PathEntry>& list) {
+  std::vector<std::string> out;
+  for (const auto& e : list) out.push_back(e.path);
+  return out;
+}
+
+bool writable_by_policy(const policy::Policy& pol, const std::string& dest) {
+  for (const auto& w : pol.filesystem.deny_write)
+    if (within(dest, w.path)) return false;
+  return std::any_of(pol.filesystem.allow_write.begin(), pol.filesystem.allow_write.end(),
+                     [&](const policy::PathEntry& w) { return within(dest, w.path); });
+}
+
+bool socket_allowed(const policy::Policy& pol, const std::string& dest) {
+  if (pol.network.allow_all_unix_sockets.value_or(false)) return true;
+  return std::any_of(pol.network.allow_unix_sockets.begin(), pol.network.allow_unix_sockets.end(),
+                     [&](const policy::PathEntry& s) { return s.path == dest; });
+}
+
+void set_union(json& arr, const std::vector<std::string>& add) {
+  if (!arr.is_array()) arr = json::array();
+  std::set<std::string> have;
+  for (const auto& x : arr)
+    if (x.is_string()) have.insert(x.get<std::string>());
+  for (const auto& a : add)
+    if (have.insert(a).second) arr.push_back(a);
+}
+
+// The device nodes a container gets with no privileges asked (runtime-spec
+// "Default Devices" and the terminal's).
+bool standard_device(const std::string& path) {
+  static const std::set<std::string> k = {"/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom",
+                                          "/dev/tty", "/dev/console", "/dev/ptmx"};
+  return k.count(path) > 0;
+}
+
+template <typename T>
+void limit_min(json& obj, const char* key, const std::optional<T>& lim) {
+  if (!lim) return;
+  auto v = static_cast<int64_t>(*lim);
+  if (!obj.contains(key) || !obj[key].is_number() || obj[key].get<int64_t>() <= 0 || obj[key].get<int64_t>() > v)
+    obj[key] = v;
+}
+
+}  // namespace
+
+bool is_pod_sandbox(const json& config) {
+  if (!config.contains("annotations") || !config["annotations"].is_object()) return false;
+  const auto& a = config["annotations"];
+  return a.value("io.kubernetes.cri.container-type", "") == "sandbox" ||
+         a.value("io.kubernetes.cri-o.ContainerType", "") == "sandbox";
+}
+
+std::string engine_netns_path(const json& config) {
+  if (!config.contains("linux") || !config["linux"].contains("namespaces")) return "";
+  // A config hardened before (a bundle created again): the namespace was a
+  // holder's own, gone with it; the engine asked for a new one.
+  if (config.contains("annotations") && config["annotations"].is_object() &&
+      config["annotations"].value(kOwnNetnsAnnotation, "") == "true")
+    return "";
+  for (const auto& ns : config["linux"]["namespaces"])
+    if (ns.value("type", "") == "network") return ns.value("path", "");
+  return "";
+}
+
+std::vector<std::string> writable_bind_sources(const json& config, const policy::Policy& pol) {
+  std::vector<std::string> out;
+  if (!config.contains("mounts") || !config["mounts"].is_array()) return out;
+  for (const auto& m : config["mounts"]) {
+    std::string src = m.value("source", ""), dest = m.value("destination", "");
+    struct stat st{};
+    if (is_bind(m) && !src.empty() && src[0] == '/' && writable_by_policy(pol, dest) && ::stat(src.c_str(), &st) == 0 &&
+        S_ISDIR(st.st_mode) && std::find(out.begin(), out.end(), src) == out.end())
+      out.push_back(src);
+  }
+  return out;
+}
+
+json walls_for(const policy::Policy& pol) {
+  microvm::guest::Walls w;
+  w.seccomp = true;
+  plan::LandlockRules ll;
+  ll.read_only = {"/"};
+  ll.read_write = paths(pol.filesystem.allow_write);
+  ll.write_files = {"/dev", "/proc"};
+  // Each exec'd process gets a Landlock domain of its own: scoping would keep
+  // it from signalling pid 1 (or its sockets) of the same container, which
+  // the container's own pid and network namespaces already wall off.
+  ll.scope_signals = false;
+  ll.scope_abstract_unix = false;
+  ll.required = pol.landlock_required.value_or(false);
+  w.landlock = ll;
+  return microvm::guest::walls_to_json(w);
+}
+
+Result<void> harden_process(json& process, const HardenInputs& in) {
+  if (!process.is_object()) return fail(Error::msg("process", "not an object"));
+  if (!process.contains("args") || !process["args"].is_array() || process["args"].empty())
+    return fail(Error::msg("process.args", "missing or empty"));
+  json none = json::array();
+  process["capabilities"] = {{"bounding", none}, {"effective", none}, {"inheritable", none}, {"permitted", none},
+                             {"ambient", none}};
+  process["noNewPrivileges"] = true;
+  json& args = process["args"];
+  const std::string walls = in.walls.empty() ? walls_for(*in.policy).dump() : in.walls;
+  json prefix = json::array({kInitPath, "--walls", walls, "--"});
+  bool has_prefix = args.size() > prefix.size() && std::equal(prefix.begin(), prefix.end(), args.begin());
+  if (!has_prefix) {
+    for (const auto& a : args) prefix.push_back(a);
+    args = std::move(prefix);
+  }
+  // The proxy's variables replace any of the same names.
+  auto env_vars = plan::proxy_env(in.http_port, in.socks_port);
+  env_vars.emplace_back("EXGUARDIAN", "1");
+  env_vars.emplace_back("SANDBOX_RUNTIME", "1");
+  json env = json::array();
+  if (process.contains("env") && process["env"].is_array())
+    for (const auto& e : process["env"]) {
+      if (!e.is_string()) continue;
+      std::string s = e.get<std::string>();
+      std::string name = s.substr(0, s.find('='));
+      if (std::none_of(env_vars.begin(), env_vars.end(), [&](const auto& kv) { return kv.first == name; }))
+        env.push_back(s);
+    }
+  for (const auto& [k, v] : env_vars) env.push_back(k + "=" + v);
+  process["env"] = env;
+  return {};
+}
+
+Result<std::vector<std::string>> harden_config(json& config, const HardenInputs& in) {
+  const policy::Policy& pol = *in.policy;
+  std::vector<std::string> notes;
+  if (!config.is_object() || !config.contains("process")) return fail(Error::msg("config.json", "no process"));
+  if (!config.contains("root") || !config["root"].is_object()) return fail(Error::msg("config.json", "no root"));
+  config["root"]["readonly"] = true;
+  if (auto r = harden_process(config["process"], in); !r) return fail(r.error());
+
+  json& mounts = config["mounts"];
+  if (!mounts.is_array()) mounts = json::array();
+  for (auto& m : mounts) {
+    std::string dest = m.value("destination", "");
+    if (!is_bind(m)) continue;
+    struct stat st{};
+    std::string src = m.value("source", "");
+    if (!src.empty() && ::stat(src.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && !socket_allowed(pol, dest))
+      return fail(Error::msg("mount " + src + " on " + dest,
+                             "a host socket; the handler's policy must list it in network.allowUnixSockets"));
+    if (writable_by_policy(pol, dest)) continue;
+    json opts = json::array();
+    if (m.contains("options") && m["options"].is_array())
+      for (const auto& o : m["options"])
+        if (!(o.is_string() && (o == "rw" || o == "ro"))) opts.push_back(o);
+    opts.push_back("ro");
+    m["options"] = opts;
+  }
+  // Writable places the image cannot give on a read-only root: a tmpfs each.
+  for (const auto& w : pol.filesystem.allow_write) {
+    bool mounted = std::any_of(mounts.begin(), mounts.end(), [&](const json& m) {
+      std::string d = m.value("destination", "");
+      return d != "/" && within(w.path, d);
+    });
+    if (mounted || w.path == "/") continue;
+    mounts.push_back({{"destination", w.path}, {"type", "tmpfs"}, {"source", "tmpfs"},
+                      {"options", {"nosuid", "nodev", "mode=1777"}}});
+    notes.push_back(w.path + ": a private tmpfs (writable; the image's root is read-only)");
+  }
+  mounts.erase(std::remove_if(mounts.begin(), mounts.end(),
+                              [](const json& m) { return m.value("destination", "") == kInitPath; }),
+               mounts.end());
+  mounts.push_back({{"destination", kInitPath}, {"type", "bind"}, {"source", in.init_source},
+                    {"options", {"bind", "ro", "nosuid", "nodev"}}});
+
+  json& lx = config["linux"];
+  if (!lx.is_object()) lx = json::object();
+  set_union(lx["maskedPaths"], default_masked_paths());
+  set_union(lx["maskedPaths"], paths(pol.filesystem.deny_read));
+  set_union(lx["readonlyPaths"], default_readonly_paths());
+  set_union(lx["readonlyPaths"], paths(pol.filesystem.deny_write));
+
+  json& ns = lx["namespaces"];
+  if (!ns.is_array()) ns = json::array();
+  for (const char* t : {"pid", "ipc", "uts", "mount", "network"})
+    if (std::none_of(ns.begin(), ns.end(), [&](const json& n) { return n.value("type", "") == t; })) {
+      ns.push_back({{"type", t}});
+      notes.push_back(std::string("a new ") + t + " namespace (the engine shared the host's)");
+    }
+  const bool own_netns = engine_netns_path(config).empty();
+  for (auto& n : ns)
+    if (n.value("type", "") == "network" && !in.netns_path.empty()) n["path"] = in.netns_path;
+  if (own_netns && !in.netns_path.empty()) {
+    if (!config["annotations"].is_object()) config["annotations"] = json::object();
+    config["annotations"][kOwnNetnsAnnotation] = "true";
+  }
+
+  if (!lx.contains("seccomp") || lx["seccomp"].is_null()) lx["seccomp"] = seccomp_profile("", in.runtime);
+
+  if (lx.contains("devices") && lx["devices"].is_array()) {
+    json keep = json::array();
+    for (const auto& d : lx["devices"]) {
+      if (standard_device(d.value("path", ""))) keep.push_back(d);
+      else notes.push_back("device " + d.value("path", "?") + " left out (only the standard devices)");
+    }
+    lx["devices"] = keep;
+  }
+  json& res = lx["resources"];
+  if (!res.is_object()) res = json::object();
+  if (pol.resources.pids) {
+    if (!res["pids"].is_object()) res["pids"] = json::object();
+    limit_min(res["pids"], "limit", pol.resources.pids);
+  }
+  if (pol.resources.memory_bytes) {
+    if (!res["memory"].is_object()) res["memory"] = json::object();
+    limit_min(res["memory"], "limit", pol.resources.memory_bytes);
+  }
+  return notes;
+}
+
+}  // namespace exg::oci

@@ -1,0 +1,176 @@
+// exguardian runtime's policy narrowing and config.json hardening (oci/
+// runtime_policy.hpp, oci/harden.hpp), on JSON: never widened, the engine's
+// namespaces, hooks and pod paths kept, the pause container recognised.
+#include <gtest/gtest.h>
+
+#include "oci/harden.hpp"
+#include "oci/runtime_policy.hpp"
+
+namespace {
+
+using nlohmann::json;
+using namespace exg;
+
+policy::Policy parse(const std::string& text) {
+  auto p = policy::parse_policy(text, "h.json", "/");
+  EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().message);
+  return p ? *p : policy::Policy{};
+}
+
+const char* kHandler = R"({
+  "network": {"allowedDomains": ["*.example.com", "pypi.org:443"], "deniedDomains": ["bad.example.com"],
+              "allowedCidrs": ["10.1.0.0/16"]},
+  "filesystem": {"denyRead": ["/etc/shadow"], "allowWrite": ["/work", "/tmp"], "denyWrite": []},
+  "resources": {"pids": 100, "memory": "1G"}
+})";
+
+std::vector<std::string> patterns(const std::vector<policy::DomainEntry>& v) {
+  std::vector<std::string> out;
+  for (const auto& d : v) out.push_back(d.pattern);
+  return out;
+}
+
+TEST(RuntimePolicy, ProfileOnlyNarrows) {
+  auto profile = parse(R"({
+    "network": {"allowedDomains": ["api.example.com", "example.com", "pypi.org:443", "pypi.org", "evil.org"],
+                "deniedDomains": ["x.example.com"], "allowedCidrs": ["10.1.0.0/16", "0.0.0.0/0"]},
+    "filesystem": {"denyRead": ["/etc/passwd"], "allowWrite": ["/work/sub", "/data"], "denyWrite": ["/work/.git"]},
+    "resources": {"pids": 500, "memory": "512M"}
+  })");
+  auto n = oci::narrow_policy(parse(kHandler), profile);
+  ASSERT_TRUE(n.has_value()) << n.error().str();
+  // *.example.com covers api.example.com but not example.com; pypi.org:443 not pypi.org (any port).
+  EXPECT_EQ(patterns(n->network.allowed_domains), (std::vector<std::string>{"api.example.com", "pypi.org:443"}));
+  EXPECT_EQ(patterns(n->network.denied_domains), (std::vector<std::string>{"bad.example.com", "x.example.com"}));
+  EXPECT_EQ(patterns(n->network.allowed_cidrs), (std::vector<std::string>{"10.1.0.0/16"}));
+  ASSERT_EQ(n->filesystem.allow_write.size(), 1u);
+  EXPECT_EQ(n->filesystem.allow_write[0].path, "/work/sub");
+  EXPECT_EQ(n->filesystem.deny_read.size(), 2u);
+  EXPECT_EQ(n->filesystem.deny_write.size(), 1u);
+  EXPECT_EQ(n->resources.pids, 100u);                      // the handler's, smaller
+  EXPECT_EQ(n->resources.memory_bytes, 512ull << 20);      // the profile's, smaller
+}
+
+TEST(RuntimePolicy, ProfileCannotAddSecretsOrEnv) {
+  auto env = parse(R"({"env": {"set": {"A": "1"}}})");
+  EXPECT_FALSE(oci::narrow_policy(parse(kHandler), env).has_value());
+}
+
+TEST(RuntimePolicy, HandlerNames) {
+  EXPECT_TRUE(oci::valid_handler_name("default"));
+  EXPECT_TRUE(oci::valid_handler_name("gvisor-strict.v2"));
+  for (const char* bad : {"", "../x", "a/b", ".hidden", "Upper", "a b"}) EXPECT_FALSE(oci::valid_handler_name(bad)) << bad;
+}
+
+json engine_config() {
+  return json::parse(R"({
+    "ociVersion": "1.0.2",
+    "process": {"args": ["/bin/app"], "env": ["PATH=/bin", "HTTP_PROXY=http://corp:8080"],
+                "capabilities": {"bounding": ["CAP_SYS_ADMIN"], "effective": ["CAP_SYS_ADMIN"]}},
+    "root": {"path": "rootfs"},
+    "hooks": {"prestart": [{"path": "/usr/bin/hook"}]},
+    "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+               {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+               {"destination": "/work", "type": "bind", "source": "/srv/w", "options": ["rbind", "rw"]},
+               {"destination": "/data", "type": "bind", "source": "/srv/d", "options": ["rbind", "rw"]}],
+    "linux": {"namespaces": [{"type": "pid"}, {"type": "network", "path": "/proc/42/ns/net"},
+                             {"type": "ipc", "path": "/proc/42/ns/ipc"}, {"type": "mount"}],
+              "devices": [{"path": "/dev/null", "type": "c", "major": 1, "minor": 3},
+                          {"path": "/dev/sda", "type": "b", "major": 8, "minor": 0}],
+              "resources": {"pids": {"limit": 1000}}}
+  })");
+}
+
+TEST(RuntimeHarden, MergesWithoutWidening) {
+  auto pol = parse(kHandler);
+  json c = engine_config();
+  oci::HardenInputs in;
+  in.policy = &pol;
+  in.init_source = "/usr/lib/exguardian/exguardian-init";
+  in.netns_path = "/proc/42/ns/net";
+  in.http_port = 3128;
+  in.socks_port = 1080;
+  auto notes = oci::harden_config(c, in);
+  ASSERT_TRUE(notes.has_value()) << notes.error().str();
+  EXPECT_TRUE(c["root"]["readonly"]);
+  EXPECT_EQ(c["process"]["capabilities"]["effective"], json::array());
+  EXPECT_TRUE(c["process"]["noNewPrivileges"]);
+  EXPECT_EQ(c["process"]["args"][0], oci::kInitPath);
+  EXPECT_EQ(c["process"]["args"][1], "--walls");
+  EXPECT_EQ(c["process"]["args"].back(), "/bin/app");
+  auto env = c["process"]["env"];
+  EXPECT_NE(std::find(env.begin(), env.end(), "HTTP_PROXY=http://127.0.0.1:3128"), env.end());
+  EXPECT_EQ(std::find(env.begin(), env.end(), "HTTP_PROXY=http://corp:8080"), env.end());
+  EXPECT_EQ(c["hooks"], engine_config()["hooks"]);  // the engine's hooks, as they were
+  // The pod's namespace paths kept; the missing uts added.
+  EXPECT_EQ(c["linux"]["namespaces"][2]["path"], "/proc/42/ns/ipc");
+  EXPECT_EQ(c["linux"]["namespaces"][1]["path"], "/proc/42/ns/net");
+  EXPECT_EQ(c["linux"]["namespaces"].size(), 5u);
+  for (const auto& m : c["mounts"]) {
+    auto opts = m.value("options", json::array());
+    bool ro = std::find(opts.begin(), opts.end(), "ro") != opts.end();
+    if (m["destination"] == "/data") EXPECT_TRUE(ro);   // not in allowWrite
+    if (m["destination"] == "/work") EXPECT_FALSE(ro);  // allowWrite
+  }
+  EXPECT_EQ(c["mounts"].back()["destination"], oci::kInitPath);
+  bool tmp = false;
+  for (const auto& m : c["mounts"]) tmp |= m["destination"] == "/tmp" && m["type"] == "tmpfs";
+  EXPECT_TRUE(tmp);  // allowWrite /tmp with no mount of its own: a tmpfs
+  auto masked = c["linux"]["maskedPaths"];
+  EXPECT_NE(std::find(masked.begin(), masked.end(), "/etc/shadow"), masked.end());
+  EXPECT_EQ(c["linux"]["devices"].size(), 1u);  // /dev/sda left out
+  EXPECT_EQ(c["linux"]["resources"]["pids"]["limit"], 100);
+  EXPECT_TRUE(c["linux"]["seccomp"].is_object());  // none of the engine's: ExGuardian's
+
+  // Hardened twice (a bundle created again): the same.
+  json again = c;
+  ASSERT_TRUE(oci::harden_config(again, in).has_value());
+  EXPECT_EQ(again["process"]["args"], c["process"]["args"]);
+  EXPECT_EQ(again["mounts"].size(), c["mounts"].size());
+}
+
+TEST(RuntimeHarden, AForgedWeakerPrefixGetsOursInFront) {
+  auto pol = parse(kHandler);
+  oci::HardenInputs in;
+  in.policy = &pol;
+  json proc = {{"args", {oci::kInitPath, "--walls", R"({"seccomp":false,"pids":0,"landlock":null})", "--", "sh"}}};
+  ASSERT_TRUE(oci::harden_process(proc, in).has_value());
+  EXPECT_EQ(proc["args"][2], oci::walls_for(pol).dump());
+  EXPECT_EQ(proc["args"].size(), 9u);  // ours, then the forged one (walls only add up)
+  json again = proc;
+  ASSERT_TRUE(oci::harden_process(again, in).has_value());
+  EXPECT_EQ(again["args"], proc["args"]);  // ours exactly: not twice
+}
+
+TEST(RuntimeHarden, KeepsTheEnginesSeccompProfile) {
+  auto pol = parse(kHandler);
+  json c = engine_config();
+  c["linux"]["seccomp"] = {{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", json::array()}};
+  oci::HardenInputs in;
+  in.policy = &pol;
+  ASSERT_TRUE(oci::harden_config(c, in).has_value());
+  EXPECT_EQ(c["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");  // ours is stacked by the init
+}
+
+TEST(RuntimeHarden, PodSandboxAndOwnNamespace) {
+  json c = engine_config();
+  EXPECT_FALSE(oci::is_pod_sandbox(c));
+  c["annotations"] = {{"io.kubernetes.cri.container-type", "sandbox"}};
+  EXPECT_TRUE(oci::is_pod_sandbox(c));
+  c["annotations"] = {{"io.kubernetes.cri-o.ContainerType", "sandbox"}};
+  EXPECT_TRUE(oci::is_pod_sandbox(c));
+
+  EXPECT_EQ(oci::engine_netns_path(engine_config()), "/proc/42/ns/net");
+  json fresh = engine_config();
+  fresh["linux"]["namespaces"][1].erase("path");
+  EXPECT_EQ(oci::engine_netns_path(fresh), "");
+  auto pol = parse(kHandler);
+  oci::HardenInputs in;
+  in.policy = &pol;
+  in.netns_path = "/proc/7/fd/5";
+  ASSERT_TRUE(oci::harden_config(fresh, in).has_value());
+  EXPECT_EQ(fresh["linux"]["namespaces"][1]["path"], "/proc/7/fd/5");
+  EXPECT_EQ(oci::engine_netns_path(fresh), "");  // the holder's own, not the engine's
+}
+
+}  // namespace
