@@ -16,8 +16,8 @@ set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the
 add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/microvm/guest/walls_apply.cpp
                src/microvm/egress_mux.cpp src/agent/agent.cpp src/agent/protocol.cpp src/process/landlock.cpp
                src/process/seccomp_prebuilt.cpp src/process/seccomp_install.cpp src/process/rlimits.cpp
-               src/process/capture_rules.cpp
-               ${EXG_SECCOMP_INC})
+               src/process/capture_rules.cpp)
+add_dependencies(exguardian-guest-init exg_seccomp_inc)
 target_include_directories(exguardian-guest-init PRIVATE src ${CMAKE_BINARY_DIR}/generated)
 target_link_libraries(exguardian-guest-init PRIVATE nlohmann_json::nlohmann_json)
 target_link_options(exguardian-guest-init PRIVATE -static)
