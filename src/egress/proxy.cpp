@@ -675,6 +675,7 @@ void Proxy::stop() {
   boost::system::error_code ec;
   for (auto& a : impl_->acceptors) a->close(ec);
   for (auto& d : impl_->dns_servers) detail::stop_dns_server(d);
+  impl_->dns_servers.clear();  // each holds the state that holds it: the cycle ends here
   std::vector<std::shared_ptr<detail::Session>> live;
   for (auto& [p, w] : impl_->sessions)
     if (auto s = w.lock()) live.push_back(std::move(s));
