@@ -427,7 +427,7 @@ disabled_plugins = ["io.containerd.grpc.v1.cri"]
 TOML
     in_client_bg containerd --config "$T/ctd/config.toml" </dev/null >"$T/ctd/log" 2>&1
     CTD_PID=$EGW_BG_PID
-    CTR=(in_client timeout 60 ctr -a "$T/ctd/containerd.sock" -n "exg-it-$$")
+    CTR=(in_client timeout 60 ctr -a "$T/ctd/containerd.sock" -n "rt-it-$$")
     ctr_stopped() { ! "${CTR[@]}" task ls 2>/dev/null | grep -q "^$CID .*RUNNING"; }
     if wait_for 20 test -S "$T/ctd/containerd.sock" && "${CTR[@]}" images import "$T/img.tar" >/dev/null; then
         : > "$T/audit.jsonl"
@@ -453,7 +453,18 @@ TOML
         fail "containerd did not come up or the image did not import"; note "$(tail -5 "$T/ctd/log")"
     fi
     kill "$CTD_PID" 2>/dev/null
-    rm -rf "/run/containerd/runc/exg-it-$$"  # the runc shim's --root for the test's namespace
+    rm -rf "/run/containerd/runc/rt-it-$$"  # the runc shim's --root for the test's namespace
+    # containerd made a cgroup for the namespace in every hierarchy: empty once the shim is gone.
+    gone_cgroups() {
+        local d left=0
+        for d in /sys/fs/cgroup/*/rt-it-$$ /sys/fs/cgroup/rt-it-$$; do
+            [ -d "$d" ] || continue
+            find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+            [ -d "$d" ] && left=1
+        done
+        return $left
+    }
+    wait_for 10 gone_cgroups || note "ctr: the namespace's cgroups rt-it-$$ could not all be removed"
 else
     skip "containerd and ctr are not installed (Debian: containerd): ctr run --runc-binary not tested"
 fi
