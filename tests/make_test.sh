@@ -13,6 +13,7 @@
 # Exit: non-zero if any test failed or the ASan build did.
 set -uo pipefail
 build=${1:?usage: $0 BUILD_DIR TEST_ASAN [cmake args for the ASan tree...]}
+build=$(cd "$build" && pwd) || exit 1  # absolute: the suite runs from inside it
 asan=${2:-1}
 shift 2
 src=$(cd "$(dirname "$0")/.." && pwd)
