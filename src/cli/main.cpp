@@ -50,7 +50,7 @@ int main(int argc, char** argv) {
   exg::cli::DockerArgsOptions docker_args;
   docker_args.add_to(app);
   bool doctor_json = false, recommend_json = false, probe_list = false;
-  std::string situation, probe_name;
+  std::string situation, probe_name, probe_tag;
   auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
   doctor->add_flag("--json", doctor_json, "Machine-readable output");
   auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
@@ -83,6 +83,7 @@ int main(int argc, char** argv) {
   auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
   probe->add_option("name", probe_name, "Probe name");
   probe->add_flag("--list", probe_list, "List the probes");
+  probe->add_option("--tag", probe_tag, "Name the probe's process TAG (its comm, up to 15 characters) and give up after 10 s (escape-test's batches)");
   exg::cli::EscapeTestOptions esc;
   auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
   std::vector<std::string> escape_layers;
@@ -138,6 +139,6 @@ int main(int argc, char** argv) {
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);
   if (escape->parsed()) return exg::cli::escape_test_main(esc);
-  if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list);
+  if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list, probe_tag);
   return 125;
 }

@@ -12,6 +12,6 @@ int doctor_main(bool json);
 int recommend_main(const std::string& situation, bool json);
 
 // Exit 0 when the probe behaved as a sandbox requires, 1 when not, 2 unknown.
-int probe_main(const std::string& name, bool list);
+int probe_main(const std::string& name, bool list, const std::string& tag);
 
 }  // namespace exg::cli

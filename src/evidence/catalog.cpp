@@ -366,7 +366,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   const bool own_kernel = kind == layer::Kind::Gvisor || kind == layer::Kind::Microvm;
   for (const auto& n : sandbox::probe_names()) {
     bool ok_work = sandbox::probe_expects_success(n);
-    add({"kernel-" + n, category_of_kernel_probe(n), "/run/exguardian/exguardian probe " + n,
+    auto& k = add({"kernel-" + n, category_of_kernel_probe(n), "/run/exguardian/exguardian probe " + n,
          ok_work ? "allowed: ordinary work must still succeed"
                  : "refused (EPERM from the filter, ENOSYS for clone3, SIGSYS for foreign ABIs) and, where the "
                    "supervisor answered, recorded in the audit log",
@@ -400,6 +400,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
            }
            return held(tail);
          }});
+    k.batch = "kernel";
   }
 
   // ---- Network bypasses, against the test world.

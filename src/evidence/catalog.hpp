@@ -72,6 +72,11 @@ struct ProbeSpec {
   std::string skip_why;               // set: not run
   int timeout_s = 0;                  // 0: the suite's default
   std::function<Judgement(const Outcome&)> judge;
+  // Non-empty: run in one sandbox with the other probes of the same batch, each as its own
+  // process (`exguardian probe NAME --tag T`: T becomes its comm, which names it in the audit
+  // log). The kernel probes: ~120 sandbox starts become one, and every answer is still the
+  // kernel's or the filter's to that probe alone.
+  std::string batch = {};
 };
 
 // What the workspace's vault/key.txt holds (the protected-move probes deny it):

@@ -40,7 +40,8 @@ struct ProbeResult {
   bool timed_out = false;
   std::vector<std::string> output;  // first lines of stdout+stderr
   std::vector<std::string> run_args;  // the probe's own extra `exguardian run` args
-  double seconds = 0;
+  double seconds = 0;               // a batched probe: its batch's time over its size
+  int shared_with = 0;              // batched: how many other probes ran in its sandbox
 };
 
 struct SuiteReport {

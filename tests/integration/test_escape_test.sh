@@ -44,6 +44,18 @@ for k in ('id', 'category', 'command', 'expectation', 'verdict', 'evidence', 'ex
     assert all(k in x for x in p), k
 "
 check "JSON: the network world was built" python3 -c "import json; assert json.load(open('$J'))['world']['up']"
+# The kernel probes share one sandbox: each must be credited with its own refusal only (the
+# audit line its tagged process caused), never a neighbour's.
+check "JSON: the kernel probes ran in one sandbox, each credited with its own syscall's audit line" python3 -c "
+import json, re
+p = [x for x in json.load(open('$J'))['probes'] if x['id'].startswith('kernel-') and x['exit_status'] != -1]
+assert len(p) >= 80 and all(x['shared_with'] == len(p) - 1 for x in p), [(x['id'], x['shared_with']) for x in p][:3]
+want = {'kernel-bpf': 'bpf', 'kernel-ptrace-attach': 'ptrace', 'kernel-io-uring-setup': 'io_uring_setup',
+        'kernel-unshare-newuser': 'unshare', 'kernel-init-module': 'init_module', 'kernel-reboot': 'reboot'}
+got = {x['id']: re.search(r'audit: (\\w+) refused', x['evidence']) for x in p if x['id'] in want}
+bad = {i: (m.group(1) if m else None) for i, m in got.items() if not m or m.group(1) != want[i]}
+assert len(got) == len(want) and not bad, bad
+"
 for id in seed-touch-home seed-read-credentials seed-env-secrets seed-curl-example-org seed-curl-metadata \
           seed-docker-socket seed-git-hook kernel-bpf kernel-tiocsti kernel-io-uring-setup kernel-x32-socket \
           net-rebind-loopback net-socks-metadata-ip net-udp kernel-socket-vsock persist-nested-repo-hook \
