@@ -171,6 +171,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   sp.map_ids = [&plan](pid_t pid) { return write_id_maps(pid, plan.identity); };
   sp.trust_anchor = opt.trust_anchor;
   sp.need_seccomp_listener = plan.seccomp;
+  if (plan.proxy.transparent) sp.capture_port = plan.proxy.transparent_port;
   sp.timer = opt.timer;
   sp.clone_error = [](int e) {
     return Error{"create namespaces",
