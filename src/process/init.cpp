@@ -177,7 +177,7 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
   pid_t cmd = start_command(a);
   if (cmd < 0) die(a.sync_fd, "start the command");
   if (a.pty_slave >= 0) ::close(a.pty_slave);
-  mark("fork command");
+  mark("start command");  // (until its execve: CLONE_VFORK)
   if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
   send_ready(a.sync_fd, listener);
   if (listener >= 0) ::close(listener);
