@@ -209,3 +209,26 @@ TEST(Spawn, UnexpectedCaptureSocketsFail) {
   EXPECT_EQ(sb.error().str(), "setup: unexpected transparent egress sockets");
   EXPECT_TRUE(reaped(seen));
 }
+
+// Rules that cannot be put in fail the spawn (fail closed): here the child
+// hands over sockets the kernel's netlink does not answer on.
+TEST(Spawn, CaptureThatCannotBeSetUpFails) {
+  pid_t seen = -1;
+  auto s = spec_with([](int sync) {
+    int fds[3];
+    for (int& fd : fds) fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    (void)send_fds(sync, process::kMsgTransparent, fds, 3);
+    if (wait_in_cgroup(sync)) ::_exit(7);  // must never come
+    ::pause();
+  });
+  s.capture_port = plan::ProxyPlan{}.transparent_port;
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_FALSE(sb);
+  EXPECT_NE(sb.error().str().find("transparent egress: a default route through lo"), std::string::npos) << sb.error().str();
+  EXPECT_NE(sb.error().str().find("fail closed"), std::string::npos);
+  EXPECT_TRUE(reaped(seen));
+}
