@@ -36,13 +36,14 @@ int RunOptions::execute() {
   if (!chosen) return usage_error(chosen.error().str());
   timer.mark("layer choice");
   auto plan = &built->plan;
-  std::string text = layer::plan_text(*plan, **chosen);
   if (dry_run) {
-    std::fputs(text.c_str(), stdout);
+    std::fputs(layer::plan_text(*plan, **chosen).c_str(), stdout);
     return 0;
   }
-  if (verbose) narrate(text);  // the whole plan, as --dry-run shows it, then the run itself
-  timer.mark("plan narration");
+  if (verbose) {
+    narrate(layer::plan_text(*plan, **chosen));  // the whole plan, as --dry-run shows it, then the run itself
+    timer.mark("plan narration");
+  }
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "process/capture_rules.hpp"
 #include "process/child.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
@@ -127,9 +128,14 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   // starts (init and the command, the agent, the runtime): they inherit its
   // cgroups. A child that failed meanwhile has closed its end: what it said before
   // (kMsgError) is still queued and read below, so that is the error shown.
-  const char in_cgroup = process::kMsgInCgroup;
+  // With transparent egress, only once its rules are in (below).
   int in_cgroup_err = 0;  // why the child could not be told (it must then not say ready)
-  if (::send(parent_sock.get(), &in_cgroup, 1, MSG_NOSIGNAL) != 1) in_cgroup_err = errno;
+  auto tell_in_cgroup = [&] {
+    const char in_cgroup = process::kMsgInCgroup;
+    if (::send(parent_sock.get(), &in_cgroup, 1, MSG_NOSIGNAL) != 1) in_cgroup_err = errno;
+  };
+  bool captured = false;
+  if (!spec.capture_port) tell_in_cgroup();
   for (;;) {
     FdMessage m;
     if (!recv_fds(parent_sock.get(), &m)) {
@@ -149,13 +155,25 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       continue;
     }
     if (m.type == process::kMsgTransparent) {
-      sb.transparent_listener.reset(m.fd);
+      UniqueFd listener(m.fd), route(m.fd2), nft(m.fd3);
+      if (!spec.capture_port || captured || !listener || !route || !nft)
+        return fail(Error::msg(spec.setup_what, "unexpected transparent egress sockets"));
+      std::string what;
+      if (int e = process::add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
+        return fail(Error::msg(spec.setup_what, what + ": " + std::strerror(e) +
+                                                    " (fail closed; a policy with \"network\": {\"transparent\": "
+                                                    "false} runs without it)"));
+      sb.transparent_listener = std::move(listener);
+      captured = true;
+      timer.mark("capture rules");
+      tell_in_cgroup();
       continue;
     }
     if (m.type == process::kMsgReady) {
       sb.seccomp_listener.reset(m.fd);
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
       if (in_cgroup_err) return fail(Error::sys(spec.start_what, in_cgroup_err));
+      if (spec.capture_port && !captured) return fail(Error::msg("setup", "ready without transparent egress capture"));
       if (!sb.seccomp_listener && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
       timer.take_child_marks();
       timer.mark("handover");

@@ -14,6 +14,11 @@
 //                                     has read it (init, the runtime)
 //   child -> parent  P + fd           pty master
 //                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
+//                    T + fd fd fd     transparent egress: its listener, and
+//                                     rtnetlink and nftables sockets of the
+//                                     sandbox's netns, on which this side sends
+//                                     the capture's route and rules
+//                                     (SpawnSpec::capture_port: "C" waits for them)
 //                    R [+ fd]         set up; the seccomp notify fd when there is one
 //                    E text           a setup step failed
 #pragma once
@@ -21,6 +26,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "layer/layer.hpp"
@@ -47,6 +53,11 @@ struct SpawnSpec {
   // The PEM that follows "go" (LaunchOptions::trust_anchor); empty: none.
   std::function<Result<std::string>()> trust_anchor;
   bool need_seccomp_listener = false;  // "ready" without one fails
+  // Transparent egress on this port (plan.proxy.transparent): the child hands
+  // over its netns's netlink sockets ("T"), this side sets the capture up on
+  // them while the child goes on, and "in cgroup" is sent only after that
+  // succeeded (a failure kills the child: fail closed).
+  std::optional<uint16_t> capture_port;
   // LaunchOptions::timer: the spawn's steps, and at "ready" the child's marks
   // from the timer's shared page; null: not timed.
   StepTimer* timer = nullptr;

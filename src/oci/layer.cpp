@@ -1234,6 +1234,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   };
   if (host_userns) sp.map_ids = [&ids](pid_t pid) { return map_host_ids(pid, ids); };
   sp.need_seccomp_listener = !a.seccomp_socket.empty();
+  if (plan.proxy.enabled && plan.proxy.transparent) sp.capture_port = plan.proxy.transparent_port;  // RuntimeHost::network()
   sp.timer = lo.timer;
   sp.clone_what = "create the runtime host's namespaces";
   sp.start_what = "start the runtime host";

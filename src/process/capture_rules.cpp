@@ -7,7 +7,6 @@
 #include <linux/netfilter/nfnetlink.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
-#include <net/if.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -72,11 +71,9 @@ class NlBuffer {
   uint32_t seq_ = 0;
 };
 
-// Sends `b` on a new netlink socket of `protocol` and reads one ack per
-// message that asked for one. 0, or the first error's errno.
-int send_and_check(int protocol, const NlBuffer& b, int acks) {
-  int s = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol);
-  if (s < 0) return errno;
+// Sends `b` on the netlink socket `s` and reads one ack per message that
+// asked for one. 0, or the first error's errno.
+int send_and_check(int s, const NlBuffer& b, int acks) {
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   int err = 0;
@@ -102,16 +99,19 @@ int send_and_check(int protocol, const NlBuffer& b, int acks) {
       --acks;
     }
   }
-  ::close(s);
   return err;
 }
+
+// A netlink socket of `protocol` in the current netns, or -1 (errno set).
+int netlink_socket(int protocol) { return ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, protocol); }
 
 // ip route add default dev lo src 127.0.0.1
 // (The source must be given: lo's 127.0.0.1 has host scope, which a route of
 // link scope does not pick, and a connection from 0.0.0.0 gets no replies.)
-int add_default_route_via_lo() {
-  unsigned lo = ::if_nametoindex("lo");
-  if (!lo) return errno;
+// lo is interface 1 in every netns (the kernel's LOOPBACK_IFINDEX), so the
+// caller need not be in the target netns to name it.
+int add_default_route_via_lo(int route_sock) {
+  constexpr uint32_t lo = 1;
   NlBuffer b;
   rtmsg rt{};
   rt.rtm_family = AF_INET;
@@ -124,7 +124,7 @@ int add_default_route_via_lo() {
   const in_addr src{htonl(INADDR_LOOPBACK)};
   b.attr(RTA_PREFSRC, &src, sizeof src);
   b.end();
-  return send_and_check(NETLINK_ROUTE, b, 1);
+  return send_and_check(route_sock, b, 1);
 }
 
 // The nftables messages, as `nft -f` would send them for:
@@ -253,7 +253,7 @@ class NftBatch {
   int depth_ = 0;
 };
 
-int add_capture_rules(uint16_t port) {
+int add_capture_rules(int nft_sock, uint16_t port) {
   NlBuffer b;
   NftBatch n(b);
   n.batch(NFNL_MSG_BATCH_BEGIN);
@@ -263,12 +263,12 @@ int add_capture_rules(uint16_t port) {
   n.rule("capture", true, port);
   n.rule("refuse", false, 0);
   n.batch(NFNL_MSG_BATCH_END);
-  return send_and_check(NETLINK_NETFILTER, b, n.acks);
+  return send_and_check(nft_sock, b, n.acks);
 }
 
 }  // namespace
 
-int set_up_transparent_capture(uint16_t port, std::string* what) {
+int capture_listener(uint16_t port, std::string* what) {
   auto fail = [&](const char* w, int err, int fd = -1) {
     if (fd >= 0) ::close(fd);
     if (what) *what = w;
@@ -286,11 +286,38 @@ int set_up_transparent_capture(uint16_t port, std::string* what) {
   if (::bind(l, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
     return fail("transparent egress: bind its listener on 127.0.0.1", errno, l);
   if (::listen(l, 1024) != 0) return fail("transparent egress: listen", errno, l);
-  if (int e = add_default_route_via_lo())
-    return fail("transparent egress: a default route through lo (rtnetlink)", e, l);
-  if (int e = add_capture_rules(port))
-    return fail("transparent egress: the nftables redirect (nf_tables in the sandbox's netns)", e, l);
   return l;
+}
+
+int add_capture_routing(int route_sock, int nft_sock, uint16_t port, std::string* what) {
+  if (int e = add_default_route_via_lo(route_sock)) {
+    if (what) *what = "transparent egress: a default route through lo (rtnetlink)";
+    return e;
+  }
+  if (int e = add_capture_rules(nft_sock, port)) {
+    if (what) *what = "transparent egress: the nftables redirect (nf_tables in the sandbox's netns)";
+    return e;
+  }
+  return 0;
+}
+
+int set_up_transparent_capture(uint16_t port, std::string* what) {
+  int l = capture_listener(port, what);
+  if (l < 0) return -1;
+  int route = netlink_socket(NETLINK_ROUTE), nft = netlink_socket(NETLINK_NETFILTER);
+  int e = 0;
+  if (route < 0 || nft < 0) {
+    e = errno;
+    if (what) *what = "transparent egress: netlink sockets";
+  } else {
+    e = add_capture_routing(route, nft, port, what);
+  }
+  for (int fd : {route, nft})
+    if (fd >= 0) ::close(fd);
+  if (e == 0) return l;
+  ::close(l);
+  errno = e;
+  return -1;
 }
 
 }  // namespace exg::process

@@ -13,4 +13,16 @@ namespace exg::process {
 // exec), or -1 with `what` naming the step that failed (errno set).
 int set_up_transparent_capture(uint16_t port, std::string* what);
 
+// The same in two halves, for a set-up split between two processes (the
+// process and OCI layers: the sandbox's side makes the listener and two
+// netlink sockets in its netns, cheap; the supervisor sends the route and the
+// rules on those sockets while the sandbox's side builds its mounts).
+// The listener on 127.0.0.1:PORT (close-on-exec), or -1 with `what` (errno set).
+int capture_listener(uint16_t port, std::string* what);
+// The default route and the nftables table, sent on sockets made in the
+// target netns (NETLINK_ROUTE, NETLINK_NETFILTER) by a caller with
+// CAP_NET_ADMIN over it (the kernel checks the socket's opener and the
+// sender). 0, or the errno of the first failure with `what` naming the step.
+int add_capture_routing(int route_sock, int nft_sock, uint16_t port, std::string* what);
+
 }  // namespace exg::process

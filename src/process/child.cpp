@@ -431,12 +431,14 @@ void Builder::pivot() {
 }
 
 void Builder::run() {
+  // The network first: the supervisor sets the transparent capture's rules up
+  // on the sockets handed over here while this process builds the mounts.
+  network_and_names();
+  mark("network");
   make_stage();
   mark("stage");
   for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
   mark("mounts");
-  network_and_names();
-  mark("network");
   if (a_.want_pty) {
     open_pty();
     mark("pty");

@@ -4,12 +4,14 @@
 #include <linux/capability.h>
 #include <poll.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
@@ -48,37 +50,67 @@ bool drop_capabilities() {
   return ::syscall(SYS_capset, &hdr, data) == 0;
 }
 
-[[noreturn]] void exec_command(const InitArgs& a) {
+// What the command's clone needs, made before it: the child shares init's
+// memory (CLONE_VM) and must allocate nothing.
+struct CommandStart {
+  const InitArgs* a;
+  std::vector<char*> argv;
+};
+
+// The command's side, between its clone and execve: raw steps only (it runs on
+// init's memory with its own stack, init suspended until the exec: CLONE_VFORK).
+int exec_command(void* arg) {
+  const auto& cs = *static_cast<const CommandStart*>(arg);
+  const InitArgs& a = *cs.a;
+  auto die = [](const char* what, int err, int status) {
+    char msg[512];
+    int n = std::snprintf(msg, sizeof msg, "exguardian: %s: %s\n", what, std::strerror(err));
+    if (n > 0) (void)::write(2, msg, std::min(static_cast<size_t>(n), sizeof msg - 1));
+    ::_exit(status);
+  };
+  // Handlers are per process here (no CLONE_SIGHAND): resetting them leaves init's alone.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  for (int s = 1; s < NSIG; ++s) (void)::sigaction(s, &dfl, nullptr);
   sigset_t none;
   sigemptyset(&none);
-  for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
   sigprocmask(SIG_SETMASK, &none, nullptr);
 
   // Own session: no controlling terminal but the sandbox's own pty.
-  if (::setsid() < 0) {
-    std::fprintf(stderr, "exguardian: setsid: %s\n", std::strerror(errno));
-    ::_exit(125);
-  }
+  if (::setsid() < 0) die("setsid", errno, 125);
   if (a.pty_slave >= 0) {
-    if (::ioctl(a.pty_slave, TIOCSCTTY, 0) != 0) {
-      std::fprintf(stderr, "exguardian: pty: %s\n", std::strerror(errno));
-      ::_exit(125);
-    }
+    if (::ioctl(a.pty_slave, TIOCSCTTY, 0) != 0) die("pty", errno, 125);
     for (int k = 0; k < 3; ++k)
       if (a.tty_fds[k]) ::dup2(a.pty_slave, k);
   }
-  ::close_range(3, ~0U, 0);
+  ::close_range(3, ~0U, 0);  // (its own descriptor table: no CLONE_FILES)
+  ::execvp(cs.argv[0], cs.argv.data());  // environ is the sandbox's (set by init): its PATH is searched
+  int err = errno;
+  die(cs.argv[0], err, err == ENOENT || err == ENOTDIR ? 127 : 126);
+  return 0;
+}
 
-  std::vector<char*> envp, argv;
+// Starts the command: a clone that shares init's memory until its execve
+// (CLONE_VM | CLONE_VFORK, as posix_spawn does), so that neither copies the
+// page tables of init (a copy of the supervisor's address space) nor takes
+// copy-on-write faults afterwards. Its pid, or -1 with errno set.
+pid_t start_command(const InitArgs& a) {
+  static std::vector<char*> envp;  // environ from here on: init's own lives no longer
   for (const auto& e : a.plan->env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
-  for (const auto& s : a.plan->argv) argv.push_back(const_cast<char*>(s.c_str()));
-  argv.push_back(nullptr);
   environ = envp.data();  // execvp searches the PATH of the sandbox's environment
-  ::execvp(argv[0], argv.data());
-  int err = errno;
-  std::fprintf(stderr, "exguardian: %s: %s\n", argv[0], std::strerror(err));
-  ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
+  CommandStart cs{&a, {}};
+  for (const auto& s : a.plan->argv) cs.argv.push_back(const_cast<char*>(s.c_str()));
+  cs.argv.push_back(nullptr);
+  // Room for execvp's path buffers and its ENOEXEC fallback's argv (on the stack).
+  size_t stack_size = 256 * 1024 + cs.argv.size() * sizeof(char*);
+  void* stack = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) return -1;
+  pid_t pid = ::clone(exec_command, static_cast<char*>(stack) + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
+  int e = errno;
+  ::munmap(stack, stack_size);  // the child has exec'd or exited: the stack is no one's
+  errno = e;
+  return pid;
 }
 
 // "Ready", with the seccomp listener attached when there is one.
@@ -142,14 +174,10 @@ void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0
     cfg.cwd = a.plan->cwd;
     agent::serve(cfg);
   }
-  pid_t cmd = ::fork();
-  if (cmd < 0) die(a.sync_fd, "fork the command");
-  if (cmd == 0) {
-    ::close(a.sync_fd);
-    exec_command(a);
-  }
+  pid_t cmd = start_command(a);
+  if (cmd < 0) die(a.sync_fd, "start the command");
   if (a.pty_slave >= 0) ::close(a.pty_slave);
-  mark("fork command");
+  mark("start command");  // (until its execve: CLONE_VFORK)
   if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
   send_ready(a.sync_fd, listener);
   if (listener >= 0) ::close(listener);

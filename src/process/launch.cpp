@@ -71,15 +71,26 @@ int idmap_holder(void* arg) {
 
 // A user namespace that maps on-disk owner `from` to the sandbox's host id,
 // used only as the idmap of a mount (root only). Made by a short-lived child.
-Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid) {
+IdmapHolder::~IdmapHolder() {
+  if (!pidfd_) return;
+  siginfo_t si{};
+  while (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED) != 0 && errno == EINTR) {
+  }
+}
+
+Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
+                              std::vector<IdmapHolder>* reap_later) {
   int sync[2];
   if (::pipe2(sync, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
   UniqueFd rd(sync[0]), wr(sync[1]);
   uint64_t fds = (static_cast<uint64_t>(wr.get()) << 32) | static_cast<uint32_t>(rd.get());
-  auto stack = std::make_unique<char[]>(kIdmapHolderStack);  // freed after the waitpid below
+  auto stack = std::make_unique<char[]>(kIdmapHolderStack);  // freed once it is reaped (IdmapHolder)
+  int pidfd = -1;
   pid_t pid = static_cast<pid_t>(::clone(idmap_holder, stack.get() + kIdmapHolderStack,
-                                         CLONE_VM | CLONE_NEWUSER | SIGCHLD, reinterpret_cast<void*>(uintptr_t{fds})));
+                                         CLONE_VM | CLONE_NEWUSER | CLONE_PIDFD | SIGCHLD,
+                                         reinterpret_cast<void*>(uintptr_t{fds}), &pidfd));
   if (pid < 0) return fail(Error::sys("clone a user namespace for an idmapped mount"));
+  IdmapHolder holder(UniqueFd(pidfd), std::move(stack));
   rd.reset();
   // "Inside" the idmap: the on-disk id. The owner becomes the sandbox's uid;
   // every other group stays itself (id_map.hpp).
@@ -89,9 +100,9 @@ Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_
   if (maps) maps = write_file(base + "/gid_map", id_map_lines(from_gid, to_gid, true));
   UniqueFd ns(::open(("/proc/" + std::to_string(pid) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC));
   int saved = errno;
-  ::kill(pid, SIGKILL);  // not yet reaped: the pid is still this child's
+  sys::pidfd_send_signal(pidfd, SIGKILL);
   wr.reset();
-  ::waitpid(pid, nullptr, 0);
+  if (reap_later) reap_later->push_back(std::move(holder));  // else reaped here, on return
   if (!maps) return fail(maps.error());
   if (!ns) return fail(Error::sys("open idmap user namespace", saved));
   return ns;
@@ -127,6 +138,9 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   timer.mark("seccomp program");
 
   std::map<size_t, UniqueFd> idmapped;
+  // The idmaps' holders, killed as soon as their namespace is open, are
+  // reaped when this function returns, whichever way: not waited for one by one.
+  std::vector<IdmapHolder> holders;
   if (plan.identity.invoked_as_root) {
     // Root's supplementary groups must not follow the command in (the front end drops them: cli/host_setup.hpp).
     if (::getgroups(0, nullptr) != 0)
@@ -137,7 +151,8 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
       if (!s.idmap) continue;
       auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
       if (!userns.count(key)) {
-        auto ns = idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid);
+        auto ns = idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid,
+                               &holders);
         if (!ns) return fail(ns.error());
         userns.emplace(key, std::move(*ns));
       }
@@ -171,6 +186,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   sp.map_ids = [&plan](pid_t pid) { return write_id_maps(pid, plan.identity); };
   sp.trust_anchor = opt.trust_anchor;
   sp.need_seccomp_listener = plan.seccomp;
+  if (plan.proxy.transparent) sp.capture_port = plan.proxy.transparent_port;
   sp.timer = opt.timer;
   sp.clone_error = [](int e) {
     return Error{"create namespaces",

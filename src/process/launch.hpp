@@ -4,7 +4,9 @@
 #pragma once
 #include <sys/types.h>
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
@@ -23,7 +25,22 @@ Result<void> write_id_maps(pid_t pid, const plan::Identity& id);
 
 // Root only: a user namespace mapping on-disk owner from_* onto to_* (the
 // sandbox's host ids), for MOUNT_ATTR_IDMAP; made by a short-lived child.
-Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid);
+// The child is killed before this returns; with `reap_later` it goes there,
+// to be reaped when the caller drops it (once done launching: its exit then
+// costs the launch no wait), else it is reaped here.
+class IdmapHolder {
+ public:
+  IdmapHolder(UniqueFd pidfd, std::unique_ptr<char[]> stack) : pidfd_(std::move(pidfd)), stack_(std::move(stack)) {}
+  IdmapHolder(IdmapHolder&&) = default;
+  IdmapHolder& operator=(IdmapHolder&&) = delete;
+  ~IdmapHolder();  // waits for its exit (by pidfd: no other process's pid), then frees its stack
+
+ private:
+  UniqueFd pidfd_;
+  std::unique_ptr<char[]> stack_;  // it shares this process's memory: kept until it is gone
+};
+Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
+                              std::vector<IdmapHolder>* reap_later = nullptr);
 // A detached clone of s.source (recursive) idmapped through userns_fd.
 Result<int> idmapped_tree(const plan::Step& s, int userns_fd);
 

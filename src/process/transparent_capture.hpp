@@ -28,9 +28,12 @@
 namespace exg::process {
 
 // For the sandbox's setup (child or runtime host) when the plan asks for it
-// (plan.transparent): sets the capture up and hands the listener to the
-// supervisor (kMsgTransparent). Empty on success, else what failed, with the
-// way out (network.transparent: false) in the text; errno set.
+// (plan.transparent): makes the listener and two netlink sockets in this
+// netns and hands them to the supervisor (kMsgTransparent), which sends the
+// route and the rules on them (add_capture_routing) and holds "in cgroup"
+// back until they are in: nothing of the sandbox starts without them. Empty
+// on success, else what failed, with the way out (network.transparent:
+// false) in the text; errno set.
 std::string hand_over_transparent_capture(const plan::ProxyPlan& plan, int sync_fd);
 
 }  // namespace exg::process

@@ -1,8 +1,11 @@
 // layer::spawn on the real kernel, without namespaces (clone flags 0, no
-// cgroup): the handshake's outcomes, and that every failure leaves no child
+// cgroup; the transparent capture's handshake in a user and network namespace): the handshake's outcomes, and that every failure leaves no child
 // behind (the scope guard kills and reaps it).
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +15,8 @@
 
 #include "layer/spawn.hpp"
 #include "process/child.hpp"
+#include "process/netns_setup.hpp"
+#include "process/transparent_capture.hpp"
 #include "util/fd_passing.hpp"
 
 using namespace exg;
@@ -152,3 +157,78 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
   ::waitpid(sb->pid, nullptr, 0);
 }
 
+
+// Transparent egress: the child hands its netns's sockets over, this side
+// puts the capture's route and rules in on them, and "in cgroup" comes only
+// after that. The child checks both took effect before it says ready: a UDP
+// socket to an outside address connects (the route through lo) and its
+// datagram is refused (the nftables drop). Needs a user and a network
+// namespace of its own (no host privilege).
+TEST(Spawn, TransparentCaptureIsInBeforeInCgroup) {
+  auto s = spec_with([](int sync) {
+    if (!process::bring_loopback_up().empty()) ::_exit(5);
+    plan::ProxyPlan p;
+    p.transparent = true;
+    if (!process::hand_over_transparent_capture(p, sync).empty()) ::_exit(6);
+    if (!wait_in_cgroup(sync)) ::_exit(4);
+    int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_in out{};
+    out.sin_family = AF_INET;
+    out.sin_port = htons(9);
+    out.sin_addr.s_addr = htonl(0x0a010203);  // 10.1.2.3, never sent anywhere
+    std::string m(1, process::kMsgError);
+    if (::connect(u, reinterpret_cast<sockaddr*>(&out), sizeof out) != 0) m += "no route out";
+    else if (::send(u, "x", 1, 0) >= 0 || errno != EPERM) m += "datagram not refused";
+    else m[0] = process::kMsgReady;
+    (void)::send(sync, m.data(), m.size(), 0);
+    ::pause();
+  });
+  s.clone_flags = CLONE_NEWUSER | CLONE_NEWNET;
+  s.capture_port = plan::ProxyPlan{}.transparent_port;
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_TRUE(sb) << sb.error().str();
+  EXPECT_TRUE(sb->transparent_listener);
+  ::kill(sb->pid, SIGKILL);
+  EXPECT_EQ(::waitpid(sb->pid, nullptr, 0), sb->pid);
+}
+
+// Sockets the spawn did not ask for are a failure, not ignored.
+TEST(Spawn, UnexpectedCaptureSocketsFail) {
+  pid_t seen = -1;
+  auto s = spec_with([](int sync) {
+    int fds[3] = {::dup(sync), ::dup(sync), ::dup(sync)};
+    (void)send_fds(sync, process::kMsgTransparent, fds, 3);
+    ::pause();
+  });
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_FALSE(sb);
+  EXPECT_EQ(sb.error().str(), "setup: unexpected transparent egress sockets");
+  EXPECT_TRUE(reaped(seen));
+}
+
+// Rules that cannot be put in fail the spawn (fail closed): here the child
+// hands over sockets the kernel's netlink does not answer on.
+TEST(Spawn, CaptureThatCannotBeSetUpFails) {
+  pid_t seen = -1;
+  auto s = spec_with([](int sync) {
+    int fds[3];
+    for (int& fd : fds) fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    (void)send_fds(sync, process::kMsgTransparent, fds, 3);
+    if (wait_in_cgroup(sync)) ::_exit(7);  // must never come
+    ::pause();
+  });
+  s.capture_port = plan::ProxyPlan{}.transparent_port;
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_FALSE(sb);
+  EXPECT_NE(sb.error().str().find("transparent egress: a default route through lo"), std::string::npos) << sb.error().str();
+  EXPECT_NE(sb.error().str().find("fail closed"), std::string::npos);
+  EXPECT_TRUE(reaped(seen));
+}
