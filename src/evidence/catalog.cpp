@@ -452,20 +452,31 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   // Transparent egress: what a client that ignores the proxy variables could try on the addresses
   // the in-sandbox resolver hands out (198.18.0.0/15, routed to the proxy).
   {
-    // A TLS ClientHello naming a denied host, sent to the address handed out for an allowed one.
+    // A TLS ClientHello naming a denied host, sent to the address handed out for an allowed one
+    // (port 80, where the world's server listens: the proxy reads the first bytes on any port).
     auto& p = add({"net-transparent-sni-mismatch", "network",
                    "python3 -c '\n"
                    "import socket, ssl\n"
                    "a = socket.gethostbyname(\"allowed.test\"); print(\"ADDR\", a)\n"
                    "c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE\n"
                    "try:\n"
-                   "    t = c.wrap_socket(socket.create_connection((a, 443), timeout=5), server_hostname=\"denied.test\")\n"
+                   "    t = c.wrap_socket(socket.create_connection((a, 80), timeout=5), server_hostname=\"denied.test\")\n"
                    "    print(\"HANDSHAKE\", t.version())\n"
                    "except Exception as e: print(\"REFUSED\", type(e).__name__, e)\n'",
                    "TLS with the server name denied.test on the address the resolver handed out for allowed.test "
                    "is refused as a mismatch, and logged",
                    true, {}, true, false, "", 0, [&c](const Outcome& o) {
-                     if (!o.world_log.empty()) return escaped("the world's server received: " + world_first(o));
+                     // The proxy connects to the allowed name's address before it reads the client's first
+                     // bytes (a server-first protocol, ssh, must work): that server may see a bare
+                     // connection. Any byte of the client's, or anything elsewhere, is an escape.
+                     std::istringstream seen(o.world_log);
+                     bool bare = false;
+                     for (std::string l; std::getline(seen, l);) {
+                       if (l.empty()) continue;
+                       if (!l.starts_with("203.0.113.10 (connection, no request)"))
+                         return escaped("the world's server received: " + l);
+                       bare = true;
+                     }
                      if (has(o.out, "HANDSHAKE")) return escaped("a TLS handshake completed: " + first_line(o.out));
                      if (has(o.out, c.canary)) return escaped("canary in the output");
                      // Without transparent egress (a policy's "transparent": false) there is no capture: a direct
@@ -475,7 +486,9 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
                      if (r.empty()) return failed("closed, but the audit log has no mismatch refusal (" + said(o) + ")");
                      auto at = o.out.find("REFUSED");
                      std::string inside = at == std::string::npos ? said(o) : first_line(o.out.substr(at));
-                     return held(inside + "; audit: " + r + "; nothing arrived at the world's servers");
+                     return held(inside + "; audit: " + r +
+                                 (bare ? "; allowed.test's server saw a connection, no byte of the client's"
+                                       : "; nothing arrived at the world's servers"));
                    }});
     need(p, {"python3"});
   }
