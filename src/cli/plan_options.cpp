@@ -158,6 +158,9 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
     flags.resources.cpus = v;
   }
   policy::merge(pol, flags);
+  // srt's fallback: a parent proxy the policy does not name comes from HTTP_PROXY & co.
+  if (auto r = policy::parent_proxy_from_environment(pol, [](const char* n) { return std::getenv(n); }); !r)
+    return fail(Error::msg(r.error().message, ""));
   if (exported) {
     if (pol.network.transparent.value_or(false))
       return fail(Error::msg("network.transparent", "needs exguardian run (an exported sandbox has no supervisor "

@@ -214,6 +214,11 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
     return error_line("the proxy token must be one line of at most 255 bytes");
   auto pol = policy::load_policy_file(policy_file);
   if (!pol) return error_line(pol.error().message);
+  // srt's fallback: a parent proxy the policy does not name comes from HTTP_PROXY & co.
+  if (auto r = policy::parent_proxy_from_environment(*pol, [](const char* n) { return std::getenv(n); }); !r)
+    return error_line(r.error().message);
+  for (const auto& n : pol->notes)
+    if (n.starts_with("network.parentProxy")) std::fprintf(stderr, "exguardian: proxy: %s\n", n.c_str());
   auto rules = egress::Rules::from_policy(pol->network);
   if (!rules) return error_line(rules.error().str());
   auto secrets = proxy_secrets(*pol, ca_cert_out, placeholders_out);

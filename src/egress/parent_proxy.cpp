@@ -16,6 +16,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "egress/parent_tls.hpp"
 #include "egress/proxy.hpp"
 #include "egress/secrets.hpp"
 
@@ -32,12 +33,17 @@ bool matches(const std::string& pattern, const Host& host) {
   return host.name == pattern;
 }
 
-Result<Via> via_url(const std::string& url, const char* key) {
+Result<Via> via_url(const std::string& url, const char* key, const std::string& ca_file) {
   auto u = policy::parse_proxy_url(url);
   if (!u) return fail(Error::msg(std::string("network.parentProxy.") + key, u.error().message));
   Via v;
   v.host = u->host;
   v.port = u->port;
+  if (u->tls) {
+    auto ctx = make_parent_tls_ctx(ca_file);
+    if (!ctx) return fail(Error::msg(std::string("network.parentProxy.") + key, ctx.error().str()));
+    v.tls = std::move(*ctx);
+  }
   if (u->credentials)
     v.authorization = "Basic " + base64_encode(u->credentials->first + ":" + u->credentials->second);
   v.label = std::string("parentProxy ") + policy::redacted_proxy_url(url);
@@ -64,12 +70,12 @@ Result<Upstreams> Upstreams::from_policy(const policy::Network& net) {
   u.socks_port_ = net.socks_proxy_port;
   if (const auto& p = net.parent_proxy) {
     if (!p->http.empty()) {
-      auto v = via_url(p->http, "http");
+      auto v = via_url(p->http, "http", p->ca_file);
       if (!v) return fail(v.error());
       u.parent_http_ = std::move(*v);
     }
     if (!p->https.empty()) {
-      auto v = via_url(p->https, "https");
+      auto v = via_url(p->https, "https", p->ca_file);
       if (!v) return fail(v.error());
       u.parent_https_ = std::move(*v);
     }
@@ -275,6 +281,11 @@ void Session::connect_via(Via via, std::function<void(Outcome)> done) {
       }
       if (!connected) co_return failed("connect: " + (ec ? ec.message() : std::string("no address")));
       upstream_.set_option(tcp::no_delay(true), ec);
+      if (via.tls) {  // https://: what follows goes through TLS to the proxy
+        std::string why = co_await tls_to_parent(upstream_, via);
+        if (closed_) co_return;
+        if (!why.empty()) co_return failed(why);
+      }
     }
     // (Not one conditional expression over two co_awaits: g++ 12 frees a temporary of it twice.)
     std::string why;

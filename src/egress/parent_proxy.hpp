@@ -2,10 +2,12 @@
 // the host, or through a proxy of the user's (srt's network.parentProxy,
 // httpProxyPort / socksProxyPort, mitmProxy). The proxy is asked with CONNECT
 // (SOCKS5 for socksProxyPort) and its credentials, kept here, never reach the
-// sandbox. Names go to it unresolved (it resolves them, as in srt: the address
+// sandbox. A proxy with an https:// URL is reached over TLS (parent_tls.hpp),
+// its certificate verified. Names go to it unresolved (it resolves them, as in srt: the address
 // checks are then its own); a literal address is still checked here.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "egress/rules.hpp"
 #include "policy/policy.hpp"
 #include "util/error.hpp"
+
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace exg::egress {
 
@@ -23,6 +27,7 @@ struct Via {
   std::string unix_path;      // or its Unix socket (mitmProxy)
   std::string authorization;  // the Proxy-Authorization value ("Basic ..."), empty: none
   std::string label;          // for the audit line: "parentProxy http://***@proxy:3128"
+  std::shared_ptr<SSL_CTX> tls;  // an https:// proxy: TLS to it with this context; null: plain TCP
 };
 
 class Upstreams {

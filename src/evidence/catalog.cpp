@@ -74,9 +74,11 @@ Judgement escaped(std::string e) { return {Verdict::escaped, std::move(e)}; }
 Judgement failed(std::string e) { return {Verdict::failed, std::move(e)}; }
 
 // The proxy's refusal in this probe's audit log: "host:port refused (rule)", or "".
-std::string egress_refusal(const Outcome& o) {
+// With `rule`: only a refusal by that rule.
+std::string egress_refusal(const Outcome& o, const std::string& rule = "") {
   for (const auto& j : o.audit) {
     if (j.value("event", "") != "egress" || j.value("decision", "") != "refused") continue;
+    if (!rule.empty() && j.value("rule", "") != rule) continue;
     std::string s = j.value("host", std::string("?"));
     if (j.contains("port")) s += ":" + j["port"].dump();
     return s + " refused (" + j.value("rule", std::string("?")) + ")";
@@ -447,6 +449,75 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
                    "a UDP datagram to the world does not arrive (no route)", true, {}, true, false, "", 0,
                    [&c](const Outcome& o) { return judge_network(o, c, false); }});
     need(p, {"bash"});
+  }
+  // Transparent egress: what a client that ignores the proxy variables could try on the addresses
+  // the in-sandbox resolver hands out (198.18.0.0/15, routed to the proxy).
+  {
+    // A TLS ClientHello naming a denied host, sent to the address handed out for an allowed one
+    // (port 80, where the world's server listens: the proxy reads the first bytes on any port).
+    auto& p = add({"net-transparent-sni-mismatch", "network",
+                   "python3 -c '\n"
+                   "import socket, ssl\n"
+                   "a = socket.gethostbyname(\"allowed.test\"); print(\"ADDR\", a)\n"
+                   "c = ssl.create_default_context(); c.check_hostname = False; c.verify_mode = ssl.CERT_NONE\n"
+                   "try:\n"
+                   "    t = c.wrap_socket(socket.create_connection((a, 80), timeout=5), server_hostname=\"denied.test\")\n"
+                   "    print(\"HANDSHAKE\", t.version())\n"
+                   "except Exception as e: print(\"REFUSED\", type(e).__name__, e)\n'",
+                   "TLS with the server name denied.test on the address the resolver handed out for allowed.test "
+                   "is refused as a mismatch, and logged",
+                   true, {}, true, false, "", 0, [&c](const Outcome& o) {
+                     // The proxy connects to the allowed name's address before it reads the client's first
+                     // bytes (a server-first protocol, ssh, must work): that server may see a bare
+                     // connection. Any byte of the client's, or anything elsewhere, is an escape.
+                     std::istringstream seen(o.world_log);
+                     bool bare = false;
+                     for (std::string l; std::getline(seen, l);) {
+                       if (l.empty()) continue;
+                       if (!l.starts_with("203.0.113.10 (connection, no request)"))
+                         return escaped("the world's server received: " + l);
+                       bare = true;
+                     }
+                     if (has(o.out, "HANDSHAKE")) return escaped("a TLS handshake completed: " + first_line(o.out));
+                     if (has(o.out, c.canary)) return escaped("canary in the output");
+                     // Without transparent egress (a policy's "transparent": false) there is no capture: a direct
+                     // connection, judged as one.
+                     if (!has(o.out, "ADDR 198.1")) return judge_network(o, c, false);
+                     auto r = egress_refusal(o, "TLS server name mismatch");
+                     if (r.empty()) return failed("closed, but the audit log has no mismatch refusal (" + said(o) + ")");
+                     auto at = o.out.find("REFUSED");
+                     std::string inside = at == std::string::npos ? said(o) : first_line(o.out.substr(at));
+                     return held(inside + "; audit: " + r +
+                                 (bare ? "; allowed.test's server saw a connection, no byte of the client's"
+                                       : "; nothing arrived at the world's servers"));
+                   }});
+    need(p, {"python3"});
+  }
+  {
+    // An address of the resolver's range that it never handed out: it stands for no name.
+    auto& p = add({"net-transparent-unassigned", "network",
+                   "python3 -c '\n"
+                   "import socket\n"
+                   "try: print(\"ADDR\", socket.gethostbyname(\"allowed.test\"))\n"
+                   "except Exception as e: print(\"ADDR none\", e)\n"
+                   "try:\n"
+                   "    s = socket.create_connection((\"198.19.255.254\", 80), timeout=5)\n"
+                   "    s.sendall(b\"GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n\")\n"
+                   "    d = s.recv(200); print(\"ANSWER\", d) if d else print(\"CLOSED\")\n"
+                   "except Exception as e: print(\"REFUSED\", type(e).__name__, e)\n'",
+                   "a connection to 198.19.255.254 (in the resolver's range, never handed out) is closed without "
+                   "reaching anything, and logged",
+                   true, {}, true, false, "", 0, [&c](const Outcome& o) {
+                     if (!o.world_log.empty()) return escaped("the world's server received: " + world_first(o));
+                     if (has(o.out, "ANSWER")) return escaped("got an answer: " + first_line(o.out));
+                     if (has(o.out, c.canary)) return escaped("canary in the output");
+                     if (!has(o.out, "ADDR 198.1")) return judge_network(o, c, false);  // no capture (as above)
+                     auto r = egress_refusal(o, "capture range");
+                     if (r.empty()) return failed("nothing arrived, but the audit log has no refusal for it (" + said(o) + ")");
+                     std::string said_inside = o.out.substr(o.out.find('\n') + 1);
+                     return held(first_line(said_inside) + "; audit: " + r + "; nothing arrived at the world's servers");
+                   }});
+    need(p, {"python3"});
   }
   {
     auto& p = add({"net-allowed-control", "ordinary work", "curl -sS -m 10 http://allowed.test/",

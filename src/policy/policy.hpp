@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <expected>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -52,11 +53,14 @@ struct RequestRule {
 };
 
 // srt's network.parentProxy: the proxy reaches the world through the user's
-// own HTTP proxy (CONNECT), whose credentials stay outside the sandbox.
+// own HTTP proxy (CONNECT), whose credentials stay outside the sandbox. An
+// https:// URL is a proxy reached over TLS (its certificate verified against
+// the system's trust store, plus ca_file).
 struct ParentProxy {
-  std::string http;      // URL for plain HTTP requests ("http://[user:pass@]host[:port]"); may be empty
+  std::string http;      // URL for plain HTTP requests ("http[s]://[user:pass@]host[:port]"); may be empty
   std::string https;     // URL for tunnels (CONNECT, SOCKS); empty: http
   std::string no_proxy;  // "corp.example,10.0.0.0/8": these go direct
+  std::string ca_file;   // ours: "caFile": an absolute PEM path, trusted for https:// proxies besides the system's
   SourcePos where;
 };
 
@@ -194,17 +198,28 @@ std::optional<std::string> check_glob(std::string_view pattern);
 std::optional<std::string> check_domain_pattern(std::string_view pattern, bool denied);
 std::optional<std::string> check_env_name(std::string_view name);
 
-// A parent proxy's URL, "http://[user[:password]@]host[:port][/]" (port 80 when
-// left out; user and password percent-decoded). https:// (TLS to the proxy) is
-// an error: the tunnel through it carries the client's own TLS.
+// A parent proxy's URL, "http[s]://[user[:password]@]host[:port][/]" (port 80,
+// 443 for https, when left out; user and password percent-decoded). https://
+// is a proxy reached over TLS; what goes through it is spoken as over TCP.
 struct ProxyUrl {
   std::string host;  // name or address, brackets removed
   std::uint16_t port = 80;
+  bool tls = false;  // https://
   std::optional<std::pair<std::string, std::string>> credentials;  // user, password
 };
 PResult<ProxyUrl> parse_proxy_url(std::string_view url);
 // The URL without its credentials ("http://***@proxy:3128"), for messages.
 std::string redacted_proxy_url(std::string_view url);
+
+// srt 0.0.83's fallback for network.parentProxy: a field the policy leaves
+// out is taken from the environment exguardian was started with, as srt takes
+// it from its own: http from HTTP_PROXY (else http_proxy), https from
+// HTTPS_PROXY (else https_proxy, else what http ended as), noProxy from
+// NO_PROXY (else no_proxy). "host:port" is read as http://host:port; an empty
+// value is none. Each value taken is a note ("network.parentProxy.https: from
+// HTTPS_PROXY: ..."); one that is not a proxy URL is an error naming it.
+using EnvLookup = std::function<const char*(const char*)>;
+PResult<void> parent_proxy_from_environment(Policy& p, const EnvLookup& env);
 
 // A NO_PROXY list as srt reads it: comma-separated; "*" is everything; an
 // entry with "/" (or an address) is a CIDR; else a name that also covers its

@@ -52,15 +52,15 @@ PResult<ProxyUrl> parse_proxy_url(std::string_view url) {
   auto scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return std::unexpected(bad(url, "expected http://HOST[:PORT]"));
   std::string scheme = lower(url.substr(0, scheme_end));
-  if (scheme == "https")
-    return std::unexpected(bad(url, "TLS to the parent proxy (https://) is not supported; give its http:// address "
-                                    "(what goes through it is the client's own TLS)"));
-  if (scheme != "http") return std::unexpected(bad(url, "unsupported scheme \"" + scheme + "\" (expected http://)"));
+  if (scheme != "http" && scheme != "https")
+    return std::unexpected(bad(url, "unsupported scheme \"" + scheme + "\" (expected http:// or https://)"));
   std::string_view rest = url.substr(scheme_end + 3);
   if (rest.ends_with('/')) rest.remove_suffix(1);
   if (rest.find_first_of("/?#") != std::string_view::npos)
     return std::unexpected(bad(url, "a proxy URL has no path, query or fragment"));
   ProxyUrl u;
+  u.tls = scheme == "https";
+  if (u.tls) u.port = 443;
   if (auto at = rest.rfind('@'); at != std::string_view::npos) {
     std::string_view info = rest.substr(0, at);
     rest = rest.substr(at + 1);

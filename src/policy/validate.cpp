@@ -535,12 +535,26 @@ class Validator {
                if (auto bad = check_no_proxy(p.no_proxy)) return bad_value(v, *bad);
                return std::nullopt;
              }},
+            // ours: a CA trusted for https:// proxies besides the system's store (srt has no such key;
+            // srt's Node takes NODE_EXTRA_CA_CERTS).
+            {"caFile",
+             [&](const Node& v) -> Check {
+               if (auto e = non_empty_string(v, &p.ca_file)) return e;
+               if (!p.ca_file.starts_with('/')) return bad_value(v, "must be an absolute path");
+               return std::nullopt;
+             }},
         }))
       return e;
     if (p.http.empty() && p.https.empty()) return bad_value(n, "names no proxy: give \"http\", \"https\" or both");
     std::string what = "allowed connections go through the parent proxy (CONNECT): plain HTTP via " +
                        (p.http.empty() ? std::string("none (direct)") : redacted_proxy_url(p.http)) +
                        ", tunnels via " + redacted_proxy_url(p.https.empty() ? p.http : p.https);
+    bool tls = (!p.http.empty() && parse_proxy_url(p.http)->tls) || (!p.https.empty() && parse_proxy_url(p.https)->tls);
+    if (tls)
+      what += " (https://: TLS to the proxy, its certificate and name verified against the system's trust store" +
+              (p.ca_file.empty() ? std::string(")") : " and " + p.ca_file + ")");
+    else if (!p.ca_file.empty())
+      return bad_value(n, "caFile is for a proxy reached over TLS, and neither URL is https://");
     if (!p.no_proxy.empty()) what += "; direct: " + p.no_proxy;
     what += "; its credentials stay outside the sandbox";
     note(n, what);

@@ -2,10 +2,17 @@
 # httpProxyPort, socksProxyPort, mitmProxy): HTTP CONNECT, or SOCKS5 CONNECT without
 # authentication, to names it looks up in a hosts file. One log line per request:
 #   "<listener> CONNECT <host:port> auth=<Proxy-Authorization or ->" / "<listener> SOCKS <host:port>"
-#   python3 parent_proxy.py LOG HOSTS LISTEN...     (LISTEN: tcp:ADDR:PORT or unix:PATH)
-import asyncio, os, socket, sys
+#   python3 parent_proxy.py [--tls CERT KEY] LOG HOSTS LISTEN...     (LISTEN: tcp:ADDR:PORT or unix:PATH)
+# --tls: its TCP listeners speak TLS (a proxy with an https:// URL) with that certificate and key.
+import asyncio, os, socket, ssl, sys
 
-log_path, hosts_path = sys.argv[1:3]
+args = sys.argv[1:]
+tls = None
+if args[:1] == ["--tls"]:
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(args[1], args[2])
+    args = args[3:]
+log_path, hosts_path = args[:2]
 hosts = {}
 for line in open(hosts_path):
     parts = line.split()
@@ -73,7 +80,7 @@ async def handle(r, w, where):
 
 async def main():
     servers = []
-    for spec in sys.argv[3:]:
+    for spec in args[2:]:
         kind, _, rest = spec.partition(":")
         cb = lambda r, w, where=spec: handle(r, w, where)
         if kind == "unix":
@@ -81,7 +88,7 @@ async def main():
             os.chmod(rest, 0o666)
         else:
             addr, port = rest.rsplit(":", 1)
-            servers.append(await asyncio.start_server(cb, addr, int(port)))
+            servers.append(await asyncio.start_server(cb, addr, int(port), ssl=tls))
     await asyncio.gather(*(s.serve_forever() for s in servers))
 
 

@@ -323,6 +323,82 @@ has(lambda l: l.get("via") == "parentProxy http://***@198.51.100.2:3128" and l.g
 for via in ("httpProxyPort 18080", "socksProxyPort 18080", "mitmProxy "):
     has(lambda l, v=via: l.get("via", "").startswith(v), via)
 PY
+# An https:// parent proxy (TLS to it, its certificate verified): a throwaway CA trusted through
+# parentProxy.caFile signed the certificate of a proxy for "localhost"; another proxy has one of
+# its own. Plain HTTP and CONNECT go through the trusted one; the address (127.0.0.1 is not in
+# its certificate) and the untrusted one are refused, each with why in the audit line.
+tls_log=$T/parent-tls.log
+audit3=$T/audit-tls.jsonl
+: > "$tls_log"
+newkey=(-newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1)
+openssl req -x509 "${newkey[@]}" -keyout "$T/pca.key" -out "$T/pca.pem" -subj "/CN=parent proxy test CA" 2>/dev/null
+openssl req -new "${newkey[@]}" -keyout "$T/pp.key" -out "$T/pp.csr" -subj /CN=localhost 2>/dev/null
+openssl x509 -req -in "$T/pp.csr" -CA "$T/pca.pem" -CAkey "$T/pca.key" -CAcreateserial -days 1 -out "$T/pp.pem" \
+    -extfile <(printf 'subjectAltName=DNS:localhost\n') 2>/dev/null
+openssl req -x509 "${newkey[@]}" -keyout "$T/self.key" -out "$T/self.pem" -subj /CN=localhost \
+    -addext subjectAltName=DNS:localhost 2>/dev/null
+for p in "pp 18443" "self 18444"; do
+    set -- $p
+    python3 "$T/parent_proxy.py" --tls "$T/$1.pem" "$T/$1.key" "$tls_log" /etc/hosts "tcp:127.0.0.1:$2" \
+        </dev/null >"$T/parent-$1.err" 2>&1 &
+    track_bg $!
+done
+wait_for 10 python3 -c 'import socket; [socket.create_connection(("127.0.0.1", p), 1).close() for p in (18443, 18444)]'
+cat > "$T/tls.json" <<JSON
+{"network": {"allowedDomains": ["allowed.test"],
+             "parentProxy": {"http": "https://me:$PW@localhost:18443", "https": "https://localhost:18443",
+                             "caFile": "$T/pca.pem"}}}
+JSON
+cat > "$T/tls-bad.json" <<JSON
+{"network": {"allowedDomains": ["allowed.test"],
+             "parentProxy": {"http": "https://127.0.0.1:18443", "https": "https://localhost:18444",
+                             "caFile": "$T/pca.pem"}}}
+JSON
+run sbx --policy "$T/tls.json" --audit-log "$audit3" -- bash -c "$C http://allowed.test/a; $C -p http://allowed.test/b;
+    $C -p http://allowed.test/big | sha256sum"
+check "https:// parent proxy: plain HTTP and CONNECT answered through it" \
+    test "$(grep -c 'hello from 203.0.113.10' <<<"$OUT")" = 2
+check "https:// parent proxy: 50 MiB through CONNECT over its TLS intact" grep -q "$EGW_BIG_SHA" <<<"$OUT"
+check "the https:// parent proxy saw the CONNECTs, the credentials inside its TLS" bash -c "
+    grep -q '^tcp:127.0.0.1:18443 CONNECT allowed.test:80 auth=Basic $(printf 'me:%s' "$PW" | base64)' '$tls_log' &&
+    test \$(grep -c '^tcp:127.0.0.1:18443 CONNECT allowed.test:80 auth=-' '$tls_log') = 2"
+run sbx --policy "$T/tls-bad.json" --audit-log "$audit3" -- bash -c "$C -i http://allowed.test/c; $C -i -p http://allowed.test/d"
+check "https:// parent proxy: a name its certificate does not hold and an untrusted certificate: 502, nothing through" \
+    bash -c '! grep -q "hello from" <<<"$1" && test "$(grep -c "^HTTP/1.1 502" <<<"$1")" = 2' _ "$OUT"
+check "neither refused parent proxy saw a request" bash -c "! grep -q '^tcp:127.0.0.1:18444 ' '$tls_log' &&
+    test \$(grep -c . '$tls_log') = 3"
+check "the audit lines say why the parent proxy was refused" python3 - "$audit3" "$PW" <<'PY'
+import json, sys
+text = open(sys.argv[1]).read()
+assert sys.argv[2] not in text, "the parent proxy's password is in the audit log"
+lines = [json.loads(l) for l in text.splitlines() if '"egress"' in l]
+def has(pred, what):
+    assert any(pred(l) for l in lines), (what, lines)
+has(lambda l: l.get("via") == "parentProxy https://***@localhost:18443" and "error" not in l, "through the TLS proxy")
+has(lambda l: l.get("via") == "parentProxy https://127.0.0.1:18443" and "certificate not trusted: IP address mismatch" in l["error"], "name")
+has(lambda l: l.get("via") == "parentProxy https://localhost:18444" and "certificate not trusted: self" in l["error"], "untrusted")
+PY
+run sbx --dry-run --policy "$T/tls.json" -- true
+check "--dry-run says the parent proxy is reached over TLS, verified with caFile" \
+    grep -q "network.parentProxy: .*https://: TLS to the proxy, .*$T/pca.pem" <<<"$OUT"
+
+# srt's fallback: no parentProxy in the policy, the proxy variables exguardian was started with
+# name it (HTTP_PROXY without a scheme, as curl and srt read it; NO_PROXY sends other.test direct).
+before_env=$(grep -c . "$mitm_log")
+echo '{"network": {"allowedDomains": ["allowed.test", "other.test"]}}' > "$T/envp.json"
+HTTP_PROXY=127.0.0.1:18080 NO_PROXY=other.test run sbx -v --policy "$T/envp.json" -- bash -c \
+    "$C http://allowed.test/env; $C -p http://allowed.test/env2; $C http://other.test/env3"
+check "HTTP_PROXY from exguardian's environment: all three answered" \
+    test "$(grep -c 'hello from 203.0.113.10' <<<"$OUT")" = 3
+check "... allowed.test through that proxy (CONNECT), other.test direct (NO_PROXY)" \
+    test "$(tail -n +$((before_env + 1)) "$mitm_log" | sort | uniq -c | awk '{$1=$1; print}')" = \
+         "2 tcp:127.0.0.1:18080 CONNECT allowed.test:80 auth=-"
+check "-v says where the parent proxy came from" \
+    grep -q "network.parentProxy.http: from HTTP_PROXY: http://127.0.0.1:18080" <<<"$ERR"
+HTTPS_PROXY=https://localhost:18444 run sbx --dry-run --policy "$T/envp.json" -- true
+check "--dry-run says HTTPS_PROXY is taken for network.parentProxy.https" \
+    grep -q "network.parentProxy.https: from HTTPS_PROXY: https://localhost:18444 (srt's fallback" <<<"$OUT"
+
 run sbx --dry-run --policy "$T/srt.json" -- true
 for k in network.parentProxy network.stripResponseHeaders network.requireHostMatch network.deniedDomainReasons \
          network.deniedResolvedAddresses no-admin; do

@@ -58,7 +58,8 @@ assert len(got) == len(want) and not bad, bad
 "
 for id in seed-touch-home seed-read-credentials seed-env-secrets seed-curl-example-org seed-curl-metadata \
           seed-docker-socket seed-git-hook kernel-bpf kernel-tiocsti kernel-io-uring-setup kernel-x32-socket \
-          net-rebind-loopback net-socks-metadata-ip net-udp kernel-socket-vsock persist-nested-repo-hook \
+          net-rebind-loopback net-socks-metadata-ip net-udp net-transparent-sni-mismatch net-transparent-unassigned \
+          kernel-socket-vsock persist-nested-repo-hook \
           persist-hookspath proc-host-processes fd-leak work-git-commit net-allowed-control limit-timeout \
           cleanup-processes cleanup-canaries; do
     v=$(probe_verdict "$J" "$id")

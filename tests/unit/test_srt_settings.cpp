@@ -6,6 +6,7 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <map>
 #include <set>
 #include <string>
 
@@ -76,8 +77,6 @@ const Refused kRefused[] = {
     // Weakening values of keys the fixture holds with a harmless one.
     {"", R"({"network": {"allowPlaintextHeaderSet": true}})", "a header set on plain HTTP travels in clear text"},
     {"", R"({"network": {"ambiguousRequestTarget": "asSpelled"}})", "\"asSpelled\" would judge network.rules"},
-    {"", R"({"network": {"parentProxy": {"https": "https://proxy.test:443"}}})",
-     "parent proxy URL https://proxy.test:443: TLS to the parent proxy (https://) is not supported"},
     {"", R"({"filesystem": {"disabled": true}})", "filesystem.disabled would turn the filesystem policy off"},
     {"", R"({"enableWeakerNestedSandbox": true})", "ExGuardian does not weaken its sandbox"},
     {"", R"({"allowNestedUserNamespaces": true})", "ExGuardian does not let the command create user namespaces"},
@@ -174,6 +173,12 @@ TEST(SrtSettings, BadValuesAreErrors) {
                 .find("give one or the other"),
             std::string::npos);
   EXPECT_NE(error(R"({"network": {"parentProxy": {}}})").find("names no proxy"), std::string::npos);
+  EXPECT_NE(error(R"({"network": {"parentProxy": {"http": "http://p.test", "caFile": "/ca.pem"}}})")
+                .find("caFile is for a proxy reached over TLS"),
+            std::string::npos);
+  EXPECT_NE(error(R"({"network": {"parentProxy": {"https": "https://p.test", "caFile": "ca.pem"}}})")
+                .find("must be an absolute path"),
+            std::string::npos);
   EXPECT_NE(error(R"({"network": {"parentProxy": {"http": "http://p.test:99999"}}})").find("invalid port"),
             std::string::npos);
   EXPECT_NE(error(R"({"network": {"parentProxy": {"http": "http://p.test", "noProxy": "10.0.0.1/8"}}})")
@@ -191,6 +196,17 @@ TEST(SrtSettings, ProxyUrlsAndNoProxy) {
   ASSERT_TRUE(u->credentials);
   EXPECT_EQ(u->credentials->second, "p@ss");
   EXPECT_EQ(policy::parse_proxy_url("http://[::1]")->port, 80);
+  EXPECT_FALSE(policy::parse_proxy_url("http://[::1]")->tls);
+  // https://: a proxy reached over TLS, port 443 unless given.
+  auto t = policy::parse_proxy_url("HTTPS://u:p@tls.corp/");
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_TRUE(t->tls);
+  EXPECT_EQ(t->host, "tls.corp");
+  EXPECT_EQ(t->port, 443);
+  EXPECT_EQ(policy::parse_proxy_url("https://tls.corp:8443")->port, 8443);
+  EXPECT_EQ(policy::redacted_proxy_url("https://me:secret@p:1"), "https://***@p:1");
+  EXPECT_NE(policy::parse_proxy_url("ftp://p:21").error().message.find("expected http:// or https://"),
+            std::string::npos);
   EXPECT_FALSE(policy::parse_proxy_url("socks5://p:1080"));
   EXPECT_FALSE(policy::parse_proxy_url("http://p/x"));
   EXPECT_EQ(policy::redacted_proxy_url("http://me:secret@p:1"), "http://***@p:1");
@@ -302,10 +318,75 @@ TEST(SrtSettings, WhichProxyAConnectionGoesThrough) {
   auto m = up->route(host("a.mitm.test"), true, false);
   ASSERT_TRUE(m);
   EXPECT_EQ(m->unix_path, "/run/m.sock");
+  EXPECT_FALSE(tunnel->tls);
+  // https://: TLS to the proxy, with a client context that verifies it.
+  auto tls = egress::Upstreams::from_policy(network_of(R"({"network": {"parentProxy": {"https": "https://tls.corp"}}})"));
+  ASSERT_TRUE(tls) << tls.error().str();
+  auto via_tls = tls->route(host("x.example"), true, false);
+  ASSERT_TRUE(via_tls);
+  EXPECT_TRUE(via_tls->tls);
+  EXPECT_EQ(via_tls->port, 443);
+  EXPECT_EQ(via_tls->label, "parentProxy https://tls.corp");
+  // caFile: loaded at once (a file that is not PEM is an error naming the key), only beside an https:// URL.
+  auto bad_ca = egress::Upstreams::from_policy(
+      network_of(R"({"network": {"parentProxy": {"https": "https://tls.corp", "caFile": "/dev/null"}}})"));
+  ASSERT_FALSE(bad_ca);
+  EXPECT_NE(bad_ca.error().str().find("network.parentProxy.caFile /dev/null"), std::string::npos) << bad_ca.error().str();
   auto ports = egress::Upstreams::from_policy(network_of(R"({"network": {"httpProxyPort": 8080, "socksProxyPort": 1081}})"));
   ASSERT_TRUE(ports);
   EXPECT_EQ(ports->route(host("x.test"), true, true)->kind, egress::Via::Kind::Socks5);
   EXPECT_EQ(ports->route(host("x.test"), true, false)->port, 8080);
+}
+
+
+TEST(SrtSettings, ParentProxyFromTheEnvironmentAsSrtTakesIt) {
+  auto env_of = [](std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](const char* n) -> const char* {
+      auto it = vars.find(n);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  auto with_env = [&](std::string_view doc, std::map<std::string, std::string> vars) {
+    auto p = policy::parse_policy(doc, "p.json", "/base");
+    EXPECT_TRUE(p);
+    auto r = policy::parent_proxy_from_environment(*p, env_of(std::move(vars)));
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return *p;
+  };
+  // Nothing set: direct, nothing noted.
+  auto none = with_env("{}", {});
+  EXPECT_FALSE(none.network.parent_proxy);
+  EXPECT_TRUE(none.notes.empty());
+  // Upper case wins; a value without a scheme is http://; https falls back to http (at routing).
+  auto p = with_env("{}", {{"HTTP_PROXY", "u:p@proxy.corp:3128"}, {"http_proxy", "http://lower:1"},
+                           {"no_proxy", "corp.test,10.0.0.0/8"}});
+  ASSERT_TRUE(p.network.parent_proxy);
+  EXPECT_EQ(p.network.parent_proxy->http, "http://u:p@proxy.corp:3128");
+  EXPECT_EQ(p.network.parent_proxy->https, "");
+  EXPECT_EQ(p.network.parent_proxy->no_proxy, "corp.test,10.0.0.0/8");
+  ASSERT_EQ(p.notes.size(), 2u);
+  EXPECT_EQ(p.notes[0], "network.parentProxy.http: from HTTP_PROXY: http://***@proxy.corp:3128 "
+                        "(srt's fallback: the environment exguardian was started with)");
+  EXPECT_EQ(p.notes[1].find("network.parentProxy.noProxy: from no_proxy: direct: corp.test,10.0.0.0/8"), 0u);
+  auto up = egress::Upstreams::from_policy(p.network);
+  ASSERT_TRUE(up);
+  EXPECT_EQ(up->route(host("x.example"), true, false)->host, "proxy.corp");
+  EXPECT_FALSE(up->route(host("a.corp.test"), true, false));
+  // Field by field: what the policy gives stays, the rest comes from the environment.
+  auto mixed = with_env(R"({"network": {"parentProxy": {"https": "http://tls.corp:3129"}}})",
+                        {{"HTTP_PROXY", "http://plain.corp:80"}, {"HTTPS_PROXY", "http://ignored:1"}});
+  EXPECT_EQ(mixed.network.parent_proxy->https, "http://tls.corp:3129");
+  EXPECT_EQ(mixed.network.parent_proxy->http, "http://plain.corp:80");
+  EXPECT_EQ(mixed.notes.back().find("network.parentProxy.http: from HTTP_PROXY"), 0u);
+  // An empty value is none; a value that is not a proxy URL is an error naming the variable.
+  EXPECT_FALSE(with_env("{}", {{"HTTPS_PROXY", ""}, {"https_proxy", "http://x:1"}}).network.parent_proxy);
+  auto bad = policy::parse_policy("{}", "p.json", "/base");
+  auto r = policy::parent_proxy_from_environment(*bad, env_of({{"HTTPS_PROXY", "socks5://s:1080"}}));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message.find("HTTPS_PROXY (srt's fallback for network.parentProxy.https): parent proxy URL "
+                                   "socks5://s:1080: unsupported scheme"),
+            0u)
+      << r.error().message;
 }
 
 }  // namespace
