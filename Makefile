@@ -46,8 +46,9 @@ build: deps
 # What `make test` runs besides the build: the fuzz targets (clang, BUILD_DIR/fuzz;
 # ctest's fuzz.smoke) and the unit tests under ASan/UBSan (BUILD_DIR/asan;
 # asan.unit_tests), whose build runs at nice 19 on the core the one-at-a-time suite
-# leaves idle (tests/make_test.sh). TEST_ASAN=0 leaves them out; `make test-asan`
-# runs them with the integration tests of the supervisor and the proxy.
+# leaves idle (tests/make_test.sh), then, after the suite, the integration tests of
+# the supervisor and the proxy (test_process, test_egress_proxy) with that build's
+# exguardian. TEST_ASAN=0 leaves them out; `make test-asan` runs more of them.
 TEST_ASAN ?= 1
 build-checks: build
 	cmake --build $(BUILD_DIR) --target exg_fuzz
