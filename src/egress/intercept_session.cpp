@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <strings.h>
 
+#include "egress/openssl_handles.hpp"
 #include "egress/proxy.hpp"
 
 namespace exg::egress::detail {
@@ -39,19 +40,7 @@ using asio::ip::tcp;
 
 namespace {
 
-struct SslFree {
-  void operator()(SSL* s) const { SSL_free(s); }
-};
-using SslPtr = std::unique_ptr<SSL, SslFree>;
-
-std::string last_openssl_error() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (!e) return "connection closed";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
+std::string last_openssl_error() { return openssl_reason("connection closed"); }
 
 // One TLS end over a socket: OpenSSL reads from and writes to memory BIOs,
 // this moves those bytes over the socket with asio's waits.

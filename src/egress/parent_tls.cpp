@@ -26,23 +26,13 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include "egress/openssl_handles.hpp"
 #include "egress/secrets.hpp"
 #include "util/lazy_libs.hpp"
 
 namespace exg::egress {
 
-namespace {
-
-std::string openssl_reason() {
-  unsigned long e = ERR_get_error();
-  ERR_clear_error();
-  if (!e) return "the connection closed";
-  char buf[256];
-  ERR_error_string_n(e, buf, sizeof buf);
-  return buf;
-}
-
-}  // namespace
+using detail::openssl_reason;
 
 Result<std::shared_ptr<SSL_CTX>> make_parent_tls_ctx(const std::string& ca_file) {
   if (auto r = load_shared_libs(); !r) return fail(r.error());
@@ -60,11 +50,6 @@ using asio::awaitable;
 using asio::ip::tcp;
 
 namespace {
-
-struct SslFree {
-  void operator()(SSL* s) const { SSL_free(s); }
-};
-using SslPtr = std::unique_ptr<SSL, SslFree>;
 
 class TlsRelay : public std::enable_shared_from_this<TlsRelay> {
  public:
