@@ -166,8 +166,11 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
     if (sb->state == Sandbox::State::Paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is already paused"));
     if (!opt_.cgroup_limits)
       return reply(ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
-    if (auto r = registry_.pause(sb); !r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
-    return reply(ex, route, Response{http::status::no_content, 11});
+    if (sb->pausing) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused already"));
+    return registry_.pause(sb, [this, ex, route](Result<void> r) mutable {
+      if (!r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
+      reply(ex, route, Response{http::status::no_content, 11});
+    });
   }
   if ((action == "/resume" || action == "/connect") && m == http::verb::post) {
     auto secs = parse_timeout_body(req.body(), "timeout", false, t->quota.max_timeout_s);
@@ -177,6 +180,8 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
       auto want = std::chrono::system_clock::now() + std::chrono::seconds(**secs);
       if (action == "/resume" || want > sb->end_at) registry_.set_timeout(sb, std::chrono::seconds(**secs));
     }
+    if (sb->pausing)
+      return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused: " + action.substr(1) + " it once the pause has answered"));
     bool was_paused = sb->state == Sandbox::State::Paused;
     if (action == "/resume" && !was_paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is not paused"));
     if (was_paused)

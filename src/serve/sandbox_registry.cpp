@@ -542,7 +542,7 @@ void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> do
   sb->killing = true;
   if (logs_lifecycle() && (!sb->pooled || opt_.verbose))
     log().info("kill").str("tenant", sb->tenant).str("sandbox", sb->id).str("reason", reason);
-  if (sb->state == Sandbox::State::Paused) (void)freeze(sb, false);  // a frozen agent reads no shutdown
+  if (sb->state == Sandbox::State::Paused || sb->pausing) (void)thaw(sb);  // a frozen agent reads no shutdown
   if (sb->state == Sandbox::State::Starting) finish_start(sb, "the sandbox was killed while it started");
   sb->state = Sandbox::State::Ending;
   if (sb->agent && sb->agent->open()) sb->agent->call({{"op", "shutdown"}}, {}, [](const agent::Frame&) {});
@@ -628,64 +628,86 @@ std::vector<std::shared_ptr<Sandbox>> Registry::of_tenant(const std::string& ten
   return out;
 }
 
-// How long a pause waits for every task of the sandbox to be frozen.
-constexpr std::chrono::seconds kFreezeWait{3};
-
-Result<void> Registry::freeze(const std::shared_ptr<Sandbox>& sb, bool frozen) {
+std::vector<Registry::FreezerKnob> Registry::freezer_knobs(const Sandbox& sb) {
   // v1: freezer.state reads FROZEN; v2: cgroup.events has "frozen 1".
-  struct Knob {
-    std::string file, on, off, check, frozen_when;
-  };
-  std::vector<Knob> knobs;
-  for (const auto& d : sb->cgroup_dirs) {
+  std::vector<FreezerKnob> knobs;
+  for (const auto& d : sb.cgroup_dirs) {
     if (::access((d + "/freezer.state").c_str(), F_OK) == 0)
       knobs.push_back({d + "/freezer.state", "FROZEN", "THAWED", d + "/freezer.state", "FROZEN"});
     else if (::access((d + "/cgroup.freeze").c_str(), F_OK) == 0)
       knobs.push_back({d + "/cgroup.freeze", "1", "0", d + "/cgroup.events", "frozen 1"});
   }
-  if (knobs.empty()) return fail(Error::msg(frozen ? "pause" : "resume", "this sandbox has no freezer cgroup here"));
-  auto thaw_all = [&] {
-    for (const auto& k : knobs) (void)write_file(k.file, k.off);
-  };
-  for (const auto& k : knobs) {
-    if (!write_file(k.file, frozen ? k.on : k.off)) {
-      auto e = Error::sys("write " + k.file);
-      if (frozen) thaw_all();
-      return fail(e);
-    }
-    if (!frozen) continue;
-    // Tasks enter the refrigerator at their next return to user space; one
-    // that cannot (an uninterruptible wait) keeps the cgroup FREEZING. A
-    // clock, not a count of polls: on a loaded host a 5 ms sleep lasts longer,
-    // and a task in a short uninterruptible wait (a page fault's read) was
-    // taken for one that cannot be frozen (seen at 1 s in a full test run).
-    bool reached = false;
-    auto give_up = std::chrono::steady_clock::now() + kFreezeWait;
-    while (!(reached = read_file(k.check).find(k.frozen_when) != std::string::npos) && std::chrono::steady_clock::now() < give_up)
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    if (!reached) {
-      std::string seen = read_file(k.check);
-      while (!seen.empty() && (seen.back() == '\n' || seen.back() == ' ')) seen.pop_back();
-      thaw_all();
-      return fail(Error::msg("pause", k.check + " did not read " + k.frozen_when + " within " + std::to_string(kFreezeWait.count()) + " s (it reads \"" + seen +
-                                          "\"): a process of the sandbox could not be frozen; the sandbox was thawed and runs on"));
-    }
-  }
-  return {};
+  return knobs;
 }
 
-Result<void> Registry::pause(const std::shared_ptr<Sandbox>& sb) {
-  if (auto r = freeze(sb, true); !r) {
-    log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", r.error().str());
-    return r;
+Result<void> Registry::thaw(const std::shared_ptr<Sandbox>& sb) {
+  auto knobs = freezer_knobs(*sb);
+  if (knobs.empty()) return fail(Error::msg("resume", "this sandbox has no freezer cgroup here"));
+  Result<void> r;
+  for (const auto& k : knobs)
+    if (!write_file(k.file, k.off) && r) r = fail(Error::sys("write " + k.file));
+  return r;
+}
+
+void Registry::pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done) {
+  auto failed = [this, sb, &done](Error e) {
+    log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", e.str());
+    done(fail(std::move(e)));
+  };
+  if (sb->pausing) return failed(Error::msg("pause", "sandbox " + sb->id + " is being paused already"));
+  auto knobs = freezer_knobs(*sb);
+  if (knobs.empty()) return failed(Error::msg("pause", "this sandbox has no freezer cgroup here"));
+  for (const auto& k : knobs)
+    if (!write_file(k.file, k.on)) {
+      auto e = Error::sys("write " + k.file);
+      (void)thaw(sb);
+      return failed(std::move(e));
+    }
+  sb->pausing = true;
+  await_frozen(sb, std::move(knobs), std::chrono::steady_clock::now() + opt_.freeze_wait, std::move(done));
+}
+
+// A clock, not a count of polls: on a loaded host a 5 ms wait lasts longer,
+// and a task in a short uninterruptible wait was taken for one that cannot be
+// frozen (seen at 1 s in a full test run). The sandbox may end meanwhile
+// (killed, its time up, its supervisor gone): the pause then fails.
+void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<FreezerKnob> knobs,
+                            std::chrono::steady_clock::time_point give_up, std::function<void(Result<void>)> done) {
+  auto finish = [this, sb, done](Result<void> r) {
+    sb->pausing = false;
+    if (!r) log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", r.error().str());
+    done(std::move(r));
+  };
+  if (sb->killing || sb->state == Sandbox::State::Ending)
+    return finish(fail(Error::msg("pause", "sandbox " + sb->id + " ended while it was being paused")));
+  const FreezerKnob* pending = nullptr;
+  for (const auto& k : knobs)
+    if (read_file(k.check).find(k.frozen_when) == std::string::npos) {
+      pending = &k;
+      break;
+    }
+  if (!pending) {
+    sb->state = Sandbox::State::Paused;
+    if (logs_lifecycle()) log().info("pause").str("tenant", sb->tenant).str("sandbox", sb->id);
+    return finish({});
   }
-  sb->state = Sandbox::State::Paused;
-  if (logs_lifecycle()) log().info("pause").str("tenant", sb->tenant).str("sandbox", sb->id);
-  return {};
+  if (std::chrono::steady_clock::now() >= give_up) {
+    std::string seen = read_file(pending->check);
+    while (!seen.empty() && (seen.back() == '\n' || seen.back() == ' ')) seen.pop_back();
+    (void)thaw(sb);
+    return finish(fail(Error::msg("pause", pending->check + " did not read " + pending->frozen_when + " within " +
+                                               std::to_string(opt_.freeze_wait.count()) + " ms (it reads \"" + seen +
+                                               "\"): a process of the sandbox could not be frozen; the sandbox was thawed and runs on")));
+  }
+  auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(5));
+  timer->async_wait([this, sb, knobs = std::move(knobs), give_up, done = std::move(done), timer](boost::system::error_code ec) mutable {
+    if (ec) return;  // the server is going away
+    await_frozen(sb, std::move(knobs), give_up, std::move(done));
+  });
 }
 
 Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
-  if (auto r = freeze(sb, false); !r) {
+  if (auto r = thaw(sb); !r) {
     log().warn("resume_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", r.error().str());
     return r;
   }

@@ -125,6 +125,7 @@ struct Sandbox {
   std::string log_tail;      // its last lines (the reason of a failed start)
   std::string log_partial;   // a line not ended yet
   bool killing = false;
+  bool pausing = false;      // its cgroups are being frozen (Registry::pause has not answered yet)
   bool pooled = false;       // in the warm pool: no tenant yet, invisible to every API call
   bool from_pool = false;    // claimed from the warm pool (the log says so)
   char log_buf[4096];
@@ -152,6 +153,11 @@ struct RegistryOptions {
   // serve's log (lifecycle lines: create, kill, expire, pause, resume, gone). None
   // (mcp): those lines go to stderr with `verbose` only; warnings always.
   Log* log = nullptr;
+  // How long a pause waits for every task of a sandbox to be frozen. A task
+  // enters the refrigerator at its next return to user space; one in a short
+  // uninterruptible wait (a page fault's read) delays that, one that cannot
+  // return (a hung FUSE or NFS request) never does.
+  std::chrono::milliseconds freeze_wait{3000};
 };
 
 class Registry {
@@ -176,7 +182,11 @@ class Registry {
   // `reason` is for the log: request, timeout, shutdown, start-failed, ...
   void kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason = "request");
   void set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t);
-  Result<void> pause(const std::shared_ptr<Sandbox>& sb);
+  // Freezes the sandbox's cgroups; `done` once the kernel reads every one
+  // back frozen (state Paused), or with the error that left it running
+  // (not frozen within opt.freeze_wait: thawed again; killed meanwhile). The
+  // wait is a timer on the event loop: other requests go on meanwhile.
+  void pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done);
   Result<void> resume(const std::shared_ptr<Sandbox>& sb);
   struct Usage {
     double cpu_pct = 0;
@@ -234,10 +244,17 @@ class Registry {
   void became_ready(const std::shared_ptr<Sandbox>& sb);
   void finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error);
   void arm_expiry(const std::shared_ptr<Sandbox>& sb);
-  // Writes the freezer of each of the sandbox's cgroups; freezing waits until
-  // the kernel reads back frozen, and one that does not within 1 s is thawed
-  // again and is an error (the sandbox then runs on, as before the call).
-  Result<void> freeze(const std::shared_ptr<Sandbox>& sb, bool frozen);
+  // The freezer of each of the sandbox's cgroups: the file written, and the
+  // file and text that say the kernel has frozen every task of it.
+  struct FreezerKnob {
+    std::string file, on, off, check, frozen_when;
+  };
+  static std::vector<FreezerKnob> freezer_knobs(const Sandbox& sb);
+  // Writes "thawed" to every freezer of the sandbox (resume, kill, a failed pause).
+  Result<void> thaw(const std::shared_ptr<Sandbox>& sb);
+  // pause's wait: polls the knobs every few ms on a timer until all read frozen.
+  void await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<FreezerKnob> knobs,
+                    std::chrono::steady_clock::time_point give_up, std::function<void(Result<void>)> done);
   Log& log() const;
   bool logs_lifecycle() const { return opt_.log || opt_.verbose; }
 };

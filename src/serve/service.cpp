@@ -125,8 +125,9 @@ void Service::route(Request& req, ExchangePtr ex) {
       return reply(ex, "envd", api_error(http::status::bad_gateway,
                                          "sandbox " + id + " not found (or X-Access-Token / X-API-KEY does not grant it)"));
     ex->log_tenant = sb->tenant;
-    if (sb->state == Sandbox::State::Paused)
-      return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + " is paused (Sandbox.connect resumes it)"));
+    if (sb->state == Sandbox::State::Paused || sb->pausing)
+      return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + (sb->pausing ? " is being paused" : " is paused") +
+                                                                    " (Sandbox.connect resumes it)"));
     std::string port(req["E2b-Sandbox-Port"]);
     if (!port.empty() && port != "49983")
       return reply(ex, "envd", api_error(http::status::bad_gateway, "port " + port + ": only envd's port (49983) is served"));

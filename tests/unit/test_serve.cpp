@@ -8,8 +8,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include "serve/connect_rpc.hpp"
 #include "serve/control_requests.hpp"
@@ -20,6 +22,7 @@
 #include "serve/tenants.hpp"
 
 using namespace exg::serve;
+using exg::Result;
 
 namespace {
 std::string tenants_with(const std::string& key) {
@@ -138,7 +141,9 @@ TEST(ServeUsers, RootRefusedPerLayerWithTheReason) {
 // The freezer's answer decides: a cgroup whose events never say frozen makes
 // pause fail, thawed again, the sandbox's state untouched. (A kernel cgroup
 // that stays FREEZING cannot be made on demand; the files stand in for it.)
-TEST(ServeRegistry, PauseFailsWhenTheCgroupNeverFreezes) {
+// The wait runs on the event loop: other handlers run while a pause waits,
+// and the pause answers once the freezer reads frozen, not before.
+TEST(ServeRegistry, PauseWaitsForTheFreezerWithoutHoldingTheLoop) {
   char tmpl[] = "/tmp/exg-freeze-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   std::string dir = tmpl;
@@ -150,26 +155,69 @@ TEST(ServeRegistry, PauseFailsWhenTheCgroupNeverFreezes) {
   put(dir + "/cgroup.freeze", "0\n");
   put(dir + "/cgroup.events", "populated 1\nfrozen 0\n");
   boost::asio::io_context io;
-  Registry reg(io, RegistryOptions{dir, "/bin/false"});
+  RegistryOptions opt{dir, "/bin/false"};
+  opt.freeze_wait = std::chrono::milliseconds(150);
+  Registry reg(io, opt);
+  // Handlers one at a time until the pause has answered; a pause that never
+  // answers fails the test rather than hanging it.
+  auto run_until = [&io](const std::optional<Result<void>>& answer) {
+    io.restart();  // the loop stops itself whenever it runs out of work
+    while (!answer && io.run_one_for(std::chrono::seconds(10)) > 0) {
+    }
+  };
   auto sb = std::make_shared<Sandbox>();
   sb->id = "freezetest0000000000";
   sb->state = Sandbox::State::Running;
   sb->cgroup_dirs = {dir};
-  auto r = reg.pause(sb);
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().str().find("did not read frozen 1"), std::string::npos) << r.error().str();
+  // Never frozen: the pause fails after freeze_wait, thawed again.
+  std::optional<Result<void>> failed;
+  reg.pause(sb, [&](Result<void> r) { failed = std::move(r); });
+  EXPECT_FALSE(failed) << "answered before the freezer was read back";
+  EXPECT_TRUE(sb->pausing);
+  EXPECT_EQ(get(dir + "/cgroup.freeze"), "1");
+  run_until(failed);
+  ASSERT_TRUE(failed);
+  ASSERT_FALSE(*failed);
+  EXPECT_NE(failed->error().str().find("did not read frozen 1"), std::string::npos) << failed->error().str();
+  EXPECT_FALSE(sb->pausing);
   EXPECT_EQ(sb->state, Sandbox::State::Running);
   EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");  // thawed again
-  // Once the kernel says frozen, pause holds; resume thaws.
-  put(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
-  ASSERT_TRUE(reg.pause(sb));
+
+  // The kernel says frozen only later: meanwhile another handler runs, then the pause holds.
+  std::optional<Result<void>> held;
+  bool other_ran_first = false;
+  reg.pause(sb, [&](Result<void> r) { held = std::move(r); });
+  boost::asio::steady_timer later(io, std::chrono::milliseconds(40));
+  later.async_wait([&](boost::system::error_code) {
+    other_ran_first = !held;
+    put(dir + "/cgroup.events", "populated 1\nfrozen 1\n");
+  });
+  run_until(held);
+  EXPECT_TRUE(other_ran_first);
+  ASSERT_TRUE(held);
+  ASSERT_TRUE(*held) << held->error().str();
   EXPECT_EQ(sb->state, Sandbox::State::Paused);
   EXPECT_EQ(get(dir + "/cgroup.freeze"), "1");
   ASSERT_TRUE(reg.resume(sb));
   EXPECT_EQ(sb->state, Sandbox::State::Running);
   EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");
+
+  // Killed while the pause waits: the pause fails, the freezer is thawed.
+  put(dir + "/cgroup.events", "populated 1\nfrozen 0\n");
+  std::optional<Result<void>> cut;
+  reg.pause(sb, [&](Result<void> r) { cut = std::move(r); });
+  sb->state = Sandbox::State::Ending;  // what kill() and the supervisor's end do
+  run_until(cut);
+  ASSERT_TRUE(cut);
+  ASSERT_FALSE(*cut);
+  EXPECT_NE(cut->error().str().find("ended while it was being paused"), std::string::npos) << cut->error().str();
+  sb->state = Sandbox::State::Running;
+
   sb->cgroup_dirs.clear();
-  EXPECT_FALSE(reg.pause(sb));  // no freezer at all: an error too
+  std::optional<Result<void>> none;
+  reg.pause(sb, [&](Result<void> r) { none = std::move(r); });
+  ASSERT_TRUE(none);  // no freezer at all: an error at once
+  EXPECT_FALSE(*none);
   std::filesystem::remove_all(dir);
 }
 
