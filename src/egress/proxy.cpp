@@ -348,6 +348,12 @@ void Session::log_malformed(const std::string& why) {
 // ---- the decision and the connection ------------------------------------------------------------
 
 void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std::function<void(Outcome)> done) {
+  auto host = decide(raw_host, port);
+  if (!host) return done(std::move(out_));
+  connect_decided(*host, std::move(done));
+}
+
+std::optional<Host> Session::decide(const std::string& raw_host, uint16_t port) {
   out_ = Outcome{};
   out_.port = port;
   out_.host = raw_host;
@@ -355,7 +361,7 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
   if (!host) {
     out_.kind = Outcome::BadHost;
     out_.decision = Decision{false, "invalid host: " + host.error().str(), "invalid host name"};
-    return done(std::move(out_));
+    return std::nullopt;
   }
   // An address the resolver handed out stands for its name (a client that
   // resolved first, then asked the proxy for the address).
@@ -365,7 +371,7 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
       out_.kind = Outcome::Refused;
       out_.host = host->name;
       out_.decision = Decision{false, "capture range", "an address of the resolver's range it never handed out"};
-      return done(std::move(out_));
+      return std::nullopt;
     }
     host = normalise_host(*name);
   }
@@ -375,7 +381,7 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
   out_.decision = d;
   if (!d.allowed) {
     out_.kind = Outcome::Refused;
-    return done(std::move(out_));
+    return std::nullopt;
   }
   // A tunnel: is it one the proxy will see into (request_gate.cpp)? (A captured
   // connection is judged once its first bytes say what it carries.)
@@ -383,31 +389,34 @@ void Session::decide_and_connect(const std::string& raw_host, uint16_t port, std
     if (auto r = tunnel_refusal(terminates(host->name, port))) {
       out_.kind = Outcome::Refused;
       out_.decision = *r;
-      return done(std::move(out_));
+      return std::nullopt;
     }
   }
-  arm_timer(st_->cfg.connect_timeout, "connect");
   if (host->literal) {
     Decision a = judged_by_->check_address(*host->literal);
     if (!a.allowed) {
       out_.kind = Outcome::Refused;
       out_.decision = a;
       out_.address = host->literal;
-      cancel_timer();
-      return done(std::move(out_));
+      return std::nullopt;
     }
-    candidates_ = {*host->literal};
   }
+  return std::move(*host);
+}
+
+void Session::connect_decided(const Host& host, std::function<void(Outcome)> done) {
+  arm_timer(st_->cfg.connect_timeout, "connect");
+  if (host.literal) candidates_ = {*host.literal};
   // Through a proxy of the user's (parent_proxy.cpp): it gets the name.
   if (st_->cfg.upstreams) {
     std::string_view proto = protocol_;
-    if (auto via = st_->cfg.upstreams->route(*host, proto != "http", proto == "socks5"))
+    if (auto via = st_->cfg.upstreams->route(host, proto != "http", proto == "socks5"))
       return connect_via(std::move(*via), std::move(done));
   }
-  if (host->literal) return connect_next(std::move(done));
-  if (auto addrs = st_->hosts_lookup(host->name)) return on_addresses(*addrs, std::move(done));
+  if (host.literal) return connect_next(std::move(done));
+  if (auto addrs = st_->hosts_lookup(host.name)) return on_addresses(*addrs, std::move(done));
   if (!resolver_) resolver_ = std::make_unique<tcp::resolver>(st_->io);
-  resolver_->async_resolve(host->name, std::to_string(port), tcp::resolver::numeric_service,
+  resolver_->async_resolve(host.name, std::to_string(out_.port), tcp::resolver::numeric_service,
                           [self = shared_from_this(), done = std::move(done)](const boost::system::error_code& ec,
                                                                               tcp::resolver::results_type res) mutable {
                             if (self->closed_) return;

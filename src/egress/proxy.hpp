@@ -418,7 +418,15 @@ class Session : public std::enable_shared_from_this<Session> {
   };
   // normalise_host -> check_host -> resolve (names only) -> check_address on every
   // address -> connect to those that passed, in order. `done` runs on the loop.
+  // decide() then connect_decided().
   void decide_and_connect(const std::string& raw_host, uint16_t port, std::function<void(Outcome)> done);
+  // The decision alone, no connection: normalise_host, the name a handed-out
+  // address stands for, check_host, a tunnel's refusal, check_address of a
+  // literal. The host to connect to; nullopt: refused (BadHost or Refused, in out_).
+  std::optional<Host> decide(const std::string& raw_host, uint16_t port);
+  // The connection to a host decide() allowed: resolve, check_address on every
+  // address, connect (or through the user's proxy). `done` runs on the loop.
+  void connect_decided(const Host& host, std::function<void(Outcome)> done);
   // Through the user's proxy instead of to the host (parent_proxy.cpp); sets out_.via.
   void connect_via(Via via, std::function<void(Outcome)> done);
   // Whether a tunnel to out_.host may open (request_gate.cpp): refused when the

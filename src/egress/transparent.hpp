@@ -5,15 +5,18 @@
 // the transparent listener (process/transparent_capture.hpp), where a
 // TransparentSession recovers the destination (SO_ORIGINAL_DST): a handed-out
 // address stands for its name, any other address is a literal judged by the
-// CIDR rules. The session then decides and connects like the explicit proxy
-// (rules on the name, the proxy's own DNS, rules on every address), and checks
-// what the client says first against that name: a TLS ClientHello's SNI or an
-// HTTP Host header naming another host is a mismatch, refused and logged.
+// CIDR rules. The session decides like the explicit proxy (rules on the name),
+// then waits for what the client says first and checks it against that name
+// BEFORE any upstream is connected: a TLS ClientHello's SNI or an HTTP Host
+// header naming another host is a mismatch, refused and logged, and reaches
+// nothing. Only then does it connect (the proxy's own DNS, rules on every
+// address), or at once when the client stays silent (kFirstBytesWindow).
 // The microVM layer's guest has its own kernel, so its captured connections
 // reach the proxy over the egress bridge (microvm/egress_bridge.hpp) on a unix
 // socket instead: each begins with a destination preamble (below) that stands
 // for SO_ORIGINAL_DST; from there the session goes on exactly the same way.
 #pragma once
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -33,6 +36,20 @@ namespace exg::egress {
 inline constexpr uint32_t kCaptureRangeBase = 0xc6120000;  // 198.18.0.0
 inline constexpr int kCaptureRangePrefix = 15;
 inline constexpr uint16_t kTransparentPort = 15001;  // the listener inside (127.0.0.1)
+
+// How long a captured connection waits for the client's first bytes before it
+// is taken for a server-first protocol (SMTP, FTP, MySQL: the client waits for
+// a greeting) and its upstream connected with the name its address stands for.
+// Client-first protocols (TLS, HTTP, ssh, whose client sends its banner at
+// once) send within a few milliseconds of connect(), gVisor's netstack and the
+// microVM's bridge included, so this is never waited out for them; 300 ms is
+// ten times more than the scheduling stalls of a loaded 2-core host. Longer
+// would only delay server-first protocols (by this much, once per connection,
+// well inside their clients' own timeouts of seconds). A client slower than
+// this loses nothing but the guarantee that its mismatch connects nowhere: its
+// upstream (the allowed name it resolved) is connected, and its first bytes are
+// still checked before one of them goes up.
+inline constexpr std::chrono::milliseconds kFirstBytesWindow{300};
 
 // The destination preamble of a relayed captured connection: the IPv4 address
 // (4 bytes) and the port (2, big-endian) the client connected to, written by

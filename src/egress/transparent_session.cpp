@@ -1,10 +1,11 @@
 // A connection the sandbox's netfilter redirected to the transparent listener
-// (transparent.hpp): its destination recovered, decided and connected like an
-// explicit proxy request, then what the client says first checked against the
-// name before a byte goes upstream.
+// (transparent.hpp): its destination recovered and judged like an explicit
+// proxy request; what the client says first (within kFirstBytesWindow) checked
+// against the name, then the upstream connected. A mismatch connects nothing.
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <boost/asio/steady_timer.hpp>
 #include <cstring>
 
 #include "egress/proxy.hpp"
@@ -75,7 +76,8 @@ class TransparentSession : public Session {
   }
 
   // The destination as the client meant it (SO_ORIGINAL_DST, or the guest's
-  // preamble: the same claim of an untrusted client either way).
+  // preamble: the same claim of an untrusted client either way), judged at
+  // once; nothing is connected yet.
   void judge(const IpAddress& addr, uint16_t port) {
     if (addr.bytes[0] == 127 && !addr.v6)  // the redirect never sends loopback here
       return refuse_early(addr.str(), port, "not redirected", "a loopback destination");
@@ -88,11 +90,10 @@ class TransparentSession : public Session {
       host = *name;
       by_name_ = true;
     }
-    decide_and_connect(host, port, [s = self()](Outcome o) {
-      if (o.kind != Outcome::Connected) return s->on_failure(o);
-      s->out_ = std::move(o);
-      s->wait_first_bytes();
-    });
+    auto decided = decide(host, port);
+    if (!decided) return on_failure(out_);
+    decided_ = std::move(*decided);
+    await_first_bytes();
   }
 
   void refuse_early(const std::string& host, uint16_t port, const std::string& rule, const std::string& reason) {
@@ -111,30 +112,62 @@ class TransparentSession : public Session {
     close();
   }
 
-  // Connected upstream; nothing is relayed until one side speaks. The client
-  // first (TLS, HTTP, most protocols): its first bytes are checked. The
-  // server first (SSH, SMTP): there is nothing of the client's to check.
-  void wait_first_bytes() {
-    if (!in_.empty()) {  // (a relayed connection's first bytes came with its preamble)
-      spoke_ = true;
-      return classify();
-    }
+  // The client first (TLS, HTTP, an ssh client's banner, most protocols): its
+  // first bytes are checked before any upstream is connected, so a mismatch
+  // reaches nothing at all. Silent for kFirstBytesWindow: a server-first
+  // protocol (SMTP, FTP, MySQL), whose upstream is connected to speak.
+  void await_first_bytes() {
+    if (!in_.empty()) return client_spoke();  // (a relayed connection's first bytes came with its preamble)
+    window_.expires_after(kFirstBytesWindow);
+    window_.async_wait([s = self()](const boost::system::error_code& ec) {
+      if (ec || s->closed_ || s->spoke_) return;
+      s->silent_ = true;
+      boost::system::error_code e;
+      s->client_.cancel(e);
+      s->connect_then([s] { s->wait_first_speaker(); });
+    });
+    client_.async_wait(tcp::socket::wait_read, [s = self()](const boost::system::error_code& ec) {
+      if (s->closed_ || s->silent_) return;
+      if (ec) return s->close();
+      s->window_.cancel();
+      s->client_spoke();
+    });
+  }
+
+  // The rest of the hello or request head comes within header_timeout, as on the explicit proxy.
+  void client_spoke() {
+    spoke_ = true;
+    arm_timer(st_->cfg.header_timeout, "header");
+    if (!in_.empty()) return classify();
+    read_more([s = self()] { s->classify(); });
+  }
+
+  void connect_then(std::function<void()> next) {
+    connect_decided(*decided_, [s = self(), next = std::move(next)](Outcome o) {
+      if (o.kind != Outcome::Connected) return s->on_failure(o);
+      s->out_ = std::move(o);
+      s->connected_ = true;
+      next();
+    });
+  }
+
+  // Connected after a silent window; nothing is relayed until one side speaks.
+  // The client (a slow one, after all): its first bytes are still checked
+  // before a byte goes up. The server (SSH, SMTP): there is nothing of the
+  // client's to check.
+  void wait_first_speaker() {
     arm_timer(st_->cfg.idle_timeout, "idle");
-    // Bytes the client sent while the upstream was being reached (most clients
-    // speak at once) make it the first speaker, whatever the upstream did
-    // meanwhile: both ready at one turn of the loop must not be a coin toss.
+    // Bytes the client sent while the upstream was being reached make it the
+    // first speaker, whatever the upstream did meanwhile: both ready at one
+    // turn of the loop must not be a coin toss.
     char probe;
-    if (::recv(client_.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 1) {
-      spoke_ = true;
-      return read_more([s = self()] { s->classify(); });
-    }
+    if (::recv(client_.native_handle(), &probe, 1, MSG_PEEK | MSG_DONTWAIT) == 1) return client_spoke();
     client_.async_wait(tcp::socket::wait_read, [s = self()](const boost::system::error_code& ec) {
       if (s->closed_ || s->spoke_) return;
       if (ec) return s->close();
-      s->spoke_ = true;
       boost::system::error_code e;
       s->upstream_.cancel(e);
-      s->read_more([s] { s->classify(); });
+      s->client_spoke();
     });
     upstream_.async_wait(tcp::socket::wait_read, [s = self()](const boost::system::error_code& ec) {
       if (s->closed_ || s->spoke_) return;
@@ -161,14 +194,12 @@ class TransparentSession : public Session {
       case ClientHelloSni::Malformed: return malformed("malformed TLS ClientHello");
       case ClientHelloSni::Sni:
         if (!name_matches(hello.name, "TLS server name")) return;
-        return relay({}, true);
-      case ClientHelloSni::NoSni: return relay({}, true);
+        return go_on({}, Carries::Tls);
+      case ClientHelloSni::NoSni: return go_on({}, Carries::Tls);
       case ClientHelloSni::NotTls: break;
     }
     switch (http_start(in_)) {
-      case HttpStart::No:  // another protocol: relayed as it is
-        if (opaque_refusal()) return;
-        return relay({}, false);
+      case HttpStart::No: return go_on({}, Carries::Other);  // another protocol: relayed as it is
       case HttpStart::Maybe: return read_more([s = self()] { s->classify(); });
       case HttpStart::Yes: break;
     }
@@ -199,7 +230,7 @@ class TransparentSession : public Session {
     // placeholder of another host's secret is refused, as on the explicit proxy.
     auto own = secrets_for(out_.host, out_.port);
     if (exfiltration_in_headers(*head, out_.host, out_.port, own)) return close();
-    relay(std::move(own), false);
+    go_on(std::move(own), Carries::Http);
   }
 
   // For an address the resolver handed out: the name the client says must be
@@ -223,28 +254,38 @@ class TransparentSession : public Session {
     close();
   }
 
+  // What the first bytes carry passed their checks. Refused here, before any
+  // upstream is connected, where the stream would escape a rule (request_gate.cpp);
+  // else connected (unless a silent window already did) and relayed.
+  enum class Carries { Tls, Http, Other };
+  void go_on(std::vector<size_t> allowed, Carries what) {
+    bool intercepted = what == Carries::Tls && terminates(out_.host, out_.port);
+    if (intercepted) {
+      if (auto r = tunnel_refusal(true)) {  // tlsTerminate.maxTunnels
+        log_refusal(out_.host, out_.port, *r, out_.address, {});
+        return close();
+      }
+      if (!st_->secret_index->config().ca) {
+        log_refusal(out_.host, out_.port, Decision{false, "secrets without a certificate authority", "cannot intercept"},
+                    out_.address, {});
+        return close();
+      }
+    } else if (what != Carries::Http && opaque_refusal()) {
+      return;
+    }
+    if (connected_) return relay(std::move(allowed), intercepted);
+    connect_then([s = self(), allowed = std::move(allowed), intercepted]() mutable {
+      s->relay(std::move(allowed), intercepted);
+    });
+  }
+
   // The bytes read so far go first (through the up filter). A TLS host that
-  // has secrets is intercepted, as after CONNECT.
-  void relay(std::vector<size_t> allowed, bool tls) {
+  // has secrets (or requests under a rule) is intercepted, as after CONNECT.
+  void relay(std::vector<size_t> allowed, bool intercepted) {
     cancel_timer();  // the tunnel's idle sweep, or the interception, from here
     std::string first = std::move(in_);
     in_.clear();
-    if (tls) {
-      if (terminates(out_.host, out_.port)) {
-        if (auto r = tunnel_refusal(true)) {  // tlsTerminate.maxTunnels
-          log_refusal(out_.host, out_.port, *r, out_.address, {});
-          return close();
-        }
-        auto ids = secrets_for(out_.host, out_.port);
-        if (!st_->secret_index->config().ca) {
-          log_refusal(out_.host, out_.port, Decision{false, "secrets without a certificate authority", "cannot intercept"},
-                      out_.address, {});
-          return close();
-        }
-        return intercept(std::move(ids), "", std::move(first));
-      }
-    }
-    if (tls && opaque_refusal()) return;
+    if (intercepted) return intercept(secrets_for(out_.host, out_.port), "", std::move(first));
     auto t = std::make_shared<Tunnel>(std::move(client_), std::move(upstream_), st_->cfg, st_->shared, tunnel_done());
     if (auto f = exfiltration_filter(out_.host, out_.port, nullptr, std::move(allowed))) t->set_up_filter(std::move(f));
     run_tunnel(t, "", std::move(first), "");
@@ -271,8 +312,12 @@ class TransparentSession : public Session {
   }
 
   bool preamble_;         // the destination comes as a preamble (kDestinationPreambleBytes), not SO_ORIGINAL_DST
-  bool by_name_ = false;  // the destination was an address the resolver handed out
-  bool spoke_ = false;    // one side spoke first (the other's wait is cancelled)
+  boost::asio::steady_timer window_{client_.get_executor()};  // kFirstBytesWindow
+  std::optional<Host> decided_;  // the destination, allowed by decide(); connected only when it must be
+  bool by_name_ = false;    // the destination was an address the resolver handed out
+  bool spoke_ = false;      // one side spoke first (the other's wait is cancelled)
+  bool silent_ = false;     // the client said nothing within kFirstBytesWindow
+  bool connected_ = false;  // upstream_ is connected
 };
 
 }  // namespace

@@ -56,6 +56,7 @@ struct RequestRule {
 // own HTTP proxy (CONNECT), whose credentials stay outside the sandbox. An
 // https:// URL is a proxy reached over TLS (its certificate verified against
 // the system's trust store, plus ca_file).
+inline constexpr const char* kCaFileWithoutTls = "caFile is for a proxy reached over TLS, and neither URL is https://";
 struct ParentProxy {
   std::string http;      // URL for plain HTTP requests ("http[s]://[user:pass@]host[:port]"); may be empty
   std::string https;     // URL for tunnels (CONNECT, SOCKS); empty: http
@@ -217,7 +218,9 @@ std::string redacted_proxy_url(std::string_view url);
 // HTTPS_PROXY (else https_proxy, else what http ended as), noProxy from
 // NO_PROXY (else no_proxy). "host:port" is read as http://host:port; an empty
 // value is none. Each value taken is a note ("network.parentProxy.https: from
-// HTTPS_PROXY: ..."); one that is not a proxy URL is an error naming it.
+// HTTPS_PROXY: ..."); one that is not a proxy URL is an error naming it. A
+// parentProxy of the policy's that still names no proxy after it, or whose
+// caFile has no https:// proxy to be for, is an error naming the key.
 using EnvLookup = std::function<const char*(const char*)>;
 PResult<void> parent_proxy_from_environment(Policy& p, const EnvLookup& env);
 

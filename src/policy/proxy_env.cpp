@@ -19,9 +19,30 @@ std::pair<std::string, std::string> first_set(const EnvLookup& env, std::initial
   return {};
 }
 
+// What the policy's parentProxy needs once the environment had its say: a
+// proxy, and an https:// one for its caFile. An error names the key, where it
+// was written and where each URL came from.
+PResult<void> check_completed(const ParentProxy& pp, const std::vector<std::string>& taken) {
+  std::string at = pp.where.str() + ": network.parentProxy";
+  if (pp.http.empty() && pp.https.empty())
+    return std::unexpected(PolicyError{
+        at + ": names no proxy: neither \"http\" nor \"https\" is given, and the environment exguardian was started "
+             "with sets none of HTTP_PROXY, http_proxy, HTTPS_PROXY, https_proxy (srt's fallback): give a proxy URL, "
+             "set one of those, or leave parentProxy out"});
+  auto tls = [](const std::string& u) { return !u.empty() && parse_proxy_url(u)->tls; };
+  if (!pp.ca_file.empty() && !tls(pp.http) && !tls(pp.https)) {
+    std::string urls;
+    for (const auto& t : taken) urls += "; " + t;
+    return std::unexpected(PolicyError{at + ": " + kCaFileWithoutTls + " (after srt's fallback to the environment" +
+                                       (urls.empty() ? std::string(", which named none") : urls) + ")"});
+  }
+  return {};
+}
+
 }  // namespace
 
 PResult<void> parent_proxy_from_environment(Policy& p, const EnvLookup& env) {
+  bool in_policy = p.network.parent_proxy.has_value();
   ParentProxy pp = p.network.parent_proxy.value_or(ParentProxy{});
   std::vector<std::string> taken;
   auto url_from = [&](std::string* field, const char* key, std::initializer_list<const char*> names) -> PResult<void> {
@@ -39,7 +60,11 @@ PResult<void> parent_proxy_from_environment(Policy& p, const EnvLookup& env) {
   };
   if (auto r = url_from(&pp.http, "http", {"HTTP_PROXY", "http_proxy"}); !r) return r;
   if (auto r = url_from(&pp.https, "https", {"HTTPS_PROXY", "https_proxy"}); !r) return r;
-  if (pp.http.empty() && pp.https.empty()) return {};  // no proxy anywhere: direct, as in srt
+  if (in_policy) {
+    if (auto r = check_completed(pp, taken); !r) return r;
+  } else if (pp.http.empty() && pp.https.empty()) {
+    return {};  // no proxy anywhere: direct, as in srt
+  }
   if (pp.no_proxy.empty()) {
     auto [name, value] = first_set(env, {"NO_PROXY", "no_proxy"});
     if (!value.empty()) {

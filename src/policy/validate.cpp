@@ -545,16 +545,29 @@ class Validator {
              }},
         }))
       return e;
-    if (p.http.empty() && p.https.empty()) return bad_value(n, "names no proxy: give \"http\", \"https\" or both");
-    std::string what = "allowed connections go through the parent proxy (CONNECT): plain HTTP via " +
-                       (p.http.empty() ? std::string("none (direct)") : redacted_proxy_url(p.http)) +
-                       ", tunnels via " + redacted_proxy_url(p.https.empty() ? p.http : p.https);
+    // A field left out comes from the environment exguardian is started with
+    // (srt's fallback, proxy_env.cpp), which refuses what is still missing
+    // then (no proxy at all, caFile without an https:// one): not known here.
+    auto from_env = [](const char* var, const std::string& otherwise) {
+      return std::string(var) + " of the environment if set (srt's fallback), else " + otherwise;
+    };
+    std::string what;
+    if (p.http.empty() && p.https.empty())
+      what = "no proxy URL of its own: \"http\" and \"https\" come from HTTP_PROXY and HTTPS_PROXY of the "
+             "environment exguardian is started with (srt's fallback; an error when neither is set)";
+    else
+      what = "allowed connections go through the parent proxy (CONNECT): plain HTTP via " +
+             (p.http.empty() ? from_env("HTTP_PROXY", "none (direct)") : redacted_proxy_url(p.http)) +
+             ", tunnels via " +
+             (p.https.empty() ? from_env("HTTPS_PROXY", redacted_proxy_url(p.http)) : redacted_proxy_url(p.https));
     bool tls = (!p.http.empty() && parse_proxy_url(p.http)->tls) || (!p.https.empty() && parse_proxy_url(p.https)->tls);
-    if (tls)
+    if (tls) {
       what += " (https://: TLS to the proxy, its certificate and name verified against the system's trust store" +
               (p.ca_file.empty() ? std::string(")") : " and " + p.ca_file + ")");
-    else if (!p.ca_file.empty())
-      return bad_value(n, "caFile is for a proxy reached over TLS, and neither URL is https://");
+    } else if (!p.ca_file.empty()) {
+      if (!p.http.empty() && !p.https.empty()) return bad_value(n, kCaFileWithoutTls);
+      what += "; caFile " + p.ca_file + " trusted for an https:// proxy the environment names";
+    }
     if (!p.no_proxy.empty()) what += "; direct: " + p.no_proxy;
     what += "; its credentials stay outside the sandbox";
     note(n, what);

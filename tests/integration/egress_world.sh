@@ -6,7 +6,9 @@
 #              default route via 198.51.100.2, a loopback service on 127.0.0.1:80.
 #   exgw-$$-s  servers: veth 198.51.100.2/24; on lo 203.0.113.10 (allowed.test, other.test),
 #              203.0.113.11 (denied.test), 169.254.169.254 (metadata), 10.0.0.5 (private);
-#              an HTTP server on port 80 of each. No default route, no forwarding.
+#              an HTTP server on port 80 of each; on 203.0.113.10:22 a server-first one (an
+#              ssh-like banner "SSH-2.0-exgworld", then "got <the client's first line>").
+#              No default route, no forwarding.
 #
 # Names come from a hosts file bind-mounted over /etc/hosts (and a resolv.conf
 # pointing at 127.0.0.53, where nothing listens) in a private mount namespace
@@ -22,6 +24,9 @@
 #   server_log_has PATTERN    a server logged a request matching PATTERN (grep -E);
 #                             log lines: "<server addr> <METHOD> <path> host=<Host header>"
 #   server_log_count          number of requests the servers received
+#   conn_log_count PATTERN    number of TCP connections the port-80 and banner servers
+#                             accepted matching PATTERN (grep -E), a bare one (no byte) too;
+#                             lines: "<server addr>:<port> accepted" in $EGW_DIR/connections.log
 # Variables: EGW_NS_C, EGW_NS_S, EGW_DIR (files), EGW_LOG (the servers' request log).
 
 EGW_NS_C=exgw-$$-c
@@ -36,11 +41,16 @@ EGW_PYTHON=${EGW_PYTHON:-/usr/bin/python3}
 
 _egw_server_py() {
     cat <<'PY'
-import http.server, os, socketserver, sys, threading
+import http.server, os, socket, socketserver, sys, threading
 
 log_path, big_path = sys.argv[1], sys.argv[2]
 addrs = sys.argv[3:]
 log_lock = threading.Lock()
+conn_log = os.path.join(os.path.dirname(log_path), "connections.log")
+
+def accepted(addr, port):
+    with log_lock, open(conn_log, "a") as f:
+        f.write("%s:%d accepted\n" % (addr, port))
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -85,7 +95,28 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
     daemon_threads = True
     request_queue_size = 1024
     allow_reuse_address = True
+    def verify_request(self, request, client_address):
+        accepted(self.server_address[0], 80)
+        return True
 
+# Server-first, like ssh or SMTP: the banner goes out before the client says anything.
+def banner(addr, port):
+    l = socket.create_server((addr, port), backlog=64)
+    while True:
+        c, _ = l.accept()
+        accepted(addr, port)
+        def talk(c=c):
+            with c:
+                c.settimeout(10)
+                try:
+                    c.sendall(b"SSH-2.0-exgworld\r\n")
+                    c.sendall(b"got " + c.makefile("rb").readline())
+                except OSError:
+                    pass
+        threading.Thread(target=talk, daemon=True).start()
+
+if "203.0.113.10" in addrs:
+    threading.Thread(target=banner, args=("203.0.113.10", 22), daemon=True).start()
 servers = [Server((a, 80), Handler) for a in addrs]
 for s in servers[1:]:
     threading.Thread(target=s.serve_forever, daemon=True).start()
@@ -125,6 +156,7 @@ in_client_bg() {
 
 server_log_has() { grep -qE -- "$1" "$EGW_LOG" 2>/dev/null; }
 server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
+conn_log_count() { grep -cE -- "$1" "$(dirname "$EGW_LOG")/connections.log" 2>/dev/null || true; }
 
 world_up() {
     [ "$(id -u)" -eq 0 ] || { echo "world_up: needs root" >&2; return 1; }
@@ -178,8 +210,9 @@ HOSTS
     local end=$((SECONDS + 20))
     until in_client "$EGW_PYTHON" -c '
 import socket, sys
-for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "127.0.0.1"):
-    socket.create_connection((a, 80), timeout=1).close()' 2>/dev/null; do
+for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "127.0.0.1", "203.0.113.10:22"):
+    a, _, p = a.partition(":")
+    socket.create_connection((a, int(p or 80)), timeout=1).close()' 2>/dev/null; do
         if [ "$SECONDS" -ge "$end" ]; then
             echo "world_up: servers did not come up" >&2
             cat "$EGW_DIR"/server-*.err >&2
@@ -188,6 +221,8 @@ for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "127.0.
         sleep 0.1
     done
     : > "$EGW_LOG"  # the readiness probes made no HTTP requests, but start clean anyway
+    : > "$EGW_DIR/connections.log"  # (they were connections)
+    chmod 644 "$EGW_DIR/connections.log"
     return 0
 }
 

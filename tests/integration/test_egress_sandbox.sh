@@ -10,6 +10,8 @@ require_sandbox || finish
 
 server_log_has() { grep -qE -- "$1" "$EGW_LOG" 2>/dev/null; }
 server_log_count() { grep -c . "$EGW_LOG" 2>/dev/null || true; }
+# TCP connections the world's port-80 and banner servers accepted (egress_world.sh), bare ones too.
+conn_log_count() { grep -cE -- "$1" "$(dirname "$EGW_LOG")/connections.log" 2>/dev/null || true; }
 
 audit="$T/audit.jsonl"
 cat > "$T/policy.json" <<'JSON'
@@ -84,6 +86,8 @@ JSON
 tpa=$T/tp-audit.jsonl
 tp=(--policy "$T/tp.json" --audit-log "$tpa")
 before=$(server_log_count)
+c80=$(conn_log_count '^203\.0\.113\.10:80 ')
+c22=$(conn_log_count '^203\.0\.113\.10:22 ')
 # One sandbox for the lot: each line is "label result".
 run sbx "${tp[@]}" -- bash -c '
 C="curl -sS -m 10 --noproxy \*"
@@ -99,10 +103,10 @@ r https "$C https://plain.test/tp-curl"
 python3 - <<"PY"
 import errno, socket, ssl
 ctx = ssl.create_default_context()
-def tls(label, name, sni=None, addr=None):
+def tls(label, name, sni=None, addr=None, port=443):
     try:
         a = addr or socket.gethostbyname(name)
-        with socket.create_connection((a, 443), timeout=10) as s:
+        with socket.create_connection((a, port), timeout=10) as s:
             with ctx.wrap_socket(s, server_hostname=sni or name) as t:
                 t.sendall(b"GET /tp-python HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (sni or name).encode())
                 print(label, "OK", a, t.recv(200).split(b"\r\n")[0].decode())
@@ -112,6 +116,24 @@ tls("py-allowed", "plain.test")
 tls("py-denied", "denied.test")
 tls("py-mismatch", "plain.test", sni="api.secret.test")
 tls("py-literal", "plain.test", addr="203.0.113.20")
+# Mismatches on the address of allowed.test, port 80, where the world counts every connection.
+tls("py-mismatch80", "allowed.test", sni="denied.test", port=80)
+try:
+    with socket.create_connection((socket.gethostbyname("allowed.test"), 80), timeout=10) as s:
+        s.sendall(b"GET / HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n")
+        d = s.recv(200)
+        print("host-mismatch", "ANSWER %r" % d[:40] if d else "REFUSED closed")
+except Exception as e:
+    print("host-mismatch REFUSED", type(e).__name__, e)
+# Server-first (an ssh-like banner on allowed.test:22): the client says nothing until it has it.
+try:
+    with socket.create_connection((socket.gethostbyname("allowed.test"), 22), timeout=10) as s:
+        f = s.makefile("rb")
+        b = f.readline().strip().decode()
+        s.sendall(b"SSH-2.0-exgclient\r\n")
+        print("banner OK", b, f.readline().strip().decode())
+except Exception as e:
+    print("banner FAILED", type(e).__name__, e)
 u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 try: u.sendto(b"x", ("203.0.113.10", 53)); print("udp SENT")
 except OSError as e: print("udp refused", errno.errorcode.get(e.errno))
@@ -133,6 +155,14 @@ check "transparent: python socket+ssl with SNI reaches an allowed name" got py-a
 check "transparent: python: a denied name does not resolve" got py-denied "REFUSED gaierror"
 check "transparent: an SNI of another name on an allowed name's address is refused" got py-mismatch "REFUSED"
 check "transparent: python to a literal address without a CIDR rule is refused" got py-literal "REFUSED"
+check "transparent: an SNI of denied.test on allowed.test's address (port 80) is refused" got py-mismatch80 "REFUSED"
+check "transparent: a Host of denied.test on allowed.test's address is refused" got host-mismatch "REFUSED"
+check "transparent: a server-first protocol works (banner first, then the client's line)" \
+    got banner "OK SSH-2.0-exgworld got SSH-2.0-exgclient"
+check "transparent: the mismatches reached no server, not even as a bare connection (203.0.113.10:80 accepted $c80 -> $(conn_log_count '^203\.0\.113\.10:80 '): curl's only)" \
+    test "$(conn_log_count '^203\.0\.113\.10:80 ')" = "$((c80 + 1))"
+check "transparent: the banner server accepted the one server-first connection" \
+    test "$(conn_log_count '^203\.0\.113\.10:22 ')" = "$((c22 + 1))"
 check "transparent: UDP other than the resolver is refused (EPERM)" got udp "refused EPERM"
 # Closed before or after the client's request arrived: a clean close or a reset, both refusals.
 check "transparent: the listener itself is no way out" got listener "(closed|\\[Errno 104\\])"
@@ -149,6 +179,9 @@ check "transparent: the audit log has each decision" audit_has "$tpa" --answers-
     '{"protocol": "transparent", "host": "10.0.0.5", "decision": "refused"}' \
     '{"protocol": "transparent", "host": "203.0.113.20", "decision": "refused"}' \
     '{"protocol": "transparent", "host": "plain.test", "decision": "refused", "rule": "TLS server name mismatch"}' \
+    '{"protocol": "transparent", "host": "allowed.test", "port": 80, "decision": "refused", "rule": "TLS server name mismatch"}' \
+    '{"protocol": "transparent", "host": "allowed.test", "port": 80, "decision": "refused", "rule": "Host header mismatch"}' \
+    '{"protocol": "transparent", "host": "allowed.test", "port": 22, "decision": "allowed", "address": "203.0.113.10"}' \
     '{"protocol": "transparent", "decision": "refused", "rule": "not redirected"}'
 # An explicit CIDR rule opens that address to transparent clients too.
 sed 's/"allowedDomains"/"allowedCidrs": ["10.0.0.5\/32"], "allowedDomains"/' "$T/tp.json" > "$T/tp-cidr.json"
@@ -398,6 +431,21 @@ check "-v says where the parent proxy came from" \
 HTTPS_PROXY=https://localhost:18444 run sbx --dry-run --policy "$T/envp.json" -- true
 check "--dry-run says HTTPS_PROXY is taken for network.parentProxy.https" \
     grep -q "network.parentProxy.https: from HTTPS_PROXY: https://localhost:18444 (srt's fallback" <<<"$OUT"
+# A parentProxy of only caFile: the proxy from the environment (HTTPS_PROXY), its CA from the policy.
+echo "{\"network\": {\"allowedDomains\": [\"allowed.test\"], \"parentProxy\": {\"caFile\": \"$T/pca.pem\"}}}" > "$T/ca-only.json"
+before_tls=$(grep -c . "$tls_log")
+HTTPS_PROXY=https://localhost:18443 run sbx -v --policy "$T/ca-only.json" -- $C -p http://allowed.test/ca-only
+check "parentProxy {caFile} with HTTPS_PROXY: CONNECT answered through the https:// proxy it verifies" \
+    bash -c 'grep -q "hello from 203.0.113.10" <<<"$1" &&
+             test "$(tail -n +$(($2 + 1)) "$3" | grep -c "^tcp:127.0.0.1:18443 CONNECT allowed.test:80 ")" = 1' \
+    _ "$OUT" "$before_tls" "$tls_log"
+check "-v says where each field came from (caFile: the policy; https: HTTPS_PROXY)" bash -c '
+    grep -q "ca-only.json:[0-9:]*: network.parentProxy: no proxy URL of its own: .*caFile $2 trusted" <<<"$1" &&
+    grep -q "network.parentProxy.https: from HTTPS_PROXY: https://localhost:18443 (srt.s fallback" <<<"$1"' _ "$ERR" "$T/pca.pem"
+run sbx --dry-run --policy "$T/ca-only.json" -- true
+check "parentProxy {caFile} with no proxy in the environment: refused, naming the key and why" bash -c '
+    test "$1" != 0 && grep -q "ca-only.json:[0-9:]*: network.parentProxy: names no proxy: .*HTTP_PROXY" <<<"$2"' \
+    _ "$STATUS" "$ERR"
 
 run sbx --dry-run --policy "$T/srt.json" -- true
 for k in network.parentProxy network.stripResponseHeaders network.requireHostMatch network.deniedDomainReasons \

@@ -172,8 +172,8 @@ TEST(SrtSettings, BadValuesAreErrors) {
   EXPECT_NE(error(R"({"network": {"rules": [{"host": "a.test", "readOnly": true, "methods": ["GET"]}]}})")
                 .find("give one or the other"),
             std::string::npos);
-  EXPECT_NE(error(R"({"network": {"parentProxy": {}}})").find("names no proxy"), std::string::npos);
-  EXPECT_NE(error(R"({"network": {"parentProxy": {"http": "http://p.test", "caFile": "/ca.pem"}}})")
+  // (Left out, http or https may still come from the environment: ParentProxyFromTheEnvironmentAsSrtTakesIt.)
+  EXPECT_NE(error(R"({"network": {"parentProxy": {"http": "http://p.test", "https": "http://q.test", "caFile": "/ca.pem"}}})")
                 .find("caFile is for a proxy reached over TLS"),
             std::string::npos);
   EXPECT_NE(error(R"({"network": {"parentProxy": {"https": "https://p.test", "caFile": "ca.pem"}}})")
@@ -380,6 +380,47 @@ TEST(SrtSettings, ParentProxyFromTheEnvironmentAsSrtTakesIt) {
   EXPECT_EQ(mixed.notes.back().find("network.parentProxy.http: from HTTP_PROXY"), 0u);
   // An empty value is none; a value that is not a proxy URL is an error naming the variable.
   EXPECT_FALSE(with_env("{}", {{"HTTPS_PROXY", ""}, {"https_proxy", "http://x:1"}}).network.parent_proxy);
+  // A parentProxy with only caFile (or noProxy): the proxies come from the environment, and
+  // -v / --dry-run say where each field came from.
+  const char* ca_only = R"({"network": {"parentProxy": {"caFile": "/etc/corp-ca.pem"}}})";
+  auto ca = with_env(ca_only, {{"HTTPS_PROXY", "https://tls.corp:8443"}});
+  ASSERT_TRUE(ca.network.parent_proxy);
+  EXPECT_EQ(ca.network.parent_proxy->ca_file, "/etc/corp-ca.pem");
+  EXPECT_EQ(ca.network.parent_proxy->https, "https://tls.corp:8443");
+  EXPECT_EQ(ca.network.parent_proxy->http, "");
+  ASSERT_EQ(ca.notes.size(), 2u);
+  EXPECT_EQ(ca.notes[0], "p.json:1:14: network.parentProxy: no proxy URL of its own: \"http\" and \"https\" come from "
+                         "HTTP_PROXY and HTTPS_PROXY of the environment exguardian is started with (srt's fallback; an "
+                         "error when neither is set); caFile /etc/corp-ca.pem trusted for an https:// proxy the "
+                         "environment names; its credentials stay outside the sandbox");
+  EXPECT_EQ(ca.notes[1].find("network.parentProxy.https: from HTTPS_PROXY: https://tls.corp:8443 (srt's fallback"), 0u);
+  auto np = with_env(R"({"network": {"parentProxy": {"noProxy": "corp.test"}}})", {{"http_proxy", "proxy.corp:3128"}});
+  EXPECT_EQ(np.network.parent_proxy->http, "http://proxy.corp:3128");
+  EXPECT_EQ(np.network.parent_proxy->no_proxy, "corp.test");
+  // ... and refused, naming the key and why, when the environment does not complete it.
+  auto refused = [&](std::string_view doc, std::map<std::string, std::string> vars) {
+    auto q = policy::parse_policy(doc, "p.json", "/base");
+    EXPECT_TRUE(q) << doc;
+    if (!q) return std::string();
+    auto r = policy::parent_proxy_from_environment(*q, env_of(std::move(vars)));
+    return r ? std::string("(accepted)") : r.error().message;
+  };
+  EXPECT_EQ(refused(ca_only, {{"NO_PROXY", "x.test"}}),
+            "p.json:1:14: network.parentProxy: names no proxy: neither \"http\" nor \"https\" is given, and the "
+            "environment exguardian was started with sets none of HTTP_PROXY, http_proxy, HTTPS_PROXY, https_proxy "
+            "(srt's fallback): give a proxy URL, set one of those, or leave parentProxy out");
+  EXPECT_EQ(refused(R"({"network": {"parentProxy": {}}})", {}).find("p.json:1:14: network.parentProxy: names no proxy"), 0u);
+  EXPECT_EQ(refused(ca_only, {{"HTTP_PROXY", "http://plain.corp:3128"}}),
+            "p.json:1:14: network.parentProxy: caFile is for a proxy reached over TLS, and neither URL is https:// "
+            "(after srt's fallback to the environment; network.parentProxy.http: from HTTP_PROXY: "
+            "http://plain.corp:3128)");
+  EXPECT_EQ(refused(R"({"network": {"parentProxy": {"http": "http://p.test", "caFile": "/ca.pem"}}})", {}),
+            "p.json:1:14: network.parentProxy: caFile is for a proxy reached over TLS, and neither URL is https:// "
+            "(after srt's fallback to the environment, which named none)");
+  EXPECT_EQ(refused(R"({"network": {"parentProxy": {"http": "http://p.test", "caFile": "/ca.pem"}}})",
+                    {{"HTTPS_PROXY", "https://tls.corp"}}),
+            "(accepted)");
+
   auto bad = policy::parse_policy("{}", "p.json", "/base");
   auto r = policy::parent_proxy_from_environment(*bad, env_of({{"HTTPS_PROXY", "socks5://s:1080"}}));
   ASSERT_FALSE(r);
