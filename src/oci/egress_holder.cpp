@@ -107,7 +107,7 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
   }
 }
 
-[[noreturn]] void run_holder(int ctl, const policy::Policy& pol, const egress::Rules& rules,
+[[noreturn]] void run_holder(int ctl, const policy::Policy& pol, const egress::Rules& rules, egress::ProxyConfig cfg,
                              const EgressHolderOptions& opt) {
   ::setsid();
   if (ctl < 3) ctl = ::fcntl(ctl, F_DUPFD_CLOEXEC, 3);  // (a runtime started with stdio closed)
@@ -184,7 +184,7 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
 
   ::signal(SIGPIPE, SIG_IGN);
   boost::asio::io_context io(1);
-  egress::Proxy proxy(io, rules, &audit, {});
+  egress::Proxy proxy(io, rules, &audit, std::move(cfg));
   proxy.add_http_listener(fds[0]);
   proxy.add_socks_listener(fds[1]);
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
@@ -213,6 +213,10 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   auto rules = egress::Rules::from_policy(pol.network);
   if (!rules) return fail(rules.error());
   rules->set_host_addresses(egress::Rules::read_host_addresses());
+  // The handler's request rules, parent proxies and srt's switches, as the
+  // process layer's supervisor applies them (none silently dropped).
+  egress::ProxyConfig cfg;
+  if (auto c = egress::configure_from_policy(cfg, pol.network); !c) return fail(c.error());
   if (auto slash = opt.audit_log.rfind('/'); slash != std::string::npos && slash > 0)
     ::mkdir(opt.audit_log.substr(0, slash).c_str(), 0700);
   int sp[2];
@@ -224,7 +228,7 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   }
   if (pid == 0) {
     ::close(sp[0]);
-    run_holder(sp[1], pol, *rules, opt);
+    run_holder(sp[1], pol, *rules, std::move(cfg), opt);
   }
   ::close(sp[1]);
   EgressHolder h;

@@ -23,7 +23,8 @@ mkdir -p "$H"
 # The handler's policy: container paths; /work writable, the rest read-only; /etc/secret masked.
 cat > "$H/default.json" <<JSON
 {
-  "network": {"allowedDomains": ["allowed.test", "denied.test", "meta.test"], "deniedDomains": ["denied.test"]},
+  "network": {"allowedDomains": ["allowed.test", "denied.test", "meta.test"], "deniedDomains": ["denied.test"],
+              "rules": [{"host": "allowed.test", "readOnly": true}]},
   "filesystem": {"denyRead": ["/etc/secret"], "allowWrite": ["/work", "/tmp"], "denyWrite": []},
   "audit": {"log": "$T/audit.jsonl"}
 }
@@ -262,6 +263,10 @@ EID=eg-$$
 expect_status 0 world_rt create --bundle "$B" "$EID"
 expect_status 0 world_rt start "$EID"
 expect_output_contains "hello from 203.0.113.10" world_rt exec "$EID" wget -q -O - http://allowed.test/
+# The handler's request rules are the container proxy's too (not only its domain lists).
+# (A raw request: busybox wget sends --post-data as a GET here.)
+run world_rt exec "$EID" sh -c 'printf "POST http://allowed.test/ HTTP/1.0\r\nHost: allowed.test\r\nContent-Length: 7\r\n\r\nplanted" | nc 127.0.0.1 3128 | head -1'
+check "a POST to allowed.test refused by the handler's readOnly rule (403)" grep -q '^HTTP/1.[01] 403' <<<"$OUT"
 run world_rt exec "$EID" wget -q -O - http://denied.test/
 check "denied.test refused by the proxy (403)" bash -c "[ $STATUS != 0 ] && grep -q '403' <<<\"\$1\"" _ "$ERR"
 run world_rt exec "$EID" wget -q -O - http://169.254.169.254/latest/meta-data/
@@ -273,7 +278,7 @@ run world_rt exec "$EID" wget -Y off -q -O - http://203.0.113.10/
 check "no way around the proxy: a direct connection finds no route" \
     bash -c "[ $STATUS != 0 ] && grep -q 'unreachable' <<<\"\$1\"" _ "$ERR"
 check "the servers saw the allowed request only" bash -c \
-    "grep -q '^203.0.113.10 GET / host=allowed.test' '$EGW_LOG' && ! grep -q -e '^169.254' -e 'host=denied' -e 'host=meta' '$EGW_LOG'"
+    "grep -q '^203.0.113.10 GET / host=allowed.test' '$EGW_LOG' && ! grep -q -e '^169.254' -e 'host=denied' -e 'host=meta' -e ' POST ' '$EGW_LOG'"
 audit_has() {  # ID HOST DECISION [HANDLER (default)]
     python3 - "$T/audit.jsonl" "$@" <<'PY'
 import json, sys
@@ -288,6 +293,7 @@ PY
 }
 check "audit: allowed.test allowed, tagged with the container id and handler" audit_has "$EID" allowed.test allowed
 check "audit: denied.test denied" audit_has "$EID" denied.test refused
+check "audit: the POST refused, naming the rule" grep -q '"rule":"network.rules\[0\] allowed.test"' "$T/audit.jsonl"
 check "audit: 169.254.169.254 denied" audit_has "$EID" 169.254.169.254 refused
 check "audit: meta.test denied" audit_has "$EID" meta.test refused
 # A second container in the first one's network namespace (as containers of a pod share the
