@@ -178,10 +178,15 @@ check "a placeholder in a DNS query name: NXDOMAIN" grep -qx "RCODE 3" <<<"$OUT"
 check "audit: exfiltration in a DNS name" bash -c "grep '\"dns name\"' '$audit' | grep -q API_TOKEN"
 
 # ---- the value is nowhere inside ----------------------------------------------------------------
+# Every mounted file under 10 MB is read (the 10 MB and more: exguardian's own binary, bound in
+# from before the value was made). Its size from find (fstatat), not stat: gVisor's statx answers
+# EINVAL on this host, and a size read as 0 had every gVisor run read the ~200 MB binary (with
+# debug info) into the output: about 40 s, and as long again for each check of that output.
+# A size find cannot give still means the file is read.
 run sbx "${pol[@]}" -- bash -c "{ env; cat /proc/[0-9]*/environ 2>/dev/null | tr '\0' '\n'; \
     cat /proc/[0-9]*/cmdline 2>/dev/null | tr '\0' ' '; \
     for f in \$(awk '{print \$5}' /proc/self/mountinfo | sort -u); do \
-      [ -f \"\$f\" ] && [ \$(stat -c %s \"\$f\" 2>/dev/null || echo 0) -lt 10000000 ] && cat \"\$f\" 2>/dev/null; done; \
+      [ -f \"\$f\" ] && [ -z \"\$(find \"\$f\" -maxdepth 0 -size +9999999c 2>/dev/null)\" ] && cat \"\$f\" 2>/dev/null; done; \
     grep -rIl -- \"\$API_TOKEN\" \"\$HOME\" /etc /tmp 2>/dev/null | head -3; echo END; } | tr -d '\\0'"
 check "the inside scan ran to its end" grep -q "^END$" <<<"$OUT"
 check "the inside scan saw the placeholder" grep -q "exg_ph_API_TOKEN_" <<<"$OUT"
