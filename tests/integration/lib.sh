@@ -167,6 +167,45 @@ expect_refused_sh() {
     last_refused "$why" "$bad" "$(_desc "$line" "$@")"
 }
 
+# expect_refused_each STR [exguardian run options] -- WHY LINE [WHY LINE]...: every LINE in one
+# sandbox (one start instead of one a line: a gVisor start takes seconds on a loaded host), each
+# under a bash -c of its own after the mark, its output (stdout and stderr) and exit status
+# between markers; each judged with last_refused as expect_refused_sh judges its one LINE, and
+# STR must not be in exguardian's own output either. The lines share the sandbox's /tmp and
+# mounts: for refusals only, where a line that gets through fails whatever it did to the next.
+expect_refused_each() {
+    local bad=$1 opts=() whys=() lines=() i
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    while [ $# -ge 2 ]; do whys+=("$1"); lines+=("$2"); shift 2; done
+    if [ $# -ne 0 ] || [ ${#lines[@]} -eq 0 ]; then
+        fail "expect_refused_each: WHY LINE pairs expected after '--' (${opts[*]} -- $*)"; return
+    fi
+    local sep="@@exg-line-$RANDOM$RANDOM"
+    # shellcheck disable=SC2016  # (expanded inside the sandbox)
+    run sbx ${opts[@]+"${opts[@]}"} -- bash -c 'sep=$1 mark=$2 nl=$3 i=0; shift 3
+        for line in "$@"; do
+            printf "\n%s begin %d\n" "$sep" "$i"
+            bash -c "echo $mark$nl$line" 2>&1
+            printf "\n%s end %d %d\n" "$sep" "$i" "$?"
+            i=$((i + 1))
+        done' bash "$sep" "$RAN_MARK" $'\n' "${lines[@]}"
+    local all=$OUT all_err=$ERR all_status=$STATUS
+    for i in "${!lines[@]}"; do
+        OUT=$(awk -v b="$sep begin $i" -v e="$sep end $i " 'index($0, e) == 1 { exit } on { print } $0 == b { on = 1 }' <<<"$all")
+        STATUS=$(sed -n "s/^$sep end $i //p" <<<"$all") ERR=""
+        if [ -z "$STATUS" ]; then  # (the sandbox did not get that far: what it said, and its status if it tells)
+            ERR=$all_err
+            case "$all_status" in 124|125) STATUS=$all_status ;; esac
+        fi
+        last_refused "${whys[$i]}" "$bad" "$(_desc "${lines[$i]}" ${opts[@]+"${opts[@]}"}) (one sandbox, line $((i + 1)) of ${#lines[@]})"
+    done
+    if [ -n "$bad" ] && grep -qF -- "$bad" <<<"$all_err"; then
+        fail "exguardian's output contains '$bad' (one sandbox for ${#lines[@]} lines)"
+    fi
+}
+
 # check_refusal_helpers: the refusal helpers can fail. Each case must fail for its own reason
 # (its counters stay in a subshell): the sandbox was not set up (125), the refusal is another
 # one, the command was not found, nothing was refused, no mark, a leak, no status. And a real
@@ -194,6 +233,16 @@ check_refusal_helpers() {
     r=$(expect_refused "$RO_REFUSAL" '' -- touch /usr/exg-refusal-check 2>&1)
     if grep -q '^ok   - ' <<<"$r" && ! grep -q '^FAIL - ' <<<"$r"; then ok "refusal helper passes a real refusal (touch /usr)"
     else fail "refusal helper on touch /usr"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
+    # Several lines in one sandbox: each judged on its own slice. The second line's refusal is
+    # not the one named, though the first line's output (in the same sandbox) has it.
+    _must_fail "one sandbox for several lines, not set up (125)" 'did not run \(exit 125\)' \
+        expect_refused_each '' --exg-no-such-flag -- 'Read-only file system' 'touch /usr/x'
+    r=$(expect_refused_each '' -- "$RO_REFUSAL" 'touch /usr/exg-refusal-check' \
+        "$RO_REFUSAL" 'cat /exg-no-such-file' '.' 'true' 2>&1)
+    if [ "$(grep -c '^ok   - ' <<<"$r")" = 1 ] && grep -q '^ok   - .*line 1 of 3' <<<"$r" &&
+       grep -q '^FAIL - refused, but not with .*line 2 of 3' <<<"$r" && grep -q '^FAIL - not refused (exit 0).*line 3 of 3' <<<"$r"
+    then ok "refusal helper, several lines in one sandbox: each judged on its own output and status"
+    else fail "refusal helper, several lines in one sandbox"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
 }
 
 # audit_has FILE [--answers-in PREFIX] SPEC...: each SPEC (a JSON object) matches at least one
