@@ -13,6 +13,7 @@
 #   run CMD...            runs CMD; sets STATUS, OUT (stdout), ERR (stderr)
 #   sbx [OPTS] -- CMD...  runs `exguardian run OPTS -- CMD` with cwd = $WS (bounded by a timeout)
 #   sh_in 'LINE' [OPTS]   runs LINE with bash -c inside the sandbox (cwd = $WS)
+#   run_each [OPTS] -- LINE...   every LINE in one sandbox; each_line I: LINE I's OUT, ERR, STATUS
 #   EXG_RUN               the array `exguardian run [--layer L]`
 #   on_layer L...         true when EXG_LAYER is one of L...
 # Escape and destructive attempts only run after require_sandbox has seen the sandbox in place.
@@ -167,12 +168,50 @@ expect_refused_sh() {
     last_refused "$why" "$bad" "$(_desc "$line" "$@")"
 }
 
+# run_each [exguardian run options] -- LINE...: every LINE in one sandbox (one start instead of
+# one a line: a gVisor start takes seconds on a loaded host), each under a bash -c of its own (cwd
+# = $WS), its stdout, stderr and exit status between markers. `each_line I` then sets OUT, ERR and
+# STATUS to LINE I's (0-based), for the checks written for a `run` of that line alone; STATUS is
+# empty when the sandbox did not get to that line's end (124 or 125 when it was killed by its
+# timeout or never set up), and ERR is then exguardian's own. `each_all` sets them to the
+# sandbox's whole run. The lines share the sandbox's /tmp, processes, mounts, proxy and audit log.
+run_each() {
+    local opts=() sep="@@exg-line-$RANDOM$RANDOM" i
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    # shellcheck disable=SC2016  # (expanded inside the sandbox)
+    run sbx ${opts[@]+"${opts[@]}"} -- bash -c 'sep=$1 i=0; shift; e=$(mktemp)
+        for line in "$@"; do
+            printf "\n%s begin %d\n" "$sep" "$i"
+            bash -c "$line" 2>"$e"
+            st=$?
+            printf "\n%s stderr %d\n" "$sep" "$i"
+            cat "$e"
+            printf "\n%s end %d %d\n" "$sep" "$i" "$st"
+            i=$((i + 1))
+        done
+        rm -f "$e"' bash "$sep" "$@"
+    _EACH_OUT=() _EACH_ERR=() _EACH_STATUS=() _EACH_ALL=("$STATUS" "$OUT" "$ERR")
+    for ((i = 0; i < $#; i++)); do
+        _EACH_OUT[i]=$(awk -v b="$sep begin $i" -v s="$sep stderr $i" -v e="$sep end $i " \
+            '$0 == s || index($0, e) == 1 { exit } on { print } $0 == b { on = 1 }' <<<"$OUT")
+        _EACH_ERR[i]=$(awk -v s="$sep stderr $i" -v e="$sep end $i " 'index($0, e) == 1 { exit } on { print } $0 == s { on = 1 }' <<<"$OUT")
+        _EACH_STATUS[i]=$(sed -n "s/^$sep end $i //p" <<<"$OUT")
+    done
+}
+each_line() {  # I
+    OUT=${_EACH_OUT[$1]-} ERR=${_EACH_ERR[$1]-} STATUS=${_EACH_STATUS[$1]-}
+    if [ -z "$STATUS" ]; then
+        ERR=${_EACH_ALL[2]}
+        case "${_EACH_ALL[0]}" in 124|125) STATUS=${_EACH_ALL[0]} ;; esac
+    fi
+}
+each_all() { STATUS=${_EACH_ALL[0]} OUT=${_EACH_ALL[1]} ERR=${_EACH_ALL[2]}; }
+
 # expect_refused_each STR [exguardian run options] -- WHY LINE [WHY LINE]...: every LINE in one
-# sandbox (one start instead of one a line: a gVisor start takes seconds on a loaded host), each
-# under a bash -c of its own after the mark, its output (stdout and stderr) and exit status
-# between markers; each judged with last_refused as expect_refused_sh judges its one LINE, and
-# STR must not be in exguardian's own output either. The lines share the sandbox's /tmp and
-# mounts: for refusals only, where a line that gets through fails whatever it did to the next.
+# sandbox (run_each), each after the mark, each judged with last_refused as expect_refused_sh
+# judges its one LINE; STR must not be in exguardian's own output either. For refusals: a line
+# that gets through fails, whatever it did to the next.
 expect_refused_each() {
     local bad=$1 opts=() whys=() lines=() i
     shift
@@ -182,26 +221,14 @@ expect_refused_each() {
     if [ $# -ne 0 ] || [ ${#lines[@]} -eq 0 ]; then
         fail "expect_refused_each: WHY LINE pairs expected after '--' (${opts[*]} -- $*)"; return
     fi
-    local sep="@@exg-line-$RANDOM$RANDOM"
-    # shellcheck disable=SC2016  # (expanded inside the sandbox)
-    run sbx ${opts[@]+"${opts[@]}"} -- bash -c 'sep=$1 mark=$2 nl=$3 i=0; shift 3
-        for line in "$@"; do
-            printf "\n%s begin %d\n" "$sep" "$i"
-            bash -c "echo $mark$nl$line" 2>&1
-            printf "\n%s end %d %d\n" "$sep" "$i" "$?"
-            i=$((i + 1))
-        done' bash "$sep" "$RAN_MARK" $'\n' "${lines[@]}"
-    local all=$OUT all_err=$ERR all_status=$STATUS
+    local marked=()
+    for i in "${!lines[@]}"; do marked+=("echo $RAN_MARK"$'\n'"${lines[$i]}"); done
+    run_each ${opts[@]+"${opts[@]}"} -- "${marked[@]}"
     for i in "${!lines[@]}"; do
-        OUT=$(awk -v b="$sep begin $i" -v e="$sep end $i " 'index($0, e) == 1 { exit } on { print } $0 == b { on = 1 }' <<<"$all")
-        STATUS=$(sed -n "s/^$sep end $i //p" <<<"$all") ERR=""
-        if [ -z "$STATUS" ]; then  # (the sandbox did not get that far: what it said, and its status if it tells)
-            ERR=$all_err
-            case "$all_status" in 124|125) STATUS=$all_status ;; esac
-        fi
+        each_line "$i"
         last_refused "${whys[$i]}" "$bad" "$(_desc "${lines[$i]}" ${opts[@]+"${opts[@]}"}) (one sandbox, line $((i + 1)) of ${#lines[@]})"
     done
-    if [ -n "$bad" ] && grep -qF -- "$bad" <<<"$all_err"; then
+    if [ -n "$bad" ] && grep -qF -- "$bad" <<<"${_EACH_ALL[2]}"; then
         fail "exguardian's output contains '$bad' (one sandbox for ${#lines[@]} lines)"
     fi
 }
