@@ -314,6 +314,31 @@ sh_in() {
     sbx "$@" -- bash -c "$line"
 }
 
+# hold_sandbox [exguardian run options]: a sandbox in the background (cwd = $WS) whose command
+# prints "up", then waits for its stdin to close; returns once it is up (non-zero, with what it
+# said, when it is not within 30 s). HELD_PID is exguardian's pid (its cgroup is exg-<pid>-*).
+# For checks made from the host while a sandbox runs, without guessing with a sleep how long its
+# start takes (seconds on gVisor on a loaded host). release_sandbox closes its stdin and waits
+# for it: its exit status. (Killed at the script's end if never released.)
+hold_sandbox() {
+    local fifo
+    fifo=$(mktemp -u "$T/.hold.XXXXXX") && mkfifo "$fifo" || return 1
+    (cd "${WS:-$T}" && exec "${EXG_RUN[@]}" "$@" -- sh -c 'echo up; read -r _ || true') \
+        <"$fifo" >"$fifo.out" 2>&1 &
+    HELD_PID=$!
+    track_bg "$HELD_PID"
+    exec {_HELD_FD}>"$fifo"  # (opens once the sandbox's side has: both sides at once)
+    rm -f "$fifo"
+    if ! wait_for 30 grep -qx up "$fifo.out"; then
+        note "the held sandbox did not come up: $(head -3 "$fifo.out" | tr '\n' ' ')"
+        return 1
+    fi
+}
+release_sandbox() {
+    exec {_HELD_FD}>&-
+    wait "$HELD_PID"
+}
+
 # require_sandbox: the sandbox must be in place (hostname exguardian, uid not 0) before any
 # destructive or escape attempt. Returns non-zero (and records a failure) when it is not.
 require_sandbox() {

@@ -37,17 +37,10 @@ require_sandbox || finish
 check_refusal_helpers   # (the refusal helpers this script leans on can fail, on this layer too)
 
 # ---- no placeholder files, neither while a sandbox runs nor after --------------------------
-# The command says it is up, then waits for its stdin to close: the listing is taken while it
-# runs, however long the start takes on a loaded host (a fixed sleep could list before it).
-mkfifo "$T/hold"
-(cd "$WS" && exec timeout 30 "${EXG_RUN[@]}" -- sh -c 'echo up; read -r _ || true') <"$T/hold" >"$T/hold.out" 2>&1 &
-bgpid=$!
-track_bg "$bgpid"
-exec 8>"$T/hold"
-wait_for 30 grep -qx up "$T/hold.out" || { fail "the sandbox did not start: $(head -3 "$T/hold.out")"; finish; }
+# (listed while the sandbox's command runs, however long its start takes)
+hold_sandbox || { fail "the sandbox did not come up"; finish; }
 listing_during=$(ws_listing)
-exec 8>&-
-wait "$bgpid"
+release_sandbox
 if [ "$listing_during" = "$listing_before" ]; then ok "workspace unchanged while a sandbox runs"
 else fail "sandbox created files in the workspace while running"
      diff <(echo "$listing_before") <(echo "$listing_during") | sed 's/^/#      /'; fi
