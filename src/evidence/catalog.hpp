@@ -31,7 +31,7 @@ struct Judgement {
 // Files on the host whose content (or absence) a probe must not change.
 class HostFiles {
  public:
-  void remember(const std::string& path);  // records the content now (or absence)
+  void remember(const std::string& path);  // records the content now (its SHA-256), or its absence
   // "" when unchanged, else "PATH changed" / "PATH created" / "PATH removed".
   std::string changed(const std::string& path) const;
   // The first change among every remembered path, or "".

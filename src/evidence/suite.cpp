@@ -794,7 +794,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   auto changed = host_files.any_changed();
   add_cleanup("cleanup-canaries", "the canary files and hooks are unchanged on the host",
               changed.empty() ? Verdict::held : Verdict::escaped,
-              changed.empty() ? std::to_string(s.canary_files.size()) + " canary files and 2 hooks byte-identical" : changed);
+              changed.empty() ? std::to_string(s.canary_files.size()) + " canary files and 2 hooks unchanged (SHA-256)" : changed);
   if (::kill(marker, 0) == 0)
     add_cleanup("cleanup-host-marker", "the host's marker process was untouched by the sandboxes", Verdict::held,
                 "pid " + std::to_string(marker) + " alive until escape-test ended it");

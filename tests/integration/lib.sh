@@ -13,6 +13,7 @@
 #   run CMD...            runs CMD; sets STATUS, OUT (stdout), ERR (stderr)
 #   sbx [OPTS] -- CMD...  runs `exguardian run OPTS -- CMD` with cwd = $WS (bounded by a timeout)
 #   sh_in 'LINE' [OPTS]   runs LINE with bash -c inside the sandbox (cwd = $WS)
+#   run_each [OPTS] -- LINE...   every LINE in one sandbox; each_line I: LINE I's OUT, ERR, STATUS
 #   EXG_RUN               the array `exguardian run [--layer L]`
 #   on_layer L...         true when EXG_LAYER is one of L...
 # Escape and destructive attempts only run after require_sandbox has seen the sandbox in place.
@@ -167,6 +168,71 @@ expect_refused_sh() {
     last_refused "$why" "$bad" "$(_desc "$line" "$@")"
 }
 
+# run_each [exguardian run options] -- LINE...: every LINE in one sandbox (one start instead of
+# one a line: a gVisor start takes seconds on a loaded host), each under a bash -c of its own (cwd
+# = $WS), its stdout, stderr and exit status between markers. `each_line I` then sets OUT, ERR and
+# STATUS to LINE I's (0-based), for the checks written for a `run` of that line alone; STATUS is
+# empty when the sandbox did not get to that line's end (124 or 125 when it was killed by its
+# timeout or never set up), and ERR is then exguardian's own. `each_all` sets them to the
+# sandbox's whole run. The lines share the sandbox's /tmp, processes, mounts, proxy and audit log.
+run_each() {
+    local opts=() sep="@@exg-line-$RANDOM$RANDOM" i
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    # shellcheck disable=SC2016  # (expanded inside the sandbox)
+    run sbx ${opts[@]+"${opts[@]}"} -- bash -c 'sep=$1 i=0; shift; e=$(mktemp)
+        for line in "$@"; do
+            printf "\n%s begin %d\n" "$sep" "$i"
+            bash -c "$line" 2>"$e"
+            st=$?
+            printf "\n%s stderr %d\n" "$sep" "$i"
+            cat "$e"
+            printf "\n%s end %d %d\n" "$sep" "$i" "$st"
+            i=$((i + 1))
+        done
+        rm -f "$e"' bash "$sep" "$@"
+    _EACH_OUT=() _EACH_ERR=() _EACH_STATUS=() _EACH_ALL=("$STATUS" "$OUT" "$ERR")
+    for ((i = 0; i < $#; i++)); do
+        _EACH_OUT[i]=$(awk -v b="$sep begin $i" -v s="$sep stderr $i" -v e="$sep end $i " \
+            '$0 == s || index($0, e) == 1 { exit } on { print } $0 == b { on = 1 }' <<<"$OUT")
+        _EACH_ERR[i]=$(awk -v s="$sep stderr $i" -v e="$sep end $i " 'index($0, e) == 1 { exit } on { print } $0 == s { on = 1 }' <<<"$OUT")
+        _EACH_STATUS[i]=$(sed -n "s/^$sep end $i //p" <<<"$OUT")
+    done
+}
+each_line() {  # I
+    OUT=${_EACH_OUT[$1]-} ERR=${_EACH_ERR[$1]-} STATUS=${_EACH_STATUS[$1]-}
+    if [ -z "$STATUS" ]; then
+        ERR=${_EACH_ALL[2]}
+        case "${_EACH_ALL[0]}" in 124|125) STATUS=${_EACH_ALL[0]} ;; esac
+    fi
+}
+each_all() { STATUS=${_EACH_ALL[0]} OUT=${_EACH_ALL[1]} ERR=${_EACH_ALL[2]}; }
+
+# expect_refused_each STR [exguardian run options] -- WHY LINE [WHY LINE]...: every LINE in one
+# sandbox (run_each), each after the mark, each judged with last_refused as expect_refused_sh
+# judges its one LINE; STR must not be in exguardian's own output either. For refusals: a line
+# that gets through fails, whatever it did to the next.
+expect_refused_each() {
+    local bad=$1 opts=() whys=() lines=() i
+    shift
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    while [ $# -ge 2 ]; do whys+=("$1"); lines+=("$2"); shift 2; done
+    if [ $# -ne 0 ] || [ ${#lines[@]} -eq 0 ]; then
+        fail "expect_refused_each: WHY LINE pairs expected after '--' (${opts[*]} -- $*)"; return
+    fi
+    local marked=()
+    for i in "${!lines[@]}"; do marked+=("echo $RAN_MARK"$'\n'"${lines[$i]}"); done
+    run_each ${opts[@]+"${opts[@]}"} -- "${marked[@]}"
+    for i in "${!lines[@]}"; do
+        each_line "$i"
+        last_refused "${whys[$i]}" "$bad" "$(_desc "${lines[$i]}" ${opts[@]+"${opts[@]}"}) (one sandbox, line $((i + 1)) of ${#lines[@]})"
+    done
+    if [ -n "$bad" ] && grep -qF -- "$bad" <<<"${_EACH_ALL[2]}"; then
+        fail "exguardian's output contains '$bad' (one sandbox for ${#lines[@]} lines)"
+    fi
+}
+
 # check_refusal_helpers: the refusal helpers can fail. Each case must fail for its own reason
 # (its counters stay in a subshell): the sandbox was not set up (125), the refusal is another
 # one, the command was not found, nothing was refused, no mark, a leak, no status. And a real
@@ -194,6 +260,16 @@ check_refusal_helpers() {
     r=$(expect_refused "$RO_REFUSAL" '' -- touch /usr/exg-refusal-check 2>&1)
     if grep -q '^ok   - ' <<<"$r" && ! grep -q '^FAIL - ' <<<"$r"; then ok "refusal helper passes a real refusal (touch /usr)"
     else fail "refusal helper on touch /usr"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
+    # Several lines in one sandbox: each judged on its own slice. The second line's refusal is
+    # not the one named, though the first line's output (in the same sandbox) has it.
+    _must_fail "one sandbox for several lines, not set up (125)" 'did not run \(exit 125\)' \
+        expect_refused_each '' --exg-no-such-flag -- 'Read-only file system' 'touch /usr/x'
+    r=$(expect_refused_each '' -- "$RO_REFUSAL" 'touch /usr/exg-refusal-check' \
+        "$RO_REFUSAL" 'cat /exg-no-such-file' '.' 'true' 2>&1)
+    if [ "$(grep -c '^ok   - ' <<<"$r")" = 1 ] && grep -q '^ok   - .*line 1 of 3' <<<"$r" &&
+       grep -q '^FAIL - refused, but not with .*line 2 of 3' <<<"$r" && grep -q '^FAIL - not refused (exit 0).*line 3 of 3' <<<"$r"
+    then ok "refusal helper, several lines in one sandbox: each judged on its own output and status"
+    else fail "refusal helper, several lines in one sandbox"; printf '%s\n' "$r" | sed 's/^/#      /'; fi
 }
 
 # audit_has FILE [--answers-in PREFIX] SPEC...: each SPEC (a JSON object) matches at least one
@@ -236,6 +312,31 @@ sbx() {
 sh_in() {
     local line=$1; shift
     sbx "$@" -- bash -c "$line"
+}
+
+# hold_sandbox [exguardian run options]: a sandbox in the background (cwd = $WS) whose command
+# prints "up", then waits for its stdin to close; returns once it is up (non-zero, with what it
+# said, when it is not within 30 s). HELD_PID is exguardian's pid (its cgroup is exg-<pid>-*).
+# For checks made from the host while a sandbox runs, without guessing with a sleep how long its
+# start takes (seconds on gVisor on a loaded host). release_sandbox closes its stdin and waits
+# for it: its exit status. (Killed at the script's end if never released.)
+hold_sandbox() {
+    local fifo
+    fifo=$(mktemp -u "$T/.hold.XXXXXX") && mkfifo "$fifo" || return 1
+    (cd "${WS:-$T}" && exec "${EXG_RUN[@]}" "$@" -- sh -c 'echo up; read -r _ || true') \
+        <"$fifo" >"$fifo.out" 2>&1 &
+    HELD_PID=$!
+    track_bg "$HELD_PID"
+    exec {_HELD_FD}>"$fifo"  # (opens once the sandbox's side has: both sides at once)
+    rm -f "$fifo"
+    if ! wait_for 30 grep -qx up "$fifo.out"; then
+        note "the held sandbox did not come up: $(head -3 "$fifo.out" | tr '\n' ' ')"
+        return 1
+    fi
+}
+release_sandbox() {
+    exec {_HELD_FD}>&-
+    wait "$HELD_PID"
 }
 
 # require_sandbox: the sandbox must be in place (hostname exguardian, uid not 0) before any

@@ -37,12 +37,10 @@ require_sandbox || finish
 check_refusal_helpers   # (the refusal helpers this script leans on can fail, on this layer too)
 
 # ---- no placeholder files, neither while a sandbox runs nor after --------------------------
-(cd "$WS" && exec timeout 30 "${EXG_RUN[@]}" -- sleep 3) >/dev/null 2>&1 &
-bgpid=$!
-track_bg "$bgpid"
-sleep 1.5
+# (listed while the sandbox's command runs, however long its start takes)
+hold_sandbox || { fail "the sandbox did not come up"; finish; }
 listing_during=$(ws_listing)
-wait "$bgpid"
+release_sandbox
 if [ "$listing_during" = "$listing_before" ]; then ok "workspace unchanged while a sandbox runs"
 else fail "sandbox created files in the workspace while running"
      diff <(echo "$listing_before") <(echo "$listing_during") | sed 's/^/#      /'; fi
@@ -58,13 +56,17 @@ mkdir -m 777 "$O/open"
 echo 'outside-original' > "$O/open/existing.txt"
 chmod 666 "$O/open/existing.txt"
 echo 'outside-original' > "$T/outside-file"
-for target in /etc/exg-x-$$ /usr/exg-x-$$ /var/lib/exg-x-$$ "$O/open/new.txt"; do
+targets=(/etc/exg-x-$$ /usr/exg-x-$$ /var/lib/exg-x-$$ "$O/open/new.txt")
+refusals=()
+for target in "${targets[@]}"; do
     cleanup_path "$target"
-    expect_refused_sh "$RO_REFUSAL" '' "echo x > '$target'"
+    refusals+=("$RO_REFUSAL" "echo x > '$target'")
+done
+expect_refused_each '' -- "${refusals[@]}" 'Read-only file system' "echo x >> '$O/open/existing.txt'"
+for target in "${targets[@]}"; do
     if [ -e "$target" ]; then fail "$target was created on the host"; rm -f "$target"
     else ok "$target not created on the host"; fi
 done
-expect_refused_sh 'Read-only file system' '' "echo x >> '$O/open/existing.txt'"
 # /var/tmp may be private like /tmp: the write must just not reach the host.
 cleanup_path /var/tmp/exg-x-$$
 run sh_in "echo x > /var/tmp/exg-x-$$"
@@ -125,11 +127,11 @@ chmod 666 "$O/outside.txt"   # writable by anyone: only the sandbox can stop the
 ln -s "$HOME/.ssh/id_ed25519" "$WS/link-key"
 ln -s "$O/outside.txt" "$WS/link-out"
 ln -s "$O/open" "$WS/link-dir"
-expect_refused 'cat: link-key: Permission denied' "$CANARY" -- cat link-key
-expect_refused_sh 'link-key: Permission denied' '' 'echo pwned > link-key'
-expect_refused_sh 'link-key: Permission denied' '' 'echo pwned >> link-key'
-expect_refused_sh 'link-out: Read-only file system' '' 'echo pwned > link-out'
-expect_refused_sh 'Read-only file system' '' 'echo pwned > link-dir/via-link.txt'
+expect_refused_each "$CANARY" -- 'cat: link-key: Permission denied' 'cat link-key' \
+    'link-key: Permission denied' 'echo pwned > link-key' \
+    'link-key: Permission denied' 'echo pwned >> link-key' \
+    'link-out: Read-only file system' 'echo pwned > link-out' \
+    'Read-only file system' 'echo pwned > link-dir/via-link.txt'
 check "denied symlink target unchanged on the host" canaries_unchanged
 check "outside symlink target unchanged on the host" test "$(cat "$O/outside.txt")" = outside-target
 check "nothing created through a symlinked dir" test ! -e "$O/open/via-link.txt"
@@ -137,6 +139,8 @@ rm -f "$WS/link-key" "$WS/link-out" "$WS/link-dir"
 
 # ---- protected paths, also in a nested repo three levels down ---------------------------------
 # Writes, and renames or removals inside a protected directory (hooks/): the read-only bind's EROFS.
+# (All in one sandbox: each line its own process, output and status.)
+refusals=()
 for line in \
     "echo 'echo pwned' >> a/b/c/.git/hooks/pre-commit" \
     "echo 'echo pwned' > a/b/c/.git/hooks/post-checkout" \
@@ -155,7 +159,7 @@ for line in \
     "echo x >> .claude/commands/review.md" \
     "echo '{\"filesystem\": {}}' > .exguardian.json" \
     "echo '[submodule]' >> .gitmodules"; do
-    expect_refused_sh 'Read-only file system' '' "$line"
+    refusals+=('Read-only file system' "$line")
 done
 # Renames or removals of what is a mount point of its own (a protected file, a repository's .git): EBUSY.
 for line in \
@@ -164,8 +168,9 @@ for line in \
     "mv a/b/c/.git a/b/c/.git2" \
     "mv .git .git2" \
     "mv x/y/.envrc x/y/envrc-moved"; do
-    expect_refused_sh 'Device or resource busy' '' "$line"
+    refusals+=('Device or resource busy' "$line")
 done
+expect_refused_each '' -- "${refusals[@]}"
 check "protected files unchanged on the host" test "$(protected_sums)" = "$protected_before"
 check ".git still in place on the host" test -d "$WS/.git" -a ! -e "$WS/.git2" -a -d "$WS/a/b/c/.git" -a ! -e "$WS/a/b/c/.git2"
 for p in .claude/commands/evil.md x/y/envrc-moved a/b/c/.git/hooks/post-checkout; do

@@ -31,10 +31,9 @@ if [ "$cgroups_for_us" = 0 ]; then
     finish
 fi
 
-# The limits are in place: seen from the host while a sandbox runs.
-(cd "$WS" && exec "${EXG_RUN[@]}" --memory 128M --pids 64 --cpus 0.5 -- sleep 3) >/dev/null 2>&1 &
-bg=$!
-track_bg "$bg"
+# The limits are in place: seen from the host while a sandbox runs (held until checked).
+hold_sandbox --memory 128M --pids 64 --cpus 0.5 || { fail "the sandbox with limits did not come up"; finish; }
+bg=$HELD_PID
 limit_seen() {
     local f
     for f in /sys/fs/cgroup/memory/exguardian/exg-"$bg"-*/memory.limit_in_bytes \
@@ -44,16 +43,16 @@ limit_seen() {
     return 1
 }
 if wait_for 5 limit_seen; then ok "memory limit 128M in the sandbox's cgroup (seen from the host)"
-else fail "no cgroup with the 128M limit for supervisor $bg"; wait "$bg"; finish; fi
+else fail "no cgroup with the 128M limit for supervisor $bg"; release_sandbox; finish; fi
 pids_seen() { cat /sys/fs/cgroup/pids/exguardian/exg-"$bg"-*/pids.max /sys/fs/cgroup/exguardian/exg-"$bg"-*/pids.max 2>/dev/null | grep -qx 64; }
 if on_layer gvisor; then
     # gVisor's own threads count in the sandbox's cgroup, which therefore has headroom; the
     # command's limit is RLIMIT_NPROC inside gVisor's kernel.
-    wait "$bg"
+    release_sandbox
     expect_output_contains "nproc=64" sh_in 'echo nproc=$(ulimit -u)' --pids 64
 else
     check "pids limit 64 in the sandbox's cgroup" pids_seen
-    wait "$bg"
+    release_sandbox
 fi
 
 # Fork bomb: stopped by the pids limit, ended by the timeout; the host keeps forking fine.

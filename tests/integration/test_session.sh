@@ -29,15 +29,17 @@ mounts_before=$(mount_count)
 
 SESSION_PID=""
 # start_session SOCK LOG [session options]: a session in the background; returns when its
-# control socket answers (it is bound once the sandbox is up).
+# control socket answers (it is bound once the sandbox is up), non-zero as soon as the session
+# has ended without answering (one that refuses its options: not 20 s of asking).
 _answers() { timeout 5 "$EXG" session-client --control "unix:$1" call '{"op":"list"}' >/dev/null 2>&1; }
+_answers_or_ended() { _answers "$1" || ! kill -0 "$2" 2>/dev/null; }
 start_session() {
     local sock=$1 log=$2; shift 2
     (cd "$WS" && exec timeout -k 5 300 "${SESSION[@]}" --control "unix:$sock" "$@") > "$log" 2>&1 &
     SESSION_PID=$!
     track_bg "$SESSION_PID"
     # (microvm: the socket is there once qemu runs; the first answer waits for the guest's boot)
-    wait_for "$(on_layer microvm && echo 180 || echo 20)" _answers "$sock"
+    wait_for "$(on_layer microvm && echo 180 || echo 20)" _answers_or_ended "$sock" "$SESSION_PID" && _answers "$sock"
 }
 SOCK=$T/a.sock
 sc() { timeout -k 2 30 "$EXG" session-client --control "unix:$SOCK" "$@"; }
