@@ -147,7 +147,10 @@ ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSin
     }
     if (idx) secret_index = std::make_unique<SecretIndex>(std::move(*idx));
   }
-  if (this->cfg.transparent) handed_out = std::make_unique<HandedOutAddresses>();
+  if (this->cfg.transparent) {
+    handed_out = std::make_unique<HandedOutAddresses>();
+    for (const auto& n : this->cfg.pinned_names) handed_out->address_for(n);
+  }
 }
 
 ProxyState::~ProxyState() = default;

@@ -64,6 +64,9 @@ struct ProxyConfig {
   // with addresses of its own, which the proxy (explicit and transparent
   // listeners alike) takes back to their names.
   bool transparent = false;
+  // Names given their addresses before the first answer, in this order (the
+  // plan's pinned_names, written into the sandbox's /etc/hosts).
+  std::vector<std::string> pinned_names;
 };
 
 // Fills the settings above from the policy (errors name the key).

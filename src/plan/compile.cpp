@@ -18,6 +18,8 @@
 #include <map>
 #include <set>
 
+#include "egress/rules.hpp"
+#include "egress/transparent.hpp"
 #include "plan/host_sockets.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
@@ -28,6 +30,28 @@
 namespace exg::plan {
 
 namespace {
+
+// Transparent egress's pinned names (ProxyPlan::pinned_names): each exact name
+// of network.allowedDomains ("host" or "host:port", no wildcard, no literal)
+// that the rules allow to be looked up, normalised, once, in policy order. A
+// name that resolves outside to a refused address still gets its address
+// here: the proxy refuses the connection instead of the lookup (and logs it).
+std::vector<std::string> pinned_allowed_names(const policy::Network& net) {
+  constexpr size_t kMaxPinned = 1024;  // a hosts file glibc reads on every lookup stays small
+  std::vector<std::string> out;
+  auto rules = egress::Rules::from_policy(net);
+  if (!rules) return out;  // the proxy refuses to start with the same error
+  for (const auto& d : net.allowed_domains) {
+    if (out.size() >= kMaxPinned) break;
+    std::string_view p = d.pattern;
+    if (p.find('*') != std::string_view::npos || p.starts_with("[")) continue;
+    if (auto colon = p.rfind(':'); colon != std::string_view::npos) p = p.substr(0, colon);
+    auto host = egress::normalise_host(p);
+    if (!host || host->literal || !rules->check_name(*host).allowed) continue;
+    if (std::find(out.begin(), out.end(), host->name) == out.end()) out.push_back(host->name);
+  }
+  return out;
+}
 
 // The policy's extra protected names, plus `.env` when the host's direnv
 // loads it into the shell (load_dotenv = true): then its values (PROMPT_COMMAND,
@@ -527,10 +551,16 @@ struct Builder {
         auto real = std::filesystem::weakly_canonical(target, ec);
         if (!ec && real.is_absolute()) target = real.string();
       }
-      Step& s = add(StepKind::File, target, {}, "transparent egress: loopback names only, the rest from the resolver");
+      plan.proxy.pinned_names = pinned_allowed_names(pol.network);
+      Step& s = add(StepKind::File, target, {},
+                    "transparent egress: loopback names and the " + std::to_string(plan.proxy.pinned_names.size()) +
+                        " exact allowed names' own addresses; the rest from the resolver");
       s.is_dir = false;
       s.mode = 0444;
       s.content = "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n127.0.1.1\t" + plan.hostname + "\n";
+      egress::HandedOutAddresses order;  // the proxy gives the same names the same addresses
+      for (const auto& n : plan.proxy.pinned_names)
+        if (auto a = order.address_for(n)) s.content += a->str() + "\t" + n + "\n";
     }
     // TLS to hosts with secrets or request rules ends at the proxy: the sandbox trusts its CA.
     plan.terminate_for_rules = plan.proxy.enabled && (!pol.network.rules.empty() || pol.network.read_only.value_or(false));

@@ -85,6 +85,13 @@ struct ProxyPlan {
   // listener (127.0.0.1:transparent_port); the resolver is on with it.
   bool transparent = false;
   uint16_t transparent_port = 15001;
+  // Transparent egress: the exact names network.allowedDomains allows, in the
+  // order their handed-out addresses are given (the first 198.18.0.1, ...).
+  // The sandbox's /etc/hosts maps them, so a client's lookup of an allowed
+  // name is a file read, not a round trip to the resolver; the proxy pins the
+  // same addresses before its first answer. Wildcards and names allowed
+  // later (serve's network changes) still go through the resolver.
+  std::vector<std::string> pinned_names;
   std::string text() const;  // the "egress:" line of --dry-run
 };
 

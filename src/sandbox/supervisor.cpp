@@ -453,6 +453,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     egress::ProxyConfig pc = proxy_settings;
     if (secrets) pc.secrets = secrets->config;
     pc.transparent = plan.proxy.transparent;
+    pc.pinned_names = plan.proxy.pinned_names;
     proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
                 sb.dns_socket ? sb.dns_socket.release() : -1,
                 sb.transparent_listener ? sb.transparent_listener.release() : -1, sb.relayed_egress, std::move(pc));

@@ -176,6 +176,8 @@ world_up() {
 127.0.0.1 rebind.test
 127.0.0.1 mixed.test
 203.0.113.10 mixed.test
+203.0.113.10 tp.wild.test
+169.254.169.254 meta.wild.test
 HOSTS
     echo "nameserver 127.0.0.53" > "$EGW_DIR/resolv.conf"
     chmod 644 "$EGW_DIR/hosts" "$EGW_DIR/resolv.conf"

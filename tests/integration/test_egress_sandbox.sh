@@ -76,11 +76,12 @@ expect_output_contains "hello from 10.0.0.5" sbx --policy "$T/cidr.json" -- $C h
 run sbx --policy "$T/cidr.json" -- $C -i http://meta.test/
 check "the CIDR rule does not open the metadata address" grep -q "^HTTP/1.1 403" <<<"$OUT"
 
-# Transparent egress (on by default): clients that ignore the proxy variables. The resolver
-# answers allowed names only, with addresses of its own; every TCP connection to any address
-# reaches the proxy, which judges it as the explicit proxy does.
+# Transparent egress (on by default): clients that ignore the proxy variables. The exact
+# allowed names are in the sandbox's /etc/hosts with addresses of the proxy's own; the resolver
+# answers the rest (here *.wild.test), allowed names only, with such addresses too; every TCP
+# connection to any address reaches the proxy, which judges it as the explicit proxy does.
 cat > "$T/tp.json" <<'JSON'
-{"network": {"allowedDomains": ["allowed.test", "plain.test", "meta.test", "private.test"],
+{"network": {"allowedDomains": ["allowed.test", "plain.test", "meta.test", "private.test", "*.wild.test"],
              "deniedDomains": ["denied.test"]}}
 JSON
 tpa=$T/tp-audit.jsonl
@@ -96,6 +97,9 @@ r allowed "$C http://allowed.test/"
 r denied "$C http://denied.test/"
 r meta-name "$C http://meta.test/"
 r private-name "$C http://private.test/"
+r hosts "grep -E \"^198.*(allowed|meta)[.]test\" /etc/hosts"
+r wild "$C http://tp.wild.test/"
+r meta-wild "$C http://meta.wild.test/"
 r meta-ip "$C http://169.254.169.254/latest/meta-data/"
 r private-ip "$C http://10.0.0.5/"
 r denied-ip "$C http://203.0.113.11/"
@@ -145,8 +149,12 @@ PY
 got() { grep -qE -- "^$1 $2" <<<"$OUT" || { echo "#  want '$1 $2', got: $(grep "^$1 " <<<"$OUT")"; return 1; }; }
 check "transparent: curl --noproxy reaches an allowed name" got allowed "hello from 203\.0\.113\.10"
 check "transparent: a denied name does not resolve" got denied "curl: \(6\)"
-check "transparent: a name whose address is link-local does not resolve" got meta-name "curl: \(6\)"
-check "transparent: a name whose address is private does not resolve" got private-name "curl: \(6\)"
+check "transparent: the exact allowed names are in /etc/hosts with the proxy's own addresses" \
+    got hosts "198\.18\.0\.1[[:space:]]+allowed\.test 198\.18\.0\.3[[:space:]]+meta\.test"
+check "transparent: an allowed name whose address is link-local is refused at the proxy" got meta-name "curl: \((52|56)\)"
+check "transparent: an allowed name whose address is private is refused at the proxy" got private-name "curl: \((52|56)\)"
+check "transparent: a wildcard-allowed name resolves through the resolver and is reached" got wild "hello from 203\.0\.113\.10"
+check "transparent: a wildcard-allowed name whose address is link-local does not resolve" got meta-wild "curl: \(6\)"
 check "transparent: the metadata address is refused" got meta-ip "curl: \((52|56)\)"
 check "transparent: a private address is refused" got private-ip "curl: \((52|56)\)"
 check "transparent: a literal address without a CIDR rule is refused" got denied-ip "curl: \((52|56)\)"
@@ -159,21 +167,23 @@ check "transparent: an SNI of denied.test on allowed.test's address (port 80) is
 check "transparent: a Host of denied.test on allowed.test's address is refused" got host-mismatch "REFUSED"
 check "transparent: a server-first protocol works (banner first, then the client's line)" \
     got banner "OK SSH-2.0-exgworld got SSH-2.0-exgclient"
-check "transparent: the mismatches reached no server, not even as a bare connection (203.0.113.10:80 accepted $c80 -> $(conn_log_count '^203\.0\.113\.10:80 '): curl's only)" \
-    test "$(conn_log_count '^203\.0\.113\.10:80 ')" = "$((c80 + 1))"
+check "transparent: the mismatches reached no server, not even as a bare connection (203.0.113.10:80 accepted $c80 -> $(conn_log_count '^203\.0\.113\.10:80 '): the two allowed curls only)" \
+    test "$(conn_log_count '^203\.0\.113\.10:80 ')" = "$((c80 + 2))"
 check "transparent: the banner server accepted the one server-first connection" \
     test "$(conn_log_count '^203\.0\.113\.10:22 ')" = "$((c22 + 1))"
 check "transparent: UDP other than the resolver is refused (EPERM)" got udp "refused EPERM"
 # Closed before or after the client's request arrived: a clean close or a reset, both refusals.
 check "transparent: the listener itself is no way out" got listener "(closed|\\[Errno 104\\])"
-check "transparent: nothing refused arrived at the servers ($before -> $(server_log_count))" \
-    test "$(server_log_count)" = "$((before + 1))"
+check "transparent: nothing refused arrived at the servers ($before -> $(server_log_count): the two allowed curls only)" \
+    test "$(server_log_count)" = "$((before + 2))"
 check "transparent: the metadata server never saw a request" bash -c "! grep -q '^169.254.169.254' '$EGW_LOG'"
 check "transparent: the audit log has each decision" audit_has "$tpa" --answers-in 198.18. \
     '{"event": "dns", "host": "denied.test", "decision": "refused", "rcode": "NXDOMAIN"}' \
-    '{"event": "dns", "host": "meta.test", "decision": "refused"}' \
-    '{"event": "dns", "host": "allowed.test", "decision": "allowed"}' \
+    '{"event": "dns", "host": "meta.wild.test", "decision": "refused"}' \
+    '{"event": "dns", "host": "tp.wild.test", "decision": "allowed"}' \
     '{"protocol": "transparent", "host": "allowed.test", "port": 80, "decision": "allowed", "address": "203.0.113.10"}' \
+    '{"protocol": "transparent", "host": "meta.test", "port": 80, "decision": "refused"}' \
+    '{"protocol": "transparent", "host": "tp.wild.test", "port": 80, "decision": "allowed", "address": "203.0.113.10"}' \
     '{"protocol": "transparent", "host": "plain.test", "port": 443, "decision": "allowed", "address": "203.0.113.20"}' \
     '{"protocol": "transparent", "host": "169.254.169.254", "decision": "refused"}' \
     '{"protocol": "transparent", "host": "10.0.0.5", "decision": "refused"}' \

@@ -9,7 +9,8 @@
 # way to its host while the guest holds and reads back only the placeholder, and nothing
 # leaves any other way (no NIC). Transparent egress is carried into the guest too: its
 # resolver (127.0.0.53) and every TCP connection out reach the proxy over the same port, so
-# `curl --noproxy '*'` reaches an allowed name, a denied name does not resolve, the metadata
+# `curl --noproxy '*'` reaches an allowed name (an exact one from the guest's /etc/hosts, a
+# wildcard one from the resolver), a denied name does not resolve, the metadata
 # address, a private address and a literal without a CIDR rule are closed, an SNI of another
 # name on an allowed name's address is refused, UDP other than the resolver's fails with
 # EPERM, each with its audit line. One guest boot (TCG: 5-20 s); the full
@@ -34,7 +35,7 @@ export API_TOKEN=$VALUE
 audit=$T/audit.jsonl
 cat > "$T/policy.json" <<'JSON'
 {
-  "network": {"allowedDomains": ["allowed.test", "meta.test", "denied.test", "api.secret.test", "plain.test"],
+  "network": {"allowedDomains": ["allowed.test", "meta.test", "denied.test", "api.secret.test", "plain.test", "*.wild.test"],
               "deniedDomains": ["denied.test"]},
   "filesystem": {"denyRead": [], "allowWrite": [], "denyWrite": []},
   "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test"]}]
@@ -60,6 +61,7 @@ echo "SECRET: $($C -H "Authorization: Bearer $API_TOKEN" https://api.secret.test
 echo "RESOLV: $(grep "^nameserver" /etc/resolv.conf | tr "\n" " ")"
 tp() { curl -sS -m 30 --noproxy "*" "$@" 2>&1; }
 echo "TP-ALLOWED: $(tp http://allowed.test/tp-microvm)"
+echo "TP-WILD: $(tp http://tp.wild.test/tp-microvm-wild)"
 echo "TP-DENIED: $(tp http://denied.test/)"
 echo "TP-META: $(tp http://169.254.169.254/latest/meta-data/)"
 echo "TP-PRIVATE: $(tp http://10.0.0.5/)"
@@ -108,6 +110,7 @@ check "meta.test refused because of its link-local address" grep -qi "link-local
 check "SOCKS5 to the metadata address refused ($(line META-SOCKS))" grep -q "^curl: (97) .*169.254.169.254. (2)" <<<"$(line META-SOCKS)"
 check "the guest's resolv.conf names the resolver ($(line RESOLV))" test "$(line RESOLV)" = "nameserver 127.0.0.53 "
 check "transparent: curl --noproxy reaches an allowed name" grep -q "hello from 203.0.113.10" <<<"$(line TP-ALLOWED)"
+check "transparent: a wildcard-allowed name, through the resolver, is reached ($(line TP-WILD))" grep -q "hello from 203.0.113.10" <<<"$(line TP-WILD)"
 check "transparent: a denied name does not resolve ($(line TP-DENIED))" grep -q "^curl: (6)" <<<"$(line TP-DENIED)"
 check "transparent: the metadata address is refused ($(line TP-META))" grep -qE "^curl: \((52|56)\)" <<<"$(line TP-META)"
 check "transparent: a private address is refused ($(line TP-PRIVATE))" grep -qE "^curl: \((52|56)\)" <<<"$(line TP-PRIVATE)"
@@ -145,7 +148,7 @@ assert any(l['host'] == 'api.secret.test' for l in ok), ok
 "
 check "audit: the guest's queries and captured connections" audit_has "$audit" --answers-in 198.18. \
     '{"event": "dns", "host": "denied.test", "decision": "refused", "rcode": "NXDOMAIN"}' \
-    '{"event": "dns", "host": "allowed.test", "decision": "allowed"}' \
+    '{"event": "dns", "host": "tp.wild.test", "decision": "allowed"}' \
     '{"protocol": "transparent", "host": "allowed.test", "port": 80, "decision": "allowed", "address": "203.0.113.10"}' \
     '{"protocol": "transparent", "host": "plain.test", "port": 443, "decision": "allowed", "address": "203.0.113.20"}' \
     '{"protocol": "transparent", "host": "169.254.169.254", "decision": "refused"}' \

@@ -18,6 +18,7 @@
 
 #include "plan/paths.hpp"
 #include "plan/host_sockets.hpp"
+#include "egress/transparent.hpp"
 #include "plan/plan.hpp"
 #include "plan/protect.hpp"
 #include "policy/policy.hpp"
@@ -414,6 +415,35 @@ TEST_F(PlanTest, PlanResolverComesWithTransparentEgress) {
   EXPECT_EQ((it + 1)->kind, StepKind::File);
   EXPECT_NE((it + 1)->content.find("localhost"), std::string::npos);
   EXPECT_EQ((it + 1)->content.find("203.0.113"), std::string::npos);
+}
+
+// The exact allowed names are in the sandbox's hosts file with the addresses the
+// proxy gives them (its lookups need no resolver round trip); wildcards,
+// literals and names a deny rule takes are not.
+TEST_F(PlanTest, TransparentHostsFilePinsTheExactAllowedNames) {
+  policy::Policy pol;
+  pol.network.allowed_domains = {{"Api.Example.COM", {}}, {"*.wild.org", {}}, {"second.example.com:443", {}},
+                                 {"denied.example.com", {}}, {"10.0.0.5", {}}, {"api.example.com:8443", {}}};
+  pol.network.denied_domains = {{"denied.example.com", {}}};
+  Plan p = ok(pol);
+  ASSERT_EQ(p.proxy.pinned_names, (std::vector<std::string>{"api.example.com", "second.example.com"}));
+  auto it = std::find_if(p.steps.begin(), p.steps.end(), [](auto& s) { return s.kind == StepKind::File; });
+  ASSERT_NE(it, p.steps.end());
+  EXPECT_NE(it->content.find("198.18.0.1\tapi.example.com\n"), std::string::npos) << it->content;
+  EXPECT_NE(it->content.find("198.18.0.2\tsecond.example.com\n"), std::string::npos) << it->content;
+  EXPECT_EQ(it->content.find("wild.org"), std::string::npos);
+  EXPECT_EQ(it->content.find("denied"), std::string::npos);
+  EXPECT_EQ(it->content.find("10.0.0.5"), std::string::npos);
+  // The proxy, pinning the same list in the same order, takes those addresses back to the names.
+  egress::HandedOutAddresses proxy_side;
+  for (const auto& n : p.proxy.pinned_names) proxy_side.address_for(n);
+  auto a = egress::parse_ip("198.18.0.2");
+  ASSERT_TRUE(a);
+  ASSERT_NE(proxy_side.name_for(*a), nullptr);
+  EXPECT_EQ(*proxy_side.name_for(*a), "second.example.com");
+  // Without transparent egress there is no hosts file and nothing pinned.
+  pol.network.transparent = false;
+  EXPECT_TRUE(ok(pol).proxy.pinned_names.empty());
 }
 
 TEST_F(PlanTest, PlanEnvironmentPolicyAllowAndSet) {
