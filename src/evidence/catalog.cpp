@@ -430,6 +430,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
            return held(tail);
          }});
     k.batch = "kernel";
+    k.tag_arg = true;
   }
 
   // ---- Network bypasses, against the test world.
@@ -954,6 +955,33 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   add({"limit-timeout", "limits", "sleep 1000", "sleep 1000 under --timeout 2s ends with 124, reported", true,
        {"--timeout", "2s"}, false, true, "", 15, limit_judge(124, "timeout 2s")});
   if (kind == layer::Kind::Microvm) adapt_for_microvm(v, c);
+
+  // The "userland" batch: one sandbox instead of one each. Every member is judged by its own
+  // output slice and exit status, and at most by host state that only it changes (its own
+  // target file, the host listener's log, the host's marker process) and by the canaries
+  // (ctx.files), which no member's command writes: persist-hookspath, persist-git-config-append,
+  // seed-git-hook and persist-home-bashrc write those, so they keep a sandbox each, or a
+  // neighbour's judge would see their change. Judges still run at each probe's own place in
+  // the catalogue. Not batched: what needs the world's log or the proxy's audit lines (network),
+  // the sandbox's own exit status and post-run sweep (planted-*: exit 123 and a "planted" line;
+  // persist-workspace-bashrc, -envrc, -vscode-tasks, -mcp-json, -policy-file: the files are
+  // written and the sweep at the sandbox's end quarantines them, so in a shared sandbox they
+  // would stay in the workspace, an .exguardian.json among them, for the neighbours after them),
+  // its own run args (limits, move-*, planted-allow-write-tree), the destructive ones (limits,
+  // setid-*, whose refusals are also read from the audit log), sandbox-in-place (the gate),
+  // fd-leak (it reads the sandbox's own fd table, which the batch's shell is part of) and
+  // persist-background-process (its processes would outlive it among its neighbours).
+  static const char* const kUserland[] = {
+      "sandbox-status", "seed-touch-home", "seed-read-credentials", "seed-env-secrets", "proc-environ-every",
+      "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary",
+      "planted-symlinked-hook-target", "host-unix-socket", "proc-host-processes", "proc-host-kill", "proc-pid1",
+      "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write", "work-git-commit", "work-compile-c",
+      "work-python", "work-tmp"};
+  for (auto& p : v)
+    if (std::find(std::begin(kUserland), std::end(kUserland), p.id) != std::end(kUserland)) p.batch = "userland";
+  // What a shared sandbox cannot give a probe is never batched, whatever the above says.
+  for (auto& p : v)
+    if (!p.run_args.empty() || p.needs_world || p.destructive) p.batch.clear();
   return v;
 }
 

@@ -73,10 +73,16 @@ struct ProbeSpec {
   int timeout_s = 0;                  // 0: the suite's default
   std::function<Judgement(const Outcome&)> judge;
   // Non-empty: run in one sandbox with the other probes of the same batch, each as its own
-  // process (`exguardian probe NAME --tag T`: T becomes its comm, which names it in the audit
-  // log). The kernel probes: ~120 sandbox starts become one, and every answer is still the
-  // kernel's or the filter's to that probe alone.
+  // process between markers, with its own output slice and exit status (evidence/batch.hpp).
+  // The kernel probes (`exguardian probe NAME --tag T`: T becomes its comm, which names it in
+  // the audit log): ~120 sandbox starts become one, and every answer is still the kernel's or
+  // the filter's to that probe alone. The "userland" batch: shell probes judged by their own
+  // output and status, and by host files only they write (see catalog.cpp for why each is).
+  // A batch whose sandbox does not end cleanly is run again one probe per sandbox.
   std::string batch = {};
+  // Batched: `--tag T` is appended (an exguardian probe) and the audit lines of comm T are its
+  // own. Otherwise it runs as `sh -c COMMAND` and is credited with no audit lines.
+  bool tag_arg = false;
 };
 
 // What the workspace's vault/key.txt holds (the protected-move probes deny it):

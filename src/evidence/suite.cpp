@@ -27,6 +27,7 @@
 #include <set>
 #include <sstream>
 
+#include "evidence/batch.hpp"
 #include "evidence/catalog.hpp"
 #include "layer/kind.hpp"
 #include "evidence/world.hpp"
@@ -408,52 +409,43 @@ struct Runner {
     return run_command(p.id, p.run_args, p.command, p.timeout_s ? p.timeout_s : opts.probe_timeout_s, argv_out);
   }
 
-  // One sandbox for the probes of a batch, each its own process between markers
-  // the shell prints; each gets its own slice of the output, its exit status and
-  // the audit lines whose command is its tag. A probe whose end marker is missing
-  // (the sandbox died, or the batch timed out) keeps the sandbox's status.
-  std::map<std::string, Outcome> run_batch(const std::vector<const ProbeSpec*>& ps, double& seconds) {
-    std::string script, name = ps.front()->batch + "-batch";
-    for (size_t i = 0; i < ps.size(); ++i) {
-      const std::string tag = batch_tag(i);
-      script += "printf '\\n" + std::string(kBegin) + "%s@@\\n' " + tag + "; " + ps[i]->command + " --tag " + tag +
-                " 2>&1; printf '\\n" + kEnd + "%s %s@@\\n' " + tag + " $?\n";
+  // One sandbox for the probes of a batch, each its own process between markers the
+  // shell prints (evidence/batch.hpp); each gets its own slice of the output, its exit
+  // status and (tagged probes) the audit lines whose command is its tag. A probe whose end
+  // marker is missing (the sandbox died or timed out in it or before it) gets no outcome:
+  // it is listed in `unfinished`, for a sandbox of its own. `all`: the sandbox's own outcome.
+  std::map<std::string, Outcome> run_batch(const std::vector<const ProbeSpec*>& ps, double& seconds,
+                                           std::vector<std::string>& unfinished, Outcome& all) {
+    std::vector<BatchProbe> bp;
+    int longest = opts.probe_timeout_s;
+    for (const auto* p : ps) {
+      bp.push_back({p->command, p->tag_arg});
+      longest = std::max(longest, p->timeout_s);
     }
-    // Each probe is a fork and one syscall: the sandbox's start dominates.
-    int timeout_s = opts.probe_timeout_s + static_cast<int>(ps.size()) / 2;
+    // Each probe is a fork or a short command: the sandbox's start dominates.
+    int timeout_s = longest + static_cast<int>(ps.size()) / 2;
     std::vector<std::string> argv;
     auto t0 = std::chrono::steady_clock::now();
-    Outcome all = run_command(name, {}, script, timeout_s, argv);
+    all = run_command(ps.front()->batch + "-batch", {}, batch_script(bp), timeout_s, argv);
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto slices = split_batch_output(all.out, ps.size());
     std::map<std::string, Outcome> by_id;
     for (size_t i = 0; i < ps.size(); ++i) {
-      const std::string tag = batch_tag(i);
-      Outcome o;
-      o.status = all.status;
-      o.timed_out = all.timed_out;
-      o.out = all.out;  // without its markers: the whole run's output says what happened
-      auto b = all.out.find(kBegin + tag + "@@\n");
-      if (b != std::string::npos) {
-        b += std::strlen(kBegin) + tag.size() + 3;
-        auto e = all.out.find("\n" + std::string(kEnd) + tag + " ", b);
-        if (e != std::string::npos) {
-          o.out = all.out.substr(b, e - b);
-          o.timed_out = false;
-          o.status = std::atoi(all.out.c_str() + e + 1 + std::strlen(kEnd) + tag.size() + 1);
-        } else {
-          o.out = all.out.substr(b);
-        }
+      const auto& sl = slices[i];
+      if (!sl.ended) {
+        unfinished.push_back(ps[i]->id);
+        continue;
       }
-      for (const auto& j : all.audit)
-        if (j.value("command", "") == tag) o.audit.push_back(j);
+      Outcome o;
+      o.status = sl.status;
+      o.out = sl.out;
+      if (ps[i]->tag_arg)
+        for (const auto& j : all.audit)
+          if (j.value("command", "") == batch_tag(i)) o.audit.push_back(j);
       by_id[ps[i]->id] = std::move(o);
     }
     return by_id;
   }
-
-  static constexpr const char* kBegin = "@@exg-probe-begin ";
-  static constexpr const char* kEnd = "@@exg-probe-end ";
-  static std::string batch_tag(size_t i) { return "exgp-" + std::to_string(i); }
 
   Outcome run_command(const std::string& id, const std::vector<std::string>& run_args, const std::string& command,
                       int timeout_s, std::vector<std::string>& argv_out) {
@@ -590,6 +582,8 @@ struct Runner {
   nlohmann::json probes = nlohmann::json::array();
   // Batched probes' outcomes, by id, filled when the first of their batch is reached.
   std::map<std::string, Outcome> batched;
+  std::vector<std::string> warnings;  // for the report's header
+  std::set<std::string> alone;        // batched, but its batch's sandbox ended before it did
   std::map<std::string, std::pair<double, int>> batch_time;  // batch -> (seconds, size)
   std::set<std::string> batches_run;
   for (auto& p : specs) {
@@ -620,13 +614,54 @@ struct Runner {
           for (const auto& q : specs)
             if (q.batch == p.batch && q.skip_why.empty()) members.push_back(&q);
           double secs = 0;
-          batched = runner.run_batch(members, secs);
+          std::vector<std::string> unfinished;
+          Outcome all;
+          batched.merge(runner.run_batch(members, secs, unfinished, all));
           batch_time[p.batch] = {secs, static_cast<int>(members.size())};
+          if (!unfinished.empty()) {
+            // What stopped the shared sandbox is found again by the probe that caused it, in a
+            // sandbox of its own, and not blamed on its neighbours; those that finished keep theirs.
+            std::string how = all.timed_out ? std::string("timed out") : "exit " + std::to_string(all.status);
+            warnings.push_back("the " + p.batch + " batch's sandbox ended (" + how + ") before " + std::to_string(unfinished.size()) + " of its " +
+                               std::to_string(members.size()) + " probes had ended, first " + unfinished.front() +
+                               ": they ran again, one per sandbox");
+            alone.insert(unfinished.begin(), unfinished.end());
+          } else if (all.status != 0 || all.timed_out) {
+            // Every probe ended and the script's last word is exit 0: anything else is exguardian's
+            // own report on the sandbox (a post-run sweep's 123: something was planted), which no
+            // probe's slice shows. Not attributable to one probe: it fails the run as the batch's.
+            ProbeResult b;
+            b.layer = layer;
+            b.id = p.batch + "-batch";
+            b.category = "sandbox";
+            b.command = "(the " + std::to_string(members.size()) + " probes of the " + p.batch + " batch, one sandbox)";
+            b.expectation = "the shared sandbox ends with the script's own exit 0 once every probe has ended";
+            b.verdict = Verdict::failed;
+            b.exit_status = all.status;
+            b.timed_out = all.timed_out;
+            std::string last;
+            std::istringstream is(all.out);
+            for (std::string l; std::getline(is, l);)
+              if (l.starts_with("exguardian: ")) last = l;
+            b.evidence = (all.timed_out ? std::string("timed out") : "exit " + std::to_string(all.status)) +
+                         " after every probe ended" + (last.empty() ? "" : ": " + last);
+            b.output = head_lines(all.out.substr(all.out.size() > 2000 ? all.out.size() - 2000 : 0), 6);
+            if (opts.verbose)
+              std::fprintf(stderr, "escape-test: %-8s %-34s %s\n", verdict_name(b.verdict), b.id.c_str(), b.evidence.c_str());
+            probes.push_back(to_json(b));
+          }
         }
-        o = batched[p.id];
-        auto [secs, size] = batch_time[p.batch];
-        r.seconds = secs / std::max(size, 1);
-        r.shared_with = size - 1;
+        if (!alone.count(p.id)) {
+          o = batched.at(p.id);
+          auto [secs, size] = batch_time[p.batch];
+          r.seconds = secs / std::max(size, 1);
+          r.shared_with = size - 1;
+        } else {
+          std::vector<std::string> argv;
+          auto t0 = std::chrono::steady_clock::now();
+          o = runner.run(p, argv);
+          r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
       } else {
         std::vector<std::string> argv;
         auto t0 = std::chrono::steady_clock::now();
@@ -653,6 +688,7 @@ struct Runner {
   }
   res["probes"] = probes;
   res["supervisors"] = runner.supervisors;
+  res["warnings"] = warnings;
   std::ofstream f(results_path);
   f << res.dump();
   f.close();
@@ -745,6 +781,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
     report.world_why = res["world"].value("why", "");
     for (auto& j : res["probes"]) report.probes.push_back(probe_result_from_json(j));
     supervisors = res.value("supervisors", std::vector<pid_t>{});
+    for (const auto& w : res.value("warnings", std::vector<std::string>{})) report.warnings.push_back(tag + w);
   }
   if (!report.world_up) report.warnings.push_back(tag + "no network test world: " + report.world_why);
 

@@ -43,6 +43,13 @@ assert r['host']['capabilities'], 'no host capabilities'
 for k in ('id', 'category', 'command', 'expectation', 'verdict', 'evidence', 'exit_status', 'output'):
     assert all(k in x for x in p), k
 "
+check "JSON: the userland probes ran in one sandbox of their own" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+u = ('sandbox-status', 'seed-touch-home', 'seed-read-credentials', 'proc-pid1', 'work-write', 'work-git-commit')
+assert all(p[i]['shared_with'] >= 15 and p[i]['shared_with'] == p[u[0]]['shared_with'] for i in u), [(i, p[i]['shared_with']) for i in u]
+assert p['fd-leak']['shared_with'] == 0 and p['seed-git-hook']['shared_with'] == 0
+"
 check "JSON: the network world was built" python3 -c "import json; assert json.load(open('$J'))['world']['up']"
 # The kernel probes share one sandbox: each must be credited with its own refusal only (the
 # audit line its tagged process caused), never a neighbour's.
@@ -100,9 +107,17 @@ cat > "$T/home.json" <<'JSON'
 JSON
 expect_escape "HOME writable (allowWrite ~)" seed-touch-home --policy "$T/home.json" --only seed-touch-home
 
-# (c) Secrets passed into the environment.
+# (c) Secrets passed into the environment. The secrets probes share the userland batch's sandbox:
+# the escape is the env probe's, and its neighbours there, which read files, still hold.
 expect_escape "GITHUB_TOKEN passed in (--env GITHUB_TOKEN)" seed-env-secrets --run-arg=--env --run-arg=GITHUB_TOKEN \
-    --only seed-env-secrets
+    --only seed-read-credentials --only seed-env-secrets --only secrets-credential-files
+check "  its batch neighbours hold (seed-read-credentials, secrets-credential-files), in the same sandbox" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$T/weak.json'))['probes']}
+ids = ('seed-read-credentials', 'seed-env-secrets', 'secrets-credential-files')
+assert all(p[i]['shared_with'] == 2 for i in ids), [(i, p[i]['shared_with']) for i in ids]
+assert p['seed-read-credentials']['verdict'] == 'held' and p['secrets-credential-files']['verdict'] == 'held', p
+"
 check "  the run arguments are in the report header" python3 -c "
 import json; r = json.load(open('$T/weak.json')); assert r['run_args'] == ['--env', 'GITHUB_TOKEN'], r['run_args']"
 
