@@ -106,7 +106,7 @@ env_vars=(
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     HOME="$T/home" LANG=C.UTF-8
     EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir" EXG_LAYER="$layer"
-    EXG_IT_GVISOR_SDK="${EXG_IT_GVISOR_SDK:-0}"  # opt-in: test_serve's SDK run on gVisor
+    EXG_IT_GVISOR_SDK="${EXG_IT_GVISOR_SDK:-1}"  # test_serve's SDK run on gVisor (0 skips it)
     EXG_MICROVM_IMAGE_DIR="$builddir/microvm"   # (the copied binary finds no image beside it)
     EXG_IT_MICROVM_FULL="${EXG_IT_MICROVM_FULL:-0}"   # (1: the microvm scripts' long parts too)
 )
