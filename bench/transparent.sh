@@ -3,7 +3,7 @@
 # 5% of the explicit path's throughput and added latency, or better): the same client in the same `exguardian run`, once through the proxy
 # variables' CONNECT tunnel (127.0.0.1:3128) and once ignoring them (curl --noproxy '*', a raw
 # socket to the name), which the sandbox's resolver and nftables capture hand to the same proxy.
-# Bulk: SIZE_MIB through one connection, best of RUNS, rounds alternating the two paths. Added
+# Bulk: SIZE_MIB through one connection, best and median of RUNS, rounds alternating the two paths. Added
 # latency: CONNS new connections + one small GET each (the transparent path includes the lookup
 # the client makes of the name from the sandbox's resolver); the direct row (outside any sandbox)
 # is the floor both are measured against. Everything runs in a private network + mount namespace
@@ -11,7 +11,7 @@
 #
 #   sudo EXG=/path/to/exguardian bash bench/transparent.sh
 #
-# Environment: EXG (default build/exguardian), RUNS (3), CONNS (300), SIZE_MIB (1024),
+# Environment: EXG (default build/exguardian), RUNS (9), CONNS (300), SIZE_MIB (1024),
 # CLIENT_CPU / ORIGIN_CPU (0), PROXY_CPU (1), JSON_OUT (bench/results/transparent.json).
 set -euo pipefail
 
@@ -28,7 +28,7 @@ if [ "${EXG_BENCH_INNER:-}" != 1 ]; then
 fi
 
 # ---- Inside the private world. ----
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-9}
 CONNS=${CONNS:-300}
 SIZE_MIB=${SIZE_MIB:-1024}
 CLIENT_CPU=${CLIENT_CPU:-0}
@@ -106,27 +106,31 @@ for name in ("direct", "explicit", "transparent"):
                 bulk.append(float(v))
             elif k == "lat":
                 us += json.loads(v)["us"]
-    res[name] = {"bulk_MBps": max(bulk) / 1e6, "latency_us": {"p50": pct(us, .5), "p90": pct(us, .9), "n": len(us)}}
+    res[name] = {"bulk_MBps": max(bulk) / 1e6, "bulk_median_MBps": statistics.median(bulk) / 1e6,
+                 "latency_us": {"p50": pct(us, .5), "p90": pct(us, .9), "n": len(us)}}
 d, e, t = res["direct"], res["explicit"], res["transparent"]
 for r in (e, t):
     r["added_us"] = {q: r["latency_us"][q] - d["latency_us"][q] for q in ("p50", "p90")}
 ratios = {"bulk_transparent_x_explicit": t["bulk_MBps"] / e["bulk_MBps"],
+          "bulk_median_transparent_x_explicit": t["bulk_median_MBps"] / e["bulk_median_MBps"],
           "added_p50_transparent_x_explicit": t["added_us"]["p50"] / e["added_us"]["p50"] if e["added_us"]["p50"] > 0 else None}
 # The target is that capture costs nothing over the explicit path: transparent's throughput at
 # least 0.95x and its added latency at most 1.05x the explicit proxy's (a transparent path that
 # is faster, having no CONNECT exchange, meets it).
-targets = {"bulk_ge_0.95x_explicit": ratios["bulk_transparent_x_explicit"] >= 0.95}
+# Throughput is judged on the medians of the rounds: one round's best moves by +-10% on a small
+# VM, the median by about 1%.
+targets = {"bulk_median_ge_0.95x_explicit": ratios["bulk_median_transparent_x_explicit"] >= 0.95}
 if ratios["added_p50_transparent_x_explicit"] is not None:
     targets["added_p50_le_1.05x_explicit"] = ratios["added_p50_transparent_x_explicit"] <= 1.05
 doc = {"kernel": platform.release(), "cpus": os.cpu_count(), "exguardian": version, "bulk_file_MiB": int(size_mib),
        "latency_connections_per_round": int(conns), "rounds": int(runs), "results": res, "ratios": ratios, "targets": targets}
 json.dump(doc, open(out, "w"), indent=2)
 print(f"\nkernel {doc['kernel']}, {doc['cpus']} CPUs; {version}")
-print("| path | bulk MB/s | p50 us | p90 us | added p50 us | added p90 us |")
-print("|---|---|---|---|---|---|")
+print("| path | bulk MB/s (best) | bulk MB/s (median) | p50 us | p90 us | added p50 us | added p90 us |")
+print("|---|---|---|---|---|---|---|")
 for n, r in res.items():
     a = r.get("added_us", {})
-    print(f"| {n} | {r['bulk_MBps']:.0f} | {r['latency_us']['p50']:.0f} | {r['latency_us']['p90']:.0f} | "
+    print(f"| {n} | {r['bulk_MBps']:.0f} | {r['bulk_median_MBps']:.0f} | {r['latency_us']['p50']:.0f} | {r['latency_us']['p90']:.0f} | "
           f"{a.get('p50', 0):.0f} | {a.get('p90', 0):.0f} |")
 for k, v in ratios.items():
     print(f"{k}: {'-' if v is None else format(v, '.3f')}")
