@@ -410,7 +410,7 @@ TEST_F(PlanTest, PlanResolverComesWithTransparentEgress) {
   auto it = std::find_if(on.steps.begin(), on.steps.end(), [](auto& s) { return s.kind == StepKind::ResolvConf; });
   EXPECT_FALSE(it->is_dir);
   // After the binds that bring in /etc: the generated files land on top (the
-  // hosts file with loopback names only, so that the rest reach the resolver).
+  // hosts file: loopback names and the exact allowed names, never an address from outside).
   ASSERT_EQ(it + 2, on.steps.end());
   EXPECT_EQ((it + 1)->kind, StepKind::File);
   EXPECT_NE((it + 1)->content.find("localhost"), std::string::npos);
