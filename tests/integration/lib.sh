@@ -297,6 +297,18 @@ sys.exit(0 if ok else 1)
 PY
 }
 
+# no_dns_for FILE NAME...: no resolver (dns) line of the audit log FILE is for any NAME.
+no_dns_for() {
+    python3 - "$@" <<'PY'
+import json, sys
+path, names = sys.argv[1], set(sys.argv[2:])
+hit = [l["host"] for l in map(json.loads, filter(str.strip, open(path))) if l.get("event") == "dns" and l.get("host") in names]
+if hit:
+    print("#  the resolver was asked for", sorted(set(hit)))
+sys.exit(1 if hit else 0)
+PY
+}
+
 # Checks on the output of the last `run`.
 last_output_lacks() {  # STR DESC
     if grep -qF -- "$1" <<<"$OUT$ERR"; then fail "$2: output contains '$1'"; show_last

@@ -193,6 +193,8 @@ check "transparent: the audit log has each decision" audit_has "$tpa" --answers-
     '{"protocol": "transparent", "host": "allowed.test", "port": 80, "decision": "refused", "rule": "Host header mismatch"}' \
     '{"protocol": "transparent", "host": "allowed.test", "port": 22, "decision": "allowed", "address": "203.0.113.10"}' \
     '{"protocol": "transparent", "decision": "refused", "rule": "not redirected"}'
+check "transparent: the exact allowed names never asked the resolver (their lookups read /etc/hosts)" \
+    no_dns_for "$tpa" allowed.test plain.test meta.test
 # An explicit CIDR rule opens that address to transparent clients too.
 sed 's/"allowedDomains"/"allowedCidrs": ["10.0.0.5\/32"], "allowedDomains"/' "$T/tp.json" > "$T/tp-cidr.json"
 expect_output_contains "hello from 10.0.0.5" sbx --policy "$T/tp-cidr.json" -- $C --noproxy '*' http://10.0.0.5/

@@ -155,5 +155,7 @@ check "audit: the guest's queries and captured connections" audit_has "$audit" -
     '{"protocol": "transparent", "host": "10.0.0.5", "decision": "refused"}' \
     '{"protocol": "transparent", "host": "203.0.113.10", "decision": "refused"}' \
     '{"protocol": "transparent", "host": "plain.test", "decision": "refused", "rule": "TLS server name mismatch"}'
+check "transparent: the guest's lookups of the exact allowed names read its /etc/hosts, not the resolver" \
+    no_dns_for "$audit" allowed.test plain.test
 check "the value is not in the audit log" bash -c "! grep -qF '$VALUE' '$audit'"
 finish
