@@ -1,4 +1,5 @@
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "cli/commands.hpp"
@@ -13,6 +14,38 @@
 #include "cli/serve.hpp"
 #include "cli/session.hpp"
 #include "cli/subcommands.hpp"
+
+namespace {
+
+// Splits off everything after the first "--" (the command, untouched by option
+// parsing) into `run`, then parses the rest. Returns the exit status when
+// parsing ends the program (help, version, a usage error), nothing otherwise.
+std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, exg::cli::RunOptions& run) {
+  int n = argc;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      n = i;
+      run.command.assign(argv + i + 1, argv + argc);
+      run.explicit_command = true;
+      break;
+    }
+  }
+  try {
+    app.parse(n, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "exguardian: usage: %s (see exguardian --help)\n", e.what());
+    return 125;
+  }
+  return std::nullopt;
+}
+
+constexpr const char* kAppDescription = "ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed";
+
+}  // namespace
 
 int main(int argc, char** argv) {
   // An OCI runtime (issue 17): runc's grammar, not CLI11's. Reached as
@@ -36,7 +69,17 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "serve") return exg::cli::serve_main(argc - 1, argv + 1);
   // The MCP server over stdio: likewise.
   if (argc > 1 && std::string(argv[1]) == "mcp") return exg::cli::mcp_main(argc - 1, argv + 1);
-  CLI::App app{"ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed", "exguardian"};
+  // `run`, the path of every sandbox start: CLI11 is given only its options, not
+  // every subcommand's (building them all took about 0.3 ms of each start).
+  if (argc > 1 && std::string(argv[1]) == "run") {
+    CLI::App app{kAppDescription, "exguardian"};
+    app.require_subcommand(1);
+    exg::cli::RunOptions run;
+    run.add_to(app);
+    if (auto status = parse_command_line(app, argc, argv, run)) return *status;
+    return run.execute();
+  }
+  CLI::App app{kAppDescription, "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");
   app.footer("Also, each with its own options (exguardian(1)): serve, mcp, session-client, and runtime (an OCI\n"
@@ -104,26 +147,7 @@ int main(int argc, char** argv) {
   escape->add_flag("-v,--verbose", esc.verbose, "One line per probe as it runs");
   escape->add_option("--only", esc.only, "Run only probe ID (repeatable; sandbox-in-place always runs)")
       ->allow_extra_args(false);
-  // Everything after the first "--" is the command, untouched by option parsing.
-  int n = argc;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      n = i;
-      run.command.assign(argv + i + 1, argv + argc);
-      run.explicit_command = true;
-      break;
-    }
-  }
-  try {
-    app.parse(n, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::fprintf(stderr, "exguardian: usage: %s (see exguardian --help)\n", e.what());
-    return 125;
-  }
+  if (auto status = parse_command_line(app, argc, argv, run)) return *status;
   if (run.sub->parsed()) return run.execute();
   for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args),
                                    static_cast<exg::cli::PlanOptions*>(&session)}) {
