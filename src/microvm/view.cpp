@@ -37,6 +37,11 @@ plan::Plan with_exported_view(const plan::Plan& plan) {
     c.target = under_view(s.target);
     if (s.kind == plan::StepKind::ProtectRo || s.kind == plan::StepKind::Pin) c.source = under_view(s.source);
     c.why = "microvm view: " + s.why;
+    // A mask that is passed through (an allowRead path or a masked credential
+    // copy inside) must be readable here: qemu's 9p server opens every directory
+    // of a walk for reading, so at 0111 the guest got EACCES for what it may
+    // read. The mask is an empty tmpfs: listing it shows only those names.
+    if (s.kind == plan::StepKind::MaskDir && s.mode == 0111) c.mode = 0555;
     if (s.kind == plan::StepKind::ReadOnly && s.target == "/") sealed = true;
     out.steps.push_back(std::move(c));
   }

@@ -307,8 +307,9 @@ void Builder::step(size_t i, const plan::Step& s) {
       break;
     }
     case StepKind::MaskDir: {
-      // Mode 0 (nothing), or 0111 when a masked credential copy sits inside (reachable, not listable).
-      int m = new_fs("tmpfs", {{"mode", octal(s.mode & 0111)}, {"size", "4k"}, {"nr_inodes", "64"}},
+      // Mode 0 (nothing), or 0111 when a masked credential copy sits inside (reachable, not listable;
+      // 0555 in the microVM's view, microvm/view.cpp: its 9p server must read what it walks).
+      int m = new_fs("tmpfs", {{"mode", octal(s.mode & 0555)}, {"size", "4k"}, {"nr_inodes", "64"}},
                      kSafe | MOUNT_ATTR_NOEXEC, s.target);
       attach(m, s.target, true);
       break;

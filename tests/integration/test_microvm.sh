@@ -118,6 +118,29 @@ elif grep -q 'microvm: in the guest: landlock: not in this kernel: not applied' 
 else fail "guest: what about Landlock"; show_last; fi
 rm -rf "$ll_dir"
 
+# 1d. Writable trees other than the workspace, and a readable path inside a denied one, through
+# the 9p view: the HOME layer and an --allow-write directory outside /tmp take writes (the guest's
+# Landlock rules hold their inodes only while pid 1 pins the dentries: before, every write there
+# was EACCES), the rest of $O still refuses them, and --allow-read inside --deny-read reads
+# (qemu's 9p server has to open the mask to walk it) while the denied file stays gone.
+aw_dir=$O/exg-allow-write
+mkdir -p "$aw_dir" "$O/vault/public"
+echo vault-public > "$O/vault/public/readme.txt"
+echo vault-secret > "$O/vault/secret.txt"
+run snaprun --allow-write "$aw_dir" --deny-read "$O/vault" --allow-read "$O/vault/public" -- sh -c '
+  echo h > "$HOME/exg-home-file" && echo HOME-WROTE; echo a > '"$aw_dir"'/from-guest && echo AW-WROTE
+  touch '"$O"'/not-allowed 2>&1 && echo WROTE-O; cat '"$O"'/vault/public/readme.txt; cat '"$O"'/vault/secret.txt 2>&1; true'
+if [ "$STATUS" -eq 0 ] && grep -qx HOME-WROTE <<<"$OUT" && grep -qx AW-WROTE <<<"$OUT" && [ "$(cat "$aw_dir/from-guest" 2>/dev/null)" = a ]; then
+    ok "guest: HOME's layer and an --allow-write directory outside /tmp take writes; the file is on the host"
+else fail "guest: writes to HOME or to --allow-write $aw_dir"; show_last; fi
+if ! grep -qx WROTE-O <<<"$OUT" && [ ! -e "$O/not-allowed" ] && grep -q 'not-allowed.*Permission denied' <<<"$OUT"; then
+    ok "guest: beside them, a write elsewhere is still refused (EACCES)"
+else fail "guest: a write outside the writable trees was not refused"; show_last; fi
+if grep -qx vault-public <<<"$OUT" && ! grep -q vault-secret <<<"$OUT" && grep -q 'secret.txt: No such file' <<<"$OUT"; then
+    ok "guest: --allow-read inside --deny-read reads; the denied file is not there"
+else fail "guest: --allow-read inside --deny-read"; show_last; fi
+rm -rf "$aw_dir" "$O/vault"
+
 # A fork bomb is contained by the guest's pids limit (its own cgroup) and reported from the guest.
 run snaprun --pids 64 --timeout 5s -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 100'
 if [ "$STATUS" -eq 124 ] && grep -q 'exguardian: pids limit 64 reached in the guest: [0-9]* forks refused' <<<"$ERR" \

@@ -92,6 +92,26 @@ TEST(MicrovmView, PlanStepsAgainUnderTheViewWithoutQemusProcSysDev) {
   EXPECT_EQ(v.landlock.write_files, p.landlock.write_files);
 }
 
+// A passed-through mask (0111 on the process layer) is readable in the view:
+// qemu's 9p server opens each directory it walks; a closed mask stays closed.
+TEST(MicrovmView, PassedThroughMasksAreReadableForTheNinePServer) {
+  plan::Plan p;
+  plan::Step through{plan::StepKind::MaskDir, "", "/srv/vault", "deny, with an allowRead inside"};
+  through.mode = 0111;
+  plan::Step closed{plan::StepKind::MaskDir, "", "/srv/other", "deny"};
+  closed.mode = 0;
+  p.steps = {through, closed};
+  auto v = with_exported_view(p);
+  auto mode_of = [&](const std::string& t) {
+    for (const auto& s : v.steps)
+      if (s.target == t) return static_cast<int>(s.mode);
+    return -1;
+  };
+  EXPECT_EQ(mode_of("/srv/vault"), 0111);  // qemu's own view: as the plan says
+  EXPECT_EQ(mode_of(std::string(kViewRoot) + "/srv/vault"), 0555);
+  EXPECT_EQ(mode_of(std::string(kViewRoot) + "/srv/other"), 0);
+}
+
 TEST(MicrovmLayer, GuestMemoryLeavesRoomForQemuAndRefusesTooLittle) {
   plan::Plan p;
   p.limits.memory_bytes = 512ull << 20;

@@ -434,6 +434,13 @@ int main() {
     }
   }
 
+  // Held by pid 1 for the guest's life (walls_apply.hpp: Landlock rules on 9p
+  // directories match only while their dentries stay); the children close them.
+  const std::vector<int> pinned = pin_writable_dirs(boot.walls);
+  auto close_pinned = [&pinned] {
+    for (int fd : pinned) ::close(fd);
+  };
+
   // Pid 1 stays root to reap orphans and end the guest; the agent is its child.
   sigset_t all;
   sigfillset(&all);
@@ -446,6 +453,7 @@ int main() {
       sigemptyset(&none);
       sigprocmask(SIG_SETMASK, &none, nullptr);
       ::close(channel);
+      close_pinned();
       egress_relay(egress_port, eg, uid, boot.walls.seccomp);
     }
     ::close(egress_port);
@@ -459,6 +467,7 @@ int main() {
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    close_pinned();
     WallReport walls;
     if (std::string err = enter_limits(cgroup, boot.walls.pids, walls); !err.empty()) die("%s", err, 0);
     if (cgroup.procs >= 0) ::close(cgroup.procs);

@@ -71,6 +71,16 @@ std::string enter_limits(const PidsCgroup& cg, uint32_t pids, WallReport& report
   return "";
 }
 
+std::vector<int> pin_writable_dirs(const Walls& w) {
+  std::vector<int> fds;
+  if (!w.landlock) return fds;
+  for (const auto& p : w.landlock->read_write) {
+    int fd = ::open(p.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) fds.push_back(fd);
+  }
+  return fds;
+}
+
 std::string apply_walls(const Walls& w, WallReport& report) {
   if (w.landlock) {
     std::string text;

@@ -35,6 +35,17 @@ using WallReport = std::vector<std::pair<std::string, std::string>>;
 // defaults). "" or what failed.
 std::string enter_limits(const PidsCgroup& cg, uint32_t pids, WallReport& report);
 
+// In pid 1, in the view, before the agent is forked: an O_PATH descriptor on
+// each directory the Landlock rules let the sandbox write (close-on-exec; pid 1
+// keeps them for the guest's life). Why: Landlock ties a rule to the inode it
+// was given, and the guest kernel's 9p (cache=mmap) makes a new inode at every
+// lookup of a dentry that is no longer cached, so a rule on an unpinned
+// directory (HOME, an allowWrite path) stopped matching once its dentry went:
+// every write there was refused. A held descriptor keeps the dentry, and with it
+// its parents, so later walks reach the same inodes. Paths that do not exist or
+// are not directories are skipped (the rule then fails alike).
+std::vector<int> pin_writable_dirs(const Walls& w);
+
 // In the agent's process after it dropped to the sandbox's uid and set
 // no_new_privs (root inside the guest keeps CAP_SYS_ADMIN, which Landlock
 // accepts instead): Landlock (fails only where the rules require it and the
