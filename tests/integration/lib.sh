@@ -141,11 +141,19 @@ last_refused() {
 # The refusal of a write to the read-only host view, as a WHY for the helpers below: RO_REFUSAL
 # on the script's layer, `ro_refusal LAYER` on another. gVisor checks a directory's permissions
 # before the mount's read-only flag: where the sandbox's uid could not write anyway (a root-owned
-# /etc or /usr) its answer is "Permission denied".
+# /etc or /usr) its answer is "Permission denied". In a microVM the guest kernel's Landlock
+# refuses the write (EACCES) before it reaches the read-only view on the host.
 ro_refusal() {  # [LAYER]
-    if [ "${1:-$EXG_LAYER}" = gvisor ]; then echo 'Read-only file system|Permission denied'; else echo 'Read-only file system'; fi
+    case "${1:-$EXG_LAYER}" in
+        gvisor | microvm) echo 'Read-only file system|Permission denied' ;;
+        *) echo 'Read-only file system' ;;
+    esac
 }
 RO_REFUSAL=$(ro_refusal)
+# The same where the sandbox's uid could write but for the read-only view (a world-writable file
+# or directory outside the writable trees): EROFS on every layer but the microVM's (Landlock).
+if [ "$EXG_LAYER" = microvm ]; then RO_WRITABLE_REFUSAL='Read-only file system|Permission denied'
+else RO_WRITABLE_REFUSAL='Read-only file system'; fi
 
 # expect_refused WHY STR [exguardian run options] -- CMD...: runs CMD in the sandbox (as sbx does,
 # cwd = $WS) after the mark, and judges it with last_refused.

@@ -62,7 +62,7 @@ for target in "${targets[@]}"; do
     cleanup_path "$target"
     refusals+=("$RO_REFUSAL" "echo x > '$target'")
 done
-expect_refused_each '' -- "${refusals[@]}" 'Read-only file system' "echo x >> '$O/open/existing.txt'"
+expect_refused_each '' -- "${refusals[@]}" "$RO_WRITABLE_REFUSAL" "echo x >> '$O/open/existing.txt'"
 for target in "${targets[@]}"; do
     if [ -e "$target" ]; then fail "$target was created on the host"; rm -f "$target"
     else ok "$target not created on the host"; fi
@@ -130,8 +130,8 @@ ln -s "$O/open" "$WS/link-dir"
 expect_refused_each "$CANARY" -- 'cat: link-key: Permission denied' 'cat link-key' \
     'link-key: Permission denied' 'echo pwned > link-key' \
     'link-key: Permission denied' 'echo pwned >> link-key' \
-    'link-out: Read-only file system' 'echo pwned > link-out' \
-    'Read-only file system' 'echo pwned > link-dir/via-link.txt'
+    "link-out: ($RO_WRITABLE_REFUSAL)" 'echo pwned > link-out' \
+    "$RO_WRITABLE_REFUSAL" 'echo pwned > link-dir/via-link.txt'
 check "denied symlink target unchanged on the host" canaries_unchanged
 check "outside symlink target unchanged on the host" test "$(cat "$O/outside.txt")" = outside-target
 check "nothing created through a symlinked dir" test ! -e "$O/open/via-link.txt"
@@ -217,9 +217,18 @@ mkdir -p -m 755 "$O/vault/public" && echo vault-secret > "$O/vault/secret.txt" &
 chmod 644 "$O/vault/secret.txt" "$O/vault/public/readme.txt"
 expect_output_contains vault-public sbx --deny-read "$O/vault" --allow-read "$O/vault/public" -- cat "$O/vault/public/readme.txt"
 expect_refused 'No such file or directory' vault-secret --deny-read "$O/vault" --allow-read "$O/vault/public" -- cat "$O/vault/secret.txt"
-# (listed by python: gVisor's statx answers EINVAL on this host, so `ls` fails there on any path)
-expect_refused 'PermissionError: .*Permission denied' secret.txt --deny-read "$O/vault" --allow-read "$O/vault/public" -- \
-    python3 -c 'import os, sys; print(os.listdir(sys.argv[1]))' "$O/vault"
+# (listed by python: gVisor's statx answers EINVAL on this host, so `ls` fails there on any path;
+# in a microVM the mask is readable, as qemu's 9p server must read what it walks: it lists only
+# the allowed name)
+if [ "$EXG_LAYER" = microvm ]; then
+    run sbx --deny-read "$O/vault" --allow-read "$O/vault/public" -- \
+        python3 -c 'import os, sys; print(os.listdir(sys.argv[1]))' "$O/vault"
+    if [ "$STATUS" -eq 0 ] && grep -qxF "['public']" <<<"$OUT"; then ok "the masked directory lists only the allowed name"
+    else fail "listing of the masked directory"; show_last; fi
+else
+    expect_refused 'PermissionError: .*Permission denied' secret.txt --deny-read "$O/vault" --allow-read "$O/vault/public" -- \
+        python3 -c 'import os, sys; print(os.listdir(sys.argv[1]))' "$O/vault"
+fi
 
 mkdir -m 755 "$O/extra"
 expect_refused_sh "$RO_REFUSAL" '' "echo x > '$O/extra/without-flag.txt'"
