@@ -690,6 +690,7 @@ struct Builder {
     const auto& net = pol.network;
     if (net.allow_all_unix_sockets.value_or(false)) {
       plan.notes.push_back("network.allowAllUnixSockets: the host's Unix sockets visible inside are not masked");
+      plan.host_unix_sockets_allowed = true;
       return;
     }
     std::set<std::string> allowed;
@@ -711,6 +712,7 @@ struct Builder {
       bool host_view = cover->kind == StepKind::BindRo || cover->kind == StepKind::BindRw || cover->kind == StepKind::Overlay;
       if (allowed.count(p)) {
         allowed_seen.push_back(p);
+        plan.host_unix_sockets_allowed = true;
         if (cover->kind == StepKind::Tmpfs) add(StepKind::BindRo, p, p, "network.allowUnixSockets").is_dir = false;
         continue;
       }

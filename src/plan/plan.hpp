@@ -148,6 +148,10 @@ struct Plan {
   bool terminates_tls() const { return !secrets.empty() || terminate_for_rules; }
   std::string host_trust_bundle;   // the host's bundle: upstream verification and the bundle's base; empty: none found
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
+  // network.allowUnixSockets named a host socket the view shows, or
+  // allowAllUnixSockets is set: a layer that cannot carry a host socket to
+  // the command (the microVM's 9p view) refuses the plan rather than drop it.
+  bool host_unix_sockets_allowed = false;
 
   // The Plan as --dry-run prints it; `layer_lines` (Layer::describe) follow
   // the sandbox line: the Plan itself does not know which layer runs it.

@@ -1217,13 +1217,19 @@ TEST_F(PlanTest, HostUnixSocketsVisibleInsideAreMasked) {
   bool noted = std::any_of(p.notes.begin(), p.notes.end(), [](auto& n) { return n.starts_with("host Unix sockets: "); });
   EXPECT_TRUE(noted);
 
+  EXPECT_FALSE(p.host_unix_sockets_allowed);
+
+  // What lets a host socket through is on the plan (the microVM layer refuses it).
   policy::Policy allow;
   allow.network.allow_unix_sockets.push_back({ws + "/host.sock", false, ws, {}});
-  EXPECT_FALSE(masks(ok(allow), ws + "/host.sock"));
+  Plan pw = ok(allow);
+  EXPECT_FALSE(masks(pw, ws + "/host.sock"));
+  EXPECT_TRUE(pw.host_unix_sockets_allowed);
   policy::Policy all;
   all.network.allow_all_unix_sockets = true;
   Plan pa = ok(all);
   EXPECT_EQ(std::count_if(pa.steps.begin(), pa.steps.end(), [](auto& s) { return s.if_present; }), 0);
+  EXPECT_TRUE(pa.host_unix_sockets_allowed);
 }
 
 TEST(HostSockets, TablePaths) {
