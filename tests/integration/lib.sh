@@ -317,6 +317,10 @@ sys.exit(1 if hit else 0)
 PY
 }
 
+# Seconds on the monotonic clock (/proc/uptime), for the few bounds a check puts on how long
+# something took: bash's SECONDS follows the wall clock, which this VM's host steps at times.
+mono_seconds() { local u; read -r u _ </proc/uptime; echo "${u%%.*}"; }
+
 # Checks on the output of the last `run`.
 last_output_lacks() {  # STR DESC
     if grep -qF -- "$1" <<<"$OUT$ERR"; then fail "$2: output contains '$1'"; show_last

@@ -191,9 +191,9 @@ else
 fi
 
 # ---- timeout --------------------------------------------------------------------------------------
-start=$SECONDS
+start=$(mono_seconds)
 expect_status 124 sbx --timeout 2s -- sleep 100
-check "timeout took $((SECONDS - start)) s (<= 10)" test $((SECONDS - start)) -le 10
+check "timeout took $(($(mono_seconds) - start)) s (<= 10)" test $(($(mono_seconds) - start)) -le 10
 
 # ---- dry-run ----------------------------------------------------------------------------------
 rm -f "$WS/dry-marker"
