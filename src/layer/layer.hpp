@@ -124,6 +124,11 @@ class Layer {
   // command through it (SuperviseOptions::agent must be set; supervise()
   // refuses otherwise).
   virtual bool command_through_agent() const { return false; }
+  // Whether a host Unix socket the policy lets through (network.allowUnixSockets,
+  // allowAllUnixSockets) reaches the command; supervise() refuses such a plan
+  // on a layer that cannot carry one (gVisor's gofer: --host-uds none; the
+  // microVM's 9p view carries no sockets), rather than drop it silently.
+  virtual bool carries_host_unix_sockets() const { return true; }
   // What the user must hear even without -v: a part of the plan this layer
   // cannot keep yet (said once, before the launch).
   virtual std::vector<std::string> cautions(const plan::Plan& /*plan*/) const { return {}; }

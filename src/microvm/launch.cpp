@@ -439,12 +439,6 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
 }  // namespace
 
 Result<process::Launched> launch(const plan::Plan& plan, const process::LaunchOptions& opt, const LayerOptions& vm) {
-  // 9p carries no sockets (qemu refuses to open one): the host's socket the
-  // policy lets through would be unreachable in the guest. Said, not dropped.
-  if (plan.host_unix_sockets_allowed)
-    return fail(Error::msg("microvm: network.allowUnixSockets / allowAllUnixSockets",
-                           "a guest cannot reach the host's Unix sockets (its view is shared over 9p, which carries "
-                           "no sockets): use the process, container or gvisor layer for this policy"));
   auto img = find_guest_image();
   if (!img) return fail(img.error());
   if (::access(kQemuBinary, X_OK) != 0)

@@ -25,6 +25,7 @@ class MicrovmLayer final : public layer::Layer {
   // Sessions: the guest's agent on its virtio-serial port, the same protocol.
   Result<void> supports_agent() const override;
   bool command_through_agent() const override { return true; }
+  bool carries_host_unix_sockets() const override { return false; }  // 9p carries no sockets
   // LaunchOptions::agent is ignored: the agent always runs, in the guest.
   Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& opt) override {
     return microvm::launch(plan, opt, opt_);

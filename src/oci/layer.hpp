@@ -198,6 +198,7 @@ class OciLayer final : public layer::Layer {
     return oci::launch(plan, lo, opt_);
   }
   void after_run(const plan::Plan& plan) override { oci::after_run(plan, opt_); }
+  bool carries_host_unix_sockets() const override { return opt_.kind != layer::Kind::Gvisor; }  // runsc --host-uds none
   const LayerOptions& options() const { return opt_; }
 
  private:

@@ -150,7 +150,8 @@ struct Plan {
   std::vector<std::string> notes;  // decisions worth showing (-v, --dry-run)
   // network.allowUnixSockets named a host socket the view shows, or
   // allowAllUnixSockets is set: a layer that cannot carry a host socket to
-  // the command (the microVM's 9p view) refuses the plan rather than drop it.
+  // the command (Layer::carries_host_unix_sockets) refuses the plan rather
+  // than drop it.
   bool host_unix_sockets_allowed = false;
 
   // The Plan as --dry-run prints it; `layer_lines` (Layer::describe) follow

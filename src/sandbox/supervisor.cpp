@@ -366,6 +366,11 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   if (layer.command_through_agent() && !opt.agent)
     return fail(Error::msg("layer " + std::string(layer::name(layer.kind())),
                            "runs the command through its agent: the front end must drive it (SuperviseOptions::agent)"));
+  if (plan.host_unix_sockets_allowed && !layer.carries_host_unix_sockets())
+    return fail(Error::msg("layer " + std::string(layer::name(layer.kind())) +
+                               ": network.allowUnixSockets / allowAllUnixSockets",
+                           "this layer cannot carry a host's Unix socket into the sandbox: use the process or "
+                           "container layer for this policy"));
   for (const auto& c : layer.cautions(plan)) io.say(c);
   layer::LaunchOptions lo;
   lo.verbose = opt.verbose;
