@@ -567,7 +567,7 @@ void RuntimeHost::run() {
   ::setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
   // Invoked as root, our ids are still the host's 0 (unmapped here) until we
   // take the namespace's 0 = the command's host uid; files we create need it.
-  if (a.host_userns && (::setresgid(0, 0, 0) != 0 || ::setresuid(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
+  if (a.host_userns && (sys::setresgid_child(0, 0, 0) != 0 || sys::setresuid_child(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
   // A change of ids clears "dumpable", which would hide /proc/1/ns/net from
   // the runtime, and the parent-death signal: set both again.
   if (a.host_userns) {

@@ -507,8 +507,8 @@ void Builder::run() {
   Builder b(a, std::move(trust_anchor));
   b.open_sources();
   const plan::Identity& id = a.plan->identity;
-  if (::setresgid(id.inside_gid, id.inside_gid, id.inside_gid) != 0) die(a.sync_fd, "setresgid", errno);
-  if (::setresuid(id.inside_uid, id.inside_uid, id.inside_uid) != 0) die(a.sync_fd, "setresuid", errno);
+  if (sys::setresgid_child(id.inside_gid, id.inside_gid, id.inside_gid) != 0) die(a.sync_fd, "setresgid", errno);
+  if (sys::setresuid_child(id.inside_uid, id.inside_uid, id.inside_uid) != 0) die(a.sync_fd, "setresuid", errno);
   // A uid change clears the parent-death signal: set it again, then make sure
   // the supervisor did not die before it took effect.
   if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(a.sync_fd, "parent-death signal", errno);

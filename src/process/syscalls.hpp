@@ -63,4 +63,12 @@ inline long clone3_fork(uint64_t flags, int* pidfd_out, int cgroup_fd = -1) {
   return ::syscall(SYS_clone3, &args, sizeof args);
 }
 
+// Id changes in a child of clone3_fork. glibc's setresuid/setresgid make every
+// thread of the process change ids together (its setxid broadcast), walking
+// the thread list the child copied from a threaded parent (a server, two
+// supervise() calls at once): it waits on threads the child does not have,
+// forever. The raw syscalls change the calling thread, which is the whole child.
+inline int setresuid_child(uid_t r, uid_t e, uid_t s) { return static_cast<int>(::syscall(SYS_setresuid, r, e, s)); }
+inline int setresgid_child(gid_t r, gid_t e, gid_t s) { return static_cast<int>(::syscall(SYS_setresgid, r, e, s)); }
+
 }  // namespace exg::sys
