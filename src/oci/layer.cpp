@@ -563,8 +563,11 @@ void RuntimeHost::run() {
   // out of the runtime and everything it starts; the container's own
   // environment is the Plan's, in config.json.
   for (char** e = environ; e && *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
-  ::clearenv();
-  ::setenv("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", 1);
+  // A fixed array, not clearenv()/setenv(): those take glibc's environment
+  // lock, which another thread of a threaded parent may have held at clone.
+  static char path_entry[] = "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+  static char* runtime_env[] = {path_entry, nullptr};
+  environ = runtime_env;
   // Invoked as root, our ids are still the host's 0 (unmapped here) until we
   // take the namespace's 0 = the command's host uid; files we create need it.
   if (a.host_userns && (sys::setresgid_child(0, 0, 0) != 0 || sys::setresuid_child(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
