@@ -72,7 +72,7 @@ Result<UniqueFd> listen_for_qemu(RunDir& run, const std::string& name, const pla
 
 // The init's boot frame (guest/guest_abi.hpp): the sandbox's environment,
 // working directory, whether egress is served (with the resolver, with the
-// transparent capture) and the walls around the command. Per sandbox: sent after the boot record, past the point where a
+// transparent capture), the walls around the command and the guest's own tmpfs directories. Per sandbox: sent after the boot record, past the point where a
 // template is saved.
 Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
   agent::Frame f{agent::Kind::Request,
@@ -83,7 +83,8 @@ Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
                   {"egress", plan.proxy.enabled},
                   {"resolver", plan.proxy.resolver},
                   {"transparent", plan.proxy.transparent},
-                  {"walls", guest::walls_to_json(guest_walls(plan, vm))}},
+                  {"walls", guest::walls_to_json(guest_walls(plan, vm))},
+                  {"scratch", guest::scratch_to_json(guest_scratch_dirs(plan))}},
                  {}};
   std::string bytes = agent::encode(f);
   if (bytes.size() > agent::kFixedBytes + agent::kMaxHeader + agent::kPrefixBytes)
@@ -174,6 +175,11 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
               ", 1 vCPU; qemu runs in the plan's process-layer sandbox below, the cgroup holds both");
   l.push_back(std::string("  guest's root: the view below, exported over 9p from ") + kViewRoot +
               " in qemu's sandbox; own /proc, /sys, /dev in the guest");
+  std::string own;
+  for (const auto& d : guest_scratch_dirs(plan)) own += " " + d.path;
+  if (!own.empty())
+    l.push_back("  the guest's own tmpfs (local files: Unix sockets work there):" + own +
+                "; what the plan mounts below them is carried from the view");
   l.push_back(snapshots_enabled()
                   ? "  start: restored from this configuration's saved template (first use: a cold boot that saves it)"
                   : "  start: cold boot (EXG_MICROVM_SNAPSHOT=off)");

@@ -1,5 +1,7 @@
 #include "microvm/view.hpp"
 
+#include <algorithm>
+
 namespace exg::microvm {
 
 namespace {
@@ -51,6 +53,42 @@ plan::Plan with_exported_view(const plan::Plan& plan) {
     if (!guest_owned(p)) rw.push_back(under_view(p));
   out.landlock.read_write.insert(out.landlock.read_write.end(), rw.begin(), rw.end());
   return out;
+}
+
+std::vector<guest::ScratchDir> guest_scratch_dirs(const plan::Plan& plan) {
+  using guest::strictly_below;
+  auto at_or_below = [](const std::string& p, const std::string& dir) { return p == dir || strictly_below(p, dir); };
+  std::vector<guest::ScratchDir> dirs;
+  for (const auto& s : plan.steps) {
+    if (s.kind != plan::StepKind::Tmpfs || s.target == "/" || guest_owned(s.target)) continue;
+    if (!guest::scratch_path_ok(s.target)) continue;
+    bool sealed = false;
+    for (const auto& r : plan.steps)
+      if (r.kind == plan::StepKind::ReadOnly && r.target != "/" && at_or_below(s.target, r.target)) sealed = true;
+    if (sealed) continue;
+    dirs.push_back({s.target, s.mode, {}});
+  }
+  for (auto& d : dirs) {
+    // Below d, not inside a scratch directory nested in d (that one carries its own).
+    auto mine = [&](const std::string& t) {
+      if (!strictly_below(t, d.path)) return false;
+      for (const auto& o : dirs)
+        if (o.path != d.path && strictly_below(o.path, d.path) && at_or_below(t, o.path)) return false;
+      return true;
+    };
+    std::vector<std::string> all;
+    for (const auto& s : plan.steps)
+      if (s.kind != plan::StepKind::ReadOnly && s.kind != plan::StepKind::Tmpfs && mine(s.target)) all.push_back(s.target);
+    // A carried directory brings everything below it (in the guest it is one
+    // 9p tree): keep the outermost only, in plan order.
+    for (const auto& t : all) {
+      bool covered = false;
+      for (const auto& o : all)
+        if (strictly_below(t, o)) covered = true;
+      if (!covered && std::find(d.carry.begin(), d.carry.end(), t) == d.carry.end()) d.carry.push_back(t);
+    }
+  }
+  return dirs;
 }
 
 }  // namespace exg::microvm

@@ -112,6 +112,82 @@ TEST(MicrovmView, PassedThroughMasksAreReadableForTheNinePServer) {
   EXPECT_EQ(mode_of(std::string(kViewRoot) + "/srv/other"), 0);
 }
 
+// The plan's private tmpfs directories are the guest's own (Unix sockets work
+// there); what the plan mounts below them is carried, outermost paths only;
+// "/", /dev and a tmpfs the plan seals read-only stay the view's.
+TEST(MicrovmView, GuestOwnsThePlansTmpfsDirectoriesAndCarriesWhatIsBelow) {
+  plan::Plan p;
+  plan::Step tmp{plan::StepKind::Tmpfs, "", "/tmp", "private /tmp"};
+  tmp.mode = 01777;
+  plan::Step run{plan::StepKind::Tmpfs, "", "/run", "runtime"};
+  plan::Step sealed{plan::StepKind::Tmpfs, "", "/srv/cache", "sealed"};
+  p.steps = {{plan::StepKind::Tmpfs, "", "/", "root"},
+             {plan::StepKind::BindRo, "/usr", "/usr", "ro"},
+             tmp,
+             run,
+             sealed,
+             {plan::StepKind::ReadOnly, "", "/srv", "sealed above"},
+             {plan::StepKind::Tmpfs, "", "/dev", "dev"},
+             {plan::StepKind::Tmpfs, "", "/dev/shm", "shm"},
+             {plan::StepKind::BindRw, "/tmp/ws", "/tmp/ws", "workspace"},
+             {plan::StepKind::ProtectRo, "/tmp/ws/.git/hooks", "/tmp/ws/.git/hooks", "inside the workspace"},
+             {plan::StepKind::Symlink, "ws", "/tmp/link", "a symlink"},
+             {plan::StepKind::BindRo, "/x", "/run/exguardian/exguardian", "a file"},
+             {plan::StepKind::ReadOnly, "", "/tmp/ws", "not a mount of its own"},
+             {plan::StepKind::ReadOnly, "", "/", "seal"}};
+  auto d = guest_scratch_dirs(p);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].path, "/tmp");
+  EXPECT_EQ(d[0].mode, 01777u);
+  EXPECT_EQ(d[0].carry, (std::vector<std::string>{"/tmp/ws", "/tmp/link"}));
+  EXPECT_EQ(d[1].path, "/run");
+  EXPECT_EQ(d[1].carry, (std::vector<std::string>{"/run/exguardian/exguardian"}));
+  // A tmpfs nested in another carries its own, and is not carried by the outer one.
+  p.steps.push_back({plan::StepKind::Tmpfs, "", "/tmp/inner", "nested"});
+  p.steps.push_back({plan::StepKind::File, "", "/tmp/inner/f", "a file in it"});
+  d = guest_scratch_dirs(p);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].carry, (std::vector<std::string>{"/tmp/ws", "/tmp/link"}));
+  EXPECT_EQ(d[2].path, "/tmp/inner");
+  EXPECT_EQ(d[2].carry, (std::vector<std::string>{"/tmp/inner/f"}));
+  // What the host sends is what the guest reads.
+  std::string why;
+  auto back = guest::scratch_from_json(guest::scratch_to_json(d), &why);
+  ASSERT_TRUE(back) << why;
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[0].carry, d[0].carry);
+  EXPECT_EQ((*back)[2].path, "/tmp/inner");
+}
+
+// The guest's init refuses a bad list, naming the entry and field.
+TEST(MicrovmView, GuestRefusesABadScratchList) {
+  struct Bad {
+    const char* json;
+    const char* what;
+  };
+  for (const Bad& b : {Bad{R"({})", "scratch: not an array"},
+                       {R"([1])", "scratch[0]: not an object"},
+                       {R"([{"path":"/tmp","mode":1023}])", "scratch[0].carry"},
+                       {R"([{"path":"/","mode":0,"carry":[]}])", "scratch[0].path"},
+                       {R"([{"path":"tmp","mode":0,"carry":[]}])", "scratch[0].path"},
+                       {R"([{"path":"/tmp/../etc","mode":0,"carry":[]}])", "scratch[0].path"},
+                       {R"([{"path":"/tmp/","mode":0,"carry":[]}])", "scratch[0].path"},
+                       {R"([{"path":"/tmp","mode":4096,"carry":[]}])", "scratch[0].mode"},
+                       {R"([{"path":"/tmp","mode":0,"carry":["/etc/passwd"]}])", "scratch[0].carry"},
+                       {R"([{"path":"/tmp","mode":0,"carry":["/tmp"]}])", "scratch[0].carry"},
+                       {R"([{"path":"/tmp","mode":0,"carry":["/tmp/a/../../etc"]}])", "scratch[0].carry"},
+                       {R"([{"path":"/tmp","mode":0,"carry":[],"x":1}])", "scratch[0].x: unknown field"}}) {
+    std::string why;
+    EXPECT_FALSE(guest::scratch_from_json(nlohmann::json::parse(b.json), &why)) << b.json;
+    EXPECT_NE(why.find(b.what), std::string::npos) << b.json << ": " << why;
+  }
+  nlohmann::json many = nlohmann::json::array();
+  for (int i = 0; i < 33; ++i) many.push_back({{"path", "/d" + std::to_string(i)}, {"mode", 0}, {"carry", nlohmann::json::array()}});
+  std::string why;
+  EXPECT_FALSE(guest::scratch_from_json(many, &why));
+  EXPECT_NE(why.find("more than 32"), std::string::npos) << why;
+}
+
 TEST(MicrovmLayer, GuestMemoryLeavesRoomForQemuAndRefusesTooLittle) {
   plan::Plan p;
   p.limits.memory_bytes = 512ull << 20;

@@ -25,10 +25,11 @@ inline constexpr unsigned kEgressUid = 65533;
 // port, host to init, in the same post-park hand-over (agent/protocol.hpp's
 // framing, kind Request, id 0), before the agent runs: header {"op": "boot",
 // "env": [NAME=VALUE...], "cwd": DIR, "egress": BOOL, "resolver": BOOL,
-// "transparent": BOOL, "walls": {...}}, the sandbox's environment and working
-// directory, as the agent of every other layer gets them from the plan,
-// whether the egress port is to be served, with the resolver on
-// 127.0.0.53:53 and the transparent capture (both only with egress).
+// "transparent": BOOL, "walls": {...}, "scratch": [...]}, the sandbox's
+// environment and working directory, as the agent of every other layer gets
+// them from the plan, whether the egress port is to be served, with the
+// resolver on 127.0.0.53:53 and the transparent capture (both only with
+// egress), the walls (walls.hpp) and the guest's own tmpfs directories (scratch.hpp).
 inline constexpr char kBootOp[] = "boot";
 // The 9p mount tag of the sandbox's filesystem view (virtio-9p-device mount_tag=).
 inline constexpr char kViewTag[] = "exgview";

@@ -53,10 +53,12 @@
 #include "microvm/egress_mux.hpp"
 #include "microvm/guest/boot_record.hpp"
 #include "microvm/guest/guest_abi.hpp"
+#include "microvm/guest/scratch.hpp"
 #include "microvm/guest/walls.hpp"
 #include "microvm/guest/walls_apply.hpp"
 #include "process/capture_rules.hpp"
 #include "process/seccomp.hpp"
+#include "process/syscalls.hpp"
 
 namespace {
 
@@ -192,6 +194,7 @@ struct Boot {
   bool resolver = false;     // UDP 127.0.0.53:53, relayed (egress only)
   bool transparent = false;  // the capture (egress only)
   Walls walls;
+  std::vector<exg::microvm::guest::ScratchDir> scratch;
 };
 
 // Exactly `n` bytes from the port (the frame's own, nothing of the agent's
@@ -237,6 +240,10 @@ Boot read_boot(int channel) {
   auto walls = h.contains("walls") ? walls_from_json(h["walls"], &why) : std::nullopt;
   if (!walls) die("the host's boot frame: %s", why, EINVAL);
   b.walls = std::move(*walls);
+  why = "scratch: missing";
+  auto scratch = h.contains("scratch") ? exg::microvm::guest::scratch_from_json(h["scratch"], &why) : std::nullopt;
+  if (!scratch) die("the host's boot frame: %s", why, EINVAL);
+  b.scratch = std::move(*scratch);
   return b;
 }
 
@@ -305,10 +312,75 @@ bool is_dir(const std::string& p) {
   return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// mkdir -p: every directory from `p`'s first component down.
+void make_dirs(const std::string& p, mode_t mode) {
+  for (size_t i = p.find('/', 1);; i = p.find('/', i + 1)) {
+    std::string d = i == std::string::npos ? p : p.substr(0, i);
+    if (::mkdir(d.c_str(), mode) != 0 && errno != EEXIST) die("mkdir %s", d);
+    if (i == std::string::npos) return;
+  }
+}
+
+// The guest's own tmpfs directories (guest/scratch.hpp) over the view's. What
+// each carries is cloned from the view first (open_tree: a detached copy of
+// that part of the 9p tree, taken before any tmpfs hides it); then each tmpfs
+// is mounted, in plan order, and the copies are put in place in it.
+void mount_scratch(const std::string& root, const std::vector<exg::microvm::guest::ScratchDir>& dirs) {
+  struct Carried {
+    std::string path;
+    int tree = -1;      // the clone (a directory or a file)
+    bool dir = false;
+    std::string link;   // or a symlink's text, made again
+  };
+  std::vector<std::vector<Carried>> carried(dirs.size());
+  for (size_t i = 0; i < dirs.size(); ++i)
+    for (const auto& c : dirs[i].carry) {
+      std::string p = root + c;
+      struct stat st;
+      if (::lstat(p.c_str(), &st) != 0) die("the view's %s (to carry into the guest's own tmpfs)", c);
+      Carried k{c};
+      if (S_ISLNK(st.st_mode)) {
+        char buf[4096];
+        ssize_t n = ::readlink(p.c_str(), buf, sizeof buf);
+        if (n <= 0 || static_cast<size_t>(n) == sizeof buf) die("readlink %s", c);
+        k.link.assign(buf, static_cast<size_t>(n));
+      } else {
+        k.tree = exg::sys::open_tree(AT_FDCWD, p.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+        if (k.tree < 0) die("clone the view's %s", c);
+        k.dir = S_ISDIR(st.st_mode);
+      }
+      carried[i].push_back(std::move(k));
+    }
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    std::string at = root + dirs[i].path;
+    make_dirs(at, 0755);
+    char opts[32];
+    std::snprintf(opts, sizeof opts, "mode=%04o", dirs[i].mode);
+    mount_or_die("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+    for (auto& k : carried[i]) {
+      std::string p = root + k.path;
+      make_dirs(p.substr(0, p.rfind('/')), 0755);
+      if (k.tree < 0) {
+        if (::symlink(k.link.c_str(), p.c_str()) != 0) die("symlink %s", k.path);
+        continue;
+      }
+      if (k.dir) {
+        if (::mkdir(p.c_str(), 0755) != 0 && errno != EEXIST) die("mkdir %s", k.path);
+      } else {
+        int f = ::open(p.c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (f < 0) die("create %s", k.path);
+        ::close(f);
+      }
+      if (exg::sys::move_mount(k.tree, "", AT_FDCWD, p.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+        die("put the view's %s into the guest's own tmpfs", k.path);
+      ::close(k.tree);
+    }
+  }
+}
+
 // The guest's own /proc, /sys and /dev over the view's (which are empty
 // directories of the host view: nothing of qemu's own /proc is exported).
-// /tmp is the view's: the plan's private tmpfs in qemu's sandbox, with
-// whatever the plan binds below it (a workspace under /tmp).
+// /tmp, /var/tmp and /run are the guest's own (mount_scratch, before this).
 void mount_guest_filesystems(const std::string& root) {
   if (is_dir(root + "/proc")) mount_or_die("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   if (is_dir(root + "/sys"))
@@ -405,6 +477,7 @@ int main() {
 
   const std::string root = "/view";
   mount_view(root);
+  mount_scratch(root, boot.scratch);
   mount_guest_filesystems(root);
   // Into the view, for good: the initramfs stays below, out of reach of the
   // unprivileged agent (root inside could chroot out of it, to find only this
