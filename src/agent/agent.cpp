@@ -178,7 +178,22 @@ class Agent {
   std::map<int, std::unique_ptr<Proc>> procs_;    // running, by pid
   std::deque<std::unique_ptr<Proc>> exited_;      // the last kMaxExited, for attach
   std::map<int, std::pair<int, bool>> fd_owner_;  // output fd -> (pid, is stderr)
-  std::map<int, std::string> watches_;            // inotify wd -> path
+  // inotify wd -> what was asked and the watched directory held open: an
+  // inotify watch is on an inode, and a filesystem that makes a new inode at
+  // each uncached lookup (the microVM's 9p view) would otherwise send the
+  // command's changes to another inode once the dentry is dropped; an open
+  // descriptor keeps the dentry, so every lookup meets the watched inode.
+  struct Watched {
+    std::string path;
+    int pin = -1;
+    Watched(std::string p, int fd) : path(std::move(p)), pin(fd) {}
+    Watched(const Watched&) = delete;
+    Watched& operator=(const Watched&) = delete;
+    ~Watched() {
+      if (pin >= 0) ::close(pin);
+    }
+  };
+  std::map<int, Watched> watches_;
   uint64_t pids_refused_sent_ = 0;                // the last count of refused forks reported
 
   size_t queued() const { return outq_.size() - outq_pos_; }
@@ -854,11 +869,21 @@ void Agent::watch(const Request& r) {
     ev.data.u64 = tag(kInotify, inotify_);
     ::epoll_ctl(ep_, EPOLL_CTL_ADD, inotify_, &ev);
   }
-  int wd = ::inotify_add_watch(inotify_, r.path.c_str(),
+  // The directory is opened first and the watch put on that very inode
+  // (its /proc/self/fd link), so that the pin and the watch are one directory.
+  int pin = ::open(r.path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (pin < 0) return send(reply_error(r.id, errno, "watch " + r.path.substr(0, 256)));
+  const std::string via = "/proc/self/fd/" + std::to_string(pin);
+  int wd = ::inotify_add_watch(inotify_, via.c_str(),
                                IN_CREATE | IN_DELETE | IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_FROM | IN_MOVED_TO |
                                    IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR);
-  if (wd < 0) return send(reply_error(r.id, errno, "watch " + r.path.substr(0, 256)));
-  watches_[wd] = r.path;
+  if (wd < 0) {
+    int e = errno;
+    ::close(pin);
+    return send(reply_error(r.id, e, "watch " + r.path.substr(0, 256)));
+  }
+  watches_.erase(wd);  // the same directory watched again: one watch, one pin
+  watches_.try_emplace(wd, r.path, pin);
   send(reply_ok(r.id, {{"watch", wd}}));
 }
 
@@ -872,7 +897,7 @@ void Agent::on_inotify() {
       off += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
       auto it = watches_.find(e->wd);
       nlohmann::json h{{"event", "watch"}, {"watch", e->wd}, {"mask", mask_names(e->mask)}};
-      if (it != watches_.end()) h["path"] = it->second;
+      if (it != watches_.end()) h["path"] = it->second.path;
       if (e->len > 0) h["name"] = std::string(e->name);
       if (e->mask & IN_IGNORED) watches_.erase(e->wd);
       send(event(std::move(h)));
