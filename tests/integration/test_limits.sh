@@ -31,6 +31,70 @@ if [ "$cgroups_for_us" = 0 ]; then
     finish
 fi
 
+if on_layer microvm; then
+    # The microVM: the memory limit holds qemu and the guest together (the guest gets it less
+    # qemu's 256M, so at least 384M), the pids limit is the guest's own cgroup (the host's has
+    # room for qemu's threads beside it), the CPU limit throttles qemu. Each attack runs only in
+    # a guest the harmless run above has shown to be in place.
+    hold_sandbox --memory 512M --pids 64 --cpus 0.5 || { fail "the microVM with limits did not come up"; finish; }
+    bg=$HELD_PID
+    mv_limit_seen() {
+        local f
+        for f in /sys/fs/cgroup/memory/exguardian/exg-"$bg"-*/memory.limit_in_bytes \
+                 /sys/fs/cgroup/exguardian/exg-"$bg"-*/memory.max; do
+            [ -r "$f" ] && [ "$(cat "$f")" = 536870912 ] && return 0
+        done
+        return 1
+    }
+    if wait_for 5 mv_limit_seen; then ok "memory limit 512M on qemu and its guest (the host's cgroup)"
+    else fail "no cgroup with the 512M limit for supervisor $bg"; fi
+    release_sandbox
+
+    start=$(mono_seconds)
+    run sbx --pids 64 --timeout 20s -- bash -c 'bomb() { bomb | bomb & }; bomb; sleep 100'
+    check "fork bomb in the guest ended by the timeout (124), status $STATUS" test "$STATUS" -eq 124
+    check "fork bomb reported the guest's pids limit" grep -q "pids limit 64 reached" <<<"$OUT$ERR"
+    check "fork bomb ended within 90 s" test $(($(mono_seconds) - start)) -lt 90
+    check "the host still forks" bash -c 'for i in 1 2 3 4 5; do /bin/true; done'
+
+    # A hog that touches what it takes: the guest kernel's OOM killer ends it (the guest has
+    # 256M of the 512M); the host's cgroup is never reached.
+    start=$(mono_seconds)
+    run sbx --memory 512M --timeout 150s -- python3 -c '
+c = []
+while True: c.append(bytearray(16 << 20)); print("chunk", len(c), flush=True)'
+    check "memory hog in the guest ends with 137 (got $STATUS)" test "$STATUS" -eq 137
+    chunks=$(grep -c '^chunk' <<<"$OUT")
+    check "it never held more than the guest's RAM ($chunks chunks of 16M)" test "$chunks" -lt 16
+    check "memory hog ended within 150 s" test $(($(mono_seconds) - start)) -lt 150
+
+    # CPU: qemu (vCPU included) is throttled; measured from the host over the whole run,
+    # restore included. Unlimited, such a run uses about 1 CPU for its whole wall time.
+    read -r cpu wall < <(cd "$WS" && timeout 150 python3 -c '
+import resource, subprocess, sys, time
+t = time.monotonic()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(round(r.ru_utime + r.ru_stime, 2), round(time.monotonic() - t, 2))' "${EXG_RUN[@]}" --cpus 0.2 -- python3 -c '
+import time
+end = time.time() + 2
+while time.time() < end: pass')
+    check "under --cpus 0.2 the microVM used under 0.35 of a CPU (${cpu:-?} s in ${wall:-?} s)" \
+        python3 -c "import sys; sys.exit(0 if 0 < float('${cpu:-9}') < 0.35 * float('${wall:-1}') else 1)"
+
+    start=$(mono_seconds)
+    run sbx --timeout 3s -- sleep 1000
+    check "sleep 1000 under --timeout 3s ends with 124 (got $STATUS)" test "$STATUS" -eq 124
+    check "reported as 'exguardian: killed: timeout 3s'" grep -qx "exguardian: killed: timeout 3s" <<<"$ERR"
+    check "timeout took under 30 s" test $(($(mono_seconds) - start)) -lt 30
+    expect_output_contains "core=0" sh_in 'echo core=$(ulimit -c)'
+    sleep 0.5
+    left=$(find /sys/fs/cgroup -maxdepth 3 -type d -name "exg-*" 2>/dev/null | while read -r d; do
+        p=${d##*/exg-}; p=${p%%-*}; kill -0 "$p" 2>/dev/null || echo "$d"; done)
+    check "no cgroups of finished sandboxes left ${left:+($left)}" test -z "$left"
+    finish
+fi
+
 # The limits are in place: seen from the host while a sandbox runs (held until checked).
 hold_sandbox --memory 128M --pids 64 --cpus 0.5 || { fail "the sandbox with limits did not come up"; finish; }
 bg=$HELD_PID
