@@ -57,6 +57,10 @@ struct LaunchOptions {
   // instead of the caller's own (-1: the caller's), so that one process can
   // launch sandboxes with different stdio at once (the microVM layer's qemu).
   int stdio_fds[3] = {-1, -1, -1};
+  // The process layer: descriptors the sandbox's command gets as 3, 4, ...
+  // (at most kMaxPassFds; the microVM layer's qemu: its channels, connected
+  // sockets whose other ends the host holds, so that qemu needs no socket path).
+  std::vector<int> pass_fds;
   bool verbose = false;
   // Plans with trust_bundle steps: called after the clone, before the child
   // goes on; returns the PEM certificate the child appends to those steps'

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/random.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,7 +22,6 @@
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/qmp.hpp"
-#include "microvm/run_dir.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
 #include "process/syscalls.hpp"
@@ -43,7 +41,11 @@ constexpr uint64_t kMinGuestMiB = 128;
 constexpr uint64_t kDefaultGuestMaxMiB = 1024;  // without an explicit --memory
 // Where qemu's sandbox sees the guest image and the channel's socket.
 constexpr char kImageAt[] = "/.exg-vm/image";
-constexpr char kRunAt[] = "/.exg-vm/run";
+// qemu's channels: its ends of socket pairs, passed as these descriptors
+// (layer::LaunchOptions::pass_fds, in this order).
+constexpr int kQemuAgentFd = 3;
+constexpr int kQemuEgressFd = 4;
+constexpr int kQemuMonitorFd = 5;
 constexpr int kConnectTimeoutMs = 30000;
 // A cold boot under TCG takes 3-5 s on an idle host, above 10 s on a loaded one.
 constexpr int kBootTimeoutMs = 90000;
@@ -52,22 +54,16 @@ constexpr int kBootTimeoutMs = 90000;
 // (vCPU, RCU, I/O, up to 64 9p workers): a thread qemu cannot make aborts it.
 constexpr uint32_t kQemuThreads = 256;
 
-// A unix socket qemu connects to (path based: qemu is in another network
-// namespace), owned by qemu's host uid when we are root.
-Result<UniqueFd> listen_for_qemu(RunDir& run, const std::string& name, const plan::Identity& id) {
-  std::string path = run.dir + "/" + name;
-  UniqueFd listener(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  if (!listener) return fail(Error::sys("microvm: socket"));
-  sockaddr_un sa{};
-  sa.sun_family = AF_UNIX;
-  if (path.size() >= sizeof sa.sun_path) return fail(Error::msg("microvm: " + path, "socket path too long"));
-  std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path.c_str());
-  if (::bind(listener.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(listener.get(), 1) != 0)
-    return fail(Error::sys("microvm: listen on " + path));
-  run.socks.push_back(path);
-  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(path.c_str(), id.host_uid, id.host_gid) != 0)
-    return fail(Error::sys("microvm: chown " + path));
-  return listener;
+// One channel: the host's end and qemu's (passed into its sandbox), a stream
+// as a virtio-serial port's chardev takes it.
+struct Channel {
+  UniqueFd here, qemu;
+};
+Result<Channel> channel_pair(const char* what) {
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0)
+    return fail(Error::sys(std::string("microvm: socketpair for ") + what));
+  return Channel{UniqueFd(sv[0]), UniqueFd(sv[1])};
 }
 
 // The init's boot frame (guest/guest_abi.hpp): the sandbox's environment,
@@ -131,10 +127,10 @@ VmSpec vm_spec(const plan::Plan& plan, const LayerOptions& vm, uint64_t mem, boo
   spec.kernel = std::string(kImageAt) + "/vmlinux";
   spec.initramfs = std::string(kImageAt) + "/initramfs.cpio";
   spec.view_dir = kViewRoot;
-  spec.channel_socket = std::string(kRunAt) + "/agent.sock";
+  spec.channel_fd = kQemuAgentFd;
   // With or without a proxy: one template for both (used only when the boot frame says egress).
-  spec.egress_socket = std::string(kRunAt) + "/egress.sock";
-  if (monitor) spec.monitor_socket = std::string(kRunAt) + "/qmp.sock";
+  spec.egress_fd = kQemuEgressFd;
+  if (monitor) spec.monitor_fd = kQemuMonitorFd;
   spec.memory_mib = mem;
   spec.accel = vm.accel;
   if (vm.accel == Accel::Tcg) spec.tsc_khz = host_tsc_khz();
@@ -248,29 +244,25 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   const bool monitor = how != Start::Cold;
   auto frame = boot_frame(plan, vm);
   if (!frame) return fail(frame.error());
-  // The channels (agent, egress, QMP): unix sockets qemu connects to, in a fresh private directory.
-  RunDir run;
-  if (auto r = make_run_dir(run); !r) return fail(r.error());
-  const auto& id = plan.identity;
-  if (::geteuid() == 0 && id.host_uid != 0 && ::chown(run.dir.c_str(), id.host_uid, id.host_gid) != 0)
-    return fail(Error::sys("microvm: chown " + run.dir));
-  auto listener = listen_for_qemu(run, "agent.sock", id);
-  if (!listener) return fail(listener.error());
+  // The channels (agent, egress, QMP): socket pairs, qemu's ends passed into
+  // its sandbox as descriptors; no socket has a path anywhere.
+  auto agent = channel_pair("the agent's channel");
+  if (!agent) return fail(agent.error());
   // Egress: a second port, its streams bridged to the proxy (egress_bridge.hpp).
-  // qemu connects to it in every configuration (the template's device set).
-  auto egress_listener = listen_for_qemu(run, "egress.sock", id);
-  if (!egress_listener) return fail(egress_listener.error());
+  // There in every configuration (the template's device set).
+  auto egress = channel_pair("the egress channel");
+  if (!egress) return fail(egress.error());
   std::unique_ptr<EgressBridge> bridge;
   if (plan.proxy.enabled) {
     auto b = EgressBridge::make();
     if (!b) return fail(b.error());
     bridge = std::move(*b);
   }
-  UniqueFd qmp_listener;
+  std::optional<Channel> monitor_pair;
   if (monitor) {
-    auto q = listen_for_qemu(run, "qmp.sock", id);
+    auto q = channel_pair("its monitor");
     if (!q) return fail(q.error());
-    qmp_listener = std::move(*q);
+    monitor_pair = std::move(*q);
   }
 
   // qemu's own sandbox: the plan's view for itself, the guest's view beside it.
@@ -280,7 +272,6 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
     vp.limits.explicit_pids = false;  // enforced in the guest; qemu's room is ours, not the user's limit
   }
   insert_before_seal(vp, {plan::StepKind::BindRo, img.dir, kImageAt, "microvm: the guest kernel and initramfs"});
-  insert_before_seal(vp, {plan::StepKind::BindRo, run.dir, kRunAt, "microvm: the agent channel's socket"});
   if (vm.accel == Accel::Kvm)  // proved by a guest boot (accel_probe.hpp); untested on TCG-only hosts
     insert_before_seal(vp, {plan::StepKind::DevNode, "/dev/kvm", "/dev/kvm", "microvm: KVM for qemu"});
   VmSpec spec = vm_spec(plan, vm, mem, monitor);
@@ -304,7 +295,13 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   qo.stdio_fds[0] = null.get();
   qo.stdio_fds[1] = 2;
   qo.stdio_fds[2] = -1;
+  qo.pass_fds = {agent->qemu.get(), egress->qemu.get()};  // kQemuAgentFd, kQemuEgressFd
+  if (monitor_pair) qo.pass_fds.push_back(monitor_pair->qemu.get());  // kQemuMonitorFd
   Result<process::Launched> l = process::launch(vp, qo);
+  // qemu's ends are its own now: one that ends closes them all, and the host's reads see it.
+  agent->qemu.reset();
+  egress->qemu.reset();
+  if (monitor_pair) monitor_pair->qemu.reset();
   if (!l) return fail(l.error());
 
   auto kill_vm = [&] {
@@ -331,37 +328,17 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
       if (r == 0 && (waited += 100) >= timeout_ms) return 0;
     }
   };
-  auto accept_from = [&](int lfd, const char* what) -> Result<UniqueFd> {
-    int w = wait_readable(lfd, kConnectTimeoutMs);
-    if (w != 1) {
-      kill_vm();
-      return fail(Error::msg("microvm: qemu", std::string(w == 0 ? "did not connect to " : "ended before it connected to ") +
-                                                  what + (w == 0 ? " within 30 s" : "")));
-    }
-    UniqueFd c(::accept4(lfd, nullptr, nullptr, SOCK_CLOEXEC));
-    if (!c) {
-      int e = errno;
-      kill_vm();
-      return fail(Error::sys(std::string("microvm: accept ") + what, e));
-    }
-    return c;
-  };
-  auto ch = accept_from(listener->get(), "the agent's channel");
-  if (!ch) return fail(ch.error());
-  auto eg = accept_from(egress_listener->get(), "the egress channel");
-  if (!eg) return fail(eg.error());
+  UniqueFd* ch = &agent->here;
+  UniqueFd* eg = &egress->here;
   std::optional<Qmp> qmp;
   if (monitor) {
-    auto m = accept_from(qmp_listener.get(), "its monitor");
-    if (!m) return fail(m.error());
-    qmp.emplace(std::move(*m), kConnectTimeoutMs);
+    qmp.emplace(std::move(monitor_pair->here), kConnectTimeoutMs);
     if (early) qmp->serve_meanwhile(early->fd(), [&] { early->on_readable(); });
     if (auto q = qmp->start(); !q) {
       kill_vm();
       return fail(q.error());
     }
   }
-  run.remove();
   std::string started;
   if (how == Start::Restore) {
     if (auto r = restore_template(*qmp, tmpl->fd.get()); !r) {

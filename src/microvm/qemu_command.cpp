@@ -30,19 +30,19 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
       // the host's own permission checks and its sandbox's read-only mounts.
       "-fsdev", "local,id=view,path=" + s.view_dir + ",security_model=none,multidevs=remap",
       "-device", std::string("virtio-9p-device,fsdev=view,mount_tag=") + guest::kViewTag,
-      "-chardev", "socket,id=agent,path=" + s.channel_socket,
+      "-chardev", "socket,id=agent,fd=" + std::to_string(s.channel_fd),
       "-device", "virtio-serial-device,max_ports=4",
       "-device", std::string("virtserialport,chardev=agent,name=") + guest::kChannelName,
   };
-  if (!s.egress_socket.empty())
+  if (s.egress_fd >= 0)
     // Always there on the microvm layer (launch.cpp), with or without a proxy:
     // the saved template's device set must be the same for every sandbox.
-    a.insert(a.end(), {"-chardev", "socket,id=egress,path=" + s.egress_socket, "-device",
+    a.insert(a.end(), {"-chardev", "socket,id=egress,fd=" + std::to_string(s.egress_fd), "-device",
                        std::string("virtserialport,chardev=egress,name=") + guest::kEgressChannelName});
-  if (!s.monitor_socket.empty())
-    // QMP for the host alone (a client socket to the host's listener): saving
-    // the template, restoring from it. The guest has no path to it.
-    a.insert(a.end(), {"-chardev", "socket,id=qmp,path=" + s.monitor_socket, "-mon", "chardev=qmp,mode=control"});
+  if (s.monitor_fd >= 0)
+    // QMP for the host alone (its end of a socket pair): saving the template,
+    // restoring from it. The guest has no path to it.
+    a.insert(a.end(), {"-chardev", "socket,id=qmp,fd=" + std::to_string(s.monitor_fd), "-mon", "chardev=qmp,mode=control"});
   if (s.incoming) a.insert(a.end(), {"-incoming", "defer"});  // the state comes by fd over QMP
   if (!s.name.empty()) a.insert(a.end(), {"-name", "guest=" + s.name});
   if (s.accel == Accel::Kvm) {

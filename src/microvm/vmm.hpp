@@ -16,8 +16,11 @@ struct VmSpec {
   std::string kernel;       // uncompressed vmlinux, PVH boot
   std::string initramfs;    // cpio: the guest init and its modules
   std::string view_dir;     // exported over 9p as the guest's root (in the VMM's own mount namespace)
-  std::string channel_socket;  // unix socket the VMM connects to: the agent's virtio-serial port
-  std::string egress_socket;   // unix socket of the egress port (egress_mux.hpp); empty: no egress port (launch always sets it)
+  // The channels are connected sockets the VMM is given as descriptors (these
+  // numbers in its process), their other ends held by the host: no socket
+  // path exists anywhere. -1: none.
+  int channel_fd = -1;  // the agent's virtio-serial port
+  int egress_fd = -1;   // the egress port (egress_mux.hpp); -1: no egress port (launch always sets it)
   uint64_t memory_mib = 256;
   unsigned cpus = 1;
   Accel accel = Accel::Tcg;
@@ -25,9 +28,8 @@ struct VmSpec {
   // TCG: the guest cannot calibrate its TSC against a PIT on a busy host (its
   // clock then never ticks and the boot hangs): tell it the host's rate.
   uint64_t tsc_khz = 0;     // 0: let the guest calibrate
-  // QMP's unix socket (the VMM connects to the host's listener), for the
-  // template's save and a restore; empty: no monitor.
-  std::string monitor_socket;
+  // QMP, for the template's save and a restore (a descriptor as above); -1: no monitor.
+  int monitor_fd = -1;
   bool incoming = false;    // wait for a saved state (over the monitor) instead of booting
   bool console = true;      // the guest's serial console on the VMM's stdout (kernel errors, the init's)
   bool verbose = false;     // the kernel's boot messages too

@@ -479,6 +479,8 @@ void Builder::run() {
   ia.agent_channel = a_.agent_channel;
   ia.timer = a_.timer;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = a_.tty_fds[k];
+  for (int k = 0; k < a_.n_pass_fds; ++k) ia.pass_fds[k] = a_.pass_fds[k];
+  ia.n_pass_fds = a_.n_pass_fds;
   become_init(ia);
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/plan.hpp"
+#include "process/init.hpp"
 #include "process/rlimits.hpp"
 
 namespace exg {
@@ -38,6 +39,8 @@ struct ChildArgs {
   const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
   int agent_channel = -1;  // >= 0: pid 1 is the agent, serving this socket (LaunchOptions::agent)
   StepTimer* timer = nullptr;  // LaunchOptions::timer: the child's marks go to its shared page
+  int pass_fds[kMaxPassFds] = {-1, -1, -1, -1};  // LaunchOptions::pass_fds (InitArgs)
+  int n_pass_fds = 0;
 };
 
 // Never returns.

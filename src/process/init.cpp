@@ -83,7 +83,14 @@ int exec_command(void* arg) {
     for (int k = 0; k < 3; ++k)
       if (a.tty_fds[k]) ::dup2(a.pty_slave, k);
   }
-  ::close_range(3, ~0U, 0);  // (its own descriptor table: no CLONE_FILES)
+  // Passed descriptors become 3, 4, ...: first copied above those numbers, so
+  // that one already at 3 + j is not overwritten before it is moved.
+  int high[kMaxPassFds];
+  for (int k = 0; k < a.n_pass_fds; ++k)
+    if ((high[k] = ::fcntl(a.pass_fds[k], F_DUPFD_CLOEXEC, 3 + kMaxPassFds)) < 0) die("pass a descriptor", errno, 125);
+  for (int k = 0; k < a.n_pass_fds; ++k)
+    if (::dup2(high[k], 3 + k) < 0) die("pass a descriptor", errno, 125);  // (without close-on-exec)
+  ::close_range(3 + static_cast<unsigned>(a.n_pass_fds), ~0U, 0);  // (its own descriptor table: no CLONE_FILES)
   ::execvp(cs.argv[0], cs.argv.data());  // environ is the sandbox's (set by init): its PATH is searched
   int err = errno;
   die(cs.argv[0], err, err == ENOENT || err == ENOTDIR ? 127 : 126);

@@ -16,6 +16,9 @@ class StepTimer;
 
 namespace exg::process {
 
+// The most descriptors a command is passed beyond 0..2 (layer::LaunchOptions::pass_fds).
+inline constexpr int kMaxPassFds = 4;
+
 struct InitArgs {
   const plan::Plan* plan = nullptr;
   int sync_fd = -1;
@@ -26,6 +29,10 @@ struct InitArgs {
   const std::vector<sock_filter>* seccomp = nullptr;
   int agent_channel = -1;  // >= 0: serve the agent protocol here instead of running the Plan's command
   StepTimer* timer = nullptr;  // ChildArgs::timer
+  // LaunchOptions::pass_fds: the command gets them as 3, 4, ... (a fixed array:
+  // the command's side between clone and execve takes raw steps only).
+  int pass_fds[kMaxPassFds] = {-1, -1, -1, -1};
+  int n_pass_fds = 0;
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

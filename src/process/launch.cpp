@@ -130,6 +130,13 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   args.rlimits = default_rlimits(plan.limits);
   args.timer = opt.timer;
+  if (opt.pass_fds.size() > static_cast<size_t>(kMaxPassFds))
+    return fail(Error::msg("launch", "more than " + std::to_string(kMaxPassFds) + " descriptors to pass"));
+  if (opt.agent && !opt.pass_fds.empty()) return fail(Error::msg("launch", "descriptors to pass to an agent"));
+  for (int fd : opt.pass_fds) {
+    if (fd < 0) return fail(Error::msg("launch", "a descriptor to pass is not open"));
+    args.pass_fds[args.n_pass_fds++] = fd;
+  }
   StepTimer none;  // off: marks cost one branch
   StepTimer& timer = opt.timer ? *opt.timer : none;
   // Compiled at build time (tools/seccomp_bpf_gen.cpp); installing it is

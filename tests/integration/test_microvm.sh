@@ -227,10 +227,10 @@ if [ "$STATUS" -eq 0 ] && grep -qx PROXY-OPEN <<<"$OUT" && grep -qx 'NET-BYTES:0
     ok "egress in the guest: the proxy port is there, a direct connection meets the proxy and is closed"
 else fail "egress in the guest"; show_last; fi
 
-# 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no socket directory.
+# 4. Timeout, SIGKILL of exguardian, and normal end leave no qemu and no directory of ours.
 vm_alive() { pgrep -f -- "-name guest=exguardian-$1" >/dev/null; }
-# (as root the directory belongs to the sandbox's unused high uid; it lives only until qemu connected,
-# and one left by a launcher killed before that is removed by the next launch: run_dir.hpp)
+# (qemu's channels are socket pairs passed as descriptors: no socket path exists; the egress
+# bridge's private directory, exguardian-microvm-egress-*, is the host side's own)
 leftover_dirs() { find /tmp -maxdepth 1 -name 'exguardian-microvm-*' \( -user "$(id -u)" -o -uid +1499999999 \) 2>/dev/null | wc -l; }
 before_dirs=$(leftover_dirs)
 run mvm -v --timeout 5s -- sleep 100
@@ -245,13 +245,15 @@ exg_pid=$!
 id2=""
 for _ in $(seq 1 1200); do
     id2=$(sed -n 's/^exguardian: sandbox \([0-9a-f]*\)$/\1/p' "$errf" | head -1)
-    # Once the guest is up (-v: "guest up in"): qemu has connected and the socket directory is
-    # gone; a kill before that leaves it (docs/microvm.md, "Ending"), which a loaded host made
-    # this loop hit.
+    # Once the guest is up (-v: "guest up in").
     [ -n "$id2" ] && vm_alive "$id2" && grep -q 'guest up in' "$errf" && break
     sleep 0.1
 done
 if [ -n "$id2" ] && vm_alive "$id2"; then
+    qargs=$(tr '\0' ' ' < "/proc/$(pgrep -f -- "-name guest=exguardian-$id2" | head -1)/cmdline" 2>/dev/null)
+    if grep -q 'socket,id=agent,fd=3 ' <<<"$qargs" && grep -q 'socket,id=egress,fd=4 ' <<<"$qargs" && ! grep -q 'path=/' <<<"${qargs//-fsdev local,id=view,path=\/.exg-view/}"; then
+        ok "qemu's channels are descriptors it was given, no socket path"
+    else fail "qemu's channels: ${qargs:-no command line}"; fi
     kill -9 "$exg_pid"; wait "$exg_pid" 2>/dev/null
     for _ in $(seq 1 50); do vm_alive "$id2" || break; sleep 0.1; done
     if ! vm_alive "$id2"; then ok "SIGKILL of exguardian takes the VM with it"
@@ -269,7 +271,7 @@ kill -TERM "$exg_pid"; wait "$exg_pid"; sig_status=$?
 if [ "$sig_status" -eq 9 ] && grep -q got-term "$sigf"; then ok "SIGTERM to exguardian reaches the guest command (its trap ran, exit 9)"
 else fail "signal forwarding (status $sig_status)"; sed 's/^/#      /' "$sigf" | tail -5; fi
 
-if [ "$(leftover_dirs)" -le "$before_dirs" ]; then ok "no channel socket directory left in /tmp"
+if [ "$(leftover_dirs)" -le "$before_dirs" ]; then ok "no exguardian-microvm-* directory left in /tmp"
 else fail "exguardian-microvm-* directories left in /tmp"; fi
 
 finish

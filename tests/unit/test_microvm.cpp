@@ -27,7 +27,7 @@ TEST(MicrovmQemu, CommandNamesEveryDeviceAndConfinesQemu) {
   s.kernel = "/k/vmlinux";
   s.initramfs = "/k/initramfs.cpio";
   s.view_dir = "/.exg-view";
-  s.channel_socket = "/run/agent.sock";
+  s.channel_fd = 3;
   s.memory_mib = 300;
   s.tsc_khz = 2300000;
   auto a = QemuMicrovm().command(s);
@@ -47,7 +47,9 @@ TEST(MicrovmQemu, CommandNamesEveryDeviceAndConfinesQemu) {
   EXPECT_FALSE(has(a, "-incoming"));
   EXPECT_FALSE(has(a, "-mon"));
   EXPECT_NE(after(a, "-fsdev").find("path=/.exg-view,security_model=none"), std::string::npos);
-  EXPECT_EQ(after(a, "-chardev"), "socket,id=agent,path=/run/agent.sock");
+  // A descriptor qemu is given (its end of a socket pair): no socket path anywhere.
+  EXPECT_EQ(after(a, "-chardev"), "socket,id=agent,fd=3");
+  for (const auto& x : a) EXPECT_EQ(x.find("path=/run"), std::string::npos) << x;
   for (const auto& x : a) {
     EXPECT_EQ(x.find("netdev"), std::string::npos) << x;  // no NIC, ever
     EXPECT_EQ(x.find("-drive"), std::string::npos) << x;
@@ -349,12 +351,12 @@ TEST(MicrovmLayer, EgressResolverAndTransparentCarried) {
 TEST(MicrovmQemu, EgressPortOnlyWhenAsked) {
   VmSpec s;
   s.vmm = "/q";
-  s.channel_socket = "/run/agent.sock";
+  s.channel_fd = 3;
   auto a = QemuMicrovm().command(s);
   for (const auto& x : a) EXPECT_EQ(x.find("exg.egress"), std::string::npos) << x;
-  s.egress_socket = "/run/egress.sock";
+  s.egress_fd = 4;
   a = QemuMicrovm().command(s);
-  EXPECT_TRUE(has(a, "socket,id=egress,path=/run/egress.sock"));
+  EXPECT_TRUE(has(a, "socket,id=egress,fd=4"));
   EXPECT_TRUE(has(a, "virtserialport,chardev=egress,name=exg.egress"));
   EXPECT_EQ(after(a, "-append").find("exg."), std::string::npos);
   for (const auto& x : a) EXPECT_EQ(x.find("netdev"), std::string::npos) << x;  // still no NIC

@@ -66,8 +66,9 @@ VmSpec spec() {
   s.kernel = "/.exg-vm/image/vmlinux";
   s.initramfs = "/.exg-vm/image/initramfs.cpio";
   s.view_dir = "/.exg-view";
-  s.channel_socket = "/.exg-vm/run/agent.sock";
-  s.monitor_socket = "/.exg-vm/run/qmp.sock";
+  s.channel_fd = 3;
+  s.egress_fd = 4;
+  s.monitor_fd = 5;
   s.memory_mib = 768;
   s.name = "exguardian-0123456789abcdef";
   return s;
