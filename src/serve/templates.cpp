@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "layer/kind.hpp"
+#include "policy/policy.hpp"
 
 namespace exg::serve {
 
@@ -20,7 +21,20 @@ Result<Templates> Templates::load(const std::string& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return fail(Error::sys("--templates " + file));
   std::string text(std::istreambuf_iterator<char>(in), {});
-  return parse(text, file);
+  auto t = parse(text, file);
+  if (!t) return t;
+  for (const auto& [name, tp] : t->by_name_) {
+    if (tp.policy.empty()) continue;
+    const std::string at = file + ": templates." + name + ".policy";
+    auto p = policy::load_policy_file(tp.policy);
+    if (!p) return fail(Error::msg(at, p.error().message));
+    const auto kind = *layer::parse_kind(tp.layer);
+    const bool lets_sockets = p->network.allow_all_unix_sockets.value_or(false) || !p->network.allow_unix_sockets.empty();
+    if (lets_sockets && (kind == layer::Kind::Gvisor || kind == layer::Kind::Microvm))
+      return fail(Error::msg(at, "lets host Unix sockets through (network.allowUnixSockets or allowAllUnixSockets), "
+                                 "which the " + tp.layer + " layer cannot carry a host's Unix socket to"));
+  }
+  return t;
 }
 
 Result<Templates> Templates::parse(const std::string& text, const std::string& where) {

@@ -31,6 +31,10 @@ class Templates {
   Templates();  // only `base`
   // {"templates": {"name": {"layer": "process", "rootfs": DIR, "policy": FILE, "allowDomains": [...],
   //                          "memoryMB": 512, "cpus": 1, "pids": 256, "allowRoot": false}}}
+  // load() also reads each template's policy file: one that does not load, or
+  // that lets host Unix sockets through on a layer that cannot carry one
+  // (gVisor, the microVM), stops the server at its start, naming the template,
+  // instead of failing every create of it.
   static Result<Templates> load(const std::string& file);
   static Result<Templates> parse(const std::string& text, const std::string& where);
   const Template* find(const std::string& name) const;

@@ -42,6 +42,16 @@ if on_layer process && command -v qemu-system-x86_64 >/dev/null && [ -s "${EXG_B
     export EXG_MICROVM_IMAGE_DIR=$EXG_BUILD_DIR/microvm  # (run.sh copies exguardian elsewhere)
     VM_TEMPLATE=', "vm": {"layer": "microvm"}, "vmroot": {"layer": "microvm", "allowRoot": true}'
 fi
+# A template whose policy lets host Unix sockets through, on a layer that cannot carry one
+# (gVisor's gofer has none): the server does not start, naming it (not every create failing).
+if on_layer gvisor; then
+    echo '{"network": {"allowAllUnixSockets": true}}' > "$T/uds-policy.json"
+    echo "{\"templates\": {\"uds\": {\"layer\": \"gvisor\", \"policy\": \"$T/uds-policy.json\"}}}" > "$T/uds-templates.json"
+    run timeout 20 "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --templates "$T/uds-templates.json" --state-dir "$T/state-uds"
+    if [ "$STATUS" != 0 ] && [ "$STATUS" != 124 ] && grep -q "templates.uds.policy: lets host Unix sockets through" <<<"$ERR"; then
+        ok "a gVisor template letting host Unix sockets through: the server refuses to start, naming it (status $STATUS)"
+    else fail "uds template on gVisor: status $STATUS: $ERR"; fi
+fi
 cat > "$T/templates.json" <<EOF
 {"templates": {"layered": {"layer": "$EXG_LAYER", "memoryMB": 512, "cpus": 1, "pids": 256},
                "lite": {"memoryMB": 128, "cpus": 1.5}, "cpuheavy": {"memoryMB": 16, "cpus": 2.5}$FS_TEMPLATE$VM_TEMPLATE}}

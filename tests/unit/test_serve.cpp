@@ -114,6 +114,41 @@ TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
   EXPECT_NE(vm_rootfs.error().str().find("templates.v.rootfs"), std::string::npos) << vm_rootfs.error().str();
 }
 
+// load() reads each template's policy: one that does not load, or that lets
+// host Unix sockets through on a layer that cannot carry one, stops the
+// server at its start, naming the template.
+TEST(ServeTemplates, LoadChecksEachTemplatesPolicy) {
+  char tmpl[] = "/tmp/exg-templates-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path d = tmpl;
+  std::ofstream(d / "uds.json") << R"({"network": {"allowAllUnixSockets": true}})";
+  std::ofstream(d / "one.json") << R"({"network": {"allowUnixSockets": ["/run/x.sock"]}})";
+  std::ofstream(d / "bad.json") << R"({"netwrk": {}})";
+  auto load = [&](const std::string& layer, const std::string& pol) {
+    std::ofstream(d / "t.json") << R"({"templates": {"u": {"layer": ")" + layer + R"(", "policy": ")" +
+                                       (d / pol).string() + R"("}}})";
+    return Templates::load((d / "t.json").string());
+  };
+  for (const char* layer : {"gvisor", "microvm"})
+    for (const char* pol : {"uds.json", "one.json"}) {
+      auto t = load(layer, pol);
+      ASSERT_FALSE(t) << layer << " " << pol;
+      EXPECT_NE(t.error().str().find("templates.u.policy: lets host Unix sockets through"), std::string::npos)
+          << t.error().str();
+      EXPECT_NE(t.error().str().find(std::string("the ") + layer + " layer cannot carry"), std::string::npos);
+    }
+  for (const char* layer : {"process", "container"}) EXPECT_TRUE(load(layer, "uds.json")) << layer;
+  auto bad = load("process", "bad.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().str().find("templates.u.policy"), std::string::npos) << bad.error().str();
+  EXPECT_NE(bad.error().str().find("netwrk"), std::string::npos) << bad.error().str();
+  auto missing = load("process", "nope.json");
+  ASSERT_FALSE(missing);
+  EXPECT_NE(missing.error().str().find("templates.u.policy"), std::string::npos) << missing.error().str();
+  std::error_code ec;
+  std::filesystem::remove_all(d, ec);
+}
+
 TEST(ServeUsers, RootRefusedPerLayerWithTheReason) {
   Request req{http::verb::post, "/process.Process/Start", 11};
   Sandbox sb;
