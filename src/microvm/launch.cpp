@@ -39,7 +39,7 @@ constexpr uint64_t kMiB = 1024 * 1024;
 constexpr uint64_t kVmmOverheadMiB = 256;
 constexpr uint64_t kMinGuestMiB = 128;
 constexpr uint64_t kDefaultGuestMaxMiB = 1024;  // without an explicit --memory
-// Where qemu's sandbox sees the guest image and the channel's socket.
+// Where qemu's sandbox sees the guest image.
 constexpr char kImageAt[] = "/.exg-vm/image";
 // qemu's channels: its ends of socket pairs, passed as these descriptors
 // (layer::LaunchOptions::pass_fds, in this order).
@@ -68,8 +68,9 @@ Result<Channel> channel_pair(const char* what) {
 
 // The init's boot frame (guest/guest_abi.hpp): the sandbox's environment,
 // working directory, whether egress is served (with the resolver, with the
-// transparent capture), the walls around the command and the guest's own tmpfs directories. Per sandbox: sent after the boot record, past the point where a
-// template is saved.
+// transparent capture), the walls around the command and the guest's own
+// tmpfs directories. Per sandbox: sent after the boot record, past the point
+// where a template is saved.
 Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
   agent::Frame f{agent::Kind::Request,
                  0,
