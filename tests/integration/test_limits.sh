@@ -31,6 +31,24 @@ if [ "$cgroups_for_us" = 0 ]; then
     finish
 fi
 
+# The held sandbox's ($bg's) memory limit, as its cgroup on the host says it (v1 or v2).
+memory_limit_seen() {  # BYTES
+    local f
+    for f in /sys/fs/cgroup/memory/exguardian/exg-"$bg"-*/memory.limit_in_bytes \
+             /sys/fs/cgroup/exguardian/exg-"$bg"-*/memory.max; do
+        [ -r "$f" ] && [ "$(cat "$f")" = "$1" ] && return 0
+    done
+    return 1
+}
+# No cgroup of ours remains once the supervisors are gone.
+check_no_cgroups_left() {
+    sleep 0.5
+    local left
+    left=$(find /sys/fs/cgroup -maxdepth 3 -type d -name "exg-*" 2>/dev/null | while read -r d; do
+        p=${d##*/exg-}; p=${p%%-*}; kill -0 "$p" 2>/dev/null || echo "$d"; done)
+    check "no cgroups of finished sandboxes left ${left:+($left)}" test -z "$left"
+}
+
 if on_layer microvm; then
     # The microVM: the memory limit holds qemu and the guest together (the guest gets it less
     # qemu's 256M, so at least 384M), the pids limit is the guest's own cgroup (the host's has
@@ -38,15 +56,7 @@ if on_layer microvm; then
     # a guest the harmless run above has shown to be in place.
     hold_sandbox --memory 512M --pids 64 --cpus 0.5 || { fail "the microVM with limits did not come up"; finish; }
     bg=$HELD_PID
-    mv_limit_seen() {
-        local f
-        for f in /sys/fs/cgroup/memory/exguardian/exg-"$bg"-*/memory.limit_in_bytes \
-                 /sys/fs/cgroup/exguardian/exg-"$bg"-*/memory.max; do
-            [ -r "$f" ] && [ "$(cat "$f")" = 536870912 ] && return 0
-        done
-        return 1
-    }
-    if wait_for 5 mv_limit_seen; then ok "memory limit 512M on qemu and its guest (the host's cgroup)"
+    if wait_for 5 memory_limit_seen 536870912; then ok "memory limit 512M on qemu and its guest (the host's cgroup)"
     else fail "no cgroup with the 512M limit for supervisor $bg"; fi
     release_sandbox
 
@@ -88,25 +98,14 @@ while time.time() < end: pass')
     check "reported as 'exguardian: killed: timeout 3s'" grep -qx "exguardian: killed: timeout 3s" <<<"$ERR"
     check "timeout took under 30 s" test $(($(mono_seconds) - start)) -lt 30
     expect_output_contains "core=0" sh_in 'echo core=$(ulimit -c)'
-    sleep 0.5
-    left=$(find /sys/fs/cgroup -maxdepth 3 -type d -name "exg-*" 2>/dev/null | while read -r d; do
-        p=${d##*/exg-}; p=${p%%-*}; kill -0 "$p" 2>/dev/null || echo "$d"; done)
-    check "no cgroups of finished sandboxes left ${left:+($left)}" test -z "$left"
+    check_no_cgroups_left
     finish
 fi
 
 # The limits are in place: seen from the host while a sandbox runs (held until checked).
 hold_sandbox --memory 128M --pids 64 --cpus 0.5 || { fail "the sandbox with limits did not come up"; finish; }
 bg=$HELD_PID
-limit_seen() {
-    local f
-    for f in /sys/fs/cgroup/memory/exguardian/exg-"$bg"-*/memory.limit_in_bytes \
-             /sys/fs/cgroup/exguardian/exg-"$bg"-*/memory.max; do
-        [ -r "$f" ] && [ "$(cat "$f")" = 134217728 ] && return 0
-    done
-    return 1
-}
-if wait_for 5 limit_seen; then ok "memory limit 128M in the sandbox's cgroup (seen from the host)"
+if wait_for 5 memory_limit_seen 134217728; then ok "memory limit 128M in the sandbox's cgroup (seen from the host)"
 else fail "no cgroup with the 128M limit for supervisor $bg"; release_sandbox; finish; fi
 pids_seen() { cat /sys/fs/cgroup/pids/exguardian/exg-"$bg"-*/pids.max /sys/fs/cgroup/exguardian/exg-"$bg"-*/pids.max 2>/dev/null | grep -qx 64; }
 if on_layer gvisor; then
@@ -181,10 +180,6 @@ check "timeout took under 10 s" test $(($(mono_seconds) - start)) -lt 10
 # rlimits: no core dumps; nofile raised.
 expect_output_contains "core=0" sh_in 'echo core=$(ulimit -c)'
 
-# Nothing left: no cgroup of ours remains once the supervisors are gone.
-sleep 0.5
-left=$(find /sys/fs/cgroup -maxdepth 3 -type d -name "exg-*" 2>/dev/null | while read -r d; do
-    p=${d##*/exg-}; p=${p%%-*}; kill -0 "$p" 2>/dev/null || echo "$d"; done)
-check "no cgroups of finished sandboxes left ${left:+($left)}" test -z "$left"
+check_no_cgroups_left
 
 finish
