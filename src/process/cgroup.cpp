@@ -604,10 +604,15 @@ void Cgroup::kill_all() {
     bool frozen = false;
     if (!freezer_dir_.empty() && write_text(freezer_dir_ + "/freezer.state", "FROZEN") == 0) {
       // Wait (briefly) until every task is frozen, so none can fork meanwhile.
+      // v1 tries each task once per write of FROZEN. A vfork parent that
+      // enters its wait after that try, its child frozen before exec, stays
+      // unfrozen (FREEZING for ever): so FROZEN is written again while it
+      // reads FREEZING, and the next try finds the parent asleep and freezes it.
       for (int i = 0; i < 200 && now_ms() < deadline; ++i) {
         auto st = read_text(freezer_dir_ + "/freezer.state").value_or("");
         if (st.starts_with("FROZEN")) break;
         sleep_ms(1);
+        write_text(freezer_dir_ + "/freezer.state", "FROZEN");
       }
       frozen = true;
     }

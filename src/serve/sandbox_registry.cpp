@@ -668,9 +668,9 @@ void Registry::pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Resu
 }
 
 // A clock, not a count of polls: on a loaded host a 5 ms wait lasts longer,
-// and a task in a short uninterruptible wait was taken for one that cannot be
-// frozen (seen at 1 s in a full test run). The sandbox may end meanwhile
-// (killed, its time up, its supervisor gone): the pause then fails.
+// and a task in a short uninterruptible wait must not be taken for one that
+// cannot be frozen. The sandbox may end meanwhile (killed, its time up, its
+// supervisor gone): the pause then fails.
 void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<FreezerKnob> knobs,
                             std::chrono::steady_clock::time_point give_up, std::function<void(Result<void>)> done) {
   auto finish = [this, sb, done](Result<void> r) {
@@ -699,6 +699,11 @@ void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<Free
                                                std::to_string(opt_.freeze_wait.count()) + " ms (it reads \"" + seen +
                                                "\"): a process of the sandbox could not be frozen; the sandbox was thawed and runs on")));
   }
+  // v1 tries each task once per write of FROZEN: a vfork parent that entered
+  // its wait after that try, its child frozen before exec, was never frozen
+  // (seen in CI: FREEZING for 3 s under load). Writing the knob again tries it
+  // again, now asleep, and freezes it. Harmless on v2 and on frozen tasks.
+  (void)write_file(pending->file, pending->on);
   auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(5));
   timer->async_wait([this, sb, knobs = std::move(knobs), give_up, done = std::move(done), timer](boost::system::error_code ec) mutable {
     if (ec) return;  // the server is going away
