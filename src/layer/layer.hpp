@@ -78,6 +78,12 @@ struct LaunchOptions {
   // it, so that a server's sandboxes speak to their own front end and never on
   // the server's stderr. Null: stderr with the "exguardian: " prefix.
   std::function<void(const std::string&)> say;
+  // The supervisor's own setup that the sandbox's start need not wait for
+  // (the egress rules, the workspace's snapshot): every layer runs it once,
+  // while the sandbox sets itself up and before anything of it starts (the
+  // snapshot must see the workspace as the command will find it). Its failure
+  // stops the launch. Null: nothing to run.
+  std::function<Result<void>()> meanwhile;
 };
 
 // LaunchOptions::say, or stderr when it is not set.

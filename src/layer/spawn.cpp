@@ -54,18 +54,22 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     agent_there.reset(ch[1]);
   }
   SpawnFds fds{child_sock.get(), self.get(), agent_there.get()};
-  // cgroup v1 has no CLONE_INTO_CGROUP: the child moves itself in, first
-  // thing (Cgroup::open_self_attach: no RCU grace period, unlike a write of
-  // its pid by this process).
-  std::vector<UniqueFd> self_attach;
-  if (spec.cgroup.active() && spec.cgroup.clone_into_fd() < 0) {
-    auto a = spec.cgroup.open_self_attach();
-    if (!a) return fail(a.error());
-    self_attach = std::move(*a);
+  StepTimer untimed;  // off: marks cost one branch
+  StepTimer& timer = spec.timer ? *spec.timer : untimed;
+  // v2 (or no usable cgroup, so that explicit limits fail before anything
+  // starts): made now, the child born in it. v1: after "go" (header).
+  const auto layout = process::cgroup_detail::plan_layout();
+  const bool cgroup_after_go = layout.usable && !layout.v2;
+  process::Cgroup cgroup;
+  if (!cgroup_after_go) {
+    auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    if (!cg) return fail(cg.error());
+    cgroup = std::move(*cg);
+    timer.mark("cgroup");
   }
 
   int pidfd = -1;
-  long pid = sys::clone3_fork(spec.clone_flags, &pidfd, spec.cgroup.clone_into_fd());
+  long pid = sys::clone3_fork(spec.clone_flags, &pidfd, cgroup.clone_into_fd());
   if (pid < 0) {
     int e = errno;
     return fail(spec.clone_error ? spec.clone_error(e) : Error::sys(spec.clone_what, e));
@@ -73,35 +77,14 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (pid == 0) {
     parent_sock.reset();
     agent_here.reset();
-    if (!self_attach.empty()) {
-      int attach_fds[8];
-      size_t n = 0;
-      for (auto& fd : self_attach)
-        if (n < 8) attach_fds[n++] = fd.get();
-      int err = n == self_attach.size() ? process::Cgroup::attach_self(attach_fds, n) : E2BIG;
-      self_attach.clear();  // closed: nothing of the sandbox keeps a way into other cgroups
-      if (err != 0) {
-        // Said now, read by the parent after "go" (which is waited for, so
-        // that the parent's send of it does not fail first).
-        std::string msg = std::string(1, process::kMsgError) + "move into the sandbox's cgroup: " + std::strerror(err);
-        (void)::send(fds.sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-        char c;
-        (void)::recv(fds.sync_fd, &c, 1, 0);
-        ::_exit(125);
-      }
-      if (spec.timer) spec.timer->child_mark("cgroup attach");
-    }
     spec.child(fds);
     ::_exit(127);  // child() does not return
   }
-  self_attach.clear();
-  StepTimer untimed;  // off: marks cost one branch
-  StepTimer& timer = spec.timer ? *spec.timer : untimed;
   timer.mark("clone");
   Sandbox sb;
   sb.pid = static_cast<pid_t>(pid);
   sb.pidfd.reset(pidfd);
-  sb.cgroup = std::move(spec.cgroup);
+  sb.cgroup = std::move(cgroup);
   ChildGuard guard(sb);
   child_sock.reset();
   agent_there.reset();
@@ -123,19 +106,35 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
     return fail(Error::sys(spec.start_what));
   timer.mark("go");
-  // The child is in its cgroup (born there on v2, moved itself on v1 before
-  // anything else) and waits for kMsgInCgroup before anything of the sandbox
-  // starts (init and the command, the agent, the runtime): they inherit its
-  // cgroups. A child that failed meanwhile has closed its end: what it said before
-  // (kMsgError) is still queued and read below, so that is the error shown.
-  // With transparent egress, only once its rules are in (below).
+  if (cgroup_after_go) {
+    auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    if (!cg) return fail(cg.error());
+    sb.cgroup = std::move(*cg);
+    timer.mark("cgroup");
+  }
+  if (spec.meanwhile)
+    if (auto r = spec.meanwhile(); !r) return fail(r.error());
+  // The child waits for kMsgInCgroup before anything of the sandbox starts
+  // (init and the command, the agent, the runtime): they inherit its cgroups
+  // (born there on v2; on v1 it moves itself in through the tasks files sent
+  // with the message). A child that failed meanwhile has closed its end: what
+  // it said before (kMsgError) is still queued and read below, so that is the
+  // error shown. With transparent egress, only once its rules are in (below).
   int in_cgroup_err = 0;  // why the child could not be told (it must then not say ready)
-  auto tell_in_cgroup = [&] {
-    const char in_cgroup = process::kMsgInCgroup;
-    if (::send(parent_sock.get(), &in_cgroup, 1, MSG_NOSIGNAL) != 1) in_cgroup_err = errno;
+  auto tell_in_cgroup = [&]() -> Result<void> {
+    auto tasks = sb.cgroup.open_self_attach();  // empty on v2
+    if (!tasks) return fail(tasks.error());
+    if (tasks->size() > process::kMaxCgroupAttachFds)
+      return fail(Error::msg("cgroup", "more hierarchies than the child can be sent"));
+    int task_fds[process::kMaxCgroupAttachFds];
+    size_t n = 0;
+    for (const auto& fd : *tasks) task_fds[n++] = fd.get();
+    if (!send_fds(parent_sock.get(), process::kMsgInCgroup, task_fds, n)) in_cgroup_err = errno;
+    return {};
   };
   bool captured = false;
-  if (!spec.capture_port) tell_in_cgroup();
+  if (!spec.capture_port)
+    if (auto r = tell_in_cgroup(); !r) return fail(r.error());
   for (;;) {
     FdMessage m;
     if (!recv_fds(parent_sock.get(), &m)) {
@@ -166,7 +165,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       sb.transparent_listener = std::move(listener);
       captured = true;
       timer.mark("capture rules");
-      tell_in_cgroup();
+      if (auto r = tell_in_cgroup(); !r) return fail(r.error());
       continue;
     }
     if (m.type == process::kMsgReady) {
@@ -185,6 +184,34 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     if (m.type == process::kMsgError) return fail(Error::msg(spec.setup_what, m.text));
     return fail(Error::msg("setup", spec.exited_early));
   }
+}
+
+int await_in_cgroup(int sync_fd, StepTimer* timer) {
+  char type = 0;
+  iovec iov{&type, 1};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(process::kMaxCgroupAttachFds * sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = ctrl;
+  msg.msg_controllen = sizeof ctrl;
+  ssize_t got;
+  do got = ::recvmsg(sync_fd, &msg, MSG_CMSG_CLOEXEC); while (got < 0 && errno == EINTR);
+  int fds[process::kMaxCgroupAttachFds];
+  size_t n = 0;
+  for (cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t k = 0; k < count && n < process::kMaxCgroupAttachFds; ++k)
+      std::memcpy(&fds[n++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+  }
+  int result = -1;
+  if (got == 1 && type == process::kMsgInCgroup && !(msg.msg_flags & MSG_CTRUNC)) {
+    result = n ? process::Cgroup::attach_self(fds, n) : 0;
+    if (result == 0 && n && timer) timer->child_mark("cgroup attach");
+  }
+  for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups
+  return result;
 }
 
 }  // namespace exg::layer

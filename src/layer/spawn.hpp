@@ -1,17 +1,23 @@
-// The spawn path the process, container and gVisor layers share: clone the
-// sandbox's first process into its cgroup and namespaces, write its id maps,
-// send "go" (with the trust anchor), then "in cgroup" (on cgroup v1, which
-// has no CLONE_INTO_CGROUP, the child has moved itself in right after the
-// clone through tasks files this process opened: Cgroup::open_self_attach);
-// then collect what it hands back over the setup socket (pty master, proxy
-// listeners, seccomp listener) until it says it is ready. A scope guard kills and reaps the child on every way out but
-// success, so no caller writes its own unwinding.
+// The spawn path the process, container and gVisor layers share: make the
+// sandbox's cgroup, clone its first process into its namespaces, write its id
+// maps, send "go" (with the trust anchor), then "in cgroup"; then collect what
+// it hands back over the setup socket (pty master, proxy listeners, seccomp
+// listener) until it says it is ready. A scope guard kills and reaps the child
+// on every way out but success, so no caller writes its own unwinding.
+//
+// The cgroup: on v2 it is made before the clone and the child is born in it
+// (CLONE_INTO_CGROUP). v1 has no such clone: the cgroup is made after "go",
+// while the child builds its namespaces and mounts (0.3 ms off the start),
+// and "in cgroup" carries the tasks files this process opened
+// (Cgroup::open_self_attach): the child moves itself in (await_in_cgroup)
+// before anything of the sandbox starts.
 //
 // Protocol on the setup socket (SOCK_SEQPACKET, process/child.hpp's kMsg*):
 //   parent -> child  G[PEM]           id maps written, go on
-//                    C                in the sandbox's cgroup now: nothing of
-//                                     the sandbox may start before the child
-//                                     has read it (init, the runtime)
+//                    C [+ fds]        the sandbox's cgroup is ready (v1: with
+//                                     its tasks files, to move in through):
+//                                     nothing of the sandbox may start before
+//                                     the child has read it (init, the runtime)
 //   child -> parent  P + fd           pty master
 //                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
 //                    T + fd fd fd     transparent egress: its listener, and
@@ -44,7 +50,9 @@ struct SpawnFds {
 
 struct SpawnSpec {
   uint64_t clone_flags = 0;     // namespaces (CLONE_PIDFD added)
-  process::Cgroup cgroup;       // made and limited by the layer; the child is born in it
+  // The sandbox's cgroup (Cgroup::create), made by spawn() with these limits.
+  std::string cgroup_id;
+  process::Limits limits;
   bool agent = false;           // make the agent channel (a stream socketpair)
   // Runs in the child right after the clone (never returns).
   std::function<void(const SpawnFds&)> child;
@@ -52,6 +60,8 @@ struct SpawnSpec {
   std::function<Result<void>(pid_t)> map_ids;
   // The PEM that follows "go" (LaunchOptions::trust_anchor); empty: none.
   std::function<Result<std::string>()> trust_anchor;
+  // LaunchOptions::meanwhile: run after "go" (and the v1 cgroup), before "in cgroup".
+  std::function<Result<void>()> meanwhile;
   bool need_seccomp_listener = false;  // "ready" without one fails
   // Transparent egress on this port (plan.proxy.transparent): the child hands
   // over its netns's netlink sockets ("T"), this side sets the capture up on
@@ -73,5 +83,12 @@ struct SpawnSpec {
 
 // The running sandbox, or an error with the child killed and reaped.
 Result<Sandbox> spawn(SpawnSpec spec);
+
+// The child's side of "in cgroup": waits for it and, on v1, moves itself into
+// the sandbox's cgroup through the tasks files that came with it (the timer's
+// "cgroup attach"). 0 when in; -1 when the message was not "in cgroup" (the
+// parent is gone or said something else); else the errno of the move. No
+// allocation: it runs in the cloned child.
+int await_in_cgroup(int sync_fd, StepTimer* timer);
 
 }  // namespace exg::layer

@@ -545,12 +545,12 @@ void RuntimeHost::run() {
   root_binds();
   listen_for_seccomp();
   mark("bundle");
-  // The runtime starts inside the sandbox's cgroup only: wait until the
-  // supervisor has moved us there (cgroup v1, launch()).
-  char c = 0;
-  ssize_t got;
-  do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);
-  if (got != 1 || c != process::kMsgInCgroup) ::_exit(125);
+  // The runtime starts inside the sandbox's cgroup only (v1: this process
+  // moves itself in now; layer::spawn).
+  if (int e = layer::await_in_cgroup(a_.sync_fd, a_.timer)) {
+    if (e < 0) ::_exit(125);
+    fail("move into the sandbox's cgroup", e);
+  }
   mark("cgroup wait");
   supervise_runtime();
 }
@@ -1221,13 +1221,11 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     limits.pids = *limits.pids + 1024;
   }
   timer.mark("spec");
-  auto cg = process::Cgroup::create(plan.sandbox_id, limits);
-  if (!cg) return fail(cg.error());
-  timer.mark("cgroup");
 
   layer::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (host_userns ? CLONE_NEWUSER : 0);
-  sp.cgroup = std::move(*cg);
+  sp.cgroup_id = plan.sandbox_id;  // spawn() makes it
+  sp.limits = limits;
   sp.agent = lo.agent;
   sp.child = [&a](const layer::SpawnFds& f) {
     a.sync_fd = f.sync_fd;
@@ -1239,6 +1237,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   sp.need_seccomp_listener = !a.seccomp_socket.empty();
   if (plan.proxy.enabled && plan.proxy.transparent) sp.capture_port = plan.proxy.transparent_port;  // RuntimeHost::network()
   sp.timer = lo.timer;
+  sp.meanwhile = lo.meanwhile;
   sp.clone_what = "create the runtime host's namespaces";
   sp.start_what = "start the runtime host";
   sp.read_what = "read from the runtime host";

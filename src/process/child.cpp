@@ -27,6 +27,7 @@
 #include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
+#include "layer/spawn.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::process {
@@ -458,14 +459,13 @@ void Builder::run() {
   }
   // Idmapped trees were closed when they were attached.
 
-  // Nothing starts before the parent has said this process is in the
-  // sandbox's cgroup (v1: it moved itself in right after the clone;
-  // layer::spawn). Then that cgroup becomes the root of what
-  // /proc/self/cgroup shows.
-  char c = 0;
-  ssize_t got;
-  do got = ::recv(a_.sync_fd, &c, 1, 0); while (got < 0 && errno == EINTR);
-  if (got != 1 || c != kMsgInCgroup) ::_exit(125);
+  // Nothing starts before this process is in the sandbox's cgroup (v1: it
+  // moves itself in now; layer::spawn). Then that cgroup becomes the root of
+  // what /proc/self/cgroup shows.
+  if (int e = layer::await_in_cgroup(a_.sync_fd, a_.timer)) {
+    if (e < 0) ::_exit(125);
+    fail("move into the sandbox's cgroup", e);
+  }
   if (::unshare(CLONE_NEWCGROUP) != 0) fail("cgroup namespace");
   mark("cgroup wait+namespace");
 

@@ -19,7 +19,7 @@ namespace exg::process {
 
 // Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
 inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go on
-inline constexpr char kMsgInCgroup = 'C';  // parent -> child: in the sandbox's cgroup now; init may start
+inline constexpr char kMsgInCgroup = 'C';  // parent -> child: the sandbox's cgroup is ready (v1: + its tasks files); init may start
 inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
 inline constexpr char kMsgTransparent = 'T';  // child -> parent: the transparent egress listener and netlink sockets (process/transparent_capture.hpp)

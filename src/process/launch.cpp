@@ -171,15 +171,12 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     timer.mark("idmapped mounts");
   }
 
-  // One cgroup per sandbox, limits set before anything runs in it.
-  auto cg = Cgroup::create(plan.sandbox_id, plan.limits);
-  if (!cg) return fail(cg.error());
-  timer.mark("cgroup");
-
   layer::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                    CLONE_NEWCGROUP;
-  sp.cgroup = std::move(*cg);
+  // One cgroup per sandbox, limits set before anything runs in it (spawn() makes it).
+  sp.cgroup_id = plan.sandbox_id;
+  sp.limits = plan.limits;
   sp.agent = opt.agent;
   sp.child = [&args, &opt](const layer::SpawnFds& f) {
     // The child's own descriptor table (a fork-like clone): the caller's stdio is untouched.
@@ -192,6 +189,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   };
   sp.map_ids = [&plan](pid_t pid) { return write_id_maps(pid, plan.identity); };
   sp.trust_anchor = opt.trust_anchor;
+  sp.meanwhile = opt.meanwhile;
   sp.need_seccomp_listener = plan.seccomp;
   if (plan.proxy.transparent) sp.capture_port = plan.proxy.transparent_port;
   sp.timer = opt.timer;

@@ -224,15 +224,12 @@ std::string quarantine_for(const plan::Plan& plan, const std::string& tree) {
   return tree == plan.workspace ? plan.quarantine_dir : plan.quarantine_dir + "-allow-write" + tree;
 }
 
+// What the sandbox's mounts need (the overlay's layer directories) and the
+// quarantine; the snapshot of the swept trees comes later (snapshot_trees).
 Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
   WorkspaceGuard g;
   if (plan.quarantine_fresh)  // a directory no one else made (compile(): under /var/tmp)
     if (::mkdir(plan.quarantine_dir.c_str(), 0700) != 0) return fail(Error::sys("quarantine " + plan.quarantine_dir));
-  for (const auto& tree : plan.swept_trees) {
-    auto snap = snapshot_tree(tree, plan.protect_extra, plan.protect_pointers);
-    if (!snap) return fail(snap.error());
-    g.trees.push_back({tree, quarantine_for(plan, tree), std::move(*snap)});
-  }
   if (plan.workspace_mode == plan::WorkspaceMode::Live) return g;
   auto l = make_layer_dirs(plan.layer_dir, plan.workspace);
   if (!l) return fail(l.error());
@@ -244,6 +241,17 @@ Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
   }
   g.layer = std::move(*l);
   return g;
+}
+
+// The swept trees as they are before the command runs: what is new or
+// changed at the end was planted by the run.
+Result<void> snapshot_trees(const plan::Plan& plan, WorkspaceGuard& g) {
+  for (const auto& tree : plan.swept_trees) {
+    auto snap = snapshot_tree(tree, plan.protect_extra, plan.protect_pointers);
+    if (!snap) return fail(snap.error());
+    g.trees.push_back({tree, quarantine_for(plan, tree), std::move(*snap)});
+  }
+  return {};
 }
 
 // What the end of the run found: quarantined planted files, planted files
@@ -400,21 +408,29 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     audit.write({{"event", "secrets"}, {"secrets", list}, {"trust_bundle", plan.trust_bundle_path}});
   }
 
-  // Egress rules are compiled before anything starts: a bad rule stops the run.
-  std::optional<egress::Rules> rules;
-  egress::ProxyConfig proxy_settings;  // request rules, the user's proxies, srt's switches
-  if (plan.proxy.enabled) {
-    auto r = egress::Rules::from_policy(plan.network);
-    if (!r) return fail(r.error());
-    rules.emplace(std::move(*r));
-    rules->set_host_addresses(egress::Rules::read_host_addresses());
-    if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
-  }
-  steps.mark("supervisor setup");
-
   auto guard = prepare_workspace(plan);
   if (!guard) return fail(guard.error());
-  steps.mark("workspace snapshot");
+  // The rest of the supervisor's setup is done while the sandbox sets itself
+  // up (LaunchOptions::meanwhile), before anything of it starts: the egress
+  // rules (a bad rule stops the run) and the snapshot of the swept trees.
+  std::optional<egress::Rules> rules;
+  egress::ProxyConfig proxy_settings;  // request rules, the user's proxies, srt's switches
+  bool meanwhile_ran = false;
+  lo.meanwhile = [&]() -> Result<void> {
+    if (meanwhile_ran) return {};  // once (the microVM layer's retry of a start that failed)
+    meanwhile_ran = true;
+    if (plan.proxy.enabled) {
+      auto r = egress::Rules::from_policy(plan.network);
+      if (!r) return fail(r.error());
+      rules.emplace(std::move(*r));
+      rules->set_host_addresses(egress::Rules::read_host_addresses());
+      if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
+    }
+    steps.mark("supervisor setup");
+    if (auto r = snapshot_trees(plan, *guard); !r) return r;
+    steps.mark("workspace snapshot");
+    return {};
+  };
   // The timeout's timer exists before anything runs, so that failing to make
   // it needs no unwinding of a running sandbox.
   UniqueFd timer;
@@ -434,6 +450,14 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     return fail(launched.error());
   }
   layer::Sandbox& sb = *launched;
+  if (!meanwhile_ran) {  // a layer that skipped it: no snapshot, no rules (fail closed)
+    sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
+    ::waitpid(sb.pid, nullptr, 0);
+    sb.cgroup.kill_all();
+    layer.after_run(plan);
+    if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
+    return fail(Error::msg("layer " + std::string(layer::name(layer.kind())), "started without the supervisor's setup"));
+  }
   if (opt.agent) {
     if (auto r = opt.agent->start(std::move(sb.agent_channel), plan.sandbox_id); !r) {
       sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);

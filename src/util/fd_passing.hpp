@@ -11,14 +11,14 @@
 
 namespace exg {
 
-// Sends `type` with up to 4 fds; true when the byte went out.
+// Sends `type` with up to 8 fds; true when the byte went out.
 inline bool send_fds(int sock, char type, const int* fds, size_t count) {
   iovec iov{&type, 1};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(4 * sizeof(int))];
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(8 * sizeof(int))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
-  if (count > 0 && count <= 4) {
+  if (count > 0 && count <= 8) {
     const size_t bytes = count * sizeof(int);
     msg.msg_control = ctrl;
     msg.msg_controllen = CMSG_SPACE(bytes);

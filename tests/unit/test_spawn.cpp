@@ -1,9 +1,12 @@
-// layer::spawn on the real kernel, without namespaces (clone flags 0, no
-// cgroup; the transparent capture's handshake in a user and network namespace): the handshake's outcomes, and that every failure leaves no child
-// behind (the scope guard kills and reaps it).
+// layer::spawn on the real kernel, without namespaces (clone flags 0; the
+// transparent capture's handshake in a user and network namespace), each
+// child in a cgroup of its own as root (none as a user): the handshake's
+// outcomes, that the child is in its cgroup once told so, and that every
+// failure leaves no child behind (the scope guard kills and reaps it).
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -11,6 +14,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <fstream>
 #include <string>
 
 #include "layer/spawn.hpp"
@@ -23,10 +27,18 @@ using namespace exg;
 
 namespace {
 
+// A spec with a cgroup id of its own.
+layer::SpawnSpec fresh_spec() {
+  static int n = 0;
+  layer::SpawnSpec s;
+  s.cgroup_id = "unit-spawn-" + std::to_string(++n);
+  return s;
+}
+
 // Waits for "go" on the setup socket, then runs `then` (which, as the real
 // children do, reads "in cgroup" before it says ready).
 layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
-  layer::SpawnSpec s;
+  layer::SpawnSpec s = fresh_spec();
   s.child = [then](const layer::SpawnFds& f) {
     char buf[64];
     if (::recv(f.sync_fd, buf, sizeof buf, 0) < 1 || buf[0] != process::kMsgGo) ::_exit(3);
@@ -36,10 +48,18 @@ layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
   return s;
 }
 
-// The second message: "in cgroup" (init may start).
-bool wait_in_cgroup(int sync) {
-  char c = 0;
-  return ::recv(sync, &c, 1, 0) == 1 && c == process::kMsgInCgroup;
+// The second message: "in cgroup" (init may start), as the real children take it.
+bool wait_in_cgroup(int sync) { return layer::await_in_cgroup(sync, nullptr) == 0; }
+
+// Every cgroup directory of the sandbox lists pid.
+bool in_its_cgroup(const layer::Sandbox& sb) {
+  for (const auto& d : sb.cgroup.dirs()) {
+    std::ifstream f(d + "/cgroup.procs");
+    bool found = false;
+    for (pid_t p; f >> p;) found |= p == sb.pid;
+    if (!found) return false;
+  }
+  return true;
 }
 
 bool reaped(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD; }
@@ -59,6 +79,9 @@ TEST(Spawn, ReadyHandsBackTheRunningChild) {
   EXPECT_TRUE(sb->pidfd);
   EXPECT_FALSE(sb->seccomp_listener);
   EXPECT_EQ(::kill(sb->pid, 0), 0);  // committed: still running
+  // Born in it (v2) or moved itself in when told (v1).
+  if (::geteuid() == 0) EXPECT_TRUE(sb->cgroup.active());
+  EXPECT_TRUE(in_its_cgroup(*sb));
   ::kill(sb->pid, SIGKILL);
   EXPECT_EQ(::waitpid(sb->pid, nullptr, 0), sb->pid);
 }
@@ -81,6 +104,50 @@ TEST(Spawn, SetupErrorIsReportedAndTheChildReaped) {
   EXPECT_EQ(sb.error().str(), "setup (test): mount /x: Permission denied");
   ASSERT_GT(seen, 0);
   EXPECT_TRUE(reaped(seen));
+}
+
+// The supervisor's work done while the child sets up (LaunchOptions::meanwhile)
+// is done before "in cgroup" (the command could start then); when it fails,
+// the launch fails, and the child, never told, is killed and reaped.
+TEST(Spawn, MeanwhileRunsBeforeInCgroupAndItsFailureUnwinds) {
+  int done[2];
+  ASSERT_EQ(::pipe2(done, O_NONBLOCK), 0);
+  const int rd = done[0];
+  auto s = spec_with([rd](int sync) {
+    if (!wait_in_cgroup(sync)) ::_exit(4);
+    char b = 0;
+    std::string m(1, ::read(rd, &b, 1) == 1 && b == 'm' ? process::kMsgReady : process::kMsgError);
+    if (m[0] == process::kMsgError) m += "in cgroup before meanwhile was done";
+    (void)::send(sync, m.data(), m.size(), 0);
+    ::pause();
+  });
+  const int wr = done[1];
+  s.meanwhile = [wr]() -> Result<void> {
+    ::usleep(20000);  // slower than the child: the order must hold anyway
+    return ::write(wr, "m", 1) == 1 ? Result<void>{} : fail(Error::sys("write"));
+  };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_TRUE(sb) << sb.error().str();
+  ::kill(sb->pid, SIGKILL);
+  ::waitpid(sb->pid, nullptr, 0);
+
+  pid_t seen = -1;
+  auto failing = spec_with([](int sync) {
+    if (wait_in_cgroup(sync)) ::_exit(7);  // must never come
+    ::_exit(0);
+  });
+  failing.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  failing.meanwhile = []() -> Result<void> { return fail(Error::msg("snapshot /w", "too deep")); };
+  auto r = layer::spawn(std::move(failing));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), "snapshot /w: too deep");
+  ASSERT_GT(seen, 0);
+  EXPECT_TRUE(reaped(seen));
+  ::close(done[0]);
+  ::close(done[1]);
 }
 
 TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
@@ -135,7 +202,7 @@ TEST(Spawn, FailingIdMapsAndTrustAnchorUnwind) {
 TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
-  layer::SpawnSpec s;
+  layer::SpawnSpec s = fresh_spec();
   const int wr = out[1];
   s.child = [wr](const layer::SpawnFds& f) {
     char buf[256];
