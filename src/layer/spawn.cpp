@@ -106,6 +106,21 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
     return fail(Error::sys(spec.start_what));
   timer.mark("go");
+  // A child that failed meanwhile has closed its end: a send to it fails, and
+  // what it said before (kMsgError) is still queued and read below, so that is
+  // the error shown (not the send's).
+  int send_err = 0;  // why the child could not be told (it must then not say ready)
+  if (spec.idmapped_trees) {
+    auto trees = spec.idmapped_trees();
+    if (!trees) return fail(trees.error());
+    for (size_t at = 0; at < trees->size() && !send_err; at += 8) {
+      int fds[8];
+      size_t n = 0;
+      for (size_t k = at; k < trees->size() && n < 8; ++k) fds[n++] = (*trees)[k].get();
+      if (!send_fds(parent_sock.get(), process::kMsgIdmapped, fds, n)) send_err = errno;
+    }
+    timer.mark("idmapped mounts");
+  }
   if (cgroup_after_go) {
     auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
     if (!cg) return fail(cg.error());
@@ -117,10 +132,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   // The child waits for kMsgInCgroup before anything of the sandbox starts
   // (init and the command, the agent, the runtime): they inherit its cgroups
   // (born there on v2; on v1 it moves itself in through the tasks files sent
-  // with the message). A child that failed meanwhile has closed its end: what
-  // it said before (kMsgError) is still queued and read below, so that is the
-  // error shown. With transparent egress, only once its rules are in (below).
-  int in_cgroup_err = 0;  // why the child could not be told (it must then not say ready)
+  // with the message). With transparent egress, only once its rules are in (below).
   auto tell_in_cgroup = [&]() -> Result<void> {
     auto tasks = sb.cgroup.open_self_attach();  // empty on v2
     if (!tasks) return fail(tasks.error());
@@ -129,7 +141,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     int task_fds[process::kMaxCgroupAttachFds];
     size_t n = 0;
     for (const auto& fd : *tasks) task_fds[n++] = fd.get();
-    if (!send_fds(parent_sock.get(), process::kMsgInCgroup, task_fds, n)) in_cgroup_err = errno;
+    if (!send_err && !send_fds(parent_sock.get(), process::kMsgInCgroup, task_fds, n)) send_err = errno;
     return {};
   };
   bool captured = false;
@@ -171,7 +183,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     if (m.type == process::kMsgReady) {
       sb.seccomp_listener.reset(m.fd);
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
-      if (in_cgroup_err) return fail(Error::sys(spec.start_what, in_cgroup_err));
+      if (send_err) return fail(Error::sys(spec.start_what, send_err));
       if (spec.capture_port && !captured) return fail(Error::msg("setup", "ready without transparent egress capture"));
       if (!sb.seccomp_listener && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
       timer.take_child_marks();
@@ -186,10 +198,16 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   }
 }
 
-int await_in_cgroup(int sync_fd, StepTimer* timer) {
-  char type = 0;
-  iovec iov{&type, 1};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(process::kMaxCgroupAttachFds * sizeof(int))];
+namespace {
+
+// One message of the parent's on the setup socket: its type byte and up to
+// kMaxFdsPerMessage descriptors (received close-on-exec). False when the
+// message is not one byte with what fits (the parent is gone, or sent
+// something else). No allocation: it runs in the cloned child.
+constexpr size_t kMaxFdsPerMessage = 8;  // send_fds' limit
+bool recv_parent_message(int sync_fd, char* type, int* fds, size_t* n) {
+  iovec iov{type, 1};
+  alignas(cmsghdr) char ctrl[CMSG_SPACE(kMaxFdsPerMessage * sizeof(int))];
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -197,21 +215,46 @@ int await_in_cgroup(int sync_fd, StepTimer* timer) {
   msg.msg_controllen = sizeof ctrl;
   ssize_t got;
   do got = ::recvmsg(sync_fd, &msg, MSG_CMSG_CLOEXEC); while (got < 0 && errno == EINTR);
-  int fds[process::kMaxCgroupAttachFds];
-  size_t n = 0;
+  *n = 0;
   for (cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
     if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
     size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t k = 0; k < count && n < process::kMaxCgroupAttachFds; ++k)
-      std::memcpy(&fds[n++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
+    for (size_t k = 0; k < count && *n < kMaxFdsPerMessage; ++k)
+      std::memcpy(&fds[(*n)++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
   }
+  return got == 1 && !(msg.msg_flags & MSG_CTRUNC);
+}
+
+}  // namespace
+
+int await_in_cgroup(int sync_fd, StepTimer* timer) {
+  char type = 0;
+  int fds[kMaxFdsPerMessage];
+  size_t n = 0;
   int result = -1;
-  if (got == 1 && type == process::kMsgInCgroup && !(msg.msg_flags & MSG_CTRUNC)) {
+  if (recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgInCgroup) {
     result = n ? process::Cgroup::attach_self(fds, n) : 0;
     if (result == 0 && n && timer) timer->child_mark("cgroup attach");
   }
   for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups
   return result;
+}
+
+bool await_idmapped_trees(int sync_fd, int* trees, size_t count) {
+  size_t have = 0;
+  while (have < count) {
+    char type = 0;
+    int fds[kMaxFdsPerMessage];
+    size_t n = 0;
+    bool ok = recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgIdmapped && n > 0 &&
+              n <= count - have;
+    for (size_t k = 0; k < n; ++k) {
+      if (ok) trees[have++] = fds[k];
+      else ::close(fds[k]);
+    }
+    if (!ok) return false;
+  }
+  return true;
 }
 
 }  // namespace exg::layer

@@ -14,6 +14,9 @@
 //
 // Protocol on the setup socket (SOCK_SEQPACKET, process/child.hpp's kMsg*):
 //   parent -> child  G[PEM]           id maps written, go on
+//                    I + fds          the idmapped mounts' trees, in step
+//                                     order, up to 8 a message (made after
+//                                     "go", taken before the mounts)
 //                    C [+ fds]        the sandbox's cgroup is ready (v1: with
 //                                     its tasks files, to move in through):
 //                                     nothing of the sandbox may start before
@@ -34,6 +37,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "layer/layer.hpp"
 #include "process/cgroup.hpp"
@@ -60,6 +64,9 @@ struct SpawnSpec {
   std::function<Result<void>(pid_t)> map_ids;
   // The PEM that follows "go" (LaunchOptions::trust_anchor); empty: none.
   std::function<Result<std::string>()> trust_anchor;
+  // Made right after "go" and sent as "I" (the process layer's idmapped
+  // mounts, which the child needs only when it reaches them); empty: none.
+  std::function<Result<std::vector<UniqueFd>>()> idmapped_trees;
   // LaunchOptions::meanwhile: run after "go" (and the v1 cgroup), before "in cgroup".
   std::function<Result<void>()> meanwhile;
   bool need_seccomp_listener = false;  // "ready" without one fails
@@ -90,5 +97,10 @@ Result<Sandbox> spawn(SpawnSpec spec);
 // parent is gone or said something else); else the errno of the move. No
 // allocation: it runs in the cloned child.
 int await_in_cgroup(int sync_fd, StepTimer* timer);
+
+// The child's side of "I": takes `count` trees, in order, into `trees`. False
+// when the parent sent something else or is gone (what came is closed). No
+// allocation.
+bool await_idmapped_trees(int sync_fd, int* trees, size_t count);
 
 }  // namespace exg::layer

@@ -67,6 +67,7 @@ class Builder {
   const plan::Plan& plan_;
   std::string trust_anchor_;  // the sandbox CA's certificate, appended to trust_bundle steps
   std::vector<int> src_fds_;  // per step: O_PATH fd of the host source, or -1
+  std::map<size_t, int> idmapped_;  // step -> its idmapped tree (take_idmapped_trees), closed once attached
   std::map<size_t, std::pair<int, int>> upper_fds_;  // overlay steps on host dirs: upper, work
   int root_fd_ = -1;          // the new root
   int empty_file_fd_ = -1;    // O_PATH of an empty mode-0 file (file masks)
@@ -163,6 +164,7 @@ class Builder {
   }
 
   void make_stage();
+  void take_idmapped_trees();
   void step(size_t i, const plan::Step& s);
   void seal(const std::string& target);
   void network_and_names();
@@ -183,7 +185,7 @@ void Builder::open_sources() {
       if (u < 0 || w < 0) fail("open the overlay layer " + s.upper_dir);
       upper_fds_[i] = {u, w};
     }
-    if (!host_source || a_.idmapped.count(i)) continue;
+    if (!host_source || uses_idmapped_mount(plan_, i)) continue;
     int fd = sys::openat2(AT_FDCWD, s.source.c_str(), O_PATH | O_CLOEXEC, RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS);
     if (fd < 0) fail("open " + s.source + " (for " + s.target + ")");
     src_fds_[i] = fd;
@@ -247,7 +249,7 @@ void Builder::step(size_t i, const plan::Step& s) {
   switch (s.kind) {
     case StepKind::BindRo:
     case StepKind::BindRw: {
-      int t = a_.idmapped.count(i) ? a_.idmapped.at(i) : clone_tree(src_fds_[i], "", s.source);
+      int t = idmapped_.count(i) ? idmapped_.at(i) : clone_tree(src_fds_[i], "", s.source);
       bool ro = s.kind == StepKind::BindRo;
       set_attr(t, kSafe | (ro ? MOUNT_ATTR_RDONLY : 0), 0, s.target);
       attach(t, s.target, s.is_dir);
@@ -281,7 +283,7 @@ void Builder::step(size_t i, const plan::Step& s) {
         if (::mkdir(upper.c_str(), 0755) != 0 || ::mkdir(work.c_str(), 0755) != 0 || ::mkdir(lower.c_str(), 0755) != 0)
           fail("mkdir overlay dirs for " + s.target);
       }
-      int lower_tree = a_.idmapped.count(i) ? a_.idmapped.at(i) : clone_tree(src_fds_[i], "", s.source);
+      int lower_tree = idmapped_.count(i) ? idmapped_.at(i) : clone_tree(src_fds_[i], "", s.source);
       set_attr(lower_tree, kSafe | MOUNT_ATTR_RDONLY, 0, s.target + " (lower)");
       int lfd = ::open(lower.c_str(), O_PATH | O_CLOEXEC);
       if (sys::move_mount(lower_tree, "", lfd, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH) != 0)
@@ -432,6 +434,19 @@ void Builder::pivot() {
   if (::chdir("/") != 0) fail("chdir /");
 }
 
+// The supervisor makes the idmapped mounts' trees after "go", while this
+// process set up its network and stage; they come in step order.
+void Builder::take_idmapped_trees() {
+  std::vector<size_t> steps;
+  for (size_t i = 0; i < plan_.steps.size(); ++i)
+    if (uses_idmapped_mount(plan_, i)) steps.push_back(i);
+  if (steps.empty()) return;
+  std::vector<int> trees(steps.size(), -1);
+  if (!layer::await_idmapped_trees(a_.sync_fd, trees.data(), trees.size())) ::_exit(125);
+  for (size_t k = 0; k < steps.size(); ++k) idmapped_[steps[k]] = trees[k];
+  mark("idmapped trees");
+}
+
 void Builder::run() {
   // The network first: the supervisor sets the transparent capture's rules up
   // on the sockets handed over here while this process builds the mounts.
@@ -439,6 +454,7 @@ void Builder::run() {
   mark("network");
   make_stage();
   mark("stage");
+  take_idmapped_trees();
   for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
   mark("mounts");
   if (a_.want_pty) {

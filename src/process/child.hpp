@@ -19,6 +19,7 @@ namespace exg::process {
 
 // Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
 inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go on
+inline constexpr char kMsgIdmapped = 'I';  // parent -> child: idmapped mounts' trees (SCM_RIGHTS), in step order
 inline constexpr char kMsgInCgroup = 'C';  // parent -> child: the sandbox's cgroup is ready (v1: + its tasks files); init may start
 inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
@@ -33,7 +34,6 @@ struct ChildArgs {
   int parent_pidfd = -1;
   bool want_pty = false;
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the pty slave
-  std::map<size_t, int> idmapped;            // step index -> detached idmapped mount fd
   bool verbose = false;
   RlimitPlan rlimits;
   const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
@@ -42,6 +42,12 @@ struct ChildArgs {
   int pass_fds[kMaxPassFds] = {-1, -1, -1, -1};  // LaunchOptions::pass_fds (InitArgs)
   int n_pass_fds = 0;
 };
+
+// Steps whose source the supervisor clones with an idmap (root only: the
+// sandbox's uid owns what root owns on disk); the child gets them after "go".
+inline bool uses_idmapped_mount(const plan::Plan& plan, size_t step) {
+  return plan.identity.invoked_as_root && plan.steps[step].idmap;
+}
 
 // Never returns.
 [[noreturn]] void child_main(const ChildArgs& args);

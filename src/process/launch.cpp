@@ -144,32 +144,12 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   args.seccomp = plan.seccomp ? &prebuilt_seccomp_program() : nullptr;
   timer.mark("seccomp program");
 
-  std::map<size_t, UniqueFd> idmapped;
+  // Root's supplementary groups must not follow the command in (the front end drops them: cli/host_setup.hpp).
+  if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)
+    return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
   // The idmaps' holders, killed as soon as their namespace is open, are
   // reaped when this function returns, whichever way: not waited for one by one.
   std::vector<IdmapHolder> holders;
-  if (plan.identity.invoked_as_root) {
-    // Root's supplementary groups must not follow the command in (the front end drops them: cli/host_setup.hpp).
-    if (::getgroups(0, nullptr) != 0)
-      return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
-    std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
-    for (size_t i = 0; i < plan.steps.size(); ++i) {
-      const auto& s = plan.steps[i];
-      if (!s.idmap) continue;
-      auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
-      if (!userns.count(key)) {
-        auto ns = idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid,
-                               &holders);
-        if (!ns) return fail(ns.error());
-        userns.emplace(key, std::move(*ns));
-      }
-      auto tree = idmapped_tree(s, userns.at(key).get());
-      if (!tree) return fail(tree.error());
-      idmapped.emplace(i, UniqueFd(*tree));
-      args.idmapped[i] = *tree;
-    }
-    timer.mark("idmapped mounts");
-  }
 
   layer::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
@@ -188,6 +168,26 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     child_main(args);
   };
   sp.map_ids = [&plan](pid_t pid) { return write_id_maps(pid, plan.identity); };
+  // Made after "go", while the child sets up; it takes them before its mounts.
+  sp.idmapped_trees = [&plan, &holders]() -> Result<std::vector<UniqueFd>> {
+    std::vector<UniqueFd> trees;
+    std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
+    for (size_t i = 0; i < plan.steps.size(); ++i) {
+      if (!uses_idmapped_mount(plan, i)) continue;
+      const auto& s = plan.steps[i];
+      auto key = std::make_pair(s.idmap_from_uid, s.idmap_from_gid);
+      if (!userns.count(key)) {
+        auto ns = idmap_userns(s.idmap_from_uid, s.idmap_from_gid, plan.identity.host_uid, plan.identity.host_gid,
+                               &holders);
+        if (!ns) return fail(ns.error());
+        userns.emplace(key, std::move(*ns));
+      }
+      auto tree = idmapped_tree(s, userns.at(key).get());
+      if (!tree) return fail(tree.error());
+      trees.emplace_back(*tree);
+    }
+    return trees;
+  };
   sp.trust_anchor = opt.trust_anchor;
   sp.meanwhile = opt.meanwhile;
   sp.need_seccomp_listener = plan.seccomp;
@@ -202,7 +202,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
                           : ""),
                  e};
   };
-  return layer::spawn(std::move(sp));  // (the idmapped trees close here: the child has its copies)
+  return layer::spawn(std::move(sp));
 }
 
 }  // namespace exg::process

@@ -80,7 +80,9 @@ TEST(Spawn, ReadyHandsBackTheRunningChild) {
   EXPECT_FALSE(sb->seccomp_listener);
   EXPECT_EQ(::kill(sb->pid, 0), 0);  // committed: still running
   // Born in it (v2) or moved itself in when told (v1).
-  if (::geteuid() == 0) EXPECT_TRUE(sb->cgroup.active());
+  if (::geteuid() == 0) {
+    EXPECT_TRUE(sb->cgroup.active());
+  }
   EXPECT_TRUE(in_its_cgroup(*sb));
   ::kill(sb->pid, SIGKILL);
   EXPECT_EQ(::waitpid(sb->pid, nullptr, 0), sb->pid);
@@ -148,6 +150,61 @@ TEST(Spawn, MeanwhileRunsBeforeInCgroupAndItsFailureUnwinds) {
   EXPECT_TRUE(reaped(seen));
   ::close(done[0]);
   ::close(done[1]);
+}
+
+// The idmapped mounts' trees are made after "go" and reach the child in
+// order, more than one message's worth; failing to make them unwinds.
+TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
+  constexpr size_t kTrees = 11;  // two messages
+  auto s = spec_with([](int sync) {
+    int trees[kTrees];
+    if (!layer::await_idmapped_trees(sync, trees, kTrees)) ::_exit(8);
+    std::string m(1, process::kMsgReady);
+    for (size_t k = 0; k < kTrees; ++k) {
+      char b = 0;  // each a pipe's read end holding its own index
+      if (::read(trees[k], &b, 1) != 1 || b != static_cast<char>('a' + k)) {
+        m = std::string(1, process::kMsgError) + "tree " + std::to_string(k) + " out of order";
+        break;
+      }
+    }
+    if (m[0] == process::kMsgReady && !wait_in_cgroup(sync)) ::_exit(4);
+    (void)::send(sync, m.data(), m.size(), 0);
+    ::pause();
+  });
+  s.idmapped_trees = []() -> Result<std::vector<UniqueFd>> {
+    std::vector<UniqueFd> out;
+    for (size_t k = 0; k < kTrees; ++k) {
+      int p[2];
+      if (::pipe2(p, O_CLOEXEC) != 0) return fail(Error::sys("pipe"));
+      char b = static_cast<char>('a' + k);
+      (void)::write(p[1], &b, 1);
+      ::close(p[1]);
+      out.emplace_back(p[0]);
+    }
+    return out;
+  };
+  auto sb = layer::spawn(std::move(s));
+  ASSERT_TRUE(sb) << sb.error().str();
+  ::kill(sb->pid, SIGKILL);
+  ::waitpid(sb->pid, nullptr, 0);
+
+  pid_t seen = -1;
+  auto failing = spec_with([](int sync) {
+    int t[1];
+    ::_exit(layer::await_idmapped_trees(sync, t, 1) ? 7 : 0);  // nothing must come
+  });
+  failing.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  failing.idmapped_trees = []() -> Result<std::vector<UniqueFd>> {
+    return fail(Error::msg("idmap /w", "the filesystem must support idmapped mounts"));
+  };
+  auto r = layer::spawn(std::move(failing));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), "idmap /w: the filesystem must support idmapped mounts");
+  ASSERT_GT(seen, 0);
+  EXPECT_TRUE(reaped(seen));
 }
 
 TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
