@@ -113,10 +113,10 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (spec.idmapped_trees) {
     auto trees = spec.idmapped_trees();
     if (!trees) return fail(trees.error());
-    for (size_t at = 0; at < trees->size() && !send_err; at += 8) {
-      int fds[8];
+    for (size_t at = 0; at < trees->size() && !send_err; at += kMaxPassedFds) {
+      int fds[kMaxPassedFds];
       size_t n = 0;
-      for (size_t k = at; k < trees->size() && n < 8; ++k) fds[n++] = (*trees)[k].get();
+      for (size_t k = at; k < trees->size() && n < kMaxPassedFds; ++k) fds[n++] = (*trees)[k].get();
       if (!send_fds(parent_sock.get(), process::kMsgIdmapped, fds, n)) send_err = errno;
     }
     timer.mark("idmapped mounts");
@@ -136,9 +136,9 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   auto tell_in_cgroup = [&]() -> Result<void> {
     auto tasks = sb.cgroup.open_self_attach();  // empty on v2
     if (!tasks) return fail(tasks.error());
-    if (tasks->size() > process::kMaxCgroupAttachFds)
+    if (tasks->size() > kMaxPassedFds)  // (v1 gives a sandbox four: memory, pids, cpu, freezer)
       return fail(Error::msg("cgroup", "more hierarchies than the child can be sent"));
-    int task_fds[process::kMaxCgroupAttachFds];
+    int task_fds[kMaxPassedFds];
     size_t n = 0;
     for (const auto& fd : *tasks) task_fds[n++] = fd.get();
     if (!send_err && !send_fds(parent_sock.get(), process::kMsgInCgroup, task_fds, n)) send_err = errno;
@@ -200,36 +200,19 @@ Result<Sandbox> spawn(SpawnSpec spec) {
 
 namespace {
 
-// One message of the parent's on the setup socket: its type byte and up to
-// kMaxFdsPerMessage descriptors (received close-on-exec). False when the
-// message is not one byte with what fits (the parent is gone, or sent
-// something else). No allocation: it runs in the cloned child.
-constexpr size_t kMaxFdsPerMessage = 8;  // send_fds' limit
-bool recv_parent_message(int sync_fd, char* type, int* fds, size_t* n) {
-  iovec iov{type, 1};
-  alignas(cmsghdr) char ctrl[CMSG_SPACE(kMaxFdsPerMessage * sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctrl;
-  msg.msg_controllen = sizeof ctrl;
-  ssize_t got;
-  do got = ::recvmsg(sync_fd, &msg, MSG_CMSG_CLOEXEC); while (got < 0 && errno == EINTR);
-  *n = 0;
-  for (cmsghdr* c = got > 0 ? CMSG_FIRSTHDR(&msg) : nullptr; c; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t k = 0; k < count && *n < kMaxFdsPerMessage; ++k)
-      std::memcpy(&fds[(*n)++], CMSG_DATA(c) + k * sizeof(int), sizeof(int));
-  }
-  return got == 1 && !(msg.msg_flags & MSG_CTRUNC);
+// One message of the parent's on the setup socket: its type byte and its
+// descriptors. False when it is not one byte with what fits (the parent is
+// gone, or sent something else).
+bool recv_parent_message(int sync_fd, char* type, int (&fds)[kMaxPassedFds], size_t* n) {
+  bool truncated = false;
+  return recv_with_fds(sync_fd, type, 1, fds, n, &truncated) == 1 && !truncated;
 }
 
 }  // namespace
 
 int await_in_cgroup(int sync_fd, StepTimer* timer) {
   char type = 0;
-  int fds[kMaxFdsPerMessage];
+  int fds[kMaxPassedFds];
   size_t n = 0;
   int result = -1;
   if (recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgInCgroup) {
@@ -244,7 +227,7 @@ bool await_idmapped_trees(int sync_fd, int* trees, size_t count) {
   size_t have = 0;
   while (have < count) {
     char type = 0;
-    int fds[kMaxFdsPerMessage];
+    int fds[kMaxPassedFds];
     size_t n = 0;
     bool ok = recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgIdmapped && n > 0 &&
               n <= count - have;

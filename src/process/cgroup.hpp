@@ -64,9 +64,6 @@ int64_t cpu_quota_us(double cpus);
 std::optional<pid_t> stale_pid_of(std::string_view name);
 }  // namespace cgroup_detail
 
-// More than the v1 hierarchies a sandbox cgroup gets (memory, pids, cpu, freezer).
-inline constexpr size_t kMaxCgroupAttachFds = 8;
-
 class Cgroup {
  public:
   static Result<Cgroup> create(const std::string& sandbox_id, const Limits& limits);
@@ -99,7 +96,7 @@ class Cgroup {
   // checks the credentials the file was opened with, so the child may have
   // changed its own. Close them in the parent after the clone, in the child
   // after attach_self().
-  Result<std::vector<UniqueFd>> open_self_attach() const;  // at most kMaxCgroupAttachFds
+  Result<std::vector<UniqueFd>> open_self_attach() const;
   // In a single-threaded child: writes "0" to each fd (see open_self_attach).
   // 0 or the errno of the first write that failed. Async-signal-safe.
   static int attach_self(const int* fds, size_t n);

@@ -64,6 +64,21 @@ bool in_its_cgroup(const layer::Sandbox& sb) {
 
 bool reaped(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno == ECHILD; }
 
+// Spawns a spec that fails on the parent's side after the clone: the error
+// is `want`, and the child, killed by the scope guard, is reaped.
+void expect_unwound(layer::SpawnSpec s, const std::string& want) {
+  pid_t seen = -1;
+  s.map_ids = [&seen](pid_t p) -> Result<void> {
+    seen = p;
+    return {};
+  };
+  auto r = layer::spawn(std::move(s));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().str(), want);
+  ASSERT_GT(seen, 0);
+  EXPECT_TRUE(reaped(seen));
+}
+
 }  // namespace
 
 TEST(Spawn, ReadyHandsBackTheRunningChild) {
@@ -133,21 +148,12 @@ TEST(Spawn, MeanwhileRunsBeforeInCgroupAndItsFailureUnwinds) {
   ::kill(sb->pid, SIGKILL);
   ::waitpid(sb->pid, nullptr, 0);
 
-  pid_t seen = -1;
   auto failing = spec_with([](int sync) {
     if (wait_in_cgroup(sync)) ::_exit(7);  // must never come
     ::_exit(0);
   });
-  failing.map_ids = [&seen](pid_t p) -> Result<void> {
-    seen = p;
-    return {};
-  };
   failing.meanwhile = []() -> Result<void> { return fail(Error::msg("snapshot /w", "too deep")); };
-  auto r = layer::spawn(std::move(failing));
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().str(), "snapshot /w: too deep");
-  ASSERT_GT(seen, 0);
-  EXPECT_TRUE(reaped(seen));
+  expect_unwound(std::move(failing), "snapshot /w: too deep");
   ::close(done[0]);
   ::close(done[1]);
 }
@@ -188,23 +194,14 @@ TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
   ::kill(sb->pid, SIGKILL);
   ::waitpid(sb->pid, nullptr, 0);
 
-  pid_t seen = -1;
   auto failing = spec_with([](int sync) {
     int t[1];
     ::_exit(layer::await_idmapped_trees(sync, t, 1) ? 7 : 0);  // nothing must come
   });
-  failing.map_ids = [&seen](pid_t p) -> Result<void> {
-    seen = p;
-    return {};
-  };
   failing.idmapped_trees = []() -> Result<std::vector<UniqueFd>> {
     return fail(Error::msg("idmap /w", "the filesystem must support idmapped mounts"));
   };
-  auto r = layer::spawn(std::move(failing));
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().str(), "idmap /w: the filesystem must support idmapped mounts");
-  ASSERT_GT(seen, 0);
-  EXPECT_TRUE(reaped(seen));
+  expect_unwound(std::move(failing), "idmap /w: the filesystem must support idmapped mounts");
 }
 
 TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
