@@ -398,23 +398,4 @@ const Secret* PlaceholderScanner::feed(std::string_view chunk) {
   return hit;
 }
 
-std::string base64_encode(std::string_view in) {
-  static const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-  std::string out;
-  out.reserve((in.size() + 2) / 3 * 4);
-  size_t i = 0;
-  for (; i + 2 < in.size(); i += 3) {
-    uint32_t v = (uint8_t)in[i] << 16 | (uint8_t)in[i + 1] << 8 | (uint8_t)in[i + 2];
-    out += a[v >> 18], out += a[(v >> 12) & 63], out += a[(v >> 6) & 63], out += a[v & 63];
-  }
-  if (i + 1 == in.size()) {
-    uint32_t v = (uint8_t)in[i] << 16;
-    out += a[v >> 18], out += a[(v >> 12) & 63], out += "==";
-  } else if (i + 2 == in.size()) {
-    uint32_t v = (uint8_t)in[i] << 16 | (uint8_t)in[i + 1] << 8;
-    out += a[v >> 18], out += a[(v >> 12) & 63], out += a[(v >> 6) & 63], out += '=';
-  }
-  return out;
-}
-
 }  // namespace exg::egress

@@ -13,6 +13,7 @@
 
 #include "egress/rules.hpp"
 #include "plan/secret.hpp"
+#include "util/base64.hpp"
 #include "util/error.hpp"
 
 typedef struct ssl_ctx_st SSL_CTX;
@@ -150,7 +151,7 @@ class ValueMasker {
   std::vector<std::pair<std::string, std::string>> hits_;
 };
 
-std::string base64_encode(std::string_view in);
+using util::base64_encode;  // util/base64.hpp
 
 // The client context for upstream connections of intercepted hosts: peer
 // verification against `ca_file` (empty: OpenSSL's default paths, i.e. the

@@ -184,14 +184,6 @@ const nlohmann::json* field(const nlohmann::json& msg, const char* camel, const 
   return nullptr;
 }
 
-std::string base64_encode(const std::string& bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
-  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), reinterpret_cast<const unsigned char*>(bytes.data()),
-                          static_cast<int>(bytes.size()));
-  out.resize(static_cast<size_t>(n));
-  return out;
-}
-
 std::optional<std::string> base64_decode(const std::string& text) {
   std::string t;
   t.reserve(text.size() + 3);

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "serve/http_server.hpp"
+#include "util/base64.hpp"
 
 namespace exg::serve::rpc {
 
@@ -67,7 +68,7 @@ std::string envelope(const std::string& json, uint8_t flags);
 // A field by its JSON (lowerCamelCase) or proto (snake_case) name.
 const nlohmann::json* field(const nlohmann::json& msg, const char* camel, const char* snake = nullptr);
 
-std::string base64_encode(const std::string& bytes);
+using util::base64_encode;  // util/base64.hpp
 std::optional<std::string> base64_decode(const std::string& text);  // standard or URL alphabet, padding optional
 
 // RFC 3339 in UTC with nanoseconds ("2026-12-01T13:15:34.123456789Z").
