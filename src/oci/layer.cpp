@@ -971,7 +971,10 @@ layer::Enforcement OciLayer::enforces(const plan::Plan& plan) const {
   e.seccomp_text = !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
                    : runsc ? "ExGuardian's profile in config.json, applied by runsc (refusals return their errno inside "
                              "gVisor; runsc has no seccomp notify, so they are not reported here)"
-                           : "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor";
+                   : opt_.runtime.runtime == Runtime::Crun
+                       ? "ExGuardian's filter (the process layer's program, compiled at build time), installed by crun, "
+                         "refusals reported to the supervisor"
+                       : "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor";
   return e;
 }
 
@@ -992,8 +995,11 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   out.push_back(std::string("  seccomp: ") + (!plan.seccomp ? "OFF (--unsafe-no-seccomp)"
                                              : rt.runtime == Runtime::Runsc ? "the profile in config.json, applied by runsc (--oci-seccomp); "
                                                                               "refusals not reported (runsc has no seccomp notify)"
-                                                                            : "the profile in config.json, applied by the runtime; refusals "
-                                                                              "reported to the supervisor (listenerPath)"));
+                                             : rt.runtime == Runtime::Crun ? "the process layer's program (compiled at build time), "
+                                                                             "installed by crun (run.oci.seccomp_bpf_data); refusals "
+                                                                             "reported to the supervisor (listenerPath)"
+                                                                           : "the profile in config.json, applied by the runtime; refusals "
+                                                                             "reported to the supervisor (listenerPath)"));
   if (rt.runtime == Runtime::Runsc)
     out.push_back("  network: runsc --network=host inside the sandbox's namespace (loopback and the proxy only)");
   const auto& installed = opt.pid1_installed;
@@ -1058,6 +1064,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     // refusals are EPERM inside gVisor, not reported).
     a.seccomp_socket = std::string(kBase) + "/seccomp.sock";
     so.seccomp_listener_path = a.seccomp_socket;
+    so.seccomp_prebuilt_program = rt.runtime == Runtime::Crun;  // the process layer's program, not ~200 rules to compile
   }
   // Generated files. The trust anchor (the sandbox CA's certificate; its key
   // stays in the supervisor) is made now: the runtime host is forked after

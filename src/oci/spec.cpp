@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "process/rlimits.hpp"
+#include "process/seccomp.hpp"
+#include "util/base64.hpp"
 
 namespace exg::oci {
 
@@ -28,6 +30,14 @@ const char* to_string(Runtime r) {
 }
 
 namespace {
+
+constexpr const char* kSeccompProgramAnnotation = "run.oci.seccomp_bpf_data";
+
+// process::prebuilt_seccomp_program() as the bytes seccomp(2) takes (struct sock_filter, native order).
+std::string seccomp_program_bytes() {
+  const auto& prog = process::prebuilt_seccomp_program();
+  return std::string(reinterpret_cast<const char*>(prog.data()), prog.size() * sizeof(sock_filter));
+}
 
 bool within(const std::string& p, const std::string& dir) {
   if (dir == "/") return true;
@@ -69,6 +79,8 @@ class Builder {
     if (auto m = mounts(); !m) return fail(m.error());
     spec["mounts"] = mounts_;
     spec["linux"] = linux_section();
+    if (prebuilt_seccomp())
+      spec["annotations"] = {{kSeccompProgramAnnotation, util::base64_encode(seccomp_program_bytes())}};
     return spec;
   }
 
@@ -324,8 +336,19 @@ class Builder {
     }
     l["resources"] = res;
     if (!opt_.cgroups_path.empty()) l["cgroupsPath"] = opt_.cgroups_path;
-    if (plan_.seccomp) l["seccomp"] = seccomp_profile(opt_.seccomp_listener_path, opt_.runtime);
+    if (prebuilt_seccomp())
+      l["seccomp"] = {{"defaultAction", "SCMP_ACT_KILL_PROCESS"},
+                      {"architectures", {"SCMP_ARCH_X86_64"}},
+                      {"syscalls", json::array()},
+                      {"listenerPath", opt_.seccomp_listener_path}};
+    else if (plan_.seccomp)
+      l["seccomp"] = seccomp_profile(opt_.seccomp_listener_path, opt_.runtime);
     return l;
+  }
+
+  bool prebuilt_seccomp() const {
+    return plan_.seccomp && opt_.seccomp_prebuilt_program && opt_.runtime == Runtime::Crun &&
+           !opt_.seccomp_listener_path.empty();
   }
 
   const plan::Plan& plan_;

@@ -30,6 +30,14 @@ struct SpecOptions {
   // Linux seccomp notify (SCMP_ACT_NOTIFY + listenerPath) so refusals reach the
   // supervisor as on the process layer; empty: refusals are SCMP_ACT_ERRNO.
   std::string seccomp_listener_path;
+  // crun only, with a listener: the filter travels as the program the process
+  // layer installs, compiled at build time (process::prebuilt_seccomp_program(),
+  // the same rules), in the annotation run.oci.seccomp_bpf_data (crun >= 0.18):
+  // crun compiling the ~200 rules with libseccomp took ~6 ms of every start.
+  // linux.seccomp then holds the listener and a default of SCMP_ACT_KILL_PROCESS
+  // with no rules, so a runtime that ignored the annotation would start nothing
+  // (fail closed) rather than run the command unfiltered.
+  bool seccomp_prebuilt_program = false;
   // Without a layer to stage a throwaway upper layer (oci-spec, docker-args):
   // HOME's overlay becomes a read-only bind (said in `notes`); the workspace's
   // overlay/discard modes stay an error.

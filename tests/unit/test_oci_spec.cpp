@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -22,7 +23,9 @@
 
 #include "oci/spec.hpp"
 #include "plan/plan.hpp"
+#include "process/seccomp.hpp"
 #include "process/seccomp_rules.hpp"
+#include "serve/connect_rpc.hpp"
 
 namespace exg::oci {
 namespace {
@@ -211,6 +214,7 @@ TEST_F(OciSpecTest, EveryRuntimeAndModeValidates) {
       for (bool terminal : {false, true})
         for (std::string listener : {"", "/run/exg/seccomp.sock"}) {
           opt.runtime = rt;
+          opt.seccomp_prebuilt_program = rt == Runtime::Crun && !listener.empty() && !terminal;  // both crun forms
           opt.rootless = rootless;
           opt.terminal = terminal;
           opt.seccomp_listener_path = listener;
@@ -424,6 +428,45 @@ TEST_F(OciSpecTest, NoSeccompOnlyWhenThePlanSaysSo) {
   EXPECT_TRUE(spec(p)["linux"].contains("seccomp"));
   p.seccomp = false;
   EXPECT_FALSE(spec(p)["linux"].contains("seccomp"));
+}
+
+// crun, as the container layer runs it: the process layer's program itself, in
+// crun's annotation; linux.seccomp keeps only the listener, and kills
+// everything should a runtime ignore the annotation (fail closed).
+TEST_F(OciSpecTest, CrunGetsTheProcessLayersProgramAndAFailClosedProfile) {
+  plan::Plan p = compile();
+  opt.runtime = Runtime::Crun;
+  opt.seccomp_listener_path = "/run/exg/seccomp.sock";
+  opt.seccomp_prebuilt_program = true;
+  json s = spec(p);
+  ASSERT_TRUE(s.contains("annotations"));
+  auto bytes = serve::rpc::base64_decode(s["annotations"]["run.oci.seccomp_bpf_data"].get<std::string>());
+  ASSERT_TRUE(bytes);
+  const auto& prog = process::prebuilt_seccomp_program();
+  ASSERT_EQ(bytes->size(), prog.size() * sizeof(sock_filter));
+  EXPECT_EQ(std::memcmp(bytes->data(), prog.data(), bytes->size()), 0);
+  EXPECT_EQ(s["linux"]["seccomp"],
+            json({{"defaultAction", "SCMP_ACT_KILL_PROCESS"}, {"architectures", {"SCMP_ARCH_X86_64"}},
+                  {"syscalls", json::array()}, {"listenerPath", "/run/exg/seccomp.sock"}}));
+
+  // Every other case keeps the full profile and no annotation: runc and runsc
+  // (no such annotation), no listener (oci-spec: a bundle for any runtime), no seccomp at all.
+  auto full_profile = [&](Runtime rt, const std::string& listener) {
+    opt.runtime = rt;
+    opt.seccomp_listener_path = listener;
+    json t = spec(p);
+    EXPECT_FALSE(t.contains("annotations")) << to_string(rt) << " listener=" << listener;
+    EXPECT_EQ(t["linux"]["seccomp"], seccomp_profile(listener, rt)) << to_string(rt) << " listener=" << listener;
+  };
+  full_profile(Runtime::Runc, "/run/exg/seccomp.sock");
+  full_profile(Runtime::Runsc, "");
+  full_profile(Runtime::Crun, "");
+  p.seccomp = false;
+  opt.runtime = Runtime::Crun;
+  opt.seccomp_listener_path = "/run/exg/seccomp.sock";
+  json none = spec(p);
+  EXPECT_FALSE(none.contains("annotations"));
+  EXPECT_FALSE(none["linux"].contains("seccomp"));
 }
 
 // ---- seccomp: the same rules as the process layer ----
