@@ -76,9 +76,12 @@ int oci_init_main(int argc, char** argv) {
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old);
-  pid_t cmd = ::fork();
+  // vfork: the child borrows this address space until it executes the
+  // command. Under gVisor every address space is a stub process on the host,
+  // and fork + exec made two; the child below only makes system calls.
+  pid_t cmd = ::vfork();
   if (cmd < 0) {
-    std::fprintf(stderr, "exguardian: oci-init: fork: %s\n", std::strerror(errno));
+    std::fprintf(stderr, "exguardian: oci-init: vfork: %s\n", std::strerror(errno));
     return 125;
   }
   if (cmd == 0) {
