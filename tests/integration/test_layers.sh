@@ -195,6 +195,28 @@ elif [ "$(id -u)" != 0 ]; then
     expect_output_contains "use crun" echo "$ERR"
 fi
 
+# ---- crun gets the seccomp program in run.oci.seccomp_bpf_data; the config's own profile only kills -----
+# A crun that ignored the annotation (stripped here by a wrapper named crun) must run nothing, not run
+# the command unfiltered.
+if command -v crun >/dev/null; then
+    FC=$T/ignores-annotation
+    mkdir -p "$FC"
+    {
+        echo '#!/bin/sh'
+        echo 'b=""; prev=""'
+        echo 'for a in "$@"; do [ "$prev" = --bundle ] && b=$a; prev=$a; done'
+        echo '[ -n "$b" ] && python3 -c '\''import json, sys; p = sys.argv[1] + "/config.json"; c = json.load(open(p)); c.pop("annotations", None); json.dump(c, open(p, "w"))'\'' "$b"'
+        echo "exec $(command -v crun) \"\$@\""
+    } > "$FC/crun"
+    chmod 755 "$FC" "$FC/crun"
+    rm -f "$WS/ran-unfiltered" "$WS/ran-filtered"
+    run timeout 60 "$EXG" run --layer container --runtime "$FC/crun" -- sh -c "echo x > '$WS/ran-unfiltered'"
+    check "crun ignoring run.oci.seccomp_bpf_data: nothing runs (status $STATUS)" test "$STATUS" != 0 -a ! -e "$WS/ran-unfiltered"
+    run timeout 60 "$EXG" run --layer container --runtime "$(command -v crun)" -- sh -c "echo x > '$WS/ran-filtered'"
+    check "the same command with crun itself runs" test "$STATUS" = 0 -a -e "$WS/ran-filtered"
+    rm -f "$WS/ran-unfiltered" "$WS/ran-filtered"
+fi
+
 # ---- --rootfs DIR: a busybox root (plus the libraries exguardian's init needs), never written to --
 if command -v busybox >/dev/null; then
     RF=$T/rootfs
