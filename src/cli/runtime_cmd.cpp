@@ -1,7 +1,8 @@
 // exguardian runtime: runc's command line as engines use it, over crun or
 // runsc. What is ours: create (config.json hardened, the egress holder
-// started), exec (the process hardened), delete (the holder stopped), errors
-// in the words engines look for, features. Everything else is the wrapped
+// started, the container's cgroups recorded), exec (the process hardened),
+// delete (the holder stopped, no cgroup of the container left), errors in the
+// words engines look for, features. Everything else is the wrapped
 // runtime's own, run with the same arguments.
 #include "cli/runtime_cmd.hpp"
 
@@ -26,6 +27,7 @@
 #include <set>
 #include <sstream>
 
+#include "oci/container_cgroups.hpp"
 #include "oci/egress_holder.hpp"
 #include "oci/harden.hpp"
 #include "oci/layer.hpp"
@@ -171,6 +173,15 @@ std::optional<json> load_state(const std::string& id) {
   return j;
 }
 
+// The container's cgroups create recorded (container_cgroups.hpp).
+std::vector<std::string> cgroups_of(const json& st) {
+  std::vector<std::string> out;
+  if (st.contains("cgroups") && st["cgroups"].is_array())
+    for (const auto& d : st["cgroups"])
+      if (d.is_string()) out.push_back(d.get<std::string>());
+  return out;
+}
+
 oci::Runtime runtime_of(const json& st) { return st.value("runtime", "crun") == "runsc" ? oci::Runtime::Runsc : oci::Runtime::Crun; }
 
 // ----- running the wrapped runtime ----------------------------------------
@@ -245,13 +256,15 @@ bool prepare_backend_process(oci::Runtime rt) {
 }
 
 // Runs the backend and returns its exit status (stdio, fds and the console
-// socket are inherited as they are).
-int run_backend(oci::Runtime rt, const std::vector<std::string>& argv, std::string* captured = nullptr) {
+// socket are inherited as they are; quiet: its stderr to /dev/null).
+int run_backend(oci::Runtime rt, const std::vector<std::string>& argv, std::string* captured = nullptr,
+                bool quiet = false) {
   int p[2] = {-1, -1};
   if (captured && ::pipe2(p, O_CLOEXEC) != 0) return 1;
   pid_t pid = ::fork();
   if (pid == 0) {
     if (captured) ::dup2(p[1], 1);
+    if (int null = quiet ? ::open("/dev/null", O_WRONLY | O_CLOEXEC) : -1; null >= 0) ::dup2(null, 2);
     if (!prepare_backend_process(rt)) ::_exit(1);
     exec_argv(argv);
   }
@@ -288,6 +301,44 @@ std::string backend_status(oci::Runtime rt, const std::string& id) {
   if (run_backend(rt, with_verb(*base, "state", {id}), &out) != 0) return "";
   auto j = json::parse(out, nullptr, false);
   return j.is_object() ? j.value("status", "") : "";
+}
+
+// Whether the wrapped runtime has the container: asked of it, since its state
+// is its own (crun keeps a directory per container, runsc a file per sandbox
+// and container; a look for crun's directory once kept runsc's containers from
+// ever being deleted). Quiet and out of --log: an engine reads the last error
+// there, and "does not exist" is an answer here.
+bool backend_knows(oci::Runtime rt, const std::string& id) {
+  auto base = backend_argv(rt);
+  if (!base) return false;
+  std::erase_if(*base, [](const std::string& s) { return s.starts_with("--log=") || s.starts_with("--log-format="); });
+  std::string out;
+  return run_backend(rt, with_verb(*base, "state", {id}), &out, true) == 0;
+}
+
+// The container's init as the backend reported it at create: the pid-file
+// the engine asked for, else the backend's state (0 when neither says).
+pid_t created_pid(oci::Runtime rt, const std::vector<std::string>& base, const Args& a) {
+  pid_t pid = 0;
+  std::string pidtext;
+  if (a.opts.count("--pid-file") && read_text(a.opts.at("--pid-file"), pidtext)) pid = std::atoi(pidtext.c_str());
+  if (pid <= 0) {
+    std::string out;
+    if (run_backend(rt, with_verb(base, "state", {a.id}), &out) == 0) {
+      auto j = json::parse(out, nullptr, false);
+      if (j.is_object()) pid = j.value("pid", 0);
+    }
+  }
+  return pid;
+}
+
+// A container the backend made and create cannot hand over: deleted there,
+// and whatever cgroups it had with it.
+void delete_created(oci::Runtime rt, const std::vector<std::string>& base, const std::string& id,
+                    const std::vector<std::string>& cgroups) {
+  run_backend(rt, with_verb(base, "delete", {"--force", id}));
+  if (auto r = oci::remove_container_cgroups(cgroups, true); !r)
+    std::fprintf(stderr, "exguardian runtime: %s\n", r.error().str().c_str());
 }
 
 // ----- exguardian-init, bound into every hardened container ---------------
@@ -346,8 +397,16 @@ int cmd_create(const std::string& verb, const Args& a) {
     auto base = backend_argv(oci::Runtime::Crun);
     if (!base) return cleanup_state(), error(base.error().str());
     int rc = run_backend(oci::Runtime::Crun, with_verb(*base, "create", a.all));
-    if (rc != 0) cleanup_state();
-    return rc;
+    if (rc != 0) return cleanup_state(), rc;
+    // Its cgroups, for delete to make sure they went (container_cgroups.hpp).
+    pid_t pid = created_pid(oci::Runtime::Crun, *base, a);
+    st["cgroups"] = pid > 0 ? oci::container_cgroup_dirs(pid) : std::vector<std::string>{};
+    if (pid <= 0 || !write_text(our_dir(a.id) + "/state.json", st.dump())) {
+      delete_created(oci::Runtime::Crun, *base, a.id, cgroups_of(st));
+      cleanup_state();
+      return error(pid <= 0 ? "create: the container's pid is unknown" : "create: cannot write state");
+    }
+    return 0;
   }
 
   std::string profile;
@@ -401,18 +460,16 @@ int cmd_create(const std::string& verb, const Args& a) {
     undo();
     return rc;
   }
-  // The holder ends with the container's init.
-  pid_t pid = 0;
-  std::string pidtext;
-  if (a.opts.count("--pid-file") && read_text(a.opts.at("--pid-file"), pidtext)) pid = std::atoi(pidtext.c_str());
-  if (pid <= 0) {
-    std::string out;
-    if (run_backend(rp->runtime, with_verb(*base, "state", {a.id}), &out) == 0) {
-      auto j = json::parse(out, nullptr, false);
-      if (j.is_object()) pid = j.value("pid", 0);
-    }
+  pid_t pid = created_pid(rp->runtime, *base, a);
+  // The cgroups the backend made for the container (runsc: the sandbox's,
+  // gofer included), for delete to make sure they went.
+  st["cgroups"] = pid > 0 ? oci::container_cgroup_dirs(pid) : std::vector<std::string>{};
+  if (pid <= 0 || !write_text(our_dir(a.id) + "/state.json", st.dump())) {
+    delete_created(rp->runtime, *base, a.id, cgroups_of(st));
+    undo();
+    return error(pid <= 0 ? "create: the container's pid is unknown" : "create: cannot write state");
   }
-  if (pid <= 0) return undo(), error("create: the container's pid is unknown");
+  // The holder ends with the container's init.
   oci::send_container_pid(*holder, pid);
   return 0;
 }
@@ -463,15 +520,26 @@ int cmd_delete(const Args& a) {
   oci::Runtime rt = runtime_of(*st);
   auto base = backend_argv(rt);
   if (!base) return error(base.error().str());
-  int rc = 0;
-  if (fs::exists(backend_root(rt) + "/" + a.id)) {
-    rc = run_backend(rt, with_verb(*base, "delete", a.all));
-    if (rc != 0 && !force) return rc;
+  // The backend's delete removes the container and its cgroups. What it
+  // refused (a running container without --force) or could not do stays,
+  // with our record, for the engine to see and try again.
+  bool deleted_there = false;
+  if (backend_knows(rt, a.id)) {
+    int rc = run_backend(rt, with_verb(*base, "delete", a.all));
+    if (rc != 0 && backend_knows(rt, a.id)) return rc;
+    deleted_there = true;
   }
+  // What is left of its cgroups: whatever is still inside is the deleted
+  // container's and is killed (runc's delete does the same); only a delete
+  // the backend was not asked to do (it no longer knows the container)
+  // leaves processes to --force. A cgroup that stays is an error, our record
+  // kept for the next delete.
   oci::stop_egress_holder(st->value("holder", ""));
+  if (auto r = oci::remove_container_cgroups(cgroups_of(*st), force || deleted_there); !r)
+    return error("delete " + a.id + ": " + r.error().str());
   std::error_code ec;
   fs::remove_all(our_dir(a.id), ec);
-  return force ? 0 : rc;
+  return 0;
 }
 
 int cmd_kill(const Args& a, const json& st) {
