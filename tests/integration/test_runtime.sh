@@ -76,6 +76,16 @@ plain_crun() {
 }
 status_of() { "$1" state "$2" 2>/dev/null | python3 -c 'import json,sys; print(json.load(sys.stdin)["status"])' 2>/dev/null; }
 is_stopped() { [ "$(status_of "$1" "$2")" = stopped ]; }
+# no_cgroups_of NAME...: no directory NAME (a container's id, or the last part of its cgroupsPath:
+# crun and runsc name its cgroup so) in any hierarchy under /sys/fs/cgroup. A deleted container
+# leaves none (the product's promise: nothing left behind); what is left is noted. An empty NAME
+# (an id not learnt) fails: it would find nothing and prove nothing.
+no_cgroups_of() {
+    local n left=""
+    for n in "$@"; do [ -n "$n" ] || { note "no name to look for"; return 1; }; done
+    for n in "$@"; do left+=$(find /sys/fs/cgroup/ -mindepth 1 -type d -name "$n" -printf '%p ' 2>/dev/null); done
+    [ -z "$left" ] || { note "cgroups left: $left"; return 1; }
+}
 # console RT ID: create with a terminal, the pty master received on a console socket; prints
 # what the container wrote on its terminal.
 cat > "$T/console.py" <<'PY'
@@ -121,6 +131,7 @@ scenario() {
     KILL_ERR=$ERR
     expect_fail "$rt" exec "$id" true
     expect_status 0 "$rt" delete "$id"
+    check "$name: no cgroup of the container left after delete" no_cgroups_of "$id"
     expect_fail "$rt" state "$id"
     STATE_ERR=$ERR
     expect_fail "$rt" delete "$id"
@@ -142,11 +153,35 @@ PY
     check "$name: the console socket got the terminal, the process wrote on it" grep -q console-ok "$T/$name.console.out"
     "$rt" kill "$id-tty" KILL 2>/dev/null; wait_for 10 is_stopped "$rt" "$id-tty"
     expect_status 0 "$rt" delete --force "$id-tty"
+    check "$name: no cgroup of the terminal's container left after delete --force" no_cgroups_of "$id-tty"
     cp "$T/config.orig" "$B/config.json"
+}
+
+# ends RT NAME: the other two ends of a container: its process exits on its own, then delete;
+# delete --force while it runs. Neither leaves a cgroup of it.
+ends() {
+    local rt=$1 name=$2 id="end-$2-$$"
+    python3 - "$T/config.orig" "$B/config.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1])); s["process"]["args"] = ["true"]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+    expect_status 0 "$rt" create --bundle "$B" "$id-exited"
+    expect_status 0 "$rt" start "$id-exited"
+    check "$name: a process that exits on its own: the container stops" wait_for 20 is_stopped "$rt" "$id-exited"
+    expect_status 0 "$rt" delete "$id-exited"
+    check "$name: ... no cgroup of it left after delete" no_cgroups_of "$id-exited"
+    cp "$T/config.orig" "$B/config.json"
+    expect_status 0 "$rt" create --bundle "$B" "$id-running"
+    expect_status 0 "$rt" start "$id-running"
+    expect_status 0 "$rt" delete --force "$id-running"
+    check "$name: delete --force of a running container: no cgroup of it left" no_cgroups_of "$id-running"
+    expect_fail "$rt" state "$id-running"
 }
 
 scenario plain_crun crun
 scenario exg_rt exg
+ends exg_rt exg
 check "ours: kill of a stopped container says 'container not running'" grep -q "container not running" <<<"$KILL_ERR"
 check "ours: state of a deleted container says 'does not exist'" grep -q "does not exist" <<<"$STATE_ERR"
 expect_status 0 exg_rt delete --force nope
@@ -338,6 +373,10 @@ if command -v runsc >/dev/null; then
     check "gVisor: audit lines tagged with the container id and handler" audit_has "$GID" 169.254.169.254 refused gvisor
     world_rt kill "$GID" KILL
     expect_status 0 world_rt delete --force "$GID"
+    # runsc makes a cgroup named after the container (no cgroupsPath given) in every hierarchy.
+    check "gVisor: no cgroup of the container left after delete --force" no_cgroups_of "$GID"
+    gv_rt() { world_rt --handler gvisor "$@"; }
+    ends gv_rt gVisor
 else
     skip "runsc is not installed: the gVisor handler not tested"
 fi
@@ -400,7 +439,10 @@ if command -v podman >/dev/null; then
     expect_status 0 "${PM[@]}" stop -t 1 "pm-$$"
     run "${PM[@]}" inspect -f '{{.State.Status}}' "pm-$$"
     check "podman stop: the container is stopped" grep -q exited <<<"$OUT"
+    PM_FULL=$("${PM[@]}" inspect -f '{{.Id}}' "pm-$$" 2>/dev/null)
     expect_status 0 "${PM[@]}" rm "pm-$$"
+    # (podman's cgroupfs cgroupsPath: libpod_parent/libpod-<full id>)
+    check "podman rm: no cgroup of the container left" no_cgroups_of "${PM_FULL:+libpod-$PM_FULL}"
     # Egress through the container's proxy, podman run inside the world's client namespace.
     : > "$T/audit.jsonl"
     run in_client "${PM[@]}" "${PM_RUN[@]}" --rm --cidfile "$T/pm.cid" localhost/exg-bb sh -c '
@@ -410,6 +452,7 @@ if command -v podman >/dev/null; then
     check "podman run: denied.test and 169.254.169.254 refused" bash -c \
         "grep -q denied-refused <<<\"\$1\" && grep -q metadata-refused <<<\"\$1\"" _ "$OUT"
     PM_ID=$(cat "$T/pm.cid" 2>/dev/null)
+    check "podman run --rm: no cgroup of the container left" no_cgroups_of "${PM_ID:+libpod-$PM_ID}"
     check "podman run: audit lines tagged with podman's container id" bash -c "$(declare -f audit_has);
         audit_has '$PM_ID' allowed.test allowed && audit_has '$PM_ID' denied.test refused && audit_has '$PM_ID' 169.254.169.254 refused"
     "${PM[@]}" save --format oci-archive -o "$T/img.tar" localhost/exg-bb >/dev/null 2>&1
@@ -454,6 +497,7 @@ TOML
         check "ctr: the task stopped" wait_for 10 ctr_stopped
         expect_status 0 "${CTR[@]}" task rm -f "$CID"
         expect_status 0 "${CTR[@]}" container rm "$CID"
+        check "ctr: no cgroup of the container left" no_cgroups_of "$CID"
         check "ctr: the egress holder went with the task" wait_for 5 bash -c "! pgrep -f -- '[-]-root .* create .*$CID' >/dev/null"
     else
         fail "containerd did not come up or the image did not import"; note "$(tail -5 "$T/ctd/log")"
@@ -476,5 +520,13 @@ else
 fi
 
 check "no egress holder left after the deletes" bash -c "! pgrep -f -- '[-]-root $RT_ROOT create' >/dev/null"
+# Every container of this script is named "...-$$" (containerd's namespace cgroup rt-it-$$ is not one).
+no_cgroup_of_ours() {
+    local left
+    left=$(find /sys/fs/cgroup/ -mindepth 1 -type d \( -name "*-$$" -o -name "*-$$-*" \) \
+        ! -path "*/rt-it-$$" ! -path "*/rt-it-$$/*" -printf '%p ' 2>/dev/null)
+    [ -z "$left" ] || { note "cgroups left: $left"; return 1; }
+}
+check "no cgroup left of any container of this script" no_cgroup_of_ours
 
 finish
