@@ -125,8 +125,14 @@ TEST(OciLayer, ContainerEnforces) {
   EXPECT_TRUE(e.seccomp);
   EXPECT_TRUE(e.seccomp_notify);  // listenerPath
   EXPECT_EQ(e.seccomp_by, "crun");
-  EXPECT_EQ(e.seccomp_text, "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor");
+  EXPECT_EQ(e.seccomp_text, "ExGuardian's filter (the process layer's program, compiled at build time), installed by crun, "
+                            "refusals reported to the supervisor");
   EXPECT_TRUE(l.supports_agent());
+  // runc has no annotation for a compiled program: it gets the rules.
+  oci::OciLayer r(oci_options(layer::Kind::Container, oci::Runtime::Runc, "/usr/bin/runc"));
+  auto er = r.enforces(small_plan());
+  EXPECT_EQ(er.seccomp_by, "runc");
+  EXPECT_EQ(er.seccomp_text, "ExGuardian's profile in config.json, applied by the runtime, refusals reported to the supervisor");
 }
 
 TEST(OciLayer, GvisorEnforces) {
