@@ -108,6 +108,7 @@ struct HostArgs {
   bool relay_regular_files = false;  // gVisor: stdout/stderr files through a pipe
   bool fresh_sysfs = false;          // rootless crun: /sys of our netns for its fallback bind
   std::string seccomp_socket;        // crun/runc: where the runtime hands over the seccomp listener
+  bool seccomp_program_annotation = false;  // crun: the filter in run.oci.seccomp_bpf_data (SpecOptions)
   // Generated files (File steps: the trust bundle, masked credential copies;
   // the resolver's resolv.conf): staged path -> content, bound read-only.
   std::vector<std::pair<std::string, std::string>> files;
@@ -444,7 +445,11 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     listener = receive_seccomp_listener(rt);
     if (listener < 0) {
       ::kill(rt, SIGKILL);
-      fail("the runtime did not hand over the seccomp listener", 0);
+      fail(a_.seccomp_program_annotation
+               ? "crun did not hand over the seccomp listener (a crun older than 0.18 ignores "
+                 "run.oci.seccomp_bpf_data, which carries the filter, and the config's own profile then stops it: nothing ran)"
+               : "the runtime did not hand over the seccomp listener",
+           0);
     }
   }
   if (a_.timer) {
@@ -1065,6 +1070,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     a.seccomp_socket = std::string(kBase) + "/seccomp.sock";
     so.seccomp_listener_path = a.seccomp_socket;
     so.seccomp_prebuilt_program = rt.runtime == Runtime::Crun;  // the process layer's program, not ~200 rules to compile
+    a.seccomp_program_annotation = so.seccomp_prebuilt_program;
   }
   // Generated files. The trust anchor (the sandbox CA's certificate; its key
   // stays in the supervisor) is made now: the runtime host is forked after

@@ -212,6 +212,7 @@ if command -v crun >/dev/null; then
     rm -f "$WS/ran-unfiltered" "$WS/ran-filtered"
     run timeout 60 "$EXG" run --layer container --runtime "$FC/crun" -- sh -c "echo x > '$WS/ran-unfiltered'"
     check "crun ignoring run.oci.seccomp_bpf_data: nothing runs (status $STATUS)" test "$STATUS" != 0 -a ! -e "$WS/ran-unfiltered"
+    expect_output_contains "older than 0.18 ignores run.oci.seccomp_bpf_data" echo "$ERR"
     run timeout 60 "$EXG" run --layer container --runtime "$(command -v crun)" -- sh -c "echo x > '$WS/ran-filtered'"
     check "the same command with crun itself runs" test "$STATUS" = 0 -a -e "$WS/ran-filtered"
     rm -f "$WS/ran-unfiltered" "$WS/ran-filtered"
