@@ -4,14 +4,14 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <charconv>
 #include <cstring>
 
+#include "process/cgroup.hpp"
+#include "util/clock.hpp"
 #include "util/mountinfo.hpp"
 #include "util/proc_cgroup.hpp"
 #include "util/proc_text.hpp"
@@ -44,17 +44,8 @@ std::string dir_under(const util::MountInfo& m, const std::string& path) {
   return "";
 }
 
-void sleep_ms(long ms) {
-  struct timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-uint64_t now_ms() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
+using util::now_ms;
+using util::sleep_ms;
 
 bool write_file(const std::string& path, std::string_view text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
@@ -62,20 +53,6 @@ bool write_file(const std::string& path, std::string_view text) {
   bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
   ::close(fd);
   return ok;
-}
-
-std::vector<pid_t> procs_of(const std::string& dir) {
-  std::vector<pid_t> out;
-  std::string text = util::read_proc_text((dir + "/cgroup.procs").c_str());
-  const char* p = text.data();
-  const char* end = p + text.size();
-  while (p < end) {
-    pid_t pid = 0;
-    auto r = std::from_chars(p, end, pid);
-    if (r.ec == std::errc() && pid > 0) out.push_back(pid);
-    p = r.ptr == p ? p + 1 : r.ptr;
-  }
-  return out;
 }
 
 // dir and every cgroup below it, the deepest first (nothing when dir is gone).
@@ -150,7 +127,7 @@ Result<void> remove_container_cgroups(const std::vector<std::string>& dirs, bool
   auto procs = [&] {
     std::vector<pid_t> p;
     for (const auto& d : all)
-      for (pid_t x : procs_of(d))
+      for (pid_t x : process::cgroup_procs(d))
         if (std::find(p.begin(), p.end(), x) == p.end()) p.push_back(x);
     return p;
   };
@@ -162,16 +139,9 @@ Result<void> remove_container_cgroups(const std::vector<std::string>& dirs, bool
     std::vector<std::string> frozen;
     for (const auto& t : tops) {
       if (write_file(t + "/cgroup.kill", "1")) continue;  // v2 (Linux 5.14+): the whole tree at once
-      if (!write_file(t + "/freezer.state", "FROZEN")) continue;
-      // Frozen, none can fork while the others are killed. v1 tries each task
-      // once per write: written again while it reads FREEZING (as the process
-      // layer's Cgroup::kill_all does).
+      // Frozen, none can fork while the others are killed (the process layer's freeze).
+      if (!process::freeze_v1(t, 200)) continue;
       frozen.push_back(t);
-      for (int i = 0; i < 200 && now_ms() < deadline; ++i) {
-        if (util::read_proc_text((t + "/freezer.state").c_str()).starts_with("FROZEN")) break;
-        sleep_ms(1);
-        write_file(t + "/freezer.state", "FROZEN");
-      }
     }
     for (pid_t p : procs()) ::kill(p, SIGKILL);
     for (const auto& f : frozen) write_file(f + "/freezer.state", "THAWED");

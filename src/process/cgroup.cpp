@@ -1,5 +1,6 @@
 #include "process/cgroup.hpp"
 
+#include "util/clock.hpp"
 #include "util/mountinfo.hpp"
 #include "util/proc_cgroup.hpp"
 
@@ -83,17 +84,10 @@ bool contains(const std::vector<std::string>& v, std::string_view x) {
 bool writable(const std::string& path) { return ::access(path.c_str(), W_OK) == 0; }
 bool exists(const std::string& path) { return ::access(path.c_str(), F_OK) == 0; }
 
-void sleep_ms(long ms) {
-  struct timespec ts{ms / 1000, (ms % 1000) * 1000000L};
-  while (::nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
+using util::now_ms;
+using util::sleep_ms;
 
-uint64_t now_ms() {
-  struct timespec ts;
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1000 + static_cast<uint64_t>(ts.tv_nsec) / 1000000;
-}
+constexpr int kFreezeWaitMs = 200;  // kill_all's wait for FROZEN before it kills anyway
 
 struct Mount {
   bool v2 = false;
@@ -268,7 +262,9 @@ int make_locked_dir(const std::string& dir) {
   return -EAGAIN;
 }
 
-std::vector<pid_t> procs_of(const std::string& dir) {
+}  // namespace
+
+std::vector<pid_t> cgroup_procs(const std::string& dir) {
   std::vector<pid_t> out;
   auto text = read_text(dir + "/cgroup.procs");
   if (!text) return out;
@@ -280,7 +276,21 @@ std::vector<pid_t> procs_of(const std::string& dir) {
   return out;
 }
 
-}  // namespace
+bool freeze_v1(const std::string& dir, int timeout_ms) {
+  const std::string state = dir + "/freezer.state";
+  if (write_text(state, "FROZEN") != 0) return false;
+  // v1 tries each task once per write of FROZEN. A vfork parent that enters
+  // its wait after that try, its child frozen before exec, stays unfrozen
+  // (FREEZING for ever): so FROZEN is written again while it reads FREEZING,
+  // and the next try finds the parent asleep and freezes it.
+  const uint64_t deadline = now_ms() + static_cast<uint64_t>(timeout_ms);
+  while (now_ms() < deadline) {
+    if (read_text(state).value_or("").starts_with("FROZEN")) break;
+    sleep_ms(1);
+    write_text(state, "FROZEN");
+  }
+  return true;
+}
 
 // ---- parsing helpers ----
 namespace cgroup_detail {
@@ -586,7 +596,7 @@ Cgroup::Outcome Cgroup::outcome() const {
 
 bool Cgroup::empty() const {
   for (const auto& d : dirs_)
-    if (!procs_of(d).empty()) return false;
+    if (!cgroup_procs(d).empty()) return false;
   return true;
 }
 
@@ -601,23 +611,10 @@ void Cgroup::kill_all() {
     // No cgroup.kill (before 5.14): kill what is listed, below.
   }
   while (!empty() && now_ms() < deadline) {
-    bool frozen = false;
-    if (!freezer_dir_.empty() && write_text(freezer_dir_ + "/freezer.state", "FROZEN") == 0) {
-      // Wait (briefly) until every task is frozen, so none can fork meanwhile.
-      // v1 tries each task once per write of FROZEN. A vfork parent that
-      // enters its wait after that try, its child frozen before exec, stays
-      // unfrozen (FREEZING for ever): so FROZEN is written again while it
-      // reads FREEZING, and the next try finds the parent asleep and freezes it.
-      for (int i = 0; i < 200 && now_ms() < deadline; ++i) {
-        auto st = read_text(freezer_dir_ + "/freezer.state").value_or("");
-        if (st.starts_with("FROZEN")) break;
-        sleep_ms(1);
-        write_text(freezer_dir_ + "/freezer.state", "FROZEN");
-      }
-      frozen = true;
-    }
+    // Frozen first (briefly waited for), so none can fork while the others are killed.
+    const bool frozen = !freezer_dir_.empty() && freeze_v1(freezer_dir_, kFreezeWaitMs);
     for (const auto& d : dirs_)
-      for (pid_t p : procs_of(d)) ::kill(p, SIGKILL);
+      for (pid_t p : cgroup_procs(d)) ::kill(p, SIGKILL);
     if (frozen) write_text(freezer_dir_ + "/freezer.state", "THAWED");
     for (int i = 0; i < 20 && !empty(); ++i) sleep_ms(1);
   }

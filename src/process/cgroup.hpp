@@ -64,6 +64,16 @@ int64_t cpu_quota_us(double cpus);
 std::optional<pid_t> stale_pid_of(std::string_view name);
 }  // namespace cgroup_detail
 
+// The processes a cgroup directory lists (cgroup.procs; empty when unreadable).
+std::vector<pid_t> cgroup_procs(const std::string& dir);
+
+// v1: writes FROZEN to dir's freezer.state and waits, at most timeout_ms,
+// until it reads FROZEN, writing FROZEN again while it reads FREEZING (v1
+// tries each task once per write: a vfork parent caught between its vfork and
+// its wait is frozen only by a later write). False when freezer.state cannot
+// be written (no freezer there); true otherwise, frozen or not by the end.
+bool freeze_v1(const std::string& dir, int timeout_ms);
+
 class Cgroup {
  public:
   static Result<Cgroup> create(const std::string& sandbox_id, const Limits& limits);
