@@ -2,21 +2,34 @@
 // container or gVisor sandbox. The same code (cli/oci_init.cpp); on its own it
 // starts in a fraction of the time the full exguardian binary needs, which
 // counts inside gVisor (every syscall of the dynamic loader is a trap there).
-// Usage: exguardian-init -- COMMAND [ARGS...]
-//        exguardian-init --agent FD   (pid 1 of a session: agent/agent.hpp)
+// Usage: exguardian-init [--seccomp] -- COMMAND [ARGS...]
+//        exguardian-init [--seccomp] --agent FD   (pid 1 of a session: agent/agent.hpp)
 //        exguardian-init --walls JSON -- COMMAND [ARGS...]  (exguardian runtime: init/walls_exec.hpp)
+// --seccomp: install the sandbox's filter first (init/sandbox_seccomp.hpp).
 #include <cstdio>
 #include <cstring>
 
 #include "cli/oci_init.hpp"
+#include "init/sandbox_seccomp.hpp"
 #include "init/walls_exec.hpp"
 
 int main(int argc, char** argv) {
-  if (argc == 3 && std::strcmp(argv[1], "--agent") == 0) return exg::cli::oci_init_main(argc - 1, argv + 1);
-  if (argc > 4 && std::strcmp(argv[1], "--walls") == 0 && std::strcmp(argv[3], "--") == 0)
+  if (argc > 1 && std::strcmp(argv[1], "--seccomp") == 0) {
+    if (auto err = exg::init::install_sandbox_seccomp(); !err.empty()) {
+      std::fprintf(stderr, "exguardian-init: --seccomp: %s (nothing ran)\n", err.c_str());
+      return 125;
+    }
+    argv[1] = argv[0];
+    ++argv;
+    --argc;
+  } else if (argc > 4 && std::strcmp(argv[1], "--walls") == 0 && std::strcmp(argv[3], "--") == 0) {
     return exg::init::exec_with_walls(argv[2], argv + 4);
+  }
+  if (argc == 3 && std::strcmp(argv[1], "--agent") == 0) return exg::cli::oci_init_main(argc - 1, argv + 1);
   if (argc < 3 || std::strcmp(argv[1], "--") != 0) {
-    std::fprintf(stderr, "usage: exguardian-init -- COMMAND [ARGS...] | exguardian-init --agent FD | exguardian-init --walls JSON -- COMMAND [ARGS...]\n");
+    std::fprintf(stderr,
+                 "usage: exguardian-init [--seccomp] -- COMMAND [ARGS...] | exguardian-init [--seccomp] --agent FD | "
+                 "exguardian-init --walls JSON -- COMMAND [ARGS...]\n");
     return 125;
   }
   return exg::cli::oci_init_main(argc - 2, argv + 2);

@@ -114,7 +114,7 @@ struct Enforcement {
   bool landlock = false;        // a Landlock domain around the command
   std::string landlock_text;    // -v "landlock: ..." (ABI and scope, or what guards instead)
   bool seccomp = false;         // ExGuardian's syscall profile applies (false: --unsafe-no-seccomp)
-  std::string seccomp_by;       // who installs it: "exguardian", "crun", "runc", "runsc"
+  std::string seccomp_by;       // who installs it: "exguardian", "crun", "runc", "exguardian-init" (gVisor)
   bool seccomp_notify = false;  // refusals reach the supervisor (Sandbox::seccomp_listener)
   std::string seccomp_text;     // -v "seccomp: ..."
 };

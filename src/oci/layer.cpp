@@ -692,7 +692,7 @@ Result<std::set<std::string>> rootfs_base(const std::string& dir, nlohmann::json
 // layer runs it: ids as the runtime host sees them, our pid 1 (bound from
 // PID1_SOURCE; with the agent it serves its channel on fd 3), and gVisor's identity.
 void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoice& rt, const HostIds& ids,
-                 const std::string& pid1_source, bool agent) {
+                 const std::string& pid1_source, bool agent, bool pid1_seccomp) {
   auto& linux = spec["linux"];
   if (ids.userns && linux.contains("uidMappings")) {
     // crun rootless: the container's user namespace maps the command's uid
@@ -736,6 +736,7 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   // runsc has no --preserve-fds: there the channel arrives as stdin (launch()).
   const char* channel_fd = rt.runtime == Runtime::Runsc ? "0" : "3";
   nlohmann::json args = agent ? nlohmann::json::array({kPid1, "--agent", channel_fd}) : nlohmann::json::array({kPid1, "--"});
+  if (pid1_seccomp) args.insert(args.begin() + 1, "--seccomp");  // SpecOptions::seccomp_by_pid1
   if (!agent)
     for (const auto& a : plan.argv) args.push_back(a);
   spec["process"]["args"] = args;
@@ -971,11 +972,12 @@ layer::Enforcement OciLayer::enforces(const plan::Plan& plan) const {
   e.landlock_text = "not used on the " + std::string(layer::name(opt_.kind)) +
                     " layer (the runtime's mounts and user namespace are the walls)";
   e.seccomp = plan.seccomp;
-  e.seccomp_by = plan.seccomp ? to_string(opt_.runtime.runtime) : "";
+  e.seccomp_by = !plan.seccomp ? std::string() : runsc ? std::string(pid1::name()) : std::string(to_string(opt_.runtime.runtime));
   e.seccomp_notify = plan.seccomp && !runsc;  // runsc has no seccomp notify
   e.seccomp_text = !plan.seccomp ? "OFF (--unsafe-no-seccomp)"
-                   : runsc ? "ExGuardian's profile in config.json, applied by runsc (refusals return their errno inside "
-                             "gVisor; runsc has no seccomp notify, so they are not reported here)"
+                   : runsc ? "ExGuardian's filter (the process layer's rules in errno form, compiled at build time), "
+                             "installed by pid 1 (exguardian-init --seccomp) inside gVisor before anything else runs; "
+                             "refusals return their errno there (gVisor has no seccomp notify), not reported here"
                    : opt_.runtime.runtime == Runtime::Crun
                        ? "ExGuardian's filter (the process layer's program, compiled at build time), installed by crun, "
                          "refusals reported to the supervisor"
@@ -998,8 +1000,9 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   else out.push_back(std::string("  identity: ") + to_string(rt.runtime) + " as root sets the mounts up, the command runs as uid " +
                      std::to_string(plan.identity.host_uid));
   out.push_back(std::string("  seccomp: ") + (!plan.seccomp ? "OFF (--unsafe-no-seccomp)"
-                                             : rt.runtime == Runtime::Runsc ? "the profile in config.json, applied by runsc (--oci-seccomp); "
-                                                                              "refusals not reported (runsc has no seccomp notify)"
+                                             : rt.runtime == Runtime::Runsc ? "the process layer's rules (errno form, compiled at build time) "
+                                                                              "and a shield of pid 1 against signals, installed by pid 1 "
+                                                                              "inside gVisor (--seccomp); refusals not reported (no seccomp notify)"
                                              : rt.runtime == Runtime::Crun ? "the process layer's program (compiled at build time), "
                                                                              "installed by crun (run.oci.seccomp_bpf_data); refusals "
                                                                              "reported to the supervisor (listenerPath)"
@@ -1072,6 +1075,9 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     so.seccomp_prebuilt_program = rt.runtime == Runtime::Crun;  // the process layer's program, not ~200 rules to compile
     a.seccomp_program_annotation = so.seccomp_prebuilt_program;
   }
+  // runsc would compile the profile's rules at every start: our pid 1
+  // installs the same rules, compiled at build time, instead.
+  so.seccomp_by_pid1 = plan.seccomp && rt.runtime == Runtime::Runsc;
   // Generated files. The trust anchor (the sandbox CA's certificate; its key
   // stays in the supervisor) is made now: the runtime host is forked after
   // this and keeps a copy of the supervisor's memory only until it executes
@@ -1157,7 +1163,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     pid1_source = kPid1Copy;
     a.pid1_copy = true;
   }
-  adjust_spec(*spec, plan, rt, ids, pid1_source, lo.agent);
+  adjust_spec(*spec, plan, rt, ids, pid1_source, lo.agent, so.seccomp_by_pid1);
   // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
   // points and symlinks, every directory bound read-only from the host's root
   // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount

@@ -49,7 +49,7 @@
 //             cgroup kill reaches it, on hybrid, v1 and v2 alike)
 //       runc  --root STATE run --bundle B ID  (cgroupsPath relative: nested
 //             under ExGuardian's cgroup in every hierarchy RH is in)
-//       runsc --root STATE --network=host --platform=P --oci-seccomp
+//       runsc --root STATE --network=host --platform=P
 //             --ignore-cgroups [--rootless] run --bundle B ID
 //   - forwards the signals the supervisor sends it with `<runtime> kill ID SIG`
 //     and exits with the runtime's status (= the command's: oci-init turns a

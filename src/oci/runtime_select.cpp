@@ -295,7 +295,7 @@ std::vector<std::string> runtime_argv(const RuntimeChoice& rt, bool rootless, co
     case Runtime::Runsc:
       a.push_back("--network=host");  // inside the runtime host's netns: loopback + our proxy only
       a.push_back("--platform=" + rt.platform);
-      a.push_back("--oci-seccomp");
+      // No --oci-seccomp: pid 1 installs the filter (SpecOptions::seccomp_by_pid1).
       a.push_back("--ignore-cgroups");  // the whole sandbox (sentry, gofer) is in ExGuardian's cgroup
       if (rootless) a.push_back("--rootless");
       // runsc's own logs, to see why a sandbox did not start (a host directory).

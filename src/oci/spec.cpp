@@ -341,7 +341,7 @@ class Builder {
                       {"architectures", {"SCMP_ARCH_X86_64"}},
                       {"syscalls", json::array()},
                       {"listenerPath", opt_.seccomp_listener_path}};
-    else if (plan_.seccomp)
+    else if (plan_.seccomp && !opt_.seccomp_by_pid1)
       l["seccomp"] = seccomp_profile(opt_.seccomp_listener_path, opt_.runtime);
     return l;
   }

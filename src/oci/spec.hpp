@@ -38,6 +38,11 @@ struct SpecOptions {
   // with no rules, so a runtime that ignored the annotation would start nothing
   // (fail closed) rather than run the command unfiltered.
   bool seccomp_prebuilt_program = false;
+  // The container's pid 1 installs the filter itself (the gVisor layer:
+  // exguardian-init --seccomp, init/sandbox_seccomp.hpp): linux.seccomp is
+  // left out, as runsc compiling its rules cost ~12 ms of every start. The
+  // layer that sets this puts --seccomp in process.args; pid 1 fails closed.
+  bool seccomp_by_pid1 = false;
   // Without a layer to stage a throwaway upper layer (oci-spec, docker-args):
   // HOME's overlay becomes a read-only bind (said in `notes`); the workspace's
   // overlay/discard modes stay an error.

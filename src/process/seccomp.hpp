@@ -32,6 +32,14 @@ Result<std::vector<sock_filter>> build_seccomp_program(Refusal how = Refusal::No
 const std::vector<sock_filter>& prebuilt_seccomp_program();
 const std::vector<sock_filter>& prebuilt_seccomp_errno_program();  // Refusal::Errno
 
+// A second filter for a pid 1 that the kernel does not shield from its own
+// namespace's processes (gVisor 20221219 lets them SIGKILL and SIGSTOP their
+// init): kill, tkill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo and
+// pidfd_open aimed at pid 1 return EPERM, which is what Linux's rule looks
+// like to a sender without privileges. Everything else is left to the filter
+// below it. Written by hand (seccomp_pid1_shield.cpp): no libseccomp.
+const std::vector<sock_filter>& pid1_signal_shield_program();
+
 // The errno the supervisor answers a refused syscall with: EPERM by default,
 // EAFNOSUPPORT for socket families, EPROTONOSUPPORT for netlink protocols
 // other than NETLINK_ROUTE, ENOSYS for clone3.

@@ -143,8 +143,8 @@ TEST(OciLayer, GvisorEnforces) {
   EXPECT_EQ(e.landlock_text, "not used on the gvisor layer (the runtime's mounts and user namespace are the walls)");
   EXPECT_TRUE(e.seccomp);
   EXPECT_FALSE(e.seccomp_notify);  // runsc has no seccomp notify
-  EXPECT_EQ(e.seccomp_by, "runsc");
-  EXPECT_NE(e.seccomp_text.find("applied by runsc"), std::string::npos);
+  EXPECT_EQ(e.seccomp_by, "exguardian-init");  // exguardian-init --seccomp, inside gVisor
+  EXPECT_NE(e.seccomp_text.find("installed by pid 1"), std::string::npos);
   auto p = small_plan();
   p.seccomp = false;
   e = l.enforces(p);

@@ -135,7 +135,7 @@ TEST(RuntimeArgv, PerRuntime) {
   auto c = runtime_argv(runsc, true, "/s", "/b", "exg-1");
   EXPECT_TRUE(has(c, "--network=host"));
   EXPECT_TRUE(has(c, "--platform=ptrace"));
-  EXPECT_TRUE(has(c, "--oci-seccomp"));  // without it runsc ignores the profile
+  EXPECT_FALSE(has(c, "--oci-seccomp"));  // pid 1 installs the filter (SpecOptions::seccomp_by_pid1)
   EXPECT_TRUE(has(c, "--ignore-cgroups"));
   EXPECT_TRUE(has(c, "--rootless"));
   EXPECT_EQ(std::vector<std::string>(c.end() - 4, c.end()), (std::vector<std::string>{"run", "--bundle", "/b", "exg-1"}));

@@ -459,6 +459,12 @@ TEST_F(OciSpecTest, CrunGetsTheProcessLayersProgramAndAFailClosedProfile) {
     EXPECT_EQ(t["linux"]["seccomp"], seccomp_profile(listener, rt)) << to_string(rt) << " listener=" << listener;
   };
   full_profile(Runtime::Runc, "/run/exg/seccomp.sock");
+  // The gVisor layer: pid 1 installs the filter (exguardian-init --seccomp), none in the spec.
+  opt.runtime = Runtime::Runsc;
+  opt.seccomp_listener_path = "";
+  opt.seccomp_by_pid1 = true;
+  EXPECT_FALSE(spec(p)["linux"].contains("seccomp"));
+  opt.seccomp_by_pid1 = false;
   full_profile(Runtime::Runsc, "");
   full_profile(Runtime::Crun, "");
   p.seccomp = false;

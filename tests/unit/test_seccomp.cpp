@@ -215,6 +215,42 @@ TEST(Seccomp, ErrnoProgramAnswersEveryProbeAsTheSupervisorWould) {
   }
 }
 
+// The pid-1 signal shield (the gVisor layer's pid 1 stacks it on the errno
+// program): every way to signal pid 1 by number, or to get a pidfd for it, is
+// EPERM; the same calls aimed at another process go through. Run as root in
+// CI, where kill(1, 0) succeeds without the shield.
+TEST(Seccomp, Pid1ShieldRefusesSignalsToPid1Only) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
+    if (process::install_seccomp_errno(process::pid1_signal_shield_program()) != 0) ::_exit(91);
+    auto refused = [](long r) { return r == -1 && errno == EPERM; };
+    siginfo_t si{};
+    si.si_code = SI_QUEUE;
+    si.si_pid = ::getpid();
+    si.si_uid = ::getuid();
+    int failed = 0;
+    if (!refused(::syscall(SYS_kill, 1, 0))) failed |= 1;
+    if (!refused(::syscall(SYS_kill, 0x100000001L, 0))) failed |= 1;  // the kernel reads an int: still pid 1
+    if (!refused(::syscall(SYS_tkill, 1, 0))) failed |= 2;
+    if (!refused(::syscall(SYS_tgkill, 1, 1, 0))) failed |= 4;
+    if (!refused(::syscall(SYS_rt_sigqueueinfo, 1, 0, &si))) failed |= 8;
+    if (!refused(::syscall(SYS_rt_tgsigqueueinfo, 1, 1, 0, &si))) failed |= 16;
+    if (!refused(::syscall(SYS_pidfd_open, 1, 0))) failed |= 32;
+    // Controls: another pid is not pid 1.
+    if (::syscall(SYS_kill, ::getpid(), 0) != 0 || ::syscall(SYS_tgkill, ::getpid(), ::getpid(), 0) != 0 ||
+        ::syscall(SYS_kill, ::getppid(), 0) != 0 || ::syscall(SYS_pidfd_open, ::getpid(), 0) < 0)
+      failed |= 64;
+    ::_exit(failed);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st)) << st;
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "bits: 1 kill, 2 tkill, 4 tgkill, 8 rt_sigqueueinfo, 16 rt_tgsigqueueinfo, "
+                                   "32 pidfd_open, 64 a control was refused; 90/91 setup";
+}
+
 TEST(Seccomp, ListenerIsCloseOnExec) {
   pid_t pid = ::fork();
   if (pid == 0) {
