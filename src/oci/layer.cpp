@@ -100,7 +100,7 @@ struct HostArgs {
   std::vector<std::pair<std::string, std::string>> skeleton_links;  // path -> target
   std::vector<StagedMount> staged;
   std::vector<std::string> seal;  // read-only binds with submounts: made read-only as whole trees here
-  std::vector<std::pair<std::string, std::string>> root_binds;  // host dir -> skeleton dir, read-only
+  std::vector<HostBind> host_binds;  // made in the skeleton root before the runtime starts (take_host_binds)
   std::map<size_t, int> idmapped;  // step -> detached idmapped tree (root only)
   std::vector<std::string> runtime_argv;
   std::vector<std::string> kill_prefix;  // runtime argv up to the verb, for `kill ID SIG`
@@ -170,7 +170,7 @@ class RuntimeHost {
   void pty();
   void stage();
   void bundle();
-  void root_binds();
+  void host_binds();
   [[noreturn]] void supervise_runtime();
 };
 
@@ -216,14 +216,17 @@ void RuntimeHost::seal() {
   }
 }
 
-void RuntimeHost::root_binds() {
-  for (const auto& [src, dst] : a_.root_binds) {
-    int tree = sys::open_tree(AT_FDCWD, src.c_str(), OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
-    if (tree < 0) fail("clone " + src + " for the root");
+void RuntimeHost::host_binds() {
+  for (const auto& b : a_.host_binds) {
+    unsigned clone = OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | (b.recursive ? AT_RECURSIVE : 0);
+    int tree = sys::open_tree(AT_FDCWD, b.source.c_str(), clone);
+    if (tree < 0) fail("clone " + b.source + " for the root");
     mount_attr attr{};
-    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
-    if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr) != 0) fail("make " + src + " read-only");
-    if (sys::move_mount(tree, "", AT_FDCWD, dst.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0) fail("bind " + src + " into the root");
+    attr.attr_set = MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b.noexec ? MOUNT_ATTR_NOEXEC : 0);
+    if (sys::mount_setattr(tree, "", AT_EMPTY_PATH | (b.recursive ? AT_RECURSIVE : 0), &attr) != 0)
+      fail("make " + b.source + " read-only");
+    if (sys::move_mount(tree, "", AT_FDCWD, b.target.c_str(), MOVE_MOUNT_F_EMPTY_PATH) != 0)
+      fail("bind " + b.source + " into the root at " + b.target);
     ::close(tree);
   }
 }
@@ -547,7 +550,7 @@ void RuntimeHost::run() {
   mark("network");
   stage();
   bundle();
-  root_binds();
+  host_binds();
   listen_for_seccomp();
   mark("bundle");
   // The runtime starts inside the sandbox's cgroup only (v1: this process
@@ -739,10 +742,48 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
   if (pid1_seccomp) args.insert(args.begin() + 1, "--seccomp");  // SpecOptions::seccomp_by_pid1
   if (!agent)
     for (const auto& a : plan.argv) args.push_back(a);
+  }
   spec["process"]["args"] = args;
 }
 
 }  // namespace
+
+std::vector<HostBind> take_host_binds(nlohmann::json& mounts, const std::string& skel, const std::string& rootfs,
+                                      const std::function<SourceKind(const std::string&)>& kind_of) {
+  std::vector<HostBind> out;
+  std::vector<std::string> kept_dests;
+  nlohmann::json kept = nlohmann::json::array();
+  auto overlaps_kept = [&](const std::string& dest) {
+    for (const auto& k : kept_dests)
+      if (within(dest, k) || within(k, dest)) return true;
+    return false;
+  };
+  for (auto& m : mounts) {
+    std::string dest = m.value("destination", ""), src = m.value("source", "");
+    bool ro = false, rbind = false, noexec = false;
+    for (const auto& o : m.value("options", nlohmann::json::array())) {
+      ro = ro || o == "ro";
+      rbind = rbind || o == "rbind";
+      noexec = noexec || o == "noexec";
+    }
+    bool take = false, recursive = rbind;
+    if (m.value("type", "") == "bind" && ro && dest.size() > 1 && dest[0] == '/' && !overlaps_kept(dest)) {
+      SourceKind kind = kind_of(src);
+      bool top = dest.find('/', 1) == std::string::npos;
+      bool root_dir = top && src == (rootfs.empty() ? dest : rootfs + dest);  // the root's own: always whole
+      if (kind == SourceKind::Dir && root_dir) recursive = true;
+      take = kind == SourceKind::File || (kind == SourceKind::Dir && recursive);
+    }
+    if (take) {
+      out.push_back({src, skel + dest, recursive, noexec});
+    } else {
+      kept_dests.push_back(dest);
+      kept.push_back(std::move(m));
+    }
+  }
+  mounts = std::move(kept);
+  return out;
+}
 
 std::optional<unsigned long> subordinate_start(const std::string& text, uid_t uid, const std::string& name) {
   std::string num = std::to_string(uid);
@@ -1204,24 +1245,24 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     }
   }
   if (rt.runtime != Runtime::Runc) {
-    // The root's read-only top-level directories are bound into the skeleton
-    // by the runtime host itself (recursive read-only clones): one root for
-    // the runtime instead of a bind per directory, each of which costs the
-    // runtime time (runsc: a gofer mount, tens of ms under ptrace). runc as
-    // root keeps its per-submount binds (no recursive read-only there).
-    const std::string skel = std::string(kBase) + "/bundle/rootfs";
-    nlohmann::json kept = nlohmann::json::array();
-    for (auto& m : (*spec)["mounts"]) {
-      std::string dest = m.value("destination", ""), src = m.value("source", "");
-      bool top = dest.size() > 1 && dest.find('/', 1) == std::string::npos;
-      bool ro = false;
-      for (const auto& o : m.value("options", nlohmann::json::array())) ro = ro || o == "ro";
-      bool base = top && ro && m.value("type", "") == "bind" && is_dir(src) &&
-                  (opt.rootfs.empty() ? src == dest : src == opt.rootfs + dest);
-      if (base) a.root_binds.emplace_back(src, skel + dest);
-      else kept.push_back(std::move(m));
-    }
-    (*spec)["mounts"] = std::move(kept);
+    // The root's read-only binds are made in the skeleton by the runtime host
+    // itself (take_host_binds): one root for the runtime instead of a bind
+    // per directory or file, each of which costs the runtime time (runsc: a
+    // gofer mount). runc as root keeps its per-submount binds (no recursive
+    // read-only there).
+    std::set<std::string> staged_files;
+    for (const auto& f : a.files) staged_files.insert(f.first);
+    a.host_binds = take_host_binds((*spec)["mounts"], std::string(kBase) + "/bundle/rootfs", opt.rootfs,
+                                   [&](const std::string& src) {
+                                     // Generated files exist only once the runtime host made them; other
+                                     // staged sources (idmapped trees, overlays) stay the runtime's.
+                                     if (staged_files.count(src)) return SourceKind::File;
+                                     struct stat st;
+                                     if (within(src, kBase) || ::stat(src.c_str(), &st) != 0) return SourceKind::Other;
+                                     return S_ISDIR(st.st_mode) ? SourceKind::Dir
+                                            : S_ISREG(st.st_mode) ? SourceKind::File
+                                                                  : SourceKind::Other;
+                                   });
   }
   a.config_json = spec->dump(1);
   a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);

@@ -1,6 +1,7 @@
 // The container/gVisor layer's pure decisions: what to do about the host's
 // cgroup mounts, which gVisor platform, runsc's platform list and its cache,
-// subordinate id ranges, and the runtime's command line.
+// subordinate id ranges, the runtime's command line, and the read-only binds
+// the runtime host makes itself.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -140,4 +141,95 @@ TEST(RuntimeArgv, PerRuntime) {
   EXPECT_TRUE(has(c, "--rootless"));
   EXPECT_EQ(std::vector<std::string>(c.end() - 4, c.end()), (std::vector<std::string>{"run", "--bundle", "/b", "exg-1"}));
   EXPECT_FALSE(has(runtime_argv(runsc, false, "/s", "/b", "x"), "--rootless"));
+}
+
+// ---- take_host_binds: which read-only binds the runtime host makes itself ----
+
+namespace {
+
+nlohmann::json bind(const std::string& dest, const std::string& src, std::vector<std::string> options) {
+  return {{"destination", dest}, {"type", "bind"}, {"source", src}, {"options", options}};
+}
+
+nlohmann::json tmpfs(const std::string& dest) {
+  return {{"destination", dest}, {"type", "tmpfs"}, {"source", "tmpfs"}, {"options", {"nosuid"}}};
+}
+
+SourceKind kind_by_name(const std::string& src) {
+  if (src.ends_with(".sock") || src.starts_with("/missing")) return SourceKind::Other;
+  bool file = src.find('.') != std::string::npos || src.ends_with("/hosts") || src.ends_with("/passwd");
+  return file ? SourceKind::File : SourceKind::Dir;
+}
+
+std::vector<std::string> dests(const nlohmann::json& mounts) {
+  std::vector<std::string> out;
+  for (const auto& m : mounts) out.push_back(m["destination"]);
+  return out;
+}
+
+}  // namespace
+
+TEST(HostBinds, ReadOnlyDirsAndFilesOutsideTheRuntimesMountsGo) {
+  nlohmann::json mounts = {
+      tmpfs("/tmp"),
+      bind("/usr", "/usr", {"rbind", "ro"}),
+      bind("/etc", "/etc", {"bind", "ro"}),                     // the root's own top-level dir: whole, recursive
+      bind("/etc/hosts", "/run/f/hosts", {"bind", "ro", "noexec"}),  // a file over a host-side dir
+      bind("/work", "/home/u/work", {"rbind", "rw"}),           // read-write: the runtime's
+      bind("/work/.git/hooks", "/home/u/work/.git/hooks", {"rbind", "ro"}),  // below a kept mount
+      tmpfs("/run"),
+      bind("/run/exguardian/init", "/opt/init.bin", {"bind", "ro"}),         // over the kept /run tmpfs
+      bind("/opt/data", "/srv/data", {"bind", "ro"}),           // a directory, not recursive: the runtime's
+      bind("/var/x.sock", "/var/x.sock", {"bind", "ro"}),       // neither a file nor a directory
+      bind("/tmp/seen.txt", "/srv/seen.txt", {"bind", "ro"}),   // below the kept /tmp
+  };
+  auto taken = take_host_binds(mounts, "/skel", "", kind_by_name);
+  ASSERT_EQ(taken.size(), 3u);
+  EXPECT_EQ(taken[0].source, "/usr");
+  EXPECT_EQ(taken[0].target, "/skel/usr");
+  EXPECT_TRUE(taken[0].recursive);
+  EXPECT_EQ(taken[1].target, "/skel/etc");
+  EXPECT_TRUE(taken[1].recursive);
+  EXPECT_FALSE(taken[1].noexec);
+  EXPECT_EQ(taken[2].source, "/run/f/hosts");
+  EXPECT_EQ(taken[2].target, "/skel/etc/hosts");  // after /etc: over it, as in the spec's order
+  EXPECT_TRUE(taken[2].noexec);
+  EXPECT_EQ(dests(mounts), (std::vector<std::string>{"/tmp", "/work", "/work/.git/hooks", "/run", "/run/exguardian/init",
+                                                     "/opt/data", "/var/x.sock", "/tmp/seen.txt"}));
+}
+
+// A kept mount before a bind, at its path or any ancestor or descendant,
+// decides: moving the bind ahead of it would put one under the other the other
+// way round. A kept mount after it changes nothing (it comes last either way).
+TEST(HostBinds, AnEarlierKeptMountThatOverlapsKeepsTheBindInOrder) {
+  nlohmann::json mounts = {
+      bind("/home/u", "/home/u", {"rbind", "rw"}),
+      bind("/home/u/.npmrc", "/run/f/empty.txt", {"bind", "ro"}),  // a mask over the rw HOME: stays over it
+      bind("/opt/a/b", "/srv/b.d", {"rbind", "rw"}),
+      bind("/opt/a", "/srv/a", {"rbind", "ro"}),                    // an ancestor of the kept /opt/a/b
+      bind("/srv", "/srv", {"rbind", "ro"}),
+      tmpfs("/srv/cache"),                                          // after: the same either way
+  };
+  auto taken = take_host_binds(mounts, "/skel", "", kind_by_name);
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].target, "/skel/srv");
+  EXPECT_EQ(dests(mounts), (std::vector<std::string>{"/home/u", "/home/u/.npmrc", "/opt/a/b", "/opt/a", "/srv/cache"}));
+}
+
+// --rootfs DIR: its own top-level directories are the root's (whole);
+// missing sources and writable binds stay the runtime's, which reports them.
+TEST(HostBinds, RootfsTopLevelAndMissingSources) {
+  nlohmann::json mounts = {
+      bind("/bin", "/r/bin", {"bind", "ro"}),
+      bind("/lib", "/elsewhere/lib", {"bind", "ro"}),   // not DIR's own, not recursive: the runtime's
+      bind("/etc/passwd", "/r/etc/passwd", {"bind", "ro"}),
+      bind("/data", "/missing/data", {"rbind", "ro"}),
+  };
+  auto taken = take_host_binds(mounts, "/skel", "/r", kind_by_name);
+  ASSERT_EQ(taken.size(), 2u);
+  EXPECT_EQ(taken[0].target, "/skel/bin");
+  EXPECT_TRUE(taken[0].recursive);
+  EXPECT_EQ(taken[1].target, "/skel/etc/passwd");
+  EXPECT_FALSE(taken[1].recursive);
+  EXPECT_EQ(dests(mounts), (std::vector<std::string>{"/lib", "/data"}));
 }
