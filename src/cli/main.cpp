@@ -61,8 +61,11 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string(argv[1]) == "runtime") return exg::cli::runtime_main(argc - 2, argv + 2, "");
   }
   // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
-  if (argc > 2 && std::string(argv[1]) == "oci-init" && (std::string(argv[2]) == "--" || std::string(argv[2]) == "--agent"))
+  // ("--agent FD" goes on whole: oci_init_main tells the two forms apart by it.)
+  if (argc > 2 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--")
     return exg::cli::oci_init_main(argc - 3, argv + 3);
+  if (argc == 4 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--agent")
+    return exg::cli::oci_init_main(2, argv + 2);
   // The session's client: its own small grammar (verbs with their own options and a command).
   if (argc > 1 && std::string(argv[1]) == "session-client") return exg::cli::session_client_main(argc - 2, argv + 2);
   // The E2B-compatible server: its own options, no command.

@@ -28,7 +28,7 @@ extern char** environ;
 
 namespace exg::cli {
 
-int oci_init_main(int argc, char** argv) {
+int oci_init_main(int argc, char** argv, bool fresh_signals) {
   if (argc == 2 && std::strcmp(argv[0], "--agent") == 0) {
     // A session (LaunchOptions::agent): the agent is pid 1, its channel the
     // descriptor the runtime passed in; the environment and working directory
@@ -85,7 +85,9 @@ int oci_init_main(int argc, char** argv) {
     return 125;
   }
   if (cmd == 0) {
-    for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
+    // An ignored disposition survives exec: the command starts with none.
+    if (!fresh_signals)
+      for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
     if (::isatty(0) && ::tcgetsid(0) == ::getsid(0)) {
       // The runtime made the terminal ours (process.terminal): the command
       // gets its own process group in the foreground of it (signals still

@@ -738,9 +738,17 @@ void adjust_spec(nlohmann::json& spec, const plan::Plan& plan, const RuntimeChoi
                             {"options", {"bind", "ro", "nosuid", "nodev"}}});
   // runsc has no --preserve-fds: there the channel arrives as stdin (launch()).
   const char* channel_fd = rt.runtime == Runtime::Runsc ? "0" : "3";
-  nlohmann::json args = agent ? nlohmann::json::array({kPid1, "--agent", channel_fd}) : nlohmann::json::array({kPid1, "--"});
-  if (pid1_seccomp) args.insert(args.begin() + 1, "--seccomp");  // SpecOptions::seccomp_by_pid1
-  if (!agent)
+  nlohmann::json args = nlohmann::json::array({kPid1});
+  if (pid1_seccomp) args.push_back("--seccomp");  // SpecOptions::seccomp_by_pid1
+  // gVisor's kernel makes pid 1 with every signal at its default (checked:
+  // runsc started with SIGUSR1 ignored, its pid 1 died of SIGUSR1), so pid 1
+  // skips resetting them for the command: 64 calls, each a trap there.
+  if (rt.runtime == Runtime::Runsc) args.push_back("--fresh-signals");
+  if (agent) {
+    args.push_back("--agent");
+    args.push_back(channel_fd);
+  } else {
+    args.push_back("--");
     for (const auto& a : plan.argv) args.push_back(a);
   }
   spec["process"]["args"] = args;

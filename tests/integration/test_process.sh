@@ -190,6 +190,14 @@ else
     fail "signal test: the command never started"; sed 's/^/#      /' "$T/sig.out"
 fi
 
+# ---- signals the caller ignores are not ignored inside ------------------------------------------
+# An ignored disposition survives exec: started by a caller that ignores them, the command still
+# gets every signal at its default (pid 1 resets them, or the layer's kernel starts it fresh).
+run bash -c 'trap "" USR1 HUP INT TERM QUIT PIPE; cd "$1" && shift && exec "$@" -- sh -c "kill -USR1 \$\$; echo survived"' \
+    _ "${WS:-$T}" timeout -k 5 "$EXG_CALL_TIMEOUT" "${EXG_RUN[@]}"
+check "a signal the caller ignores still kills the command (status $STATUS, 138 = SIGUSR1; '$OUT')" \
+    test "$STATUS" = 138 -a "$OUT" != survived
+
 # ---- timeout --------------------------------------------------------------------------------------
 start=$(mono_seconds)
 expect_status 124 sbx --timeout 2s -- sleep 100
