@@ -137,7 +137,9 @@ Args parse_args(const std::string& verb, int argc, char** argv) {
       if (auto eq = t.find('='); eq != std::string::npos) {
         name = t.substr(0, eq), value = t.substr(eq + 1), inline_value = true;
       }
-      if (name.size() == 2 && kShort.count(name)) name = kShort.at(name);
+      if (name == "-f" && (verb == "ps" || verb == "list")) name = "--format";  // not --force there
+      else if (name == "-q" && verb == "list") name = "--quiet";
+      else if (name.size() == 2 && kShort.count(name)) name = kShort.at(name);
       else if (name.size() > 1 && name[1] != '-') name = "-" + name;  // runc accepts -bundle as --bundle
       if (values.count(name)) {
         if (!inline_value && i + 1 < a.all.size()) value = a.all[++i];
@@ -642,11 +644,45 @@ int cmd_check(const Args& a) {
   return 0;
 }
 
+// `list`: the containers of both wrapped runtimes (crun's, and runsc's for
+// gVisor handlers; each keeps its own state), in runc's forms: a table, their
+// ids (--quiet), or --format json.
+int cmd_list(const Args& a) {
+  std::string format = a.opts.count("--format") ? a.opts.at("--format") : "table";
+  if (format != "table" && format != "json") return error("list: --format " + format + ": expected table or json");
+  json all = json::array();
+  for (auto rt : {oci::Runtime::Crun, oci::Runtime::Runsc}) {
+    if (!fs::exists(backend_root(rt))) continue;  // it never made a container under this root
+    auto base = backend_argv(rt);
+    if (!base) return error(base.error().str());
+    std::string out;
+    if (run_backend(rt, with_verb(*base, "list", {"--format", "json"}), &out) != 0)
+      return error(std::string("list: ") + oci::to_string(rt) + " list failed");
+    auto j = json::parse(out, nullptr, false);
+    if (j.is_discarded() || !(j.is_array() || j.is_null()))  // runsc says null for none
+      return error(std::string("list: ") + oci::to_string(rt) + " list: not a JSON array");
+    for (auto& c : j)
+      if (c.is_object()) all.push_back(std::move(c));
+  }
+  if (a.flags.count("--quiet")) {
+    for (const auto& c : all) std::printf("%s\n", c.value("id", "").c_str());
+  } else if (format == "json") {
+    std::printf("%s\n", all.dump().c_str());
+  } else {
+    std::printf("%-12s %-10s %-10s %-40s %-32s %s\n", "ID", "PID", "STATUS", "BUNDLE", "CREATED", "OWNER");
+    for (const auto& c : all)
+      std::printf("%-12s %-10d %-10s %-40s %-32s %s\n", c.value("id", "").c_str(), c.value("pid", 0),
+                  c.value("status", "").c_str(), c.value("bundle", "").c_str(), c.value("created", "").c_str(),
+                  c.value("owner", "").c_str());
+  }
+  return 0;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage: exguardian runtime [--root DIR] [--log FILE] [--log-format text|json] [--systemd-cgroup]\n"
                "                          [--rootless true|false|auto] [--handler NAME] VERB [OPTIONS] ID ...\n"
-               "verbs: create start state kill delete exec ps update pause resume events features\n"
+               "verbs: create start state kill delete exec ps list update pause resume events features\n"
                "       check [--profile NAME]  (ours: does the handler file load, and what does it allow)\n");
   return 1;
 }
@@ -706,11 +742,7 @@ int runtime_main(int argc, char** argv, const std::string& argv0_handler) {
   if (verb == "create" || verb == "run") return cmd_create(verb, a);
   if (verb == "check") return cmd_check(a);
   if (verb == "delete") return cmd_delete(a);
-  if (verb == "list") {
-    auto base = backend_argv(oci::Runtime::Crun);
-    if (!base) return error(base.error().str());
-    exec_backend(oci::Runtime::Crun, with_verb(*base, "list", a.all));
-  }
+  if (verb == "list") return cmd_list(a);
   static const std::set<std::string> kVerbs = {"start", "state", "kill", "exec", "ps", "update", "pause", "resume", "events"};
   if (!kVerbs.count(verb)) return error("unknown command " + verb);
   if (a.id.empty()) return error(verb + ": a container id is required");

@@ -371,6 +371,21 @@ if command -v runsc >/dev/null; then
     run world_rt exec "$GID" sh -c "$REQ" 169.254.169.254
     check "gVisor: 169.254.169.254 refused (403)" grep -q '403' <<<"$OUT"
     check "gVisor: audit lines tagged with the container id and handler" audit_has "$GID" 169.254.169.254 refused gvisor
+    # `list` shows the containers of both wrapped runtimes (each keeps its own state).
+    LID=ls-$$
+    expect_status 0 world_rt create --bundle "$B" "$LID"
+    run world_rt list --format json
+    check "list --format json: the crun container (created) and the runsc one (running)" python3 -c '
+import json, sys
+by_id = {c["id"]: c["status"] for c in json.loads(sys.argv[1])}
+assert by_id.get(sys.argv[2]) == "created" and by_id.get(sys.argv[3]) == "running", by_id' "$OUT" "$LID" "$GID"
+    run world_rt list -q
+    check "list -q: both ids" bash -c 'grep -qx "$1" <<<"$3" && grep -qx "$2" <<<"$3"' _ "$LID" "$GID" "$OUT"
+    run world_rt list
+    check "list: a table with both" bash -c 'head -1 <<<"$3" | grep -q "^ID " && grep -q "^$1 " <<<"$3" && grep -q "^$2 .* running " <<<"$3"' _ "$LID" "$GID" "$OUT"
+    run world_rt list --format yaml
+    check "list --format yaml: refused, naming the format" bash -c '[ "$1" != 0 ] && grep -q "yaml" <<<"$2"' _ "$STATUS" "$ERR"
+    expect_status 0 world_rt delete --force "$LID"
     world_rt kill "$GID" KILL
     expect_status 0 world_rt delete --force "$GID"
     # runsc makes a cgroup named after the container (no cgroupsPath given) in every hierarchy.
