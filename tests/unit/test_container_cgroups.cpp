@@ -3,6 +3,8 @@
 // (never the caller's own or an ancestor), where the mounts show them, and a
 // removal deepest first that names what stays.
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -63,13 +65,8 @@ TEST(ContainerCgroups, PureV2AndAMountOfASubtree) {
 
 class ContainerCgroupsRemoval : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/exg-cgroups-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
-  std::string root_;
+  exg::test_support::TempDir dir_{"exg-cgroups"};
+  const std::string& root_ = dir_.path();
 };
 
 // (Plain directories stand for cgroups: no cgroup.procs, no process inside.)

@@ -9,20 +9,16 @@
 #include <string>
 
 #include "evidence/catalog.hpp"
+#include "temp_dir.hpp"
 
 namespace exg::evidence {
 namespace {
 
 class HostFilesTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/exg_host_files_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::binary) << text; }
-  std::string dir_;
+  exg::test_support::TempDir tmp_{"exg_host_files"};
+  const std::string& dir_ = tmp_.path();
 };
 
 TEST_F(HostFilesTest, UnchangedContentIsNotAChange) {

@@ -2,6 +2,8 @@
 // the DAC permissions, and so a read-write bind mount, would allow.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -53,15 +55,7 @@ std::string describe(int bits) {
   return s;
 }
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/exg-landlock-XXXXXX";
-    path = ::mkdtemp(tmpl);
-    ::chmod(path.c_str(), 0777);  // writable at the DAC level for anyone
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using exg::test_support::TempDir;
 
 bool write_file(const std::string& path, int flags) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | flags, 0644);
@@ -149,9 +143,10 @@ TEST(Landlock, RefusesWritesThatDacWouldAllow) {
   if (landlock_abi() == 0) GTEST_SKIP() << "Landlock is not available on this kernel";
   const bool scoped = landlock_features().scope;
   TempDir a, b;
+  for (const auto* d : {&a, &b}) ::chmod(d->path().c_str(), 0777);  // writable at the DAC level for anyone
   // The control: without Landlock, dirB is writable.
-  ASSERT_TRUE(write_file(b.path + "/existing", O_CREAT));
-  ::chmod((b.path + "/existing").c_str(), 0666);
+  ASSERT_TRUE(write_file(b.path() + "/existing", O_CREAT));
+  ::chmod((b.path() + "/existing").c_str(), 0666);
 
   socklen_t len;
   sockaddr_un addr = abstract_addr(::getpid(), &len);
@@ -163,16 +158,16 @@ TEST(Landlock, RefusesWritesThatDacWouldAllow) {
   std::fflush(nullptr);
   pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) ::_exit(child_checks(a.path, b.path, scoped));
+  if (pid == 0) ::_exit(child_checks(a.path(), b.path(), scoped));
   int status = 0;
   ASSERT_EQ(::waitpid(pid, &status, 0), pid);
   ::close(listener);
   ASSERT_TRUE(WIFEXITED(status)) << "child died of signal " << WTERMSIG(status);
   EXPECT_EQ(WEXITSTATUS(status), 0) << describe(WEXITSTATUS(status));
   // The parent is not restricted: dirB is untouched and still writable.
-  EXPECT_TRUE(std::filesystem::exists(b.path + "/existing"));
-  EXPECT_FALSE(std::filesystem::exists(a.path + "/stolen"));
-  EXPECT_TRUE(write_file(b.path + "/existing", 0));
+  EXPECT_TRUE(std::filesystem::exists(b.path() + "/existing"));
+  EXPECT_FALSE(std::filesystem::exists(a.path() + "/stolen"));
+  EXPECT_TRUE(write_file(b.path() + "/existing", 0));
 }
 
 TEST(Landlock, ReportsWhatWasAppliedAndSkipsMissingPaths) {

@@ -3,6 +3,8 @@
 // one, and the seccomp profile checked against the process layer's rule table
 // (same syscalls, same refusals for every argument value tried).
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -102,23 +104,7 @@ std::vector<std::string> schema_errors_all(const std::vector<json>& docs) {
 
 std::string schema_errors(const json& doc) { return schema_errors_all({doc})[0]; }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/exg_oci_test_XXXXXX";
-    char* d = ::mkdtemp(tmpl);
-    char buf[PATH_MAX];
-    path_ = d && ::realpath(d, buf) ? buf : (d ? d : "");
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using exg::test_support::TempDir;
 
 class OciSpecTest : public ::testing::Test {
  protected:

@@ -3,6 +3,8 @@
 // used only when it is exactly those bytes and nobody else can change it.
 #include <gtest/gtest.h>
 
+#include "temp_dir.hpp"
+
 #include <elf.h>
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -21,14 +23,7 @@ using namespace exg::pid1;
 
 namespace {
 
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char tmpl[] = "/tmp/exg-pid1-test.XXXXXX";
-    path = ::mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-};
+using exg::test_support::TempDir;
 
 void write_file(const std::string& path, const void* data, size_t n, mode_t mode) {
   std::filesystem::create_directories(std::filesystem::path(path).parent_path());
@@ -42,7 +37,7 @@ std::vector<unsigned char> read_file(const std::string& path) {
 }
 
 // An installed layout in DIR: DIR/bin is where exguardian would be.
-std::string installed_path(const TempDir& t) { return t.path + "/bin/" + std::string(installed_relpath()); }
+std::string installed_path(const TempDir& t) { return t.path() + "/bin/" + std::string(installed_relpath()); }
 
 }  // namespace
 
@@ -71,7 +66,7 @@ TEST(Pid1, InstalledCopyWithTheSameBytesIsUsed) {
   TempDir t;
   auto img = embedded();
   write_file(installed_path(t), img.data(), img.size(), 0755);
-  auto found = installed_copy(t.path + "/bin");
+  auto found = installed_copy(t.path() + "/bin");
   ASSERT_TRUE(found.has_value());
   EXPECT_EQ(*found, installed_path(t));
 }
@@ -82,34 +77,34 @@ TEST(Pid1, StaleOrForeignInstalledCopyIsNotUsed) {
   std::vector<unsigned char> other(img.begin(), img.end());
   other[other.size() / 2] ^= 0x5a;  // one byte of another build
   write_file(installed_path(t), other.data(), other.size(), 0755);
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
   write_file(installed_path(t), img.data(), img.size() - 1, 0755);  // shorter
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
 }
 
 TEST(Pid1, InstalledCopyOthersCouldChangeIsNotUsed) {
   TempDir t;
   auto img = embedded();
   write_file(installed_path(t), img.data(), img.size(), 0775);  // group-writable
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
   ASSERT_EQ(::chmod(installed_path(t).c_str(), 0757), 0);  // world-writable
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
   ASSERT_EQ(::chmod(installed_path(t).c_str(), 0644), 0);  // not executable
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
 }
 
 TEST(Pid1, NoInstalledCopy) {
   TempDir t;
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
   EXPECT_FALSE(installed_copy("").has_value());
   // A directory where the file should be.
   std::filesystem::create_directories(installed_path(t));
-  EXPECT_FALSE(installed_copy(t.path + "/bin").has_value());
+  EXPECT_FALSE(installed_copy(t.path() + "/bin").has_value());
 }
 
 TEST(Pid1, PrivateCopyIsTheEmbeddedProgram) {
   TempDir t;
-  std::string p = t.path + "/pid1";
+  std::string p = t.path() + "/pid1";
   ASSERT_TRUE(write_private_copy(p.c_str())) << std::strerror(errno);
   auto img = embedded();
   auto got = read_file(p);
@@ -121,8 +116,8 @@ TEST(Pid1, PrivateCopyIsTheEmbeddedProgram) {
   // Never over an existing file (or through a planted symlink).
   EXPECT_FALSE(write_private_copy(p.c_str()));
   EXPECT_EQ(errno, EEXIST);
-  std::string link = t.path + "/link";
-  ASSERT_EQ(::symlink((t.path + "/elsewhere").c_str(), link.c_str()), 0);
+  std::string link = t.path() + "/link";
+  ASSERT_EQ(::symlink((t.path() + "/elsewhere").c_str(), link.c_str()), 0);
   EXPECT_FALSE(write_private_copy(link.c_str()));
-  EXPECT_FALSE(std::filesystem::exists(t.path + "/elsewhere"));
+  EXPECT_FALSE(std::filesystem::exists(t.path() + "/elsewhere"));
 }

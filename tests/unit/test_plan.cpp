@@ -3,6 +3,8 @@
 // under a fresh mkdtemp directory in /tmp and removes it afterwards; nothing
 // here needs privileges except the root-identity tests, which skip otherwise.
 #include <gtest/gtest.h>
+
+#include "temp_dir.hpp"
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <stdlib.h>
@@ -30,29 +32,7 @@ namespace fs = std::filesystem;
 
 // ---- helpers ----
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/exg_plan_test_XXXXXX";
-    char* d = ::mkdtemp(tmpl);
-    if (!d) {
-      ADD_FAILURE() << "mkdtemp failed";
-      return;
-    }
-    char buf[PATH_MAX];
-    path_ = ::realpath(d, buf) ? buf : d;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    if (!path_.empty()) fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using exg::test_support::TempDir;
 
 void mkdirs(const std::string& p) { fs::create_directories(p); }
 
