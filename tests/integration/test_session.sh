@@ -227,6 +227,12 @@ check "canaries unchanged" canaries_unchanged
 # --- pid 1 from inside: not signalled, not read ----------------------------------------
 run sc exec -- sh -c 'kill -KILL 1; kill -TERM 1; kill -INT 1; kill -HUP 1; sleep 0.2; echo sent'
 check "signals to pid 1 from inside were sent (control)" test "$OUT" = sent
+# The same through a pidfd (gVisor: the pid-1 shield refuses pidfd_open(1); Linux: pid 1 is shielded).
+run sc exec -- python3 -c 'import os, signal
+try:
+    signal.pidfd_send_signal(os.pidfd_open(1), signal.SIGKILL); print("sent")
+except OSError as e: print("refused", e.errno)'
+check "SIGKILL to pid 1 through a pidfd: refused or sent without effect ($OUT)" grep -qE "^(sent|refused)" <<<"$OUT"
 expect_output_contains alive sc exec -- echo alive
 if on_layer gvisor; then
     # gVisor (20221219) lists /proc/1/fd and shows /proc/1/environ of a process that is not
