@@ -74,7 +74,7 @@ HttpCallPtr RemoteSandboxes::start_process(const std::shared_ptr<Held>& h, const
   r.headers.push_back({"Connect-Protocol-Version", "1"});
   r.body = serve::rpc::envelope(nlohmann::json{{"process", proc}, {"stdin", with_stdin}}.dump(), 0);
   if (timeout_s) {
-    auto ms = static_cast<int64_t>(std::llround(*timeout_s * 1000));
+    auto ms = static_cast<int64_t>(*timeout_s * 1000 + 0.5);  // bounded by the tool's schema; no libm (CMakeLists.txt)
     r.headers.push_back({"Connect-Timeout-Ms", std::to_string(ms)});
     r.deadline = std::chrono::milliseconds(ms) + std::chrono::seconds(30);  // the server's end of it comes first
   } else {

@@ -6,6 +6,14 @@ namespace exg::mcp {
 
 namespace {
 
+// A finite double with no fractional part. Every double of magnitude 2^53 or
+// more is whole; below that, the round trip through int64_t drops any fraction.
+// (Plain arithmetic, not std::floor: libm is not linked, see CMakeLists.txt.)
+bool is_whole(double d) {
+  if (std::fabs(d) >= 9007199254740992.0) return true;
+  return static_cast<double>(static_cast<int64_t>(d)) == d;
+}
+
 bool has_type(const nlohmann::json& v, const std::string& t) {
   if (t == "object") return v.is_object();
   if (t == "array") return v.is_array();
@@ -14,7 +22,7 @@ bool has_type(const nlohmann::json& v, const std::string& t) {
   if (t == "null") return v.is_null();
   if (t == "number") return v.is_number();
   if (t == "integer") return v.is_number_integer() || (v.is_number_float() && std::isfinite(v.get<double>()) &&
-                                                       std::floor(v.get<double>()) == v.get<double>());
+                                                       is_whole(v.get<double>()));
   return false;
 }
 

@@ -320,8 +320,10 @@ std::optional<std::string> own_cgroup_path(std::string_view text, std::string_vi
 
 
 int64_t cpu_quota_us(double cpus) {
-  auto q = static_cast<int64_t>(std::llround(cpus * 100000.0));
-  return std::max<int64_t>(q, 1000);  // the kernel's minimum quota is 1 ms
+  // Rounded by hand (libm is not linked: see CMakeLists.txt); capped far above
+  // any machine (10^7 CPUs) so that the conversion to an integer is defined.
+  double q = std::min(cpus * 100000.0, 1e12) + 0.5;
+  return std::max<int64_t>(static_cast<int64_t>(q), 1000);  // the kernel's minimum quota is 1 ms
 }
 
 std::string cpu_max_value(double cpus) { return std::to_string(cpu_quota_us(cpus)) + " 100000"; }

@@ -69,6 +69,9 @@ TEST(CgroupParse, MemTotalCpuNames) {
   EXPECT_EQ(d::cpu_max_value(0.5), "50000 100000");
   EXPECT_EQ(d::cpu_max_value(2), "200000 100000");
   EXPECT_EQ(d::cpu_quota_us(0.001), 1000);
+  EXPECT_EQ(d::cpu_quota_us(0.123456), 12346);  // rounded to the nearest microsecond
+  EXPECT_EQ(d::cpu_quota_us(0.123454), 12345);
+  EXPECT_EQ(d::cpu_quota_us(1e300), 1000000000000);  // capped, not undefined
   EXPECT_EQ(d::stale_pid_of("exg-123-abc"), 123);
   EXPECT_EQ(d::stale_pid_of("exg-999999999-x"), 999999999);
   EXPECT_FALSE(d::stale_pid_of("exg--x"));

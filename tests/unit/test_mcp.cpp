@@ -242,3 +242,13 @@ TEST(McpArguments, IntegerBoundsAreExact) {
   EXPECT_TRUE(schema_error(json{{"maximum", 1.5}}, json(2), "x"));  // an integer against a fractional bound
 }
 
+TEST(McpArguments, IntegerTypeTakesWholeFloats) {
+  auto integer = json{{"type", "integer"}};
+  EXPECT_FALSE(schema_error(integer, json(3.0), "x"));
+  EXPECT_FALSE(schema_error(integer, json(-3.0), "x"));
+  EXPECT_FALSE(schema_error(integer, json(1e300), "x"));  // beyond int64_t: every such double is whole
+  EXPECT_TRUE(schema_error(integer, json(2.5), "x"));
+  EXPECT_TRUE(schema_error(integer, json(-0.5), "x"));
+  EXPECT_TRUE(schema_error(integer, json(4503599627370495.5), "x"));  // the largest fraction a double holds
+}
+
