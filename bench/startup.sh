@@ -2,7 +2,7 @@
 # Start-up cost: `exguardian run -- true` against bubblewrap doing comparable isolation, side by
 # side, interleaved (bench/interleave.py: every round runs each command once, so the machine's
 # load changes hit both alike). Writes bench/results/startup.json and prints medians, p90, CPU
-# (user + system of the whole process tree) and the ratio to bwrap per row.
+# (user + system of the whole process tree, orphans included) and the ratio to bwrap per row.
 # Usage: EXG=build/exguardian bash bench/startup.sh       (as root; as an ordinary user too)
 #        EXG_BEFORE=/path/to/older/exguardian adds that binary as a row ("before").
 set -euo pipefail
@@ -38,7 +38,9 @@ for ((i = 1; i < ${#rows[@]}; i += 2)); do
     ${rows[i]} || { echo "bench: '${rows[i]}' failed" >&2; exit 1; }
 done
 
-python3 "$root/bench/interleave.py" --warmup "$warmup" --runs "$runs" --export-json "$json" "${rows[@]}"
+# --whole-tree: a run lasts until its last process has exited and CPU counts them all (bwrap's
+# first process exits without waiting for its pid 1, which does the mounts and runs the command).
+python3 "$root/bench/interleave.py" --whole-tree --warmup "$warmup" --runs "$runs" --export-json "$json" "${rows[@]}"
 
 python3 - "$json" <<'EOF'
 import json, os, platform, sys
