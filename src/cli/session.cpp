@@ -134,11 +134,9 @@ int SessionOptions::execute() {
     return 0;
   }
   if (verbose) narrate(text);
-  agent::ControlRelay relay(control.substr(5), verbose);
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : built->policy.audit_log.value_or("");
-  so.agent = &relay;
   for (const auto& t : audit_tags) {
     auto eq = t.find('=');
     std::string name = t.substr(0, eq == std::string::npos ? 0 : eq);
@@ -157,6 +155,12 @@ int SessionOptions::execute() {
   auto host = HostProcess::prepare(built->plan.identity.invoked_as_root);
   if (!host) return usage_error(host.error().str());
   so.signal_fd = host->signal_fd();
+  // After the host setup, so that it is destroyed first: its socket is removed
+  // while the signals are still blocked. A second SIGTERM (timeout(1) sends
+  // two) that arrives once supervise() has stopped reading them stays pending
+  // until ~HostProcess unblocks it, and then ends the process at once.
+  agent::ControlRelay relay(control.substr(5), verbose);
+  so.agent = &relay;
   StdioIo io(/*relay_terminal=*/false);  // the agent's processes get terminals of their own
   auto status = sandbox::supervise(**chosen, built->plan, io, so);
   if (!status) return usage_error(status.error().str());

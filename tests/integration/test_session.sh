@@ -323,6 +323,25 @@ if start_session "$SOCK" "$T/d.log"; then
     else fail "a new session could not take over the stale socket"; sed 's/^/#      /' "$T/e.log"; fi
 else fail "session D did not come up"; fi
 
+# --- SIGTERM after SIGTERM (timeout(1) sends two) ---------------------------------------
+# One of them lands after the supervisor has stopped reading its signals; it stays pending
+# until the process unblocks them at its very end, which must come after the socket's removal.
+SOCK=$T/g.sock
+m6=exg-sess6-$$-$RANDOM
+if start_session "$SOCK" "$T/g.log"; then
+    G_PID=$SESSION_PID
+    sc start -- bash -c "exec -a $m6 sleep 1000" >/dev/null
+    check "G's process runs before the signals (control)" _some_left "$m6"
+    sup=$(pgrep -P "$G_PID" -f "exguardian session" | head -n 1)
+    if [ -n "$sup" ]; then
+        while kill -TERM "$sup" 2>/dev/null; do :; done
+        wait "$G_PID"; st=$?
+        check "SIGTERMs without pause end session G (status $st)" test "$st" = 143
+        check "G's socket is removed although SIGTERMs kept coming" test ! -e "$SOCK"
+        if wait_for 10 _none_left "$m6"; then ok "no survivors of session G"; else fail "survivors of session G"; fi
+    else fail "session G's supervisor not found under $G_PID"; fi
+else fail "session G did not come up"; sed 's/^/#      /' "$T/g.log"; fi
+
 # --- what the agent starts is counted by the sandbox's limits ---------------------------
 SOCK=$T/f.sock
 m5=exg-sess5-$$-$RANDOM
