@@ -21,7 +21,9 @@ namespace exg::cli {
 // connection costs up to six fds); as root, drops the supervisor's own
 // supplementary groups (they must not follow the command in: the layers check);
 // sweeps cgroups left by supervisors killed with SIGKILL. The mask is restored
-// when the object goes.
+// when the object goes, and a signal still pending then (a second SIGTERM)
+// ends the process on the spot: whatever must be cleaned up on the way out
+// (a session's control socket) is declared after it, so destroyed before it.
 class HostProcess {
  public:
   static Result<HostProcess> prepare(bool invoked_as_root);
