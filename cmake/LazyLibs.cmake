@@ -1,7 +1,8 @@
 # OpenSSL and zlib in exguardian, bound on first use (cmake/lazy_stubs.py says
 # why and how; util/lazy_libs.cpp is the binder): the stubs are generated from
 # the functions exguardian's objects call, and with --as-needed the libraries
-# are then no DT_NEEDED of the binary. The build fails if one still is. The
+# are then no DT_NEEDED of the binary. The build fails if one still is, or if
+# any library but libc and its loader is one (libm came in unnoticed once). The
 # sanitizer build links them as usual (its runtime wants to see every library).
 if(NOT EXG_SANITIZE)
   find_package(Python3 REQUIRED COMPONENTS Interpreter)

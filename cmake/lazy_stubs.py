@@ -43,12 +43,22 @@ def check_binary(path, list_in):
         os.remove(path)
         sys.exit(f"lazy_stubs.py: {path} still has {', '.join(still)} as DT_NEEDED (a function of theirs without a stub, "
                  "or the link lacks --as-needed): removed it")
+    # Every other DT_NEEDED library is opened, mapped and relocated at every
+    # start, and start-up is the product (libm alone cost about 0.4 ms): only
+    # glibc itself, libc and its loader, may be one. A new dependency is linked
+    # statically (CMakeLists.txt) or bound on first use (--lib above).
+    other = sorted(n for n in needed - lazy if n != "libc.so.6" and not n.startswith("ld-linux"))
+    if other:
+        os.remove(path)
+        sys.exit(f"lazy_stubs.py: {path} has {', '.join(other)} as DT_NEEDED: only libc.so.6 and its loader may be "
+                 "(link it statically, or bind it on first use); removed it")
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out")
-    ap.add_argument("--check-binary", help="fail (and remove it) if this binary still has one of --list-in's libraries as DT_NEEDED")
+    ap.add_argument("--check-binary", help="fail (and remove it) if this binary has a DT_NEEDED library other than libc and its loader, "
+                    "one of --list-in's among them")
     ap.add_argument("--list-in")
     ap.add_argument("--lib", action="append", default=[], help="a shared library, in the order to search")
     ap.add_argument("--list-out", help="also write the libraries' sonames there, one a line (packaging/make-deb.sh)")
