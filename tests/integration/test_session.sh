@@ -334,7 +334,13 @@ if start_session "$SOCK" "$T/g.log"; then
     check "G's process runs before the signals (control)" _some_left "$m6"
     sup=$(pgrep -P "$G_PID" -f "exguardian session" | head -n 1)
     if [ -n "$sup" ]; then
-        while kill -TERM "$sup" 2>/dev/null; do :; done
+        # Bounded: a supervisor that never ends is this check's failure, not ctest's timeout.
+        end=$((SECONDS + 20))
+        while [ "$SECONDS" -lt "$end" ] && kill -TERM "$sup" 2>/dev/null; do :; done
+        if kill -0 "$sup" 2>/dev/null; then
+            fail "session G's supervisor still runs after 20 s of SIGTERMs"
+            kill -KILL "$sup" 2>/dev/null
+        fi
         wait "$G_PID"; st=$?
         check "SIGTERMs without pause end session G (status $st)" test "$st" = 143
         check "G's socket is removed although SIGTERMs kept coming" test ! -e "$SOCK"
