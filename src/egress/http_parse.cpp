@@ -37,7 +37,7 @@ std::string_view trim(std::string_view s) {
 Error bad(std::string why) { return Error::msg("malformed request", std::move(why)); }
 
 // Splits the head into lines (CRLF only) and parses the header fields after the first line.
-Result<std::string_view> split_headers(std::string_view head, HttpHead& h) {
+Result<std::string_view> split_headers(std::string_view head, HttpHead& h, size_t max_fields) {
   if (head.size() < 4 || !head.ends_with("\r\n\r\n")) return fail(bad("incomplete head"));
   head.remove_suffix(2);  // the final empty line's CRLF; every line now ends with CRLF
   for (unsigned char c : head)
@@ -55,7 +55,7 @@ Result<std::string_view> split_headers(std::string_view head, HttpHead& h) {
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || !is_token(line.substr(0, colon))) return fail(bad("bad header line"));
     h.headers.emplace_back(std::string(line.substr(0, colon)), std::string(trim(line.substr(colon + 1))));
-    if (h.headers.size() > 200) return fail(bad("too many headers"));
+    if (h.headers.size() > max_fields) return fail(bad("too many headers"));
   }
   if (first.find('\r') != std::string_view::npos || first.find('\n') != std::string_view::npos)
     return fail(bad("bare CR or LF"));
@@ -128,9 +128,9 @@ bool plausible_request_prefix(std::string_view buf) {
   return true;
 }
 
-Result<HttpHead> parse_request_head(std::string_view head) {
+Result<HttpHead> parse_request_head(std::string_view head, size_t max_fields) {
   HttpHead h;
-  auto first = split_headers(head, h);
+  auto first = split_headers(head, h, max_fields);
   if (!first) return fail(first.error());
   std::string_view line = *first;
   size_t a = line.find(' ');
@@ -146,9 +146,9 @@ Result<HttpHead> parse_request_head(std::string_view head) {
   return h;
 }
 
-Result<HttpHead> parse_response_head(std::string_view head) {
+Result<HttpHead> parse_response_head(std::string_view head, size_t max_fields) {
   HttpHead h;
-  auto first = split_headers(head, h);
+  auto first = split_headers(head, h, max_fields);
   if (!first) return fail(first.error());
   std::string_view line = *first;
   if (line.size() < 12 || !valid_version(line.substr(0, 8)) || line[8] != ' ') return fail(bad("bad status line"));

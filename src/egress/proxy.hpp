@@ -144,8 +144,15 @@ size_t head_length(std::string_view buf);
 // answered at once instead of at the header timeout).
 bool plausible_request_prefix(std::string_view buf);
 
-Result<HttpHead> parse_request_head(std::string_view head);
-Result<HttpHead> parse_response_head(std::string_view head);
+// Header fields a peer's head may carry; more is "too many headers". A head the
+// proxy writes from one (below) carries at most kFieldsTheProxyAdds more: Host
+// when missing and "Connection: close". So what the proxy sends parses with
+// max_fields = kMaxHeaderFields + kFieldsTheProxyAdds (fuzz/http_request.cpp and
+// fuzz/http_response.cpp check it).
+inline constexpr size_t kMaxHeaderFields = 200;
+inline constexpr size_t kFieldsTheProxyAdds = 2;
+Result<HttpHead> parse_request_head(std::string_view head, size_t max_fields = kMaxHeaderFields);
+Result<HttpHead> parse_response_head(std::string_view head, size_t max_fields = kMaxHeaderFields);
 
 struct Authority {
   std::string host;  // as written, brackets removed from IPv6 literals
