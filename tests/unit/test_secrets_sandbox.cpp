@@ -104,6 +104,18 @@ TEST(SecretsPolicy, ErrorsNameWhatAndWhere) {
             "for it");
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "x+"}]})J"),
             "p.json:1:82: secrets[0].extract: needs a capture group: group 1 of each match is the secret's value");
+  // A number the regex compiler reads (a back-reference, a repetition count)
+  // of more than 9 digits overflowed libstdc++'s compiler (fuzz/policy.cpp).
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a)\\11111111111"}]})J"),
+            "p.json:1:82: secrets[0].extract: a number of more than 9 digits at character 5 of the regular expression "
+            "(a back-reference or a repetition count)");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a{1,99999999999})"}]})J"),
+            "p.json:1:82: secrets[0].extract: a number of more than 9 digits at character 6 of the regular expression "
+            "(a back-reference or a repetition count)");
+  // Long literal digits stay allowed (and huge counts are libstdc++'s own error).
+  EXPECT_EQ(ok(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "id=12345678901(a{1,9})\\1"}]})J")
+                .secrets[0].extract.value_or(""),
+            "id=12345678901(a{1,9})\\1");
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"]},
                                      {"name": "A", "from": "env:B", "hosts": ["b.com"]}]})J"),
             "p.json:2:47: secrets[1].name: secret \"A\" is already declared at p.json:1:14");
