@@ -148,6 +148,20 @@ bool allow_covers(const std::string& allow, const std::string& host) {
   return bare.size() > a.size() - 2 && bare.ends_with(a.substr(1));
 }
 
+std::optional<SandboxPath> parse_sandbox_path(std::string_view path) {
+  if (path.starts_with("/v2/")) path.remove_prefix(3);
+  constexpr std::string_view kPrefix = "/sandboxes/";
+  if (!path.starts_with(kPrefix)) return std::nullopt;
+  path.remove_prefix(kPrefix.size());
+  size_t slash = path.find('/');
+  std::string_view id = path.substr(0, slash), action = slash == std::string_view::npos ? "" : path.substr(slash);
+  auto id_char = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-'; };
+  if (id.empty() || id.size() > 64 || !std::all_of(id.begin(), id.end(), id_char)) return std::nullopt;
+  if (!action.empty() && (action.size() < 2 || !std::all_of(action.begin() + 1, action.end(), [](char c) { return c >= 'a' && c <= 'z'; })))
+    return std::nullopt;
+  return SandboxPath{std::string(id), std::string(action)};
+}
+
 bool proxy_owned_header(const std::string& name) {
   std::string l = lower(name);
   for (const char* h : {"host", "connection", "content-length", "transfer-encoding", "te", "upgrade", "trailer", "keep-alive",

@@ -8,6 +8,7 @@
 #include <expected>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "serve/http_server.hpp"
@@ -55,6 +56,16 @@ BodyResult<std::optional<int64_t>> parse_timeout_body(const std::string& body, c
 // Does an allowOut entry (or a template's domain) let the sandbox reach what
 // a rule's host names? Exactly (case-insensitively), or under a *.domain entry.
 bool allow_covers(const std::string& allow, const std::string& host);
+
+// /sandboxes/{id}[/action] and /v2/sandboxes/{id}[/action]: the id (1-64 of
+// A-Z a-z 0-9 _ -) and the action with its slash ("" when none; lower-case
+// letters), or nothing for any other path. A plain scan, not std::regex:
+// libstdc++'s matcher recurses once per character of the path, and a path is
+// what any client sends.
+struct SandboxPath {
+  std::string id, action;
+};
+std::optional<SandboxPath> parse_sandbox_path(std::string_view path);
 
 // Headers the proxy writes or removes itself (as policy "setHeader" refuses them).
 bool proxy_owned_header(const std::string& name);

@@ -8,7 +8,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cmath>
-#include <regex>
 #include <sstream>
 
 #include "sandbox/refusals.hpp"
@@ -133,10 +132,9 @@ void Service::control(Request& req, ExchangePtr ex, const std::string& path, con
   if ((path == "/sandboxes" || path == "/v2/sandboxes") && m == http::verb::get) return list_sandboxes(req, ex, *t, query, path == "/v2/sandboxes");
 
   // /sandboxes/{id}[/action] and /v2/sandboxes/{id}/connect
-  static const std::regex one(R"(^(/v2)?/sandboxes/([A-Za-z0-9_-]{1,64})(/[a-z]+)?$)");
-  std::smatch mm;
-  if (!std::regex_match(path, mm, one)) return reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + path));
-  std::string id = mm[2], action = mm[3];
+  auto one = parse_sandbox_path(path);
+  if (!one) return reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + path));
+  const std::string &id = one->id, &action = one->action;
   std::string route = "/sandboxes/{id}" + action;
   ex->log_sandbox = id;
   auto sb = registry_.find(id);

@@ -406,6 +406,26 @@ TEST(ServeControlRequests, NetworkUpdateAndTimeoutBodies) {
             "duration: 7200: this tenant's limit is 3600 seconds");
 }
 
+TEST(ServeControlRequests, SandboxPathsParsedWithoutRecursion) {
+  auto p = parse_sandbox_path("/sandboxes/abc_D-9");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->id, "abc_D-9");
+  EXPECT_EQ(p->action, "");
+  p = parse_sandbox_path("/v2/sandboxes/x/connect");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->id, "x");
+  EXPECT_EQ(p->action, "/connect");
+  EXPECT_TRUE(parse_sandbox_path("/sandboxes/" + std::string(64, 'a')));
+  for (std::string bad : std::vector<std::string>{"/sandboxes/", "/sandboxes", "/sandboxes//pause", "/sandboxes/a/", "/sandboxes/a/Pause",
+                          "/sandboxes/a/pause/", "/sandboxes/a/pause/x", "/sandboxes/a.b", "/v3/sandboxes/a", "/v2/v2/sandboxes/a",
+                          "sandboxes/a", "/sandboxes/" + std::string(65, 'a')})
+    EXPECT_FALSE(parse_sandbox_path(bad)) << bad;
+  // A path far longer than the server's header limit (16 KiB): std::regex's
+  // recursive matcher overflowed an 8 MiB stack at about 30 000 characters.
+  EXPECT_FALSE(parse_sandbox_path("/sandboxes/a/" + std::string(1 << 20, 'a') + "A"));
+  EXPECT_TRUE(parse_sandbox_path("/sandboxes/a/" + std::string(1 << 20, 'a')));
+}
+
 TEST(ServeTenants, QuotasOutOfRangeAreRefused) {
   // fuzz/serve_config's bounds: 2^64-1 sandboxes passed as -1; a timeout quota past the clock's range was taken.
   auto quota = [](const std::string& q) {
