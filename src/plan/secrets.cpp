@@ -11,11 +11,11 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <regex>
 #include <set>
 
 #include "egress/rules.hpp"
 #include "plan/paths.hpp"
+#include "policy/extract_pattern.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::plan {
@@ -127,18 +127,12 @@ Result<std::string> read_source(const policy::SecretEntry& s, const Context& ctx
 Result<std::string> secret_value(const policy::SecretEntry& s, const std::string& text) {
   std::string value;
   if (s.extract) {
-    std::set<std::string> found;
-    try {
-      std::regex re(*s.extract, std::regex::ECMAScript);
-      for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator(); ++it)
-        if ((*it)[1].matched && (*it)[1].length() > 0) found.insert((*it)[1].str());
-    } catch (const std::regex_error& e) {
-      return fail(Error::msg(label(s), std::string("extract: ") + e.what()));
-    }
+    // Two values are enough to know the pattern is ambiguous.
+    auto found = policy::extract_values(*s.extract, text, 2);
     if (found.empty()) return fail(Error::msg(label(s), "extract \"" + *s.extract + "\" finds nothing in its source"));
     if (found.size() > 1)
-      return fail(Error::msg(label(s), "extract \"" + *s.extract + "\" finds " + std::to_string(found.size()) +
-                                           " different values; one secret holds one value (declare one per value)"));
+      return fail(Error::msg(label(s), "extract \"" + *s.extract +
+                                           "\" finds more than one different value; one secret holds one value (declare one per value)"));
     value = *found.begin();
   } else {
     value = text;

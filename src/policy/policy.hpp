@@ -136,7 +136,7 @@ struct SecretEntry {
   Source source = Source::Env;
   std::string from;                    // Env: the host variable's name; File: the path as written
   std::string base_dir;                // what a relative File path is relative to
-  std::optional<std::string> extract;  // ECMAScript regex: group 1 of its matches is the value
+  std::optional<std::string> extract;  // RE2 pattern (policy/extract_pattern.hpp): group 1 of its matches is the value
   std::vector<DomainEntry> hosts;      // where the value may go; each must be allowed by allowedDomains
   std::vector<std::string> headers;    // lower-case request header names it is put in; empty: any header
   bool set_env = true;                 // NAME=placeholder inside (srt file masks set no variable)

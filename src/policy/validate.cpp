@@ -9,12 +9,12 @@
 #include <cmath>
 #include <cstdint>
 #include <functional>
-#include <regex>
 #include <string>
 #include <vector>
 
 #include "layer/kind.hpp"
 #include "policy/json_positions.hpp"
+#include "policy/extract_pattern.hpp"
 #include "policy/policy.hpp"
 
 namespace exg::policy {
@@ -996,36 +996,10 @@ class Validator {
     });
   }
 
-  // A number std::regex reads as one (a back-reference after "\\", a count
-  // in a "{m,n}" quantifier) of more than 9 digits overflows libstdc++'s
-  // regex compiler, which is undefined behaviour in exguardian's own process
-  // (found by fuzz/policy.cpp). Such a pattern is refused before it is
-  // compiled; the position names the number.
-  static std::optional<size_t> overlong_regex_number(const std::string& s) {
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (!std::isdigit(static_cast<unsigned char>(s[i]))) continue;
-      size_t end = i;
-      while (end < s.size() && std::isdigit(static_cast<unsigned char>(s[end]))) ++end;
-      const bool read_as_number = i > 0 && (s[i - 1] == '\\' || s[i - 1] == '{' || s[i - 1] == ',');
-      if (read_as_number && end - i > 9) return i;
-      i = end;
-    }
-    return std::nullopt;
-  }
-
   Check extract_pattern(const Node& n, std::optional<std::string>* out) {
     std::string s;
     if (auto e = non_empty_string(n, &s)) return e;
-    if (auto at = overlong_regex_number(s))
-      return bad_value(n, "a number of more than 9 digits at character " + std::to_string(*at + 1) +
-                              " of the regular expression (a back-reference or a repetition count)");
-    try {
-      std::regex re(s, std::regex::ECMAScript);
-      if (re.mark_count() < 1)
-        return bad_value(n, "needs a capture group: group 1 of each match is the secret's value");
-    } catch (const std::regex_error& e) {
-      return bad_value(n, "invalid regular expression " + in_quotes(s) + ": " + e.what());
-    }
+    if (auto why = extract_pattern_error(s)) return bad_value(n, *why);
     *out = s;
     return std::nullopt;
   }

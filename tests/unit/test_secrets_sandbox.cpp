@@ -17,6 +17,7 @@
 
 #include "plan/plan.hpp"
 #include "plan/secrets.hpp"
+#include "policy/extract_pattern.hpp"
 #include "policy/policy.hpp"
 
 namespace exg {
@@ -104,18 +105,30 @@ TEST(SecretsPolicy, ErrorsNameWhatAndWhere) {
             "for it");
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "x+"}]})J"),
             "p.json:1:82: secrets[0].extract: needs a capture group: group 1 of each match is the secret's value");
-  // A number the regex compiler reads (a back-reference, a repetition count)
-  // of more than 9 digits overflowed libstdc++'s compiler (fuzz/policy.cpp).
-  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a)\\11111111111"}]})J"),
-            "p.json:1:82: secrets[0].extract: a number of more than 9 digits at character 5 of the regular expression "
-            "(a back-reference or a repetition count)");
-  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a{1,99999999999})"}]})J"),
-            "p.json:1:82: secrets[0].extract: a number of more than 9 digits at character 6 of the regular expression "
-            "(a back-reference or a repetition count)");
-  // Long literal digits stay allowed (and huge counts are libstdc++'s own error).
-  EXPECT_EQ(ok(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "id=12345678901(a{1,9})\\1"}]})J")
+  // Extract patterns are RE2's (linear time, no recursion): what needs
+  // backtracking is refused when the policy is loaded, naming why.
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a)\\1"}]})J"),
+            "p.json:1:82: secrets[0].extract: invalid regular expression \"(a)\\1\": invalid escape sequence: \\1 "
+            "(RE2 syntax: no back-references, no look-ahead or look-behind)");
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(?=a)(b)"}]})J"),
+            "p.json:1:82: secrets[0].extract: invalid regular expression \"(?=a)(b)\": invalid perl operator: "
+            "(?= (RE2 syntax: no back-references, no look-ahead or look-behind)");
+  // A number of more than 9 digits overflowed libstdc++'s regex compiler
+  // (fuzz/policy.cpp); RE2 refuses counts over 1000 and reads a brace it
+  // cannot take as a count as itself.
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a{1,1001})"}]})J"),
+            "p.json:1:82: secrets[0].extract: invalid regular expression \"(a{1,1001})\": invalid "
+            "repetition size: {1,1001}");
+  EXPECT_EQ(ok(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a{1,99999999999})"}]})J")
                 .secrets[0].extract.value_or(""),
-            "id=12345678901(a{1,9})\\1");
+            "(a{1,99999999999})");
+  EXPECT_EQ(policy::extract_values("(a{1,99999999999})", "xa{1,99999999999}", 2), std::vector<std::string>{"a{1,99999999999}"});
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a))J" +
+                     std::string(1022, 'b') + R"J("}]})J"),
+            "p.json:1:82: secrets[0].extract: the regular expression is 1025 characters long (at most 1024)");
+  EXPECT_EQ(ok(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "id=12345678901(a{1,9})"}]})J")
+                .secrets[0].extract.value_or(""),
+            "id=12345678901(a{1,9})");
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A", "from": "env:A", "hosts": ["a.com"]},
                                      {"name": "A", "from": "env:B", "hosts": ["b.com"]}]})J"),
             "p.json:2:47: secrets[1].name: secret \"A\" is already declared at p.json:1:14");
@@ -416,6 +429,10 @@ TEST_F(SecretsPlan, ValueProblemsNameTheSecret) {
                                                           "hosts": ["api.github.com"]}]})J")
                 .find("finds nothing"),
             std::string::npos);
+  EXPECT_NE(compile_error("{" + kNet + R"J(, "secrets": [{"name": "T", "from": "env:GITHUB_TOKEN", "extract": "(.)",
+                                                          "hosts": ["api.github.com"]}]})J")
+                .find("finds more than one different value"),
+            std::string::npos);
   EXPECT_NE(compile_error("{" + kNet + R"J(, "secrets": [{"name": "T", "from": "env:GITHUB_TOKEN", "hosts": ["api.github.com"]}],
                                            "secretFiles": [{"path": "~/.npmrc", "secrets": ["T"]}]})J")
                 .find("the value of secret T is not in " + home + "/.npmrc"),
@@ -461,6 +478,29 @@ TEST_F(SecretsPlan, RequestRulesTerminateTlsWithoutSecrets) {
       "secrets": [{"name": "GITHUB_TOKEN", "from": "env:GITHUB_TOKEN", "hosts": ["api.github.com"]}]})")
                 .find("would never be terminated"),
             std::string::npos);
+}
+
+// The source is any file of up to 1 MiB and the pattern may come with the
+// project: matching must stay linear and use no stack per character (std::regex
+// overflowed an 8 MiB stack on "key=(.*)" over 100 000 characters, and took
+// seconds on "(.*)Z" over 10 000).
+TEST(SecretsExtract, LinearAndStacklessOnHostileInput) {
+  const std::string mib(1 << 20, 'x');
+  auto v = policy::extract_values("key=(.*)", "key=" + mib + "\nother=1", 2);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0], mib);
+  EXPECT_TRUE(policy::extract_values("(.*)Z", mib, 2).empty());
+  EXPECT_TRUE(policy::extract_values("(x*x*x*x*x*x*x*x*)Z", mib, 2).empty());
+  EXPECT_EQ(policy::extract_values("(x)|[^\\n]*Z", mib, 2), std::vector<std::string>{"x"});  // a million matches
+  EXPECT_TRUE(policy::extract_values("(a|a)*(b)", std::string(64, 'a'), 2).empty());
+  // Successive matches, distinct values, empty matches skipped, "^" only at the start.
+  EXPECT_EQ(policy::extract_values("k=(\\w+)", "k=aaaa k=aaaa k=bbbb k=cccc", 2), (std::vector<std::string>{"aaaa", "bbbb"}));
+  EXPECT_EQ(policy::extract_values("k=(\\w+)", "k=aaaa k=aaaa", 2), std::vector<std::string>{"aaaa"});
+  EXPECT_TRUE(policy::extract_values("(x*)", "abc", 2).empty());
+  EXPECT_EQ(policy::extract_values("^k=(\\w+)", "k=aaaa\nk=bbbb", 2), std::vector<std::string>{"aaaa"});
+  EXPECT_EQ(policy::extract_values("(?m)^k=(\\w+)", "k=aaaa\nk=bbbb", 2), (std::vector<std::string>{"aaaa", "bbbb"}));
+  EXPECT_EQ(policy::extract_values("token:\\s*(\\S+)", "user: a\ntoken:   gho_abcd1234\n", 2),
+            std::vector<std::string>{"gho_abcd1234"});
 }
 
 TEST(SecretsMask, LongestValueFirst) {
