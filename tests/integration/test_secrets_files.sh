@@ -193,5 +193,19 @@ bad_policy "srt mask without injectHosts" \
 bad_policy "bad from" \
     '{"secrets": [{"name": "T", "from": "GITHUB_TOKEN", "hosts": ["a.com"]}]}' \
     'secrets[0].from: expected "env:NAME" or "file:PATH", got "GITHUB_TOKEN"'
+# An extract pattern may come with a project (.exguardian.json), its source may be any file of up to
+# 1 MiB: std::regex recursed once per character there (a crash) and backtracked (hours); RE2 answers
+# at once. A file that fills a whole MiB with one line:
+{ printf 'k='; head -c 1048000 /dev/zero | tr '\0' x; } > "$HOME/big-credential"
+chmod 644 "$HOME/big-credential"
+bad_policy "extract that once took a stack frame per character" \
+    '{"network": {"allowedDomains": ["a.com"]}, "secrets": [{"name": "T", "from": "file:~/big-credential", "extract": "k=([^Z]*)Z", "hosts": ["a.com"]}]}' \
+    'extract "k=([^Z]*)Z" finds nothing in its source'
+bad_policy "extract that once backtracked for hours" \
+    '{"network": {"allowedDomains": ["a.com"]}, "secrets": [{"name": "T", "from": "file:~/big-credential", "extract": "(x*x*x*x*)Z", "hosts": ["a.com"]}]}' \
+    'extract "(x*x*x*x*)Z" finds nothing in its source'
+bad_policy "extract with a back-reference" \
+    '{"secrets": [{"name": "T", "from": "file:~/big-credential", "extract": "(x)\\1", "hosts": ["a.com"]}]}' \
+    'no back-references, no look-ahead or look-behind'
 
 finish
