@@ -1,4 +1,5 @@
 #include "agent/protocol.hpp"
+#include "util/json_parse.hpp"
 
 #include <csignal>
 #include <cstring>
@@ -18,25 +19,6 @@ void put_u32(std::string& out, uint32_t v) {
 uint32_t get_u32(const char* p) {
   auto b = reinterpret_cast<const unsigned char*>(p);
   return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
-}
-
-// Nesting depth of JSON text, strings skipped; the parser then never sees a
-// deeply nested document.
-size_t json_depth(std::string_view s) {
-  size_t depth = 0, max = 0;
-  bool in_string = false;
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (in_string) {
-      if (c == '\\') ++i;
-      else if (c == '"') in_string = false;
-      continue;
-    }
-    if (c == '"') in_string = true;
-    else if (c == '[' || c == '{') max = std::max(max, ++depth);
-    else if ((c == ']' || c == '}') && depth > 0) --depth;
-  }
-  return max;
 }
 
 // Typed access to a request header's fields; every field read is marked, and
@@ -222,7 +204,8 @@ FrameReader::Item FrameReader::next() {
   if (hlen > len - kFixedBytes) return bad("header length " + std::to_string(hlen) + " runs past the frame");
   if (len - kFixedBytes - hlen > kMaxPayload) return bad("payload larger than the limit (1 MiB)");
   std::string_view htext(body + kFixedBytes, hlen);
-  if (json_depth(htext) > kMaxJsonDepth) return bad("header nested deeper than 8 levels");
+  // Tighter than parse_json's bound: a header nests a few levels at most.
+  if (json_depth(htext, kMaxJsonDepth) > kMaxJsonDepth) return bad("header nested deeper than 8 levels");
   auto header = nlohmann::json::parse(htext.begin(), htext.end(), nullptr, false);
   if (header.is_discarded()) return bad("header is not valid JSON");
   if (!header.is_object()) return bad("header is not a JSON object");

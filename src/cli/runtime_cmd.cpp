@@ -35,6 +35,7 @@
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
 #include "sandbox/audit.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::cli {
 
@@ -170,7 +171,7 @@ bool valid_id(const std::string& id) {
 std::optional<json> load_state(const std::string& id) {
   std::string text;
   if (!valid_id(id) || !read_text(our_dir(id) + "/state.json", text)) return std::nullopt;
-  auto j = json::parse(text, nullptr, false);
+  auto j = parse_json(text);
   if (j.is_discarded() || !j.is_object()) return std::nullopt;
   return j;
 }
@@ -301,7 +302,7 @@ std::string backend_status(oci::Runtime rt, const std::string& id) {
   if (!base) return "";
   std::string out;
   if (run_backend(rt, with_verb(*base, "state", {id}), &out) != 0) return "";
-  auto j = json::parse(out, nullptr, false);
+  auto j = parse_json(out);
   return j.is_object() ? j.value("status", "") : "";
 }
 
@@ -327,7 +328,7 @@ pid_t created_pid(oci::Runtime rt, const std::vector<std::string>& base, const A
   if (pid <= 0) {
     std::string out;
     if (run_backend(rt, with_verb(base, "state", {a.id}), &out) == 0) {
-      auto j = json::parse(out, nullptr, false);
+      auto j = parse_json(out);
       if (j.is_object()) pid = j.value("pid", 0);
     }
   }
@@ -381,7 +382,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   std::string config_path = bundle + "/config.json";
   std::string text;
   if (!read_text(config_path, text)) return error("create: cannot read " + config_path + ": " + std::strerror(errno));
-  json config = json::parse(text, nullptr, false);
+  json config = parse_json(text);
   if (config.is_discarded() || !config.is_object()) return error("create: " + config_path + ": not a JSON object");
 
   std::error_code ec;
@@ -492,7 +493,7 @@ int cmd_exec(const Args& a, const json& st) {
       std::string text;
       const std::string& pf = a.opts.at("--process");
       if (!read_text(pf, text)) return error("exec: cannot read --process " + pf + ": " + std::strerror(errno));
-      json proc = json::parse(text, nullptr, false);
+      json proc = parse_json(text);
       if (proc.is_discarded()) return error("exec: --process " + pf + ": not JSON");
       if (auto r = oci::harden_process(proc, in); !r) return error("exec: " + r.error().str());
       std::string ours = our_dir(a.id) + "/exec-" + std::to_string(::getpid()) + ".json";
@@ -593,7 +594,7 @@ int cmd_update(const Args& a, const json& st) {
     } else if (!read_text(path, text)) {
       return error("update: cannot read --resources " + path);
     }
-    auto r = json::parse(text, nullptr, false);
+    auto r = parse_json(text);
     if (!r.is_object()) return ::unlink(staged.c_str()), error("update --resources: not a JSON object");
     if (r.contains("pids") && r["pids"].is_object() && r["pids"].contains("limit") &&
         over("pids_max", r["pids"]["limit"].get<int64_t>()))
@@ -658,7 +659,7 @@ int cmd_list(const Args& a) {
     std::string out;
     if (run_backend(rt, with_verb(*base, "list", {"--format", "json"}), &out) != 0)
       return error(std::string("list: ") + oci::to_string(rt) + " list failed");
-    auto j = json::parse(out, nullptr, false);
+    auto j = parse_json(out);
     if (j.is_discarded() || !(j.is_array() || j.is_null()))  // runsc says null for none
       return error(std::string("list: ") + oci::to_string(rt) + " list: not a JSON array");
     for (auto& c : j)

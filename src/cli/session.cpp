@@ -14,6 +14,7 @@
 #include "cli/host_setup.hpp"
 #include "sandbox/supervisor.hpp"
 #include "util/write_all.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::cli {
 
@@ -229,7 +230,7 @@ int session_client_main(int argc, char** argv) {
   }
   if (verb == "call") {
     if (i >= args.size()) return client_error("call: expected a JSON header");
-    auto h = nlohmann::json::parse(args[i++], nullptr, false);
+    auto h = parse_json(args[i++]);
     if (h.is_discarded() || !h.is_object()) return client_error("call: the header is not a JSON object");
     std::string payload, payload_out;
     long events = 0;

@@ -33,6 +33,7 @@
 #include "evidence/world.hpp"
 #include "sandbox/advice.hpp"
 #include "sandbox/host_caps.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::evidence {
 namespace fs = std::filesystem;
@@ -523,7 +524,7 @@ struct Runner {
     if (o.out.size() > 65536) o.out = o.out.substr(0, 32768) + "\n...\n" + o.out.substr(o.out.size() - 32768);
     std::ifstream af(audit);
     for (std::string l; std::getline(af, l);) {
-      auto j = nlohmann::json::parse(l, nullptr, false);
+      auto j = parse_json(l);
       if (!j.is_discarded()) o.audit.push_back(std::move(j));
     }
     if (!world_log.empty()) {
@@ -764,7 +765,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   if (coord > 0)
     while (::waitpid(coord, &st, 0) < 0 && errno == EINTR) {}
 
-  auto res = nlohmann::json::parse(read_whole(results_path).value_or("{}"), nullptr, false);
+  auto res = parse_json(read_whole(results_path).value_or("{}"));
   std::vector<pid_t> supervisors;
   const std::string tag = all_layers ? layer + " layer: " : "";
   if (res.is_discarded() || !res.contains("probes")) {

@@ -10,6 +10,7 @@
 #include <iterator>
 
 #include "serve/sandbox_registry.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::mcp {
 
@@ -121,7 +122,7 @@ void EvidenceRuns::finish(const std::string& k, std::shared_ptr<Run> r, const Ev
   std::ifstream in(r->json_file, std::ios::binary);
   std::string text(std::istreambuf_iterator<char>(in), {});
   ::unlink(r->json_file.c_str());
-  auto rep = nlohmann::json::parse(text, nullptr, false);
+  auto rep = parse_json(text);
   nlohmann::json result;
   std::string err;
   if (rep.is_discarded() || !rep.is_object()) {

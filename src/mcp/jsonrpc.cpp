@@ -1,4 +1,5 @@
 #include "mcp/jsonrpc.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::mcp {
 
@@ -17,10 +18,11 @@ ParseOutcome invalid(const nlohmann::json& id, const std::string& why, bool repl
 ParseOutcome parse_line(std::string_view line) {
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.remove_suffix(1);
   if (line.size() > kMaxLineBytes) return invalid(nullptr, "the message is longer than 16 MiB");
-  auto j = nlohmann::json::parse(line, nullptr, false);
+  std::string why;
+  auto j = parse_json(line, &why);
   if (j.is_discarded()) {
     ParseOutcome o;
-    o.error_reply = make_error(nullptr, RpcCode::ParseError, "Parse error: the line is not valid JSON");
+    o.error_reply = make_error(nullptr, RpcCode::ParseError, "Parse error: the line is " + why);
     return o;
   }
   if (j.is_array()) return invalid(nullptr, "batches (JSON arrays) are not part of MCP since its 2025-06-18 revision");

@@ -1,6 +1,7 @@
 #include "mcp/remote_sandboxes.hpp"
 
 #include "serve/sandbox_registry.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::mcp {
 
@@ -70,7 +71,7 @@ void RemoteSandboxes::fetch_refusals(const std::shared_ptr<Held>& h) {
   control(http::verb::get, target, nullptr, [this, h](const HttpAnswer& a, const std::optional<std::string>& failure) {
     nlohmann::json refused = nlohmann::json::array();
     std::string note;
-    auto j = failure ? nlohmann::json() : nlohmann::json::parse(a.body, nullptr, false);
+    auto j = failure ? nlohmann::json() : parse_json(a.body);
     if (failure) {
       note = "The sandbox's refusals could not be had from exguardian serve (" + *failure + ").";
     } else if (!j.is_object() || !j.contains("refusals") || !j["refusals"].is_array() || !j.contains("next") ||
@@ -114,7 +115,7 @@ void RemoteSandboxes::rpc(const std::shared_ptr<Held>& h, const std::string& met
   r.body = msg.dump();
   envd(h, std::move(r), [done](const HttpAnswer& a, const std::optional<std::string>& failure) {
     if (failure) return done(nullptr, failure);
-    auto j = nlohmann::json::parse(a.body, nullptr, false);
+    auto j = parse_json(a.body);
     if (!j.is_object()) return done(nullptr, std::string("exguardian serve's answer is not a JSON object"));
     done(j, std::nullopt);
   });
@@ -154,7 +155,7 @@ void RemoteSandboxes::create(ToolCallPtr c) {
       --creating_;
       return c->reply(ToolOutcome::error("create_sandbox: " + *failure));
     }
-    auto j = nlohmann::json::parse(ans.body, nullptr, false);
+    auto j = parse_json(ans.body);
     auto h = std::make_shared<Held>();
     if (j.is_object()) {
       h->id = j.value("sandboxID", "");
@@ -179,7 +180,7 @@ void RemoteSandboxes::describe(ToolCallPtr c, std::shared_ptr<Held> h) {
   };
   control(http::verb::get, "/sandboxes/" + h->id, nullptr, [this, c, h, fail](const HttpAnswer& ans, const std::optional<std::string>& failure) {
     if (failure) return fail(*failure);
-    auto j = nlohmann::json::parse(ans.body, nullptr, false);
+    auto j = parse_json(ans.body);
     if (!j.is_object()) return fail("its detail is not a JSON object");
     h->layer = j.value("layer", "");
     h->created_at = j.value("startedAt", "");
@@ -202,7 +203,7 @@ void RemoteSandboxes::list(ToolCallPtr c) {
   std::string target = "/v2/sandboxes?limit=1000&metadata=" + query_escape(std::string(kSessionKey) + "=" + session_tag_);
   control(http::verb::get, target, nullptr, [this, c](const HttpAnswer& ans, const std::optional<std::string>& failure) {
     if (failure) return c->reply(ToolOutcome::error("list_sandboxes: " + *failure));
-    auto j = nlohmann::json::parse(ans.body, nullptr, false);
+    auto j = parse_json(ans.body);
     if (!j.is_array()) return c->reply(ToolOutcome::error("list_sandboxes: exguardian serve's answer is not a JSON array"));
     std::map<std::string, nlohmann::json> there;
     for (auto& s : j)
@@ -240,7 +241,7 @@ void RemoteSandboxes::destroy(ToolCallPtr c) {
       }
       if (failure) return c->reply(ToolOutcome::error("destroy_sandbox: " + *failure));
       forget(id);
-      auto last = nlohmann::json::parse(ans.body, nullptr, false);
+      auto last = parse_json(ans.body);
       if (last.is_object() && last.contains("refusals") && last["refusals"].is_array())
         for (auto& r : last["refusals"]) refused.push_back(std::move(r));
       else if (note.empty())

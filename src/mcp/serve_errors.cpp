@@ -1,4 +1,5 @@
 #include "mcp/serve_errors.hpp"
+#include "util/json_parse.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -8,7 +9,7 @@ namespace {
 
 // What an error body says: E2B's {"code": 404, "message": ...} or Connect's {"code": "not_found", "message": ...}.
 std::string body_message(const std::string& body, std::string* connect_code) {
-  auto j = nlohmann::json::parse(body, nullptr, false);
+  auto j = parse_json(body);
   if (j.is_object()) {
     if (auto c = j.find("code"); c != j.end() && c->is_string()) *connect_code = c->get<std::string>();
     if (auto m = j.find("message"); m != j.end() && m->is_string()) return m->get<std::string>();

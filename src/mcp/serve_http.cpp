@@ -1,4 +1,5 @@
 #include "mcp/serve_http.hpp"
+#include "util/json_parse.hpp"
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -128,7 +129,7 @@ struct Exchange : HttpCall, std::enable_shared_from_this<Exchange> {
       if (len > ServeHttp::kMaxMessage) return protocol_error("a stream message of " + std::to_string(len) + " bytes");
       if (pending.size() - at - 5 < len) break;
       bool end = byte(0) & 0x02;
-      auto j = nlohmann::json::parse(pending.begin() + static_cast<long>(at + 5), pending.begin() + static_cast<long>(at + 5 + len), nullptr, false);
+      auto j = parse_json(std::string_view(pending).substr(at + 5, len));
       at += 5 + len;
       if (!j.is_object()) return protocol_error("a stream message that is not a JSON object");
       if (end) {

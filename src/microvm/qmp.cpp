@@ -1,4 +1,5 @@
 #include "microvm/qmp.hpp"
+#include "util/json_parse.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
@@ -22,7 +23,7 @@ Result<nlohmann::json> Qmp::read_message() {
     if (nl != std::string::npos) {
       std::string line = buf_.substr(0, nl);
       buf_.erase(0, nl + 1);
-      auto j = nlohmann::json::parse(line, nullptr, false);
+      auto j = parse_json(line);
       if (j.is_discarded() || !j.is_object())
         return fail(Error::msg("microvm: qemu's monitor", "not a JSON object: " + line.substr(0, 200)));
       return j;

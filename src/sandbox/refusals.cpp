@@ -1,4 +1,5 @@
 #include "sandbox/refusals.hpp"
+#include "util/json_parse.hpp"
 
 #include <sys/stat.h>
 
@@ -58,7 +59,7 @@ nlohmann::json refusals_since(const std::string& audit_log, uint64_t offset, uin
     at += line.size() + 1;
     if (end) *end = at;
     if (kept > 100) continue;  // past the cap only the window's end is wanted: no line is parsed
-    auto r = refusal_of(nlohmann::json::parse(line, nullptr, false));
+    auto r = refusal_of(parse_json(line));
     if (r.is_null()) continue;
     if (++kept > 100) {  // a flood (a fork bomb of refused calls) is counted, not listed
       out.push_back({{"event", "more"}, {"summary", "more refusals than 100 in this window: see the audit log"}});

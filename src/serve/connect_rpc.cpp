@@ -1,4 +1,5 @@
 #include "serve/connect_rpc.hpp"
+#include "util/json_parse.hpp"
 
 #include <openssl/evp.h>
 
@@ -89,7 +90,7 @@ std::optional<nlohmann::json> read_message(const Request& req, RpcError* err) {
     *err = {Code::InvalidArgument, "Content-Type " + ct + ": expected application/json or application/connect+json"};
     return std::nullopt;
   }
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = parse_json(text);
   if (j.is_discarded() || !j.is_object()) {
     *err = {Code::InvalidArgument, "the request message is not a JSON object"};
     return std::nullopt;
@@ -122,7 +123,7 @@ std::optional<std::vector<nlohmann::json>> read_messages(const Request& req, Rpc
       *err = {Code::InvalidArgument, which + ": the envelope's length (" + std::to_string(len) + ") runs past the body"};
       return std::nullopt;
     }
-    auto j = nlohmann::json::parse(b.begin() + static_cast<long>(at + 5), b.begin() + static_cast<long>(at + 5 + len), nullptr, false);
+    auto j = parse_json(std::string_view(b).substr(at + 5, len));
     if (j.is_discarded() || !j.is_object()) {
       *err = {Code::InvalidArgument, which + ": not a JSON object"};
       return std::nullopt;

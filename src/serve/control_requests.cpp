@@ -1,4 +1,5 @@
 #include "serve/control_requests.hpp"
+#include "util/json_parse.hpp"
 
 #include <strings.h>
 
@@ -24,8 +25,9 @@ BodyResult<nlohmann::json> body_object(const std::string& body, bool empty_ok) {
     if (empty_ok) return nlohmann::json::object();
     return bad("the request has no JSON body");
   }
-  auto j = nlohmann::json::parse(body, nullptr, false);
-  if (j.is_discarded()) return bad("the body is not valid JSON");
+  std::string why;
+  auto j = parse_json(body, &why);
+  if (j.is_discarded()) return bad("the body is " + why);
   if (!j.is_object()) return bad("the body is not a JSON object");
   return j;
 }

@@ -23,6 +23,7 @@
 #include <boost/asio/post.hpp>
 
 #include "process/cgroup.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::serve {
 
@@ -760,8 +761,7 @@ void Registry::scan_audit(Sandbox& sb) {
     sb.audit_partial.append(buf, static_cast<size_t>(n));
     size_t start = 0;
     for (size_t nl; (nl = sb.audit_partial.find('\n', start)) != std::string::npos; start = nl + 1) {
-      auto j = nlohmann::json::parse(sb.audit_partial.begin() + static_cast<long>(start),
-                                     sb.audit_partial.begin() + static_cast<long>(nl), nullptr, false);
+      auto j = parse_json(std::string_view(sb.audit_partial).substr(start, nl - start));
       if (!j.is_object()) continue;
       std::string ev = j.value("event", "");
       if (ev == "exfiltration") ++c.exfiltration;

@@ -8,6 +8,7 @@
 
 #include "layer/kind.hpp"
 #include "policy/policy.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::serve {
 
@@ -38,7 +39,7 @@ Result<Templates> Templates::load(const std::string& file) {
 }
 
 Result<Templates> Templates::parse(const std::string& text, const std::string& where) {
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = parse_json(text);
   auto bad = [&](const std::string& path, const std::string& why) { return fail(Error::msg(where + ": " + path, why)); };
   if (j.is_discarded()) return bad("", "not valid JSON");
   if (!j.is_object()) return bad("", "expected an object {\"templates\": {...}}");

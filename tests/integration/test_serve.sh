@@ -123,6 +123,10 @@ api GET /v2/sandboxes; expect 401 "no key: 401" '.code == 401 and (.message | te
 api GET /v2/sandboxes -H 'X-API-KEY: wrong'; expect 401 "wrong key: 401" '.code == 401'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base",'; expect 400 "malformed JSON: 400" '.message | test("JSON")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '[1]'; expect 400 "a body that is not an object: 400" '.code == 400'
+# A body nested 150 000 deep (900 kB): refused before anything walks or copies it (such a line
+# crashed `exguardian mcp`); the server answers the next request.
+python3 -c 'import sys; n=150000; sys.stdout.write("{\"templateID\": \"base\", \"metadata\": " + "{\"a\":" * n + "1" + "}" * n + "}")' > "$T/deep-object.json"
+api POST /sandboxes "${A[@]}" "${JSON[@]}" --data-binary @"$T/deep-object.json"; expect 400 "a body nested 150 000 deep: 400 naming the nesting" '.message | test("nested more than 256 levels")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": 5}'; expect 400 "templateID of the wrong type: 400 naming it" '.message | test("templateID")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "timeout": 0}'; expect 400 "timeout 0: 400" '.message | test("timeout")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "timeout": -5}'; expect 400 "negative timeout: 400" '.message | test("timeout")'

@@ -85,6 +85,16 @@ TEST(McpJsonRpc, EachBadLineGetsOneErrorNamingWhatIsWrong) {
     EXPECT_NE(message(*r.error_reply).find(c.says), std::string::npos) << c.line << " -> " << message(*r.error_reply);
     EXPECT_EQ((*r.error_reply)["id"], c.id) << c.line;
   }
+  // Nesting: a line 200 000 levels deep crashed `exguardian mcp` (a stack
+  // overflow copying params); it is a parse error now, one level short is not.
+  const size_t deep = 200000;
+  auto d = parse_line(R"({"jsonrpc":"2.0","id":1,"method":"tools/call","params":)" + std::string(deep, '[') +
+                      std::string(deep, ']') + "}");
+  ASSERT_TRUE(d.error_reply);
+  EXPECT_EQ(code(*d.error_reply), -32700);
+  EXPECT_EQ(message(*d.error_reply), "Parse error: the line is nested more than 256 levels deep");
+  auto ok = parse_line(R"({"jsonrpc":"2.0","id":1,"method":"x","params":)" + std::string(255, '[') + std::string(255, ']') + "}");
+  EXPECT_TRUE(ok.message);
   // A bad notification is not answered (there is no id to answer).
   auto n = parse_line(R"({"jsonrpc":"2.0","method":"x","extra":1})");
   EXPECT_FALSE(n.message);

@@ -2,6 +2,7 @@
 // to remember. Each names the class of defect it keeps out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -32,6 +33,27 @@ TEST(SourceRules, NoStdRegexInTheProduct) {
     std::stringstream text;
     text << in.rdbuf();
     EXPECT_EQ(text.str().find("#include <regex>"), std::string::npos) << f << " includes <regex>";
+  }
+}
+
+// Copying, comparing, dumping or walking a JSON value recurses once per level
+// of nesting: JSON from outside goes through util/json_parse's parse_json,
+// which refuses more than 256 levels before parsing (a line 200 000 deep
+// crashed `exguardian mcp`). The exceptions bound the nesting themselves or
+// read only what the supervisor wrote.
+TEST(SourceRules, JsonFromOutsideIsParsedWithANestingBound) {
+  const std::vector<std::string> allowed = {
+      "src/util/json_parse.cpp",   // parse_json itself
+      "src/agent/protocol.cpp",    // json_depth(header, 8) first
+      "src/init/walls_exec.cpp",   // the walls the supervisor wrote for pid 1
+  };
+  for (const auto& f : product_sources()) {
+    std::string rel = fs::relative(f, EXG_SOURCE_DIR).string();
+    if (std::find(allowed.begin(), allowed.end(), rel) != allowed.end()) continue;
+    std::ifstream in(f);
+    std::stringstream text;
+    text << in.rdbuf();
+    EXPECT_EQ(text.str().find("json::parse("), std::string::npos) << rel << " calls nlohmann's parse: use parse_json";
   }
 }
 
