@@ -1,9 +1,10 @@
 #include "agent/protocol.hpp"
-#include "util/json_parse.hpp"
 
 #include <csignal>
 #include <cstring>
 #include <set>
+
+#include "util/json_parse.hpp"
 
 namespace exg::agent {
 

@@ -1,4 +1,5 @@
 #include "mcp/jsonrpc.hpp"
+
 #include "util/json_parse.hpp"
 
 namespace exg::mcp {

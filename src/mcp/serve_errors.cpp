@@ -1,7 +1,8 @@
 #include "mcp/serve_errors.hpp"
-#include "util/json_parse.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include "util/json_parse.hpp"
 
 namespace exg::mcp {
 

@@ -1,5 +1,4 @@
 #include "mcp/serve_http.hpp"
-#include "util/json_parse.hpp"
 
 #include <boost/asio/generic/stream_protocol.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -7,6 +6,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
+
+#include "util/json_parse.hpp"
 
 namespace exg::mcp {
 

@@ -1,10 +1,11 @@
 #include "microvm/qmp.hpp"
-#include "util/json_parse.hpp"
 
 #include <poll.h>
 #include <sys/socket.h>
 
 #include <cstring>
+
+#include "util/json_parse.hpp"
 
 namespace exg::microvm {
 

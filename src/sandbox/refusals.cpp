@@ -1,10 +1,11 @@
 #include "sandbox/refusals.hpp"
-#include "util/json_parse.hpp"
 
 #include <sys/stat.h>
 
 #include <fstream>
 #include <sstream>
+
+#include "util/json_parse.hpp"
 
 namespace exg::sandbox {
 

@@ -1,9 +1,10 @@
 #include "serve/connect_rpc.hpp"
-#include "util/json_parse.hpp"
 
 #include <openssl/evp.h>
 
 #include <ctime>
+
+#include "util/json_parse.hpp"
 
 namespace exg::serve::rpc {
 

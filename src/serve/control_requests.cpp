@@ -1,5 +1,4 @@
 #include "serve/control_requests.hpp"
-#include "util/json_parse.hpp"
 
 #include <strings.h>
 
@@ -7,6 +6,8 @@
 #include <set>
 
 #include <nlohmann/json.hpp>
+
+#include "util/json_parse.hpp"
 
 namespace exg::serve {
 
