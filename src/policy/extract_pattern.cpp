@@ -24,9 +24,12 @@ std::optional<std::string> extract_pattern_error(std::string_view pattern) {
   RE2 re(re2::StringPiece(pattern.data(), pattern.size()), options());
   if (!re.ok()) {
     std::string why = re.error();
-    if (re.error_code() == RE2::ErrorBadEscape || re.error_code() == RE2::ErrorMissingParen ||
-        re.error_code() == RE2::ErrorRepeatArgument || re.error_code() == RE2::ErrorBadPerlOp)
-      why += " (RE2 syntax: no back-references, no look-ahead or look-behind)";
+    // What ECMAScript or PCRE patterns use and RE2 cannot do (each needs
+    // backtracking), named, so that a pattern from elsewhere can be rewritten.
+    const auto code = re.error_code();
+    if (code == RE2::ErrorBadEscape || code == RE2::ErrorBadPerlOp || code == RE2::ErrorRepeatOp)
+      why += " (RE2 syntax: no back-references, no look-ahead or look-behind, no possessive repeats; a named group is "
+             "(?P<name>...))";
     return "invalid regular expression \"" + std::string(pattern) + "\": " + why;
   }
   if (re.NumberOfCapturingGroups() < 1) return "needs a capture group: group 1 of each match is the secret's value";

@@ -109,10 +109,15 @@ TEST(SecretsPolicy, ErrorsNameWhatAndWhere) {
   // backtracking is refused when the policy is loaded, naming why.
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(a)\\1"}]})J"),
             "p.json:1:82: secrets[0].extract: invalid regular expression \"(a)\\1\": invalid escape sequence: \\1 "
-            "(RE2 syntax: no back-references, no look-ahead or look-behind)");
+            "(RE2 syntax: no back-references, no look-ahead or look-behind, no possessive repeats; a named group is "
+            "(?P<name>...))");
   EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(?=a)(b)"}]})J"),
             "p.json:1:82: secrets[0].extract: invalid regular expression \"(?=a)(b)\": invalid perl operator: "
-            "(?= (RE2 syntax: no back-references, no look-ahead or look-behind)");
+            "(?= (RE2 syntax: no back-references, no look-ahead or look-behind, no possessive repeats; a named group is "
+            "(?P<name>...))");
+  // A plain syntax error gets no hint about what RE2 leaves out.
+  EXPECT_EQ(error_of(R"J({"secrets": [{"name": "A_TOKEN", "from": "env:A", "hosts": ["a.com"], "extract": "(abc"}]})J"),
+            "p.json:1:82: secrets[0].extract: invalid regular expression \"(abc\": missing ): (abc");
   // A number of more than 9 digits overflowed libstdc++'s regex compiler
   // (fuzz/policy.cpp); RE2 refuses counts over 1000 and reads a brace it
   // cannot take as a count as itself.
