@@ -16,6 +16,10 @@ mkdir -p "$T/ws"
 
 # ---- raw JSON-RPC: one reply per bad line, the session goes on ----
 INIT='{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"sh","version":"0"}}}'
+# Lines nested 200 000 levels deep (1.2 MB): copying or printing such a value recurses once
+# per level, which overflowed the server's stack before the nesting bound.
+DEEP_ARRAY=$(python3 -c 'print("[" * 200000 + "]" * 200000)')
+DEEP_PARAMS=$(python3 -c 'print("{\"jsonrpc\":\"2.0\",\"id\":12,\"method\":\"ping\",\"params\":" + "{\"a\":" * 200000 + "1" + "}" * 200001)')
 run timeout 30 "$EXG" mcp --state-dir "$STATE" < <(printf '%s\n' \
     "$INIT" \
     '{"jsonrpc":"2.0","method":"notifications/initialized"}' \
@@ -29,14 +33,18 @@ run timeout 30 "$EXG" mcp --state-dir "$STATE" < <(printf '%s\n' \
     '{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"write_file","arguments":{"sandbox_id":"x","path":"a","content":"!!","encoding":"base64"}}}' \
     '{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}' \
     '"just a string"' \
+    "$DEEP_ARRAY" \
+    "$DEEP_PARAMS" \
     '{"jsonrpc":"2.0","id":10,"method":"ping"}' \
     '{"jsonrpc":"2.0","id":11,"method":"tools/list"}')
 reply() { jq -c "select(.id == $1)" <<<"$OUT"; }
 code_of() { jq -r "select(.id == $1) | .error.code" <<<"$OUT"; }
 [ "$STATUS" -eq 0 ] && ok "stdin's end ends the server (exit 0)" || { fail "the server's exit: $STATUS"; show_last; }
 [ "$(reply 1 | jq -r .result.protocolVersion)" = 2025-11-25 ] && ok "initialize: protocol revision 2025-11-25" || fail "initialize: $(reply 1)"
-[ "$(jq -r 'select(.id == null) | .error.code' <<<"$OUT" | sort | tr '\n' ' ')" = "-32600 -32600 -32700 " ] &&
-    ok "malformed JSON: -32700; a batch and a bare string: -32600 (id null)" || fail "id-less errors: $(jq -c 'select(.id == null)' <<<"$OUT")"
+[ "$(jq -r 'select(.id == null) | .error.code' <<<"$OUT" | sort | tr '\n' ' ')" = "-32600 -32600 -32700 -32700 -32700 " ] &&
+    ok "malformed JSON and lines nested 200 000 deep: -32700; a batch and a bare string: -32600 (id null)" || fail "id-less errors: $(jq -c 'select(.id == null)' <<<"$OUT")"
+[ "$(jq -r 'select(.id == null) | .error.message' <<<"$OUT" | grep -c 'nested more than 256 levels deep')" = 2 ] &&
+    ok "the deep lines' errors name the nesting" || fail "deep lines: $(jq -c 'select(.id == null)' <<<"$OUT")"
 [ "$(code_of 4)" = -32600 ] && ok "jsonrpc 1.0: -32600" || fail "jsonrpc 1.0: $(reply 4)"
 [ "$(code_of 5)" = -32601 ] && ok "an unknown method: -32601" || fail "unknown method: $(reply 5)"
 reply 6 | jq -e '.error.code == -32602 and (.error.message | test("Unknown tool: rm_rf"))' >/dev/null && ok "an unknown tool: -32602 naming it" || fail "unknown tool: $(reply 6)"
@@ -45,7 +53,7 @@ reply 8 | jq -e '.error.code == -32602 and (.error.message | test("arguments.pat
 reply 9 | jq -e '.error.code == -32602 and (.error.message | test("not valid base64"))' >/dev/null && ok "bad base64: -32602" || fail "base64: $(reply 9)"
 [ "$(reply 10 | jq -c .result)" = '{}' ] && ok "ping after all of that" || fail "ping: $(reply 10)"
 [ "$(reply 11 | jq '.result.tools | length')" = 12 ] && ok "tools/list after all of that: 12 tools" || fail "tools/list: $(reply 11 | head -c 300)"
-[ "$(jq -s length <<<"$OUT")" = 12 ] && ok "one reply per request and per bad line, none for notifications" || fail "replies: $(jq -s length <<<"$OUT")"
+[ "$(jq -s length <<<"$OUT")" = 14 ] && ok "one reply per request and per bad line, none for notifications" || fail "replies: $(jq -s length <<<"$OUT")"
 [ -z "$(ls -A "$STATE")" ] && ok "the server's state is gone after it" || fail "left in the state dir: $(ls -A "$STATE")"
 
 # ---- kill -9 of the server: its sandboxes end with it; the next server removes what it left ----
