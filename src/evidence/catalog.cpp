@@ -813,6 +813,25 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
            return held("/proc/1 is exguardian-init (/run/exguardian/init)");
          return escaped("pid 1 is not exguardian's init: " + said(o));
        }});
+  // pid 1 is the sandbox's own. Were it killable from inside, the kernel would end every
+  // process of the sandbox with it; were it stoppable, the command would stay unreaped until
+  // the supervisor's timeout. The kernel drops SIGKILL and SIGSTOP sent to a pid namespace's
+  // init from inside it (a microVM guest's init is its kernel's global init, protected alike).
+  // SIGCONT at the end: a stopped pid 1 would otherwise hold the probe to its timeout.
+  add({"proc-pid1-signals", "proc/sys",
+       "kill -KILL 1; kill -STOP 1; sleep 0.2; echo \"pid 1: $(cut -d' ' -f3 /proc/1/stat) $(cat /proc/1/comm)\"; "
+       "kill -CONT 1; echo \"the sandbox runs on\"",
+       "SIGKILL and SIGSTOP sent to pid 1 from inside are dropped: pid 1 runs on, and so does the sandbox", true, {},
+       false, false, "", 0, [](const Outcome& o) {
+         std::string line;
+         std::istringstream is(o.out);
+         for (std::string l; std::getline(is, l);)
+           if (l.starts_with("pid 1: ")) line = l;
+         bool running = line.starts_with("pid 1: S ") || line.starts_with("pid 1: R ");
+         if (o.status == 0 && running && has(o.out, "the sandbox runs on"))
+           return held(line.substr(7) + " after SIGKILL and SIGSTOP to pid 1; the sandbox ran on");
+         return escaped("pid 1 was stopped or killed: " + said(o));
+       }});
   // (gVisor has no /sys/class/net: the interface list then comes from if_nameindex().)
   add({"sys-class-net", "proc/sys",
        "ls /sys/class/net 2>/dev/null || python3 -c 'import socket; print(\" \".join(n for _, n in socket.if_nameindex()))'",
@@ -975,8 +994,8 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
       "sandbox-status", "seed-touch-home", "seed-read-credentials", "seed-env-secrets", "proc-environ-every",
       "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary",
       "planted-symlinked-hook-target", "host-unix-socket", "proc-host-processes", "proc-host-kill", "proc-pid1",
-      "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write", "work-git-commit", "work-compile-c",
-      "work-python", "work-tmp"};
+      "proc-pid1-signals", "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write",
+      "work-git-commit", "work-compile-c", "work-python", "work-tmp"};
   for (auto& p : v)
     if (std::find(std::begin(kUserland), std::end(kUserland), p.id) != std::end(kUserland)) p.batch = "userland";
   // What a shared sandbox cannot give a probe is never batched, whatever the above says.
