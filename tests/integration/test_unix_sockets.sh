@@ -81,6 +81,29 @@ run sbx --dry-run -- true
 check "--dry-run lists the mask over $HOST_SOCK" grep -q "mask-file $HOST_SOCK" <<<"$OUT$ERR"
 check "--dry-run says how many host sockets are masked" grep -Eq "host Unix sockets: [0-9]+ masked" <<<"$OUT$ERR"
 
+# A socket bound in another network namespace is reachable by its path all the same (a path
+# lookup crosses namespaces): the scan reads every namespace it can see, one process each, among
+# 600 more processes than usual here (a desktop's count). As an ordinary user the other
+# namespace is the user's own (unshare -r), the only kind it can read.
+if unshare_net=(unshare --net) && [ "$EXG_AS" = user ]; then unshare_net=(unshare -r --net); fi
+if "${unshare_net[@]}" true 2>/dev/null; then
+    for _ in $(seq 600); do sleep 600 & track_bg $!; done
+    NS_SOCK=$SVC/other-netns.sock NS_LOG=$SVC/other-netns.log
+    : > "$NS_LOG"; chmod 666 "$NS_LOG"
+    "${unshare_net[@]}" python3 "$SVC/listen.py" "$NS_SOCK" "$NS_LOG" & track_bg $!
+    i=0; while [ ! -S "$NS_SOCK" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    check "a listener in another network namespace is up" test -S "$NS_SOCK"
+    run sbx --dry-run -- true
+    check "--dry-run (with $(ls /proc | grep -c '^[0-9]') processes) lists the mask over the other namespace's socket" \
+        grep -q "mask-file $NS_SOCK" <<<"$OUT$ERR"
+    check "--dry-run counts the other network namespace" grep -Eq "found in ([2-9]|[1-9][0-9]+) network namespaces" <<<"$OUT$ERR"
+    connect_in "$NS_SOCK"
+    check "connect to the other namespace's socket fails inside" grep -q "^refused:" <<<"$OUT"
+    check "its listener received nothing" nothing_received "$NS_LOG"
+else
+    skip "no network namespace to bind a listener in here (${unshare_net[*]} fails)"
+fi
+
 # Exceptions. gVisor's gofer reaches no host socket at all (runsc --host-uds none) and a
 # microVM's 9p view carries none: there a policy that lets one through is refused, not dropped.
 printf '{"network": {"allowUnixSockets": ["%s"]}}\n' "$HOST_SOCK" > "$SVC/allow-one.json"
