@@ -6,9 +6,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <mutex>
 
+#include "util/parallel_walk.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -19,22 +23,38 @@ constexpr mode_t kSetId = S_ISUID | S_ISGID;
 
 int64_t ns_of(const timespec& t) { return static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec; }
 
+// A directory to list: open (never through a symlink), with its host path,
+// and the mode to put back once it is listed (0: none was changed).
+struct DirTask {
+  UniqueFd fd;
+  std::string path;
+  mode_t restore = 0;
+};
+
+// The walk's findings, shared by its threads (util/parallel_walk.hpp: a big
+// tree is listed by a few at once; every file is stat()ed, so a monorepo's
+// files are most of a run's end).
 struct Walker {
   int64_t since;
   SetIdSweep& out;
+  std::mutex m;  // out
+  std::atomic<size_t> checked{0};
+  ParallelWalk<DirTask> walk;
 
   void error(const std::string& path, const std::string& what, int e) {
+    std::lock_guard<std::mutex> l(m);
     out.errors.push_back(path + ": " + what + ": " + std::strerror(e));
   }
 
   // A regular file (st from fstatat on dfd/name) that must lose its bits.
   void check(int dfd, const char* name, const std::string& path, const struct stat& st) {
-    ++out.files_checked;
+    checked.fetch_add(1, std::memory_order_relaxed);
     if (!S_ISREG(st.st_mode) || !(st.st_mode & kSetId) || ns_of(st.st_ctim) < since) return;
     SetIdFound f{path, st.st_mode & 07777, st.st_mode & 07777 & ~kSetId, false, {}};
     // The sandbox is gone: nothing swaps the entry between the fstatat and this.
     if (::fchmodat(dfd, name, f.after, 0) == 0) f.removed = true;
     else f.error = std::strerror(errno);
+    std::lock_guard<std::mutex> l(m);
     out.found.push_back(std::move(f));
   }
 
@@ -53,7 +73,8 @@ struct Walker {
       error(path, "open", EACCES);
       return -1;
     }
-    // Searchable while its entries are walked; the caller puts the mode back.
+    // Readable and searchable while it is listed and its entries opened; its
+    // mode is put back then (its subdirectories are open by then).
     fd = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       error(path, "open", errno);
@@ -64,38 +85,47 @@ struct Walker {
     return fd;
   }
 
-  void descend(int dfd, const char* name, const std::string& path) {
-    mode_t restore;
-    UniqueFd sub(open_dir(dfd, name, path, &restore));
-    if (!sub) return;
-    walk(sub.get(), path);
-    if (restore) ::fchmod(sub.get(), restore & 07777);
+  // dfd/name, a directory: queued for any thread, or (queue full) listed now.
+  void descend(int dfd, const char* name, std::string path) {
+    DirTask t;
+    t.fd.reset(open_dir(dfd, name, path, &t.restore));
+    t.path = std::move(path);
+    if (t.fd && !walk.offer(t)) list(t);
   }
 
-  void walk(int dir_fd, const std::string& path) {
-    int dup = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  void list(DirTask& t) {
+    int dup = ::fcntl(t.fd.get(), F_DUPFD_CLOEXEC, 0);
     DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
     if (!d) {
       if (dup >= 0) ::close(dup);
-      return error(path, "list", errno);
-    }
-    errno = 0;
-    while (dirent* e = ::readdir(d)) {
-      const char* n = e->d_name;
-      if (!std::strcmp(n, ".") || !std::strcmp(n, "..")) continue;
-      std::string p = path + "/" + n;
-      if (e->d_type == DT_DIR) {
-        descend(dir_fd, n, p);
-      } else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
-        struct stat st;
-        if (::fstatat(dir_fd, n, &st, AT_SYMLINK_NOFOLLOW) != 0) error(p, "stat", errno);
-        else if (S_ISDIR(st.st_mode)) descend(dir_fd, n, p);  // DT_UNKNOWN: a directory after all
-        else check(dir_fd, n, p, st);
-      }
+      error(t.path, "list", errno);
+    } else {
       errno = 0;
+      while (dirent* e = ::readdir(d)) {
+        const char* n = e->d_name;
+        if (!std::strcmp(n, ".") || !std::strcmp(n, "..")) continue;
+        if (e->d_type == DT_DIR) {
+          descend(t.fd.get(), n, t.path + "/" + n);
+        } else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
+          struct stat st;
+          if (::fstatat(t.fd.get(), n, &st, AT_SYMLINK_NOFOLLOW) != 0) error(t.path + "/" + n, "stat", errno);
+          else if (S_ISDIR(st.st_mode)) descend(t.fd.get(), n, t.path + "/" + n);  // DT_UNKNOWN: a directory
+          else check(t.fd.get(), n, t.path + "/" + n, st);
+        }
+        errno = 0;
+      }
+      if (errno != 0) error(t.path, "list", errno);
+      ::closedir(d);
     }
-    if (errno != 0) error(path, "list", errno);
-    ::closedir(d);
+    if (t.restore) ::fchmod(t.fd.get(), t.restore & 07777);
+  }
+
+  void run(UniqueFd root, const std::string& path) {
+    walk.run(DirTask{std::move(root), path, 0}, [this](DirTask& t) { list(t); });
+    out.files_checked += checked.load();
+    // The threads' order is the scheduler's: reported in path order.
+    std::sort(out.found.begin(), out.found.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
+    std::sort(out.errors.begin(), out.errors.end());
   }
 };
 
@@ -119,11 +149,13 @@ void sweep_setid(const std::string& root, int64_t since_ns, SetIdSweep& out) {
     std::string parent = slash == 0 ? "/" : root.substr(0, slash);
     UniqueFd p(::open(parent.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
     if (!p) return w.error(parent, "open", errno);
-    return w.check(p.get(), root.c_str() + slash + 1, root, st);
+    w.check(p.get(), root.c_str() + slash + 1, root, st);
+    out.files_checked += w.checked.load();
+    return;
   }
   UniqueFd r(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   if (!r) return w.error(root, "open", errno);
-  w.walk(r.get(), root);
+  w.run(std::move(r), root);
 }
 
 }  // namespace exg::sandbox

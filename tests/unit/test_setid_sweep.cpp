@@ -65,5 +65,54 @@ TEST(SetIdSweep, RemovesBitsOfFilesChangedInTheRunOnly) {
   fs::remove_all(root);
 }
 
+// A tree big enough for the walk to take more threads and to overflow its
+// queue (600 directories in one): every new set-id file is found once, none of
+// the host's own is touched, each file is counted once, and a locked directory
+// deep inside gets its mode back.
+TEST(SetIdSweep, BigTreeWalkedByThreadsFindsEachFileOnce) {
+  char t[] = "/tmp/exg_setid_big_XXXXXX";
+  std::string root = ::mkdtemp(t);
+  put(root + "/host/old-suid", 04755);
+  struct stat st;
+  ::lstat((root + "/host/old-suid").c_str(), &st);
+  int64_t host_ctime = st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+  int64_t since;
+  while ((since = setid_sweep_start()) <= host_ctime) ::usleep(1000);
+  size_t files = 1, expected_found = 0;
+  for (int a = 0; a < 600; ++a) {
+    std::string d = root + "/wide/d" + std::to_string(a);
+    put(d + "/plain", 0644);
+    ++files;
+    if (a % 50 == 0) {
+      put(d + "/deep/er/new-suid", 04755);
+      ++files;
+      ++expected_found;
+    }
+  }
+  for (int a = 0; a < 40; ++a)
+    for (int b = 0; b < 10; ++b) {
+      put(root + "/tall/" + std::to_string(a) + "/" + std::to_string(b) + "/f", 0600);
+      ++files;
+    }
+  put(root + "/tall/7/3/locked/inner-sgid", 02750);
+  ++files;
+  ++expected_found;
+  ::chmod((root + "/tall/7/3/locked").c_str(), 0);
+
+  SetIdSweep sw;
+  sweep_setid(root, since, sw);
+  EXPECT_TRUE(sw.errors.empty()) << sw.errors.front();
+  EXPECT_EQ(sw.files_checked, files);
+  ASSERT_EQ(sw.found.size(), expected_found);
+  for (size_t k = 1; k < sw.found.size(); ++k) EXPECT_LT(sw.found[k - 1].path, sw.found[k].path);  // sorted, once each
+  for (const auto& f : sw.found) EXPECT_TRUE(f.removed) << f.path;
+  EXPECT_EQ(mode_of(root + "/wide/d550/deep/er/new-suid"), 0755u);
+  EXPECT_EQ(mode_of(root + "/host/old-suid"), 04755u);
+  EXPECT_EQ(mode_of(root + "/tall/7/3/locked"), 0u);
+  ::chmod((root + "/tall/7/3/locked").c_str(), 0700);
+  EXPECT_EQ(mode_of(root + "/tall/7/3/locked/inner-sgid"), 0750u);
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace exg::sandbox
