@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
 #include "plan/git_pointers.hpp"
 #include "plan/paths.hpp"
 #include "plan/protected_names.hpp"
 #include "util/dir_fd.hpp"
+#include "util/parallel_walk.hpp"
 
 namespace exg::plan {
 
@@ -31,14 +34,36 @@ unsigned char type_at(int dirfd, const char* name, unsigned char d_type) {
   return DT_UNKNOWN;
 }
 
+// A directory the walk widened (u+rx) to open: kept open, and so widened,
+// until every directory below it is walked (the walk reaches entries below it
+// by path too: symlink targets, git configs), with the one above it.
+struct Held {
+  OpenedDir dir;
+  std::shared_ptr<Held> up;
+};
+
+// One directory to walk (util/parallel_walk.hpp: a big tree is walked by a few
+// threads; the findings are sorted at the end, so their order does not matter).
+struct DirTask {
+  OpenedDir dir;    // opened from its parent (root: `root_fd`)
+  UniqueFd root_fd;
+  std::string path;
+  ProtectedPaths::Scope scope;
+  size_t depth = 0;
+  std::shared_ptr<Held> held;  // the nearest widened directory above it
+};
+
 struct Walker {
   const ProtectOptions& opt;
   const ProtectedPaths& pp;
   std::string root;
   size_t max_depth = max_walk_depth();
   ProtectFindings out;
+  std::mutex m;  // out
+  ParallelWalk<DirTask> walk;
 
   void add(const std::string& path, bool is_dir, const std::string& why, bool pin = false) {
+    std::lock_guard<std::mutex> l(m);
     out.paths.push_back({path, is_dir, pin, why});
   }
 
@@ -80,7 +105,10 @@ struct Walker {
   void git_dir(const std::string& path, bool is_root) {
     if (!is_root) add(path, true, "git directory (pinned: cannot be renamed or replaced)", true);
     for (const auto& p : git_dir_pointers(path, opt.home)) {
-      out.pointers.push_back(p);
+      {
+        std::lock_guard<std::mutex> l(m);
+        out.pointers.push_back(p);
+      }
       struct stat st;
       if (::lstat(p.c_str(), &st) != 0) continue;
       unsigned char t = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
@@ -92,7 +120,18 @@ struct Walker {
     }
   }
 
-  void walk(int fd, const std::string& path, const ProtectedPaths::Scope& scope, size_t depth) {
+  // One directory: its protected entries, and its subdirectories offered to
+  // the walk (or, when its queue is full, walked here).
+  void visit(DirTask& task) {
+    std::shared_ptr<Held> held = std::move(task.held);
+    int fd = task.dir ? task.dir.get() : task.root_fd.get();
+    if (task.dir.widened()) {
+      held = std::make_shared<Held>(Held{std::move(task.dir), std::move(held)});
+      fd = held->dir.get();
+    }
+    const std::string& path = task.path;
+    const ProtectedPaths::Scope& scope = task.scope;
+    const size_t depth = task.depth;
     std::vector<Entry> es;
     list_dir(fd, [&](std::string_view n, unsigned char t) { es.push_back({std::string(n), t}); });
     if (scope.git_depth == 0) git_dir(path, path == root);
@@ -127,9 +166,14 @@ struct Walker {
       // In a git directory only what can hold more git directories is walked
       // (not objects/, refs/, logs/).
       if (scope.git_depth == 0 && e.name != "modules" && e.name != "worktrees" && e.name != "info") continue;
-      auto sub = open_subdir(fd, e.name.c_str());
-      if (!sub) continue;  // unreadable and not ours: the sandbox cannot enter it either
-      walk(sub.get(), p, pp.enter(scope, e.name, pp.git_dir_here(scope, git_markers_at(sub.get()))), depth + 1);
+      DirTask sub;
+      sub.dir = open_subdir(fd, e.name.c_str());
+      if (!sub.dir) continue;  // unreadable and not ours: the sandbox cannot enter it either
+      sub.scope = pp.enter(scope, e.name, pp.git_dir_here(scope, git_markers_at(sub.dir.get())));
+      sub.path = std::move(p);
+      sub.depth = depth + 1;
+      sub.held = held;
+      if (!walk.offer(sub)) visit(sub);
     }
   }
 };
@@ -139,8 +183,14 @@ struct Walker {
 ProtectFindings find_protected_all(const std::string& root, const ProtectOptions& opt) {
   ProtectedPaths pp(opt.extra_names, opt.allow_git_config);
   Walker w{opt, pp, root};
-  UniqueFd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd) w.walk(fd.get(), root, pp.root(git_markers_at(fd.get()).git_dir()), 0);
+  w.walk.set_max_threads(opt.max_threads);
+  DirTask top;
+  top.root_fd.reset(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (top.root_fd) {
+    top.scope = pp.root(git_markers_at(top.root_fd.get()).git_dir());
+    top.path = root;
+    w.walk.run(std::move(top), [&w](DirTask& t) { w.visit(t); });
+  }
   auto& v = w.out.paths;
   std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
   v.erase(std::unique(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.path == b.path; }), v.end());

@@ -7,6 +7,7 @@
 // themselves. The walk is fd-relative; a directory of the caller's own that it
 // cannot read is read by giving it u+rx for the walk (the mode is put back).
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,7 @@ struct ProtectOptions {
   std::vector<std::string> extra_names;  // policy filesystem.protect
   std::string home;                      // for "~/" in core.hooksPath and include.path
   std::vector<std::string> writable;     // the other writable trees: link targets there count too
+  size_t max_threads = 4;                // that walk a big tree at once (util/parallel_walk.hpp); 1: the caller's alone
 };
 
 struct ProtectFindings {

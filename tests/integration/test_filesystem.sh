@@ -180,6 +180,27 @@ done
 # the run) are the post-run sweep's job (issue 8), not covered here.
 rm -rf "$WS/x" "$WS/.claude" "$WS/.envrc" "$WS/.mcp.json" "$WS/.exguardian.json" "$WS/.gitmodules"
 
+# ---- protected paths under a directory its owner locked (chmod 000) -------------------------
+# The walk opens it by giving it u+rx for the moment, keeps it so while what lies below is walked
+# (a symlinked .envrc there is followed by path to its target), and puts the mode back. As root
+# the modes stop nothing, so this is the ordinary user's case.
+if [ "$EXG_AS" = user ]; then
+    mkdir -p "$WS/locked/proj/sub"
+    echo 'echo from-envrc' > "$WS/locked-target-envrc"
+    ln -s ../../locked-target-envrc "$WS/locked/proj/.envrc"
+    echo 'echo from-bashrc' > "$WS/locked/proj/sub/.bashrc"
+    chmod 000 "$WS/locked"
+    run sbx --dry-run -- true
+    check "--dry-run binds the locked tree's .bashrc read-only" grep -q "protect-ro $WS/locked/proj/sub/.bashrc" <<<"$OUT$ERR"
+    check "--dry-run binds the target of its symlinked .envrc read-only" grep -q "protect-ro $WS/locked-target-envrc" <<<"$OUT$ERR"
+    check "the locked directory's mode is put back after the plan" test "$(stat -c %a "$WS/locked")" = 0
+    expect_refused 'Read-only file system' '' -- bash -c "echo pwned >> locked-target-envrc"
+    check "the locked directory's mode is put back after the run" test "$(stat -c %a "$WS/locked")" = 0
+    check "the symlinked .envrc's target is unchanged" test "$(cat "$WS/locked-target-envrc")" = 'echo from-envrc'
+    chmod 755 "$WS/locked"
+    rm -rf "$WS/locked" "$WS/locked-target-envrc"
+fi
+
 # ---- ordinary work: git, gcc, python3 ---------------------------------------------------------
 expect_status 0 sbx -- git status --short
 expect_status 0 sh_in 'echo hello > inside.txt && git add inside.txt && git -c user.name=t -c user.email=t@t commit -q -m inside-commit'

@@ -147,6 +147,34 @@ TEST(ProtectedNames, WalkerAndSweepAgreeOnTheTable) {
   }
 }
 
+// A tree big enough for the walk to take more threads (the table under 40
+// prefixes, among 600 directories of filler): the same findings as one thread
+// alone, and every row of every copy as the table says.
+TEST(ProtectedNames, ThreadedWalkFindsWhatOneThreadFinds) {
+  Dir d;
+  for (int k = 0; k < 40; ++k)
+    for (const auto& r : kTable) put(d.path + "/k" + std::to_string(k) + "/" + r.path, content_for(r.path));
+  for (int k = 0; k < 600; ++k) put(d.path + "/filler/f" + std::to_string(k) + "/src/x.c");
+  auto as_set = [](const plan::ProtectFindings& f) {
+    std::set<std::string> s;
+    for (const auto& p : f.paths) s.insert(p.path + (p.pin ? " pin " : " ") + (p.is_dir ? "dir " : "") + p.why);
+    for (const auto& p : f.pointers) s.insert("pointer " + p);
+    return s;
+  };
+  plan::ProtectOptions one;
+  one.max_threads = 1;
+  auto alone = plan::find_protected_all(d.path, one);
+  auto shared = plan::find_protected_all(d.path, {});
+  EXPECT_EQ(as_set(alone), as_set(shared));
+  EXPECT_EQ(alone.paths.size(), shared.paths.size());  // each once
+  std::set<std::string> rels;
+  for (const auto& p : shared.paths)
+    if (!p.pin) rels.insert(p.path.substr(d.path.size() + 1));
+  for (int k = 0; k < 40; ++k)
+    for (const auto& r : kTable)
+      EXPECT_EQ(covered("k" + std::to_string(k) + "/" + r.path, rels), r.protected_) << k << ": " << r.path;
+}
+
 TEST(ProtectedNames, EveryTableEntrySaysWhoRunsIt) {
   std::set<std::string> seen;
   for (const auto& e : plan::kProtectedNameTable) {
