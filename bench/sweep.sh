@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Cost of the live-mode sweep and of the overlay diff/apply on a 100,000-file workspace (issue 8).
+# Cost of the live-mode sweep, the plan's protect walk, the set-id check at exit and the overlay
+# diff/apply on a 100,000-file workspace (issue 8).
 # Builds nothing: runs exg_sweep_bench from the build directory (configured with libbenchmark-dev
 # installed, then `cmake --build BUILD --target exg_sweep_bench`) and prints a markdown table of
 # medians (and min, max) over the repetitions. SWEEP_JSON=FILE keeps the raw Google Benchmark JSON.
@@ -40,7 +41,10 @@ jq -r '
   | ($p[0]) as $op
   | ($p[1] | sub("files$"; "") | tonumber) as $files
   | ([$p[] | select(startswith("changed:")) | sub("changed:"; "")][0] // "-") as $changed
+  | ([$p[] | select(startswith("threads:")) | sub("threads:"; "")][0] // "") as $threads
   | (if $op == "snapshot_tree" then "\($a.median.dirs | floor) directories listed"
+     elif $op == "protect_walk" then "at most \($threads) thread(s): \($a.median.found | floor) protected paths"
+     elif $op == "setid_sweep" then "at most \($threads) thread(s): \($a.median.checked | floor) files checked"
      elif $op == "sweep" then "+1 planted .envrc in a new folder: \($a.median.planted_found | floor) quarantined"
      else "\($a.median.created | floor) created, \($a.median.modified | floor) modified, \($a.median.deleted | floor) deleted (whiteout), \($a.median.quarantined | floor) planted quarantined" end) as $res
   | "| `\($op)` | \($files / 1000 | floor)k files | \($changed) | \($a.median | toms | ms) | \($a.min | toms | ms) | \($a.max | toms | ms) | \($res) |"

@@ -10,6 +10,12 @@
 //
 //   sweep/N    N new files, one in each of N directories, plus one planted
 //              .envrc in a new folder; the snapshot is taken before the changes.
+//   protect_walk/threads:T
+//              the plan's walk for protected names (plan/protect.hpp) over the
+//              whole workspace, by at most T threads.
+//   setid_sweep/threads:T
+//              the exit's check of every file for set-id bits written in the
+//              run (sandbox/setid_sweep.hpp), by at most T threads.
 //   diff/N, apply/N
 //              an upper layer built by hand like overlayfs leaves it: N regular
 //              files in N directories (even: an existing file with new content,
@@ -33,7 +39,9 @@
 #include <thread>
 #include <vector>
 
+#include "plan/protect.hpp"
 #include "sandbox/overlay_apply.hpp"
+#include "sandbox/setid_sweep.hpp"
 #include "sandbox/sweep.hpp"
 
 namespace fs = std::filesystem;
@@ -175,6 +183,36 @@ void BM_sweep(benchmark::State& state, int n) {
   reset_quarantine();
 }
 
+// ---- the plan's protect walk, the exit's set-id check ----
+
+void BM_protect_walk(benchmark::State& state, size_t threads) {
+  exg::plan::ProtectOptions opt;
+  opt.max_threads = threads;
+  size_t found = 0;
+  for (auto _ : state) {
+    auto t0 = std::chrono::steady_clock::now();
+    auto f = exg::plan::find_protected_all(g_ws, opt);
+    state.SetIterationTime(seconds_since(t0));
+    found = f.paths.size();
+  }
+  state.counters["found"] = static_cast<double>(found);
+}
+
+void BM_setid_sweep(benchmark::State& state, size_t threads) {
+  int64_t since = setid_sweep_start();  // nothing changed since: every file is checked, none found
+  size_t checked = 0, found = 0;
+  for (auto _ : state) {
+    SetIdSweep sw;
+    auto t0 = std::chrono::steady_clock::now();
+    sweep_setid(g_ws, since, sw, threads);
+    state.SetIterationTime(seconds_since(t0));
+    checked = sw.files_checked;
+    found = sw.found.size() + sw.errors.size();
+  }
+  state.counters["checked"] = static_cast<double>(checked);
+  if (found != 0) state.SkipWithError("the set-id check found something in an untouched workspace");
+}
+
 // ---- overlay: diff_upper / apply_upper ----
 
 std::string upper_for(int n) {
@@ -266,6 +304,13 @@ int main(int argc, char** argv) {
   make_workspace();
   const std::string files = std::to_string(g_dirs * g_files) + "files";
   configure(benchmark::RegisterBenchmark(("snapshot_tree/" + files).c_str(), BM_snapshot));
+  for (size_t t : {1, 4}) {
+    const std::string suffix = "/" + files + "/threads:" + std::to_string(t);
+    configure(benchmark::RegisterBenchmark(("protect_walk" + suffix).c_str(),
+                                           [t](benchmark::State& s) { BM_protect_walk(s, t); }));
+    configure(benchmark::RegisterBenchmark(("setid_sweep" + suffix).c_str(),
+                                           [t](benchmark::State& s) { BM_setid_sweep(s, t); }));
+  }
   for (int n : {10, 1000}) {
     const std::string suffix = "/" + files + "/changed:" + std::to_string(n);
     configure(benchmark::RegisterBenchmark(("sweep" + suffix).c_str(),

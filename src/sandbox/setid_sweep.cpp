@@ -137,8 +137,9 @@ int64_t setid_sweep_start() {
   return ns_of(now);
 }
 
-void sweep_setid(const std::string& root, int64_t since_ns, SetIdSweep& out) {
+void sweep_setid(const std::string& root, int64_t since_ns, SetIdSweep& out, size_t max_threads) {
   Walker w{since_ns, out};
+  w.walk.set_max_threads(max_threads);
   struct stat st;
   if (::lstat(root.c_str(), &st) != 0) {
     if (errno != ENOENT) w.error(root, "stat", errno);

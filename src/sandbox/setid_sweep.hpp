@@ -15,6 +15,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -41,7 +42,8 @@ struct SetIdSweep {
 int64_t setid_sweep_start();
 
 // Checks root (a directory tree or one file) for set-id regular files changed at
-// or after since_ns, and removes their set-id bits.
-void sweep_setid(const std::string& root, int64_t since_ns, SetIdSweep& out);
+// or after since_ns, and removes their set-id bits. max_threads: that walk a big
+// tree at once, this one included (1: this one alone).
+void sweep_setid(const std::string& root, int64_t since_ns, SetIdSweep& out, size_t max_threads = 4);
 
 }  // namespace exg::sandbox
