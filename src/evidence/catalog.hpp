@@ -95,4 +95,11 @@ inline std::string vault_marker(const std::string& canary) {
 // Every probe in the order they run. ctx must outlive the specs.
 std::vector<ProbeSpec> build_catalog(Context& ctx);
 
+// The probe named id in v, or null.
+inline const ProbeSpec* find_probe(const std::vector<ProbeSpec>& v, const std::string& id) {
+  for (const auto& p : v)
+    if (p.id == id) return &p;
+  return nullptr;
+}
+
 }  // namespace exg::evidence

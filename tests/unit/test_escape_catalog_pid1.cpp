@@ -9,18 +9,12 @@
 namespace exg::evidence {
 namespace {
 
-const ProbeSpec* find(const std::vector<ProbeSpec>& v, const std::string& id) {
-  for (const auto& p : v)
-    if (p.id == id) return &p;
-  return nullptr;
-}
-
 TEST(EscapeCatalogPid1, SignalsToPid1HoldOnlyWhenItRunsOn) {
   for (const char* layer : {"process", "container", "gvisor", "microvm"}) {
     Context c;
     c.layer = layer;
     auto v = build_catalog(c);
-    const ProbeSpec* p = find(v, "proc-pid1-signals");
+    const ProbeSpec* p = find_probe(v, "proc-pid1-signals");
     ASSERT_NE(p, nullptr) << layer;
     EXPECT_TRUE(p->required) << layer;
     EXPECT_TRUE(p->skip_why.empty()) << layer;
