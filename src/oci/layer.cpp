@@ -35,6 +35,7 @@
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "process/syscalls.hpp"
+#include "oci/kill_coalescer.hpp"
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
 #include "process/launch.hpp"
@@ -484,7 +485,26 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
       if (!all) return;
     }
   };
-  std::vector<pid_t> kills;  // `<runtime> kill` processes still running
+  // On to the container's pid 1 (oci-init), which forwards to the command.
+  KillCoalescer kills;
+  auto send_kill = [&](int s) {
+    std::vector<std::string> k = a_.kill_prefix;
+    k.insert(k.end(), {"kill", a_.id, std::to_string(s)});
+    pid_t kp = ::fork();
+    if (kp == 0) {
+      int null = ::open("/dev/null", O_RDWR);
+      if (null >= 0) ::dup2(null, 1), ::dup2(null, 2);
+      sigset_t empty;
+      sigemptyset(&empty);
+      sigprocmask(SIG_SETMASK, &empty, nullptr);
+      std::vector<char*> argv;
+      for (const auto& x : k) argv.push_back(const_cast<char*>(x.c_str()));
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    if (kp > 0) kills.started(s, kp);
+  };
   for (;;) {
     pollfd fds[4] = {{sigfd, POLLIN, 0}, {a_.parent_pidfd, POLLIN, 0}, {relay_rd[1], POLLIN, 0}, {relay_rd[2], POLLIN, 0}};
     if (::poll(fds, 4, -1) < 0) continue;
@@ -499,7 +519,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
         pid_t p;
         while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
           if (p != rt) {
-            std::erase(kills, p);
+            if (int again = kills.ended(p)) send_kill(again);
             continue;
           }
           for (int k = 1; k <= 2; ++k)
@@ -507,9 +527,10 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
           // A `<runtime> kill` still running would die with our pid namespace
           // half-way, and crun leaves its /tmp/crun.XXXXXX copy behind then:
           // give them a moment to finish (they have nothing left to signal).
-          for (int tries = 0; !kills.empty() && tries < 200; ++tries) {
-            std::erase_if(kills, [](pid_t k) { return ::waitpid(k, nullptr, WNOHANG) != 0; });
-            if (!kills.empty()) ::usleep(10000);
+          std::vector<pid_t> left = kills.running();
+          for (int tries = 0; !left.empty() && tries < 200; ++tries) {
+            std::erase_if(left, [](pid_t k) { return ::waitpid(k, nullptr, WNOHANG) != 0; });
+            if (!left.empty()) ::usleep(10000);
           }
           if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
           ::_exit(128 + WTERMSIG(status));
@@ -517,23 +538,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
         continue;
       }
       if (s == SIGWINCH) continue;  // the pty carries it
-      // On to the container's pid 1 (oci-init), which forwards to the command.
-      std::vector<std::string> k = a_.kill_prefix;
-      k.insert(k.end(), {"kill", a_.id, std::to_string(s)});
-      pid_t kp = ::fork();
-      if (kp == 0) {
-        int null = ::open("/dev/null", O_RDWR);
-        if (null >= 0) ::dup2(null, 1), ::dup2(null, 2);
-        sigset_t empty;
-        sigemptyset(&empty);
-        sigprocmask(SIG_SETMASK, &empty, nullptr);
-        std::vector<char*> argv;
-        for (const auto& x : k) argv.push_back(const_cast<char*>(x.c_str()));
-        argv.push_back(nullptr);
-        ::execv(argv[0], argv.data());
-        ::_exit(127);
-      }
-      if (kp > 0) kills.push_back(kp);
+      if (kills.want(s)) send_kill(s);
     }
   }
 }

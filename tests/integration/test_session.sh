@@ -333,6 +333,23 @@ if start_session "$SOCK" "$T/g.log"; then
     sc start -- bash -c "exec -a $m6 sleep 1000" >/dev/null
     check "G's process runs before the signals (control)" _some_left "$m6"
     sup=$(pgrep -P "$G_PID" -f "exguardian session" | head -n 1)
+    if [ -n "$sup" ] && on_layer container gvisor; then
+        # A storm of one signal the agent ignores (SIGUSR1): the runtime's host process hands
+        # each on as `<runtime> kill ID SIG`, a process of its own; at most one of them may run
+        # per signal number (before: one per signal, and a SIGTERM storm kept gVisor's session
+        # from ending for 20 s). Sampled for 3 s; the session answers afterwards.
+        gid=$(grep -m1 -o "session [0-9a-f]* ready" "$T/g.log" | cut -d' ' -f2)
+        ( end=$((SECONDS + 3)); while [ "$SECONDS" -lt "$end" ] && kill -USR1 "$sup" 2>/dev/null; do :; done ) &
+        storm=$!
+        most=0
+        while kill -0 "$storm" 2>/dev/null; do
+            n=$(pgrep -f -c -- " kill exg-$gid" || true)
+            [ "$n" -gt "$most" ] && most=$n
+        done
+        wait "$storm"
+        check "a SIGUSR1 storm ran at most one runtime kill at a time (most seen: $most)" test "$most" -le 1
+        expect_output_contains "after-storm" sc exec -- echo after-storm
+    fi
     if [ -n "$sup" ]; then
         # Bounded: a supervisor that never ends is this check's failure, not ctest's timeout.
         end=$((SECONDS + 20))
