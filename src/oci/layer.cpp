@@ -60,11 +60,6 @@ bool within(const std::string& p, const std::string& dir) {
   return p == dir || (p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/');
 }
 
-bool is_dir(const std::string& p) {
-  struct stat st;
-  return ::stat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 // What the runtime host prepares before it runs the runtime.
 struct StagedMount {
   size_t step = 0;
