@@ -10,10 +10,13 @@
 // queue is bounded: beyond it, the visit takes the subdirectory itself, depth
 // first, so the descriptors held open stay bounded. run() returns with every
 // thread joined (the process single-threaded again, as a later fork expects).
+// A visit that throws (on any thread) ends the walk: the others finish the
+// visit they are in, take nothing more, and run() rethrows the first error.
 #pragma once
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <system_error>
@@ -46,12 +49,17 @@ class ParallelWalk {
     work();
     for (auto& t : threads_) t.join();
     threads_.clear();
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
   // From a visit: true when t was queued for any thread (t is moved from);
   // false when the queue is full, and the caller visits t itself.
   bool offer(Task& t) {
     std::unique_lock<std::mutex> l(m_);
+    if (error_) {  // the walk is ending: nothing more to visit
+      [[maybe_unused]] Task dropped = std::move(t);
+      return true;
+    }
     if (queue_.size() >= lim_.max_queued) return false;
     queue_.push_back(std::move(t));
     if (threads_.size() + 1 < lim_.max_threads && queue_.size() > lim_.queued_per_thread * (threads_.size() + 1)) {
@@ -86,9 +94,16 @@ class ParallelWalk {
       queue_.pop_front();
       ++busy_;
       l.unlock();
-      visit_(t);
-      { Task done = std::move(t); }  // ends here: its descriptor is closed before the lock is taken again
+      std::exception_ptr e;
+      try {
+        visit_(t);
+      } catch (...) {
+        e = std::current_exception();
+      }
+      { [[maybe_unused]] Task done = std::move(t); }  // ends here: its descriptor is closed before the lock is taken again
       l.lock();
+      if (e && !error_) error_ = e;
+      if (error_) queue_.clear();
       if (--busy_ == 0 && queue_.empty()) cv_.notify_all();
     }
   }
@@ -100,6 +115,7 @@ class ParallelWalk {
   std::deque<Task> queue_;
   size_t busy_ = 0;
   std::vector<std::thread> threads_;
+  std::exception_ptr error_;  // the first visit's exception; guarded by m_
 };
 
 }  // namespace exg
