@@ -64,10 +64,6 @@ class OpenedDir {
  private:
   friend OpenedDir open_subdir(int dirfd, const char* name);
 
-// How deep a walk goes (each level holds one fd and one stack frame); what
-// lies deeper is reported as not checked. Raises the soft fd limit toward
-// the hard one once so that the walk's fds fit.
-size_t max_walk_depth();
   UniqueFd fd_;
   int err_ = 0;
   bool widened_ = false;
