@@ -42,7 +42,7 @@ jq -r '
   | ($p[1] | sub("files$"; "") | tonumber) as $files
   | ([$p[] | select(startswith("changed:")) | sub("changed:"; "")][0] // "-") as $changed
   | ([$p[] | select(startswith("threads:")) | sub("threads:"; "")][0] // "") as $threads
-  | (if $op == "snapshot_tree" then "\($a.median.dirs | floor) directories listed"
+  | (if $op == "snapshot_tree" then "at most \($threads) thread(s): \($a.median.dirs | floor) directories listed"
      elif $op == "protect_walk" then "at most \($threads) thread(s): \($a.median.found | floor) protected paths"
      elif $op == "setid_sweep" then "at most \($threads) thread(s): \($a.median.checked | floor) files checked"
      elif $op == "sweep" then "+1 planted .envrc in a new folder: \($a.median.planted_found | floor) quarantined"

@@ -8,6 +8,9 @@
 // EXG_SWB_REPS repetitions (default 15). The page and dentry caches are warm:
 // the workspace was just created and the first repetition warms what is left.
 //
+//   snapshot_tree/threads:T
+//              the start's snapshot of the workspace's directories (what the
+//              exit's sweep is led by), by at most T threads.
 //   sweep/N    N new files, one in each of N directories, plus one planted
 //              .envrc in a new folder; the snapshot is taken before the changes.
 //   protect_walk/threads:T
@@ -121,11 +124,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // ---- snapshot_tree ----
 
-void BM_snapshot(benchmark::State& state) {
+void BM_snapshot(benchmark::State& state, size_t threads) {
   size_t dirs = 0, entries = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    auto s = snapshot_tree(g_ws);
+    auto s = snapshot_tree(g_ws, {}, {}, threads);
     double t = seconds_since(t0);
     if (!s) {
       state.SkipWithError(("snapshot_tree: " + s.error().str()).c_str());
@@ -303,9 +306,10 @@ int main(int argc, char** argv) {
 
   make_workspace();
   const std::string files = std::to_string(g_dirs * g_files) + "files";
-  configure(benchmark::RegisterBenchmark(("snapshot_tree/" + files).c_str(), BM_snapshot));
   for (size_t t : {1, 4}) {
     const std::string suffix = "/" + files + "/threads:" + std::to_string(t);
+    configure(benchmark::RegisterBenchmark(("snapshot_tree" + suffix).c_str(),
+                                           [t](benchmark::State& s) { BM_snapshot(s, t); }));
     configure(benchmark::RegisterBenchmark(("protect_walk" + suffix).c_str(),
                                            [t](benchmark::State& s) { BM_protect_walk(s, t); }));
     configure(benchmark::RegisterBenchmark(("setid_sweep" + suffix).c_str(),

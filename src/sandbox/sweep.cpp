@@ -14,8 +14,10 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 
 #include "util/dir_fd.hpp"
+#include "util/parallel_walk.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -271,31 +273,50 @@ std::vector<std::string> anchored_in(const std::string& root, const std::vector<
   return out;
 }
 
+// One directory to list: opened and stamped by its parent's visit, which also
+// made its node (util/parallel_walk.hpp: a big tree is listed by a few threads).
+struct SnapTask {
+  OpenedDir dir;
+  uint32_t node = 0;
+  std::string name;     // its name in the parent ("" = the root)
+  Scope parent;         // the parent's scope (unused for the root)
+  bool is_root = false;
+  size_t depth = 0;
+};
+
 struct SnapshotWalker {
   Snapshot& s;
   const plan::ProtectedPaths& pp;
   size_t max_depth = max_walk_depth();
+  std::mutex m;  // s: its nodes and maps are shared by the threads
+  ParallelWalk<SnapTask> walk;
 
-  void remember(DirNode& node, const std::string& name, const struct stat& st) {
-    DirStamp d = stamp_of(st);
-    node.protected_here.emplace_back(name, d);
-    s.protected_inodes[{d.dev, d.ino}] = d.ctime_ns;
+  // A new node under `parent` (its subdirectory `name`); its index.
+  uint32_t add_node(uint32_t parent, const std::string& name, const DirStamp& stamp, bool sealed, bool truncated,
+                    bool opened) {
+    std::lock_guard<std::mutex> l(m);
+    uint32_t c = static_cast<uint32_t>(s.nodes.size());
+    s.nodes.push_back({join_rel(s.nodes[parent].rel, name), stamp, false, sealed, truncated, {}, {}});
+    s.nodes[parent].subdirs.emplace_back(name, c);
+    if (opened) s.node_of[{stamp.dev, stamp.ino}] = c;
+    return c;
   }
 
-  // fd: the directory, already open; parent: its parent's scope (null: the root).
-  uint32_t walk(int fd, const std::string& rel, std::string_view name, const Scope* parent, size_t depth) {
-    struct stat st;
-    if (::fstat(fd, &st) != 0) return UINT32_MAX;
-    uint32_t idx = static_cast<uint32_t>(s.nodes.size());
-    s.nodes.push_back({rel, stamp_of(st), false, false, false, {}, {}});
-    s.node_of[{st.st_dev, st.st_ino}] = idx;
+  void visit(SnapTask& t) {
+    int fd = t.dir.get();
     std::vector<Listed> es;
     plan::GitMarkers gm;
     list_all(fd, es, gm);
-    s.entries_seen += es.size();
-    Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir());
-    s.nodes[idx].git_dir = scope.git_depth == 0;
+    Scope scope = t.is_root ? pp.root(gm.git_dir()) : pp.enter(t.parent, t.name, pp.git_dir_here(t.parent, gm));
     bool quiet = pp.quiet(scope);
+    // Its protected entries, and which entries are directories.
+    std::vector<std::pair<std::string, DirStamp>> here;
+    struct Sub {
+      const Listed* e;
+      bool have;
+      struct stat st;
+    };
+    std::vector<Sub> subs;
     for (const auto& e : es) {
       struct stat cst;
       bool have = false;
@@ -304,29 +325,43 @@ struct SnapshotWalker {
         if (!have) have = ::fstatat(fd, e.name.c_str(), &cst, AT_SYMLINK_NOFOLLOW) == 0;
         if (!have) continue;
         is_dir = S_ISDIR(cst.st_mode);
-        auto m = pp.classify(scope, e.name, is_dir, S_ISREG(cst.st_mode));
-        if (m.kind != ProtectMatch::None) remember(s.nodes[idx], e.name, cst);
+        auto match = pp.classify(scope, e.name, is_dir, S_ISREG(cst.st_mode));
+        if (match.kind != ProtectMatch::None) here.emplace_back(e.name, stamp_of(cst));
       }
-      if (!is_dir) continue;
-      auto sub = depth + 1 > max_depth ? OpenedDir() : open_subdir(fd, e.name.c_str());
-      if (!sub) {  // a leaf the sweep judges by its stamp alone
-        if (!have && ::fstatat(fd, e.name.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) continue;
-        uint32_t c = static_cast<uint32_t>(s.nodes.size());
-        s.nodes.push_back({join_rel(rel, e.name), stamp_of(cst), false, depth + 1 <= max_depth, depth + 1 > max_depth, {}, {}});
-        s.nodes[idx].subdirs.emplace_back(e.name, c);
+      if (is_dir) subs.push_back({&e, have, cst});
+    }
+    {
+      std::lock_guard<std::mutex> l(m);
+      DirNode& n = s.nodes[t.node];
+      n.git_dir = scope.git_depth == 0;
+      for (const auto& [name, d] : here) s.protected_inodes[{d.dev, d.ino}] = d.ctime_ns;
+      n.protected_here = std::move(here);
+      s.entries_seen += es.size();
+    }
+    // Its subdirectories: each opened while this one is open (and, if it was
+    // ours and unreadable, still widened), then listed by whichever thread.
+    for (auto& sub : subs) {
+      const std::string& name = sub.e->name;
+      bool deep = t.depth + 1 > max_depth;
+      OpenedDir d = deep ? OpenedDir() : open_subdir(fd, name.c_str());
+      struct stat st;
+      if (!d) {  // a leaf the sweep judges by its stamp alone
+        if (!sub.have && ::fstatat(fd, name.c_str(), &sub.st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        add_node(t.node, name, stamp_of(sub.st), !deep, deep, false);
         continue;
       }
-      uint32_t c = walk(sub.get(), join_rel(rel, e.name), e.name, &scope, depth + 1);
-      if (c != UINT32_MAX) s.nodes[idx].subdirs.emplace_back(e.name, c);
+      if (::fstat(d.get(), &st) != 0) continue;
+      SnapTask next{std::move(d), add_node(t.node, name, stamp_of(st), false, false, true), name, scope, false,
+                    t.depth + 1};
+      if (!walk.offer(next)) visit(next);
     }
-    return idx;
   }
 };
 
 }  // namespace
 
 Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::string>& extra_names,
-                               const std::vector<std::string>& pointers) {
+                               const std::vector<std::string>& pointers, size_t max_threads) {
   Snapshot s;
   s.root = root;
   s.anchored = anchored_in(root, pointers);
@@ -337,9 +372,17 @@ Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::s
   struct timespec now;
   ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
   s.taken_ns = ns(now) - 20'000'000;  // > one tick at HZ=100
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return fail(Error::sys("workspace " + root));
   s.nodes.reserve(4096);
+  s.nodes.push_back({"", stamp_of(st), false, false, false, {}, {}});
+  s.node_of[{st.st_dev, st.st_ino}] = 0;
   SnapshotWalker w{s, pp};
-  w.walk(fd.get(), "", "", nullptr, 0);
+  w.walk.set_max_threads(max_threads);
+  SnapTask top;
+  top.dir = std::move(fd);
+  top.is_root = true;
+  w.walk.run(std::move(top), [&w](SnapTask& t) { w.visit(t); });
   return s;
 }
 

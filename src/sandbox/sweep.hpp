@@ -74,9 +74,11 @@ struct Snapshot {
 // Lists only directories (getdents64 d_type, openat from the parent's fd, one
 // fstat per directory; a directory of our own that we cannot read gets u+rx
 // for the walk). extra_names: the policy's filesystem.protect; pointers: the
-// plan's protect_pointers (absolute; those inside root count).
+// plan's protect_pointers (absolute; those inside root count). A big tree is
+// listed by up to max_threads threads (all joined before it returns); the
+// nodes' order then varies, what they say does not.
 Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::string>& extra_names = {},
-                               const std::vector<std::string>& pointers = {});
+                               const std::vector<std::string>& pointers = {}, size_t max_threads = 4);
 
 struct Planted {
   std::string relpath;         // relative to the swept tree's root

@@ -273,5 +273,57 @@ TEST(Sweep, HundredThousandFileTreeFindsOnlyThePlanted) {
   EXPECT_EQ(rels(*r), (std::set<std::string>{"d5/s512/.envrc", "d9/s901/newrepo/.git/hooks/post-checkout"}));
 }
 
+// What a snapshot says, independent of its nodes' order (threads list them in
+// any order): each directory by path, with its subdirectories by path.
+std::map<std::string, std::string> described(const Snapshot& s) {
+  std::map<std::string, std::string> out;
+  for (const auto& n : s.nodes) {
+    std::ostringstream o;
+    o << n.stamp.dev << ':' << n.stamp.ino << ':' << n.stamp.mtime_ns << ':' << n.stamp.ctime_ns << " git=" << n.git_dir
+      << " sealed=" << n.sealed << " truncated=" << n.truncated << " subdirs=";
+    std::set<std::string> subs;
+    for (const auto& [name, idx] : n.subdirs) subs.insert(name + "->" + s.nodes[idx].rel);
+    for (const auto& x : subs) o << x << ',';
+    std::set<std::string> prot;
+    for (const auto& [name, d] : n.protected_here) prot.insert(name + "@" + std::to_string(d.ino));
+    o << " protected=";
+    for (const auto& x : prot) o << x << ',';
+    EXPECT_TRUE(out.emplace(n.rel, o.str()).second) << "two nodes for " << n.rel;
+  }
+  for (const auto& [key, idx] : s.node_of) out["inode " + std::to_string(key.ino)] = s.nodes[idx].rel;
+  return out;
+}
+
+// 1,500 directories (wide enough that threads join in), protected names at
+// several depths: four threads' snapshot says exactly what one thread's does,
+// and the sweep led by it finds what was planted after it, and nothing else.
+TEST(Sweep, ThreadedSnapshotSaysWhatOneThreadSays) {
+  Tmp t;
+  for (int d = 0; d < 1500; ++d) {
+    std::string dn = t.ws + "/a" + std::to_string(d % 30) + "/b" + std::to_string(d);
+    fs::create_directories(dn + "/c");
+    put(dn + "/c/file", "x");
+    if (d % 97 == 0) put(dn + "/.envrc", "export A=1");
+    if (d % 211 == 0) fs::create_directories(dn + "/repo/.git/hooks");
+  }
+  fs::create_directories(t.ws + "/.vscode");
+  put(t.ws + "/.vscode/tasks.json", "{}");
+  ::usleep(50 * 1000);  // older than the snapshot's same-tick margin
+  auto one = snapshot_tree(t.ws, {}, {}, 1);
+  auto four = snapshot_tree(t.ws, {}, {}, 4);
+  ASSERT_TRUE(one && four);
+  EXPECT_EQ(one->nodes.size(), 1 + 30 + 1500 * 2 + 8 * 3 + 1u);  // root, a*, b*, c, repo/.git/hooks, .vscode
+  EXPECT_EQ(four->entries_seen, one->entries_seen);
+  EXPECT_EQ(four->protected_inodes, one->protected_inodes);
+  EXPECT_FALSE(one->protected_inodes.empty());
+  EXPECT_EQ(described(*four), described(*one));
+  put(t.ws + "/a7/b1207/c/.envrc", "x");
+  put(t.ws + "/a0/b0/.envrc", "changed");  // a protected name changed in the run
+  put(t.ws + "/a3/b3/c/file", "an ordinary change");
+  auto r = sweep(t.ws, *four, opts(t));
+  ASSERT_TRUE(r) << r.error().str();
+  EXPECT_EQ(rels(*r), (std::set<std::string>{"a7/b1207/c/.envrc", "a0/b0/.envrc"}));
+}
+
 }  // namespace
 }  // namespace exg::sandbox
