@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include "plan/paths.hpp"
+#include "util/proc_text.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::plan {
@@ -74,7 +76,43 @@ void read_netns_link(int proc_fd, const char* pid, NetnsLink* out) {
   out->len = n > 0 && n < static_cast<ssize_t>(sizeof out->text) ? static_cast<unsigned char>(n) : 0;
 }
 
+constexpr unsigned long kPfKthread = 0x00200000;  // PF_KTHREAD (include/linux/sched.h)
+
+// The flags field (the 9th) of a /proc/PID/stat text; the name before it, in
+// parentheses, may hold spaces and parentheses, so the fields start after the last ')'.
+bool stat_says_kthread(const std::string& stat) {
+  size_t at = stat.rfind(')');
+  if (at == std::string::npos) return false;
+  // After ") ": state ppid pgrp session tty_nr tpgid flags
+  const char* p = stat.c_str() + at + 1;
+  for (int field = 0; field < 6; ++field) {
+    while (*p == ' ') ++p;
+    while (*p && *p != ' ') ++p;
+  }
+  char* end = nullptr;
+  unsigned long flags = std::strtoul(p, &end, 10);
+  return end != p && (flags & kPfKthread);
+}
+
 }  // namespace
+
+std::vector<int> kernel_thread_pids() {
+  std::vector<int> out;
+  if (!stat_says_kthread(util::read_proc_text("/proc/2/stat"))) return out;
+  std::string children = util::read_proc_text("/proc/2/task/2/children");
+  if (children.empty()) return out;
+  out.push_back(2);
+  const char* p = children.c_str();
+  while (*p) {
+    char* end = nullptr;
+    long pid = std::strtol(p, &end, 10);
+    if (end == p) break;
+    if (pid > 0) out.push_back(static_cast<int>(pid));
+    p = end;
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 HostSockets find_host_sockets() {
   HostSockets hs;
@@ -93,10 +131,18 @@ HostSockets find_host_sockets() {
   read_netns_link(proc.get(), "self", &self);
   read_table("self", self);
 
+  // Listed before the scan: a kernel thread started meanwhile is read
+  // (harmless); a listed pid reused meanwhile by some process would be skipped,
+  // but pids are handed out in turn up to pid_max, so that takes millions of
+  // forks within the scan.
+  const std::vector<int> kthreads = kernel_thread_pids();
   if (DIR* d = ::fdopendir(::openat(proc.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC))) {
     NetnsLink link;
     while (dirent* e = ::readdir(d)) {
       if (!std::isdigit(static_cast<unsigned char>(e->d_name[0]))) continue;
+      if (!kthreads.empty() &&
+          std::binary_search(kthreads.begin(), kthreads.end(), static_cast<int>(std::strtol(e->d_name, nullptr, 10))))
+        continue;
       read_netns_link(proc.get(), e->d_name, &link);
       read_table(e->d_name, link);
     }

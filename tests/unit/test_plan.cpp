@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "temp_dir.hpp"
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <sys/un.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -13,8 +16,10 @@
 
 #include <algorithm>
 #include <climits>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -1224,6 +1229,99 @@ TEST(HostSockets, TablePaths) {
   ASSERT_EQ(v.size(), 1u);
   EXPECT_EQ(v[0], "/run/a b.sock");
   EXPECT_EQ(relative, 1u);
+}
+
+// What /proc/PID/stat says of a process: its parent and whether it is a kernel
+// thread (PF_KTHREAD); false when it is gone.
+bool read_stat(int pid, int* ppid, bool* kthread) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  size_t at = text.rfind(')');
+  if (at == std::string::npos) return false;
+  std::istringstream rest(text.substr(at + 1));
+  std::string state;
+  long pgrp, session, tty, tpgid;
+  unsigned long flags;
+  if (!(rest >> state >> *ppid >> pgrp >> session >> tty >> tpgid >> flags)) return false;
+  *kthread = flags & 0x00200000;
+  return true;
+}
+
+// The scan skips exactly the kernel's threads: every listed pid is kthreadd or
+// its child, and every kernel thread of /proc is listed (one started after the
+// list was made is looked for in a second list).
+TEST(HostSockets, KernelThreadsAreKthreaddAndItsChildren) {
+  auto kt = kernel_thread_pids();
+  if (kt.empty()) GTEST_SKIP() << "pid 2 is not kthreadd here (a pid namespace) or its children are not listed";
+  EXPECT_TRUE(std::is_sorted(kt.begin(), kt.end()));
+  EXPECT_TRUE(std::binary_search(kt.begin(), kt.end(), 2));
+  EXPECT_FALSE(std::binary_search(kt.begin(), kt.end(), static_cast<int>(::getpid())));
+  EXPECT_FALSE(std::binary_search(kt.begin(), kt.end(), 1));
+  size_t kthreads_seen = 0;
+  for (int pid : kt) {
+    int ppid = 0;
+    bool kthread = false;
+    if (!read_stat(pid, &ppid, &kthread)) continue;  // gone since
+    EXPECT_TRUE(pid == 2 || ppid == 2) << "pid " << pid << " has parent " << ppid;
+    kthreads_seen += kthread;
+  }
+  EXPECT_GT(kthreads_seen, 0u);
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::string name = e.path().filename();
+    if (name.empty() || !std::isdigit(static_cast<unsigned char>(name[0]))) continue;
+    int pid = std::stoi(name), ppid = 0;
+    bool kthread = false;
+    if (!read_stat(pid, &ppid, &kthread) || !kthread) continue;
+    if (std::binary_search(kt.begin(), kt.end(), pid)) continue;
+    auto again = kernel_thread_pids();
+    EXPECT_TRUE(std::binary_search(again.begin(), again.end(), pid)) << "kernel thread " << pid << " is not listed";
+  }
+}
+
+// In a pid namespace of its own, pid 2 is whatever process got it: nothing is
+// skipped. (A child makes the namespaces, since unshare(CLONE_NEWUSER) wants a
+// single thread; its child is pid 1 there and mounts that namespace's /proc.)
+TEST(HostSockets, NoKernelThreadsInAPidNamespace) {
+  pid_t outer = ::fork();
+  ASSERT_GE(outer, 0);
+  if (outer == 0) {
+    bool root = ::geteuid() == 0;
+    if (::unshare((root ? 0 : CLONE_NEWUSER) | CLONE_NEWNS | CLONE_NEWPID) != 0) ::_exit(77);
+    pid_t inner = ::fork();
+    if (inner < 0) ::_exit(78);
+    if (inner == 0) {
+      if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(79);
+      if (::mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr) != 0) ::_exit(80);
+      // Pid 2, not kthreadd, with a child of its own (pid 3), so that a list
+      // made without the PF_KTHREAD check would not be empty.
+      int ready[2];
+      if (::pipe(ready) != 0) ::_exit(83);
+      pid_t two = ::fork();
+      if (two == 0) {
+        if (::fork() == 0) {
+          ::pause();
+          ::_exit(0);
+        }
+        (void)!::write(ready[1], "r", 1);
+        ::pause();
+        ::_exit(0);
+      }
+      if (two != 2) ::_exit(81);
+      char c;
+      if (::read(ready[0], &c, 1) != 1) ::_exit(84);
+      int rc = kernel_thread_pids().empty() ? 0 : 1;
+      ::_exit(rc);  // pid 1's end kills the namespace's other processes
+    }
+    int st = 0;
+    ::waitpid(inner, &st, 0);
+    ::_exit(WIFEXITED(st) ? WEXITSTATUS(st) : 82);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(outer, &st, 0), outer);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "no user/pid namespace for this test here";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "in a pid namespace of its own, kernel_thread_pids() listed pids (or set-up step "
+                                << WEXITSTATUS(st) << " failed)";
 }
 
 }  // namespace
