@@ -224,7 +224,7 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   auto secrets = proxy_secrets(*pol, ca_cert_out, placeholders_out);
   if (!secrets) return error_line(secrets.error().str());
   // This host's own addresses are refused like loopback (read once, at start).
-  rules->set_host_addresses(egress::Rules::read_host_addresses());
+  if (auto h = rules->refresh_host_addresses(); !h) return error_line(h.error().str());
 
   sandbox::AuditLog audit;
   std::string log_path = !audit_log.empty() ? audit_log : pol->audit_log.value_or("");

@@ -381,16 +381,23 @@ void Rules::set_host_addresses(std::vector<IpAddress> own) {
   own_ = std::move(own);
 }
 
-std::vector<IpAddress> Rules::read_host_addresses() {
+Result<std::vector<IpAddress>> Rules::read_host_addresses() {
   std::vector<IpAddress> out;
   ifaddrs* list = nullptr;
-  if (getifaddrs(&list) != 0) return out;
+  if (getifaddrs(&list) != 0) return fail(Error::sys("list this host's addresses (getifaddrs)"));
   for (ifaddrs* i = list; i; i = i->ifa_next) {
     auto a = IpAddress::from_sockaddr(i->ifa_addr);
     if (a && std::find(out.begin(), out.end(), *a) == out.end()) out.push_back(*a);
   }
   freeifaddrs(list);
   return out;
+}
+
+Result<void> Rules::refresh_host_addresses() {
+  auto own = read_host_addresses();
+  if (!own) return fail(Error::msg("egress", own.error().str() + ": the proxy refuses them, so it cannot start without them"));
+  set_host_addresses(std::move(*own));
+  return {};
 }
 
 bool Rules::empty() const { return allow_.empty() && allow_cidrs_.empty(); }

@@ -101,7 +101,12 @@ class Rules {
   // The host's own interface addresses (getifaddrs), refreshed by the caller
   // when it likes; included in check_address as AddressClass::HostOwn.
   void set_host_addresses(std::vector<IpAddress> own);
-  static std::vector<IpAddress> read_host_addresses();
+  // An error when the kernel would not list them (no netlink socket: the fd
+  // limit, a seccomp filter): the proxy would then let the host's own public
+  // addresses through, so its callers do not start (fail closed).
+  static Result<std::vector<IpAddress>> read_host_addresses();
+  // read_host_addresses(), then set_host_addresses(); the error names the step.
+  Result<void> refresh_host_addresses();
 
   // Whether an allowedDomains entry matches host:port, as check_host matches
   // them (literal entries match the same literal), deny rules and CIDRs aside.

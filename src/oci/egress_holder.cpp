@@ -212,7 +212,7 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
     return fail(Error::msg("network.resolver", "not available in exguardian runtime yet (clients use the proxy)"));
   auto rules = egress::Rules::from_policy(pol.network);
   if (!rules) return fail(rules.error());
-  rules->set_host_addresses(egress::Rules::read_host_addresses());
+  if (auto h = rules->refresh_host_addresses(); !h) return fail(h.error());
   // The handler's request rules, parent proxies and srt's switches, as the
   // process layer's supervisor applies them (none silently dropped).
   egress::ProxyConfig cfg;

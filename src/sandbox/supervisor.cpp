@@ -151,7 +151,7 @@ Result<std::string> change_egress(const plan::Plan& plan, const egress::SecretsC
                                               ": the new rules must keep allowing it (list it, exactly so, and deny it not)"));
       }
   }
-  rules->set_host_addresses(egress::Rules::read_host_addresses());
+  if (auto r = rules->refresh_host_addresses(); !r) return fail(r.error());
   nlohmann::json ev = {{"event", "egress_rules_changed"}, {"allow", c.allow}, {"deny", c.deny}};
   proxy.replace_rules(std::move(*rules), std::move(ev));
   std::string line = std::to_string(c.allow.size()) + " allowed, " + std::to_string(c.deny.size()) + " denied";
@@ -423,7 +423,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       auto r = egress::Rules::from_policy(plan.network);
       if (!r) return fail(r.error());
       rules.emplace(std::move(*r));
-      rules->set_host_addresses(egress::Rules::read_host_addresses());
+      if (auto h = rules->refresh_host_addresses(); !h) return fail(h.error());
       if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
     }
     steps.mark("supervisor setup");

@@ -1,6 +1,10 @@
 // Egress rules: host normalisation, name matching, address classes, CIDR
 // overrides, the host's own addresses and literal targets.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <string>
 #include <vector>
@@ -475,9 +479,34 @@ TEST(EgressAddress, HostOwnAddresses) {
   // read_host_addresses sees at least loopback (every namespace has lo), and
   // what it returns is refused.
   auto own = Rules::read_host_addresses();
+  ASSERT_TRUE(own) << own.error().str();
   Rules all = rules({"example.com"});
-  all.set_host_addresses(own);
-  for (const auto& a : own) EXPECT_FALSE(all.check_address(a).allowed) << a.str();
+  all.set_host_addresses(*own);
+  for (const auto& a : *own) EXPECT_FALSE(all.check_address(a).allowed) << a.str();
+}
+
+// When the kernel will not list the host's addresses (here: no descriptor is
+// left for getifaddrs' netlink socket), that is an error, not an empty list
+// that would let the host's own public addresses through the proxy.
+TEST(EgressRules, HostAddressesUnlistedIsAnError) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int highest = ::open("/dev/null", O_RDONLY);  // the lowest free descriptor
+    if (highest < 0) ::_exit(10);
+    rlimit rl{static_cast<rlim_t>(highest + 1), static_cast<rlim_t>(highest + 1)};
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) ::_exit(11);
+    auto own = Rules::read_host_addresses();
+    if (own) ::_exit(1);
+    Rules r = rules({"example.com"});
+    auto refreshed = r.refresh_host_addresses();
+    if (refreshed || refreshed.error().str().find("getifaddrs") == std::string::npos) ::_exit(2);
+    ::_exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "1: listed with no descriptor left; 2: refresh did not say getifaddrs; 10-11: set-up";
 }
 
 // ---- CIDR parsing and address helpers ----
