@@ -508,7 +508,7 @@ struct Builder {
     }
     // Masked credential copies, before the masks around them are sealed.
     for (auto& f : *masked_files) plan.steps.push_back(std::move(f));
-    host_sockets(home);
+    if (auto r = host_sockets(home); !r) return r;
     for (const auto& m : mask_dirs) add(StepKind::ReadOnly, m, {}, "seal mask");
 
     plan.network = pol.network;
@@ -686,17 +686,22 @@ struct Builder {
   // unless network.allowUnixSockets names it or allowAllUnixSockets is set. An
   // allowed socket hidden by one of the sandbox's own tmpfs (/run, /tmp, ...)
   // is bound in.
-  void host_sockets(const std::string& home) {
+  Result<void> host_sockets(const std::string& home) {
     const auto& net = pol.network;
     if (net.allow_all_unix_sockets.value_or(false)) {
       plan.notes.push_back("network.allowAllUnixSockets: the host's Unix sockets visible inside are not masked");
       plan.host_unix_sockets_allowed = true;
-      return;
+      return {};
     }
     std::set<std::string> allowed;
     for (const auto& e : net.allow_unix_sockets)
       for (auto& h : resolve_entry(e, home)) allowed.insert(h);
-    HostSockets hs = find_host_sockets();
+    auto found = find_host_sockets();
+    if (!found)
+      return fail(Error::msg("host Unix sockets", found.error().str() +
+                                                      ": none could be masked; network.allowAllUnixSockets: true "
+                                                      "runs without masking them"));
+    const HostSockets& hs = *found;
     std::vector<std::string> allowed_seen;
     size_t masked = 0;
     for (const auto& p : hs.paths) {
@@ -730,6 +735,7 @@ struct Builder {
       if (std::find(allowed_seen.begin(), allowed_seen.end(), a) == allowed_seen.end())
         n += "; allowUnixSockets " + a + ": not a bound socket now";
     plan.notes.push_back(n);
+    return {};
   }
 
   // Landlock mirrors the mounts: read and execute everywhere, full access only

@@ -114,13 +114,13 @@ std::vector<int> kernel_thread_pids() {
   return out;
 }
 
-HostSockets find_host_sockets() {
+Result<HostSockets> find_host_sockets() {
   HostSockets hs;
   std::set<std::string> namespaces;
   std::set<std::string> named;
   std::string table;
   UniqueFd proc(::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (!proc) return hs;
+  if (!proc) return fail(Error::sys("open /proc"));
   auto read_table = [&](const char* pid, const NetnsLink& link) {
     if (link.len == 0 || !namespaces.insert(std::string(link.text, link.len)).second) return;
     if (!read_file(std::string("/proc/") + pid + "/net/unix", table)) return;
@@ -130,6 +130,7 @@ HostSockets find_host_sockets() {
   NetnsLink self;
   read_netns_link(proc.get(), "self", &self);
   read_table("self", self);
+  if (hs.netns == 0) return fail(Error::msg("/proc/self/net/unix", "cannot be read (is /proc mounted?)"));
 
   // Listed before the scan: a kernel thread started meanwhile is read
   // (harmless); a listed pid reused meanwhile by some process would be skipped,

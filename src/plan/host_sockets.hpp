@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "util/error.hpp"
+
 namespace exg::plan {
 
 struct HostSockets {
@@ -22,7 +24,10 @@ struct HostSockets {
   size_t relative = 0;             // bound by a relative name: not locatable
 };
 
-HostSockets find_host_sockets();
+// An error when not even this process's own namespace's table can be read
+// (no /proc, or one without net/unix): nothing could be masked, so the plan
+// does not start (fail closed; network.allowAllUnixSockets runs without masks).
+Result<HostSockets> find_host_sockets();
 
 // The pids of kthreadd (pid 2 of the initial pid namespace, told by its
 // PF_KTHREAD flag in /proc/2/stat) and of its children (/proc/2/task/2/

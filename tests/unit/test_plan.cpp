@@ -1217,6 +1217,37 @@ TEST_F(PlanTest, HostUnixSocketsVisibleInsideAreMasked) {
   EXPECT_TRUE(pa.host_unix_sockets_allowed);
 }
 
+// Without a readable /proc (here: a tmpfs over it, in a mount namespace of a
+// child's own) no host socket could be found or masked: the plan stops, naming
+// why and the setting that runs without masks; that setting still compiles.
+TEST_F(PlanTest, HostUnixSocketsUnlistableStopsThePlan) {
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    bool root = ::geteuid() == 0;
+    if (::unshare((root ? 0 : CLONE_NEWUSER) | CLONE_NEWNS) != 0) ::_exit(77);
+    if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) ::_exit(78);
+    if (::mount("none", "/proc", "tmpfs", 0, nullptr) != 0) ::_exit(79);
+    auto r = compile(policy::Policy{}, ctx);
+    if (r) ::_exit(1);
+    std::string e = r.error().str();
+    if (e.find("host Unix sockets") == std::string::npos || e.find("/proc") == std::string::npos ||
+        e.find("allowAllUnixSockets") == std::string::npos)
+      ::_exit(2);
+    policy::Policy all;
+    all.network.allow_all_unix_sockets = true;
+    auto a = compile(all, ctx);
+    if (!a && a.error().str().find("host Unix sockets") != std::string::npos) ::_exit(3);
+    ::_exit(0);
+  }
+  int st = 0;
+  ASSERT_EQ(::waitpid(pid, &st, 0), pid);
+  ASSERT_TRUE(WIFEXITED(st));
+  if (WEXITSTATUS(st) == 77) GTEST_SKIP() << "no mount namespace for this test here";
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "1: compiled without /proc; 2: the error does not say what and why; "
+                                   "3: allowAllUnixSockets stopped too; 78-79: set-up";
+}
+
 TEST(HostSockets, TablePaths) {
   size_t relative = 0;
   auto v = unix_table_paths(
