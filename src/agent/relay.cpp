@@ -2,12 +2,14 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <string>
 
 namespace exg::agent {
 
@@ -15,6 +17,47 @@ namespace {
 
 constexpr size_t kMaxClients = 16;
 constexpr size_t kQueueLimit = 8 * 1024 * 1024;
+
+#ifndef SO_PEERPIDFD
+#define SO_PEERPIDFD 77  // Linux 6.5
+#endif
+
+// Whether the peer runs where this session runs: in its pid and user
+// namespaces. A process of any sandbox runs in namespaces of its own (the
+// process and container layers make new ones; gVisor's and a guest's
+// processes are not the host's at all), so however the socket was reached (it
+// may lie anywhere the user put it, the workspace included), no sandbox drives
+// its own supervisor or another's: the uid alone would not tell, a sandbox of
+// an ordinary user runs as that user. The peer is held by a pidfd while its
+// namespaces are read, so a pid reused meanwhile is not judged in its place.
+bool peer_runs_beside_us(int fd, pid_t pid, std::string* why) {
+  UniqueFd pidfd;
+  int pfd = -1;
+  socklen_t len = sizeof pfd;
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERPIDFD, &pfd, &len) == 0) pidfd.reset(pfd);
+  if (pid <= 0) {
+    *why = "its process is not visible from here (another pid namespace)";
+    return false;
+  }
+  for (const char* ns : {"pid", "user"}) {
+    struct stat mine {}, theirs {};
+    std::string at = "/proc/" + std::to_string(pid) + "/ns/" + ns;
+    if (::stat((std::string("/proc/self/ns/") + ns).c_str(), &mine) != 0 || ::stat(at.c_str(), &theirs) != 0) {
+      *why = std::string("its ") + ns + " namespace could not be read";
+      return false;
+    }
+    if (mine.st_ino != theirs.st_ino || mine.st_dev != theirs.st_dev) {
+      *why = std::string("it runs in another ") + ns + " namespace (a sandbox's)";
+      return false;
+    }
+  }
+  // Still the process that connected (a pidfd signals ESRCH once it is gone).
+  if (pidfd && ::syscall(SYS_pidfd_send_signal, pidfd.get(), 0, nullptr, 0) != 0) {
+    *why = "it ended while it was judged";
+    return false;
+  }
+  return true;
+}
 
 int header_int(const nlohmann::json& h, const char* k) {
   auto it = h.find(k);
@@ -120,9 +163,15 @@ void ControlRelay::accept_client() {
   if (!fd) return;
   ucred cred{};
   socklen_t len = sizeof cred;
-  // Only the session's own user drives it (the socket's mode says so too).
+  // Only the session's own user drives it (the socket's mode says so too),
+  // and only from outside every sandbox (peer_runs_beside_us).
   if (::getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0 || cred.uid != ::geteuid()) {
     if (verbose_) std::fprintf(stderr, "exguardian: session: refused a client of uid %u\n", cred.uid);
+    return;
+  }
+  if (std::string why; !peer_runs_beside_us(fd.get(), cred.pid, &why)) {
+    std::fprintf(stderr, "exguardian: session %s: refused a client (pid %d): %s\n", sandbox_id_.c_str(), cred.pid,
+                 why.c_str());
     return;
   }
   auto c = std::make_unique<Conn>();

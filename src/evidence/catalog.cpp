@@ -776,6 +776,29 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     if (sock.empty()) p.skip_why = "no host listener: " + c.host_socket_why;
   }
 
+  // A host service that binds its socket in the workspace while the sandbox runs (an ssh-agent
+  // or a docker daemon started later; `exguardian session --control unix:$PWD/ctl.sock`): the
+  // probe asks the host's listener to bind, waits for the socket, then connects.
+  {
+    const std::string sock = c.late_socket;
+    auto& p = add({"host-unix-socket-bound-later", "runtime sockets",
+                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -S " + sock + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
+                       "i=$((i+1)); done; [ -S " + sock + " ] && echo bound; python3 -c 'import socket; " +
+                       "s = socket.socket(socket.AF_UNIX); s.connect(\"" + sock +
+                       "\"); s.sendall(b\"EXG\"); s.close(); print(\"connected\")' 2>&1 | tail -1",
+                   "connect() to a host socket bound in the workspace after the sandbox started fails; the listener "
+                   "receives nothing",
+                   true, {}, false, false, "", 0, [&c, sock](const Outcome& o) {
+                     std::string log = read_whole(c.late_socket_log).value_or("");
+                     if (has(log, "a connection")) return escaped("the late host listener got a connection");
+                     if (has(o.out, "connected")) return escaped("connected to " + sock);
+                     if (!has(o.out, "bound")) return failed("the host listener did not bind (no evidence either way): " + said(o));
+                     return held(said(o) + "; the late host listener received nothing");
+                   }});
+    need(p, {"python3"});
+    if (sock.empty()) p.skip_why = "no late host listener: " + c.late_socket_why;
+  }
+
   // ---- /proc and /sys: the host stays invisible.
   {
     const std::string m = c.host_marker;
@@ -993,7 +1016,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   static const char* const kUserland[] = {
       "sandbox-status", "seed-touch-home", "seed-read-credentials", "seed-env-secrets", "proc-environ-every",
       "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary",
-      "planted-symlinked-hook-target", "host-unix-socket", "proc-host-processes", "proc-host-kill", "proc-pid1",
+      "planted-symlinked-hook-target", "host-unix-socket", "host-unix-socket-bound-later", "proc-host-processes", "proc-host-kill", "proc-pid1",
       "proc-pid1-signals", "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write",
       "work-git-commit", "work-compile-c", "work-python", "work-tmp"};
   for (auto& p : v)

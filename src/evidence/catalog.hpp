@@ -59,6 +59,8 @@ struct Context {
   std::map<std::string, bool> tools;  // curl, gcc, python3, bash, git
   std::string host_socket, host_socket_log;  // a host listener's pathname socket (in HOME) and what it received
   std::string host_socket_why;                // why there is none (host_socket empty)
+  // A host listener that binds in the workspace only once the probe asks (start_late_unix_listener).
+  std::string late_socket, late_socket_trigger, late_socket_log, late_socket_why;
   HostFiles files;    // canaries and the workspace's hook: no probe may change them
   HostFiles targets;  // what one probe tries to change (checked by that probe only)
 };

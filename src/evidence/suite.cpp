@@ -566,6 +566,12 @@ struct Runner {
     if (host_unix_connect(s.home + "/.exg-agent.sock", ctx.host_socket_log)) ctx.host_socket = s.home + "/.exg-agent.sock";
     else ctx.host_socket_why = "the listener on " + s.home + "/.exg-agent.sock did not log a host client";
   }
+  // One bound only after the sandbox started (issue 39, 1: the start-time masks cannot know it).
+  ctx.late_socket_log = s.dir + "/logs/late-unix-listener.log";
+  ctx.late_socket_trigger = s.ws + "/.exg-bind-now";
+  if (start_late_unix_listener(s.ws + "/.exg-late.sock", ctx.late_socket_trigger, ctx.late_socket_log,
+                               ctx.late_socket_why) > 0)
+    ctx.late_socket = s.ws + "/.exg-late.sock";
   for (auto& f : s.canary_files) ctx.files.remember(f);
   ctx.targets.remember(s.home + "/escape-test");
   ctx.targets.remember(s.ws + "/.git/hooks/pre-commit");

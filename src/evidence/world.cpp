@@ -285,6 +285,52 @@ pid_t start_unix_listener(const std::string& path, const std::string& log, std::
   return pid;
 }
 
+pid_t start_late_unix_listener(const std::string& path, const std::string& trigger, const std::string& log,
+                               std::string& why) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  if (path.size() >= sizeof a.sun_path) {
+    why = "socket path too long: " + path;
+    return -1;
+  }
+  std::memcpy(a.sun_path, path.c_str(), path.size());
+  int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    for (;;) {
+      struct stat st;
+      if (::lstat(trigger.c_str(), &st) != 0) {
+        ::usleep(20000);
+        continue;
+      }
+      ::unlink(trigger.c_str());
+      ::unlink(path.c_str());
+      int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::chmod(path.c_str(), 0777) != 0 ||
+          ::listen(s, 16) != 0) {
+        append_log(log_fd, "late unix " + path + ": could not listen: " + errno_text(errno) + "\n");
+        if (s >= 0) ::close(s);
+        continue;
+      }
+      for (int tick = 0; tick < 500; ++tick) {
+        int c = ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC);
+        if (c < 0) {
+          ::usleep(20000);
+          continue;
+        }
+        append_log(log_fd, "late unix " + path + ": a connection\n");
+        ::close(c);
+      }
+      ::close(s);
+      ::unlink(path.c_str());
+    }
+  }
+  if (log_fd >= 0) ::close(log_fd);
+  if (pid < 0) why = "fork: " + errno_text(errno);
+  return pid;
+}
+
 bool host_unix_connect(const std::string& path, const std::string& log) {
   int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{};

@@ -96,6 +96,7 @@ struct Sandbox {
   UniqueFd pty_master;  // when a pty was asked for
   process::Cgroup cgroup;  // the sandbox's own cgroup (inactive when none could be made)
   UniqueFd seccomp_listener;  // refused syscalls arrive here (Enforcement::seccomp_notify)
+  UniqueFd sock_diag;  // NETLINK_SOCK_DIAG in the sandbox's netns: which Unix sockets it bound (sandbox/socket_address_gate.hpp)
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns
   UniqueFd dns_socket;  // UDP 127.0.0.53:53 in the sandbox's netns (network.resolver / --dns), else empty
   UniqueFd transparent_listener;  // TCP 127.0.0.1:15001 in the sandbox's netns, its redirected TCP (network.transparent)

@@ -159,6 +159,10 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       sb.pty_master.reset(m.fd);
       continue;
     }
+    if (m.type == process::kMsgSockDiag) {
+      sb.sock_diag.reset(m.fd);
+      continue;
+    }
     if (m.type == process::kMsgListeners) {
       sb.http_listener.reset(m.fd);
       sb.socks_listener.reset(m.fd2);

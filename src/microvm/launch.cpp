@@ -313,8 +313,13 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   // Meanwhile qemu's start-up probes (io_uring_setup) hit the sandbox's
   // filter, whose refusals wait for an answer: answered here (not audited:
   // nothing of the command runs yet), by the supervisor from then on.
+  std::optional<sandbox::SocketAddressGate> early_gate;  // qemu reaches no Unix socket by name
   std::optional<sandbox::SyscallViolations> early;
-  if (l->seccomp_listener) early.emplace(UniqueFd(::fcntl(l->seccomp_listener.get(), F_DUPFD_CLOEXEC, 3)), nullptr);
+  if (l->seccomp_listener) {
+    early_gate.emplace(UniqueFd(l->sock_diag ? ::fcntl(l->sock_diag.get(), F_DUPFD_CLOEXEC, 3) : -1),
+                       sandbox::SocketAddressGate::Allowed{}, nullptr);
+    early.emplace(UniqueFd(::fcntl(l->seccomp_listener.get(), F_DUPFD_CLOEXEC, 3)), nullptr, &*early_gate);
+  }
   // Waits until `fd` is readable: 1; 0 on timeout; -1 when qemu ended first.
   auto wait_readable = [&](int fd, int timeout_ms) {
     pollfd pf[3] = {{fd, POLLIN, 0}, {l->pidfd.get(), POLLIN, 0}, {early ? early->fd() : -1, POLLIN, 0}};

@@ -229,6 +229,7 @@ void RuntimeHost::host_binds() {
 
 void RuntimeHost::network() {
   if (auto what = process::bring_loopback_up(); !what.empty()) fail(what);
+  if (auto what = process::hand_over_sock_diag(a_.sync_fd); !what.empty()) fail(what);
   if (!plan_.proxy.enabled) return;
   int fds[3];
   std::string what;

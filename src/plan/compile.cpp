@@ -691,11 +691,13 @@ struct Builder {
     if (net.allow_all_unix_sockets.value_or(false)) {
       plan.notes.push_back("network.allowAllUnixSockets: the host's Unix sockets visible inside are not masked");
       plan.host_unix_sockets_allowed = true;
+      plan.unix_sockets_all_allowed = true;
       return {};
     }
     std::set<std::string> allowed;
     for (const auto& e : net.allow_unix_sockets)
       for (auto& h : resolve_entry(e, home)) allowed.insert(h);
+    plan.unix_sockets_allowed.assign(allowed.begin(), allowed.end());
     auto found = find_host_sockets();
     if (!found)
       return fail(Error::msg("host Unix sockets", found.error().str() +

@@ -153,6 +153,12 @@ struct Plan {
   // the command (Layer::carries_host_unix_sockets) refuses the plan rather
   // than drop it.
   bool host_unix_sockets_allowed = false;
+  // What the supervisor lets the command connect() to besides the Unix sockets
+  // bound inside the sandbox (sandbox/socket_address_gate.hpp): the host
+  // paths network.allowUnixSockets names (the sandbox sees them at the same
+  // paths), or every one (allowAllUnixSockets).
+  std::vector<std::string> unix_sockets_allowed;
+  bool unix_sockets_all_allowed = false;
 
   // The Plan as --dry-run prints it; `layer_lines` (Layer::describe) follow
   // the sandbox line: the Plan itself does not know which layer runs it.

@@ -393,6 +393,7 @@ void Builder::network_and_names() {
   if (::sethostname(plan_.hostname.data(), plan_.hostname.size()) != 0) fail("sethostname");
   if (::setdomainname("", 0) != 0) fail("setdomainname");
   if (auto what = bring_loopback_up(); !what.empty()) fail(what);
+  if (auto what = hand_over_sock_diag(a_.sync_fd); !what.empty()) fail(what);
   if (plan_.proxy.enabled) proxy_listeners();
   if (auto what = hand_over_transparent_capture(plan_.proxy, a_.sync_fd); !what.empty()) fail(what);
 }

@@ -7,8 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <linux/netlink.h>
+
 #include <cerrno>
 #include <cstring>
+
+#include "process/child.hpp"
+#include "util/fd_passing.hpp"
 
 namespace exg::process {
 
@@ -32,6 +37,16 @@ std::string bring_loopback_up() {
   }
   ::close(s);
   return {};
+}
+
+std::string hand_over_sock_diag(int sync_fd) {
+  int s = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG);
+  if (s < 0) return "sock_diag socket (which Unix sockets the sandbox binds)";
+  bool sent = send_fds(sync_fd, kMsgSockDiag, &s, 1);
+  int e = errno;
+  ::close(s);
+  errno = e;
+  return sent ? std::string() : "hand the sock_diag socket to the supervisor";
 }
 
 int make_proxy_listeners(const plan::ProxyPlan& proxy, int fds[3], std::string* what) {

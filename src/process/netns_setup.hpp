@@ -19,4 +19,9 @@ std::string bring_loopback_up();
 // `what` naming the step that failed (errno set).
 int make_proxy_listeners(const plan::ProxyPlan& proxy, int fds[3], std::string* what);
 
+// A NETLINK_SOCK_DIAG socket of the current netns, sent to the supervisor as
+// kMsgSockDiag: it tells which Unix sockets were bound inside the sandbox
+// (sandbox/socket_address_gate.hpp). Empty on success, else what failed.
+std::string hand_over_sock_diag(int sync_fd);
+
 }  // namespace exg::process

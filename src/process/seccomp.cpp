@@ -61,6 +61,7 @@ class Asm {
 };
 
 constexpr uint32_t arg_lo(int i) { return offsetof(seccomp_data, args) + 8 * i; }  // little-endian
+constexpr uint32_t arg_hi(int i) { return arg_lo(i) + 4; }
 
 // What a refused call returns: a notification for the supervisor, or the
 // errno it would answer with (seccomp_rules::refused_errno: the one source of
@@ -78,12 +79,21 @@ uint32_t refusal(Refusal how, int nr, uint64_t arg0 = 0) {
 // forward only and every other syscall falls through to libseccomp's code.
 // (socket and socketpair share one errno per case: the refusals below are
 // computed for socket.)
+//
+// With a supervisor (Refusal::Notify), connect() and sendto() with an address
+// go to it as well: not refused, judged (sandbox/socket_address_gate.hpp: a
+// host's Unix socket bound after the start is reached by no sandbox). The
+// errno-only program has no supervisor to ask and leaves them alone: it runs
+// where host sockets cannot be reached anyway (the microVM guest, gVisor).
 std::vector<sock_filter> value_set_prefix(Refusal how) {
-  enum { kEnd, kAllow, kRawRefused, kSocket, kInet, kNetlink, kNotPersonality };
+  enum { kEnd, kAllow, kRawRefused, kSocket, kInet, kNetlink, kNotPersonality, kSendto, kJudged };
   Asm a;
   a.load_u32(offsetof(seccomp_data, arch));
   a.jeq(AUDIT_ARCH_X86_64, -1, kEnd);
   a.load_u32(offsetof(seccomp_data, nr));
+  if (how == Refusal::Notify) {
+    for (int nr : rules::judged_syscalls()) a.jeq(static_cast<uint32_t>(nr), nr == __NR_sendto ? kSendto : kJudged);
+  }
   a.jeq(__NR_personality, -1, kNotPersonality);
   a.load_u32(arg_lo(0));
   for (uint32_t v : rules::personality_allowed()) a.jeq(v, kAllow);
@@ -110,6 +120,17 @@ std::vector<sock_filter> value_set_prefix(Refusal how) {
   a.ret(SECCOMP_RET_ALLOW);
   a.label(kRawRefused);
   a.ret(refusal(how, __NR_socket, AF_INET));
+  if (how == Refusal::Notify) {
+    // sendto(fd, buf, len, flags, dest_addr, addrlen): judged only with a
+    // destination (a NULL one is send() on a connected socket).
+    a.label(kSendto);
+    a.load_u32(arg_lo(4));
+    a.jeq(0, -1, kJudged);
+    a.load_u32(arg_hi(4));
+    a.jeq(0, kEnd, kJudged);
+    a.label(kJudged);
+    a.ret(SECCOMP_RET_USER_NOTIF);
+  }
   a.label(kEnd);
   return a.finish();
 }

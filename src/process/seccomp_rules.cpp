@@ -94,11 +94,14 @@ std::vector<ArgRule> make_flag_rules() {
   return r;
 }
 
+constexpr int kJudged[] = {__NR_connect, __NR_sendto};
+
 bool in(std::span<const uint32_t> set, uint32_t v) { return std::find(set.begin(), set.end(), v) != set.end(); }
 
 }  // namespace
 
 std::span<const char* const> refused_syscalls() { return kRefused; }
+std::span<const int> judged_syscalls() { return kJudged; }
 std::span<const NumberedSyscall> refused_by_number() { return kByNumber; }
 const std::vector<ArgRule>& flag_rules() {
   static const std::vector<ArgRule> rules = make_flag_rules();

@@ -468,7 +468,9 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       return fail(r.error());
     }
   }
-  SyscallViolations refusals(std::move(sb.seccomp_listener), &audit);
+  // connect() and sendto() with an address, judged (a host socket bound after the start stays out of reach).
+  SocketAddressGate socket_gate(std::move(sb.sock_diag), {plan.unix_sockets_all_allowed, plan.unix_sockets_allowed}, &audit);
+  SyscallViolations refusals(std::move(sb.seccomp_listener), &audit, &socket_gate);
   bool watch_refusals = refusals.fd() >= 0;
 
   // The egress proxy accepts on the sockets the sandbox made in its own netns.
@@ -676,6 +678,8 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     sayf(io, "%zu set-id file(s) or unchecked entries; exit status 123", setid);
     status = 123;
   }
+  // Said on every run that had one: inside, the command saw only EACCES.
+  if (socket_gate.refused()) sayf(io, "%s", socket_gate.summary().c_str());
   if (oom && !timed_out && status == 128 + SIGKILL) return status;
   if (timed_out) {
     if (opt.verbose) sayf(io, "%s", refusals.summary().c_str());

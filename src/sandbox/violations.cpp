@@ -35,8 +35,8 @@ std::string read_comm(pid_t pid) {
 
 }  // namespace
 
-SyscallViolations::SyscallViolations(UniqueFd listener, AuditLog* audit)
-    : listener_(std::move(listener)), audit_(audit) {
+SyscallViolations::SyscallViolations(UniqueFd listener, AuditLog* audit, SocketAddressGate* gate)
+    : listener_(std::move(listener)), audit_(audit), gate_(gate) {
   // The kernel's structures may grow: allocate what it says, at least ours.
   seccomp_notif_sizes sizes{};
   if (::syscall(SYS_seccomp, SECCOMP_GET_NOTIF_SIZES, 0, &sizes) == 0) {
@@ -58,6 +58,10 @@ void SyscallViolations::on_readable() {
     return;
   }
   int nr = req->data.nr;
+  if (SocketAddressGate::judges(nr)) {
+    // Judged, not refused. Without a gate nothing can judge it: refused (fail closed).
+    if (gate_) return gate_->answer(listener_.get(), *req, resp_size_);
+  }
   int err = process::refused_errno(nr, reinterpret_cast<const uint64_t*>(req->data.args));
   pid_t pid = static_cast<pid_t>(req->pid);  // in our pid namespace: the host's
   std::string comm = read_comm(pid);

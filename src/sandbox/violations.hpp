@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sandbox/audit.hpp"
+#include "sandbox/socket_address_gate.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -16,7 +17,9 @@ class SyscallViolations {
  public:
   // listener: the fd install_seccomp() returned in the child, passed over
   // SCM_RIGHTS. audit may be a disabled AuditLog, or null.
-  SyscallViolations(UniqueFd listener, AuditLog* audit);
+  // gate: answers what the filter sends to be judged rather than refused
+  // (connect, sendto with an address); may be null when the filter sends none.
+  SyscallViolations(UniqueFd listener, AuditLog* audit, SocketAddressGate* gate = nullptr);
 
   // Poll it for POLLIN (a refused syscall waits for its answer). POLLHUP: no
   // process uses the filter any more; stop polling it.
@@ -34,6 +37,7 @@ class SyscallViolations {
  private:
   UniqueFd listener_;
   AuditLog* audit_;
+  SocketAddressGate* gate_;
   size_t notif_size_ = 0;
   size_t resp_size_ = 0;
   size_t count_ = 0;

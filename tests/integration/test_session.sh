@@ -83,6 +83,58 @@ if [ "$EXG_AS" = root ]; then
     else fail "another user reached the control socket"; show_last; fi
 fi
 
+# --- no sandbox drives a supervisor (issue 39, 1) -------------------------------------------
+# A session whose control socket lies in the workspace, where its own sandbox sees it: a
+# command inside connects to it (and to session A's) and asks to widen its egress. Refused on
+# every layer (process and container: the supervisor judges connect(); gVisor's gofer and a
+# microVM's 9p reach no host socket), and the sessions still answer the host, their allow
+# lists unchanged.
+ctl_probe='
+import errno, socket, sys
+def frame(op):
+    body = op.encode()
+    return (1 + 4 + 4 + len(body)).to_bytes(4, "big") + b"Q" + (1).to_bytes(4, "big") + len(body).to_bytes(4, "big") + body
+for path in sys.argv[1:]:
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(5)
+    try:
+        s.connect(path)
+    except OSError as e:
+        print(path, "refused:", errno.errorcode.get(e.errno, e.errno)); continue
+    try:
+        s.sendall(frame("{\"op\":\"set_network\",\"allow\":[\"evil.test\"]}"))
+        got = s.recv(4096)
+        print(path, "answered:" if got else "dropped:", got[:80])
+    except OSError as e:
+        print(path, "dropped:", errno.errorcode.get(e.errno, e.errno))
+'
+if command -v python3 >/dev/null; then
+    WS_CTL=$WS/ctl.sock
+    if start_session "$WS_CTL" "$T/ws-ctl.log"; then
+        run timeout -k 2 60 "$EXG" session-client --control "unix:$WS_CTL" exec -- python3 -c "$ctl_probe" "$WS_CTL" "$SOCK"
+        check "a command inside cannot drive its own session's socket in the workspace" \
+            bash -c '! grep -q "^$1 answered" <<<"$2" && grep -q "^$1 " <<<"$2"' _ "$WS_CTL" "$OUT"
+        check "a command inside cannot drive another session's socket" bash -c '! grep -q "^$1 answered" <<<"$2"' _ "$SOCK" "$OUT"
+        [ "$STATUS" -eq 0 ] || show_last
+        check "the workspace session still answers the host" _answers "$WS_CTL"
+        timeout 10 "$EXG" session-client --control "unix:$WS_CTL" call '{"op":"shutdown"}' >/dev/null 2>&1
+        wait_for 30 bash -c '! kill -0 "$1" 2>/dev/null' _ "$SESSION_PID"
+    else
+        fail "the session with its socket in the workspace did not come up"; sed 's/^/#      /' "$T/ws-ctl.log"
+    fi
+    # The session itself judges its clients by where they run, not only by their uid: a
+    # process of the same user in another pid namespace (as a sandbox's are) is dropped.
+    if unshare_pid=(unshare --pid --fork) && [ "$EXG_AS" = user ]; then unshare_pid=(unshare -r --pid --fork); fi
+    if "${unshare_pid[@]}" true 2>/dev/null; then
+        run "${unshare_pid[@]}" python3 -c "$ctl_probe" "$SOCK"
+        check "a client in another pid namespace gets no answer from session A" \
+            bash -c '! grep -q "answered" <<<"$1" && grep -q "dropped" <<<"$1"' _ "$OUT"
+        check "session A says it refused that client" grep -q "refused a client (pid [0-9-]*): .*namespace" "$T/a.log"
+        check "session A still answers the host" _answers "$SOCK"
+    else
+        skip "no pid namespace for a client here (${unshare_pid[*]} fails)"
+    fi
+fi
+
 # --- commands: state carries from one to the next ---------------------------------------
 run sc exec -- bash -c 'hostname; id -u; echo one > state.txt; echo tmp-state > /tmp/in-sandbox'
 if [ "$STATUS" -eq 0 ] && [ "$(sed -n 1p <<<"$OUT")" = exguardian ] && [ "$(sed -n 2p <<<"$OUT")" != 0 ]; then

@@ -129,6 +129,79 @@ else
     check "allowAllUnixSockets: its listener received the bytes" received "$WS_LOG"
 fi
 
+# Bound after the start (issue 39, 1): the start-time masks cannot know these. A sandbox
+# waits, the host binds listeners in the workspace and under /var/lib, then the sandbox tries
+# them by absolute and relative name, and by renaming the host's socket onto a name it had
+# bound itself (the judgement is of the inode a name reaches now, not of the name). Every
+# attempt is refused, the listeners receive nothing, and the supervisor says so (audit log,
+# and a line on stderr). gVisor's gofer and a microVM's 9p reach no host socket at all.
+LATE_WS=$WS/late.sock LATE_O=$SVC/late.sock LATE_LOG=$SVC/late.log
+: > "$LATE_LOG"; chmod 666 "$LATE_LOG"
+late_client='
+import errno, os, socket, sys, time
+ws, targets = sys.argv[1], sys.argv[2:]
+mine = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+mine.bind(os.path.join(ws, "mine.sock")); mine.listen(1)
+open(os.path.join(ws, ".ready"), "w").close()
+for _ in range(600):
+    if os.path.exists(os.path.join(ws, ".go")): break
+    time.sleep(0.05)
+def attempt(label, p):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(p); s.sendall(b"EXG-FROM-INSIDE"); print(label, "connected:", s.recv(100))
+    except OSError as e:
+        print(label, "refused:", errno.errorcode.get(e.errno, e.errno))
+for t in targets: attempt(t, t)
+os.chdir(ws); attempt("relative", "late.sock")
+try:
+    os.rename(os.path.join(ws, "late.sock"), os.path.join(ws, "mine.sock"))
+    attempt("renamed", os.path.join(ws, "mine.sock"))
+    os.rename(os.path.join(ws, "mine.sock"), os.path.join(ws, "late.sock"))
+except OSError as e:
+    print("renamed refused:", errno.errorcode.get(e.errno, e.errno))
+d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+try:
+    d.sendto(b"EXG-FROM-INSIDE", os.path.join(ws, "late-dgram.sock")); print("dgram sent")
+except OSError as e:
+    print("dgram refused:", errno.errorcode.get(e.errno, e.errno))
+'
+cat > "$SVC/listen_dgram.py" <<'PY'
+import os, socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777)
+while True:
+    data = s.recv(100)
+    with open(sys.argv[2], "a") as f: f.write("received %r\n" % data)
+PY
+rm -f "$WS/.ready" "$WS/.go"
+( sbx --audit-log "$SVC/late-audit.jsonl" -- python3 -c "$late_client" "$WS" "$LATE_WS" "$LATE_O" \
+      >"$SVC/late.out" 2>"$SVC/late.err"; echo $? >"$SVC/late.rc" ) &
+late_pid=$!; track_bg $late_pid
+if wait_for 60 test -e "$WS/.ready"; then
+    start_listener "$LATE_WS" "$LATE_LOG"
+    start_listener "$LATE_O" "$LATE_LOG"
+    python3 "$SVC/listen_dgram.py" "$WS/late-dgram.sock" "$LATE_LOG" & track_bg $!
+    wait_for 10 test -S "$WS/late-dgram.sock"
+    touch "$WS/.go"
+    wait "$late_pid"
+    OUT=$(cat "$SVC/late.out") ERR=$(cat "$SVC/late.err") STATUS=$(cat "$SVC/late.rc")
+    [ "$STATUS" -eq 0 ] || { fail "bound later: the client did not run (status $STATUS)"; show_last; }
+    for label in "$LATE_WS" "$LATE_O" relative renamed dgram; do
+        check "bound later: $label is refused inside" grep -q "^$label refused:" <<<"$OUT"
+    done
+    check "bound later: the late listeners received nothing" nothing_received "$LATE_LOG"
+    if ! on_layer gvisor microvm; then
+        check "bound later: the refusal is in the audit log" audit_has "$SVC/late-audit.jsonl" \
+            "{\"event\": \"unix_socket_refused\", \"path\": \"$LATE_WS\"}" \
+            "{\"event\": \"unix_socket_refused\", \"path\": \"late.sock\"}"
+        check "bound later: stderr says what was refused" grep -q "refused connections\? to Unix sockets bound outside the sandbox: .*late.sock" <<<"$ERR"
+    fi
+else
+    fail "bound later: the sandbox did not come up: $(head -3 "$SVC/late.err")"
+fi
+rm -f "$WS/.ready" "$WS/.go" "$WS/mine.sock"
+
 # Sockets the code makes itself, in /tmp and in the workspace, keep working.
 own='
 import os, socket, sys, threading
@@ -141,6 +214,16 @@ for d in sys.argv[1:]:
     t = threading.Thread(target=serve); t.start()
     cl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); cl.connect(p); cl.sendall(b"ping")
     print(d, cl.recv(10).decode()); t.join(); os.unlink(p)
+# The peer a server inside sees is the client inside (its uid), by relative name and abstract name.
+import struct
+os.chdir(sys.argv[1])
+for label, name in (("relative", "own-rel.sock"), ("abstract", "\0exg-own-%d" % os.getpid())):
+    srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); srv.bind(name); srv.listen(1)
+    cl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); cl.connect(name)
+    c, _ = srv.accept()
+    pid, uid, gid = struct.unpack("3i", c.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12))
+    print(label, "peer uid", uid, "mine", os.getuid(), "peer pid", pid, "mine", os.getpid())
+    if label == "relative": os.unlink(name)
 '
 if on_layer microvm; then
     # The guest mounts its own tmpfs at /tmp, /var/tmp and /dev/shm (guest/scratch.hpp): local
@@ -156,6 +239,10 @@ if on_layer microvm; then
 fi
 run sbx -- python3 -c "$own" /tmp "$WS"
 check "a socket made inside /tmp works" grep -q "^/tmp ping" <<<"$OUT"
+for label in relative abstract; do
+    check "a socket made inside ($label name): its server sees the client's own uid" \
+        grep -Eq "^$label peer uid ([0-9]+) mine \1 " <<<"$OUT"
+done
 check "a socket made inside the workspace works" grep -q "^$WS ping" <<<"$OUT"
 [ "$STATUS" -eq 0 ] || show_last
 finish

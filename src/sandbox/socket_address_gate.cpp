@@ -1,0 +1,367 @@
+#include "sandbox/socket_address_gate.hpp"
+
+#include <fcntl.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+#include <linux/sock_diag.h>
+#include <linux/unix_diag.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <sys/uio.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include "process/syscalls.hpp"
+#include "util/proc_text.hpp"
+
+namespace exg::sandbox {
+
+namespace {
+
+#ifndef PIDFD_THREAD
+#define PIDFD_THREAD O_EXCL  // Linux 6.9: a pidfd for one thread
+#endif
+
+// sendto()'s data is copied through the supervisor: at most this much (more
+// than a Unix datagram can carry with default buffers; a stream socket takes
+// the first part, a short write as the kernel may make one too).
+constexpr size_t kMaxData = size_t{1} << 20;
+constexpr int kMaxWaiting = 512;
+
+struct Creds {
+  uid_t euid = 0;
+  gid_t egid = 0;
+  std::vector<gid_t> groups;
+};
+
+// The caller's effective ids and groups, as the host sees them (the second
+// field of Uid:/Gid: in /proc/TID/status).
+bool read_creds(pid_t tid, Creds* out) {
+  std::string text = util::read_proc_text(("/proc/" + std::to_string(tid) + "/status").c_str());
+  bool uid = false, gid = false;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string key;
+    fields >> key;
+    unsigned long r = 0, e = 0;
+    if (key == "Uid:" && (fields >> r >> e)) out->euid = static_cast<uid_t>(e), uid = true;
+    if (key == "Gid:" && (fields >> r >> e)) out->egid = static_cast<gid_t>(e), gid = true;
+    if (key == "Groups:")
+      for (unsigned long g; fields >> g;) out->groups.push_back(static_cast<gid_t>(g));
+  }
+  return uid && gid;
+}
+
+std::string read_comm(pid_t tid) {
+  std::string s = util::read_proc_text(("/proc/" + std::to_string(tid) + "/comm").c_str());
+  while (!s.empty() && s.back() == '\n') s.pop_back();
+  return s;
+}
+
+void respond(int listener, uint64_t id, int64_t val, int err, size_t resp_size) {
+  std::vector<unsigned char> buf(std::max(resp_size, sizeof(seccomp_notif_resp)), 0);
+  auto* resp = reinterpret_cast<seccomp_notif_resp*>(buf.data());
+  resp->id = id;
+  resp->val = err ? 0 : val;
+  resp->error = err ? -err : 0;
+  resp->flags = 0;
+  // ENOENT: the caller is gone, or its call was interrupted (it restarts and asks again).
+  (void)::ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, resp);
+}
+
+// A pidfd for the calling thread (6.9+), else for its process: pidfd_getfd
+// reads that task's descriptor table, which a process's threads share unless
+// made with clone() without CLONE_FILES.
+UniqueFd open_caller(pid_t tid) {
+  int fd = sys::pidfd_open(tid, PIDFD_THREAD);
+  if (fd < 0) fd = sys::pidfd_open(tid, 0);
+  if (fd < 0) {
+    std::string text = util::read_proc_text(("/proc/" + std::to_string(tid) + "/status").c_str());
+    auto at = text.find("\nTgid:");
+    if (at != std::string::npos) fd = sys::pidfd_open(static_cast<pid_t>(std::atol(text.c_str() + at + 6)), 0);
+  }
+  return UniqueFd(fd);
+}
+
+int read_caller(pid_t tid, uint64_t addr, void* out, size_t len) {
+  if (len == 0) return 0;
+  iovec local{out, len}, remote{reinterpret_cast<void*>(addr), len};
+  ssize_t n = ::process_vm_readv(tid, &local, 1, &remote, 1, 0);
+  if (n == static_cast<ssize_t>(len)) return 0;
+  return n < 0 ? errno : EFAULT;
+}
+
+// The path a caller named, opened O_PATH the way its own connect() would find
+// it: in its root, from its working directory for a relative name. Magic links
+// (/proc/self/fd/N) are not followed: a name reaches a socket only through the
+// sandbox's own tree. Returns 0 or the errno the caller gets.
+int resolve_in_caller(pid_t tid, const std::string& path, UniqueFd* out) {
+  const std::string proc = "/proc/" + std::to_string(tid);
+  UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!root) return errno == ENOENT ? ESRCH : errno;
+  constexpr uint64_t kResolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+  std::string name = path;
+  int base = root.get();
+  UniqueFd cwd;
+  if (path[0] != '/') {
+    cwd.reset(::open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!cwd) return errno;
+    // The working directory as a path in the caller's root, when the kernel can
+    // say it and it names the same directory there: then ".." and absolute
+    // links in the name resolve exactly as for the caller. Otherwise from the
+    // directory itself (".." stops there).
+    base = cwd.get();
+    char link[PATH_MAX];
+    ssize_t n = ::readlink((proc + "/cwd").c_str(), link, sizeof link - 1);
+    if (n > 0 && link[0] == '/') {
+      std::string dir(link, static_cast<size_t>(n));
+      UniqueFd again(sys::openat2(root.get(), dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, kResolve));
+      struct stat a {}, b {};
+      if (again && ::fstat(again.get(), &a) == 0 && ::fstat(cwd.get(), &b) == 0 && a.st_dev == b.st_dev &&
+          a.st_ino == b.st_ino) {
+        name = dir + "/" + path;
+        base = root.get();
+      }
+    }
+  }
+  int fd = sys::openat2(base, name.c_str(), O_PATH | O_CLOEXEC, kResolve);
+  if (fd < 0) return errno == EXDEV ? EACCES : errno;  // EXDEV: a magic link on the way
+  out->reset(fd);
+  return 0;
+}
+
+// The kernel's dev_t (MKDEV: major << 20 | minor), as sock_diag reports it,
+// against the one stat() encodes.
+bool same_dev(uint32_t kernel_dev, dev_t dev) {
+  return (kernel_dev >> 20) == major(dev) && (kernel_dev & 0xfffff) == minor(dev);
+}
+
+// One call as the supervisor performs it on the caller's behalf.
+struct Call {
+  uint64_t id = 0;
+  size_t resp_size = 0;
+  int nr = 0;
+  UniqueFd caller;  // pidfd (SIGPIPE)
+  UniqueFd sock;    // the caller's socket (pidfd_getfd)
+  UniqueFd target;  // the judged inode of a pathname Unix socket (O_PATH)
+  sockaddr_storage addr{};
+  socklen_t addrlen = 0;
+  std::vector<char> data;  // sendto
+  int flags = 0;           // sendto
+  bool as_caller = false;  // take the caller's ids first (per thread)
+  Creds creds;
+
+  void perform(int listener) {
+    if (as_caller) {
+      // This thread only (raw syscalls: glibc would change every thread's):
+      // connect()'s permission check and the peer's SO_PEERCRED see the caller.
+      if (::syscall(SYS_setgroups, creds.groups.size(), creds.groups.data()) != 0 ||
+          ::syscall(SYS_setresgid, -1, creds.egid, -1) != 0 || ::syscall(SYS_setresuid, -1, creds.euid, -1) != 0) {
+        respond(listener, id, 0, EACCES, resp_size);
+        return;
+      }
+    }
+    if (target) {
+      auto* un = reinterpret_cast<sockaddr_un*>(&addr);
+      std::memset(un->sun_path, 0, sizeof un->sun_path);
+      std::snprintf(un->sun_path, sizeof un->sun_path, "/proc/self/fd/%d", target.get());
+      addrlen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(un->sun_path) + 1);
+    }
+    const auto* sa = reinterpret_cast<const sockaddr*>(&addr);
+    if (nr == SYS_connect) {
+      int r = ::connect(sock.get(), sa, addrlen);
+      respond(listener, id, 0, r == 0 ? 0 : errno, resp_size);
+      return;
+    }
+    ssize_t r = ::sendto(sock.get(), data.data(), data.size(), flags | MSG_NOSIGNAL, sa, addrlen);
+    int e = r < 0 ? errno : 0;
+    if (e == EPIPE && !(flags & MSG_NOSIGNAL)) sys::pidfd_send_signal(caller.get(), SIGPIPE);
+    respond(listener, id, r, e, resp_size);
+  }
+};
+
+}  // namespace
+
+SocketAddressGate::SocketAddressGate(UniqueFd sock_diag, Allowed allowed, AuditLog* audit)
+    : sock_diag_(std::move(sock_diag)), allowed_(std::move(allowed)), audit_(audit) {}
+
+bool SocketAddressGate::judges(int nr) { return nr == SYS_connect || nr == SYS_sendto; }
+
+int SocketAddressGate::bound_in_namespace(int sock_diag, dev_t dev, ino_t ino, bool* found) {
+  *found = false;
+  struct {
+    nlmsghdr nlh;
+    unix_diag_req req;
+  } q{};
+  q.nlh.nlmsg_len = sizeof q;
+  q.nlh.nlmsg_type = SOCK_DIAG_BY_FAMILY;
+  q.nlh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+  q.req.sdiag_family = AF_UNIX;
+  q.req.udiag_states = ~0u;
+  q.req.udiag_show = UDIAG_SHOW_VFS;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(sock_diag, &q, sizeof q, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0) return errno;
+  alignas(nlmsghdr) char buf[32768];
+  for (;;) {
+    ssize_t n = ::recv(sock_diag, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno;
+    if (n == 0) return EPROTO;
+    size_t left = static_cast<size_t>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+      if (h->nlmsg_type == NLMSG_DONE) return 0;
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        auto* err = static_cast<nlmsgerr*>(NLMSG_DATA(h));
+        return err->error ? -err->error : EPROTO;
+      }
+      if (h->nlmsg_type != SOCK_DIAG_BY_FAMILY || h->nlmsg_len < NLMSG_LENGTH(sizeof(unix_diag_msg))) continue;
+      auto* msg = static_cast<unix_diag_msg*>(NLMSG_DATA(h));
+      auto* attr = reinterpret_cast<rtattr*>(msg + 1);
+      unsigned int attrs_len = h->nlmsg_len - NLMSG_LENGTH(sizeof *msg);
+      for (; RTA_OK(attr, attrs_len); attr = RTA_NEXT(attr, attrs_len)) {
+        if (attr->rta_type != UNIX_DIAG_VFS || RTA_PAYLOAD(attr) < sizeof(unix_diag_vfs)) continue;
+        auto* vfs = static_cast<unix_diag_vfs*>(RTA_DATA(attr));
+        // The table holds the inode number's low 32 bits.
+        if (vfs->udiag_vfs_ino == static_cast<uint32_t>(ino) && same_dev(vfs->udiag_vfs_dev, dev)) *found = true;
+      }
+    }
+  }
+}
+
+void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t resp_size) {
+  const pid_t tid = static_cast<pid_t>(req.pid);  // in the supervisor's pid namespace
+  const auto* args = req.data.args;
+  const bool is_connect = req.data.nr == SYS_connect;
+  auto reply = [&](int err) { respond(listener, req.id, 0, err, resp_size); };
+
+  Call call;
+  call.id = req.id;
+  call.resp_size = resp_size;
+  call.nr = req.data.nr;
+  const uint64_t addr_ptr = is_connect ? args[1] : args[4];
+  const int64_t addrlen = static_cast<int>(is_connect ? args[2] : args[5]);
+  if (addrlen < 0 || addrlen > static_cast<int64_t>(sizeof call.addr)) return reply(EINVAL);  // as the kernel says
+  call.addrlen = static_cast<socklen_t>(addrlen);
+
+  call.caller = open_caller(tid);
+  if (!call.caller) return reply(ESRCH);
+  if (int e = read_caller(tid, addr_ptr, &call.addr, call.addrlen)) return reply(e == EPERM ? EACCES : e);
+  if (!is_connect) {
+    call.flags = static_cast<int>(args[3]);
+    call.data.resize(std::min<uint64_t>(args[2], kMaxData));
+    if (int e = read_caller(tid, args[1], call.data.data(), call.data.size())) return reply(e == EPERM ? EACCES : e);
+  }
+  // The pid could be another process by now: everything read so far is
+  // trusted only while the notification is still the caller's.
+  uint64_t id = req.id;
+  if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) != 0) return;
+  call.sock.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, call.caller.get(), static_cast<int>(args[0]), 0)));
+  if (!call.sock) return reply(errno == EPERM ? EACCES : EBADF);
+  int domain = 0;
+  socklen_t dlen = sizeof domain;
+  if (::getsockopt(call.sock.get(), SOL_SOCKET, SO_DOMAIN, &domain, &dlen) != 0) return reply(ENOTSOCK);
+
+  const auto* un = reinterpret_cast<const sockaddr_un*>(&call.addr);
+  const size_t path_off = offsetof(sockaddr_un, sun_path);
+  const bool pathname = domain == AF_UNIX && call.addr.ss_family == AF_UNIX && call.addrlen > path_off &&
+                        un->sun_path[0] != '\0';
+  if (pathname) {
+    std::string path(un->sun_path, strnlen(un->sun_path, call.addrlen - path_off));
+    if (int e = resolve_in_caller(tid, path, &call.target)) return reply(e);
+    struct stat st {};
+    if (::fstat(call.target.get(), &st) != 0) return reply(EACCES);
+    if (!S_ISSOCK(st.st_mode)) return reply(ECONNREFUSED);  // what connect() says of a file that is no socket
+    bool own = false;
+    std::string why = "bound outside the sandbox";
+    if (sock_diag_) {
+      if (int e = bound_in_namespace(sock_diag_.get(), st.st_dev, st.st_ino, &own)) {
+        own = false;
+        why = std::string("the sandbox's own sockets could not be listed: ") + std::strerror(e);
+      }
+    } else {
+      why = "the layer gave no way to list the sandbox's own sockets";
+    }
+    bool allowed = own || allowed_.all;
+    for (size_t i = 0; !allowed && i < allowed_.paths.size(); ++i) {
+      UniqueFd a;
+      struct stat ast {};
+      allowed = resolve_in_caller(tid, allowed_.paths[i], &a) == 0 && ::fstat(a.get(), &ast) == 0 &&
+                ast.st_dev == st.st_dev && ast.st_ino == st.st_ino;
+    }
+    if (!allowed) {
+      reply(EACCES);
+      ++refused_;
+      ++refused_paths_[path];
+      if (audit_)
+        audit_->write({{"event", "unix_socket_refused"},
+                       {"syscall", is_connect ? "connect" : "sendto"},
+                       {"path", path},
+                       {"why", why},
+                       {"pid", tid},
+                       {"command", read_comm(tid)}});
+      return;
+    }
+  }
+  // What may wait (a blocking socket: a full listener's backlog, a TCP
+  // handshake) runs on a thread of its own, and so does a call made with the
+  // caller's ids: the supervisor's loop neither waits nor changes its own.
+  int fl = ::fcntl(call.sock.get(), F_GETFL);
+  bool may_block = fl < 0 || !(fl & O_NONBLOCK);
+  if (!is_connect && (call.flags & MSG_DONTWAIT)) may_block = false;
+  int type = 0;
+  socklen_t tlen = sizeof type;
+  // A datagram to an address of the sandbox's own netns waits for no peer (a resolver's query).
+  if (!is_connect && domain != AF_UNIX && ::getsockopt(call.sock.get(), SOL_SOCKET, SO_TYPE, &type, &tlen) == 0 &&
+      type == SOCK_DGRAM)
+    may_block = false;
+  if (domain == AF_UNIX && ::geteuid() == 0) {
+    if (!read_creds(tid, &call.creds)) return reply(ESRCH);
+    call.as_caller = call.creds.euid != 0;
+  }
+  if (!may_block && !call.as_caller) return call.perform(listener);
+  // The thread answers on a duplicate of the listener: it may end after the supervisor's loop.
+  // At most kMaxWaiting at once (each is a caller blocked in its call, so the
+  // sandbox's pids limit bounds them too): past that, EAGAIN.
+  if (waiting_->load() >= kMaxWaiting) return reply(EAGAIN);
+  UniqueFd own_listener(::fcntl(listener, F_DUPFD_CLOEXEC, 0));
+  if (!own_listener) return reply(EAGAIN);
+  try {
+    ++*waiting_;
+    std::thread([c = std::move(call), l = std::move(own_listener), w = waiting_]() mutable {
+      c.perform(l.get());
+      --*w;
+    }).detach();
+  } catch (const std::system_error&) {
+    --*waiting_;
+    reply(EAGAIN);
+  }
+}
+
+std::string SocketAddressGate::summary() const {
+  if (refused_ == 0) return "";
+  std::string s = std::to_string(refused_) +
+                  (refused_ == 1 ? " refused connection" : " refused connections") +
+                  " to Unix sockets bound outside the sandbox: ";
+  size_t i = 0;
+  for (const auto& [p, n] : refused_paths_) {
+    if (i++) s += ", ";
+    s += p + " (" + std::to_string(n) + ")";
+  }
+  return s;
+}
+
+}  // namespace exg::sandbox

@@ -1,0 +1,82 @@
+// connect(), and sendto() with a destination, judged by the supervisor.
+//
+// Why: connect() to a pathname Unix socket needs only write permission on the
+// socket's inode; a read-only mount does not take it away and Landlock (ABI 7)
+// has no right for it. The plan masks the host's sockets it finds at the start
+// (plan/host_sockets.hpp), but a socket bound later (an ssh-agent, a docker
+// daemon, `exguardian session --control unix:$PWD/ctl.sock` in the workspace)
+// was reachable from inside. Here every such call stops at the supervisor
+// (the sandbox's seccomp filter notifies it: process/seccomp_rules.hpp
+// judged_syscalls()), which lets a pathname Unix socket through only when it
+// was bound inside the sandbox itself (a socket of the sandbox's own network
+// namespace, asked through NETLINK_SOCK_DIAG there: the inode the path names
+// now, not the path the table remembers) or the policy lets it through
+// (network.allowUnixSockets / allowAllUnixSockets). Abstract and unnamed Unix
+// sockets, and every other family, live in the sandbox's own network
+// namespace: passed.
+//
+// No time-of-check gap: the supervisor never lets the caller's call go on
+// (SECCOMP_USER_NOTIF_FLAG_CONTINUE would re-read the address and the
+// descriptor table, both the caller's to change after the check). It takes
+// the caller's socket (pidfd_getfd), resolves the path itself in the caller's
+// root and working directory, and performs the call on that socket with the
+// inode it judged (through /proc/self/fd), with the caller's uid and groups
+// (per thread), so permission checks and SO_PEERCRED see the caller; the
+// result is the caller's. A call that may block runs on a thread of its own.
+//
+// Layers: the process layer, and the container layer under crun and runc (the
+// notify fd through listenerPath). gVisor's gofer connects no host socket
+// (runsc --host-uds=none) and a microVM's guest reaches none through 9p.
+#pragma once
+#include <linux/seccomp.h>
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sandbox/audit.hpp"
+#include "util/unique_fd.hpp"
+
+namespace exg::sandbox {
+
+class SocketAddressGate {
+ public:
+  // What the policy lets through besides the sandbox's own sockets: paths as
+  // the sandbox sees them (network.allowUnixSockets, resolved), or all.
+  struct Allowed {
+    bool all = false;
+    std::vector<std::string> paths;
+  };
+  // sock_diag: NETLINK_SOCK_DIAG in the sandbox's network namespace (layer::
+  // Sandbox::sock_diag); without one no pathname socket counts as the
+  // sandbox's own (fail closed: only the allowed ones are reached).
+  SocketAddressGate(UniqueFd sock_diag, Allowed allowed, AuditLog* audit);
+
+  // Whether a notification for syscall `nr` is this gate's to answer.
+  static bool judges(int nr);
+
+  // Answers notification `req` (connect or sendto) on `listener`.
+  void answer(int listener, const seccomp_notif& req, size_t resp_size);
+
+  size_t refused() const { return refused_; }
+  // "2 refused connections to Unix sockets bound outside the sandbox: /x/ctl.sock (2)"; "" when none.
+  std::string summary() const;
+
+  // Whether (dev, ino) is a Unix socket bound in the namespace `sock_diag`
+  // belongs to. An error (errno) when the kernel could not be asked.
+  static int bound_in_namespace(int sock_diag, dev_t dev, ino_t ino, bool* found);
+
+ private:
+  UniqueFd sock_diag_;
+  Allowed allowed_;
+  AuditLog* audit_;
+  size_t refused_ = 0;
+  // Calls performed on threads of their own, still running (they may outlive the gate).
+  std::shared_ptr<std::atomic<int>> waiting_ = std::make_shared<std::atomic<int>>(0);
+  std::map<std::string, size_t> refused_paths_;
+};
+
+}  // namespace exg::sandbox

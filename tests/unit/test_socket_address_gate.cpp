@@ -1,0 +1,230 @@
+// The supervisor's judgement of connect() (sandbox/socket_address_gate.hpp):
+// which pathname Unix sockets count as bound inside a network namespace, asked
+// of the real kernel through NETLINK_SOCK_DIAG. The calls it performs for a
+// sandbox are tried for real by it.test_unix_sockets and it.test_session.
+#include <gtest/gtest.h>
+#include <linux/netlink.h>
+#include <sched.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "process/seccomp.hpp"
+#include "process/seccomp_rules.hpp"
+#include "sandbox/socket_address_gate.hpp"
+#include "sandbox/violations.hpp"
+#include "temp_dir.hpp"
+
+namespace exg {
+namespace {
+
+UniqueFd bound_listener(const std::string& path, int type = SOCK_STREAM) {
+  UniqueFd s(::socket(AF_UNIX, type | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::strncpy(a.sun_path, path.c_str(), sizeof a.sun_path - 1);
+  if (!s || ::bind(s.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return UniqueFd();
+  if (type == SOCK_STREAM && ::listen(s.get(), 1) != 0) return UniqueFd();
+  return s;
+}
+
+bool found_in(int diag, const std::string& path) {
+  struct stat st {};
+  EXPECT_EQ(::stat(path.c_str(), &st), 0) << path;
+  bool found = false;
+  EXPECT_EQ(sandbox::SocketAddressGate::bound_in_namespace(diag, st.st_dev, st.st_ino, &found), 0);
+  return found;
+}
+
+TEST(SocketAddressGate, SocketsBoundInTheNamespaceAreFoundByInode) {
+  test_support::TempDir dir("exg-gate");
+  UniqueFd diag(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  ASSERT_TRUE(diag);
+  auto stream = bound_listener(dir.path() + "/s.sock");
+  auto dgram = bound_listener(dir.path() + "/d.sock", SOCK_DGRAM);
+  ASSERT_TRUE(stream && dgram);
+  EXPECT_TRUE(found_in(diag.get(), dir.path() + "/s.sock"));
+  EXPECT_TRUE(found_in(diag.get(), dir.path() + "/d.sock"));
+  // A plain file, and the socket file of a listener that has gone: nothing bound there.
+  ASSERT_EQ(::close(::creat((dir.path() + "/plain").c_str(), 0600)), 0);
+  EXPECT_FALSE(found_in(diag.get(), dir.path() + "/plain"));
+  stream.reset();
+  EXPECT_FALSE(found_in(diag.get(), dir.path() + "/s.sock"));
+}
+
+// The inode a name reaches, not the name: a socket renamed onto the name of
+// one bound in the namespace is judged by its own inode.
+TEST(SocketAddressGate, ARenamedSocketIsJudgedByItsInode) {
+  test_support::TempDir dir("exg-gate");
+  UniqueFd diag(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  ASSERT_TRUE(diag);
+  auto mine = bound_listener(dir.path() + "/mine.sock");
+  ASSERT_TRUE(mine);
+  // "Another namespace's" socket: a socket file whose listener is gone stands in (its
+  // inode is bound by no socket of this namespace).
+  { auto other = bound_listener(dir.path() + "/other.sock"); }
+  ASSERT_EQ(::rename((dir.path() + "/other.sock").c_str(), (dir.path() + "/mine.sock").c_str()), 0);
+  EXPECT_FALSE(found_in(diag.get(), dir.path() + "/mine.sock"));
+}
+
+// A socket bound in another network namespace is not this namespace's own.
+TEST(SocketAddressGate, ASocketOfAnotherNamespaceIsNotOwn) {
+  test_support::TempDir dir("exg-gate");
+  UniqueFd diag(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
+  ASSERT_TRUE(diag);
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(ready[0]);
+    if (::unshare(CLONE_NEWNET) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(2);
+    auto s = bound_listener(dir.path() + "/netns.sock");
+    if (!s) ::_exit(3);
+    (void)::write(ready[1], "x", 1);
+    ::pause();
+    ::_exit(0);
+  }
+  ::close(ready[1]);
+  char c;
+  ssize_t n = ::read(ready[0], &c, 1);
+  ::close(ready[0]);
+  if (n == 1) EXPECT_FALSE(found_in(diag.get(), dir.path() + "/netns.sock"));
+  ::kill(pid, SIGKILL);
+  int st = 0;
+  ::waitpid(pid, &st, 0);
+  if (n != 1) GTEST_SKIP() << "no network namespace could be made here";
+}
+
+// The whole judgement on the real kernel: a child under the sandbox's notify
+// program, this process its supervisor through the gate. The child reaches a
+// socket bound in its own network namespace (by absolute and relative name,
+// and abstract), not one bound in another namespace (that namespace's listener
+// sees nothing), and a sendto() with an address is judged the same way.
+TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
+  test_support::TempDir dir("exg-gate");
+  const std::string other = dir.path() + "/other.sock";
+  // "The host": a listener in another network namespace.
+  int ready[2];
+  ASSERT_EQ(::pipe(ready), 0);
+  pid_t host = ::fork();
+  ASSERT_GE(host, 0);
+  if (host == 0) {
+    ::close(ready[0]);
+    if (::unshare(CLONE_NEWNET) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(2);
+    auto s = bound_listener(other);
+    if (!s) ::_exit(3);
+    ::chmod(other.c_str(), 0777);
+    (void)::write(ready[1], "x", 1);
+    for (;;) {
+      int c = ::accept(s.get(), nullptr, nullptr);
+      if (c >= 0) ::_exit(9);  // reached: the test's failure, seen in its exit status
+    }
+  }
+  ::close(ready[1]);
+  char c;
+  bool other_up = ::read(ready[0], &c, 1) == 1;
+  ::close(ready[0]);
+  if (!other_up) {
+    ::kill(host, SIGKILL);
+    ::waitpid(host, nullptr, 0);
+    GTEST_SKIP() << "no network namespace could be made here";
+  }
+
+  int sp[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(sp[0]);
+    auto mine = bound_listener(dir.path() + "/mine.sock");
+    if (!mine || ::chdir(dir.path().c_str()) != 0) ::_exit(20);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(21);
+    int listener = process::install_seccomp(process::prebuilt_seccomp_program());
+    if (listener < 0) ::_exit(22);
+    char byte = 'L';
+    iovec iov{&byte, 1};
+    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+    msghdr m{};
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = ctl;
+    m.msg_controllen = sizeof ctl;
+    cmsghdr* cm = CMSG_FIRSTHDR(&m);
+    cm->cmsg_level = SOL_SOCKET;
+    cm->cmsg_type = SCM_RIGHTS;
+    cm->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(cm), &listener, sizeof(int));
+    if (::sendmsg(sp[1], &m, 0) != 1) ::_exit(23);
+    ::close(listener);
+    auto try_connect = [](const char* name, size_t len) {
+      int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      std::memcpy(a.sun_path, name, len);
+      int r = ::connect(s, reinterpret_cast<sockaddr*>(&a), static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + len));
+      int e = errno;
+      ::close(s);
+      return r == 0 ? 0 : e;
+    };
+    std::string abs_mine = dir.path() + "/mine.sock";
+    if (try_connect(abs_mine.c_str(), abs_mine.size() + 1) != 0) ::_exit(30);
+    if (try_connect("mine.sock", 10) != 0) ::_exit(31);
+    if (try_connect(other.c_str(), other.size() + 1) != EACCES) ::_exit(32);
+    if (try_connect("other.sock", 11) != EACCES) ::_exit(33);
+    int abstract = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un an{};
+    an.sun_family = AF_UNIX;
+    std::memcpy(an.sun_path, "\0exg-gate-test", 14);
+    socklen_t alen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 14);
+    if (::bind(abstract, reinterpret_cast<sockaddr*>(&an), alen) != 0 || ::listen(abstract, 1) != 0) ::_exit(34);
+    if (try_connect("\0exg-gate-test", 14) != 0) ::_exit(35);
+    if (try_connect("/nonexistent-exg/x.sock", 24) != ENOENT) ::_exit(36);
+    int d = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    sockaddr_un od{};
+    od.sun_family = AF_UNIX;
+    std::memcpy(od.sun_path, other.c_str(), other.size());
+    if (::sendto(d, "EXG", 3, 0, reinterpret_cast<sockaddr*>(&od), sizeof od) >= 0 || errno != EACCES) ::_exit(37);
+    ::_exit(0);
+  }
+  ::close(sp[1]);
+  // This process: the supervisor.
+  char byte;
+  iovec iov{&byte, 1};
+  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = ctl;
+  m.msg_controllen = sizeof ctl;
+  ASSERT_EQ(::recvmsg(sp[0], &m, 0), 1);
+  int listener_fd = -1;
+  std::memcpy(&listener_fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(int));
+  UniqueFd listener(listener_fd);
+  sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
+                                  nullptr);
+  sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
+  int status = -1;
+  for (int i = 0; i < 1000; ++i) {
+    pollfd pf{violations.fd(), POLLIN, 0};
+    if (::poll(&pf, 1, 10) > 0 && (pf.revents & POLLIN)) violations.on_readable();
+    if (::waitpid(child, &status, WNOHANG) == child) break;
+  }
+  ::kill(host, SIGKILL);
+  int host_status = 0;
+  ::waitpid(host, &host_status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
+  EXPECT_TRUE(WIFSIGNALED(host_status)) << "the other namespace's listener accepted a connection";
+  EXPECT_EQ(gate.refused(), 3u);
+  EXPECT_NE(gate.summary().find(other), std::string::npos) << gate.summary();
+}
+
+}  // namespace
+}  // namespace exg
