@@ -877,12 +877,14 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   // file) and to truncate it. Judged on the host: the stdin file's digest, the output file's
   // first line (the harness's, still first) and that line nowhere else in what came out.
   {
-    const std::string sink = " 2>/dev/null";  // (redirected before each attempt opens its target)
-    std::string cmd = "for f in /proc/self/fd/0 /dev/stdin /dev/fd/0; do echo pwned" + sink + " >> $f; :" + sink +
-                      " > $f; done; sleep 20 0<&0 & p=$!; echo pwned" + sink + " > /proc/$p/fd/0; :" + sink +
+    // (stderr redirected before each attempt opens its target; `true`, not `:`: a failed
+    // redirection of a special builtin would end sh there)
+    const std::string sink = " 2>/dev/null";
+    std::string cmd = "for f in /proc/self/fd/0 /dev/stdin /dev/fd/0; do echo pwned" + sink + " >> $f; true" + sink +
+                      " > $f; done; sleep 20 0<&0 & p=$!; echo pwned" + sink + " > /proc/$p/fd/0; true" + sink +
                       " > /proc/$p/fd/0; dd if=/proc/self/fd/1 iflag=nonblock bs=4096 count=1" + sink +
-                      "; dd if=/proc/$p/fd/2 iflag=nonblock bs=4096 count=1" + sink + "; :" + sink +
-                      " > /dev/stdout; kill $p; echo stdin-is-$(stat -L -c %F /proc/self/fd/0 | tr ' ' -)";
+                      "; dd if=/proc/$p/fd/2 iflag=nonblock bs=4096 count=1" + sink + "; true" + sink +
+                      " > /dev/stdout; kill $p; echo stdin-is-$(stat -L -c %F /proc/self/fd/0" + sink + " | tr ' ' -)";
     auto& p = add({"stdio-reopen", "fd leak", cmd,
                    "stdin, stdout and stderr files opened again through /proc/self/fd, /dev/stdin, /dev/fd and "
                    "another process's /proc/PID/fd are neither written, truncated nor read back",

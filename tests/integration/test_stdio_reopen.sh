@@ -57,21 +57,23 @@ setup_intact "by path"
 # ---- stdin reopened for writing and truncating --------------------------------------------------
 for how in '/proc/self/fd/0' '/dev/stdin' '/dev/fd/0'; do
     fresh_logs
-    in_sbx "echo $RAN_MARK; echo pwned > $how; echo pwned >> $how; : > $how; echo pwned 1<> $how; exit 3"
+        # (`true`, not `:`: a failed redirection of a special builtin would end sh)
+    in_sbx "echo $RAN_MARK; echo pwned > $how; echo pwned >> $how; true > $how; echo pwned 1<> $how; exit 3"
     check "stdin $how: the command ran and its status came back (got $STATUS)" test "$STATUS" -eq 3
     setup_intact "stdin $how"
     logs_intact "stdin $how"
 done
 # Through another process of the sandbox that holds the same stdin.
 fresh_logs
-in_sbx "echo $RAN_MARK; sleep 30 0<&0 & p=\$!; echo pwned > /proc/\$p/fd/0; : > /proc/\$p/fd/0; kill \$p; true"
+in_sbx "echo $RAN_MARK; sleep 30 0<&0 & p=\$!; echo pwned > /proc/\$p/fd/0; true > /proc/\$p/fd/0; kill \$p; true"
 check "stdin /proc/PID/fd/0 of another process: ran (got $STATUS)" test "$STATUS" -eq 0
 setup_intact "stdin /proc/PID/fd/0"
 logs_intact "stdin /proc/PID/fd/0"
 # What the command holds as stdin is no longer the host's file at all.
 fresh_logs
 in_sbx 'stat -L -c %F /proc/self/fd/0; readlink /proc/self/fd/0'
-check "stdin reaches the command as a pipe" grep -qx fifo "$D/out.log"
+# (gVisor's stat of the pipe fails with EINVAL: no type at all is not the file either)
+check "stdin reaches the command as no regular file" bash -c '! grep -q "regular" "$1"' _ "$D/out.log"
 check "no host path behind the command's stdin" bash -c '! grep -q "setup.sh" "$1"' _ "$D/out.log"
 
 # ---- stdout and stderr reopened for reading, truncating, overwriting ---------------------------
@@ -81,14 +83,14 @@ for fd in 1 2; do
         # What dd reads it writes to its stdout, the stdout file (dd's own fds are the ones
         # handed over: no redirection of its own). iflag=nonblock: a pipe reopened for reading
         # may have nothing to give, and must not be waited on.
-        in_sbx "echo $RAN_MARK; dd if=$how iflag=nonblock bs=4096 count=1; : > $how; echo overwrite 1<> $how; true"
+        in_sbx "echo $RAN_MARK; dd if=$how iflag=nonblock bs=4096 count=1; true > $how; echo overwrite 1<> $how; true"
         check "fd $fd $how: ran (got $STATUS)" test "$STATUS" -eq 0
         logs_intact "fd $fd $how"
         setup_intact "fd $fd $how"
     done
 done
 fresh_logs
-in_sbx "echo $RAN_MARK; sleep 30 0<&0 & p=\$!; dd if=/proc/\$p/fd/1 iflag=nonblock bs=4096 count=1; dd if=/proc/\$p/fd/2 iflag=nonblock bs=4096 count=1; : > /proc/\$p/fd/2; kill \$p; true"
+in_sbx "echo $RAN_MARK; sleep 30 0<&0 & p=\$!; dd if=/proc/\$p/fd/1 iflag=nonblock bs=4096 count=1; dd if=/proc/\$p/fd/2 iflag=nonblock bs=4096 count=1; true > /proc/\$p/fd/2; kill \$p; true"
 check "stdout /proc/PID/fd/1 of another process: ran (got $STATUS)" test "$STATUS" -eq 0
 logs_intact "stdout /proc/PID/fd/N"
 
@@ -118,10 +120,10 @@ run bash -c 'cd "$1" && shift && "$@" -- sh -c "for i in 1 2 3 4 5 6 7 8 9; do e
     "$T/mix" "$WS" "${RUNT[@]}"
 check "one file for stdout and stderr (>f 2>&1): lines keep their order" \
     test "$(tr '\n' ' ' < "$T/mix")" = "o1 e1 o2 e2 o3 e3 o4 e4 o5 e5 o6 e6 o7 e7 o8 e8 o9 e9 "
-run bash -c 'cd "$1" && shift && printf "a\nb\n" | "$@" -- wc -l' "$WS" "${RUNT[@]}"
+run bash -c 'cd "$1" && shift && printf "a\nb\n" | "$@" -- wc -l' _ "$WS" "${RUNT[@]}"
 check "a pipe as stdin: the command reads it to its end (got '$OUT')" test "$(echo $OUT)" = 2
-run bash -c 'cd "$1" && shift && "$@" -- cat < /dev/null' "$WS" "${RUNT[@]}"
+run bash -c 'cd "$1" && shift && "$@" -- cat < /dev/null' _ "$WS" "${RUNT[@]}"
 check "/dev/null as stdin: EOF at once (status $STATUS)" test "$STATUS" -eq 0 -a -z "$OUT"
-run bash -c 'cd "$1" && shift && "$@" -- sh -c "yes | head -c 2000000" | head -c 5' "$WS" "${RUNT[@]}"
+run bash -c 'cd "$1" && shift && "$@" -- sh -c "yes | head -c 2000000" | head -c 5' _ "$WS" "${RUNT[@]}"
 check "a reader that goes away ends the run (got '$OUT', status $STATUS)" test "$OUT" = "$(printf 'y\ny\ny')"
 finish
