@@ -892,6 +892,38 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
          }});
   }
 
+  // ---- stdio opened again (issue 39): a file handed over as stdin, stdout or stderr keeps the
+  // rights it was given. The harness gives this probe a stdin file and an appended output file
+  // (mode 0666, in HOME/stdio, which --deny-read hides by path); the probe tries to write and
+  // truncate its stdin through /proc/self/fd/0, /dev/stdin, /dev/fd/0 and another process's
+  // /proc/PID/fd/0, to read the output file back (dd writes what it read to its stdout, the same
+  // file) and to truncate it. Judged on the host: the stdin file's digest, the output file's
+  // first line (the harness's, still first) and that line nowhere else in what came out.
+  {
+    // (stderr redirected before each attempt opens its target; `true`, not `:`: a failed
+    // redirection of a special builtin would end sh there)
+    const std::string sink = " 2>/dev/null";
+    std::string cmd = "for f in /proc/self/fd/0 /dev/stdin /dev/fd/0; do echo pwned" + sink + " >> $f; true" + sink +
+                      " > $f; done; sleep 20 0<&0 & p=$!; echo pwned" + sink + " > /proc/$p/fd/0; true" + sink +
+                      " > /proc/$p/fd/0; dd if=/proc/self/fd/1 iflag=nonblock bs=4096 count=1" + sink +
+                      "; dd if=/proc/$p/fd/2 iflag=nonblock bs=4096 count=1" + sink + "; true" + sink +
+                      " > /dev/stdout; kill $p; echo stdin-is-$(stat -L -c %F /proc/self/fd/0" + sink + " | tr ' ' -)";
+    auto& p = add({"stdio-reopen", "fd leak", cmd,
+                   "stdin, stdout and stderr files opened again through /proc/self/fd, /dev/stdin, /dev/fd and "
+                   "another process's /proc/PID/fd are neither written, truncated nor read back",
+                   true, {"--deny-read", c.stdio_dir}, false, true, "", 0, [&c](const Outcome& o) {
+                     if (auto ch = c.targets.changed(c.stdin_file); !ch.empty())
+                       return escaped(ch + " (the probe's stdin, opened again for writing)");
+                     if (!o.stdio_marker_kept) return escaped("the output file handed over was truncated or overwritten");
+                     if (has(o.out, c.stdio_marker)) return escaped("the output file handed over was read back");
+                     if (o.timed_out || !has(o.out, "stdin-is-")) return failed("the probe did not finish: " + said(o));
+                     auto at = o.out.find("stdin-is-");
+                     return held("stdin file unchanged; output file neither truncated nor read back; stdin inside: " +
+                                 first_line(o.out.substr(at + 9)));
+                   }});
+    p.stdio_files = true;
+  }
+
   // ---- Terminal.
   add({"term-no-ctty", "terminal", ": < /dev/tty && echo HAVE_CTTY", "no controlling terminal of the host inside (setsid)",
        true, {}, false, false, "", 0, [](const Outcome& o) {

@@ -21,6 +21,9 @@ struct Outcome {
   std::string out;                     // stdout and stderr, interleaved
   std::vector<nlohmann::json> audit;   // this probe's audit log lines
   std::string world_log;               // what the world's servers logged during the probe
+  // ProbeSpec::stdio_files: the output file still began with Context::stdio_marker (taken
+  // off `out`), as the harness wrote it before the run.
+  bool stdio_marker_kept = true;
 };
 
 struct Judgement {
@@ -61,6 +64,9 @@ struct Context {
   std::string host_socket_why;                // why there is none (host_socket empty)
   // A host listener that binds in the workspace only once the probe asks (start_late_unix_listener).
   std::string late_socket, late_socket_trigger, late_socket_log, late_socket_why;
+  // The stdio probe's files, in HOME/stdio (readable by path inside but for --deny-read): its
+  // stdin, and the first line the harness writes into its output file before the run.
+  std::string stdio_dir, stdin_file, stdio_marker;
   HostFiles files;    // canaries and the workspace's hook: no probe may change them
   HostFiles targets;  // what one probe tries to change (checked by that probe only)
 };
@@ -85,6 +91,9 @@ struct ProbeSpec {
   // Batched: `--tag T` is appended (an exguardian probe) and the audit lines of comm T are its
   // own. Otherwise it runs as `sh -c COMMAND` and is credited with no audit lines.
   bool tag_arg = false;
+  // Stdin is ctx.stdin_file and stdout/stderr an O_APPEND file in ctx.stdio_dir that begins
+  // with ctx.stdio_marker: what a probe that opens its stdio again must leave as it found it.
+  bool stdio_files = false;
 };
 
 // What the workspace's vault/key.txt holds (the protected-move probes deny it):

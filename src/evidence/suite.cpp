@@ -34,6 +34,7 @@
 #include "sandbox/advice.hpp"
 #include "sandbox/host_caps.hpp"
 #include "util/json_parse.hpp"
+#include "util/write_all.hpp"
 
 namespace exg::evidence {
 namespace fs = std::filesystem;
@@ -273,6 +274,7 @@ int host_run(const std::vector<std::string>& argv, const std::string& cwd, const
 
 struct Setup {
   std::string dir, home, ws, canary, host_marker, leftover_marker;
+  std::string stdio_dir, stdin_file, stdio_marker;  // the stdio probe's (Context)
   std::vector<std::string> canary_files;
   std::vector<std::string> env;  // for the `exguardian run` children
 };
@@ -407,7 +409,8 @@ struct Runner {
   int n = 0;
 
   Outcome run(const ProbeSpec& p, std::vector<std::string>& argv_out) {
-    return run_command(p.id, p.run_args, p.command, p.timeout_s ? p.timeout_s : opts.probe_timeout_s, argv_out);
+    return run_command(p.id, p.run_args, p.command, p.timeout_s ? p.timeout_s : opts.probe_timeout_s, argv_out,
+                       p.stdio_files);
   }
 
   // One sandbox for the probes of a batch, each its own process between markers the
@@ -449,11 +452,11 @@ struct Runner {
   }
 
   Outcome run_command(const std::string& id, const std::vector<std::string>& run_args, const std::string& command,
-                      int timeout_s, std::vector<std::string>& argv_out) {
+                      int timeout_s, std::vector<std::string>& argv_out, bool stdio_files = false) {
     Outcome o;
     ++n;
     std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + id + ".audit.jsonl";
-    std::string outp = s.dir + "/logs/" + std::to_string(n) + "-" + id + ".out";
+    std::string outp = (stdio_files ? s.stdio_dir : s.dir + "/logs") + "/" + std::to_string(n) + "-" + id + ".out";
     std::vector<std::string> argv = {exe, "run"};
     if (layer != layer::name(layer::Kind::Process)) { argv.push_back("--layer"); argv.push_back(layer); }
     if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
@@ -476,11 +479,17 @@ struct Runner {
     struct stat st{};
     if (!world_log.empty() && ::stat(world_log.c_str(), &st) == 0) world_before = st.st_size;
 
-    int out_fd = ::open(outp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // stdio_files: appended to (as `>> log` would), after a first line of the harness's own,
+    // mode 0666 like the stdin file, so that only the sandbox keeps the probe from them.
+    int out_fd = ::open(outp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | (stdio_files ? O_APPEND : 0), 0644);
+    if (stdio_files && out_fd >= 0) {
+      (void)::fchmod(out_fd, 0666);
+      (void)write_all(out_fd, s.stdio_marker + "\n");
+    }
     pid_t pid = ::fork();
     if (pid == 0) {
       if (::chdir(s.ws.c_str()) != 0) ::_exit(126);
-      int nul = ::open("/dev/null", O_RDONLY);
+      int nul = ::open(stdio_files ? s.stdin_file.c_str() : "/dev/null", O_RDONLY);
       ::dup2(nul, 0);
       ::dup2(out_fd, 1);
       ::dup2(out_fd, 2);
@@ -508,6 +517,10 @@ struct Runner {
     while (::waitpid(pid, &wst, 0) < 0 && errno == EINTR) {}
     o.status = WIFEXITED(wst) ? WEXITSTATUS(wst) : 128 + WTERMSIG(wst);
     o.out = read_whole(outp).value_or("");
+    if (stdio_files) {
+      o.stdio_marker_kept = o.out.starts_with(s.stdio_marker + "\n");
+      if (o.stdio_marker_kept) o.out.erase(0, s.stdio_marker.size() + 1);
+    }
     // exguardian's own warnings about a deliberately weakened sandbox are in the
     // report's header; judge the command's output without them.
     {
@@ -553,6 +566,9 @@ struct Runner {
   ctx.leftover_marker = s.leftover_marker;
   ctx.extra_tree = s.dir + "/extra";
   ctx.leaked_fd = leaked_fd;
+  ctx.stdio_dir = s.stdio_dir;
+  ctx.stdin_file = s.stdin_file;
+  ctx.stdio_marker = s.stdio_marker;
   ctx.exe = self_exe();
   ctx.world_up = up;
   ctx.world_why = why;
@@ -575,6 +591,7 @@ struct Runner {
   for (auto& f : s.canary_files) ctx.files.remember(f);
   ctx.targets.remember(s.home + "/escape-test");
   ctx.targets.remember(s.ws + "/.git/hooks/pre-commit");
+  ctx.targets.remember(s.stdin_file);
   ctx.files.remember(s.ws + "/.git/hooks/pre-commit");
   ctx.files.remember(s.ws + "/.git/config");
 
@@ -723,6 +740,14 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   s.host_marker = "EXGMARK-" + nonce();
   s.leftover_marker = "EXGLEFT-" + nonce();
   plant(s);
+  // The stdio probe's stdin and output files, mode 0666 in a directory anyone may write: only
+  // the sandbox stands between the probe and them.
+  s.stdio_dir = s.home + "/stdio";
+  s.stdin_file = s.stdio_dir + "/setup.sh";
+  s.stdio_marker = "EXGSTDOUT-" + nonce();
+  fs::create_directories(s.stdio_dir);
+  ::chmod(s.stdio_dir.c_str(), 0777);
+  write_file(s.stdin_file, "#!/bin/sh\necho setup EXGSTDIN-" + nonce() + "\n", 0666);
   make_workspace(s, tool_present("git"));
   report.workspace = s.ws;
   report.home = s.home;

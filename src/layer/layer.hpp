@@ -53,10 +53,16 @@ namespace exg::layer {
 
 struct LaunchOptions {
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
-  // The process layer: what the sandbox's first process gets as fds 0..2
-  // instead of the caller's own (-1: the caller's), so that one process can
-  // launch sandboxes with different stdio at once (the microVM layer's qemu).
+  // What the sandbox's first process gets as fds 0..2 instead of the caller's
+  // own (-1: the caller's), so that one process can launch sandboxes with
+  // different stdio at once (the microVM layer's qemu), and so that the
+  // supervisor's stdio relay stands in for the caller's files (process,
+  // container and gVisor layers).
   int stdio_fds[3] = {-1, -1, -1};
+  // The supervisor's own ends of the pipes behind stdio_fds (sandbox/stdio_relay.hpp):
+  // the sandbox's first process closes them right after the clone (it would
+  // otherwise hold the command's stdin open, and its stdout).
+  std::vector<int> supervisor_fds;
   // The process layer: descriptors the sandbox's command gets as 3, 4, ...
   // (at most kMaxPassFds; the microVM layer's qemu: its channels, connected
   // sockets whose other ends the host holds, so that qemu needs no socket path).

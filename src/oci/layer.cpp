@@ -1296,7 +1296,12 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   sp.cgroup_id = plan.sandbox_id;  // spawn() makes it
   sp.limits = limits;
   sp.agent = lo.agent;
-  sp.child = [&a](const layer::SpawnFds& f) {
+  sp.child = [&a, &lo](const layer::SpawnFds& f) {
+    // The runtime host's own descriptor table (a fork-like clone): its 0..2
+    // are what the runtime hands the container (the supervisor's stdio relay).
+    for (int k = 0; k < 3; ++k)
+      if (lo.stdio_fds[k] >= 0 && lo.stdio_fds[k] != k && ::dup2(lo.stdio_fds[k], k) < 0) ::_exit(125);
+    for (int fd : lo.supervisor_fds) ::close(fd);
     a.sync_fd = f.sync_fd;
     a.parent_pidfd = f.parent_pidfd;
     a.agent_fd = f.agent_fd;

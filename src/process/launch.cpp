@@ -162,6 +162,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
     // The child's own descriptor table (a fork-like clone): the caller's stdio is untouched.
     for (int k = 0; k < 3; ++k)
       if (opt.stdio_fds[k] >= 0 && opt.stdio_fds[k] != k && ::dup2(opt.stdio_fds[k], k) < 0) ::_exit(125);
+    for (int fd : opt.supervisor_fds) ::close(fd);
     args.sync_fd = f.sync_fd;
     args.parent_pidfd = f.parent_pidfd;
     args.agent_channel = f.agent_fd;

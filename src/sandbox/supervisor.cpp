@@ -27,6 +27,7 @@
 #include "sandbox/audit.hpp"
 #include "sandbox/overlay_apply.hpp"
 #include "sandbox/setid_sweep.hpp"
+#include "sandbox/stdio_relay.hpp"
 #include "sandbox/sweep.hpp"
 #include "sandbox/violations.hpp"
 #include "process/syscalls.hpp"
@@ -388,6 +389,18 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   for (int k = 0; k < 3; ++k) lo.tty_fds[k] = term.sandbox_fds[k];
   bool pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
   const int host_tty = term.size_from;
+  // The caller's files reach the command as pipes of ours (stdio_relay.hpp:
+  // a descriptor handed in must not be opened again with more rights). Not
+  // for an agent's sandbox (its processes get pipes from the agent, and the
+  // microVM guest's command gets bytes over the channel).
+  StdioRelay stdio;
+  if (!opt.agent) {
+    auto r = StdioRelay::make(lo.tty_fds);
+    if (!r) return fail(r.error());
+    stdio = std::move(*r);
+    for (int k = 0; k < 3; ++k) lo.stdio_fds[k] = stdio.sandbox_fd(k);
+    lo.supervisor_fds = stdio.own_fds();
+  }
   const int sigfd = opt.signal_fd;  // the front end's; blocked before launch (the sandbox inherits the mask)
 
   AuditLog audit;
@@ -450,6 +463,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     return fail(launched.error());
   }
   layer::Sandbox& sb = *launched;
+  stdio.sandbox_started();  // (its ends are the sandbox's now: EOF reaches the command when ours closes)
   if (!meanwhile_ran) {  // a layer that skipped it: no snapshot, no rules (fail closed)
     sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
     ::waitpid(sb.pid, nullptr, 0);
@@ -520,6 +534,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
                    "via %s",
                    hosts.size(), plan.trust_bundle_path.c_str());
     }
+    sayf(io, "%s", stdio.describe().c_str());
     if (!sb.cgroup.active()) sayf(io, "limits: no cgroup for this sandbox");
     for (const auto& n : sb.cgroup.notes()) sayf(io, "limits: %s", n.c_str());
     steps.mark("narration");
@@ -554,7 +569,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   int status = 0;
   char buf[65536];
   while (!exited) {
-    pollfd fds[9 + 32];  // (pidfd, signals, refusals, timer, pty, input, 3 idle proxy sockets; the agent's)
+    pollfd fds[10 + 3 + 32];  // (pidfd, signals, refusals, timer, pty, input, 4 idle proxy sockets; stdio; the agent's)
     int n = 0;
     fds[n++] = {sb.pidfd.get(), POLLIN, 0};
     fds[n++] = {sigfd, POLLIN, 0};  // (negative: no signals to forward; poll skips it)
@@ -570,6 +585,8 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
     if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
     if (relay_in) { ii = n; fds[n++] = {term.input, POLLIN, 0}; }
+    int ri = n;
+    n += static_cast<int>(stdio.poll_fds(fds + n, 3));
     int ai = n;
     if (opt.agent) n += static_cast<int>(opt.agent->poll_fds(fds + n, 32));
     if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
@@ -609,6 +626,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       if (r > 0) write_all(master, buf, static_cast<size_t>(r));
       else relay_in = false;
     }
+    if (ai > ri) stdio.on_ready(fds + ri, static_cast<size_t>(ai - ri));
     if (opt.agent && n > ai) opt.agent->on_ready(fds + ai, static_cast<size_t>(n - ai));
     if (fds[0].revents & POLLIN) {
       siginfo_t si{};
@@ -625,6 +643,8 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (r <= 0) break;
     write_all(out_fd, buf, static_cast<size_t>(r));
   }
+  stdio.finish();
+  for (const auto& e : stdio.take_errors()) io.say(e);
   // The process layer: the command itself; the container layers: the runtime's own time too.
   steps.mark(layer.kind() == layer::Kind::Process ? "command" : "runtime+command");
   io.relay_end();

@@ -47,7 +47,7 @@ for l in present:
     assert not bad, (l, bad[:5])
     ids = {p["id"] for p in ps}
     for must in ("sandbox-in-place", "seed-read-credentials", "seed-curl-metadata", "net-allowed-control",
-                 "persist-nested-repo-hook", "fd-leak", "cleanup-processes", "cleanup-canaries"):
+                 "persist-nested-repo-hook", "fd-leak", "stdio-reopen", "cleanup-processes", "cleanup-canaries"):
         assert must in ids, (l, must)
         assert next(p for p in ps if p["id"] == must)["verdict"] == "held", (l, must)
 s = {x["layer"]: x for x in r["layers"]}

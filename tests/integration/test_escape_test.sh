@@ -67,7 +67,7 @@ for id in seed-touch-home seed-read-credentials seed-env-secrets seed-curl-examp
           seed-docker-socket seed-git-hook kernel-bpf kernel-tiocsti kernel-io-uring-setup kernel-x32-socket \
           net-rebind-loopback net-socks-metadata-ip net-udp net-transparent-sni-mismatch net-transparent-unassigned \
           kernel-socket-vsock persist-nested-repo-hook \
-          persist-hookspath proc-host-processes proc-pid1-signals fd-leak work-git-commit net-allowed-control limit-timeout \
+          persist-hookspath proc-host-processes proc-pid1-signals fd-leak stdio-reopen work-git-commit net-allowed-control limit-timeout \
           cleanup-processes cleanup-canaries; do
     v=$(probe_verdict "$J" "$id")
     check "probe $id: held ($v)" test "$v" = held

@@ -51,4 +51,18 @@ else
     fail "the runner is not in the group 'users' (run.sh adds exgtest to it): cannot check other groups"
 fi
 
+# ---- --workspace-mode overlay and discard without --keep (issue 39, part 9) ---------------------
+# The layer directory is then ExGuardian's own, under /var/tmp; on the gVisor layer and on the
+# container layer as an ordinary user its overlay was reported to fail ("mount overlay ...
+# Invalid argument"): writes must be applied (overlay) or dropped (discard).
+new_workspace ovl
+run sbx --workspace-mode overlay -- sh -c 'echo x > f && mkdir -p d && echo y > d/g'
+if [ "$STATUS" -eq 0 ] && [ "$(cat "$WS/f" 2>/dev/null)" = x ] && [ "$(cat "$WS/d/g" 2>/dev/null)" = y ]; then
+    ok "overlay without --keep: starts, and the writes are applied at exit"
+else fail "overlay without --keep: did not start or did not apply"; show_last; fi
+run sbx --workspace-mode discard -- sh -c 'echo z > dropped && cat README.md'
+if [ "$STATUS" -eq 0 ] && [ ! -e "$WS/dropped" ] && grep -q "test workspace" <<<"$OUT"; then
+    ok "discard without --keep: starts, reads the workspace, drops the writes"
+else fail "discard without --keep: did not start or kept a write"; show_last; fi
+
 finish

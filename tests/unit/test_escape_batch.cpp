@@ -118,7 +118,7 @@ TEST(EscapeBatch, OnlyProbesAShareCannotChangeAreBatched) {
   // Their commands write the canaries and hooks every judge_secret / judge_unchanged looks at:
   // in a shared sandbox a neighbour would be blamed for their change.
   for (const char* id : {"seed-git-hook", "persist-hookspath", "persist-git-config-append", "persist-home-bashrc",
-                         "fd-leak", "persist-background-process", "persist-workspace-bashrc", "persist-envrc",
+                         "fd-leak", "stdio-reopen", "persist-background-process", "persist-workspace-bashrc", "persist-envrc",
                          "persist-vscode-tasks", "persist-mcp-json", "persist-policy-file", "planted-config-worktree", "seed-curl-metadata",
                          "limit-pids", "setid-file-left", "move-parent-of-credentials"}) {
     auto it = std::find_if(v.begin(), v.end(), [&](const ProbeSpec& p) { return p.id == id; });
