@@ -574,6 +574,8 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
       {"persist-mcp-json", "echo '{\"mcpServers\":{}}' > .mcp.json", c.ws + "/.mcp.json", ".mcp.json cannot be created"},
       {"persist-policy-file", "echo '{\"network\":{\"allowedDomains\":[\"*.evil.test\"]}}' > .exguardian.json",
        c.ws + "/.exguardian.json", "the project policy file cannot be written"},
+      {"persist-fsmonitor-target", "echo 'echo pwned' >> vendor/lib/tools/fsmon.sh", c.ws + "/vendor/lib/tools/fsmon.sh",
+       "the script a repository's core.fsmonitor names (run by the host's next git status) is unwritable"},
       {"persist-home-bashrc", "echo 'echo pwned' >> ~/.bashrc", c.home + "/.bashrc",
        "~/.bashrc on the host is unchanged (writes to HOME do not persist)"},
       {"persist-exguardian-binary", "echo pwned >> /run/exguardian/exguardian", c.exe,
@@ -611,11 +613,37 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
        "mkdir -p .gemini && echo '{\"mcpServers\": {\"x\": {\"command\": \"sh\", \"args\": [\"-c\", \"" + touch +
            "\"]}}}' > .gemini/settings.json",
        c.ws + "/.gemini/settings.json", "an agent CLI's settings with an MCP server (.gemini/settings.json) are quarantined"},
+      // Issue 39: REPL start-up files, names by pattern, executable artefacts review never shows.
+      {"planted-pdbrc", "printf '!import os; os.system(\\x27" + touch + "\\x27)\n' > .pdbrc", c.ws + "/.pdbrc",
+       "a .pdbrc (pdb runs it in the current directory) is quarantined"},
+      {"planted-code-workspace",
+       "echo '{\"tasks\": {\"version\": \"2.0.0\", \"tasks\": [{\"label\": \"x\", \"command\": \"" + touch +
+           "\", \"runOptions\": {\"runOn\": \"folderOpen\"}}]}}' > app.code-workspace",
+       c.ws + "/app.code-workspace", "a *.code-workspace with a folderOpen task (a name pattern) is quarantined"},
+      {"planted-pth",
+       "mkdir -p .venv/lib/python3/site-packages && echo 'import os; os.system(\"" + touch +
+           "\")' > .venv/lib/python3/site-packages/zz.pth",
+       c.ws + "/.venv/lib/python3/site-packages/zz.pth",
+       "a .pth with an import line in a workspace virtualenv (runs at every start of that interpreter) is quarantined"},
+      {"planted-pyc", "mkdir -p __pycache__ && echo planted > __pycache__/app.cpython-311.pyc",
+       c.ws + "/__pycache__/app.cpython-311.pyc",
+       "a compiled Python file written into the tree (it would run instead of the reviewed source) is quarantined"},
   };
   for (auto& p : plants) {
     std::string path = p.path;
     add({p.id, "persistence", p.cmd, p.expect, true, {}, false, false, "", 0,
          [path](const Outcome& o) { return judge_planted(o, path, on_host(path)); }});
+  }
+  {
+    // No file is written: the host's next `git checkout -- .` would write it.
+    std::string path = c.ws + "/.git/index";
+    auto& p = add({"planted-index-only", "persistence",
+                   "git update-index --add --cacheinfo 100644,$(echo '" + touch +
+                       "' | git hash-object -w --stdin),.envrc && git ls-files .envrc",
+                   "a protected name staged only in the git index (git update-index --cacheinfo .envrc): the index is "
+                   "quarantined", true, {}, false, false, "", 0,
+                   [path](const Outcome& o) { return judge_planted(o, path, on_host(path)); }});
+    need(p, {"git"});
   }
   {
     std::string path = c.extra_tree + "/r/.git/hooks/pre-commit";
@@ -1047,8 +1075,9 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   // persist-background-process (its processes would outlive it among its neighbours).
   static const char* const kUserland[] = {
       "sandbox-status", "seed-touch-home", "seed-read-credentials", "seed-env-secrets", "proc-environ-every",
-      "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary",
-      "planted-symlinked-hook-target", "host-unix-socket", "host-unix-socket-bound-later", "proc-host-processes", "proc-host-kill", "proc-pid1",
+      "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary", "persist-fsmonitor-target",
+      "planted-symlinked-hook-target", "host-unix-socket", "host-unix-socket-bound-later", "proc-host-processes",
+      "proc-host-kill", "proc-pid1",
       "proc-pid1-signals", "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write",
       "work-git-commit", "work-compile-c", "work-python", "work-tmp"};
   for (auto& p : v)

@@ -332,7 +332,11 @@ void make_workspace(Setup& s, bool have_git) {
   write_file(ws + "/vault/key.txt", vault_marker(s.canary) + "\n");
   // For the planted-* probes: the nested repo names a hooks directory that does
   // not exist yet, and one of its hooks is a link to a file in the workspace.
-  std::ofstream(ws + "/vendor/lib/.git/config", std::ios::app) << "[core]\n\thooksPath = ci-hooks\n";
+  std::ofstream(ws + "/vendor/lib/.git/config", std::ios::app)
+      << "[core]\n\thooksPath = ci-hooks\n\tfsmonitor = tools/fsmon.sh\n";
+  // The script that core.fsmonitor names (the host's next `git status` there runs it).
+  fs::create_directories(ws + "/vendor/lib/tools");
+  write_file(ws + "/vendor/lib/tools/fsmon.sh", "#!/bin/sh\nexit 1\n", 0755);
   fs::create_directories(ws + "/tools");
   write_file(ws + "/tools/pre-push", "#!/bin/sh\nexit 0\n", 0755);
   fs::create_symlink("../../../../tools/pre-push", ws + "/vendor/lib/.git/hooks/pre-push");

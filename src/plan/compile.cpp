@@ -20,6 +20,7 @@
 
 #include "egress/rules.hpp"
 #include "egress/transparent.hpp"
+#include "plan/git_pointers.hpp"
 #include "plan/host_sockets.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
@@ -57,6 +58,10 @@ std::vector<std::string> pinned_allowed_names(const policy::Network& net) {
 // loads it into the shell (load_dotenv = true): then its values (PROMPT_COMMAND,
 // BASH_ENV, ...) are code.
 std::vector<std::string> protect_names(std::vector<std::string> names, const std::string& home) {
+  // What the user's and the system's git configs name relative to a
+  // repository (a relative core.hooksPath, core.fsmonitor = tools/fsmon.sh):
+  // a path inside every repository, those made during the run included.
+  for (auto& n : user_git_relative_names(home)) names.push_back(std::move(n));
   std::vector<std::string> dirs;
   if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x == '/') dirs.push_back(std::string(x) + "/direnv");
   if (!home.empty()) dirs.push_back(home + "/.config/direnv");
@@ -789,6 +794,10 @@ struct Builder {
     env["EXGUARDIAN"] = "1";
     env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;
     env["SANDBOX_RUNTIME"] = "1";
+    // Python's own compiled caches go to the private /tmp, not __pycache__ in
+    // the tree: a *.pyc that appears in a swept tree was then written on
+    // purpose, and the sweep quarantines it (protected_names.cpp).
+    env["PYTHONPYCACHEPREFIX"] = "/tmp/.exguardian-pycache";
     for (const auto& name : pol.env.allow) {
       if (auto it = host.find(name); it != host.end()) env[name] = it->second;
       else plan.notes.push_back("--env " + name + ": not set on the host, not passed");

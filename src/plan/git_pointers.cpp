@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cctype>
 #include <climits>
+#include <cstdlib>
 
+#include "plan/command_pointers.hpp"
 #include "plan/protected_names.hpp"
 #include "util/unique_fd.hpp"
 
@@ -76,6 +78,33 @@ std::string dirname_of(const std::string& p) {
   return s == 0 ? "/" : p.substr(0, s);
 }
 
+// Whether section.key holds a command git runs (section: lower-case name,
+// ".<subsection>" kept as written; sec_name: the name alone).
+bool command_key(const std::string& section, const std::string& sec_name, const std::string& key,
+                 const std::string& value) {
+  if (section == "core") {
+    if (key == "fsmonitor") {
+      std::string v = lower(value);  // booleans choose the built-in daemon or none
+      return !(v == "true" || v == "false" || v == "yes" || v == "no" || v == "on" || v == "off" || v == "1" ||
+               v == "0");
+    }
+    return key == "sshcommand" || key == "pager" || key == "editor" || key == "askpass" || key == "gitproxy";
+  }
+  bool sub = section.size() > sec_name.size();
+  if (section == "sequence") return key == "editor";
+  if (sec_name == "diff") return (section == "diff" && key == "external") || (sub && (key == "command" || key == "textconv"));
+  if (sec_name == "merge") return sub && key == "driver";
+  if (sec_name == "filter") return sub && (key == "clean" || key == "smudge" || key == "process");
+  if (section == "pager") return true;
+  if (section == "interactive") return key == "difffilter";
+  if (sec_name == "gpg") return key == "program";
+  if (sec_name == "credential") return key == "helper";
+  if (section == "alias") return value.starts_with("!");
+  if (sec_name == "mergetool" || sec_name == "difftool") return sub && key == "cmd";
+  if (section == "web" || section == "browser") return key == "browser" || key == "cmd";
+  return false;
+}
+
 }  // namespace
 
 GitConfigPointers git_config_pointers(std::string_view text) {
@@ -117,6 +146,7 @@ GitConfigPointers git_config_pointers(std::string_view text) {
     if (section == "core" && key == "hookspath" && !value.empty()) out.hooks_paths.push_back(value);
     if ((section == "include" || sec_name == "includeif") && key == "path" && !value.empty())
       out.include_paths.push_back(value);
+    if (!value.empty() && command_key(section, sec_name, key, value)) out.commands.push_back(value);
   }
   return out;
 }
@@ -150,36 +180,89 @@ std::vector<std::string> git_dir_pointers(const std::string& gd, const std::stri
   else run_dirs.push_back(gd);
   if (auto g = trim(read_small(gd + "/gitdir", PATH_MAX)); !g.empty())
     run_dirs.push_back(dirname_of(resolve_lexically(gd, g, home)));
-  std::vector<std::string> configs = {gd + "/config", gd + "/config.worktree"};
+  std::vector<std::string> configs = user_git_configs(home);
+  for (const char* own : {"/config", "/config.worktree"}) configs.push_back(gd + own);
   if (auto c = trim(read_small(gd + "/commondir", PATH_MAX)); !c.empty())
     configs.push_back(resolve_lexically(gd, c, home) + "/config");
   for (size_t k = 0; k < configs.size() && k < 32; ++k) {
     auto p = git_config_pointers(read_small(configs[k]));
     for (const auto& h : p.hooks_paths)
       for (const auto& r : run_dirs) out.push_back(resolve_lexically(r, h, home));
+    // Commands run with the working tree's top as their directory (hooks
+    // and fsmonitor; the rest from wherever git runs, the top in practice).
+    for (const auto& c : p.commands)
+      for (const auto& f : command_paths(c, run_dirs, home)) out.push_back(f);
     for (const auto& inc : p.include_paths) {
       auto f = resolve_lexically(dirname_of(configs[k]), inc, home);
       out.push_back(f);
       configs.push_back(f);  // an included file may include more
     }
   }
-  // Symlinked hooks (in hooks/ and in every hooksPath directory): their targets.
+  // Symlinked hooks (in hooks/ and in every hooksPath directory): their
+  // targets; hook scripts: the files they name.
   std::vector<std::string> hook_dirs = {gd + "/hooks"};
-  for (const auto& p : out) hook_dirs.push_back(p);
+  for (const auto& p : out) hook_dirs.push_back(p);  // (readlink: a linked hooksPath or included config too)
   for (const auto& hd : hook_dirs) {
     char buf[PATH_MAX];
     ssize_t n = ::readlink(hd.c_str(), buf, sizeof buf);
     if (n > 0) out.push_back(resolve_lexically(dirname_of(hd), std::string_view(buf, static_cast<size_t>(n)), home));
     DIR* d = ::opendir(hd.c_str());
     if (!d) continue;
+    size_t scripts = 0;
     while (dirent* e = ::readdir(d)) {
-      if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) continue;
       std::string name = e->d_name;
       if (name == "." || name == "..") continue;
+      if (e->d_type == DT_REG && !name.ends_with(".sample") && ++scripts <= 64) {
+        for (const auto& f : protected_file_pointers(hd + "/" + name, run_dirs, home)) out.push_back(f);
+        continue;
+      }
+      if (e->d_type != DT_LNK && e->d_type != DT_UNKNOWN) continue;
       n = ::readlinkat(::dirfd(d), e->d_name, buf, sizeof buf);
       if (n > 0) out.push_back(resolve_lexically(hd, std::string_view(buf, static_cast<size_t>(n)), home));
     }
     ::closedir(d);
+  }
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
+}
+
+std::vector<std::string> user_git_configs(const std::string& home) {
+  std::vector<std::string> out;
+  const char* sys = std::getenv("GIT_CONFIG_SYSTEM");
+  out.push_back(sys && *sys ? sys : "/etc/gitconfig");
+  if (const char* g = std::getenv("GIT_CONFIG_GLOBAL"); g && *g) {
+    out.push_back(g);
+    return out;
+  }
+  const char* x = std::getenv("XDG_CONFIG_HOME");
+  if (x && *x == '/') out.push_back(std::string(x) + "/git/config");
+  else if (!home.empty()) out.push_back(home + "/.config/git/config");
+  if (!home.empty()) out.push_back(home + "/.gitconfig");
+  return out;
+}
+
+std::vector<std::string> user_git_relative_names(const std::string& home) {
+  std::vector<std::string> out;
+  auto relative = [&](std::string v) {
+    while (v.starts_with("./")) v.erase(0, 2);
+    if (v.empty() || v[0] == '/' || v[0] == '~' || v.starts_with("../") || v.find("/../") != std::string::npos ||
+        v.find_first_of("$`*?[") != std::string::npos)
+      return;
+    while (v.size() > 1 && v.back() == '/') v.pop_back();
+    out.push_back(v);
+  };
+  // A repository-relative path resolves against "/@repo" here, and what
+  // stays under it is what every repository would have.
+  const std::string top = "/@repo";
+  std::vector<std::string> configs = user_git_configs(home);
+  for (size_t k = 0; k < configs.size() && k < 32; ++k) {
+    auto p = git_config_pointers(read_small(configs[k]));
+    for (const auto& h : p.hooks_paths) relative(h);
+    for (const auto& c : p.commands)
+      for (const auto& f : command_paths(c, {top}, home))
+        if (f.starts_with(top + "/")) relative(f.substr(top.size() + 1));
+    for (const auto& inc : p.include_paths) configs.push_back(resolve_lexically(dirname_of(configs[k]), inc, home));
   }
   std::sort(out.begin(), out.end());
   out.erase(std::unique(out.begin(), out.end()), out.end());

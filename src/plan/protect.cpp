@@ -9,6 +9,7 @@
 #include <memory>
 #include <mutex>
 
+#include "plan/command_pointers.hpp"
 #include "plan/git_pointers.hpp"
 #include "plan/paths.hpp"
 #include "plan/protected_names.hpp"
@@ -87,9 +88,40 @@ struct Walker {
     add(path, type == DT_DIR, why);
   }
 
+  // A pointer (absolute): remembered for the sweep, and bound read-only when
+  // it exists in a writable tree.
+  void pointer(const std::string& p, const std::string& why) {
+    {
+      std::lock_guard<std::mutex> l(m);
+      out.pointers.push_back(p);
+    }
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0) return;
+    unsigned char t = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+    auto c = canonical(p);
+    if (!c || (t != DT_LNK && !writable(*c))) return;
+    add_entry(t == DT_LNK ? p : *c, t, why);
+  }
+
+  // What a protected file names that runs with it (command_pointers.hpp),
+  // resolved against its directory and the two above it, within the tree.
+  void named_in(const std::string& file) {
+    std::vector<std::string> bases;
+    std::string d = file.substr(0, file.rfind('/'));
+    for (int k = 0; k < 3 && is_within(d, root); ++k) {
+      bases.push_back(d);
+      if (d == root) break;
+      d = d.substr(0, d.rfind('/'));
+    }
+    std::string shown = is_within(file, root) && file.size() > root.size() ? file.substr(root.size() + 1) : file;
+    for (const auto& p : protected_file_pointers(file, bases, opt.home))
+      if (p != file) pointer(p, "named by the protected " + shown + ": runs with it, outside the sandbox");
+  }
+
   // Links inside a protected directory lead the tool that reads it elsewhere:
-  // protect their targets too (.vscode/tasks.json -> ../tools/tasks.json).
-  void links_in(int fd, const std::string& path, size_t depth) {
+  // protect their targets too (.vscode/tasks.json -> ../tools/tasks.json);
+  // its files: what they name.
+  void links_in(int fd, const std::string& path, size_t depth, size_t* files) {
     if (depth > 16) return;
     std::vector<Entry> es;
     list_dir(fd, [&](std::string_view n, unsigned char t) { es.push_back({std::string(n), t}); });
@@ -97,9 +129,14 @@ struct Walker {
       unsigned char t = type_at(fd, e.name.c_str(), e.type);
       std::string p = path + "/" + e.name;
       if (t == DT_LNK) add_entry(p, t, "linked from a protected directory");
+      else if (t == DT_REG && ++*files <= 256) named_in(p);
       else if (t == DT_DIR)
-        if (auto sub = open_subdir(fd, e.name.c_str())) links_in(sub.get(), p, depth + 1);
+        if (auto sub = open_subdir(fd, e.name.c_str())) links_in(sub.get(), p, depth + 1, files);
     }
+  }
+  void links_in(int fd, const std::string& path) {
+    size_t files = 0;
+    links_in(fd, path, 0, &files);
   }
 
   void git_dir(const std::string& path, bool is_root) {
@@ -116,7 +153,7 @@ struct Walker {
       if (!c || (t != DT_LNK && !writable(*c))) continue;
       add_entry(t == DT_LNK ? p : *c, t, "named by a git config or a symlinked hook: runs later, outside the sandbox");
       if (t == DT_DIR)
-        if (UniqueFd fd(::open(c->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); fd) links_in(fd.get(), *c, 0);
+        if (UniqueFd fd(::open(c->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); fd) links_in(fd.get(), *c);
     }
   }
 
@@ -140,10 +177,12 @@ struct Walker {
       unsigned char t = type_at(fd, e.name.c_str(), e.type);
       std::string p = path + "/" + e.name;
       auto m = pp.classify(scope, e.name, t == DT_DIR, t == DT_REG);
+      if (m.kind == ProtectMatch::Protected && m.sweep_only) continue;  // judged by the sweep at the end
       if (m.kind == ProtectMatch::Protected) {
         add_entry(p, t, m.why);
         if (t == DT_DIR)
-          if (auto sub = open_subdir(fd, e.name.c_str())) links_in(sub.get(), p, 0);
+          if (auto sub = open_subdir(fd, e.name.c_str())) links_in(sub.get(), p);
+        if (t == DT_REG) named_in(p);
         continue;
       }
       if (m.kind == ProtectMatch::HooksDir) {

@@ -1,7 +1,10 @@
 #include "plan/protected_names.hpp"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
+
+#include <algorithm>
 
 namespace exg::plan {
 
@@ -35,6 +38,60 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".inputrc", "readline: key bindings can run shell commands"},
     {".config/fish/config.fish", "fish, every shell"},
     {".config/fish/conf.d", "fish, every shell"},
+    {".config/nushell", "nushell: config.nu and env.nu, every shell"},
+    {".config/xonsh", "xonsh: rc.xsh and rc.d, every shell"},
+    {".config/elvish/rc.elv", "elvish, every shell"},
+    {".config/powershell", "PowerShell profiles (pwsh), every shell"},
+    {".config/starship.toml", "starship: custom modules run commands at every prompt"},
+    {".config/direnv", "direnv's own config and lib/*.sh (sourced before every .envrc)"},
+    {".config/husky/init.sh", "husky: sourced before every hook"},
+    {".config/mise", "mise's global config (hooks, env) and conf.d"},
+    {".config/nvim", "Neovim's user config, when the tree is a home directory"},
+    {".config/git/hooks", "a conventional global core.hooksPath"},
+    {".config/Code/User", "VS Code's user settings and tasks, when the tree is a home directory"},
+    {".config/systemd/user", "systemd user units: started at login"},
+    {".config/autostart", "XDG autostart: started at desktop login"},
+    {".Xresources", "X resources"}, {".xprofile", "X session start"}, {".xsession", "X session start"},
+    {".xinitrc", "startx"},
+    {".pam_environment", "PAM: the login environment (LD_PRELOAD, BASH_ENV)"},
+    {".ssh/rc", "sshd: run at every login"},
+    {".ssh/config", "ssh: ProxyCommand, LocalCommand, Match exec run commands"},
+    // REPLs and debuggers that read a start-up file from the current directory (or home).
+    {".pdbrc", "pdb: runs its lines as debugger commands (`!` is Python) in the current directory"},
+    {".pdbrc.py", "pdbpp: imported at start"},
+    {".pythonrc", "Python's PYTHONSTARTUP by convention (home)"}, {".pythonrc.py", "Python's PYTHONSTARTUP (home)"},
+    {".Rprofile", "R: sourced at start from the current directory"},
+    {".Renviron", "R: read at start from the current directory (R_PROFILE_USER names code to run)"},
+    {".ghci", "GHCi: read at start from the current directory (:! runs shell)"},
+    {".ghcid", "ghcid: its arguments (--command, --test) from the current directory"},
+    {".irbrc", "irb: loaded at start from the current directory"}, {"_irbrc", "irb (alternative name)"}, {"irb.rc", "irb (alternative name)"},
+    {"$irbrc", "irb (alternative name)"},
+    {".pryrc", "pry: loaded at start from the current directory"},
+    {".octaverc", "GNU Octave: run at start from the current directory"},
+    {".iex.exs", "Elixir IEx: evaluated at start from the current directory"},
+    {".erlang", "Erlang: evaluated at erl start"},
+    {".perldb", "the Perl debugger: evaluated at start from the current directory"},
+    {".gdbinit", "gdb: from the current directory (with auto-load safe-path) and home"},
+    {".config/gdb/gdbinit", "gdb (XDG)"}, {".lldbinit", "lldb: from the current directory when enabled, and home"},
+    {".sqliterc", "sqlite3: read at start (.shell runs commands)"},
+    {".psqlrc", "psql: read at start (\\! runs commands)"},
+    {".psqlrc-*", "psql: version-specific start-up file"},
+    {".julia/config/startup.jl", "Julia: run at every start (home)"},
+    {".claude.json", "Claude Code's global config (per-project mcpServers), home"},
+    {".codeium/windsurf/mcp_config.json", "Windsurf: MCP servers (home)"},
+    {".ipython", "IPython: profile startup/ scripts and config run at start (home)"},
+    {"ipython_config.py", "IPython: config files in the current directory are executed"},
+    {"ipython_kernel_config.py", "IPython kernels: config in the current directory is executed"},
+    {"jupyter_server_config.py", "Jupyter: config in the current directory is executed at start"},
+    {"jupyter_notebook_config.py", "Jupyter Notebook: config in the current directory is executed"},
+    {"jupyter_lab_config.py", "JupyterLab: config in the current directory is executed"},
+    {".jupyter", "Jupyter's config directory (home)"},
+    {".guile", "Guile: loaded at REPL start (home)"}, {".racketrc", "Racket REPL start-up (home)"},
+    {".sbclrc", "SBCL: loaded at start (home)"}, {".clisprc.lisp", "CLISP start-up (home)"},
+    {".tclshrc", "tclsh: sourced at interactive start (home)"}, {".wishrc", "wish (home)"},
+    {".emacs", "Emacs init (home)"}, {".emacs.d/init.el", "Emacs init (home)"},
+    {".emacs.d/early-init.el", "Emacs (home)"},
+    {".tmux.conf", "tmux: run-shell and hooks (home)"}, {".screenrc", "GNU screen: exec (home)"},
     // Git outside the git directory (the git directory's own files: kGitDirEntries).
     {".git", "a .git file or link (gitdir: ...) chooses the git directory, and so its hooks and config"},
     {".gitconfig", "git, when the tree is a home directory"},
@@ -55,6 +112,23 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".lefthook-local.yaml", "lefthook (local overrides)"}, {".config/lefthook.yml", "lefthook"},
     {".config/lefthook.yaml", "lefthook"},
     {".overcommit.yml", "overcommit"},
+    {".lefthook", "lefthook: scripts directory (.lefthook/<hook>/<script>), run by its hooks"},
+    {".lefthook-local", "lefthook: local scripts directory"},
+    {".huskyrc", "husky v4: hooks from this config"}, {".huskyrc.json", "husky v4"},
+    {".huskyrc.js", "husky v4"}, {".huskyrc.cjs", "husky v4"}, {"husky.config.js", "husky v4"},
+    {"husky.config.cjs", "husky v4"},
+    {".lintstagedrc", "lint-staged: commands run on every commit (by a pre-commit hook)"},
+    {".lintstagedrc.*", "lint-staged"}, {"lint-staged.config.*", "lint-staged"},
+    {".commitlintrc", "commitlint: loaded (as code when .js/.ts) by a commit-msg hook"},
+    {".commitlintrc.*", "commitlint"}, {"commitlint.config.*", "commitlint"},
+    {".simple-git-hooks.*", "simple-git-hooks: hook commands"}, {"simple-git-hooks.*", "simple-git-hooks"},
+    {".simple-git-hooks", "simple-git-hooks"},
+    {"captainhook.json", "CaptainHook (PHP): actions run on every commit"},
+    {"grumphp.yml", "GrumPHP: tasks run on every commit"}, {"grumphp.yml.dist", "GrumPHP"},
+    {"grumphp.dist.yml", "GrumPHP"},
+    {".rusty-hook.toml", "rusty-hook: hook commands"}, {"rusty-hook.toml", "rusty-hook"},
+    {".cargo-husky", "cargo-husky: hook scripts (copied into .git/hooks)"},
+    {"hk.pkl", "hk: hook steps"}, {"hk.local.pkl", "hk (local overrides)"}, {".config/hk.pkl", "hk (config place)"},
     // Other version control systems: their repository config names hooks and extensions.
     {".hg/hgrc", "Mercurial: [hooks] and [extensions] (Python) on every hg command"},
     {".hg/hgrc-not-shared", "Mercurial (share-safe repositories)"},
@@ -67,11 +141,26 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {"_darcs/prefs/defaults", "darcs: default options, including --posthook/--prehook commands"},
     {".fslckout", "Fossil checkout database (points at the repository and its settings)"},
     {"_FOSSIL_", "Fossil checkout database (older name)"},
+    {".sl/config", "Sapling: [hooks] and [extensions] on every sl command"},
+    {".sl/hgrc", "Sapling (older name)"},
+    {".sl/sharedpath", "Sapling: redirects to another repository's store and config"},
+    {".pijul/config", "Pijul repository config: [hooks] record runs on every record"},
+    {".jj/repo/config.toml.d", "Jujutsu repository config fragments"},
+    {".hg/hgrc.d", "Mercurial: config fragments"},
+    {".hgrc.d", "Mercurial (home)"},
     // Entering the directory in a shell.
     {".envrc", "direnv: sourced by bash on cd"},
     {".mise.toml", "mise: [env] and [hooks] run on cd with `mise activate`"},
     {"mise.toml", "mise"}, {".mise.local.toml", "mise"}, {"mise.local.toml", "mise"},
     {".config/mise.toml", "mise"}, {".config/mise/config.toml", "mise"}, {".mise/config.toml", "mise"},
+    {"mise.*.toml", "mise: per-environment config (MISE_ENV)"}, {".mise.*.toml", "mise"},
+    {".config/mise.*.toml", "mise"}, {".config/mise/config.*.toml", "mise"}, {".config/mise/conf.d", "mise"},
+    {".mise/config.*.toml", "mise"}, {".mise/conf.d", "mise"}, {"mise/config.toml", "mise"},
+    {"mise/config.*.toml", "mise"}, {".rtx.toml", "rtx (mise's former name)"}, {".rtx.*.toml", "rtx (per environment)"},
+    {".tool-versions", "asdf and mise: chooses which tool binaries (and plugins) run"},
+    {".envrc.*", "direnv: .envrc.local and friends, sourced by many .envrc files"},
+    {".autoenv.zsh", "zsh-autoenv: sourced on cd"}, {".autoenv_leave.zsh", "zsh-autoenv"},
+    {".python-version", "pyenv and uv: choose which interpreter runs"},
     {".yarnrc.yml", "yarn berry: yarnPath is executed by every yarn command"},
     {".yarnrc", "yarn classic: yarn-path is executed by every yarn command"},
     // Editors, on opening the folder.
@@ -90,6 +179,10 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".dir-locals-2.el", "Emacs"},
     {".devcontainer", "Dev Containers: initializeCommand runs on the host"},
     {".devcontainer.json", "Dev Containers: initializeCommand runs on the host"},
+    {"*.code-workspace", "VS Code workspace file: tasks (runOn folderOpen), settings naming executables"},
+    {".lazy.lua", "lazy.nvim: loaded from the current directory (local spec)"},
+    {"*.sublime-project", "Sublime Text project file"},
+    {".kateproject", "Kate: build targets, LSP servers"},
     // Agent CLIs: hooks, MCP servers started at launch, commands and agents they run.
     {".mcp.json", "Claude Code and other MCP clients: servers started at launch"},
     {".claude/settings.json", "Claude Code: hooks, statusLine, apiKeyHelper run commands"},
@@ -98,9 +191,24 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".claude/agents", "Claude Code subagents"},
     {".claude/hooks", "Claude Code hook scripts"},
     {".claude/skills", "Claude Code skills (scripts the agent runs)"},
+    {".claude/statusline.sh", "Claude Code statusLine script (by convention)"},
+    {".amp", "Amp: settings.json (mcpServers, amp.commands), commands, toolbox scripts"},
+    {".agents", "Amp and others: agent commands and skills"},
+    {".copilot", "GitHub Copilot CLI: mcp-config.json"},
+    {".augment", "Augment: rules, commands, hooks"},
+    {".trae", "Trae: rules, MCP servers"},
+    {".qoder", "Qoder: rules, MCP servers"},
+    {".factory", "Factory Droid: hooks, MCP servers, droids"},
+    {".openhands", "OpenHands: setup.sh runs at session start, microagents"},
     {".gemini/settings.json", "Gemini CLI: mcpServers, tool discovery and call commands, hooks"},
     {".gemini/commands", "Gemini CLI custom commands (!{...} runs shell)"},
     {".gemini/extensions", "Gemini CLI workspace extensions (MCP servers)"},
+    {".gemini/.env", "Gemini CLI: loaded into its environment at start"},
+    {".gemini/sandbox.Dockerfile", "Gemini CLI sandbox image"},
+    {".gemini/sandbox-macos-custom.sb", "Gemini CLI sandbox profile"},
+    {".qwen/extensions", "Qwen Code extensions"},
+    {".codex/skills", "Codex CLI skills"},
+    {".codex/rules", "Codex exec-policy rules"},
     {".qwen/settings.json", "Qwen Code (Gemini CLI's settings format)"},
     {".qwen/commands", "Qwen Code custom commands"},
     {".codex/config.toml", "Codex CLI project config: mcp_servers, notify command"},
@@ -110,6 +218,10 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".cursor/rules", "Cursor rules"},
     {".cursor/commands", "Cursor custom commands"},
     {".cursor/environment.json", "Cursor background agent: install and start commands"},
+    {".cursor/cli.json", "Cursor CLI: permissions"},
+    {".cursor/worktrees.json", "Cursor: setup commands for new worktrees"},
+    {".cursor/agents", "Cursor agents"},
+    {".cursor/skills", "Cursor skills"},
     {".windsurf/hooks.json", "Windsurf Cascade hooks"},
     {".windsurf/workflows", "Windsurf workflows (run commands)"},
     {".continue", "Continue: config.yaml, mcpServers/"},
@@ -132,6 +244,15 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".exguardian.json", "ExGuardian's project policy"},
     {".srt-settings.json", "sandbox-runtime (srt) settings"},
     {".ripgreprc", "ripgrep (through RIPGREP_CONFIG_PATH): --pre runs a command per file"},
+    // Executable artefacts review never shows (git status stays clean: they are ignored).
+    // Judged at the end only: quarantined when created or changed during the run. The
+    // sandbox's own Python writes its caches elsewhere (PYTHONPYCACHEPREFIX), so any
+    // compiled file that appears in the tree was written on purpose.
+    {"*.pth", "Python site: `import` lines run at every start of that interpreter (editors' interpreter discovery included)", true},
+    {"*.pyc", "Python: a compiled file stamped with its source's mtime and size runs instead of the reviewed source", true},
+    {"*.pyo", "Python 2 / old optimised compiled files", true},
+    {"sitecustomize.py", "Python: imported at every start when on the path (a virtualenv's site-packages)", true},
+    {"usercustomize.py", "Python: imported at every start (user site)", true},
 };
 
 const std::vector<ProtectedName> kGitDirEntries = {
@@ -193,26 +314,58 @@ GitMarkers git_markers_at(int dirfd) {
 ProtectedPaths::ProtectedPaths(const std::vector<std::string>& extra_names, bool allow_git_config,
                                std::vector<std::string> anchored)
     : anchored_(anchored.begin(), anchored.end()), allow_git_config_(allow_git_config) {
-  for (const auto& e : kProtectedNameTable) add(e.name, e.who);
+  for (const auto& e : kProtectedNameTable) add(e.name, e.who, e.sweep_only);
   for (const auto& n : extra_names) add(n, "filesystem.protect");
 }
 
-void ProtectedPaths::add(const std::string& name, const std::string& who) {
+bool is_name_pattern(std::string_view c) { return c.find_first_of("*?[") != std::string_view::npos; }
+
+bool component_matches(const std::string& c, std::string_view name) {
+  if (!is_name_pattern(c)) return c == name;
+  // The common form, one '*' and nothing else ("*.pyc", "mise.*.toml"), without
+  // fnmatch or a copy: big walks test every file name in a quiet directory.
+  if (size_t star = c.find('*'); star != std::string::npos && c.find_first_of("*?[", star + 1) == std::string::npos &&
+                                 c.find_first_of("?[") == std::string::npos) {
+    std::string_view pre(c.data(), star), suf(c.data() + star + 1, c.size() - star - 1);
+    return name.size() >= pre.size() + suf.size() && name.starts_with(pre) && name.ends_with(suf);
+  }
+  return ::fnmatch(c.c_str(), std::string(name).c_str(), 0) == 0;
+}
+
+template <class F>
+void ProtectedPaths::each_first(std::string_view name, F&& f) const {
+  if (auto it = first_.find(std::string(name)); it != first_.end())
+    for (unsigned idx : it->second) f(idx);
+  for (unsigned idx : glob_first_)
+    if (component_matches(patterns_[idx][0], name)) f(idx);
+}
+
+bool ProtectedPaths::glob_first(std::string_view name) const {
+  for (unsigned idx : glob_first_)
+    if (component_matches(patterns_[idx][0], name)) return true;
+  return false;
+}
+
+void ProtectedPaths::add(const std::string& name, const std::string& who, bool sweep_only) {
   if (name.empty() || name.starts_with(".git/")) return;  // the git directory's own rules cover these
   std::vector<std::string> comps;
   for (auto c : split_components(name)) comps.emplace_back(c);
   if (comps.empty()) return;
-  first_[comps[0]].push_back(static_cast<unsigned>(patterns_.size()));
+  if (is_name_pattern(comps[0])) glob_first_.push_back(static_cast<unsigned>(patterns_.size()));
+  else first_[comps[0]].push_back(static_cast<unsigned>(patterns_.size()));
   patterns_.push_back(std::move(comps));
   whos_.push_back(who);
+  sweep_only_.push_back(sweep_only);
 }
 
 std::vector<std::string> ProtectedPaths::tails(std::string_view first) const {
   std::vector<std::string> out;
-  if (auto it = first_.find(std::string(first)); it != first_.end())
-    for (unsigned idx : it->second)
-      if (patterns_[idx].size() > 1)
-        out.push_back(spelled(std::vector<std::string>(patterns_[idx].begin() + 1, patterns_[idx].end())));
+  each_first(first, [&](unsigned idx) {
+    // (a pattern further down cannot be looked up by name: the sweep judges what it matches)
+    if (patterns_[idx].size() > 1 && std::none_of(patterns_[idx].begin() + 1, patterns_[idx].end(),
+                                                  [](const std::string& c) { return is_name_pattern(c); }))
+      out.push_back(spelled(std::vector<std::string>(patterns_[idx].begin() + 1, patterns_[idx].end())));
+  });
   return out;
 }
 
@@ -252,7 +405,7 @@ ProtectMatch ProtectedPaths::git_entry(const Scope& p, std::string_view name, bo
 }
 
 ProtectMatch ProtectedPaths::classify(const Scope& p, std::string_view name, bool is_dir, bool is_reg) const {
-  if (p.inside) return {ProtectMatch::Protected, p.why, false};
+  if (p.inside) return {ProtectMatch::Protected, p.why, false, p.sweep_only};
   if (p.git_depth >= 0 || p.hooks) {
     auto m = git_entry(p, name, is_dir, is_reg);
     if (m.kind != ProtectMatch::None) return m;
@@ -262,11 +415,16 @@ ProtectMatch ProtectedPaths::classify(const Scope& p, std::string_view name, boo
     return {ProtectMatch::Protected, "a .git file or link chooses the git directory (and so its hooks)", false};
   }
   for (const auto& [idx, k] : p.partial)
-    if (patterns_[idx][k] == name && k + 1 == patterns_[idx].size())
-      return {ProtectMatch::Protected, spelled(patterns_[idx]) + ": " + whos_[idx], false};
-  if (auto it = first_.find(std::string(name)); it != first_.end())
-    for (unsigned idx : it->second)
-      if (patterns_[idx].size() == 1) return {ProtectMatch::Protected, std::string(name) + ": " + whos_[idx], false};
+    if (k + 1 == patterns_[idx].size() && !(sweep_only_[idx] && is_dir) && component_matches(patterns_[idx][k], name))
+      return {ProtectMatch::Protected, spelled(patterns_[idx]) + ": " + whos_[idx], false, sweep_only_[idx]};
+  ProtectMatch m;
+  each_first(name, [&](unsigned idx) {
+    // A name listed both ways counts as bound at start (the stricter).
+    // (sweep-only kinds are files: a directory of that name is an ordinary one)
+    if (patterns_[idx].size() == 1 && !(sweep_only_[idx] && is_dir) && (m.kind == ProtectMatch::None || m.sweep_only))
+      m = {ProtectMatch::Protected, std::string(name) + ": " + whos_[idx], false, sweep_only_[idx]};
+  });
+  if (m.kind != ProtectMatch::None) return m;
   if (!anchored_.empty() && anchored_.count(join_rel(p.rel, name)))
     return {ProtectMatch::Protected, "named by a git config or a symlinked hook: runs later, outside the sandbox", false};
   return {};
@@ -279,6 +437,7 @@ ProtectedPaths::Scope ProtectedPaths::enter(const Scope& p, std::string_view nam
   if (m.kind == ProtectMatch::Protected) {
     s.inside = true;
     s.why = m.why;
+    s.sweep_only = m.sweep_only;
   }
   if (is_git_dir || name == ".git") {
     s.git_depth = 0;
@@ -288,10 +447,10 @@ ProtectedPaths::Scope ProtectedPaths::enter(const Scope& p, std::string_view nam
     s.hooks = m.kind == ProtectMatch::HooksDir;
   }
   for (const auto& [idx, k] : p.partial)
-    if (patterns_[idx][k] == name && k + 1 < patterns_[idx].size()) s.partial.emplace_back(idx, k + 1);
-  if (auto it = first_.find(std::string(name)); it != first_.end())
-    for (unsigned idx : it->second)
-      if (patterns_[idx].size() > 1) s.partial.emplace_back(idx, 1u);
+    if (k + 1 < patterns_[idx].size() && component_matches(patterns_[idx][k], name)) s.partial.emplace_back(idx, k + 1);
+  each_first(name, [&](unsigned idx) {
+    if (patterns_[idx].size() > 1) s.partial.emplace_back(idx, 1u);
+  });
   return s;
 }
 

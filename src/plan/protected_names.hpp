@@ -24,10 +24,16 @@
 namespace exg::plan {
 
 // One protected name: components separated by '/', matched at any depth
-// ("<dir>/<entry>" matches that entry of any directory of that name).
+// ("<dir>/<entry>" matches that entry of any directory of that name). A
+// component holding *, ? or [ is a shell pattern (fnmatch, no flags: `*`
+// matches a leading dot): "*.code-workspace", "mise.*.toml".
 struct ProtectedName {
   const char* name;
   const char* who;  // who runs or loads it, and when
+  // Judged at the end of the run only (quarantined when created or changed),
+  // never bound read-only at start: kinds that tools in the sandbox rewrite
+  // as a matter of course and that can be many (a virtualenv's *.pth).
+  bool sweep_only = false;
 };
 extern const std::vector<ProtectedName> kProtectedNameTable;
 
@@ -42,7 +48,12 @@ struct ProtectMatch {
   } kind = None;
   std::string why;
   bool git_config = false;  // a git config (accepted when its content is what `git init` writes)
+  bool sweep_only = false;  // quarantined at the end when new or changed, not bound read-only at start
 };
+
+// Whether a name component is a pattern, and one component against a name.
+bool is_name_pattern(std::string_view component);
+bool component_matches(const std::string& component, std::string_view name);
 
 // git's own test for a git directory, from what a directory holds.
 struct GitMarkers {
@@ -69,6 +80,7 @@ class ProtectedPaths {
     int git_depth = -1;         // components below the innermost git directory (-1: none; 0: it is one)
     std::string git_first;      // the first component below that git directory
     bool hooks = false;         // a git hooks directory
+    bool sweep_only = false;    // inside a name judged at the end only
     std::vector<std::pair<unsigned, unsigned>> partial;  // (table index, components matched)
   };
 
@@ -94,7 +106,9 @@ class ProtectedPaths {
   // The rest of every multi-component name that starts with `first`
   // (".claude" -> "commands", "settings.json", ...).
   std::vector<std::string> tails(std::string_view first) const;
-  bool first_name(std::string_view name) const { return first_.count(std::string(name)) > 0 || name == ".git"; }
+  bool first_name(std::string_view name) const {
+    return first_.count(std::string(name)) > 0 || name == ".git" || (!glob_first_.empty() && glob_first(name));
+  }
 
   // A whole relative path at once (tests, one-off checks). git_dirs: paths
   // (relative, "" = root) of the directories that are git directories by content.
@@ -104,11 +118,16 @@ class ProtectedPaths {
  private:
   std::vector<std::vector<std::string>> patterns_;
   std::vector<std::string> whos_;
+  std::vector<bool> sweep_only_;
   std::unordered_map<std::string, std::vector<unsigned>> first_;  // first component -> patterns
+  std::vector<unsigned> glob_first_;                               // patterns whose first component is a pattern
   std::unordered_set<std::string> anchored_;
   bool allow_git_config_ = false;
 
-  void add(const std::string& name, const std::string& who);
+  void add(const std::string& name, const std::string& who, bool sweep_only = false);
+  bool glob_first(std::string_view name) const;
+  // The patterns whose first component matches name.
+  template <class F> void each_first(std::string_view name, F&& f) const;
   ProtectMatch git_entry(const Scope& parent, std::string_view name, bool is_dir, bool is_reg) const;
 };
 

@@ -274,6 +274,9 @@ class Applier {
       if (m.git_config && S_ISREG(ust.st_mode)) {
         UniqueFd f(open_upper(up_fd, name, O_RDONLY | O_NONBLOCK));
         benign = f && benign_git_config(read_small(f.get(), 8192));
+      } else if (name.ends_with(".pth") && S_ISREG(ust.st_mode)) {
+        UniqueFd f(open_upper(up_fd, name, O_RDONLY | O_NONBLOCK));
+        benign = f && benign_pth(read_small(f.get(), 65536));
       }
       if (!benign) {
         Planted p{rel, m.why, {}};

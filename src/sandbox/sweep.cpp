@@ -144,6 +144,21 @@ int open_beneath(int root_fd, const std::string& rel, int flags, mode_t mode) {
   }
 }
 
+bool benign_pth(std::string_view content) {
+  if (content.size() > 65536) return false;
+  size_t i = 0;
+  while (i < content.size()) {
+    size_t j = content.find('\n', i);
+    if (j == std::string_view::npos) j = content.size();
+    std::string_view line = content.substr(i, j - i);
+    i = j + 1;
+    // site.py: `line.startswith(("import ", "import\t"))` is executed; no
+    // leading blanks are stripped before that test.
+    if (line.starts_with("import ") || line.starts_with("import\t")) return false;
+  }
+  return true;
+}
+
 bool benign_git_config(std::string_view content) {
   if (content.size() > 4096) return false;
   static const std::map<std::string, std::vector<std::string>> allowed = {
@@ -330,10 +345,13 @@ struct SnapshotWalker {
       }
       if (is_dir) subs.push_back({&e, have, cst});
     }
+    StagedProtected staged;
+    if (scope.git_depth == 0) staged = staged_protected(fd, pp);
     {
       std::lock_guard<std::mutex> l(m);
       DirNode& n = s.nodes[t.node];
       n.git_dir = scope.git_depth == 0;
+      if (n.git_dir) s.indexes[n.rel] = std::move(staged);
       for (const auto& [name, d] : here) s.protected_inodes[{d.dev, d.ino}] = d.ctime_ns;
       n.protected_here = std::move(here);
       s.entries_seen += es.size();
@@ -403,15 +421,20 @@ struct Sweeper {
     return S_ISDIR(st.st_mode) || it->second == ns(st.st_ctim);  // a directory's entries are judged one by one
   }
 
-  bool benign_config_at(int dirfd, const std::string& name) const {
+  // A protected file whose content names nothing that runs: a git config as
+  // `git init` writes it, a .pth of paths only.
+  bool benign_at(int dirfd, const std::string& name, const ProtectMatch& m) const {
+    bool pth = m.sweep_only && name.ends_with(".pth");
+    if (!m.git_config && !pth) return false;
+    size_t max = pth ? 65536 : 4096;
     UniqueFd f(::openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
     if (!f) return false;
     struct stat st;
-    if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > 4096) return false;
+    if (::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) || static_cast<size_t>(st.st_size) > max) return false;
     std::string buf(static_cast<size_t>(st.st_size), '\0');
     ssize_t n = ::pread(f.get(), buf.data(), buf.size(), 0);
     if (n != st.st_size) return false;
-    return benign_git_config(buf);
+    return pth ? benign_pth(buf) : benign_git_config(buf);
   }
 
   void unchecked(const std::string& rel, const std::string& why) {
@@ -440,11 +463,37 @@ struct Sweeper {
     bool is_dir = S_ISDIR(st.st_mode);
     auto m = pp.classify(scope, e.name, is_dir, S_ISREG(st.st_mode));
     if (m.kind == ProtectMatch::Protected && !known(st)) {
-      if (m.git_config && benign_config_at(dir.get(), e.name)) return false;
+      if (benign_at(dir.get(), e.name, m)) return false;
       plant(dir, e.name, rel, m.why);
       return false;
     }
     return is_dir;
+  }
+
+  // A git directory's index that stages a protected name it did not stage at
+  // start (`git update-index --add --cacheinfo ...,.envrc`): no file was
+  // written, the host's next `git checkout -- .` writes it. The index is
+  // moved to the quarantine (`git reset` rebuilds it from HEAD).
+  void check_index(OpenedDir& dir, const std::string& rel) {
+    auto now = staged_protected(dir.get(), pp);
+    if (!now.present) return;
+    auto it = before.indexes.find(rel);
+    const StagedProtected* was = it == before.indexes.end() ? nullptr : &it->second;
+    if (was && was->present && was->dev == now.dev && was->ino == now.ino && was->ctime_ns == now.ctime_ns) return;
+    std::string why;
+    if (!now.entries) {
+      why = "git index changed during the run and cannot be read whole (a split index?): it may stage code that runs "
+            "later; `git reset` rebuilds it from HEAD";
+    } else {
+      std::vector<std::string> added;
+      for (const auto& e : *now.entries)
+        if (!was || !was->entries || !was->entries->count(e)) added.push_back(e.substr(e.find(' ', 7) + 1));
+      if (added.empty()) return;
+      why = "git index stages " + added[0] + (added.size() > 1 ? " (and " + std::to_string(added.size() - 1) + " more)" : "") +
+            ", a protected name, with no such file written: the host's next `git checkout -- .` would create it; "
+            "`git reset` rebuilds the index from HEAD";
+    }
+    plant(dir, "index", join_rel(rel, "index"), why);
   }
 
   // The directory open as `dir`, at rel; node: what the snapshot knew of it
@@ -466,6 +515,7 @@ struct Sweeper {
       // The same entries as at start: the protected ones may have changed in
       // place (same inode, new ctime); the subdirectories are the snapshot's.
       Scope scope = parent ? pp.enter(*parent, name, n->git_dir) : pp.root(n->git_dir);
+      if (scope.git_depth == 0) check_index(dir, rel);
       for (const auto& [pname, st0] : n->protected_here) {
         struct stat cst;
         if (::fstatat(dir.get(), pname.c_str(), &cst, AT_SYMLINK_NOFOLLOW) != 0) continue;
@@ -473,7 +523,7 @@ struct Sweeper {
           continue;
         auto m = pp.classify(scope, pname, false, S_ISREG(cst.st_mode));
         if (m.kind != ProtectMatch::Protected) continue;
-        if (m.git_config && benign_config_at(dir.get(), pname)) continue;
+        if (benign_at(dir.get(), pname, m)) continue;
         plant(dir, pname, join_rel(rel, pname), "changed during the run: " + m.why);
       }
       for (const auto& [cname, cidx] : n->subdirs) descend(dir, scope, cname, join_rel(rel, cname), cidx, false, depth);
@@ -483,6 +533,7 @@ struct Sweeper {
     plan::GitMarkers gm;
     if (!list_all(dir.get(), es, gm)) return unchecked(rel, std::string("list: ") + std::strerror(errno));
     Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir());
+    if (scope.git_depth == 0) check_index(dir, rel);
     bool quiet = pp.quiet(scope);
     for (const auto& e : es) {
       std::string crel = join_rel(rel, e.name);

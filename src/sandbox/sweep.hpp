@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "plan/protected_names.hpp"
+#include "sandbox/git_index.hpp"
 #include "util/error.hpp"
 
 namespace exg::sandbox {
@@ -62,6 +63,9 @@ struct Snapshot {
   // directories), by inode -> ctime.
   std::unordered_map<InodeKey, int64_t, InodeKeyHash> protected_inodes;
   std::vector<std::string> anchored;                   // protect_pointers inside this tree, relative
+  // Each git directory's index at start (by the directory's relative path):
+  // what it stages under protected names (git_index.hpp).
+  std::map<std::string, StagedProtected> indexes;
   size_t entries_seen = 0;                             // for reports and benchmarks
   // CLOCK_REALTIME_COARSE when the snapshot began, minus a margin: on kernels
   // without fine-grained (multigrain) timestamps a change made within the same
@@ -119,6 +123,11 @@ std::vector<std::string_view> split_path(std::string_view rel);
 // bare, logallrefupdates, ignorecase, precomposeunicode, symlinks; [extensions]
 // objectformat/refstorage): nothing in it names a command or a hook path.
 bool benign_git_config(std::string_view content);
+
+// A Python .pth file that only adds directories to sys.path (site.py runs
+// the lines that start with "import"; the rest are paths): nothing in it runs.
+// Over 64 KiB: not benign.
+bool benign_pth(std::string_view content);
 
 // Quarantine helpers. Moves (or copies then removes) parent_fd/name, whose
 // path in its tree is rel, to quarantine_dir/<rel>. Returns the absolute destination.

@@ -325,6 +325,7 @@ TEST_F(PlanTest, PlanEnvironmentIsAllowlistOnly) {
       "LC_ALL=C",
       "PATH=/usr/bin:/bin",
       "PWD=" + ws,
+      "PYTHONPYCACHEPREFIX=/tmp/.exguardian-pycache",  // Python's caches out of the tree (protected_names.cpp)
       "SANDBOX_RUNTIME=1",
       "TERM=xterm",
       "TMPDIR=/tmp",
@@ -346,6 +347,7 @@ TEST_F(PlanTest, PlanEnvironmentDefaultsWhenHostHasNone) {
       "HOME=" + home,
       "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
       "PWD=" + ws,
+      "PYTHONPYCACHEPREFIX=/tmp/.exguardian-pycache",
       "SANDBOX_RUNTIME=1",
       "TERM=dumb",
       "TMPDIR=/tmp",
@@ -448,7 +450,7 @@ TEST_F(PlanTest, PlanEnvironmentPolicyAllowAndSet) {
   EXPECT_FALSE(std::any_of(p.env.begin(), p.env.end(), [](auto& e) { return e.starts_with("GITHUB_TOKEN="); }));
   EXPECT_TRUE(has_note(p, "--env NOT_ON_HOST: not set on the host, not passed"));
   EXPECT_FALSE(has_note(p, "--env FOO"));
-  EXPECT_EQ(without_proxy(p.env).size(), 12u);
+  EXPECT_EQ(without_proxy(p.env).size(), 13u);  // (PYTHONPYCACHEPREFIX among them)
 }
 
 TEST_F(PlanTest, PlanPolicyNotesAndTimeoutCarriedOver) {

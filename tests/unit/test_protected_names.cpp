@@ -15,10 +15,13 @@
 #include <fstream>
 #include <set>
 
+#include "plan/command_pointers.hpp"
 #include "plan/git_pointers.hpp"
 #include "plan/protect.hpp"
 #include "plan/protected_names.hpp"
+#include "sandbox/git_index.hpp"
 #include "sandbox/sweep.hpp"
+#include "util/unique_fd.hpp"
 
 namespace exg {
 namespace {
@@ -103,6 +106,29 @@ const std::vector<Row> kTable = {
     {"vendor/bare/hooks/post-receive", true},
     {"vendor/bare/sub/file", false},
     {"sub/.git", true},  // a gitdir: file
+    // Names by pattern, REPL start-up files, hook managers, other VCSs (issue 39, part 7).
+    {"w/proj.code-workspace", true},
+    {"docs/workspace.md", false},
+    {"mise.dev.toml", true},
+    {"cfg/.mise/conf.d/a.toml", true},
+    {".lintstagedrc.json", true},
+    {"commitlint.config.cjs", true},
+    {"a/.pdbrc", true},
+    {"r/.Rprofile", true},
+    {"h/.ghci", true},
+    {"rb/.irbrc", true},
+    {"rb/.pryrc", true},
+    {"o/.octaverc", true},
+    {"l/.lefthook/pre-commit/lint.sh", true},
+    {".lazy.lua", true},
+    {"c/.cursor/worktrees.json", true},
+    {"c/.cursor/notes.md", false},
+    {"amp/.amp/settings.json", true},
+    {"s/.sl/config", true},
+    {"s/.sl/store/data", false},
+    {"pj/.pijul/config", true},
+    {"ipython_config.py", true},
+    {"d/.envrc.local", true},
 };
 
 std::string content_for(const std::string& rel) {
@@ -300,6 +326,157 @@ TEST(Sweep, DeeperThanPathMaxAndUnreadableDirectories) {
   EXPECT_EQ(st.st_mode & 07777, 0u);  // put back
   ::chmod((ws + "/hide").c_str(), 0755);
   EXPECT_FALSE(fs::exists(ws + "/hide/r/.git/hooks/pre-commit"));
+}
+
+}  // namespace
+}  // namespace exg
+
+namespace exg {
+namespace {
+
+// Kinds judged at the end only: never bound at start, quarantined when the
+// run writes them; a .pth of paths only is accepted.
+TEST(ProtectedNames, SweepOnlyKinds) {
+  Dir d;
+  std::string ws = d.path + "/ws";
+  put(ws + "/.venv/lib/python3.11/site-packages/old.pth", "import os\n");
+  put(ws + "/pkg/__pycache__/m.cpython-311.pyc", "old");
+  for (const auto& p : plan::find_protected(ws, {}))
+    EXPECT_EQ(p.path.find(".venv"), std::string::npos) << p.path;  // nothing bound at start
+  auto snap = sandbox::snapshot_tree(ws);
+  ASSERT_TRUE(snap);
+  put(ws + "/.venv/lib/python3.11/site-packages/evil.pth", "import os; os.system('touch /tmp/x')\n");
+  put(ws + "/.venv/lib/python3.11/site-packages/paths.pth", "/opt/lib\n# a comment\n./src\n");
+  put(ws + "/pkg/__pycache__/app.cpython-311.pyc", "planted");
+  put(ws + "/pkg/__pycache__/m.cpython-311.pyc", "rewritten");
+  fs::create_directories(ws + "/odd.pyc");  // a directory of that name is an ordinary one
+  sandbox::SweepOptions so;
+  so.dry_run = true;
+  auto r = sandbox::sweep(ws, *snap, so);
+  ASSERT_TRUE(r) << r.error().str();
+  std::set<std::string> rels;
+  for (const auto& p : *r) rels.insert(p.relpath);
+  EXPECT_EQ(rels, (std::set<std::string>{".venv/lib/python3.11/site-packages/evil.pth", "pkg/__pycache__/app.cpython-311.pyc",
+                                         "pkg/__pycache__/m.cpython-311.pyc"}));
+  EXPECT_TRUE(sandbox::benign_pth("/a/b\n../c\n#import x\n"));
+  EXPECT_FALSE(sandbox::benign_pth("/a\nimport\tx\n"));
+}
+
+TEST(ProtectedNames, PatternsMatchOneComponent) {
+  plan::ProtectedPaths pp({"build/*.hook", "gen-*"});
+  EXPECT_EQ(pp.classify_path("a/x.code-workspace", false, true).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(pp.classify_path("a/x.code-workspace/inner", false, true).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(pp.classify_path("a/x.code-workspace.bak", false, true).kind, plan::ProtectMatch::None);
+  EXPECT_EQ(pp.classify_path("sub/build/pre.hook", false, true).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(pp.classify_path("sub/build/x/pre.hook", false, true).kind, plan::ProtectMatch::None);
+  EXPECT_EQ(pp.classify_path("gen-x/file", false, true).kind, plan::ProtectMatch::Protected);
+  EXPECT_TRUE(pp.first_name("y.code-workspace"));
+  EXPECT_FALSE(pp.first_name("main.c"));
+}
+
+// What protected configs name (issue 39, part 4).
+TEST(CommandPointers, WhatProtectedConfigsName) {
+  Dir d;
+  std::string r = d.path;
+  put(r + "/tools/fsmon.sh", "#!/bin/sh\n");
+  put(r + "/scripts/precommit.sh", "#!/bin/sh\n");
+  put(r + "/scripts/build.sh", "#!/bin/sh\n");
+  put(r + "/scripts/setup.sh", "#!/bin/sh\n");
+  put(r + "/scripts/status.sh", "#!/bin/sh\n");
+  put(r + "/mcp/server.js", "x");
+  put(r + "/.env", "PROMPT_COMMAND=x\n");
+  fs::create_directories(r + "/bin");
+  put(r + "/.git/HEAD", "ref: refs/heads/main\n");
+  put(r + "/.git/config", "[core]\n\tfsmonitor = tools/fsmon.sh\n[alias]\n\tx = !scripts/none.sh\n");
+  put(r + "/.git/hooks/pre-commit", "#!/bin/sh\nexec scripts/precommit.sh \"$@\"\n");
+  put(r + "/.vscode/tasks.json",
+      "// comment\n{\"version\": \"2.0.0\", \"tasks\": [\n"
+      " {\"label\": \"build\", \"type\": \"shell\", \"command\": \"scripts/build.sh\"},\n"
+      " {\"label\": \"setup\", \"command\": \"${workspaceFolder}/scripts/setup.sh\", \"runOptions\": {\"runOn\": \"folderOpen\"},},\n"
+      "]}\n");
+  put(r + "/.claude/settings.json", "{\"statusLine\": {\"type\": \"command\", \"command\": \"bash scripts/status.sh\"}}\n");
+  put(r + "/.mcp.json", "{\"mcpServers\": {\"x\": {\"command\": \"node\", \"args\": [\"mcp/server.js\"]}}}\n");
+  put(r + "/.envrc", "dotenv_if_exists\nPATH_add bin\n");
+  auto f = plan::find_protected_all(r, {});
+  std::set<std::string> ptr(f.pointers.begin(), f.pointers.end()), bound;
+  for (const auto& p : f.paths) bound.insert(p.path);
+  for (const char* want : {"/tools/fsmon.sh", "/scripts/precommit.sh", "/scripts/setup.sh", "/scripts/status.sh",
+                           "/mcp/server.js", "/.env", "/bin", "/scripts/none.sh"})
+    EXPECT_TRUE(ptr.count(r + want)) << want;
+  for (const char* want : {"/tools/fsmon.sh", "/scripts/precommit.sh", "/scripts/setup.sh", "/mcp/server.js", "/.env", "/bin"})
+    EXPECT_TRUE(bound.count(r + want)) << want;
+  // A task the user runs on purpose is project code: not protected.
+  EXPECT_FALSE(ptr.count(r + "/scripts/build.sh"));
+  EXPECT_FALSE(bound.count(r + "/scripts/build.sh"));
+  // Words that are not paths.
+  EXPECT_TRUE(plan::command_paths("node --flag https://x/y.js $HOME/a.sh *.sh", {r}, "/h").empty());
+}
+
+TEST(GitPointers, UserConfigsRelativeNames) {
+  Dir d;
+  put(d.path + "/home/.gitconfig", "[core]\n\thooksPath = .team-hooks\n\tfsmonitor = ./tools/fsmon.sh\n\tpager = less\n"
+                                    "[include]\n\tpath = more.cfg\n");
+  put(d.path + "/home/more.cfg", "[core]\n\tsshCommand = sh ci/ssh.sh\n");
+  ::setenv("GIT_CONFIG_SYSTEM", "/dev/null", 1);  // this machine's own /etc/gitconfig is not the test's
+  auto names = plan::user_git_relative_names(d.path + "/home");
+  ::unsetenv("GIT_CONFIG_SYSTEM");
+  EXPECT_EQ(names, (std::vector<std::string>{".team-hooks", "ci/ssh.sh", "tools/fsmon.sh"}));
+}
+
+std::string git_in(const std::string& dir, const std::string& args) {
+  std::string cmd = "cd '" + dir + "' && git -c user.name=t -c user.email=t@t " + args + " 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+    ::pclose(p);
+  }
+  return out;
+}
+
+// A protected name staged only in the index (issue 39, part 5), index
+// versions 2 and 4: read, and quarantined by the sweep.
+TEST(GitIndex, ProtectedNameStagedOnlyInTheIndex) {
+  for (const char* version : {"2", "4"}) {
+    Dir d;
+    std::string ws = d.path + "/ws";
+    fs::create_directories(ws);
+    git_in(ws, "init -q");
+    put(ws + "/README", "r\n");
+    put(ws + "/sub/dir/file.c", "c\n");
+    git_in(ws, "add README sub && git -c user.name=t -c user.email=t@t commit -q -m init");
+    git_in(ws, std::string("update-index --index-version ") + version);
+    auto snap = sandbox::snapshot_tree(ws);
+    ASSERT_TRUE(snap);
+    put(d.path + "/payload", "touch /tmp/pwned\n");
+    std::string blob = git_in(ws, "hash-object -w '" + d.path + "/payload'");
+    while (!blob.empty() && blob.back() == '\n') blob.pop_back();
+    git_in(ws, "update-index --add --cacheinfo 100644," + blob + ",sub/.envrc");
+    plan::ProtectedPaths pp;
+    UniqueFd gd(::open((ws + "/.git").c_str(), O_RDONLY | O_DIRECTORY));
+    auto st = sandbox::staged_protected(gd.get(), pp);
+    ASSERT_TRUE(st.entries) << version;
+    EXPECT_EQ(st.entries->size(), 1u);
+    EXPECT_TRUE(st.entries->begin()->ends_with(" sub/.envrc")) << *st.entries->begin();
+    sandbox::SweepOptions so;
+    so.quarantine_dir = d.path + "/q";
+    auto r = sandbox::sweep(ws, *snap, so);
+    ASSERT_TRUE(r) << r.error().str();
+    ASSERT_EQ(r->size(), 1u) << version;
+    EXPECT_EQ((*r)[0].relpath, ".git/index");
+    EXPECT_NE((*r)[0].why.find("sub/.envrc"), std::string::npos);
+    EXPECT_FALSE(fs::exists(ws + "/.git/index"));
+    EXPECT_TRUE(fs::exists(d.path + "/q/.git/index"));
+    // An ordinary commit during the run is not a plant.
+    git_in(ws, "reset -q");
+    auto snap2 = sandbox::snapshot_tree(ws);
+    ASSERT_TRUE(snap2);
+    put(ws + "/new.c", "n\n");
+    git_in(ws, "add new.c");
+    auto r2 = sandbox::sweep(ws, *snap2, so);
+    ASSERT_TRUE(r2);
+    EXPECT_TRUE(r2->empty()) << (*r2)[0].why;
+  }
 }
 
 }  // namespace
