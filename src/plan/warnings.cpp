@@ -12,10 +12,7 @@ std::vector<std::string> policy_warnings(const policy::Policy& pol, const Plan& 
     return e.path.starts_with("/") || e.path.starts_with("~") ? std::string() : " (relative to " + e.base_dir + ")";
   };
 
-  if (holds_home(plan.workspace))
-    out.push_back("the workspace " + plan.workspace + (plan.workspace == home ? " is" : " holds") +
-                  " your home directory " + home +
-                  ": all of it is writable and persistent (run from a project directory, or give --workspace)");
+  // (A workspace that holds HOME is refused by compile(): not a warning.)
   for (const auto& e : pol.filesystem.allow_write) {
     std::string p = expand_path(e.path, home, e.base_dir);
     if (p == "/tmp" || p == "/var/tmp" || p == "/private/tmp") continue;  // the sandbox's own (compile.cpp)

@@ -1,7 +1,7 @@
 // What a policy asks that is probably not what was meant, said on stderr at
 // every run (issue 40), not only with -v: a deny that names nothing that
 // exists (it denies nothing, and what the run makes there is as writable as
-// its directory), and a writable tree that holds HOME (every rc file, key and
+// its directory), and an allowWrite that holds HOME (every rc file, key and
 // cache there writable and persistent). Legal, so warnings, not errors.
 #pragma once
 #include <string>
