@@ -94,9 +94,9 @@ rm -f "$HOME/srt.json"
 mkdir -p "$T/own"
 echo "own-original" > "$T/own/locked.txt"
 cat > "$T/own/policy.json" <<'JSON'
-{"filesystem": {"allowWrite": ["."], "denyWrite": ["locked.txt"]}, "resources": {"pids": 512}}
+{"filesystem": {"allowWrite": ["."], "denyWrite": ["locked.txt"]}, "env": {"set": {"EXG_OWN": "1"}}}
 JSON
-run sbx --policy "$T/own/policy.json" -- bash -c "echo $RAN_MARK; echo new > '$T/own/other.txt'; echo pwned > '$T/own/locked.txt'"
+run sbx --policy "$T/own/policy.json" -- bash -c "echo $RAN_MARK; test \"\$EXG_OWN\" = 1 || echo no-env; echo new > '$T/own/other.txt'; echo pwned > '$T/own/locked.txt'"
 check "ExGuardian's own file: \".\" is its directory (written there)" test "$(cat "$T/own/other.txt" 2>/dev/null)" = new
 check "ExGuardian's own file: denyWrite next to the file holds" test "$(cat "$T/own/locked.txt")" = own-original
 
