@@ -11,7 +11,7 @@ namespace exg::cli {
 
 struct RunOptions : PlanOptions, LayerFlags {
   std::string audit_log;
-  bool dry_run = false, verbose = false;
+  bool dry_run = false, verbose = false, quiet = false;
   CLI::App* sub = nullptr;
 
   void add_to(CLI::App& app);

@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "plan/paths.hpp"
+#include "plan/warnings.hpp"
+#include "policy/srt_settings.hpp"
 
 namespace exg::cli {
 
@@ -36,7 +38,11 @@ int usage_error(const std::string& what) {
 
 void PlanOptions::add_plan_options(CLI::App* sub) {
   sub->add_option("--policy", policy_files,
-                  "Policy file (JSON; srt settings files accepted); repeatable: later files merge over earlier ones");
+                  "Policy file (JSON); repeatable: later files merge over earlier ones. An srt settings file "
+                  "(srt's keys only) has srt's meaning: relative paths are relative to the working directory");
+  sub->add_option("-s,--settings", settings,
+                  "srt's option: read this srt settings file instead of ~/.srt-settings.json (relative paths: "
+                  "relative to the working directory, as in srt)");
   sub->add_option("--workspace", workspace, "Writable, persistent directory (default: the current directory)");
   sub->add_option("--workspace-mode", workspace_mode,
                   "live (writes land as they happen; planted files swept at exit), overlay (applied at exit), "
@@ -56,7 +62,7 @@ void PlanOptions::add_plan_options(CLI::App* sub) {
   sub->add_option("--pids", pids, "Most processes and threads at once (default: 4096)");
   sub->add_option("--cpus", cpus, "CPU time, in CPUs, e.g. 0.5, 2 (default: no limit)");
   sub->add_flag("--no-policy-files", no_policy_files,
-                "Ignore ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
+                "Ignore ~/.srt-settings.json, ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
   sub->add_flag("--dns", dns,
                 "Serve DNS inside on 127.0.0.53 (resolv.conf points there): allowed names only, allowed addresses "
                 "only (same as network.resolver: true)");
@@ -89,28 +95,43 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
   if (!keep.empty()) ctx.keep_dir = keep;
   ctx.allow_planted = allow_planted;
 
-  // Sources, merged in order: user file < project file < each --policy < flags.
+  // Sources, merged in order: srt settings < user file < project file < each
+  // --policy < flags. Relative paths: srt's files (srt's place, --settings, and
+  // any --policy file holding srt's keys only) are read as srt reads them,
+  // relative to the working directory; ExGuardian's own files relative to
+  // their directory.
   BuiltPlan out;
   policy::Policy& pol = out.policy;
-  auto load = [&](const std::string& path) -> Result<void> {
-    auto p = policy::load_policy_file(path);
+  auto load = [&](const std::string& path, policy::RelativeTo rule) -> Result<void> {
+    auto p = policy::load_policy_file(path, rule, ctx.cwd);
     if (!p) return fail(Error::msg(p.error().message, ""));
     policy::merge(pol, *p);
     return {};
   };
+  using policy::RelativeTo;
+  // srt reads one settings file: --settings, else ~/.srt-settings.json when it
+  // exists. It knows nothing of ExGuardian's files, so here it comes first,
+  // under them (as the user-wide base it is in srt).
+  if (!settings.empty()) {
+    if (auto r = load(settings, RelativeTo::WorkingDirectory); !r) return fail(r.error());
+  } else if (!no_policy_files && !ctx.home.empty()) {
+    std::string srt = ctx.home + "/.srt-settings.json";
+    if (file_exists(srt))
+      if (auto r = load(srt, RelativeTo::WorkingDirectory); !r) return fail(r.error());
+  }
   if (!no_policy_files) {
     if (!ctx.home.empty()) {
       std::string user = ctx.home + "/.config/exguardian/policy.json";
       if (file_exists(user))
-        if (auto r = load(user); !r) return fail(r.error());
+        if (auto r = load(user, RelativeTo::File); !r) return fail(r.error());
     }
     std::string ws = plan::expand_path(workspace.empty() ? ctx.cwd : workspace, ctx.home, ctx.cwd);
     std::string project = ws + "/.exguardian.json";
     if (file_exists(project))
-      if (auto r = load(project); !r) return fail(r.error());
+      if (auto r = load(project, RelativeTo::File); !r) return fail(r.error());
   }
   for (const auto& f : policy_files)
-    if (auto r = load(f); !r) return fail(r.error());
+    if (auto r = load(f, RelativeTo::ByShape); !r) return fail(r.error());
 
   policy::Policy flags;
   flags.sources.push_back("<flags>");
@@ -175,6 +196,8 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
     plan->weakened.push_back("--unsafe-no-seccomp: no seccomp filter; the kernel's whole syscall surface is open");
   }
   for (const auto& w : plan->weakened) std::fprintf(stderr, "exguardian: WARNING: sandbox weakened: %s\n", w.c_str());
+  for (const auto& w : plan::policy_warnings(pol, *plan, ctx.home))
+    std::fprintf(stderr, "exguardian: warning: %s\n", w.c_str());
   out.plan = std::move(*plan);
   return out;
 }

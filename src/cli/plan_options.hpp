@@ -20,6 +20,7 @@ struct BuiltPlan {
 
 struct PlanOptions {
   std::vector<std::string> policy_files;  // --policy, repeatable: merged in order
+  std::string settings;                   // --settings: srt's option; read instead of ~/.srt-settings.json
   std::string workspace, timeout, memory, pids, cpus, workspace_mode = "live", keep;
   std::vector<std::string> allow_write, deny_write, deny_read, allow_read, allow_domain, env;
   bool no_policy_files = false, unsafe_no_seccomp = false, allow_planted = false, dns = false;
@@ -36,8 +37,9 @@ struct PlanOptions {
   void add_plan_options(CLI::App* sub);
   // The command after parsing; an error for a stray option or no command.
   Result<void> take_command(CLI::App* sub, const std::string& usage);
-  // Sources merged in order (user file < project file < --policy < flags), compiled.
-  // Warnings about weakened sandboxes are printed to stderr here, once.
+  // Sources merged in order (srt settings < user file < project file < --policy
+  // < flags), compiled. Warnings (weakened sandboxes, plan warnings) are printed
+  // to stderr here, once.
   Result<BuiltPlan> build_plan() const;
 };
 

@@ -19,6 +19,9 @@ void RunOptions::add_to(CLI::App& app) {
   run->add_option("--audit-log", audit_log, "Append every refusal (and later every egress decision) as JSON lines to FILE");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
+  run->add_flag("-q,--quiet", quiet,
+                "No summary of what was refused (hosts and their rules, syscalls, planted files) at the end of a "
+                "run that refused something");
   LayerFlags::add_to(run);
   sub = run;
 }
@@ -46,6 +49,7 @@ int RunOptions::execute() {
   }
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
+  so.refusal_summary = !quiet;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
   // Once per process, before the launch: signals, fd limit, groups, stale cgroups.
   auto host = HostProcess::prepare(plan->identity.invoked_as_root);

@@ -200,7 +200,7 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
     // A placeholder in a name would leave through the host's resolver: exfiltration.
     if (const Secret* sec = st_->secret_index ? st_->secret_index->find(q.name) : nullptr) {
       ++st_->stats.exfiltration;
-      st_->count_refused(q.name);
+      st_->count_refused(q.name, "secret " + sec->name + " in a DNS name");
       if (st_->audit_on())
         st_->audit_write({{"event", "exfiltration"}, {"protocol", "dns"}, {"secret", sec->name}, {"where", "dns name"},
                           {"host", q.name}, {"decision", "refused"}});

@@ -72,7 +72,7 @@ std::vector<size_t> Session::secrets_for(const std::string& host, uint16_t port)
 
 void Session::log_exfiltration(const Secret& s, const std::string& where, const std::string& host, uint16_t port) {
   ++st_->stats.exfiltration;
-  st_->count_refused(host);
+  st_->count_refused(host, "secret " + s.name + " on its way elsewhere (" + where + ")");
   if (!st_->audit_on()) return;
   nlohmann::json j = {{"event", "exfiltration"}, {"protocol", protocol_}, {"secret", s.name}, {"where", where}};
   if (!host.empty()) j["host"] = host;

@@ -28,13 +28,18 @@ namespace detail {
 constexpr size_t kMaxRefusedHosts = 256;  // distinct names remembered; the rest count as "(other)"
 constexpr size_t kOverLimitSlack = 64;    // connections answered with 503 before we just close
 
-void ProxyState::count_refused(const std::string& host) {
+void ProxyState::count_refused(const std::string& host, const std::string& rule) {
   ++stats.refused;
   if (host.empty()) return;
   auto it = stats.refused_hosts.find(host);
-  if (it != stats.refused_hosts.end()) ++it->second;
-  else if (stats.refused_hosts.size() < kMaxRefusedHosts) stats.refused_hosts[host] = 1;
-  else ++stats.refused_hosts["(other)"];
+  if (it != stats.refused_hosts.end()) {
+    ++it->second;
+  } else if (stats.refused_hosts.size() < kMaxRefusedHosts) {
+    stats.refused_hosts[host] = 1;
+    if (!rule.empty()) stats.refused_rules[host] = rule;
+  } else {
+    ++stats.refused_hosts["(other)"];
+  }
 }
 
 bool ProxyState::audit_on() const { return audit && audit->enabled(); }
@@ -317,7 +322,7 @@ long Session::elapsed_ms() const {
 
 void Session::log_refusal(const std::string& host, uint16_t port, const Decision& d,
                           const std::optional<IpAddress>& addr, const std::vector<std::string>& refused_addrs) {
-  st_->count_refused(host);
+  st_->count_refused(host, d.rule);
   if (!st_->audit_on()) return;
   nlohmann::json j = audit_base(host, port);
   if (addr) j["address"] = addr->str();

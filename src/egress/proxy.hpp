@@ -78,6 +78,7 @@ struct ProxyStats {
   uint64_t exfiltration = 0;   // refusals because a placeholder was on its way elsewhere (also in refused)
   uint64_t terminated_now = 0; // intercepted connections open at the moment (tlsTerminate.maxTunnels)
   std::map<std::string, uint64_t> refused_hosts;  // bounded (see proxy.cpp); "(other)" beyond
+  std::map<std::string, std::string> refused_rules;  // host -> the rule that refused it first (run's summary)
   std::string summary() const;  // "egress: 3 allowed, 2 refused (denied.test x2), 0 malformed"
 };
 
@@ -381,7 +382,7 @@ struct ProxyState {
   bool sweeping = false;
   struct HostsCache;
   std::unique_ptr<HostsCache> hosts;
-  void count_refused(const std::string& host);
+  void count_refused(const std::string& host, const std::string& rule = {});
   bool audit_on() const;
   void audit_write(nlohmann::json j);
   void start_sweep(std::shared_ptr<ProxyState> self);

@@ -461,7 +461,9 @@ struct Runner {
     ++n;
     std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + id + ".audit.jsonl";
     std::string outp = (stdio_files ? s.stdio_dir : s.dir + "/logs") + "/" + std::to_string(n) + "-" + id + ".out";
-    std::vector<std::string> argv = {exe, "run"};
+    // --quiet: each probe is judged from its own output and the audit log; the
+    // run's refusal summary would only repeat the log (and shift the last line).
+    std::vector<std::string> argv = {exe, "run", "--quiet"};
     if (layer != layer::name(layer::Kind::Process)) { argv.push_back("--layer"); argv.push_back(layer); }
     if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
     for (auto& a : opts.run_args) argv.push_back(a);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "policy/policy.hpp"
+#include "policy/srt_settings.hpp"
 
 namespace exg::policy {
 
@@ -26,7 +27,9 @@ PolicyError cannot_read(const std::string& path, int err) {
 
 }  // namespace
 
-PResult<Policy> load_policy_file(const std::string& path) {
+PResult<Policy> load_policy_file(const std::string& path) { return load_policy_file(path, RelativeTo::File, ""); }
+
+PResult<Policy> load_policy_file(const std::string& path, RelativeTo rule, const std::string& cwd) {
   // A policy is small; a huge file is a mistake (or /dev/zero), not a policy.
   constexpr std::size_t kMaxBytes = 16 << 20;
   std::unique_ptr<std::FILE, decltype(&std::fclose)> f(std::fopen(path.c_str(), "rbe"), &std::fclose);
@@ -42,12 +45,23 @@ PResult<Policy> load_policy_file(const std::string& path) {
       break;
     }
   }
-  // Relative paths in the file mean "next to this file", wherever we run from.
-  char resolved[PATH_MAX];
-  if (!::realpath(parent_dir(path).c_str(), resolved)) return std::unexpected(cannot_read(path, errno));
-  auto policy = parse_policy(text, path, resolved);
+  bool srt = rule == RelativeTo::WorkingDirectory || (rule == RelativeTo::ByShape && is_srt_settings(text));
+  std::string base;
+  if (srt) {
+    // srt's rule: relative to where the command is run from.
+    base = cwd;
+  } else {
+    // ExGuardian's: "next to this file", wherever we run from.
+    char resolved[PATH_MAX];
+    if (!::realpath(parent_dir(path).c_str(), resolved)) return std::unexpected(cannot_read(path, errno));
+    base = resolved;
+  }
+  auto policy = parse_policy(text, path, base);
   if (!policy) return policy;
   policy->sources = {path};
+  if (srt)
+    policy->notes.push_back(path + ": read as srt settings: relative paths are relative to the working directory " +
+                            cwd + " (srt's rule)");
   return policy;
 }
 

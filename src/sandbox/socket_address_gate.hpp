@@ -62,6 +62,7 @@ class SocketAddressGate {
   void answer(int listener, const seccomp_notif& req, size_t resp_size);
 
   size_t refused() const { return refused_; }
+  const std::map<std::string, size_t>& refused_paths() const { return refused_paths_; }
   // "2 refused connections to Unix sockets bound outside the sandbox: /x/ctl.sock (2)"; "" when none.
   std::string summary() const;
 

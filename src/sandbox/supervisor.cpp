@@ -27,6 +27,7 @@
 #include "sandbox/audit.hpp"
 #include "sandbox/overlay_apply.hpp"
 #include "sandbox/setid_sweep.hpp"
+#include "sandbox/refusal_summary.hpp"
 #include "sandbox/stdio_relay.hpp"
 #include "sandbox/sweep.hpp"
 #include "sandbox/violations.hpp"
@@ -259,6 +260,7 @@ Result<void> snapshot_trees(const plan::Plan& plan, WorkspaceGuard& g) {
 // that could not be moved, and paths that could not be checked at all.
 struct Finish {
   size_t quarantined = 0, not_moved = 0, unchecked = 0;
+  std::vector<std::string> quarantined_paths;  // as shown (for the run's refusal summary)
 };
 
 Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit, SupervisorIo& io) {
@@ -274,7 +276,12 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
         audit.write({{"event", "sweep_unchecked"}, {"path", abs}, {"why", p.why}});
         continue;
       }
-      (p.quarantined_to.empty() && moves ? f.not_moved : f.quarantined)++;
+      if (p.quarantined_to.empty() && moves) {
+        ++f.not_moved;
+      } else {
+        ++f.quarantined;
+        f.quarantined_paths.push_back(shown);
+      }
       std::string to = p.quarantined_to.size() > 400 ? p.quarantined_to.substr(0, 150) + "/.../" +
                                                            p.quarantined_to.substr(p.quarantined_to.size() - 200)
                                                      : p.quarantined_to;
@@ -698,8 +705,20 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     sayf(io, "%zu set-id file(s) or unchecked entries; exit status 123", setid);
     status = 123;
   }
-  // Said on every run that had one: inside, the command saw only EACCES.
-  if (socket_gate.refused()) sayf(io, "%s", socket_gate.summary().c_str());
+  if (opt.refusal_summary) {
+    RunRefusals r;
+    if (proxy.proxy) {
+      const auto& st = proxy.proxy->stats();
+      r.egress = st.refused;
+      r.hosts = st.refused_hosts;
+      r.host_rules = st.refused_rules;
+    }
+    r.syscalls = refusals.by_syscall();
+    r.planted = fin.quarantined_paths;
+    r.setid = setid;
+    r.unix_sockets = socket_gate.refused_paths();
+    for (const auto& line : refusal_summary(r)) io.say(line);
+  }
   if (oom && !timed_out && status == 128 + SIGKILL) return status;
   if (timed_out) {
     if (opt.verbose) sayf(io, "%s", refusals.summary().c_str());

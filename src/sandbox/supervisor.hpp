@@ -103,6 +103,9 @@ struct SuperviseOptions {
   // -1: none (the front end forwards signals itself).
   int signal_fd = -1;
   bool verbose = false;
+  // `exguardian run` without --quiet: a few lines at the end of a run that
+  // refused something (sandbox/refusal_summary.hpp).
+  bool refusal_summary = false;
   std::string audit_log;  // JSON lines; empty: no log
   std::map<std::string, std::string> audit_tags;  // fields added to every audit line (tenant, e2b_sandbox)
   // A warm pool's sandbox: audit lines held until the front end's tagger adds the tags still unknown.

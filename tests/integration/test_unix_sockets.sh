@@ -195,7 +195,7 @@ if wait_for 60 test -e "$WS/.ready"; then
         check "bound later: the refusal is in the audit log" audit_has "$SVC/late-audit.jsonl" \
             "{\"event\": \"unix_socket_refused\", \"path\": \"$LATE_WS\"}" \
             "{\"event\": \"unix_socket_refused\", \"path\": \"late.sock\"}"
-        check "bound later: stderr says what was refused" grep -q "refused connections\? to Unix sockets bound outside the sandbox: .*late.sock" <<<"$ERR"
+        check "bound later: stderr says what was refused" grep -q "unix sockets bound outside the sandbox: [0-9]* connections\? refused: .*late.sock" <<<"$ERR"
     fi
 else
     fail "bound later: the sandbox did not come up: $(head -3 "$SVC/late.err")"
