@@ -225,6 +225,29 @@ TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
   EXPECT_EQ(laptop["host"]["detail"], "no: process: missing: user namespaces");
 }
 
+// `recommend` without --situation: the choices, each with its layer, not a usage error.
+TEST(Recommend, WithoutASituationListsEachWithItsLayer) {
+  std::ostringstream out;
+  EXPECT_EQ(exg::sandbox::write_situations(out, false), 0);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("--situation NAME"), std::string::npos) << text;
+  for (const auto& s : exg::sandbox::situations()) {
+    auto rec = exg::sandbox::recommendation_for(s);
+    ASSERT_TRUE(rec) << s;
+    EXPECT_NE(text.find("  " + s + " "), std::string::npos) << s << " missing in:\n" << text;
+    EXPECT_NE(text.find(rec->layer + ": " + rec->summary), std::string::npos) << s << " in:\n" << text;
+  }
+  std::ostringstream js;
+  EXPECT_EQ(exg::sandbox::write_situations(js, true), 0);
+  auto doc = nlohmann::json::parse(js.str());
+  ASSERT_TRUE(doc.is_array());
+  ASSERT_EQ(doc.size(), exg::sandbox::situations().size());
+  for (size_t i = 0; i < doc.size(); ++i) {
+    EXPECT_EQ(doc[i]["situation"], exg::sandbox::situations()[i]);
+    EXPECT_EQ(doc[i]["layer"], exg::sandbox::recommendation_for(exg::sandbox::situations()[i])->layer);
+  }
+}
+
 TEST(Recommend, UnknownSituationIsOneErrorLineAndStatus2) {
   auto caps = all_ok();
   std::ostringstream out, err;
