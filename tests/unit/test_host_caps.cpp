@@ -27,7 +27,7 @@ const std::vector<std::string> kNames = {
     "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
     "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
     "container runtime", "gvisor runtime", "qemu-system-x86_64",
-    "guest kernel", "/dev/kvm", "kvm guest boot", "nftables"};
+    "guest kernel", "/dev/kvm", "kvm guest boot", "microvm templates", "nftables"};
 
 // A host where everything works, with the details probe_host() writes.
 std::vector<Capability> all_ok() {
