@@ -32,7 +32,7 @@ cmake -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_DO_STRIP=$strip -P "$tmp/
 
 # The debug info apart (dh_strip's steps): kept, stripped, linked by name.
 for t in objcopy strip readelf; do command -v "$t" >/dev/null || die "$t: not installed (apt-get install binutils)"; done
-bin=$(grep -m1 '/exguardian$' "$tmp/install_manifest.txt") || die "the install manifest names no exguardian binary"
+bin=${DESTDIR:-}$(grep -m1 '/exguardian$' "$tmp/install_manifest.txt") || die "the install manifest names no exguardian binary"
 id=$(readelf -n "$bin" | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
 [ ${#id} -gt 2 ] || die "$bin: no build id (linked without --build-id?): its debug info could not be named"
 debug=${DESTDIR:-}$prefix/lib/debug/.build-id/${id:0:2}/${id:2}.debug
