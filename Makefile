@@ -35,13 +35,15 @@ deps:
 # ccache: a rebuild of the same sources (another checkout, a worktree, CI's fresh clone on a
 # machine that built them before) compiles only what changed. Paths under the checkout are
 # hashed relative to it, and the working directory not at all, so any clone hits the same cache.
-CCACHE := $(shell command -v ccache 2>/dev/null)
+# Looked for when the recipe runs, not when make reads this file: on a fresh machine `deps`
+# installs ccache in the same `make` run, and the first build is the one that fills the cache.
+CCACHE_LAUNCHER = $$(c=$$(command -v ccache) && echo "-DCMAKE_CXX_COMPILER_LAUNCHER=$$c")
+CONFIGURE = cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CCACHE_LAUNCHER)
 export CCACHE_BASEDIR := $(CURDIR)
 export CCACHE_NOHASHDIR := 1
 export CCACHE_MAXSIZE ?= 8G
 build: deps
-	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE)) && cmake --build $(BUILD_DIR) -j$$(nproc)
+	$(CONFIGURE) && cmake --build $(BUILD_DIR) -j$$(nproc)
 
 # What `make test` runs besides the build: the fuzz targets (clang, BUILD_DIR/fuzz;
 # ctest's fuzz.smoke) and the unit tests under ASan/UBSan (BUILD_DIR/asan;
@@ -54,8 +56,7 @@ build-checks: build
 	cmake --build $(BUILD_DIR) --target exg_fuzz
 
 test: build-checks
-	bash tests/make_test.sh $(BUILD_DIR) $(TEST_ASAN) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
-	  $(if $(CCACHE),-DCMAKE_CXX_COMPILER_LAUNCHER=$(CCACHE))
+	bash tests/make_test.sh $(BUILD_DIR) $(TEST_ASAN) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CCACHE_LAUNCHER)
 
 # Each fuzz target for FUZZ_SECONDS after replaying its seeds and regressions
 # (fuzz/run.sh; findings in BUILD_DIR/fuzz/fuzz-artifacts/TARGET/). FUZZ_TARGETS: a subset.
@@ -78,8 +79,11 @@ test-asan: deps
 	  -R '^it\.($(subst $(eval) ,|,$(strip $(ASAN_IT_TESTS))))\.(root|user)$$'
 
 # The seed's escape lines, then the full escape test on every layer present
-# (process, container, gVisor) with its reports.
-demo: build
+# (process, container, gVisor) with its reports. It needs exguardian alone (its pid 1
+# is embedded in it): not the unit tests, the test helpers or the microVM guest
+# (`--layer all` leaves the microVM out), which `make build` adds.
+demo: deps
+	$(CONFIGURE) && cmake --build $(BUILD_DIR) -j$$(nproc) --target exguardian
 	EXG=$(abspath $(EXG)) bash demo/demo.sh
 	$(EXG) escape-test --layer all --json $(BUILD_DIR)/escape-test.json --html $(BUILD_DIR)/escape-test.html
 	@echo "reports: $(abspath $(BUILD_DIR))/escape-test.html and escape-test.json"

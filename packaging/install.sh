@@ -4,6 +4,12 @@
 # `cmake --install BUILD_DIR --prefix PREFIX` does, except that the install
 # manifest is written to a temporary directory: BUILD_DIR may be read-only to
 # the caller (a tree built by root, installed by a user into a DESTDIR).
+# bin/exguardian is installed stripped (the build's is about 200 MB, nearly all
+# of it debug info). Its debug info goes apart, as Debian's dh_strip puts it:
+# PREFIX/lib/debug/.build-id/NN/REST.debug (compressed), named by the binary's
+# build id, which gdb looks up in its debug-file-directory (/usr/lib/debug; for
+# another PREFIX: `set debug-file-directory PREFIX/lib/debug`). --strip (make
+# deb): stripped and nothing kept (a package would carry it in a -dbgsym).
 # Usage: [DESTDIR=DIR] packaging/install.sh BUILD_DIR PREFIX [--strip]
 set -euo pipefail
 die() { echo "install: $*" >&2; exit 1; }
@@ -22,3 +28,17 @@ trap 'rm -rf "$tmp"' EXIT
 sed "s|^file(WRITE \"$build/|file(WRITE \"$tmp/|" "$script" >"$tmp/cmake_install.cmake"
 grep -q "file(WRITE \"$tmp/" "$tmp/cmake_install.cmake" || die "$script: no manifest line to redirect (CMake changed?)"
 cmake -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_DO_STRIP=$strip -P "$tmp/cmake_install.cmake"
+[ "$strip" = 1 ] && exit 0
+
+# The debug info apart (dh_strip's steps): kept, stripped, linked by name.
+for t in objcopy strip readelf; do command -v "$t" >/dev/null || die "$t: not installed (apt-get install binutils)"; done
+bin=${DESTDIR:-}$(grep -m1 '/exguardian$' "$tmp/install_manifest.txt") || die "the install manifest names no exguardian binary"
+id=$(readelf -n "$bin" | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
+[ ${#id} -gt 2 ] || die "$bin: no build id (linked without --build-id?): its debug info could not be named"
+debug=${DESTDIR:-}$prefix/lib/debug/.build-id/${id:0:2}/${id:2}.debug
+mkdir -p "$(dirname "$debug")"
+objcopy --only-keep-debug --compress-debug-sections "$bin" "$debug"
+chmod 644 "$debug"
+strip --remove-section=.comment --remove-section=.note --strip-unneeded "$bin"
+objcopy --add-gnu-debuglink="$debug" "$bin"
+echo "-- Installing: $debug (the debug info of $bin)"

@@ -16,7 +16,7 @@ for t in dpkg-deb dpkg-shlibdeps; do command -v "$t" >/dev/null || die "$t: not 
 version=$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$build/CMakeCache.txt" 2>/dev/null)
 [ -n "$version" ] || die "$build/CMakeCache.txt: no CMAKE_PROJECT_VERSION (configure first: make build)"
 arch=$(dpkg --print-architecture)
-maintainer=${DEB_MAINTAINER:-ExGuardian developers <exguardian@localhost>}
+maintainer=${DEB_MAINTAINER:-ExGuardian developers <maintainers@exguardian.dev>}
 
 stage=$(mktemp -d "${TMPDIR:-/tmp}/exguardian-deb.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -24,10 +24,12 @@ root=$stage/root
 DESTDIR=$root bash "$here/install.sh" "$build" /usr --strip >"$stage/install.log" ||
     die "install into the stage: $(tail -3 "$stage/install.log")"
 
-# Debian's layout: man pages and changelogs compressed, a copyright file.
+# Debian's layout: man pages and changelogs compressed, a copyright file (which
+# states the license: LICENSE itself would be a second copy, Policy 12.5).
 doc=$root/usr/share/doc/exguardian
 gzip -9n "$root/usr/share/man/man1/exguardian.1"
 install -m 644 "$here/copyright" "$doc/copyright"
+rm -f "$doc/LICENSE"
 printf 'exguardian (%s) unstable; urgency=medium\n\n  * Built from the ExGuardian source tree.\n\n -- %s  %s\n' \
     "$version" "$maintainer" "$(date -R -d "@${SOURCE_DATE_EPOCH:-$(stat -c %Y "$build/exguardian")}")" |
     gzip -9n >"$doc/changelog.Debian.gz"

@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
   auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
   doctor->add_flag("--json", doctor_json, "Machine-readable output");
   auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
-  recommend->add_option("--situation", situation, "laptop | ci | multi-tenant | privileged-tools")->required();
+  auto* situation_opt = recommend->add_option("--situation", situation,
+                                              "laptop | ci | multi-tenant | privileged-tools (without it: the list)");
   recommend->add_flag("--json", recommend_json, "Machine-readable output");
   std::string px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out;
   auto* proxy = app.add_subcommand("proxy", "Run the egress proxy on its own");
@@ -161,7 +162,7 @@ int main(int argc, char** argv) {
   if (session.sub->parsed()) return session.execute();
   if (docker_args.sub->parsed()) return docker_args.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
-  if (recommend->parsed()) return exg::cli::recommend_main(situation, recommend_json);
+  if (recommend->parsed()) return exg::cli::recommend_main(situation, situation_opt->count() > 0, recommend_json);
   if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out, px_bounds);
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);

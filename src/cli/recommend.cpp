@@ -5,8 +5,9 @@
 
 namespace exg::cli {
 
-int recommend_main(const std::string& situation, bool json) {
-  int rc = sandbox::write_recommendation(std::cout, std::cerr, situation, json);
+int recommend_main(const std::string& situation, bool situation_given, bool json) {
+  int rc = situation_given ? sandbox::write_recommendation(std::cout, std::cerr, situation, json)
+                           : sandbox::write_situations(std::cout, json);
   std::cout.flush();
   return rc;
 }

@@ -26,8 +26,9 @@ constexpr const char* kClientUsage =
     "        start CMD, relay stdin/stdout/stderr, exit with its status\n"
     "  start [same options] -- CMD [ARGS...]   start CMD in the background, print its pid\n"
     "  attach PID                               its output again (last 64 KiB), then live, exit with its status\n"
-    "  call JSON [--payload-in FILE|-] [--payload-out FILE|-] [--events N]\n"
-    "        one request; its reply's header as a JSON line (exit 1 when not ok), then N events' headers\n"
+    "  call JSON|OP [--payload-in FILE|-] [--payload-out FILE|-] [--events N]\n"
+    "        one request (OP alone, e.g. list: the header {\"op\":\"list\"}); its reply's header as a JSON line\n"
+    "        (exit 1 when not ok), then N events' headers\n"
     "  raw [--replies N]                        send stdin's bytes as they are, print N frames that come back\n";
 
 int client_error(const std::string& what) {
@@ -92,6 +93,11 @@ Result<std::string> read_payload(const std::string& from) {
   if (!in) return fail(Error::sys("read " + from));
   data.assign(std::istreambuf_iterator<char>(in), {});
   return data;
+}
+
+// An op as the agent names them (docs/agent-protocol.md): lower case and underscores.
+bool is_op_name(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return (c >= 'a' && c <= 'z') || c == '_'; });
 }
 
 bool to_number(const std::string& s, long lo, long hi, long* out) {
@@ -229,9 +235,13 @@ int session_client_main(int argc, char** argv) {
     return stream_until_exit(*c, static_cast<int>(pid), false);
   }
   if (verb == "call") {
-    if (i >= args.size()) return client_error("call: expected a JSON header");
-    auto h = parse_json(args[i++]);
-    if (h.is_discarded() || !h.is_object()) return client_error("call: the header is not a JSON object");
+    if (i >= args.size()) return client_error("call: expected a JSON header or an op name (e.g. list)");
+    const std::string& arg = args[i++];
+    nlohmann::json h;
+    if (is_op_name(arg)) h = {{"op", arg}};  // an op that needs no field: list, shutdown
+    else h = parse_json(arg);
+    if (h.is_discarded() || !h.is_object())
+      return client_error("call: " + arg + ": neither a JSON object header nor an op name (e.g. list)");
     std::string payload, payload_out;
     long events = 0;
     for (; i < args.size(); ++i) {

@@ -7,9 +7,9 @@ namespace exg::cli {
 // exguardian doctor [--json]: what this host and user can enforce, layer by layer.
 int doctor_main(bool json);
 
-// exguardian recommend --situation laptop|ci|multi-tenant|privileged-tools [--json].
-// Unknown situation: one error line, exit status 2.
-int recommend_main(const std::string& situation, bool json);
+// exguardian recommend [--situation laptop|ci|multi-tenant|privileged-tools] [--json].
+// Unknown situation: one error line, exit status 2; none given: the list of them.
+int recommend_main(const std::string& situation, bool situation_given, bool json);
 
 // Exit 0 when the probe behaved as a sandbox requires, 1 when not, 2 unknown.
 int probe_main(const std::string& name, bool list, const std::string& tag);

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "plan/limits.hpp"
 #include "process/capture_rules.hpp"
 #include "process/child.hpp"
 #include "process/syscalls.hpp"
@@ -40,6 +41,11 @@ class ChildGuard {
 }  // namespace
 
 Result<Sandbox> spawn(SpawnSpec spec) {
+  if (const auto& m = spec.limits.memory_bytes; spec.limits.explicit_memory && m && *m < spec.min_memory)
+    return fail(Error::msg("memory limit " + plan::format_bytes(*m),
+                           "below the minimum of " + plan::format_bytes(spec.min_memory) + " a sandbox on the " +
+                               spec.layer + " layer needs to start (its own setup counts against the limit): "
+                               "give --memory " + plan::format_bytes(spec.min_memory) + " or more"));
   int sv[2];
   if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) return fail(Error::sys("socketpair"));
   UniqueFd parent_sock(sv[0]), child_sock(sv[1]);

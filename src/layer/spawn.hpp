@@ -57,6 +57,12 @@ struct SpawnSpec {
   // The sandbox's cgroup (Cgroup::create), made by spawn() with these limits.
   std::string cgroup_id;
   process::Limits limits;
+  // The least explicit memory limit this layer starts under: the sandbox's own
+  // setup (and the runtime's, on the OCI layers) is charged to its cgroup, and
+  // below this it is killed before it is set up. Less is refused before the
+  // clone, naming this minimum (exit 125). `layer`: its name, for that message.
+  uint64_t min_memory = 0;
+  std::string layer;
   bool agent = false;           // make the agent channel (a stream socketpair)
   // Runs in the child right after the clone (never returns).
   std::function<void(const SpawnFds&)> child;

@@ -1,15 +1,19 @@
 #include "microvm/snapshot.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <ctime>
 #include <thread>
 
 #include "microvm/vmm.hpp"
+#include "policy/policy.hpp"
 
 namespace exg::microvm {
 
@@ -18,6 +22,15 @@ namespace {
 constexpr char kFormat[] = "exg-microvm-template 1";
 constexpr int kSaveTimeoutMs = 120000, kRestoreTimeoutMs = 60000;
 constexpr char kFdName[] = "exg-template";
+// A partial save this old is no save in progress (one is bounded at kSaveTimeoutMs).
+constexpr int64_t kPartialSaveAgeSec = 600;
+constexpr size_t kKeyChars = 64;  // hex SHA-256
+
+bool is_key(std::string_view s) {
+  return s.size() == kKeyChars && std::all_of(s.begin(), s.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
 
 // Owned by root or by us, not writable by group or others.
 bool safe_owner_mode(const struct stat& st) {
@@ -116,6 +129,9 @@ std::optional<Template> find_template(const std::string& key) {
     UniqueFd fd(::open(p.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
     struct stat st;
     if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !safe_owner_mode(st) || st.st_size == 0) continue;
+    // Its mtime says when it was last used: the pruning removes the least recently used first.
+    // (Only its owner may set it: a user's use of root's template leaves it as it was.)
+    ::futimens(fd.get(), nullptr);
     return Template{p, std::move(fd)};
   }
   return std::nullopt;
@@ -127,6 +143,8 @@ Result<std::string> save_template(Qmp& qmp, const std::string& key) {
   if (!make_dirs(dir)) return fail(Error::sys("microvm: template: mkdir " + dir));
   if (!safe_dir(dir))
     return fail(Error::msg("microvm: template: " + dir, "not a directory owned by root or by us and writable by no one else"));
+  auto limit = template_cache_limit();
+  if (!limit) return fail(limit.error());
   auto stopped = qmp.execute("stop");
   if (!stopped) return fail(stopped.error());
   std::string tmp = dir + "/." + key + ".XXXXXX";
@@ -152,12 +170,80 @@ Result<std::string> save_template(Qmp& qmp, const std::string& key) {
     std::string final_path = dir + "/" + key + ".state";
     if (::fsync(out.get()) != 0 || ::rename(tmp.c_str(), final_path.c_str()) != 0)
       return fail(Error::sys("microvm: template: rename into " + final_path));
+    // Each new configuration adds a template: the directory stays within its bound.
+    prune_templates(dir, *limit, key + ".state");
     return final_path;
   }();
   if (!result && out) ::unlink(tmp.c_str());
   auto cont = qmp.execute("cont");
   if (!cont) return fail(cont.error());
   return result;
+}
+
+Result<uint64_t> template_cache_limit() {
+  const char* e = std::getenv("EXG_MICROVM_SNAPSHOT_MAX");
+  if (!e || !*e) return kDefaultTemplateCacheBytes;
+  auto size = policy::parse_size(e);
+  if (!size) return fail(Error::msg(std::string("EXG_MICROVM_SNAPSHOT_MAX=") + e, size.error().message));
+  return *size;
+}
+
+std::vector<std::string> templates_to_prune(std::vector<CachedTemplate> files, uint64_t limit,
+                                            const std::string& keep, int64_t now_sec) {
+  std::vector<std::string> out;
+  uint64_t total = 0;
+  std::vector<CachedTemplate> kept;
+  for (auto& f : files) {
+    if (f.partial && f.name != keep && now_sec - f.used_sec > kPartialSaveAgeSec) out.push_back(f.name);
+    else total += f.bytes, kept.push_back(std::move(f));
+  }
+  // Least recently used first; a tie by name, so that the choice does not depend on listing order.
+  std::sort(kept.begin(), kept.end(), [](const CachedTemplate& a, const CachedTemplate& b) {
+    return a.used_sec != b.used_sec ? a.used_sec < b.used_sec : a.name < b.name;
+  });
+  for (const auto& f : kept) {
+    if (total <= limit) break;
+    if (f.name == keep || f.partial) continue;  // (a partial save still young may be in progress)
+    out.push_back(f.name);
+    total -= f.bytes;
+  }
+  return out;
+}
+
+std::vector<CachedTemplate> list_templates(const std::string& dir) {
+  std::vector<CachedTemplate> out;
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dfd) return out;
+  DIR* d = ::fdopendir(::dup(dfd.get()));
+  if (!d) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string_view n = e->d_name;
+    CachedTemplate t;
+    if (n.size() == kKeyChars + 6 && n.ends_with(".state") && is_key(n.substr(0, kKeyChars))) {
+      t.partial = false;
+    } else if (n.size() == 1 + kKeyChars + 7 && n[0] == '.' && is_key(n.substr(1, kKeyChars)) && n[1 + kKeyChars] == '.') {
+      t.partial = true;  // mkostemp's ".<key>.XXXXXX"
+    } else {
+      continue;
+    }
+    struct stat st;
+    if (::fstatat(dfd.get(), e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    t.name = std::string(n);
+    t.bytes = static_cast<uint64_t>(st.st_size);
+    t.used_sec = st.st_mtim.tv_sec;
+    out.push_back(std::move(t));
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::vector<std::string> prune_templates(const std::string& dir, uint64_t limit, const std::string& keep) {
+  std::vector<std::string> removed;
+  UniqueFd dfd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dfd) return removed;
+  for (const auto& name : templates_to_prune(list_templates(dir), limit, keep, ::time(nullptr)))
+    if (::unlinkat(dfd.get(), name.c_str(), 0) == 0) removed.push_back(name);
+  return removed;
 }
 
 Result<void> restore_template(Qmp& qmp, int tmpl_fd) {

@@ -22,6 +22,7 @@
 // the key hashes everything the saved state depends on (the qemu binary,
 // kernel and initramfs, the full qemu command line but the VM's name).
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,9 +57,37 @@ struct Template {
 std::optional<Template> find_template(const std::string& key);
 
 // On a guest parked at the hand-over point: stop, save its state into a new
-// template for `key` (written beside, renamed in whole), cont. Returns the
-// template's path. The guest runs on after it (also when saving failed).
+// template for `key` (written beside, renamed in whole), cont, then bound the
+// directory (prune_templates). Returns the template's path. The guest runs on
+// after it (also when saving failed).
 Result<std::string> save_template(Qmp& qmp, const std::string& key);
+
+// The bound on the templates of one directory: a template is one
+// configuration (qemu, kernel, initramfs, memory, CPUs...), about 80 MB, and
+// each new configuration saves one more. EXG_MICROVM_SNAPSHOT_MAX (a size:
+// "2G", "500M"), default 1G. A bad value is an error naming it.
+constexpr uint64_t kDefaultTemplateCacheBytes = 1ull << 30;
+Result<uint64_t> template_cache_limit();
+
+// What a template directory holds: its `<key>.state` files, and saves that
+// never finished (`.<key>.XXXXXX`: the saver died).
+struct CachedTemplate {
+  std::string name;
+  uint64_t bytes = 0;
+  int64_t used_sec = 0;  // mtime: set at the save, and again at each use (find_template)
+  bool partial = false;
+};
+// Which of them to remove: every partial save older than 10 minutes (a save
+// takes at most 2), then the least recently used templates until the rest fit
+// in `limit`. `keep` (the template just saved) is never removed, even when it
+// alone is over the limit.
+std::vector<std::string> templates_to_prune(std::vector<CachedTemplate> files, uint64_t limit,
+                                            const std::string& keep, int64_t now_sec);
+// Lists `dir`'s templates (nothing else there: the KVM proof file stays).
+std::vector<CachedTemplate> list_templates(const std::string& dir);
+// Removes what templates_to_prune picks in `dir`; returns the names removed.
+// (A sandbox restoring from a removed template keeps its open descriptor.)
+std::vector<std::string> prune_templates(const std::string& dir, uint64_t limit, const std::string& keep);
 
 // On a qemu started with -incoming defer: load `tmpl` and run the guest.
 Result<void> restore_template(Qmp& qmp, int tmpl_fd);

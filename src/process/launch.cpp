@@ -56,6 +56,12 @@ namespace {
 // would each keep the other's read from ending (seen: two launches in one
 // process hung for good).
 constexpr size_t kIdmapHolderStack = 16384;
+
+// The least --memory a process sandbox starts under: its init's and setup's
+// pages are charged to its cgroup (on v2 all of them: the child is born in
+// it; v1: from its move in). Measured here (v1, peak usage with a shell):
+// 0.5 MB; 16M is also the least a serve template may give (memoryMB).
+constexpr uint64_t kMinMemory = 16ull << 20;
 int idmap_holder(void* arg) {
   auto fds = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(arg));
   // Its copy of the pipe's write end (no CLONE_FILES: the table is copied)
@@ -157,6 +163,8 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   // One cgroup per sandbox, limits set before anything runs in it (spawn() makes it).
   sp.cgroup_id = plan.sandbox_id;
   sp.limits = plan.limits;
+  sp.min_memory = kMinMemory;
+  sp.layer = "process";
   sp.agent = opt.agent;
   sp.child = [&args, &opt](const layer::SpawnFds& f) {
     // The child's own descriptor table (a fork-like clone): the caller's stdio is untouched.

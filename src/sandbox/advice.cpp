@@ -6,6 +6,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -196,6 +197,24 @@ std::optional<Recommendation> recommendation_for(std::string_view situation) {
          "The egress proxy still sits at the VM's only network exit."},
         policy("microvm", registries, "4G", 2048, 2, "1h")};
   return std::nullopt;
+}
+
+int write_situations(std::ostream& out, bool as_json) {
+  std::vector<Recommendation> recs;
+  for (const auto& s : situations()) recs.push_back(*recommendation_for(s));
+  if (as_json) {
+    json doc = json::array();
+    for (const auto& r : recs) doc.push_back({{"situation", r.situation}, {"layer", r.layer}, {"summary", r.summary}});
+    out << doc.dump(2) << "\n";
+    return 0;
+  }
+  size_t width = 0;
+  for (const auto& r : recs) width = std::max(width, r.situation.size());
+  out << "situations (exguardian recommend --situation NAME: the layer, why, and a policy to start from):\n";
+  for (const auto& r : recs)
+    out << "  " << r.situation << std::string(width - r.situation.size() + 2, ' ') << r.layer << ": " << r.summary
+        << "\n";
+  return 0;
 }
 
 int write_recommendation(std::ostream& out, std::ostream& err, std::string_view situation, bool as_json,

@@ -42,4 +42,8 @@ std::optional<Recommendation> recommendation_for(std::string_view situation);
 int write_recommendation(std::ostream& out, std::ostream& err, std::string_view situation, bool json,
                          const std::vector<Capability>* caps = nullptr);
 
+// `recommend` without --situation: the situations there are, each with its
+// layer and summary, and how to ask for one. Returns the exit status: 0.
+int write_situations(std::ostream& out, bool json);
+
 }  // namespace exg::sandbox

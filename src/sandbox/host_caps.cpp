@@ -8,6 +8,7 @@
 
 #include "microvm/accel_probe.hpp"
 #include "microvm/guest_image.hpp"
+#include "microvm/snapshot.hpp"
 #include <linux/magic.h>
 #include <linux/mount.h>
 #include <linux/seccomp.h>
@@ -662,6 +663,23 @@ const Capability* find_capability(const std::vector<Capability>& caps, const std
   return nullptr;
 }
 
+Capability template_cache_capability() {
+  const std::string name = "microvm templates";
+  if (!microvm::snapshots_enabled()) return {name, true, "EXG_MICROVM_SNAPSHOT=off: none saved, every microVM boots cold"};
+  std::string dir = microvm::template_write_dir();
+  if (dir.empty()) return {name, false, "no cache directory (no HOME): every microVM boots cold"};
+  auto limit = microvm::template_cache_limit();
+  if (!limit) return {name, false, limit.error().str() + ": no template is saved, every microVM boots cold"};
+  uint64_t bytes = 0;
+  size_t count = 0;
+  for (const auto& t : microvm::list_templates(dir)) bytes += t.bytes, count += t.partial ? 0 : 1;
+  auto mib = [](uint64_t b) { return std::to_string((b + (1 << 20) / 2) >> 20) + " MiB"; };
+  return {name, true,
+          dir + ": " + std::to_string(count) + (count == 1 ? " template, " : " templates, ") + mib(bytes) +
+              " of at most " + mib(*limit) +
+              " (EXG_MICROVM_SNAPSHOT_MAX; past it a new save removes the least recently used)"};
+}
+
 std::vector<Capability> probe_host() {
   std::vector<Capability> out;
   probe_namespaces(out);
@@ -677,6 +695,7 @@ std::vector<Capability> probe_host() {
   probe_tool(out, "qemu-system-x86_64", "microVM layer");
   probe_guest_kernel(out);
   probe_kvm(out);
+  out.push_back(template_cache_capability());
   std::string nft = find_in_path("nft");
   if (nft.empty()) {
     out.push_back({"nftables", false, "nft not in PATH; only needed for layers that route through a veth"});

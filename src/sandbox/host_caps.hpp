@@ -17,6 +17,10 @@ struct Capability {
 // consumers rely on them).
 std::vector<Capability> probe_host();
 
+// "microvm templates": where the microVM layer's saved templates are written
+// for this user, how many and how big, and their bound (microvm/snapshot.hpp).
+Capability template_cache_capability();
+
 // The capability called `name` in `caps`, or null.
 const Capability* find_capability(const std::vector<Capability>& caps, const std::string& name);
 

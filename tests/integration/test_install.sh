@@ -2,8 +2,10 @@
 # Installed as users install tools: `make install-built` (what `make install` runs after the
 # build) into a DESTDIR under $T, and `make deb-built`; no build here, the artefacts of
 # $EXG_BUILD_DIR are used as they are.
-# - the installed tree holds bin/exguardian, lib/exguardian/exguardian-init (the very bytes
-#   embedded in exguardian), the man page and the documents, and nothing else;
+# - the installed tree holds bin/exguardian (stripped), its debug info apart
+#   (lib/debug/.build-id/, as Debian's dh_strip puts it), lib/exguardian/exguardian-init (the
+#   very bytes embedded in exguardian), the man page and the documents with LICENSE, and
+#   nothing else;
 # - exguardian copied ALONE into an empty directory runs the process, container and gVisor
 #   layers, the latter two on a busybox --rootfs (no libc there: pid 1 is the static program
 #   exguardian carries); the installed one binds its installed pid 1, a lone one with a foreign
@@ -12,7 +14,8 @@
 # - `man -l` renders the page without warnings, and it names every subcommand and option that
 #   `exguardian ... --help` lists;
 # - the .deb's fields (Depends covers every shared library the binary needs, Recommends the
-#   runtimes) and contents (dpkg-deb -I/-c); its extracted tree runs. It is never installed here.
+#   runtimes, a real Maintainer) and contents (dpkg-deb -I/-c; the copyright file states
+#   Apache-2.0); its extracted tree runs. It is never installed here.
 source "$(dirname "$0")/lib.sh"
 
 B=${EXG_BUILD_DIR:?EXG_BUILD_DIR must name the build dir}
@@ -37,6 +40,22 @@ check "the installed pid 1 is the very program embedded in exguardian" \
     cmp -s "$P/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
 check "share/man/man1/exguardian.1 is installed" test -f "$P/share/man/man1/exguardian.1"
 check "share/doc/exguardian/README.md is installed" test -f "$P/share/doc/exguardian/README.md"
+check "share/doc/exguardian/LICENSE is the source tree's (Apache License 2.0)" \
+    bash -c 'cmp -s "$1/share/doc/exguardian/LICENSE" "$2/LICENSE" && grep -q "Apache License" "$2/LICENSE" &&
+             grep -q "Version 2.0, January 2004" "$2/LICENSE"' _ "$P" "$SRC"
+# Installed stripped, its debug info apart where gdb finds it by build id (as Debian's dh_strip does).
+check "bin/exguardian is stripped (no .debug_info, no symbol table)" \
+    bash -c 'readelf -S "$1" >/dev/null && ! readelf -S "$1" | grep -qE "\.debug_info|\.symtab"' _ "$P/bin/exguardian"
+build_id=$(readelf -n "$P/bin/exguardian" 2>/dev/null | sed -n 's/^ *Build ID: *\([0-9a-f]*\)$/\1/p')
+DBG=$P/lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug
+check "its debug info is lib/debug/.build-id/${build_id:0:2}/${build_id:2}.debug" test -n "$build_id" -a -f "$DBG"
+check "  ... which holds .debug_info, for the same build id" \
+    bash -c 'readelf -S "$1" | grep -q "\.debug_info" && readelf -n "$1" | grep -q "Build ID: $2"' _ "$DBG" "$build_id"
+check "  ... and the binary's .gnu_debuglink names it" \
+    bash -c 'readelf -p .gnu_debuglink "$1" 2>/dev/null | grep -qF "${2##*/}"' _ "$P/bin/exguardian" "$DBG"
+installed_size=$(stat -c %s "$P/bin/exguardian" 2>/dev/null || echo 0) built_size=$(stat -c %s "$B/exguardian")
+check "the stripped binary is under a tenth of the build's ($installed_size of $built_size bytes)" \
+    test "$installed_size" -gt 0 -a "$((installed_size * 10))" -lt "$built_size"
 # The microVM layer's guest (when the build made it): the very files, found by the installed binary.
 GUEST=""
 [ -f "$B/microvm/vmlinux" ] && GUEST="|lib/exguardian/microvm/(vmlinux|initramfs\.cpio|kernel-version)"
@@ -52,7 +71,7 @@ if [ -n "$GUEST" ]; then
 else
     skip "the microVM guest: not built here (-DEXG_MICROVM_GUEST=OFF)"
 fi
-unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./usr/local/(bin/exguardian|lib/exguardian/exguardian-init|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+$GUEST)\$")
+unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./usr/local/(bin/exguardian|lib/exguardian/exguardian-init|lib/debug/\.build-id/[0-9a-f]{2}/[0-9a-f]+\.debug|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+$GUEST)\$")
 check "nothing else is installed (${unexpected:-none})" test -z "$unexpected"
 check "the install wrote nothing into the build dir (no manifest there)" test ! -e "$B/install_manifest.txt"
 
@@ -161,6 +180,8 @@ if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
         test "$(field Version)" = "$(sed -n 's/^CMAKE_PROJECT_VERSION:STATIC=//p' "$B/CMakeCache.txt")"
     check "Architecture: $(dpkg --print-architecture)" test "$(field Architecture)" = "$(dpkg --print-architecture)"
     check "Maintainer and Description present" test -n "$(field Maintainer)" -a -n "$(field Description)"
+    check "Maintainer is a real address, not localhost ($(field Maintainer))" \
+        bash -c '[[ $1 =~ ^[^\<]+\ \<[^@\>]+@[a-z0-9-]+(\.[a-z0-9-]+)+\>$ ]] && [[ $1 != *@localhost* ]]' _ "$(field Maintainer)"
     check "Recommends the runtimes ($(field Recommends))" \
         bash -c 'grep -qE "crun \| runc" <<<"$1" && grep -qw runsc <<<"$1" && grep -qw qemu-system-x86 <<<"$1"' _ "$(field Recommends)"
     contents=$(dpkg-deb -c "$DEB")
@@ -172,6 +193,10 @@ if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
     X=$T/deb-root
     dpkg-deb -x "$DEB" "$X"
     check "the packaged binary is stripped" test -z "$(readelf -S "$X/usr/bin/exguardian" | grep -F .debug_info)"
+    check "the copyright file states the license: Apache-2.0 (machine-readable, text in common-licenses)" \
+        bash -c 'grep -qx "License: Apache-2.0" "$1" && grep -qF /usr/share/common-licenses/Apache-2.0 "$1" &&
+                 ! grep -qi "not yet stated" "$1"' _ "$X/usr/share/doc/exguardian/copyright"
+    check "the .deb carries no second copy of the license (LICENSE)" test ! -e "$X/usr/share/doc/exguardian/LICENSE"
     check "the packaged pid 1 is the embedded program" cmp -s "$X/usr/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
     if [ -n "$GUEST" ]; then
         for f in vmlinux initramfs.cpio; do

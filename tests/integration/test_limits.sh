@@ -17,6 +17,22 @@ if [ "$EXG_AS" = user ]; then
     fi
 fi
 
+# Below the least memory a sandbox starts under (its own setup counts against the limit): one
+# line naming that minimum, exit 125, nothing run; before, "the sandbox exited before it was
+# set up". MIN_MEMORY: the minimum the last refusal named.
+memory_below_minimum_refused() {
+    local m marker
+    for m in 1 100K; do
+        marker="$T/ran-$RANDOM"
+        expect_status 125 sbx --memory "$m" -- touch "$marker"
+        check "--memory $m: one line that names the minimum ('$ERR')" \
+            bash -c '[ "$(wc -l <<<"$1")" = 1 ] && grep -qE "^exguardian: .*memory limit.*below the minimum of [0-9]+[KMG]\b.*--memory [0-9]+[KMG] or more" <<<"$1"' _ "$ERR"
+        check "nothing ran under --memory $m" test ! -e "$marker"
+    done
+    MIN_MEMORY=$(sed -n 's/.*--memory \([0-9]*[KMG]\) or more.*/\1/p' <<<"$ERR")
+}
+on_layer microvm || memory_below_minimum_refused
+
 if [ "$cgroups_for_us" = 0 ]; then
     # Fail closed: an explicit limit this user cannot have is an error and nothing runs.
     for flag in "--memory 128M" "--pids 64" "--cpus 0.5"; do
@@ -136,6 +152,12 @@ else
 fi
 check "fork bomb ended within 30 s" test $(($(mono_seconds) - start)) -lt 30
 check "the host still forks" bash -c 'for i in 1 2 3 4 5; do /bin/true; done'
+
+# The minimum named above is enough to start (and run a shell).
+run sbx --memory "${MIN_MEMORY:-none}" -- sh -c 'echo started'
+check "under the minimum it names (--memory ${MIN_MEMORY:-none}) a sandbox starts (status $STATUS)" \
+    test "$STATUS" = 0 -a "$OUT" = started
+[ "$STATUS" = 0 ] || show_last
 
 # Memory hog: killed by the memory limit, reported in one line, 137.
 start=$(mono_seconds)

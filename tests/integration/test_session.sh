@@ -170,6 +170,9 @@ else fail "background process did not start (pid '$bg')"; fi
 expect_output_contains "$m-bg" sc exec -- sh -c 'cat /proc/[0-9]*/cmdline | tr "\0" " "'
 run sc call '{"op":"list"}'
 check "list shows it" test "$(jq "[.processes[] | select(.pid == $bg)] | length" <<<"$OUT")" = 1
+run sc call list
+check "call with the op's name alone (list) is that request (status $STATUS: ${ERR:-$(head -c 80 <<<"$OUT")})" \
+    test "$STATUS" = 0 -a "$(jq "[.processes[] | select(.pid == $bg)] | length" <<<"$OUT" 2>/dev/null)" = 1
 run timeout 3 "$EXG" session-client --control "unix:$SOCK" attach "$bg"
 check "attach shows its earlier output again" grep -qx early <<<"$OUT"
 check "it survived the commands in between and the attach" _some_left "$m-bg"

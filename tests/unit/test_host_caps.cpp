@@ -27,7 +27,7 @@ const std::vector<std::string> kNames = {
     "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
     "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
     "container runtime", "gvisor runtime", "qemu-system-x86_64",
-    "guest kernel", "/dev/kvm", "kvm guest boot", "nftables"};
+    "guest kernel", "/dev/kvm", "kvm guest boot", "microvm templates", "nftables"};
 
 // A host where everything works, with the details probe_host() writes.
 std::vector<Capability> all_ok() {
@@ -223,6 +223,29 @@ TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
   auto laptop = recommend_json("laptop", no_userns);
   EXPECT_EQ(laptop["host"]["can_provide"], false);
   EXPECT_EQ(laptop["host"]["detail"], "no: process: missing: user namespaces");
+}
+
+// `recommend` without --situation: the choices, each with its layer, not a usage error.
+TEST(Recommend, WithoutASituationListsEachWithItsLayer) {
+  std::ostringstream out;
+  EXPECT_EQ(exg::sandbox::write_situations(out, false), 0);
+  const std::string text = out.str();
+  EXPECT_NE(text.find("--situation NAME"), std::string::npos) << text;
+  for (const auto& s : exg::sandbox::situations()) {
+    auto rec = exg::sandbox::recommendation_for(s);
+    ASSERT_TRUE(rec) << s;
+    EXPECT_NE(text.find("  " + s + " "), std::string::npos) << s << " missing in:\n" << text;
+    EXPECT_NE(text.find(rec->layer + ": " + rec->summary), std::string::npos) << s << " in:\n" << text;
+  }
+  std::ostringstream js;
+  EXPECT_EQ(exg::sandbox::write_situations(js, true), 0);
+  auto doc = nlohmann::json::parse(js.str());
+  ASSERT_TRUE(doc.is_array());
+  ASSERT_EQ(doc.size(), exg::sandbox::situations().size());
+  for (size_t i = 0; i < doc.size(); ++i) {
+    EXPECT_EQ(doc[i]["situation"], exg::sandbox::situations()[i]);
+    EXPECT_EQ(doc[i]["layer"], exg::sandbox::recommendation_for(exg::sandbox::situations()[i])->layer);
+  }
 }
 
 TEST(Recommend, UnknownSituationIsOneErrorLineAndStatus2) {

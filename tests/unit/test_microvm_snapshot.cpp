@@ -8,12 +8,14 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
 #include "microvm/guest/boot_record.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/vmm.hpp"
+#include "sandbox/host_caps.hpp"
 
 namespace exg::microvm {
 namespace {
@@ -145,6 +147,100 @@ TEST(MicrovmSnapshot, TemplatesAreUsedOnlyFromFilesNoOneElseCanWrite) {
   fs::remove(path);
   fs::create_symlink("/etc/hostname", path);  // a link: not followed
   EXPECT_FALSE(find_template(key));
+}
+
+// The bound on the template directory: the least recently used go first until the rest fit,
+// the one just saved stays, and saves that never finished go once they are old.
+TEST(MicrovmTemplateCache, PruningRemovesTheLeastRecentlyUsedUntilTheRestFit) {
+  constexpr uint64_t MB = 1 << 20;
+  const int64_t now = 1'800'000'000;
+  auto key = [](char c) { return std::string(64, c) + ".state"; };
+  std::vector<CachedTemplate> files = {
+      {key('a'), 80 * MB, now - 3000, false},  // used longest ago
+      {key('b'), 80 * MB, now - 10, false},    // used a moment ago
+      {key('c'), 80 * MB, now - 2000, false},
+      {key('d'), 80 * MB, now, false},         // just saved
+  };
+  // 320 MB in 200: a and c go (the two least recently used), b and d stay.
+  auto gone = templates_to_prune(files, 200 * MB, key('d'), now);
+  std::sort(gone.begin(), gone.end());
+  EXPECT_EQ(gone, (std::vector<std::string>{key('a'), key('c')}));
+  EXPECT_TRUE(templates_to_prune(files, 320 * MB, key('d'), now).empty());  // they fit: nothing goes
+  // A bound below the new template alone: everything else goes, never the one just saved.
+  gone = templates_to_prune(files, 1 * MB, key('d'), now);
+  EXPECT_EQ(gone.size(), 3u);
+  EXPECT_EQ(std::count(gone.begin(), gone.end(), key('d')), 0);
+  // A save that never finished: removed once it is older than any save takes; a young one may
+  // be a save in progress in another process, and stays (its bytes still count).
+  const std::string old_partial = "." + std::string(64, 'e') + ".Ab12Cd", young_partial = "." + std::string(64, 'f') + ".Xy34Zw";
+  files.push_back({old_partial, 80 * MB, now - 3600, true});
+  files.push_back({young_partial, 80 * MB, now - 30, true});
+  gone = templates_to_prune(files, 1024 * MB, key('d'), now);
+  EXPECT_EQ(gone, std::vector<std::string>{old_partial});
+  gone = templates_to_prune(files, 200 * MB, key('d'), now);
+  std::sort(gone.begin(), gone.end());
+  // 400 MB after the old partial: a, c and b go (the young partial and d stay: 160 MB).
+  EXPECT_EQ(gone, (std::vector<std::string>{old_partial, key('a'), key('b'), key('c')}));
+}
+
+TEST(MicrovmTemplateCache, PruneListsOnlyTemplatesAndRemovesThemFromTheDirectory) {
+  ScratchDir d;
+  auto put = [&](const std::string& name, size_t bytes, int64_t age_sec) {
+    std::ofstream(d.dir + "/" + name) << std::string(bytes, 's');
+    ::chmod((d.dir + "/" + name).c_str(), 0644);
+    timespec t[2] = {{::time(nullptr) - age_sec, 0}, {::time(nullptr) - age_sec, 0}};
+    ::utimensat(AT_FDCWD, (d.dir + "/" + name).c_str(), t, 0);
+  };
+  const std::string a = std::string(64, 'a') + ".state", b = std::string(64, 'b') + ".state",
+                    c = std::string(64, 'c') + ".state", partial = "." + std::string(64, 'd') + ".Qw12Er";
+  put(a, 3000, 5000);
+  put(b, 3000, 100);
+  put(c, 3000, 0);
+  put(partial, 500, 4000);
+  put("kvm-proof", 10, 9000);            // the KVM proof shares the directory: never a template
+  put("notes.state", 10, 9000);          // not a key
+  fs::create_directory(d.dir + "/" + std::string(64, 'e') + ".state");  // not a regular file
+  auto listed = list_templates(d.dir);
+  EXPECT_EQ(listed.size(), 4u);
+  auto removed = prune_templates(d.dir, 6000, c);
+  std::sort(removed.begin(), removed.end());
+  EXPECT_EQ(removed, (std::vector<std::string>{partial, a}));
+  for (const auto& gone : {a, partial}) EXPECT_FALSE(fs::exists(d.dir + "/" + gone)) << gone;
+  for (const auto& kept : {b, c, std::string("kvm-proof"), std::string("notes.state")})
+    EXPECT_TRUE(fs::exists(d.dir + "/" + kept)) << kept;
+  // Using a template makes it the most recently used: now b is the one that goes.
+  put(b, 3000, 100);
+  put(c, 3000, 50);
+  ASSERT_TRUE(find_template(std::string(64, 'b')));
+  EXPECT_EQ(prune_templates(d.dir, 3000, ""), std::vector<std::string>{c});
+}
+
+TEST(MicrovmTemplateCache, TheBoundComesFromTheEnvironmentAndABadOneIsAnError) {
+  ::unsetenv("EXG_MICROVM_SNAPSHOT_MAX");
+  EXPECT_EQ(*template_cache_limit(), kDefaultTemplateCacheBytes);
+  ::setenv("EXG_MICROVM_SNAPSHOT_MAX", "300M", 1);
+  EXPECT_EQ(*template_cache_limit(), 300ull << 20);
+  ::setenv("EXG_MICROVM_SNAPSHOT_MAX", "lots", 1);
+  auto bad = template_cache_limit();
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().str().find("EXG_MICROVM_SNAPSHOT_MAX=lots"), std::string::npos) << bad.error().str();
+  ::unsetenv("EXG_MICROVM_SNAPSHOT_MAX");
+}
+
+// doctor's line: where the templates are, how many, how big, and the bound.
+TEST(MicrovmTemplateCache, DoctorSaysWhereHowManyHowBigAndTheBound) {
+  ScratchDir d;
+  for (char k : {'a', 'b'}) std::ofstream(d.dir + "/" + std::string(64, k) + ".state") << std::string(3 << 20, 's');
+  ::setenv("EXG_MICROVM_SNAPSHOT_MAX", "500M", 1);
+  auto c = exg::sandbox::template_cache_capability();
+  EXPECT_EQ(c.name, "microvm templates");
+  EXPECT_TRUE(c.ok);
+  EXPECT_TRUE(c.detail.starts_with(d.dir + ": 2 templates, 6 MiB of at most 500 MiB")) << c.detail;
+  ::setenv("EXG_MICROVM_SNAPSHOT_MAX", "12Q", 1);
+  c = exg::sandbox::template_cache_capability();
+  EXPECT_FALSE(c.ok);
+  EXPECT_NE(c.detail.find("EXG_MICROVM_SNAPSHOT_MAX=12Q"), std::string::npos) << c.detail;
+  ::unsetenv("EXG_MICROVM_SNAPSHOT_MAX");
 }
 
 }  // namespace
