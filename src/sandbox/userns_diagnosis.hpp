@@ -49,8 +49,10 @@ struct UsernsProbe {
 UsernsProbe try_user_namespace();
 
 // The layers that make a user namespace of their own as this caller (and so
-// cannot run where one is refused): process; microvm (qemu runs inside the
-// process layer); gvisor (runsc's host runs in one); container unless root.
+// cannot run where one is refused): all of them today: process; microvm (qemu
+// runs inside the process layer); gvisor (runsc's host runs in one); container
+// rootless (crun in one) and as root (its writable paths are idmapped mounts,
+// whose idmap is a user namespace).
 bool layer_needs_userns(layer::Kind kind, bool root);
 
 // The refusal, one fact per line (no "exguardian: " prefix): the cause (which

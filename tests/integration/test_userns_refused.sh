@@ -34,6 +34,9 @@ as_user_below() {
         go=$1; shift
         unshare --user --map-user=1000 --map-group=1000 -- bash -c "read -r _ <\"\$0\"; exec \"\$@\"" "$go" "$@" &
         child=$!
+        # (the namespace below is made before the limit is set above it)
+        mine=$(readlink /proc/self/ns/user)
+        while [ "$(readlink /proc/$child/ns/user 2>/dev/null)" = "$mine" ] && kill -0 $child 2>/dev/null; do sleep 0.01; done
         echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; kill $child; exit 99; }
         echo go >"$go"
         wait $child' _ "$WORLD/go" "$@"
@@ -44,8 +47,8 @@ as_user_below() {
 in_identity_mapped() {
     rm -f "$WORLD/go"; mkfifo "$WORLD/go"
     # (the maps come after unshare: the re-exec as uid 0 of the namespace regains its capabilities)
-    local inner='echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; exit 99; }; exec "$@"'
-    timeout 60 unshare --user -- bash -c 'read -r _ <"$1"; shift; exec bash -c "$0" _ "$@"' "$inner" "$WORLD/go" "$@" \
+    local inner='echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; exit 99; }; exec timeout 60 "$@"'
+    unshare --user -- bash -c 'read -r _ <"$1"; shift; exec bash -c "$0" _ "$@"' "$inner" "$WORLD/go" "$@" \
         >"$WORLD/out" 2>"$WORLD/err" &
     local pid=$! mine
     mine=$(readlink /proc/self/ns/user)
@@ -84,11 +87,16 @@ check "root, setgroups denied: it says why setgroups fails (/proc/self/setgroups
     grep -q '^exguardian: cause: setgroups(0) as root of a user namespace whose setgroups is denied' <<<"$ERR"
 check "root, setgroups denied: the probe's own call and errno (clone(CLONE_NEWUSER) ... ENOSPC)" \
     grep -q '^exguardian: cause: clone(CLONE_NEWUSER) as uid 0: ENOSPC' <<<"$ERR"
-if command -v crun >/dev/null || command -v runc >/dev/null; then
-    check "root: the container layer is named as one that would run (root makes no user namespace for it)" \
-        grep -q '^exguardian: layers that would run here: container' <<<"$ERR"
-    check "root: and --layer container as a way out" grep -q '^exguardian: way out: --layer container' <<<"$ERR"
-fi
+check "root: no layer runs here, the container layer neither (as root its writable paths are idmapped through a user namespace)" \
+    grep -q '^exguardian: layers that would not: .*container (as root: its writable paths are idmapped mounts' <<<"$ERR"
+# What the lines say of the other layers is what they do here: each one is refused too, with the same explanation.
+for L in container gvisor; do
+    [ "$L" = container ] && ! command -v crun >/dev/null && ! command -v runc >/dev/null && continue
+    [ "$L" = gvisor ] && ! command -v runsc >/dev/null && continue
+    in_self_mapped "$EXG" run --layer "$L" -- echo hi
+    check "root, setgroups denied: --layer $L is refused too (status $STATUS, nothing ran) and explained" \
+        bash -c '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "^exguardian: cause: .*max_user_namespaces is 0" <<<"$3"' _ "$STATUS" "$OUT" "$ERR"
+done
 in_self_mapped "$EXG" doctor
 check "doctor there (root): status 0 and 'user namespaces refused:' with the cause" \
     bash -c '[ "$1" = 0 ] && grep -q "^user namespaces refused:" <<<"$2" && grep -q "max_user_namespaces is 0" <<<"$2" && grep -q "way out: " <<<"$2"' \
@@ -133,6 +141,13 @@ if [ "$me" = 0 ]; then
     check "uid $uid: the call and errno (clone(CLONE_NEWUSER) as uid $uid: ENOSPC)" \
         grep -q "^exguardian: cause: clone(CLONE_NEWUSER) as uid $uid: ENOSPC" <<<"$ERR"
     check "uid $uid: no layer runs here for it" grep -q "^exguardian: layers that would run here: none, as uid $uid" <<<"$ERR"
+    # As root there (setgroups allowed) the container layer gets past setgroups and is refused at its idmap.
+    if command -v crun >/dev/null || command -v runc >/dev/null; then
+        in_identity_mapped "$EXG" run --layer container -- echo hi
+        check "root, 0-65535 mapped: --layer container is refused (status $STATUS) at its idmap's user namespace, and explained" \
+            bash -c '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "^exguardian: clone a user namespace for an idmapped mount" <<<"$3" && grep -q "^exguardian: cause: .*max_user_namespaces is 0" <<<"$3"' \
+            _ "$STATUS" "$OUT" "$ERR"
+    fi
     in_identity_mapped setpriv --reuid="$uid" --regid="$gid" --clear-groups -- "$EXG" doctor
     check "doctor there (uid $uid): 'user namespaces refused:' naming max_user_namespaces is 0" \
         bash -c '[ "$1" = 0 ] && grep -q "^user namespaces refused:" <<<"$2" && grep -q "max_user_namespaces is 0" <<<"$2"' _ "$STATUS" "$OUT"
