@@ -36,8 +36,8 @@ int usage_error(const std::string& what) {
     size_t end = what.find('\n', at);
     std::string line = what.substr(at, end == std::string::npos ? std::string::npos : end - at);
     std::fprintf(stderr, "exguardian: %s\n", line.c_str());
-    at = end == std::string::npos ? what.size() + 1 : end + 1;
-  } while (at <= what.size());
+    at = end == std::string::npos ? what.size() : end + 1;
+  } while (at < what.size());  // (a trailing newline adds no empty line)
   return 125;
 }
 

@@ -9,6 +9,9 @@
 #include <string>
 #include <vector>
 
+#include <sstream>
+
+#include "sandbox/advice.hpp"
 #include "sandbox/userns_diagnosis.hpp"
 
 using namespace exg::sandbox;
@@ -125,4 +128,19 @@ TEST(UsernsDiagnosis, TheProbeWorksHere) {
   auto f = read_userns_facts();
   EXPECT_FALSE(f.max_user_namespaces.empty());
   EXPECT_FALSE(f.uid_map.empty());
+}
+
+// doctor prints the refusal's lines under their own heading, and in --json as userns_refusal.
+TEST(UsernsDiagnosis, DoctorShowsTheRefusal) {
+  const std::vector<std::string> lines = {"cause: user.max_user_namespaces is 0", "way out: sysctl"};
+  std::ostringstream text, json;
+  write_doctor(text, {}, false, lines);
+  EXPECT_NE(text.str().find("\nuser namespaces refused:\n  cause: user.max_user_namespaces is 0\n  way out: sysctl\n"),
+            std::string::npos)
+      << text.str();
+  write_doctor(json, {}, true, lines);
+  EXPECT_EQ(nlohmann::json::parse(json.str())["userns_refusal"], nlohmann::json(lines));
+  std::ostringstream none;
+  write_doctor(none, {}, false);
+  EXPECT_EQ(none.str().find("user namespaces refused"), std::string::npos);
 }
