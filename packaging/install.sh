@@ -28,6 +28,21 @@ trap 'rm -rf "$tmp"' EXIT
 sed "s|^file(WRITE \"$build/|file(WRITE \"$tmp/|" "$script" >"$tmp/cmake_install.cmake"
 grep -q "file(WRITE \"$tmp/" "$tmp/cmake_install.cmake" || die "$script: no manifest line to redirect (CMake changed?)"
 cmake -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_DO_STRIP=$strip -P "$tmp/cmake_install.cmake"
+# The AppArmor profile (CMakeLists.txt: /etc/apparmor.d/exguardian): loaded now
+# when this is the real system (no DESTDIR), as root, and AppArmor is active;
+# elsewhere the one command that loads it is printed.
+profile=/etc/apparmor.d/exguardian
+if [ -z "${DESTDIR:-}" ] && [ -f "$profile" ]; then
+    if [ -d /sys/kernel/security/apparmor ] || { command -v aa-enabled >/dev/null && aa-enabled -q 2>/dev/null; }; then
+        if [ "$(id -u)" -eq 0 ] && command -v apparmor_parser >/dev/null; then
+            apparmor_parser -r "$profile" || die "apparmor_parser -r $profile failed"
+            echo "install: AppArmor profile loaded: $profile"
+        else
+            echo "install: AppArmor is active: load the profile with: sudo apparmor_parser -r $profile"
+        fi
+    fi
+fi
+
 [ "$strip" = 1 ] && exit 0
 
 # The debug info apart (dh_strip's steps): kept, stripped, linked by name.

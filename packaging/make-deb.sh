@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # `make deb`: a Debian package of what BUILD_DIR holds (built already), made
 # with dpkg-deb: /usr/bin/exguardian (stripped, its static pid 1 embedded),
-# /usr/lib/exguardian/exguardian-init, the man page and the documents.
+# /usr/lib/exguardian/exguardian-init, the man page and the documents, and the
+# AppArmor profile /etc/apparmor.d/exguardian (a conffile), which postinst loads
+# where AppArmor is active (Ubuntu 23.10+ needs it for user namespaces).
 # Depends is what dpkg-shlibdeps reads from the binary's ELF, and the shlibs
 # entries of the libraries it loads on first use; nothing guessed.
 # Usage: packaging/make-deb.sh BUILD_DIR [OUT_DIR]   (OUT_DIR: default BUILD_DIR)
@@ -62,7 +64,7 @@ rm -rf "$stage/debian"
     echo "Version: $version"
     echo "Architecture: $arch"
     echo "Maintainer: $maintainer"
-    echo "Installed-Size: $(du -sk --apparent-size "$root/usr" | cut -f1)"
+    echo "Installed-Size: $(du -sk --apparent-size -c "$root/usr" "$root/etc" | tail -1 | cut -f1)"
     echo "Depends: $depends"
     echo "Recommends: crun | runc, runsc, uidmap, qemu-system-x86"
     echo "Suggests: podman | docker.io, busybox-static"
@@ -79,7 +81,27 @@ rm -rf "$stage/debian"
     echo " needs none."
 } >"$root/DEBIAN/control"
 (cd "$root" && find usr -type f -print0 | sort -z | xargs -0 md5sum) >"$root/DEBIAN/md5sums"
-chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums"
+profile=/etc/apparmor.d/exguardian
+[ -f "$root$profile" ] || die "the stage has no $profile (CMakeLists.txt installs packaging/apparmor/exguardian)"
+echo "$profile" >"$root/DEBIAN/conffiles"
+# The profile is loaded (and on removal unloaded) only where AppArmor is
+# active, as Debian's dh_apparmor does; a kernel without it gets nothing.
+cat >"$root/DEBIAN/postinst" <<EOS
+#!/bin/sh
+set -e
+if [ "\$1" = configure ] && command -v apparmor_parser >/dev/null 2>&1 && aa-enabled --quiet 2>/dev/null; then
+    apparmor_parser -r -T -W $profile || true
+fi
+EOS
+cat >"$root/DEBIAN/prerm" <<EOS
+#!/bin/sh
+set -e
+if [ "\$1" = remove ] && command -v apparmor_parser >/dev/null 2>&1 && aa-enabled --quiet 2>/dev/null; then
+    apparmor_parser -R $profile || true
+fi
+EOS
+chmod 644 "$root/DEBIAN/control" "$root/DEBIAN/md5sums" "$root/DEBIAN/conffiles"
+chmod 755 "$root/DEBIAN/postinst" "$root/DEBIAN/prerm"
 
 mkdir -p "$out"
 deb=$out/exguardian_${version}_${arch}.deb

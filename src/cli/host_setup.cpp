@@ -9,8 +9,15 @@
 #include <cstdio>
 
 #include "process/cgroup.hpp"
+#include "sandbox/userns_diagnosis.hpp"
 
 namespace exg::cli {
+
+std::string explain_start_failure(const Error& error, layer::Kind kind) {
+  std::string text = error.str();
+  for (const auto& line : sandbox::userns_refusal_for(kind, error.what)) text += "\n" + line;
+  return text;
+}
 
 Result<HostProcess> HostProcess::prepare(bool invoked_as_root) {
   HostProcess h;

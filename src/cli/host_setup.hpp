@@ -8,12 +8,18 @@
 #include <optional>
 #include <string>
 
+#include "layer/kind.hpp"
 #include "plan/plan.hpp"
 #include "sandbox/supervisor.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::cli {
+
+// `error`'s text, followed (one line each) by why this host refuses a user
+// namespace, when the layer `kind` needs one here and none can be made now
+// (sandbox/userns_diagnosis.hpp); else its text alone.
+std::string explain_start_failure(const Error& error, layer::Kind kind);
 
 // Blocks the signals the supervisor handles (before any launch: the sandbox
 // inherits the mask, its init keeps them blocked and waits for them) and

@@ -32,7 +32,14 @@ std::unexpected<Error> flag_error(const std::string& what) { return fail(Error::
 }  // namespace
 
 int usage_error(const std::string& what) {
-  std::fprintf(stderr, "exguardian: %s\n", what.c_str());
+  // One line per fact, each prefixed (an error that explains itself, e.g. a refused user namespace, has several).
+  size_t at = 0;
+  do {
+    size_t end = what.find('\n', at);
+    std::string line = what.substr(at, end == std::string::npos ? std::string::npos : end - at);
+    std::fprintf(stderr, "exguardian: %s\n", line.c_str());
+    at = end == std::string::npos ? what.size() : end + 1;
+  } while (at < what.size());  // (a trailing newline adds no empty line)
   return 125;
 }
 

@@ -53,7 +53,7 @@ int RunOptions::execute() {
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
   // Once per process, before the launch: signals, fd limit, groups, stale cgroups.
   auto host = HostProcess::prepare(plan->identity.invoked_as_root);
-  if (!host) return usage_error(host.error().str());
+  if (!host) return usage_error(explain_start_failure(host.error(), (*chosen)->kind()));
   timer.mark("host setup");
   so.signal_fd = host->signal_fd();
   // A layer whose pid 1 is always the agent (microvm: the guest's) runs the
@@ -68,7 +68,7 @@ int RunOptions::execute() {
   auto status = sandbox::supervise(**chosen, *plan, io, so);
   timer.mark("cleanup");  // what supervise() left to destructors: the cgroup's removal above all
   if (timer.on()) io.say("timing: " + timer.summary());
-  if (!status) return usage_error(status.error().str());
+  if (!status) return usage_error(explain_start_failure(status.error(), (*chosen)->kind()));
   return *status;
 }
 

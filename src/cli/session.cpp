@@ -160,7 +160,7 @@ int SessionOptions::execute() {
   if (audit_hold && so.audit_log.empty()) return usage_error("--audit-hold: without --audit-log there is no audit line to hold");
   so.audit_hold = audit_hold;
   auto host = HostProcess::prepare(built->plan.identity.invoked_as_root);
-  if (!host) return usage_error(host.error().str());
+  if (!host) return usage_error(explain_start_failure(host.error(), (*chosen)->kind()));
   so.signal_fd = host->signal_fd();
   // After the host setup, so that it is destroyed first: its socket is removed
   // while the signals are still blocked. A second SIGTERM (timeout(1) sends
@@ -170,7 +170,7 @@ int SessionOptions::execute() {
   so.agent = &relay;
   StdioIo io(/*relay_terminal=*/false);  // the agent's processes get terminals of their own
   auto status = sandbox::supervise(**chosen, built->plan, io, so);
-  if (!status) return usage_error(status.error().str());
+  if (!status) return usage_error(explain_start_failure(status.error(), (*chosen)->kind()));
   return *status;
 }
 

@@ -126,13 +126,15 @@ json user_identity() {
   return json{{"uid", uid}, {"gid", ::getegid()}, {"name", pw ? pw->pw_name : ""}, {"root", uid == 0}};
 }
 
-int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool as_json) {
+int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool as_json,
+                 const std::vector<std::string>& userns_refusal) {
   const auto layers = layer_status(caps);
   json host = host_identity(), user = user_identity();
   if (as_json) {
     json doc{{"host", host}, {"user", user}, {"capabilities", json::array()}, {"layers", json::object()}};
     for (const auto& c : caps) doc["capabilities"].push_back(capability_json(c));
     for (const auto& l : layers) doc["layers"][l.name] = json{{"available", l.available}, {"why", l.why}};
+    doc["userns_refusal"] = userns_refusal;
     out << doc.dump(2) << "\n";
     return 0;
   }
@@ -149,6 +151,10 @@ int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool as
   for (const auto& l : layers)
     out << "  " << l.name << std::string(11 - l.name.size(), ' ') << (l.available ? "available  " : "MISSING    ")
         << l.why << "\n";
+  if (!userns_refusal.empty()) {
+    out << "\nuser namespaces refused:\n";
+    for (const auto& line : userns_refusal) out << "  " << line << "\n";
+  }
   return 0;
 }
 

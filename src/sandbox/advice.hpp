@@ -23,8 +23,11 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps);
 nlohmann::json host_identity();
 nlohmann::json user_identity();
 
-// Prints the doctor report (text or JSON). Returns the exit status: 0.
-int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool json);
+// Prints the doctor report (text or JSON). `userns_refusal`: why this host
+// refuses the process layer's user namespace, one fact a line
+// (sandbox/userns_diagnosis.hpp; empty when it does not). Returns the exit status: 0.
+int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool json,
+                 const std::vector<std::string>& userns_refusal = {});
 
 struct Recommendation {
   std::string situation;
