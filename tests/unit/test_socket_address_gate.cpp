@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <linux/netlink.h>
 #include <sched.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
