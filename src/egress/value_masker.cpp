@@ -477,9 +477,14 @@ void ValueMasker::finish(std::string& out) {
 }
 
 std::string ValueMasker::mask(std::string_view whole) {
+  // A piece of its own (a header, a reason phrase): its units count from its
+  // start, and the body's count stays where it was.
+  const uint64_t body_offset = offset_;
+  offset_ = 0;
   std::string out;
   feed(whole, out);
   finish(out);
+  offset_ = body_offset;
   return out;
 }
 
