@@ -223,8 +223,9 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   if (!rules) return error_line(rules.error().str());
   auto secrets = proxy_secrets(*pol, ca_cert_out, placeholders_out);
   if (!secrets) return error_line(secrets.error().str());
-  // This host's own addresses are refused like loopback (read once, at start).
-  if (auto h = rules->refresh_host_addresses(); !h) return error_line(h.error().str());
+  // This host's own addresses are refused like loopback, followed for the proxy's whole life.
+  auto watch = egress::HostAddressWatch::open();
+  if (!watch) return error_line(watch.error().str());
 
   sandbox::AuditLog audit;
   std::string log_path = !audit_log.empty() ? audit_log : pol->audit_log.value_or("");
@@ -258,6 +259,7 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   egress::ProxyConfig cfg;
   if (auto c = egress::configure_from_policy(cfg, pol->network); !c) return error_line(c.error().str());
   cfg.token = token;  // asked of TCP listeners' clients only
+  cfg.host_addresses = *watch;
   cfg.secrets = *secrets;
   if (bounds.max_connections) cfg.max_connections = bounds.max_connections;
   if (bounds.header_timeout_s > 0)

@@ -128,8 +128,20 @@ std::optional<std::vector<IpAddress>> ProxyState::hosts_lookup(const std::string
 
 // ---- deadlines --------------------------------------------------------------------------------
 
+namespace {
+
+// The rules as the proxy holds them: checking the host's addresses as followed now.
+std::shared_ptr<const Rules> following(Rules rules, const ProxyConfig& cfg) {
+  if (cfg.host_addresses) rules.follow_host_addresses(cfg.host_addresses->addresses());
+  return std::make_shared<const Rules>(std::move(rules));
+}
+
+}  // namespace
+
 ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSink* audit, ProxyConfig cfg)
-    : io(io), rules_now(std::make_shared<const Rules>(rules)), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
+    : io(io), rules_now(following(rules, cfg)), audit(audit), cfg(std::move(cfg)), sweep_timer(io) {
+  // Notifications are read on this loop as they come (and at every connection: connect_next).
+  if (this->cfg.host_addresses) this->cfg.host_addresses->start(io);
   // The connection cap must bite before the descriptor limit does: a refusal
   // (503, SOCKS reply 1, an audit line) instead of accept() failing with EMFILE
   // for everyone, well-behaved clients included. 64 fds stay for the rest.
@@ -385,6 +397,7 @@ std::optional<Host> Session::decide(const std::string& raw_host, uint16_t port) 
   }
   out_.host = host->name;
   judged_by_ = st_->rules();
+  host_mark_ = judged_by_->host_mark();
   Decision d = judged_by_->check_host(*host, port);
   out_.decision = d;
   if (!d.allowed) {
@@ -517,6 +530,22 @@ void Session::connect_next(std::function<void(Outcome)> done) {
       self->out_.connect_ec = ec;
       self->out_.error = ec.message();
       return self->connect_next(std::move(done));
+    }
+    // The host may have gained this address since it was judged: connect(2)
+    // has returned, so every address the host had when the kernel routed it
+    // is in the watch's queue now (host_addresses.hpp). Read it, check again,
+    // before a byte goes either way.
+    if (const auto& watch = self->st_->cfg.host_addresses) {
+      watch->sync();
+      Decision d = self->judged_by_->recheck_host_own(*self->out_.address, self->host_mark_);
+      if (!d.allowed) {
+        boost::system::error_code e;
+        self->upstream_.close(e);
+        self->cancel_timer();
+        self->out_.kind = Outcome::Refused;
+        self->out_.decision = d;
+        return done(std::move(self->out_));
+      }
     }
     self->cancel_timer();
     boost::system::error_code e;
@@ -689,6 +718,7 @@ void Proxy::stop() {
   if (!impl_ || impl_->stopped) return;
   impl_->stopped = true;
   impl_->sweep_timer.cancel();
+  if (impl_->cfg.host_addresses) impl_->cfg.host_addresses->stop();  // while the loop still exists
   boost::system::error_code ec;
   for (auto& a : impl_->acceptors) a->close(ec);
   for (auto& d : impl_->dns_servers) detail::stop_dns_server(d);
@@ -700,7 +730,7 @@ void Proxy::stop() {
 }
 
 void Proxy::replace_rules(Rules rules, nlohmann::json audit_event) {
-  auto now = std::make_shared<const Rules>(std::move(rules));
+  auto now = detail::following(std::move(rules), impl_->cfg);
   impl_->set_rules(now);
   boost::asio::post(impl_->io, [st = impl_, now, ev = std::move(audit_event)]() mutable {
     std::vector<std::shared_ptr<detail::Session>> older;

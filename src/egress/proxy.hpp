@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "egress/audit_sink.hpp"
+#include "egress/host_addresses.hpp"
 #include "egress/parent_proxy.hpp"
 #include "egress/request_rules.hpp"
 #include "egress/rules.hpp"
@@ -67,6 +68,12 @@ struct ProxyConfig {
   // Names given their addresses before the first answer, in this order (the
   // plan's pinned_names, written into the sandbox's /etc/hosts).
   std::vector<std::string> pinned_names;
+  // The host's own addresses, followed for the proxy's whole life (opened by
+  // the caller in the host's network namespace, before anything runs): every
+  // Rules given to the proxy checks this set, and every connection is checked
+  // against it again once connected (host_addresses.hpp: the bound). Null:
+  // only the fixed list the Rules carry (unit tests).
+  std::shared_ptr<HostAddressWatch> host_addresses;
 };
 
 // Fills the settings above from the policy (errors name the key).
@@ -499,6 +506,7 @@ class Session : public std::enable_shared_from_this<Session> {
   const char* protocol_;  // "http", "connect", "socks5": the audit's protocol
   bool auth_;             // the client must present cfg.token
   std::shared_ptr<const Rules> judged_by_;  // taken at the decision, kept for its name and address checks
+  uint64_t host_mark_ = 0;                   // judged_by_->host_mark() then (recheck_host_own)
 
  private:
   void on_timeout(const char* what);

@@ -2,6 +2,8 @@
 // address). See rules.hpp for the contract.
 #include "egress/rules.hpp"
 
+#include "egress/host_addresses.hpp"
+
 #include <ifaddrs.h>
 #include <idn2.h>
 
@@ -112,6 +114,13 @@ bool refused_class(AddressClass c) {
 
 std::string class_phrase(const IpAddress& a, AddressClass c) {
   return a.str() + " is " + to_string(c);
+}
+
+Decision host_own_refusal(const IpAddress& a, const HostAddresses& own) {
+  if (own.blind())
+    return Decision{false, class_phrase(a, AddressClass::HostOwn) + " (the host's address list overflowed and could not be re-read)",
+                    "resolved address may be an address of this host"};
+  return Decision{false, class_phrase(a, AddressClass::HostOwn), "resolved address is an address of this host"};
 }
 
 // Split "name", "name:port", "[v6]", "[v6]:port" (patterns validated by the
@@ -367,18 +376,21 @@ Decision Rules::check_address(const IpAddress& addr) const {
   if (refused_class(c)) {
     return Decision{false, class_phrase(addr, c), std::string("resolved address is ") + to_string(c)};
   }
-  auto own = [&](const IpAddress& a) { return std::find(own_.begin(), own_.end(), a) != own_.end(); };
-  IpAddress plain = unmapped(addr);
-  auto inner = embedded_v4(addr);
-  if (own(addr) || own(plain) || (inner && own(*inner))) {
-    return Decision{false, class_phrase(addr, AddressClass::HostOwn), "resolved address is an address of this host"};
-  }
+  if (own_ && own_->contains(addr)) return host_own_refusal(addr, *own_);
   return Decision{true, class_phrase(addr, c), ""};
 }
 
-void Rules::set_host_addresses(std::vector<IpAddress> own) {
-  for (auto& a : own) a = unmapped(a);
-  own_ = std::move(own);
+void Rules::set_host_addresses(std::vector<IpAddress> own) { own_ = std::make_shared<const HostAddresses>(own); }
+
+void Rules::follow_host_addresses(std::shared_ptr<const HostAddresses> own) { own_ = std::move(own); }
+
+uint64_t Rules::host_mark() const { return own_ ? own_->mark() : 0; }
+
+Decision Rules::recheck_host_own(const IpAddress& addr, uint64_t mark) const {
+  for (const auto& [cidr, label] : allow_cidrs_)
+    if (cidr.contains(addr)) return Decision{true, label, ""};
+  if (own_ && own_->gained_since(addr, mark)) return host_own_refusal(addr, *own_);
+  return Decision{true, "", ""};
 }
 
 Result<std::vector<IpAddress>> Rules::read_host_addresses() {

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -18,6 +19,8 @@
 #include "util/error.hpp"
 
 namespace exg::egress {
+
+class HostAddresses;  // host_addresses.hpp
 
 // An IPv4 or IPv6 address (IPv4 stored as such, never as mapped IPv6).
 struct IpAddress {
@@ -98,9 +101,19 @@ class Rules {
   // that passed.
   Decision check_address(const IpAddress& addr) const;
 
-  // The host's own interface addresses (getifaddrs), refreshed by the caller
-  // when it likes; included in check_address as AddressClass::HostOwn.
+  // The host's own interface addresses, included in check_address as
+  // AddressClass::HostOwn: a fixed list (set_host_addresses), or the set a
+  // HostAddressWatch keeps current (follow_host_addresses: what every proxy
+  // uses, ProxyConfig::host_addresses; host_addresses.hpp states the bound).
   void set_host_addresses(std::vector<IpAddress> own);
+  void follow_host_addresses(std::shared_ptr<const HostAddresses> own);
+  // Where the followed set's history stands now (0 without one): taken when a
+  // connection is judged, for recheck_host_own after it is connected.
+  uint64_t host_mark() const;
+  // After the proxy connected to `addr` (and read the kernel's queued
+  // notifications): refused when addr is the host's now, or became the host's
+  // after `mark`, unless an allowedCidrs entry holds it (as check_address).
+  Decision recheck_host_own(const IpAddress& addr, uint64_t mark) const;
   // An error when the kernel would not list them (no netlink socket: the fd
   // limit, a seccomp filter): the proxy would then let the host's own public
   // addresses through, so its callers do not start (fail closed).
@@ -125,7 +138,7 @@ class Rules {
   std::vector<DomainRule> allow_, deny_;
   std::vector<std::pair<Cidr, std::string>> allow_cidrs_;
   std::vector<std::pair<Cidr, std::string>> deny_resolved_;  // deniedResolvedAddresses
-  std::vector<IpAddress> own_;
+  std::shared_ptr<const HostAddresses> own_;  // null: none known
 };
 
 }  // namespace exg::egress

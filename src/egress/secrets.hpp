@@ -114,7 +114,9 @@ class PlaceholderScanner {
 // endpoint that reflects the request never shows the value), in every spelling
 // an echo may use: as is, JSON/JS-escaped (\/, \uXXXX of any character),
 // percent-encoded (either hex case), HTML character references, base64
-// (standard and url-safe, the three alignments, line-wrapped) and hex
+// (standard and url-safe, the three alignments, line-wrapped), base32 and
+// base32hex (either case, the five alignments), hex (either case, bare or with
+// ':' '-' ' ' between bytes) and UTF-16/UTF-32 of either byte order
 // (value_masker.cpp). Holds back a tail (the longest spelling) until more
 // arrives or finish().
 class ValueMasker {
@@ -127,7 +129,8 @@ class ValueMasker {
   void finish(std::string& out);
   std::string mask(std::string_view whole);  // one complete piece (a header value, a reason phrase)
   // What was masked since the last call: (secret name, form: "plain", "json",
-  // "percent", "html", "base64", "base64url", "hex"), each pair once.
+  // "percent", "html", "base64", "base64url", "base32", "base32hex", "hex",
+  // "utf-16le", "utf-16be", "utf-32le", "utf-32be"), each pair once.
   std::vector<std::pair<std::string, std::string>> take_hits();
 
  private:
@@ -138,6 +141,7 @@ class ValueMasker {
   struct Span {
     size_t start = 0, end = 0;
     const char* form = nullptr;
+    char sep = 0;  // hex: the separator between bytes (0: none)
   };
   bool match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span) const;
   size_t next_candidate(std::string_view s, size_t from, size_t to) const;
@@ -145,9 +149,12 @@ class ValueMasker {
   std::vector<Target> targets_;
   bool first_[256] = {};      // bytes a match can start with
   bool esc_start_[256] = {};  // ... whatever follows them (escapes)
+  std::vector<uint32_t> by_byte_[256];  // targets a match starting with that byte may be of
+  void index_targets();
   std::bitset<65536> pair_;   // first byte << 8 | second byte of a possible match
   size_t keep_ = 0;
   std::string carry_;
+  uint64_t offset_ = 0;  // where carry_ starts in everything fed (UTF-16/32's unit alignment)
   std::vector<std::pair<std::string, std::string>> hits_;
 };
 

@@ -3,13 +3,19 @@
 // "/", any character may be "\uXXXX"); percent-encoded (either hex case, "+"
 // for a space); as HTML character references; base64 (standard or url-safe, at
 // any of the three alignments inside the encoded text, line-wrapped or not);
-// hex. Matching is done per character (each character of the value may take
+// base32 and base32hex (RFC 4648, either case, at any of the five alignments,
+// padded or not: the padding follows the value's characters); hex, either
+// case, bare or with ':' '-' ' ' between the bytes; UTF-16 and UTF-32, either
+// byte order. Matching of the text forms is done per character (each character of the value may take
 // any of its forms, mixed), so no list of spellings has to be enumerated; each
-// match is replaced by the placeholder (text forms), its hex (hex) or by '*'
-// over the whole base64 span (the neighbouring characters of a base64 span
+// match is replaced by the placeholder (text forms), its hex (hex, with the
+// same separator), the placeholder in the same UTF (UTF-16/32) or by '*' over
+// the whole base64/base32 span (the neighbouring characters of such a span
 // carry bits of the value too, so they are covered).
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "egress/secrets.hpp"
 
@@ -60,6 +66,68 @@ bool is_b64(char c) {
 char b64_fold(char c) { return c == '-' ? '+' : c == '_' ? '/' : c; }
 
 char lower_ascii(char c) { return c >= 'A' && c <= 'Z' ? (char)(c + 32) : c; }
+char upper_ascii(char c) { return c >= 'a' && c <= 'z' ? (char)(c - 32) : c; }
+
+constexpr std::string_view kBase32 = "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";     // RFC 4648 section 6
+constexpr std::string_view kBase32Hex = "0123456789ABCDEFGHIJKLMNOPQRSTUV";  // section 7
+
+bool is_b32(char c, bool hex) { return (hex ? kBase32Hex : kBase32).find(upper_ascii(c)) != std::string_view::npos; }
+
+// Base32 without padding (the masker matches the characters, not the '=').
+std::string base32_encode(std::string_view in, std::string_view alphabet) {
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : in) {
+    acc = (acc << 8) | c, bits += 8;
+    while (bits >= 5) out += alphabet[(acc >> (bits - 5)) & 31], bits -= 5;
+  }
+  if (bits > 0) out += alphabet[(acc << (5 - bits)) & 31];
+  return out;
+}
+
+bool is_hex_separator(char c) { return c == ':' || c == '-' || c == ' '; }
+
+// The code points of UTF-8 text; nullopt when it is not valid UTF-8 (a value
+// that is not text has no UTF-16 form to look for).
+std::optional<std::vector<uint32_t>> code_points(std::string_view s) {
+  std::vector<uint32_t> out;
+  for (size_t i = 0; i < s.size();) {
+    unsigned char c = s[i];
+    int n = c < 0x80 ? 0 : (c & 0xE0) == 0xC0 ? 1 : (c & 0xF0) == 0xE0 ? 2 : (c & 0xF8) == 0xF0 ? 3 : -1;
+    if (n < 0 || i + n >= s.size()) return std::nullopt;
+    uint32_t cp = n == 0 ? c : n == 1 ? (c & 0x1F) : n == 2 ? (c & 0x0F) : (c & 0x07);
+    for (int k = 1; k <= n; ++k) {
+      unsigned char d = s[i + k];
+      if ((d & 0xC0) != 0x80) return std::nullopt;
+      cp = (cp << 6) | (d & 0x3F);
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp < 0xE000)) return std::nullopt;
+    out.push_back(cp);
+    i += n + 1;
+  }
+  return out;
+}
+
+// The text in UTF-16 (units 2) or UTF-32 (units 4), little or big endian.
+std::string utf_encode(const std::vector<uint32_t>& cps, int unit, bool big) {
+  std::string out;
+  auto put = [&](uint32_t v) {
+    for (int k = 0; k < unit; ++k) {
+      int shift = big ? 8 * (unit - 1 - k) : 8 * k;
+      out += (char)((v >> shift) & 0xFF);
+    }
+  };
+  for (uint32_t cp : cps) {
+    if (unit == 2 && cp >= 0x10000) {
+      put(0xD800 + ((cp - 0x10000) >> 10));
+      put(0xDC00 + ((cp - 0x10000) & 0x3FF));
+    } else {
+      put(cp);
+    }
+  }
+  return out;
+}
 
 enum Esc : unsigned { kPlain = 0, kJson = 1, kPercent = 2, kHtml = 4, kUrlSafe = 8 };
 
@@ -128,10 +196,17 @@ constexpr size_t kMaxTextPerByte = 10;
 
 // One spelling family of one value.
 struct ValueMasker::Target {
-  enum Kind { Text, Base64, Hex } kind = Text;
-  std::string want;          // Text: the value; Base64: the characters that only its bits decide; Hex: lower hex
-  bool lead = false, trail = false;  // Base64: a character shared with the bytes before / after
+  enum Kind { Text, Base64, Hex, Base32, Raw } kind = Text;
+  // Text: the value; Base64/Base32: the characters that only its bits decide
+  // (Base32 upper case); Hex: lower hex; Raw: the exact bytes (UTF-16/32).
+  std::string want;
+  bool lead = false, trail = false;  // Base64/Base32: a character shared with the bytes before / after
   size_t pair = 0;           // index into pairs_
+  bool b32hex = false;       // Base32: the base32hex alphabet
+  const char* form = nullptr;  // Raw: "utf-16le" ...
+  std::string replacement;     // Raw: the placeholder in the same encoding
+  size_t unit = 0;             // Raw: 2 or 4
+  int le_twin = -1;            // Raw, big endian: the little-endian target of the same value
 };
 
 ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secrets) {
@@ -152,6 +227,34 @@ ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secr
         size_t first = (bit_from + 5) / 6, end = bit_to / 6;
         targets_.push_back(Target{Target::Base64, enc.substr(first, end - first), bit_from % 6 != 0, bit_to % 6 != 0, pi});
       }
+      // Base32: 5 bits a character, so the value starts at one of five alignments.
+      for (bool hexa : {false, true})
+        for (size_t a = 0; a < 5; ++a) {
+          std::string enc = base32_encode(std::string(a, '\0') + s.value, hexa ? kBase32Hex : kBase32);
+          size_t bit_from = 8 * a, bit_to = 8 * (a + s.value.size());
+          size_t first = (bit_from + 4) / 5, end = bit_to / 5;
+          Target t{Target::Base32, enc.substr(first, end - first), bit_from % 5 != 0, bit_to % 5 != 0, pi};
+          t.b32hex = hexa;
+          targets_.push_back(std::move(t));
+        }
+      // UTF-16 and UTF-32, both byte orders (a value that is valid UTF-8 text).
+      auto cps = code_points(s.value);
+      auto pcps = code_points(s.placeholder);
+      if (cps && pcps) {
+        static const struct {
+          int unit;
+          bool big;
+          const char* form;
+        } kUtf[] = {{2, false, "utf-16le"}, {2, true, "utf-16be"}, {4, false, "utf-32le"}, {4, true, "utf-32be"}};
+        for (const auto& u : kUtf) {
+          Target t{Target::Raw, utf_encode(*cps, u.unit, u.big), false, false, pi};
+          t.form = u.form;
+          t.replacement = utf_encode(*pcps, u.unit, u.big);
+          t.unit = static_cast<size_t>(u.unit);
+          if (u.big) t.le_twin = static_cast<int>(targets_.size()) - 1;  // (kUtf: little endian first)
+          targets_.push_back(std::move(t));
+        }
+      }
     }
     keep_ = std::max(keep_, s.value.size() * kMaxTextPerByte * 4 / 3 + 16);
   }
@@ -160,17 +263,19 @@ ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secr
     auto variants = [&](char c) {
       std::string v(1, c);
       if (t.kind == Target::Hex) v += (char)std::toupper((unsigned char)c);
+      if (t.kind == Target::Base32) v += lower_ascii(c);
       if (t.kind == Target::Base64) v += c == '+' ? '-' : c == '/' ? '_' : c;
       return v;
     };
-    if (t.kind != Target::Hex) {
+    const bool escapes = t.kind == Target::Text || t.kind == Target::Base64;  // forms decode_unit applies to
+    if (escapes) {
       for (char c : std::string_view("%\\&")) first_[(unsigned char)c] = esc_start_[(unsigned char)c] = true;
       if (t.want[0] == ' ') first_['+'] = esc_start_['+'] = true;
     }
     std::string seconds;
     if (t.want.size() > 1) {
       seconds = variants(t.want[1]);
-      if (t.kind != Target::Hex) seconds += "%\\&";
+      if (escapes) seconds += "%\\&";
       if (t.want[1] == ' ') seconds += '+';
       if (t.kind == Target::Base64) seconds += "\r\n";
     }
@@ -178,6 +283,26 @@ ValueMasker::ValueMasker(const SecretIndex& idx, const std::vector<size_t>& secr
       first_[f] = true;
       if (seconds.empty()) esc_start_[f] = true;  // one-byte value: any byte may follow
       for (unsigned char c2 : seconds) pair_.set(f << 8 | c2);
+    }
+  }
+  index_targets();
+}
+
+// Per byte, the targets a match starting there may be of: the rest are not
+// tried at all (the cost per candidate stays that of the few forms it fits).
+void ValueMasker::index_targets() {
+  for (unsigned b = 0; b < 256; ++b) {
+    const char lit = static_cast<char>(b);
+    const bool escape = lit == '%' || lit == '\\' || lit == '&' || lit == '+';
+    for (size_t k = 0; k < targets_.size(); ++k) {
+      const Target& t = targets_[k];
+      const char w0 = t.want[0];
+      bool may = t.kind == Target::Hex      ? lower_ascii(lit) == w0
+                 : t.kind == Target::Text   ? lit == w0 || escape
+                 : t.kind == Target::Base32 ? upper_ascii(lit) == w0
+                 : t.kind == Target::Raw    ? lit == w0
+                                            : b64_fold(lit) == w0 || escape;
+      if (may) by_byte_[b].push_back(static_cast<uint32_t>(k));
     }
   }
 }
@@ -190,10 +315,34 @@ bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t fl
   size_t q = p, w = 0;
   unsigned esc = kPlain;
   if (t.kind == Target::Hex) {
+    // Two digits a byte; between bytes nothing, or the same separator every time.
+    char sep = 0;
+    for (; w < t.want.size(); w += 2) {
+      if (w == 2 && q < s.size() && is_hex_separator(s[q])) sep = s[q];
+      if (w > 0 && sep) {
+        if (q >= s.size() || s[q] != sep) return false;
+        ++q;
+      }
+      if (q + 2 > s.size() || lower_ascii(s[q]) != t.want[w] || lower_ascii(s[q + 1]) != t.want[w + 1]) return false;
+      q += 2;
+    }
+    span = {p, q, "hex", sep};
+    return true;
+  }
+  if (t.kind == Target::Raw) {
+    if (p > s.size() || s.compare(p, t.want.size(), t.want) != 0) return false;
+    span = {p, p + t.want.size(), t.form};
+    return true;
+  }
+  if (t.kind == Target::Base32) {
     if (s.size() - p < t.want.size()) return false;
     for (; w < t.want.size(); ++w)
-      if (lower_ascii(s[p + w]) != t.want[w]) return false;
-    span = {p, p + w, "hex"};
+      if (upper_ascii(s[p + w]) != t.want[w]) return false;
+    q = p + w;
+    size_t start = p;
+    if (t.lead && p > floor && is_b32(s[p - 1], t.b32hex)) start = p - 1;
+    if (t.trail && q < s.size() && is_b32(s[q], t.b32hex)) ++q;
+    span = {start, q, t.b32hex ? "base32hex" : "base32"};
     return true;
   }
   const bool b64 = t.kind == Target::Base64;
@@ -270,13 +419,25 @@ void ValueMasker::feed(std::string_view in, std::string& out) {
       Unit u = decode_unit(s, j);
       if (u.len) dec = u.bytes[0];
     }
-    for (const Target& t : targets_) {
+    for (uint32_t k : by_byte_[(unsigned char)lit]) {
+      const Target& t = targets_[k];
       char w0 = t.want[0];
-      bool may = t.kind == Target::Hex   ? lower_ascii(lit) == w0
-                 : t.kind == Target::Text ? lit == w0 || dec == w0
-                                          : b64_fold(lit) == w0 || b64_fold(dec) == w0;
+      bool may = t.kind == Target::Hex      ? lower_ascii(lit) == w0
+                 : t.kind == Target::Text   ? lit == w0 || dec == w0
+                 : t.kind == Target::Base32 ? upper_ascii(lit) == w0
+                 : t.kind == Target::Raw    ? lit == w0
+                                            : b64_fold(lit) == w0 || b64_fold(dec) == w0;
       if (may && match(t, s, j, i, sp) && (!hit || sp.start < best.start || (sp.start == best.start && sp.end > best.end)))
         best = sp, hit = &t;
+    }
+    // ASCII in UTF-16LE holds the same value's UTF-16BE one byte earlier
+    // ("\0e\0x" inside " \0e\0x\0"), UTF-32 three: either replacement gives
+    // the same bytes; the form the text is in is the one aligned to whole
+    // units from the start of what this masker was fed (offset_).
+    if (hit && hit->le_twin >= 0 && (offset_ + best.start) % hit->unit != 0) {
+      const Target& le = targets_[static_cast<size_t>(hit->le_twin)];
+      Span alt{};
+      if (match(le, s, best.start + hit->unit - 1, i, alt) && (offset_ + alt.start) % le.unit == 0) best = alt, hit = &le;
     }
     if (!hit || best.start >= limit) {
       ++j;
@@ -287,7 +448,13 @@ void ValueMasker::feed(std::string_view in, std::string& out) {
     if (hit->kind == Target::Text) {
       out += pr.placeholder;
     } else if (hit->kind == Target::Hex) {
-      for (unsigned char c : pr.placeholder) out += "0123456789abcdef"[c >> 4], out += "0123456789abcdef"[c & 15];
+      for (size_t k = 0; k < pr.placeholder.size(); ++k) {
+        unsigned char c = pr.placeholder[k];
+        if (k && best.sep) out += best.sep;
+        out += "0123456789abcdef"[c >> 4], out += "0123456789abcdef"[c & 15];
+      }
+    } else if (hit->kind == Target::Raw) {
+      out += hit->replacement;
     } else {
       out.append(best.end - best.start, '*');
     }
@@ -299,6 +466,7 @@ void ValueMasker::feed(std::string_view in, std::string& out) {
     i = limit;
   }
   carry_ = buf.substr(i);
+  offset_ += i;
 }
 
 void ValueMasker::finish(std::string& out) {
@@ -309,9 +477,14 @@ void ValueMasker::finish(std::string& out) {
 }
 
 std::string ValueMasker::mask(std::string_view whole) {
+  // A piece of its own (a header, a reason phrase): its units count from its
+  // start, and the body's count stays where it was.
+  const uint64_t body_offset = offset_;
+  offset_ = 0;
   std::string out;
   feed(whole, out);
   finish(out);
+  offset_ = body_offset;
   return out;
 }
 

@@ -133,6 +133,16 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
   sandbox::AuditLog audit = std::move(*opened);
   UniqueFd host_ns(::open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC));
   if (!host_ns) die("open own network namespace");
+  // The host's own addresses, followed for the holder's whole life, from its
+  // own (the host's) network namespace: opened before entering the container's.
+  {
+    auto watch = egress::HostAddressWatch::open();
+    if (!watch) {
+      errno = 0;
+      die(watch.error().str());
+    }
+    cfg.host_addresses = std::move(*watch);
+  }
   UniqueFd new_ns;
   std::string netns_path = opt.engine_netns;
   if (!opt.engine_netns.empty()) {
@@ -212,7 +222,7 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
     return fail(Error::msg("network.resolver", "not available in exguardian runtime yet (clients use the proxy)"));
   auto rules = egress::Rules::from_policy(pol.network);
   if (!rules) return fail(rules.error());
-  if (auto h = rules->refresh_host_addresses(); !h) return fail(h.error());
+  // (The host's own addresses are followed by the holder itself: run_holder.)
   // The handler's request rules, parent proxies and srt's switches, as the
   // process layer's supervisor applies them (none silently dropped).
   egress::ProxyConfig cfg;

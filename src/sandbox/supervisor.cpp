@@ -153,7 +153,7 @@ Result<std::string> change_egress(const plan::Plan& plan, const egress::SecretsC
                                               ": the new rules must keep allowing it (list it, exactly so, and deny it not)"));
       }
   }
-  if (auto r = rules->refresh_host_addresses(); !r) return fail(r.error());
+  // (The proxy puts its followed host addresses into them: replace_rules.)
   nlohmann::json ev = {{"event", "egress_rules_changed"}, {"allow", c.allow}, {"deny", c.deny}};
   proxy.replace_rules(std::move(*rules), std::move(ev));
   std::string line = std::to_string(c.allow.size()) + " allowed, " + std::to_string(c.deny.size()) + " denied";
@@ -443,8 +443,12 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
       auto r = egress::Rules::from_policy(plan.network);
       if (!r) return fail(r.error());
       rules.emplace(std::move(*r));
-      if (auto h = rules->refresh_host_addresses(); !h) return fail(h.error());
       if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
+      // The host's own addresses, followed from here to the proxy's end, in
+      // this (the host's) network namespace; no netlink socket: no run.
+      auto watch = egress::HostAddressWatch::open();
+      if (!watch) return fail(watch.error());
+      proxy_settings.host_addresses = std::move(*watch);
     }
     steps.mark("supervisor setup");
     if (auto r = snapshot_trees(plan, *guard); !r) return r;

@@ -6,6 +6,8 @@
 #              default route via 198.51.100.2, a loopback service on 127.0.0.1:80.
 #   exgw-$$-s  servers: veth 198.51.100.2/24; on lo 203.0.113.10 (allowed.test, other.test),
 #              203.0.113.11 (denied.test), 169.254.169.254 (metadata), 10.0.0.5 (private);
+#              198.51.100.77 (gained.test: an address the client side gains during
+#              test_egress_sandbox_host_address.sh, then refused there as the host's own);
 #              an HTTP server on port 80 of each; on 203.0.113.10:22 a server-first one (an
 #              ssh-like banner "SSH-2.0-exgworld", then "got <the client's first line>").
 #              No default route, no forwarding.
@@ -178,6 +180,7 @@ world_up() {
 203.0.113.10 mixed.test
 203.0.113.10 tp.wild.test
 169.254.169.254 meta.wild.test
+198.51.100.77 gained.test
 HOSTS
     echo "nameserver 127.0.0.53" > "$EGW_DIR/resolv.conf"
     chmod 644 "$EGW_DIR/hosts" "$EGW_DIR/resolv.conf"
@@ -197,12 +200,12 @@ HOSTS
     ip -n "$EGW_NS_S" link set exgw$$s up
     ip -n "$EGW_NS_C" route add default via 198.51.100.2 || return 1
     local a
-    for a in 203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5; do
+    for a in 203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5 198.51.100.77; do
         ip -n "$EGW_NS_S" addr add "$a/32" dev lo || return 1
     done
     # The servers' replies go back over the veth (198.51.100.0/24 is connected).
     ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" \
-        203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5 </dev/null >"$EGW_DIR/server-s.err" 2>&1 &
+        203.0.113.10 203.0.113.11 169.254.169.254 10.0.0.5 198.51.100.77 </dev/null >"$EGW_DIR/server-s.err" 2>&1 &
     _EGW_PIDS+=($!)
     disown $!  # no "Killed" notice at world_down
     ip netns exec "$EGW_NS_C" "$EGW_PYTHON" "$EGW_DIR/server.py" "$EGW_LOG" "$EGW_BIG" 127.0.0.1 \
@@ -212,7 +215,7 @@ HOSTS
     local end=$((SECONDS + 20))
     until in_client "$EGW_PYTHON" -c '
 import socket, sys
-for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "127.0.0.1", "203.0.113.10:22"):
+for a in ("203.0.113.10", "203.0.113.11", "169.254.169.254", "10.0.0.5", "198.51.100.77", "127.0.0.1", "203.0.113.10:22"):
     a, _, p = a.partition(":")
     socket.create_connection((a, int(p or 80)), timeout=1).close()' 2>/dev/null; do
         if [ "$SECONDS" -ge "$end" ]; then

@@ -22,8 +22,12 @@
 #   headers), /mis/trailer (in a chunked body's trailer), /mis/header-name, /mis/json-php (\/),
 #   /mis/json-u (every character \uXXXX), /mis/percent-upper, /mis/percent-lower, /mis/html,
 #   /mis/hex, /mis/base64-0, -1, -2 (three alignments), /mis/base64url, /mis/base64-wrapped
-#   (76 columns), /mis/split (chunked, one byte a chunk, each written on its own). HEAD
-#   answers carry the value in a header.
+#   (76 columns), /mis/split (chunked, one byte a chunk, each written on its own); issue 39.8:
+#   /mis/base32-0 .. -4 (five alignments, padded), /mis/base32-lower (no padding),
+#   /mis/base32hex-0, /mis/base32hex-3-lower, /mis/hex-colon, /mis/hex-dash-upper,
+#   /mis/hex-space, /mis/utf-16le, /mis/utf-16be, /mis/utf-32le, /mis/utf-32be, /mis/split-forms
+#   (base32, hex with ':' and UTF-16LE, chunked one byte a chunk). HEAD answers carry the
+#   value in a header.
 
 _egs_server_py() {
     cat <<'PY'
@@ -133,6 +137,26 @@ class Handler(http.server.BaseHTTPRequestHandler):
             plain(base64.encodebytes(b"y" * 40 + auth.encode() * 3))
         elif kind == "split":
             chunked([bytes([b]) for b in echo])
+        elif kind.startswith("base32-") and kind[7:].isdigit():
+            plain(base64.b32encode(b"x" * int(kind[7:]) + auth.encode()))
+        elif kind == "base32-lower":
+            plain(base64.b32encode(b"ab" + auth.encode()).lower().rstrip(b"="))
+        elif kind == "base32hex-0":
+            plain(base64.b32hexencode(auth.encode()))
+        elif kind == "base32hex-3-lower":
+            plain(base64.b32hexencode(b"xyz" + auth.encode()).lower().rstrip(b"="))
+        elif kind == "hex-colon":
+            plain(auth.encode().hex(":").encode())
+        elif kind == "hex-dash-upper":
+            plain(auth.encode().hex("-").upper().encode())
+        elif kind == "hex-space":
+            plain(auth.encode().hex(" ").encode())
+        elif kind in ("utf-16le", "utf-16be", "utf-32le", "utf-32be"):
+            plain(("value=" + auth).encode(kind.replace("le", "-le").replace("be", "-be")))
+        elif kind == "split-forms":
+            body = (base64.b32encode(b"q" + auth.encode()) + b"\n" + auth.encode().hex(":").encode() + b"\n" +
+                    auth.encode("utf-16-le"))
+            chunked([bytes([b]) for b in body])
         else:
             plain(b"unknown misbehaviour", status=b"404 Not Found")
     do_POST = do_GET

@@ -5,7 +5,9 @@
 # for identity, puts the value in the reason phrase, a 1xx line, a trailer, a header name,
 # JSON-escapes it (\/ as PHP does, \uXXXX), percent-encodes it (both hex cases), HTML-escapes
 # it, hex- and base64-encodes it (three alignments, url-safe, line-wrapped), spreads it over
-# one-byte chunks written one by one. From inside, a raw TLS client reads every byte of each
+# one-byte chunks written one by one; and (issue 39.8) base32 and base32hex (the five
+# alignments, padded or not, either case), hex with ':' '-' ' ' between bytes, UTF-16 and
+# UTF-32 of either byte order, those forms again in one-byte chunks. From inside, a raw TLS client reads every byte of each
 # answer; the test greps those bytes for the value and each encoding of it, checks the
 # placeholder is where the value was, that an undecodable coding is refused (502, audit) and
 # that the audit says what was masked. Then a secret limited to one request header.
@@ -60,6 +62,8 @@ for path in paths:
             break
         out += b
     sys.stdout.buffer.write(b"=== " + path.encode() + b"\n" + out + b"\n")
+    with open("raw.bin", "ab") as f:  # every byte (NULs of UTF-16/32 too, which $OUT cannot hold)
+        f.write(b"=== " + path.encode() + b"\n" + out + b"\n")
 PY
 
 # leaks FILE VALUE...: prints every form of a value found in FILE (the forms a client could
@@ -88,6 +92,16 @@ for v in sys.argv[2:]:
         core = enc[(8 * a + 5) // 6:8 * (a + len(vb)) // 6]
         forms["base64 %d" % a] = core
         forms["base64url %d" % a] = core.replace(b"+", b"-").replace(b"/", b"_")
+    for a in range(5):  # the characters only the value's bits decide, at each alignment
+        for name, enc32 in (("base32", base64.b32encode), ("base32hex", base64.b32hexencode)):
+            core = enc32(b"\0" * a + vb)[(8 * a + 4) // 5:8 * (a + len(vb)) // 5]
+            forms["%s %d" % (name, a)] = core
+            forms["%s %d lower" % (name, a)] = core.lower()
+    for sep in ":- ":
+        forms["hex '%s'" % sep] = vb.hex(sep).encode()
+        forms["HEX '%s'" % sep] = vb.hex(sep).upper().encode()
+    for enc in ("utf-16-le", "utf-16-be", "utf-32-le", "utf-32-be"):
+        forms[enc] = v.encode(enc)
     for name, f in forms.items():
         for t in texts:
             if f in t:
@@ -111,15 +125,20 @@ PY
 }
 
 PATHS=(gzip deflate gzip-chunked br reason 1xx trailer json-php json-u percent-upper percent-lower html hex
-       base64-0 base64-1 base64-2 base64url base64-wrapped split)
+       base64-0 base64-1 base64-2 base64url base64-wrapped split
+       base32-0 base32-1 base32-2 base32-3 base32-4 base32-lower base32hex-0 base32hex-3-lower
+       hex-colon hex-dash-upper hex-space utf-16le utf-16be utf-32le utf-32be split-forms)
+rm -f "$WS/raw.bin"
 run sbx "${pol[@]}" -- python3 rawget.py GET API_TOKEN "${PATHS[@]/#//mis/}"
 printf '%s\n' "$OUT" > "$T/raw"
+cp "$WS/raw.bin" "$T/raw.bin"
 check "the raw client read all ${#PATHS[@]} answers (status $STATUS)" \
     test "$(grep -c '^=== /mis/' "$T/raw")" = "${#PATHS[@]}"
 check "the upstream received the real value (so it had something to echo)" \
     grep -qF "[\"Authorization\", \"Bearer $VALUE\"]" "$SLOG"
-check "no answer holds the value in any form (plain, JSON, percent, HTML, hex, base64, in gzip)" \
-    leak_free "$T/raw" "$VALUE"
+check "no answer holds the value in any form (plain, JSON, percent, HTML, hex, base64, base32, UTF-16/32, in gzip)" \
+    leak_free "$T/raw.bin" "$VALUE"
+check "(the same on the text as the test read it)" leak_free "$T/raw" "$VALUE"
 last_output_lacks "$VALUE" "the value is not in the raw bytes as is"
 for p in gzip deflate gzip-chunked reason 1xx json-php json-u percent-upper percent-lower html split; do
     check "/mis/$p: the placeholder where the value was" grep -q "exg_ph_API_TOKEN_" <<<"$(section "$p")"
@@ -139,9 +158,21 @@ check "the trailer and chunk extensions are dropped (the body re-framed)" \
 check "base64 forms are covered with '*' (the neighbouring characters too)" \
     bash -c "for p in base64-0 base64-1 base64-2 base64url base64-wrapped; do grep -q '\*\*\*\*' <<<\"\$(awk -v p=\"=== /mis/\$p\" '\$0 == p {on = 1; next} /^=== / {on = 0} on' '$T/raw')\" || exit 1; done"
 check "one-byte chunks, each written on its own: masked" grep -q '"Bearer exg_ph_API_TOKEN_' <<<"$(section split)"
+check "base32 forms are covered with '*' (the neighbouring characters too)" \
+    bash -c "for p in base32-0 base32-1 base32-2 base32-3 base32-4 base32-lower base32hex-0 base32hex-3-lower; do grep -q '\*\*\*\*\*\*' <<<\"\$(awk -v p=\"=== /mis/\$p\" '\$0 == p {on = 1; next} /^=== / {on = 0} on' '$T/raw')\" || exit 1; done"
+check "hex with separators: the placeholder's hex, with the same separator" bash -c '
+    ph=$(printf "Bearer exg_ph_API_TOKEN_" | od -An -tx1 | tr -d " \n")
+    grep -q "$(sed "s/../&:/g; s/:$//" <<<"$ph")" <<<"$1" && grep -q "$(sed "s/../&-/g; s/-$//" <<<"$ph")" <<<"$2" &&
+    grep -q "$(sed "s/../& /g; s/ $//" <<<"$ph")" <<<"$3"' _ "$(section hex-colon)" "$(section hex-dash-upper)" "$(section hex-space)"
+check "UTF-16/32: the placeholder in the same encoding where the value was" python3 -c "
+import sys
+data = open('$T/raw.bin', 'rb').read()
+for enc in ('utf-16-le', 'utf-16-be', 'utf-32-le', 'utf-32-be'):
+    assert ('value=Bearer exg_ph_API_TOKEN_').encode(enc) in data, enc"
 # (base64url is named so when the value's own characters differ between the alphabets)
 for f in "json body" "percent body" "html body" "hex body" "base64 body" "plain reason" \
-         "plain 1xx reason"; do
+         "plain 1xx reason" "base32 body" "base32hex body" "utf-16le body" "utf-16be body" "utf-32le body" \
+         "utf-32be body"; do
     check "audit: masked $f" masked_in_audit "${f%% *}" "${f#* }"
 done
 check "audit: the br answer refused (response encoding), never the value" python3 -c "

@@ -1,12 +1,14 @@
 // What an upstream answers goes back into the sandbox masked, in every spelling
 // of a value (issue 12.5): as is, JSON-escaped (\/ as PHP writes it, \uXXXX of
 // any character), percent-encoded (either hex case), HTML references, base64
-// (standard and url-safe, the three alignments, line-wrapped), hex; across read
+// (standard and url-safe, the three alignments, line-wrapped), hex (bare or
+// with separators), base32/base32hex, UTF-16/32; across read
 // boundaries; the compressed bodies that get decoded and the codings refused;
 // secrets limited to named request headers.
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cstring>
 #include <random>
 
 #include "egress/proxy.hpp"
@@ -173,6 +175,107 @@ TEST(ValueMasking, LeavesOtherTextAloneAndIsCheapOnRandomBytes) {
   std::string noise(1 << 20, '\0');
   for (char& c : noise) c = "ab%\\&+/=sk-_x0123456789"[rng() % 23];
   EXPECT_EQ(masked(idx, noise, 16384), noise);
+}
+
+// ---- base32, hex with separators, UTF-16/32 (issue 39.8) ----
+
+std::string b32(std::string_view in, bool hexa, bool pad, bool lower) {  // RFC 4648 sections 6 and 7
+  const char* abc = hexa ? "0123456789ABCDEFGHIJKLMNOPQRSTUV" : "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 5) {
+    unsigned char g[5] = {};
+    size_t n = std::min<size_t>(5, in.size() - i);
+    std::memcpy(g, in.data() + i, n);
+    uint64_t v = 0;
+    for (unsigned char c : g) v = v << 8 | c;
+    static const size_t kChars[] = {0, 2, 4, 5, 7, 8};
+    for (size_t k = 0; k < 8; ++k) out += k < kChars[n] ? abc[(v >> (35 - 5 * k)) & 31] : '=';
+  }
+  if (!pad) std::erase(out, '=');
+  if (lower)
+    for (char& c : out) c = (char)std::tolower((unsigned char)c);
+  return out;
+}
+std::string hex_sep(std::string_view v, bool upper, char sep) {
+  std::string r;
+  char b[4];
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i && sep) r += sep;
+    std::snprintf(b, sizeof b, upper ? "%02X" : "%02x", (unsigned char)v[i]), r += b;
+  }
+  return r;
+}
+std::string utf(std::string_view ascii, int unit, bool big) {  // (ASCII text: one unit a byte)
+  std::string r;
+  for (char c : ascii)
+    for (int k = 0; k < unit; ++k) r += (big ? k == unit - 1 : k == 0) ? c : '\0';
+  return r;
+}
+
+// Whether `s` still holds kValue in one of the new forms.
+bool leaks_more(std::string_view s) {
+  for (char sep : {'\0', ':', '-', ' '})
+    for (bool up : {false, true})
+      if (s.find(hex_sep(kValue, up, sep)) != std::string_view::npos) return true;
+  for (int unit : {2, 4})
+    for (bool big : {false, true})
+      if (s.find(utf(kValue, unit, big)) != std::string_view::npos) return true;
+  for (bool hexa : {false, true})
+    for (size_t a = 0; a < 5; ++a) {  // the characters only the value's bits decide, at each alignment
+      std::string enc = b32(std::string(a, '\0') + kValue, hexa, false, false);
+      size_t first = (8 * a + 4) / 5, end = 8 * (a + kValue.size()) / 5;
+      std::string core = enc.substr(first, end - first), low = core;
+      for (char& c : low) c = (char)std::tolower((unsigned char)c);
+      if (s.find(core) != std::string_view::npos || s.find(low) != std::string_view::npos) return true;
+    }
+  return false;
+}
+
+TEST(ValueMasking, Base32HexWithSeparatorsAndUtf16And32AtEveryReadSplit) {
+  ASSERT_EQ(b32("foobar", false, true, false), "MZXW6YTBOI======");  // RFC 4648's vectors
+  ASSERT_EQ(b32("foobar", true, true, false), "CPNMUOJ1E8======");
+  auto idx = *SecretIndex::build(config());
+  struct Case {
+    std::string name, body, form;
+  } cases[] = {
+      {"hex ':'", "fp " + hex_sep(kValue, false, ':') + " end", "hex"},
+      {"hex '-' upper", "fp " + hex_sep(kValue, true, '-') + " end", "hex"},
+      {"hex ' '", "fp " + hex_sep(kValue, false, ' ') + " end", "hex"},
+      {"utf-16le", "\xff\xfe" + utf("v=" + kValue, 2, false), "utf-16le"},
+      {"utf-16be", "\xfe\xff" + utf("v=" + kValue, 2, true), "utf-16be"},
+      {"utf-32le", utf("v=" + kValue, 4, false), "utf-32le"},
+      {"utf-32be", utf("v=" + kValue, 4, true), "utf-32be"},
+  };
+  for (const auto& c : cases) {
+    ASSERT_TRUE(leaks_more(c.body)) << c.name << ": the case holds the value";
+    for (size_t step : {(size_t)1, (size_t)2, (size_t)3, (size_t)7, (size_t)64, c.body.size()}) {
+      std::vector<std::string> forms;
+      std::string out = masked(idx, c.body, step, &forms);
+      EXPECT_FALSE(leaks_more(out) || leaks(out)) << c.name << " in pieces of " << step;
+      EXPECT_EQ(forms, std::vector<std::string>{"API_TOKEN:" + c.form}) << c.name << " step " << step;
+    }
+  }
+  // The replacement keeps the form: the placeholder's hex with the same separator, the placeholder in the same UTF.
+  EXPECT_EQ(masked(idx, hex_sep(kValue, true, ':'), 5), hex_sep(kPh, false, ':'));
+  EXPECT_EQ(masked(idx, utf(kValue, 2, false), 3), utf(kPh, 2, false));
+  // Separators are the same all along (a mixed run is not a spelling of anything).
+  std::string mixed = hex_sep(kValue.substr(0, 4), false, ':') + "-" + hex_sep(kValue.substr(4), false, ':');
+  EXPECT_EQ(masked(idx, mixed, 4), mixed);
+
+  for (std::string prefix : {"", "u", "us", "use", "user", "user:", "ab"})
+    for (bool hexa : {false, true})
+      for (bool pad : {false, true})
+        for (bool lower : {false, true}) {
+          std::string body = "{\"k\": \"" + b32(prefix + kValue + "tail", hexa, pad, lower) + "\"}";
+          ASSERT_TRUE(leaks_more(body)) << body;
+          for (size_t step : {(size_t)1, (size_t)4, body.size()}) {
+            std::vector<std::string> forms;
+            std::string out = masked(idx, body, step, &forms);
+            EXPECT_FALSE(leaks_more(out)) << "prefix '" << prefix << "' " << body << " step " << step << ": " << out;
+            EXPECT_EQ(forms, std::vector<std::string>{std::string("API_TOKEN:") + (hexa ? "base32hex" : "base32")}) << body;
+            EXPECT_NE(out.find("*******"), std::string::npos) << out;
+          }
+        }
 }
 
 std::string gzip(std::string_view in, int bits) {
