@@ -12,6 +12,7 @@
 #include <set>
 
 #include "plan/git_pointers.hpp"
+#include "util/json_parse.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::plan {
@@ -115,7 +116,7 @@ nlohmann::json parse_jsonc(const std::string& text) {
     }
     t += c;
   }
-  return nlohmann::json::parse(t, nullptr, false, true);
+  return parse_json(t, nullptr, /*comments=*/true);
 }
 
 // VS Code tasks that run on opening the folder, with the tasks they depend on.

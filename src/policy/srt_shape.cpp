@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "policy/srt_settings.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::policy {
 
@@ -79,7 +80,7 @@ bool only_schema_keys(const nlohmann::json& v, const std::string& path) {
 }  // namespace
 
 bool is_srt_settings(std::string_view text) {
-  auto doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  auto doc = parse_json(text);
   return doc.is_object() && only_schema_keys(doc, "");
 }
 

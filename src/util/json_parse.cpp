@@ -20,12 +20,12 @@ size_t json_depth(std::string_view text, size_t limit) {
   return deepest;
 }
 
-nlohmann::json parse_json(std::string_view text, std::string* why) {
+nlohmann::json parse_json(std::string_view text, std::string* why, bool comments) {
   if (json_depth(text) > kMaxJsonNesting) {
     if (why) *why = "nested more than " + std::to_string(kMaxJsonNesting) + " levels deep";
     return nlohmann::json(nlohmann::json::value_t::discarded);
   }
-  auto j = nlohmann::json::parse(text, nullptr, false);
+  auto j = nlohmann::json::parse(text, nullptr, false, comments);
   if (j.is_discarded() && why) *why = "not valid JSON";
   return j;
 }

@@ -21,6 +21,7 @@ size_t json_depth(std::string_view text, size_t limit = kMaxJsonNesting);
 // The value, or a discarded one (is_discarded()) when `text` is not JSON or
 // nests deeper than kMaxJsonNesting; *why then says which ("not valid JSON",
 // "nested more than 256 levels deep").
-nlohmann::json parse_json(std::string_view text, std::string* why = nullptr);
+// comments: // and /* */ comments are skipped (JSONC: VS Code's files).
+nlohmann::json parse_json(std::string_view text, std::string* why = nullptr, bool comments = false);
 
 }  // namespace exg
