@@ -21,6 +21,7 @@
 #include "sandbox/socket_address_gate.hpp"
 #include "sandbox/violations.hpp"
 #include "temp_dir.hpp"
+#include "util/fd_passing.hpp"
 
 namespace exg {
 namespace {
@@ -34,6 +35,47 @@ UniqueFd bound_listener(const std::string& path, int type = SOCK_STREAM) {
   if (type == SOCK_STREAM && ::listen(s.get(), 1) != 0) return UniqueFd();
   return s;
 }
+
+// A listener on `path` bound in a network namespace of its own, in a child
+// that exits 9 if it ever accepts a connection (SIGKILLed otherwise at the
+// end). up() is false where no network namespace can be made.
+class ListenerInAnotherNetns {
+ public:
+  explicit ListenerInAnotherNetns(const std::string& path) {
+    int ready[2];
+    if (::pipe(ready) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::close(ready[0]);
+      if (::unshare(CLONE_NEWNET) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(2);
+      auto s = bound_listener(path);
+      if (!s) ::_exit(3);
+      ::chmod(path.c_str(), 0777);
+      (void)::write(ready[1], "x", 1);
+      for (;;)
+        if (::accept(s.get(), nullptr, nullptr) >= 0) ::_exit(9);
+    }
+    ::close(ready[1]);
+    char c;
+    up_ = pid_ > 0 && ::read(ready[0], &c, 1) == 1;
+    ::close(ready[0]);
+  }
+  bool up() const { return up_; }
+  // Ends it: true when it never accepted a connection.
+  bool received_nothing() {
+    if (pid_ <= 0) return true;
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+    return WIFSIGNALED(st);
+  }
+  ~ListenerInAnotherNetns() { (void)received_nothing(); }
+
+ private:
+  pid_t pid_ = -1;
+  bool up_ = false;
+};
 
 bool found_in(int diag, const std::string& path) {
   struct stat st {};
@@ -79,28 +121,9 @@ TEST(SocketAddressGate, ASocketOfAnotherNamespaceIsNotOwn) {
   test_support::TempDir dir("exg-gate");
   UniqueFd diag(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG));
   ASSERT_TRUE(diag);
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t pid = ::fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    ::close(ready[0]);
-    if (::unshare(CLONE_NEWNET) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(2);
-    auto s = bound_listener(dir.path() + "/netns.sock");
-    if (!s) ::_exit(3);
-    (void)::write(ready[1], "x", 1);
-    ::pause();
-    ::_exit(0);
-  }
-  ::close(ready[1]);
-  char c;
-  ssize_t n = ::read(ready[0], &c, 1);
-  ::close(ready[0]);
-  if (n == 1) EXPECT_FALSE(found_in(diag.get(), dir.path() + "/netns.sock"));
-  ::kill(pid, SIGKILL);
-  int st = 0;
-  ::waitpid(pid, &st, 0);
-  if (n != 1) GTEST_SKIP() << "no network namespace could be made here";
+  ListenerInAnotherNetns other(dir.path() + "/netns.sock");
+  if (!other.up()) GTEST_SKIP() << "no network namespace could be made here";
+  EXPECT_FALSE(found_in(diag.get(), dir.path() + "/netns.sock"));
 }
 
 // The whole judgement on the real kernel: a child under the sandbox's notify
@@ -112,31 +135,8 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
   test_support::TempDir dir("exg-gate");
   const std::string other = dir.path() + "/other.sock";
   // "The host": a listener in another network namespace.
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t host = ::fork();
-  ASSERT_GE(host, 0);
-  if (host == 0) {
-    ::close(ready[0]);
-    if (::unshare(CLONE_NEWNET) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(2);
-    auto s = bound_listener(other);
-    if (!s) ::_exit(3);
-    ::chmod(other.c_str(), 0777);
-    (void)::write(ready[1], "x", 1);
-    for (;;) {
-      int c = ::accept(s.get(), nullptr, nullptr);
-      if (c >= 0) ::_exit(9);  // reached: the test's failure, seen in its exit status
-    }
-  }
-  ::close(ready[1]);
-  char c;
-  bool other_up = ::read(ready[0], &c, 1) == 1;
-  ::close(ready[0]);
-  if (!other_up) {
-    ::kill(host, SIGKILL);
-    ::waitpid(host, nullptr, 0);
-    GTEST_SKIP() << "no network namespace could be made here";
-  }
+  ListenerInAnotherNetns host(other);
+  if (!host.up()) GTEST_SKIP() << "no network namespace could be made here";
 
   int sp[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
@@ -149,20 +149,7 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(21);
     int listener = process::install_seccomp(process::prebuilt_seccomp_program());
     if (listener < 0) ::_exit(22);
-    char byte = 'L';
-    iovec iov{&byte, 1};
-    alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-    msghdr m{};
-    m.msg_iov = &iov;
-    m.msg_iovlen = 1;
-    m.msg_control = ctl;
-    m.msg_controllen = sizeof ctl;
-    cmsghdr* cm = CMSG_FIRSTHDR(&m);
-    cm->cmsg_level = SOL_SOCKET;
-    cm->cmsg_type = SCM_RIGHTS;
-    cm->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(cm), &listener, sizeof(int));
-    if (::sendmsg(sp[1], &m, 0) != 1) ::_exit(23);
+    if (!send_fds(sp[1], 'L', &listener, 1)) ::_exit(23);
     ::close(listener);
     auto try_connect = [](const char* name, size_t len) {
       int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -196,17 +183,10 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
   }
   ::close(sp[1]);
   // This process: the supervisor.
-  char byte;
-  iovec iov{&byte, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = ctl;
-  m.msg_controllen = sizeof ctl;
-  ASSERT_EQ(::recvmsg(sp[0], &m, 0), 1);
-  int listener_fd = -1;
-  std::memcpy(&listener_fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(int));
+  FdMessage m;
+  ASSERT_TRUE(recv_fds(sp[0], &m));
+  ASSERT_EQ(m.type, 'L');
+  int listener_fd = m.fd;
   UniqueFd listener(listener_fd);
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
@@ -217,12 +197,9 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
     if (::poll(&pf, 1, 10) > 0 && (pf.revents & POLLIN)) violations.on_readable();
     if (::waitpid(child, &status, WNOHANG) == child) break;
   }
-  ::kill(host, SIGKILL);
-  int host_status = 0;
-  ::waitpid(host, &host_status, 0);
   ASSERT_TRUE(WIFEXITED(status)) << "the child did not end";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
-  EXPECT_TRUE(WIFSIGNALED(host_status)) << "the other namespace's listener accepted a connection";
+  EXPECT_TRUE(host.received_nothing()) << "the other namespace's listener accepted a connection";
   EXPECT_EQ(gate.refused(), 3u);
   EXPECT_NE(gate.summary().find(other), std::string::npos) << gate.summary();
 }
