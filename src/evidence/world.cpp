@@ -313,6 +313,7 @@ pid_t start_late_unix_listener(const std::string& path, const std::string& trigg
         if (s >= 0) ::close(s);
         continue;
       }
+      append_log(log_fd, "late unix " + path + ": bound\n");
       for (int tick = 0; tick < 500; ++tick) {
         int c = ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC);
         if (c < 0) {
