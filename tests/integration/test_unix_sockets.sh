@@ -174,33 +174,39 @@ while True:
     data = s.recv(100)
     with open(sys.argv[2], "a") as f: f.write("received %r\n" % data)
 PY
-rm -f "$WS/.ready" "$WS/.go"
-( sbx --audit-log "$SVC/late-audit.jsonl" -- python3 -c "$late_client" "$WS" "$LATE_WS" "$LATE_O" \
-      >"$SVC/late.out" 2>"$SVC/late.err"; echo $? >"$SVC/late.rc" ) &
-late_pid=$!; track_bg $late_pid
-if wait_for 60 test -e "$WS/.ready"; then
-    start_listener "$LATE_WS" "$LATE_LOG"
-    start_listener "$LATE_O" "$LATE_LOG"
-    python3 "$SVC/listen_dgram.py" "$WS/late-dgram.sock" "$LATE_LOG" & track_bg $!
-    wait_for 10 test -S "$WS/late-dgram.sock"
-    touch "$WS/.go"
-    wait "$late_pid"
-    OUT=$(cat "$SVC/late.out") ERR=$(cat "$SVC/late.err") STATUS=$(cat "$SVC/late.rc")
-    [ "$STATUS" -eq 0 ] || { fail "bound later: the client did not run (status $STATUS)"; show_last; }
-    for label in "$LATE_WS" "$LATE_O" relative renamed dgram; do
-        check "bound later: $label is refused inside" grep -q "^$label refused:" <<<"$OUT"
-    done
-    check "bound later: the late listeners received nothing" nothing_received "$LATE_LOG"
-    if ! on_layer gvisor microvm; then
-        check "bound later: the refusal is in the audit log" audit_has "$SVC/late-audit.jsonl" \
-            "{\"event\": \"unix_socket_refused\", \"path\": \"$LATE_WS\"}" \
-            "{\"event\": \"unix_socket_refused\", \"path\": \"late.sock\"}"
-        check "bound later: stderr says what was refused" grep -q "unix sockets bound outside the sandbox: [0-9]* connections\? refused: .*late.sock" <<<"$ERR"
-    fi
+if on_layer microvm; then
+    # The client binds a socket of its own in the workspace, which 9p refuses (qemu ends the
+    # guest: "attempt to open special file"); a guest reaches no host socket through 9p at all.
+    skip "microvm: bound later: the workspace is the host's directory over 9p, which carries no socket"
 else
-    fail "bound later: the sandbox did not come up: $(head -3 "$SVC/late.err")"
+    rm -f "$WS/.ready" "$WS/.go"
+    ( sbx --audit-log "$SVC/late-audit.jsonl" -- python3 -c "$late_client" "$WS" "$LATE_WS" "$LATE_O" \
+          >"$SVC/late.out" 2>"$SVC/late.err"; echo $? >"$SVC/late.rc" ) &
+    late_pid=$!; track_bg $late_pid
+    if wait_for 60 test -e "$WS/.ready"; then
+        start_listener "$LATE_WS" "$LATE_LOG"
+        start_listener "$LATE_O" "$LATE_LOG"
+        python3 "$SVC/listen_dgram.py" "$WS/late-dgram.sock" "$LATE_LOG" & track_bg $!
+        wait_for 10 test -S "$WS/late-dgram.sock"
+        touch "$WS/.go"
+        wait "$late_pid"
+        OUT=$(cat "$SVC/late.out") ERR=$(cat "$SVC/late.err") STATUS=$(cat "$SVC/late.rc")
+        [ "$STATUS" -eq 0 ] || { fail "bound later: the client did not run (status $STATUS)"; show_last; }
+        for label in "$LATE_WS" "$LATE_O" relative renamed dgram; do
+            check "bound later: $label is refused inside" grep -q "^$label refused:" <<<"$OUT"
+        done
+        check "bound later: the late listeners received nothing" nothing_received "$LATE_LOG"
+        if ! on_layer gvisor microvm; then
+            check "bound later: the refusal is in the audit log" audit_has "$SVC/late-audit.jsonl" \
+                "{\"event\": \"unix_socket_refused\", \"path\": \"$LATE_WS\"}" \
+                "{\"event\": \"unix_socket_refused\", \"path\": \"late.sock\"}"
+            check "bound later: stderr says what was refused" grep -q "unix sockets bound outside the sandbox: [0-9]* connections\? refused: .*late.sock" <<<"$ERR"
+        fi
+    else
+        fail "bound later: the sandbox did not come up: $(head -3 "$SVC/late.err")"
+    fi
+    rm -f "$WS/.ready" "$WS/.go" "$WS/mine.sock"
 fi
-rm -f "$WS/.ready" "$WS/.go" "$WS/mine.sock"
 
 # Sockets the code makes itself, in /tmp and in the workspace, keep working.
 own='
