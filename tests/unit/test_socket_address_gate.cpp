@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <csignal>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -191,13 +192,26 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
   sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
+  // Serve the child's calls until it ends. Once the filter has no user left
+  // (POLLHUP) the child is exiting: wait for it without polling (under ASan its
+  // exit, the teardown of a huge address space, outlasts a short poll loop).
   int status = -1;
-  for (int i = 0; i < 1000; ++i) {
+  bool reaped = false;
+  bool filter_unused = false;
+  for (int i = 0; i < 1000 && !filter_unused && !reaped; ++i) {
     pollfd pf{violations.fd(), POLLIN, 0};
-    if (::poll(&pf, 1, 10) > 0 && (pf.revents & POLLIN)) violations.on_readable();
-    if (::waitpid(child, &status, WNOHANG) == child) break;
+    if (::poll(&pf, 1, 10) > 0) {
+      if (pf.revents & POLLIN)
+        violations.on_readable();
+      else if (pf.revents & (POLLHUP | POLLERR | POLLNVAL))
+        filter_unused = true;
+    }
+    reaped = ::waitpid(child, &status, WNOHANG) == child;
   }
-  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end";
+  if (!reaped && !filter_unused) ::kill(child, SIGKILL);  // stuck for 10 s: end it, then fail below
+  if (!reaped) ::waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ", signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
   EXPECT_TRUE(host.received_nothing()) << "the other namespace's listener accepted a connection";
   EXPECT_EQ(gate.refused(), 3u);
