@@ -16,7 +16,7 @@ namespace exg::cli {
 void RunOptions::add_to(CLI::App& app) {
   auto* run = app.add_subcommand("run", "Run a command in a sandbox");
   add_plan_options(run);
-  run->add_option("--audit-log", audit_log, "Append every refusal (and later every egress decision) as JSON lines to FILE");
+  run->add_option("--audit-log", audit_log, "Append every refusal and every egress decision as JSON lines to FILE");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   run->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
   run->add_flag("-q,--quiet", quiet,
