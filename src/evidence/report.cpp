@@ -38,6 +38,89 @@ const char* css_class(Verdict v) {
   return "";
 }
 
+// A probe's own line says "NOT AS EXPECTED" when its answer differs from the
+// process layer's; the verdict beside it is escape-test's, from both sides. In a
+// row that held or was not run that phrase reads as a failure: say what it means.
+std::string plain_output_line(const std::string& line, Verdict v) {
+  if (v == Verdict::escaped || v == Verdict::failed) return line;
+  static const std::string kPhrase = "NOT AS EXPECTED";
+  auto at = line.find(kPhrase);
+  if (at == std::string::npos) return line;
+  return line.substr(0, at) + "another answer than the process layer's" + line.substr(at + kPhrase.size());
+}
+
+// The layer by category grid: one row per category, one column per layer, each
+// cell the counts of its verdicts; a cell is a link that filters the table below.
+void write_grid(std::ostringstream& h, const SuiteReport& r) {
+  auto layers = r.layers();
+  std::map<std::string, std::map<std::string, std::map<Verdict, int>>> grid;  // category -> layer -> counts
+  for (const auto& p : r.probes) grid[p.category][p.layer][p.verdict]++;
+  h << "<h2>By layer and category</h2>\n<table class=\"grid\"><tr><th>Category</th>";
+  for (const auto& l : layers) h << "<th>" << esc(l) << "</th>";
+  h << "</tr>\n";
+  for (const auto& [cat, by_layer] : grid) {
+    h << "<tr><td><b>" << esc(cat) << "</b></td>";
+    for (const auto& l : layers) {
+      auto it = by_layer.find(l);
+      if (it == by_layer.end()) {
+        h << "<td class=\"none\">-</td>";
+        continue;
+      }
+      const auto& m = it->second;
+      auto n = [&](Verdict v) { auto f = m.find(v); return f == m.end() ? 0 : f->second; };
+      const char* cls = n(Verdict::escaped) ? "escaped" : n(Verdict::failed) ? "failed" : n(Verdict::held) ? "held" : "skipped";
+      h << "<td class=\"cell " << cls << "\"><a href=\"#probes\" data-layer=\"" << esc(l) << "\" data-cat=\"" << esc(cat)
+        << "\">";
+      std::string parts;
+      auto add = [&](int k, const char* what) {
+        if (k) parts += (parts.empty() ? "" : ", ") + std::to_string(k) + " " + what;
+      };
+      add(n(Verdict::held), "held");
+      add(n(Verdict::escaped), "ESCAPED");
+      add(n(Verdict::failed), "FAILED");
+      add(n(Verdict::skipped), "not run here");
+      h << parts << "</a></td>";
+    }
+    h << "</tr>\n";
+  }
+  h << "</table>\n";
+}
+
+// The filter above the probes' table: layer, category, verdict and free text,
+// applied by a few lines of inline script (the page stays self-contained).
+void write_filter(std::ostringstream& h, const SuiteReport& r) {
+  std::map<std::string, int> cats;
+  for (const auto& p : r.probes) cats[p.category]++;
+  h << "<div class=\"filter\">Show <select id=\"f-layer\"><option value=\"\">every layer</option>";
+  for (const auto& l : r.layers()) h << "<option>" << esc(l) << "</option>";
+  h << "</select> <select id=\"f-cat\"><option value=\"\">every category</option>";
+  for (const auto& [c, _] : cats) h << "<option>" << esc(c) << "</option>";
+  h << "</select> <select id=\"f-verdict\"><option value=\"\">every verdict</option><option value=\"held\">held</option>"
+       "<option value=\"escaped\">ESCAPED</option><option value=\"failed\">FAILED</option>"
+       "<option value=\"skipped\">not run here</option></select> "
+       "<input id=\"f-text\" type=\"search\" placeholder=\"probe id or text\"> <span id=\"f-count\"></span></div>\n";
+}
+
+const char* kFilterScript =
+    "<script>\n"
+    "(function(){\n"
+    "var ids=['f-layer','f-cat','f-verdict','f-text'];\n"
+    "function apply(){\n"
+    " var l=document.getElementById('f-layer').value,c=document.getElementById('f-cat').value,\n"
+    "     v=document.getElementById('f-verdict').value,t=document.getElementById('f-text').value.toLowerCase();\n"
+    " var rows=document.querySelectorAll('tr.probe'),shown=0;\n"
+    " rows.forEach(function(r){var ok=(!l||r.dataset.layer===l)&&(!c||r.dataset.cat===c)&&(!v||r.dataset.verdict===v)&&\n"
+    "   (!t||r.textContent.toLowerCase().indexOf(t)>=0);r.style.display=ok?'':'none';if(ok)shown++;});\n"
+    " document.getElementById('f-count').textContent=shown+' of '+rows.length+' shown';\n"
+    "}\n"
+    "ids.forEach(function(i){var e=document.getElementById(i);e.addEventListener('input',apply);e.addEventListener('change',apply);});\n"
+    "document.querySelectorAll('table.grid a').forEach(function(a){a.addEventListener('click',function(){\n"
+    " document.getElementById('f-layer').value=a.dataset.layer;document.getElementById('f-cat').value=a.dataset.cat;\n"
+    " document.getElementById('f-verdict').value='';document.getElementById('f-text').value='';apply();});});\n"
+    "apply();\n"
+    "})();\n"
+    "</script>\n";
+
 }  // namespace
 
 void write_text(std::FILE* out, const SuiteReport& r) {
@@ -81,6 +164,9 @@ std::string render_html(const SuiteReport& r) {
     << ".meta td:first-child{font-weight:600;width:180px}.cats span{display:inline-block;margin:2px 8px 2px 0}\n"
     << "details{margin:2px 0}summary{cursor:pointer;color:#335}.ok{color:#1f7a44}.no{color:#b3261e}\n"
     << "footer{color:#667;font-size:.85em;margin:32px 0}\n"
+    << "table.grid td.cell a{color:inherit;text-decoration:none;display:block}td.cell.held{background:#d7f0df}\n"
+    << "td.cell.escaped{background:#b3261e;color:#fff}td.cell.failed{background:#ffd8b0}td.cell.skipped{background:#eceef1;color:#555}\n"
+    << "td.none{color:#aaa}.filter{margin:8px 0 12px}.filter select,.filter input{font-size:1em;margin-right:6px}\n"
     << "</style></head><body><main>\n";
   h << "<h1>ExGuardian escape test</h1>\n<div>The sandbox attacked itself the way an agent would; every verdict is "
        "checked from the other side too (host files, the test world's servers, the audit log).</div>\n";
@@ -134,7 +220,10 @@ std::string render_html(const SuiteReport& r) {
   row("By category", "<div class=\"cats\">" + c + "</div>");
   h << "</table>\n";
 
-  h << "<h2>Probes</h2>\n<table><tr><th>#</th><th>Layer</th><th>Probe</th><th>Verdict</th><th>Command, expectation and evidence</th></tr>\n";
+  write_grid(h, r);
+  h << "<h2 id=\"probes\">Probes</h2>\n";
+  write_filter(h, r);
+  h << "<table><tr><th>#</th><th>Layer</th><th>Probe</th><th>Verdict</th><th>Command, expectation and evidence</th></tr>\n";
   int i = 0;
   // Escapes and failures first, then the rest in run order.
   std::vector<const ProbeResult*> order;
@@ -143,13 +232,17 @@ std::string render_html(const SuiteReport& r) {
   for (const auto& p : r.probes) if (p.verdict != Verdict::escaped && p.verdict != Verdict::failed) order.push_back(&p);
   for (const auto* pp : order) {
     const auto& p = *pp;
-    h << "<tr class=\"" << css_class(p.verdict) << "\"><td>" << ++i << "</td><td>" << esc(p.layer) << "</td><td><b>"
+    h << "<tr class=\"probe " << css_class(p.verdict) << "\" data-layer=\"" << esc(p.layer) << "\" data-cat=\""
+      << esc(p.category) << "\" data-verdict=\"" << css_class(p.verdict) << "\"><td>" << ++i << "</td><td>" << esc(p.layer) << "</td><td><b>"
       << esc(p.id) << "</b><br><small>"
       << esc(p.category) << (p.required ? "" : " (optional)") << "</small></td><td><span class=\"v " << css_class(p.verdict)
-      << "\">" << verdict_name(p.verdict) << "</span></td><td>";
+      << "\">" << (p.verdict == Verdict::skipped ? "not run here" : verdict_name(p.verdict)) << "</span></td><td>";
     if (!p.command.empty()) h << "<pre>" << esc(p.command) << "</pre>";
     h << "<div><b>Must:</b> " << esc(p.expectation) << "</div>";
-    h << "<div><b>Evidence:</b> " << esc(p.evidence) << "</div>";
+    if (p.verdict == Verdict::skipped)
+      h << "<div><b>Not run on this layer, because:</b> " << esc(p.evidence) << "</div>";
+    else
+      h << "<div><b>Evidence:</b> " << esc(p.evidence) << "</div>";
     if (p.exit_status >= 0 || !p.output.empty()) {
       h << "<details><summary>exit " << p.exit_status << (p.timed_out ? " (timed out)" : "");
       if (!p.run_args.empty()) {
@@ -160,7 +253,7 @@ std::string render_html(const SuiteReport& r) {
       h << ", " << static_cast<int>(p.seconds * 1000) << " ms</summary>";
       if (!p.output.empty()) {
         h << "<pre>";
-        for (auto& l : p.output) h << esc(l) << "\n";
+        for (auto& l : p.output) h << esc(plain_output_line(l, p.verdict)) << "\n";
         h << "</pre>";
       }
       h << "</details>";
@@ -186,8 +279,10 @@ std::string render_html(const SuiteReport& r) {
   }
   h << "<footer>Verdicts: <b>held</b> the attack was refused (or the ordinary work worked) and the other side agrees; "
        "<b>ESCAPED</b> an attack got through; <b>FAILED</b> the expected outcome was not observed but nothing got out "
-       "(ordinary work broken, a refusal missing from the audit log); <b>skipped</b> not run, with why. "
-       "Generated by <code>exguardian escape-test</code>.</footer>\n</main></body></html>\n";
+       "(ordinary work broken, a refusal missing from the audit log); <b>not run here</b> (skipped in the JSON) the probe "
+       "does not apply to that layer or host, with why; optional ones do not fail the suite. "
+       "Generated by <code>exguardian escape-test</code>.</footer>\n"
+    << kFilterScript << "</main></body></html>\n";
   return h.str();
 }
 

@@ -67,7 +67,8 @@ struct SuiteReport {
 // crun or runc is installed, then gvisor when runsc is; the others with why not.
 struct LayerPresence {
   std::string name;
-  bool present = false;
+  bool present = false;  // run by --layer all
+  bool installed = false;  // here and usable by name (microvm: installed, yet left out of all)
   std::string why;  // when not present
 };
 std::vector<LayerPresence> layers_present();

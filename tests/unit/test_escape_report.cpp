@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <string>
 
+#include "evidence/progress.hpp"
 #include "evidence/suite.hpp"
 
 namespace exg::evidence {
@@ -104,6 +105,87 @@ TEST(EscapeReport, LayersPresentAlwaysListsProcessFirst) {
   EXPECT_TRUE(l[0].present);
   for (const auto& x : l)
     if (!x.present) EXPECT_FALSE(x.why.empty()) << x.name;
+}
+
+
+// Issue 40, 5: the HTML report has a layer by category grid and a filter, and a
+// skip is worded as one (no probe's "NOT AS EXPECTED" inside a row that held).
+TEST(EscapeReport, HtmlHasTheGridTheFilterAndPlainSkips) {
+  auto r = two_layers();
+  auto held = probe("gvisor", "kernel-personality", Verdict::held);
+  held.output = {"kernel-personality: NOT AS EXPECTED: errno 38 (ENOSYS)"};
+  held.exit_status = 1;
+  r.probes.push_back(held);
+  auto esc = probe("process", "fd-leak", Verdict::escaped);
+  esc.category = "leaks";
+  esc.output = {"fd-leak: NOT AS EXPECTED: read the canary"};
+  esc.exit_status = 1;
+  r.probes.push_back(esc);
+  auto h = render_html(r);
+  EXPECT_NE(h.find("<table class=\"grid\">"), std::string::npos);
+  EXPECT_NE(h.find("<th>process</th><th>gvisor</th><th>microvm</th>"), std::string::npos);
+  EXPECT_NE(h.find("data-layer=\"gvisor\" data-cat=\"kernel\">2 held, 1 not run here</a>"), std::string::npos) << h;
+  EXPECT_NE(h.find("data-layer=\"process\" data-cat=\"leaks\">1 ESCAPED</a>"), std::string::npos);
+  EXPECT_NE(h.find("<select id=\"f-layer\">"), std::string::npos);
+  EXPECT_NE(h.find("<tr class=\"probe held\" data-layer=\"gvisor\" data-cat=\"kernel\" data-verdict=\"held\">"),
+            std::string::npos);
+  EXPECT_NE(h.find("Not run on this layer, because:</b> why: not here"), std::string::npos);
+  // The held row's probe output is reworded; the escaped row's is kept as the probe said it.
+  EXPECT_NE(h.find("kernel-personality: another answer than the process layer's"), std::string::npos) << h;
+  EXPECT_EQ(h.find("kernel-personality: NOT AS EXPECTED"), std::string::npos);
+  EXPECT_NE(h.find("fd-leak: NOT AS EXPECTED: read the canary"), std::string::npos);
+  EXPECT_EQ(h.find("src=\"http"), std::string::npos);  // still self-contained
+}
+
+// The live line: counts, the layer, the probe running now; an escape or a
+// failure on a line of its own; nothing at all when off (piped).
+TEST(EscapeProgress, DrawsInPlaceAndPrintsFailuresAsTheyCome) {
+  char* buf = nullptr;
+  size_t len = 0;
+  std::FILE* f = ::open_memstream(&buf, &len);
+  {
+    Progress p(true, f, "container", 0);
+    p.now("building the test world");
+    // (the seconds since the start are left out: no assertion on time)
+    EXPECT_EQ(p.line().substr(0, 55), "escape-test: container layer: building the test world (");
+    p.set_total(3);
+    p.now("kernel-bpf");
+    EXPECT_EQ(p.line().substr(0, 50), "escape-test: container layer: 0/3 probes, 0 held (");
+    EXPECT_TRUE(p.line().ends_with(" s): kernel-bpf")) << p.line();
+    p.done(probe("container", "kernel-bpf", Verdict::held));
+    p.done(probe("container", "fd-leak", Verdict::escaped));
+    p.done(probe("container", "x", Verdict::skipped, false));
+    EXPECT_NE(p.line().find("3/3 probes, 1 held, 1 ESCAPED, 1 not run here"), std::string::npos) << p.line();
+    p.finish();
+  }
+  std::fclose(f);
+  std::string out(buf, len);
+  std::free(buf);
+  EXPECT_NE(out.find("\r\033[K"), std::string::npos);
+  EXPECT_NE(out.find("\r\033[Kescape-test: ESCAPED container fd-leak: evidence of fd-leak\n"), std::string::npos) << out;
+  EXPECT_EQ(out.back(), '\n');
+
+  buf = nullptr;
+  len = 0;
+  f = ::open_memstream(&buf, &len);
+  {
+    Progress p(false, f, "process", 3);
+    p.now("kernel-bpf");
+    p.done(probe("process", "fd-leak", Verdict::escaped));
+    p.finish();
+  }
+  std::fclose(f);
+  EXPECT_EQ(len, 0u);
+  std::free(buf);
+}
+
+TEST(EscapeReport, AnInstalledMicrovmLeftOutOfAllSaysSo) {
+  for (const auto& x : layers_present())
+    if (x.name == "microvm" && x.installed) {
+      EXPECT_FALSE(x.present);
+      EXPECT_NE(x.why.find("leaves it out on purpose"), std::string::npos) << x.why;
+      EXPECT_NE(x.why.find("--layer microvm"), std::string::npos) << x.why;
+    }
 }
 
 }  // namespace
