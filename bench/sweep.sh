@@ -4,7 +4,7 @@
 # Builds nothing: runs exg_sweep_bench from the build directory (configured with libbenchmark-dev
 # installed, then `cmake --build BUILD --target exg_sweep_bench`) and prints a markdown table of
 # medians (and min, max) over the repetitions. SWEEP_JSON=FILE keeps the raw Google Benchmark JSON.
-# Usage: BUILD=build bash bench/sweep.sh        (as root, like the README's figures: only root can
+# Usage: BUILD=build bash bench/sweep.sh        (as root, like docs/benchmarks.md's figures: only root can
 #        plant the whiteout, a 0/0 char device, in the hand-made upper layer)
 # Knobs: EXG_SWB_REPS (15), EXG_SWB_DIRS (1000) x EXG_SWB_FILES (100), EXG_SWB_TMP (/var/tmp).
 set -euo pipefail

@@ -1,5 +1,5 @@
 // The policy's network section as the proxy's settings: request rules, the
-// user's proxies, and srt 0.0.83's proxy switches (README "srt settings").
+// user's proxies, and srt 0.0.83's proxy switches (docs/srt.md).
 #include "egress/proxy.hpp"
 
 namespace exg::egress {

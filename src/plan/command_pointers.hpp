@@ -8,7 +8,7 @@
 // so the protect walker binds those files read-only and the sweep quarantines
 // them when they are created during the run.
 //
-// The line (README, "What the default sandbox does"): a file NAMED by such a
+// The line (docs/security-model.md, "What the default sandbox does"): a file NAMED by such a
 // config is protected whatever the trigger; project code reached only through
 // the project's own build (make, npm scripts, what those call) runs when the
 // user asks for a build, test or commit and is reviewed in `git diff`.

@@ -85,7 +85,7 @@ struct Network {
   // visible inside is masked), or all of them.
   std::vector<PathEntry> allow_unix_sockets;
   std::optional<bool> allow_all_unix_sockets;
-  // srt 0.0.83's proxy keys (README "srt settings").
+  // srt 0.0.83's proxy keys (docs/srt.md).
   std::vector<std::pair<std::string, std::string>> denied_domain_reasons;  // deniedDomains entry -> reason
   std::vector<DomainEntry> denied_resolved_addresses;  // CIDRs an allowed name must not resolve to
   std::optional<ParentProxy> parent_proxy;

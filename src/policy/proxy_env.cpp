@@ -3,7 +3,7 @@
 // dist/sandbox/parent-proxy.js resolveParentProxy: field by field, the
 // setting first). Behind a proxy a direct connection would fail anyway, and a
 // policy cannot tell whether it was written for srt, so this is ExGuardian's
-// behaviour for every policy (README "srt settings").
+// behaviour for every policy (docs/srt.md).
 #include <string>
 
 #include "policy/policy.hpp"

@@ -97,7 +97,7 @@ nlohmann::json build() {
   paths["/v2/sandboxes"]["post"]["requestBody"] = json_body(ref("NewSandbox"));
   return {{"openapi", "3.0.0"},
           {"info", {{"title", "exguardian serve"}, {"version", "0.1.0"},
-                    {"description", "E2B's sandbox API (control plane and envd) as ExGuardian serves it; see README's \"E2B-compatible server\""}}},
+                    {"description", "E2B's sandbox API (control plane and envd) as ExGuardian serves it; see docs/serve.md"}}},
           {"components", {{"schemas", schemas}, {"securitySchemes", {{"ApiKeyAuth", {{"type", "apiKey"}, {"in", "header"}, {"name", "X-API-KEY"}}}}}}},
           {"security", nlohmann::json::array({{{"ApiKeyAuth", nlohmann::json::array()}}})},
           {"paths", paths}};

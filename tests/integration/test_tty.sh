@@ -13,7 +13,7 @@ fi
 require_sandbox || finish
 
 if on_layer gvisor; then
-    # Known gap (README, Limitations): runsc here gives the command no terminal (isatty is false,
+    # Known gap (docs/security-model.md, Limitations): runsc here gives the command no terminal (isatty is false,
     # so no job control); giving runsc the terminal itself left an interactive shell without a prompt.
     skip "gvisor layer: the command gets no terminal (isatty false, no job control): known gap"
     finish
@@ -87,7 +87,7 @@ run env WS="$WS" T="$T" EXG_RUN="${EXG_RUN[*]}" timeout 90 expect -f "$T/tty.exp
 tty_out=$OUT
 check "expect script completed (status $STATUS)" grep -q EXPECT-DONE <<<"$tty_out"
 if on_layer container; then
-    # Known gap (README, Limitations): the pty comes from the host's devpts, the container mounts its own.
+    # Known gap (docs/security-model.md, Limitations): the pty comes from the host's devpts, the container mounts its own.
     skip "container layer: ttyname inside says \"not a tty\" (the pty is the host devpts's): known gap"
 else
     check "inner tty is a /dev/pts path ($(grep -o 'INNER-TTY=[^[:space:]]*' <<<"$tty_out" | tr -d '\r'))" grep -qE 'INNER-TTY=/dev/pts/[0-9]+' <<<"$tty_out"
