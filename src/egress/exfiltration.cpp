@@ -1,8 +1,13 @@
-// A placeholder on its way to a host it is not meant for: found in request
-// targets, header values (also inside Basic credentials), CONNECT and SOCKS
-// targets and the first bytes of a tunnel; refused and logged as
-// {"event":"exfiltration"} with the secret's name (never its value). A secret
-// limited to some request headers is refused the same way anywhere else.
+// A placeholder on its way to a host its secret is not meant for: found in
+// request targets, header names and values (also inside Basic credentials),
+// CONNECT and SOCKS targets, bodies and the first bytes of a tunnel; refused
+// and logged as {"event":"exfiltration"} with the secret's name (never its
+// value). A placeholder that reaches its own host somewhere it is not put in
+// (a secret limited to some headers, found in the body, the URL or another
+// header; any secret on plain HTTP, where nothing is put in) goes on as the
+// placeholder: it carries nothing the host may not have, and refusing it would
+// let whatever prints the environment into a conversation with the host end
+// that conversation. It is logged as {"event":"placeholder_passed"}.
 #include <algorithm>
 
 #include "egress/proxy.hpp"
@@ -20,8 +25,9 @@ constexpr uint64_t kScanWindow = 64 * 1024;
 class ExfiltrationFilter : public StreamFilter {
  public:
   ExfiltrationFilter(const SecretIndex& idx, std::vector<size_t> allowed, std::function<void(const Secret&)> found,
-                     std::unique_ptr<StreamFilter> inner, uint64_t window)
-      : scanner_(idx, std::move(allowed)), found_(std::move(found)), inner_(std::move(inner)), window_(window) {}
+                     std::function<void(const Secret&)> passed, std::unique_ptr<StreamFilter> inner, uint64_t window)
+      : idx_(idx), scanner_(idx, std::move(allowed)), found_(std::move(found)), passed_(std::move(passed)),
+        inner_(std::move(inner)), window_(window) {}
   Status feed(std::string_view in, std::string& out) override {
     if (scanning_) {
       if (const Secret* s = scanner_.feed(in)) {
@@ -29,6 +35,7 @@ class ExfiltrationFilter : public StreamFilter {
         found_(*s);
         return Status::Error;  // nothing of this read goes on; the tunnel closes
       }
+      for (size_t i : scanner_.take_passed()) passed_(idx_.secrets()[i]);
       scanning_ = scanner_.scanned() < window_;
     }
     if (inner_) return inner_->feed(in, out);
@@ -41,8 +48,9 @@ class ExfiltrationFilter : public StreamFilter {
   std::string error_reason() const override { return !reason_.empty() ? reason_ : inner_ ? inner_->error_reason() : ""; }
 
  private:
+  const SecretIndex& idx_;
   PlaceholderScanner scanner_;
-  std::function<void(const Secret&)> found_;
+  std::function<void(const Secret&)> found_, passed_;
   std::unique_ptr<StreamFilter> inner_;
   uint64_t window_;
   bool scanning_ = true;
@@ -83,35 +91,69 @@ void Session::log_exfiltration(const Secret& s, const std::string& where, const 
   st_->audit_write(std::move(j));
 }
 
-const Secret* Session::exfiltration_in(std::string_view s, const std::string& where, const std::string& host,
-                                       uint16_t port, const std::vector<size_t>& allowed) {
-  if (!st_->secret_index) return nullptr;
-  const Secret* found = st_->secret_index->find(s, allowed);
-  if (found) log_exfiltration(*found, where, host, port);
-  return found;
+void Session::log_placeholder_passed(const Secret& s, const std::string& where, const std::string& host, uint16_t port) {
+  if (!passed_logged_.emplace(s.name, where).second || !st_->audit_on()) return;
+  nlohmann::json j = {{"event", "placeholder_passed"}, {"protocol", protocol_}, {"secret", s.name}, {"where", where}};
+  if (!host.empty()) j["host"] = host;
+  if (port) j["port"] = port;
+  if (!s.headers.empty()) j["secret_headers"] = s.headers;  // where it is put in
+  j["duration_ms"] = elapsed_ms();
+  st_->audit_write(std::move(j));
 }
 
-const Secret* Session::exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
-                                               const std::vector<size_t>& allowed) {
-  if (!st_->secret_index) return nullptr;
-  // A secret limited to some headers ("headers" in its declaration) is not for
-  // the target, other headers or header names, even on its own host.
-  const auto outside = st_->secret_index->allowed_outside_headers(allowed);
-  if (const Secret* s = st_->secret_index->find(h.target, outside)) {
+std::optional<Session::PlaceholderFound> Session::exfiltration_in(std::string_view s, const std::string& where,
+                                                                  const std::string& host, uint16_t port,
+                                                                  const std::vector<size_t>& allowed) {
+  if (!st_->secret_index) return std::nullopt;
+  const Secret* found = st_->secret_index->find(s, allowed);
+  if (!found) return std::nullopt;
+  log_exfiltration(*found, where, host, port);
+  return PlaceholderFound{found, where};
+}
+
+namespace {
+std::string shown_header_name(const std::string& name) {
+  std::string shown;
+  for (unsigned char c : name.substr(0, 64)) shown += (c > 0x20 && c < 0x7f) ? (char)c : '?';
+  return shown;
+}
+}  // namespace
+
+std::optional<Session::PlaceholderFound> Session::exfiltration_in_headers(const HttpHead& h, const std::string& host,
+                                                                          uint16_t port,
+                                                                          const std::vector<size_t>& allowed) {
+  if (!st_->secret_index) return std::nullopt;
+  // Only secrets meant for another host are refused here: the host's own may
+  // be anywhere in its requests (put in where their "headers" say, passed as
+  // the placeholder elsewhere: note_placeholders_passed).
+  const SecretIndex& idx = *st_->secret_index;
+  if (const Secret* s = idx.find(h.target, allowed)) {
     log_exfiltration(*s, "url", host, port);
-    return s;
+    return PlaceholderFound{s, "url"};
   }
   for (const auto& [name, value] : h.headers) {
-    const Secret* s = st_->secret_index->find_in_header(value, st_->secret_index->allowed_in_header(allowed, name));
-    if (!s) s = st_->secret_index->find(name, outside);
+    const Secret* s = idx.find_in_header(value, allowed);
+    if (!s) s = idx.find(name, allowed);
     if (s) {
-      std::string shown;
-      for (unsigned char c : name.substr(0, 64)) shown += (c > 0x20 && c < 0x7f) ? (char)c : '?';
-      log_exfiltration(*s, "header " + shown, host, port);
-      return s;
+      std::string where = "header " + shown_header_name(name);
+      log_exfiltration(*s, where, host, port);
+      return PlaceholderFound{s, where};
     }
   }
-  return nullptr;
+  return std::nullopt;
+}
+
+void Session::note_placeholders_passed(const HttpHead& h, const std::string& host, uint16_t port,
+                                       const std::vector<size_t>& own) {
+  if (!st_->secret_index || own.empty()) return;
+  const SecretIndex& idx = *st_->secret_index;
+  for (size_t i : idx.occurring(h.target, own)) log_placeholder_passed(idx.secrets()[i], "url", host, port);
+  for (const auto& [name, value] : h.headers) {
+    for (size_t i : idx.occurring(name, own))
+      log_placeholder_passed(idx.secrets()[i], "header name " + shown_header_name(name), host, port);
+    for (size_t i : idx.occurring_in_header(value, own))
+      log_placeholder_passed(idx.secrets()[i], "header " + shown_header_name(name), host, port);
+  }
 }
 
 std::unique_ptr<StreamFilter> Session::exfiltration_filter(const std::string& host, uint16_t port,
@@ -124,6 +166,9 @@ std::unique_ptr<StreamFilter> Session::exfiltration_filter(const std::string& ho
       *st_->secret_index, std::move(allowed),
       [weak, host, port, where](const Secret& s) {
         if (auto self = weak.lock()) self->log_exfiltration(s, where, host, port);
+      },
+      [weak, host, port, where](const Secret& s) {
+        if (auto self = weak.lock()) self->log_placeholder_passed(s, where, host, port);
       },
       std::move(inner), window);
 }

@@ -145,10 +145,8 @@ class HttpSession : public Session {
   }
 
   // After log_exfiltration (which counted it).
-  void refuse_exfiltration(const std::string& host) {
-    reply_and_close(response(403, "Forbidden",
-                             "exguardian: a secret's placeholder on its way to " + (host.empty() ? "another host" : host) +
-                                 " was refused\n",
+  void refuse_exfiltration(const PlaceholderFound& f, const std::string& host) {
+    reply_and_close(response(403, "Forbidden", "exguardian: " + placeholder_refusal(*f.secret, host, f.where) + "\n",
                              "exfiltration"));
   }
 
@@ -192,8 +190,8 @@ class HttpSession : public Session {
     if (head->method == "CONNECT") {
       protocol_ = "connect";
       auto a = parse_authority(head->target, 0);
-      if (exfiltration_in(head->target, "connect target", a ? a->host : "", a ? a->port : 0))
-        return refuse_exfiltration(a ? a->host : "");
+      if (auto f = exfiltration_in(head->target, "connect target", a ? a->host : "", a ? a->port : 0))
+        return refuse_exfiltration(*f, a ? a->host : "");
       if (!a) return malformed("CONNECT target: " + a.error().why);
       return decide_and_connect(a->host, a->port, [s = self(), rest = std::move(rest)](Outcome o) mutable {
         if (o.kind != Outcome::Connected) return s->on_outcome_failure(o);
@@ -234,15 +232,16 @@ class HttpSession : public Session {
       }
     }
     {
-      // Plain HTTP: no secret is put in (it would travel in clear text); a
-      // placeholder of another host's secret is refused.
+      // Plain HTTP: no secret is put in (it would travel in clear text): the
+      // host's own placeholders go on as they are (logged), another host's are refused.
       auto tn = normalise_host(t->authority.host);
       std::string host = tn ? tn->name : t->authority.host;
       auto own = secrets_for(host, t->authority.port);
       // The body bytes that came with the head too (later ones: the tunnel's filter).
-      if (exfiltration_in_headers(*head, host, t->authority.port, own) ||
-          exfiltration_in(rest, "body", host, t->authority.port, own))
-        return refuse_exfiltration(host);
+      auto f = exfiltration_in_headers(*head, host, t->authority.port, own);
+      if (!f) f = exfiltration_in(rest, "body", host, t->authority.port, own);
+      if (f) return refuse_exfiltration(*f, host);
+      note_placeholders_passed(*head, host, t->authority.port, own);
     }
     // network.rules / readOnly: the method and path, as the origin will read them.
     std::string request_rule;

@@ -3,8 +3,9 @@
 // upstream it already checked and connected to (verified against the host's
 // trust store, never our CA; SNI and hostname check on the target), then
 // relays one HTTP/1.1 request: its head parsed, placeholders of this host's
-// secrets replaced by their values, anything else's placeholders refused as
-// exfiltration; body and response streamed with their framing, kept alive when
+// secrets replaced by their values in the headers they are for (elsewhere they
+// go on as placeholders, logged as placeholder_passed), another host's
+// placeholders refused as exfiltration; body and response streamed with their framing, kept alive when
 // both sides allow it. What comes back is masked: the values of this host's
 // secrets in the status line, 1xx lines, header names and values and the body
 // (decoded first when the upstream compressed it anyway; a coding that cannot
@@ -273,8 +274,10 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
   std::array<char, 16 * 1024> chunk;
   std::string pending = std::move(buf);
   buf.clear();
-  // Another host's placeholder in the body: the request is cut before it.
-  PlaceholderScanner scanner(*st().secret_index, st().secret_index->allowed_outside_headers(ids_));
+  // Another host's placeholder in the body: the request is cut before it (the
+  // client is told why). This host's own go on as they are (a body is never
+  // put a value in): logged.
+  PlaceholderScanner scanner(*st().secret_index, ids_);
   for (;;) {
     if (f.kind == BodyFraming::None) {
       buf = std::move(pending);
@@ -296,8 +299,12 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
       if (const Secret* sec = scanner.feed(std::string_view(pending).substr(0, n))) {
         refused_ = true;
         s_.log_exfiltration(*sec, "body", s_.out_.host, s_.out_.port);
+        co_await answer(response(403, "Forbidden", "exguardian: " + placeholder_refusal(*sec, s_.out_.host, "body") + "\n",
+                                 "exfiltration"));
         co_return false;
       }
+      for (size_t i : scanner.take_passed())
+        s_.log_placeholder_passed(st().secret_index->secrets()[i], "body", s_.out_.host, s_.out_.port);
       if (!co_await up_->write(std::string_view(pending).substr(0, n))) co_return false;
       bytes_up_ += n;
     }
@@ -443,11 +450,11 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
   }
   // (The body bytes that came with the head are looked at before anything is
   // sent; later ones as they pass: relay_request_body.)
-  if (s_.exfiltration_in_headers(*head, host, port, ids_) ||
-      s_.exfiltration_in(cbuf_, "body", host, port, idx.allowed_outside_headers(ids_))) {
+  auto found = s_.exfiltration_in_headers(*head, host, port, ids_);
+  if (!found) found = s_.exfiltration_in(cbuf_, "body", host, port, ids_);
+  if (found) {
     refused_ = true;
-    co_await answer(response(403, "Forbidden",
-                             "exguardian: a placeholder of a secret that is not meant for " + host + " was refused\n",
+    co_await answer(response(403, "Forbidden", "exguardian: " + placeholder_refusal(*found->secret, host, found->where) + "\n",
                              "exfiltration"));
     co_return Next::Failed;
   }
@@ -458,9 +465,10 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     co_return Next::Failed;
   }
   const bool client_close = head->version != "HTTP/1.1" || connection_has(*head, "close");
-  // (A secret limited to some headers is put in those only; exfiltration_in_headers
-  // refused its placeholder anywhere else.)
+  // (A secret limited to some headers is put in those only; anywhere else its
+  // placeholder goes on as it is: what is left after injection is logged.)
   for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, idx.allowed_in_header(ids_, name));
+  s_.note_placeholders_passed(*head, host, port, ids_);
   // Headers the proxy sets itself (E2B's network.rules): the client's own of that name are replaced.
   for (auto& [name, value] : idx.headers_to_set(ids_, host)) {
     std::erase_if(head->headers, [&](const auto& h) { return strcasecmp(h.first.c_str(), name.c_str()) == 0; });

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -479,16 +480,31 @@ class Session : public std::enable_shared_from_this<Session> {
   // ---- secrets (exfiltration.cpp, intercept_session.cpp) ----
   // The secrets whose hosts match host:port (none without secrets).
   std::vector<size_t> secrets_for(const std::string& host, uint16_t port) const;
-  // A placeholder (of a secret not in `allowed`) in s: counted, logged as
-  // {"event":"exfiltration", ...}; the caller refuses. nullptr: none.
-  const Secret* exfiltration_in(std::string_view s, const std::string& where, const std::string& host, uint16_t port,
-                                const std::vector<size_t>& allowed = {});
-  const Secret* exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
-                                        const std::vector<size_t>& allowed = {});
+  // A placeholder refused: whose, and where it was found ("url", "header X", "body", ...).
+  struct PlaceholderFound {
+    const Secret* secret;
+    std::string where;
+  };
+  // A placeholder (of a secret not in `allowed`: the secrets of the host it is
+  // going to) in s: counted, logged as {"event":"exfiltration", ...}; the caller
+  // refuses (placeholder_refusal says why). nullopt: none.
+  std::optional<PlaceholderFound> exfiltration_in(std::string_view s, const std::string& where, const std::string& host,
+                                                  uint16_t port, const std::vector<size_t>& allowed = {});
+  // As exfiltration_in, over a request head: the target, header names and values
+  // (also inside Basic credentials).
+  std::optional<PlaceholderFound> exfiltration_in_headers(const HttpHead& h, const std::string& host, uint16_t port,
+                                                          const std::vector<size_t>& allowed = {});
   void log_exfiltration(const Secret& s, const std::string& where, const std::string& host, uint16_t port);
+  // Placeholders of the host's own secrets (`own`) still in a request head that
+  // goes on (after injection where there is one: what is left was not put in,
+  // and travels as the placeholder): each logged once per connection as
+  // {"event":"placeholder_passed", "secret", "host", "where"}.
+  void note_placeholders_passed(const HttpHead& h, const std::string& host, uint16_t port, const std::vector<size_t>& own);
+  void log_placeholder_passed(const Secret& s, const std::string& where, const std::string& host, uint16_t port);
   // Up filter of a tunnel that is not intercepted (or of a plain-HTTP request
   // body, around `inner`): scans the first bytes the client sends for
-  // placeholders (but those of `allowed`); returns `inner` when there are no secrets.
+  // placeholders; those of `allowed` pass (logged as placeholder_passed), any
+  // other closes the stream. Returns `inner` when there are no secrets.
   std::unique_ptr<StreamFilter> exfiltration_filter(const std::string& host, uint16_t port,
                                                     std::unique_ptr<StreamFilter> inner = nullptr,
                                                     std::vector<size_t> allowed = {},
@@ -518,6 +534,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void connect_next(std::function<void(Outcome)> done);
 
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;  // only for names not in /etc/hosts
+  std::set<std::pair<std::string, std::string>> passed_logged_;  // (secret, where): placeholder_passed written
   std::chrono::steady_clock::time_point started_, deadline_ = std::chrono::steady_clock::time_point::max();
   const char* deadline_what_ = "";
   std::vector<IpAddress> candidates_;

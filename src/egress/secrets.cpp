@@ -19,6 +19,7 @@
 #include <list>
 #include <mutex>
 #include <unordered_map>
+#include <utility>
 
 #include "egress/proxy.hpp"
 #include "util/lazy_libs.hpp"
@@ -307,13 +308,6 @@ std::vector<size_t> SecretIndex::allowed_in_header(const std::vector<size_t>& id
   return r;
 }
 
-std::vector<size_t> SecretIndex::allowed_outside_headers(const std::vector<size_t>& ids) const {
-  std::vector<size_t> r;
-  for (size_t i : ids)
-    if (cfg_->secrets[i].headers.empty()) r.push_back(i);
-  return r;
-}
-
 std::vector<std::pair<std::string, std::string>> SecretIndex::headers_to_set(const std::vector<size_t>& ids,
                                                                             const std::string& host) const {
   // How specifically `pattern` names `host`: exact beats every wildcard; among
@@ -362,6 +356,38 @@ const Secret* SecretIndex::find_in_header(std::string_view value, const std::vec
   return nullptr;
 }
 
+std::vector<size_t> SecretIndex::occurring(std::string_view s, const std::vector<size_t>& among) const {
+  std::vector<size_t> r;
+  if (s.size() < 8 || among.empty()) return r;
+  std::string l = lower(s);
+  for (size_t i : among)
+    if (i < lowered_.size() && l.find(lowered_[i]) != std::string::npos) r.push_back(i);
+  return r;
+}
+
+std::vector<size_t> SecretIndex::occurring_in_header(std::string_view value, const std::vector<size_t>& among) const {
+  std::vector<size_t> r = occurring(value, among);
+  if (auto cred = basic_credentials(value))
+    if (auto dec = detail::base64_decode(*cred))
+      for (size_t i : occurring(*dec, among))
+        if (std::find(r.begin(), r.end(), i) == r.end()) r.push_back(i);
+  return r;
+}
+
+std::string placeholder_refusal(const Secret& s, std::string_view host, std::string_view where) {
+  std::string hosts;
+  for (const auto& h : s.hosts) hosts += (hosts.empty() ? "" : ", ") + h;
+  std::string r = "the placeholder of secret " + s.name + " (in the " + std::string(where) + ") was refused on its way to ";
+  r += host.empty() ? std::string("a host it is not meant for") : std::string(host);
+  r += hosts.empty() ? std::string(": it is meant for no host") : ": it is meant only for " + hosts;
+  if (!s.headers.empty()) {
+    std::string hs;
+    for (const auto& h : s.headers) hs += (hs.empty() ? "" : ", ") + h;
+    r += " (header " + hs + ")";
+  }
+  return r;
+}
+
 // ---- replacement and scanning -----------------------------------------------------------------
 
 namespace {
@@ -394,8 +420,17 @@ const Secret* PlaceholderScanner::feed(std::string_view chunk) {
   std::string buf = carry_;
   buf.append(chunk);
   const Secret* hit = idx_.find(buf, allowed_);
+  std::vector<size_t> unseen;
+  for (size_t i : allowed_)
+    if (std::find(seen_.begin(), seen_.end(), i) == seen_.end()) unseen.push_back(i);
+  for (size_t i : idx_.occurring(buf, unseen)) {
+    seen_.push_back(i);
+    new_seen_.push_back(i);
+  }
   carry_ = buf.size() > keep ? buf.substr(buf.size() - keep) : buf;
   return hit;
 }
+
+std::vector<size_t> PlaceholderScanner::take_passed() { return std::exchange(new_seen_, {}); }
 
 }  // namespace exg::egress

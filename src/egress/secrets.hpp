@@ -69,12 +69,15 @@ class SecretIndex {
   const Secret* find(std::string_view s, const std::vector<size_t>& allowed = {}) const;
   // As find, and also inside "Basic base64(user:password)" credentials.
   const Secret* find_in_header(std::string_view value, const std::vector<size_t>& allowed = {}) const;
+  // Of `among`, the secrets whose placeholder occurs in `s` (as find: any case);
+  // _in_header: also inside Basic credentials.
+  std::vector<size_t> occurring(std::string_view s, const std::vector<size_t>& among) const;
+  std::vector<size_t> occurring_in_header(std::string_view value, const std::vector<size_t>& among) const;
   size_t longest_placeholder() const { return longest_; }
-  // Of `ids`, the secrets whose placeholder may be replaced in the request header
-  // `name` (no "headers" limit, or the limit names it) / outside every header
-  // (the target, a body: no limit).
+  // Of `ids`, the secrets whose placeholder is replaced in the request header
+  // `name` (no "headers" limit, or the limit names it). Nothing is replaced
+  // outside header values (the target, a body).
   std::vector<size_t> allowed_in_header(const std::vector<size_t>& ids, std::string_view name) const;
-  std::vector<size_t> allowed_outside_headers(const std::vector<size_t>& ids) const;
   // Of `ids` (the secrets of `host`), the headers the proxy sets itself
   // (set_header), (name, value): only those of the most specific host pattern
   // that matches (an exact name beats any wildcard, a longer wildcard a shorter
@@ -94,17 +97,27 @@ class SecretIndex {
 // decoded, replaced and re-encoded.
 std::string inject_secrets(std::string_view value, const SecretIndex& idx, const std::vector<size_t>& secrets);
 
+// What the sandbox is told when a placeholder of `s` is refused on its way to
+// `host` (empty: not known), found `where` ("body", "url", "header X-Foo", ...):
+// which secret, where, which host, and the hosts it is meant for. One line, no value.
+std::string placeholder_refusal(const Secret& s, std::string_view host, std::string_view where);
+
 // Finds placeholders in a stream read in pieces: a placeholder split across
 // two reads is still found (the last longest-1 bytes are carried over).
+// feed() returns the first secret not in `allowed` it finds (refused); those of
+// `allowed` it finds (passed on as they are) are kept for take_passed().
 class PlaceholderScanner {
  public:
   PlaceholderScanner(const SecretIndex& idx, std::vector<size_t> allowed = {}) : idx_(idx), allowed_(std::move(allowed)) {}
   const Secret* feed(std::string_view chunk);
   uint64_t scanned() const { return scanned_; }
+  // The secrets of `allowed` seen since the last call, each once per stream.
+  std::vector<size_t> take_passed();
 
  private:
   const SecretIndex& idx_;
   std::vector<size_t> allowed_;
+  std::vector<size_t> seen_, new_seen_;
   std::string carry_;
   uint64_t scanned_ = 0;
 };

@@ -226,10 +226,12 @@ class TransparentSession : public Session {
                   out_.address, {});
       return close();
     }
-    // Plain HTTP: no secret is put in (it would travel in clear text), and a
-    // placeholder of another host's secret is refused, as on the explicit proxy.
+    // Plain HTTP: no secret is put in (it would travel in clear text): the
+    // host's own placeholders go on as they are (logged), another host's are
+    // refused, as on the explicit proxy.
     auto own = secrets_for(out_.host, out_.port);
     if (exfiltration_in_headers(*head, out_.host, out_.port, own)) return close();
+    note_placeholders_passed(*head, out_.host, out_.port, own);
     go_on(std::move(own), Carries::Http);
   }
 

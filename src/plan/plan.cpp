@@ -110,7 +110,8 @@ std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
     o << "tls: the proxy terminates TLS for those hosts only (a CA made in memory for this sandbox, trusted inside via "
       << trust_bundle_path << "); upstreams verified against "
       << (host_trust_bundle.empty() ? std::string("OpenSSL's default store") : host_trust_bundle)
-      << "; a placeholder on its way anywhere else is refused and logged\n";
+      << "; a placeholder on its way to another host is refused and logged; to its own hosts, where it is not put "
+         "in (a body, the URL, another header) it goes as the placeholder, logged\n";
   }
   if (terminate_for_rules)
     o << "tls: the proxy also terminates TLS for the hosts under network.rules"

@@ -226,7 +226,7 @@ ProtectFindings find_protected_all(const std::string& root, const ProtectOptions
   DirTask top;
   top.root_fd.reset(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (top.root_fd) {
-    top.scope = pp.root(git_markers_at(top.root_fd.get()).git_dir());
+    top.scope = pp.root(git_markers_at(top.root_fd.get()).git_dir(), root);
     top.path = root;
     w.walk.run(std::move(top), [&w](DirTask& t) { w.visit(t); });
   }

@@ -369,9 +369,29 @@ std::vector<std::string> ProtectedPaths::tails(std::string_view first) const {
   return out;
 }
 
-ProtectedPaths::Scope ProtectedPaths::root(bool root_is_git_dir) const {
+ProtectedPaths::Scope ProtectedPaths::root(bool root_is_git_dir, std::string_view tree) const {
   Scope s;
   if (root_is_git_dir) s.git_depth = 0;
+  // Only names of several components are followed through the root's own path:
+  // a one-component name among its ancestors or as its own name (a workspace
+  // at ~/work/.agents/x) says nothing about the root that the user asked for.
+  for (std::string_view c : split_components(tree)) {
+    std::vector<std::pair<unsigned, unsigned>> next;
+    for (const auto& [idx, k] : s.partial) {
+      if (!component_matches(patterns_[idx][k], c)) continue;
+      if (k + 1 < patterns_[idx].size()) {
+        next.emplace_back(idx, k + 1);
+      } else if (!s.inside) {
+        s.inside = true;
+        s.why = spelled(patterns_[idx]) + ": " + whos_[idx];
+        s.sweep_only = sweep_only_[idx];
+      }
+    }
+    each_first(c, [&](unsigned idx) {
+      if (patterns_[idx].size() > 1) next.emplace_back(idx, 1u);
+    });
+    s.partial = std::move(next);
+  }
   return s;
 }
 

@@ -85,7 +85,11 @@ class ProtectedPaths {
   };
 
   // The tree root's scope (root_is_git_dir: e.g. --allow-write MAIN/.git).
-  Scope root(bool root_is_git_dir) const;
+  // tree: the root's own path: a root that is the first components of a longer
+  // name starts part-way into it (allowWrite ~/.claude: its settings.json and
+  // hooks are ".claude/settings.json" and ".claude/hooks"), and a root at or
+  // under such a name is inside it (allowWrite ~/.claude/hooks).
+  Scope root(bool root_is_git_dir, std::string_view tree = {}) const;
   // One entry of the directory `parent` describes. is_dir/is_reg: its type
   // (a .git that is not a directory is protected; a regular *.sample in a
   // hooks directory is not: git never runs those).

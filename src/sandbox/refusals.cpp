@@ -30,7 +30,9 @@ nlohmann::json refusal_of(const nlohmann::json& l) {
   } else if (ev == "syscall_refused") {
     summary = "syscall " + s("syscall") + " refused (errno " + s("errno") + ")" + (s("command").empty() ? "" : " for " + s("command"));
   } else if (ev == "exfiltration") {
-    summary = "secret " + s("secret") + " on its way out (" + s("protocol") + ", " + s("where") + "): blocked";
+    // Only a host the secret is not meant for gets this event (its own hosts get the placeholder as it is).
+    summary = "placeholder of secret " + s("secret") + " on its way to " + (s("host").empty() ? "a host" : s("host")) +
+              ", which it is not meant for (" + s("protocol") + ", " + s("where") + "): blocked";
   } else if (ev == "planted") {
     summary = "planted file " + s("path") + " quarantined" + (s("quarantined_to").empty() ? "" : " to " + s("quarantined_to")) +
               (s("why").empty() ? "" : ": " + s("why"));

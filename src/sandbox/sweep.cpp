@@ -322,7 +322,7 @@ struct SnapshotWalker {
     std::vector<Listed> es;
     plan::GitMarkers gm;
     list_all(fd, es, gm);
-    Scope scope = t.is_root ? pp.root(gm.git_dir()) : pp.enter(t.parent, t.name, pp.git_dir_here(t.parent, gm));
+    Scope scope = t.is_root ? pp.root(gm.git_dir(), s.root) : pp.enter(t.parent, t.name, pp.git_dir_here(t.parent, gm));
     bool quiet = pp.quiet(scope);
     // Its protected entries, and which entries are directories.
     std::vector<std::pair<std::string, DirStamp>> here;
@@ -514,7 +514,7 @@ struct Sweeper {
     if (!list) {
       // The same entries as at start: the protected ones may have changed in
       // place (same inode, new ctime); the subdirectories are the snapshot's.
-      Scope scope = parent ? pp.enter(*parent, name, n->git_dir) : pp.root(n->git_dir);
+      Scope scope = parent ? pp.enter(*parent, name, n->git_dir) : pp.root(n->git_dir, before.root);
       if (scope.git_depth == 0) check_index(dir, rel);
       for (const auto& [pname, st0] : n->protected_here) {
         struct stat cst;
@@ -532,7 +532,7 @@ struct Sweeper {
     std::vector<Listed> es;
     plan::GitMarkers gm;
     if (!list_all(dir.get(), es, gm)) return unchecked(rel, std::string("list: ") + std::strerror(errno));
-    Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir());
+    Scope scope = parent ? pp.enter(*parent, name, pp.git_dir_here(*parent, gm)) : pp.root(gm.git_dir(), before.root);
     if (scope.git_depth == 0) check_index(dir, rel);
     bool quiet = pp.quiet(scope);
     for (const auto& e : es) {

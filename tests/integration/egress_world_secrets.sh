@@ -7,7 +7,8 @@
 #     _egw_exec binds over /etc/ssl/certs/ca-certificates.crt in every client-side
 #     mount namespace (OpenSSL's default cert.pem points there);
 #     203.0.113.20:443   HTTPS echo, certificate from the test CA for api.secret.test,
-#                        plain.test and other.secret.test;
+#                        plain.test, other.secret.test and api.anthropic.com (the world's
+#                        stand-in for the vendor's API: the agent profiles' test);
 #     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
 #                        bad.secret.test;
 #   and appends those names to $EGW_DIR/hosts.
@@ -192,7 +193,7 @@ world_secrets_up() {
         -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
         -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
-    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test" || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com" || return 1
     _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
     chmod 644 "$d"/*.pem
     cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
@@ -201,6 +202,7 @@ world_secrets_up() {
 203.0.113.20 api.secret.test
 203.0.113.20 plain.test
 203.0.113.20 other.secret.test
+203.0.113.20 api.anthropic.com
 203.0.113.21 bad.secret.test
 HOSTS
     : > "$EGW_DIR/secrets.log"

@@ -149,6 +149,9 @@ last_output_lacks "$VALUE" "nothing the sandbox or exguardian printed holds the 
 each_line 0
 check "plain HTTP with the placeholder in a header: 403 exfiltration" \
     out_has_both '^HTTP/1.1 403' '^X-ExGuardian-Refused: exfiltration'
+check "... saying which secret, where, to which host, and the hosts it is meant for (issue 45)" grep -qxF \
+    'exguardian: the placeholder of secret API_TOKEN (in the header Authorization) was refused on its way to other.test: it is meant only for api.secret.test, bad.secret.test' \
+    <<<"$(tr -d '\r' <<<"$OUT")"
 each_line 1
 check "plain HTTP with the placeholder in the URL: 403" grep -q '^HTTP/1.1 403' <<<"$OUT"
 # Through a tunnel (its first bytes scanned) the refusal is the tunnel closed before any answer.

