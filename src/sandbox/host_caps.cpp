@@ -2,6 +2,7 @@
 #include "util/proc_cgroup.hpp"
 
 #include <dirent.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/kvm.h>
@@ -655,6 +656,24 @@ void probe_oci_layers(std::vector<Capability>& out) {
   }
 }
 
+// As root, a run first drops its supplementary groups (cli/host_setup.hpp),
+// for every layer: where that is refused (root of a user namespace whose
+// setgroups is denied, as `unshare --map-root-user` makes), nothing runs.
+Capability probe_supplementary_groups() {
+  const std::string name = "supplementary groups";
+  if (::geteuid() != 0) return {name, true, "not root: a run has none of root's groups to drop"};
+  auto r = in_child([](int fd) {
+    if (::setgroups(0, nullptr) == 0) return 0;
+    say(fd, "setgroups(0): " + err_name(errno));
+    return 1;
+  });
+  if (r.code == 0) return {name, true, "as root, a run drops its supplementary groups first: setgroups(0) works"};
+  std::string sg = trim(read_text("/proc/self/setgroups"));
+  return {name, false,
+          "as root, a run drops its supplementary groups first, and " + (r.text.empty() ? "probe failed" : r.text) +
+              (sg == "deny" ? " (/proc/self/setgroups is deny in this user namespace)" : "")};
+}
+
 }  // namespace
 
 const Capability* find_capability(const std::vector<Capability>& caps, const std::string& name) {
@@ -704,6 +723,25 @@ std::vector<Capability> probe_host() {
     std::string version = version_line(nft, &answered);
     out.push_back({"nftables", answered, nft + ": " + version + "; for container/microVM egress rules"});
   }
+  out.push_back(probe_supplementary_groups());
+  return out;
+}
+
+std::vector<Capability> probe_for_layers() {
+  // The probes layer_status() reads, as probe_host() makes them (same names),
+  // without those it does not read (idmap, overlay, cgroups, templates, nft).
+  std::vector<Capability> out;
+  probe_namespaces(out);
+  probe_seccomp(out);
+  probe_landlock(out);
+  probe_tool(out, "crun", "container layer (OCI runtime, fast)");
+  probe_tool(out, "runc", "container layer (OCI runtime)");
+  probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
+  probe_oci_layers(out);
+  probe_tool(out, "qemu-system-x86_64", "microVM layer");
+  probe_guest_kernel(out);
+  probe_kvm(out);
+  out.push_back(probe_supplementary_groups());
   return out;
 }
 

@@ -301,7 +301,7 @@ TEST(PolicyErrors, RefusedKeys) {
 
 TEST(PolicyErrors, OwnKeys) {
   EXPECT_EQ(error_of(R"({"layer": "vm"})"),
-            "p.json:1:11: layer: unknown layer \"vm\" (expected process, container, gvisor or microvm)");
+            "p.json:1:11: layer: unknown layer \"vm\" (expected process, container, gvisor, microvm or \"auto\": the strongest that runs here)");
   EXPECT_EQ(error_of(R"({"env": {"allow": ["1BAD"]}})"),
             "p.json:1:20: env.allow[0]: invalid environment variable name \"1BAD\" (expected letters, digits and _, "
             "not starting with a digit)");
