@@ -10,6 +10,7 @@
 #include "microvm/accel_probe.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/snapshot.hpp"
+#include "microvm/vmm.hpp"
 #include <linux/magic.h>
 #include <linux/mount.h>
 #include <linux/seccomp.h>
@@ -577,6 +578,23 @@ void probe_tool(std::vector<Capability>& out, const std::string& name, const std
   out.push_back({name, answered, exe + ": " + version + "; " + use});
 }
 
+// qemu as the microVM layer runs it: at its one path (microvm/vmm.hpp), not
+// wherever PATH finds one (the layer would not start with that one).
+void probe_qemu(std::vector<Capability>& out) {
+  const std::string name = "qemu-system-x86_64";
+  if (::access(microvm::kQemuBinary, X_OK) != 0) {
+    std::string other = find_in_path(name);
+    out.push_back({name, false, std::string(microvm::kQemuBinary) + " not found" +
+                                    (other.empty() || other == microvm::kQemuBinary ? "" : " (" + other +
+                                        " is in PATH, but the microVM layer runs only " + microvm::kQemuBinary + ")") +
+                                    "; microVM layer"});
+    return;
+  }
+  bool answered = false;
+  std::string version = version_line(microvm::kQemuBinary, &answered);
+  out.push_back({name, answered, std::string(microvm::kQemuBinary) + ": " + version + "; microVM layer"});
+}
+
 // The microVM layer's own guest (built by `make` from Debian's kernel package).
 void probe_guest_kernel(std::vector<Capability>& out) {
   auto g = microvm::find_guest_image();
@@ -711,7 +729,7 @@ std::vector<Capability> probe_host() {
   probe_tool(out, "runc", "container layer (OCI runtime)");
   probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
   probe_oci_layers(out);
-  probe_tool(out, "qemu-system-x86_64", "microVM layer");
+  probe_qemu(out);
   probe_guest_kernel(out);
   probe_kvm(out);
   out.push_back(template_cache_capability());
@@ -738,7 +756,7 @@ std::vector<Capability> probe_for_layers() {
   probe_tool(out, "runc", "container layer (OCI runtime)");
   probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
   probe_oci_layers(out);
-  probe_tool(out, "qemu-system-x86_64", "microVM layer");
+  probe_qemu(out);
   probe_guest_kernel(out);
   probe_kvm(out);
   out.push_back(probe_supplementary_groups());
