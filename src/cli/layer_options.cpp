@@ -5,13 +5,22 @@
 #include <cstdio>
 
 #include "plan/paths.hpp"
+#include "sandbox/userns_diagnosis.hpp"
 
 namespace exg::cli {
 
 void LayerFlags::add_to(CLI::App* sub) {
   std::vector<std::string> names;
   for (auto k : layer::buildable_kinds()) names.emplace_back(layer::name(k));
-  sub->add_option("--layer", layer, "process (default), container (crun/runc), gvisor (runsc) or microvm (qemu)")
+  std::vector<std::string> with_auto = names;
+  with_auto.emplace_back(layer::kAutoName);
+  sub->add_option("--layer", layer,
+                  "process (default), container (crun/runc), gvisor (runsc), microvm (qemu), or auto: the strongest "
+                  "of microvm > gvisor > container > process that runs here for this policy (said on stderr)")
+      ->check(CLI::IsMember(with_auto));
+  sub->add_option("--min-layer", min_layer,
+                  "the weakest layer this run accepts (with auto: refuse rather than go below it; with a named "
+                  "layer below it: refuse); beats the policy's \"minLayer\"")
       ->check(CLI::IsMember(names));
   sub->add_option("--runtime", runtime, "container/gvisor: the runtime binary (default: crun, else runc; runsc)");
   sub->add_option("--rootfs", rootfs, "container/gvisor: root filesystem DIR (default: the host's root, read-only)");
@@ -22,11 +31,46 @@ void LayerFlags::add_to(CLI::App* sub) {
                 "microvm: run the command as root inside the guest (the guest kernel is the wall; qemu stays unprivileged)");
 }
 
-Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& pol) const {
-  // --layer beats the policy's "layer"; process by default (validated: a known name).
+Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& pol, const plan::Plan& plan) {
+  // --layer beats the policy's "layer"; process by default (validated: a known name or auto).
   std::string layer_name = !layer.empty() ? layer : pol.layer.value_or(std::string(layer::name(layer::Kind::Process)));
+  const std::string min_name = !min_layer.empty() ? min_layer : pol.min_layer.value_or("");
+  std::optional<layer::Kind> minimum;
+  if (!min_name.empty()) {
+    minimum = layer::parse_kind(min_name);
+    if (!minimum) return fail(Error::msg("minimum layer " + min_name, "unknown layer"));
+  }
+  auto_choice.reset();
+  if (layer_name == layer::kAutoName) {
+    if (!runtime.empty() || !rootfs.empty() || microvm_root || gvisor_root)
+      return fail(Error::msg(!runtime.empty() ? "--runtime" : !rootfs.empty() ? "--rootfs"
+                             : microvm_root  ? "--microvm-root" : "--gvisor-root",
+                             "not with --layer auto (the flag belongs to one layer: name that layer)"));
+    sandbox::LayerNeeds needs;
+    needs.host_unix_sockets = plan.host_unix_sockets_allowed;
+    needs.landlock_required = pol.landlock_required.value_or(false);
+    const auto caps = sandbox::probe_for_layers();
+    auto choice = sandbox::choose_auto(sandbox::judge_layers(caps, needs), minimum);
+    if (!choice.chosen) {
+      auto lines = choice.refusal();
+      // Why the host refuses the user namespace every layer makes (or root's
+      // setgroups), and the ways out.
+      const auto* groups = sandbox::find_capability(caps, "supplementary groups");
+      for (const auto& l : sandbox::userns_refusal_for(layer::Kind::Process, groups && !groups->ok ? "setgroups" : ""))
+        lines.push_back(l);
+      std::string text;
+      for (const auto& l : lines) text += (text.empty() ? "" : "\n") + l;
+      return fail(Error::msg(text, ""));
+    }
+    auto_choice = std::move(choice);
+    return layer::make_layer(*auto_choice->chosen, {});
+  }
   auto kind = layer::parse_kind(layer_name);
   if (!kind) return fail(Error::msg("layer " + layer_name, "unknown layer"));
+  if (minimum && !layer::at_least(*kind, *minimum))
+    return fail(Error::msg("layer " + layer_name, "below the minimum layer " + min_name +
+                                                      " (--min-layer / \"minLayer\"; --layer auto takes the strongest "
+                                                      "that runs here)"));
   const bool oci = *kind == layer::Kind::Container || *kind == layer::Kind::Gvisor;
   if (!oci && (!runtime.empty() || !rootfs.empty()))
     return fail(Error::msg(!runtime.empty() ? "--runtime" : "--rootfs", "only with --layer container or gvisor"));
@@ -48,6 +92,14 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
   }
   return layer::make_layer(*kind, cfg);
 }
+
+std::string LayerFlags::plan_text(const plan::Plan& plan, const layer::Layer& chosen) const {
+  auto lines = chosen.describe(plan);
+  if (auto_choice) lines.insert(lines.begin() + (lines.empty() ? 0 : 1), auto_choice->line());
+  return plan.to_text(lines);
+}
+
+nlohmann::json LayerFlags::audit_event() const { return auto_choice ? auto_choice->audit_event() : nlohmann::json(); }
 
 void narrate(const std::string& text) {
   size_t pos = 0;

@@ -4,23 +4,35 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
+#include "sandbox/layer_choice.hpp"
 #include "util/error.hpp"
 
 namespace exg::cli {
 
 struct LayerFlags {
   std::string layer, runtime, rootfs;
+  std::string min_layer;      // --min-layer
   bool microvm_root = false;  // --microvm-root
   bool gvisor_root = false;   // --gvisor-root
+  // After choose() with --layer auto / "layer": "auto": the choice, for the
+  // stderr line, the plan (--dry-run, -v) and the audit log (sandbox/layer_choice.hpp).
+  std::optional<sandbox::AutoChoice> auto_choice;
 
   void add_to(CLI::App* sub);
-  // The layer to run on (layer::make_layer); an error names the flag that is wrong.
-  Result<std::unique_ptr<layer::Layer>> choose(const policy::Policy& pol) const;
+  // The layer to run on (layer::make_layer); an error names the flag that is
+  // wrong, or (auto, or a layer below the minimum) why no layer may run.
+  Result<std::unique_ptr<layer::Layer>> choose(const policy::Policy& pol, const plan::Plan& plan);
+  // The plan as --dry-run and -v show it: the layer's lines, and the auto choice's after the first.
+  std::string plan_text(const plan::Plan& plan, const layer::Layer& chosen) const;
+  // The audit log's line for the choice (null without auto).
+  nlohmann::json audit_event() const;
 };
 
 // Every line of `text` on stderr, prefixed "exguardian: " (-v).

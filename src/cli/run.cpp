@@ -35,22 +35,25 @@ int RunOptions::execute() {
   if (!built) return usage_error(built.error().str());
   timer.mark("plan");
   const policy::Policy& pol = built->policy;
-  auto chosen = choose(pol);
+  auto plan = &built->plan;
+  auto chosen = choose(pol, *plan);
   if (!chosen) return usage_error(chosen.error().str());
   timer.mark("layer choice");
-  auto plan = &built->plan;
+  // --layer auto: which layer, and why not a stronger one, on every run.
+  if (auto_choice) std::fprintf(stderr, "exguardian: %s\n", auto_choice->line().c_str());
   if (dry_run) {
-    std::fputs(layer::plan_text(*plan, **chosen).c_str(), stdout);
+    std::fputs(plan_text(*plan, **chosen).c_str(), stdout);
     return 0;
   }
   if (verbose) {
-    narrate(layer::plan_text(*plan, **chosen));  // the whole plan, as --dry-run shows it, then the run itself
+    narrate(plan_text(*plan, **chosen));  // the whole plan, as --dry-run shows it, then the run itself
     timer.mark("plan narration");
   }
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.refusal_summary = !quiet;
   so.audit_log = !audit_log.empty() ? audit_log : pol.audit_log.value_or("");
+  so.layer_choice = audit_event();
   // Once per process, before the launch: signals, fd limit, groups, stale cgroups.
   auto host = HostProcess::prepare(plan->identity.invoked_as_root);
   if (!host) return usage_error(explain_start_failure(host.error(), (*chosen)->kind()));

@@ -132,10 +132,11 @@ int SessionOptions::execute() {
   command = {"exguardian-agent"};
   auto built = build_plan();
   if (!built) return usage_error(built.error().str());
-  auto chosen = choose(built->policy);
+  auto chosen = choose(built->policy, built->plan);
   if (!chosen) return usage_error(chosen.error().str());
   if (auto a = (*chosen)->supports_agent(); !a) return usage_error(a.error().str());
-  std::string text = layer::plan_text(built->plan, **chosen);
+  if (auto_choice) std::fprintf(stderr, "exguardian: %s\n", auto_choice->line().c_str());
+  std::string text = plan_text(built->plan, **chosen);
   if (dry_run) {
     std::fputs(text.c_str(), stdout);
     return 0;
@@ -144,6 +145,7 @@ int SessionOptions::execute() {
   sandbox::SuperviseOptions so;
   so.verbose = verbose;
   so.audit_log = !audit_log.empty() ? audit_log : built->policy.audit_log.value_or("");
+  so.layer_choice = audit_event();
   for (const auto& t : audit_tags) {
     auto eq = t.find('=');
     std::string name = t.substr(0, eq == std::string::npos ? 0 : eq);

@@ -1,5 +1,6 @@
 #include "layer/kind.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -35,6 +36,17 @@ const std::vector<Kind>& all_kinds() {
     return v;
   }();
   return all;
+}
+
+const std::vector<Kind>& strongest_first() {
+  static const std::vector<Kind> order = {Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process};
+  return order;
+}
+
+bool at_least(Kind a, Kind b) {
+  const auto& o = strongest_first();
+  auto pos = [&](Kind k) { return std::find(o.begin(), o.end(), k) - o.begin(); };
+  return pos(a) <= pos(b);
 }
 
 std::vector<std::string_view> all_names() {

@@ -19,6 +19,16 @@ std::optional<Kind> parse_kind(std::string_view name);
 const std::vector<Kind>& all_kinds();
 // The names of all_kinds(), for CLI11 IsMember checks and messages.
 std::vector<std::string_view> all_names();
+// Every kind from the strongest wall to the weakest: microvm (a guest kernel of
+// its own), gvisor (a user-space kernel), container (the host's kernel, a
+// runtime's namespaces and our seccomp table), process (the host's kernel, our
+// own namespaces). `--layer auto` takes the first of these that runs here.
+const std::vector<Kind>& strongest_first();
+// Whether `a`'s walls are at least as strong as `b`'s (in strongest_first()'s order).
+bool at_least(Kind a, Kind b);
+// "auto": --layer's and the policy's word for "the strongest that runs here".
+inline constexpr std::string_view kAutoName = "auto";
+
 // "process, container, gvisor or microvm": for error messages.
 std::string names_text(const std::vector<Kind>& kinds, std::string_view last_joiner = " or ");
 

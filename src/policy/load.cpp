@@ -113,6 +113,7 @@ void merge(Policy& base, const Policy& top) {
   override_with(base.resources.cpus, top.resources.cpus);
   override_with(base.resources.timeout, top.resources.timeout);
   override_with(base.layer, top.layer);
+  override_with(base.min_layer, top.min_layer);
   override_with(base.landlock_required, top.landlock_required);
   override_with(base.audit_log, top.audit_log);
 }

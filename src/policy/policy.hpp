@@ -160,7 +160,8 @@ struct Policy {
   Env env;
   std::vector<SecretEntry> secrets;
   std::vector<SecretFileEntry> secret_files;
-  std::optional<std::string> layer;      // "process" | "container" | "gvisor" | "microvm"
+  std::optional<std::string> layer;      // "process" | "container" | "gvisor" | "microvm" | "auto"
+  std::optional<std::string> min_layer;  // "minLayer": the weakest layer a run accepts (a layer's name)
   std::optional<bool> landlock_required; // "landlock": "required" | "best-effort"
   std::optional<std::string> audit_log;
   std::vector<std::string> git_safe_directories;  // srt's git.safeDirectories (GIT_CONFIG_* inside)

@@ -293,6 +293,7 @@ class Validator {
             {"secretFiles", [this](const Node& n) { return secret_files(n); }},
             {"credentials", [this](const Node& n) { return credentials(n); }},
             {"layer", [this](const Node& n) { return layer(n); }},
+            {"minLayer", [this](const Node& n) { return min_layer(n); }},
             {"landlock", [this](const Node& n) { return landlock(n); }},
             {"audit", [this](const Node& n) { return audit(n); }},
             noted("ignoreViolations", [this](const Node& n) { return object_of_string_arrays(n); },
@@ -1264,10 +1265,21 @@ class Validator {
   Check layer(const Node& n) {
     std::string s;
     if (auto e = string(n, &s)) return e;
-    if (!layer::parse_kind(s)) {
-      return bad_value(n, "unknown layer " + in_quotes(s) + " (expected " + layer::names_text(layer::all_kinds()) + ")");
+    if (s != layer::kAutoName && !layer::parse_kind(s)) {
+      return bad_value(n, "unknown layer " + in_quotes(s) + " (expected " + layer::names_text(layer::all_kinds(), ", ") +
+                              " or \"auto\": the strongest that runs here)");
     }
     policy_.layer = s;
+    return std::nullopt;
+  }
+
+  // "minLayer": the weakest layer a run accepts, "auto" or not (--min-layer).
+  Check min_layer(const Node& n) {
+    std::string s;
+    if (auto e = string(n, &s)) return e;
+    if (!layer::parse_kind(s))
+      return bad_value(n, "unknown layer " + in_quotes(s) + " (expected " + layer::names_text(layer::all_kinds()) + ")");
+    policy_.min_layer = s;
     return std::nullopt;
   }
 

@@ -1,6 +1,7 @@
 #include "sandbox/advice.hpp"
 
 #include "layer/kind.hpp"
+#include "sandbox/layer_choice.hpp"
 
 #include <pwd.h>
 #include <sys/utsname.h>
@@ -53,6 +54,13 @@ json capability_json(const Capability& c) { return json{{"name", c.name}, {"ok",
 
 std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
   std::vector<LayerStatus> out;
+  const bool root = ::geteuid() == 0;
+  // Every layer makes a user namespace as this caller (sandbox/userns_diagnosis.hpp
+  // layer_needs_userns), and a run as root first drops its supplementary groups:
+  // a layer whose own tools are here still does not run without them.
+  const Capability* groups = find_capability(caps, "supplementary groups");
+  const std::string groups_why = groups && !groups->ok ? groups->detail : "";
+  const bool userns = ok(caps, "user namespaces");
   {
     std::vector<std::string> missing;
     for (const char* n : {"user namespaces", "mount namespaces", "pid namespaces", "network namespaces",
@@ -73,15 +81,25 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     }
     out.push_back(std::move(s));
   }
+  const LayerStatus process = out.front();
   {
     bool crun = ok(caps, "crun"), runc = ok(caps, "runc");
     LayerStatus s{std::string(layer::name(layer::Kind::Container)), crun || runc, ""};
+    const Capability* rt = find_capability(caps, "container runtime");
     if (crun && runc)
       s.why = version_of(caps, "crun") + " and " + version_of(caps, "runc");
     else if (crun || runc)
       s.why = version_of(caps, crun ? "crun" : "runc");
     else
       s.why = "neither crun nor runc in PATH (Debian: apt install crun)";
+    if (s.available && rt && !rt->ok) {  // rootless with runc only
+      s.available = false;
+      s.why = rt->detail;
+    } else if (s.available && !userns) {
+      s.available = false;
+      s.why = root ? "its writable paths are idmapped mounts, made through a user namespace, and this host refuses one"
+                   : "rootless crun runs in a user namespace, and this host refuses one";
+    }
     out.push_back(std::move(s));
   }
   {
@@ -93,6 +111,10 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
       s.why = "runsc does not answer: " + c->detail;
     else
       s.why = "runsc not in PATH (Debian: apt install runsc)";
+    if (s.available && !userns) {
+      s.available = false;
+      s.why = "runsc's host runs in a user namespace, and this host refuses one";
+    }
     out.push_back(std::move(s));
   }
   {
@@ -109,8 +131,15 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
       if (!kernel) missing.push_back("the guest kernel and initramfs (built by `make`)");
       s.why = "missing: " + join(missing, ", ", " and ");
     }
+    if (s.available && !process.available) {
+      s.available = false;
+      s.why = "qemu runs inside the process layer, which cannot run here (" + process.why + ")";
+    }
     out.push_back(std::move(s));
   }
+  if (!groups_why.empty())
+    for (auto& s : out)
+      if (s.available) s.available = false, s.why = groups_why;
   return out;
 }
 
@@ -129,11 +158,15 @@ json user_identity() {
 int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool as_json,
                  const std::vector<std::string>& userns_refusal) {
   const auto layers = layer_status(caps);
+  // What `--layer auto` would take here for a policy that asks nothing special of a layer.
+  const auto auto_choice = choose_auto(judge_layers(caps, {}));
   json host = host_identity(), user = user_identity();
   if (as_json) {
     json doc{{"host", host}, {"user", user}, {"capabilities", json::array()}, {"layers", json::object()}};
     for (const auto& c : caps) doc["capabilities"].push_back(capability_json(c));
     for (const auto& l : layers) doc["layers"][l.name] = json{{"available", l.available}, {"why", l.why}};
+    auto ev = auto_choice.audit_event();
+    doc["auto"] = json{{"chosen", ev["chosen"]}, {"line", ev["line"]}};
     doc["userns_refusal"] = userns_refusal;
     out << doc.dump(2) << "\n";
     return 0;
@@ -151,6 +184,7 @@ int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool as
   for (const auto& l : layers)
     out << "  " << l.name << std::string(11 - l.name.size(), ' ') << (l.available ? "available  " : "MISSING    ")
         << l.why << "\n";
+  out << "  " << auto_choice.line() << "\n";
   if (!userns_refusal.empty()) {
     out << "\nuser namespaces refused:\n";
     for (const auto& line : userns_refusal) out << "  " << line << "\n";
@@ -249,6 +283,8 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
       provided = c;
       break;
     }
+  // --layer auto's judgement (the same layer_status), for a policy that asks nothing special.
+  const auto auto_choice = choose_auto(judge_layers(caps, {}));
   std::string host_line;
   if (!provided.empty()) {
     host_line = "yes: the " + provided + " layer (" + status(provided)->why + ")";
@@ -264,7 +300,9 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
              {"summary", rec->summary},
              {"why", rec->why},
              {"host", {{"can_provide", !provided.empty()}, {"layer", provided.empty() ? json(nullptr) : json(provided)},
-                       {"detail", host_line}}},
+                       {"detail", host_line},
+                       {"auto", auto_choice.chosen ? json(std::string(layer::name(*auto_choice.chosen))) : json(nullptr)},
+                       {"auto_line", auto_choice.line()}}},
              {"policy", rec->policy}};
     out << doc.dump(2) << "\n";
     return 0;
@@ -275,6 +313,7 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
   out << "\nwhy:\n";
   for (const auto& w : rec->why) out << "  " << w << "\n";
   out << "this host: " << host_line << "\n";
+  out << "this host, " << auto_choice.line() << "\n";
   out << "starting policy (save as .exguardian.json and adjust):\n" << rec->policy.dump(2) << "\n";
   return 0;
 }

@@ -2,6 +2,7 @@
 #include "util/proc_cgroup.hpp"
 
 #include <dirent.h>
+#include <grp.h>
 #include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/kvm.h>
@@ -9,6 +10,7 @@
 #include "microvm/accel_probe.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/snapshot.hpp"
+#include "microvm/vmm.hpp"
 #include <linux/magic.h>
 #include <linux/mount.h>
 #include <linux/seccomp.h>
@@ -576,6 +578,23 @@ void probe_tool(std::vector<Capability>& out, const std::string& name, const std
   out.push_back({name, answered, exe + ": " + version + "; " + use});
 }
 
+// qemu as the microVM layer runs it: at its one path (microvm/vmm.hpp), not
+// wherever PATH finds one (the layer would not start with that one).
+void probe_qemu(std::vector<Capability>& out) {
+  const std::string name = "qemu-system-x86_64";
+  if (::access(microvm::kQemuBinary, X_OK) != 0) {
+    std::string other = find_in_path(name);
+    out.push_back({name, false, std::string(microvm::kQemuBinary) + " not found" +
+                                    (other.empty() || other == microvm::kQemuBinary ? "" : " (" + other +
+                                        " is in PATH, but the microVM layer runs only " + microvm::kQemuBinary + ")") +
+                                    "; microVM layer"});
+    return;
+  }
+  bool answered = false;
+  std::string version = version_line(microvm::kQemuBinary, &answered);
+  out.push_back({name, answered, std::string(microvm::kQemuBinary) + ": " + version + "; microVM layer"});
+}
+
 // The microVM layer's own guest (built by `make` from Debian's kernel package).
 void probe_guest_kernel(std::vector<Capability>& out) {
   auto g = microvm::find_guest_image();
@@ -655,6 +674,24 @@ void probe_oci_layers(std::vector<Capability>& out) {
   }
 }
 
+// As root, a run first drops its supplementary groups (cli/host_setup.hpp),
+// for every layer: where that is refused (root of a user namespace whose
+// setgroups is denied, as `unshare --map-root-user` makes), nothing runs.
+Capability probe_supplementary_groups() {
+  const std::string name = "supplementary groups";
+  if (::geteuid() != 0) return {name, true, "not root: a run has none of root's groups to drop"};
+  auto r = in_child([](int fd) {
+    if (::setgroups(0, nullptr) == 0) return 0;
+    say(fd, "setgroups(0): " + err_name(errno));
+    return 1;
+  });
+  if (r.code == 0) return {name, true, "as root, a run drops its supplementary groups first: setgroups(0) works"};
+  std::string sg = trim(read_text("/proc/self/setgroups"));
+  return {name, false,
+          "as root, a run drops its supplementary groups first, and " + (r.text.empty() ? "probe failed" : r.text) +
+              (sg == "deny" ? " (/proc/self/setgroups is deny in this user namespace)" : "")};
+}
+
 }  // namespace
 
 const Capability* find_capability(const std::vector<Capability>& caps, const std::string& name) {
@@ -692,7 +729,7 @@ std::vector<Capability> probe_host() {
   probe_tool(out, "runc", "container layer (OCI runtime)");
   probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
   probe_oci_layers(out);
-  probe_tool(out, "qemu-system-x86_64", "microVM layer");
+  probe_qemu(out);
   probe_guest_kernel(out);
   probe_kvm(out);
   out.push_back(template_cache_capability());
@@ -704,6 +741,25 @@ std::vector<Capability> probe_host() {
     std::string version = version_line(nft, &answered);
     out.push_back({"nftables", answered, nft + ": " + version + "; for container/microVM egress rules"});
   }
+  out.push_back(probe_supplementary_groups());
+  return out;
+}
+
+std::vector<Capability> probe_for_layers() {
+  // The probes layer_status() reads, as probe_host() makes them (same names),
+  // without those it does not read (idmap, overlay, cgroups, templates, nft).
+  std::vector<Capability> out;
+  probe_namespaces(out);
+  probe_seccomp(out);
+  probe_landlock(out);
+  probe_tool(out, "crun", "container layer (OCI runtime, fast)");
+  probe_tool(out, "runc", "container layer (OCI runtime)");
+  probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
+  probe_oci_layers(out);
+  probe_qemu(out);
+  probe_guest_kernel(out);
+  probe_kvm(out);
+  out.push_back(probe_supplementary_groups());
   return out;
 }
 

@@ -17,6 +17,11 @@ struct Capability {
 // consumers rely on them).
 std::vector<Capability> probe_host();
 
+// The probes the layers' availability is decided from (advice.hpp
+// layer_status), as probe_host() makes them: what `--layer auto` probes
+// before a run, without doctor's other probes.
+std::vector<Capability> probe_for_layers();
+
 // "microvm templates": where the microVM layer's saved templates are written
 // for this user, how many and how big, and their bound (microvm/snapshot.hpp).
 Capability template_cache_capability();

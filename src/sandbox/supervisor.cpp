@@ -421,6 +421,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     audit.hold();
     opt.agent->set_audit_tagger([&audit](const nlohmann::json& tags) { return audit.add_tags(tags); });
   }
+  if (!opt.layer_choice.is_null()) audit.write(opt.layer_choice);
   for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
   if (secrets && !secrets->config->secrets.empty()) {
     nlohmann::json list = nlohmann::json::array();

@@ -110,6 +110,9 @@ struct SuperviseOptions {
   std::map<std::string, std::string> audit_tags;  // fields added to every audit line (tenant, e2b_sandbox)
   // A warm pool's sandbox: audit lines held until the front end's tagger adds the tags still unknown.
   bool audit_hold = false;
+  // `--layer auto`: the audit log's line saying which layer was chosen and why
+  // (sandbox/layer_choice.hpp AutoChoice::audit_event); null: none.
+  nlohmann::json layer_choice;
   AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
   StepTimer* timer = nullptr;      // `-v`: where the start-up time goes (util/step_timer.hpp); null: not timed
 };

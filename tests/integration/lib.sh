@@ -490,6 +490,32 @@ host_tmp_left() {
     printf '%s' "$ours"
 }
 
+# A host that refuses user namespaces, made for real (DESIGN.md section 9): a child user namespace
+# with user.max_user_namespaces set to 0 inside it, as a container engine or an administrator does.
+# userns_refused_as_root CMD...: CMD (run's STATUS/OUT/ERR) as root of a new user namespace mapping
+# this runner to 0 (setgroups denied), the limit 0 set in it.
+userns_refused_as_root() {
+    run timeout 60 unshare --user --map-root-user -- bash -c \
+        'echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; exit 99; }; exec "$@"' _ "$@"
+}
+# userns_refused_as_user CMD...: CMD as uid 1000 of a user namespace made inside the one above (by
+# its root, before the limit 0 was set there), after the limit is set: the namespace above refuses.
+userns_refused_as_user() {
+    local go=$T/.userns-go
+    rm -f "$go"; mkfifo "$go"
+    run timeout 60 unshare --user --map-root-user -- bash -c '
+        go=$1; shift
+        unshare --user --map-user=1000 --map-group=1000 -- bash -c "read -r _ <\"\$0\"; exec \"\$@\"" "$go" "$@" &
+        child=$!
+        # (the namespace below is made before the limit is set above it)
+        mine=$(readlink /proc/self/ns/user)
+        while [ "$(readlink /proc/$child/ns/user 2>/dev/null)" = "$mine" ] && kill -0 $child 2>/dev/null; do sleep 0.01; done
+        echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; kill $child; exit 99; }
+        echo go >"$go"
+        wait $child' _ "$go" "$@"
+    rm -f "$go"
+}
+
 finish() {
     echo "# as=$EXG_AS layer=$EXG_LAYER: $PASS passed, $FAILED failed, $SKIPPED skipped"
     echo "$PASS passed, $FAILED failed"

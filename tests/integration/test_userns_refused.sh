@@ -19,28 +19,9 @@ me=$(id -u)
 WORLD=$T/world
 mkdir -p "$WORLD"
 
-# in_self_mapped CMD...: CMD as root of a new user namespace mapping this runner to 0
-# (setgroups denied), with max_user_namespaces=0 in it. The run's stdout/stderr in OUT/ERR.
-in_self_mapped() {
-    run timeout 60 unshare --user --map-root-user -- bash -c \
-        'echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; exit 99; }; exec "$@"' _ "$@"
-}
-
-# as_user_below CMD...: CMD as uid 1000 of a user namespace made inside the one above (by its
-# root, before the limit 0 was set there), after the limit is set: the namespace above refuses.
-as_user_below() {
-    rm -f "$WORLD/go"; mkfifo "$WORLD/go"
-    run timeout 60 unshare --user --map-root-user -- bash -c '
-        go=$1; shift
-        unshare --user --map-user=1000 --map-group=1000 -- bash -c "read -r _ <\"\$0\"; exec \"\$@\"" "$go" "$@" &
-        child=$!
-        # (the namespace below is made before the limit is set above it)
-        mine=$(readlink /proc/self/ns/user)
-        while [ "$(readlink /proc/$child/ns/user 2>/dev/null)" = "$mine" ] && kill -0 $child 2>/dev/null; do sleep 0.01; done
-        echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; kill $child; exit 99; }
-        echo go >"$go"
-        wait $child' _ "$WORLD/go" "$@"
-}
+# in_self_mapped / as_user_below: lib.sh's userns_refused_as_root / userns_refused_as_user.
+in_self_mapped() { userns_refused_as_root "$@"; }
+as_user_below() { userns_refused_as_user "$@"; }
 
 # in_identity_mapped CMD...: (root runner) CMD as root of a new user namespace mapping uids
 # 0-65535 onto themselves, maps written from here (setgroups allowed), max_user_namespaces=0.

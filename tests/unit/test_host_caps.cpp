@@ -27,7 +27,7 @@ const std::vector<std::string> kNames = {
     "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
     "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
     "container runtime", "gvisor runtime", "qemu-system-x86_64",
-    "guest kernel", "/dev/kvm", "kvm guest boot", "microvm templates", "nftables"};
+    "guest kernel", "/dev/kvm", "kvm guest boot", "microvm templates", "nftables", "supplementary groups"};
 
 // A host where everything works, with the details probe_host() writes.
 std::vector<Capability> all_ok() {
@@ -77,7 +77,7 @@ TEST(HostCaps, ProbesReturnTheExpectedNamesEachWithAOneLineReason) {
     EXPECT_EQ(c.detail.find('\n'), std::string::npos) << c.name << ": " << c.detail;
   }
   EXPECT_EQ(names, kNames);
-  EXPECT_EQ(exg::sandbox::find_capability(caps, "nftables"), &caps.back());
+  EXPECT_EQ(exg::sandbox::find_capability(caps, "supplementary groups"), &caps.back());
   EXPECT_EQ(exg::sandbox::find_capability(caps, "no such thing"), nullptr);
 }
 

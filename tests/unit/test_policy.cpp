@@ -299,9 +299,19 @@ TEST(PolicyErrors, RefusedKeys) {
   EXPECT_TRUE(parse(R"({"filesystem": {"disabled": false}, "allowNestedUserNamespaces": false})").has_value());
 }
 
+TEST(PolicyLayer, AutoAndAMinimum) {
+  auto p = parse(R"({"layer": "auto", "minLayer": "container"})");
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->layer, "auto");
+  EXPECT_EQ(p->min_layer, "container");
+  // The minimum is a layer, never "auto".
+  EXPECT_EQ(error_of(R"({"minLayer": "auto"})"),
+            "p.json:1:14: minLayer: unknown layer \"auto\" (expected process, container, gvisor or microvm)");
+}
+
 TEST(PolicyErrors, OwnKeys) {
   EXPECT_EQ(error_of(R"({"layer": "vm"})"),
-            "p.json:1:11: layer: unknown layer \"vm\" (expected process, container, gvisor or microvm)");
+            "p.json:1:11: layer: unknown layer \"vm\" (expected process, container, gvisor, microvm or \"auto\": the strongest that runs here)");
   EXPECT_EQ(error_of(R"({"env": {"allow": ["1BAD"]}})"),
             "p.json:1:20: env.allow[0]: invalid environment variable name \"1BAD\" (expected letters, digits and _, "
             "not starting with a digit)");
