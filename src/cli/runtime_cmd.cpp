@@ -425,7 +425,13 @@ int cmd_create(const std::string& verb, const Args& a) {
   ho.handler = g.handler;
   ho.engine_netns = oci::engine_netns_path(config);
   ho.audit_log = rp->policy.audit_log.value_or("/var/log/exguardian/runtime-audit.jsonl");
-  ho.swept_trees = oci::writable_bind_sources(config, rp->policy);
+  // Destinations are compared as the backend will find them in the root.
+  std::string rootfs = config["root"].is_object() ? config["root"].value("path", "") : "";
+  if (rootfs.empty()) return cleanup_state(), error("create: " + config_path + ": no root.path");
+  if (rootfs[0] != '/') rootfs = bundle + "/" + rootfs;
+  auto root = oci::RootfsPaths::open(rootfs);
+  if (!root) return cleanup_state(), error("create: " + root.error().str());
+  ho.swept_trees = oci::writable_bind_sources(config, rp->policy, *root);
   auto holder = oci::start_egress_holder(rp->policy, ho);
   if (!holder) return cleanup_state(), error("create: " + holder.error().str());
   std::string holder_id = oci::process_identity(holder->pid);
@@ -441,6 +447,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   in.netns_path = holder->netns_path;
   in.http_port = holder->http_port;
   in.socks_port = holder->socks_port;
+  in.rootfs = &*root;
   auto notes = oci::harden_config(config, in);
   if (!notes) return undo(), error("create: " + notes.error().str());
   if (!write_text(config_path, config.dump(2) + "\n", 0644)) return undo(), error("create: cannot write " + config_path);

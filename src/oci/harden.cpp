@@ -32,6 +32,26 @@ std::vector<std::string> paths(const std::vector<policy::PathEntry>& list) {
   return out;
 }
 
+// The policy's filesystem paths as the runtime finds them in the root (a
+// policy's /var/run/x and an engine's /run/x are one place where /var/run
+// links to /run).
+policy::Policy resolved_paths(const policy::Policy& pol, const RootfsPaths& root) {
+  policy::Policy out = pol;
+  for (auto* list : {&out.filesystem.allow_write, &out.filesystem.deny_write, &out.network.allow_unix_sockets})
+    for (auto& e : *list) e.path = root.resolve(e.path);
+  return out;
+}
+
+// Puts `m` (a mount of the runtime's own, at `dest` resolved) before the
+// first of the engine's mounts at or below `dest`: mounted later, it would
+// cover them (a volume under an allowWrite tmpfs gone from sight, its writes
+// never reaching the host). Mounts are made in the order listed.
+void insert_before_covered(json& mounts, json m, const std::string& dest, const RootfsPaths& root) {
+  auto at = std::find_if(mounts.begin(), mounts.end(),
+                         [&](const json& e) { return within(root.resolve(e.value("destination", "")), dest); });
+  mounts.insert(at, std::move(m));
+}
+
 bool writable_by_policy(const policy::Policy& pol, const std::string& dest) {
   for (const auto& w : pol.filesystem.deny_write)
     if (within(dest, w.path)) return false;
@@ -91,11 +111,13 @@ std::string engine_netns_path(const json& config) {
   return "";
 }
 
-std::vector<std::string> writable_bind_sources(const json& config, const policy::Policy& pol) {
+std::vector<std::string> writable_bind_sources(const json& config, const policy::Policy& policy,
+                                               const RootfsPaths& root) {
   std::vector<std::string> out;
   if (!config.contains("mounts") || !config["mounts"].is_array()) return out;
+  const policy::Policy pol = resolved_paths(policy, root);
   for (const auto& m : config["mounts"]) {
-    std::string src = m.value("source", ""), dest = m.value("destination", "");
+    std::string src = m.value("source", ""), dest = root.resolve(m.value("destination", ""));
     struct stat st{};
     if (is_bind(m) && !src.empty() && src[0] == '/' && writable_by_policy(pol, dest) && ::stat(src.c_str(), &st) == 0 &&
         S_ISDIR(st.st_mode) && std::find(out.begin(), out.end(), src) == out.end())
@@ -156,7 +178,10 @@ Result<void> harden_process(json& process, const HardenInputs& in) {
 }
 
 Result<std::vector<std::string>> harden_config(json& config, const HardenInputs& in) {
-  const policy::Policy& pol = *in.policy;
+  const RootfsPaths plain;
+  const RootfsPaths& root = in.rootfs ? *in.rootfs : plain;
+  // Paths compared as the runtime will find them in the root.
+  const policy::Policy pol = resolved_paths(*in.policy, root);
   std::vector<std::string> notes;
   if (!config.is_object() || !config.contains("process")) return fail(Error::msg("config.json", "no process"));
   if (!config.contains("root") || !config["root"].is_object()) return fail(Error::msg("config.json", "no root"));
@@ -166,12 +191,12 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
   json& mounts = config["mounts"];
   if (!mounts.is_array()) mounts = json::array();
   for (auto& m : mounts) {
-    std::string dest = m.value("destination", "");
     if (!is_bind(m)) continue;
+    const std::string dest = root.resolve(m.value("destination", ""));
     struct stat st{};
     std::string src = m.value("source", "");
     if (!src.empty() && ::stat(src.c_str(), &st) == 0 && S_ISSOCK(st.st_mode) && !socket_allowed(pol, dest))
-      return fail(Error::msg("mount " + src + " on " + dest,
+      return fail(Error::msg("mount " + src + " on " + m.value("destination", ""),
                              "a host socket; the handler's policy must list it in network.allowUnixSockets"));
     if (writable_by_policy(pol, dest)) continue;
     json opts = json::array();
@@ -181,22 +206,31 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
     opts.push_back("ro");
     m["options"] = opts;
   }
-  // Writable places the image cannot give on a read-only root: a tmpfs each.
-  for (const auto& w : pol.filesystem.allow_write) {
+  // Writable places the image cannot give on a read-only root: a tmpfs each,
+  // under the engine's mounts inside it (kubelet's service-account token in
+  // /var/run/secrets under /run, an emptyDir under /workspace).
+  for (size_t i = 0; i < pol.filesystem.allow_write.size(); ++i) {
+    const std::string& w = pol.filesystem.allow_write[i].path;  // resolved
     bool mounted = std::any_of(mounts.begin(), mounts.end(), [&](const json& m) {
-      std::string d = m.value("destination", "");
-      return d != "/" && within(w.path, d);
+      std::string d = root.resolve(m.value("destination", ""));
+      return d != "/" && within(w, d);
     });
-    if (mounted || w.path == "/") continue;
-    mounts.push_back({{"destination", w.path}, {"type", "tmpfs"}, {"source", "tmpfs"},
-                      {"options", {"nosuid", "nodev", "mode=1777"}}});
-    notes.push_back(w.path + ": a private tmpfs (writable; the image's root is read-only)");
+    if (mounted || w == "/") continue;
+    const std::string& asked = in.policy->filesystem.allow_write[i].path;
+    insert_before_covered(mounts,
+                          {{"destination", asked}, {"type", "tmpfs"}, {"source", "tmpfs"},
+                           {"options", {"nosuid", "nodev", "mode=1777"}}},
+                          w, root);
+    notes.push_back(asked + ": a private tmpfs (writable; the image's root is read-only)");
   }
+  // Ours only at the init's path (the engine's there goes; nothing lies below a file).
   mounts.erase(std::remove_if(mounts.begin(), mounts.end(),
-                              [](const json& m) { return m.value("destination", "") == kInitPath; }),
+                              [&](const json& m) { return root.resolve(m.value("destination", "")) == kInitPath; }),
                mounts.end());
-  mounts.push_back({{"destination", kInitPath}, {"type", "bind"}, {"source", in.init_source},
-                    {"options", {"bind", "ro", "nosuid", "nodev"}}});
+  insert_before_covered(mounts,
+                        {{"destination", kInitPath}, {"type", "bind"}, {"source", in.init_source},
+                         {"options", {"bind", "ro", "nosuid", "nodev"}}},
+                        kInitPath, root);
 
   json& lx = config["linux"];
   if (!lx.is_object()) lx = json::object();

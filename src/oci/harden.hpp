@@ -4,8 +4,10 @@
 // seccomp profile are kept and only ever narrowed:
 //   - read-only root; every bind the engine asked for read-only unless it is
 //     inside a policy allowWrite path; allowWrite paths with no mount of
-//     their own get a private tmpfs; host sockets bound in refused unless the
-//     policy allows them;
+//     their own get a private tmpfs, placed before the engine's mounts below
+//     it (which stay visible and as writable as asked); destinations are
+//     compared resolved in the container's root (RootfsPaths); host sockets
+//     bound in refused unless the policy allows them;
 //   - maskedPaths / readonlyPaths: the usual ones, plus denyRead / denyWrite;
 //   - every capability dropped, no_new_privs;
 //   - every process (the first, and each `exec`) starts as exguardian-init
@@ -17,13 +19,14 @@
 //     proxy reachable), and the proxy variables in the environment;
 //   - pids and memory limits the smaller of the engine's and the policy's;
 //     only the standard device nodes.
-// Pure but for stat() of bind sources: unit-tested on JSON.
+// Pure but for stat() of bind sources and lookups in the root: unit-tested on JSON.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include "oci/rootfs_path.hpp"
 #include "oci/spec.hpp"
 #include "policy/policy.hpp"
 #include "util/error.hpp"
@@ -46,6 +49,9 @@ struct HardenInputs {
   std::string netns_path;         // the container's network namespace; "" keeps the engine's entry
   uint16_t http_port = 3128;      // the proxy's listeners inside that namespace
   uint16_t socks_port = 1080;
+  // The container's root, where destinations are resolved (symlinks inside
+  // it) before they are compared; nullptr: compared as written.
+  const RootfsPaths* rootfs = nullptr;
 };
 
 // The pause ("sandbox") container of a Kubernetes pod, which holds the pod's
@@ -60,7 +66,8 @@ std::string engine_netns_path(const nlohmann::json& config);
 // The host directories the container may write through the engine's binds
 // (destination in allowWrite, not in denyWrite): what the egress holder
 // sweeps for planted files when the container ends.
-std::vector<std::string> writable_bind_sources(const nlohmann::json& config, const policy::Policy& pol);
+std::vector<std::string> writable_bind_sources(const nlohmann::json& config, const policy::Policy& pol,
+                                               const RootfsPaths& root = RootfsPaths());
 
 // The walls exguardian-init puts up (microvm/guest/walls.hpp's JSON).
 nlohmann::json walls_for(const policy::Policy& pol);

@@ -98,16 +98,28 @@ def main(deploy):
         by_kind.setdefault(o.get("kind"), []).append(o)
 
     handlers = {f[:-5] for f in os.listdir(os.path.join(deploy, "handlers")) if f.endswith(".json")}
-    conf = tomllib.load(open(os.path.join(deploy, "containerd", "exguardian.toml"), "rb"))
-    check(conf.get("version") == 2, "containerd drop-in: config version 2")
-    runtimes = conf["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
-    for name, r in runtimes.items():
-        check(r.get("runtime_type") == "io.containerd.runc.v2", f"containerd runtime {name}: the runc v2 shim")
-        binary = r.get("options", {}).get("BinaryName", "")
-        m = re.fullmatch(r"/usr/local/bin/exguardian-runtime-([a-z0-9._-]+)", binary)
-        check(bool(m) and m.group(1) in handlers, f"containerd runtime {name}: BinaryName {binary} names a handler file")
-        check(any(re.fullmatch(p.replace(".", r"\.").replace("*", ".*"), "exguardian.dev/profile")
-                  for p in r.get("pod_annotations", [])), f"containerd runtime {name}: passes exguardian.dev/profile")
+    # containerd 1.6/1.7 (tables for config.toml, version 2) and 2.x (a drop-in, version 3).
+    cdir = os.path.join(deploy, "containerd")
+    one = tomllib.load(open(os.path.join(cdir, "containerd-1.x-runtimes.toml"), "rb"))
+    runc1 = tomllib.load(open(os.path.join(cdir, "containerd-1.x-runc.toml"), "rb"))
+    two = tomllib.load(open(os.path.join(cdir, "containerd-2.x-exguardian.toml"), "rb"))
+    check("version" not in one and "version" not in runc1, "containerd 1.x tables: no version key (config.toml's is 2)")
+    check(two.get("version") == 3, "containerd 2.x drop-in: config version 3")
+    check(list(runc1["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]) == ["runc"],
+          "containerd 1.x runc table: runc only")
+    sets = {"1.x": one["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"],
+            "2.x": {k: v for k, v in two["plugins"]["io.containerd.cri.v1.runtime"]["containerd"]["runtimes"].items()
+                    if k != "runc"}}
+    for ver, runtimes in sets.items():
+        for name, r in runtimes.items():
+            check(r.get("runtime_type") == "io.containerd.runc.v2", f"containerd {ver} runtime {name}: the runc v2 shim")
+            binary = r.get("options", {}).get("BinaryName", "")
+            m = re.fullmatch(r"/usr/local/bin/exguardian-runtime-([a-z0-9._-]+)", binary)
+            check(bool(m) and m.group(1) in handlers, f"containerd {ver} runtime {name}: BinaryName {binary} names a handler file")
+            check(any(re.fullmatch(p.replace(".", r"\.").replace("*", ".*"), "exguardian.dev/profile")
+                      for p in r.get("pod_annotations", [])), f"containerd {ver} runtime {name}: passes exguardian.dev/profile")
+    check(set(sets["1.x"]) == set(sets["2.x"]), "containerd 1.x and 2.x: the same runtimes")
+    runtimes = sets["1.x"]
     for rc in by_kind.get("RuntimeClass", []):
         check(rc["handler"] in runtimes, f"RuntimeClass {rc['metadata']['name']}: handler {rc['handler']} is a containerd runtime")
     rc_names = {rc["metadata"]["name"] for rc in by_kind.get("RuntimeClass", [])}

@@ -2,6 +2,10 @@
 // runtime_policy.hpp, oci/harden.hpp), on JSON: never widened, the engine's
 // namespaces, hooks and pod paths kept, the pause container recognised.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "oci/harden.hpp"
 #include "oci/runtime_policy.hpp"
@@ -171,6 +175,90 @@ TEST(RuntimeHarden, PodSandboxAndOwnNamespace) {
   ASSERT_TRUE(oci::harden_config(fresh, in).has_value());
   EXPECT_EQ(fresh["linux"]["namespaces"][1]["path"], "/proc/7/fd/5");
   EXPECT_EQ(oci::engine_netns_path(fresh), "");  // the holder's own, not the engine's
+}
+
+// A root like an image's: /var/run links to /run, and links that try to leave.
+struct ImageRoot {
+  std::string dir;
+  ImageRoot() {
+    char t[] = "/tmp/exg-rootfs-XXXXXX";
+    dir = ::mkdtemp(t);
+    namespace fs = std::filesystem;
+    fs::create_directories(dir + "/run");
+    fs::create_directories(dir + "/var");
+    fs::create_directories(dir + "/usr/lib");
+    fs::create_symlink("../run", dir + "/var/run");
+    fs::create_symlink("/usr/lib", dir + "/lib");
+    fs::create_symlink("../../../../../../etc", dir + "/usr/lib/up");
+    fs::create_symlink("/proc/self/root/etc", dir + "/magic");
+    fs::create_symlink("loop2", dir + "/loop1");
+    fs::create_symlink("loop1", dir + "/loop2");
+  }
+  ~ImageRoot() { std::filesystem::remove_all(dir); }
+};
+
+TEST(RootfsPaths, ResolvesLinksInsideTheRoot) {
+  ImageRoot img;
+  auto r = oci::RootfsPaths::open(img.dir);
+  ASSERT_TRUE(r.has_value()) << r.error().str();
+  EXPECT_EQ(r->resolve("/var/run/secrets/kubernetes.io/serviceaccount"), "/run/secrets/kubernetes.io/serviceaccount");
+  EXPECT_EQ(r->resolve("/var/run"), "/run");
+  EXPECT_EQ(r->resolve("/lib/x"), "/usr/lib/x");           // an absolute link: from the root
+  EXPECT_EQ(r->resolve("/lib/up/passwd"), "/etc/passwd");  // ".." stops at the root
+  EXPECT_EQ(r->resolve("/magic/x"), "/proc/self/root/etc/x");  // not the host's /proc: the image's path
+  EXPECT_EQ(r->resolve("/../../workspace/./data/"), "/workspace/data");
+  EXPECT_EQ(r->resolve("/loop1/x"), "/loop1/x");  // ELOOP for the runtime too: as written
+  EXPECT_EQ(r->resolve("/"), "/");
+  EXPECT_EQ(oci::RootfsPaths().resolve("/var/run//x/../y"), "/var/run/y");
+  EXPECT_FALSE(oci::RootfsPaths::open(img.dir + "/nope").has_value());
+}
+
+// The runtime's tmpfs for an allowWrite path goes before the engine's mounts
+// below it (mounted later it would cover them): kubelet's token under /var/run
+// (a link to /run) and a volume under /workspace stay, as writable as asked.
+TEST(RuntimeHarden, OwnMountsGoBeforeTheEnginesBelowThem) {
+  ImageRoot img;
+  auto root = oci::RootfsPaths::open(img.dir);
+  ASSERT_TRUE(root.has_value());
+  auto pol = parse(R"({"filesystem": {"allowWrite": ["/workspace", "/var/run", "/tmp"]}})");
+  json c = json::parse(R"({
+    "process": {"args": ["/bin/app"]}, "root": {"path": "rootfs"},
+    "mounts": [{"destination": "/proc", "type": "proc", "source": "proc"},
+               {"destination": "/dev", "type": "tmpfs", "source": "tmpfs"},
+               {"destination": "/workspace/data", "type": "bind", "source": "/srv/d", "options": ["rbind", "rw"]},
+               {"destination": "/var/run/secrets/kubernetes.io/serviceaccount", "type": "bind", "source": "/srv/t",
+                "options": ["rbind", "ro"]},
+               {"destination": "/run/x", "type": "bind", "source": "/srv/x", "options": ["rbind", "rw"]}]
+  })");
+  oci::HardenInputs in;
+  in.policy = &pol;
+  in.rootfs = &*root;
+  ASSERT_TRUE(oci::harden_config(c, in).has_value());
+  auto index = [&](const std::string& dest, const std::string& type) {
+    for (size_t i = 0; i < c["mounts"].size(); ++i)
+      if (c["mounts"][i]["destination"] == dest && c["mounts"][i]["type"] == type) return static_cast<int>(i);
+    return -1;
+  };
+  auto opts = [&](const std::string& dest) { return c["mounts"][index(dest, "bind")]["options"]; };
+  auto has = [](const json& o, const char* x) { return std::find(o.begin(), o.end(), x) != o.end(); };
+  ASSERT_GE(index("/workspace", "tmpfs"), 0);
+  ASSERT_GE(index("/var/run", "tmpfs"), 0);
+  EXPECT_LT(index("/workspace", "tmpfs"), index("/workspace/data", "bind"));
+  EXPECT_LT(index("/var/run", "tmpfs"), index("/var/run/secrets/kubernetes.io/serviceaccount", "bind"));
+  EXPECT_LT(index("/var/run", "tmpfs"), index("/run/x", "bind"));  // /run/x: below /var/run resolved
+  EXPECT_GT(index("/var/run", "tmpfs"), index("/dev", "tmpfs"));
+  EXPECT_FALSE(has(opts("/workspace/data"), "ro"));  // writable as the engine asked
+  EXPECT_TRUE(has(opts("/var/run/secrets/kubernetes.io/serviceaccount"), "ro"));
+  EXPECT_FALSE(has(opts("/run/x"), "ro"));  // in allowWrite /var/run, which is /run
+  // Nothing of the engine's below /tmp or the init's path: at the end.
+  EXPECT_EQ(index("/tmp", "tmpfs"), static_cast<int>(c["mounts"].size()) - 2);
+  EXPECT_EQ(c["mounts"].back()["destination"], oci::kInitPath);
+
+  // An engine's tmpfs at /run is the allowWrite /var/run's place: no tmpfs of ours over it.
+  json d = json::parse(R"({"process": {"args": ["/bin/app"]}, "root": {"path": "rootfs"},
+    "mounts": [{"destination": "/run", "type": "tmpfs", "source": "tmpfs"}]})");
+  ASSERT_TRUE(oci::harden_config(d, in).has_value());
+  for (const auto& m : d["mounts"]) EXPECT_NE(m["destination"], "/var/run");
 }
 
 }  // namespace
