@@ -154,7 +154,7 @@ assert p['setid-file-left']['exit_status'] == -1 and p['setid-file-left']['verdi
 # ---- podman, default profile, on an image made here -------------------------------------------------
 BB=$(command -v busybox || true)
 if [ "$EXG_AS" != root ]; then
-    skip "podman: rootless podman needs subordinate ids this test user has not (root run covers it)"
+    skip "podman: run as root only here (no rootless podman is set up for the test user; the root run covers the preset)"
 elif ! command -v podman >/dev/null; then
     skip "podman is not installed"
 elif [ -z "$BB" ] || ldd "$BB" >/dev/null 2>&1; then
