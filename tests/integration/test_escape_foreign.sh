@@ -29,6 +29,12 @@ check "exguardian-probe is built beside exguardian, static" bash -c "[ -x '$PROB
 run "$PROBE_BIN" fork-allowed
 check "exguardian-probe runs a probe on its own (fork-allowed: $OUT)" test "$STATUS" = 0
 
+if ! command -v bwrap >/dev/null; then
+    # (make deps installs it: Debian's bubblewrap)
+    fail "bubblewrap is not installed: the bwrap presets cannot be tested"
+    finish
+fi
+
 # ---- presets: documented argument lists --------------------------------------------------------
 run "$EXG" escape-test --sandbox bwrap --dry-run
 check "--dry-run --sandbox bwrap: exit 0, the arguments shown" bash -c '[ "$1" = 0 ] &&
@@ -52,10 +58,6 @@ run "$EXG" escape-test --sandbox bwrap --run-arg=--unsafe-no-seccomp
 check "--sandbox with --run-arg (exguardian run's): exit 125" test "$STATUS" = 125
 
 # ---- bubblewrap sharing the caller's network (the test world) ------------------------------------
-if ! command -v bwrap >/dev/null; then
-    skip "bubblewrap is not installed: the foreign-sandbox runs are not tested"
-    finish
-fi
 NET_IDS=(net-direct-metadata seed-curl-metadata net-metadata-name net-metadata-hex)
 run "$EXG" escape-test --sandbox bwrap-net --json "$J"
 check "escape-test --sandbox bwrap-net: exit 1 (something escaped), JSON written" bash -c '[ "$1" = 1 ] && [ -s "$2" ]' _ "$STATUS" "$J"
