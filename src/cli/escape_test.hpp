@@ -15,6 +15,9 @@ struct EscapeTestOptions {
   bool verbose = false;               // -v: one line per probe as it runs
   int probe_timeout_s = 20;           // --probe-timeout SECONDS
   std::vector<std::string> only;      // --only ID (repeatable): run just these probes
+  std::string sandbox;                // --sandbox PRESET|PREFIX: a foreign sandbox (evidence/foreign_sandbox.hpp)
+  std::string sandbox_image;          // --sandbox-image IMAGE
+  bool dry_run = false;               // --dry-run: print what each probe runs as, run nothing
 };
 
 // 0 only when nothing escaped or failed and no required probe was skipped;

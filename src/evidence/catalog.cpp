@@ -55,6 +55,10 @@ std::optional<std::string> content_digest(const std::string& path) {
 
 void HostFiles::remember(const std::string& path) { files_[path] = content_digest(path); }
 
+void HostFiles::remember_again() {
+  for (auto& [path, digest] : files_) digest = content_digest(path);
+}
+
 std::string HostFiles::changed(const std::string& path) const {
   auto it = files_.find(path);
   if (it == files_.end()) return "";

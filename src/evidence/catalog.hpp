@@ -35,6 +35,7 @@ struct Judgement {
 class HostFiles {
  public:
   void remember(const std::string& path);  // records the content now (its SHA-256), or its absence
+  void remember_again();                    // every remembered path's content now, as the new reference
   // "" when unchanged, else "PATH changed" / "PATH created" / "PATH removed".
   std::string changed(const std::string& path) const;
   // The first change among every remembered path, or "".

@@ -26,9 +26,11 @@
 #include <random>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "evidence/batch.hpp"
 #include "evidence/catalog.hpp"
+#include "evidence/foreign_sandbox.hpp"
 #include "evidence/progress.hpp"
 #include "layer/kind.hpp"
 #include "evidence/world.hpp"
@@ -466,17 +468,23 @@ struct Runner {
     ++n;
     std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + id + ".audit.jsonl";
     std::string outp = (stdio_files ? s.stdio_dir : s.dir + "/logs") + "/" + std::to_string(n) + "-" + id + ".out";
-    // --quiet: each probe is judged from its own output and the audit log; the
-    // run's refusal summary would only repeat the log (and shift the last line).
-    std::vector<std::string> argv = {exe, "run", "--quiet"};
-    if (layer != layer::name(layer::Kind::Process)) { argv.push_back("--layer"); argv.push_back(layer); }
-    if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
-    for (auto& a : opts.run_args) argv.push_back(a);
-    for (auto& d : world_names) { argv.push_back("--allow-domain"); argv.push_back(d); }
-    argv.push_back("--audit-log");
-    argv.push_back(audit);
-    for (auto& a : run_args) argv.push_back(a);
-    argv.push_back("--");
+    std::vector<std::string> argv;
+    if (!opts.sandbox_prefix.empty()) {
+      // A foreign sandbox (--sandbox): its own prefix, no audit log, no run args of ours.
+      argv = expand_placeholders(opts.sandbox_prefix, {s.ws, s.home, opts.probe_program});
+    } else {
+      // --quiet: each probe is judged from its own output and the audit log; the
+      // run's refusal summary would only repeat the log (and shift the last line).
+      argv = {exe, "run", "--quiet"};
+      if (layer != layer::name(layer::Kind::Process)) { argv.push_back("--layer"); argv.push_back(layer); }
+      if (!opts.policy_file.empty()) { argv.push_back("--policy"); argv.push_back(opts.policy_file); }
+      for (auto& a : opts.run_args) argv.push_back(a);
+      for (auto& d : world_names) { argv.push_back("--allow-domain"); argv.push_back(d); }
+      argv.push_back("--audit-log");
+      argv.push_back(audit);
+      for (auto& a : run_args) argv.push_back(a);
+      argv.push_back("--");
+    }
     argv.push_back("sh");
     argv.push_back("-c");
     argv.push_back(command);
@@ -504,7 +512,8 @@ struct Runner {
       ::dup2(nul, 0);
       ::dup2(out_fd, 1);
       ::dup2(out_fd, 2);
-      ::execve(exe.c_str(), a.data(), e.data());
+      if (opts.sandbox_prefix.empty()) ::execve(exe.c_str(), a.data(), e.data());
+      else ::execvpe(a[0], a.data(), e.data());
       ::_exit(127);
     }
     ::close(out_fd);
@@ -610,6 +619,8 @@ struct Runner {
 
   Runner runner{opts, layer, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
   auto specs = build_catalog(ctx);
+  const bool foreign = !opts.sandbox_prefix.empty();
+  if (foreign) adapt_for_foreign(specs, ctx, expand_placeholders(opts.probe_inside, {s.ws, s.home, opts.probe_program}));
   if (!opts.only.empty())
     std::erase_if(specs, [&](const ProbeSpec& p) {
       return p.id != "sandbox-in-place" && std::find(opts.only.begin(), opts.only.end(), p.id) == opts.only.end();
@@ -720,6 +731,13 @@ struct Runner {
         // exguardian could not set the sandbox up at all (a bad policy, a missing
         // kernel feature): every other probe would only repeat that.
         if (o.status == 125) not_in_place = "exguardian run could not set up the sandbox (125): " + (r.output.empty() ? std::string("no output") : r.output.front());
+        if (foreign && !in_place) not_in_place = "the foreign sandbox was not seen in place: " + j.evidence;
+      }
+      // A foreign sandbox may let a probe change what the next ones compare (a hook, a
+      // canary): each judge sees only its own probe's changes (the cleanup rows see them all).
+      if (foreign) {
+        ctx.files.remember_again();
+        ctx.targets.remember_again();
       }
     }
     if (opts.verbose)
@@ -778,6 +796,12 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
                  "GITHUB_TOKEN=" + s.canary, "AWS_SECRET_ACCESS_KEY=" + s.canary, "OPENAI_API_KEY=" + s.canary,
                  "ANTHROPIC_API_KEY=" + s.canary, "EXG_ESCAPE_PLAIN=" + s.canary})
     s.env.push_back(v);
+
+  if (!opts.sandbox_prefix.empty())
+    // A foreign sandbox's own configuration (podman's CONTAINERS_CONF, ...) reaches its wrapper.
+    for (char** e = environ; *e; ++e)
+      for (const char* keep : {"CONTAINERS_", "XDG_RUNTIME_DIR=", "DOCKER_HOST="})
+        if (std::string_view(*e).starts_with(keep)) s.env.push_back(*e);
 
   HostFiles host_files;
   for (auto& f : s.canary_files) host_files.remember(f);
@@ -862,10 +886,16 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
     for (auto& [pid, _] : left) ::kill(pid, SIGKILL);
   }
   auto cg = cgroups_of(supervisors);
-  add_cleanup("cleanup-cgroups", "no cgroup of a finished sandbox remains",
-              cg.empty() ? Verdict::held : Verdict::escaped,
-              cg.empty() ? "no exg-<pid>-* cgroup of the " + std::to_string(supervisors.size()) + " supervisors remains"
-                         : "left: " + cg.front());
+  if (!opts.sandbox_prefix.empty()) {
+    add_cleanup("cleanup-cgroups", "no cgroup of a finished sandbox remains", Verdict::skipped,
+                std::string(kNotApplicable) + "the exg-<pid>-* cgroups are ExGuardian's supervisors'; a foreign sandbox names its own");
+    report.probes.back().required = false;
+  } else {
+    add_cleanup("cleanup-cgroups", "no cgroup of a finished sandbox remains",
+                cg.empty() ? Verdict::held : Verdict::escaped,
+                cg.empty() ? "no exg-<pid>-* cgroup of the " + std::to_string(supervisors.size()) + " supervisors remains"
+                           : "left: " + cg.front());
+  }
   auto mounts_after = mount_points();
   std::vector<std::string> ours;
   for (auto& m : mounts_after)
@@ -949,21 +979,30 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
                               " probes selected (--only): this is not the whole suite");
   }
 
-  if (opts.layer == "all") {
-    std::string run, out;
-    for (const auto& l : layers_present()) {
-      if (l.present) run += (run.empty() ? "" : ", ") + l.name;
-      else if (l.installed) {
-        out += (out.empty() ? "" : "; ") + l.name + ": " + l.why;
-        report.warnings.push_back(l.name + " layer: " + l.why);
+  if (!opts.sandbox_prefix.empty()) {
+    // A foreign sandbox: its probes are tagged with its name instead of a layer's.
+    report.layer = "sandbox " + opts.sandbox_name;
+    report.warnings.push_back("FOREIGN SANDBOX " + opts.sandbox_name + ": every probe ran as: " +
+                              shown_command(opts.sandbox_prefix) + " sh -c COMMAND ({probe} = " + opts.probe_program +
+                              "); not applicable: what needs ExGuardian's own audit log, proxy or run options");
+    if (run_layer(opts, opts.sandbox_name, false, report) == 125) return 125;
+  } else {
+    if (opts.layer == "all") {
+      std::string run, out;
+      for (const auto& l : layers_present()) {
+        if (l.present) run += (run.empty() ? "" : ", ") + l.name;
+        else if (l.installed) {
+          out += (out.empty() ? "" : "; ") + l.name + ": " + l.why;
+          report.warnings.push_back(l.name + " layer: " + l.why);
+        }
       }
+      if (progress_wanted(opts.verbose))
+        std::fprintf(stderr, "escape-test: --layer all runs %s%s\n", run.c_str(), out.empty() ? "" : ("; not " + out).c_str());
     }
-    if (progress_wanted(opts.verbose))
-      std::fprintf(stderr, "escape-test: --layer all runs %s%s\n", run.c_str(), out.empty() ? "" : ("; not " + out).c_str());
-  }
-  for (const auto& l : layers_present()) {
-    if (opts.layer == "all" ? !l.present : l.name != opts.layer) continue;
-    if (run_layer(opts, l.name, opts.layer == "all", report) == 125) return 125;
+    for (const auto& l : layers_present()) {
+      if (opts.layer == "all" ? !l.present : l.name != opts.layer) continue;
+      if (run_layer(opts, l.name, opts.layer == "all", report) == 125) return 125;
+    }
   }
   if (opts.layer == "all") {
     for (const auto& l : layers_present()) {

@@ -28,6 +28,11 @@ struct SuiteOptions {
   // Run only these probes (and sandbox-in-place, which the destructive ones
   // need); empty: all. An id the catalogue does not have is an error.
   std::vector<std::string> only;
+  // --sandbox: every probe runs as SANDBOX_PREFIX sh -c COMMAND instead of in exguardian run
+  // (evidence/foreign_sandbox.hpp); empty: ExGuardian's own layers.
+  std::string sandbox_name;
+  std::vector<std::string> sandbox_prefix;  // with {workspace}, {home}, {probe} placeholders
+  std::string probe_program, probe_inside;  // exguardian-probe on the host; its path inside (placeholders)
 };
 
 struct ProbeResult {

@@ -94,6 +94,8 @@ trap 'exit 130' INT
 
 chmod 755 "$D" "$O"
 install -m 755 "$exe" "$D/exguardian"
+# escape-test --sandbox runs the static probe program found beside exguardian in foreign sandboxes.
+[ -x "$(dirname "$exe")/exguardian-probe" ] && install -m 755 "$(dirname "$exe")/exguardian-probe" "$D/exguardian-probe"
 # exguardian alone: it carries the containers' pid 1 (src/pid1/image.hpp).
 install -m 644 "$here/lib.sh" "$D/lib.sh"
 name=$(basename "$script")

@@ -4,7 +4,8 @@
 # $EXG_BUILD_DIR are used as they are.
 # - the installed tree holds bin/exguardian (stripped), its debug info apart
 #   (lib/debug/.build-id/, as Debian's dh_strip puts it), lib/exguardian/exguardian-init (the
-#   very bytes embedded in exguardian), the man page and the documents with LICENSE, and
+#   very bytes embedded in exguardian), bin/exguardian-probe (static), the man page and the
+#   documents with LICENSE, and
 #   nothing else;
 # - exguardian copied ALONE into an empty directory runs the process, container and gVisor
 #   layers, the latter two on a busybox --rootfs (no libc there: pid 1 is the static program
@@ -38,6 +39,8 @@ check "lib/exguardian/exguardian-init is installed, mode 755" \
     test "$(stat -c %a "$P/lib/exguardian/exguardian-init" 2>/dev/null)" = 755
 check "the installed pid 1 is the very program embedded in exguardian" \
     cmp -s "$P/lib/exguardian/exguardian-init" "$B/pid1/exguardian-init"
+check "bin/exguardian-probe is installed beside it, static (escape-test --sandbox runs it in foreign sandboxes)" \
+    bash -c '[ -x "$1" ] && ! ldd "$1" >/dev/null 2>&1' _ "$P/bin/exguardian-probe"
 check "share/man/man1/exguardian.1 is installed" test -f "$P/share/man/man1/exguardian.1"
 check "share/doc/exguardian/README.md is installed" test -f "$P/share/doc/exguardian/README.md"
 check "share/doc/exguardian/LICENSE is the source tree's (Apache License 2.0)" \
@@ -73,7 +76,7 @@ if [ -n "$GUEST" ]; then
 else
     skip "the microVM guest: not built here (-DEXG_MICROVM_GUEST=OFF)"
 fi
-unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./(usr/local/(bin/exguardian|lib/exguardian/exguardian-init|lib/debug/\.build-id/[0-9a-f]{2}/[0-9a-f]+\.debug|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+$GUEST)|etc/apparmor\.d/exguardian)\$")
+unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./(usr/local/(bin/exguardian|bin/exguardian-probe|lib/exguardian/exguardian-init|lib/debug/\.build-id/[0-9a-f]{2}/[0-9a-f]+\.debug|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+$GUEST)|etc/apparmor\.d/exguardian)\$")
 check "nothing else is installed (${unexpected:-none})" test -z "$unexpected"
 check "the install wrote nothing into the build dir (no manifest there)" test ! -e "$B/install_manifest.txt"
 
@@ -218,7 +221,7 @@ if command -v dpkg-deb >/dev/null && command -v dpkg-shlibdeps >/dev/null; then
     check "Recommends the runtimes ($(field Recommends))" \
         bash -c 'grep -qE "crun \| runc" <<<"$1" && grep -qw runsc <<<"$1" && grep -qw qemu-system-x86 <<<"$1"' _ "$(field Recommends)"
     contents=$(dpkg-deb -c "$DEB")
-    for f in ./usr/bin/exguardian ./usr/lib/exguardian/exguardian-init ./usr/share/man/man1/exguardian.1.gz \
+    for f in ./usr/bin/exguardian ./usr/bin/exguardian-probe ./usr/lib/exguardian/exguardian-init ./usr/share/man/man1/exguardian.1.gz \
              ./usr/share/doc/exguardian/copyright ./usr/share/doc/exguardian/README.md ./etc/apparmor.d/exguardian; do
         check "the .deb holds $f" grep -qE " $f\$" <<<"$contents"
     done

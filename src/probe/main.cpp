@@ -1,0 +1,31 @@
+// exguardian-probe: `exguardian probe` on its own, linked statically, so that the
+// escape test can run its kernel probes inside a foreign sandbox (bubblewrap,
+// podman, ...) that has none of ExGuardian's libraries, or no libc at all.
+//
+//   exguardian-probe NAME [--tag T]    one probe (exit 0 as expected, 1 not, 2 unknown)
+//   exguardian-probe --list            the probes' names
+//
+// The same code as `exguardian probe` (src/cli/probe.cpp, src/sandbox/probes.cpp).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "cli/subcommands.hpp"
+
+int main(int argc, char** argv) {
+  std::string name, tag;
+  bool list = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--list") == 0) {
+      list = true;
+    } else if (std::strcmp(argv[i], "--tag") == 0 && i + 1 < argc) {
+      tag = argv[++i];
+    } else if (argv[i][0] != '-' && name.empty()) {
+      name = argv[i];
+    } else {
+      std::fprintf(stderr, "exguardian-probe: %s: unexpected argument (usage: exguardian-probe NAME [--tag T] | --list)\n", argv[i]);
+      return 2;
+    }
+  }
+  return exg::cli::probe_main(name, list, tag);
+}

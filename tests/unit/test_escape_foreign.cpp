@@ -1,0 +1,106 @@
+// escape-test --sandbox: the parsing of a preset or a prefix, its placeholders, and the
+// catalogue's adaptation to a foreign sandbox (evidence/foreign_sandbox.hpp).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "evidence/foreign_sandbox.hpp"
+
+namespace exg::evidence {
+namespace {
+
+TEST(ForeignSandbox, SplitsLikeAShell) {
+  std::vector<std::string> v;
+  std::string err;
+  ASSERT_TRUE(split_command_line(R"(bwrap --bind "{workspace}" '/a b' x\ y "q\"t" --)", v, err));
+  EXPECT_EQ(v, (std::vector<std::string>{"bwrap", "--bind", "{workspace}", "/a b", "x y", "q\"t", "--"}));
+  EXPECT_FALSE(split_command_line("bwrap 'open", v, err));
+  EXPECT_NE(err.find("unterminated"), std::string::npos);
+}
+
+TEST(ForeignSandbox, PresetsAndPrefixes) {
+  ForeignSandbox fs;
+  std::string err;
+  ASSERT_TRUE(parse_foreign_sandbox("sh -c", "", fs, err)) << err;
+  EXPECT_EQ(fs.name, "custom");
+  EXPECT_EQ(fs.prefix, (std::vector<std::string>{"sh", "-c"}));
+  EXPECT_FALSE(parse_foreign_sandbox("exg-no-such-tool --x", "", fs, err));
+  EXPECT_NE(err.find("neither a preset"), std::string::npos) << err;
+  EXPECT_FALSE(parse_foreign_sandbox("", "", fs, err));
+  EXPECT_FALSE(parse_foreign_sandbox("sh", "img", fs, err));  // no {image} to put it in
+  // podman needs its image, named by the user (never pulled).
+  bool podman = false;
+  for (const auto& p : foreign_presets()) podman = podman || (p.name == "podman" && p.needs_image);
+  EXPECT_TRUE(podman);
+}
+
+TEST(ForeignSandbox, BwrapPresetsDifferOnlyInTheNetwork) {
+  const ForeignPreset *off = nullptr, *on = nullptr;
+  for (const auto& p : foreign_presets()) {
+    if (p.name == "bwrap") off = &p;
+    if (p.name == "bwrap-net") on = &p;
+  }
+  ASSERT_TRUE(off && on);
+  auto with = off->prefix;
+  with.insert(std::find(with.begin(), with.end(), "--unshare-all") + 1, "--share-net");
+  EXPECT_EQ(with, on->prefix);
+  EXPECT_EQ(shown_command(off->prefix).substr(0, 22), "bwrap --ro-bind / / --");
+}
+
+TEST(ForeignSandbox, Placeholders) {
+  ForeignPlaces at{"/w s", "/h", "/p/exguardian-probe"};
+  EXPECT_EQ(expand_placeholders(std::vector<std::string>{"--bind", "{workspace}", "{workspace}:{home}", "{probe}"}, at),
+            (std::vector<std::string>{"--bind", "/w s", "/w s:/h", "/p/exguardian-probe"}));
+  EXPECT_EQ(shown_command({"a b", "c'd", "{x}"}), "'a b' 'c'\\''d' {x}");
+}
+
+TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
+  Context ctx;
+  ctx.canary = "EXGCANARY-test";
+  ctx.host_marker = "EXGMARK-0123456789";
+  ctx.leftover_marker = "EXGLEFT-0123456789";
+  ctx.host_marker_pid = 1;
+  ctx.world_up = true;
+  for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = true;
+  auto v = build_catalog(ctx);
+  adapt_for_foreign(v, ctx, "/x/exguardian-probe");
+  for (const char* id : {"net-socks-metadata-ip", "persist-exguardian-binary", "limit-pids", "move-parent-of-denyread",
+                         "net-transparent-unassigned"}) {
+    const ProbeSpec* p = find_probe(v, id);
+    ASSERT_TRUE(p) << id;
+    EXPECT_TRUE(p->skip_why.starts_with(kNotApplicable)) << id << ": " << p->skip_why;
+    EXPECT_FALSE(p->required) << id;
+  }
+  const ProbeSpec* k = find_probe(v, "kernel-bpf");
+  ASSERT_TRUE(k);
+  EXPECT_EQ(k->command, "/x/exguardian-probe bpf");
+  EXPECT_EQ(k->batch, "kernel");
+  Outcome allowed;
+  allowed.status = 1;
+  allowed.out = "bpf: NOT AS EXPECTED: allowed\n";
+  EXPECT_EQ(k->judge(allowed).verdict, Verdict::escaped);
+  Outcome eperm;
+  eperm.status = 0;
+  eperm.out = "bpf: as expected: refused: EPERM\n";
+  EXPECT_EQ(k->judge(eperm).verdict, Verdict::held);
+  // Judged by what the world's servers saw, not by a proxy's audit line.
+  const ProbeSpec* m = find_probe(v, "net-metadata-name");
+  ASSERT_TRUE(m);
+  Outcome quiet;
+  quiet.status = 7;
+  quiet.out = "curl: (7) Failed to connect\n";
+  EXPECT_EQ(m->judge(quiet).verdict, Verdict::held);
+  Outcome reached = quiet;
+  reached.world_log = "169.254.169.254 GET / host=meta.test\n";
+  EXPECT_EQ(m->judge(reached).verdict, Verdict::escaped);
+  // A tool missing from the sandbox's image is not a refusal.
+  Outcome missing;
+  missing.status = 127;
+  missing.out = "sh: curl: not found\n";
+  EXPECT_EQ(m->judge(missing).verdict, Verdict::skipped);
+  // No shared batch of shell probes: each is judged right after its own run.
+  for (const auto& p : v) EXPECT_TRUE(p.batch.empty() || p.batch == "kernel") << p.id;
+}
+
+}  // namespace
+}  // namespace exg::evidence
