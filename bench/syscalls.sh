@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Syscall-heavy work bare, under exguardian and under bwrap, side by side in one hyperfine run:
-# `find /usr -type f | wc -l`, and a stat/open/read loop over /usr/include (bench/statloop.c).
+# `find /usr -type f | wc -l`, a stat/open/read loop over /usr/include (bench/statloop.c), and
+# Unix socket calls the supervisor judges (bench/sockloop.c: connect, sendmsg, sendto; each a
+# round trip through it under exguardian, so that one is expected above 1x: it says the price).
 # Writes bench/results/syscalls-*.json and prints the ratios to bare. Target: exguardian <= 1.05 x bare.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,6 +17,7 @@ ws=$(mktemp -d /tmp/exg-bench.XXXXXX)
 trap 'rm -rf --one-file-system "$ws"' EXIT
 cd "$ws"
 gcc -O2 -o statloop "$root/bench/statloop.c"
+gcc -O2 -o sockloop "$root/bench/sockloop.c"
 
 bwrap="bwrap --unshare-all --die-with-parent --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --bind $ws $ws --chdir $ws"
 exg="$EXG run --"
@@ -36,3 +39,4 @@ echo "| workload | bare median (ms) | exguardian (ms, x bare) | bwrap (ms, x bar
 echo "|---|---|---|---|"
 bench find "bash -c 'find /usr -type f | wc -l'"
 bench statloop "./statloop /usr/include 3"
+bench sockloop "./sockloop 2000"

@@ -832,6 +832,30 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     if (sock.empty()) p.skip_why = "no late host listener: " + c.late_socket_why;
   }
 
+  // The same host service's datagram socket: sendmsg() and sendmmsg() carry the destination in a
+  // msghdr the seccomp filter cannot read; each message is judged by the supervisor all the same.
+  {
+    const std::string sock = c.late_dgram;
+    auto& p = add({"host-unix-dgram-bound-later", "runtime sockets",
+                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
+                       "i=$((i+1)); done; python3 -c 'import socket; " +
+                       "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); " +
+                       "r = [\"sendmsg\" if s.sendmsg([b\"EXG\"], [], 0, \"" + sock + "\") == 3 else \"\"]; " +
+                       "r.append(\"sendto\" if s.sendto(b\"EXG\", \"" + sock + "\") == 3 else \"\"); print(\"sent\", *r)' 2>&1 | tail -1",
+                   "a datagram (sendmsg, sendto) to a host socket bound in the workspace after the sandbox started is "
+                   "refused; the host socket receives nothing",
+                   true, {}, false, false, "", 0, [&c, sock](const Outcome& o) {
+                     std::string log = read_whole(c.late_socket_log).value_or("");
+                     if (has(log, "a datagram")) return escaped("the late host socket received a datagram");
+                     if (has(o.out, "sent ")) return escaped("sent to " + sock);
+                     if (!has(log, sock + ": bound"))
+                       return failed("the host socket did not bind (no evidence either way): " + said(o));
+                     return held(said(o) + "; the late host socket bound and received nothing");
+                   }});
+    need(p, {"python3"});
+    if (sock.empty()) p.skip_why = "no late host listener: " + c.late_socket_why;
+  }
+
   // ---- /proc and /sys: the host stays invisible.
   {
     const std::string m = c.host_marker;
@@ -1081,7 +1105,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   static const char* const kUserland[] = {
       "sandbox-status", "seed-touch-home", "seed-read-credentials", "seed-env-secrets", "proc-environ-every",
       "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary", "persist-fsmonitor-target",
-      "planted-symlinked-hook-target", "host-unix-socket", "host-unix-socket-bound-later", "proc-host-processes",
+      "planted-symlinked-hook-target", "host-unix-socket", "host-unix-socket-bound-later", "host-unix-dgram-bound-later", "proc-host-processes",
       "proc-host-kill", "proc-pid1",
       "proc-pid1-signals", "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write",
       "work-git-commit", "work-compile-c", "work-python", "work-tmp"};

@@ -65,6 +65,7 @@ struct Context {
   std::string host_socket_why;                // why there is none (host_socket empty)
   // A host listener that binds in the workspace only once the probe asks (start_late_unix_listener).
   std::string late_socket, late_socket_trigger, late_socket_log, late_socket_why;
+  std::string late_dgram;  // its datagram socket, bound at the same time
   // The stdio probe's files, in HOME/stdio (readable by path inside but for --deny-read): its
   // stdin, and the first line the harness writes into its output file before the run.
   std::string stdio_dir, stdin_file, stdio_marker;

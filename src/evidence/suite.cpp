@@ -607,9 +607,11 @@ struct Runner {
   // One bound only after the sandbox started (issue 39, 1: the start-time masks cannot know it).
   ctx.late_socket_log = s.dir + "/logs/late-unix-listener.log";
   ctx.late_socket_trigger = s.ws + "/.exg-bind-now";
-  if (start_late_unix_listener(s.ws + "/.exg-late.sock", ctx.late_socket_trigger, ctx.late_socket_log,
-                               ctx.late_socket_why) > 0)
+  if (start_late_unix_listener(s.ws + "/.exg-late.sock", s.ws + "/.exg-late.dgram", ctx.late_socket_trigger,
+                               ctx.late_socket_log, ctx.late_socket_why) > 0) {
     ctx.late_socket = s.ws + "/.exg-late.sock";
+    ctx.late_dgram = s.ws + "/.exg-late.dgram";
+  }
   for (auto& f : s.canary_files) ctx.files.remember(f);
   ctx.targets.remember(s.home + "/escape-test");
   ctx.targets.remember(s.ws + "/.git/hooks/pre-commit");

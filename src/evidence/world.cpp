@@ -285,19 +285,36 @@ pid_t start_unix_listener(const std::string& path, const std::string& log, std::
   return pid;
 }
 
-pid_t start_late_unix_listener(const std::string& path, const std::string& trigger, const std::string& log,
-                               std::string& why) {
-  sockaddr_un a{};
-  a.sun_family = AF_UNIX;
-  if (path.size() >= sizeof a.sun_path) {
-    why = "socket path too long: " + path;
-    return -1;
-  }
-  std::memcpy(a.sun_path, path.c_str(), path.size());
+pid_t start_late_unix_listener(const std::string& path, const std::string& dgram_path, const std::string& trigger,
+                               const std::string& log, std::string& why) {
+  auto address = [](const std::string& p) {
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::memcpy(a.sun_path, p.c_str(), p.size());
+    return a;
+  };
+  for (const std::string* p : {&path, &dgram_path})
+    if (p->size() >= sizeof(sockaddr_un::sun_path)) {
+      why = "socket path too long: " + *p;
+      return -1;
+    }
+  const sockaddr_un stream_addr = address(path), dgram_addr = address(dgram_path);
   int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    auto bind_one = [&](int type, const sockaddr_un& a, const std::string& p) {
+      ::unlink(p.c_str());
+      int s = ::socket(AF_UNIX, type | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+      if (s < 0 || ::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::chmod(p.c_str(), 0777) != 0 ||
+          (type == SOCK_STREAM && ::listen(s, 16) != 0)) {
+        append_log(log_fd, "late unix " + p + ": could not bind: " + errno_text(errno) + "\n");
+        if (s >= 0) ::close(s);
+        return -1;
+      }
+      append_log(log_fd, "late unix " + p + ": bound\n");
+      return s;
+    };
     for (;;) {
       struct stat st;
       if (::lstat(trigger.c_str(), &st) != 0) {
@@ -305,26 +322,22 @@ pid_t start_late_unix_listener(const std::string& path, const std::string& trigg
         continue;
       }
       ::unlink(trigger.c_str());
-      ::unlink(path.c_str());
-      int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-      if (s < 0 || ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::chmod(path.c_str(), 0777) != 0 ||
-          ::listen(s, 16) != 0) {
-        append_log(log_fd, "late unix " + path + ": could not listen: " + errno_text(errno) + "\n");
-        if (s >= 0) ::close(s);
-        continue;
-      }
-      append_log(log_fd, "late unix " + path + ": bound\n");
-      for (int tick = 0; tick < 500; ++tick) {
-        int c = ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC);
-        if (c < 0) {
-          ::usleep(20000);
-          continue;
+      int s = bind_one(SOCK_STREAM, stream_addr, path);
+      int d = bind_one(SOCK_DGRAM, dgram_addr, dgram_path);
+      for (int tick = 0; tick < 500 && (s >= 0 || d >= 0); ++tick) {
+        int c = s >= 0 ? ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC) : -1;
+        if (c >= 0) {
+          append_log(log_fd, "late unix " + path + ": a connection\n");
+          ::close(c);
         }
-        append_log(log_fd, "late unix " + path + ": a connection\n");
-        ::close(c);
+        char b[64];
+        if (d >= 0 && ::recv(d, b, sizeof b, 0) >= 0) append_log(log_fd, "late unix " + dgram_path + ": a datagram\n");
+        ::usleep(20000);
       }
-      ::close(s);
+      for (int fd : {s, d})
+        if (fd >= 0) ::close(fd);
       ::unlink(path.c_str());
+      ::unlink(dgram_path.c_str());
     }
   }
   if (log_fd >= 0) ::close(log_fd);

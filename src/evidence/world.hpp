@@ -55,12 +55,13 @@ pid_t start_unix_listener(const std::string& path, const std::string& log, std::
 
 // A host listener that binds only when asked, after the sandbox that asks has
 // started (so no start-time scan can know it): each time the file `trigger`
-// appears, it is removed, `path` is bound afresh (mode 0777; a "bound" line in
-// `log`) and accepts for ten seconds, each connection a line in `log`, then
-// unlinked again. In a
-// forked child that dies with the caller. Returns its pid, or -1 with why set.
-pid_t start_late_unix_listener(const std::string& path, const std::string& trigger, const std::string& log,
-                               std::string& why);
+// appears, it is removed, and `path` (a stream listener) and `dgram_path` (a
+// datagram socket) are bound afresh (mode 0777; a "bound" line each in `log`)
+// for ten seconds, each connection or datagram a line in `log` ("a
+// connection", "a datagram"), then unlinked again. In a forked child that dies
+// with the caller. Returns its pid, or -1 with why set.
+pid_t start_late_unix_listener(const std::string& path, const std::string& dgram_path, const std::string& trigger,
+                               const std::string& log, std::string& why);
 
 // The control for that listener: connects from here, sends a few bytes, waits
 // for the log line, then empties the log. True when the line came.

@@ -1,11 +1,14 @@
 #include "layer/spawn.hpp"
 
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -192,6 +195,19 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     }
     if (m.type == process::kMsgReady) {
       sb.seccomp_listener.reset(m.fd);
+      if (!sb.seccomp_listener && !m.text.empty()) {
+        // Init's listener, by number (process/init.cpp send_ready: under its
+        // own filter it cannot send it): taken from it, then init is told.
+        char* end = nullptr;
+        long n = std::strtol(m.text.c_str(), &end, 10);
+        if (end != m.text.c_str() && *end == '\0' && n >= 0 && n <= INT_MAX)
+          sb.seccomp_listener.reset(
+              static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
+        int taken_err = sb.seccomp_listener ? 0 : errno;
+        (void)send_fds(parent_sock.get(), process::kMsgListenerTaken, nullptr, 0);
+        if (!sb.seccomp_listener)
+          return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)", taken_err));
+      }
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
       if (send_err) return fail(Error::sys(spec.start_what, send_err));
       if (spec.capture_port && !captured) return fail(Error::msg("setup", "ready without transparent egress capture"));

@@ -70,10 +70,11 @@ nlohmann::json seccomp_profile(const std::string& listener_path, Runtime runtime
                           {"args", json::array({{{"index", 0}, {"value", 0xffffffffu}, {"valueTwo", 1}, {"op", "SCMP_CMP_MASKED_EQ"}}})}});
   }
   if (notify) {
-    // Judged, not refused (rules::judged_syscalls(): connect, and sendto with
-    // a destination): the supervisor performs them itself once it has judged
+    // Judged, not refused (rules::judged_syscalls(): connect, sendto with a
+    // destination, and sendmsg/sendmmsg, whose destination lies behind a
+    // pointer the filter cannot read): the supervisor performs them itself once it has judged
     // the address (sandbox/socket_address_gate.hpp).
-    syscalls.push_back({{"names", json::array({"connect"})}, {"action", "SCMP_ACT_NOTIFY"}});
+    syscalls.push_back({{"names", json::array({"connect", "sendmsg", "sendmmsg"})}, {"action", "SCMP_ACT_NOTIFY"}});
     syscalls.push_back({{"names", json::array({"sendto"})},
                         {"action", "SCMP_ACT_NOTIFY"},
                         {"args", json::array({{{"index", 4}, {"value", 0}, {"op", "SCMP_CMP_NE"}}})}});

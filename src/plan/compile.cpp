@@ -794,10 +794,18 @@ struct Builder {
     env["EXGUARDIAN"] = "1";
     env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;
     env["SANDBOX_RUNTIME"] = "1";
-    // Python's own compiled caches go to the private /tmp, not __pycache__ in
+    // Python's own compiled caches go to a private tmpfs, not __pycache__ in
     // the tree: a *.pyc that appears in a swept tree was then written on
-    // purpose, and the sweep quarantines it (protected_names.cpp).
-    env["PYTHONPYCACHEPREFIX"] = "/tmp/.exguardian-pycache";
+    // purpose, and the sweep quarantines it (protected_names.cpp). The first
+    // private tmpfs no tree reaching the host covers (the workspace may be
+    // /tmp itself: its caches would be quarantined, every Python run 123).
+    for (const char* dir : {"/tmp", "/var/tmp", "/dev/shm"}) {
+      bool reaches_host = !plan.workspace.empty() && is_within(dir, plan.workspace);
+      for (const auto& tree : plan.swept_trees) reaches_host = reaches_host || is_within(dir, tree);
+      if (reaches_host) continue;
+      env["PYTHONPYCACHEPREFIX"] = std::string(dir) + "/.exguardian-pycache";
+      break;
+    }
     for (const auto& name : pol.env.allow) {
       if (auto it = host.find(name); it != host.end()) env[name] = it->second;
       else plan.notes.push_back("--env " + name + ": not set on the host, not passed");

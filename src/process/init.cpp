@@ -120,8 +120,20 @@ pid_t start_command(const InitArgs& a) {
   return pid;
 }
 
-// "Ready", with the seccomp listener attached when there is one.
-void send_ready(int sock, int fd) { (void)send_fds(sock, kMsgReady, &fd, fd >= 0 ? 1 : 0); }
+// "Ready", with the seccomp listener's descriptor number when there is one.
+// Not the descriptor itself (SCM_RIGHTS): init is under the filter now, which
+// sends every sendmsg() to the supervisor (sandbox/socket_address_gate.hpp),
+// and the supervisor has no listener yet to hear it: init would wait forever.
+// send() is not judged; the supervisor takes the descriptor (pidfd_getfd) and
+// says so (kMsgListenerTaken), and only then may init close its copy.
+void send_ready(int sock, int listener) {
+  std::string msg(1, kMsgReady);
+  if (listener >= 0) msg += std::to_string(listener);
+  if (::send(sock, msg.data(), msg.size(), MSG_NOSIGNAL) < 0 || listener < 0) return;
+  char taken = 0;
+  while (::recv(sock, &taken, 1, 0) < 0 && errno == EINTR) {
+  }
+}
 
 }  // namespace
 

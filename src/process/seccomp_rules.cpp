@@ -94,7 +94,7 @@ std::vector<ArgRule> make_flag_rules() {
   return r;
 }
 
-constexpr int kJudged[] = {__NR_connect, __NR_sendto};
+constexpr int kJudged[] = {__NR_connect, __NR_sendto, __NR_sendmsg, __NR_sendmmsg};
 
 bool in(std::span<const uint32_t> set, uint32_t v) { return std::find(set.begin(), set.end(), v) != set.end(); }
 

@@ -48,9 +48,10 @@ std::span<const uint32_t> inet_types_refused();        // AF_INET/AF_INET6: (arg
 std::span<const uint32_t> netlink_protocols_allowed(); // AF_NETLINK: arg2 else EPROTONOSUPPORT
 
 // Not refused but judged by the supervisor, through seccomp notify, where
-// there is one (process layer, crun, runc): connect(), and sendto() with a
-// destination address (sandbox/socket_address_gate.hpp). Only the notify
-// program and the notify OCI profile carry them.
+// there is one (process layer, crun, runc): connect(), sendto() with a
+// destination address, and every sendmsg()/sendmmsg() (their destination lies
+// in a msghdr the filter cannot read) (sandbox/socket_address_gate.hpp). Only
+// the notify program and the notify OCI profile carry them.
 std::span<const int> judged_syscalls();
 
 // The errno a refused call gets (the supervisor answers notifications with it).

@@ -65,6 +65,15 @@ bool read_creds(pid_t tid, Creds* out) {
   return uid && gid;
 }
 
+const char* syscall_name(int nr) {
+  switch (nr) {
+    case SYS_connect: return "connect";
+    case SYS_sendto: return "sendto";
+    case SYS_sendmsg: return "sendmsg";
+    default: return "sendmmsg";
+  }
+}
+
 std::string read_comm(pid_t tid) {
   std::string s = util::read_proc_text(("/proc/" + std::to_string(tid) + "/comm").c_str());
   while (!s.empty() && s.back() == '\n') s.pop_back();
@@ -149,19 +158,39 @@ bool same_dev(uint32_t kernel_dev, dev_t dev) {
   return (kernel_dev >> 20) == major(dev) && (kernel_dev & 0xfffff) == minor(dev);
 }
 
+// One message of a call: where it goes and what it carries.
+struct Message {
+  sockaddr_storage addr{};
+  socklen_t addrlen = 0;
+  UniqueFd target;             // the judged inode of a pathname Unix socket (O_PATH)
+  std::vector<char> data;      // sendto, sendmsg, sendmmsg: the caller's bytes, gathered
+  std::vector<char> control;   // sendmsg, sendmmsg: ancillary data, descriptors replaced by ours
+  std::vector<UniqueFd> fds;   // the descriptors SCM_RIGHTS passes (pidfd_getfd), open until sent
+  uint64_t len_at = 0;         // sendmmsg: where the caller's msg_len of this message lies
+
+  // The address the call uses: the judged inode itself for a pathname socket.
+  const sockaddr* address() {
+    if (target) {
+      auto* un = reinterpret_cast<sockaddr_un*>(&addr);
+      std::memset(un->sun_path, 0, sizeof un->sun_path);
+      std::snprintf(un->sun_path, sizeof un->sun_path, "/proc/self/fd/%d", target.get());
+      addrlen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(un->sun_path) + 1);
+    }
+    return addrlen ? reinterpret_cast<const sockaddr*>(&addr) : nullptr;
+  }
+};
+
 // One call as the supervisor performs it on the caller's behalf.
 struct Call {
   uint64_t id = 0;
   size_t resp_size = 0;
   int nr = 0;
+  pid_t tid = 0;
   UniqueFd caller;  // pidfd (SIGPIPE)
   UniqueFd sock;    // the caller's socket (pidfd_getfd)
-  UniqueFd target;  // the judged inode of a pathname Unix socket (O_PATH)
-  sockaddr_storage addr{};
-  socklen_t addrlen = 0;
-  std::vector<char> data;  // sendto
-  int flags = 0;           // sendto
-  bool as_caller = false;  // take the caller's ids first (per thread)
+  std::vector<Message> messages;  // connect and sendto: one
+  int flags = 0;                  // the send calls' flags
+  bool as_caller = false;         // take the caller's ids first (per thread)
   Creds creds;
 
   void perform(int listener) {
@@ -174,31 +203,124 @@ struct Call {
         return;
       }
     }
-    if (target) {
-      auto* un = reinterpret_cast<sockaddr_un*>(&addr);
-      std::memset(un->sun_path, 0, sizeof un->sun_path);
-      std::snprintf(un->sun_path, sizeof un->sun_path, "/proc/self/fd/%d", target.get());
-      addrlen = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + std::strlen(un->sun_path) + 1);
-    }
-    const auto* sa = reinterpret_cast<const sockaddr*>(&addr);
     if (nr == SYS_connect) {
-      int r = ::connect(sock.get(), sa, addrlen);
+      Message& m = messages.front();
+      const sockaddr* sa = m.address();
+      int r = ::connect(sock.get(), sa, m.addrlen);
       respond(listener, id, 0, r == 0 ? 0 : errno, resp_size);
       return;
     }
-    ssize_t r = ::sendto(sock.get(), data.data(), data.size(), flags | MSG_NOSIGNAL, sa, addrlen);
-    int e = r < 0 ? errno : 0;
-    if (e == EPIPE && !(flags & MSG_NOSIGNAL)) sys::pidfd_send_signal(caller.get(), SIGPIPE);
-    respond(listener, id, r, e, resp_size);
+    // sendmmsg: the messages in order, each one's length written back; the
+    // count sent, or the first error when none was.
+    int64_t sent = 0;
+    int err = 0;
+    for (size_t i = 0; i < messages.size(); ++i) {
+      Message& m = messages[i];
+      const sockaddr* sa = m.address();
+      iovec iov{m.data.data(), m.data.size()};
+      msghdr mh{};
+      mh.msg_name = const_cast<sockaddr*>(sa);
+      mh.msg_namelen = sa ? m.addrlen : 0;
+      mh.msg_iov = &iov;
+      mh.msg_iovlen = 1;
+      mh.msg_control = m.control.empty() ? nullptr : m.control.data();
+      mh.msg_controllen = m.control.size();
+      ssize_t r = ::sendmsg(sock.get(), &mh, flags | MSG_NOSIGNAL);
+      if (r < 0) {
+        err = errno;
+        if (err == EPIPE && !(flags & MSG_NOSIGNAL)) sys::pidfd_send_signal(caller.get(), SIGPIPE);
+        break;
+      }
+      if (nr != SYS_sendmmsg) {
+        sent = r;
+        break;
+      }
+      unsigned int len = static_cast<unsigned int>(r);
+      iovec local{&len, sizeof len}, remote{reinterpret_cast<void*>(m.len_at), sizeof len};
+      (void)::process_vm_writev(tid, &local, 1, &remote, 1, 0);
+      ++sent;
+    }
+    if (nr == SYS_sendmmsg && sent > 0) err = 0;
+    respond(listener, id, sent, err, resp_size);
   }
 };
+
+// The caller's msghdr at `at` read into `m`: its destination, its bytes
+// gathered (at most kMaxData: a stream socket takes a short write, a larger
+// datagram than a socket can carry fails there anyway), and its ancillary
+// data. 0 or the errno the caller gets.
+int read_message(pid_t tid, uint64_t at, Message* m) {
+  msghdr mh{};
+  if (int e = read_caller(tid, at, &mh, sizeof mh)) return e;
+  if (mh.msg_namelen > sizeof m->addr) return EINVAL;
+  if (mh.msg_name != nullptr && mh.msg_namelen > 0) {
+    m->addrlen = mh.msg_namelen;
+    if (int e = read_caller(tid, reinterpret_cast<uint64_t>(mh.msg_name), &m->addr, m->addrlen)) return e;
+  }
+  if (mh.msg_iovlen > UIO_MAXIOV) return EMSGSIZE;
+  std::vector<iovec> iov(mh.msg_iovlen);
+  if (int e = read_caller(tid, reinterpret_cast<uint64_t>(mh.msg_iov), iov.data(), iov.size() * sizeof(iovec)))
+    return e;
+  for (const iovec& v : iov) {
+    size_t take = std::min(v.iov_len, kMaxData - m->data.size());
+    if (take == 0) continue;
+    size_t at_data = m->data.size();
+    m->data.resize(at_data + take);
+    if (int e = read_caller(tid, reinterpret_cast<uint64_t>(v.iov_base), m->data.data() + at_data, take)) return e;
+  }
+  // Ancillary data: as much as the kernel takes by default (net.core.optmem_max).
+  if (mh.msg_controllen > (size_t{1} << 17)) return ENOBUFS;
+  if (mh.msg_control == nullptr || mh.msg_controllen == 0) return 0;
+  m->control.resize(mh.msg_controllen);
+  if (int e = read_caller(tid, reinterpret_cast<uint64_t>(mh.msg_control), m->control.data(), m->control.size()))
+    return e;
+  return 0;
+}
+
+// The descriptors `m`'s SCM_RIGHTS passes, taken from the caller (pidfd) and
+// put in their place; the caller's pid in SCM_CREDENTIALS as this process's
+// namespace numbers it (it named itself in its own; the kernel checks the rest
+// against the sender). 0 or the errno the caller gets.
+int take_passed(pid_t tid, int caller, Message* m) {
+  if (m->control.empty()) return 0;
+  msghdr ours{};
+  ours.msg_control = m->control.data();
+  ours.msg_controllen = m->control.size();
+  for (cmsghdr* c = CMSG_FIRSTHDR(&ours); c != nullptr; c = CMSG_NXTHDR(&ours, c)) {
+    if (c->cmsg_len < CMSG_LEN(0)) return EINVAL;
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+      size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      auto* fds = reinterpret_cast<int*>(CMSG_DATA(c));
+      for (size_t i = 0; i < n; ++i) {
+        int theirs = 0;
+        std::memcpy(&theirs, fds + i, sizeof theirs);
+        UniqueFd mine(static_cast<int>(::syscall(SYS_pidfd_getfd, caller, theirs, 0)));
+        if (!mine) return EBADF;
+        int ours_fd = mine.get();
+        std::memcpy(fds + i, &ours_fd, sizeof ours_fd);
+        m->fds.push_back(std::move(mine));
+      }
+    } else if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_CREDENTIALS &&
+               c->cmsg_len >= CMSG_LEN(sizeof(ucred))) {
+      ucred cr{};
+      std::memcpy(&cr, CMSG_DATA(c), sizeof cr);
+      std::string text = util::read_proc_text(("/proc/" + std::to_string(tid) + "/status").c_str());
+      auto tg = text.find("\nTgid:");
+      if (tg != std::string::npos) cr.pid = static_cast<pid_t>(std::atol(text.c_str() + tg + 6));
+      std::memcpy(CMSG_DATA(c), &cr, sizeof cr);
+    }
+  }
+  return 0;
+}
 
 }  // namespace
 
 SocketAddressGate::SocketAddressGate(UniqueFd sock_diag, Allowed allowed, AuditLog* audit)
     : sock_diag_(std::move(sock_diag)), allowed_(std::move(allowed)), audit_(audit) {}
 
-bool SocketAddressGate::judges(int nr) { return nr == SYS_connect || nr == SYS_sendto; }
+bool SocketAddressGate::judges(int nr) {
+  return nr == SYS_connect || nr == SYS_sendto || nr == SYS_sendmsg || nr == SYS_sendmmsg;
+}
 
 int SocketAddressGate::bound_in_namespace(int sock_diag, dev_t dev, ino_t ino, bool* found) {
   *found = false;
@@ -245,25 +367,50 @@ int SocketAddressGate::bound_in_namespace(int sock_diag, dev_t dev, ino_t ino, b
 void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t resp_size) {
   const pid_t tid = static_cast<pid_t>(req.pid);  // in the supervisor's pid namespace
   const auto* args = req.data.args;
-  const bool is_connect = req.data.nr == SYS_connect;
+  const int nr = req.data.nr;
+  const bool is_connect = nr == SYS_connect;
   auto reply = [&](int err) { respond(listener, req.id, 0, err, resp_size); };
+  auto as_caller_sees = [](int e) { return e == EPERM ? EACCES : e; };
 
   Call call;
   call.id = req.id;
   call.resp_size = resp_size;
-  call.nr = req.data.nr;
-  const uint64_t addr_ptr = is_connect ? args[1] : args[4];
-  const int64_t addrlen = static_cast<int>(is_connect ? args[2] : args[5]);
-  if (addrlen < 0 || addrlen > static_cast<int64_t>(sizeof call.addr)) return reply(EINVAL);  // as the kernel says
-  call.addrlen = static_cast<socklen_t>(addrlen);
-
+  call.nr = nr;
+  call.tid = tid;
   call.caller = open_caller(tid);
   if (!call.caller) return reply(ESRCH);
-  if (int e = read_caller(tid, addr_ptr, &call.addr, call.addrlen)) return reply(e == EPERM ? EACCES : e);
-  if (!is_connect) {
+  if (nr == SYS_connect || nr == SYS_sendto) {
+    Message m;
+    const uint64_t addr_ptr = is_connect ? args[1] : args[4];
+    const int64_t addrlen = static_cast<int>(is_connect ? args[2] : args[5]);
+    if (addrlen < 0 || addrlen > static_cast<int64_t>(sizeof m.addr)) return reply(EINVAL);  // as the kernel says
+    m.addrlen = static_cast<socklen_t>(addrlen);
+    if (int e = read_caller(tid, addr_ptr, &m.addr, m.addrlen)) return reply(as_caller_sees(e));
+    if (!is_connect) {
+      call.flags = static_cast<int>(args[3]);
+      m.data.resize(std::min<uint64_t>(args[2], kMaxData));
+      if (int e = read_caller(tid, args[1], m.data.data(), m.data.size())) return reply(as_caller_sees(e));
+    }
+    call.messages.push_back(std::move(m));
+  } else if (nr == SYS_sendmsg) {
+    call.flags = static_cast<int>(args[2]);
+    Message m;
+    if (int e = read_message(tid, args[1], &m)) return reply(as_caller_sees(e));
+    call.messages.push_back(std::move(m));
+  } else {  // sendmmsg: at most UIO_MAXIOV messages, as the kernel caps them
     call.flags = static_cast<int>(args[3]);
-    call.data.resize(std::min<uint64_t>(args[2], kMaxData));
-    if (int e = read_caller(tid, args[1], call.data.data(), call.data.size())) return reply(e == EPERM ? EACCES : e);
+    const unsigned int vlen = std::min<unsigned int>(static_cast<unsigned int>(args[2]), UIO_MAXIOV);
+    if (vlen == 0) return respond(listener, req.id, 0, 0, resp_size);
+    for (unsigned int i = 0; i < vlen; ++i) {
+      const uint64_t at = args[1] + uint64_t{i} * sizeof(mmsghdr);
+      Message m;
+      m.len_at = at + offsetof(mmsghdr, msg_len);
+      if (int e = read_message(tid, at, &m)) {
+        if (i == 0) return reply(as_caller_sees(e));
+        break;  // the ones before are sent; the caller meets the error when it sends the rest
+      }
+      call.messages.push_back(std::move(m));
+    }
   }
   // The pid could be another process by now: everything read so far is
   // trusted only while the notification is still the caller's.
@@ -274,47 +421,67 @@ void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t re
   int domain = 0;
   socklen_t dlen = sizeof domain;
   if (::getsockopt(call.sock.get(), SOL_SOCKET, SO_DOMAIN, &domain, &dlen) != 0) return reply(ENOTSOCK);
+  for (size_t i = 0; i < call.messages.size(); ++i) {
+    if (int e = take_passed(tid, call.caller.get(), &call.messages[i])) {
+      if (i == 0) return reply(e);
+      call.messages.resize(i);
+      break;
+    }
+  }
 
-  const auto* un = reinterpret_cast<const sockaddr_un*>(&call.addr);
-  const size_t path_off = offsetof(sockaddr_un, sun_path);
-  const bool pathname = domain == AF_UNIX && call.addr.ss_family == AF_UNIX && call.addrlen > path_off &&
-                        un->sun_path[0] != '\0';
-  if (pathname) {
-    std::string path(un->sun_path, strnlen(un->sun_path, call.addrlen - path_off));
-    if (int e = resolve_in_caller(tid, path, &call.target)) return reply(e);
+  // Each message's destination judged; a refused one ends the call there (the
+  // ones before it are sent, as the kernel would send them before an error).
+  for (size_t i = 0; i < call.messages.size(); ++i) {
+    Message& m = call.messages[i];
+    const auto* un = reinterpret_cast<const sockaddr_un*>(&m.addr);
+    const size_t path_off = offsetof(sockaddr_un, sun_path);
+    const bool pathname = domain == AF_UNIX && m.addrlen > path_off && m.addr.ss_family == AF_UNIX &&
+                          un->sun_path[0] != '\0';
+    if (!pathname) continue;
+    std::string path(un->sun_path, strnlen(un->sun_path, m.addrlen - path_off));
+    int err = resolve_in_caller(tid, path, &m.target);
     struct stat st {};
-    if (::fstat(call.target.get(), &st) != 0) return reply(EACCES);
-    if (!S_ISSOCK(st.st_mode)) return reply(ECONNREFUSED);  // what connect() says of a file that is no socket
-    bool own = false;
-    std::string why = "bound outside the sandbox";
-    if (sock_diag_) {
-      if (int e = bound_in_namespace(sock_diag_.get(), st.st_dev, st.st_ino, &own)) {
-        own = false;
-        why = std::string("the sandbox's own sockets could not be listed: ") + std::strerror(e);
+    if (err == 0 && ::fstat(m.target.get(), &st) != 0) err = EACCES;
+    if (err == 0 && !S_ISSOCK(st.st_mode)) err = ECONNREFUSED;  // what connect() says of a file that is no socket
+    if (err == 0) {
+      bool own = false;
+      std::string why = "bound outside the sandbox";
+      if (sock_diag_) {
+        if (int e = bound_in_namespace(sock_diag_.get(), st.st_dev, st.st_ino, &own)) {
+          own = false;
+          why = std::string("the sandbox's own sockets could not be listed: ") + std::strerror(e);
+        }
+      } else {
+        why = "the layer gave no way to list the sandbox's own sockets";
       }
-    } else {
-      why = "the layer gave no way to list the sandbox's own sockets";
+      bool allowed = own || allowed_.all;
+      for (size_t k = 0; !allowed && k < allowed_.paths.size(); ++k) {
+        UniqueFd a;
+        struct stat ast {};
+        allowed = resolve_in_caller(tid, allowed_.paths[k], &a) == 0 && ::fstat(a.get(), &ast) == 0 &&
+                  ast.st_dev == st.st_dev && ast.st_ino == st.st_ino;
+      }
+      if (!allowed && i > 0) {  // sendmmsg: sent up to here; the caller meets the refusal when it sends the rest
+        call.messages.resize(i);
+        break;
+      }
+      if (!allowed) {
+        err = EACCES;
+        ++refused_;
+        ++refused_paths_[path];
+        if (audit_)
+          audit_->write({{"event", "unix_socket_refused"},
+                         {"syscall", syscall_name(nr)},
+                         {"path", path},
+                         {"why", why},
+                         {"pid", tid},
+                         {"command", read_comm(tid)}});
+      }
     }
-    bool allowed = own || allowed_.all;
-    for (size_t i = 0; !allowed && i < allowed_.paths.size(); ++i) {
-      UniqueFd a;
-      struct stat ast {};
-      allowed = resolve_in_caller(tid, allowed_.paths[i], &a) == 0 && ::fstat(a.get(), &ast) == 0 &&
-                ast.st_dev == st.st_dev && ast.st_ino == st.st_ino;
-    }
-    if (!allowed) {
-      reply(EACCES);
-      ++refused_;
-      ++refused_paths_[path];
-      if (audit_)
-        audit_->write({{"event", "unix_socket_refused"},
-                       {"syscall", is_connect ? "connect" : "sendto"},
-                       {"path", path},
-                       {"why", why},
-                       {"pid", tid},
-                       {"command", read_comm(tid)}});
-      return;
-    }
+    if (err == 0) continue;
+    if (i == 0) return reply(err);
+    call.messages.resize(i);
+    break;
   }
   // What may wait (a blocking socket: a full listener's backlog, a TCP
   // handshake) runs on a thread of its own, and so does a call made with the

@@ -1,4 +1,5 @@
-// connect(), and sendto() with a destination, judged by the supervisor.
+// connect(), sendto() with a destination, sendmsg() and sendmmsg(), judged by
+// the supervisor.
 //
 // Why: connect() to a pathname Unix socket needs only write permission on the
 // socket's inode; a read-only mount does not take it away and Landlock (ABI 7)
@@ -23,6 +24,15 @@
 // inode it judged (through /proc/self/fd), with the caller's uid and groups
 // (per thread), so permission checks and SO_PEERCRED see the caller; the
 // result is the caller's. A call that may block runs on a thread of its own.
+//
+// sendmsg() and sendmmsg() carry their destination in a msghdr, out of the
+// filter's sight, so each one comes here (a datagram to a host socket bound
+// later was the way around a gate that judged connect and sendto only). The
+// supervisor reads the messages, gathers their bytes (at most 1 MiB a
+// message: a short write on a stream), takes the descriptors SCM_RIGHTS
+// passes, judges each destination, and sends them itself; sendmmsg's msg_len
+// fields are written back. These calls are rare on hot paths (send(), write()
+// and writev() are not judged).
 //
 // Layers: the process layer, and the container layer under crun and runc (the
 // notify fd through listenerPath). gVisor's gofer connects no host socket
@@ -58,7 +68,7 @@ class SocketAddressGate {
   // Whether a notification for syscall `nr` is this gate's to answer.
   static bool judges(int nr);
 
-  // Answers notification `req` (connect or sendto) on `listener`.
+  // Answers notification `req` (connect, sendto, sendmsg or sendmmsg) on `listener`.
   void answer(int listener, const seccomp_notif& req, size_t resp_size);
 
   size_t refused() const { return refused_; }

@@ -161,10 +161,34 @@ try:
 except OSError as e:
     print("renamed refused:", errno.errorcode.get(e.errno, e.errno))
 d = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-try:
-    d.sendto(b"EXG-FROM-INSIDE", os.path.join(ws, "late-dgram.sock")); print("dgram sent")
-except OSError as e:
-    print("dgram refused:", errno.errorcode.get(e.errno, e.errno))
+dest = os.path.join(ws, "late-dgram.sock")
+# sendto, sendmsg and sendmmsg (the last through ctypes: Python has no wrapper) all name
+# the destination; sendmsg and sendmmsg carry it where the seccomp filter cannot read it.
+def sendmmsg(sock, path):
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    class iovec(ctypes.Structure): _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+    class sockaddr_un(ctypes.Structure): _fields_ = [("family", ctypes.c_ushort), ("path", ctypes.c_char * 108)]
+    class msghdr(ctypes.Structure):
+        _fields_ = [("name", ctypes.c_void_p), ("namelen", ctypes.c_uint), ("iov", ctypes.POINTER(iovec)),
+                    ("iovlen", ctypes.c_size_t), ("control", ctypes.c_void_p), ("controllen", ctypes.c_size_t),
+                    ("flags", ctypes.c_int)]
+    class mmsghdr(ctypes.Structure): _fields_ = [("hdr", msghdr), ("len", ctypes.c_uint)]
+    buf = ctypes.create_string_buffer(b"EXG-FROM-INSIDE")
+    iov = iovec(ctypes.cast(buf, ctypes.c_void_p), 15)
+    addr = sockaddr_un(socket.AF_UNIX, path.encode())
+    m = (mmsghdr * 2)()
+    for i in range(2):
+        m[i].hdr = msghdr(ctypes.cast(ctypes.pointer(addr), ctypes.c_void_p), ctypes.sizeof(addr), ctypes.pointer(iov), 1, None, 0, 0)
+    n = libc.sendmmsg(sock.fileno(), m, 2, 0)
+    if n < 0: raise OSError(ctypes.get_errno(), os.strerror(ctypes.get_errno()))
+for label, send in (("dgram", lambda: d.sendto(b"EXG-FROM-INSIDE", dest)),
+                    ("sendmsg", lambda: d.sendmsg([b"EXG-FROM-INSIDE"], [], 0, dest)),
+                    ("sendmmsg", lambda: sendmmsg(d, dest))):
+    try:
+        send(); print(label, "sent")
+    except OSError as e:
+        print(label, "refused:", errno.errorcode.get(e.errno, e.errno))
 '
 cat > "$SVC/listen_dgram.py" <<'PY'
 import os, socket, sys
@@ -192,7 +216,7 @@ else
         wait "$late_pid"
         OUT=$(cat "$SVC/late.out") ERR=$(cat "$SVC/late.err") STATUS=$(cat "$SVC/late.rc")
         [ "$STATUS" -eq 0 ] || { fail "bound later: the client did not run (status $STATUS)"; show_last; }
-        for label in "$LATE_WS" "$LATE_O" relative renamed dgram; do
+        for label in "$LATE_WS" "$LATE_O" relative renamed dgram sendmsg sendmmsg; do
             check "bound later: $label is refused inside" grep -q "^$label refused:" <<<"$OUT"
         done
         check "bound later: the late listeners received nothing" nothing_received "$LATE_LOG"

@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "listener_handover.hpp"
 #include "process/seccomp.hpp"
 #include "sandbox/audit.hpp"
 #include "sandbox/probes.hpp"
@@ -40,40 +41,6 @@ struct Outcome {
 // What a sandbox installs: the program compiled at build time.
 const std::vector<sock_filter>& program() { return process::prebuilt_seccomp_program(); }
 
-void send_fd(int sock, int fd) {
-  char c = 'L';
-  iovec iov{&c, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof ctl;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  cm->cmsg_level = SOL_SOCKET;
-  cm->cmsg_type = SCM_RIGHTS;
-  cm->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(cm), &fd, sizeof fd);
-  (void)::sendmsg(sock, &msg, MSG_NOSIGNAL);
-}
-
-int recv_fd(int sock) {
-  char c;
-  iovec iov{&c, 1};
-  alignas(cmsghdr) char ctl[CMSG_SPACE(sizeof(int))] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = ctl;
-  msg.msg_controllen = sizeof ctl;
-  if (::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1) return -1;
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  if (!cm || cm->cmsg_type != SCM_RIGHTS) return -1;
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(cm), sizeof fd);
-  return fd;
-}
-
 // Runs `probe` under the filter; this process answers the notifications.
 Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullptr) {
   const auto& prog = program();
@@ -89,7 +56,7 @@ Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullpt
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
     int listener = process::install_seccomp(prog);
     if (listener < 0) ::_exit(91);
-    send_fd(sv[1], listener);
+    if (!test_support::hand_over_listener(sv[1], listener)) ::_exit(92);
     ::close(listener);  // the probe must not hold (and answer) its own listener
     std::string out;
     int rc = sandbox::run_probe(probe, out);
@@ -99,7 +66,7 @@ Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullpt
   }
   ::close(sv[1]);
   UniqueFd sock(sv[0]);
-  int lfd = recv_fd(sock.get());
+  int lfd = test_support::take_listener(sock.get(), pid).release();
   if (lfd < 0) {
     int st;
     ::waitpid(pid, &st, 0);

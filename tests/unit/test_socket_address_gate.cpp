@@ -11,18 +11,20 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include "process/seccomp.hpp"
 #include "process/seccomp_rules.hpp"
 #include "sandbox/socket_address_gate.hpp"
 #include "sandbox/violations.hpp"
+#include "listener_handover.hpp"
 #include "temp_dir.hpp"
-#include "util/fd_passing.hpp"
 
 namespace exg {
 namespace {
@@ -38,23 +40,26 @@ UniqueFd bound_listener(const std::string& path, int type = SOCK_STREAM) {
 }
 
 // A listener on `path` bound in a network namespace of its own, in a child
-// that exits 9 if it ever accepts a connection (SIGKILLed otherwise at the
-// end). up() is false where no network namespace can be made.
+// that exits 9 if it ever accepts a connection or receives a datagram
+// (SIGKILLed otherwise at the end). up() is false where no network namespace
+// can be made.
 class ListenerInAnotherNetns {
  public:
-  explicit ListenerInAnotherNetns(const std::string& path) {
+  explicit ListenerInAnotherNetns(const std::string& path, int type = SOCK_STREAM) {
     int ready[2];
     if (::pipe(ready) != 0) return;
     pid_ = ::fork();
     if (pid_ == 0) {
       ::close(ready[0]);
       if (::unshare(CLONE_NEWNET) != 0 && ::unshare(CLONE_NEWUSER | CLONE_NEWNET) != 0) ::_exit(2);
-      auto s = bound_listener(path);
+      auto s = bound_listener(path, type);
       if (!s) ::_exit(3);
       ::chmod(path.c_str(), 0777);
       (void)::write(ready[1], "x", 1);
+      char b[16];
       for (;;)
-        if (::accept(s.get(), nullptr, nullptr) >= 0) ::_exit(9);
+        if (type == SOCK_STREAM ? ::accept(s.get(), nullptr, nullptr) >= 0 : ::recv(s.get(), b, sizeof b, 0) >= 0)
+          ::_exit(9);
     }
     ::close(ready[1]);
     char c;
@@ -127,6 +132,29 @@ TEST(SocketAddressGate, ASocketOfAnotherNamespaceIsNotOwn) {
   EXPECT_FALSE(found_in(diag.get(), dir.path() + "/netns.sock"));
 }
 
+// Serves a child's judged calls (this process its supervisor) until it ends;
+// its wait status. Once the filter has no user (POLLHUP) the child is exiting:
+// waited for without polling (under ASan its exit, the teardown of a huge
+// address space, outlasts a short poll loop). Stuck for 10 s: killed.
+int serve_until_exit(sandbox::SyscallViolations& violations, pid_t child) {
+  int status = -1;
+  bool reaped = false;
+  bool filter_unused = false;
+  for (int i = 0; i < 1000 && !filter_unused && !reaped; ++i) {
+    pollfd pf{violations.fd(), POLLIN, 0};
+    if (::poll(&pf, 1, 10) > 0) {
+      if (pf.revents & POLLIN)
+        violations.on_readable();
+      else if (pf.revents & (POLLHUP | POLLERR | POLLNVAL))
+        filter_unused = true;
+    }
+    reaped = ::waitpid(child, &status, WNOHANG) == child;
+  }
+  if (!reaped && !filter_unused) ::kill(child, SIGKILL);
+  if (!reaped) ::waitpid(child, &status, 0);
+  return status;
+}
+
 // The whole judgement on the real kernel: a child under the sandbox's notify
 // program, this process its supervisor through the gate. The child reaches a
 // socket bound in its own network namespace (by absolute and relative name,
@@ -150,7 +178,7 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(21);
     int listener = process::install_seccomp(process::prebuilt_seccomp_program());
     if (listener < 0) ::_exit(22);
-    if (!send_fds(sp[1], 'L', &listener, 1)) ::_exit(23);
+    if (!test_support::hand_over_listener(sp[1], listener)) ::_exit(23);
     ::close(listener);
     auto try_connect = [](const char* name, size_t len) {
       int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -184,38 +212,128 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
   }
   ::close(sp[1]);
   // This process: the supervisor.
-  FdMessage m;
-  ASSERT_TRUE(recv_fds(sp[0], &m));
-  ASSERT_EQ(m.type, 'L');
-  int listener_fd = m.fd;
-  UniqueFd listener(listener_fd);
+  UniqueFd listener = test_support::take_listener(sp[0], child);
+  ASSERT_TRUE(listener) << "the child's listener could not be taken";
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
   sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
-  // Serve the child's calls until it ends. Once the filter has no user left
-  // (POLLHUP) the child is exiting: wait for it without polling (under ASan its
-  // exit, the teardown of a huge address space, outlasts a short poll loop).
-  int status = -1;
-  bool reaped = false;
-  bool filter_unused = false;
-  for (int i = 0; i < 1000 && !filter_unused && !reaped; ++i) {
-    pollfd pf{violations.fd(), POLLIN, 0};
-    if (::poll(&pf, 1, 10) > 0) {
-      if (pf.revents & POLLIN)
-        violations.on_readable();
-      else if (pf.revents & (POLLHUP | POLLERR | POLLNVAL))
-        filter_unused = true;
-    }
-    reaped = ::waitpid(child, &status, WNOHANG) == child;
-  }
-  if (!reaped && !filter_unused) ::kill(child, SIGKILL);  // stuck for 10 s: end it, then fail below
-  if (!reaped) ::waitpid(child, &status, 0);
+  int status = serve_until_exit(violations, child);
   ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ", signal "
                                  << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
   EXPECT_TRUE(host.received_nothing()) << "the other namespace's listener accepted a connection";
   EXPECT_EQ(gate.refused(), 3u);
   EXPECT_NE(gate.summary().find(other), std::string::npos) << gate.summary();
+}
+
+
+// sendmsg() and sendmmsg() carry their destination where the filter cannot
+// read it: each comes to the supervisor, which judges every message's
+// destination and sends it itself. A datagram reaches a socket bound in the
+// child's own namespace, not one bound in another (that listener receives
+// nothing); sendmmsg sends up to the refused message and says how many;
+// descriptors passed with SCM_RIGHTS arrive as the same files.
+TEST(SocketAddressGate, SendmsgAndSendmmsgAreJudgedPerMessage) {
+  test_support::TempDir dir("exg-gate");
+  const std::string other = dir.path() + "/other.dgram";
+  ListenerInAnotherNetns host(other, SOCK_DGRAM);
+  if (!host.up()) GTEST_SKIP() << "no network namespace could be made here";
+
+  int sp[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sp), 0);
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ::close(sp[0]);
+    const std::string mine_path = dir.path() + "/mine.dgram";
+    auto mine = bound_listener(mine_path, SOCK_DGRAM);
+    if (!mine) ::_exit(20);
+    int pair[2];
+    if (::socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) != 0) ::_exit(21);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(22);
+    int listener = process::install_seccomp(process::prebuilt_seccomp_program());
+    if (listener < 0) ::_exit(23);
+    if (!test_support::hand_over_listener(sp[1], listener)) ::_exit(24);
+    ::close(listener);
+    auto address = [](const std::string& path) {
+      sockaddr_un a{};
+      a.sun_family = AF_UNIX;
+      std::memcpy(a.sun_path, path.c_str(), path.size() + 1);
+      return a;
+    };
+    sockaddr_un to_mine = address(mine_path), to_other = address(other);
+    int d = ::socket(AF_UNIX, SOCK_DGRAM, 0);
+    char payload[] = "EXG-judged";
+    iovec iov{payload, sizeof payload};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    // One message to each.
+    mh.msg_name = &to_mine;
+    mh.msg_namelen = sizeof to_mine;
+    if (::sendmsg(d, &mh, 0) != static_cast<ssize_t>(sizeof payload)) ::_exit(30);
+    char got[64] = {};
+    if (::recv(mine.get(), got, sizeof got, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof payload) ||
+        std::strcmp(got, payload) != 0)
+      ::_exit(31);
+    mh.msg_name = &to_other;
+    mh.msg_namelen = sizeof to_other;
+    if (::sendmsg(d, &mh, 0) >= 0 || errno != EACCES) ::_exit(32);
+    // sendmmsg: mine, other, mine: the first sent, the second refused, so 1.
+    mmsghdr batch[3]{};
+    sockaddr_un* dests[3] = {&to_mine, &to_other, &to_mine};
+    for (int i = 0; i < 3; ++i) {
+      batch[i].msg_hdr.msg_iov = &iov;
+      batch[i].msg_hdr.msg_iovlen = 1;
+      batch[i].msg_hdr.msg_name = dests[i];
+      batch[i].msg_hdr.msg_namelen = sizeof(sockaddr_un);
+    }
+    if (::sendmmsg(d, batch, 3, 0) != 1) ::_exit(33);
+    if (batch[0].msg_len != sizeof payload) ::_exit(34);
+    if (::recv(mine.get(), got, sizeof got, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof payload)) ::_exit(35);
+    if (::sendmmsg(d, batch + 1, 2, 0) >= 0 || errno != EACCES) ::_exit(36);
+    // A descriptor passed with SCM_RIGHTS on a connected pair arrives as the same file.
+    int passed = ::open("/dev/null", O_RDONLY);
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr with_fd{};
+    with_fd.msg_iov = &iov;
+    with_fd.msg_iovlen = 1;
+    with_fd.msg_control = control;
+    with_fd.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&with_fd);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &passed, sizeof passed);
+    if (::sendmsg(pair[0], &with_fd, 0) != static_cast<ssize_t>(sizeof payload)) ::_exit(40);
+    alignas(cmsghdr) char in_control[CMSG_SPACE(sizeof(int))] = {};
+    iovec in_iov{got, sizeof got};
+    msghdr in{};
+    in.msg_iov = &in_iov;
+    in.msg_iovlen = 1;
+    in.msg_control = in_control;
+    in.msg_controllen = sizeof in_control;
+    if (::recvmsg(pair[1], &in, MSG_DONTWAIT) != static_cast<ssize_t>(sizeof payload)) ::_exit(41);
+    cmsghdr* ic = CMSG_FIRSTHDR(&in);
+    if (ic == nullptr || ic->cmsg_type != SCM_RIGHTS) ::_exit(42);
+    int arrived = -1;
+    std::memcpy(&arrived, CMSG_DATA(ic), sizeof arrived);
+    struct stat a {}, b {};
+    if (::fstat(arrived, &a) != 0 || ::fstat(passed, &b) != 0 || a.st_ino != b.st_ino || a.st_dev != b.st_dev)
+      ::_exit(43);
+    ::_exit(0);
+  }
+  ::close(sp[1]);
+  UniqueFd listener = test_support::take_listener(sp[0], child);
+  ASSERT_TRUE(listener) << "the child's listener could not be taken";
+  sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
+                                  nullptr);
+  sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
+  int status = serve_until_exit(violations, child);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ")";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
+  EXPECT_TRUE(host.received_nothing()) << "the other namespace's socket received a datagram";
+  EXPECT_EQ(gate.refused(), 2u) << "the sendmsg and the second sendmmsg (the first stops before its refused message)";
 }
 
 }  // namespace
