@@ -193,21 +193,21 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       if (auto r = tell_in_cgroup(); !r) return fail(r.error());
       continue;
     }
+    if (m.type == process::kMsgSeccomp) {
+      // Init's listener, by number (process/init.cpp hand_over_listener:
+      // under its own filter it cannot send it): taken, then init is told.
+      char* end = nullptr;
+      long n = std::strtol(m.text.c_str(), &end, 10);
+      if (end != m.text.c_str() && *end == '\0' && n >= 0 && n <= INT_MAX && !sb.seccomp_listener)
+        sb.seccomp_listener.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
+      if (!sb.seccomp_listener)
+        return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)"));
+      if (!send_fds(parent_sock.get(), process::kMsgListenerTaken, nullptr, 0))
+        return fail(Error::sys("tell the sandbox's init its listener is taken"));
+      continue;
+    }
     if (m.type == process::kMsgReady) {
-      sb.seccomp_listener.reset(m.fd);
-      if (!sb.seccomp_listener && !m.text.empty()) {
-        // Init's listener, by number (process/init.cpp send_ready: under its
-        // own filter it cannot send it): taken from it, then init is told.
-        char* end = nullptr;
-        long n = std::strtol(m.text.c_str(), &end, 10);
-        if (end != m.text.c_str() && *end == '\0' && n >= 0 && n <= INT_MAX)
-          sb.seccomp_listener.reset(
-              static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
-        int taken_err = sb.seccomp_listener ? 0 : errno;
-        (void)send_fds(parent_sock.get(), process::kMsgListenerTaken, nullptr, 0);
-        if (!sb.seccomp_listener)
-          return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)", taken_err));
-      }
+      if (m.fd >= 0) sb.seccomp_listener.reset(m.fd);  // an OCI runtime host's (it is under no filter)
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
       if (send_err) return fail(Error::sys(spec.start_what, send_err));
       if (spec.capture_port && !captured) return fail(Error::msg("setup", "ready without transparent egress capture"));

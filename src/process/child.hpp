@@ -25,9 +25,9 @@ inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attac
 inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
 inline constexpr char kMsgSockDiag = 'D';  // child -> parent: a NETLINK_SOCK_DIAG socket of the sandbox's netns (sandbox/socket_address_gate.hpp)
 inline constexpr char kMsgTransparent = 'T';  // child -> parent: the transparent egress listener and netlink sockets (process/transparent_capture.hpp)
-inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started; the seccomp listener attached,
-                                         // or from init (under the filter already) its descriptor's number as text
+inline constexpr char kMsgSeccomp = 'S';  // init -> parent: its seccomp listener's descriptor number, as text (process/init.cpp)
 inline constexpr char kMsgListenerTaken = 'K';  // parent -> init: the listener is taken (pidfd_getfd); init closes its copy
+inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started (an OCI runtime host: the listener attached)
 inline constexpr char kMsgError = 'E';   // child -> parent: setup failed, text follows
 inline constexpr size_t kMaxTrustAnchor = 16384;  // the PEM that may follow kMsgGo
 

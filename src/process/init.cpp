@@ -120,19 +120,27 @@ pid_t start_command(const InitArgs& a) {
   return pid;
 }
 
-// "Ready", with the seccomp listener's descriptor number when there is one.
-// Not the descriptor itself (SCM_RIGHTS): init is under the filter now, which
-// sends every sendmsg() to the supervisor (sandbox/socket_address_gate.hpp),
-// and the supervisor has no listener yet to hear it: init would wait forever.
-// send() is not judged; the supervisor takes the descriptor (pidfd_getfd) and
-// says so (kMsgListenerTaken), and only then may init close its copy.
-void send_ready(int sock, int listener) {
-  std::string msg(1, kMsgReady);
-  if (listener >= 0) msg += std::to_string(listener);
-  if (::send(sock, msg.data(), msg.size(), MSG_NOSIGNAL) < 0 || listener < 0) return;
+// The seccomp listener to the supervisor, by its descriptor number. Not the
+// descriptor itself (SCM_RIGHTS): init is under the filter now, which sends
+// every sendmsg() to the supervisor (sandbox/socket_address_gate.hpp), and
+// the supervisor has no listener yet to hear it: init would wait forever.
+// send() is not judged; the supervisor takes the descriptor (pidfd_getfd,
+// which needs init dumpable: see the caller) and says so; then init closes
+// its copy. False when the supervisor did not answer.
+bool hand_over_listener(int sock, int listener) {
+  std::string msg(1, kMsgSeccomp);
+  msg += std::to_string(listener);
+  if (::send(sock, msg.data(), msg.size(), MSG_NOSIGNAL) < 0) return false;
   char taken = 0;
-  while (::recv(sock, &taken, 1, 0) < 0 && errno == EINTR) {
-  }
+  ssize_t n;
+  do n = ::recv(sock, &taken, 1, 0); while (n < 0 && errno == EINTR);
+  return n == 1 && taken == kMsgListenerTaken;
+}
+
+// "Ready": set up, the command started.
+void send_ready(int sock) {
+  char r = kMsgReady;
+  (void)::send(sock, &r, 1, MSG_NOSIGNAL);
 }
 
 }  // namespace
@@ -152,7 +160,6 @@ void send_ready(int sock, int listener) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(a.sync_fd, "no_new_privs");
   ::close(a.parent_pidfd);
   if (::chdir(a.plan->cwd.c_str()) != 0) die(a.sync_fd, "chdir " + a.plan->cwd);
-  ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
   if (::setsid() < 0) die(a.sync_fd, "setsid");  // leave the host's session and terminal
 
   sigset_t all;
@@ -169,20 +176,26 @@ void send_ready(int sock, int listener) {
   mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the
   // supervisor through the listener, which no process of the sandbox keeps.
-  int listener = -1;
+  // The supervisor takes the listener from init's descriptor table, which an
+  // unprivileged supervisor may do only while init is dumpable (init has
+  // changed ids: the kernel made it not). Nothing but init runs here yet; the
+  // command starts only once it is not dumpable again.
   if (a.seccomp) {
-    listener = install_seccomp(*a.seccomp);
+    ::prctl(PR_SET_DUMPABLE, 1);
+    int listener = install_seccomp(*a.seccomp);
     if (listener < 0) die(a.sync_fd, "install the seccomp filter");
+    if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
+    ::close(listener);
     mark("seccomp install");
   }
+  ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
 
   if (a.agent_channel >= 0) {
     // The agent is pid 1 itself, after every wall above: what it starts and
     // every file it touches are the sandbox's.
     if (a.pty_slave >= 0) ::close(a.pty_slave);
     if (a.timer) a.timer->child_done();  // nothing of the sandbox may write the supervisor's figures
-    send_ready(a.sync_fd, listener);
-    if (listener >= 0) ::close(listener);
+    send_ready(a.sync_fd);
     ::close(a.sync_fd);
     if (::dup2(a.agent_channel, 3) < 0) ::_exit(125);
     ::fcntl(3, F_SETFD, FD_CLOEXEC);
@@ -198,8 +211,7 @@ void send_ready(int sock, int listener) {
   if (a.pty_slave >= 0) ::close(a.pty_slave);
   mark("start command");  // (until its execve: CLONE_VFORK)
   if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
-  send_ready(a.sync_fd, listener);
-  if (listener >= 0) ::close(listener);
+  send_ready(a.sync_fd);
   ::close(a.sync_fd);
   ::close_range(3, ~0U, 0);
   // Everything the supervisor forwards goes on to the command.

@@ -132,11 +132,13 @@ attack "python3 app.py"
 check "python3 in the sandbox: exit 0, no compiled file left in the tree (got $STATUS)" test "$STATUS" = 0 -a ! -e "$WS/__pycache__"
 # The workspace may be /tmp itself (the sandbox's caches went to /tmp/.exguardian-pycache, inside
 # it: swept, quarantined, every Python run 123). A /tmp of the test's own (a tmpfs in a mount
-# namespace of its own, so root only) as the workspace: the caches go to a private tmpfs instead.
-if [ "$EXG_AS" = root ]; then
-    run unshare -m --propagation private bash -c 'mount -t tmpfs exg-test /tmp && cd /tmp &&
-        echo "print(\"reviewed module\")" > m.py && timeout -k 5 60 "$@" -- python3 -c "import m" &&
-        ! find /tmp -name "*.pyc" | grep .' _ "${EXG_RUN[@]}"
+# namespace of its own, so root only; the binary, itself under /tmp, bound to /mnt first) as the
+# workspace: the caches go to a private tmpfs instead.
+if [ "$EXG_AS" = root ] && [ "${EXG_LAYER:-process}" = process ]; then
+    run unshare -m --propagation private bash -c 'mount -t tmpfs exg-bin /mnt && : > /mnt/exguardian &&
+        mount --bind "$1" /mnt/exguardian && mount -t tmpfs exg-test /tmp && cd /tmp &&
+        echo "print(\"reviewed module\")" > m.py && timeout -k 5 60 /mnt/exguardian run -- python3 -c "import m" &&
+        ! find /tmp -name "*.pyc" | grep .' _ "$EXG"
     check "workspace /tmp: python3 exits 0 and leaves no compiled file there (got $STATUS)" test "$STATUS" = 0
     [ "$STATUS" = 0 ] || show_last
 fi
