@@ -717,14 +717,20 @@ Capability template_cache_capability() {
               " (EXG_MICROVM_SNAPSHOT_MAX; past it a new save removes the least recently used)"};
 }
 
-std::vector<Capability> probe_host() {
+namespace {
+
+// The probes, in doctor's order; `all` false: only those layer_status() reads
+// (without idmap, overlay, cgroups, the template cache and nft).
+std::vector<Capability> run_probes(bool all) {
   std::vector<Capability> out;
   probe_namespaces(out);
   probe_seccomp(out);
   probe_landlock(out);
-  probe_idmap(out);
-  probe_overlay(out);
-  probe_cgroups(out);
+  if (all) {
+    probe_idmap(out);
+    probe_overlay(out);
+    probe_cgroups(out);
+  }
   probe_tool(out, "crun", "container layer (OCI runtime, fast)");
   probe_tool(out, "runc", "container layer (OCI runtime)");
   probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
@@ -732,35 +738,26 @@ std::vector<Capability> probe_host() {
   probe_qemu(out);
   probe_guest_kernel(out);
   probe_kvm(out);
-  out.push_back(template_cache_capability());
-  std::string nft = find_in_path("nft");
-  if (nft.empty()) {
-    out.push_back({"nftables", false, "nft not in PATH; only needed for layers that route through a veth"});
-  } else {
-    bool answered = false;
-    std::string version = version_line(nft, &answered);
-    out.push_back({"nftables", answered, nft + ": " + version + "; for container/microVM egress rules"});
+  if (all) {
+    out.push_back(template_cache_capability());
+    std::string nft = find_in_path("nft");
+    if (nft.empty()) {
+      out.push_back({"nftables", false, "nft not in PATH; only needed for layers that route through a veth"});
+    } else {
+      bool answered = false;
+      std::string version = version_line(nft, &answered);
+      out.push_back({"nftables", answered, nft + ": " + version + "; for container/microVM egress rules"});
+    }
   }
   out.push_back(probe_supplementary_groups());
   return out;
 }
 
-std::vector<Capability> probe_for_layers() {
-  // The probes layer_status() reads, as probe_host() makes them (same names),
-  // without those it does not read (idmap, overlay, cgroups, templates, nft).
-  std::vector<Capability> out;
-  probe_namespaces(out);
-  probe_seccomp(out);
-  probe_landlock(out);
-  probe_tool(out, "crun", "container layer (OCI runtime, fast)");
-  probe_tool(out, "runc", "container layer (OCI runtime)");
-  probe_tool(out, "runsc", "gVisor layer (user-space kernel)");
-  probe_oci_layers(out);
-  probe_qemu(out);
-  probe_guest_kernel(out);
-  probe_kvm(out);
-  out.push_back(probe_supplementary_groups());
-  return out;
-}
+}  // namespace
+
+std::vector<Capability> probe_host() { return run_probes(true); }
+
+// The probes layer_status() reads, as probe_host() makes them (same names).
+std::vector<Capability> probe_for_layers() { return run_probes(false); }
 
 }  // namespace exg::sandbox

@@ -154,7 +154,18 @@ bool benign_pth(std::string_view content) {
     i = j + 1;
     // site.py: `line.startswith(("import ", "import\t"))` is executed; no
     // leading blanks are stripped before that test.
-    if (line.starts_with("import ") || line.starts_with("import\t")) return false;
+    if (!(line.starts_with("import ") || line.starts_with("import\t"))) continue;
+    // setuptools' own distutils-precedence.pth (every venv made with pip has
+    // it), exactly as setuptools writes it: the default 'local' (setuptools
+    // 60+) or 'stdlib'. What it imports is a module of that site-packages,
+    // which the sweep does not judge either (ordinary Python code).
+    while (!line.empty() && (line.back() == ' ' || line.back() == '\r')) line.remove_suffix(1);
+    static constexpr std::string_view kSetuptools[] = {
+        "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; "
+        "enabled and __import__('_distutils_hack').add_shim();",
+        "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'stdlib') == 'local'; "
+        "enabled and __import__('_distutils_hack').add_shim();"};
+    if (std::find(std::begin(kSetuptools), std::end(kSetuptools), line) == std::end(kSetuptools)) return false;
   }
   return true;
 }

@@ -171,6 +171,17 @@ if python3 -m venv --without-pip "$WS/.venv" 2>/dev/null; then
 else
     skip "python3 -m venv is not available here: the .pth checks need a virtualenv"
 fi
+# A virtualenv made inside with pip (setuptools' distutils-precedence.pth comes with it) is an
+# ordinary thing to do: it is kept, and the run does not fail.
+if python3 -m venv "$T/venv-probe" >/dev/null 2>&1 && ls "$T"/venv-probe/lib/python3*/site-packages/distutils-precedence.pth >/dev/null 2>&1; then
+    attack "python3 -m venv .venv"
+    check "python3 -m venv inside (with setuptools' .pth): exit 0 (got $STATUS)" test "$STATUS" = 0
+    [ "$STATUS" = 0 ] || show_last
+    rm -rf "$WS/.venv"
+else
+    skip "python3 -m venv with setuptools is not available here"
+fi
+rm -rf "$T/venv-probe"
 
 # ---- (7) names from the wider survey ---------------------------------------------------------
 attack "printf '!import os; os.system(\"touch $pwned\")\n' > .pdbrc

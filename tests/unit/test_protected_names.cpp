@@ -360,6 +360,15 @@ TEST(ProtectedNames, SweepOnlyKinds) {
                                          "pkg/__pycache__/m.cpython-311.pyc"}));
   EXPECT_TRUE(sandbox::benign_pth("/a/b\n../c\n#import x\n"));
   EXPECT_FALSE(sandbox::benign_pth("/a\nimport\tx\n"));
+  // setuptools' distutils-precedence.pth, as every venv made with pip has it, passes; a changed one does not.
+  const std::string setuptools =
+      "import os; var = 'SETUPTOOLS_USE_DISTUTILS'; enabled = os.environ.get(var, 'local') == 'local'; "
+      "enabled and __import__('_distutils_hack').add_shim(); \n";
+  EXPECT_TRUE(sandbox::benign_pth(setuptools));
+  EXPECT_FALSE(sandbox::benign_pth(setuptools + "import os; os.system('x')\n"));
+  std::string changed = setuptools;
+  changed.replace(changed.find("_distutils_hack"), 15, "evil_module_abc");
+  EXPECT_FALSE(sandbox::benign_pth(changed));
 }
 
 TEST(ProtectedNames, PatternsMatchOneComponent) {

@@ -155,6 +155,21 @@ int serve_until_exit(sandbox::SyscallViolations& violations, pid_t child) {
   return status;
 }
 
+// This process as the supervisor of `child` through `gate`: takes the child's
+// listener (sent on `sock`) and serves it until the child ends; its wait
+// status (-1 when the listener could not be taken: the child is killed).
+int supervise(int sock, pid_t child, sandbox::SocketAddressGate& gate) {
+  UniqueFd listener = test_support::take_listener(sock, child);
+  if (!listener) {
+    ::kill(child, SIGKILL);
+    ::waitpid(child, nullptr, 0);
+    ADD_FAILURE() << "the child's listener could not be taken";
+    return -1;
+  }
+  sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
+  return serve_until_exit(violations, child);
+}
+
 // The whole judgement on the real kernel: a child under the sandbox's notify
 // program, this process its supervisor through the gate. The child reaches a
 // socket bound in its own network namespace (by absolute and relative name,
@@ -212,12 +227,9 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
   }
   ::close(sp[1]);
   // This process: the supervisor.
-  UniqueFd listener = test_support::take_listener(sp[0], child);
-  ASSERT_TRUE(listener) << "the child's listener could not be taken";
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
-  sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
-  int status = serve_until_exit(violations, child);
+  int status = supervise(sp[0], child, gate);
   ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ", signal "
                                  << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
@@ -324,13 +336,11 @@ TEST(SocketAddressGate, SendmsgAndSendmmsgAreJudgedPerMessage) {
     ::_exit(0);
   }
   ::close(sp[1]);
-  UniqueFd listener = test_support::take_listener(sp[0], child);
-  ASSERT_TRUE(listener) << "the child's listener could not be taken";
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
-  sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
-  int status = serve_until_exit(violations, child);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ")";
+  int status = supervise(sp[0], child, gate);
+  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ", signal "
+                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
   EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
   EXPECT_TRUE(host.received_nothing()) << "the other namespace's socket received a datagram";
   EXPECT_EQ(gate.refused(), 2u) << "the sendmsg and the second sendmmsg (the first stops before its refused message)";
