@@ -156,8 +156,9 @@ int serve_until_exit(sandbox::SyscallViolations& violations, pid_t child) {
 }
 
 // This process as the supervisor of `child` through `gate`: takes the child's
-// listener (sent on `sock`) and serves it until the child ends; its wait
-// status (-1 when the listener could not be taken: the child is killed).
+// listener (sent on `sock`) and serves it until the child ends; its exit code
+// (-1, with a test failure, when the listener could not be taken or the child
+// did not end by exit).
 int supervise(int sock, pid_t child, sandbox::SocketAddressGate& gate) {
   UniqueFd listener = test_support::take_listener(sock, child);
   if (!listener) {
@@ -167,7 +168,11 @@ int supervise(int sock, pid_t child, sandbox::SocketAddressGate& gate) {
     return -1;
   }
   sandbox::SyscallViolations violations(std::move(listener), nullptr, &gate);
-  return serve_until_exit(violations, child);
+  int status = serve_until_exit(violations, child);
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  ADD_FAILURE() << "the child did not end by exit (wait status " << status << ", signal "
+                << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
+  return -1;
 }
 
 // The whole judgement on the real kernel: a child under the sandbox's notify
@@ -229,10 +234,7 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
   // This process: the supervisor.
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
-  int status = supervise(sp[0], child, gate);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ", signal "
-                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
+  EXPECT_EQ(supervise(sp[0], child, gate), 0) << "the step that failed (see the child's _exit codes)";
   EXPECT_TRUE(host.received_nothing()) << "the other namespace's listener accepted a connection";
   EXPECT_EQ(gate.refused(), 3u);
   EXPECT_NE(gate.summary().find(other), std::string::npos) << gate.summary();
@@ -338,10 +340,7 @@ TEST(SocketAddressGate, SendmsgAndSendmmsgAreJudgedPerMessage) {
   ::close(sp[1]);
   sandbox::SocketAddressGate gate(UniqueFd(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_SOCK_DIAG)), {},
                                   nullptr);
-  int status = supervise(sp[0], child, gate);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child did not end by exit (wait status " << status << ", signal "
-                                 << (WIFSIGNALED(status) ? WTERMSIG(status) : 0) << ")";
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "the step that failed (see the child's _exit codes)";
+  EXPECT_EQ(supervise(sp[0], child, gate), 0) << "the step that failed (see the child's _exit codes)";
   EXPECT_TRUE(host.received_nothing()) << "the other namespace's socket received a datagram";
   EXPECT_EQ(gate.refused(), 2u) << "the sendmsg and the second sendmmsg (the first stops before its refused message)";
 }
