@@ -39,6 +39,7 @@ namespace {
 // the first part, a short write as the kernel may make one too).
 constexpr size_t kMaxData = size_t{1} << 20;
 constexpr int kMaxWaiting = 512;
+constexpr size_t kMaxPassedPerMessage = 253;  // SCM_MAX_FD: more and the kernel says EINVAL
 
 struct Creds {
   uid_t euid = 0;
@@ -287,9 +288,13 @@ int take_passed(pid_t tid, int caller, Message* m) {
   ours.msg_control = m->control.data();
   ours.msg_controllen = m->control.size();
   for (cmsghdr* c = CMSG_FIRSTHDR(&ours); c != nullptr; c = CMSG_NXTHDR(&ours, c)) {
-    if (c->cmsg_len < CMSG_LEN(0)) return EINVAL;
+    // The caller wrote these headers: a length past the buffer is refused, as
+    // the kernel refuses it, before anything is read or written through it.
+    const size_t offset = static_cast<size_t>(reinterpret_cast<char*>(c) - m->control.data());
+    if (c->cmsg_len < CMSG_LEN(0) || c->cmsg_len > m->control.size() - offset) return EINVAL;
     if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
       size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      if (m->fds.size() + n > kMaxPassedPerMessage) return EINVAL;  // the kernel's SCM_MAX_FD
       auto* fds = reinterpret_cast<int*>(CMSG_DATA(c));
       for (size_t i = 0; i < n; ++i) {
         int theirs = 0;
