@@ -808,53 +808,42 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     if (sock.empty()) p.skip_why = "no host listener: " + c.host_socket_why;
   }
 
-  // A host service that binds its socket in the workspace while the sandbox runs (an ssh-agent
+  // A host service that binds its sockets in the workspace while the sandbox runs (an ssh-agent
   // or a docker daemon started later; `exguardian session --control unix:$PWD/ctl.sock`): the
-  // probe asks the host's listener to bind, waits for the socket, then connects.
-  {
-    const std::string sock = c.late_socket;
-    auto& p = add({"host-unix-socket-bound-later", "runtime sockets",
+  // probe asks the host's listener to bind, waits for its socket, then tries it. The stream
+  // socket through connect(); the datagram one through sendmsg() (its destination lies in a
+  // msghdr the seccomp filter cannot read) and sendto(). Judged by the host listener's log:
+  // it must have bound that socket and received nothing on it.
+  auto late_socket_probe = [&](const std::string& id, const std::string& sock, const std::string& client,
+                               const std::string& expectation, const std::string& received) {
+    auto& p = add({id, "runtime sockets",
                    ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
-                       "i=$((i+1)); done; python3 -c 'import socket; " +
-                       "s = socket.socket(socket.AF_UNIX); s.connect(\"" + sock +
-                       "\"); s.sendall(b\"EXG\"); s.close(); print(\"connected\")' 2>&1 | tail -1",
-                   "connect() to a host socket bound in the workspace after the sandbox started fails; the listener "
-                   "receives nothing",
-                   true, {}, false, false, "", 0, [&c, sock](const Outcome& o) {
+                       "i=$((i+1)); done; python3 -c 'import socket; " + client + "' 2>&1 | tail -1",
+                   expectation, true, {}, false, false, "", 0, [&c, sock, received](const Outcome& o) {
                      std::string log = read_whole(c.late_socket_log).value_or("");
-                     if (has(log, "a connection")) return escaped("the late host listener got a connection");
-                     if (has(o.out, "connected")) return escaped("connected to " + sock);
+                     if (has(log, sock + ": " + received)) return escaped("the late host socket got " + received);
+                     if (has(o.out, "reached ")) return escaped("reached " + sock + ": " + first_line(o.out));
                      // The host side says it bound (gVisor's gofer may not even show the file).
-                     if (!has(log, ": bound")) return failed("the host listener did not bind (no evidence either way): " + said(o));
-                     return held(said(o) + "; the late host listener bound and received nothing");
-                   }});
-    need(p, {"python3"});
-    if (sock.empty()) p.skip_why = "no late host listener: " + c.late_socket_why;
-  }
-
-  // The same host service's datagram socket: sendmsg() and sendmmsg() carry the destination in a
-  // msghdr the seccomp filter cannot read; each message is judged by the supervisor all the same.
-  {
-    const std::string sock = c.late_dgram;
-    auto& p = add({"host-unix-dgram-bound-later", "runtime sockets",
-                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
-                       "i=$((i+1)); done; python3 -c 'import socket; " +
-                       "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); " +
-                       "r = [\"sendmsg\" if s.sendmsg([b\"EXG\"], [], 0, \"" + sock + "\") == 3 else \"\"]; " +
-                       "r.append(\"sendto\" if s.sendto(b\"EXG\", \"" + sock + "\") == 3 else \"\"); print(\"sent\", *r)' 2>&1 | tail -1",
-                   "a datagram (sendmsg, sendto) to a host socket bound in the workspace after the sandbox started is "
-                   "refused; the host socket receives nothing",
-                   true, {}, false, false, "", 0, [&c, sock](const Outcome& o) {
-                     std::string log = read_whole(c.late_socket_log).value_or("");
-                     if (has(log, "a datagram")) return escaped("the late host socket received a datagram");
-                     if (has(o.out, "sent ")) return escaped("sent to " + sock);
                      if (!has(log, sock + ": bound"))
                        return failed("the host socket did not bind (no evidence either way): " + said(o));
                      return held(said(o) + "; the late host socket bound and received nothing");
                    }});
     need(p, {"python3"});
     if (sock.empty()) p.skip_why = "no late host listener: " + c.late_socket_why;
-  }
+  };
+  late_socket_probe("host-unix-socket-bound-later", c.late_socket,
+                    "s = socket.socket(socket.AF_UNIX); s.connect(\"" + c.late_socket +
+                        "\"); s.sendall(b\"EXG\"); s.close(); print(\"reached by connect\")",
+                    "connect() to a host socket bound in the workspace after the sandbox started fails; the listener "
+                    "receives nothing",
+                    "a connection");
+  late_socket_probe("host-unix-dgram-bound-later", c.late_dgram,
+                    "s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM); "
+                    "s.sendmsg([b\"EXG\"], [], 0, \"" + c.late_dgram + "\") == 3 and print(\"reached by sendmsg\"); "
+                    "s.sendto(b\"EXG\", \"" + c.late_dgram + "\") == 3 and print(\"reached by sendto\")",
+                    "a datagram (sendmsg, sendto) to a host socket bound in the workspace after the sandbox started is "
+                    "refused; the host socket receives nothing",
+                    "a datagram");
 
   // ---- /proc and /sys: the host stays invisible.
   {

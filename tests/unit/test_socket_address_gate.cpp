@@ -155,6 +155,17 @@ int serve_until_exit(sandbox::SyscallViolations& violations, pid_t child) {
   return status;
 }
 
+// The child's half: under the sandbox's notify program (no_new_privs first),
+// its listener handed to the test on `sock`. False when a step failed.
+bool enter_filter(int sock) {
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  int listener = process::install_seccomp(process::prebuilt_seccomp_program());
+  if (listener < 0) return false;
+  bool handed = test_support::hand_over_listener(sock, listener);
+  ::close(listener);
+  return handed;
+}
+
 // This process as the supervisor of `child` through `gate`: takes the child's
 // listener (sent on `sock`) and serves it until the child ends; its exit code
 // (-1, with a test failure, when the listener could not be taken or the child
@@ -195,11 +206,7 @@ TEST(SocketAddressGate, AChildUnderTheFilterReachesOnlyItsNamespacesSockets) {
     ::close(sp[0]);
     auto mine = bound_listener(dir.path() + "/mine.sock");
     if (!mine || ::chdir(dir.path().c_str()) != 0) ::_exit(20);
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(21);
-    int listener = process::install_seccomp(process::prebuilt_seccomp_program());
-    if (listener < 0) ::_exit(22);
-    if (!test_support::hand_over_listener(sp[1], listener)) ::_exit(23);
-    ::close(listener);
+    if (!enter_filter(sp[1])) ::_exit(21);
     auto try_connect = [](const char* name, size_t len) {
       int s = ::socket(AF_UNIX, SOCK_STREAM, 0);
       sockaddr_un a{};
@@ -264,11 +271,7 @@ TEST(SocketAddressGate, SendmsgAndSendmmsgAreJudgedPerMessage) {
     if (!mine) ::_exit(20);
     int pair[2];
     if (::socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) != 0) ::_exit(21);
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(22);
-    int listener = process::install_seccomp(process::prebuilt_seccomp_program());
-    if (listener < 0) ::_exit(23);
-    if (!test_support::hand_over_listener(sp[1], listener)) ::_exit(24);
-    ::close(listener);
+    if (!enter_filter(sp[1])) ::_exit(22);
     auto address = [](const std::string& path) {
       sockaddr_un a{};
       a.sun_family = AF_UNIX;
