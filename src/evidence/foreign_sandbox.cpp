@@ -108,6 +108,17 @@ const std::vector<ForeignPreset>& foreign_presets() {
        {"podman", "run", "--rm", "--pull=never", "-v", "{workspace}:{workspace}", "-w", "{workspace}", "-v",
         "{probe}:/usr/local/bin/exguardian-probe:ro", "{image}"},
        "/usr/local/bin/exguardian-probe", true},
+      // gVisor as its users run it: an engine with runsc as the runtime. runsc makes the
+      // container's network itself and refuses the root network namespace podman hands it
+      // ("cannot run with network enabled in root network namespace"), so it gets none, and
+      // no cgroups of its own (podman's are the engine's).
+      {"podman-runsc",
+       "the podman preset with gVisor (runsc) as the runtime and no network (runsc's --network=none, "
+       "--ignore-cgroups)",
+       {"podman", "--runtime", "runsc", "--runtime-flag", "network=none", "--runtime-flag", "ignore-cgroups", "run",
+        "--rm", "--pull=never", "--network=none", "-v", "{workspace}:{workspace}", "-w", "{workspace}", "-v",
+        "{probe}:/usr/local/bin/exguardian-probe:ro", "{image}"},
+       "/usr/local/bin/exguardian-probe", true},
   };
   return presets;
 }

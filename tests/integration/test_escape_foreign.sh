@@ -191,6 +191,24 @@ assert p['net-socks-metadata-ip']['evidence'].startswith('not applicable: '), p[
 assert p['net-direct-metadata']['verdict'] in ('held', 'ESCAPED', 'skipped'), p['net-direct-metadata']
 "
         [ -s "$J" ] || show_last
+        # gVisor as its users run it: the same image under runsc (podman --runtime runsc).
+        if ! command -v runsc >/dev/null; then
+            skip "podman-runsc: runsc is not installed"
+        else
+            run "$EXG" escape-test --sandbox podman-runsc --sandbox-image localhost/exg-escape-bb --dry-run
+            check "--dry-run --sandbox podman-runsc: podman with runsc as the runtime, no network" bash -c \
+                '[ "$1" = 0 ] && grep -q -- "--runtime runsc --runtime-flag network=none" <<<"$2"' _ "$STATUS" "$OUT"
+            run "$EXG" escape-test --sandbox podman-runsc --sandbox-image localhost/exg-escape-bb --json "$J" \
+                --only seed-env-secrets --only fd-leak --only kernel-bpf --only work-write --only proc-pid1
+            check "--sandbox podman-runsc: in place under gVisor, probes judged ($(verdicts "$J" sandbox-in-place seed-env-secrets fd-leak kernel-bpf work-write proc-pid1))" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+for i in ('sandbox-in-place', 'seed-env-secrets', 'fd-leak', 'kernel-bpf', 'work-write', 'proc-pid1'):
+    assert p[i]['verdict'] == 'held', (i, p[i]['verdict'], p[i]['evidence'])
+assert all(x['layer'] == 'podman-runsc' for x in p.values()), 'every result names the preset'
+"
+            [ -s "$J" ] || show_last
+        fi
     fi
     podman rmi -f localhost/exg-escape-bb >/dev/null 2>&1
     unset CONTAINERS_STORAGE_CONF CONTAINERS_CONF
