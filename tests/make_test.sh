@@ -78,7 +78,7 @@ if [ -n "$asan_pid" ]; then
         tail -30 "$asan_log" >&2
         rc=1
     elif [ "$arc" = 4 ]; then
-        echo "make test: the ASan unit tests did not end within $asan_unit_limit s; the last one started: $(last_started)" >&2
+        echo "make test: the ASan unit tests were stopped (one test past 600 s, or the run past $asan_unit_limit s); the last one started: $(last_started)" >&2
         tail -30 "$asan_run_log" >&2
         rc=1
     else
