@@ -332,6 +332,119 @@ std::optional<Request> parse_request(const Frame& f, std::string* error) {
   return r;
 }
 
+namespace request {
+
+namespace {
+nlohmann::json op(Op o) { return {{"op", to_string(o)}}; }
+nlohmann::json with_pid(Op o, int pid) {
+  auto h = op(o);
+  h["pid"] = pid;
+  return h;
+}
+nlohmann::json with_path(Op o, const std::string& path) {
+  auto h = op(o);
+  h["path"] = path;
+  return h;
+}
+}  // namespace
+
+nlohmann::json start(const Start& s) {
+  auto h = op(Op::Start);
+  h["argv"] = s.argv;
+  if (s.env) h["env"] = *s.env;
+  if (s.cwd) h["cwd"] = *s.cwd;
+  if (s.user) h["user"] = *s.user;
+  if (s.pty) h["pty"] = true;
+  if (s.rows) h["rows"] = *s.rows;
+  if (s.cols) h["cols"] = *s.cols;
+  h["stdin"] = s.stdin_open;
+  return h;
+}
+
+nlohmann::json input(int pid) { return with_pid(Op::Input, pid); }
+nlohmann::json close_stdin(int pid) { return with_pid(Op::CloseStdin, pid); }
+
+nlohmann::json signal(int pid, int sig, bool group) {
+  auto h = with_pid(Op::Signal, pid);
+  h["signal"] = sig;
+  if (group) h["group"] = true;
+  return h;
+}
+
+nlohmann::json signal(int pid, std::string_view name, bool group) {
+  auto h = with_pid(Op::Signal, pid);
+  h["signal"] = std::string(name);
+  if (group) h["group"] = true;
+  return h;
+}
+
+nlohmann::json resize(int pid, unsigned rows, unsigned cols) {
+  auto h = with_pid(Op::Resize, pid);
+  h["rows"] = rows;
+  h["cols"] = cols;
+  return h;
+}
+
+nlohmann::json list() { return op(Op::List); }
+nlohmann::json attach(int pid) { return with_pid(Op::Attach, pid); }
+nlohmann::json stat(const std::string& path) { return with_path(Op::Stat, path); }
+nlohmann::json list_dir(const std::string& path) { return with_path(Op::ListDir, path); }
+
+nlohmann::json read(const std::string& path, uint64_t offset, std::optional<uint64_t> length) {
+  auto h = with_path(Op::Read, path);
+  h["offset"] = offset;
+  if (length) h["length"] = *length;
+  return h;
+}
+
+nlohmann::json write(const std::string& path, const Write& w) {
+  auto h = with_path(Op::Write, path);
+  if (w.append) h["append"] = true;
+  if (w.exclusive) h["exclusive"] = true;
+  if (w.offset) h["offset"] = *w.offset;
+  if (w.mode) h["mode"] = w.mode;
+  return h;
+}
+
+nlohmann::json mkdir(const std::string& path, bool parents, uint32_t mode) {
+  auto h = with_path(Op::Mkdir, path);
+  h["parents"] = parents;
+  if (mode) h["mode"] = mode;
+  return h;
+}
+
+nlohmann::json remove(const std::string& path, bool recursive) {
+  auto h = with_path(Op::Remove, path);
+  h["recursive"] = recursive;
+  return h;
+}
+
+nlohmann::json rename(const std::string& path, const std::string& to) {
+  auto h = with_path(Op::Rename, path);
+  h["to"] = to;
+  return h;
+}
+
+nlohmann::json watch(const std::string& path) { return with_path(Op::Watch, path); }
+
+nlohmann::json unwatch(int watch) {
+  auto h = op(Op::Unwatch);
+  h["watch"] = watch;
+  return h;
+}
+
+nlohmann::json shutdown() { return op(Op::Shutdown); }
+
+nlohmann::json audit_tags(const std::map<std::string, std::string>& tags) {
+  return {{"op", kAuditTags}, {"tags", tags}};
+}
+
+nlohmann::json set_network(const std::vector<std::string>& allow, const std::vector<std::string>& deny) {
+  return {{"op", kSetNetwork}, {"allow", allow}, {"deny", deny}};
+}
+
+}  // namespace request
+
 Frame reply_ok(uint32_t id, nlohmann::json header, std::string payload) {
   header["ok"] = true;
   return Frame{Kind::Reply, id, std::move(header), std::move(payload)};

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -107,6 +108,55 @@ struct Request {
 
 // A request frame -> Request, or a one-line error (the agent replies with it, errno EINVAL).
 std::optional<Request> parse_request(const Frame& f, std::string* error);
+
+// Request headers, built from typed arguments: the one place a client writes
+// an op's name and field names (parse_request above is the one place that
+// reads them; tests/unit/test_agent_protocol.cpp holds each encoder to it).
+// A field left unset is left out of the header: the agent's default applies.
+namespace request {
+
+struct Start {
+  std::vector<std::string> argv;
+  std::optional<std::vector<std::string>> env;  // NAME=VALUE over the sandbox's environment
+  std::optional<std::string> cwd;
+  std::optional<std::string> user;
+  bool pty = false;  // sent only when true
+  std::optional<unsigned> rows, cols;
+  bool stdin_open = true;  // always sent
+};
+nlohmann::json start(const Start& s);
+nlohmann::json input(int pid);  // the bytes are the frame's payload
+nlohmann::json close_stdin(int pid);
+// `group`: the process's whole group first (sent only when true).
+nlohmann::json signal(int pid, int sig, bool group = false);
+nlohmann::json signal(int pid, std::string_view name, bool group = false);  // "KILL", "SIGTERM"
+nlohmann::json resize(int pid, unsigned rows, unsigned cols);
+nlohmann::json list();
+nlohmann::json attach(int pid);
+nlohmann::json stat(const std::string& path);
+nlohmann::json list_dir(const std::string& path);
+nlohmann::json read(const std::string& path, uint64_t offset, std::optional<uint64_t> length = std::nullopt);
+struct Write {
+  bool append = false, exclusive = false;  // each sent only when true
+  std::optional<uint64_t> offset;
+  uint32_t mode = 0;  // new files; 0: not sent (0644)
+};
+nlohmann::json write(const std::string& path, const Write& w = {});  // the bytes are the payload
+nlohmann::json mkdir(const std::string& path, bool parents, uint32_t mode = 0);  // mode 0: not sent (0755)
+nlohmann::json remove(const std::string& path, bool recursive);
+nlohmann::json rename(const std::string& path, const std::string& to);
+nlohmann::json watch(const std::string& path);
+nlohmann::json unwatch(int watch);
+nlohmann::json shutdown();
+
+// The supervisor's own two (docs/agent-protocol.md, "The session front end"):
+// answered by the session's relay, never the agent.
+inline constexpr char kAuditTags[] = "audit_tags";
+inline constexpr char kSetNetwork[] = "set_network";
+nlohmann::json audit_tags(const std::map<std::string, std::string>& tags);
+nlohmann::json set_network(const std::vector<std::string>& allow, const std::vector<std::string>& deny);
+
+}  // namespace request
 
 // A signal by number (1..64) or name ("TERM", "SIGTERM"); 0 when unknown.
 int signal_number(const nlohmann::json& v);

@@ -209,7 +209,7 @@ void ControlRelay::from_client(Conn* c) {
 }
 
 bool ControlRelay::supervisor_request(Conn* c, const Frame& f) {
-  if (f.header.value("op", nlohmann::json()) == "audit_tags") {
+  if (f.header.value("op", nlohmann::json()) == request::kAuditTags) {
     // The warm pool's adoption: the tenant a held audit log waited for.
     auto it = f.header.find("tags");
     bool fields_ok = f.header.size() == 2 && it != f.header.end() && it->is_object() && !it->empty() && it->size() <= 8;
@@ -234,7 +234,7 @@ bool ControlRelay::supervisor_request(Conn* c, const Frame& f) {
     c->ch.send(reply_ok(f.id));
     return true;
   }
-  if (f.header.value("op", nlohmann::json()) != "set_network") return false;
+  if (f.header.value("op", nlohmann::json()) != request::kSetNetwork) return false;
   // Only clients of the socket's owner are here at all (accept_client).
   sandbox::NetworkChange change;
   for (const char* k : {"allow", "deny"}) {
@@ -351,8 +351,8 @@ void ControlRelay::drop(Conn* c) {
     }
     if (agent_) {
       uint32_t id = next_agent_id_++;
-      pending_[id] = Pending{nullptr, 0, "unwatch", 0, it->first};
-      agent_.send(Frame{Kind::Request, id, {{"op", "unwatch"}, {"watch", it->first}}, {}});
+      pending_[id] = Pending{nullptr, 0, to_string(Op::Unwatch), 0, it->first};
+      agent_.send(Frame{Kind::Request, id, request::unwatch(it->first), {}});
     }
     it = watch_owner_.erase(it);
   }

@@ -68,11 +68,11 @@ int stream_until_exit(agent::Client& c, int pid, bool relay_stdin) {
     if (relay_stdin && (fds[1].revents & (POLLIN | POLLHUP | POLLERR))) {
       ssize_t n = ::read(0, buf, sizeof buf);
       if (n > 0) {
-        if (auto r = c.send({{"op", "input"}, {"pid", pid}}, std::string(buf, static_cast<size_t>(n))); !r)
+        if (auto r = c.send(agent::request::input(pid), std::string(buf, static_cast<size_t>(n))); !r)
           return client_error(r.error().str());
       } else if (n == 0 || errno != EINTR) {
         relay_stdin = false;
-        if (auto r = c.send({{"op", "close_stdin"}, {"pid", pid}}); !r) return client_error(r.error().str());
+        if (auto r = c.send(agent::request::close_stdin(pid)); !r) return client_error(r.error().str());
       }
     }
   }
@@ -193,28 +193,29 @@ int session_client_main(int argc, char** argv) {
   if (!c) return client_error(c.error().str());
 
   if (verb == "exec" || verb == "start") {
-    nlohmann::json h{{"op", "start"}};
+    agent::request::Start s;
     std::vector<std::string> env;
     bool stdin_open = true;
     for (; i < args.size() && args[i] != "--"; ++i) {
       const std::string& a = args[i];
       bool has_value = i + 1 < args.size();
       long v = 0;
-      if (a == "--pty") h["pty"] = true;
+      if (a == "--pty") s.pty = true;
       else if (a == "--no-stdin") stdin_open = false;
-      else if ((a == "--rows" || a == "--cols") && has_value && to_number(args[i + 1], 1, 1000, &v)) h[a.substr(2)] = v, ++i;
-      else if (a == "--cwd" && has_value) h["cwd"] = args[++i];
-      else if (a == "--user" && has_value) h["user"] = args[++i];
+      else if ((a == "--rows" || a == "--cols") && has_value && to_number(args[i + 1], 1, 1000, &v))
+        (a == "--rows" ? s.rows : s.cols) = static_cast<unsigned>(v), ++i;
+      else if (a == "--cwd" && has_value) s.cwd = args[++i];
+      else if (a == "--user" && has_value) s.user = args[++i];
       else if (a == "--env" && has_value) env.push_back(args[++i]);
       else return client_error(verb + ": unknown option or missing value: " + a);
     }
     if (i >= args.size() || i + 1 >= args.size()) return client_error(verb + ": no command (… -- CMD [ARGS...])");
-    h["argv"] = std::vector<std::string>(args.begin() + static_cast<long>(i) + 1, args.end());
-    if (!env.empty()) h["env"] = env;
+    s.argv.assign(args.begin() + static_cast<long>(i) + 1, args.end());
+    if (!env.empty()) s.env = env;
     // `start` leaves the process on its own: nothing of ours is its stdin.
-    if (verb == "start" && stdin_open && !h.contains("pty")) stdin_open = false;
-    h["stdin"] = stdin_open;
-    auto r = c->call(h);
+    if (verb == "start" && stdin_open && !s.pty) stdin_open = false;
+    s.stdin_open = stdin_open;
+    auto r = c->call(agent::request::start(s));
     if (!r) return client_error(r.error().str());
     if (!r->header.value("ok", false)) {
       std::fprintf(stderr, "exguardian: %s (%s)\n", r->header.value("message", "start failed").c_str(),
@@ -231,7 +232,7 @@ int session_client_main(int argc, char** argv) {
   if (verb == "attach") {
     long pid = 0;
     if (i >= args.size() || !to_number(args[i], 1, 4194304, &pid)) return client_error("attach: expected a pid");
-    auto r = c->call({{"op", "attach"}, {"pid", pid}});
+    auto r = c->call(agent::request::attach(static_cast<int>(pid)));
     if (!r) return client_error(r.error().str());
     if (!r->header.value("ok", false)) return client_error("attach: " + r->header.value("message", ""));
     return stream_until_exit(*c, static_cast<int>(pid), false);
@@ -240,6 +241,7 @@ int session_client_main(int argc, char** argv) {
     if (i >= args.size()) return client_error("call: expected a JSON header or an op name (e.g. list)");
     const std::string& arg = args[i++];
     nlohmann::json h;
+    // The caller's own request, as it is (an unknown op gets the agent's error): not built by agent::request.
     if (is_op_name(arg)) h = {{"op", arg}};  // an op that needs no field: list, shutdown
     else h = parse_json(arg);
     if (h.is_discarded() || !h.is_object())

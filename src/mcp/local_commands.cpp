@@ -35,7 +35,7 @@ struct Run : std::enable_shared_from_this<Run> {
       : call(std::move(c)), h(std::move(held)), timer(io) {}
 
   void kill() {
-    if (pid > 0 && h->sb->agent) h->sb->agent->call({{"op", "signal"}, {"pid", pid}, {"signal", "KILL"}, {"group", true}}, {}, [](const agent::Frame&) {});
+    if (pid > 0 && h->sb->agent) h->sb->agent->call(agent::request::signal(pid, "KILL", /*group=*/true), {}, [](const agent::Frame&) {});
   }
 
   void started_as(int p) {
@@ -85,8 +85,8 @@ void start_process(const std::shared_ptr<LocalSandboxes::Held>& h, const nlohman
   agent->call(start_request(args, with_stdin), {}, [agent, args, with_stdin, then](const agent::Frame& r) {
     int pid = r.header.value("ok", false) ? r.header.value("pid", 0) : 0;
     if (pid > 0 && with_stdin) {
-      agent->call({{"op", "input"}, {"pid", pid}}, args["stdin"].get<std::string>(), [](const agent::Frame&) {});
-      agent->call({{"op", "close_stdin"}, {"pid", pid}}, {}, [](const agent::Frame&) {});
+      agent->call(agent::request::input(pid), args["stdin"].get<std::string>(), [](const agent::Frame&) {});
+      agent->call(agent::request::close_stdin(pid), {}, [](const agent::Frame&) {});
     }
     then(pid, r);
   });
@@ -102,14 +102,13 @@ std::string start_failure(const nlohmann::json& args, const agent::Frame& r) {
 }  // namespace
 
 nlohmann::json start_request(const nlohmann::json& args, bool with_stdin) {
-  nlohmann::json h = {{"op", "start"}, {"argv", command_argv(args)}, {"stdin", with_stdin}};
-  if (args.contains("cwd")) h["cwd"] = args["cwd"];
+  agent::request::Start s{.argv = command_argv(args), .stdin_open = with_stdin};
+  if (args.contains("cwd")) s.cwd = args["cwd"].get<std::string>();
   if (auto e = args.find("env"); e != args.end()) {
-    std::vector<std::string> env;
-    for (auto& [k, v] : e->items()) env.push_back(k + "=" + v.get<std::string>());
-    h["env"] = env;
+    s.env.emplace();
+    for (auto& [k, v] : e->items()) s.env->push_back(k + "=" + v.get<std::string>());
   }
-  return h;
+  return agent::request::start(s);
 }
 
 void LocalSandboxes::run_command(ToolCallPtr c, std::shared_ptr<Held> h) {
@@ -175,7 +174,7 @@ void LocalSandboxes::read_output(ToolCallPtr c, std::shared_ptr<Held> h) {
     c->reply(ToolOutcome::ok(r));
   };
   if (kill && b->running) {
-    h->sb->agent->call({{"op", "signal"}, {"pid", pid}, {"signal", "KILL"}, {"group", true}}, {}, [](const agent::Frame&) {});
+    h->sb->agent->call(agent::request::signal(pid, "KILL", /*group=*/true), {}, [](const agent::Frame&) {});
     if (wait_s <= 0) wait_s = 5;  // its exit is what the caller wants to see
   }
   answer_when_ended(io_, b, wait_s, c, answer);

@@ -12,9 +12,7 @@ namespace {
 void write_chunks(std::shared_ptr<serve::AgentConn> agent, ToolCallPtr c, std::string path, std::shared_ptr<std::string> data,
                   size_t offset, bool append, uint32_t mode) {
   size_t n = std::min(data->size() - offset, agent::kMaxPayload);
-  nlohmann::json h = {{"op", "write"}, {"path", path}};
-  if (append || offset > 0) h["append"] = true;
-  if (mode) h["mode"] = mode;
+  auto h = agent::request::write(path, {.append = append || offset > 0, .mode = mode});
   agent->call(h, data->substr(offset, n), [agent, c, path, data, offset, n, append, mode](const agent::Frame& r) {
     if (!r.header.value("ok", false)) return c->reply(ToolOutcome::error(agent_failure("write_file " + path, r)));
     if (offset + n < data->size()) return write_chunks(agent, c, path, data, offset + n, append, mode);
@@ -26,8 +24,8 @@ void write_chunks(std::shared_ptr<serve::AgentConn> agent, ToolCallPtr c, std::s
 
 void LocalSandboxes::read_file(ToolCallPtr c, std::shared_ptr<Held> h) {
   std::string path = c->args["path"].get<std::string>();
-  nlohmann::json req = {{"op", "read"}, {"path", path}, {"offset", c->args.value("offset", uint64_t{0})},
-                        {"length", c->args.value("length", static_cast<uint64_t>(kMaxReadBytes))}};
+  auto req = agent::request::read(path, c->args.value("offset", uint64_t{0}),
+                                  c->args.value("length", static_cast<uint64_t>(kMaxReadBytes)));
   std::string want = c->args.value("encoding", "utf8");
   h->sb->agent->call(req, {}, [c, path, want](const agent::Frame& r) {
     if (!r.header.value("ok", false)) return c->reply(ToolOutcome::error(agent_failure("read_file " + path, r)));
@@ -48,7 +46,7 @@ void LocalSandboxes::write_file(ToolCallPtr c, std::shared_ptr<Held> h) {
   auto agent = h->sb->agent;
   std::string parent = parent_path(path);
   if (!c->args.value("make_parents", false) || parent.empty() || parent == "/") return write_chunks(agent, c, path, data, 0, append, mode);
-  agent->call({{"op", "mkdir"}, {"path", parent}, {"parents", true}}, {}, [agent, c, path, data, append, mode, parent](const agent::Frame& r) {
+  agent->call(agent::request::mkdir(parent, /*parents=*/true), {}, [agent, c, path, data, append, mode, parent](const agent::Frame& r) {
     if (!r.header.value("ok", false) && serve::reply_errno(r) != "EEXIST")
       return c->reply(ToolOutcome::error(agent_failure("write_file: make_parents " + parent, r)));
     write_chunks(agent, c, path, data, 0, append, mode);
@@ -57,7 +55,7 @@ void LocalSandboxes::write_file(ToolCallPtr c, std::shared_ptr<Held> h) {
 
 void LocalSandboxes::list_files(ToolCallPtr c, std::shared_ptr<Held> h) {
   std::string path = c->args.value("path", ".");
-  h->sb->agent->call({{"op", "list_dir"}, {"path", path}}, {}, [c, path](const agent::Frame& r) {
+  h->sb->agent->call(agent::request::list_dir(path), {}, [c, path](const agent::Frame& r) {
     if (!r.header.value("ok", false)) return c->reply(ToolOutcome::error(agent_failure("list_files " + path, r)));
     nlohmann::json entries = nlohmann::json::array();
     for (auto& e : r.header.value("entries", nlohmann::json::array()))
@@ -69,7 +67,7 @@ void LocalSandboxes::list_files(ToolCallPtr c, std::shared_ptr<Held> h) {
 
 void LocalSandboxes::stat_file(ToolCallPtr c, std::shared_ptr<Held> h) {
   std::string path = c->args["path"].get<std::string>();
-  h->sb->agent->call({{"op", "stat"}, {"path", path}}, {}, [c, path](const agent::Frame& r) {
+  h->sb->agent->call(agent::request::stat(path), {}, [c, path](const agent::Frame& r) {
     if (!r.header.value("ok", false)) return c->reply(ToolOutcome::error(agent_failure("stat_file " + path, r)));
     nlohmann::json out = {{"path", path}, {"type", r.header.value("type", "")}, {"size", r.header.value("size", uint64_t{0})},
                           {"mode", mode_text(r.header.value("mode", 0u))}, {"uid", r.header.value("uid", 0u)},
@@ -81,7 +79,7 @@ void LocalSandboxes::stat_file(ToolCallPtr c, std::shared_ptr<Held> h) {
 
 void LocalSandboxes::remove_file(ToolCallPtr c, std::shared_ptr<Held> h) {
   std::string path = c->args["path"].get<std::string>();
-  h->sb->agent->call({{"op", "remove"}, {"path", path}, {"recursive", c->args.value("recursive", false)}}, {},
+  h->sb->agent->call(agent::request::remove(path, c->args.value("recursive", false)), {},
                      [c, path](const agent::Frame& r) {
                        if (!r.header.value("ok", false)) return c->reply(ToolOutcome::error(agent_failure("remove_file " + path, r)));
                        c->reply(ToolOutcome::ok({{"path", path}, {"removed", true}}));

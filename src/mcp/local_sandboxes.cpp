@@ -185,13 +185,14 @@ void LocalSandboxes::create(ToolCallPtr c) {
   h->allow_domains = domains;
   h->host_workspace = host_ws;
   std::string audit = req.audit_log;
-  registry_.create(req, [this, c, h, audit](std::shared_ptr<serve::Sandbox> sb, const std::string& err) {
+  registry_.create(req, [this, c, h, audit](serve::Registry::Started started) {
     --creating_;
-    if (!sb) {
+    if (!started) {
       ::unlink(audit.c_str());
       // Fail closed: a sandbox that cannot be set up is an error, never a run on the host.
-      return c->reply(ToolOutcome::error("create_sandbox: the sandbox could not be set up: " + err));
+      return c->reply(ToolOutcome::error("create_sandbox: the sandbox could not be set up: " + started.error().message));
     }
+    std::shared_ptr<serve::Sandbox> sb = *started;
     h->sb = sb;
     held_[sb->id] = h;
     nlohmann::json r = {{"sandbox_id", sb->id}, {"layer", h->layer}, {"template", h->template_name}, {"workspace", sb->home},

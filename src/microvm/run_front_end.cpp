@@ -81,17 +81,17 @@ void RunFrontEnd::read_stdin() {
   ssize_t r = ::read(0, buf, sizeof buf);
   if (r < 0 && (errno == EINTR || errno == EAGAIN)) return;
   if (r > 0) {
-    ch_.send({agent::Kind::Request, kInputIds, {{"op", "input"}, {"pid", pid_}}, std::string(buf, static_cast<size_t>(r))});
+    ch_.send({agent::Kind::Request, kInputIds, agent::request::input(pid_), std::string(buf, static_cast<size_t>(r))});
     return;
   }
   stdin_done_ = true;
-  ch_.send({agent::Kind::Request, kInputIds, {{"op", "close_stdin"}, {"pid", pid_}}, {}});
+  ch_.send({agent::Kind::Request, kInputIds, agent::request::close_stdin(pid_), {}});
 }
 
 void RunFrontEnd::shutdown() {
   if (shutdown_sent_) return;
   shutdown_sent_ = true;
-  ch_.send({agent::Kind::Request, kShutdownId, {{"op", "shutdown"}}, {}});
+  ch_.send({agent::Kind::Request, kShutdownId, agent::request::shutdown(), {}});
 }
 
 void RunFrontEnd::on_frame(const agent::Frame& f) {
@@ -103,13 +103,12 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
       started_ = true;
       if (verbose_)
         for (const auto& w : inside_.walls()) std::fprintf(stderr, "exguardian: microvm: in the guest: %s\n", w.c_str());
-      nlohmann::json req = {{"op", "start"}, {"argv", plan_.argv}, {"env", plan_.env}, {"cwd", plan_.cwd},
-                            {"stdin", relay_stdin_}};
+      agent::request::Start req{.argv = plan_.argv, .env = plan_.env, .cwd = plan_.cwd, .stdin_open = relay_stdin_};
       if (pty_) {
         winsize ws{};
-        req["pty"] = true;
+        req.pty = true;
         if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0 && ws.ws_row <= 1000 && ws.ws_col <= 1000)
-          req["rows"] = ws.ws_row, req["cols"] = ws.ws_col;
+          req.rows = ws.ws_row, req.cols = ws.ws_col;
         termios t;
         if (::tcgetattr(0, &t) == 0) {
           saved_tty_ = t;
@@ -117,7 +116,7 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
           ::tcsetattr(0, TCSADRAIN, &t);
         }
       }
-      ch_.send({agent::Kind::Request, kStartId, req, {}});
+      ch_.send({agent::Kind::Request, kStartId, agent::request::start(req), {}});
     } else if (ev == "stdout" || ev == "stderr") {
       if (h.value("pid", -2) == pid_) write_all(ev == "stdout" ? 1 : 2, f.payload);
     } else if (ev == "exit" && h.value("pid", -2) == pid_) {
@@ -142,7 +141,7 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
 
 bool RunFrontEnd::forward_signal(int sig) {
   if (pid_ <= 0 || !channel_open_ || status_) return false;  // before the start or after the exit: ends the VM
-  ch_.send({agent::Kind::Request, kSignalIds, {{"op", "signal"}, {"pid", pid_}, {"signal", sig}}, {}});
+  ch_.send({agent::Kind::Request, kSignalIds, agent::request::signal(pid_, sig), {}});
   return true;
 }
 

@@ -224,8 +224,7 @@ void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandb
   // The template's own domains stay: a sandbox never has less than its template gives.
   std::vector<std::string> allow = sb->tmpl.allow_domains;
   allow.insert(allow.end(), allow_out.begin(), allow_out.end());
-  nlohmann::json h = {{"op", "set_network"}, {"allow", allow}, {"deny", deny_out}};
-  sb->agent->call(h, {}, [this, ex, route, sb, allow_out, deny_out](const agent::Frame& r) mutable {
+  sb->agent->call(agent::request::set_network(allow, deny_out), {}, [this, ex, route, sb, allow_out, deny_out](const agent::Frame& r) mutable {
     std::string e = reply_errno(r);
     if (e.empty()) {
       sb->allow_out = allow_out;
@@ -254,13 +253,13 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
     ++metrics_.quota_refusals;
     return reply(ex, route, std::move(*q));
   }
-  registry_.create(*cr, [this, ex, route](std::shared_ptr<Sandbox> sb, const std::string& error) mutable {
-    // A host name the egress rules refuse is the request's fault; anything else the server's.
-    if (!sb && error.find("--allow-domain") != std::string::npos)
-      return reply(ex, route, api_error(http::status::bad_request, "network.allowOut: " + error));
-    if (!sb && error.find("E2B_RULE_") != std::string::npos)
-      return reply(ex, route, api_error(http::status::bad_request, "network.rules: " + error));
-    if (!sb) return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + error));
+  registry_.create(*cr, [this, ex, route](Registry::Started started) mutable {
+    // Whose fault it is, as the registry typed it: egress the request asked for and the supervisor would refuse is the request's.
+    if (!started && started.error().kind == StartError::Kind::Request)
+      return reply(ex, route, api_error(http::status::bad_request, started.error().message));
+    if (!started)
+      return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + started.error().message));
+    const std::shared_ptr<Sandbox>& sb = *started;
     ex->log_sandbox = sb->id;
     reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
   });

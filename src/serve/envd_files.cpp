@@ -28,13 +28,11 @@ std::string parent_dir(const std::string& p) {
 // Writes one file: parents, then the bytes in frames (the first replaces, the rest append).
 void write_file(const std::shared_ptr<Sandbox>& sb, std::string path, std::shared_ptr<std::string> data,
                 std::function<void(const std::string& errno_name, const std::string& message)> done) {
-  sb->agent->call({{"op", "mkdir"}, {"path", parent_dir(path)}, {"parents", true}}, {}, [sb, path, data, done](const agent::Frame&) {
+  sb->agent->call(agent::request::mkdir(parent_dir(path), /*parents=*/true), {}, [sb, path, data, done](const agent::Frame&) {
     auto step = std::make_shared<std::function<void(size_t)>>();
     *step = [sb, path, data, done, step](size_t off) {
       size_t n = std::min(data->size() - off, agent::kMaxPayload);
-      nlohmann::json h = {{"op", "write"}, {"path", path}};
-      if (off > 0) h["append"] = true;
-      sb->agent->call(h, data->substr(off, n), [off, n, data, done, step, path](const agent::Frame& r) {
+      sb->agent->call(agent::request::write(path, {.append = off > 0}), data->substr(off, n), [off, n, data, done, step, path](const agent::Frame& r) {
         if (!r.header.value("ok", false)) {
           done(reply_errno(r), path + ": " + reply_error_text(r));
           *step = nullptr;
@@ -87,7 +85,7 @@ void Service::files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sand
   auto step = std::make_shared<std::function<void(uint64_t)>>();
   size_t limit = opt_.max_download;
   *step = [this, sb, path, acc, ex, route, step, limit](uint64_t off) mutable {
-    sb->agent->call({{"op", "read"}, {"path", path}, {"offset", off}}, {}, [this, acc, ex, route, step, off, path, limit](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::read(path, off), {}, [this, acc, ex, route, step, off, path, limit](const agent::Frame& r) mutable {
       if (!r.header.value("ok", false)) {
         std::string e = reply_errno(r);
         *step = nullptr;

@@ -112,7 +112,7 @@ struct Lister : std::enable_shared_from_this<Lister> {
   void list(const std::string& dir, unsigned depth, bool top) {
     ++outstanding;
     auto self = shared_from_this();
-    sb->agent->call({{"op", "list_dir"}, {"path", dir}}, {}, [self, dir, depth, top](const agent::Frame& r) {
+    sb->agent->call(agent::request::list_dir(dir), {}, [self, dir, depth, top](const agent::Frame& r) {
       if (!r.header.value("ok", false)) {
         if (top) self->error = agent_error(r, dir);
       } else {
@@ -129,7 +129,7 @@ struct Lister : std::enable_shared_from_this<Lister> {
   void stat(const std::string& path, unsigned deeper) {
     ++outstanding;
     auto self = shared_from_this();
-    sb->agent->call({{"op", "stat"}, {"path", path}}, {}, [self, path, deeper](const agent::Frame& r) {
+    sb->agent->call(agent::request::stat(path), {}, [self, path, deeper](const agent::Frame& r) {
       // An entry gone between the listing and its stat is left out.
       if (r.header.value("ok", false)) {
         self->entries.push_back(entry_info(*self->sb, path, r.header));
@@ -187,7 +187,7 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
     keepalive.cancel();
     if (sb->agent) {
       sb->agent->unsubscribe(token);
-      sb->agent->call({{"op", "unwatch"}, {"watch", watch}}, {}, [](const agent::Frame&) {});
+      sb->agent->call(agent::request::unwatch(watch), {}, [](const agent::Frame&) {});
     }
     stream.exchange().on_close = nullptr;
     if (send_end) stream.end(err);
@@ -207,7 +207,7 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
   auto ok = [this, ex, route](nlohmann::json m) mutable { reply(ex, route, rpc::unary_ok(m)); };
   auto bad = [this, ex, route](const RpcError& e) mutable { reply(ex, route, rpc::unary_error(e)); };
   auto stat_then = [sb, ok, bad](const std::string& path) mutable {
-    sb->agent->call({{"op", "stat"}, {"path", path}}, {}, [sb, path, ok, bad](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::stat(path), {}, [sb, path, ok, bad](const agent::Frame& r) mutable {
       if (!r.header.value("ok", false)) return bad(agent_error(r, path));
       ok({{"entry", entry_info(*sb, path, r.header)}});
     });
@@ -222,9 +222,9 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     auto p = path_field(*msg, "path", &err);
     if (!p) return fail_with(err);
     std::string path = absolute_path(*sb, *p);
-    sb->agent->call({{"op", "stat"}, {"path", path}}, {}, [sb, path, ok, bad, stat_then](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::stat(path), {}, [sb, path, ok, bad, stat_then](const agent::Frame& r) mutable {
       if (r.header.value("ok", false)) return bad({Code::AlreadyExists, "path " + path + " already exists"});
-      sb->agent->call({{"op", "mkdir"}, {"path", path}, {"parents", true}}, {}, [path, bad, stat_then](const agent::Frame& m) mutable {
+      sb->agent->call(agent::request::mkdir(path, /*parents=*/true), {}, [path, bad, stat_then](const agent::Frame& m) mutable {
         if (!m.header.value("ok", false)) return bad(agent_error(m, path));
         stat_then(path);
       });
@@ -237,8 +237,8 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     auto to = path_field(*msg, "destination", &err);
     if (!to) return fail_with(err);
     std::string src = absolute_path(*sb, *from), dst = absolute_path(*sb, *to);
-    sb->agent->call({{"op", "mkdir"}, {"path", parent_of(dst)}, {"parents", true}}, {}, [sb, src, dst, bad, stat_then](const agent::Frame&) mutable {
-      sb->agent->call({{"op", "rename"}, {"path", src}, {"to", dst}}, {}, [src, dst, bad, stat_then](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::mkdir(parent_of(dst), /*parents=*/true), {}, [sb, src, dst, bad, stat_then](const agent::Frame&) mutable {
+      sb->agent->call(agent::request::rename(src, dst), {}, [src, dst, bad, stat_then](const agent::Frame& r) mutable {
         if (!r.header.value("ok", false)) return bad(agent_error(r, src));
         stat_then(dst);
       });
@@ -249,7 +249,7 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     auto p = path_field(*msg, "path", &err);
     if (!p) return fail_with(err);
     std::string path = absolute_path(*sb, *p);
-    sb->agent->call({{"op", "remove"}, {"path", path}, {"recursive", true}}, {}, [path, ok, bad](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::remove(path, /*recursive=*/true), {}, [path, ok, bad](const agent::Frame& r) mutable {
       if (!r.header.value("ok", false)) return bad(agent_error(r, path));
       ok(nlohmann::json::object());
     });
@@ -265,7 +265,7 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     }
     std::string path = absolute_path(*sb, *p);
     // A path that is not a directory is not_found/invalid_argument before any listing.
-    sb->agent->call({{"op", "stat"}, {"path", path}}, {}, [sb, path, depth, ok, bad](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::stat(path), {}, [sb, path, depth, ok, bad](const agent::Frame& r) mutable {
       if (!r.header.value("ok", false)) return bad(agent_error(r, path));
       if (r.header.value("type", "") != "dir") return bad({Code::InvalidArgument, "path " + path + " is not a directory"});
       auto l = std::make_shared<Lister>();
@@ -288,7 +288,7 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     if (method == "CreateWatcher" && sb->watchers.size() >= kMaxWatchers)
       return fail_with({Code::ResourceExhausted, "at most " + std::to_string(kMaxWatchers) + " watchers a sandbox"});
     std::string path = absolute_path(*sb, *p);
-    sb->agent->call({{"op", "watch"}, {"path", path}}, {}, [this, ex, sb, path, method, route](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::watch(path), {}, [this, ex, sb, path, method, route](const agent::Frame& r) mutable {
       if (method == "WatchDir") {
         metrics_.count_request(route, 200);
         if (!r.header.value("ok", false)) {
@@ -341,7 +341,7 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
       return reply(ex, route, rpc::unary_ok({{"events", events}}));
     }
     sb->agent->unsubscribe(it->second.token);
-    sb->agent->call({{"op", "unwatch"}, {"watch", it->second.agent_watch}}, {}, [](const agent::Frame&) {});
+    sb->agent->call(agent::request::unwatch(it->second.agent_watch), {}, [](const agent::Frame&) {});
     sb->watchers.erase(it);
     return reply(ex, route, rpc::unary_ok(nlohmann::json::object()));
   }

@@ -96,7 +96,7 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
         if (self->sb->agent) self->sb->agent->unsubscribe(self->token);
         if (self->sb->agent && self->sb->processes.count(self->pid))
           // The group too: a shell line's children end with it (`sh -c "sleep 30; ..."`).
-          self->sb->agent->call({{"op", "signal"}, {"pid", self->pid}, {"signal", "KILL"}, {"group", true}}, {}, [](const agent::Frame&) {});
+          self->sb->agent->call(agent::request::signal(self->pid, "KILL", /*group=*/true), {}, [](const agent::Frame&) {});
         self->finish(RpcError{Code::DeadlineExceeded, "the command's timeout passed: it was killed"}, true);
       });
     }
@@ -192,24 +192,24 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
       if (!c->get<std::string>().empty()) cwd = absolute_path(*sb, c->get<std::string>());
     }
     info.cwd = cwd;
-    nlohmann::json h = {{"op", "start"}, {"argv", argv}, {"env", env}, {"cwd", cwd}};
+    agent::request::Start h{.argv = argv, .env = env, .cwd = cwd};
     bool want_stdin = false;
     if (const auto* s = rpc::field(*msg, "stdin")) want_stdin = s->is_boolean() && s->get<bool>();
     if (const auto* pty = rpc::field(*msg, "pty"); pty && pty->is_object()) {
       info.pty = true;
-      h["pty"] = true;
+      h.pty = true;
       want_stdin = true;
       if (const auto* size = rpc::field(*pty, "size"); size && size->is_object()) {
         int cols = size->value("cols", 80), rows = size->value("rows", 24);
         if (cols < 1 || cols > 1000 || rows < 1 || rows > 1000) return fail_with({Code::InvalidArgument, "pty.size: cols and rows 1..1000"});
-        h["cols"] = cols, h["rows"] = rows;
+        h.cols = static_cast<unsigned>(cols), h.rows = static_cast<unsigned>(rows);
       }
     }
-    h["stdin"] = want_stdin;
+    h.stdin_open = want_stdin;
     if (const auto* tag = rpc::field(*msg, "tag"); tag && tag->is_string()) info.tag = tag->get<std::string>();
     auto timeout = rpc::timeout_of(req);
     auto t0 = std::chrono::steady_clock::now();
-    sb->agent->call(h, {}, [this, ex, sb, info, timeout, t0, route](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::start(h), {}, [this, ex, sb, info, timeout, t0, route](const agent::Frame& r) mutable {
       if (!r.header.value("ok", false)) {
         std::string e = reply_errno(r);
         Code c = e == "ENOENT" ? Code::NotFound : e == "EPERM" ? Code::PermissionDenied : rpc::code_of_errno(e);
@@ -278,7 +278,7 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
     auto bytes = rpc::base64_decode(data->get<std::string>());
     if (!bytes) return fail_with({Code::InvalidArgument, "input: not valid base64"});
     if (bytes->size() > agent::kMaxPayload) return fail_with({Code::InvalidArgument, "input: at most 1 MiB a call"});
-    h = {{"op", "input"}, {"pid", *pid}};
+    h = agent::request::input(*pid);
     payload = std::move(*bytes);
   } else if (method == "SendSignal") {
     const nlohmann::json* s = rpc::field(*msg, "signal");
@@ -287,16 +287,16 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
     else if (s && s->is_string()) sig = *s == "SIGNAL_SIGKILL" ? 9 : *s == "SIGNAL_SIGTERM" ? 15 : 0;
     if (sig != 9 && sig != 15) return fail_with({Code::InvalidArgument, "signal: expected SIGNAL_SIGKILL or SIGNAL_SIGTERM"});
     // The command's process group with it: what its shell started ends too.
-    h = {{"op", "signal"}, {"pid", *pid}, {"signal", sig}, {"group", true}};
+    h = agent::request::signal(*pid, sig, /*group=*/true);
   } else if (method == "CloseStdin") {
-    h = {{"op", "close_stdin"}, {"pid", *pid}};
+    h = agent::request::close_stdin(*pid);
   } else if (method == "Update") {
     const nlohmann::json* pty = rpc::field(*msg, "pty");
     const nlohmann::json* size = pty ? rpc::field(*pty, "size") : nullptr;
     if (!size || !size->is_object()) return reply(ex, route, rpc::unary_ok(nlohmann::json::object()));  // nothing to change
     int cols = size->value("cols", 0), rows = size->value("rows", 0);
     if (cols < 1 || cols > 1000 || rows < 1 || rows > 1000) return fail_with({Code::InvalidArgument, "pty.size: cols and rows 1..1000"});
-    h = {{"op", "resize"}, {"pid", *pid}, {"rows", rows}, {"cols", cols}};
+    h = agent::request::resize(*pid, static_cast<unsigned>(rows), static_cast<unsigned>(cols));
   } else {
     return fail_with({Code::Unimplemented, "process.Process/" + method + ": no such method"});
   }
@@ -355,7 +355,7 @@ void Service::stream_input(Request& req, ExchangePtr ex, const std::shared_ptr<S
       *next = nullptr;  // (the chain held itself)
       return;
     }
-    sb->agent->call({{"op", "input"}, {"pid", p}}, (*inputs)[i], [sb, stream, next, i](const agent::Frame& r) {
+    sb->agent->call(agent::request::input(p), (*inputs)[i], [sb, stream, next, i](const agent::Frame& r) {
       if (!r.header.value("ok", false)) {
         std::string e = reply_errno(r);
         stream->end(RpcError{e == "ESRCH" || e == "ENOENT" ? Code::NotFound : rpc::code_of_errno(e),

@@ -173,10 +173,10 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   // A burst that emptied the pool: the pool starts no more until these are up,
   // so that its start-ups do not slow the ones clients wait for.
   ++cold_starting_;
-  spawn(sb, req.allow_out, req.deny_out, req.header_rules, [this, done](std::shared_ptr<Sandbox> up, const std::string& err) {
+  spawn(sb, req.allow_out, req.deny_out, req.header_rules, [this, done](Started up) {
     if (--cold_starting_ == 0)
       for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
-    done(up, err);
+    done(std::move(up));
   });
 }
 
@@ -206,15 +206,16 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sandboxes_[sb->id] = sb;
   // Its audit lines waited for the tenant (session --audit-hold).
   CreateRequest again = req;
-  sb->on_ready.push_back([this, sb, done, again](const std::string& err) mutable {
-    if (err.empty()) return done(sb, "");
+  sb->on_ready.push_back([this, sb, done, again](const std::optional<StartError>& err) mutable {
+    if (!err) return done(sb);
     // Not adopted: that one ends; the request gets a sandbox started for it.
-    log().warn("pool_claim_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", err + "; starting one for the request");
+    log().warn("pool_claim_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", err->message + "; starting one for the request");
     kill(sb, {}, "not adopted");
     create(again, done);
   });
-  sb->agent->call({{"op", "audit_tags"}, {"tags", {{"tenant", sb->tenant}}}}, {}, [this, sb](const agent::Frame& r) {
-    finish_start(sb, r.header.value("ok", false) ? "" : "audit_tags: " + reply_error_text(r));
+  sb->agent->call(agent::request::audit_tags({{"tenant", sb->tenant}}), {}, [this, sb](const agent::Frame& r) {
+    if (r.header.value("ok", false)) return finish_start(sb, std::nullopt);
+    finish_start(sb, StartError::server("audit_tags: " + reply_error_text(r)));
   });
   return true;
 }
@@ -243,21 +244,21 @@ void Registry::fill_pool(const std::string& name) {
     sb->pooled = true;
     sb->end_at = std::chrono::system_clock::time_point::max();
     ++pool.starting;
-    spawn(sb, {}, {}, {}, [this, name](std::shared_ptr<Sandbox> ready, const std::string& err) {
+    spawn(sb, {}, {}, {}, [this, name](Started ready) {
       auto it = pools_.find(name);
       if (it == pools_.end()) return;
       Pool& p = it->second;
       --p.starting;
       if (ready && !stopping_) {
         p.failures = 0;
-        p.ready.push_back(ready);
+        p.ready.push_back(*ready);
         return;
       }
       if (stopping_) return;
       // A host where sandboxes cannot start (no cgroups for this user...) gets no storm of tries.
       unsigned wait = std::min(60u, 1u << std::min(p.failures, 6u));
       ++p.failures;
-      log().warn("pool_start_failed").str("template", name).str("msg", err).num("retry_s", wait);
+      log().warn("pool_start_failed").str("template", name).str("msg", ready ? "" : ready.error().message).num("retry_s", wait);
       p.retry->expires_after(std::chrono::seconds(wait));
       p.retry->async_wait([this, name](boost::system::error_code ec) {
         if (ec) return;
@@ -284,11 +285,39 @@ uid_t Registry::pick_uid() const {
 
 void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::string>& allow_out,
                      const std::vector<std::string>& deny_out, const std::vector<HeaderRule>& header_rules, ReadyFn done) {
+  // Egress: the template's domains and the request's allowOut; denyOut as the
+  // policy's denied list; network.rules as secrets the proxy sets as headers
+  // (their values in the supervisor's environment only: the file names them).
+  // What of the request's own the supervisor would refuse is the request's to
+  // change: found here, with the supervisor's own checks, before anything of
+  // the sandbox is made.
+  const bool request_policy = !deny_out.empty() || !header_rules.empty();
+  if (request_policy && !sb->tmpl.policy.empty())
+    return done(std::unexpected(StartError::request(std::string(deny_out.empty() ? "network.rules" : "network.denyOut") +
+                                                    ": the template has its own policy file; put them there")));
+  RequestEgress egress{.allow_out = allow_out, .deny_out = deny_out};
+  if (request_policy) {
+    nlohmann::json p = nlohmann::json::object();
+    if (!deny_out.empty()) p["network"] = {{"deniedDomains", deny_out}};
+    nlohmann::json secrets = nlohmann::json::array();
+    for (size_t i = 0; i < header_rules.size(); ++i) {
+      const auto& r = header_rules[i];
+      std::string n = std::to_string(i + 1);
+      secrets.push_back({{"name", "E2B_RULE_" + n}, {"from", "env:EXG_E2B_RULE_" + n}, {"hosts", {r.host}}, {"setHeader", r.header}});
+      egress.rule_hosts.push_back(r.host);
+    }
+    if (!secrets.empty()) p["secrets"] = secrets;
+    egress.policy_name = sb->dir + "/policy.json", egress.policy_dir = sb->dir, egress.policy_text = p.dump(2);
+  }
+  for (const auto* list : std::initializer_list<const std::vector<std::string>*>{&sb->tmpl.allow_domains, &sb->tenant_secret_hosts, &allow_out})
+    egress.allowed.insert(egress.allowed.end(), list->begin(), list->end());
+  if (auto refused = request_egress_refusal(egress)) return done(std::unexpected(*refused));
+
   std::error_code ec;
   // A host workspace (`exguardian mcp --workspace-root`) is the home: it exists and is the user's.
   const bool host_workspace = sb->home != sb->dir + "/home";
   fs::create_directories(host_workspace ? sb->dir : sb->home, ec);
-  if (ec) return done(nullptr, "create " + sb->home + ": " + ec.message());
+  if (ec) return done(std::unexpected(StartError::server("create " + sb->home + ": " + ec.message())));
   ::chmod(sb->dir.c_str(), 0700);
   if (!host_workspace) ::chmod(sb->home.c_str(), 0755);
   // A root server gives each sandbox its own uid by owning its home with it:
@@ -301,31 +330,20 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   uid_t uid = 0;
   if (::geteuid() == 0 && !host_workspace && sb->tmpl.layer != "gvisor") {  // a host workspace (mcp) keeps its owner
     uid = pick_uid();
-    if (::chown(sb->home.c_str(), uid, uid) != 0) return done(nullptr, "chown " + sb->home + ": " + std::strerror(errno));
+    if (::chown(sb->home.c_str(), uid, uid) != 0)
+      return done(std::unexpected(StartError::server("chown " + sb->home + ": " + std::strerror(errno))));
   }
 
-  // Egress: the template's domains and the request's allowOut; denyOut as the
-  // policy's denied list; network.rules as secrets the proxy sets as headers
-  // (their values in the supervisor's environment only: the file names them).
   std::string policy_file = sb->tmpl.policy;
   std::vector<std::string> rule_env;
-  if (!deny_out.empty() || !header_rules.empty()) {
-    if (!policy_file.empty())
-      return done(nullptr, std::string(deny_out.empty() ? "network.rules" : "network.denyOut") +
-                               ": the template has its own policy file; put them there");
-    policy_file = sb->dir + "/policy.json";
-    nlohmann::json p = nlohmann::json::object();
-    if (!deny_out.empty()) p["network"] = {{"deniedDomains", deny_out}};
-    nlohmann::json secrets = nlohmann::json::array();
+  if (request_policy) {
+    policy_file = egress.policy_name;
     for (size_t i = 0; i < header_rules.size(); ++i) {
       const auto& r = header_rules[i];
-      std::string n = std::to_string(i + 1);
-      secrets.push_back({{"name", "E2B_RULE_" + n}, {"from", "env:EXG_E2B_RULE_" + n}, {"hosts", {r.host}}, {"setHeader", r.header}});
-      rule_env.push_back("EXG_E2B_RULE_" + n + "=" + r.value);
+      rule_env.push_back("EXG_E2B_RULE_" + std::to_string(i + 1) + "=" + r.value);
       sb->rules_shown[r.host]["transform"]["headers"][r.header] = "(set by the proxy; not shown)";
     }
-    if (!secrets.empty()) p["secrets"] = secrets;
-    std::ofstream(policy_file) << p.dump(2);
+    std::ofstream(policy_file) << egress.policy_text;
   }
   // The tenant's secrets: a policy file of their own, merged after the
   // template's (secrets add up; a name given twice is the supervisor's error),
@@ -357,7 +375,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   for (const auto& d : allow_out) argv.insert(argv.end(), {"--allow-domain", d});
 
   int pipefd[2];
-  if (::pipe2(pipefd, O_CLOEXEC) != 0) return done(nullptr, std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(pipefd, O_CLOEXEC) != 0) return done(std::unexpected(StartError::server(std::string("pipe: ") + std::strerror(errno))));
   std::vector<char*> cargv;
   for (auto& a : argv) cargv.push_back(a.data());
   cargv.push_back(nullptr);
@@ -370,7 +388,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   pid_t pid = ::fork();
   if (pid < 0) {
     ::close(pipefd[0]), ::close(pipefd[1]);
-    return done(nullptr, std::string("fork: ") + std::strerror(errno));
+    return done(std::unexpected(StartError::server(std::string("fork: ") + std::strerror(errno))));
   }
   if (pid == 0) {
     // The supervisor dies with the server (and takes its sandbox with it, cleanly).
@@ -394,7 +412,10 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   std::ofstream(sb->dir + "/supervisor.pid") << pid << "\n";
   sb->log = std::make_unique<asio::posix::stream_descriptor>(io_, pipefd[0]);
   sb->expiry = std::make_unique<asio::steady_timer>(io_);
-  sb->on_ready.push_back([sb, done](const std::string& err) { done(err.empty() ? sb : nullptr, err); });
+  sb->on_ready.push_back([sb, done](const std::optional<StartError>& err) {
+    if (err) return done(std::unexpected(*err));
+    done(sb);
+  });
   (sb->pooled ? pooled_ : sandboxes_)[sb->id] = sb;
   by_pid_[pid] = sb->id;
   if (opt_.verbose)
@@ -406,7 +427,7 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
   sb->expiry->expires_after(std::chrono::seconds(start_s));
   sb->expiry->async_wait([this, sb, start_s](boost::system::error_code ec) {
     if (ec || sb->state != Sandbox::State::Starting) return;
-    finish_start(sb, "the sandbox did not come up within " + std::to_string(start_s) + " s");
+    finish_start(sb, StartError::server("the sandbox did not come up within " + std::to_string(start_s) + " s"));
     kill(sb, {}, "start-failed");
   });
   read_log(sb);
@@ -471,7 +492,7 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
   auto conn = std::make_shared<AgentConn>(io_);
   std::string err;
   if (!conn->connect(sb->dir + "/control.sock", &err)) {
-    finish_start(sb, err);
+    finish_start(sb, StartError::server(err));
     kill(sb, {}, "start-failed");
     return;
   }
@@ -479,16 +500,16 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
   conn->start();
   // E2B's root is promised by the template: a sandbox whose user is not uid 0 does not keep it.
   if (sb->tmpl.allow_root && sb->uid != 0) {
-    finish_start(sb, "the template allows root, but the sandbox's user is uid " + std::to_string(sb->uid) + ", not 0");
+    finish_start(sb, StartError::server("the template allows root, but the sandbox's user is uid " + std::to_string(sb->uid) + ", not 0"));
     kill(sb, {}, "start-failed");
     return;
   }
-  finish_start(sb, "");
+  finish_start(sb, std::nullopt);
 }
 
-void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error) {
+void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error) {
   if (sb->state != Sandbox::State::Starting) return;
-  if (error.empty()) {
+  if (!error) {
     sb->state = Sandbox::State::Running;
     if (sb->pooled) {
       sb->expiry->cancel();  // a warm sandbox waits for its tenant as long as it takes
@@ -506,7 +527,7 @@ void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, const std::strin
     if (!sb->pooled) ++failed_total_;
     if (!sb->pooled || opt_.verbose)
       log().warn(sb->pooled ? "pool_start_failed" : "create_failed").str("tenant", sb->tenant).str("sandbox", sb->id)
-          .str("template", sb->tmpl.name).str("msg", error);
+          .str("template", sb->tmpl.name).str("msg", error->message);
   }
   auto waiters = std::move(sb->on_ready);
   sb->on_ready.clear();
@@ -544,9 +565,9 @@ void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> do
   if (logs_lifecycle() && (!sb->pooled || opt_.verbose))
     log().info("kill").str("tenant", sb->tenant).str("sandbox", sb->id).str("reason", reason);
   if (sb->state == Sandbox::State::Paused || sb->pausing) (void)thaw(sb);  // a frozen agent reads no shutdown
-  if (sb->state == Sandbox::State::Starting) finish_start(sb, "the sandbox was killed while it started");
+  if (sb->state == Sandbox::State::Starting) finish_start(sb, StartError::server("the sandbox was killed while it started"));
   sb->state = Sandbox::State::Ending;
-  if (sb->agent && sb->agent->open()) sb->agent->call({{"op", "shutdown"}}, {}, [](const agent::Frame&) {});
+  if (sb->agent && sb->agent->open()) sb->agent->call(agent::request::shutdown(), {}, [](const agent::Frame&) {});
   else ::kill(sb->supervisor, SIGTERM);
   // Then signals, in case the supervisor does not end on its own.
   sb->expiry->cancel();
@@ -599,7 +620,7 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
     while (!why.empty() && why.back() == '\n') why.pop_back();
     auto nl = why.rfind('\n');
     if (nl != std::string::npos) why = why.substr(nl + 1);
-    finish_start(sb, why.empty() ? "the sandbox's supervisor ended before it was ready" : why);
+    finish_start(sb, StartError::server(why.empty() ? "the sandbox's supervisor ended before it was ready" : why));
   }
   sb->state = Sandbox::State::Ending;
   if (sb->agent) sb->agent->close();

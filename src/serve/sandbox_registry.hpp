@@ -27,6 +27,7 @@
 
 #include <chrono>
 #include <deque>
+#include <expected>
 #include <functional>
 #include <map>
 #include <memory>
@@ -45,6 +46,7 @@
 #include "serve/agent_conn.hpp"
 #include "serve/log.hpp"
 #include "serve/metrics.hpp"
+#include "serve/start_error.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
 
@@ -135,7 +137,7 @@ struct Sandbox {
   // cpu figures between two metrics calls
   uint64_t last_cpu_ns = 0;
   std::chrono::steady_clock::time_point last_cpu_at{};
-  std::vector<std::function<void(const std::string& error)>> on_ready;  // create waits here
+  std::vector<std::function<void(const std::optional<StartError>& error)>> on_ready;  // create waits here
   std::vector<std::function<void()>> on_gone;                          // kill waits here
   std::vector<std::function<void(const Sandbox&)>> before_removal;     // last reads of its directory (its audit log)
   // How far the server has read the sandbox's audit log (egress counters of /metrics).
@@ -168,7 +170,8 @@ class Registry {
   // what a previous server left there. Returns what was cleaned, for the log.
   Result<std::vector<std::string>> open();
 
-  using ReadyFn = std::function<void(std::shared_ptr<Sandbox>, const std::string& error)>;
+  using Started = std::expected<std::shared_ptr<Sandbox>, StartError>;
+  using ReadyFn = std::function<void(Started)>;
   // Takes a warm sandbox when the pool has one for the request, else spawns
   // the supervisor; `done` runs once the sandbox is up (or failed).
   void create(const CreateRequest& req, ReadyFn done);
@@ -242,7 +245,7 @@ class Registry {
   void read_log(const std::shared_ptr<Sandbox>& sb);
   void on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line);
   void became_ready(const std::shared_ptr<Sandbox>& sb);
-  void finish_start(const std::shared_ptr<Sandbox>& sb, const std::string& error);
+  void finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error);
   void arm_expiry(const std::shared_ptr<Sandbox>& sb);
   // The freezer of each of the sandbox's cgroups: the file written, and the
   // file and text that say the kernel has frozen every task of it.

@@ -150,6 +150,11 @@ api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'nextToken=nosuchtoken'; exp
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "timeout": "60"}'; expect 400 "timeout as a string: 400" '.message | test("timeout")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "timeout": 1.5}'; expect 400 "timeout not an integer: 400" '.message | test("timeout")'
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"rules": []}}'; expect 400 "network.rules not an object: 400" '.message | test("network.rules")'
+# What the supervisor would refuse of the request's own egress (here a rule for a host its denyOut
+# denies) is typed as the request's fault by the registry: 400, before any supervisor starts, nothing left.
+api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base", "network": {"allowOut": ["api.test"], "denyOut": ["api.test"], "rules": {"api.test": [{"transform": {"headers": {"X-Api-Key": "abcd1234"}}}]}}}'
+expect 400 "a rule for a host denyOut denies: 400 naming the rule" '.message | test("^network\\.rules\\.api\\.test: .*denied")'
+! grep -ls api.test "$STATE"/sandboxes/*/policy.json && ok "that refused create wrote nothing to the state dir" || fail "a refused create left its policy file"
 for action in timeout refreshes pause resume connect metrics; do
     m=POST; [ "$action" = metrics ] && m=GET
     api "$m" "/sandboxes/nosuchsandbox0000000/$action" "${A[@]}" "${JSON[@]}" -d '{"timeout": 10}'; expect 404 "$m /sandboxes/<unknown>/$action: 404"

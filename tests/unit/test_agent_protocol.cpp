@@ -62,19 +62,19 @@ std::vector<FrameReader::Item> read_all(const std::string& bytes, size_t chunk =
   return out;
 }
 
-Frame request(json h, std::string payload = {}, uint32_t id = 7) {
+Frame request_frame(json h, std::string payload = {}, uint32_t id = 7) {
   return Frame{Kind::Request, id, std::move(h), std::move(payload)};
 }
 
 std::optional<Request> parse(json h, std::string* err, std::string payload = {}) {
-  return parse_request(request(std::move(h), std::move(payload)), err);
+  return parse_request(request_frame(std::move(h), std::move(payload)), err);
 }
 
 }  // namespace
 
 TEST(AgentProtocol, FramesRoundTripWithBinaryPayloads) {
   std::string payload("a\0b\xff\n", 5);
-  std::string bytes = encode(request({{"op", "write"}, {"path", "f"}}, payload, 42)) +
+  std::string bytes = encode(request_frame({{"op", "write"}, {"path", "f"}}, payload, 42)) +
                       encode(reply_ok(42, {{"bytes", 5}})) + encode(event({{"event", "stdout"}, {"pid", 3}}, payload));
   for (size_t chunk : {size_t{0}, size_t{1}, size_t{3}, size_t{1000}}) {
     auto items = read_all(bytes, chunk);
