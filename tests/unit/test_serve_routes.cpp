@@ -54,8 +54,11 @@ TEST(ServeRoutes, EachRowIsFoundByItsOwnPaths) {
     const Route* found = find_route(r.method, instance(r.pattern), is_envd(r), &params);
     ASSERT_NE(found, nullptr) << r.label;
     EXPECT_EQ(found, &r) << r.label << " is shadowed by " << found->label;
-    if (r.pattern.find("{sandboxID}") != std::string::npos) EXPECT_EQ(params["sandboxID"], "abc_D-9") << r.label;
-    else EXPECT_TRUE(params.empty()) << r.label;
+    if (r.pattern.find("{sandboxID}") != std::string::npos) {
+      EXPECT_EQ(params["sandboxID"], "abc_D-9") << r.label;
+    } else {
+      EXPECT_TRUE(params.empty()) << r.label;
+    }
   }
 }
 
@@ -124,14 +127,23 @@ TEST(ServeRoutes, EveryRouteIsInTheOpenApiDocument) {
     ASSERT_TRUE(paths[r.pattern].contains(method)) << r.label;
     nlohmann::json op = paths[r.pattern][method];
     // GET /health and /metrics of envd are the control plane's operation's x-envd.
-    if (is_envd(r) && op.contains(kEnvdVariant)) op = op[kEnvdVariant];
+    if (is_envd(r) && op.contains(kEnvdVariant)) {
+      op = op[kEnvdVariant];
+    }
     EXPECT_EQ(op.at("summary"), r.summary) << r.label;
     for (const AnswerDoc& a : r.answers) EXPECT_TRUE(op.at("responses").contains(a.status)) << r.label << " " << a.status;
-    if (r.auth == Auth::None) EXPECT_EQ(op.at("security"), nlohmann::json::array()) << r.label;
-    if (r.auth == Auth::ApiKey) EXPECT_TRUE(op.at("responses").contains("401")) << r.label;
-    if (is_envd(r)) EXPECT_TRUE(op.at("responses").contains("502")) << r.label;
-    if (r.pattern.find("{sandboxID}") != std::string::npos)
+    if (r.auth == Auth::None) {
+      EXPECT_EQ(op.at("security"), nlohmann::json::array()) << r.label;
+    }
+    if (r.auth == Auth::ApiKey) {
+      EXPECT_TRUE(op.at("responses").contains("401")) << r.label;
+    }
+    if (is_envd(r)) {
+      EXPECT_TRUE(op.at("responses").contains("502")) << r.label;
+    }
+    if (r.pattern.find("{sandboxID}") != std::string::npos) {
       EXPECT_EQ(op.at("parameters").at(0).at("name"), "sandboxID") << r.label;
+    }
   }
   size_t ops = 0;
   for (const auto& [path, methods] : paths.items())
