@@ -59,7 +59,8 @@ bool allow_covers(const std::string& allow, const std::string& host);
 
 // /sandboxes/{id}[/action] and /v2/sandboxes/{id}[/action]: the id (1-64 of
 // A-Z a-z 0-9 _ -) and the action with its slash ("" when none; lower-case
-// letters), or nothing for any other path. A plain scan, not std::regex:
+// letters), or nothing for any other path. For a path no route has (the
+// routes match their own patterns, routes.hpp): whether it names a sandbox. A plain scan, not std::regex:
 // libstdc++'s matcher recurses once per character of the path, and a path is
 // what any client sends.
 struct SandboxPath {

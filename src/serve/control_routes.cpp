@@ -119,100 +119,99 @@ std::optional<Response> Service::check_quota(const Tenant& t, const Template& tm
   return std::nullopt;
 }
 
-void Service::control(Request& req, ExchangePtr ex, const std::string& path, const std::string& query) {
-  std::string key(req["X-API-KEY"]);
-  const Tenant* t = tenants_.authenticate(key);
-  if (!t) {
-    ++metrics_.auth_failures;
-    return reply(ex, "auth", api_error(http::status::unauthorized, key.empty() ? "missing X-API-KEY" : "invalid X-API-KEY"));
-  }
-  ex->log_tenant = t->id;
-  auto m = req.method();
-  if ((path == "/sandboxes" || path == "/v2/sandboxes") && m == http::verb::post) return create_sandbox(req, ex, *t);
-  if ((path == "/sandboxes" || path == "/v2/sandboxes") && m == http::verb::get) return list_sandboxes(req, ex, *t, query, path == "/v2/sandboxes");
+void Service::get_sandbox(Call& c) {
+  reply(c.ex, c.route.label, json_response(http::status::ok, sandbox_json(*c.sb, true).dump()));
+}
 
-  // /sandboxes/{id}[/action] and /v2/sandboxes/{id}/connect
-  auto one = parse_sandbox_path(path);
-  if (!one) return reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + path));
-  const std::string &id = one->id, &action = one->action;
-  std::string route = "/sandboxes/{id}" + action;
-  ex->log_sandbox = id;
-  auto sb = registry_.find(id);
-  if (!sb || sb->tenant != t->id || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
-    return reply(ex, route, api_error(http::status::not_found, "sandbox " + id + " not found"));
+void Service::kill_sandbox(Call& c) {
+  const std::string& route = c.route.label;
+  ExchangePtr ex = c.ex;
+  if (!query_param(c.query, "refusals_since"))
+    return registry_.kill(c.sb, [this, ex, route]() mutable { reply(ex, route, Response{http::status::no_content, 11}); });
+  // Not E2B's: ?refusals_since=N answers 200 with the refusals of its last moments too (the
+  // planted files its end quarantined), read before its audit log goes with it.
+  auto since = audit_since(*c.sb, c.query, "refusals_since");
+  if (!since) return reply(ex, route, api_error(since.error().status, since.error().message));
+  auto last = std::make_shared<nlohmann::json>(nlohmann::json{{"refusals", nlohmann::json::array()}, {"next", *since}});
+  c.sb->before_removal.push_back([last, from = *since](const Sandbox& gone) { *last = refusals_answer(gone, from); });
+  registry_.kill(c.sb, [this, ex, route, last]() mutable { reply(ex, route, json_response(http::status::ok, last->dump())); });
+}
 
-  if (action.empty() && m == http::verb::get) return reply(ex, route, json_response(http::status::ok, sandbox_json(*sb, true).dump()));
-  if (action.empty() && m == http::verb::delete_) {
-    if (!query_param(query, "refusals_since"))
-      return registry_.kill(sb, [this, ex, route]() mutable { reply(ex, route, Response{http::status::no_content, 11}); });
-    // Not E2B's: ?refusals_since=N answers 200 with the refusals of its last moments too (the
-    // planted files its end quarantined), read before its audit log goes with it.
-    auto since = audit_since(*sb, query, "refusals_since");
-    if (!since) return reply(ex, route, api_error(since.error().status, since.error().message));
-    auto last = std::make_shared<nlohmann::json>(nlohmann::json{{"refusals", nlohmann::json::array()}, {"next", *since}});
-    sb->before_removal.push_back([last, from = *since](const Sandbox& gone) { *last = refusals_answer(gone, from); });
-    return registry_.kill(sb, [this, ex, route, last]() mutable { reply(ex, route, json_response(http::status::ok, last->dump())); });
+void Service::set_timeout(Call& c) { new_timeout(c, true); }
+void Service::refresh_timeout(Call& c) { new_timeout(c, false); }
+
+// /timeout {timeout} (required) and /refreshes {duration}: a new end, from now.
+void Service::new_timeout(Call& c, bool set) {
+  auto secs = parse_timeout_body(c.req.body(), set ? "timeout" : "duration", set, c.tenant->quota.max_timeout_s);
+  if (!secs) return reply(c.ex, c.route.label, api_error(secs.error().status, secs.error().message));
+  registry_.set_timeout(c.sb, std::chrono::seconds(secs->value_or(60)));
+  reply(c.ex, c.route.label, Response{http::status::no_content, 11});
+}
+
+void Service::pause_sandbox(Call& c) {
+  const std::string& route = c.route.label;
+  const std::string& id = c.sb->id;
+  if (c.sb->state == Sandbox::State::Paused) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + id + " is already paused"));
+  if (!opt_.cgroup_limits)
+    return reply(c.ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
+  if (c.sb->pausing) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused already"));
+  registry_.pause(c.sb, [this, ex = c.ex, route](Result<void> r) mutable {
+    if (!r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
+    reply(ex, route, Response{http::status::no_content, 11});
+  });
+}
+
+void Service::resume_sandbox(Call& c) { resume_or_connect(c, false); }
+void Service::connect_sandbox(Call& c) { resume_or_connect(c, true); }
+
+// /resume thaws a paused sandbox (409 when it is not); /connect thaws it if
+// paused (201) and answers a running one too (200). {timeout} optional.
+void Service::resume_or_connect(Call& c, bool connect) {
+  const std::string& route = c.route.label;
+  auto& sb = c.sb;
+  auto secs = parse_timeout_body(c.req.body(), "timeout", false, c.tenant->quota.max_timeout_s);
+  if (!secs) return reply(c.ex, route, api_error(secs.error().status, secs.error().message));
+  if (*secs) {
+    // connect only ever extends the life of a sandbox (E2B's rule).
+    auto want = std::chrono::system_clock::now() + std::chrono::seconds(**secs);
+    if (!connect || want > sb->end_at) registry_.set_timeout(sb, std::chrono::seconds(**secs));
   }
-  if ((action == "/timeout" || action == "/refreshes") && m == http::verb::post) {
-    bool set = action == "/timeout";
-    auto secs = parse_timeout_body(req.body(), set ? "timeout" : "duration", set, t->quota.max_timeout_s);
-    if (!secs) return reply(ex, route, api_error(secs.error().status, secs.error().message));
-    registry_.set_timeout(sb, std::chrono::seconds(secs->value_or(60)));
-    return reply(ex, route, Response{http::status::no_content, 11});
-  }
-  if (action == "/pause" && m == http::verb::post) {
-    if (sb->state == Sandbox::State::Paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is already paused"));
-    if (!opt_.cgroup_limits)
-      return reply(ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
-    if (sb->pausing) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused already"));
-    return registry_.pause(sb, [this, ex, route](Result<void> r) mutable {
-      if (!r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
-      reply(ex, route, Response{http::status::no_content, 11});
-    });
-  }
-  if ((action == "/resume" || action == "/connect") && m == http::verb::post) {
-    auto secs = parse_timeout_body(req.body(), "timeout", false, t->quota.max_timeout_s);
-    if (!secs) return reply(ex, route, api_error(secs.error().status, secs.error().message));
-    if (*secs) {
-      // connect only ever extends the life of a sandbox (E2B's rule).
-      auto want = std::chrono::system_clock::now() + std::chrono::seconds(**secs);
-      if (action == "/resume" || want > sb->end_at) registry_.set_timeout(sb, std::chrono::seconds(**secs));
-    }
-    if (sb->pausing)
-      return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused: " + action.substr(1) + " it once the pause has answered"));
-    bool was_paused = sb->state == Sandbox::State::Paused;
-    if (action == "/resume" && !was_paused) return reply(ex, route, api_error(http::status::conflict, "sandbox " + id + " is not paused"));
-    if (was_paused)
-      if (auto r = registry_.resume(sb); !r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
-    return reply(ex, route, json_response(was_paused ? http::status::created : http::status::ok, created_json(*sb).dump()));
-  }
-  if (action == "/metrics" && m == http::verb::get) {
-    auto u = registry_.usage(sb);
-    auto now = std::chrono::system_clock::now();
-    nlohmann::json metric = {
-        {"timestamp", rpc::rfc3339(now)},
-        {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
-        {"cpuCount", static_cast<int>(std::ceil(sb->tmpl.cpus))},
-        {"cpuUsedPct", u.cpu_pct},
-        {"memUsed", u.mem_bytes},
-        {"memTotal", sb->tmpl.memory_mb * 1024 * 1024},
-        {"memCache", u.mem_cache},
-        {"diskUsed", 0},
-        {"diskTotal", 0},
-    };
-    return reply(ex, route, json_response(http::status::ok, nlohmann::json::array({metric}).dump()));
-  }
-  if (action == "/network" && m == http::verb::put) return update_network(req, ex, sb);
-  if (action == "/refusals" && m == http::verb::get) return refusals(ex, *sb, query);
-  return reply(ex, route, api_error(http::status::not_found, "no such endpoint: " + std::string(http::to_string(m)) + " " + path));
+  if (sb->pausing)
+    return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + sb->id + " is being paused: " + (connect ? "connect" : "resume") +
+                                                                " it once the pause has answered"));
+  bool was_paused = sb->state == Sandbox::State::Paused;
+  if (!connect && !was_paused) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + sb->id + " is not paused"));
+  if (was_paused)
+    if (auto r = registry_.resume(sb); !r) return reply(c.ex, route, api_error(http::status::internal_server_error, r.error().str()));
+  reply(c.ex, route, json_response(was_paused ? http::status::created : http::status::ok, created_json(*sb).dump()));
+}
+
+void Service::sandbox_metrics(Call& c) {
+  const Sandbox& sb = *c.sb;
+  auto u = registry_.usage(c.sb);
+  auto now = std::chrono::system_clock::now();
+  nlohmann::json metric = {
+      {"timestamp", rpc::rfc3339(now)},
+      {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+      {"cpuCount", static_cast<int>(std::ceil(sb.tmpl.cpus))},
+      {"cpuUsedPct", u.cpu_pct},
+      {"memUsed", u.mem_bytes},
+      {"memTotal", sb.tmpl.memory_mb * 1024 * 1024},
+      {"memCache", u.mem_cache},
+      {"diskUsed", 0},
+      {"diskTotal", 0},
+  };
+  reply(c.ex, c.route.label, json_response(http::status::ok, nlohmann::json::array({metric}).dump()));
 }
 
 // E2B's SandboxNetworkUpdateConfig: the egress rules replaced whole (an
 // omitted list is cleared), checked as at create, put in force by the
 // supervisor's set_network (docs/agent-protocol.md).
-void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandbox> sb) {
-  const std::string route = "/sandboxes/{id}/network";
-  auto update = parse_network_update(req.body());
+void Service::update_network(Call& c) {
+  const std::string route = c.route.label;
+  ExchangePtr ex = c.ex;
+  std::shared_ptr<Sandbox> sb = c.sb;
+  auto update = parse_network_update(c.req.body());
   if (!update) return reply(ex, route, api_error(update.error().status, update.error().message));
   std::vector<std::string> allow_out = std::move(update->allow_out), deny_out = std::move(update->deny_out);
   if (sb->state != Sandbox::State::Running)
@@ -242,9 +241,11 @@ void Service::update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandb
   });
 }
 
-void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
-  const std::string route = "POST /sandboxes";
-  auto cr = parse_create_body(req.body(), templates_, t.quota.max_timeout_s);
+void Service::create_sandbox(Call& c) {
+  const std::string route = c.route.label;
+  ExchangePtr ex = c.ex;
+  const Tenant& t = *c.tenant;
+  auto cr = parse_create_body(c.req.body(), templates_, t.quota.max_timeout_s);
   if (!cr) return reply(ex, route, api_error(cr.error().status, cr.error().message));
   cr->tenant = t.id;
   cr->tenant_secrets = t.secrets;
@@ -270,15 +271,19 @@ void Service::create_sandbox(Request& req, ExchangePtr ex, const Tenant& t) {
 // since an offset of its audit log, and the offset to ask from next time, so
 // that a client (exguardian mcp --server) reports each refusal once, with the
 // call that met it. The log itself stays on this host.
-void Service::refusals(ExchangePtr ex, const Sandbox& sb, const std::string& query) {
-  const std::string route = "/sandboxes/{id}/refusals";
-  auto since = audit_since(sb, query, "since");
-  if (!since) return reply(ex, route, api_error(since.error().status, since.error().message));
-  reply(ex, route, json_response(http::status::ok, refusals_answer(sb, *since).dump()));
+void Service::refusals(Call& c) {
+  auto since = audit_since(*c.sb, c.query, "since");
+  if (!since) return reply(c.ex, c.route.label, api_error(since.error().status, since.error().message));
+  reply(c.ex, c.route.label, json_response(http::status::ok, refusals_answer(*c.sb, *since).dump()));
 }
 
-void Service::list_sandboxes(Request&, ExchangePtr ex, const Tenant& t, const std::string& query, bool v2) {
-  const std::string route = v2 ? "GET /v2/sandboxes" : "GET /sandboxes";
+// GET /sandboxes lists the running ones; /v2 the paused ones too (E2B's v2 default).
+void Service::list_sandboxes(Call& c) {
+  const std::string& route = c.route.label;
+  ExchangePtr& ex = c.ex;
+  const Tenant& t = *c.tenant;
+  const std::string& query = c.query;
+  bool v2 = c.path.starts_with("/v2/");
   auto bad = [&](const std::string& why) { reply(ex, route, api_error(http::status::bad_request, why)); };
   std::map<std::string, std::string> want_meta;
   if (auto meta = query_param(query, "metadata"); meta && !meta->empty()) {

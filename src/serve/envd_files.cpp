@@ -1,7 +1,7 @@
 // envd's HTTP routes for one sandbox (spec/envd/envd.yaml): /files download
 // and upload (multipart/form-data or application/octet-stream; parents
-// created, an existing file replaced), /envs, /health, /metrics; and the
-// dispatch of its Connect-RPC services. Contents go through the agent in
+// created, an existing file replaced), /envs, /health, /metrics (routes.cpp
+// has the table). Contents go through the agent in
 // frames of at most 1 MiB, read and written by the sandbox's own user.
 #include <algorithm>
 
@@ -52,33 +52,35 @@ void write_file(const std::shared_ptr<Sandbox>& sb, std::string path, std::share
 
 }  // namespace
 
-void Service::envd(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path, const std::string& query) {
-  auto m = req.method();
-  if (path.starts_with("/process.Process/") && m == http::verb::post) return process_rpc(req, ex, sb, path.substr(17));
-  if (path.starts_with("/filesystem.Filesystem/") && m == http::verb::post) return filesystem_rpc(req, ex, sb, path.substr(23));
-  if (path == "/files" && m == http::verb::get) return files_get(req, ex, sb, query);
-  if (path == "/files" && m == http::verb::post) return files_post(req, ex, sb, query);
-  if (path == "/health" && m == http::verb::get) return reply(ex, "envd /health", Response{http::status::no_content, 11});
-  if (path == "/envs" && m == http::verb::get) {
-    nlohmann::json j = nlohmann::json::object();
-    for (auto& [k, v] : sb->env_vars) j[k] = v;
-    return reply(ex, "envd /envs", json_response(http::status::ok, j.dump()));
-  }
-  if (path == "/metrics" && m == http::verb::get) {
-    auto u = registry_.usage(sb);
-    nlohmann::json j = {{"ts", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
-                        {"cpu_count", static_cast<int>(std::ceil(sb->tmpl.cpus))}, {"cpu_used_pct", u.cpu_pct},
-                        {"mem_total", sb->tmpl.memory_mb * 1024 * 1024}, {"mem_used", u.mem_bytes}, {"disk_used", 0}, {"disk_total", 0}};
-    return reply(ex, "envd /metrics", json_response(http::status::ok, j.dump()));
-  }
-  reply(ex, "envd unknown", api_error(http::status::not_found, "no such envd endpoint: " + std::string(http::to_string(m)) + " " + path));
+void Service::envd_health(Call& c) { reply(c.ex, c.route.label, Response{http::status::no_content, 11}); }
+
+void Service::envd_envs(Call& c) {
+  nlohmann::json j = nlohmann::json::object();
+  for (auto& [k, v] : c.sb->env_vars) j[k] = v;
+  reply(c.ex, c.route.label, json_response(http::status::ok, j.dump()));
 }
 
-void Service::files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query) {
-  const std::string route = "GET /files";
-  if (auto ue = user_error(req, query_param(query, "username").value_or(""), *sb))
-    return reply(ex, route, api_error(http::status::unauthorized, *ue));
-  auto p = query_param(query, "path");
+void Service::envd_metrics(Call& c) {
+  auto u = registry_.usage(c.sb);
+  nlohmann::json j = {{"ts", std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count()},
+                      {"cpu_count", static_cast<int>(std::ceil(c.sb->tmpl.cpus))}, {"cpu_used_pct", u.cpu_pct},
+                      {"mem_total", c.sb->tmpl.memory_mb * 1024 * 1024}, {"mem_used", u.mem_bytes}, {"disk_used", 0}, {"disk_total", 0}};
+  reply(c.ex, c.route.label, json_response(http::status::ok, j.dump()));
+}
+
+// /files acts as ?username= (or Authorization: Basic): true when that user is refused, answered here.
+bool Service::files_user_refused(Call& c) {
+  auto ue = user_error(c.req, query_param(c.query, "username").value_or(""), *c.sb);
+  if (ue) reply(c.ex, c.route.label, api_error(http::status::unauthorized, *ue));
+  return ue.has_value();
+}
+
+void Service::files_get(Call& c) {
+  if (files_user_refused(c)) return;
+  const std::string route = c.route.label;
+  ExchangePtr ex = c.ex;
+  const std::shared_ptr<Sandbox>& sb = c.sb;
+  auto p = query_param(c.query, "path");
   if (!p || p->empty() || p->find('\0') != std::string::npos) return reply(ex, route, api_error(http::status::bad_request, "path: missing"));
   std::string path = absolute_path(*sb, *p);
   auto acc = std::make_shared<std::string>();
@@ -111,11 +113,13 @@ void Service::files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sand
   (*step)(0);
 }
 
-void Service::files_post(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query) {
-  const std::string route = "POST /files";
-  if (auto ue = user_error(req, query_param(query, "username").value_or(""), *sb))
-    return reply(ex, route, api_error(http::status::unauthorized, *ue));
-  std::string qpath = query_param(query, "path").value_or("");
+void Service::files_post(Call& c) {
+  if (files_user_refused(c)) return;
+  const std::string route = c.route.label;
+  ExchangePtr ex = c.ex;
+  const std::shared_ptr<Sandbox>& sb = c.sb;
+  Request& req = c.req;
+  std::string qpath = query_param(c.query, "path").value_or("");
   std::string ct(req[http::field::content_type]);
   std::vector<Upload> files;
   if (ct.starts_with("multipart/form-data")) {

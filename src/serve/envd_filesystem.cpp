@@ -196,8 +196,11 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
 
 }  // namespace
 
-void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method) {
-  const std::string route = "filesystem.Filesystem/" + method;
+// The method is the path's last segment (/filesystem.Filesystem/Stat).
+void Service::filesystem_call(Call& c) { filesystem_rpc(c.req, c.ex, c.sb, c.path.substr(c.path.rfind('/') + 1), c.route.label); }
+
+void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method,
+                             const std::string& route) {
   bool streaming = method == "WatchDir";
   auto fail_with = [&](const RpcError& e) { rpc_fail(req, ex, route, streaming, e); };
   auto msg = rpc_message(req, ex, route, method, streaming);

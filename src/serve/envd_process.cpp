@@ -150,9 +150,11 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
 
 }  // namespace
 
-void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method) {
-  const std::string route = "process.Process/" + method;
-  if (method == "StreamInput") return stream_input(req, ex, sb);
+// The method is the path's last segment (/process.Process/Start).
+void Service::process_call(Call& c) { process_rpc(c.req, c.ex, c.sb, c.path.substr(c.path.rfind('/') + 1), c.route.label); }
+
+void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method,
+                          const std::string& route) {
   bool streaming = method == "Start" || method == "Connect";
   auto fail_with = [&](const RpcError& e) { rpc_fail(req, ex, route, streaming, e); };
   auto msg = rpc_message(req, ex, route, method, streaming);
@@ -315,8 +317,11 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
 // so the stream is taken once the client has ended it; its inputs reach the
 // process in order, each through the agent like SendInput, and the first that
 // fails ends the stream with that error (what came before it was delivered).
-void Service::stream_input(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb) {
-  const std::string route = "process.Process/StreamInput";
+void Service::stream_input(Call& c) {
+  const std::string route = c.route.label;
+  Request& req = c.req;
+  ExchangePtr ex = c.ex;
+  const std::shared_ptr<Sandbox>& sb = c.sb;
   if (!rpc::is_stream_request(req))
     return rpc_fail(req, ex, route, false, {Code::InvalidArgument, "StreamInput is a client stream: send application/connect+json"});
   auto fail_with = [&](const RpcError& e) { rpc_fail(req, ex, route, true, e); };

@@ -16,7 +16,10 @@ struct EgressCounts {
 };
 
 struct Metrics {
-  std::map<std::string, uint64_t> requests;  // "route status" -> count
+  // "label status" -> count. A label is a route's (route_table(): "POST /sandboxes/{sandboxID}/pause",
+  // "envd POST /process.Process/Start") or what answered without one: auth (no key), unknown (no such
+  // endpoint), envd (the sandbox named is not the caller's), envd unknown, error (a malformed body).
+  std::map<std::string, uint64_t> requests;
   uint64_t auth_failures = 0;
   uint64_t quota_refusals = 0;
   uint64_t commands_started = 0;

@@ -2,74 +2,66 @@
 
 #include <nlohmann/json.hpp>
 
+#include "serve/routes.hpp"
+
 namespace exg::serve {
 
 namespace {
-
-nlohmann::json op(const char* summary, const nlohmann::json& responses, bool auth = true) {
-  nlohmann::json o = {{"summary", summary}, {"responses", responses}};
-  if (!auth) o["security"] = nlohmann::json::array();
-  return o;
-}
 
 nlohmann::json ref(const char* name) { return {{"$ref", std::string("#/components/schemas/") + name}}; }
 
 nlohmann::json json_body(const nlohmann::json& schema) { return {{"content", {{"application/json", {{"schema", schema}}}}}}; }
 
-nlohmann::json err(const char* d) { return {{"description", d}, {"content", {{"application/json", {{"schema", ref("Error")}}}}}}; }
+nlohmann::json answer(const AnswerDoc& a) {
+  nlohmann::json r = {{"description", a.description}};
+  if (a.schema) r["content"] = {{"application/json", {{"schema", ref(a.schema)}}}};
+  return r;
+}
+
+// A route's operation: its own answers, then those every route of its kind
+// has, its parameters (the pattern's, envd's header) and who may call it.
+nlohmann::json operation(const Route& r) {
+  nlohmann::json responses = nlohmann::json::object();
+  for (const AnswerDoc& a : r.answers) responses[a.status] = answer(a);
+  auto otherwise = [&](const AnswerDoc& a) {
+    if (!responses.contains(a.status)) responses[a.status] = answer(a);
+  };
+  nlohmann::json params = nlohmann::json::array();
+  for (size_t at = r.pattern.find('{'); at != std::string::npos; at = r.pattern.find('{', at + 1)) {
+    std::string name = r.pattern.substr(at + 1, r.pattern.find('}', at) - at - 1);
+    params.push_back({{"name", name}, {"in", "path"}, {"required", true}, {"schema", {{"type", "string"}, {"pattern", "^[A-Za-z0-9_-]{1,64}$"}}}});
+  }
+  nlohmann::json o = {{"summary", r.summary}};
+  switch (r.auth) {
+    case Auth::None: o["security"] = nlohmann::json::array(); break;
+    case Auth::ApiKey:
+      otherwise({"400", "Bad request: the message names the field", "Error"});
+      otherwise({"401", "Missing or unknown X-API-KEY", "Error"});
+      if (!params.empty()) otherwise({"404", "No such sandbox (or another tenant's)", "Error"});
+      break;
+    case Auth::EnvdToken:
+      o["security"] = nlohmann::json::array({{{"AccessToken", nlohmann::json::array()}}, {{"ApiKeyAuth", nlohmann::json::array()}}});
+      params.push_back({{"name", "E2b-Sandbox-Id"}, {"in", "header"}, {"required", true}, {"schema", {{"type", "string"}}}});
+      otherwise({"502", "No such sandbox, not the caller's, paused, or another port than envd's (49983): one answer for all", "Error"});
+      break;
+  }
+  if (!params.empty()) o["parameters"] = params;
+  o["responses"] = responses;
+  if (r.body_schema) o["requestBody"] = json_body(ref(r.body_schema));
+  return o;
+}
 
 nlohmann::json build() {
-  nlohmann::json errors = {{"400", err("Bad request: the message names the field")},
-                           {"401", err("Missing or unknown X-API-KEY")},
-                           {"404", err("No such sandbox (or another tenant's)")}};
-  auto with = [&](nlohmann::json r) {
-    for (auto& [k, v] : errors.items()) r[k] = v;
-    return r;
-  };
-  nlohmann::json sandbox_out = {{"description", "The sandbox"}, {"content", {{"application/json", {{"schema", ref("Sandbox")}}}}}};
-  nlohmann::json paths = {
-      {"/health", {{"get", op("The server is up", {{"200", {{"description", "ok"}}}}, false)}}},
-      {"/metrics", {{"get", op("Prometheus text: sandboxes, creates, command start latency, refusals, egress decisions per tenant, cgroup limits", {{"200", {{"description", "text/plain"}}}}, false)}}},
-      {"/openapi.json", {{"get", op("This document", {{"200", {{"description", "application/json"}}}}, false)}}},
-      {"/sandboxes",
-       {{"post", op("Create a sandbox", with({{"201", sandbox_out}, {"429", err("A quota of the tenant or the server")},
-                                               {"500", err("The sandbox did not start: the supervisor's reason")}}))},
-        {"get", op("Running sandboxes of the tenant (?metadata=k%3Dv)", with({{"200", {{"description", "ListedSandbox[]"}}}}))}}},
-      {"/v2/sandboxes",
-       {{"post", op("Create a sandbox (as POST /sandboxes)", with({{"201", sandbox_out}, {"429", err("A quota")}}))},
-        {"get", op("Sandboxes of the tenant: ?metadata, ?state=running,paused, ?limit, ?nextToken (X-Next-Token answers)",
-                   with({{"200", {{"description", "ListedSandbox[]"}}}}))}}},
-      {"/sandboxes/{sandboxID}",
-       {{"get", op("One sandbox", with({{"200", {{"description", "SandboxDetail"}}}}))},
-        {"delete", op("Kill it: every process, its cgroup and its files. Not E2B's: with ?refusals_since=N (a refusals answer's next) it answers 200 {refusals, next} with what it refused up to its end (planted files its end quarantined too)",
-                      with({{"204", {{"description", "killed"}}}, {"200", {{"description", "killed: Refusals"}}}}))}}},
-      {"/sandboxes/{sandboxID}/timeout", {{"post", op("Set its timeout from now {timeout: seconds}", with({{"204", {{"description", "set"}}}}))}}},
-      {"/sandboxes/{sandboxID}/refreshes", {{"post", op("Extend its life {duration: seconds}", with({{"204", {{"description", "set"}}}}))}}},
-      {"/sandboxes/{sandboxID}/pause", {{"post", op("Freeze its cgroup (processes and files kept)", with({{"204", {{"description", "paused"}}}, {"409", err("Already paused")}}))}}},
-      {"/sandboxes/{sandboxID}/resume", {{"post", op("Thaw it", with({{"201", sandbox_out}, {"409", err("Not paused")}}))}}},
-      {"/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
-      {"/v2/sandboxes/{sandboxID}/connect", {{"post", op("Connect (resumes a paused one)", with({{"200", sandbox_out}, {"201", sandbox_out}}))}}},
-      {"/sandboxes/{sandboxID}/metrics", {{"get", op("CPU and memory of its cgroup now", with({{"200", {{"description", "SandboxMetric[]"}}}}))}}},
-      {"/sandboxes/{sandboxID}/refusals",
-       {{"get", op("Not E2B's: what it refused (egress, DNS, syscalls, planted files, exfiltration) since ?since= (an earlier answer's next; 0 or absent: from its start), at most 100 listed: {refusals: [{event, summary, detail}], next}",
-                   with({{"200", {{"description", "Refusals"}}}, {"400", err("since is not an offset this route answered")}}))}}},
-      {"/sandboxes/{sandboxID}/network", {{"put", op("Replace the egress rules (allowOut, denyOut; an omitted list is cleared; rules set at create are kept, changing them is 400)", {{"204", {{"description", "Updated"}}}, {"400", err("Bad rules")}, {"404", err("Not found")}, {"409", err("No egress proxy, paused, or the template's policy fixes the rules")}})}}},
-  };
-  // envd, reached with the header E2b-Sandbox-Id (E2B_SANDBOX_URL pointing here) and X-Access-Token.
-  nlohmann::json envd = {{"summary", "envd of the sandbox named by E2b-Sandbox-Id"}};
-  for (const char* m : {"Start", "Connect"})
-    paths[std::string("/process.Process/") + m] = {{"post", op("Connect-RPC server stream (application/connect+json)", {{"200", {{"description", "enveloped ProcessEvent messages, then the end-of-stream message"}}}})}};
-  paths["/process.Process/StreamInput"] = {{"post", op("Connect-RPC client stream (application/connect+json): start, then data and keepalive messages; taken whole once the client ends it", {{"200", {{"description", "one empty message, then the end-of-stream message"}}}})}};
-  for (const char* m : {"List", "SendInput", "SendSignal", "CloseStdin", "Update"})
-    paths[std::string("/process.Process/") + m] = {{"post", op("Connect-RPC unary (application/json)", {{"200", {{"description", "the response message"}}}})}};
-  paths["/filesystem.Filesystem/WatchDir"] = {{"post", op("Connect-RPC server stream", {{"200", {{"description", "enveloped WatchDirResponse messages"}}}})}};
-  for (const char* m : {"Stat", "MakeDir", "Move", "ListDir", "Remove", "CreateWatcher", "GetWatcherEvents", "RemoveWatcher"})
-    paths[std::string("/filesystem.Filesystem/") + m] = {{"post", op("Connect-RPC unary (application/json)", {{"200", {{"description", "the response message"}}}})}};
-  paths["/files"] = {{"get", op("Download ?path= (envd)", {{"200", {{"description", "application/octet-stream"}}}, {"404", err("No such file")}})},
-                     {"post", op("Upload ?path= (multipart/form-data or application/octet-stream; parents created)",
-                                 {{"200", {{"description", "EntryInfo[] {name, type, path}"}}}, {"413", err("Larger than --max-upload")}})}};
-  paths["/envs"] = {{"get", op("The sandbox's envVars (envd)", {{"200", {{"description", "object"}}}})}};
-
+  // envd's routes (a request with E2b-Sandbox-Id) after the others: where both
+  // have a method and path (GET /health, /metrics), envd's is x-envd of the other's.
+  nlohmann::json paths = nlohmann::json::object();
+  for (bool envd : {false, true})
+    for (const Route& r : route_table()) {
+      if ((r.auth == Auth::EnvdToken) != envd) continue;
+      nlohmann::json& at = paths[r.pattern][operation_key(r.method)];
+      if (at.is_null()) at = operation(r);
+      else at[kEnvdVariant] = operation(r);
+    }
   nlohmann::json schemas = {
       {"Error", {{"type", "object"}, {"required", {"code", "message"}}, {"properties", {{"code", {{"type", "integer"}}}, {"message", {{"type", "string"}}}}}}},
       {"NewSandbox",
@@ -93,12 +85,11 @@ nlohmann::json build() {
                         {"envdVersion", {{"type", "string"}}},
                         {"envdAccessToken", {{"type", "string"}, {"description", "X-Access-Token of envd calls; absent when created with secure false"}}}}}}},
   };
-  paths["/sandboxes"]["post"]["requestBody"] = json_body(ref("NewSandbox"));
-  paths["/v2/sandboxes"]["post"]["requestBody"] = json_body(ref("NewSandbox"));
   return {{"openapi", "3.0.0"},
           {"info", {{"title", "exguardian serve"}, {"version", "0.1.0"},
                     {"description", "E2B's sandbox API (control plane and envd) as ExGuardian serves it; see docs/serve.md"}}},
-          {"components", {{"schemas", schemas}, {"securitySchemes", {{"ApiKeyAuth", {{"type", "apiKey"}, {"in", "header"}, {"name", "X-API-KEY"}}}}}}},
+          {"components", {{"schemas", schemas}, {"securitySchemes", {{"ApiKeyAuth", {{"type", "apiKey"}, {"in", "header"}, {"name", "X-API-KEY"}}},
+                                                    {"AccessToken", {{"type", "apiKey"}, {"in", "header"}, {"name", "X-Access-Token"}}}}}}},
           {"security", nlohmann::json::array({{{"ApiKeyAuth", nlohmann::json::array()}}})},
           {"paths", paths}};
 }

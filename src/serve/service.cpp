@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "serve/control_requests.hpp"
 #include "serve/openapi.hpp"
 
 namespace exg::serve {
@@ -94,62 +95,123 @@ void Service::route(Request& req, ExchangePtr ex) {
   std::string target(req.target());
   auto qm = target.find('?');
   std::string path = target.substr(0, qm), query = qm == std::string::npos ? "" : target.substr(qm + 1);
+  // A request with E2b-Sandbox-Id is for one sandbox's envd (the SDK with E2B_SANDBOX_URL).
+  bool for_envd = req.find("E2b-Sandbox-Id") != req.end();
+  PathParams params;
+  const Route* r = find_route(req.method(), path, for_envd, &params);
+  static const Route kNone{};  // a Call's route until one is found
+  Call call{req, ex, r ? *r : kNone, path, query, std::move(params)};
+  if (for_envd) return envd(req, ex, r, std::move(call));
+  if (r && r->auth == Auth::None) return (this->*r->handler)(call);
+  control(req, ex, r, std::move(call));
+}
 
-  // A request for one sandbox's envd (the SDK with E2B_SANDBOX_URL).
-  auto sid = req.find("E2b-Sandbox-Id");
-  if (sid != req.end()) {
-    std::string id(sid->value());
-    ex->log_sandbox = id.substr(0, 64);
-    auto sb = registry_.find(id);
-    // Who may: the sandbox's access token, its tenant's key, or anyone when it
-    // was created with secure false (no token). The same checks run whether
-    // the id exists or not.
-    bool authed = false, owner = false;
-    std::string token(req["X-Access-Token"]);
-    if (sb && sb->access_token.empty()) authed = owner = true;
-    if (!authed && sb && !token.empty() && token.size() == sb->access_token.size() &&
-        CRYPTO_memcmp(token.data(), sb->access_token.data(), token.size()) == 0)
-      authed = owner = true;
-    if (!authed) {
-      if (const Tenant* t = tenants_.authenticate(std::string(req["X-API-KEY"]))) {
-        authed = true;
-        owner = sb && t->id == sb->tenant;
-      }
+// Another tenant's sandbox, or one starting or ending, is answered exactly like an unknown one.
+std::shared_ptr<Sandbox> Service::tenants_sandbox(const Tenant& t, const std::string& id) const {
+  auto sb = registry_.find(id);
+  if (!sb || sb->tenant != t.id || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting) return nullptr;
+  return sb;
+}
+
+// Auth::ApiKey: the key is checked before the path, so a caller without one
+// learns nothing of which paths exist; then the sandbox a {sandboxID} names.
+void Service::control(Request& req, ExchangePtr ex, const Route* r, Call call) {
+  std::string key(req["X-API-KEY"]);
+  const Tenant* t = tenants_.authenticate(key);
+  if (!t) {
+    ++metrics_.auth_failures;
+    return reply(ex, "auth", api_error(http::status::unauthorized, key.empty() ? "missing X-API-KEY" : "invalid X-API-KEY"));
+  }
+  ex->log_tenant = t->id;
+  if (!r) return no_control_route(req, ex, *t, call.path);
+  call.tenant = t;
+  if (auto id = call.params.find("sandboxID"); id != call.params.end()) {
+    ex->log_sandbox = id->second;
+    auto sb = tenants_sandbox(*t, id->second);
+    if (!sb) return reply(ex, r->label, api_error(http::status::not_found, "sandbox " + id->second + " not found"));
+    call.sb = std::move(sb);
+  }
+  (this->*r->handler)(call);
+}
+
+// No route: a path of one sandbox ([/v2]/sandboxes/{id}/action) is looked up
+// first, so that an unknown id answers the same whatever the action.
+void Service::no_control_route(Request& req, ExchangePtr ex, const Tenant& t, const std::string& path) {
+  auto one = parse_sandbox_path(path);
+  if (!one) return reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + path));
+  ex->log_sandbox = one->id;
+  if (!tenants_sandbox(t, one->id))
+    return reply(ex, "unknown", api_error(http::status::not_found, "sandbox " + one->id + " not found"));
+  reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + std::string(http::to_string(req.method())) + " " + path));
+}
+
+// Auth::EnvdToken: every request naming a sandbox, routed or not, passes the
+// same checks, so that nothing tells which ids exist.
+void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
+  std::string id(req["E2b-Sandbox-Id"]);
+  ex->log_sandbox = id.substr(0, 64);
+  auto sb = registry_.find(id);
+  // Who may: the sandbox's access token, its tenant's key, or anyone when it
+  // was created with secure false (no token). The same checks run whether
+  // the id exists or not.
+  bool authed = false, owner = false;
+  std::string token(req["X-Access-Token"]);
+  if (sb && sb->access_token.empty()) authed = owner = true;
+  if (!authed && sb && !token.empty() && token.size() == sb->access_token.size() &&
+      CRYPTO_memcmp(token.data(), sb->access_token.data(), token.size()) == 0)
+    authed = owner = true;
+  if (!authed) {
+    if (const Tenant* t = tenants_.authenticate(std::string(req["X-API-KEY"]))) {
+      authed = true;
+      owner = sb && t->id == sb->tenant;
     }
-    if (!authed) ++metrics_.auth_failures;
-    // An unknown id, a starting or ending sandbox, another tenant's, and a
-    // request without the right credentials all get this one answer: a caller
-    // learns nothing of which ids exist. 502 is what E2B's proxy answers for a
-    // sandbox that is not there (the SDK reads it as "not running").
-    if (!sb || !owner || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
-      return reply(ex, "envd", api_error(http::status::bad_gateway,
-                                         "sandbox " + id + " not found (or X-Access-Token / X-API-KEY does not grant it)"));
-    ex->log_tenant = sb->tenant;
-    if (sb->state == Sandbox::State::Paused || sb->pausing)
-      return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + (sb->pausing ? " is being paused" : " is paused") +
-                                                                    " (Sandbox.connect resumes it)"));
-    std::string port(req["E2b-Sandbox-Port"]);
-    if (!port.empty() && port != "49983")
-      return reply(ex, "envd", api_error(http::status::bad_gateway, "port " + port + ": only envd's port (49983) is served"));
-    return envd(req, ex, sb, path, query);
   }
+  if (!authed) ++metrics_.auth_failures;
+  // An unknown id, a starting or ending sandbox, another tenant's, and a
+  // request without the right credentials all get this one answer: a caller
+  // learns nothing of which ids exist. 502 is what E2B's proxy answers for a
+  // sandbox that is not there (the SDK reads it as "not running").
+  if (!sb || !owner || sb->state == Sandbox::State::Ending || sb->state == Sandbox::State::Starting)
+    return reply(ex, "envd", api_error(http::status::bad_gateway,
+                                       "sandbox " + id + " not found (or X-Access-Token / X-API-KEY does not grant it)"));
+  ex->log_tenant = sb->tenant;
+  if (sb->state == Sandbox::State::Paused || sb->pausing)
+    return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + (sb->pausing ? " is being paused" : " is paused") +
+                                                                  " (Sandbox.connect resumes it)"));
+  std::string port(req["E2b-Sandbox-Port"]);
+  if (!port.empty() && port != "49983")
+    return reply(ex, "envd", api_error(http::status::bad_gateway, "port " + port + ": only envd's port (49983) is served"));
+  if (!r) return no_envd_route(req, ex, sb, call.path);
+  call.sb = std::move(sb);
+  (this->*r->handler)(call);
+}
 
-  if (path == "/health" && req.method() == http::verb::get)
-    return reply(ex, "/health", json_response(http::status::ok, opt_.cgroup_limits ? "{\"status\":\"ok\"}"
-        : "{\"status\":\"ok\",\"weakened\":[\"--no-cgroup-limits: sandboxes run without memory, pids and cpu limits and cannot be paused\"]}"));
-  if (path == "/openapi.json" && req.method() == http::verb::get)
-    return reply(ex, "/openapi.json", json_response(http::status::ok, openapi_document()));
-  if (path == "/metrics" && req.method() == http::verb::get) {
-    size_t paused = 0;
-    for (const auto& t : tenants_.all())
-      for (auto& sb : registry_.of_tenant(t.id)) paused += sb->state == Sandbox::State::Paused;
-    Response r{http::status::ok, 11};
-    r.set(http::field::content_type, "text/plain; version=0.0.4");
-    r.body() = metrics_.text(registry_.count(), paused, registry_.created_total(), registry_.failed_total(), registry_.expired_total(),
-                             registry_.egress_counts(), opt_.cgroup_limits);
-    return reply(ex, "/metrics", std::move(r));
-  }
-  control(req, ex, path, query);
+// No route: a method a Connect-RPC service does not have is answered by the
+// service (its message is read first, then Unimplemented), anything else 404.
+void Service::no_envd_route(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path) {
+  const std::string route = "envd unknown";
+  auto m = req.method();
+  if (path.starts_with("/process.Process/") && m == http::verb::post) return process_rpc(req, ex, sb, path.substr(17), route);
+  if (path.starts_with("/filesystem.Filesystem/") && m == http::verb::post) return filesystem_rpc(req, ex, sb, path.substr(23), route);
+  reply(ex, route, api_error(http::status::not_found, "no such envd endpoint: " + std::string(http::to_string(m)) + " " + path));
+}
+
+void Service::health(Call& c) {
+  reply(c.ex, c.route.label, json_response(http::status::ok, opt_.cgroup_limits ? "{\"status\":\"ok\"}"
+      : "{\"status\":\"ok\",\"weakened\":[\"--no-cgroup-limits: sandboxes run without memory, pids and cpu limits and cannot be paused\"]}"));
+}
+
+void Service::openapi(Call& c) { reply(c.ex, c.route.label, json_response(http::status::ok, openapi_document())); }
+
+void Service::server_metrics(Call& c) {
+  size_t paused = 0;
+  for (const auto& t : tenants_.all())
+    for (auto& sb : registry_.of_tenant(t.id)) paused += sb->state == Sandbox::State::Paused;
+  Response r{http::status::ok, 11};
+  r.set(http::field::content_type, "text/plain; version=0.0.4");
+  r.body() = metrics_.text(registry_.count(), paused, registry_.created_total(), registry_.failed_total(), registry_.expired_total(),
+                           registry_.egress_counts(), opt_.cgroup_limits);
+  reply(c.ex, c.route.label, std::move(r));
 }
 
 void Service::rpc_fail(Request& req, ExchangePtr& ex, const std::string& route, bool streaming, const rpc::RpcError& e) {

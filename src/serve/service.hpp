@@ -3,8 +3,9 @@
 // one sandbox's envd (the requests the SDK sends to E2B_SANDBOX_URL with the
 // header E2b-Sandbox-Id: Connect-RPC process.Process and
 // filesystem.Filesystem, /files, /envs, /health), which this server answers
-// through the sandbox's agent. The handlers live in one file per part:
-// control_routes.cpp, envd_process.cpp, envd_filesystem.cpp, envd_files.cpp.
+// through the sandbox's agent. Which handler answers what is the route table
+// (routes.cpp); the handlers live in one file per part: control_routes.cpp,
+// envd_process.cpp, envd_filesystem.cpp, envd_files.cpp.
 #pragma once
 #include <memory>
 #include <optional>
@@ -15,6 +16,7 @@
 #include "serve/connect_rpc.hpp"
 #include "serve/http_server.hpp"
 #include "serve/metrics.hpp"
+#include "serve/routes.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
@@ -30,6 +32,18 @@ struct ServiceOptions {
   size_t max_download = 256 * 1024 * 1024;
   bool verbose = false;
   bool cgroup_limits = true;  // false: --no-cgroup-limits, reported by /health and /metrics
+};
+
+// One request on its way to its route's handler: what the dispatcher found out
+// before it (the route, the path's parameters, the tenant, the sandbox).
+struct Call {
+  Request& req;
+  ExchangePtr ex;
+  const Route& route;  // route.label is what its answers are counted as
+  std::string path, query;
+  PathParams params;
+  const Tenant* tenant = nullptr;  // Auth::ApiKey: whose key it was
+  std::shared_ptr<Sandbox> sb;     // a {sandboxID} of the tenant's, or envd's sandbox
 };
 
 class Service {
@@ -51,29 +65,61 @@ class Service {
   ServiceOptions opt_;
   Metrics metrics_;
 
+  friend std::vector<Route> route_rows();  // routes.cpp
+
   void route(Request& req, ExchangePtr ex);
+  // The checks before a route's handler, by its kind; a request no route has answered as before the table.
+  void control(Request& req, ExchangePtr ex, const Route* r, Call call);
+  void envd(Request& req, ExchangePtr ex, const Route* r, Call call);
+  void no_control_route(Request& req, ExchangePtr ex, const Tenant& t, const std::string& path);
+  // The tenant's sandbox of that id, if it is up (running or paused).
+  std::shared_ptr<Sandbox> tenants_sandbox(const Tenant& t, const std::string& id) const;
+  void no_envd_route(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path);
+
+  // ---- the handlers (route_table()) ----
+  // service.cpp: no key
+  void health(Call& c);
+  void openapi(Call& c);
+  void server_metrics(Call& c);
   // control_routes.cpp
-  void control(Request& req, ExchangePtr ex, const std::string& path, const std::string& query);
-  void create_sandbox(Request& req, ExchangePtr ex, const Tenant& t);
-  void update_network(Request& req, ExchangePtr ex, std::shared_ptr<Sandbox> sb);
-  void list_sandboxes(Request& req, ExchangePtr ex, const Tenant& t, const std::string& query, bool v2);
-  void refusals(ExchangePtr ex, const Sandbox& sb, const std::string& query);
+  void create_sandbox(Call& c);
+  void list_sandboxes(Call& c);
+  void get_sandbox(Call& c);
+  void kill_sandbox(Call& c);
+  void set_timeout(Call& c);
+  void refresh_timeout(Call& c);
+  void pause_sandbox(Call& c);
+  void resume_sandbox(Call& c);
+  void connect_sandbox(Call& c);
+  void sandbox_metrics(Call& c);
+  void update_network(Call& c);
+  void refusals(Call& c);
+  // envd_files.cpp
+  void files_get(Call& c);
+  void files_post(Call& c);
+  bool files_user_refused(Call& c);
+  void envd_health(Call& c);
+  void envd_envs(Call& c);
+  void envd_metrics(Call& c);
+  // envd_process.cpp, envd_filesystem.cpp: the method is the path's last segment
+  void process_call(Call& c);
+  void stream_input(Call& c);
+  void filesystem_call(Call& c);
+
+  void new_timeout(Call& c, bool set);
+  void resume_or_connect(Call& c, bool connect);
   nlohmann::json sandbox_json(const Sandbox& sb, bool detail) const;
   static nlohmann::json created_json(const Sandbox& sb);
   std::optional<Response> check_quota(const Tenant& t, const Template& tmpl) const;
 
-  // envd_*.cpp: a request for one sandbox, already authorised.
-  void envd(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path, const std::string& query);
   // An envd RPC's error: a stream's end message when the client asked for a stream, else a unary error.
   void rpc_fail(Request& req, ExchangePtr& ex, const std::string& route, bool streaming, const rpc::RpcError& e);
   // The RPC's request message; a bad one, or the wrong kind of call for `method`, is answered here.
   std::optional<nlohmann::json> rpc_message(Request& req, ExchangePtr& ex, const std::string& route,
                                             const std::string& method, bool streaming);
-  void process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method);
-  void stream_input(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb);
-  void filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method);
-  void files_get(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query);
-  void files_post(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& query);
+  // `route`: the label its answers are counted as (an unknown method's is no_envd_route's).
+  void process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method, const std::string& route);
+  void filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& method, const std::string& route);
 
  public:
   // The E2B user a request acts as: "" when acceptable (the sandbox's one

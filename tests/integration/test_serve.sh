@@ -204,6 +204,26 @@ same_as_unknown "envd with another tenant's key" "${B[@]}"
 api POST /process.Process/List -H "E2b-Sandbox-Id: $unknown" -H "X-Access-Token: $TOKEN" "${JSON[@]}" -d '{}'
 [ "$CODE" = 502 ] && [ "$BODY" = "$(sed "s/ID/$unknown/g" <<<"$NOT_THERE")" ] && ok "a token used for another id: as unknown" || fail "token for another id: $CODE $BODY"
 api GET /envs "${S[@]}"; expect 200 "GET /envs: the sandbox's envVars" ".RAW == \"1\" and .SECRET_ENV == \"$ENV_SECRET\""
+# What no row of the route table (src/serve/routes.cpp) has is answered as before it: a path of
+# no sandbox names itself, an unknown sandbox is one whatever the action, envd's services answer
+# a method they lack; /v2 serves every route of one sandbox. The counters use the table's labels.
+api GET /nope "${A[@]}"; expect 404 "an unknown path: 404 naming it" '.message == "no such endpoint: /nope"'
+api GET /nope; expect 401 "an unknown path without a key: 401, the key first"
+api GET "/sandboxes/$ID/bogus" "${A[@]}"; expect 404 "an unknown action: 404 naming method and path" ".message == \"no such endpoint: GET /sandboxes/$ID/bogus\""
+api POST "/sandboxes/$ID" "${A[@]}"; expect 404 "a method a route lacks: 404 naming it" ".message == \"no such endpoint: POST /sandboxes/$ID\""
+api GET /sandboxes/nosuchsandbox0000000/bogus "${A[@]}"; expect 404 "an unknown action of an unknown id: as the unknown id" '.message == "sandbox nosuchsandbox0000000 not found"'
+api GET "/sandboxes/$ID/" "${A[@]}"; expect 404 "a trailing slash: no such endpoint" ".message == \"no such endpoint: /sandboxes/$ID/\""
+api GET "/sandboxes/$ID%2Fmetrics" "${A[@]}"; expect 404 "an encoded slash: no such endpoint" ".message == \"no such endpoint: /sandboxes/$ID%2Fmetrics\""
+api GET "/v2/sandboxes/$ID" "${A[@]}"; expect 200 "GET /v2/sandboxes/{id}: as GET /sandboxes/{id}" ".sandboxID == \"$ID\""
+api GET /nope "${S[@]}"; expect 404 "envd: an unknown path: 404 naming it" '.message == "no such envd endpoint: GET /nope"'
+api POST /filesystem.Filesystem/Nope "${S[@]}" "${JSON[@]}" -d '{}'; expect 501 "envd: a method the service lacks: unimplemented" '.message == "filesystem.Filesystem/Nope: no such method"'
+api GET /health "${S[@]}"; expect 204 "envd's GET /health (not the server's)"
+metrics=$(curl -s "$URL/metrics")
+for label in 'envd GET /envs",status="200' 'GET /sandboxes/{sandboxID}",status="200' 'GET /v2/sandboxes/{sandboxID}",status="200' \
+             'unknown",status="404' 'envd unknown",status="501' 'envd GET /health",status="204'; do
+    grep -qF "exguardian_http_requests_total{route=\"$label\"}" <<<"$metrics" && ok "/metrics counts route=\"$label\"" ||
+        fail "/metrics without route=\"$label\""
+done
 api POST /process.Process/List "${S[@]}" "${JSON[@]}" -d '{'; expect 400 "unary RPC with malformed JSON: invalid_argument" '.code == "invalid_argument"'
 api POST /process.Process/SendSignal "${S[@]}" "${JSON[@]}" -d '{"process": {"pid": 4000000}, "signal": "SIGNAL_SIGKILL"}'; expect 404 "signal to an unknown pid: not_found" '.code == "not_found"'
 api POST /filesystem.Filesystem/Stat "${S[@]}" "${JSON[@]}" -d '{"path": 7}'; expect 400 "Stat path of the wrong type: invalid_argument" '.message | test("path")'
