@@ -41,7 +41,7 @@
 
 #include "layer/kind.hpp"
 #include "plan/plan.hpp"
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
@@ -100,7 +100,7 @@ struct Sandbox {
   pid_t pid = -1;       // the sandbox's first process (its init, or the runtime host), as the host sees it
   UniqueFd pidfd;       // for signals and exit without pid reuse races; its exit is the sandbox's end
   UniqueFd pty_master;  // when a pty was asked for
-  process::Cgroup cgroup;  // the sandbox's own cgroup (inactive when none could be made)
+  cgroup::Cgroup cgroup;  // the sandbox's own cgroup (inactive when none could be made)
   UniqueFd seccomp_listener;  // refused syscalls arrive here (Enforcement::seccomp_notify)
   UniqueFd sock_diag;  // NETLINK_SOCK_DIAG in the sandbox's netns: which Unix sockets it bound (sandbox/socket_address_gate.hpp)
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns

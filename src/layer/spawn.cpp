@@ -67,11 +67,11 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   StepTimer& timer = spec.timer ? *spec.timer : untimed;
   // v2 (or no usable cgroup, so that explicit limits fail before anything
   // starts): made now, the child born in it. v1: after "go" (header).
-  const auto layout = process::cgroup_detail::plan_layout();
+  const auto layout = cgroup::plan_layout();
   const bool cgroup_after_go = layout.usable && !layout.v2;
-  process::Cgroup cgroup;
+  cgroup::Cgroup cgroup;
   if (!cgroup_after_go) {
-    auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
     if (!cg) return fail(cg.error());
     cgroup = std::move(*cg);
     timer.mark("cgroup");
@@ -131,7 +131,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     timer.mark("idmapped mounts");
   }
   if (cgroup_after_go) {
-    auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
     if (!cg) return fail(cg.error());
     sb.cgroup = std::move(*cg);
     timer.mark("cgroup");
@@ -242,7 +242,7 @@ int await_in_cgroup(int sync_fd, StepTimer* timer) {
   size_t n = 0;
   int result = -1;
   if (recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgInCgroup) {
-    result = n ? process::Cgroup::attach_self(fds, n) : 0;
+    result = n ? cgroup::Cgroup::attach_self(fds, n) : 0;
     if (result == 0 && n && timer) timer->child_mark("cgroup attach");
   }
   for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups

@@ -40,7 +40,7 @@
 #include <vector>
 
 #include "layer/layer.hpp"
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
 #include "util/error.hpp"
 
 namespace exg::layer {
@@ -56,7 +56,7 @@ struct SpawnSpec {
   uint64_t clone_flags = 0;     // namespaces (CLONE_PIDFD added)
   // The sandbox's cgroup (Cgroup::create), made by spawn() with these limits.
   std::string cgroup_id;
-  process::Limits limits;
+  plan::Limits limits;
   // The least explicit memory limit this layer starts under: the sandbox's own
   // setup (and the runtime's, on the OCI layers) is charged to its cgroup, and
   // below this it is killed before it is set up. Less is refused before the

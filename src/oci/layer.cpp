@@ -1292,7 +1292,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
 
   // One cgroup per sandbox, limits set before anything runs in it; the
   // runtime host, the runtime and the container all stay inside.
-  process::Limits limits = plan.limits;
+  plan::Limits limits = plan.limits;
   if (rt.runtime == Runtime::Runsc && limits.pids) {
     // gVisor's own threads count too; the command's limit is RLIMIT_NPROC inside.
     limits.pids = *limits.pids + 1024;

@@ -10,7 +10,6 @@
 
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
-#include "process/cgroup.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 

@@ -17,13 +17,20 @@
 #include <sstream>
 #include <string>
 
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
+#include "cgroup/files.hpp"
+#include "cgroup/layout.hpp"
 #include "process/rlimits.hpp"
 
-namespace exg::process {
+namespace exg::cgroup {
 namespace {
 
-namespace d = cgroup_detail;
+namespace d = cgroup;
+using plan::default_limits;
+using plan::format_bytes;
+using plan::Limits;
+using process::default_rlimits;
+using process::RlimitPlan;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -64,8 +71,8 @@ TEST(CgroupParse, ProcSelfCgroup) {
 }
 
 TEST(CgroupParse, MemTotalCpuNames) {
-  EXPECT_EQ(d::parse_memtotal("MemTotal:       24683652 kB\nMemFree: 1 kB\n"), 24683652ull * 1024);
-  EXPECT_FALSE(d::parse_memtotal("MemFree: 1 kB\n"));
+  EXPECT_EQ(plan::parse_memtotal("MemTotal:       24683652 kB\nMemFree: 1 kB\n"), 24683652ull * 1024);
+  EXPECT_FALSE(plan::parse_memtotal("MemFree: 1 kB\n"));
   EXPECT_EQ(d::cpu_max_value(0.5), "50000 100000");
   EXPECT_EQ(d::cpu_max_value(2), "200000 100000");
   EXPECT_EQ(d::cpu_quota_us(0.001), 1000);
@@ -498,4 +505,4 @@ TEST_F(CgroupReal, V2WithoutControllers) {
 }
 
 }  // namespace
-}  // namespace exg::process
+}  // namespace exg::cgroup
