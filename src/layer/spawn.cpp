@@ -14,7 +14,7 @@
 
 #include "plan/limits.hpp"
 #include "process/capture_rules.hpp"
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
@@ -104,16 +104,15 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     timer.mark("id maps");
   }
   // "Go", with the trust anchor when the plan has trust bundles.
-  std::string go(1, process::kMsgGo);
+  std::string pem;
   if (spec.trust_anchor) {
-    auto pem = spec.trust_anchor();
-    if (!pem) return fail(pem.error());
-    if (pem->empty() || pem->size() > process::kMaxTrustAnchor)
+    auto made = spec.trust_anchor();
+    if (!made) return fail(made.error());
+    if (made->empty() || made->size() > process::kMaxTrustAnchor)
       return fail(Error::msg("trust anchor", "empty or larger than 16 KiB"));
-    go += *pem;
+    pem = std::move(*made);
   }
-  if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
-    return fail(Error::sys(spec.start_what));
+  if (!process::send_go(parent_sock.get(), pem)) return fail(Error::sys(spec.start_what));
   timer.mark("go");
   // A child that failed meanwhile has closed its end: a send to it fails, and
   // what it said before (kMsgError) is still queued and read below, so that is
@@ -122,12 +121,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (spec.idmapped_trees) {
     auto trees = spec.idmapped_trees();
     if (!trees) return fail(trees.error());
-    for (size_t at = 0; at < trees->size() && !send_err; at += kMaxPassedFds) {
-      int fds[kMaxPassedFds];
-      size_t n = 0;
-      for (size_t k = at; k < trees->size() && n < kMaxPassedFds; ++k) fds[n++] = (*trees)[k].get();
-      if (!send_fds(parent_sock.get(), process::kMsgIdmapped, fds, n)) send_err = errno;
-    }
+    send_err = process::send_idmapped_trees(parent_sock.get(), *trees);
     timer.mark("idmapped mounts");
   }
   if (cgroup_after_go) {
@@ -147,10 +141,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     if (!tasks) return fail(tasks.error());
     if (tasks->size() > kMaxPassedFds)  // (v1 gives a sandbox four: memory, pids, cpu, freezer)
       return fail(Error::msg("cgroup", "more hierarchies than the child can be sent"));
-    int task_fds[kMaxPassedFds];
-    size_t n = 0;
-    for (const auto& fd : *tasks) task_fds[n++] = fd.get();
-    if (!send_err && !send_fds(parent_sock.get(), process::kMsgInCgroup, task_fds, n)) send_err = errno;
+    if (!send_err) send_err = process::send_in_cgroup(parent_sock.get(), *tasks);
     return {};
   };
   bool captured = false;
@@ -194,7 +185,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       continue;
     }
     if (m.type == process::kMsgSeccomp) {
-      // Init's listener, by number (process/init.cpp hand_over_listener:
+      // Init's listener, by number (process/handshake.hpp hand_over_listener:
       // under its own filter it cannot send it): taken, then init is told.
       char* end = nullptr;
       long n = std::strtol(m.text.c_str(), &end, 10);
@@ -202,7 +193,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
         sb.seccomp_listener.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
       if (!sb.seccomp_listener)
         return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)"));
-      if (!send_fds(parent_sock.get(), process::kMsgListenerTaken, nullptr, 0))
+      if (!process::send_listener_taken(parent_sock.get()))
         return fail(Error::sys("tell the sandbox's init its listener is taken"));
       continue;
     }
@@ -222,48 +213,6 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     if (m.type == process::kMsgError) return fail(Error::msg(spec.setup_what, m.text));
     return fail(Error::msg("setup", spec.exited_early));
   }
-}
-
-namespace {
-
-// One message of the parent's on the setup socket: its type byte and its
-// descriptors. False when it is not one byte with what fits (the parent is
-// gone, or sent something else).
-bool recv_parent_message(int sync_fd, char* type, int (&fds)[kMaxPassedFds], size_t* n) {
-  bool truncated = false;
-  return recv_with_fds(sync_fd, type, 1, fds, n, &truncated) == 1 && !truncated;
-}
-
-}  // namespace
-
-int await_in_cgroup(int sync_fd, StepTimer* timer) {
-  char type = 0;
-  int fds[kMaxPassedFds];
-  size_t n = 0;
-  int result = -1;
-  if (recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgInCgroup) {
-    result = n ? cgroup::Cgroup::attach_self(fds, n) : 0;
-    if (result == 0 && n && timer) timer->child_mark("cgroup attach");
-  }
-  for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups
-  return result;
-}
-
-bool await_idmapped_trees(int sync_fd, int* trees, size_t count) {
-  size_t have = 0;
-  while (have < count) {
-    char type = 0;
-    int fds[kMaxPassedFds];
-    size_t n = 0;
-    bool ok = recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgIdmapped && n > 0 &&
-              n <= count - have;
-    for (size_t k = 0; k < n; ++k) {
-      if (ok) trees[have++] = fds[k];
-      else ::close(fds[k]);
-    }
-    if (!ok) return false;
-  }
-  return true;
 }
 
 }  // namespace exg::layer

@@ -12,24 +12,8 @@
 // (Cgroup::open_self_attach): the child moves itself in (await_in_cgroup)
 // before anything of the sandbox starts.
 //
-// Protocol on the setup socket (SOCK_SEQPACKET, process/child.hpp's kMsg*):
-//   parent -> child  G[PEM]           id maps written, go on
-//                    I + fds          the idmapped mounts' trees, in step
-//                                     order, up to 8 a message (made after
-//                                     "go", taken before the mounts)
-//                    C [+ fds]        the sandbox's cgroup is ready (v1: with
-//                                     its tasks files, to move in through):
-//                                     nothing of the sandbox may start before
-//                                     the child has read it (init, the runtime)
-//   child -> parent  P + fd           pty master
-//                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
-//                    T + fd fd fd     transparent egress: its listener, and
-//                                     rtnetlink and nftables sockets of the
-//                                     sandbox's netns, on which this side sends
-//                                     the capture's route and rules
-//                                     (SpawnSpec::capture_port: "C" waits for them)
-//                    R [+ fd]         set up; the seccomp notify fd when there is one
-//                    E text           a setup step failed
+// The messages on the setup socket, and the child's side of them, are
+// process/handshake.hpp's.
 #pragma once
 #include <sys/types.h>
 
@@ -96,17 +80,5 @@ struct SpawnSpec {
 
 // The running sandbox, or an error with the child killed and reaped.
 Result<Sandbox> spawn(SpawnSpec spec);
-
-// The child's side of "in cgroup": waits for it and, on v1, moves itself into
-// the sandbox's cgroup through the tasks files that came with it (the timer's
-// "cgroup attach"). 0 when in; -1 when the message was not "in cgroup" (the
-// parent is gone or said something else); else the errno of the move. No
-// allocation: it runs in the cloned child.
-int await_in_cgroup(int sync_fd, StepTimer* timer);
-
-// The child's side of "I": takes `count` trees, in order, into `trees`. False
-// when the parent sent something else or is gone (what came is closed). No
-// allocation.
-bool await_idmapped_trees(int sync_fd, int* trees, size_t count);
 
 }  // namespace exg::layer

@@ -31,7 +31,7 @@
 
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "process/syscalls.hpp"
@@ -114,17 +114,6 @@ struct HostArgs {
   bool agent_on_stdin = false;  // runsc: the channel is the container's stdin instead (no --preserve-fds)
 };
 
-[[noreturn]] void die(int sync_fd, const std::string& what, int err) {
-  std::string msg(1, process::kMsgError);
-  msg += what;
-  if (err) {
-    msg += ": ";
-    msg += std::strerror(err);
-  }
-  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-  ::_exit(125);
-}
-
 bool mkdir_p(const std::string& path, mode_t mode) {
   std::string cur;
   std::stringstream ss(path);
@@ -156,7 +145,7 @@ class RuntimeHost {
   int slave_ = -1;
   int seccomp_sock_ = -1;
 
-  [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+  [[noreturn]] void fail(const std::string& what, int err = errno) { process::die(a_.sync_fd, what, err); }
   void listen_for_seccomp();
   int receive_seccomp_listener(pid_t runtime);
 
@@ -456,7 +445,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     a_.timer->child_mark("runtime start");  // until its seccomp listener arrived (crun, runc), or its fork (runsc)
     a_.timer->child_done();
   }
-  (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
+  process::send_ready(a_.sync_fd, listener);
   if (listener >= 0) ::close(listener);
   ::close(a_.sync_fd);
 
@@ -556,7 +545,7 @@ void RuntimeHost::run() {
   mark("bundle");
   // The runtime starts inside the sandbox's cgroup only (v1: this process
   // moves itself in now; layer::spawn).
-  if (int e = layer::await_in_cgroup(a_.sync_fd, a_.timer)) {
+  if (int e = process::await_in_cgroup(a_.sync_fd, a_.timer)) {
     if (e < 0) ::_exit(125);
     fail("move into the sandbox's cgroup", e);
   }
@@ -566,8 +555,7 @@ void RuntimeHost::run() {
 
 [[noreturn]] void host_main(const HostArgs& a) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  char go = 0;
-  if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != process::kMsgGo) ::_exit(125);
+  if (!process::await_go(a.sync_fd, nullptr)) ::_exit(125);
   // The invoker's environment (a secret's source variable among it) stays
   // out of the runtime and everything it starts; the container's own
   // environment is the Plan's, in config.json.
@@ -579,7 +567,7 @@ void RuntimeHost::run() {
   environ = runtime_env;
   // Invoked as root, our ids are still the host's 0 (unmapped here) until we
   // take the namespace's 0 = the command's host uid; files we create need it.
-  if (a.host_userns && (sys::setresgid_child(0, 0, 0) != 0 || sys::setresuid_child(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
+  if (a.host_userns && (sys::setresgid_child(0, 0, 0) != 0 || sys::setresuid_child(0, 0, 0) != 0)) process::die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
   // A change of ids clears "dumpable", which would hide /proc/1/ns/net from
   // the runtime, and the parent-death signal: set both again.
   if (a.host_userns) {

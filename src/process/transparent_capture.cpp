@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "util/fd_passing.hpp"
 
 namespace exg::process {

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "layer/spawn.hpp"
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "util/fd_passing.hpp"
@@ -49,7 +49,7 @@ layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
 }
 
 // The second message: "in cgroup" (init may start), as the real children take it.
-bool wait_in_cgroup(int sync) { return layer::await_in_cgroup(sync, nullptr) == 0; }
+bool wait_in_cgroup(int sync) { return process::await_in_cgroup(sync, nullptr) == 0; }
 
 // Every cgroup directory of the sandbox lists pid.
 bool in_its_cgroup(const layer::Sandbox& sb) {
@@ -164,7 +164,7 @@ TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
   constexpr size_t kTrees = 11;  // two messages
   auto s = spec_with([](int sync) {
     int trees[kTrees];
-    if (!layer::await_idmapped_trees(sync, trees, kTrees)) ::_exit(8);
+    if (!process::await_idmapped_trees(sync, trees, kTrees)) ::_exit(8);
     std::string m(1, process::kMsgReady);
     for (size_t k = 0; k < kTrees; ++k) {
       char b = 0;  // each a pipe's read end holding its own index
@@ -196,7 +196,7 @@ TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
 
   auto failing = spec_with([](int sync) {
     int t[1];
-    ::_exit(layer::await_idmapped_trees(sync, t, 1) ? 7 : 0);  // nothing must come
+    ::_exit(process::await_idmapped_trees(sync, t, 1) ? 7 : 0);  // nothing must come
   });
   failing.idmapped_trees = []() -> Result<std::vector<UniqueFd>> {
     return fail(Error::msg("idmap /w", "the filesystem must support idmapped mounts"));
