@@ -29,7 +29,7 @@
 // exit is the sandbox's end, the proxy's listening sockets made in the
 // sandbox's network (or equivalents the supervisor can accept on), and the
 // agent channel when LaunchOptions::agent is set; the spawn helper
-// (layer/spawn.hpp) does the clone/handshake part for layers that start a
+// (process/spawn.hpp) does the clone/handshake part for layers that start a
 // first process of their own.
 #pragma once
 #include <sys/types.h>
@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "layer/kind.hpp"
-#include "plan/plan.hpp"
 #include "cgroup/cgroup.hpp"
+#include "plan/plan.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 

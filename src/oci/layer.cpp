@@ -39,7 +39,7 @@
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
 #include "process/launch.hpp"
-#include "layer/spawn.hpp"
+#include "process/spawn.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 
@@ -544,7 +544,7 @@ void RuntimeHost::run() {
   listen_for_seccomp();
   mark("bundle");
   // The runtime starts inside the sandbox's cgroup only (v1: this process
-  // moves itself in now; layer::spawn).
+  // moves itself in now; process/spawn.hpp).
   if (int e = process::await_in_cgroup(a_.sync_fd, a_.timer)) {
     if (e < 0) ::_exit(125);
     fail("move into the sandbox's cgroup", e);
@@ -1287,14 +1287,14 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   }
   timer.mark("spec");
 
-  layer::SpawnSpec sp;
+  process::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (host_userns ? CLONE_NEWUSER : 0);
   sp.cgroup_id = plan.sandbox_id;  // spawn() makes it
   sp.limits = limits;
   sp.min_memory = rt.runtime == Runtime::Runsc ? kMinMemoryGvisor : kMinMemoryContainer;
   sp.layer = std::string(layer::name(opt.kind));
   sp.agent = lo.agent;
-  sp.child = [&a, &lo](const layer::SpawnFds& f) {
+  sp.child = [&a, &lo](const process::SpawnFds& f) {
     // The runtime host's own descriptor table (a fork-like clone): its 0..2
     // are what the runtime hands the container (the supervisor's stdio relay).
     for (int k = 0; k < 3; ++k)
@@ -1316,7 +1316,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   sp.setup_what = "setup (" + std::string(to_string(rt.runtime)) + ")";
   sp.no_listener = "the runtime host did not hand over the seccomp listener";
   sp.exited_early = "the runtime host exited before it was set up";
-  return layer::spawn(std::move(sp));  // (the idmapped trees close here: the runtime host has its copies)
+  return process::spawn(std::move(sp));  // (the idmapped trees close here: the runtime host has its copies)
 }
 
 }  // namespace exg::oci

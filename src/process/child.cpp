@@ -466,7 +466,7 @@ void Builder::run() {
   // Idmapped trees were closed when they were attached.
 
   // Nothing starts before this process is in the sandbox's cgroup (v1: it
-  // moves itself in now; layer::spawn). Then that cgroup becomes the root of
+  // moves itself in now; process/spawn.hpp). Then that cgroup becomes the root of
   // what /proc/self/cgroup shows.
   if (int e = await_in_cgroup(a_.sync_fd, a_.timer)) {
     if (e < 0) ::_exit(125);

@@ -289,7 +289,7 @@ TEST_F(CgroupReal, ForkBombStopsAtPidsMax) {
 }
 
 // cgroup v1: a child moves itself in through tasks files this process opened
-// (layer::spawn's way: no RCU grace period), even after dropping to another
+// (process::spawn's way: no RCU grace period), even after dropping to another
 // uid (the kernel checks the opener's credentials); then its pids limit holds.
 TEST_F(CgroupReal, V1ChildMovesItselfInThroughOpenedTasksFiles) {
   std::string id = unique_id("self");

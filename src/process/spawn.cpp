@@ -1,4 +1,4 @@
-#include "layer/spawn.hpp"
+#include "process/spawn.hpp"
 
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -19,14 +19,14 @@
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 
-namespace exg::layer {
+namespace exg::process {
 
 namespace {
 
 // Kills and reaps the child unless committed: every early return unwinds.
 class ChildGuard {
  public:
-  explicit ChildGuard(Sandbox& sb) : sb_(sb) {}
+  explicit ChildGuard(layer::Sandbox& sb) : sb_(sb) {}
   ~ChildGuard() {
     if (committed_ || sb_.pid <= 0) return;
     sys::pidfd_send_signal(sb_.pidfd.get(), SIGKILL);
@@ -37,13 +37,13 @@ class ChildGuard {
   ChildGuard& operator=(const ChildGuard&) = delete;
 
  private:
-  Sandbox& sb_;
+  layer::Sandbox& sb_;
   bool committed_ = false;
 };
 
 }  // namespace
 
-Result<Sandbox> spawn(SpawnSpec spec) {
+Result<layer::Sandbox> spawn(SpawnSpec spec) {
   if (const auto& m = spec.limits.memory_bytes; spec.limits.explicit_memory && m && *m < spec.min_memory)
     return fail(Error::msg("memory limit " + plan::format_bytes(*m),
                            "below the minimum of " + plan::format_bytes(spec.min_memory) + " a sandbox on the " +
@@ -90,7 +90,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     ::_exit(127);  // child() does not return
   }
   timer.mark("clone");
-  Sandbox sb;
+  layer::Sandbox sb;
   sb.pid = static_cast<pid_t>(pid);
   sb.pidfd.reset(pidfd);
   sb.cgroup = std::move(cgroup);
@@ -108,11 +108,11 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (spec.trust_anchor) {
     auto made = spec.trust_anchor();
     if (!made) return fail(made.error());
-    if (made->empty() || made->size() > process::kMaxTrustAnchor)
+    if (made->empty() || made->size() > kMaxTrustAnchor)
       return fail(Error::msg("trust anchor", "empty or larger than 16 KiB"));
     pem = std::move(*made);
   }
-  if (!process::send_go(parent_sock.get(), pem)) return fail(Error::sys(spec.start_what));
+  if (!send_go(parent_sock.get(), pem)) return fail(Error::sys(spec.start_what));
   timer.mark("go");
   // A child that failed meanwhile has closed its end: a send to it fails, and
   // what it said before (kMsgError) is still queued and read below, so that is
@@ -121,7 +121,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (spec.idmapped_trees) {
     auto trees = spec.idmapped_trees();
     if (!trees) return fail(trees.error());
-    send_err = process::send_idmapped_trees(parent_sock.get(), *trees);
+    send_err = send_idmapped_trees(parent_sock.get(), *trees);
     timer.mark("idmapped mounts");
   }
   if (cgroup_after_go) {
@@ -141,7 +141,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     if (!tasks) return fail(tasks.error());
     if (tasks->size() > kMaxPassedFds)  // (v1 gives a sandbox four: memory, pids, cpu, freezer)
       return fail(Error::msg("cgroup", "more hierarchies than the child can be sent"));
-    if (!send_err) send_err = process::send_in_cgroup(parent_sock.get(), *tasks);
+    if (!send_err) send_err = send_in_cgroup(parent_sock.get(), *tasks);
     return {};
   };
   bool captured = false;
@@ -155,26 +155,26 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       if (errno == ECONNRESET) return fail(Error::msg("setup", spec.exited_early));
       return fail(Error::sys(spec.read_what));
     }
-    if (m.type == process::kMsgPty) {
+    if (m.type == kMsgPty) {
       sb.pty_master.reset(m.fd);
       continue;
     }
-    if (m.type == process::kMsgSockDiag) {
+    if (m.type == kMsgSockDiag) {
       sb.sock_diag.reset(m.fd);
       continue;
     }
-    if (m.type == process::kMsgListeners) {
+    if (m.type == kMsgListeners) {
       sb.http_listener.reset(m.fd);
       sb.socks_listener.reset(m.fd2);
       sb.dns_socket.reset(m.fd3);
       continue;
     }
-    if (m.type == process::kMsgTransparent) {
+    if (m.type == kMsgTransparent) {
       UniqueFd listener(m.fd), route(m.fd2), nft(m.fd3);
       if (!spec.capture_port || captured || !listener || !route || !nft)
         return fail(Error::msg(spec.setup_what, "unexpected transparent egress sockets"));
       std::string what;
-      if (int e = process::add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
+      if (int e = add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
         return fail(Error::msg(spec.setup_what, what + ": " + std::strerror(e) +
                                                     " (fail closed; a policy with \"network\": {\"transparent\": "
                                                     "false} runs without it)"));
@@ -184,7 +184,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       if (auto r = tell_in_cgroup(); !r) return fail(r.error());
       continue;
     }
-    if (m.type == process::kMsgSeccomp) {
+    if (m.type == kMsgSeccomp) {
       // Init's listener, by number (process/handshake.hpp hand_over_listener:
       // under its own filter it cannot send it): taken, then init is told.
       char* end = nullptr;
@@ -193,11 +193,11 @@ Result<Sandbox> spawn(SpawnSpec spec) {
         sb.seccomp_listener.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
       if (!sb.seccomp_listener)
         return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)"));
-      if (!process::send_listener_taken(parent_sock.get()))
+      if (!send_listener_taken(parent_sock.get()))
         return fail(Error::sys("tell the sandbox's init its listener is taken"));
       continue;
     }
-    if (m.type == process::kMsgReady) {
+    if (m.type == kMsgReady) {
       if (m.fd >= 0) sb.seccomp_listener.reset(m.fd);  // an OCI runtime host's (it is under no filter)
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
       if (send_err) return fail(Error::sys(spec.start_what, send_err));
@@ -210,9 +210,9 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     }
     for (int fd : {m.fd, m.fd2, m.fd3})
       if (fd >= 0) ::close(fd);
-    if (m.type == process::kMsgError) return fail(Error::msg(spec.setup_what, m.text));
+    if (m.type == kMsgError) return fail(Error::msg(spec.setup_what, m.text));
     return fail(Error::msg("setup", spec.exited_early));
   }
 }
 
-}  // namespace exg::layer
+}  // namespace exg::process

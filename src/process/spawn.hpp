@@ -1,4 +1,5 @@
-// The spawn path the process, container and gVisor layers share: make the
+// The spawn path the process, container and gVisor layers share (process
+// machinery, here in process/ beside the handshake, the child and the id maps): make the
 // sandbox's cgroup, clone its first process into its namespaces, write its id
 // maps, send "go" (with the trust anchor), then "in cgroup"; then collect what
 // it hands back over the setup socket (pty master, proxy listeners, seccomp
@@ -27,7 +28,7 @@
 #include "cgroup/cgroup.hpp"
 #include "util/error.hpp"
 
-namespace exg::layer {
+namespace exg::process {
 
 // Descriptors the child's side gets (valid in the child only).
 struct SpawnFds {
@@ -79,6 +80,6 @@ struct SpawnSpec {
 };
 
 // The running sandbox, or an error with the child killed and reaped.
-Result<Sandbox> spawn(SpawnSpec spec);
+Result<layer::Sandbox> spawn(SpawnSpec spec);
 
-}  // namespace exg::layer
+}  // namespace exg::process
