@@ -25,7 +25,9 @@ std::optional<std::string> read_text(const std::string& path) {
 }
 
 int write_text(const std::string& path, std::string_view value) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  // O_TRUNC, as a shell's `echo 1 > file`: the cgroup filesystem ignores it;
+  // a plain file laid out as a cgroup (serve's unit tests) reads what was written.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
   if (fd < 0) return errno;
   int rc = 0;
   ssize_t n = ::write(fd, value.data(), value.size());
