@@ -8,7 +8,7 @@
 #include <csignal>
 #include <cstdio>
 
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
 #include "sandbox/userns_diagnosis.hpp"
 
 namespace exg::cli {
@@ -31,7 +31,7 @@ Result<HostProcess> HostProcess::prepare(bool invoked_as_root) {
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
   if (invoked_as_root && ::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
-  process::Cgroup::sweep_stale();
+  cgroup::Cgroup::sweep_stale();
   return h;
 }
 

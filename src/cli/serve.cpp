@@ -15,7 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
 #include "serve/http_server.hpp"
 #include "serve/log.hpp"
 #include "serve/openapi.hpp"
@@ -117,10 +117,10 @@ int serve_main(int argc, char** argv) {
   // host (or user) that cannot enforce them is told at start-up, not per create.
   bool cgroup_limits = true;
   {
-    process::Limits probe;
+    plan::Limits probe;
     probe.memory_bytes = 64ull << 20, probe.pids = 64, probe.cpus = 1;
     probe.explicit_memory = probe.explicit_pids = probe.explicit_cpus = true;
-    auto cg = process::Cgroup::create("serve-probe", probe);
+    auto cg = cgroup::Cgroup::create("serve-probe", probe);
     if (!cg && !no_cgroup_limits)
       return serve_error(cg.error().str() +
                          ": every sandbox gets memory, pids and cpu limits from its template, and this server could not "

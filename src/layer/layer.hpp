@@ -29,7 +29,7 @@
 // exit is the sandbox's end, the proxy's listening sockets made in the
 // sandbox's network (or equivalents the supervisor can accept on), and the
 // agent channel when LaunchOptions::agent is set; the spawn helper
-// (layer/spawn.hpp) does the clone/handshake part for layers that start a
+// (process/spawn.hpp) does the clone/handshake part for layers that start a
 // first process of their own.
 #pragma once
 #include <sys/types.h>
@@ -40,8 +40,8 @@
 #include <vector>
 
 #include "layer/kind.hpp"
+#include "cgroup/cgroup.hpp"
 #include "plan/plan.hpp"
-#include "process/cgroup.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
@@ -100,7 +100,7 @@ struct Sandbox {
   pid_t pid = -1;       // the sandbox's first process (its init, or the runtime host), as the host sees it
   UniqueFd pidfd;       // for signals and exit without pid reuse races; its exit is the sandbox's end
   UniqueFd pty_master;  // when a pty was asked for
-  process::Cgroup cgroup;  // the sandbox's own cgroup (inactive when none could be made)
+  cgroup::Cgroup cgroup;  // the sandbox's own cgroup (inactive when none could be made)
   UniqueFd seccomp_listener;  // refused syscalls arrive here (Enforcement::seccomp_notify)
   UniqueFd sock_diag;  // NETLINK_SOCK_DIAG in the sandbox's netns: which Unix sockets it bound (sandbox/socket_address_gate.hpp)
   UniqueFd http_listener, socks_listener;  // the proxy's sockets, in the sandbox's netns

@@ -10,7 +10,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
+#include "cgroup/freezer.hpp"
 #include "util/clock.hpp"
 #include "util/mountinfo.hpp"
 #include "util/proc_cgroup.hpp"
@@ -127,7 +128,7 @@ Result<void> remove_container_cgroups(const std::vector<std::string>& dirs, bool
   auto procs = [&] {
     std::vector<pid_t> p;
     for (const auto& d : all)
-      for (pid_t x : process::cgroup_procs(d))
+      for (pid_t x : cgroup::cgroup_procs(d))
         if (std::find(p.begin(), p.end(), x) == p.end()) p.push_back(x);
     return p;
   };
@@ -140,7 +141,7 @@ Result<void> remove_container_cgroups(const std::vector<std::string>& dirs, bool
     for (const auto& t : tops) {
       if (write_file(t + "/cgroup.kill", "1")) continue;  // v2 (Linux 5.14+): the whole tree at once
       // Frozen, none can fork while the others are killed (the process layer's freeze).
-      if (!process::freeze_v1(t, 200)) continue;
+      if (!cgroup::freeze_v1(t, 200)) continue;
       frozen.push_back(t);
     }
     for (pid_t p : procs()) ::kill(p, SIGKILL);

@@ -31,7 +31,7 @@
 
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "process/syscalls.hpp"
@@ -39,7 +39,7 @@
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
 #include "process/launch.hpp"
-#include "layer/spawn.hpp"
+#include "process/spawn.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 
@@ -114,17 +114,6 @@ struct HostArgs {
   bool agent_on_stdin = false;  // runsc: the channel is the container's stdin instead (no --preserve-fds)
 };
 
-[[noreturn]] void die(int sync_fd, const std::string& what, int err) {
-  std::string msg(1, process::kMsgError);
-  msg += what;
-  if (err) {
-    msg += ": ";
-    msg += std::strerror(err);
-  }
-  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-  ::_exit(125);
-}
-
 bool mkdir_p(const std::string& path, mode_t mode) {
   std::string cur;
   std::stringstream ss(path);
@@ -156,7 +145,7 @@ class RuntimeHost {
   int slave_ = -1;
   int seccomp_sock_ = -1;
 
-  [[noreturn]] void fail(const std::string& what, int err = errno) { die(a_.sync_fd, what, err); }
+  [[noreturn]] void fail(const std::string& what, int err = errno) { process::die(a_.sync_fd, what, err); }
   void listen_for_seccomp();
   int receive_seccomp_listener(pid_t runtime);
 
@@ -456,7 +445,7 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     a_.timer->child_mark("runtime start");  // until its seccomp listener arrived (crun, runc), or its fork (runsc)
     a_.timer->child_done();
   }
-  (void)send_fds(a_.sync_fd, process::kMsgReady, &listener, listener >= 0 ? 1 : 0);
+  process::send_ready(a_.sync_fd, listener);
   if (listener >= 0) ::close(listener);
   ::close(a_.sync_fd);
 
@@ -555,8 +544,8 @@ void RuntimeHost::run() {
   listen_for_seccomp();
   mark("bundle");
   // The runtime starts inside the sandbox's cgroup only (v1: this process
-  // moves itself in now; layer::spawn).
-  if (int e = layer::await_in_cgroup(a_.sync_fd, a_.timer)) {
+  // moves itself in now; process/spawn.hpp).
+  if (int e = process::await_in_cgroup(a_.sync_fd, a_.timer)) {
     if (e < 0) ::_exit(125);
     fail("move into the sandbox's cgroup", e);
   }
@@ -566,8 +555,7 @@ void RuntimeHost::run() {
 
 [[noreturn]] void host_main(const HostArgs& a) {
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  char go = 0;
-  if (::recv(a.sync_fd, &go, 1, 0) != 1 || go != process::kMsgGo) ::_exit(125);
+  if (!process::await_go(a.sync_fd, nullptr)) ::_exit(125);
   // The invoker's environment (a secret's source variable among it) stays
   // out of the runtime and everything it starts; the container's own
   // environment is the Plan's, in config.json.
@@ -579,7 +567,7 @@ void RuntimeHost::run() {
   environ = runtime_env;
   // Invoked as root, our ids are still the host's 0 (unmapped here) until we
   // take the namespace's 0 = the command's host uid; files we create need it.
-  if (a.host_userns && (sys::setresgid_child(0, 0, 0) != 0 || sys::setresuid_child(0, 0, 0) != 0)) die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
+  if (a.host_userns && (sys::setresgid_child(0, 0, 0) != 0 || sys::setresuid_child(0, 0, 0) != 0)) process::die(a.sync_fd, "take uid 0 of the runtime host's user namespace", errno);
   // A change of ids clears "dumpable", which would hide /proc/1/ns/net from
   // the runtime, and the parent-death signal: set both again.
   if (a.host_userns) {
@@ -1292,21 +1280,21 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
 
   // One cgroup per sandbox, limits set before anything runs in it; the
   // runtime host, the runtime and the container all stay inside.
-  process::Limits limits = plan.limits;
+  plan::Limits limits = plan.limits;
   if (rt.runtime == Runtime::Runsc && limits.pids) {
     // gVisor's own threads count too; the command's limit is RLIMIT_NPROC inside.
     limits.pids = *limits.pids + 1024;
   }
   timer.mark("spec");
 
-  layer::SpawnSpec sp;
+  process::SpawnSpec sp;
   sp.clone_flags = CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID | (host_userns ? CLONE_NEWUSER : 0);
   sp.cgroup_id = plan.sandbox_id;  // spawn() makes it
   sp.limits = limits;
   sp.min_memory = rt.runtime == Runtime::Runsc ? kMinMemoryGvisor : kMinMemoryContainer;
   sp.layer = std::string(layer::name(opt.kind));
   sp.agent = lo.agent;
-  sp.child = [&a, &lo](const layer::SpawnFds& f) {
+  sp.child = [&a, &lo](const process::SpawnFds& f) {
     // The runtime host's own descriptor table (a fork-like clone): its 0..2
     // are what the runtime hands the container (the supervisor's stdio relay).
     for (int k = 0; k < 3; ++k)
@@ -1328,7 +1316,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   sp.setup_what = "setup (" + std::string(to_string(rt.runtime)) + ")";
   sp.no_listener = "the runtime host did not hand over the seccomp listener";
   sp.exited_early = "the runtime host exited before it was set up";
-  return layer::spawn(std::move(sp));  // (the idmapped trees close here: the runtime host has its copies)
+  return process::spawn(std::move(sp));  // (the idmapped trees close here: the runtime host has its copies)
 }
 
 }  // namespace exg::oci

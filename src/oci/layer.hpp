@@ -10,7 +10,7 @@
 //   CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWPID (+ CLONE_NEWUSER when not root,
 //   and always for gVisor, see "Identities" below: the runtime has the
 //   capabilities it needs and nothing outside)
-// into the sandbox's cgroup (process/cgroup.cpp: limits set before anything
+// into the sandbox's cgroup (cgroup/cgroup.cpp: limits set before anything
 // runs). The RH, pid 1 of its own pid namespace:
 //   - makes every mount private and mounts a fresh /proc (the runtime resolves
 //     pids there: "/proc/1/ns/net" is the RH's netns);

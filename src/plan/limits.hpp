@@ -1,5 +1,5 @@
 // What a sandbox may use: plain data of the Plan, enforced by the layers
-// (process/cgroup.cpp, rlimits, the OCI spec's resources).
+// (cgroup/cgroup.cpp, rlimits, the OCI spec's resources).
 #pragma once
 #include <cstdint>
 #include <optional>

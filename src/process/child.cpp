@@ -21,13 +21,13 @@
 #include <string>
 #include <vector>
 
+#include "process/handshake.hpp"
 #include "process/init.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "process/rlimits.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
-#include "layer/spawn.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::process {
@@ -42,17 +42,6 @@ constexpr const char* kStage = "/tmp";
 struct SetupError {
   std::string text;
 };
-
-[[noreturn]] void die(int sync_fd, const std::string& what, int err) {
-  std::string msg(1, kMsgError);
-  msg += what;
-  if (err) {
-    msg += ": ";
-    msg += std::strerror(err);
-  }
-  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-  ::_exit(125);
-}
 
 class Builder {
  public:
@@ -443,7 +432,7 @@ void Builder::take_idmapped_trees() {
     if (uses_idmapped_mount(plan_, i)) steps.push_back(i);
   if (steps.empty()) return;
   std::vector<int> trees(steps.size(), -1);
-  if (!layer::await_idmapped_trees(a_.sync_fd, trees.data(), trees.size())) ::_exit(125);
+  if (!await_idmapped_trees(a_.sync_fd, trees.data(), trees.size())) ::_exit(125);
   for (size_t k = 0; k < steps.size(); ++k) idmapped_[steps[k]] = trees[k];
   mark("idmapped trees");
 }
@@ -477,9 +466,9 @@ void Builder::run() {
   // Idmapped trees were closed when they were attached.
 
   // Nothing starts before this process is in the sandbox's cgroup (v1: it
-  // moves itself in now; layer::spawn). Then that cgroup becomes the root of
+  // moves itself in now; process/spawn.hpp). Then that cgroup becomes the root of
   // what /proc/self/cgroup shows.
-  if (int e = layer::await_in_cgroup(a_.sync_fd, a_.timer)) {
+  if (int e = await_in_cgroup(a_.sync_fd, a_.timer)) {
     if (e < 0) ::_exit(125);
     fail("move into the sandbox's cgroup", e);
   }
@@ -507,10 +496,8 @@ void Builder::run() {
   // Die with the supervisor; then wait until it has written our id maps.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   // "Go", perhaps followed by the trust anchor (LaunchOptions::trust_anchor).
-  static char go[1 + kMaxTrustAnchor + 1];
-  ssize_t got = ::recv(a.sync_fd, go, sizeof go, 0);
-  if (got < 1 || go[0] != kMsgGo || static_cast<size_t>(got) > 1 + kMaxTrustAnchor) ::_exit(125);
-  std::string trust_anchor(go + 1, static_cast<size_t>(got - 1));
+  std::string trust_anchor;
+  if (!await_go(a.sync_fd, &trust_anchor)) ::_exit(125);
   // Become the sandbox user at once: everything the setup creates is owned by
   // a mapped id, and it acts with that user's rights on host files. The
   // capabilities of the new user namespace stay (uid 0 is not mapped in it).

@@ -17,20 +17,6 @@ class StepTimer;
 
 namespace exg::process {
 
-// Messages on the sync socket (SOCK_SEQPACKET), first byte is the type.
-inline constexpr char kMsgGo = 'G';      // parent -> child: id maps written, go on
-inline constexpr char kMsgIdmapped = 'I';  // parent -> child: idmapped mounts' trees (SCM_RIGHTS), in step order
-inline constexpr char kMsgInCgroup = 'C';  // parent -> child: the sandbox's cgroup is ready (v1: + its tasks files); init may start
-inline constexpr char kMsgPty = 'P';     // child -> parent: pty master fd attached (SCM_RIGHTS)
-inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners (HTTP, SOCKS5[, DNS UDP]) made in the sandbox's netns
-inline constexpr char kMsgSockDiag = 'D';  // child -> parent: a NETLINK_SOCK_DIAG socket of the sandbox's netns (sandbox/socket_address_gate.hpp)
-inline constexpr char kMsgTransparent = 'T';  // child -> parent: the transparent egress listener and netlink sockets (process/transparent_capture.hpp)
-inline constexpr char kMsgSeccomp = 'S';  // init -> parent: its seccomp listener's descriptor number, as text (process/init.cpp)
-inline constexpr char kMsgListenerTaken = 'K';  // parent -> init: the listener is taken (pidfd_getfd); init closes its copy
-inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started (an OCI runtime host: the listener attached)
-inline constexpr char kMsgError = 'E';   // child -> parent: setup failed, text follows
-inline constexpr size_t kMaxTrustAnchor = 16384;  // the PEM that may follow kMsgGo
-
 struct ChildArgs {
   const plan::Plan* plan = nullptr;
   int sync_fd = -1;

@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "agent/agent.hpp"
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "process/init_loop.hpp"
 #include "process/landlock.hpp"
 #include "process/seccomp.hpp"
@@ -32,13 +32,6 @@ extern char** environ;
 namespace exg::process {
 
 namespace {
-
-[[noreturn]] void die(int sync_fd, const std::string& what) {
-  std::string msg(1, kMsgError);
-  msg += what + ": " + std::strerror(errno);
-  (void)::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL);
-  ::_exit(125);
-}
 
 bool drop_capabilities() {
   for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
@@ -120,29 +113,6 @@ pid_t start_command(const InitArgs& a) {
   return pid;
 }
 
-// The seccomp listener to the supervisor, by its descriptor number. Not the
-// descriptor itself (SCM_RIGHTS): init is under the filter now, which sends
-// every sendmsg() to the supervisor (sandbox/socket_address_gate.hpp), and
-// the supervisor has no listener yet to hear it: init would wait forever.
-// send() is not judged; the supervisor takes the descriptor (pidfd_getfd,
-// which needs init dumpable: see the caller) and says so; then init closes
-// its copy. False when the supervisor did not answer.
-bool hand_over_listener(int sock, int listener) {
-  std::string msg(1, kMsgSeccomp);
-  msg += std::to_string(listener);
-  if (::send(sock, msg.data(), msg.size(), MSG_NOSIGNAL) < 0) return false;
-  char taken = 0;
-  ssize_t n;
-  do n = ::recv(sock, &taken, 1, 0); while (n < 0 && errno == EINTR);
-  return n == 1 && taken == kMsgListenerTaken;
-}
-
-// "Ready": set up, the command started.
-void send_ready(int sock) {
-  char r = kMsgReady;
-  (void)::send(sock, &r, 1, MSG_NOSIGNAL);
-}
-
 }  // namespace
 
 [[noreturn]] void become_init(const InitArgs& a) {
@@ -150,17 +120,14 @@ void send_ready(int sock) {
     if (a.timer) a.timer->child_mark(step);
   };
   if (a.rlimits) {
-    if (int r = apply_rlimits(*a.rlimits); r != 0) {
-      errno = -r;
-      die(a.sync_fd, "set resource limits");
-    }
+    if (int r = apply_rlimits(*a.rlimits); r != 0) die(a.sync_fd, "set resource limits", -r);
   }
   // The identity was taken before setup (child_main); now the last privileges go.
-  if (!drop_capabilities()) die(a.sync_fd, "drop capabilities");
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(a.sync_fd, "no_new_privs");
+  if (!drop_capabilities()) die(a.sync_fd, "drop capabilities", errno);
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(a.sync_fd, "no_new_privs", errno);
   ::close(a.parent_pidfd);
-  if (::chdir(a.plan->cwd.c_str()) != 0) die(a.sync_fd, "chdir " + a.plan->cwd);
-  if (::setsid() < 0) die(a.sync_fd, "setsid");  // leave the host's session and terminal
+  if (::chdir(a.plan->cwd.c_str()) != 0) die(a.sync_fd, "chdir " + a.plan->cwd, errno);
+  if (::setsid() < 0) die(a.sync_fd, "setsid", errno);  // leave the host's session and terminal
 
   sigset_t all;
   sigfillset(&all);
@@ -169,10 +136,8 @@ void send_ready(int sock) {
 
   // Landlock: a second wall that does not depend on the mounts being right.
   std::string ll_report;
-  if (int r = apply_landlock(a.plan->landlock, &ll_report); r < 0) {
-    errno = -r;
-    die(a.sync_fd, "apply Landlock (" + ll_report + ")");
-  }
+  if (int r = apply_landlock(a.plan->landlock, &ll_report); r < 0)
+    die(a.sync_fd, "apply Landlock (" + ll_report + ")", -r);
   mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the
   // supervisor through the listener, which no process of the sandbox keeps.
@@ -183,7 +148,7 @@ void send_ready(int sock) {
   if (a.seccomp) {
     ::prctl(PR_SET_DUMPABLE, 1);
     int listener = install_seccomp(*a.seccomp);
-    if (listener < 0) die(a.sync_fd, "install the seccomp filter");
+    if (listener < 0) die(a.sync_fd, "install the seccomp filter", errno);
     if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
     ::close(listener);
     mark("seccomp install");
@@ -207,7 +172,7 @@ void send_ready(int sock) {
     agent::serve(cfg);
   }
   pid_t cmd = start_command(a);
-  if (cmd < 0) die(a.sync_fd, "start the command");
+  if (cmd < 0) die(a.sync_fd, "start the command", errno);
   if (a.pty_slave >= 0) ::close(a.pty_slave);
   mark("start command");  // (until its execve: CLONE_VFORK)
   if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)

@@ -18,7 +18,7 @@
 #include "process/child.hpp"
 #include "process/seccomp.hpp"
 #include "process/syscalls.hpp"
-#include "layer/spawn.hpp"
+#include "process/spawn.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::process {
@@ -157,7 +157,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   // reaped when this function returns, whichever way: not waited for one by one.
   std::vector<IdmapHolder> holders;
 
-  layer::SpawnSpec sp;
+  SpawnSpec sp;
   sp.clone_flags = CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS |
                    CLONE_NEWCGROUP;
   // One cgroup per sandbox, limits set before anything runs in it (spawn() makes it).
@@ -166,7 +166,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   sp.min_memory = kMinMemory;
   sp.layer = "process";
   sp.agent = opt.agent;
-  sp.child = [&args, &opt](const layer::SpawnFds& f) {
+  sp.child = [&args, &opt](const SpawnFds& f) {
     // The child's own descriptor table (a fork-like clone): the caller's stdio is untouched.
     for (int k = 0; k < 3; ++k)
       if (opt.stdio_fds[k] >= 0 && opt.stdio_fds[k] != k && ::dup2(opt.stdio_fds[k], k) < 0) ::_exit(125);
@@ -211,7 +211,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
                           : ""),
                  e};
   };
-  return layer::spawn(std::move(sp));
+  return spawn(std::move(sp));
 }
 
 }  // namespace exg::process

@@ -10,7 +10,6 @@
 
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
-#include "process/cgroup.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
@@ -48,7 +47,7 @@ Result<int> idmapped_tree(const plan::Step& s, int userns_fd);
 // child inherits the mask; its init keeps them blocked and waits for them):
 // the front end does it once per process (cli/host_setup.hpp), and drops
 // root's supplementary groups, which launch() checks. The spawn itself is
-// layer::spawn (layer/spawn.hpp).
+// process::spawn (process/spawn.hpp).
 Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt);
 
 }  // namespace exg::process

@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "util/fd_passing.hpp"
 
 namespace exg::process {

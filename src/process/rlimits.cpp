@@ -4,7 +4,7 @@
 
 namespace exg::process {
 
-RlimitPlan default_rlimits(const Limits& limits) {
+RlimitPlan default_rlimits(const plan::Limits& limits) {
   RlimitPlan p;
   struct rlimit cur{};
   rlim_t hard = RLIM_INFINITY;

@@ -3,7 +3,7 @@
 #pragma once
 #include <sys/resource.h>
 
-#include "process/cgroup.hpp"
+#include "plan/limits.hpp"
 
 namespace exg::process {
 
@@ -20,7 +20,7 @@ struct RlimitPlan {
   const char* note = "";  // why fsize is (not) set, for run -v
 };
 
-RlimitPlan default_rlimits(const Limits& limits);
+RlimitPlan default_rlimits(const plan::Limits& limits);
 
 // In the child: 0 or -errno (the first failure).
 int apply_rlimits(const RlimitPlan& plan);

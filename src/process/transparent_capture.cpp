@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "util/fd_passing.hpp"
 
 namespace exg::process {
@@ -15,7 +15,7 @@ std::string hand_over_transparent_capture(const plan::ProxyPlan& plan, int sync_
   if (!plan.transparent) return {};
   std::string what;
   // The listener and two netlink sockets of this netns; the supervisor sends
-  // the route and the rules on them (layer::spawn) while this process goes on
+  // the route and the rules on them (process/spawn.cpp) while this process goes on
   // with its setup, and says "in cgroup" only once they are in.
   int fds[3] = {capture_listener(plan.transparent_port, &what), -1, -1};
   if (fds[0] >= 0) {

@@ -678,7 +678,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (out.oom_kills > 0 && plan.limits.memory_bytes) {
       oom = true;
       sayf(io, "killed: memory limit %s",
-                   process::format_bytes(*plan.limits.memory_bytes).c_str());
+                   plan::format_bytes(*plan.limits.memory_bytes).c_str());
     }
     sb.cgroup.kill_all();
   }

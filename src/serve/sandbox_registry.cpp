@@ -22,7 +22,9 @@
 
 #include <boost/asio/post.hpp>
 
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
+#include "cgroup/layout.hpp"
+#include "cgroup/usage.hpp"
 #include "util/json_parse.hpp"
 
 namespace exg::serve {
@@ -48,14 +50,6 @@ namespace {
 std::string read_file(const std::string& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
-bool write_file(const std::string& p, const std::string& s) {
-  int fd = ::open(p.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
-  if (fd < 0) return false;
-  bool ok = ::write(fd, s.data(), s.size()) == static_cast<ssize_t>(s.size());
-  ::close(fd);
-  return ok;
 }
 
 // The NUL-separated command line of pid, "" when it is gone.
@@ -124,7 +118,7 @@ Result<std::vector<std::string>> Registry::open() {
     if (rec) return fail(Error::msg("remove leftover " + dir, rec.message()));
     cleaned.push_back(e.path().filename().string());
   }
-  process::Cgroup::sweep_stale();
+  cgroup::Cgroup::sweep_stale();
   sigchld_.async_wait([this](boost::system::error_code ec, int) {
     if (!ec) wait_children();
   });
@@ -482,13 +476,7 @@ void Registry::on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string
 }
 
 void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
-  auto layout = process::cgroup_detail::plan_layout();
-  std::string name = "exg-" + std::to_string(sb->supervisor) + "-" + sb->plan_id;
-  for (const auto& b : layout.bases) {
-    struct stat st;
-    std::string d = b.dir + "/" + name;
-    if (::stat(d.c_str(), &st) == 0) sb->cgroup_dirs.push_back(d);
-  }
+  sb->cgroup_dirs = cgroup::sandbox_dirs(cgroup::plan_layout(), sb->supervisor, sb->plan_id);
   auto conn = std::make_shared<AgentConn>(io_);
   std::string err;
   if (!conn->connect(sb->dir + "/control.sock", &err)) {
@@ -650,24 +638,12 @@ std::vector<std::shared_ptr<Sandbox>> Registry::of_tenant(const std::string& ten
   return out;
 }
 
-std::vector<Registry::FreezerKnob> Registry::freezer_knobs(const Sandbox& sb) {
-  // v1: freezer.state reads FROZEN; v2: cgroup.events has "frozen 1".
-  std::vector<FreezerKnob> knobs;
-  for (const auto& d : sb.cgroup_dirs) {
-    if (::access((d + "/freezer.state").c_str(), F_OK) == 0)
-      knobs.push_back({d + "/freezer.state", "FROZEN", "THAWED", d + "/freezer.state", "FROZEN"});
-    else if (::access((d + "/cgroup.freeze").c_str(), F_OK) == 0)
-      knobs.push_back({d + "/cgroup.freeze", "1", "0", d + "/cgroup.events", "frozen 1"});
-  }
-  return knobs;
-}
-
 Result<void> Registry::thaw(const std::shared_ptr<Sandbox>& sb) {
-  auto knobs = freezer_knobs(*sb);
+  auto knobs = cgroup::freezers_of(sb->cgroup_dirs);
   if (knobs.empty()) return fail(Error::msg("resume", "this sandbox has no freezer cgroup here"));
   Result<void> r;
   for (const auto& k : knobs)
-    if (!write_file(k.file, k.off) && r) r = fail(Error::sys("write " + k.file));
+    if (!k.thaw() && r) r = fail(Error::sys("write " + k.file));
   return r;
 }
 
@@ -677,10 +653,10 @@ void Registry::pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Resu
     done(fail(std::move(e)));
   };
   if (sb->pausing) return failed(Error::msg("pause", "sandbox " + sb->id + " is being paused already"));
-  auto knobs = freezer_knobs(*sb);
+  auto knobs = cgroup::freezers_of(sb->cgroup_dirs);
   if (knobs.empty()) return failed(Error::msg("pause", "this sandbox has no freezer cgroup here"));
   for (const auto& k : knobs)
-    if (!write_file(k.file, k.on)) {
+    if (!k.freeze()) {
       auto e = Error::sys("write " + k.file);
       (void)thaw(sb);
       return failed(std::move(e));
@@ -693,7 +669,7 @@ void Registry::pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Resu
 // and a task in a short uninterruptible wait must not be taken for one that
 // cannot be frozen. The sandbox may end meanwhile (killed, its time up, its
 // supervisor gone): the pause then fails.
-void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<FreezerKnob> knobs,
+void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<cgroup::Freezer> knobs,
                             std::chrono::steady_clock::time_point give_up, std::function<void(Result<void>)> done) {
   auto finish = [this, sb, done](Result<void> r) {
     sb->pausing = false;
@@ -702,9 +678,9 @@ void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<Free
   };
   if (sb->killing || sb->state == Sandbox::State::Ending)
     return finish(fail(Error::msg("pause", "sandbox " + sb->id + " ended while it was being paused")));
-  const FreezerKnob* pending = nullptr;
+  const cgroup::Freezer* pending = nullptr;
   for (const auto& k : knobs)
-    if (read_file(k.check).find(k.frozen_when) == std::string::npos) {
+    if (!k.frozen()) {
       pending = &k;
       break;
     }
@@ -714,8 +690,7 @@ void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<Free
     return finish({});
   }
   if (std::chrono::steady_clock::now() >= give_up) {
-    std::string seen = read_file(pending->check);
-    while (!seen.empty() && (seen.back() == '\n' || seen.back() == ' ')) seen.pop_back();
+    std::string seen = pending->state();
     (void)thaw(sb);
     return finish(fail(Error::msg("pause", pending->check + " did not read " + pending->frozen_when + " within " +
                                                std::to_string(opt_.freeze_wait.count()) + " ms (it reads \"" + seen +
@@ -725,7 +700,7 @@ void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<Free
   // its wait after that try, its child frozen before exec, was never frozen
   // (seen in CI: FREEZING for 3 s under load). Writing the knob again tries it
   // again, now asleep, and freezes it. Harmless on v2 and on frozen tasks.
-  (void)write_file(pending->file, pending->on);
+  (void)pending->freeze();
   auto timer = std::make_shared<boost::asio::steady_timer>(io_, std::chrono::milliseconds(5));
   timer->async_wait([this, sb, knobs = std::move(knobs), give_up, done = std::move(done), timer](boost::system::error_code ec) mutable {
     if (ec) return;  // the server is going away
@@ -745,22 +720,11 @@ Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
 
 Registry::Usage Registry::usage(const std::shared_ptr<Sandbox>& sb) {
   Usage u;
-  uint64_t cpu_ns = 0;
-  bool have_cpu = false;
-  for (const auto& d : sb->cgroup_dirs) {
-    std::string s;
-    if (!(s = read_file(d + "/cpuacct.usage")).empty()) cpu_ns = std::stoull(s), have_cpu = true;
-    if (!(s = read_file(d + "/memory.usage_in_bytes")).empty()) u.mem_bytes = std::stoull(s);
-    if (!(s = read_file(d + "/memory.current")).empty()) u.mem_bytes = std::stoull(s);
-    if (!(s = read_file(d + "/cpu.stat")).empty()) {
-      if (auto v = process::cgroup_detail::parse_keyed(s, "usage_usec")) cpu_ns = *v * 1000, have_cpu = true;
-    }
-    std::string ms = read_file(d + "/memory.stat");
-    if (!ms.empty()) {
-      if (auto v = process::cgroup_detail::parse_keyed(ms, "total_cache")) u.mem_cache = *v;
-      else if (auto f = process::cgroup_detail::parse_keyed(ms, "file")) u.mem_cache = *f;
-    }
-  }
+  auto used = cgroup::read_usage(sb->cgroup_dirs);
+  u.mem_bytes = used.memory_bytes;
+  u.mem_cache = used.memory_cache;
+  const bool have_cpu = used.cpu_ns.has_value();
+  const uint64_t cpu_ns = used.cpu_ns.value_or(0);
   auto now = std::chrono::steady_clock::now();
   if (have_cpu && sb->last_cpu_at.time_since_epoch().count() != 0 && cpu_ns >= sb->last_cpu_ns) {
     double wall_ns = std::chrono::duration<double, std::nano>(now - sb->last_cpu_at).count();

@@ -43,6 +43,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cgroup/freezer.hpp"
 #include "serve/agent_conn.hpp"
 #include "serve/log.hpp"
 #include "serve/metrics.hpp"
@@ -247,16 +248,10 @@ class Registry {
   void became_ready(const std::shared_ptr<Sandbox>& sb);
   void finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error);
   void arm_expiry(const std::shared_ptr<Sandbox>& sb);
-  // The freezer of each of the sandbox's cgroups: the file written, and the
-  // file and text that say the kernel has frozen every task of it.
-  struct FreezerKnob {
-    std::string file, on, off, check, frozen_when;
-  };
-  static std::vector<FreezerKnob> freezer_knobs(const Sandbox& sb);
   // Writes "thawed" to every freezer of the sandbox (resume, kill, a failed pause).
   Result<void> thaw(const std::shared_ptr<Sandbox>& sb);
-  // pause's wait: polls the knobs every few ms on a timer until all read frozen.
-  void await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<FreezerKnob> knobs,
+  // pause's wait: polls the freezers (cgroup/freezer.hpp) every few ms on a timer until all read frozen.
+  void await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<cgroup::Freezer> knobs,
                     std::chrono::steady_clock::time_point give_up, std::function<void(Result<void>)> done);
   Log& log() const;
   bool logs_lifecycle() const { return opt_.log || opt_.verbose; }

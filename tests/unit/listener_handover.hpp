@@ -1,5 +1,6 @@
 // A test child's seccomp listener handed to the test (its supervisor) once the
-// child is under the filter, as process/init.cpp and layer/spawn.cpp do it:
+// child is under the filter, as the sandbox's init and process/spawn.cpp do
+// it (process/handshake.hpp's hand_over_listener):
 // the descriptor's number by send() (the filter sends every sendmsg() to the
 // supervisor, which has no listener yet: SCM_RIGHTS would wait forever), the
 // test takes it with pidfd_getfd and answers; only then does the child go on.

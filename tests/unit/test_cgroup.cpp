@@ -17,13 +17,23 @@
 #include <sstream>
 #include <string>
 
-#include "process/cgroup.hpp"
+#include "temp_dir.hpp"
+#include "cgroup/cgroup.hpp"
+#include "cgroup/files.hpp"
+#include "cgroup/freezer.hpp"
+#include "cgroup/layout.hpp"
+#include "cgroup/usage.hpp"
 #include "process/rlimits.hpp"
 
-namespace exg::process {
+namespace exg::cgroup {
 namespace {
 
-namespace d = cgroup_detail;
+namespace d = cgroup;
+using plan::default_limits;
+using plan::format_bytes;
+using plan::Limits;
+using process::default_rlimits;
+using process::RlimitPlan;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -64,8 +74,8 @@ TEST(CgroupParse, ProcSelfCgroup) {
 }
 
 TEST(CgroupParse, MemTotalCpuNames) {
-  EXPECT_EQ(d::parse_memtotal("MemTotal:       24683652 kB\nMemFree: 1 kB\n"), 24683652ull * 1024);
-  EXPECT_FALSE(d::parse_memtotal("MemFree: 1 kB\n"));
+  EXPECT_EQ(plan::parse_memtotal("MemTotal:       24683652 kB\nMemFree: 1 kB\n"), 24683652ull * 1024);
+  EXPECT_FALSE(plan::parse_memtotal("MemFree: 1 kB\n"));
   EXPECT_EQ(d::cpu_max_value(0.5), "50000 100000");
   EXPECT_EQ(d::cpu_max_value(2), "200000 100000");
   EXPECT_EQ(d::cpu_quota_us(0.001), 1000);
@@ -91,6 +101,61 @@ TEST(CgroupParse, FormatBytesAndDefaults) {
   EXPECT_EQ(l.pids, 4096u);
   EXPECT_FALSE(l.cpus);
   EXPECT_FALSE(l.explicit_memory || l.explicit_pids || l.explicit_cpus);
+}
+
+// serve's figures and pause read these files: v1's and v2's names, read from
+// plain files laid out as each version lays them out.
+void put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+TEST(CgroupUsage, V1AndV2Files) {
+  test_support::TempDir v1{"exg-cg-v1"}, v2{"exg-cg-v2"};
+  put(v1.path() + "/cpuacct.usage", "123456789\n");
+  put(v1.path() + "/memory.usage_in_bytes", "4096\n");
+  put(v1.path() + "/memory.stat", "cache 1\ntotal_cache 2048\n");
+  auto a = read_usage({v1.path()});
+  EXPECT_EQ(a.cpu_ns, 123456789u);
+  EXPECT_EQ(a.memory_bytes, 4096u);
+  EXPECT_EQ(a.memory_cache, 2048u);
+  put(v2.path() + "/cpu.stat", "usage_usec 5\nuser_usec 3\n");
+  put(v2.path() + "/memory.current", "8192\n");
+  put(v2.path() + "/memory.stat", "anon 1\nfile 512\n");
+  auto b = read_usage({v2.path()});
+  EXPECT_EQ(b.cpu_ns, 5000u);
+  EXPECT_EQ(b.memory_bytes, 8192u);
+  EXPECT_EQ(b.memory_cache, 512u);
+  EXPECT_FALSE(read_usage({v2.path() + "/none"}).cpu_ns);
+}
+
+TEST(CgroupFreezer, V1AndV2Knobs) {
+  test_support::TempDir v1{"exg-cg-v1"}, v2{"exg-cg-v2"}, none{"exg-cg-none"};
+  put(v1.path() + "/freezer.state", "THAWED\n");
+  put(v2.path() + "/cgroup.freeze", "0\n");
+  put(v2.path() + "/cgroup.events", "populated 1\nfrozen 0\n");
+  auto f = freezers_of({v1.path(), none.path(), v2.path()});
+  ASSERT_EQ(f.size(), 2u);
+  EXPECT_EQ(f[0].file, v1.path() + "/freezer.state");
+  EXPECT_FALSE(f[0].frozen());
+  EXPECT_TRUE(f[0].freeze());
+  EXPECT_TRUE(f[0].frozen());  // (a plain file reads what was written)
+  EXPECT_EQ(f[1].check, v2.path() + "/cgroup.events");
+  EXPECT_FALSE(f[1].frozen());
+  EXPECT_EQ(f[1].state(), "populated 1\nfrozen 0");
+  put(v2.path() + "/cgroup.events", "populated 1\nfrozen 1\n");
+  EXPECT_TRUE(f[1].frozen());
+  EXPECT_TRUE(f[1].thaw());
+  EXPECT_EQ(trim(slurp(v2.path() + "/cgroup.freeze")), "0");
+}
+
+TEST(CgroupLayout, SandboxDirsAreTheExistingOnes) {
+  test_support::TempDir a{"exg-cg-a"}, b{"exg-cg-b"};
+  Layout L;
+  L.bases.push_back({{}, a.path(), false});
+  L.bases.push_back({{}, b.path(), false});
+  EXPECT_EQ(sandbox_dir_name(42, "s1"), "exg-42-s1");
+  ASSERT_EQ(::mkdir((b.path() + "/exg-42-s1").c_str(), 0755), 0);
+  EXPECT_EQ(sandbox_dirs(L, 42, "s1"), std::vector<std::string>{b.path() + "/exg-42-s1"});
+  EXPECT_TRUE(sandbox_dirs(L, 43, "s1").empty());
+  EXPECT_EQ(stale_pid_of(sandbox_dir_name(42, "s1")), 42);
 }
 
 TEST(CgroupCreate, UnusableLayout) {
@@ -282,7 +347,7 @@ TEST_F(CgroupReal, ForkBombStopsAtPidsMax) {
 }
 
 // cgroup v1: a child moves itself in through tasks files this process opened
-// (layer::spawn's way: no RCU grace period), even after dropping to another
+// (process::spawn's way: no RCU grace period), even after dropping to another
 // uid (the kernel checks the opener's credentials); then its pids limit holds.
 TEST_F(CgroupReal, V1ChildMovesItselfInThroughOpenedTasksFiles) {
   std::string id = unique_id("self");
@@ -498,4 +563,4 @@ TEST_F(CgroupReal, V2WithoutControllers) {
 }
 
 }  // namespace
-}  // namespace exg::process
+}  // namespace exg::cgroup

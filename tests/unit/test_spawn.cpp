@@ -1,4 +1,4 @@
-// layer::spawn on the real kernel, without namespaces (clone flags 0; the
+// process::spawn on the real kernel, without namespaces (clone flags 0; the
 // transparent capture's handshake in a user and network namespace), each
 // child in a cgroup of its own as root (none as a user): the handshake's
 // outcomes, that the child is in its cgroup once told so, and that every
@@ -17,8 +17,8 @@
 #include <fstream>
 #include <string>
 
-#include "layer/spawn.hpp"
-#include "process/child.hpp"
+#include "process/spawn.hpp"
+#include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "util/fd_passing.hpp"
@@ -28,18 +28,18 @@ using namespace exg;
 namespace {
 
 // A spec with a cgroup id of its own.
-layer::SpawnSpec fresh_spec() {
+process::SpawnSpec fresh_spec() {
   static int n = 0;
-  layer::SpawnSpec s;
+  process::SpawnSpec s;
   s.cgroup_id = "unit-spawn-" + std::to_string(++n);
   return s;
 }
 
 // Waits for "go" on the setup socket, then runs `then` (which, as the real
 // children do, reads "in cgroup" before it says ready).
-layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
-  layer::SpawnSpec s = fresh_spec();
-  s.child = [then](const layer::SpawnFds& f) {
+process::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
+  process::SpawnSpec s = fresh_spec();
+  s.child = [then](const process::SpawnFds& f) {
     char buf[64];
     if (::recv(f.sync_fd, buf, sizeof buf, 0) < 1 || buf[0] != process::kMsgGo) ::_exit(3);
     then(f.sync_fd);
@@ -49,7 +49,7 @@ layer::SpawnSpec spec_with(std::function<void(int sync_fd)> then) {
 }
 
 // The second message: "in cgroup" (init may start), as the real children take it.
-bool wait_in_cgroup(int sync) { return layer::await_in_cgroup(sync, nullptr) == 0; }
+bool wait_in_cgroup(int sync) { return process::await_in_cgroup(sync, nullptr) == 0; }
 
 // Every cgroup directory of the sandbox lists pid.
 bool in_its_cgroup(const layer::Sandbox& sb) {
@@ -66,13 +66,13 @@ bool reaped(pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) < 0 && errno ==
 
 // Spawns a spec that fails on the parent's side after the clone: the error
 // is `want`, and the child, killed by the scope guard, is reaped.
-void expect_unwound(layer::SpawnSpec s, const std::string& want) {
+void expect_unwound(process::SpawnSpec s, const std::string& want) {
   pid_t seen = -1;
   s.map_ids = [&seen](pid_t p) -> Result<void> {
     seen = p;
     return {};
   };
-  auto r = layer::spawn(std::move(s));
+  auto r = process::spawn(std::move(s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().str(), want);
   ASSERT_GT(seen, 0);
@@ -88,7 +88,7 @@ TEST(Spawn, ReadyHandsBackTheRunningChild) {
     (void)::send(sync, &r, 1, 0);
     ::pause();  // runs until killed
   });
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_TRUE(sb) << sb.error().str();
   EXPECT_GT(sb->pid, 0);
   EXPECT_TRUE(sb->pidfd);
@@ -116,7 +116,7 @@ TEST(Spawn, SetupErrorIsReportedAndTheChildReaped) {
     return {};
   };
   s.setup_what = "setup (test)";
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_FALSE(sb);
   EXPECT_EQ(sb.error().str(), "setup (test): mount /x: Permission denied");
   ASSERT_GT(seen, 0);
@@ -143,7 +143,7 @@ TEST(Spawn, MeanwhileRunsBeforeInCgroupAndItsFailureUnwinds) {
     ::usleep(20000);  // slower than the child: the order must hold anyway
     return ::write(wr, "m", 1) == 1 ? Result<void>{} : fail(Error::sys("write"));
   };
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_TRUE(sb) << sb.error().str();
   ::kill(sb->pid, SIGKILL);
   ::waitpid(sb->pid, nullptr, 0);
@@ -164,7 +164,7 @@ TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
   constexpr size_t kTrees = 11;  // two messages
   auto s = spec_with([](int sync) {
     int trees[kTrees];
-    if (!layer::await_idmapped_trees(sync, trees, kTrees)) ::_exit(8);
+    if (!process::await_idmapped_trees(sync, trees, kTrees)) ::_exit(8);
     std::string m(1, process::kMsgReady);
     for (size_t k = 0; k < kTrees; ++k) {
       char b = 0;  // each a pipe's read end holding its own index
@@ -189,14 +189,14 @@ TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
     }
     return out;
   };
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_TRUE(sb) << sb.error().str();
   ::kill(sb->pid, SIGKILL);
   ::waitpid(sb->pid, nullptr, 0);
 
   auto failing = spec_with([](int sync) {
     int t[1];
-    ::_exit(layer::await_idmapped_trees(sync, t, 1) ? 7 : 0);  // nothing must come
+    ::_exit(process::await_idmapped_trees(sync, t, 1) ? 7 : 0);  // nothing must come
   });
   failing.idmapped_trees = []() -> Result<std::vector<UniqueFd>> {
     return fail(Error::msg("idmap /w", "the filesystem must support idmapped mounts"));
@@ -207,7 +207,7 @@ TEST(Spawn, IdmappedTreesComeAfterGoInOrder) {
 TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
   auto early = spec_with([](int) { ::_exit(1); });
   early.exited_early = "the test child exited before it was set up";
-  auto r = layer::spawn(std::move(early));
+  auto r = process::spawn(std::move(early));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().str(), "setup: the test child exited before it was set up");
 
@@ -223,7 +223,7 @@ TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
     seen = p;
     return {};
   };
-  r = layer::spawn(std::move(nolistener));
+  r = process::spawn(std::move(nolistener));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().str(), "setup: the sandbox did not hand over its seccomp listener");
   EXPECT_TRUE(reaped(seen));
@@ -236,7 +236,7 @@ TEST(Spawn, FailingIdMapsAndTrustAnchorUnwind) {
     seen = p;
     return fail(Error::msg("uid_map", "refused"));
   };
-  auto r = layer::spawn(std::move(s));
+  auto r = process::spawn(std::move(s));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().str(), "uid_map: refused");
   EXPECT_TRUE(reaped(seen));
@@ -247,7 +247,7 @@ TEST(Spawn, FailingIdMapsAndTrustAnchorUnwind) {
     return {};
   };
   t.trust_anchor = []() -> Result<std::string> { return std::string(20000, 'x'); };
-  r = layer::spawn(std::move(t));
+  r = process::spawn(std::move(t));
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().str(), "trust anchor: empty or larger than 16 KiB");
   EXPECT_TRUE(reaped(seen));
@@ -256,9 +256,9 @@ TEST(Spawn, FailingIdMapsAndTrustAnchorUnwind) {
 TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
-  layer::SpawnSpec s = fresh_spec();
+  process::SpawnSpec s = fresh_spec();
   const int wr = out[1];
-  s.child = [wr](const layer::SpawnFds& f) {
+  s.child = [wr](const process::SpawnFds& f) {
     char buf[256];
     ssize_t n = ::recv(f.sync_fd, buf, sizeof buf, 0);
     if (n > 0) (void)::write(wr, buf, static_cast<size_t>(n));
@@ -268,7 +268,7 @@ TEST(Spawn, TheChildGetsTheTrustAnchorAfterGo) {
     ::_exit(0);
   };
   s.trust_anchor = []() -> Result<std::string> { return std::string("PEM"); };
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_TRUE(sb) << sb.error().str();
   ::close(out[1]);
   char buf[16] = {};
@@ -306,7 +306,7 @@ TEST(Spawn, TransparentCaptureIsInBeforeInCgroup) {
   });
   s.clone_flags = CLONE_NEWUSER | CLONE_NEWNET;
   s.capture_port = plan::ProxyPlan{}.transparent_port;
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_TRUE(sb) << sb.error().str();
   EXPECT_TRUE(sb->transparent_listener);
   ::kill(sb->pid, SIGKILL);
@@ -325,7 +325,7 @@ TEST(Spawn, UnexpectedCaptureSocketsFail) {
     seen = p;
     return {};
   };
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_FALSE(sb);
   EXPECT_EQ(sb.error().str(), "setup: unexpected transparent egress sockets");
   EXPECT_TRUE(reaped(seen));
@@ -347,7 +347,7 @@ TEST(Spawn, CaptureThatCannotBeSetUpFails) {
     seen = p;
     return {};
   };
-  auto sb = layer::spawn(std::move(s));
+  auto sb = process::spawn(std::move(s));
   ASSERT_FALSE(sb);
   EXPECT_NE(sb.error().str().find("transparent egress: a default route through lo"), std::string::npos) << sb.error().str();
   EXPECT_NE(sb.error().str().find("fail closed"), std::string::npos);

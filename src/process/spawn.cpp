@@ -1,4 +1,4 @@
-#include "layer/spawn.hpp"
+#include "process/spawn.hpp"
 
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -14,19 +14,19 @@
 
 #include "plan/limits.hpp"
 #include "process/capture_rules.hpp"
-#include "process/child.hpp"
+#include "process/handshake.hpp"
 #include "process/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 
-namespace exg::layer {
+namespace exg::process {
 
 namespace {
 
 // Kills and reaps the child unless committed: every early return unwinds.
 class ChildGuard {
  public:
-  explicit ChildGuard(Sandbox& sb) : sb_(sb) {}
+  explicit ChildGuard(layer::Sandbox& sb) : sb_(sb) {}
   ~ChildGuard() {
     if (committed_ || sb_.pid <= 0) return;
     sys::pidfd_send_signal(sb_.pidfd.get(), SIGKILL);
@@ -37,13 +37,13 @@ class ChildGuard {
   ChildGuard& operator=(const ChildGuard&) = delete;
 
  private:
-  Sandbox& sb_;
+  layer::Sandbox& sb_;
   bool committed_ = false;
 };
 
 }  // namespace
 
-Result<Sandbox> spawn(SpawnSpec spec) {
+Result<layer::Sandbox> spawn(SpawnSpec spec) {
   if (const auto& m = spec.limits.memory_bytes; spec.limits.explicit_memory && m && *m < spec.min_memory)
     return fail(Error::msg("memory limit " + plan::format_bytes(*m),
                            "below the minimum of " + plan::format_bytes(spec.min_memory) + " a sandbox on the " +
@@ -67,11 +67,11 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   StepTimer& timer = spec.timer ? *spec.timer : untimed;
   // v2 (or no usable cgroup, so that explicit limits fail before anything
   // starts): made now, the child born in it. v1: after "go" (header).
-  const auto layout = process::cgroup_detail::plan_layout();
+  const auto layout = cgroup::plan_layout();
   const bool cgroup_after_go = layout.usable && !layout.v2;
-  process::Cgroup cgroup;
+  cgroup::Cgroup cgroup;
   if (!cgroup_after_go) {
-    auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
     if (!cg) return fail(cg.error());
     cgroup = std::move(*cg);
     timer.mark("cgroup");
@@ -90,7 +90,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     ::_exit(127);  // child() does not return
   }
   timer.mark("clone");
-  Sandbox sb;
+  layer::Sandbox sb;
   sb.pid = static_cast<pid_t>(pid);
   sb.pidfd.reset(pidfd);
   sb.cgroup = std::move(cgroup);
@@ -104,16 +104,15 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     timer.mark("id maps");
   }
   // "Go", with the trust anchor when the plan has trust bundles.
-  std::string go(1, process::kMsgGo);
+  std::string pem;
   if (spec.trust_anchor) {
-    auto pem = spec.trust_anchor();
-    if (!pem) return fail(pem.error());
-    if (pem->empty() || pem->size() > process::kMaxTrustAnchor)
+    auto made = spec.trust_anchor();
+    if (!made) return fail(made.error());
+    if (made->empty() || made->size() > kMaxTrustAnchor)
       return fail(Error::msg("trust anchor", "empty or larger than 16 KiB"));
-    go += *pem;
+    pem = std::move(*made);
   }
-  if (::send(parent_sock.get(), go.data(), go.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(go.size()))
-    return fail(Error::sys(spec.start_what));
+  if (!send_go(parent_sock.get(), pem)) return fail(Error::sys(spec.start_what));
   timer.mark("go");
   // A child that failed meanwhile has closed its end: a send to it fails, and
   // what it said before (kMsgError) is still queued and read below, so that is
@@ -122,16 +121,11 @@ Result<Sandbox> spawn(SpawnSpec spec) {
   if (spec.idmapped_trees) {
     auto trees = spec.idmapped_trees();
     if (!trees) return fail(trees.error());
-    for (size_t at = 0; at < trees->size() && !send_err; at += kMaxPassedFds) {
-      int fds[kMaxPassedFds];
-      size_t n = 0;
-      for (size_t k = at; k < trees->size() && n < kMaxPassedFds; ++k) fds[n++] = (*trees)[k].get();
-      if (!send_fds(parent_sock.get(), process::kMsgIdmapped, fds, n)) send_err = errno;
-    }
+    send_err = send_idmapped_trees(parent_sock.get(), *trees);
     timer.mark("idmapped mounts");
   }
   if (cgroup_after_go) {
-    auto cg = process::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
     if (!cg) return fail(cg.error());
     sb.cgroup = std::move(*cg);
     timer.mark("cgroup");
@@ -147,10 +141,7 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     if (!tasks) return fail(tasks.error());
     if (tasks->size() > kMaxPassedFds)  // (v1 gives a sandbox four: memory, pids, cpu, freezer)
       return fail(Error::msg("cgroup", "more hierarchies than the child can be sent"));
-    int task_fds[kMaxPassedFds];
-    size_t n = 0;
-    for (const auto& fd : *tasks) task_fds[n++] = fd.get();
-    if (!send_err && !send_fds(parent_sock.get(), process::kMsgInCgroup, task_fds, n)) send_err = errno;
+    if (!send_err) send_err = send_in_cgroup(parent_sock.get(), *tasks);
     return {};
   };
   bool captured = false;
@@ -164,26 +155,26 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       if (errno == ECONNRESET) return fail(Error::msg("setup", spec.exited_early));
       return fail(Error::sys(spec.read_what));
     }
-    if (m.type == process::kMsgPty) {
+    if (m.type == kMsgPty) {
       sb.pty_master.reset(m.fd);
       continue;
     }
-    if (m.type == process::kMsgSockDiag) {
+    if (m.type == kMsgSockDiag) {
       sb.sock_diag.reset(m.fd);
       continue;
     }
-    if (m.type == process::kMsgListeners) {
+    if (m.type == kMsgListeners) {
       sb.http_listener.reset(m.fd);
       sb.socks_listener.reset(m.fd2);
       sb.dns_socket.reset(m.fd3);
       continue;
     }
-    if (m.type == process::kMsgTransparent) {
+    if (m.type == kMsgTransparent) {
       UniqueFd listener(m.fd), route(m.fd2), nft(m.fd3);
       if (!spec.capture_port || captured || !listener || !route || !nft)
         return fail(Error::msg(spec.setup_what, "unexpected transparent egress sockets"));
       std::string what;
-      if (int e = process::add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
+      if (int e = add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
         return fail(Error::msg(spec.setup_what, what + ": " + std::strerror(e) +
                                                     " (fail closed; a policy with \"network\": {\"transparent\": "
                                                     "false} runs without it)"));
@@ -193,8 +184,8 @@ Result<Sandbox> spawn(SpawnSpec spec) {
       if (auto r = tell_in_cgroup(); !r) return fail(r.error());
       continue;
     }
-    if (m.type == process::kMsgSeccomp) {
-      // Init's listener, by number (process/init.cpp hand_over_listener:
+    if (m.type == kMsgSeccomp) {
+      // Init's listener, by number (process/handshake.hpp hand_over_listener:
       // under its own filter it cannot send it): taken, then init is told.
       char* end = nullptr;
       long n = std::strtol(m.text.c_str(), &end, 10);
@@ -202,11 +193,11 @@ Result<Sandbox> spawn(SpawnSpec spec) {
         sb.seccomp_listener.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
       if (!sb.seccomp_listener)
         return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)"));
-      if (!send_fds(parent_sock.get(), process::kMsgListenerTaken, nullptr, 0))
+      if (!send_listener_taken(parent_sock.get()))
         return fail(Error::sys("tell the sandbox's init its listener is taken"));
       continue;
     }
-    if (m.type == process::kMsgReady) {
+    if (m.type == kMsgReady) {
       if (m.fd >= 0) sb.seccomp_listener.reset(m.fd);  // an OCI runtime host's (it is under no filter)
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
       if (send_err) return fail(Error::sys(spec.start_what, send_err));
@@ -219,51 +210,9 @@ Result<Sandbox> spawn(SpawnSpec spec) {
     }
     for (int fd : {m.fd, m.fd2, m.fd3})
       if (fd >= 0) ::close(fd);
-    if (m.type == process::kMsgError) return fail(Error::msg(spec.setup_what, m.text));
+    if (m.type == kMsgError) return fail(Error::msg(spec.setup_what, m.text));
     return fail(Error::msg("setup", spec.exited_early));
   }
 }
 
-namespace {
-
-// One message of the parent's on the setup socket: its type byte and its
-// descriptors. False when it is not one byte with what fits (the parent is
-// gone, or sent something else).
-bool recv_parent_message(int sync_fd, char* type, int (&fds)[kMaxPassedFds], size_t* n) {
-  bool truncated = false;
-  return recv_with_fds(sync_fd, type, 1, fds, n, &truncated) == 1 && !truncated;
-}
-
-}  // namespace
-
-int await_in_cgroup(int sync_fd, StepTimer* timer) {
-  char type = 0;
-  int fds[kMaxPassedFds];
-  size_t n = 0;
-  int result = -1;
-  if (recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgInCgroup) {
-    result = n ? process::Cgroup::attach_self(fds, n) : 0;
-    if (result == 0 && n && timer) timer->child_mark("cgroup attach");
-  }
-  for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups
-  return result;
-}
-
-bool await_idmapped_trees(int sync_fd, int* trees, size_t count) {
-  size_t have = 0;
-  while (have < count) {
-    char type = 0;
-    int fds[kMaxPassedFds];
-    size_t n = 0;
-    bool ok = recv_parent_message(sync_fd, &type, fds, &n) && type == process::kMsgIdmapped && n > 0 &&
-              n <= count - have;
-    for (size_t k = 0; k < n; ++k) {
-      if (ok) trees[have++] = fds[k];
-      else ::close(fds[k]);
-    }
-    if (!ok) return false;
-  }
-  return true;
-}
-
-}  // namespace exg::layer
+}  // namespace exg::process

@@ -1,4 +1,5 @@
-// The spawn path the process, container and gVisor layers share: make the
+// The spawn path the process, container and gVisor layers share (process
+// machinery, here in process/ beside the handshake, the child and the id maps): make the
 // sandbox's cgroup, clone its first process into its namespaces, write its id
 // maps, send "go" (with the trust anchor), then "in cgroup"; then collect what
 // it hands back over the setup socket (pty master, proxy listeners, seccomp
@@ -12,24 +13,8 @@
 // (Cgroup::open_self_attach): the child moves itself in (await_in_cgroup)
 // before anything of the sandbox starts.
 //
-// Protocol on the setup socket (SOCK_SEQPACKET, process/child.hpp's kMsg*):
-//   parent -> child  G[PEM]           id maps written, go on
-//                    I + fds          the idmapped mounts' trees, in step
-//                                     order, up to 8 a message (made after
-//                                     "go", taken before the mounts)
-//                    C [+ fds]        the sandbox's cgroup is ready (v1: with
-//                                     its tasks files, to move in through):
-//                                     nothing of the sandbox may start before
-//                                     the child has read it (init, the runtime)
-//   child -> parent  P + fd           pty master
-//                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
-//                    T + fd fd fd     transparent egress: its listener, and
-//                                     rtnetlink and nftables sockets of the
-//                                     sandbox's netns, on which this side sends
-//                                     the capture's route and rules
-//                                     (SpawnSpec::capture_port: "C" waits for them)
-//                    R [+ fd]         set up; the seccomp notify fd when there is one
-//                    E text           a setup step failed
+// The messages on the setup socket, and the child's side of them, are
+// process/handshake.hpp's.
 #pragma once
 #include <sys/types.h>
 
@@ -40,10 +25,10 @@
 #include <vector>
 
 #include "layer/layer.hpp"
-#include "process/cgroup.hpp"
+#include "cgroup/cgroup.hpp"
 #include "util/error.hpp"
 
-namespace exg::layer {
+namespace exg::process {
 
 // Descriptors the child's side gets (valid in the child only).
 struct SpawnFds {
@@ -56,7 +41,7 @@ struct SpawnSpec {
   uint64_t clone_flags = 0;     // namespaces (CLONE_PIDFD added)
   // The sandbox's cgroup (Cgroup::create), made by spawn() with these limits.
   std::string cgroup_id;
-  process::Limits limits;
+  plan::Limits limits;
   // The least explicit memory limit this layer starts under: the sandbox's own
   // setup (and the runtime's, on the OCI layers) is charged to its cgroup, and
   // below this it is killed before it is set up. Less is refused before the
@@ -95,18 +80,6 @@ struct SpawnSpec {
 };
 
 // The running sandbox, or an error with the child killed and reaped.
-Result<Sandbox> spawn(SpawnSpec spec);
+Result<layer::Sandbox> spawn(SpawnSpec spec);
 
-// The child's side of "in cgroup": waits for it and, on v1, moves itself into
-// the sandbox's cgroup through the tasks files that came with it (the timer's
-// "cgroup attach"). 0 when in; -1 when the message was not "in cgroup" (the
-// parent is gone or said something else); else the errno of the move. No
-// allocation: it runs in the cloned child.
-int await_in_cgroup(int sync_fd, StepTimer* timer);
-
-// The child's side of "I": takes `count` trees, in order, into `trees`. False
-// when the parent sent something else or is gone (what came is closed). No
-// allocation.
-bool await_idmapped_trees(int sync_fd, int* trees, size_t count);
-
-}  // namespace exg::layer
+}  // namespace exg::process

@@ -1,7 +1,9 @@
 // One cgroup per sandbox: limits (memory+swap, pids, cpu), what happened
 // (oom kills, pids limit hits, peak memory), and a kill that reaches every
 // process in the sandbox. cgroup v2 (pure or delegated to the user) and
-// cgroup v1 (including hybrid hosts: v1 controllers plus an empty v2 mount).
+// cgroup v1 (including hybrid hosts: v1 controllers plus an empty v2 mount):
+// where it goes is layout.hpp's. Below the layers (docs/architecture.md):
+// nothing in cgroup/ includes layer/, process/, sandbox/, serve/ or oci/.
 #pragma once
 #include <sys/types.h>
 
@@ -11,75 +13,30 @@
 #include <string_view>
 #include <vector>
 
+#include "cgroup/layout.hpp"
 #include "plan/limits.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
-namespace exg::process {
-
-// The limits are plan data (plan/limits.hpp); this module enforces them.
-using Limits = plan::Limits;
-
-
-struct CgroupSupport {
-  bool v2 = false;
-  bool usable = false;
-  std::string why;
-  std::vector<std::string> controllers;  // controllers a sandbox cgroup would get
-};
-
-// What this host and user can do (for doctor and for create()).
-CgroupSupport detect_cgroups();
-
-namespace cgroup_detail {
-// Where sandbox cgroups go. v1: one base ("…/<ctrl>/exguardian") per
-// hierarchy; v2: one base ("<delegated or root cgroup>/exguardian").
-struct Base {
-  std::vector<std::string> controllers;  // v1: the hierarchy's; v2: those children would get
-  std::string dir;                       // the "exguardian" parent (may not exist yet)
-  bool enable_in_parent = false;         // v2: write +ctrl into the parent's subtree_control
-};
-struct Layout {
-  bool v2 = false;
-  bool usable = false;
-  std::string why;
-  std::vector<Base> bases;
-};
-Layout plan_layout();
-
-// Parsing helpers (pure; unit tested).
-// "key value\n" lines (memory.events, pids.events, memory.oom_control).
-std::optional<uint64_t> parse_keyed(std::string_view text, std::string_view key);
-// A single number or "max" (returns UINT64_MAX for "max").
-std::optional<uint64_t> parse_number(std::string_view text);
-// "/proc/self/cgroup": the path of hierarchy 0 (v2) or of the v1 hierarchy holding ctrl.
-std::optional<std::string> own_cgroup_path(std::string_view proc_self_cgroup, std::string_view ctrl);
-// /proc/meminfo MemTotal in bytes.
-using plan::parse_memtotal;  // plan/limits.hpp
-// v2 "cpu.max" value for a number of CPUs, e.g. 0.5 -> "50000 100000".
-std::string cpu_max_value(double cpus);
-// v1 quota in microseconds for period 100000.
-int64_t cpu_quota_us(double cpus);
-// "exg-<pid>-<id>" -> pid, or nullopt for other names.
-std::optional<pid_t> stale_pid_of(std::string_view name);
-}  // namespace cgroup_detail
+namespace exg::cgroup {
 
 // The processes a cgroup directory lists (cgroup.procs; empty when unreadable).
 std::vector<pid_t> cgroup_procs(const std::string& dir);
 
-// v1: writes FROZEN to dir's freezer.state and waits, at most timeout_ms,
-// until it reads FROZEN, writing FROZEN again while it reads FREEZING (v1
-// tries each task once per write: a vfork parent caught between its vfork and
-// its wait is frozen only by a later write). False when freezer.state cannot
-// be written (no freezer there); true otherwise, frozen or not by the end.
-bool freeze_v1(const std::string& dir, int timeout_ms);
+// The values written for a CPU limit (pure; unit tested).
+// v2 "cpu.max" value for a number of CPUs, e.g. 0.5 -> "50000 100000".
+std::string cpu_max_value(double cpus);
+// v1 quota in microseconds for period 100000.
+int64_t cpu_quota_us(double cpus);
+// "exg-<pid>-<id>" (layout.hpp's sandbox_dir_name) -> pid, or nullopt for other names.
+std::optional<pid_t> stale_pid_of(std::string_view name);
 
 class Cgroup {
  public:
-  static Result<Cgroup> create(const std::string& sandbox_id, const Limits& limits);
+  // The limits are plan data (plan/limits.hpp); this class enforces them.
+  static Result<Cgroup> create(const std::string& sandbox_id, const plan::Limits& limits);
   // create() with a given layout (tests; create() uses plan_layout()).
-  static Result<Cgroup> create_in(const cgroup_detail::Layout& layout, const std::string& sandbox_id,
-                                  const Limits& limits);
+  static Result<Cgroup> create_in(const Layout& layout, const std::string& sandbox_id, const plan::Limits& limits);
 
   Cgroup() = default;
   Cgroup(Cgroup&&) noexcept;
@@ -140,7 +97,4 @@ class Cgroup {
   std::vector<std::string> notes_;
 };
 
-using plan::default_limits;  // plan/limits.hpp
-using plan::format_bytes;
-
-}  // namespace exg::process
+}  // namespace exg::cgroup
