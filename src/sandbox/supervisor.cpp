@@ -125,7 +125,7 @@ struct ProxyRunner {
 // allowed (its credential would otherwise go nowhere, or worse, be refused on
 // the host it belongs to while the placeholder leaks elsewhere).
 Result<std::string> change_egress(const plan::Plan& plan, const egress::SecretsConfig* secrets, egress::Proxy& proxy,
-                                  const NetworkChange& c) {
+                                  const agent::NetworkChange& c) {
   policy::Network net = plan.network;
   net.allowed_domains.clear();
   net.denied_domains.clear();
@@ -520,7 +520,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   if (rules && sb.http_listener && sb.socks_listener) {
     if (opt.agent) {
       start_proxy();
-      opt.agent->set_network_changer([&](const NetworkChange& c) {
+      opt.agent->set_network_changer([&](const agent::NetworkChange& c) {
         return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
       });
     } else {
