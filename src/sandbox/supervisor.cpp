@@ -441,10 +441,10 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (meanwhile_ran) return {};  // once (the microVM layer's retry of a start that failed)
     meanwhile_ran = true;
     if (plan.proxy.enabled) {
-      auto r = egress::Rules::from_policy(plan.network);
-      if (!r) return fail(r.error());
-      rules.emplace(std::move(*r));
-      if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
+      auto c = egress::config_from_policy(plan.network);
+      if (!c) return fail(c.error());
+      rules.emplace(std::move(c->rules));
+      proxy_settings = std::move(c->proxy);
       // The host's own addresses, followed from here to the proxy's end, in
       // this (the host's) network namespace; no netlink socket: no run.
       auto watch = egress::HostAddressWatch::open();
