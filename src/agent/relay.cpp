@@ -236,7 +236,7 @@ bool ControlRelay::supervisor_request(Conn* c, const Frame& f) {
   }
   if (f.header.value("op", nlohmann::json()) != request::kSetNetwork) return false;
   // Only clients of the socket's owner are here at all (accept_client).
-  sandbox::NetworkChange change;
+  NetworkChange change;
   for (const char* k : {"allow", "deny"}) {
     auto& out = std::string(k) == "allow" ? change.allow : change.deny;
     auto it = f.header.find(k);

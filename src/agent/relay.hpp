@@ -14,12 +14,12 @@
 #include <string>
 
 #include "agent/client.hpp"
+#include "agent/front_end.hpp"
 #include "agent/inside_report.hpp"
-#include "sandbox/supervisor.hpp"
 
 namespace exg::agent {
 
-class ControlRelay : public sandbox::AgentFrontEnd {
+class ControlRelay : public FrontEnd {
  public:
   // Makes nothing yet: the socket is bound in start(), once the sandbox is up,
   // so its existence means the session is ready.
@@ -29,8 +29,8 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) override;
   size_t poll_fds(pollfd* out, size_t max) override;
   void on_ready(const pollfd* fds, size_t n) override;
-  void set_network_changer(sandbox::NetworkChanger f) override { network_changer_ = std::move(f); }
-  void set_audit_tagger(sandbox::AuditTagger f) override { audit_tagger_ = std::move(f); }
+  void set_network_changer(NetworkChanger f) override { network_changer_ = std::move(f); }
+  void set_audit_tagger(AuditTagger f) override { audit_tagger_ = std::move(f); }
   // SIGTERM/SIGINT/SIGHUP end a session on every layer (the agent exits
   // 128+N); on the microVM layer the signal ends qemu, which exits 0: the
   // session's status is 128+N there too.
@@ -63,8 +63,8 @@ class ControlRelay : public sandbox::AgentFrontEnd {
   std::map<int, std::set<Conn*>> process_owners_;   // pid -> clients that get its events
   std::map<int, Conn*> watch_owner_;                // watch id -> client
 
-  sandbox::NetworkChanger network_changer_;  // empty: the sandbox has no egress proxy
-  sandbox::AuditTagger audit_tagger_;        // empty: the audit log is not held (session --audit-hold)
+  NetworkChanger network_changer_;  // empty: the sandbox has no egress proxy
+  AuditTagger audit_tagger_;        // empty: the audit log is not held (session --audit-hold)
 
   void accept_client();
   // The supervisor's own requests (not relayed): true when `f` was one.

@@ -8,10 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "layer/kind.hpp"
 #include "plan/plan.hpp"
 #include "sandbox/supervisor.hpp"
 #include "util/error.hpp"
+#include "util/layer_kind.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::cli {

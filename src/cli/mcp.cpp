@@ -23,13 +23,13 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 
-#include "layer/kind.hpp"
 #include "mcp/jsonrpc.hpp"
 #include "mcp/local_sandboxes.hpp"
 #include "mcp/remote_sandboxes.hpp"
 #include "mcp/server.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/templates.hpp"
+#include "util/layer_kind.hpp"
 #include "util/write_all.hpp"
 
 namespace exg::cli {

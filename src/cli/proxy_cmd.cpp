@@ -219,8 +219,8 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
     return error_line(r.error().message);
   for (const auto& n : pol->notes)
     if (n.starts_with("network.parentProxy")) std::fprintf(stderr, "exguardian: proxy: %s\n", n.c_str());
-  auto rules = egress::Rules::from_policy(pol->network);
-  if (!rules) return error_line(rules.error().str());
+  auto egress_config = egress::config_from_policy(pol->network);
+  if (!egress_config) return error_line(egress_config.error().str());
   auto secrets = proxy_secrets(*pol, ca_cert_out, placeholders_out);
   if (!secrets) return error_line(secrets.error().str());
   // This host's own addresses are refused like loopback, followed for the proxy's whole life.
@@ -256,21 +256,21 @@ int proxy_main(const std::string& listen, const std::string& socks, const std::s
   ::signal(SIGPIPE, SIG_IGN);
 
   boost::asio::io_context io(1);
-  egress::ProxyConfig cfg;
-  if (auto c = egress::configure_from_policy(cfg, pol->network); !c) return error_line(c.error().str());
+  egress::ProxyConfig cfg = std::move(egress_config->proxy);
   cfg.token = token;  // asked of TCP listeners' clients only
   cfg.host_addresses = *watch;
   cfg.secrets = *secrets;
   if (bounds.max_connections) cfg.max_connections = bounds.max_connections;
   if (bounds.header_timeout_s > 0)
     cfg.header_timeout = std::chrono::milliseconds(static_cast<long>(bounds.header_timeout_s * 1000));
-  egress::Proxy proxy(io, *rules, &audit, cfg);
+  egress::Proxy proxy(io, egress_config->rules, &audit, cfg);
   if (proxy.max_connections() < cfg.max_connections)
     std::fprintf(stderr, "exguardian: proxy: at most %zu connections (the descriptor limit, RLIMIT_NOFILE, allows no more)\n",
                  proxy.max_connections());
   proxy.add_http_listener(http_fd->release());
   if (*socks_fd) proxy.add_socks_listener(socks_fd->release());
-  if (rules->empty()) std::fprintf(stderr, "exguardian: proxy: the policy allows no destination; every request is refused\n");
+  if (egress_config->rules.empty())
+    std::fprintf(stderr, "exguardian: proxy: the policy allows no destination; every request is refused\n");
   std::fprintf(stderr, "exguardian: proxy: HTTP on %s%s%s\n", listen.c_str(), socks.empty() ? "" : ", SOCKS5 on ",
                socks.c_str());
 

@@ -54,7 +54,7 @@ struct ProxyConfig {
   // no exfiltration scanning.
   std::shared_ptr<const SecretsConfig> secrets;
   // srt 0.0.83's proxy settings and ExGuardian's request rules, from the
-  // policy's network section (proxy_settings.cpp: configure_from_policy).
+  // policy's network section (proxy_settings.cpp: config_from_policy).
   std::shared_ptr<const RequestRules> requests;  // network.rules / readOnly; null: none
   std::shared_ptr<const Upstreams> upstreams;    // parent / mitm proxies; null: direct
   bool refuse_opaque_tunnels = false;            // CONNECT not terminated, SOCKS: refused
@@ -77,8 +77,16 @@ struct ProxyConfig {
   std::shared_ptr<HostAddressWatch> host_addresses;
 };
 
-// Fills the settings above from the policy (errors name the key).
-Result<void> configure_from_policy(ProxyConfig& cfg, const policy::Network& net);
+// What the policy's network section says of egress, built once from it: the
+// domain and address rules and the proxy's settings (request rules, the user's
+// proxies, srt's switches). The supervisor, the runtime's egress holder and
+// `exguardian proxy` each take this and add their own (host addresses,
+// secrets, token, listeners). Errors name the key.
+struct Config {
+  Rules rules;
+  ProxyConfig proxy;
+};
+Result<Config> config_from_policy(const policy::Network& net);
 
 struct ProxyStats {
   uint64_t allowed = 0, refused = 0, malformed = 0;

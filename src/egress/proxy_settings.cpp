@@ -1,10 +1,13 @@
-// The policy's network section as the proxy's settings: request rules, the
-// user's proxies, and srt 0.0.83's proxy switches (docs/srt.md).
+// The policy's network section as egress's configuration: the rules, request
+// rules, the user's proxies, and srt 0.0.83's proxy switches (docs/srt.md).
 #include "egress/proxy.hpp"
 
 namespace exg::egress {
 
-Result<void> configure_from_policy(ProxyConfig& cfg, const policy::Network& net) {
+Result<Config> config_from_policy(const policy::Network& net) {
+  auto rules = Rules::from_policy(net);
+  if (!rules) return fail(rules.error());
+  ProxyConfig cfg;
   auto requests = RequestRules::from_policy(net);
   if (!requests) return fail(requests.error());
   cfg.requests = requests->empty() ? nullptr : std::make_shared<const RequestRules>(std::move(*requests));
@@ -16,7 +19,7 @@ Result<void> configure_from_policy(ProxyConfig& cfg, const policy::Network& net)
   cfg.strip_response_headers = net.strip_response_headers;
   cfg.max_terminated = net.max_tunnels.value_or(0);
   cfg.handshake_timeout = net.handshake_timeout;
-  return {};
+  return Config{std::move(*rules), std::move(cfg)};
 }
 
 }  // namespace exg::egress

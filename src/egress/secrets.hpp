@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "egress/rules.hpp"
-#include "plan/secret.hpp"
+#include "egress/secret.hpp"
 #include "util/base64.hpp"
 #include "util/error.hpp"
 
@@ -20,8 +20,6 @@ typedef struct ssl_ctx_st SSL_CTX;
 typedef struct x509_st X509;
 
 namespace exg::egress {
-
-using Secret = plan::Secret;  // plain data, carried by the Plan (plan/secret.hpp)
 
 // Per-sandbox certificate authority, generated in memory (the key never
 // touches the disk or the sandbox); leaf certificates on demand, cached.

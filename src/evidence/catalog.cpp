@@ -16,9 +16,9 @@
 #include <memory>
 #include <sstream>
 
-#include "layer/kind.hpp"
 #include "microvm/layer.hpp"
 #include "sandbox/probes.hpp"
+#include "util/layer_kind.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::evidence {

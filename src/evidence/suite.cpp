@@ -32,11 +32,11 @@
 #include "evidence/catalog.hpp"
 #include "evidence/foreign_sandbox.hpp"
 #include "evidence/progress.hpp"
-#include "layer/kind.hpp"
 #include "evidence/world.hpp"
 #include "sandbox/advice.hpp"
 #include "sandbox/host_caps.hpp"
 #include "util/json_parse.hpp"
+#include "util/layer_kind.hpp"
 #include "util/write_all.hpp"
 
 namespace exg::evidence {

@@ -1,9 +1,13 @@
-// make_layer: the one place that knows every layer implementation.
+// make_layer and the layers' host probes: the one place that knows every layer implementation.
 #include <string>
 
+#include "layer/host_probe.hpp"
 #include "layer/layer.hpp"
+#include "microvm/host_probe.hpp"
 #include "microvm/layer.hpp"
+#include "oci/host_probe.hpp"
 #include "oci/layer.hpp"
+#include "process/host_probe.hpp"
 #include "process/landlock.hpp"
 #include "process/layer.hpp"
 
@@ -39,6 +43,12 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
     }
   }
   return fail(Error::msg("layer " + std::string(name(kind)), "unknown layer"));
+}
+
+void probe_host(std::vector<util::Capability>& out, bool all) {
+  process::probe_host(out, all);
+  oci::probe_host(out);
+  microvm::probe_host(out, all);
 }
 
 }  // namespace exg::layer

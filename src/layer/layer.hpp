@@ -25,7 +25,7 @@
 //
 // A new layer: a class implementing Layer in its own module (as
 // src/microvm/ does), a case in make_layer (layer/factory.cpp) and its row in
-// layer/kind.hpp's table. Its launch() must hand back a pidfd whose
+// util/layer_kind.hpp's table. Its launch() must hand back a pidfd whose
 // exit is the sandbox's end, the proxy's listening sockets made in the
 // sandbox's network (or equivalents the supervisor can accept on), and the
 // agent channel when LaunchOptions::agent is set; the spawn helper
@@ -39,10 +39,10 @@
 #include <string>
 #include <vector>
 
-#include "layer/kind.hpp"
 #include "cgroup/cgroup.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
+#include "util/layer_kind.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg {

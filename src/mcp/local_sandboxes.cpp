@@ -7,8 +7,8 @@
 #include <ctime>
 #include <filesystem>
 
-#include "layer/kind.hpp"
 #include "sandbox/refusals.hpp"
+#include "util/layer_kind.hpp"
 
 namespace exg::mcp {
 

@@ -1,6 +1,6 @@
 #include "mcp/tool_catalog.hpp"
 
-#include "layer/kind.hpp"
+#include "util/layer_kind.hpp"
 
 namespace exg::mcp {
 
@@ -61,7 +61,7 @@ json exit_props() {
           {"signal", {{"type", {"integer", "null"}}, {"description", "The signal that ended it, if one did"}}}};
 }
 
-// The layer names the schema offers: layer/kind.hpp's table, not a copy of it.
+// The layer names the schema offers: util/layer_kind.hpp's table, not a copy of it.
 std::vector<std::string> layer_names() {
   std::vector<std::string> out;
   for (auto n : layer::all_names()) out.emplace_back(n);

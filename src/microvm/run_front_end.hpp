@@ -14,13 +14,13 @@
 #include <optional>
 
 #include "agent/client.hpp"
+#include "agent/front_end.hpp"
 #include "agent/inside_report.hpp"
 #include "plan/plan.hpp"
-#include "sandbox/supervisor.hpp"
 
 namespace exg::microvm {
 
-class RunFrontEnd : public sandbox::AgentFrontEnd {
+class RunFrontEnd : public agent::FrontEnd {
  public:
   // `verbose`: the walls the guest applied (the agent's ready event) are said on stderr.
   RunFrontEnd(const plan::Plan& plan, bool verbose);

@@ -220,13 +220,11 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
 Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const EgressHolderOptions& opt) {
   if (pol.network.resolver.value_or(false))
     return fail(Error::msg("network.resolver", "not available in exguardian runtime yet (clients use the proxy)"));
-  auto rules = egress::Rules::from_policy(pol.network);
-  if (!rules) return fail(rules.error());
-  // (The host's own addresses are followed by the holder itself: run_holder.)
-  // The handler's request rules, parent proxies and srt's switches, as the
-  // process layer's supervisor applies them (none silently dropped).
-  egress::ProxyConfig cfg;
-  if (auto c = egress::configure_from_policy(cfg, pol.network); !c) return fail(c.error());
+  // The rules, and the handler's request rules, parent proxies and srt's
+  // switches, as the process layer's supervisor applies them (none silently
+  // dropped). (The host's own addresses are followed by the holder itself: run_holder.)
+  auto egress_config = egress::config_from_policy(pol.network);
+  if (!egress_config) return fail(egress_config.error());
   if (auto slash = opt.audit_log.rfind('/'); slash != std::string::npos && slash > 0)
     ::mkdir(opt.audit_log.substr(0, slash).c_str(), 0700);
   int sp[2];
@@ -238,7 +236,7 @@ Result<EgressHolder> start_egress_holder(const policy::Policy& pol, const Egress
   }
   if (pid == 0) {
     ::close(sp[0]);
-    run_holder(sp[1], pol, *rules, std::move(cfg), opt);
+    run_holder(sp[1], pol, egress_config->rules, std::move(egress_config->proxy), opt);
   }
   ::close(sp[1]);
   EgressHolder h;

@@ -1,25 +1,10 @@
-// A declared secret as the Plan carries it (DESIGN.md §6): plain data. The
-// value lives in the supervisor only; the sandbox sees the placeholder; the
-// egress proxy (egress/secrets.hpp) swaps one for the other on the way to the
-// secret's hosts.
+// A declared secret as the Plan carries it: the egress proxy's own type
+// (egress/secret.hpp), which the Plan hands on as it is.
 #pragma once
-#include <string>
-#include <vector>
+#include "egress/secret.hpp"
 
 namespace exg::plan {
 
-struct Secret {
-  std::string name;                // "GITHUB_TOKEN"
-  std::string placeholder;         // "exg_ph_GITHUB_TOKEN_<random>": all the sandbox ever holds
-  std::string value;               // the real value: lives in the supervisor only
-  std::vector<std::string> hosts;  // patterns, matched as allowedDomains entries are
-  // Lower-case request header names the placeholder is replaced in; empty: any
-  // header. Outside them a limited secret's placeholder is refused as exfiltration.
-  std::vector<std::string> headers;
-  // Not empty: the proxy sets this request header (as written) to the value on
-  // every intercepted request to the hosts, replacing the client's (E2B's
-  // network.rules header transforms). Such a secret has no variable inside.
-  std::string set_header;
-};
+using Secret = egress::Secret;
 
 }  // namespace exg::plan

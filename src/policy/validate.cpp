@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "layer/kind.hpp"
-#include "policy/json_positions.hpp"
 #include "policy/extract_pattern.hpp"
+#include "policy/json_positions.hpp"
 #include "policy/policy.hpp"
+#include "util/layer_kind.hpp"
 
 namespace exg::policy {
 

@@ -1,7 +1,7 @@
 #include "sandbox/advice.hpp"
 
-#include "layer/kind.hpp"
 #include "sandbox/layer_choice.hpp"
+#include "util/layer_kind.hpp"
 
 #include <pwd.h>
 #include <sys/utsname.h>

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "layer/kind.hpp"
 #include "sandbox/host_caps.hpp"
+#include "util/layer_kind.hpp"
 
 namespace exg::sandbox {
 

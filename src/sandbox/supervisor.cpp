@@ -125,7 +125,7 @@ struct ProxyRunner {
 // allowed (its credential would otherwise go nowhere, or worse, be refused on
 // the host it belongs to while the placeholder leaks elsewhere).
 Result<std::string> change_egress(const plan::Plan& plan, const egress::SecretsConfig* secrets, egress::Proxy& proxy,
-                                  const NetworkChange& c) {
+                                  const agent::NetworkChange& c) {
   policy::Network net = plan.network;
   net.allowed_domains.clear();
   net.denied_domains.clear();
@@ -441,10 +441,10 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
     if (meanwhile_ran) return {};  // once (the microVM layer's retry of a start that failed)
     meanwhile_ran = true;
     if (plan.proxy.enabled) {
-      auto r = egress::Rules::from_policy(plan.network);
-      if (!r) return fail(r.error());
-      rules.emplace(std::move(*r));
-      if (auto c = egress::configure_from_policy(proxy_settings, plan.network); !c) return fail(c.error());
+      auto c = egress::config_from_policy(plan.network);
+      if (!c) return fail(c.error());
+      rules.emplace(std::move(c->rules));
+      proxy_settings = std::move(c->proxy);
       // The host's own addresses, followed from here to the proxy's end, in
       // this (the host's) network namespace; no netlink socket: no run.
       auto watch = egress::HostAddressWatch::open();
@@ -520,7 +520,7 @@ Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, Supervisor
   if (rules && sb.http_listener && sb.socks_listener) {
     if (opt.agent) {
       start_proxy();
-      opt.agent->set_network_changer([&](const NetworkChange& c) {
+      opt.agent->set_network_changer([&](const agent::NetworkChange& c) {
         return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
       });
     } else {

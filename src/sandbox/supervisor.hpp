@@ -25,6 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/front_end.hpp"
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
@@ -32,44 +33,6 @@
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
-
-// A front end driving a sandbox whose pid 1 is the agent (exguardian
-// session): it gets the agent's channel once the sandbox is up, and its
-// descriptors join the supervisor's one poll loop.
-// A request of the front end's clients that the supervisor answers itself
-// (not the agent): the egress rules replaced whole (docs/agent-protocol.md,
-// set_network). Hosts as --allow-domain / --deny-domain take them.
-struct NetworkChange {
-  std::vector<std::string> allow, deny;
-};
-// The rules now in force (a line for the reply), or why nothing changed.
-using NetworkChanger = std::function<Result<std::string>(const NetworkChange&)>;
-// The audit tags a held log waits for (SuperviseOptions::audit_hold), once.
-using AuditTagger = std::function<Result<void>(const nlohmann::json& tags)>;
-
-class AgentFrontEnd {
- public:
-  virtual ~AgentFrontEnd() = default;
-  // Once the proxy runs (never called without one: no egress to change).
-  virtual void set_network_changer(NetworkChanger) {}
-  // Only with SuperviseOptions::audit_hold, before start().
-  virtual void set_audit_tagger(AuditTagger) {}
-  virtual Result<void> start(UniqueFd agent_channel, const std::string& sandbox_id) = 0;
-  // Up to `max` descriptors to wait on now.
-  virtual size_t poll_fds(pollfd* out, size_t max) = 0;
-  // The same descriptors with their revents.
-  virtual void on_ready(const pollfd* fds, size_t n) = 0;
-  // The run's exit status once the sandbox's pid 1 exited with sandbox_status
-  // (the microVM layer: the command's status, which the agent reported, not qemu's).
-  virtual int final_status(int sandbox_status) { return sandbox_status; }
-  // A signal the supervisor would forward to the sandbox's pid 1: true when
-  // the front end delivered it itself (the microVM layer: to the command, over
-  // the channel; qemu would just end).
-  virtual bool forward_signal(int) { return false; }
-  // Forks refused by a pids limit the sandbox's own kernel enforces, as the
-  // agent reported it (the microVM guest's cgroup, which the host cannot read).
-  virtual uint64_t inside_pids_refused() const { return 0; }
-};
 
 // The front end's terminal, relayed through the sandbox's own pty.
 struct Terminal {
@@ -113,7 +76,7 @@ struct SuperviseOptions {
   // `--layer auto`: the audit log's line saying which layer was chosen and why
   // (sandbox/layer_choice.hpp AutoChoice::audit_event); null: none.
   nlohmann::json layer_choice;
-  AgentFrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
+  agent::FrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
   StepTimer* timer = nullptr;      // `-v`: where the start-up time goes (util/step_timer.hpp); null: not timed
 };
 

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "oci/layer.hpp"
+#include "util/host_probe.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -25,13 +26,7 @@ constexpr const char* kProfileName = "exguardian";
 constexpr const char* kProfileFile = "/etc/apparmor.d/exguardian";
 constexpr const char* kProfilePaths = "/usr/bin/exguardian and /usr/local/bin/exguardian";
 
-std::string read_text(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return {};
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+using util::read_text;
 
 std::string first_line(const std::string& s) {
   std::string l = s.substr(0, s.find('\n'));

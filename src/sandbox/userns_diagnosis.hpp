@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "layer/kind.hpp"
+#include "util/layer_kind.hpp"
 
 namespace exg::sandbox {
 

@@ -6,9 +6,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "layer/kind.hpp"
 #include "policy/policy.hpp"
 #include "util/json_parse.hpp"
+#include "util/layer_kind.hpp"
 
 namespace exg::serve {
 
@@ -59,7 +59,7 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
     for (auto& [k, v] : e.items()) {
       std::string kat = at + "." + k;
       if (k == "layer") {
-        // Every layer holds a session (layer/kind.hpp names them).
+        // Every layer holds a session (util/layer_kind.hpp names them).
         auto kind = v.is_string() ? layer::parse_kind(v.get<std::string>()) : std::nullopt;
         if (!kind) return bad(kat, "expected " + layer::names_text(layer::all_kinds()));
         tp.layer = std::string(layer::name(*kind));

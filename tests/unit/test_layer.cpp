@@ -7,10 +7,10 @@
 #include <algorithm>
 #include <set>
 
-#include "layer/kind.hpp"
 #include "layer/layer.hpp"
 #include "oci/layer.hpp"
 #include "process/layer.hpp"
+#include "util/layer_kind.hpp"
 
 using namespace exg;
 

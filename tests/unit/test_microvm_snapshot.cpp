@@ -13,9 +13,9 @@
 #include <fstream>
 
 #include "microvm/guest/boot_record.hpp"
+#include "microvm/host_probe.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/vmm.hpp"
-#include "sandbox/host_caps.hpp"
 
 namespace exg::microvm {
 namespace {
@@ -232,12 +232,12 @@ TEST(MicrovmTemplateCache, DoctorSaysWhereHowManyHowBigAndTheBound) {
   ScratchDir d;
   for (char k : {'a', 'b'}) std::ofstream(d.dir + "/" + std::string(64, k) + ".state") << std::string(3 << 20, 's');
   ::setenv("EXG_MICROVM_SNAPSHOT_MAX", "500M", 1);
-  auto c = exg::sandbox::template_cache_capability();
+  auto c = exg::microvm::template_cache_capability();
   EXPECT_EQ(c.name, "microvm templates");
   EXPECT_TRUE(c.ok);
   EXPECT_TRUE(c.detail.starts_with(d.dir + ": 2 templates, 6 MiB of at most 500 MiB")) << c.detail;
   ::setenv("EXG_MICROVM_SNAPSHOT_MAX", "12Q", 1);
-  c = exg::sandbox::template_cache_capability();
+  c = exg::microvm::template_cache_capability();
   EXPECT_FALSE(c.ok);
   EXPECT_NE(c.detail.find("EXG_MICROVM_SNAPSHOT_MAX=12Q"), std::string::npos) << c.detail;
   ::unsetenv("EXG_MICROVM_SNAPSHOT_MAX");

@@ -149,7 +149,7 @@ TEST(SecretIndex, BadHostPatternIsAnErrorNamingTheSecret) {
 TEST(SecretIndex, HeadersToSetTakeTheMostSpecificHostOnly) {
   auto c = std::make_shared<SecretsConfig>();
   auto add = [&](const char* name, const char* host, const char* header, const char* value) {
-    exg::plan::Secret s{name, std::string("exg_ph_") + name + "_0123456789abcdef0123456789abcdef", value, {host}};
+    exg::egress::Secret s{name, std::string("exg_ph_") + name + "_0123456789abcdef0123456789abcdef", value, {host}};
     s.set_header = header;
     c->secrets.push_back(s);
   };

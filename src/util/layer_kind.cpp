@@ -1,4 +1,4 @@
-#include "layer/kind.hpp"
+#include "util/layer_kind.hpp"
 
 #include <algorithm>
 #include <string>

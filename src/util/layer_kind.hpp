@@ -1,7 +1,8 @@
 // The kinds of layer a sandbox can run on, and their names: the one table
 // that --layer, the policy's "layer", escape-test, doctor and recommend read
-// (no other place spells a layer's name). Plain data: no dependencies, so
-// policy/ and evidence/ may use it.
+// (no other place spells a layer's name). Plain data: no dependencies. In
+// util/, below the policy (which checks its "layer" against it) and the
+// layers; the namespace is still the concept's, layer::Kind.
 #pragma once
 #include <optional>
 #include <string_view>
