@@ -16,6 +16,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "temp_dir.hpp"
 #include "cgroup/cgroup.hpp"
@@ -108,22 +110,27 @@ TEST(CgroupParse, FormatBytesAndDefaults) {
 void put(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
 
 TEST(CgroupUsage, V1AndV2Files) {
-  test_support::TempDir v1{"exg-cg-v1"}, v2{"exg-cg-v2"};
-  put(v1.path() + "/cpuacct.usage", "123456789\n");
-  put(v1.path() + "/memory.usage_in_bytes", "4096\n");
-  put(v1.path() + "/memory.stat", "cache 1\ntotal_cache 2048\n");
-  auto a = read_usage({v1.path()});
-  EXPECT_EQ(a.cpu_ns, 123456789u);
-  EXPECT_EQ(a.memory_bytes, 4096u);
-  EXPECT_EQ(a.memory_cache, 2048u);
-  put(v2.path() + "/cpu.stat", "usage_usec 5\nuser_usec 3\n");
-  put(v2.path() + "/memory.current", "8192\n");
-  put(v2.path() + "/memory.stat", "anon 1\nfile 512\n");
-  auto b = read_usage({v2.path()});
-  EXPECT_EQ(b.cpu_ns, 5000u);
-  EXPECT_EQ(b.memory_bytes, 8192u);
-  EXPECT_EQ(b.memory_cache, 512u);
-  EXPECT_FALSE(read_usage({v2.path() + "/none"}).cpu_ns);
+  struct Version {
+    const char* name;
+    std::vector<std::pair<std::string, std::string>> files;
+    uint64_t cpu_ns, memory_bytes, memory_cache;
+  };
+  const Version versions[] = {
+      {"v1",
+       {{"cpuacct.usage", "123456789\n"}, {"memory.usage_in_bytes", "4096\n"}, {"memory.stat", "cache 1\ntotal_cache 2048\n"}},
+       123456789, 4096, 2048},
+      {"v2", {{"cpu.stat", "usage_usec 5\nuser_usec 3\n"}, {"memory.current", "8192\n"}, {"memory.stat", "anon 1\nfile 512\n"}},
+       5000, 8192, 512},
+  };
+  for (const auto& v : versions) {
+    test_support::TempDir dir{std::string("exg-cg-") + v.name};
+    for (const auto& [name, text] : v.files) put(dir.path() + "/" + name, text);
+    auto u = read_usage({dir.path()});
+    EXPECT_EQ(u.cpu_ns, v.cpu_ns) << v.name;
+    EXPECT_EQ(u.memory_bytes, v.memory_bytes) << v.name;
+    EXPECT_EQ(u.memory_cache, v.memory_cache) << v.name;
+    EXPECT_FALSE(read_usage({dir.path() + "/none"}).cpu_ns) << v.name;
+  }
 }
 
 TEST(CgroupFreezer, V1AndV2Knobs) {
