@@ -533,12 +533,16 @@ void RuntimeHost::run() {
     if (a_.timer) a_.timer->child_mark(step);
   };
   mounts();
+  // Staged before the seal: an overlay's upper (/var/tmp/exguardian-*, the workspace's
+  // discard and overlay modes) lies in a tree the seal makes read-only whenever something
+  // is mounted below it (podman's storage under /var): mounted first, the overlay keeps
+  // the writable mount it was given ("upper is read-only": EINVAL otherwise).
+  stage();
   seal();
   mark("host mounts");
   network();
   if (a_.want_pty) pty();
   mark("network");
-  stage();
   bundle();
   host_binds();
   listen_for_seccomp();

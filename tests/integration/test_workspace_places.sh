@@ -65,4 +65,23 @@ if [ "$STATUS" -eq 0 ] && [ ! -e "$WS/dropped" ] && grep -q "test workspace" <<<
     ok "discard without --keep: starts, reads the workspace, drops the writes"
 else fail "discard without --keep: did not start or kept a write"; show_last; fi
 
+# ---- discard as an ordinary user with another mount under /var ---------------------------------
+# podman leaves its storage bound under /var (/var/lib/containers/storage/overlay); any mount
+# below /var made the container layers' runtime host seal /var read-only before it mounted the
+# discard overlay, whose upper lies in /var/tmp: "mount overlay ...: Invalid argument". Set up
+# here in a private mount namespace (root makes the bind), the sandbox run as exgtest in it.
+if [ "$EXG_AS" = root ] && on_layer container gvisor && id -u exgtest >/dev/null 2>&1; then
+    new_workspace varsub
+    chown -R exgtest: "$WS"
+    mkdir -p "$O/sub"
+    run unshare --mount --propagation private bash -c '
+        mount --bind "$1" "$1" || exit 90
+        cd "$2" && exec setpriv --reuid=exgtest --regid="$(id -g exgtest)" --init-groups --reset-env -- \
+            "$3" run --no-policy-files --layer "$4" --workspace-mode discard -- sh -c "echo z > dropped && cat README.md"' \
+        _ "$O/sub" "$WS" "$EXG" "$EXG_LAYER"
+    if [ "$STATUS" -eq 0 ] && [ ! -e "$WS/dropped" ] && grep -q "test workspace" <<<"$OUT"; then
+        ok "discard as exgtest with a mount below /var (as podman leaves one): starts, drops the writes"
+    else fail "discard as exgtest with a mount below /var: status $STATUS"; show_last; fi
+fi
+
 finish
