@@ -79,7 +79,7 @@ if [ -n "$asan_pid" ]; then
         rc=1
     elif [ "$arc" = 4 ]; then
         echo "make test: the ASan unit tests were stopped (one test past 600 s, or the run past $asan_unit_limit s); the last one started: $(last_started)" >&2
-        tail -30 "$asan_run_log" >&2
+        tail -120 "$asan_run_log" >&2  # with the watchdog's threads, children and their kernel stacks
         rc=1
     else
         echo "make test: ASan/UBSan unit tests (run during the suite):"

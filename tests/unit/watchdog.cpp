@@ -13,6 +13,8 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -51,6 +53,27 @@ class Watchdog : public ::testing::EmptyTestEventListener {
   }
 
  private:
+  // Where the hung test waits: each thread's and each child's state, wait channel and
+  // kernel stack (the stack needs root, as CI runs), so that a hang seen once can be read.
+  static void dump_file(const std::string& path, const char* label) {
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) std::fprintf(stderr, "[ WATCHDOG ]   %s %s\n", label, line.c_str());
+  }
+  static void dump_process(const std::string& proc) {
+    std::error_code ec;
+    for (const auto& t : std::filesystem::directory_iterator(proc + "/task", ec)) {
+      std::string dir = t.path().string();
+      std::fprintf(stderr, "[ WATCHDOG ] %s\n", dir.c_str());
+      dump_file(dir + "/comm", "comm");
+      dump_file(dir + "/wchan", "wchan");
+      dump_file(dir + "/stack", "stack");
+      std::ifstream children(dir + "/children");
+      for (std::string pid; children >> pid;) dump_process("/proc/" + pid);
+    }
+  }
+  static void dump_tasks() { dump_process("/proc/" + std::to_string(::getpid())); }
+
   static void watch(WatchState& s, std::chrono::seconds limit) {
     std::unique_lock<std::mutex> lock(s.mu);
     for (;;) {
@@ -62,6 +85,7 @@ class Watchdog : public ::testing::EmptyTestEventListener {
       if (s.cv.wait_until(lock, deadline) == std::cv_status::timeout && s.running && s.deadline == deadline) {
         std::fprintf(stderr, "\n[ WATCHDOG ] %s did not end within %lld s: exiting 124\n", s.name.c_str(),
                      static_cast<long long>(limit.count()));
+        dump_tasks();
         std::fflush(stderr);
         ::_exit(124);
       }
