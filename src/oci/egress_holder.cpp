@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pwd.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -23,6 +25,8 @@
 
 #include "egress/proxy.hpp"
 #include "egress/rules.hpp"
+#include "plan/paths.hpp"
+#include "plan/protect.hpp"
 #include "process/netns_setup.hpp"
 #include "sandbox/audit.hpp"
 #include "sandbox/sweep.hpp"
@@ -86,14 +90,48 @@ uint16_t local_port(int fd) {
 
 void say(int fd, const std::string& line) { (void)!::write(fd, line.data(), line.size()); }
 
+// The trees the container may write, as they were before it ran, and the
+// protected names they are judged by.
+struct SweptTrees {
+  std::vector<std::string> extra_names;  // the policy's, plus what the host user's git configs name
+  std::vector<sandbox::Snapshot> snapshots;
+};
+
+// As the plan does for the other layers (plan/compile.cpp): the extra names
+// and what protected configs in these trees name (core.fsmonitor's script, a
+// hook's exec'd script, an .envrc's dotenv file: command_pointers.hpp) are
+// protected too, so a container that rewrites tools/fsmon.sh has it
+// quarantined before the host's next `git status` runs it.
+Result<SweptTrees> snapshot_swept_trees(const policy::Policy& pol, const std::vector<std::string>& trees) {
+  const struct passwd* pw = ::getpwuid(::getuid());
+  std::string home = pw && pw->pw_dir ? pw->pw_dir : "";
+  SweptTrees out;
+  plan::ProtectOptions popt{pol.filesystem.allow_git_config.value_or(false),
+                            plan::protected_extra_names(pol.filesystem.protect, home), home, trees};
+  out.extra_names = popt.extra_names;
+  auto in_swept = [&](const std::string& p) {
+    return std::any_of(trees.begin(), trees.end(), [&](const std::string& t) { return plan::is_within(p, t); });
+  };
+  for (const auto& tree : trees) {
+    std::vector<std::string> pointers;
+    for (auto& p : plan::find_protected_all(tree, popt).pointers)
+      if (in_swept(p)) pointers.push_back(std::move(p));
+    auto snap = sandbox::snapshot_tree(tree, out.extra_names, pointers);
+    if (!snap) return fail(Error::msg("snapshot " + tree + " for the planted-file sweep", snap.error().str()));
+    out.snapshots.push_back(std::move(*snap));
+  }
+  return out;
+}
+
 // The holder's life after fork(). Never returns.
 // Protected names planted in the container's writable binds while it ran,
 // moved to the quarantine and audited.
-void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
-                   const std::vector<sandbox::Snapshot>& snapshots, sandbox::AuditLog& audit) {
+void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt, const SweptTrees& swept,
+                   sandbox::AuditLog& audit) {
+  const auto& snapshots = swept.snapshots;
   for (size_t i = 0; i < snapshots.size(); ++i) {
     sandbox::SweepOptions so;
-    so.extra_names = pol.filesystem.protect;
+    so.extra_names = swept.extra_names;
     so.allow_git_config = pol.filesystem.allow_git_config.value_or(false);
     so.quarantine_dir = quarantine_dir(opt.audit_log, opt.container_id) + "/" + std::to_string(i);
     auto planted = sandbox::sweep(snapshots[i].root, snapshots[i], so);
@@ -170,13 +208,9 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
     if (auto w = lock_down_netns(); !w.empty()) die(w);
   }
   if (::setns(host_ns.get(), CLONE_NEWNET) != 0) die("back to the holder's own network namespace");
-  std::vector<sandbox::Snapshot> snapshots;
-  for (const auto& tree : opt.swept_trees) {
-    auto snap = sandbox::snapshot_tree(tree, pol.filesystem.protect);
-    errno = 0;
-    if (!snap) die("snapshot " + tree + " for the planted-file sweep: " + snap.error().str());
-    snapshots.push_back(std::move(*snap));
-  }
+  auto swept = snapshot_swept_trees(pol, opt.swept_trees);
+  errno = 0;
+  if (!swept) die(swept.error().str());
   say(ctl, "ok " + std::to_string(local_port(fds[0])) + " " + std::to_string(local_port(fds[1])) + " " + netns_path + "\n");
 
   // The container's pid, once the runtime made it.
@@ -188,7 +222,7 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
   if (cpid <= 0) ::_exit(0);  // create failed: nothing ran
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, cpid, 0));
   if (pidfd < 0) {  // already gone
-    sweep_planted(pol, opt, snapshots, audit);
+    sweep_planted(pol, opt, *swept, audit);
     ::_exit(0);
   }
 
@@ -211,7 +245,7 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt,
   });
   io.run();
   // The container has ended (or delete asked): what it left in the trees it could write.
-  sweep_planted(pol, opt, snapshots, audit);
+  sweep_planted(pol, opt, *swept, audit);
   ::_exit(0);
 }
 

@@ -54,33 +54,6 @@ std::vector<std::string> pinned_allowed_names(const policy::Network& net) {
   return out;
 }
 
-// The policy's extra protected names, plus `.env` when the host's direnv
-// loads it into the shell (load_dotenv = true): then its values (PROMPT_COMMAND,
-// BASH_ENV, ...) are code.
-std::vector<std::string> protect_names(std::vector<std::string> names, const std::string& home) {
-  // What the user's and the system's git configs name relative to a
-  // repository (a relative core.hooksPath, core.fsmonitor = tools/fsmon.sh):
-  // a path inside every repository, those made during the run included.
-  for (auto& n : user_git_relative_names(home)) names.push_back(std::move(n));
-  std::vector<std::string> dirs;
-  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x == '/') dirs.push_back(std::string(x) + "/direnv");
-  if (!home.empty()) dirs.push_back(home + "/.config/direnv");
-  for (const auto& d : dirs)
-    for (const char* f : {"/direnv.toml", "/config.toml"}) {
-      std::ifstream in(d + f);
-      for (std::string line; std::getline(in, line);) {
-        std::string l;
-        for (char c : line)
-          if (c != ' ' && c != '\t') l += c;
-        if (l.starts_with("load_dotenv=true")) {
-          names.push_back(".env");
-          return names;
-        }
-      }
-    }
-  return names;
-}
-
 // A path's canonical form where it exists, else its deepest existing
 // ancestor's canonical form with the rest appended.
 std::string canonical_prefix(const std::string& p) {
@@ -399,7 +372,7 @@ struct Builder {
     // Read-only over writable: protected names at any depth, then denyWrite.
     std::vector<Step> ro;
     policy::Filesystem fs = pol.filesystem;
-    ProtectOptions popt{fs.allow_git_config.value_or(false), protect_names(fs.protect, home), home, writable};
+    ProtectOptions popt{fs.allow_git_config.value_or(false), protected_extra_names(fs.protect, home), home, writable};
     plan.protect_extra = popt.extra_names;
     std::set<std::string> seen, pinned;  // a pin (writable) must not hide a later read-only bind
     auto in_writable = [&](const std::string& h) {

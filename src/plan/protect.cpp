@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -241,6 +243,33 @@ ProtectFindings find_protected_all(const std::string& root, const ProtectOptions
 
 std::vector<ProtectedPath> find_protected(const std::string& root, const ProtectOptions& opt) {
   return find_protected_all(root, opt).paths;
+}
+
+// The policy's extra protected names, plus `.env` when the host's direnv
+// loads it into the shell (load_dotenv = true): then its values (PROMPT_COMMAND,
+// BASH_ENV, ...) are code.
+std::vector<std::string> protected_extra_names(std::vector<std::string> names, const std::string& home) {
+  // What the user's and the system's git configs name relative to a
+  // repository (a relative core.hooksPath, core.fsmonitor = tools/fsmon.sh):
+  // a path inside every repository, those made during the run included.
+  for (auto& n : user_git_relative_names(home)) names.push_back(std::move(n));
+  std::vector<std::string> dirs;
+  if (const char* x = std::getenv("XDG_CONFIG_HOME"); x && *x == '/') dirs.push_back(std::string(x) + "/direnv");
+  if (!home.empty()) dirs.push_back(home + "/.config/direnv");
+  for (const auto& d : dirs)
+    for (const char* f : {"/direnv.toml", "/config.toml"}) {
+      std::ifstream in(d + f);
+      for (std::string line; std::getline(in, line);) {
+        std::string l;
+        for (char c : line)
+          if (c != ' ' && c != '\t') l += c;
+        if (l.starts_with("load_dotenv=true")) {
+          names.push_back(".env");
+          return names;
+        }
+      }
+    }
+  return names;
 }
 
 }  // namespace exg::plan

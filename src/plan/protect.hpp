@@ -36,6 +36,12 @@ struct ProtectFindings {
   std::vector<std::string> pointers;
 };
 
+// The protected names beyond the built-in list: the policy's own
+// (filesystem.protect), what the user's and the system's git configs name
+// relative to every repository, and `.env` where the host's direnv loads it.
+// The plan and the runtime's sweep take the same list.
+std::vector<std::string> protected_extra_names(std::vector<std::string> policy_names, const std::string& home);
+
 ProtectFindings find_protected_all(const std::string& root, const ProtectOptions& opt);
 std::vector<ProtectedPath> find_protected(const std::string& root, const ProtectOptions& opt);
 

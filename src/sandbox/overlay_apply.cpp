@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 
+#include "sandbox/git_index.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -195,6 +196,30 @@ class Applier {
     return pn_.classify(scopes_.back(), rel.substr(rel.rfind('/') + 1), S_ISDIR(st.st_mode), S_ISREG(st.st_mode));
   }
 
+  // A git directory's new index (up_fd/index) that stages a protected name
+  // the workspace's index (ws_fd/index) did not: `git update-index --add
+  // --cacheinfo ...,.envrc` writes no file, and the host's next `git checkout
+  // -- .` would create it. The new index is then quarantined, not applied (the
+  // workspace keeps its own), as the sweep does in the other modes
+  // (git_index.hpp). "": nothing of the kind.
+  std::string index_stages_protected(int up_fd, int ws_fd) const {
+    auto now = staged_protected(up_fd, pn_);
+    if (!now.present) return "";
+    if (!now.entries)
+      return "git index changed during the run and cannot be read whole (a split index?): it may stage code that "
+             "runs later; not applied, the workspace keeps its own index";
+    StagedProtected was;
+    if (ws_fd >= 0) was = staged_protected(ws_fd, pn_);
+    std::vector<std::string> added;
+    for (const auto& e : *now.entries)
+      if (!was.entries || !was.entries->count(e)) added.push_back(e.substr(e.find(' ', 7) + 1));
+    if (added.empty()) return "";
+    return "git index stages " + added[0] +
+           (added.size() > 1 ? " (and " + std::to_string(added.size() - 1) + " more)" : "") +
+           ", a protected name, with no such file written: the host's next `git checkout -- .` would create it; "
+           "not applied, the workspace keeps its own index";
+  }
+
   std::string tmp_name() { return ".exg-apply." + std::to_string(::getpid()) + "." + std::to_string(++tmp_counter_); }
 
   void owner_for(int ws_fd, const struct stat* existing, uid_t* uid, gid_t* gid) {
@@ -267,6 +292,12 @@ class Applier {
     }
 
     auto m = classify(rel, ust);
+    if (m.kind != ProtectMatch::Protected && S_ISREG(ust.st_mode) && name == "index" && scopes_.back().git_depth == 0) {
+      if (auto why = index_stages_protected(up_fd, ws_fd); !why.empty()) {
+        m.kind = ProtectMatch::Protected;
+        m.why = why;
+      }
+    }
     if (m.kind == ProtectMatch::Protected) {
       if (S_ISDIR(ust.st_mode) && exists && S_ISDIR(wst.st_mode)) return descend(up_fd, name, rel, ws_fd, wst, ust, opaque, true);
       if (exists && unchanged(up_fd, name, ust, ws_fd, wst)) return {};

@@ -123,6 +123,23 @@ check "host: .envrc still absent after the reset" test ! -e "$WS/.envrc"
 attack "echo x > notes.txt && git add notes.txt && git -c user.name=t -c user.email=t@t commit -q -m notes"
 check "an ordinary commit in the sandbox: exit 0 (got $STATUS)" test "$STATUS" = 0
 [ "$STATUS" = 0 ] || show_last
+# The same in overlay mode: the run's new index would be applied to the workspace at the end.
+rm -f "$audit"
+run sbx --workspace-mode overlay --audit-log "$audit" -- bash -c \
+    "git update-index --add --cacheinfo 100644,\$(printf 'touch $pwned\n' | git hash-object -w --stdin),.envrc && git ls-files .envrc"
+check "overlay: index-only .envrc: the sandbox staged it (got: $OUT)" grep -qx .envrc <<<"$OUT"
+check "overlay: index-only .envrc: exit 123 (got $STATUS)" test "$STATUS" = 123
+check "overlay: the run's index reported as planted, naming .envrc" grep -q 'planted: .git/index (git index stages .envrc' <<<"$ERR"
+check "overlay: ... audit line" grep -qF "\"path\":\"$WS/.git/index\"" "$audit"
+check "overlay: ... the run's index in the quarantine (the live run's and this one)" \
+    bash -c "[ \$(find '$XDG_STATE_HOME/exguardian/quarantine' -path '*/.git/index' | wc -l) -ge 2 ]"
+check "overlay: the host's index (kept) does not stage .envrc" bash -c "[ -z \"\$(git -C '$WS' ls-files .envrc)\" ]"
+run git -C "$WS" checkout -- .
+check "overlay: host git checkout -- . did not create .envrc" test ! -e "$WS/.envrc"
+attack_overlay_commit="echo y > notes2.txt && git add notes2.txt && git -c user.name=t -c user.email=t@t commit -q -m notes2"
+run sbx --workspace-mode overlay -- bash -c "$attack_overlay_commit"
+check "overlay: an ordinary commit in the sandbox is applied (exit $STATUS, notes2.txt tracked)" \
+    bash -c "[ $STATUS = 0 ] && git -C '$WS' ls-files | grep -qx notes2.txt"
 
 # ---- (6) compiled Python files and .pth files ------------------------------------------------
 echo 'print("reviewed helper")' > "$WS/helper.py"

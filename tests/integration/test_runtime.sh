@@ -203,18 +203,22 @@ check "the egress holder ($holder) runs and holds none of the runtime's descript
 exg_rt delete --force "fds-$$"
 
 # The same probes in a container of each: what ExGuardian adds.
-PROBE='mkdir -p /work/sub && echo planted > /work/sub/.envrc; touch /work/w && echo work-ok; touch /data/d || echo data-refused; echo x > /dev/shm/s || echo shm-refused
+PROBE='mkdir -p /work/sub && echo planted > /work/sub/.envrc; echo "touch /tmp/pwned" >> /work/tools/fsmon.sh; touch /work/w && echo work-ok; touch /data/d || echo data-refused; echo x > /dev/shm/s || echo shm-refused
 grep CapEff /proc/self/status; unshare -U true || echo userns-refused; cat /etc/secret; echo end'
 probe() {
     local rt=$1 id="p-$2-$$"
     cp "$T/config.orig" "$B/config.json"
-    rm -rf "$T/work/w" "$T/data/d" "$T/work/sub"
+    rm -rf "$T/work/w" "$T/data/d" "$T/work/sub" "$T/work/tools" "$T/work/.git"
+    # /work is a repository whose core.fsmonitor runs tools/fsmon.sh at the host's next `git status`.
+    mkdir -p "$T/work/tools" && printf '#!/bin/sh\nexit 1\n' > "$T/work/tools/fsmon.sh"
+    git init -q "$T/work" && git -C "$T/work" config core.fsmonitor tools/fsmon.sh
     "$rt" create --bundle "$B" "$id" && "$rt" start "$id" || return 1
     run "$rt" exec "$id" sh -c "$PROBE"
     "$rt" kill "$id" KILL; wait_for 10 is_stopped "$rt" "$id"; "$rt" delete --force "$id"
 }
 probe plain_crun crun
 CRUN_OUT=$OUT$ERR
+cp "$T/work/tools/fsmon.sh" "$T/fsmon.crun" 2>/dev/null
 check "crun alone: the planted .envrc stays in /work" test -f "$T/work/sub/.envrc"
 check "crun alone: /data and /dev/shm writable, capabilities, user namespaces, /etc/secret readable" \
     bash -c "! grep -q refused <<<\"\$1\" && grep -q top-secret <<<\"\$1\" && ! grep -q 'CapEff:.0000000000000000' <<<\"\$1\"" _ "$CRUN_OUT"
@@ -234,6 +238,12 @@ check "ours: the .envrc planted in /work was swept into the quarantine when the 
     wait_for 10 test -f "$T/quarantine/p-exg-$$/0/sub/.envrc"
 check "ours: ... and is gone from the host's /work" test ! -e "$T/work/sub/.envrc"
 check "ours: ... with an audit line" grep -q '"event":"planted".*"path":"sub/.envrc".*"sandbox":"p-exg-'"$$"'"' "$T/audit.jsonl"
+check "crun alone: the script core.fsmonitor names was rewritten (the attack works there)" \
+    grep -q pwned "$T/fsmon.crun"
+check "ours: the script core.fsmonitor names, rewritten, was swept into the quarantine (what a protected config runs)" \
+    grep -q pwned "$T/quarantine/p-exg-$$/0/tools/fsmon.sh"
+check "ours: ... and the host's /work/tools/fsmon.sh does not hold it" bash -c "! grep -qs pwned '$T/work/tools/fsmon.sh'"
+check "ours: ... with an audit line" grep -q '"event":"planted".*"path":"tools/fsmon.sh"' "$T/audit.jsonl"
 check "ours: /etc/secret (denyRead) masked" bash -c "$(declare -f has); has end \"\$1\" && ! has top-secret \"\$1\$2\"" _ "$OUT" "$ERR"
 
 # A profile named by the annotation narrows the handler's policy: /work is no longer writable.
