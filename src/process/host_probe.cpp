@@ -24,6 +24,7 @@
 #include <sstream>
 
 #include "process/landlock.hpp"
+#include "util/namespace_setup_probe.hpp"
 #include "util/proc_cgroup.hpp"
 
 namespace exg::process {
@@ -129,6 +130,36 @@ void probe_namespaces(std::vector<Capability>& out) {
     }
     out.push_back(std::move(c));
   }
+}
+
+// What the sandbox's setup does once its user namespace is made (sethostname,
+// a tmpfs, a fresh proc): a container engine's seccomp profile or masked /proc
+// refuses these where the namespace itself is allowed (util/namespace_setup_probe.hpp).
+void probe_setup_calls(std::vector<Capability>& out) {
+  const uid_t uid = ::geteuid();
+  const gid_t gid = ::getegid();
+  auto r = in_child([&](int fd) {
+    if (::unshare(CLONE_NEWUSER) != 0) {
+      say(fd, "no user namespace to try them in: " + err_name(errno));
+      return 0xff;
+    }
+    if (!map_self(uid, gid)) {
+      say(fd, "no user namespace to try them in: its maps: " + err_name(errno));
+      return 0xff;
+    }
+    auto p = util::try_namespace_setup_calls();
+    if (p.step.empty()) return 0;
+    say(fd, p.step + ": " + err_name(p.err));
+    return 1;
+  });
+  Capability c{"namespace setup", r.code == 0, ""};
+  if (r.code == 0)
+    c.detail = "sethostname, a tmpfs, a sysfs and a fresh proc work in a new user namespace: the sandbox's setup";
+  else if (r.code == 1)
+    c.detail = r.text + ", in a new user namespace, where the sandbox's setup makes this call";
+  else
+    c.detail = "not tried: " + (r.text.empty() ? std::string("probe failed") : r.text);
+  out.push_back(std::move(c));
 }
 
 void probe_seccomp(std::vector<Capability>& out) {
@@ -436,6 +467,7 @@ void probe_cgroups(std::vector<Capability>& out) {
 
 void probe_host(std::vector<Capability>& out, bool all) {
   probe_namespaces(out);
+  probe_setup_calls(out);
   probe_seccomp(out);
   probe_landlock(out);
   if (all) {

@@ -60,12 +60,16 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
   // a layer whose own tools are here still does not run without them.
   const Capability* groups = find_capability(caps, "supplementary groups");
   const std::string groups_why = groups && !groups->ok ? groups->detail : "";
-  const bool userns = ok(caps, "user namespaces");
+  // The namespace alone is not enough: what the setup does in it (sethostname,
+  // mounts, a fresh proc) must work too (util/namespace_setup_probe.hpp).
+  const Capability* setup = find_capability(caps, "namespace setup");
+  const bool userns = ok(caps, "user namespaces") && (!setup || setup->ok);
   {
     std::vector<std::string> missing;
     for (const char* n : {"user namespaces", "mount namespaces", "pid namespaces", "network namespaces",
                           "seccomp filters"})
       if (!ok(caps, n)) missing.push_back(n);
+    if (setup && !setup->ok && ok(caps, "user namespaces")) missing.push_back("namespace setup (" + setup->detail + ")");
     LayerStatus s{std::string(layer::name(layer::Kind::Process)), missing.empty(), ""};
     if (s.available) {
       s.why = "user, mount, pid and network namespaces and seccomp work";
@@ -82,6 +86,9 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     out.push_back(std::move(s));
   }
   const LayerStatus process = out.front();
+  const std::string refused = ok(caps, "user namespaces") ? "what a sandbox's setup does in one (" +
+                                                                (setup ? setup->detail : std::string()) + ")"
+                                                          : std::string("one");
   {
     bool crun = ok(caps, "crun"), runc = ok(caps, "runc");
     LayerStatus s{std::string(layer::name(layer::Kind::Container)), crun || runc, ""};
@@ -97,8 +104,9 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
       s.why = rt->detail;
     } else if (s.available && !userns) {
       s.available = false;
-      s.why = root ? "its writable paths are idmapped mounts, made through a user namespace, and this host refuses one"
-                   : "rootless crun runs in a user namespace, and this host refuses one";
+      s.why = root ? "its writable paths are idmapped mounts, made through a user namespace, and this host refuses " +
+                         refused
+                   : "rootless crun runs in a user namespace, and this host refuses " + refused;
     }
     out.push_back(std::move(s));
   }
@@ -113,7 +121,7 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
       s.why = "runsc not in PATH (Debian: apt install runsc)";
     if (s.available && !userns) {
       s.available = false;
-      s.why = "runsc's host runs in a user namespace, and this host refuses one";
+      s.why = "runsc's host runs in a user namespace, and this host refuses " + refused;
     }
     out.push_back(std::move(s));
   }

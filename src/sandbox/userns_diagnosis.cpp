@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 
 #include "oci/layer.hpp"
 #include "util/host_probe.hpp"
+#include "util/namespace_setup_probe.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -155,12 +157,16 @@ UsernsProbe try_user_namespace() {
     if (step) ::_exit(step);
     char go = 0;
     if (::read(down_r.get(), &go, 1) != 1 || go != 'g') ::_exit(9);
-    if (::unshare(CLONE_NEWNS) != 0) {
-      e = errno;
-      (void)!::write(up_w.get(), &e, sizeof e);
-      ::_exit(2);
-    }
-    ::_exit(0);
+    // What the setup does inside (a mount, UTS and pid namespace, sethostname,
+    // a tmpfs, a fresh proc): its errno, then the step's name.
+    auto setup = util::try_namespace_setup_calls();
+    e = setup.step.empty() ? 0 : (setup.err ? setup.err : EIO);
+    (void)!::write(up_w.get(), &e, sizeof e);
+    if (e == 0) ::_exit(0);
+    unsigned char n = static_cast<unsigned char>(std::min<size_t>(setup.step.size(), 200));
+    (void)!::write(up_w.get(), &n, 1);
+    (void)!::write(up_w.get(), setup.step.data(), n);
+    ::_exit(2);
   }
   up_w.reset();
   down_r.reset();
@@ -182,8 +188,11 @@ UsernsProbe try_user_namespace() {
         write_map("gid_map", "0 " + std::to_string(gid) + " 1")) {
       (void)!::write(down_w.get(), "g", 1);
       int inner = 0;
-      if (::read(up_r.get(), &inner, sizeof inner) == static_cast<ssize_t>(sizeof inner)) {
-        p.step = "unshare(CLONE_NEWNS) inside a new user namespace";
+      if (::read(up_r.get(), &inner, sizeof inner) == static_cast<ssize_t>(sizeof inner) && inner != 0) {
+        unsigned char n = 0;
+        char step[256] = {};
+        if (::read(up_r.get(), &n, 1) == 1) (void)!::read(up_r.get(), step, n);
+        p.step = std::string(step[0] ? step : "the sandbox's setup") + " inside a new user namespace";
         p.err = inner;
       }
     }
@@ -222,8 +231,14 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& f, const User
   std::vector<std::string> ways;
   bool explained = false;
 
-  out.push_back("the process layer cannot run here: every sandbox starts in a user namespace of its own, and this "
-                "host refuses one (nothing ran; the layers have no mode without it)");
+  // The namespace was made, what the setup does in it was refused.
+  const bool in_setup = !probe.ok && probe.step.ends_with("inside a new user namespace") &&
+                        !probe.step.starts_with("unshare(CLONE_NEWNS)") && !probe.step.starts_with("unshare(CLONE_NEWNS|");
+  out.push_back(in_setup ? "the process layer cannot run here: every sandbox starts in a user namespace of its own and "
+                           "sets itself up there, and this host refuses that setup (nothing ran; the layers have no mode "
+                           "without it)"
+                         : "the process layer cannot run here: every sandbox starts in a user namespace of its own, and "
+                           "this host refuses one (nothing ran; the layers have no mode without it)");
   if (setgroups_denied) {
     explained = true;
     out.push_back("cause: setgroups(0) as root of a user namespace whose setgroups is denied (/proc/self/setgroups: deny, "
@@ -288,17 +303,68 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& f, const User
                    "docker run --security-opt seccomp=unconfined, podman run --security-opt seccomp=unconfined, "
                    "or the engine's default profile with those calls allowed (--security-opt seccomp=FILE)");
   }
+  if (in_setup && probe.err == EPERM && (probe.step.starts_with("sethostname") || probe.step.starts_with("mount tmpfs")) &&
+      f.seccomp_mode == 2) {
+    explained = true;
+    out.push_back("cause: this process runs under a seccomp filter (Seccomp: 2 in /proc/self/status)" +
+                  std::string(f.container.empty() ? "" : ", as a container engine sets one") +
+                  ": Docker's and Podman's default profiles let clone(CLONE_NEWUSER) through but allow sethostname "
+                  "and mount only with CAP_SYS_ADMIN of the host, so the sandbox's setup is refused (EPERM) even "
+                  "as root of its own user namespace");
+    ways.push_back("start the container with --security-opt seccomp=unconfined (docker run or podman run; ExGuardian "
+                   "puts its own filter on everything it runs), or with the engine's default profile plus "
+                   "sethostname, mount, umount2, pivot_root, fsopen, fsconfig, fsmount, move_mount, open_tree and "
+                   "mount_setattr allowed (--security-opt seccomp=FILE)");
+  }
+  // Paths mounted over in /proc and /sys (a container engine's masks): a fresh
+  // proc or sysfs is refused in a user namespace while they are there. (The
+  // kernel's own mounts on empty directories, cgroups and the like, do not
+  // count: they are left out of the list.)
+  std::vector<std::string> masked;
+  std::istringstream mi(read_text("/proc/self/mountinfo"));
+  for (std::string line; std::getline(mi, line);) {
+    std::istringstream fields(line);
+    std::string id, parent, devno, root, point;
+    if (!(fields >> id >> parent >> devno >> root >> point)) continue;
+    bool proc = point.starts_with("/proc/") && !point.starts_with("/proc/sys/fs/binfmt_misc");
+    bool sys = point.starts_with("/sys/") && !point.starts_with("/sys/fs/cgroup") && !point.starts_with("/sys/kernel/") &&
+               !point.starts_with("/sys/fs/bpf") && !point.starts_with("/sys/fs/fuse") && !point.starts_with("/sys/fs/pstore");
+    if (proc || sys) masked.push_back(point);
+  }
+  std::string list;
+  for (size_t i = 0; i < masked.size() && i < 4; ++i) list += (list.empty() ? "" : ", ") + masked[i];
+  if (masked.size() > 4) list += ", and " + std::to_string(masked.size() - 4) + " more";
+  const std::string unmask_way =
+      "start the container with /proc and /sys unmasked: podman run --security-opt unmask=ALL, docker run "
+      "--security-opt systempaths=unconfined, or on Kubernetes securityContext.procMount: Unmasked (each sandbox "
+      "masks again what it must in its own /proc and /sys)";
+  const bool mount_refused = probe.step.starts_with("mount proc") || probe.step.starts_with("mount sysfs");
+  if (in_setup && probe.err == EPERM && !mount_refused && !masked.empty()) {
+    out.push_back("also: /proc or /sys has paths mounted over here (" + list + "): once those calls are allowed, "
+                  "a fresh proc or sysfs for the sandbox would be refused too");
+    ways.push_back("and " + unmask_way);
+  }
+  if (in_setup && probe.err == EPERM && mount_refused) {
+    explained = true;
+    const char* fs = probe.step.starts_with("mount proc") ? "proc" : "sysfs";
+    out.push_back(std::string("cause: a fresh ") + fs + " for the sandbox is refused (EPERM): the kernel lets a user "
+                  "namespace mount " + fs + " only where a whole one is visible, and /proc or /sys has paths mounted "
+                  "over here" + (list.empty() ? std::string() : " (" + list + ")") +
+                  (f.container.empty() ? std::string() : ", as a container engine masks them"));
+    ways.push_back(unmask_way);
+  }
   if (!f.container.empty())
     out.push_back("inside: a " + f.container + " container (" + f.container_evidence + ")");
   if (f.nested_userns)
     out.push_back("inside: a user namespace (uid_map \"" + f.uid_map + "\"): the limits of the namespaces above it apply too");
   if (!explained)
     out.push_back("cause: not one of user.max_user_namespaces, kernel.unprivileged_userns_clone, AppArmor's "
-                  "restriction or a seccomp filter (EPERM also comes from a chroot; EUSERS from 32 nested user namespaces)");
+                  "restriction, a seccomp filter or a masked /proc (EPERM also comes from a chroot; EUSERS from 32 "
+                  "nested user namespaces)");
 
   // The layers: each makes a user namespace of its own as this caller (measured
   // in tests/integration/test_userns_refused.sh: the container layer as root too).
-  out.push_back("layers that would run here: none, as " + who + " (each one makes a user namespace)");
+  out.push_back("layers that would run here: none, as " + who + " (each one makes a user namespace and sets itself up in it)");
   out.push_back(std::string("layers that would not: process (its own user namespace), microvm (qemu runs inside the "
                             "process layer), gvisor (runsc's host runs in a user namespace), container (") +
                 (root ? "as root: its writable paths are idmapped mounts, made through a user namespace"

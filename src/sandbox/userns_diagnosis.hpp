@@ -38,9 +38,12 @@ struct UsernsFacts {
 UsernsFacts read_userns_facts();
 
 // One attempt at what the process layer does first: clone(CLONE_NEWUSER), its
-// maps written from outside, then a mount namespace made inside (where an
-// AppArmor restriction bites: the namespace is made, its capabilities are not
-// given). In a forked child; nothing is left behind.
+// maps written from outside, then what the setup does inside: a mount, UTS
+// and pid namespace, sethostname, a tmpfs and a fresh proc
+// (util/namespace_setup_probe.hpp). An AppArmor restriction bites there (the
+// namespace is made, its capabilities are not given), and so do a container
+// engine's seccomp profile (sethostname, mount: EPERM) and its masked /proc.
+// In a forked child; nothing is left behind.
 struct UsernsProbe {
   bool ok = false;
   std::string step;  // which call failed: "clone(CLONE_NEWUSER)", "write /proc/PID/uid_map", ...

@@ -144,3 +144,39 @@ TEST(UsernsDiagnosis, DoctorShowsTheRefusal) {
   write_doctor(none, {}, false);
   EXPECT_EQ(none.str().find("user namespaces refused"), std::string::npos);
 }
+
+// Inside a Docker or Podman container with the engine's defaults: the user
+// namespace is made, the setup's calls in it are refused (the real one is
+// tests/integration/test_in_container.sh).
+TEST(UsernsDiagnosis, AContainersSeccompProfileRefusesTheSetup) {
+  auto f = plain_host(1000);
+  f.seccomp_mode = 2;
+  f.container = "docker";
+  f.container_evidence = "/.dockerenv";
+  auto lines = explain_userns_refusal(
+      f, failed("sethostname in a new UTS namespace inside a new user namespace", EPERM), "setup: sethostname");
+  EXPECT_TRUE(has_line(lines, "the process layer cannot run here", "refuses that setup")) << text(lines);
+  EXPECT_TRUE(has_line(lines, "cause: sethostname in a new UTS namespace inside a new user namespace as uid 1000: EPERM"))
+      << text(lines);
+  EXPECT_TRUE(has_line(lines, "cause: this process runs under a seccomp filter", "only with CAP_SYS_ADMIN")) << text(lines);
+  EXPECT_TRUE(has_line(lines, "way out: start the container with --security-opt seccomp=unconfined")) << text(lines);
+  EXPECT_TRUE(has_line(lines, "inside: a docker container (/.dockerenv)")) << text(lines);
+  EXPECT_FALSE(has_line(lines, "cause: not one of")) << text(lines);
+  // Not a clone refusal: the clone way out is not given for it.
+  EXPECT_FALSE(has_line(lines, "way out: start the container with a seccomp profile that allows clone")) << text(lines);
+}
+
+TEST(UsernsDiagnosis, AMaskedProcOrSysRefusesAFreshOne) {
+  auto f = plain_host(0);
+  f.container = "podman";
+  f.container_evidence = "/run/.containerenv";
+  for (const char* step : {"mount proc for a new pid namespace inside a new user namespace",
+                           "mount sysfs (fsmount) inside a new user namespace"}) {
+    auto lines = explain_userns_refusal(f, failed(step, EPERM), "setup: mount proc for /proc");
+    EXPECT_TRUE(has_line(lines, "cause: a fresh ", "only where a whole one is visible")) << text(lines);
+    EXPECT_TRUE(has_line(lines, "way out: start the container with /proc and /sys unmasked: podman run --security-opt "
+                                "unmask=ALL, docker run --security-opt systempaths=unconfined"))
+        << text(lines);
+    EXPECT_FALSE(has_line(lines, "cause: this process runs under a seccomp filter")) << text(lines);
+  }
+}

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Inside a container (issue 42, part 5): `exguardian run` in a podman container with the engine's
+# default seccomp profile and masked /proc, as uid 0 and as uid 1000 inside. The engine lets
+# clone(CLONE_NEWUSER) through but refuses what a sandbox's setup does in the namespace
+# (sethostname, mount: EPERM from its seccomp profile; a fresh proc: EPERM while /proc has paths
+# mounted over), so no layer runs there: the run and `--layer auto` stop with exit 125 naming the
+# call, the cause, the container and the engine flags that let the sandbox run; doctor says the
+# same. With the flags the README gives (--security-opt seccomp=unconfined and unmask=ALL) the
+# process layer runs inside, its own filter on the command, and refuses what it claims to.
+source "$(dirname "$0")/lib.sh"
+
+if [ "$EXG_AS" != root ]; then
+    skip "podman runs as root here (no rootless podman is set up for the test user); the root run tries uid 0 and uid 1000 inside"
+    finish
+fi
+command -v podman >/dev/null || { skip "podman is not installed"; finish; }
+
+# A root of the host's /usr (read-only) with a minimal /etc and a home with a key for uid 1000.
+R=$T/rootfs
+mkdir -p "$R"/{usr,etc,tmp,proc,dev,sys,run,var/tmp,work,home/u/.ssh}
+for l in bin lib lib64 sbin; do ln -s "usr/$l" "$R/$l"; done
+chmod 1777 "$R/tmp" "$R/var/tmp"
+printf 'root:x:0:0::/root:/bin/sh\nu:x:1000:1000::/home/u:/bin/sh\n' > "$R/etc/passwd"
+printf 'root:x:0:\nu:x:1000:\n' > "$R/etc/group"
+: > "$R/etc/resolv.conf"
+echo "PRIVATE-KEY-CANARY" > "$R/home/u/.ssh/id_ed25519"
+chown -R 1000:1000 "$R/work" "$R/home/u"
+PM=(podman --root "$T/pm/storage" --runroot "$T/pm/run" --tmpdir "$T/pm/tmp" --storage-driver vfs
+    --cgroup-manager cgroupfs --events-backend file --runtime runc)
+# in_podman UID [ENGINE FLAGS...] -- EXGUARDIAN ARGS...: exguardian (bound at /exg) in a fresh container.
+in_podman() {
+    local uid=$1; shift
+    local flags=()
+    while [ "$1" != -- ]; do flags+=("$1"); shift; done
+    shift
+    run timeout 120 "${PM[@]}" run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
+        -v /usr:/usr:ro -v "$EXG:/exg:ro" -w /work -e HOME=/home/u "${flags[@]}" --user "$uid:$uid" \
+        --rootfs "$R" /exg "$@"
+}
+
+in_podman 0 -- --version
+if [ "$STATUS" != 0 ]; then
+    skip "podman does not run a container here: $(head -1 <<<"$ERR")"
+    finish
+fi
+
+for uid in 0 1000; do
+    # ---- the engine's defaults: nothing runs, and it says why -------------------------------
+    in_podman "$uid" -- run -- echo hi
+    check "uid $uid, default profile: exit 125, nothing ran (status $STATUS)" test "$STATUS" = 125 -a -z "$OUT"
+    check "uid $uid, default profile: names the refused call (sethostname, EPERM)" \
+        grep -q '^exguardian: cause: sethostname in a new UTS namespace inside a new user namespace as uid '"$uid"': EPERM' <<<"$ERR"
+    check "uid $uid, default profile: names the cause (the engine's seccomp profile)" \
+        grep -q "^exguardian: cause: this process runs under a seccomp filter .*default profiles .*sethostname and mount only with CAP_SYS_ADMIN" <<<"$ERR"
+    check "uid $uid, default profile: names the container" grep -q '^exguardian: inside: a podman container (/run/.containerenv)' <<<"$ERR"
+    check "uid $uid, default profile: says the masked /proc would stop it next" \
+        grep -q '^exguardian: also: /proc or /sys has paths mounted over here (/proc/' <<<"$ERR"
+    check "uid $uid, default profile: the ways out are the engine flags" bash -c \
+        'grep -q "^exguardian: way out: .*--security-opt seccomp=unconfined" <<<"$1" && grep -q "^exguardian: way out: .*unmask=ALL" <<<"$1"' _ "$ERR"
+    [ "$STATUS" = 125 ] || show_last
+    in_podman "$uid" -- run --layer auto -- echo hi
+    check "uid $uid, default profile, --layer auto: exit 125, no layer chosen, each says why" bash -c \
+        '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "^exguardian: layer auto: refused: no layer can run here" <<<"$3" &&
+         grep -q "^exguardian: layer auto: process cannot run: missing: namespace setup (sethostname" <<<"$3"' _ "$STATUS" "$OUT" "$ERR"
+    # ---- seccomp allowed, /proc still masked ---------------------------------------------------
+    in_podman "$uid" --security-opt seccomp=unconfined -- run -- echo hi
+    check "uid $uid, seccomp=unconfined only: exit 125, the masked /proc named with its way out" bash -c \
+        '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "^exguardian: cause: a fresh \(proc\|sysfs\) for the sandbox is refused" <<<"$3" &&
+         grep -q "^exguardian: way out: start the container with /proc and /sys unmasked: podman run --security-opt unmask=ALL" <<<"$3"' \
+        _ "$STATUS" "$OUT" "$ERR"
+    # ---- the README's flags: the process layer runs inside and holds -------------------------
+    FLAGS=(--security-opt seccomp=unconfined --security-opt unmask=ALL)
+    in_podman "$uid" "${FLAGS[@]}" -- run -- sh -c 'echo hi; grep -E "^(Seccomp|NoNewPrivs):" /proc/self/status;
+        cat /home/u/.ssh/id_ed25519 || echo key-refused; touch /etc/planted || echo etc-refused; touch /work/ok && echo work-ok'
+    check "uid $uid, the README's flags: the process layer runs (status $STATUS)" grep -qx hi <<<"$OUT"
+    check "uid $uid, the README's flags: the command has ExGuardian's filter and no_new_privs" bash -c \
+        'grep -qE "^Seccomp:\s+2" <<<"$1" && grep -qE "^NoNewPrivs:\s+1" <<<"$1"' _ "$OUT"
+    check "uid $uid, the README's flags: ~/.ssh's key refused, nothing of it printed" bash -c \
+        'grep -qx key-refused <<<"$1" && ! grep -q PRIVATE-KEY-CANARY <<<"$1$2"' _ "$OUT" "$ERR"
+    check "uid $uid, the README's flags: a write outside the workspace refused, none landed" \
+        bash -c 'grep -qx etc-refused <<<"$1" && [ ! -e "$2/etc/planted" ]' _ "$OUT" "$R"
+    check "uid $uid, the README's flags: the workspace writable" grep -qx work-ok <<<"$OUT"
+    [ "$STATUS" = 0 ] || show_last
+    rm -f "$R/work/ok"
+done
+
+# doctor inside the default profile says the same.
+in_podman 1000 -- doctor
+check "doctor, default profile: namespace setup reported missing with the refused call" \
+    grep -qE 'namespace setup.*sethostname in a new UTS namespace: EPERM' <<<"$OUT$ERR"
+finish
