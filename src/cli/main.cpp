@@ -2,6 +2,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/agent_cmd.hpp"
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
@@ -74,19 +75,30 @@ int main(int argc, char** argv) {
   if (argc > 1 && std::string(argv[1]) == "mcp") return exg::cli::mcp_main(argc - 1, argv + 1);
   // `run`, the path of every sandbox start: CLI11 is given only its options, not
   // every subcommand's (building them all took about 0.3 ms of each start).
-  if (argc > 1 && std::string(argv[1]) == "run") {
+  auto run_main = [](int n, char** v) {
     CLI::App app{kAppDescription, "exguardian"};
     app.require_subcommand(1);
     exg::cli::RunOptions run;
     run.add_to(app);
-    if (auto status = parse_command_line(app, argc, argv, run)) return *status;
+    if (auto status = parse_command_line(app, n, v, run)) return *status;
     return run.execute();
+  };
+  if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
+  // An agent CLI under its shipped profile: `run` with the profile and the agent's program.
+  if (argc > 1 && std::string(argv[1]) == "agent") {
+    std::vector<std::string> run_argv;
+    if (auto status = exg::cli::agent_command_line(argc, argv, run_argv)) return *status;
+    std::vector<char*> v;
+    for (auto& a : run_argv) v.push_back(a.data());
+    v.push_back(nullptr);
+    return run_main(static_cast<int>(run_argv.size()), v.data());
   }
   CLI::App app{kAppDescription, "exguardian"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "exguardian 0.1.0");
-  app.footer("Also, each with its own options (exguardian(1)): serve, mcp, session-client, and runtime (an OCI\n"
-             "runtime with runc's command line for Podman, containerd and Kubernetes).");
+  app.footer("Also, each with its own options (exguardian(1)): serve, mcp, session-client, agent (an agent CLI\n"
+             "under its shipped profile), and runtime (an OCI runtime with runc's command line for Podman,\n"
+             "containerd and Kubernetes).");
   exg::cli::RunOptions run;
   run.add_to(app);
   exg::cli::SessionOptions session;

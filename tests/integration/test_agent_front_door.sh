@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# `exguardian agent NAME` (issue 45, the front door): the shipped profiles are listed and shown as
+# the policy files they are; an agent runs whole in the sandbox under its profile with run's options
+# and its own arguments; its key from the environment is a placeholder inside (the real value never
+# reaches the agent), its config directory is writable for sessions while its config (MCP servers,
+# notify command) stays protected, the rest of the host as under any run; its exit status is the
+# run's. The agent here is a stand-in program named like the real one (the real CLIs against a
+# scripted endpoint are test_egress_sandbox_secrets_agent.sh's); without its key the run refuses.
+source "$(dirname "$0")/lib.sh"
+
+new_workspace
+require_sandbox || finish
+cd "$WS" || exit 1
+# The harness runs a copy of the binary from its own directory: the profiles are the source tree's.
+need_source_tree profiles/agents/codex.json
+export EXGUARDIAN_AGENT_PROFILES=$SRC/profiles/agents
+
+run "$EXG" agent --list
+check "--list: the four agents with their profiles" bash -c \
+    'for a in claude codex gemini opencode; do grep -q "^$a " <<<"$1" || exit 1; done; grep -q "profile: .*/profiles/agents/codex.json" <<<"$1"' _ "$OUT"
+check "--list: codex's key kept outside, only to api.openai.com" grep -q "kept outside: OPENAI_API_KEY (from env:OPENAI_API_KEY) only to api.openai.com" <<<"$OUT"
+run "$EXG" agent --show codex
+check "--show codex: the profile is an ordinary policy file (valid JSON with its secret)" \
+    python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert j["secrets"][0]["hosts"]==["api.openai.com"]' "$OUT"
+run "$EXG" agent nosuch
+check "an unknown agent: exit 2, the known ones named" bash -c '[ "$1" = 2 ] && grep -q "known: claude, codex, gemini, opencode" <<<"$2"' _ "$STATUS" "$ERR"
+
+# A stand-in for the codex CLI, on PATH inside (the workspace is visible there).
+mkdir -p "$WS/bin" "$HOME/.codex" "$HOME/.ssh"
+echo 'notify = ["true"]' > "$HOME/.codex/config.toml"
+echo "PRIVATE-KEY-CANARY" > "$HOME/.ssh/id_ed25519"
+cat > "$WS/bin/codex" <<'SH'
+#!/bin/sh
+echo "args=$*"
+echo "key=$OPENAI_API_KEY"
+echo 'notify = ["sh", "-c", "touch /tmp/pwned"]' >> "$HOME/.codex/config.toml" 2>/dev/null || echo config-refused
+mkdir -p "$HOME/.codex/sessions" && echo s > "$HOME/.codex/sessions/s1" && echo session-written
+cat "$HOME/.ssh/id_ed25519" 2>/dev/null || echo ssh-refused
+exit 7
+SH
+chmod +x "$WS/bin/codex"
+REAL=sk-proj-real-$$-$RANDOM
+run env PATH="$WS/bin:$PATH" OPENAI_API_KEY="$REAL" "$EXG" agent codex --no-policy-files -- exec --json "say hi"
+check "the agent ran with its own arguments" grep -qx 'args=exec --json say hi' <<<"$OUT"
+check "its exit status is the run's (7, got $STATUS)" test "$STATUS" = 7
+check "its key inside is a placeholder, not the real value" bash -c \
+    'grep -q "^key=." <<<"$1" && ! grep -qF "$2" <<<"$1$3"' _ "$OUT" "$REAL" "$ERR"
+check "its config (notify command) refused and unchanged on the host" bash -c \
+    'grep -qx config-refused <<<"$1" && [ "$(cat "$2")" = "notify = [\"true\"]" ]' _ "$OUT" "$HOME/.codex/config.toml"
+check "its sessions written, and kept on the host" bash -c 'grep -qx session-written <<<"$1" && [ -f "$2" ]' _ "$OUT" "$HOME/.codex/sessions/s1"
+check "~/.ssh's key refused, nothing of it printed" bash -c 'grep -qx ssh-refused <<<"$1" && ! grep -q CANARY <<<"$1$2"' _ "$OUT" "$ERR"
+[ "$STATUS" = 7 ] || show_last
+
+run env PATH="$WS/bin:$PATH" OPENAI_API_KEY="$REAL" "$EXG" agent codex --no-policy-files --dry-run -- exec
+check "--dry-run: the plan, with api.openai.com allowed and the agent's command, nothing run" bash -c \
+    '[ "$1" = 0 ] && grep -q "api.openai.com" <<<"$2" && grep -q "codex exec" <<<"$2" && ! grep -q "^args=" <<<"$2"' _ "$STATUS" "$OUT$ERR"
+run env -u OPENAI_API_KEY PATH="$WS/bin:$PATH" "$EXG" agent codex --no-policy-files -- exec
+check "without its key: exit 125, the variable named, nothing run" bash -c \
+    '[ "$1" = 125 ] && grep -q "OPENAI_API_KEY is not set" <<<"$2" && [ -z "$3" ]' _ "$STATUS" "$ERR" "$OUT"
+finish
