@@ -76,7 +76,12 @@ if [ -n "$GUEST" ]; then
 else
     skip "the microVM guest: not built here (-DEXG_MICROVM_GUEST=OFF)"
 fi
-unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./(usr/local/(bin/exguardian|bin/exguardian-probe|lib/exguardian/exguardian-init|lib/debug/\.build-id/[0-9a-f]{2}/[0-9a-f]+\.debug|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+$GUEST)|etc/apparmor\.d/exguardian)\$")
+for a in claude codex gemini opencode; do
+    check "the agent profile $a is installed as the policy file it is" cmp -s "$P/share/exguardian/agents/$a.json" "$SRC/profiles/agents/$a.json"
+done
+run "$P/bin/exguardian" agent --list
+check "the installed exguardian finds its installed profiles" grep -q "profile: $P/share/exguardian/agents/codex.json" <<<"$OUT"
+unexpected=$(cd "$DEST" && find . -type f | grep -vE "^\./(usr/local/(bin/exguardian|bin/exguardian-probe|lib/exguardian/exguardian-init|lib/debug/\.build-id/[0-9a-f]{2}/[0-9a-f]+\.debug|share/man/man1/exguardian\.1|share/doc/exguardian/[^/]+|share/exguardian/agents/[a-z]+\.json$GUEST)|etc/apparmor\.d/exguardian)\$")
 check "nothing else is installed (${unexpected:-none})" test -z "$unexpected"
 check "the install wrote nothing into the build dir (no manifest there)" test ! -e "$B/install_manifest.txt"
 
