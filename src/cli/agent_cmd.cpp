@@ -10,6 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "util/json_parse.hpp"
+
 namespace exg::cli {
 namespace {
 
@@ -69,7 +71,9 @@ std::string find_profile(const std::string& name, std::vector<std::string>* trie
 // One line per part of the profile, for --list.
 std::string summary(const std::string& file) {
   std::ifstream in(file);
-  auto j = nlohmann::json::parse(in, nullptr, false, true);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto j = parse_json(text.str(), nullptr, true);
   if (j.is_discarded() || !j.is_object()) return "  (" + file + ": not valid JSON)";
   auto list = [](const nlohmann::json& a) {
     std::string s;

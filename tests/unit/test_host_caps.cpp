@@ -22,7 +22,7 @@ namespace {
 
 const std::vector<std::string> kNames = {
     "user namespaces", "mount namespaces", "pid namespaces", "network namespaces", "ipc namespaces",
-    "uts namespaces", "cgroup namespaces", "seccomp filters", "seccomp user notification", "landlock",
+    "uts namespaces", "cgroup namespaces", "namespace setup", "seccomp filters", "seccomp user notification", "landlock",
     "landlock filesystem", "landlock truncate", "landlock network", "landlock ioctl on devices",
     "landlock scoping", "landlock audit", "idmapped mounts", "overlayfs in a user namespace", "cgroups",
     "cgroup memory", "cgroup pids", "cgroup cpu", "crun", "runc", "runsc", "runtime cgroups",
