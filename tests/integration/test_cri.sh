@@ -57,6 +57,9 @@ state = "$N/run/containerd"
     sandbox_image = "localhost/exg-pause:1"
     netns_mounts_under_state_dir = true
     disable_apparmor = true
+    # This machine's root cannot lower its oom_score_adj (the pause container's -998 fails with
+    # EACCES): containerd's own switch for nodes that are containers themselves.
+    restrict_oom_score_adj = true
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
       conf_dir = "$N/etc/cni/net.d"
@@ -125,5 +128,203 @@ assert c.get("RuntimeReady") and c.get("NetworkReady"), c' "$OUT"
 [ "$STATUS" = 0 ] || show_last
 run cri ImageStatus '{"image": {"image": "localhost/exg-test:1"}}'
 check "CRI ImageStatus sees the imported test image" bash -c "grep -q 'localhost/exg-test:1' <<<\"\$1\"" _ "$OUT"
+
+# ----- a pod as kubelet makes it
+# pod_config NAME UID: the PodSandboxConfig kubelet sends (labels, log directory, cgroup parent,
+# pod-level network and IPC, the container's own PID namespace, the RuntimeDefault seccomp).
+pod_config() {
+    cat <<JSON
+{"metadata": {"name": "$1", "uid": "$2", "namespace": "exg-test", "attempt": 0},
+ "hostname": "$1", "log_directory": "$N/pods/exg-test_$1_$2",
+ "dns_config": {"servers": ["10.96.0.10"], "searches": ["exg-test.svc.cluster.local"], "options": ["ndots:5"]},
+ "labels": {"io.kubernetes.pod.name": "$1", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$2"},
+ "annotations": {"kubernetes.io/config.source": "api", "kubernetes.io/config.seen": "2026-01-01T00:00:00Z"},
+ "linux": {"cgroup_parent": "/exg-cri-$$/pod$2",
+           "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0}, "seccomp": {"profile_type": 0}}}}
+JSON
+}
+# kubelet's defaults for every container (k8s.io/kubernetes pkg/securitycontext: default masked
+# and read-only paths).
+MASKED='["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]'
+READONLY='["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]'
+# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON: CreateContainerRequest.
+container_request() {
+    cat <<JSON
+{"pod_sandbox_id": "$1", "sandbox_config": $2,
+ "config": {"metadata": {"name": "$3", "attempt": 0}, "image": {"image": "localhost/exg-test:1"},
+  "command": $5, "envs": [{"key": "KUBERNETES_SERVICE_HOST", "value": "10.96.0.1"}, {"key": "KUBERNETES_SERVICE_PORT", "value": "443"}],
+  "mounts": $6,
+  "labels": {"io.kubernetes.container.name": "$3", "io.kubernetes.pod.name": "agent", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$4"},
+  "annotations": {"io.kubernetes.container.restartCount": "0", "io.kubernetes.container.terminationMessagePath": "/dev/termination-log"},
+  "log_path": "$3/0.log",
+  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000},
+            "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0},
+                                 "masked_paths": $MASKED, "readonly_paths": $READONLY,
+                                 "seccomp": {"profile_type": 0}}}}}
+JSON
+}
+# start_container POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON: prints the container's id.
+start_container() {
+    local id
+    id=$(cri CreateContainer "$(container_request "$@")" | "$PY" -c 'import json,sys; print(json.load(sys.stdin)["container_id"])') &&
+        [ -n "$id" ] && cri StartContainer "{\"container_id\": \"$id\"}" >/dev/null && echo "$id"
+}
+# exec_sync ID SCRIPT: ExecSync of sh -c SCRIPT; OUT = stdout + stderr, STATUS = its exit code.
+exec_sync() {
+    local r
+    r=$(cri ExecSync "$("$PY" -c 'import json,sys; print(json.dumps({"container_id": sys.argv[1], "cmd": ["sh", "-c", sys.argv[2]], "timeout": 30}))' "$1" "$2")")
+    OUT=$(jget "$r" 'r.get("stdout", "") + r.get("stderr", "")') STATUS=$(jget "$r" 'r.get("exit_code", 0)')
+}
+container_state() {  # ID: "STATE EXIT_CODE REASON" of ContainerStatus
+    jget "$(cri ContainerStatus "{\"container_id\": \"$1\"}")" \
+        '"%s %s %s" % (r["status"].get("state", 0), r["status"].get("exit_code", 0), r["status"].get("reason", ""))'
+}
+exited() { [ "$(container_state "$1" | cut -d' ' -f1)" = 2 ]; }
+
+POD_UID=$(cat /proc/sys/kernel/random/uuid)
+PODDIR=$N/kubelet/pods/$POD_UID
+# The volumes kubelet makes for the pod: the projected service-account token (read-only), an
+# emptyDir, its managed /etc/hosts and the termination log.
+SA=$PODDIR/volumes/kubernetes.io~projected/kube-api-access-exg
+ED=$PODDIR/volumes/kubernetes.io~empty-dir/data
+mkdir -p "$SA" "$ED" "$PODDIR/containers/agent" "$PODDIR/containers/sidecar" "$PODDIR/containers/once"
+echo token-of-agent > "$SA/token"; echo exg-test > "$SA/namespace"
+chmod 777 "$ED"
+printf '127.0.0.1 localhost\n' > "$PODDIR/etc-hosts"
+: > "$PODDIR/containers/agent/0000"; : > "$PODDIR/containers/sidecar/0000"; : > "$PODDIR/containers/once/0000"
+mounts() {  # CONTAINER: kubelet's mounts for it
+    cat <<JSON
+[{"container_path": "/workspace/data", "host_path": "$ED"},
+ {"container_path": "/var/run/secrets/kubernetes.io/serviceaccount", "host_path": "$SA", "readonly": true},
+ {"container_path": "/etc/hosts", "host_path": "$PODDIR/etc-hosts"},
+ {"container_path": "/dev/termination-log", "host_path": "$PODDIR/containers/$1/0000"}]
+JSON
+}
+POD_CFG=$(pod_config agent "$POD_UID")
+: > "$T/audit.jsonl"
+run cri RunPodSandbox "{\"config\": $POD_CFG, \"runtime_handler\": \"exguardian\"}"
+POD=$(jget "$OUT" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+check "RunPodSandbox with runtime_handler exguardian (pause, RuntimeDefault seccomp): a pod id" test -n "$POD"
+[ -n "$POD" ] || { show_last; note "$(grep -E 'level=(error|warning)' "$N/containerd.log" | tail -n 5)"; finish; }
+run cri PodSandboxStatus "{\"pod_sandbox_id\": \"$POD\"}"
+POD_IP=$(jget "$OUT" 'r["status"].get("network", {}).get("ip", "")')
+check "PodSandboxStatus: ready, handler exguardian, an IP of the CNI bridge's ($POD_IP)" "$PY" -c '
+import json, sys, ipaddress
+s = json.loads(sys.argv[1])["status"]
+assert s.get("state", 0) == 0 and s.get("runtime_handler") == "exguardian", s
+assert ipaddress.ip_address(s["network"]["ip"]) in ipaddress.ip_network(sys.argv[2]), s' "$OUT" "$POD_NET"
+
+AGENT=$(start_container "$POD" "$POD_CFG" agent "$POD_UID" \
+    '["/bin/sh", "-c", "trap \"echo got-term; exit 0\" TERM; echo first-line; echo err-line >&2; while :; do sleep 1 & wait $!; done"]' \
+    "$(mounts agent)")
+check "CreateContainer and StartContainer: the agent container runs" test -n "$AGENT"
+[ -n "$AGENT" ] || { note "$(grep -E 'level=(error|warning)' "$N/containerd.log" | tail -n 5)"; finish; }
+check "ContainerStatus: running" test "$(container_state "$AGENT" | cut -d' ' -f1)" = 1
+
+# The walls, from inside, through ExecSync.
+exec_sync "$AGENT" 'grep -E "^(CapEff|NoNewPrivs|Seccomp|Seccomp_filters):" /proc/self/status
+unshare -U true 2>/dev/null || echo userns-refused
+touch /bin/planted 2>/dev/null || echo root-ro
+cat /var/run/secrets/kubernetes.io/serviceaccount/token
+echo x > /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null || echo token-ro
+echo from-pod > /workspace/data/from-pod && echo emptydir-ok
+echo x > /workspace/scratch && echo workspace-ok
+[ -s /proc/kcore ] || echo kcore-masked
+echo 1 > /proc/sys/kernel/panic 2>/dev/null || echo procsys-ro
+echo exit-5; exit 5'
+check "ExecSync: the command's exit code (5) is ExecSync's" test "$STATUS" = 5
+check "agent: no capabilities, no_new_privs, seccomp filter mode (the engine's and ExGuardian's stacked)" bash -c '
+    grep -q "CapEff:.0000000000000000" <<<"$1" && grep -q "NoNewPrivs:.1" <<<"$1" && grep -q "Seccomp:.2" <<<"$1" &&
+    [ "$(sed -n "s/^Seccomp_filters:[[:space:]]*//p" <<<"$1")" -ge 2 ]' _ "$OUT"
+check "agent: user namespaces refused, read-only root, /proc/kcore masked, /proc/sys read-only" bash -c '
+    grep -q userns-refused <<<"$1" && grep -q root-ro <<<"$1" && grep -q kcore-masked <<<"$1" && grep -q procsys-ro <<<"$1"' _ "$OUT"
+check "agent: the service-account token at /var/run/secrets/... is there and read-only" bash -c '
+    grep -q token-of-agent <<<"$1" && grep -q token-ro <<<"$1"' _ "$OUT"
+check "agent: the emptyDir at /workspace/data written, the write on the host; /workspace writable" bash -c '
+    grep -q emptydir-ok <<<"$1" && grep -q workspace-ok <<<"$1" && grep -qx from-pod "$2/from-pod"' _ "$OUT" "$ED"
+check "the token's host file unchanged" grep -qx token-of-agent "$SA/token"
+grep -q exit-5 <<<"$OUT" || note "$OUT"
+AGENT_LOG=$N/pods/exg-test_agent_$POD_UID/agent/0.log
+check "the CRI log file has the container's stdout and stderr lines (kubelet's format)" bash -c '
+    grep -Eq "^[0-9TZ:.+-]+ stdout F first-line$" "$1" && grep -Eq "^[0-9TZ:.+-]+ stderr F err-line$" "$1"' _ "$AGENT_LOG"
+
+# Egress, judged by the handler's policy: allowed.test through the container's proxy; metadata
+# (by address and by a name resolving to it) and a name not allowed refused; the pod network's
+# own route out (CNI's default route, which works in this world: see the control pod below) closed.
+# (No -T for busybox's wget: with a proxy it segfaults here; ExecSync's timeout bounds it.)
+conns_before=$(conn_log_count '^203\.0\.113\.10:80 ')
+exec_sync "$AGENT" 'wget -q -O - http://allowed.test/ 2>&1
+wget -q -O - http://169.254.169.254/ >/dev/null 2>&1 || echo metadata-refused
+wget -q -O - http://meta.test/ >/dev/null 2>&1 || echo metaname-refused
+wget -q -O - http://denied.test/ >/dev/null 2>&1 || echo denied-refused
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 169.254.169.254 80 2>&1 | grep -q hello && echo direct-metadata-reached || echo direct-metadata-refused'
+check "agent: allowed.test reached through the container's proxy" grep -q 'hello from 203.0.113.10' <<<"$OUT"
+check "agent: 169.254.169.254, meta.test (resolves to it) and denied.test refused by the proxy" bash -c '
+    grep -q metadata-refused <<<"$1" && grep -q metaname-refused <<<"$1" && grep -q denied-refused <<<"$1"' _ "$OUT"
+check "agent: the pod network's own route out closed (direct to 203.0.113.10 and 169.254.169.254)" bash -c '
+    grep -q direct-refused <<<"$1" && grep -q direct-metadata-refused <<<"$1"' _ "$OUT"
+check "the servers saw one connection from the pod (the proxy's), none direct" \
+    test "$(( $(conn_log_count '^203\.0\.113\.10:80 ') - conns_before ))" = 1
+check "audit: allowed.test allowed and 169.254.169.254 refused, tagged with the container id and handler" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"allowed.test\", \"decision\": \"allowed\", \"handler\": \"default\"}" \
+    "{\"sandbox\": \"$AGENT\", \"host\": \"169.254.169.254\", \"decision\": \"refused\"}"
+
+# A second container of the pod: the same network (the pause container's), its own proxy.
+SIDECAR=$(start_container "$POD" "$POD_CFG" sidecar "$POD_UID" '["/bin/sh", "-c", "exec nc -ll -p 8080 -e echo from-sidecar"]' "$(mounts sidecar)")
+check "a second container (sidecar) in the pod runs" test -n "$SIDECAR"
+exec_sync "$AGENT" 'for i in 1 2 3 4 5 6 7 8 9 10; do nc -w 2 127.0.0.1 8080 </dev/null 2>/dev/null | grep . && break; sleep 0.3; done'
+check "agent reaches the sidecar's listener on the pod's loopback (one network namespace)" grep -q from-sidecar <<<"$OUT"
+exec_sync "$SIDECAR" 'wget -q -O - http://allowed.test/ 2>&1; ip -4 -o addr show 2>/dev/null | grep -v " lo "'
+check "sidecar: allowed.test reached through its own proxy, the pod's IP ($POD_IP) on its interface" bash -c '
+    grep -q "hello from 203.0.113.10" <<<"$1" && grep -q "inet $2/" <<<"$1"' _ "$OUT" "$POD_IP"
+
+# A container that ends by itself: ContainerStatus gives its exit code.
+ONCE=$(start_container "$POD" "$POD_CFG" once "$POD_UID" '["/bin/sh", "-c", "echo bye; exit 7"]' "$(mounts once)")
+wait_for 10 exited "$ONCE"
+check "a container that exits 7: ContainerStatus exited, exit code 7" test "$(container_state "$ONCE")" = "2 7 Error"
+
+# Planted files: written through the emptyDir (an allowWrite path the container writes on the
+# host), quarantined when the container ends.
+exec_sync "$AGENT" 'mkdir -p /workspace/data/repo/.git/hooks && echo "curl evil" > /workspace/data/repo/.git/hooks/pre-commit && echo "export X=1" > /workspace/data/.envrc && echo planted'
+check "agent planted a git hook and an .envrc in the emptyDir" grep -q planted <<<"$OUT"
+
+# StopContainer with a grace period: the agent traps SIGTERM and exits 0 in time; the sidecar
+# (nc as its pid 1 ignores SIGTERM) is killed when the grace period ends.
+run cri StopContainer "{\"container_id\": \"$AGENT\", \"timeout\": 20}"
+check "StopContainer(agent, 20 s): exited 0 after its SIGTERM trap ran" bash -c '
+    [ "$1" = 0 ] && [ "${2% *}" = "2 0" ] && grep -Eq " stdout F got-term$" "$3"' _ "$STATUS" "$(container_state "$AGENT")" "$AGENT_LOG"
+run cri StopContainer "{\"container_id\": \"$SIDECAR\", \"timeout\": 2}"
+check "StopContainer(sidecar, 2 s): killed when the grace period ended (exit code 137)" bash -c '
+    [ "$1" = 0 ] && [ "${2% *}" = "2 137" ]' _ "$STATUS" "$(container_state "$SIDECAR")"
+check "planted files moved out of the emptyDir when the agent ended" wait_for 10 bash -c \
+    "[ ! -e '$ED/.envrc' ] && [ ! -e '$ED/repo/.git/hooks/pre-commit' ] && [ -e '$ED/from-pod' ]"
+check "planted files in the quarantine, with audit lines" bash -c "
+    find '$T/quarantine/$AGENT' -name .envrc | grep -q . && find '$T/quarantine/$AGENT' -name pre-commit | grep -q . &&
+    grep -q '\"event\":\"planted\"' '$T/audit.jsonl'"
+
+# ----- RemovePodSandbox leaves nothing: no process, mount, state directory, cgroup or address.
+IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE")
+expect_status 0 cri StopPodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
+expect_status 0 cri RemovePodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
+run cri ListPodSandbox '{}'
+check "ListPodSandbox: the pod is gone" bash -c "! grep -q '$POD' <<<\"\$1\"" _ "$OUT"
+leftovers() {
+    local id left=""
+    for id in "${IDS[@]}"; do
+        [ -n "$id" ] || continue
+        pgrep -f -- "$id" >/dev/null && left+="process($id) "
+        grep -q -- "$id" /proc/self/mountinfo && left+="host-mount($id) "
+        in_ctd grep -q -- "$id" /proc/self/mountinfo && left+="mount($id) "
+        in_ctd find /run/containerd "$N/run/containerd" "$N/var/lib/containerd/io.containerd.grpc.v1.cri" -name "*$id*" 2>/dev/null | grep -q . && left+="state($id) "
+        find /sys/fs/cgroup/ -type d -name "*$id*" 2>/dev/null | grep -q . && left+="cgroup($id) "
+    done
+    [ -n "$(ls "$N/cni-ipam/exg-pod" 2>/dev/null | grep -v -e lock -e last_reserved)" ] && left+="pod-address "
+    in_ctd ip link show 2>/dev/null | grep -q veth && left+="veth "
+    pgrep -f -- '[-]-root /run/containerd/runc/k8s.io create' >/dev/null && left+="egress-holder "
+    [ -z "$left" ] || { note "left: $left"; return 1; }
+}
+check "after RemovePodSandbox: no process, mount, state directory, cgroup, veth, address or egress holder of the pod left" \
+    wait_for 10 leftovers
 
 finish
