@@ -107,6 +107,28 @@ in_client_bg bash -c '
     EXGUARDIAN_HANDLERS_DIR=$n/handlers exec containerd --config "$n/etc/containerd/config.toml"' _ "$N" \
     </dev/null >"$N/containerd.log" 2>&1
 CTD=$EGW_BG_PID
+# At the end (also on failure): the pods still there removed through CRI, containerd stopped, any
+# process left in the pods' cgroups (all started by this test) killed by pid, the pods' parent
+# cgroups removed, then the world.
+PODS=()
+_cri_exit() {
+    local p
+    for p in "${PODS[@]}"; do
+        cri StopPodSandbox "{\"pod_sandbox_id\": \"$p\"}" >/dev/null 2>&1
+        cri RemovePodSandbox "{\"pod_sandbox_id\": \"$p\"}" >/dev/null 2>&1
+    done
+    kill "$CTD" 2>/dev/null
+    for p in $(cat /sys/fs/cgroup/pids/exg-cri-$$/*/*/cgroup.procs /sys/fs/cgroup/exg-cri-$$/*/*/cgroup.procs 2>/dev/null); do
+        kill -9 "$p" 2>/dev/null
+    done
+    wait_for 20 bash -c "! kill -0 $CTD 2>/dev/null"
+    local d
+    for d in /sys/fs/cgroup/*/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$; do
+        [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    _egw_exit
+}
+trap _cri_exit EXIT
 # in_ctd CMD...: CMD in containerd's mount and network namespaces.
 in_ctd() { nsenter -t "$CTD" -m -n "$@"; }
 CTR=(timeout 60 ctr -a "$SOCK" -n k8s.io)
@@ -205,6 +227,7 @@ POD_CFG=$(pod_config agent "$POD_UID")
 run cri RunPodSandbox "{\"config\": $POD_CFG, \"runtime_handler\": \"exguardian\"}"
 POD=$(jget "$OUT" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
 check "RunPodSandbox with runtime_handler exguardian (pause, RuntimeDefault seccomp): a pod id" test -n "$POD"
+PODS+=("$POD")
 [ -n "$POD" ] || { show_last; note "$(grep -E 'level=(error|warning)' "$N/containerd.log" | tail -n 5)"; finish; }
 run cri PodSandboxStatus "{\"pod_sandbox_id\": \"$POD\"}"
 POD_IP=$(jget "$OUT" 'r["status"].get("network", {}).get("ip", "")')
@@ -326,5 +349,31 @@ leftovers() {
 }
 check "after RemovePodSandbox: no process, mount, state directory, cgroup, veth, address or egress holder of the pod left" \
     wait_for 10 leftovers
+
+# The control: the same pod on the node's default runtime (runc, no handler) goes direct through
+# the pod network's route, so "direct-refused" above is exguardian's wall, not this world's.
+CTL_UID=$(cat /proc/sys/kernel/random/uuid)
+CTL_CFG=$(pod_config control "$CTL_UID")
+CTL=$(jget "$(cri RunPodSandbox "{\"config\": $CTL_CFG}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+CTL_C=""
+PODS+=("$CTL")
+[ -n "$CTL" ] && CTL_C=$(start_container "$CTL" "$CTL_CFG" plain "$CTL_UID" '["/bin/sleep", "600"]' '[]')
+check "control: a runc pod (no handler) runs" test -n "$CTL_C"
+exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
+check "control: a runc pod reaches 203.0.113.10 directly through the pod network" grep -q direct-reached <<<"$OUT"
+[ -n "$CTL" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null
+IDS=("$CTL" "$CTL_C")
+check "control: nothing of the runc pod left either" wait_for 10 leftovers
+
+cgroup_parents_gone() {  # the pods' parent cgroups (kubelet's to remove, as it made them): empty now
+    local d left=0
+    for d in /sys/fs/cgroup/*/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$; do
+        [ -d "$d" ] || continue
+        find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+        [ -d "$d" ] && left=1
+    done
+    return $left
+}
+check "the pods' parent cgroups empty (removed as kubelet would)" wait_for 10 cgroup_parents_gone
 
 finish
