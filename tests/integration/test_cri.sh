@@ -292,6 +292,8 @@ check "the servers saw one connection from the pod (the proxy's), none direct" \
 check "audit: allowed.test allowed and 169.254.169.254 refused, tagged with the container id and handler" \
     audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"allowed.test\", \"decision\": \"allowed\", \"handler\": \"default\"}" \
     "{\"sandbox\": \"$AGENT\", \"host\": \"169.254.169.254\", \"decision\": \"refused\"}"
+check "audit: the agent's lines name the pod's namespace, the pod and the container (from CRI's annotations)" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"allowed.test\", \"pod_namespace\": \"exg-test\", \"pod\": \"agent\", \"container\": \"agent\"}"
 
 # A second container of the pod: the same network (the pause container's), its own proxy.
 SIDECAR=$(start_container "$POD" "$POD_CFG" sidecar "$POD_UID" '["/bin/sh", "-c", "exec nc -ll -p 8080 -e echo from-sidecar"]' "$(mounts sidecar)")
@@ -325,6 +327,8 @@ check "planted files moved out of the emptyDir when the agent ended" wait_for 10
 check "planted files in the quarantine, with audit lines" bash -c "
     find '$T/quarantine/$AGENT' -name .envrc | grep -q . && find '$T/quarantine/$AGENT' -name pre-commit | grep -q . &&
     grep -q '\"event\":\"planted\"' '$T/audit.jsonl'"
+check "audit: the planted lines name the pod and container too" \
+    audit_has "$T/audit.jsonl" '{"event": "planted", "pod_namespace": "exg-test", "pod": "agent", "container": "agent"}'
 
 # ----- RemovePodSandbox leaves nothing: no process, mount, state directory, cgroup or address.
 IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE")
