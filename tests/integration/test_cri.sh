@@ -83,6 +83,11 @@ cat > "$N/handlers/default.json" <<JSON
 }
 JSON
 ln -s "$EXG" "$N/bin/exguardian-runtime-default"
+# The gVisor handler: the same policy under runsc.
+if command -v runsc >/dev/null; then
+    sed 's/^{/{"layer": "gvisor",/' "$N/handlers/default.json" > "$N/handlers/gvisor.json"
+    ln -s "$EXG" "$N/bin/exguardian-runtime-gvisor"
+fi
 
 # ----- images from local files
 img_root() {  # DIR: a busybox root, /var/run a link to /run as in most images
@@ -280,8 +285,8 @@ exec_sync "$AGENT" 'wget -q -O - http://allowed.test/ 2>&1
 wget -q -O - http://169.254.169.254/ >/dev/null 2>&1 || echo metadata-refused
 wget -q -O - http://meta.test/ >/dev/null 2>&1 || echo metaname-refused
 wget -q -O - http://denied.test/ >/dev/null 2>&1 || echo denied-refused
-printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
-printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 169.254.169.254 80 2>&1 | grep -q hello && echo direct-metadata-reached || echo direct-metadata-refused'
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 169.254.169.254 80 2>&1 | grep -q hello && echo direct-metadata-reached || echo direct-metadata-refused'
 check "agent: allowed.test reached through the container's proxy" grep -q 'hello from 203.0.113.10' <<<"$OUT"
 check "agent: 169.254.169.254, meta.test (resolves to it) and denied.test refused by the proxy" bash -c '
     grep -q metadata-refused <<<"$1" && grep -q metaname-refused <<<"$1" && grep -q denied-refused <<<"$1"' _ "$OUT"
@@ -343,7 +348,7 @@ leftovers() {
         pgrep -f -- "$id" >/dev/null && left+="process($id) "
         grep -q -- "$id" /proc/self/mountinfo && left+="host-mount($id) "
         in_ctd grep -q -- "$id" /proc/self/mountinfo && left+="mount($id) "
-        in_ctd find /run/containerd "$N/run/containerd" "$N/var/lib/containerd/io.containerd.grpc.v1.cri" -name "*$id*" 2>/dev/null | grep -q . && left+="state($id) "
+        left+=$(in_ctd find /run/containerd "$N/run/containerd" "$N/var/lib/containerd/io.containerd.grpc.v1.cri" -name "*$id*" -printf 'state(%p) ' 2>/dev/null)
         find /sys/fs/cgroup/ -type d -name "*$id*" 2>/dev/null | grep -q . && left+="cgroup($id) "
     done
     [ -n "$(ls "$N/cni-ipam/exg-pod" 2>/dev/null | grep -v -e lock -e last_reserved)" ] && left+="pod-address "
@@ -354,6 +359,36 @@ leftovers() {
 check "after RemovePodSandbox: no process, mount, state directory, cgroup, veth, address or egress holder of the pod left" \
     wait_for 10 leftovers
 
+# ----- runtime_handler exguardian-gvisor: a pod whose container runs under runsc (the pause
+# container is left to crun), the same policy.
+if command -v runsc >/dev/null; then
+    GV_UID=$(cat /proc/sys/kernel/random/uuid)
+    GV_CFG=$(pod_config gvpod "$GV_UID")
+    GVPOD=$(jget "$(cri RunPodSandbox "{\"config\": $GV_CFG, \"runtime_handler\": \"exguardian-gvisor\"}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+    PODS+=("$GVPOD")
+    GV_C=""
+    [ -n "$GVPOD" ] && GV_C=$(start_container "$GVPOD" "$GV_CFG" gvagent "$GV_UID" '["/bin/sleep", "600"]' '[]')
+    check "exguardian-gvisor: the pod and its container run" test -n "$GV_C"
+    # (busybox wget fails reading the proxy's replies under runsc's host network: a raw request.)
+    exec_sync "$GV_C" 'for h in allowed.test 169.254.169.254; do printf "GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n" $h $h | nc 127.0.0.1 3128 | head -1; done
+touch /bin/planted 2>/dev/null || echo root-ro; grep CapEff /proc/self/status; echo "kernel $(uname -r)"
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
+    check "exguardian-gvisor: the container runs on gVisor's kernel, not the host's ($(uname -r))" bash -c '
+        grep -q "^kernel " <<<"$1" && ! grep -qx "kernel $2" <<<"$1"' _ "$OUT" "$(uname -r)"
+    check "exguardian-gvisor: allowed.test 200 and 169.254.169.254 403 through the container's proxy" bash -c '
+        grep -q "200 OK" <<<"$1" && grep -q "403" <<<"$1"' _ "$OUT"
+    check "exguardian-gvisor: read-only root, no capabilities, the pod network's route out closed" bash -c '
+        grep -q root-ro <<<"$1" && grep -q "CapEff:.0000000000000000" <<<"$1" && grep -q direct-refused <<<"$1"' _ "$OUT"
+    grep -q "200 OK" <<<"$OUT" || note "$OUT"
+    check "exguardian-gvisor: audit lines with the handler gvisor and the pod's names" audit_has "$T/audit.jsonl" \
+        "{\"sandbox\": \"$GV_C\", \"host\": \"169.254.169.254\", \"decision\": \"refused\", \"handler\": \"gvisor\", \"pod\": \"gvpod\", \"container\": \"gvagent\"}"
+    [ -n "$GVPOD" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$GVPOD\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$GVPOD\"}" >/dev/null
+    IDS=("$GVPOD" "$GV_C")
+    check "exguardian-gvisor: nothing of the pod left after RemovePodSandbox" wait_for 10 leftovers
+else
+    skip "runsc is not installed: the exguardian-gvisor handler not run through CRI"
+fi
+
 # The control: the same pod on the node's default runtime (runc, no handler) goes direct through
 # the pod network's route, so "direct-refused" above is exguardian's wall, not this world's.
 CTL_UID=$(cat /proc/sys/kernel/random/uuid)
@@ -363,7 +398,7 @@ CTL_C=""
 PODS+=("$CTL")
 [ -n "$CTL" ] && CTL_C=$(start_container "$CTL" "$CTL_CFG" plain "$CTL_UID" '["/bin/sleep", "600"]' '[]')
 check "control: a runc pod (no handler) runs" test -n "$CTL_C"
-exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 3 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
+exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
 check "control: a runc pod reaches 203.0.113.10 directly through the pod network" grep -q direct-reached <<<"$OUT"
 [ -n "$CTL" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null
 IDS=("$CTL" "$CTL_C")
