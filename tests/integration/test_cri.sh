@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
 # A CRI test bed (issue 46): pods driven through containerd's CRI plugin the way kubelet drives
-# them, with runtime_handler `exguardian`. Debian's containerd (1.6) is started here with the CRI
-# plugin on a socket, root and state directories of this test's, inside the egress world's client
-# network namespace (egress_world.sh) and a mount namespace of its own (the machine's containerd,
-# if any, is never touched); exguardian's runtimes are added to its config.toml by
-# deploy/containerd/configure.sh as on a node, and the handler link and file are where the
-# drop-in names them (/usr/local/bin, a tmpfs in containerd's mount namespace). CNI: Debian's
-# bridge and host-local plugins, in the world's namespace. Images: a pause image and a test image
-# built here from busybox-static and imported with `ctr images import`. The client
-# (cri_client.py) speaks CRI's gRPC API with messages encoded from the API's field numbers.
-# Through it: RunPodSandbox as kubelet makes it (pause, RuntimeDefault seccomp, kubelet's masked
-# and read-only paths, a read-only service-account volume, an emptyDir), CreateContainer and
-# StartContainer, ExecSync, ContainerStatus (exit code), the CRI log file, StopContainer with a
-# grace period, two containers sharing the pod's network, egress judged by the handler's policy
-# (the pod network's own route out closed), planted files quarantined, and nothing left after
-# RemovePodSandbox. Root only: containerd's CRI plugin, CNI and the runtime need root.
+# them, with runtime_handler `exguardian` (and `exguardian-gvisor` where runsc is installed).
+# Debian's containerd (1.6) is started here with the CRI plugin on a socket, root and state
+# directories of this test's, inside the egress world's client network namespace
+# (egress_world.sh) and a mount namespace of its own (the machine's containerd, if any, is never
+# touched); exguardian's runtimes are added to its config.toml by deploy/containerd/configure.sh
+# as on a node, and the handlers' links are where those tables name them (/usr/local/bin, a
+# tmpfs in containerd's mount namespace). The handler files are read from $N/handlers
+# (EXGUARDIAN_HANDLERS_DIR in containerd's environment, which its shim passes on; a node has
+# them in /etc/exguardian/handlers). CNI: Debian's bridge and host-local plugins, in the world's
+# namespace. Images: a pause image and a test image built here from busybox-static
+# (oci_image.py) and imported with `ctr images import`. The client (cri_client.py) speaks CRI's
+# gRPC API with messages encoded from the API's field numbers. Through it: RunPodSandbox as
+# kubelet makes it (pause, RuntimeDefault seccomp, kubelet's masked and read-only paths, a
+# read-only service-account volume, an emptyDir), CreateContainer and StartContainer, ExecSync,
+# ContainerStatus (exit code), the CRI log file, StopContainer with a grace period, two
+# containers sharing the pod's network, egress judged by the handler's policy (the pod network's
+# own route out closed; a runc pod as the control that it is open), audit lines naming the pod,
+# planted files quarantined, and nothing left after RemovePodSandbox. One containerd, one pod per
+# handler, shared by the checks. Root only: containerd's CRI plugin, CNI and the runtime need root.
 . "$(dirname "$0")/lib.sh"
 
 if [ "$EXG_AS" != root ]; then
