@@ -87,6 +87,8 @@ cat > "$N/handlers/default.json" <<JSON
 }
 JSON
 ln -s "$EXG" "$N/bin/exguardian-runtime-default"
+# A profile for pods that ask for it (exguardian.dev/profile: offline): no domain, /tmp only.
+echo '{"network": {"allowedDomains": []}, "filesystem": {"allowWrite": ["/tmp"]}}' > "$N/handlers/offline.json"
 # The gVisor handler: the same policy under runsc.
 if command -v runsc >/dev/null; then
     sed 's/^{/{"layer": "gvisor",/' "$N/handlers/default.json" > "$N/handlers/gvisor.json"
@@ -161,7 +163,8 @@ run cri ImageStatus '{"image": {"image": "localhost/exg-test:1"}}'
 check "CRI ImageStatus sees the imported test image" bash -c "grep -q 'localhost/exg-test:1' <<<\"\$1\"" _ "$OUT"
 
 # ----- a pod as kubelet makes it
-# pod_config NAME UID: the PodSandboxConfig kubelet sends (labels, log directory, cgroup parent,
+# pod_config NAME UID [ANNOTATIONS]: the PodSandboxConfig kubelet sends (ANNOTATIONS: the pod's
+# own, '"key": "value", ...') (labels, log directory, cgroup parent,
 # pod-level network and IPC, the container's own PID namespace, the RuntimeDefault seccomp).
 pod_config() {
     cat <<JSON
@@ -169,7 +172,7 @@ pod_config() {
  "hostname": "$1", "log_directory": "$N/pods/exg-test_$1_$2",
  "dns_config": {"servers": ["10.96.0.10"], "searches": ["exg-test.svc.cluster.local"], "options": ["ndots:5"]},
  "labels": {"io.kubernetes.pod.name": "$1", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$2"},
- "annotations": {"kubernetes.io/config.source": "api", "kubernetes.io/config.seen": "2026-01-01T00:00:00Z"},
+ "annotations": {"kubernetes.io/config.source": "api", "kubernetes.io/config.seen": "2026-01-01T00:00:00Z"${3:+, $3}},
  "linux": {"cgroup_parent": "/exg-cri-$$/pod$2",
            "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0}, "seccomp": {"profile_type": 0}}}}
 JSON
@@ -289,8 +292,9 @@ exec_sync "$AGENT" 'wget -q -O - http://allowed.test/ 2>&1
 wget -q -O - http://169.254.169.254/ >/dev/null 2>&1 || echo metadata-refused
 wget -q -O - http://meta.test/ >/dev/null 2>&1 || echo metaname-refused
 wget -q -O - http://denied.test/ >/dev/null 2>&1 || echo denied-refused
-printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
-printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 169.254.169.254 80 2>&1 | grep -q hello && echo direct-metadata-reached || echo direct-metadata-refused'
+{ printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused; } &
+{ printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 169.254.169.254 80 2>&1 | grep -q hello && echo direct-metadata-reached || echo direct-metadata-refused; } &
+wait'
 check "agent: allowed.test reached through the container's proxy" grep -q 'hello from 203.0.113.10' <<<"$OUT"
 check "agent: 169.254.169.254, meta.test (resolves to it) and denied.test refused by the proxy" bash -c '
     grep -q metadata-refused <<<"$1" && grep -q metaname-refused <<<"$1" && grep -q denied-refused <<<"$1"' _ "$OUT"
@@ -362,6 +366,26 @@ leftovers() {
 }
 check "after RemovePodSandbox: no process, mount, state directory, cgroup, veth, address or egress holder of the pod left" \
     wait_for 10 leftovers
+
+# ----- a pod annotated exguardian.dev/profile: offline (a Pod's metadata.annotations, which
+# kubelet passes in PodSandboxConfig and containerd's pod_annotations hands to the containers):
+# the handler's policy narrowed for that pod only.
+OFF_UID=$(cat /proc/sys/kernel/random/uuid)
+OFF_CFG=$(pod_config offline "$OFF_UID" '"exguardian.dev/profile": "offline"')
+OFFPOD=$(jget "$(cri RunPodSandbox "{\"config\": $OFF_CFG, \"runtime_handler\": \"exguardian\"}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+PODS+=("$OFFPOD")
+OFF_C=""
+[ -n "$OFFPOD" ] && OFF_C=$(start_container "$OFFPOD" "$OFF_CFG" worker "$OFF_UID" '["/bin/sleep", "600"]' '[]')
+check "a pod annotated exguardian.dev/profile: offline runs" test -n "$OFF_C"
+exec_sync "$OFF_C" 'wget -q -O - http://allowed.test/ >/dev/null 2>&1 || echo allowed-refused
+touch /workspace/x 2>/dev/null || echo workspace-refused; touch /tmp/x && echo tmp-ok'
+check "profile offline: allowed.test (the handler's, not the profile's) refused, /workspace read-only, /tmp writable" bash -c '
+    grep -q allowed-refused <<<"$1" && grep -q workspace-refused <<<"$1" && grep -q tmp-ok <<<"$1"' _ "$OUT"
+check "profile offline: the refusal audited for that pod" audit_has "$T/audit.jsonl" \
+    "{\"sandbox\": \"$OFF_C\", \"host\": \"allowed.test\", \"decision\": \"refused\", \"pod\": \"offline\"}"
+[ -n "$OFFPOD" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$OFFPOD\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$OFFPOD\"}" >/dev/null
+IDS=("$OFFPOD" "$OFF_C")
+check "profile offline: nothing of the pod left after RemovePodSandbox" wait_for 10 leftovers
 
 # ----- runtime_handler exguardian-gvisor: a pod whose container runs under runsc (the pause
 # container is left to crun), the same policy.
