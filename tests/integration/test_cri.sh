@@ -83,6 +83,7 @@ cat > "$N/handlers/default.json" <<JSON
 {
   "network": {"allowedDomains": ["allowed.test", "meta.test"]},
   "filesystem": {"denyRead": [], "allowWrite": ["/workspace", "/run", "/tmp"], "denyWrite": []},
+  "resources": {"memory": "256M"},
   "audit": {"log": "$T/audit.jsonl"}
 }
 JSON
@@ -91,7 +92,9 @@ ln -s "$EXG" "$N/bin/exguardian-runtime-default"
 echo '{"network": {"allowedDomains": []}, "filesystem": {"allowWrite": ["/tmp"]}}' > "$N/handlers/offline.json"
 # The gVisor handler: the same policy under runsc.
 if command -v runsc >/dev/null; then
-    sed 's/^{/{"layer": "gvisor",/' "$N/handlers/default.json" > "$N/handlers/gvisor.json"
+    # (no memory limit: runsc's sandbox as a whole would be held to it)
+    "$PY" -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["resources"]; p["layer"]="gvisor"; print(json.dumps(p))' \
+        "$N/handlers/default.json" > "$N/handlers/gvisor.json"
     ln -s "$EXG" "$N/bin/exguardian-runtime-gvisor"
 fi
 
@@ -100,7 +103,7 @@ img_root() {  # DIR: a busybox root, /var/run a link to /run as in most images
     mkdir -p "$1/bin" "$1/etc" "$1/run" "$1/var" "$1/tmp" "$1/workspace" "$1/proc" "$1/sys" "$1/dev"
     cp "$BB" "$1/bin/busybox"
     local a
-    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head kill unshare true ip; do ln -s busybox "$1/bin/$a"; done
+    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head tail kill unshare true ip; do ln -s busybox "$1/bin/$a"; done
     ln -s ../run "$1/var/run"
 }
 img_root "$T/img/pause"
@@ -181,7 +184,8 @@ JSON
 # and read-only paths).
 MASKED='["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]'
 READONLY='["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]'
-# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON: CreateContainerRequest.
+# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON [MEMORY_BYTES]:
+# CreateContainerRequest (MEMORY_BYTES: the container's memory limit, kubelet's from the pod spec).
 container_request() {
     cat <<JSON
 {"pod_sandbox_id": "$1", "sandbox_config": $2,
@@ -191,7 +195,7 @@ container_request() {
   "labels": {"io.kubernetes.container.name": "$3", "io.kubernetes.pod.name": "agent", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$4"},
   "annotations": {"io.kubernetes.container.restartCount": "0", "io.kubernetes.container.terminationMessagePath": "/dev/termination-log"},
   "log_path": "$3/0.log",
-  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000},
+  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000${7:+, \"memory_limit_in_bytes\": $7}},
             "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0},
                                  "masked_paths": $MASKED, "readonly_paths": $READONLY,
                                  "seccomp": {"profile_type": 0}}}}}
@@ -322,6 +326,24 @@ ONCE=$(start_container "$POD" "$POD_CFG" once "$POD_UID" '["/bin/sh", "-c", "ech
 wait_for 10 exited "$ONCE"
 check "a container that exits 7: ContainerStatus exited, exit code 7" test "$(container_state "$ONCE")" = "2 7 Error"
 
+# Memory: the smaller of the pod spec's limit and the handler's (256M). The agent's pod spec
+# names none (kubelet's 0): the handler's holds. A container whose spec says 32 MiB gets that,
+# and when it goes past it (tail keeps its one endless line of /dev/zero in memory; as the
+# container's pid 1 it is the one killed), ContainerStatus says OOMKilled.
+mem_limit_of() {  # ID: memory.limit_in_bytes of the container's cgroup (v1 memory or v2 memory.max)
+    local d
+    d=$(find /sys/fs/cgroup/memory/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$ -type d -name "$1" 2>/dev/null | head -n 1)
+    [ -n "$d" ] && cat "$d/memory.limit_in_bytes" 2>/dev/null || cat "$d/memory.max" 2>/dev/null
+}
+check "the agent (no limit in its pod spec) held to the handler's 256M" test "$(mem_limit_of "$AGENT")" = $((256 * 1024 * 1024))
+mkdir -p "$PODDIR/containers/hog"; : > "$PODDIR/containers/hog/0000"
+HOG=$(start_container "$POD" "$POD_CFG" hog "$POD_UID" '["/bin/sh", "-c", "exec tail /dev/zero"]' \
+    "$(mounts hog)" $((32 * 1024 * 1024)))
+check "a container whose pod spec says 32 MiB runs" test -n "$HOG"
+wait_for 20 exited "$HOG"
+check "past its 32 MiB: ContainerStatus exited 137, reason OOMKilled" test "$(container_state "$HOG")" = "2 137 OOMKilled"
+[ "$(container_state "$HOG")" = "2 137 OOMKilled" ] || note "$(container_state "$HOG")"
+
 # Planted files: written through the emptyDir (an allowWrite path the container writes on the
 # host), quarantined when the container ends.
 exec_sync "$AGENT" 'mkdir -p /workspace/data/repo/.git/hooks && echo "curl evil" > /workspace/data/repo/.git/hooks/pre-commit && echo "export X=1" > /workspace/data/.envrc && echo planted'
@@ -344,7 +366,7 @@ check "audit: the planted lines name the pod and container too" \
     audit_has "$T/audit.jsonl" '{"event": "planted", "pod_namespace": "exg-test", "pod": "agent", "container": "agent"}'
 
 # ----- RemovePodSandbox leaves nothing: no process, mount, state directory, cgroup or address.
-IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE")
+IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE" "$HOG")
 expect_status 0 cri StopPodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
 expect_status 0 cri RemovePodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
 run cri ListPodSandbox '{}'
