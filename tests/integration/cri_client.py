@@ -8,6 +8,9 @@ bed uses are described here; fields of a reply that are not described are skippe
                                          api.proto, enums as numbers, maps as objects), the reply
                                          printed as JSON (bytes fields as text); a gRPC error:
                                          its code and message on stderr, exit 1.
+    cri_client.py SOCKET --lines         many calls on one channel (as kubelet keeps one): each
+                                         line read is "METHOD JSON", each line written the reply
+                                         or {"error": "CODE: message"}; ends at end of input.
 """
 import json
 import sys
@@ -218,21 +221,38 @@ def decode(message, buf):
     return obj
 
 
-def call(socket, method, request):
+def call(channel, method, request):
     service, req_type, reply_type = METHODS[method]
+    rpc = channel.unary_unary("/runtime.v1.%s/%s" % (service, method),
+                              request_serializer=lambda b: b, response_deserializer=lambda b: b)
+    return decode(reply_type, rpc(encode(req_type, request), timeout=120))
+
+
+def serve_lines(socket):
     with grpc.insecure_channel("unix://" + socket) as channel:
-        rpc = channel.unary_unary("/runtime.v1.%s/%s" % (service, method),
-                                  request_serializer=lambda b: b, response_deserializer=lambda b: b)
-        reply = rpc(encode(req_type, request), timeout=120)
-    return decode(reply_type, reply)
+        for line in sys.stdin:
+            method, _, request = line.strip().partition(" ")
+            try:
+                if method not in METHODS:
+                    raise ValueError("no method %r here" % method)
+                reply = call(channel, method, json.loads(request or "{}"))
+            except grpc.RpcError as e:
+                reply = {"error": "%s: %s: %s" % (method, e.code().name, e.details())}
+            except (ValueError, SystemExit) as e:
+                reply = {"error": "%s: %s" % (method, e)}
+            print(json.dumps(reply), flush=True)
 
 
 def main():
+    if len(sys.argv) == 3 and sys.argv[2] == "--lines":
+        serve_lines(sys.argv[1])
+        return
     if len(sys.argv) not in (3, 4) or sys.argv[2] not in METHODS:
         sys.exit("usage: cri_client.py SOCKET METHOD [JSON]; METHOD one of " + " ".join(sorted(METHODS)))
     request = json.loads(sys.argv[3]) if len(sys.argv) == 4 else {}
     try:
-        reply = call(sys.argv[1], sys.argv[2], request)
+        with grpc.insecure_channel("unix://" + sys.argv[1]) as channel:
+            reply = call(channel, sys.argv[2], request)
     except grpc.RpcError as e:
         print("cri_client: %s: %s: %s" % (sys.argv[2], e.code().name, e.details()), file=sys.stderr)
         sys.exit(1)
