@@ -73,8 +73,8 @@ state = "$N/run/containerd"
     sandbox_image = "localhost/exg-pause:1"
     netns_mounts_under_state_dir = true
     disable_apparmor = true
-    # This machine's root cannot lower its oom_score_adj (the pause container's -998 fails with
-    # EACCES): containerd's own switch for nodes that are containers themselves.
+    # This machine's root cannot lower its oom_score_adj (a root shell's echo -998 fails too; the
+    # pause container's -998 failed in crun with EACCES): containerd's switch for such nodes.
     restrict_oom_score_adj = true
     [plugins."io.containerd.grpc.v1.cri".cni]
       bin_dir = "/usr/lib/cni"
