@@ -31,6 +31,7 @@
 #include "oci/egress_holder.hpp"
 #include "oci/harden.hpp"
 #include "oci/layer.hpp"
+#include "oci/pod_identity.hpp"
 #include "oci/runtime_policy.hpp"
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
@@ -424,6 +425,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   ho.container_id = a.id;
   ho.handler = g.handler;
   ho.engine_netns = oci::engine_netns_path(config);
+  ho.audit_tags = oci::pod_identity(config);
   ho.audit_log = rp->policy.audit_log.value_or("/var/log/exguardian/runtime-audit.jsonl");
   // Destinations are compared as the backend will find them in the root.
   std::string rootfs = config["root"].is_object() ? config["root"].value("path", "") : "";

@@ -163,7 +163,9 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt, co
     say(ctl, "error " + what + (errno ? std::string(": ") + std::strerror(errno) : "") + "\n");
     ::_exit(1);
   };
-  auto opened = sandbox::AuditLog::open(opt.audit_log, opt.container_id, {{"handler", opt.handler}});
+  nlohmann::json tags = opt.audit_tags.is_object() ? opt.audit_tags : nlohmann::json::object();
+  tags["handler"] = opt.handler;
+  auto opened = sandbox::AuditLog::open(opt.audit_log, opt.container_id, std::move(tags));
   if (!opened) {
     errno = 0;
     die(opened.error().str());

@@ -30,6 +30,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "policy/policy.hpp"
@@ -51,6 +52,7 @@ struct EgressHolderOptions {
   std::string engine_netns;  // "" : a new namespace
   std::string audit_log;     // file the audit lines are appended to
   std::vector<std::string> swept_trees;  // host directories swept for planted files at the end
+  nlohmann::json audit_tags = nlohmann::json::object();  // added to every audit line (pod_identity)
 };
 
 // Where the planted files of container `id` go: beside the audit log.

@@ -254,6 +254,19 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
     config["annotations"][kOwnNetnsAnnotation] = "true";
   }
 
+  // runsc reads the CRI's container-type and sandbox-id annotations to start a
+  // pod's container inside the gVisor sandbox of the pod's pause container. That
+  // pause container is crun's here (is_pod_sandbox: left alone), so runsc found
+  // no sandbox ("cannot load sandbox", and a lock file of it left behind): each
+  // container of a gVisor handler is a sandbox of its own, in the pod's network
+  // namespace.
+  if (in.runtime == Runtime::Runsc && config.contains("annotations") && config["annotations"].is_object()) {
+    for (const char* k : {"io.kubernetes.cri.container-type", "io.kubernetes.cri.sandbox-id",
+                          "io.kubernetes.cri-o.ContainerType", "io.kubernetes.cri-o.SandboxID"})
+      if (config["annotations"].erase(k) > 0)
+        notes.push_back(std::string("annotation ") + k + " left out (runsc would look for the pod's sandbox in gVisor)");
+  }
+
   if (!lx.contains("seccomp") || lx["seccomp"].is_null()) lx["seccomp"] = seccomp_profile("", in.runtime);
 
   if (lx.contains("devices") && lx["devices"].is_array()) {

@@ -177,6 +177,31 @@ TEST(RuntimeHarden, PodSandboxAndOwnNamespace) {
   EXPECT_EQ(oci::engine_netns_path(fresh), "");  // the holder's own, not the engine's
 }
 
+// A pod's container under runsc: the CRI's annotations that would make runsc
+// look for the pod's gVisor sandbox (the pause container is crun's) are left
+// out; the pod's names stay (audit tags); crun keeps everything.
+TEST(RuntimeHarden, RunscContainerOfAPodIsASandboxOfItsOwn) {
+  auto pol = parse(kHandler);
+  const json cri = {{"io.kubernetes.cri.container-type", "container"},
+                    {"io.kubernetes.cri.sandbox-id", "abc"},
+                    {"io.kubernetes.cri.sandbox-name", "agent-1"},
+                    {"io.kubernetes.cri.container-name", "worker"},
+                    {"io.kubernetes.cri-o.ContainerType", "container"},
+                    {"io.kubernetes.cri-o.SandboxID", "abc"}};
+  oci::HardenInputs in;
+  in.policy = &pol;
+  json c = engine_config();
+  c["annotations"] = cri;
+  in.runtime = oci::Runtime::Runsc;
+  ASSERT_TRUE(oci::harden_config(c, in).has_value());
+  EXPECT_EQ(c["annotations"], (json{{"io.kubernetes.cri.sandbox-name", "agent-1"}, {"io.kubernetes.cri.container-name", "worker"}}));
+  json k = engine_config();
+  k["annotations"] = cri;
+  in.runtime = oci::Runtime::Crun;
+  ASSERT_TRUE(oci::harden_config(k, in).has_value());
+  EXPECT_EQ(k["annotations"], cri);
+}
+
 // A root like an image's: /var/run links to /run, and links that try to leave.
 struct ImageRoot {
   std::string dir;

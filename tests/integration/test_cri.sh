@@ -1,0 +1,485 @@
+#!/usr/bin/env bash
+# A CRI test bed (issue 46): pods driven through containerd's CRI plugin the way kubelet drives
+# them, with runtime_handler `exguardian` (and `exguardian-gvisor` where runsc is installed).
+# Debian's containerd (1.6) is started here with the CRI plugin on a socket, root and state
+# directories of this test's, inside the egress world's client network namespace
+# (egress_world.sh) and a mount namespace of its own (the machine's containerd, if any, is never
+# touched); exguardian's runtimes are added to its config.toml by deploy/containerd/configure.sh
+# as on a node, and the handlers' links are where those tables name them (/usr/local/bin, a
+# tmpfs in containerd's mount namespace). The handler files are read from $N/handlers
+# (EXGUARDIAN_HANDLERS_DIR in containerd's environment, which its shim passes on; a node has
+# them in /etc/exguardian/handlers). CNI: Debian's bridge and host-local plugins, in the world's
+# namespace. Images: a pause image and a test image built here from busybox-static
+# (oci_image.py) and imported with `ctr images import`. The client (cri_client.py) speaks CRI's
+# gRPC API with messages encoded from the API's field numbers. Through it: RunPodSandbox as
+# kubelet makes it (pause, RuntimeDefault seccomp, kubelet's masked and read-only paths, a
+# read-only service-account volume, an emptyDir), CreateContainer and StartContainer, ExecSync,
+# ContainerStatus (exit code), the CRI log file, StopContainer with a grace period, two
+# containers sharing the pod's network, egress judged by the handler's policy (the pod network's
+# own route out closed; a runc pod as the control that it is open), audit lines naming the pod,
+# planted files quarantined, and nothing left after RemovePodSandbox. One containerd, one pod per
+# handler, shared by the checks. Root only: containerd's CRI plugin, CNI and the runtime need root.
+. "$(dirname "$0")/lib.sh"
+
+if [ "$EXG_AS" != root ]; then
+    echo "skip: containerd's CRI plugin, CNI and exguardian runtime run as root only (test_runtime.sh checks the user's refusal)"; exit 77
+fi
+need_source_tree deploy/containerd/configure.sh
+BB=$(command -v busybox || true)
+PY=/usr/bin/python3
+for c in containerd ctr containerd-shim-runc-v2 crun nft; do
+    command -v "$c" >/dev/null || { echo "skip: $c is not installed (make deps: containerd, crun, nftables)"; exit 77; }
+done
+if [ -z "$BB" ] || ldd "$BB" >/dev/null 2>&1 || [ ! -x /usr/lib/cni/bridge ] || [ ! -x /usr/lib/cni/host-local ] ||
+    ! "$PY" -c 'import grpc' 2>/dev/null; then
+    echo "skip: needs busybox-static, containernetworking-plugins and python3-grpcio (make deps)"; exit 77
+fi
+. "$SRC/tests/integration/egress_world.sh"
+world_up || { fail "the egress world did not come up"; finish; }
+HERE=$SRC/tests/integration
+N=$T/node                       # the node's files
+SOCK=$N/run/containerd/containerd.sock
+POD_NET=10.89.0.0/24
+# cri METHOD [JSON]: one CRI call; the reply on stdout, a gRPC error on stderr (status 1). The
+# calls go through one client on one channel (cri_client.py --lines, started once containerd
+# is up): a python start-up with gRPC per call was a fifth of the test's time.
+cri() {
+    local reply req=${2:-"{}"}
+    [ -n "${CRI[1]:-}" ] || { echo "cri_client: not running" >&2; return 1; }
+    printf '%s %s\n' "$1" "${req//$'\n'/ }" >&"${CRI[1]}" || return 1
+    IFS= read -r -t 150 reply <&"${CRI[0]}" || { echo "cri_client: $1: no reply" >&2; return 1; }
+    case $reply in
+        '{"error": '*) echo "cri_client: $(jget "$reply" 'r["error"]')" >&2; return 1 ;;
+    esac
+    printf '%s\n' "$reply"
+}
+# jget JSON EXPR: a value of a reply (python expression on r).
+jget() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); print(eval(sys.argv[2]))' "$1" "$2"; }
+
+# ----- the node: config.toml (paths under $N), configure.sh adds exguardian's runtimes
+mkdir -p "$N/etc/containerd" "$N/etc/cni/net.d" "$N/bin" "$N/handlers" "$N/pods" "$N/kubelet"
+cat > "$N/etc/containerd/config.toml" <<TOML
+version = 2
+root = "$N/var/lib/containerd"
+state = "$N/run/containerd"
+
+[grpc]
+  address = "$SOCK"
+
+[plugins]
+  [plugins."io.containerd.internal.v1.opt"]
+    path = "$N/opt/containerd"
+  [plugins."io.containerd.grpc.v1.cri"]
+    sandbox_image = "localhost/exg-pause:1"
+    netns_mounts_under_state_dir = true
+    disable_apparmor = true
+    # This machine's root cannot lower its oom_score_adj (a root shell's echo -998 fails too; the
+    # pause container's -998 failed in crun with EACCES): containerd's switch for such nodes.
+    restrict_oom_score_adj = true
+    [plugins."io.containerd.grpc.v1.cri".cni]
+      bin_dir = "/usr/lib/cni"
+      conf_dir = "$N/etc/cni/net.d"
+TOML
+expect_output_contains "changed:" sh "$SRC/deploy/containerd/configure.sh" --root "$N" --cgroup-driver cgroupfs
+cat > "$N/etc/cni/net.d/10-exg-pod.conflist" <<JSON
+{"cniVersion": "0.4.0", "name": "exg-pod", "plugins": [
+  {"type": "bridge", "bridge": "exgcni0", "isGateway": true, "ipMasq": false,
+   "ipam": {"type": "host-local", "ranges": [[{"subnet": "$POD_NET"}]], "routes": [{"dst": "0.0.0.0/0"}],
+            "dataDir": "$N/cni-ipam"}}]}
+JSON
+# The pod network's own route out works in this world (the servers route $POD_NET back through
+# the client side): only the runtime's wall keeps a pod from going direct.
+ip -n "$EGW_NS_S" route add "$POD_NET" via 198.51.100.1
+# The handler: the policy a cluster operator installs as /etc/exguardian/handlers/default.json.
+cat > "$N/handlers/default.json" <<JSON
+{
+  "network": {"allowedDomains": ["allowed.test", "meta.test"]},
+  "filesystem": {"denyRead": [], "allowWrite": ["/workspace", "/run", "/tmp"], "denyWrite": []},
+  "resources": {"memory": "256M"},
+  "audit": {"log": "$T/audit.jsonl"}
+}
+JSON
+ln -s "$EXG" "$N/bin/exguardian-runtime-default"
+# A profile for pods that ask for it (exguardian.dev/profile: offline): no domain, /tmp only.
+echo '{"network": {"allowedDomains": []}, "filesystem": {"allowWrite": ["/tmp"]}}' > "$N/handlers/offline.json"
+# The gVisor handler: the same policy under runsc.
+if command -v runsc >/dev/null; then
+    # (no memory limit: runsc's sandbox as a whole would be held to it)
+    "$PY" -c 'import json,sys; p=json.load(open(sys.argv[1])); del p["resources"]; p["layer"]="gvisor"; print(json.dumps(p))' \
+        "$N/handlers/default.json" > "$N/handlers/gvisor.json"
+    ln -s "$EXG" "$N/bin/exguardian-runtime-gvisor"
+fi
+
+# ----- images from local files
+img_root() {  # DIR: a busybox root, /var/run a link to /run as in most images
+    mkdir -p "$1/bin" "$1/etc" "$1/run" "$1/var" "$1/tmp" "$1/workspace" "$1/proc" "$1/sys" "$1/dev"
+    cp "$BB" "$1/bin/busybox"
+    local a
+    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head tail kill unshare true ip; do ln -s busybox "$1/bin/$a"; done
+    ln -s ../run "$1/var/run"
+}
+img_root "$T/img/pause"
+img_root "$T/img/test"
+"$PY" "$HERE/oci_image.py" "$T/img/pause" localhost/exg-pause:1 "$T/pause.tar" /bin/sleep 2147483647
+"$PY" "$HERE/oci_image.py" "$T/img/test" localhost/exg-test:1 "$T/test.tar" /bin/sh
+
+# ----- containerd: the world's client network namespace, a mount namespace of its own where
+# /run/containerd (shim sockets, the runc shim's root) and /usr/local/bin (the handler's link) are
+# tmpfs of its own.
+in_client_bg bash -c '
+    n=$1
+    mount -t tmpfs -o mode=0711 tmpfs /run/containerd && mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin &&
+    cp -P "$n"/bin/* /usr/local/bin/ &&
+    EXGUARDIAN_HANDLERS_DIR=$n/handlers exec containerd --config "$n/etc/containerd/config.toml"' _ "$N" \
+    </dev/null >"$N/containerd.log" 2>&1
+CTD=$EGW_BG_PID
+# At the end (also on failure): the pods still there removed through CRI, containerd stopped, any
+# process left in the pods' cgroups (all started by this test) killed by pid, the pods' parent
+# cgroups removed, then the world.
+PODS=()
+_cri_exit() {
+    local p
+    for p in "${PODS[@]}"; do
+        cri StopPodSandbox "{\"pod_sandbox_id\": \"$p\"}" >/dev/null 2>&1
+        cri RemovePodSandbox "{\"pod_sandbox_id\": \"$p\"}" >/dev/null 2>&1
+    done
+    kill "$CTD" 2>/dev/null
+    for p in $(cat /sys/fs/cgroup/pids/exg-cri-$$/*/*/cgroup.procs /sys/fs/cgroup/exg-cri-$$/*/*/cgroup.procs 2>/dev/null); do
+        kill -9 "$p" 2>/dev/null
+    done
+    wait_for 20 bash -c "! kill -0 $CTD 2>/dev/null"
+    local d
+    for d in /sys/fs/cgroup/*/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$; do
+        [ -d "$d" ] && find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+    done
+    _egw_exit
+}
+trap _cri_exit EXIT
+# in_ctd CMD...: CMD in containerd's mount and network namespaces.
+in_ctd() { nsenter -t "$CTD" -m -n "$@"; }
+CTR=(timeout 60 ctr -a "$SOCK" -n k8s.io)
+if ! wait_for 30 test -S "$SOCK"; then
+    fail "containerd did not start"; note "$(tail -n 5 "$N/containerd.log")"; finish
+fi
+check "containerd's CRI plugin loaded with exguardian's runtime (configure.sh's tables)" bash -c \
+    "${CTR[*]} plugins ls | grep -Eq '^io\.containerd\.grpc\.v1 +cri .* ok'"
+expect_status 0 "${CTR[@]}" images import "$T/pause.tar"
+expect_status 0 "${CTR[@]}" images import "$T/test.tar"
+coproc CRI { exec "$PY" "$HERE/cri_client.py" "$SOCK" --lines 2>"$N/cri_client.err"; }
+run cri Version '{"version": "v1"}'
+check "CRI Version answers runtime.v1 (containerd)" bash -c "grep -q '\"runtime_name\": \"containerd\"' <<<\"\$1\"" _ "$OUT"
+[ "$STATUS" = 0 ] || show_last
+run cri Status '{}'
+check "CRI Status: RuntimeReady and NetworkReady (CNI config loaded)" "$PY" -c '
+import json, sys
+c = {x["type"]: x.get("status", False) for x in json.loads(sys.argv[1])["status"]["conditions"]}
+assert c.get("RuntimeReady") and c.get("NetworkReady"), c' "$OUT"
+[ "$STATUS" = 0 ] || show_last
+run cri ImageStatus '{"image": {"image": "localhost/exg-test:1"}}'
+check "CRI ImageStatus sees the imported test image" bash -c "grep -q 'localhost/exg-test:1' <<<\"\$1\"" _ "$OUT"
+
+# ----- a pod as kubelet makes it
+# pod_config NAME UID [ANNOTATIONS]: the PodSandboxConfig kubelet sends (ANNOTATIONS: the pod's
+# own, '"key": "value", ...') (labels, log directory, cgroup parent,
+# pod-level network and IPC, the container's own PID namespace, the RuntimeDefault seccomp).
+pod_config() {
+    cat <<JSON
+{"metadata": {"name": "$1", "uid": "$2", "namespace": "exg-test", "attempt": 0},
+ "hostname": "$1", "log_directory": "$N/pods/exg-test_$1_$2",
+ "dns_config": {"servers": ["10.96.0.10"], "searches": ["exg-test.svc.cluster.local"], "options": ["ndots:5"]},
+ "labels": {"io.kubernetes.pod.name": "$1", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$2"},
+ "annotations": {"kubernetes.io/config.source": "api", "kubernetes.io/config.seen": "2026-01-01T00:00:00Z"${3:+, $3}},
+ "linux": {"cgroup_parent": "/exg-cri-$$/pod$2",
+           "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0}, "seccomp": {"profile_type": 0}}}}
+JSON
+}
+# kubelet's defaults for every container (k8s.io/kubernetes pkg/securitycontext: default masked
+# and read-only paths).
+MASKED='["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]'
+READONLY='["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]'
+# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON [MEMORY_BYTES]:
+# CreateContainerRequest (MEMORY_BYTES: the container's memory limit, kubelet's from the pod spec).
+container_request() {
+    cat <<JSON
+{"pod_sandbox_id": "$1", "sandbox_config": $2,
+ "config": {"metadata": {"name": "$3", "attempt": 0}, "image": {"image": "localhost/exg-test:1"},
+  "command": $5, "envs": [{"key": "KUBERNETES_SERVICE_HOST", "value": "10.96.0.1"}, {"key": "KUBERNETES_SERVICE_PORT", "value": "443"}],
+  "mounts": $6,
+  "labels": {"io.kubernetes.container.name": "$3", "io.kubernetes.pod.name": "agent", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$4"},
+  "annotations": {"io.kubernetes.container.restartCount": "0", "io.kubernetes.container.terminationMessagePath": "/dev/termination-log"},
+  "log_path": "$3/0.log",
+  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000${7:+, \"memory_limit_in_bytes\": $7}},
+            "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0},
+                                 "masked_paths": $MASKED, "readonly_paths": $READONLY,
+                                 "seccomp": {"profile_type": 0}}}}}
+JSON
+}
+# start_container POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON: prints the container's id.
+start_container() {
+    local id r
+    r=$(cri CreateContainer "$(container_request "$@")") && id=$(jget "$r" 'r["container_id"]') &&
+        [ -n "$id" ] && cri StartContainer "{\"container_id\": \"$id\"}" >/dev/null && echo "$id"
+}
+# exec_sync ID SCRIPT: ExecSync of sh -c SCRIPT; OUT = stdout + stderr, STATUS = its exit code.
+exec_sync() {
+    local r
+    r=$(cri ExecSync "$("$PY" -c 'import json,sys; print(json.dumps({"container_id": sys.argv[1], "cmd": ["sh", "-c", sys.argv[2]], "timeout": 30}))' "$1" "$2")")
+    OUT=$(jget "$r" 'r.get("stdout", "") + r.get("stderr", "")') STATUS=$(jget "$r" 'r.get("exit_code", 0)')
+}
+container_state() {  # ID: "STATE EXIT_CODE REASON" of ContainerStatus
+    jget "$(cri ContainerStatus "{\"container_id\": \"$1\"}")" \
+        '"%s %s %s" % (r["status"].get("state", 0), r["status"].get("exit_code", 0), r["status"].get("reason", ""))'
+}
+# (no pipeline around cri: a pipeline's subshells do not have the client's descriptors)
+state_of() { local s; s=$(container_state "$1") && echo "${s%% *}"; }
+exited() { [ "$(state_of "$1")" = 2 ]; }
+
+POD_UID=$(cat /proc/sys/kernel/random/uuid)
+PODDIR=$N/kubelet/pods/$POD_UID
+# The volumes kubelet makes for the pod: the projected service-account token (read-only), an
+# emptyDir, its managed /etc/hosts and the termination log.
+SA=$PODDIR/volumes/kubernetes.io~projected/kube-api-access-exg
+ED=$PODDIR/volumes/kubernetes.io~empty-dir/data
+mkdir -p "$SA" "$ED" "$PODDIR/containers/agent" "$PODDIR/containers/sidecar" "$PODDIR/containers/once"
+echo token-of-agent > "$SA/token"; echo exg-test > "$SA/namespace"
+chmod 777 "$ED"
+printf '127.0.0.1 localhost\n' > "$PODDIR/etc-hosts"
+: > "$PODDIR/containers/agent/0000"; : > "$PODDIR/containers/sidecar/0000"; : > "$PODDIR/containers/once/0000"
+mounts() {  # CONTAINER: kubelet's mounts for it
+    cat <<JSON
+[{"container_path": "/workspace/data", "host_path": "$ED"},
+ {"container_path": "/var/run/secrets/kubernetes.io/serviceaccount", "host_path": "$SA", "readonly": true},
+ {"container_path": "/etc/hosts", "host_path": "$PODDIR/etc-hosts"},
+ {"container_path": "/dev/termination-log", "host_path": "$PODDIR/containers/$1/0000"}]
+JSON
+}
+POD_CFG=$(pod_config agent "$POD_UID")
+: > "$T/audit.jsonl"
+run cri RunPodSandbox "{\"config\": $POD_CFG, \"runtime_handler\": \"exguardian\"}"
+POD=$(jget "$OUT" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+check "RunPodSandbox with runtime_handler exguardian (pause, RuntimeDefault seccomp): a pod id" test -n "$POD"
+PODS+=("$POD")
+[ -n "$POD" ] || { show_last; note "$(grep -E 'level=(error|warning)' "$N/containerd.log" | tail -n 5)"; finish; }
+run cri PodSandboxStatus "{\"pod_sandbox_id\": \"$POD\"}"
+POD_IP=$(jget "$OUT" 'r["status"].get("network", {}).get("ip", "")')
+check "PodSandboxStatus: ready, handler exguardian, an IP of the CNI bridge's ($POD_IP)" "$PY" -c '
+import json, sys, ipaddress
+s = json.loads(sys.argv[1])["status"]
+assert s.get("state", 0) == 0 and s.get("runtime_handler") == "exguardian", s
+assert ipaddress.ip_address(s["network"]["ip"]) in ipaddress.ip_network(sys.argv[2]), s' "$OUT" "$POD_NET"
+
+AGENT=$(start_container "$POD" "$POD_CFG" agent "$POD_UID" \
+    '["/bin/sh", "-c", "trap \"echo got-term; exit 0\" TERM; echo first-line; echo err-line >&2; while :; do sleep 1 & wait $!; done"]' \
+    "$(mounts agent)")
+check "CreateContainer and StartContainer: the agent container runs" test -n "$AGENT"
+[ -n "$AGENT" ] || { note "$(grep -E 'level=(error|warning)' "$N/containerd.log" | tail -n 5)"; finish; }
+check "ContainerStatus: running" test "$(state_of "$AGENT")" = 1
+
+# The walls, from inside, through ExecSync.
+exec_sync "$AGENT" 'grep -E "^(CapEff|NoNewPrivs|Seccomp|Seccomp_filters):" /proc/self/status
+unshare -U true 2>/dev/null || echo userns-refused
+touch /bin/planted 2>/dev/null || echo root-ro
+cat /var/run/secrets/kubernetes.io/serviceaccount/token
+echo x > /var/run/secrets/kubernetes.io/serviceaccount/token 2>/dev/null || echo token-ro
+echo from-pod > /workspace/data/from-pod && echo emptydir-ok
+echo x > /workspace/scratch && echo workspace-ok
+[ -s /proc/kcore ] || echo kcore-masked
+echo 1 > /proc/sys/kernel/panic 2>/dev/null || echo procsys-ro
+echo exit-5; exit 5'
+check "ExecSync: the command's exit code (5) is ExecSync's" test "$STATUS" = 5
+check "agent: no capabilities, no_new_privs, seccomp filter mode (the engine's and ExGuardian's stacked)" bash -c '
+    grep -q "CapEff:.0000000000000000" <<<"$1" && grep -q "NoNewPrivs:.1" <<<"$1" && grep -q "Seccomp:.2" <<<"$1" &&
+    [ "$(sed -n "s/^Seccomp_filters:[[:space:]]*//p" <<<"$1")" -ge 2 ]' _ "$OUT"
+check "agent: user namespaces refused, read-only root, /proc/kcore masked, /proc/sys read-only" bash -c '
+    grep -q userns-refused <<<"$1" && grep -q root-ro <<<"$1" && grep -q kcore-masked <<<"$1" && grep -q procsys-ro <<<"$1"' _ "$OUT"
+check "agent: the service-account token at /var/run/secrets/... is there and read-only" bash -c '
+    grep -q token-of-agent <<<"$1" && grep -q token-ro <<<"$1"' _ "$OUT"
+check "agent: the emptyDir at /workspace/data written, the write on the host; /workspace writable" bash -c '
+    grep -q emptydir-ok <<<"$1" && grep -q workspace-ok <<<"$1" && grep -qx from-pod "$2/from-pod"' _ "$OUT" "$ED"
+check "the token's host file unchanged" grep -qx token-of-agent "$SA/token"
+grep -q exit-5 <<<"$OUT" || note "$OUT"
+AGENT_LOG=$N/pods/exg-test_agent_$POD_UID/agent/0.log
+check "the CRI log file has the container's stdout and stderr lines (kubelet's format)" bash -c '
+    grep -Eq "^[0-9TZ:.+-]+ stdout F first-line$" "$1" && grep -Eq "^[0-9TZ:.+-]+ stderr F err-line$" "$1"' _ "$AGENT_LOG"
+
+# Egress, judged by the handler's policy: allowed.test through the container's proxy; metadata
+# (by address and by a name resolving to it) and a name not allowed refused; the pod network's
+# own route out (CNI's default route, which works in this world: see the control pod below) closed.
+# (No -T for busybox's wget: with a proxy it segfaults here; ExecSync's timeout bounds it.)
+conns_before=$(conn_log_count '^203\.0\.113\.10:80 ')
+exec_sync "$AGENT" 'wget -q -O - http://allowed.test/ 2>&1
+wget -q -O - http://169.254.169.254/ >/dev/null 2>&1 || echo metadata-refused
+wget -q -O - http://meta.test/ >/dev/null 2>&1 || echo metaname-refused
+wget -q -O - http://denied.test/ >/dev/null 2>&1 || echo denied-refused
+{ printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused; } &
+{ printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 169.254.169.254 80 2>&1 | grep -q hello && echo direct-metadata-reached || echo direct-metadata-refused; } &
+wait'
+check "agent: allowed.test reached through the container's proxy" grep -q 'hello from 203.0.113.10' <<<"$OUT"
+check "agent: 169.254.169.254, meta.test (resolves to it) and denied.test refused by the proxy" bash -c '
+    grep -q metadata-refused <<<"$1" && grep -q metaname-refused <<<"$1" && grep -q denied-refused <<<"$1"' _ "$OUT"
+check "agent: the pod network's own route out closed (direct to 203.0.113.10 and 169.254.169.254)" bash -c '
+    grep -q direct-refused <<<"$1" && grep -q direct-metadata-refused <<<"$1"' _ "$OUT"
+check "the servers saw one connection from the pod (the proxy's), none direct" \
+    test "$(( $(conn_log_count '^203\.0\.113\.10:80 ') - conns_before ))" = 1
+check "audit: allowed.test allowed and 169.254.169.254 refused, tagged with the container id and handler" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"allowed.test\", \"decision\": \"allowed\", \"handler\": \"default\"}" \
+    "{\"sandbox\": \"$AGENT\", \"host\": \"169.254.169.254\", \"decision\": \"refused\"}"
+check "audit: the agent's lines name the pod's namespace, the pod and the container (from CRI's annotations)" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"allowed.test\", \"pod_namespace\": \"exg-test\", \"pod\": \"agent\", \"container\": \"agent\"}"
+
+# A second container of the pod: the same network (the pause container's), its own proxy.
+SIDECAR=$(start_container "$POD" "$POD_CFG" sidecar "$POD_UID" '["/bin/sh", "-c", "exec nc -ll -p 8080 -e echo from-sidecar"]' "$(mounts sidecar)")
+check "a second container (sidecar) in the pod runs" test -n "$SIDECAR"
+exec_sync "$AGENT" 'for i in 1 2 3 4 5 6 7 8 9 10; do nc -w 2 127.0.0.1 8080 </dev/null 2>/dev/null | grep . && break; sleep 0.3; done'
+check "agent reaches the sidecar's listener on the pod's loopback (one network namespace)" grep -q from-sidecar <<<"$OUT"
+exec_sync "$SIDECAR" 'wget -q -O - http://allowed.test/ 2>&1; ip -4 -o addr show 2>/dev/null | grep -v " lo "'
+check "sidecar: allowed.test reached through its own proxy, the pod's IP ($POD_IP) on its interface" bash -c '
+    grep -q "hello from 203.0.113.10" <<<"$1" && grep -q "inet $2/" <<<"$1"' _ "$OUT" "$POD_IP"
+
+# A container that ends by itself: ContainerStatus gives its exit code.
+ONCE=$(start_container "$POD" "$POD_CFG" once "$POD_UID" '["/bin/sh", "-c", "echo bye; exit 7"]' "$(mounts once)")
+wait_for 10 exited "$ONCE"
+check "a container that exits 7: ContainerStatus exited, exit code 7" test "$(container_state "$ONCE")" = "2 7 Error"
+
+# Memory: the smaller of the pod spec's limit and the handler's (256M). The agent's pod spec
+# names none (kubelet's 0): the handler's holds. A container whose spec says 32 MiB gets that,
+# and when it goes past it (tail keeps its one endless line of /dev/zero in memory; as the
+# container's pid 1 it is the one killed), ContainerStatus says OOMKilled.
+mem_limit_of() {  # ID: memory.limit_in_bytes of the container's cgroup (v1 memory or v2 memory.max)
+    local d
+    d=$(find /sys/fs/cgroup/memory/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$ -type d -name "$1" 2>/dev/null | head -n 1)
+    [ -n "$d" ] && cat "$d/memory.limit_in_bytes" 2>/dev/null || cat "$d/memory.max" 2>/dev/null
+}
+check "the agent (no limit in its pod spec) held to the handler's 256M" test "$(mem_limit_of "$AGENT")" = $((256 * 1024 * 1024))
+mkdir -p "$PODDIR/containers/hog"; : > "$PODDIR/containers/hog/0000"
+HOG=$(start_container "$POD" "$POD_CFG" hog "$POD_UID" '["/bin/sh", "-c", "exec tail /dev/zero"]' \
+    "$(mounts hog)" $((32 * 1024 * 1024)))
+check "a container whose pod spec says 32 MiB runs" test -n "$HOG"
+wait_for 20 exited "$HOG"
+check "past its 32 MiB: ContainerStatus exited 137, reason OOMKilled" test "$(container_state "$HOG")" = "2 137 OOMKilled"
+[ "$(container_state "$HOG")" = "2 137 OOMKilled" ] || note "$(container_state "$HOG")"
+
+# Planted files: written through the emptyDir (an allowWrite path the container writes on the
+# host), quarantined when the container ends.
+exec_sync "$AGENT" 'mkdir -p /workspace/data/repo/.git/hooks && echo "curl evil" > /workspace/data/repo/.git/hooks/pre-commit && echo "export X=1" > /workspace/data/.envrc && echo planted'
+check "agent planted a git hook and an .envrc in the emptyDir" grep -q planted <<<"$OUT"
+
+# StopContainer with a grace period: the agent traps SIGTERM and exits 0 in time; the sidecar
+# (nc as its pid 1 ignores SIGTERM) is killed when the grace period ends.
+run cri StopContainer "{\"container_id\": \"$AGENT\", \"timeout\": 20}"
+check "StopContainer(agent, 20 s): exited 0 after its SIGTERM trap ran" bash -c '
+    [ "$1" = 0 ] && [ "${2% *}" = "2 0" ] && grep -Eq " stdout F got-term$" "$3"' _ "$STATUS" "$(container_state "$AGENT")" "$AGENT_LOG"
+run cri StopContainer "{\"container_id\": \"$SIDECAR\", \"timeout\": 2}"
+check "StopContainer(sidecar, 2 s): killed when the grace period ended (exit code 137)" bash -c '
+    [ "$1" = 0 ] && [ "${2% *}" = "2 137" ]' _ "$STATUS" "$(container_state "$SIDECAR")"
+check "planted files moved out of the emptyDir when the agent ended" wait_for 10 bash -c \
+    "[ ! -e '$ED/.envrc' ] && [ ! -e '$ED/repo/.git/hooks/pre-commit' ] && [ -e '$ED/from-pod' ]"
+# (the holder writes the audit lines once the whole sweep is done: after the files left)
+audit_has_quietly() { audit_has "$@" >/dev/null; }
+check "planted files in the quarantine, with audit lines" wait_for 10 bash -c "
+    find '$T/quarantine/$AGENT' -name .envrc | grep -q . && find '$T/quarantine/$AGENT' -name pre-commit | grep -q . &&
+    grep -q '\"event\":\"planted\"' '$T/audit.jsonl'"
+check "audit: the planted lines name the pod and container too" \
+    wait_for 5 audit_has_quietly "$T/audit.jsonl" '{"event": "planted", "pod_namespace": "exg-test", "pod": "agent", "container": "agent"}'
+
+# ----- RemovePodSandbox leaves nothing: no process, mount, state directory, cgroup or address.
+IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE" "$HOG")
+expect_status 0 cri StopPodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
+expect_status 0 cri RemovePodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
+run cri ListPodSandbox '{}'
+check "ListPodSandbox: the pod is gone" bash -c "! grep -q '$POD' <<<\"\$1\"" _ "$OUT"
+leftovers() {
+    local id left=""
+    for id in "${IDS[@]}"; do
+        [ -n "$id" ] || continue
+        pgrep -f -- "$id" >/dev/null && left+="process($id) "
+        grep -q -- "$id" /proc/self/mountinfo && left+="host-mount($id) "
+        in_ctd grep -q -- "$id" /proc/self/mountinfo && left+="mount($id) "
+        left+=$(in_ctd find /run/containerd "$N/run/containerd" "$N/var/lib/containerd/io.containerd.grpc.v1.cri" -name "*$id*" -printf 'state(%p) ' 2>/dev/null)
+        find /sys/fs/cgroup/ -type d -name "*$id*" 2>/dev/null | grep -q . && left+="cgroup($id) "
+    done
+    [ -n "$(ls "$N/cni-ipam/exg-pod" 2>/dev/null | grep -v -e lock -e last_reserved)" ] && left+="pod-address "
+    in_ctd ip link show 2>/dev/null | grep -q veth && left+="veth "
+    pgrep -f -- '[-]-root /run/containerd/runc/k8s.io create' >/dev/null && left+="egress-holder "
+    [ -z "$left" ] || { note "left: $left"; return 1; }
+}
+check "after RemovePodSandbox: no process, mount, state directory, cgroup, veth, address or egress holder of the pod left" \
+    wait_for 10 leftovers
+
+# ----- a pod annotated exguardian.dev/profile: offline (a Pod's metadata.annotations, which
+# kubelet passes in PodSandboxConfig and containerd's pod_annotations hands to the containers):
+# the handler's policy narrowed for that pod only.
+OFF_UID=$(cat /proc/sys/kernel/random/uuid)
+OFF_CFG=$(pod_config offline "$OFF_UID" '"exguardian.dev/profile": "offline"')
+OFFPOD=$(jget "$(cri RunPodSandbox "{\"config\": $OFF_CFG, \"runtime_handler\": \"exguardian\"}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+PODS+=("$OFFPOD")
+OFF_C=""
+[ -n "$OFFPOD" ] && OFF_C=$(start_container "$OFFPOD" "$OFF_CFG" worker "$OFF_UID" '["/bin/sleep", "600"]' '[]')
+check "a pod annotated exguardian.dev/profile: offline runs" test -n "$OFF_C"
+exec_sync "$OFF_C" 'wget -q -O - http://allowed.test/ >/dev/null 2>&1 || echo allowed-refused
+touch /workspace/x 2>/dev/null || echo workspace-refused; touch /tmp/x && echo tmp-ok'
+check "profile offline: allowed.test (the handler's, not the profile's) refused, /workspace read-only, /tmp writable" bash -c '
+    grep -q allowed-refused <<<"$1" && grep -q workspace-refused <<<"$1" && grep -q tmp-ok <<<"$1"' _ "$OUT"
+check "profile offline: the refusal audited for that pod" audit_has "$T/audit.jsonl" \
+    "{\"sandbox\": \"$OFF_C\", \"host\": \"allowed.test\", \"decision\": \"refused\", \"pod\": \"offline\"}"
+[ -n "$OFFPOD" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$OFFPOD\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$OFFPOD\"}" >/dev/null
+IDS=("$OFFPOD" "$OFF_C")
+check "profile offline: nothing of the pod left after RemovePodSandbox" wait_for 10 leftovers
+
+# ----- runtime_handler exguardian-gvisor: a pod whose container runs under runsc (the pause
+# container is left to crun), the same policy.
+if command -v runsc >/dev/null; then
+    GV_UID=$(cat /proc/sys/kernel/random/uuid)
+    GV_CFG=$(pod_config gvpod "$GV_UID")
+    GVPOD=$(jget "$(cri RunPodSandbox "{\"config\": $GV_CFG, \"runtime_handler\": \"exguardian-gvisor\"}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+    PODS+=("$GVPOD")
+    GV_C=""
+    [ -n "$GVPOD" ] && GV_C=$(start_container "$GVPOD" "$GV_CFG" gvagent "$GV_UID" '["/bin/sleep", "600"]' '[]')
+    check "exguardian-gvisor: the pod and its container run" test -n "$GV_C"
+    # (busybox wget fails reading the proxy's replies under runsc's host network: a raw request.)
+    exec_sync "$GV_C" 'for h in allowed.test 169.254.169.254; do printf "GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n" $h $h | nc 127.0.0.1 3128 | head -1; done
+touch /bin/planted 2>/dev/null || echo root-ro; grep CapEff /proc/self/status; echo "kernel $(uname -r)"
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
+    check "exguardian-gvisor: the container runs on gVisor's kernel, not the host's ($(uname -r))" bash -c '
+        grep -q "^kernel " <<<"$1" && ! grep -qx "kernel $2" <<<"$1"' _ "$OUT" "$(uname -r)"
+    check "exguardian-gvisor: allowed.test 200 and 169.254.169.254 403 through the container's proxy" bash -c '
+        grep -q "200 OK" <<<"$1" && grep -q "403" <<<"$1"' _ "$OUT"
+    check "exguardian-gvisor: read-only root, no capabilities, the pod network's route out closed" bash -c '
+        grep -q root-ro <<<"$1" && grep -q "CapEff:.0000000000000000" <<<"$1" && grep -q direct-refused <<<"$1"' _ "$OUT"
+    grep -q "200 OK" <<<"$OUT" || note "$OUT"
+    check "exguardian-gvisor: audit lines with the handler gvisor and the pod's names" audit_has "$T/audit.jsonl" \
+        "{\"sandbox\": \"$GV_C\", \"host\": \"169.254.169.254\", \"decision\": \"refused\", \"handler\": \"gvisor\", \"pod\": \"gvpod\", \"container\": \"gvagent\"}"
+    [ -n "$GVPOD" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$GVPOD\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$GVPOD\"}" >/dev/null
+    IDS=("$GVPOD" "$GV_C")
+    check "exguardian-gvisor: nothing of the pod left after RemovePodSandbox" wait_for 10 leftovers
+else
+    skip "runsc is not installed: the exguardian-gvisor handler not run through CRI"
+fi
+
+# The control: the same pod on the node's default runtime (runc, no handler) goes direct through
+# the pod network's route, so "direct-refused" above is exguardian's wall, not this world's.
+CTL_UID=$(cat /proc/sys/kernel/random/uuid)
+CTL_CFG=$(pod_config control "$CTL_UID")
+CTL=$(jget "$(cri RunPodSandbox "{\"config\": $CTL_CFG}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
+CTL_C=""
+PODS+=("$CTL")
+[ -n "$CTL" ] && CTL_C=$(start_container "$CTL" "$CTL_CFG" plain "$CTL_UID" '["/bin/sleep", "600"]' '[]')
+check "control: a runc pod (no handler) runs" test -n "$CTL_C"
+exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
+check "control: a runc pod reaches 203.0.113.10 directly through the pod network" grep -q direct-reached <<<"$OUT"
+[ -n "$CTL" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null
+IDS=("$CTL" "$CTL_C")
+check "control: nothing of the runc pod left either" wait_for 10 leftovers
+
+cgroup_parents_gone() {  # the pods' parent cgroups (kubelet's to remove, as it made them): empty now
+    local d left=0
+    for d in /sys/fs/cgroup/*/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$; do
+        [ -d "$d" ] || continue
+        find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+        [ -d "$d" ] && left=1
+    done
+    return $left
+}
+check "the pods' parent cgroups empty (removed as kubelet would)" wait_for 10 cgroup_parents_gone
+
+finish
