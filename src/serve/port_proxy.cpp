@@ -13,6 +13,8 @@
 // as the relay reads it, and a client that goes away kills the relay, which
 // closes the connection inside (the code interpreter then interrupts its
 // kernel).
+#include <limits>
+
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 
@@ -71,7 +73,8 @@ struct PortExchange : std::enable_shared_from_this<PortExchange> {
 
   PortExchange(Service& s, std::shared_ptr<Sandbox> b, ExchangePtr e, std::string p)
       : svc(s), sb(std::move(b)), ex(std::move(e)), port(std::move(p)), route("envd port") {
-    parser.body_limit(boost::none);
+    // A number, not boost::none: Boost 1.74 compares a Content-Length with an empty limit as exceeding it.
+    parser.body_limit(std::numeric_limits<std::uint64_t>::max());
     parser.eager(true);
   }
 
