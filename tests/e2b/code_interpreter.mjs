@@ -3,6 +3,7 @@
 // E2B_SANDBOX_URL and E2B_API_KEY pointing at the server).
 //   OTHER_KEY  a second tenant's key: it must never reach the first one's port 49999
 //   TEMPLATE   the template (default: none given, the SDK's own code-interpreter-v1)
+//   HOST_VIEW  0: the interpreter's processes are not the host's (gVisor): not looked at from the host
 // One line per check: "ok - ..." or "FAIL - ...: why"; exit 1 when any failed.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -152,6 +153,11 @@ function interpreterPids(id) {
 }
 
 await check('the interpreter runs inside the sandbox (its pid namespace, not the host\'s) and ends with it', async () => {
+  if (process.env.HOST_VIEW === '0') {
+    const e = await sb.runCode('import os\nos.getppid()')
+    assert.ok(Number(e.text) < 100, `the interpreter is pid ${e.text} inside`)
+    return await sb.kill()
+  }
   const inside = await sb.runCode('import os\n(os.getppid(), os.readlink("/proc/self/ns/pid"))')
   const [ppid, ns] = inside.text.replace(/[()' ]/g, '').split(',')
   const pids = interpreterPids(sb.sandboxId)

@@ -18,9 +18,19 @@ cat > "$T/tenants.json" <<EOF
              {"id": "other", "keys": ["$("$EXG" serve --hash-key "$KEY_B")"]}]}
 EOF
 
+# On another layer (run.sh ... container|gvisor; not in EXG_IT_LAYER_SCRIPTS, for make test's time):
+# the templates file's own code-interpreter-v1 on that layer. gVisor's processes are its
+# kernel's, not the host's: the host-side look at the interpreter is left out there.
+TEMPLATES=()
+if ! on_layer process; then
+    echo "{\"templates\": {\"code-interpreter-v1\": {\"layer\": \"$EXG_LAYER\"}}}" > "$T/templates.json"
+    TEMPLATES=(--templates "$T/templates.json")
+fi
+HOST_VIEW=1
+on_layer gvisor && HOST_VIEW=0
 # start_server [extra options]: sets SERVER_PID and URL, or returns 1 (the log in $T/serve.log).
 start_server() {
-    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 "$@" > "$T/serve.log" 2>&1 &
+    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 "${TEMPLATES[@]}" "$@" > "$T/serve.log" 2>&1 &
     SERVER_PID=$!
     track_bg "$SERVER_PID"
     wait_for 20 bash -c "grep -q 'listening on 127.0.0.1:' '$T/serve.log' || ! kill -0 $SERVER_PID 2>/dev/null"
@@ -46,7 +56,7 @@ mkdir -p "$T/node"
 cp "$SRC/tests/e2b/code_interpreter.mjs" "$T/node/"
 if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "@e2b/code-interpreter@$CI_VERSION" > "$T/npm.log" 2>&1); then
     ok "npm install @e2b/code-interpreter@$CI_VERSION"
-    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" NO_PROXY='*' no_proxy='*' \
+    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/code_interpreter.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"
