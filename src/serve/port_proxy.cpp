@@ -137,6 +137,7 @@ struct PortExchange : std::enable_shared_from_this<PortExchange> {
     }
     if (ev != "exit" && ev != "closed") return;
     if (sb->agent) sb->agent->unsubscribe(token);
+    ex->on_close = nullptr;  // (it holds this exchange, which holds ex)
     if (ev == "closed") return fail(http::status::bad_gateway, "the sandbox ended");
     if (done) return;
     if (head_sent) {  // an answer that ends with its connection (no length, not chunked)
@@ -173,6 +174,10 @@ void Service::port_proxy(Call& c, const std::string& port) {
     }
     px->pid = r.header.value("pid", 0);
     auto& agent = px->sb->agent;
+    if (!px->ex->open()) {  // the caller left while the relay started: nothing is sent up
+      px->done = true;
+      return px->kill_relay();
+    }
     px->token = agent->subscribe_process(px->pid, [px](const agent::Frame& f) { px->on_event(f); });
     px->ex->on_close = [px] {
       px->done = true;
