@@ -141,6 +141,32 @@ await check('another port: a web server a command started is reached; a port whe
   assert.match(await none.text(), /nothing listens on port 8124/)
 })
 
+await check('another port: the caller\'s credentials never reach the sandbox (a server inside echoes the headers it got)', async () => {
+  const start = await sb.runCode(`import http.server, json, threading
+class Echo(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        b = json.dumps({k.lower(): v for k, v in self.headers.items()}).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(b)))
+        self.end_headers()
+        self.wfile.write(b)
+    def log_message(self, *a):
+        pass
+echo = http.server.ThreadingHTTPServer(("127.0.0.1", 8125), Echo)
+threading.Thread(target=echo.serve_forever, daemon=True).start()`)
+  assert.equal(start.error, undefined)
+  const secrets = { 'X-API-KEY': process.env.E2B_API_KEY, 'X-Access-Token': sb.envdAccessToken, 'E2B-Traffic-Access-Token': sb.trafficAccessToken }
+  for (const [name, value] of Object.entries(secrets)) {
+    const res = await fetch(`${URL}/echo?q=1`, { headers: { 'E2b-Sandbox-Id': sb.sandboxId, 'E2b-Sandbox-Port': '8125', 'X-Custom': 'kept', [name]: value } })
+    const body = await res.text()
+    assert.equal(res.status, 200, `${name}: ${body}`)
+    const got = JSON.parse(body)
+    assert.equal(got['x-custom'], 'kept')
+    for (const v of Object.values(secrets)) assert.ok(!body.includes(v), `${name}: a credential reached the sandbox: ${body}`)
+    assert.ok(!('e2b-sandbox-id' in got) && !('e2b-sandbox-port' in got), body)
+  }
+})
+
 // The interpreter on the host's side: the process whose command line names this sandbox.
 function interpreterPids(id) {
   const pids = []
