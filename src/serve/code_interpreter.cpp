@@ -94,6 +94,40 @@ def kernel_main():
             send({"type": "done"})
 
 
+# A JavaScript context's kernel (node -e JS_KERNEL FD): the same requests and messages; the
+# cell runs in a vm context of its own (top-level bindings persist between cells), its
+# completion value is the result, SIGINT breaks a running cell (breakOnSigint).
+JS_KERNEL = r"""
+const fs = require('fs'), vm = require('vm'), util = require('util'), readline = require('readline')
+const fd = Number(process.argv[1])
+process.on('SIGINT', () => {})
+const send = (m) => fs.writeSync(fd, JSON.stringify(m) + '\n')
+const ctx = vm.createContext({ console, require, process, Buffer, URL, TextEncoder, TextDecoder,
+  setTimeout, setInterval, clearTimeout, clearInterval, setImmediate, queueMicrotask })
+let count = 0
+readline.createInterface({ input: process.stdin }).on('line', (line) => {
+  const req = JSON.parse(line)
+  count++
+  const saved = {}
+  for (const [k, v] of Object.entries(req.env_vars || {})) { saved[k] = process.env[k]; process.env[k] = String(v) }
+  send({ type: 'number_of_executions', execution_count: count })
+  try {
+    const value = vm.runInContext(req.code || '', ctx, { filename: '<cell>', breakOnSigint: true })
+    if (value !== undefined) send({ type: 'result', is_main_result: true, text: util.inspect(value) })
+  } catch (e) {
+    const obj = e !== null && typeof e === 'object'
+    send({ type: 'error', name: obj && e.name ? String(e.name) : 'Error', value: obj && 'message' in e ? String(e.message) : String(e),
+           traceback: obj && e.stack ? String(e.stack).split('\n').filter((l) => !/\(node:|\[eval\]/.test(l)).join('\n') : String(e) })
+  } finally {
+    for (const [k, v] of Object.entries(saved)) { if (v === undefined) delete process.env[k]; else process.env[k] = v }
+    send({ type: 'done' })
+  }
+})
+"""
+
+LANGUAGES = {"python": "python", "py": "python", "python3": "python", "js": "javascript", "javascript": "javascript"}
+
+
 class Context:
     def __init__(self, language, cwd):
         self.id = str(uuid.uuid4())
@@ -106,10 +140,17 @@ class Context:
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         msg_r, msg_w = os.pipe()
-        self.proc = subprocess.Popen([sys.executable, __file__, "kernel", str(msg_w)], stdin=subprocess.PIPE, stdout=out_w,
-                                     stderr=err_w, pass_fds=(msg_w,), cwd=self.cwd, start_new_session=True)
-        for fd in (out_w, err_w, msg_w):
-            os.close(fd)
+        argv = [sys.executable, __file__, "kernel"] if self.language == "python" else ["node", "-e", JS_KERNEL]
+        try:
+            self.proc = subprocess.Popen(argv + [str(msg_w)], stdin=subprocess.PIPE, stdout=out_w,
+                                         stderr=err_w, pass_fds=(msg_w,), cwd=self.cwd, start_new_session=True)
+        except OSError as e:
+            for fd in (out_r, err_r, msg_r):
+                os.close(fd)
+            raise
+        finally:
+            for fd in (out_w, err_w, msg_w):
+                os.close(fd)
         self.out, self.err, self.msg = out_r, err_r, msg_r
         self.msg_buf = b""
 
@@ -190,10 +231,13 @@ class Handler(BaseHTTPRequestHandler):
         except ValueError as e:
             return self.answer(400, {"error": "the body is not JSON: %s" % e})
         if parts == ["contexts"]:
-            language = (req.get("language") or "python").lower()
-            if language != "python":
-                return self.answer(400, {"error": "language %s: only python contexts are served here" % language})
-            ctx = Context(language, req.get("cwd") or os.environ.get("HOME") or os.getcwd())
+            language = LANGUAGES.get((req.get("language") or "python").lower())
+            if language is None:
+                return self.answer(400, {"error": "language %s: python and javascript contexts are served here" % req.get("language")})
+            try:
+                ctx = Context(language, req.get("cwd") or os.environ.get("HOME") or os.getcwd())
+            except OSError as e:
+                return self.answer(400, {"error": "language %s: its kernel does not start here: %s" % (language, e)})
             with contexts_lock:
                 contexts[ctx.id] = ctx
             return self.answer(200, ctx.json())
@@ -217,10 +261,13 @@ class Handler(BaseHTTPRequestHandler):
             if ctx is None:
                 return self.answer(404, {"error": "context %s not found" % req["context_id"]})
         else:
-            language = (req.get("language") or "python").lower()
-            if language != "python":
-                return self.answer(400, {"error": "language %s: only python is served here" % language})
-            ctx = default_context(language)
+            language = LANGUAGES.get((req.get("language") or "python").lower())
+            if language is None:
+                return self.answer(400, {"error": "language %s: python and javascript are served here" % req.get("language")})
+            try:
+                ctx = default_context(language)
+            except OSError as e:
+                return self.answer(400, {"error": "language %s: its kernel does not start here: %s" % (language, e)})
         self.send_response(200)
         self.send_header("Content-Type", "application/x-ndjson")
         self.end_headers()

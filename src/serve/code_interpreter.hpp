@@ -8,9 +8,9 @@
 // text and whatever _repr_html_/_repr_png_/... the value offers, error with
 // name, value and traceback, keepalive, end_of_execution); /contexts create,
 // list, DELETE /contexts/ID, POST /contexts/ID/restart. Each context is a
-// kernel process of its own (a persistent namespace, exec() of the cell and
-// eval() of its last expression; Python only), interrupted (SIGINT) when the
-// caller goes away. serve reaches it as any port of the sandbox (port_proxy.cpp).
+// kernel process of its own (a persistent namespace: Python, exec() of the
+// cell and eval() of its last expression; or JavaScript, node's vm), interrupted
+// (SIGINT) when the caller goes away. serve reaches it as any port of the sandbox (port_proxy.cpp).
 #pragma once
 #include <functional>
 #include <memory>

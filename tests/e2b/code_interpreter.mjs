@@ -73,6 +73,19 @@ await check('runCode: a value with _repr_html_ comes back as html too', async ()
   assert.ok(e.results[0].formats().includes('html'))
 })
 
+await check('JavaScript: state kept between cells, console.log to stdout, the completion value as the result, errors', async () => {
+  const a = await sb.runCode('let a = 40\nconsole.log("from js")', { language: 'js' })
+  assert.equal(a.error, undefined)
+  assert.equal(a.logs.stdout.join(''), 'from js\n')
+  assert.equal((await sb.runCode('a + 2', { language: 'js' })).text, '42')
+  const e = await sb.runCode('null.x', { language: 'js' })
+  assert.equal(e.error.name, 'TypeError')
+  assert.match(e.error.traceback, /<cell>:1/)
+  const ctx = await sb.createCodeContext({ language: 'js' })
+  assert.equal((await sb.runCode('typeof a', { context: ctx })).text, "'undefined'")  // a context of its own
+  await sb.removeCodeContext(ctx)
+})
+
 await check('contexts: create, own state, list, restart (state gone), remove', async () => {
   const ctx = await sb.createCodeContext({ cwd: '/tmp' })
   assert.equal(ctx.language, 'python')
