@@ -81,6 +81,7 @@ struct PortExchange : std::enable_shared_from_this<PortExchange> {
   void fail(http::status st, const std::string& why) {
     if (done) return;
     done = true;
+    kill_relay();  // (a bad answer: the relay may still be connected)
     if (head_sent) return ex->end_stream();  // the answer was under way: cut short
     svc.reply(ex, route, Service::api_error(st, "port " + port + " of sandbox " + sb->id + ": " + why));
   }
@@ -125,7 +126,7 @@ struct PortExchange : std::enable_shared_from_this<PortExchange> {
   }
 
   void kill_relay() {
-    if (sb->agent) sb->agent->call(agent::request::signal(pid, "KILL"), {}, [](const agent::Frame&) {});
+    if (pid > 0 && sb->agent) sb->agent->call(agent::request::signal(pid, "KILL"), {}, [](const agent::Frame&) {});
   }
 
   void on_event(const agent::Frame& f) {
