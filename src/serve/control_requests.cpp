@@ -221,7 +221,9 @@ BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templ
           if (auto e = string_list(nv, "network.denyOut", &cr.deny_out)) return bad(*e);
         } else if (nk == "allowPublicTraffic" || nk == "maskRequestHost") {
           if (!nv.is_boolean()) return bad("network." + nk + ": expected true or false");
-          if (nk == "allowPublicTraffic" && nv.get<bool>()) return bad("network.allowPublicTraffic: sandboxes here take no inbound traffic");
+          if (nk == "allowPublicTraffic" && nv.get<bool>())
+            return bad("network.allowPublicTraffic: true is not served: a sandbox's ports are reached only with its "
+                       "trafficAccessToken (or its envd token, or its tenant's key)");
         } else {
           return bad("network." + nk + ": not supported by this server (allowOut, denyOut and rules are)");
         }

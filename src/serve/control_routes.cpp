@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "sandbox/refusals.hpp"
+#include "serve/code_interpreter.hpp"
 #include "serve/control_requests.hpp"
 #include "serve/service.hpp"
 #include "util/unique_fd.hpp"
@@ -70,6 +71,7 @@ nlohmann::json refusals_answer(const Sandbox& sb, uint64_t since) {
 nlohmann::json Service::created_json(const Sandbox& sb) {
   nlohmann::json j = {{"templateID", sb.tmpl.name}, {"sandboxID", sb.id}, {"clientID", "exguardian"}, {"envdVersion", kEnvdVersion}};
   if (!sb.access_token.empty()) j["envdAccessToken"] = sb.access_token;
+  if (!sb.traffic_token.empty()) j["trafficAccessToken"] = sb.traffic_token;
   return j;
 }
 
@@ -260,9 +262,15 @@ void Service::create_sandbox(Call& c) {
       return reply(ex, route, api_error(http::status::bad_request, started.error().message));
     if (!started)
       return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + started.error().message));
-    const std::shared_ptr<Sandbox>& sb = *started;
+    std::shared_ptr<Sandbox> sb = *started;
     ex->log_sandbox = sb->id;
-    reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
+    if (!sb->tmpl.code_interpreter) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
+    // Its interpreter runs before the answer (it listens a few ms later: the first call's relay waits for it).
+    start_code_interpreter(sb, [this, ex, route, sb](std::optional<std::string> error) mutable {
+      if (!error) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
+      registry_.kill(sb, {}, "start-failed");
+      reply(ex, route, api_error(http::status::internal_server_error, "the code interpreter did not start: " + *error));
+    });
   });
 }
 

@@ -83,7 +83,8 @@ nlohmann::json build() {
         {"required", {"templateID", "sandboxID", "clientID", "envdVersion"}},
         {"properties", {{"templateID", {{"type", "string"}}}, {"sandboxID", {{"type", "string"}}}, {"clientID", {{"type", "string"}}},
                         {"envdVersion", {{"type", "string"}}},
-                        {"envdAccessToken", {{"type", "string"}, {"description", "X-Access-Token of envd calls; absent when created with secure false"}}}}}}},
+                        {"envdAccessToken", {{"type", "string"}, {"description", "X-Access-Token of envd calls; absent when created with secure false"}}},
+                        {"trafficAccessToken", {{"type", "string"}, {"description", "E2B-Traffic-Access-Token: reaches the sandbox's other ports (E2b-Sandbox-Port), not its envd; absent when created with secure false"}}}}}}},
   };
   return {{"openapi", "3.0.0"},
           {"info", {{"title", "exguardian serve"}, {"version", "0.1.0"},

@@ -144,6 +144,7 @@ std::shared_ptr<Sandbox> Registry::new_sandbox(const Template& tmpl) {
   sb->started_at = std::chrono::system_clock::now();
   sb->end_at = sb->started_at + std::chrono::seconds(300);
   sb->access_token = random_id(32);  // secure or not: envd calls carry it
+  sb->traffic_token = random_id(32);
   sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
   sb->home = sb->dir + "/home";
   sb->audit_log = sb->dir + "/audit.jsonl";
@@ -155,7 +156,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   auto sb = new_sandbox(req.tmpl);
   if (!req.workspace.empty()) sb->home = req.workspace;
   if (!req.audit_log.empty()) sb->audit_log = req.audit_log;
-  if (!req.secure) sb->access_token.clear();
+  if (!req.secure) sb->access_token.clear(), sb->traffic_token.clear();
   sb->tenant = req.tenant;
   sb->metadata = req.metadata;
   sb->env_vars = req.env_vars;
@@ -195,6 +196,7 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sb->started_at = std::chrono::system_clock::now();
   sb->end_at = sb->started_at + req.timeout;
   sb->access_token = req.secure ? random_id(32) : "";  // made now: no one knew the pool's
+  sb->traffic_token = req.secure ? random_id(32) : "";
   sb->from_pool = true;
   sb->state = Sandbox::State::Starting;
   sandboxes_[sb->id] = sb;

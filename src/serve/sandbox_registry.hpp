@@ -112,6 +112,10 @@ struct Sandbox {
   std::chrono::system_clock::time_point started_at, end_at;
   State state = State::Starting;
   std::string access_token;  // envd calls must carry it (X-Access-Token); empty: created with secure false
+  // E2B's traffic access token: a request for another port of the sandbox
+  // (E2b-Sandbox-Port, serve/port_proxy.cpp) may carry it instead (the code
+  // interpreter SDK's /contexts calls carry only it). Empty with secure false.
+  std::string traffic_token;
   std::string dir;           // --state-dir/sandboxes/<id>
   std::string home;          // the workspace: the user's home and default cwd
   std::string audit_log;     // the supervisor's audit log (JSON lines)

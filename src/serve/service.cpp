@@ -155,11 +155,16 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
   // was created with secure false (no token). The same checks run whether
   // the id exists or not.
   bool authed = false, owner = false;
-  std::string token(req["X-Access-Token"]);
+  auto same = [](const std::string& given, const std::string& want) {
+    return !given.empty() && given.size() == want.size() && CRYPTO_memcmp(given.data(), want.data(), given.size()) == 0;
+  };
+  // A request for another port of the sandbox (E2b-Sandbox-Port): port_proxy.cpp.
+  std::string port(req["E2b-Sandbox-Port"]);
+  bool other_port = !port.empty() && port != kEnvdPort;
   if (sb && sb->access_token.empty()) authed = owner = true;
-  if (!authed && sb && !token.empty() && token.size() == sb->access_token.size() &&
-      CRYPTO_memcmp(token.data(), sb->access_token.data(), token.size()) == 0)
-    authed = owner = true;
+  if (!authed && sb && same(std::string(req["X-Access-Token"]), sb->access_token)) authed = owner = true;
+  // E2B's traffic access token reaches the sandbox's ports, never its envd.
+  if (!authed && sb && other_port && same(std::string(req["E2B-Traffic-Access-Token"]), sb->traffic_token)) authed = owner = true;
   if (!authed) {
     if (const Tenant* t = tenants_.authenticate(std::string(req["X-API-KEY"]))) {
       authed = true;
@@ -178,9 +183,10 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
   if (sb->state == Sandbox::State::Paused || sb->pausing)
     return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + (sb->pausing ? " is being paused" : " is paused") +
                                                                   " (Sandbox.connect resumes it)"));
-  std::string port(req["E2b-Sandbox-Port"]);
-  if (!port.empty() && port != "49983")
-    return reply(ex, "envd", api_error(http::status::bad_gateway, "port " + port + ": only envd's port (49983) is served"));
+  if (other_port) {
+    call.sb = std::move(sb);
+    return port_proxy(call, port);
+  }
   if (!r) return no_envd_route(req, ex, sb, call.path);
   call.sb = std::move(sb);
   (this->*r->handler)(call);

@@ -26,6 +26,8 @@ namespace exg::serve {
 // The envd version we answer as: the SDK gates features on it (0.5.7: stdin
 // close, octet-stream uploads; below 0.6.2: no file metadata, which we do not keep).
 inline constexpr const char* kEnvdVersion = "0.5.7";
+// envd's port: E2b-Sandbox-Port names it (or none); another port is a port of the sandbox (port_proxy.cpp).
+inline constexpr const char* kEnvdPort = "49983";
 
 struct ServiceOptions {
   size_t max_sandboxes = 1000;  // over all tenants
@@ -56,6 +58,8 @@ class Service {
   // E2B's error body {"code": N, "message": "..."} with that status.
   static Response api_error(http::status st, const std::string& message);
   void reply(ExchangePtr& ex, const std::string& route, Response r);
+  // An answer counted in /metrics that went out another way (a stream's head).
+  void count(const std::string& route, unsigned status);
 
  private:
   boost::asio::io_context& io_;
@@ -105,6 +109,9 @@ class Service {
   void process_call(Call& c);
   void stream_input(Call& c);
   void filesystem_call(Call& c);
+  // port_proxy.cpp: a request for another port of the sandbox (E2b-Sandbox-Port), relayed to that
+  // port inside the sandbox's own network namespace by a process started there.
+  void port_proxy(Call& c, const std::string& port);
 
   void new_timeout(Call& c, bool set);
   void resume_or_connect(Call& c, bool connect);

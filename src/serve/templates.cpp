@@ -16,6 +16,11 @@ Templates::Templates() {
   Template base;
   base.name = "base";
   by_name_["base"] = base;
+  // What @e2b/code-interpreter's Sandbox.create() asks for by default.
+  Template ci = base;
+  ci.name = kCodeInterpreterTemplate;
+  ci.code_interpreter = true;
+  by_name_[ci.name] = ci;
 }
 
 Result<Templates> Templates::load(const std::string& file) {
@@ -56,6 +61,8 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
     if (!e.is_object()) return bad(at, "expected an object");
     Template tp;
     tp.name = name;
+    // A file's own code-interpreter-v1 (another layer, say) is still the code interpreter, unless it says otherwise.
+    tp.code_interpreter = name == kCodeInterpreterTemplate;
     for (auto& [k, v] : e.items()) {
       std::string kat = at + "." + k;
       if (k == "layer") {
@@ -83,11 +90,14 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
       } else if (k == "pids") {
         if (!v.is_number_integer() || v.get<int64_t>() < 8 || v.get<int64_t>() > 1000000) return bad(kat, "expected an integer 8..1000000");
         tp.pids = v.get<int>();
+      } else if (k == "codeInterpreter") {
+        if (!v.is_boolean()) return bad(kat, "expected true or false");
+        tp.code_interpreter = v.get<bool>();
       } else if (k == "allowRoot") {
         if (!v.is_boolean()) return bad(kat, "expected true or false");
         tp.allow_root = v.get<bool>();
       } else {
-        return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids, allowRoot)");
+        return bad(kat, "unknown key (layer, rootfs, policy, allowDomains, memoryMB, cpus, pids, allowRoot, codeInterpreter)");
       }
     }
     // Root only where the sandbox has a kernel of its own: gVisor's, or the microVM's guest.

@@ -12,6 +12,9 @@
 
 namespace exg::serve {
 
+// The code interpreter's template as E2B names it (the SDK's default).
+inline constexpr char kCodeInterpreterTemplate[] = "code-interpreter-v1";
+
 struct Template {
   std::string name;
   std::string layer = "process";    // process | container | gvisor
@@ -24,13 +27,18 @@ struct Template {
   // gvisor only: the sandbox's one user is uid 0 of gVisor's own kernel (no
   // capabilities; --gvisor-root), so E2B's `root` is served (and `user` runs as it too).
   bool allow_root = false;
+  // E2B's code interpreter (@e2b/code-interpreter): an interpreter server is
+  // started inside each sandbox of it, on port 49999 of the sandbox's own
+  // network namespace (serve/code_interpreter.hpp).
+  bool code_interpreter = false;
 };
 
 class Templates {
  public:
-  Templates();  // only `base`
+  Templates();  // only `base` and `code-interpreter-v1` (base with the code interpreter)
   // {"templates": {"name": {"layer": "process", "rootfs": DIR, "policy": FILE, "allowDomains": [...],
-  //                          "memoryMB": 512, "cpus": 1, "pids": 256, "allowRoot": false}}}
+  //                          "memoryMB": 512, "cpus": 1, "pids": 256, "allowRoot": false,
+  //                          "codeInterpreter": false}}}
   // load() also reads each template's policy file: one that does not load, or
   // that lets host Unix sockets through on a layer that cannot carry one
   // (gVisor, the microVM), stops the server at its start, naming the template,

@@ -82,6 +82,26 @@ TEST(ServeTenants, SecretsCheckedByThePolicyLoader) {
   EXPECT_TRUE(Tenants::parse(with("[]"), "t.json"));
 }
 
+// @e2b/code-interpreter's default template is built in; a file may name its own (still the
+// code interpreter unless it says otherwise) or give any template the interpreter.
+TEST(ServeTemplates, CodeInterpreterBuiltInAndNamed) {
+  Templates none;
+  ASSERT_NE(none.find("code-interpreter-v1"), nullptr);
+  EXPECT_TRUE(none.find("code-interpreter-v1")->code_interpreter);
+  EXPECT_FALSE(none.find("base")->code_interpreter);
+  auto t = Templates::parse(R"({"templates":{"code-interpreter-v1":{"layer":"container"},"py":{"codeInterpreter":true},)"
+                            R"("plain":{},"off":{"codeInterpreter":false}}})", "x.json");
+  ASSERT_TRUE(t) << t.error().str();
+  EXPECT_TRUE(t->find("code-interpreter-v1")->code_interpreter);
+  EXPECT_EQ(t->find("code-interpreter-v1")->layer, "container");
+  EXPECT_TRUE(t->find("py")->code_interpreter);
+  EXPECT_FALSE(t->find("plain")->code_interpreter);
+  EXPECT_FALSE(t->find("off")->code_interpreter);
+  auto bad = Templates::parse(R"({"templates":{"py":{"codeInterpreter":"yes"}}})", "x.json");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().str().find("templates.py.codeInterpreter"), std::string::npos);
+}
+
 TEST(ServeTemplates, BaseBuiltInAndFileChecked) {
   Templates none;
   ASSERT_NE(none.find("base"), nullptr);

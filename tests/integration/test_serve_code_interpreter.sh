@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `exguardian serve` with E2B's code interpreter (issue 44, part 5; the port routing of part 4 it
+# needs): the unmodified `@e2b/code-interpreter` SDK from npm (pinned) creates a sandbox of its
+# default template code-interpreter-v1 and runs code in it (tests/e2b/code_interpreter.mjs: state
+# kept between runCode calls, results, stdout/stderr, errors, env vars, contexts, the interrupt of a
+# caller that left, a second tenant that never reaches the first one's port 49999, a web server on
+# another port, the interpreter inside the sandbox's pid namespace and gone after the kill). One
+# server, one sandbox per tenant; the curl-level and lifecycle checks of serve are test_serve.sh's.
+source "$(dirname "$0")/lib.sh"
+
+CI_VERSION=2.8.0
+need_source_tree tests/e2b/code_interpreter.mjs node npm curl python3
+
+KEY_A=acme-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+KEY_B=other-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
+cat > "$T/tenants.json" <<EOF
+{"tenants": [{"id": "acme", "keys": ["$("$EXG" serve --hash-key "$KEY_A")"]},
+             {"id": "other", "keys": ["$("$EXG" serve --hash-key "$KEY_B")"]}]}
+EOF
+
+# On another layer (run.sh ... container|gvisor; not in EXG_IT_LAYER_SCRIPTS, for make test's time):
+# the templates file's own code-interpreter-v1 on that layer. gVisor's processes are its
+# kernel's, not the host's: the host-side look at the interpreter is left out there.
+TEMPLATES=()
+if ! on_layer process; then
+    echo "{\"templates\": {\"code-interpreter-v1\": {\"layer\": \"$EXG_LAYER\"}}}" > "$T/templates.json"
+    TEMPLATES=(--templates "$T/templates.json")
+fi
+HOST_VIEW=1
+on_layer gvisor && HOST_VIEW=0
+# start_server [extra options]: sets SERVER_PID and URL, or returns 1 (the log in $T/serve.log).
+start_server() {
+    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 "${TEMPLATES[@]}" "$@" > "$T/serve.log" 2>&1 &
+    SERVER_PID=$!
+    track_bg "$SERVER_PID"
+    wait_for 20 bash -c "grep -q 'listening on 127.0.0.1:' '$T/serve.log' || ! kill -0 $SERVER_PID 2>/dev/null"
+    grep -q 'listening on 127.0.0.1:' "$T/serve.log" || return 1
+    URL=http://127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T/serve.log" | head -1)
+}
+# A user without cgroups it may write: the operator's explicit weaker mode (test_serve.sh checks the refusal).
+if ! start_server; then
+    wait "$SERVER_PID" 2>/dev/null
+    if [ "$EXG_AS" != root ] && grep -q -- '--no-cgroup-limits' "$T/serve.log"; then
+        note "as $EXG_AS without writable cgroups: --no-cgroup-limits"
+        start_server --no-cgroup-limits || { fail "the server did not start: $(tail -3 "$T/serve.log")"; finish; }
+    else
+        fail "the server did not start: $(tail -3 "$T/serve.log")"; finish
+    fi
+fi
+
+# The template's name as the SDK asks for it, without a templates file; a wrong one is still 404.
+code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST "$URL/sandboxes" -H "X-API-KEY: $KEY_A" -d '{"templateID": "code-interpreter-v2"}')
+[ "$code" = 404 ] && ok "an unknown template is still 404" || fail "code-interpreter-v2: $code $(cat "$T/body")"
+
+mkdir -p "$T/node"
+cp "$SRC/tests/e2b/code_interpreter.mjs" "$T/node/"
+if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "@e2b/code-interpreter@$CI_VERSION" > "$T/npm.log" 2>&1); then
+    ok "npm install @e2b/code-interpreter@$CI_VERSION"
+    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW NO_PROXY='*' no_proxy='*' \
+        timeout 300 node "$T/node/code_interpreter.mjs"
+    printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
+    if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"
+    else fail "the code interpreter SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
+else
+    fail "npm install @e2b/code-interpreter@$CI_VERSION"; sed 's/^/#   /' "$T/npm.log" | tail -5
+fi
+
+# Nothing of the sandboxes is left once they are killed (the interpreter's process: the SDK script).
+[ -z "$(ls -A "$T/state/sandboxes" 2>/dev/null)" ] && ok "every sandbox's state directory is gone" || fail "left: $(ls -A "$T/state/sandboxes")"
+kill -TERM "$SERVER_PID"; wait "$SERVER_PID"
+finish
