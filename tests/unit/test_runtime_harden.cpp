@@ -113,8 +113,12 @@ TEST(RuntimeHarden, MergesWithoutWidening) {
   for (const auto& m : c["mounts"]) {
     auto opts = m.value("options", json::array());
     bool ro = std::find(opts.begin(), opts.end(), "ro") != opts.end();
-    if (m["destination"] == "/data") EXPECT_TRUE(ro);   // not in allowWrite
-    if (m["destination"] == "/work") EXPECT_FALSE(ro);  // allowWrite
+    if (m["destination"] == "/data") {
+      EXPECT_TRUE(ro);  // not in allowWrite
+    }
+    if (m["destination"] == "/work") {
+      EXPECT_FALSE(ro);  // allowWrite
+    }
   }
   EXPECT_EQ(c["mounts"].back()["destination"], oci::kInitPath);
   bool tmp = false;
