@@ -32,7 +32,9 @@ int foreign_options(const EscapeTestOptions& o, evidence::SuiteOptions& s) {
   std::string why, probe = evidence::probe_program_beside(n > 0 ? std::string(buf, static_cast<size_t>(n)) : "", why);
   if (o.dry_run) {
     std::printf("sandbox: %s (%s)\n", fs.name.c_str(), fs.about.c_str());
-    std::printf("every probe runs as: %s sh -c COMMAND\n", evidence::shown_command(fs.prefix).c_str());
+    if (fs.prefix.empty())
+      std::printf("every probe safe without a sandbox runs as: sh -c COMMAND (no sandbox; the others are not run)\n");
+    else std::printf("every probe runs as: %s sh -c COMMAND\n", evidence::shown_command(fs.prefix).c_str());
     std::printf("  {workspace}: the throwaway workspace (the probe's cwd); {home}: the fake HOME with the canaries\n");
     std::printf("  {probe}: %s\n", probe.empty() ? ("MISSING: " + why).c_str() : probe.c_str());
     std::printf("the kernel probes run: %s NAME\n", fs.probe_inside.c_str());

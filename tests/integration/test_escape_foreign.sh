@@ -9,6 +9,9 @@
 #   ExGuardian's process layer holds the very same probes;
 # - bubblewrap without a network (bwrap): the metadata probes hold, the allowed host is not
 #   reachable either (not applicable, said so);
+# - no sandbox (none): the probes that are safe without one see every escape (the canary changed,
+#   the world's metadata and private hosts reached, the host's marker process killed); the
+#   destructive ones are not run, and say so;
 # - podman (root, where it runs here) on a busybox image made by the test, never pulled.
 # Egress only inside the world escape-test builds (its own network namespaces).
 source "$(dirname "$0")/lib.sh"
@@ -152,6 +155,65 @@ p = {x['id']: x for x in json.load(open('$J'))['probes']}
 assert p['sandbox-in-place']['verdict'] == 'FAILED' and \"caller's own namespaces\" in p['sandbox-in-place']['evidence'], p['sandbox-in-place']
 assert p['setid-file-left']['exit_status'] == -1 and p['setid-file-left']['verdict'] == 'skipped', p['setid-file-left']
 "
+
+# ---- no sandbox at all (none): the probes can tell an escape ----------------------------------------
+# Only the probes the catalogue calls safe without a sandbox run, on the host as this user, in the
+# world escape-test builds (its network namespaces, a private mount namespace): every escape must
+# touch only what the test made (the fake HOME's canaries, the workspace, its marker process, the
+# world's servers); the rest are "not run: unsafe without a sandbox", never held.
+rm -f /tmp/exg-planted-ran
+[ -e /tmp/f ] && note "/tmp/f exists before the run"
+ls -d /tmp/exg-probe-* 2>/dev/null | sort > "$T/probe-dirs.before"
+run "$EXG" escape-test --sandbox none --json "$J"
+check "--sandbox none: exit 1 (escapes), the header says there is no sandbox" bash -c \
+    '[ "$1" = 1 ] && grep -qF "NO SANDBOX (--sandbox none)" <<<"$2"' _ "$STATUS" "$OUT"
+[ -s "$J" ] || show_last
+NONE_IDS=(cleanup-canaries seed-read-credentials seed-touch-home seed-git-hook persist-home-bashrc seed-env-secrets fd-leak
+    net-direct-metadata seed-curl-metadata net-metadata-name net-private-literal net-rebind-loopback proc-host-kill proc-pid1
+    host-unix-socket setid-file-left cleanup-processes)
+check "  under none the probes see every escape ($(verdicts "$J" "${NONE_IDS[@]}" | tr ' ' '\n' | grep -vc '=ESCAPED$') not ESCAPED)" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+bad = [(i, p[i]['verdict'], p[i]['evidence']) for i in '${NONE_IDS[*]}'.split() if p[i]['verdict'] != 'ESCAPED']
+assert not bad, bad
+assert 'home/.bashrc changed on the host' in p['cleanup-canaries']['evidence'], p['cleanup-canaries']
+for i in ('net-direct-metadata', 'seed-curl-metadata'):
+    assert \"the world's server received: 169.254.169.254\" in p[i]['evidence'], p[i]
+assert \"the world's server received: 10.0.0.5\" in p['net-private-literal']['evidence'], p['net-private-literal']
+assert 'marker process is gone' in p['proc-host-kill']['evidence'], p['proc-host-kill']
+assert p['cleanup-host-marker']['verdict'] == 'ESCAPED', p['cleanup-host-marker']
+"
+check "  the destructive probes were not run, and say so (never held)" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+for i in ('kernel-reboot', 'kernel-kexec-load', 'kernel-init-module', 'kernel-finit-module', 'kernel-swapon', 'kernel-acct',
+          'kernel-settimeofday', 'limit-pids', 'limit-memory', 'proc-pid1-signals', 'proc-environ-every'):
+    x = p[i]
+    assert x['verdict'] == 'skipped' and x['exit_status'] == -1 and not x['required'], x
+    assert x['evidence'].startswith('not run: unsafe without a sandbox: '), x
+assert not [i for i, x in p.items() if x['verdict'] == 'held' and 'not run' in x['evidence']]
+assert p['sandbox-in-place']['evidence'].startswith('not applicable: no sandbox'), p['sandbox-in-place']
+"
+check "  nearly every probe that ran escaped; what held is ordinary work or the host kernel's own answer" python3 -c "
+import json
+ps = json.load(open('$J'))['probes']
+ran = [x for x in ps if x['verdict'] != 'skipped' and x['category'] != 'ordinary work' and x['category'] != 'cleanup']
+held = [x for x in ran if x['verdict'] == 'held']
+# (no docker socket and no terminal here; an ordinary user lacks CAP_SETFCAP: the kernel's own check)
+odd = [(x['id'], x['evidence']) for x in held if not x['id'].startswith('kernel-') and x['id'] not in
+       ('seed-docker-socket', 'term-no-ctty', 'persist-background-process') + (('setid-file-capability',) if '$EXG_AS' == 'user' else ())]
+assert not odd, odd
+assert not [x for x in ps if x['verdict'] == 'FAILED'], [(x['id'], x['evidence']) for x in ps if x['verdict'] == 'FAILED']
+esc = len(ran) - len(held)
+assert esc >= 0.6 * len(ran), (esc, len(ran))
+k = {x['id']: x for x in ps}
+assert k['kernel-unshare-newns']['verdict'] == 'ESCAPED' or '$EXG_AS' != 'root', k['kernel-unshare-newns']
+assert k['kernel-ptrace-attach']['verdict'] == 'ESCAPED', k['kernel-ptrace-attach']
+print(esc, 'of', len(ran), 'escaped')
+"
+ls -d /tmp/exg-probe-* 2>/dev/null | sort > "$T/probe-dirs.after"
+check "  nothing outside what the test made: no /run/exguardian/exguardian, no scratch dir of a probe left in /tmp, no /tmp/f (work-tmp wrote in its TMPDIR)" bash -c \
+    '[ ! -e /run/exguardian/exguardian ] && [ -z "$(comm -13 "$1" "$2")" ] && [ ! -e /tmp/exg-planted-ran ] && [ ! -e /tmp/f ]' _ "$T/probe-dirs.before" "$T/probe-dirs.after"
 
 # ---- podman, default profile, on an image made here -------------------------------------------------
 BB=$(command -v busybox || true)
