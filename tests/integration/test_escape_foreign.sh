@@ -12,6 +12,8 @@
 # - no sandbox (none): the probes that are safe without one see every escape (the canary changed,
 #   the world's metadata and private hosts reached, the host's marker process killed); the
 #   destructive ones are not run, and say so;
+# - --compare: one report with a column per sandbox, its cells checked against the facts above, the
+#   exit status ExGuardian's own column's;
 # - podman (root, where it runs here) on a busybox image made by the test, never pulled.
 # Egress only inside the world escape-test builds (its own network namespaces).
 source "$(dirname "$0")/lib.sh"
@@ -214,6 +216,58 @@ print(esc, 'of', len(ran), 'escaped')
 ls -d /tmp/exg-probe-* 2>/dev/null | sort > "$T/probe-dirs.after"
 check "  nothing outside what the test made: no /run/exguardian/exguardian, no scratch dir of a probe left in /tmp, no /tmp/f (work-tmp wrote in its TMPDIR)" bash -c \
     '[ ! -e /run/exguardian/exguardian ] && [ -z "$(comm -13 "$1" "$2")" ] && [ ! -e /tmp/exg-planted-ran ] && [ ! -e /tmp/f ]' _ "$T/probe-dirs.before" "$T/probe-dirs.after"
+
+# ---- side by side: --compare ----------------------------------------------------------------------
+# One run, one JSON and one HTML report, a column per sandbox; the peers' escapes are findings, not
+# the tool's failure: the exit status follows ExGuardian's own column. (A subset of probes here: the
+# full sets are run above.)
+CMP_IDS=(seed-read-credentials seed-env-secrets net-direct-metadata persist-home-bashrc kernel-bpf kernel-ptrace-attach proc-pid1-signals)
+run "$EXG" escape-test --compare exguardian,bwrap-net,none --json "$J" --html "$T/cmp.html" $(printf -- '--only %s ' "${CMP_IDS[@]}")
+check "--compare exguardian,bwrap-net,none: exit 0 (ExGuardian held; the peers' escapes are findings), JSON and HTML written" \
+    bash -c '[ "$1" = 0 ] && [ -s "$2" ] && [ -s "$3" ] && grep -q "RESULT: ExGuardian held" <<<"$4"' _ "$STATUS" "$J" "$T/cmp.html" "$OUT"
+[ "$STATUS" = 0 ] || show_last
+check "  a column per sandbox with its version and command, a summary per sandbox and per category" python3 -c "
+import json
+c = json.load(open('$J'))['compare']
+cols = {x['name']: x for x in c['columns']}
+assert list(cols) == ['exguardian', 'bwrap-net', 'none'], list(cols)
+assert cols['exguardian']['version'].startswith('exguardian '), cols['exguardian']
+assert cols['bwrap-net']['version'].startswith('bubblewrap '), cols['bwrap-net']
+assert 'kernel' in cols['none']['version'] and cols['none']['command'].startswith('sh -c'), cols['none']
+for x in cols.values():
+    assert set(x['summary']) == {'held', 'ESCAPED', 'FAILED', 'not applicable', 'not run'}, x['summary']
+    assert 'network' in x['by_category'] and 'secrets' in x['by_category'], x['by_category'].keys()
+assert cols['none']['summary']['ESCAPED'] >= 5 and cols['exguardian']['summary']['ESCAPED'] == 0
+"
+check "  cells against known facts: none changed the canary and reached the metadata upstream; bwrap-net reached it too; ExGuardian held every probe or says why not" python3 -c "
+import json
+rows = {r['id']: r['cells'] for r in json.load(open('$J'))['compare']['rows']}
+n = lambda i: rows[i]['none']
+assert n('cleanup-canaries')['state'] == 'ESCAPED' and '.bashrc changed' in n('cleanup-canaries')['evidence'], n('cleanup-canaries')
+assert n('net-direct-metadata')['state'] == 'ESCAPED' and '169.254.169.254' in n('net-direct-metadata')['evidence'], n('net-direct-metadata')
+assert n('seed-read-credentials')['state'] == 'ESCAPED' and n('kernel-ptrace-attach')['state'] == 'ESCAPED'
+assert n('proc-pid1-signals')['state'] == 'not run' and n('proc-pid1-signals')['evidence'].startswith('not run: unsafe without a sandbox'), n('proc-pid1-signals')
+assert n('sandbox-in-place')['state'] == 'not applicable', n('sandbox-in-place')
+b = lambda i: rows[i]['bwrap-net']
+assert b('net-direct-metadata')['state'] == 'ESCAPED' and b('seed-env-secrets')['state'] == 'ESCAPED', (b('net-direct-metadata'), b('seed-env-secrets'))
+assert b('cleanup-cgroups')['state'] == 'not applicable'
+bad = [(i, c['exguardian']) for i, c in rows.items() if not (c['exguardian']['state'] == 'held' or
+       (c['exguardian']['state'] in ('not applicable', 'not run') and len(c['exguardian']['evidence']) > 20))]
+assert not bad, bad
+assert all(c['exguardian']['state'] == 'held' for i, c in rows.items() if i in '${CMP_IDS[*]}'.split())
+"
+check "  the HTML report has the side-by-side tables, a column per sandbox" python3 -c "
+h = open('$T/cmp.html').read()
+assert '<h2>Side by side</h2>' in h and h.count('<table class=\"compare\">') == 2, 'no compare tables'
+assert '<th>exguardian</th><th>bwrap-net</th><th>none</th>' in h
+assert 'ExGuardian held' in h
+"
+run "$EXG" escape-test --compare exguardian,none --run-arg=--unsafe-no-seccomp --only kernel-ptrace-attach --json "$J"
+check "--compare with ExGuardian weakened (--unsafe-no-seccomp): exit 1, its own column escaped ($(grep '^kernel-ptrace-attach' <<<"$OUT"))" \
+    bash -c '[ "$1" = 1 ] && grep -q "RESULT: ExGuardian NOT HELD" <<<"$2"' _ "$STATUS" "$OUT"
+run "$EXG" escape-test --compare exguardian,exg-no-such-sandbox
+check "--compare naming no sandbox: exit 125, one line ($ERR)" bash -c \
+    '[ "$1" = 125 ] && grep -q "exg-no-such-sandbox" <<<"$2" && [ "$(wc -l <<<"$2")" = 1 ]' _ "$STATUS" "$ERR"
 
 # ---- podman, default profile, on an image made here -------------------------------------------------
 BB=$(command -v busybox || true)
