@@ -98,6 +98,13 @@ TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
   missing.status = 127;
   missing.out = "sh: curl: not found\n";
   EXPECT_EQ(m->judge(missing).verdict, Verdict::skipped);
+  // A small image without the file a set-id probe copies never tried the attack: not held.
+  const ProbeSpec* sid = find_probe(v, "setid-file-left");
+  ASSERT_TRUE(sid);
+  Outcome no_id;
+  no_id.status = 1;
+  no_id.out = "cp: can't stat '/usr/bin/id': No such file or directory\n";
+  EXPECT_EQ(sid->judge(no_id).verdict, Verdict::skipped);
   // No shared batch of shell probes: each is judged right after its own run.
   for (const auto& p : v) EXPECT_TRUE(p.batch.empty() || p.batch == "kernel") << p.id;
 }
