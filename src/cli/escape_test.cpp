@@ -1,11 +1,15 @@
 #include "cli/escape_test.hpp"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 
+#include <sys/utsname.h>
 #include <unistd.h>
 
+#include "evidence/compare.hpp"
 #include "evidence/foreign_sandbox.hpp"
 #include "evidence/suite.hpp"
 
@@ -32,7 +36,9 @@ int foreign_options(const EscapeTestOptions& o, evidence::SuiteOptions& s) {
   std::string why, probe = evidence::probe_program_beside(n > 0 ? std::string(buf, static_cast<size_t>(n)) : "", why);
   if (o.dry_run) {
     std::printf("sandbox: %s (%s)\n", fs.name.c_str(), fs.about.c_str());
-    std::printf("every probe runs as: %s sh -c COMMAND\n", evidence::shown_command(fs.prefix).c_str());
+    if (fs.prefix.empty())
+      std::printf("every probe safe without a sandbox runs as: sh -c COMMAND (no sandbox; the others are not run)\n");
+    else std::printf("every probe runs as: %s sh -c COMMAND\n", evidence::shown_command(fs.prefix).c_str());
     std::printf("  {workspace}: the throwaway workspace (the probe's cwd); {home}: the fake HOME with the canaries\n");
     std::printf("  {probe}: %s\n", probe.empty() ? ("MISSING: " + why).c_str() : probe.c_str());
     std::printf("the kernel probes run: %s NAME\n", fs.probe_inside.c_str());
@@ -47,6 +53,126 @@ int foreign_options(const EscapeTestOptions& o, evidence::SuiteOptions& s) {
   s.probe_program = probe;
   s.probe_inside = fs.probe_inside;
   return -1;
+}
+
+std::string self_exe() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
+}
+
+bool save_report(const std::string& path, const std::string& text, const char* what) {
+  if (path.empty()) return true;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f << text;
+  f.close();
+  if (!f) {
+    std::fprintf(stderr, "exguardian: escape-test: writing the %s report %s: %s\n", what, path.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::printf("%s report: %s\n", what, path.c_str());
+  return true;
+}
+
+// --compare A,B,...: each column's suite in turn (each its own world, workspace and canaries, so
+// one peer's damage is never judged against the next), then one report.
+int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base) {
+  if (!o.sandbox.empty() || o.dry_run || o.layer == "all") {
+    std::fprintf(stderr, "exguardian: escape-test: --compare names every sandbox itself: not with --sandbox, --dry-run "
+                         "or --layer all\n");
+    return 125;
+  }
+  std::vector<std::string> names;
+  {
+    std::istringstream is(o.compare);
+    for (std::string n; std::getline(is, n, ',');) {
+      std::string known = evidence::kExguardianColumn;
+      for (const auto& p : evidence::foreign_presets()) known += ", " + p.name;
+      bool preset = std::any_of(evidence::foreign_presets().begin(), evidence::foreign_presets().end(),
+                                [&](const auto& p) { return p.name == n; });
+      if (n != evidence::kExguardianColumn && !preset) {
+        std::fprintf(stderr, "exguardian: escape-test: --compare '%s': '%s' is not a sandbox to compare (%s)\n",
+                     o.compare.c_str(), n.c_str(), known.c_str());
+        return 125;
+      }
+      if (std::find(names.begin(), names.end(), n) != names.end()) {
+        std::fprintf(stderr, "exguardian: escape-test: --compare '%s': %s is named twice\n", o.compare.c_str(), n.c_str());
+        return 125;
+      }
+      names.push_back(n);
+    }
+  }
+  std::string why, probe = evidence::probe_program_beside(self_exe(), why);
+  if (probe.empty()) {
+    std::fprintf(stderr, "exguardian: escape-test: --compare: %s\n", why.c_str());
+    return 125;
+  }
+  evidence::CompareReport cr;
+  cr.all.started.clear();
+  cr.all.layer = "compare " + o.compare;
+  for (const auto& name : names) {
+    evidence::CompareColumn col;
+    col.name = name;
+    evidence::SuiteOptions s = base;
+    if (name == evidence::kExguardianColumn) {
+      col.about = "ExGuardian's own " + o.layer + " layer (exguardian run" + (o.layer == "process" ? "" : " --layer " + o.layer) +
+                  ", the default policy" + (o.policy_file.empty() ? "" : " or --policy") + ")";
+      col.command = "exguardian run --quiet --audit-log FILE [--allow-domain NAME]... -- sh -c COMMAND";
+      col.version = evidence::program_version({self_exe(), "--version"});
+    } else {
+      s.policy_file.clear();
+      s.run_args.clear();
+      evidence::ForeignSandbox fs;
+      std::string err;
+      if (!evidence::parse_foreign_sandbox(name, o.sandbox_image, fs, err)) {
+        // A peer that is not installed here (or has no image) is said so in its column.
+        col.not_run = err;
+        cr.columns.push_back(col);
+        continue;
+      }
+      col.about = fs.about;
+      col.command = fs.prefix.empty() ? "sh -c COMMAND (no sandbox)" : evidence::shown_command(fs.prefix) + " sh -c COMMAND";
+      if (fs.prefix.empty()) {
+        struct utsname u{};
+        ::uname(&u);
+        col.version = std::string("no sandbox; kernel ") + u.release;
+      } else {
+        col.version = evidence::program_version({fs.prefix.front(), "--version"});
+        if (std::find(fs.prefix.begin(), fs.prefix.end(), "runsc") != fs.prefix.end())
+          col.version += "; " + evidence::program_version({"runsc", "--version"});
+      }
+      s.sandbox_name = fs.name;
+      s.sandbox_prefix = fs.prefix;
+      s.probe_program = probe;
+      s.probe_inside = fs.probe_inside;
+    }
+    evidence::SuiteReport rep;
+    col.status = evidence::run_suite(s, rep);
+    if (col.status == 125) {
+      cr.tool_failed = true;
+      col.not_run = "its suite could not be set up (125)";
+    }
+    if (cr.all.started.empty()) cr.all.started = rep.started;
+    cr.all.exguardian = rep.exguardian;
+    cr.all.policy_file = rep.policy_file;
+    cr.all.run_args = base.run_args;
+    cr.all.world_up = cr.columns.empty() ? rep.world_up : cr.all.world_up && rep.world_up;
+    if (!rep.world_up) cr.all.world_why = rep.world_why;
+    cr.all.host = rep.host;
+    cr.all.seconds += rep.seconds;
+    for (const auto& w : rep.warnings) cr.all.warnings.push_back(name + ": " + w);
+    for (auto p : rep.probes) {
+      if (p.id == "coordinator" && p.verdict == evidence::Verdict::failed) cr.tool_failed = true;
+      p.layer = name;
+      cr.all.probes.push_back(std::move(p));
+    }
+    cr.columns.push_back(col);
+  }
+  evidence::write_compare_text(stdout, cr);
+  bool ok = save_report(o.json_file, evidence::compare_json(cr).dump(2) + "\n", "JSON");
+  ok = save_report(o.html_file, evidence::render_compare_html(cr), "HTML") && ok;
+  int rc = evidence::compare_status(cr);
+  return !ok && rc == 0 ? 1 : rc;
 }
 
 }  // namespace
@@ -66,10 +192,11 @@ int escape_test_main(const EscapeTestOptions& o) {
     std::fprintf(stderr, "exguardian: escape-test: --dry-run needs --sandbox (it prints the foreign sandbox's command)\n");
     return 125;
   }
-  if (!o.sandbox_image.empty() && o.sandbox.empty()) {
+  if (!o.sandbox_image.empty() && o.sandbox.empty() && o.compare.empty()) {
     std::fprintf(stderr, "exguardian: escape-test: --sandbox-image needs --sandbox\n");
     return 125;
   }
+  if (!o.compare.empty()) return compare_main(o, s);
   if (!o.sandbox.empty()) {
     if (int rc = foreign_options(o, s); rc >= 0) return rc;
   }

@@ -18,10 +18,12 @@ struct EscapeTestOptions {
   std::string sandbox;                // --sandbox PRESET|PREFIX: a foreign sandbox (evidence/foreign_sandbox.hpp)
   std::string sandbox_image;          // --sandbox-image IMAGE
   bool dry_run = false;               // --dry-run: print what each probe runs as, run nothing
+  std::string compare;                // --compare A,B,...: exguardian and presets side by side (evidence/compare.hpp)
 };
 
 // 0 only when nothing escaped or failed and no required probe was skipped;
-// 1 otherwise; 125 when the suite could not be set up.
+// 1 otherwise; 125 when the suite could not be set up. --compare: 0 unless ExGuardian's own
+// column has an escape (or a failure) or the tool failed; a peer's escape is a finding.
 int escape_test_main(const EscapeTestOptions& opts);
 
 }  // namespace exg::cli

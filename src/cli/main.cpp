@@ -164,10 +164,15 @@ int main(int argc, char** argv) {
   escape->add_option("--only", esc.only, "Run only probe ID (repeatable; sandbox-in-place always runs)")
       ->allow_extra_args(false);
   escape->add_option("--sandbox", esc.sandbox,
-                     "Run every probe in a foreign sandbox: a preset (bwrap, bwrap-net, podman, podman-runsc) or a command prefix "
-                     "(placeholders {workspace}, {home}, {probe}, {image})");
+                     "Run every probe in a foreign sandbox: a preset (bwrap, bwrap-net, podman, podman-runsc; none: no sandbox, "
+                     "only the probes safe without one) or a command prefix (placeholders {workspace}, {home}, {probe}, {image})");
   escape->add_option("--sandbox-image", esc.sandbox_image, "The image of --sandbox podman or podman-runsc (or {image} in a prefix)");
   escape->add_flag("--dry-run", esc.dry_run, "With --sandbox: print the command every probe runs as, and exit");
+  escape->add_option("--compare", esc.compare,
+                     "Run the probes against each of a comma-separated list (exguardian: ExGuardian's own layer; presets "
+                     "as for --sandbox) and write one report with a column per sandbox. Exit status non-zero only when "
+                     "ExGuardian's own column has an escape or failure, or the tool failed: a peer's escape is a finding "
+                     "about the peer");
   if (auto status = parse_command_line(app, argc, argv, run)) return *status;
   if (run.sub->parsed()) return run.execute();
   for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args),

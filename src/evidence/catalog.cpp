@@ -13,7 +13,9 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "microvm/layer.hpp"
@@ -52,6 +54,14 @@ std::optional<std::string> content_digest(const std::string& path) {
 }
 
 }  // namespace
+
+bool process_running(pid_t pid) {
+  if (pid <= 0 || (::kill(pid, 0) != 0 && errno == ESRCH)) return false;
+  // "PID (comm) S ...": the state follows the last ')'.
+  auto stat = read_whole("/proc/" + std::to_string(pid) + "/stat").value_or("");
+  auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || (stat[close + 2] != 'Z' && stat[close + 2] != 'X');
+}
 
 void HostFiles::remember(const std::string& path) { files_[path] = content_digest(path); }
 
@@ -289,6 +299,62 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
                }};
   v.insert(v.begin() + (v.empty() ? 0 : 1), std::move(id));
   (void)c;
+}
+
+// With no sandbox (--sandbox none) a probe runs on the host as the caller, in the coordinator's
+// namespaces: the test world's network and a private mount namespace, but the host's pids, files
+// and kernel. Safe are the probes that then touch only what the escape test made (the workspace,
+// the fake HOME, its marker process and listeners, the world's servers) or only their own
+// process; everything else is named here with what it would do, and a probe in neither list
+// (added later, not reviewed) is unsafe. Kernel probes: their own table (sandbox/probes.cpp).
+void mark_without_sandbox(std::vector<ProbeSpec>& v) {
+  static const std::map<std::string, std::string> kUnsafe = {
+      {"proc-environ-every",
+       "reads the environment of every process it can see: with no sandbox, the host's, whose real secrets "
+       "would land in the report"},
+      {"proc-pid1-signals", "sends SIGKILL and SIGSTOP to pid 1: with no sandbox, the host's init"},
+      {"persist-exguardian-binary", "appends to /run/exguardian/exguardian: with no sandbox, a host path"},
+      {"limit-pids", "a fork bomb: with no sandbox, no limit stops it"},
+      {"limit-memory", "allocates 1 GiB: with no sandbox, the host's memory"},
+      {"limit-timeout", "defined by exguardian run's --timeout (sleep 1000 with nothing to end it)"},
+      {"guest-own-kernel", "the microVM layer's own probe"},
+  };
+  // Each touches only the escape test's own workspace, fake HOME, marker process, listeners
+  // and world, or its own process.
+  static const std::set<std::string> kSafe = {
+      "sandbox-in-place", "sandbox-status", "seed-touch-home", "seed-read-credentials", "seed-env-secrets",
+      "seed-curl-example-org", "seed-curl-metadata", "seed-docker-socket", "seed-git-hook", "net-direct-tcp",
+      "net-direct-metadata", "net-metadata-name", "net-metadata-hex", "net-metadata-decimal", "net-metadata-octal",
+      "net-metadata-short", "net-metadata-v4mapped", "net-metadata-connect", "net-loopback-short",
+      "net-private-literal", "net-rebind-loopback", "net-rebind-private", "net-host-header",
+      "net-socks-metadata-name", "net-socks-metadata-ip", "net-udp", "net-transparent-sni-mismatch",
+      "net-transparent-unassigned", "net-allowed-control", "persist-nested-repo-hook", "persist-hookspath",
+      "persist-git-config-append", "persist-workspace-bashrc", "persist-envrc", "persist-vscode-tasks",
+      "persist-mcp-json", "persist-policy-file", "persist-fsmonitor-target", "persist-home-bashrc",
+      "planted-bare-repo-fsmonitor", "planted-config-worktree", "planted-hookspath-dir", "planted-lefthook",
+      "planted-hg-hgrc", "planted-agent-mcp-config", "planted-pdbrc", "planted-code-workspace", "planted-pth",
+      "planted-pyc", "planted-index-only", "planted-allow-write-tree", "planted-symlinked-hook-target",
+      "planted-unreadable-dir", "planted-deep-dir",
+      // (its detached processes carry the escape test's marker; the cleanup row ends them)
+      "persist-background-process", "move-parent-of-denywrite", "move-parent-of-denyread",
+      "move-parent-of-credentials",
+      // (set-id files in the workspace, removed by their judges)
+      "setid-file-left", "setid-file-capability", "host-unix-socket", "host-unix-socket-bound-later",
+      "host-unix-dgram-bound-later", "proc-host-processes",
+      // (kill -9 of the escape test's own marker process)
+      "proc-host-kill", "proc-pid1", "sys-class-net", "secrets-credential-files", "fd-leak", "stdio-reopen",
+      "term-no-ctty", "work-write", "work-git-commit", "work-compile-c", "work-python", "work-tmp"};
+  for (auto& p : v) {
+    if (p.id.starts_with("kernel-")) {
+      std::string why;
+      p.without_sandbox.safe = sandbox::probe_safe_without_sandbox(p.id.substr(7), why);
+      if (!p.without_sandbox.safe) p.without_sandbox.why = why;
+    } else if (auto it = kUnsafe.find(p.id); it != kUnsafe.end()) {
+      p.without_sandbox.why = it->second;
+    } else if (kSafe.count(p.id)) {
+      p.without_sandbox = {true, ""};
+    }
+  }
 }
 
 }  // namespace
@@ -867,7 +933,10 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     add({"proc-host-kill", "proc/sys", "kill -9 " + pid,
          "a host process cannot be signalled (pid " + pid + " of the host, outside the sandbox's pid namespace)", true,
          {}, false, false, "", 0, [&c](const Outcome& o) {
-           if (c.host_marker_pid > 0 && ::kill(c.host_marker_pid, 0) != 0 && errno == ESRCH)
+           // (the marker is escape-test's child, unreaped: killed, it is a zombie). A signal the
+           // kill delivered (exit 0) takes effect a moment later: look again for up to 2 s.
+           for (int i = 0; o.status == 0 && i < 20 && process_running(c.host_marker_pid); ++i) ::usleep(100000);
+           if (c.host_marker_pid > 0 && !process_running(c.host_marker_pid))
              return escaped("the host's marker process is gone after the probe");
            return held(said(o) + "; the host's marker process is alive");
          }});
@@ -1103,6 +1172,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   // What a shared sandbox cannot give a probe is never batched, whatever the above says.
   for (auto& p : v)
     if (!p.run_args.empty() || p.needs_world || p.destructive) p.batch.clear();
+  mark_without_sandbox(v);
   return v;
 }
 

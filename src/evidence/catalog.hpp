@@ -40,12 +40,16 @@ class HostFiles {
   std::string changed(const std::string& path) const;
   // The first change among every remembered path, or "".
   std::string any_changed() const;
+  void forget(const std::string& path) { files_.erase(path); }
 
  private:
   std::map<std::string, std::optional<std::string>> files_;
 };
 
 std::optional<std::string> read_whole(const std::string& path);
+
+// Whether pid still runs: a zombie (killed, not yet reaped by its parent) does not.
+bool process_running(pid_t pid);
 
 struct Context {
   std::string canary;         // the secret planted in files and env
@@ -73,6 +77,14 @@ struct Context {
   HostFiles targets;  // what one probe tries to change (checked by that probe only)
 };
 
+// Whether a probe may run with no sandbox at all (escape-test --sandbox none), on the host as
+// the caller. Set for every probe by build_catalog from explicit lists (kernel probes: their
+// row in sandbox/probes.cpp): a probe nobody reviewed stays unsafe.
+struct WithoutSandbox {
+  bool safe = false;
+  std::string why = "not reviewed as safe to run with no sandbox";  // when not safe: what it would do
+};
+
 struct ProbeSpec {
   std::string id, category, command, expectation;
   bool required = true;
@@ -96,6 +108,7 @@ struct ProbeSpec {
   // Stdin is ctx.stdin_file and stdout/stderr an O_APPEND file in ctx.stdio_dir that begins
   // with ctx.stdio_marker: what a probe that opens its stdio again must leave as it found it.
   bool stdio_files = false;
+  WithoutSandbox without_sandbox = {};
 };
 
 // What the workspace's vault/key.txt holds (the protected-move probes deny it):

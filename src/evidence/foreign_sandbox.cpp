@@ -75,7 +75,10 @@ Judgement judge_network_foreign(const Outcome& o, const Context& c) {
 // answer) or "NAME: NOT AS EXPECTED: ...". Without ExGuardian's filter another refusal is
 // the kernel's or the sandbox's own (EPERM for want of a capability, ENOSYS): held, and said
 // so; only "allowed" is an escape. Ordinary work must still succeed.
-Judgement judge_kernel_foreign(const Outcome& o, bool ok_work, const std::string& probe_inside) {
+// With no sandbox (none) the answer is the host kernel's own: another errno than a refusal's
+// (ENOENT, EINVAL, EBADF for the probe's harmless arguments) means the call was entered and
+// nothing refused it, an escape as on ExGuardian's layers; EPERM is the kernel's permission check.
+Judgement judge_kernel_foreign(const Outcome& o, bool ok_work, const std::string& probe_inside, bool no_sandbox) {
   std::string line = first_line(o.out);
   auto colon = line.find(": ");
   std::string tail = colon == std::string::npos ? line : line.substr(colon + 2);
@@ -86,6 +89,10 @@ Judgement judge_kernel_foreign(const Outcome& o, bool ok_work, const std::string
   if (ok_work) return o.status == 0 ? held(tail) : failed("ordinary work refused: " + tail);
   if (o.status == 0) return held(tail);
   if (has(tail, "EXPECTED: allowed") || tail.empty()) return escaped(tail.empty() ? said(o) : tail);
+  if (no_sandbox && has(tail, "failed: ") && !has(tail, "failed: EPERM") && !has(tail, "failed: EACCES") &&
+      !has(tail, "failed: ENOSYS"))
+    return escaped("the host's kernel took the call and failed it only on the probe's harmless arguments: " + tail);
+  if (no_sandbox) return held("not taken by the host's kernel itself (no sandbox: its permission checks, or no such call): " + tail);
   return held("refused, with another answer than ExGuardian's filter (the kernel's or the sandbox's own): " + tail);
 }
 
@@ -93,6 +100,13 @@ Judgement judge_kernel_foreign(const Outcome& o, bool ok_work, const std::string
 
 const std::vector<ForeignPreset>& foreign_presets() {
   static const std::vector<ForeignPreset> presets = {
+      // No sandbox: the probes the catalogue calls safe without one run as `sh -c COMMAND` on the
+      // host as the caller, in the escape test's own world (its network namespaces, a private mount
+      // namespace): the control that shows the probes can tell an escape.
+      {kNoSandbox,
+       "no sandbox: every probe safe without one runs as sh -c COMMAND on the host as the caller (in the escape "
+       "test's network world and mount namespace); the others are not run",
+       {}, "{probe}", false},
       {"bwrap",
        "bubblewrap as agents use it: the root read-only, the workspace writable, every namespace unshared "
        "(no network), --die-with-parent, --new-session",
@@ -182,7 +196,7 @@ bool parse_foreign_sandbox(const std::string& spec, const std::string& image, Fo
     }
     for (auto& a : out.prefix)
       for (size_t at; (at = a.find("{image}")) != std::string::npos;) a.replace(at, 7, image);
-    if (!program_found(out.prefix.front())) {
+    if (!out.prefix.empty() && !program_found(out.prefix.front())) {
       err = "--sandbox " + spec + ": " + out.prefix.front() + " is not installed (not found in PATH)";
       return false;
     }
@@ -254,7 +268,7 @@ std::string shown_command(const std::vector<std::string>& argv) {
   return s;
 }
 
-void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::string& probe_inside) {
+void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::string& probe_inside, bool no_sandbox) {
   // What only ExGuardian's own machinery answers, by probe.
   static const std::map<std::string, std::string> exguardian_only = {
       {"persist-exguardian-binary", "ExGuardian's own binary is not inside a foreign sandbox"},
@@ -281,6 +295,11 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
   for (auto& p : v) {
     // One sandbox per probe: a judge runs right after its own probe, before any other writes.
     if (p.batch != "kernel") p.batch.clear();
+    if (no_sandbox && !p.without_sandbox.safe) {
+      p.skip_why = kUnsafeWithoutSandbox + p.without_sandbox.why;
+      p.required = false;
+      continue;
+    }
     if (auto it = exguardian_only.find(p.id); it != exguardian_only.end()) {
       mark_not_applicable(p, it->second);
       continue;
@@ -296,11 +315,31 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
       const std::string name = p.command.substr(exg_probe.size());
       p.command = probe_inside + " " + name;
       const bool ok_work = sandbox::probe_expects_success(name);
-      p.judge = [ok_work, probe_inside](const Outcome& o) { return judge_kernel_foreign(o, ok_work, probe_inside); };
+      p.judge = [ok_work, probe_inside, no_sandbox](const Outcome& o) {
+        return judge_kernel_foreign(o, ok_work, probe_inside, no_sandbox);
+      };
       continue;
     }
     if (std::find(std::begin(via_proxy), std::end(via_proxy), p.id) != std::end(via_proxy)) {
       p.judge = [&c](const Outcome& o) { return judge_network_foreign(o, c); };
+    } else if (p.id == "sandbox-in-place" && no_sandbox) {
+      // Nothing to be in place: what it shows is the caller's own namespaces, said so.
+      p.command = "id -u; for n in mnt pid net user; do echo \"ns $n $(readlink /proc/self/ns/$n)\"; done";
+      p.expectation = "(no sandbox: the command runs on the host as the caller)";
+      p.judge = [](const Outcome& o) {
+        std::string shared;
+        std::istringstream is(o.out);
+        std::string uid;
+        std::getline(is, uid);
+        for (std::string l; std::getline(is, l);) {
+          std::istringstream ls(l);
+          std::string tag, ns, link;
+          if ((ls >> tag >> ns >> link) && tag == "ns" && link == ns_link(ns)) shared += " " + ns;
+        }
+        if (o.status != 0) return failed("sh did not run the command: " + said(o));
+        return not_applicable("no sandbox (--sandbox none): ran as uid " + uid + " in the escape test's own namespaces:" +
+                              shared + " (its network world, a private mount namespace), the host's pids and files");
+      };
     } else if (p.id == "sandbox-in-place") {
       // The gate of the destructive probes: the command ran, in at least one namespace of
       // its own (compared with the caller's: escape-test's coordinator, in the test world).
@@ -372,6 +411,9 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
       p.judge = [judge = p.judge](const Outcome& o) {
         if (o.status == 127 && (has(o.out, "not found") || has(o.out, "No such file")))
           return not_applicable("a command the probe needs is not in the sandbox (" + said(o) + ")");
+        // The set-id probes copy /usr/bin/id first: a small image without it never tried the attack.
+        if (has(o.out, "stat '/usr/bin/id'"))
+          return not_applicable("the sandbox has no /usr/bin/id for the probe to copy (" + said(o) + ")");
         return judge(o);
       };
   }

@@ -60,9 +60,16 @@ std::string shown_command(const std::vector<std::string>& argv);
 // probe_inside (exguardian-probe), the judges that read ExGuardian's audit log or
 // proxy judge what the host can see instead, and what only ExGuardian's machinery
 // can answer is skipped as "not applicable: WHY" (not required). c must outlive v.
-void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::string& probe_inside);
+// no_sandbox (--sandbox none): what is not safe without a sandbox is not run (kUnsafeWithoutSandbox),
+// and sandbox-in-place says there is none (not applicable) instead of gating the rest.
+void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::string& probe_inside,
+                       bool no_sandbox = false);
 
 // The evidence of every not-applicable probe starts with this.
 inline constexpr const char* kNotApplicable = "not applicable: ";
+// --sandbox none (no sandbox at all): only the probes safe without one run
+// (ProbeSpec::without_sandbox); the others' evidence starts with this.
+inline constexpr const char* kNoSandbox = "none";
+inline constexpr const char* kUnsafeWithoutSandbox = "not run: unsafe without a sandbox: ";
 
 }  // namespace exg::evidence

@@ -139,9 +139,9 @@ void write_text(std::FILE* out, const SuiteReport& r) {
                r.probes.size(), r.seconds);
 }
 
-std::string render_html(const SuiteReport& r) {
+std::string render_html(const SuiteReport& r, const HtmlFrame* frame) {
   std::ostringstream h;
-  bool ok = r.passed();
+  bool ok = frame ? frame->ok : r.passed();
   int esc_n = r.count(Verdict::escaped), fail_n = r.count(Verdict::failed);
   h << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n"
     << "<title>ExGuardian escape test: " << (ok ? "held" : "NOT HELD") << "</title>\n<style>\n"
@@ -167,9 +167,15 @@ std::string render_html(const SuiteReport& r) {
     << "table.grid td.cell a{color:inherit;text-decoration:none;display:block}td.cell.held{background:#d7f0df}\n"
     << "td.cell.escaped{background:#b3261e;color:#fff}td.cell.failed{background:#ffd8b0}td.cell.skipped{background:#eceef1;color:#555}\n"
     << "td.none{color:#aaa}.filter{margin:8px 0 12px}.filter select,.filter input{font-size:1em;margin-right:6px}\n"
+    << "table.compare td small{color:#555}td.c-held{background:#d7f0df}td.c-escaped{background:#fde8e6}"
+       "td.c-failed{background:#fff1e3}td.c-na,td.c-notrun{background:#f3f4f6;color:#555}\n"
     << "</style></head><body><main>\n";
   h << "<h1>ExGuardian escape test</h1>\n<div>The sandbox attacked itself the way an agent would; every verdict is "
        "checked from the other side too (host files, the test world's servers, the audit log).</div>\n";
+  if (frame)
+    h << "<div class=\"banner " << (ok ? "ok" : "bad") << "\"><div class=\"big\">" << esc(frame->big)
+      << "</div><div class=\"line\">" << esc(frame->line) << "</div></div>\n";
+  else
   h << "<div class=\"banner " << (ok ? "ok" : "bad") << "\"><div class=\"big\">"
     << (ok ? "HELD: nothing escaped"
            : esc_n ? "NOT HELD: " + std::to_string(esc_n) + " escape" + (esc_n == 1 ? "" : "s")
@@ -179,6 +185,7 @@ std::string render_html(const SuiteReport& r) {
   for (const auto& w : r.warnings)
     h << "<div class=\"warn" << (w.starts_with("SANDBOX DELIBERATELY WEAKENED") ? " weak" : "") << "\">" << esc(w)
       << "</div>\n";
+  if (frame) h << frame->section;
 
   // Per category counts.
   std::map<std::string, std::map<Verdict, int>> cats;

@@ -469,8 +469,8 @@ struct Runner {
     std::string audit = s.dir + "/logs/" + std::to_string(n) + "-" + id + ".audit.jsonl";
     std::string outp = (stdio_files ? s.stdio_dir : s.dir + "/logs") + "/" + std::to_string(n) + "-" + id + ".out";
     std::vector<std::string> argv;
-    if (!opts.sandbox_prefix.empty()) {
-      // A foreign sandbox (--sandbox): its own prefix, no audit log, no run args of ours.
+    if (!opts.sandbox_name.empty()) {
+      // A foreign sandbox (--sandbox): its own prefix (none: no prefix), no audit log, no run args of ours.
       argv = expand_placeholders(opts.sandbox_prefix, {s.ws, s.home, opts.probe_program});
     } else {
       // --quiet: each probe is judged from its own output and the audit log; the
@@ -512,7 +512,7 @@ struct Runner {
       ::dup2(nul, 0);
       ::dup2(out_fd, 1);
       ::dup2(out_fd, 2);
-      if (opts.sandbox_prefix.empty()) ::execve(exe.c_str(), a.data(), e.data());
+      if (opts.sandbox_name.empty()) ::execve(exe.c_str(), a.data(), e.data());
       else ::execvpe(a[0], a.data(), e.data());
       ::_exit(127);
     }
@@ -621,8 +621,15 @@ struct Runner {
 
   Runner runner{opts, layer, s, ctx, ctx.exe, up ? world.log_path() : "", up ? TestWorld::allowed_names() : std::vector<std::string>{}};
   auto specs = build_catalog(ctx);
-  const bool foreign = !opts.sandbox_prefix.empty();
-  if (foreign) adapt_for_foreign(specs, ctx, expand_placeholders(opts.probe_inside, {s.ws, s.home, opts.probe_program}));
+  const bool foreign = !opts.sandbox_name.empty();
+  // No sandbox: nothing gates the destructive probes but their own safety (adapt_for_foreign
+  // has not run the unsafe ones); the gate's row says there is no sandbox.
+  const bool no_sandbox = opts.sandbox_name == kNoSandbox;
+  if (foreign)
+    adapt_for_foreign(specs, ctx, expand_placeholders(opts.probe_inside, {s.ws, s.home, opts.probe_program}), no_sandbox);
+  // The exguardian binary is no target inside a foreign sandbox (persist-exguardian-binary is not
+  // applicable there), and its 200 MB would be read again after every probe (remember_again below).
+  if (foreign) ctx.targets.forget(ctx.exe);
   if (!opts.only.empty())
     std::erase_if(specs, [&](const ProbeSpec& p) {
       return p.id != "sandbox-in-place" && std::find(opts.only.begin(), opts.only.end(), p.id) == opts.only.end();
@@ -652,7 +659,7 @@ struct Runner {
       r.evidence = "no test world (" + why + "); network probes never touch a real address";
     } else if (!not_in_place.empty()) {
       r.evidence = not_in_place;
-    } else if (p.destructive && !in_place) {
+    } else if (p.destructive && !in_place && !no_sandbox) {
       r.evidence = "the sandbox was not seen in place (sandbox-in-place did not hold)";
     } else {
       Outcome o;
@@ -733,7 +740,7 @@ struct Runner {
         // exguardian could not set the sandbox up at all (a bad policy, a missing
         // kernel feature): every other probe would only repeat that.
         if (o.status == 125) not_in_place = "exguardian run could not set up the sandbox (125): " + (r.output.empty() ? std::string("no output") : r.output.front());
-        if (foreign && !in_place) not_in_place = "the foreign sandbox was not seen in place: " + j.evidence;
+        if (foreign && !in_place && !no_sandbox) not_in_place = "the foreign sandbox was not seen in place: " + j.evidence;
       }
       // A foreign sandbox may let a probe change what the next ones compare (a hook, a
       // canary): each judge sees only its own probe's changes (the cleanup rows see them all).
@@ -799,7 +806,12 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
                  "ANTHROPIC_API_KEY=" + s.canary, "EXG_ESCAPE_PLAIN=" + s.canary})
     s.env.push_back(v);
 
-  if (!opts.sandbox_prefix.empty())
+  if (opts.sandbox_name == kNoSandbox) {
+    // No sandbox: no private /tmp either; what a probe writes there (work-tmp) goes to the suite's own.
+    ::mkdir((s.dir + "/tmp").c_str(), 0700);
+    s.env.push_back("TMPDIR=" + s.dir + "/tmp");
+  }
+  if (!opts.sandbox_name.empty())
     // A foreign sandbox's own configuration (podman's CONTAINERS_CONF, ...) reaches its wrapper.
     for (char** e = environ; *e; ++e)
       for (const char* keep : {"CONTAINERS_", "XDG_RUNTIME_DIR=", "DOCKER_HOST="})
@@ -888,7 +900,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
     for (auto& [pid, _] : left) ::kill(pid, SIGKILL);
   }
   auto cg = cgroups_of(supervisors);
-  if (!opts.sandbox_prefix.empty()) {
+  if (!opts.sandbox_name.empty()) {
     add_cleanup("cleanup-cgroups", "no cgroup of a finished sandbox remains", Verdict::skipped,
                 std::string(kNotApplicable) + "the exg-<pid>-* cgroups are ExGuardian's supervisors'; a foreign sandbox names its own");
     report.probes.back().required = false;
@@ -914,7 +926,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   add_cleanup("cleanup-canaries", "the canary files and hooks are unchanged on the host",
               changed.empty() ? Verdict::held : Verdict::escaped,
               changed.empty() ? std::to_string(s.canary_files.size()) + " canary files and 2 hooks unchanged (SHA-256)" : changed);
-  if (::kill(marker, 0) == 0)
+  if (process_running(marker))
     add_cleanup("cleanup-host-marker", "the host's marker process was untouched by the sandboxes", Verdict::held,
                 "pid " + std::to_string(marker) + " alive until escape-test ended it");
   else
@@ -981,10 +993,14 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
                               " probes selected (--only): this is not the whole suite");
   }
 
-  if (!opts.sandbox_prefix.empty()) {
+  if (!opts.sandbox_name.empty()) {
     // A foreign sandbox: its probes are tagged with its name instead of a layer's.
     report.layer = "sandbox " + opts.sandbox_name;
-    report.warnings.push_back("FOREIGN SANDBOX " + opts.sandbox_name + ": every probe ran as: " +
+    if (opts.sandbox_name == kNoSandbox)
+      report.warnings.push_back("NO SANDBOX (--sandbox none): every probe safe without a sandbox ran as sh -c COMMAND on the "
+                                "host as the caller, in the escape test's own network world and mount namespace; the "
+                                "others: not run: unsafe without a sandbox");
+    else report.warnings.push_back("FOREIGN SANDBOX " + opts.sandbox_name + ": every probe ran as: " +
                               shown_command(opts.sandbox_prefix) + " sh -c COMMAND ({probe} = " + opts.probe_program +
                               "); not applicable: what needs ExGuardian's own audit log, proxy or run options");
     if (run_layer(opts, opts.sandbox_name, false, report) == 125) return 125;

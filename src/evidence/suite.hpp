@@ -83,7 +83,14 @@ ProbeResult probe_result_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const SuiteReport& r);
 
 void write_text(std::FILE* out, const SuiteReport& r);
-std::string render_html(const SuiteReport& r);
+// What a caller may put around the report's page (--compare): its own banner, and a section
+// of its own after the warnings. Null: the suite's own banner.
+struct HtmlFrame {
+  bool ok = true;
+  std::string big, line;  // the banner's two lines
+  std::string section;    // HTML, inserted after the warnings
+};
+std::string render_html(const SuiteReport& r, const HtmlFrame* frame = nullptr);
 
 // Runs the whole suite; fills `report`. Returns the exit status (0 only when
 // nothing escaped and no required probe was skipped or failed).

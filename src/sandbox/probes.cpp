@@ -418,10 +418,25 @@ struct Probe {
   // emulation off, or under a hypervisor that does not deliver it (PVM, seen
   // here), the instruction faults (SIGSEGV) before any syscall is entered.
   bool entry_may_be_absent = false;
+  // Non-null: not run with no sandbox (escape-test --sandbox none), and why. The
+  // others touch only the probe's own process, its own children, descriptors and
+  // scratch files (set-id files in a mkdtemp directory it removes), or read.
+  const char* unsafe_without_sandbox = nullptr;
 };
 
 #define P(name, want, body) {name, want, []() -> Attempt { return body; }}
 #define P_FOREIGN_ENTRY(name, want, body) {name, want, []() -> Attempt { return body; }, true}
+#define P_HOST_UNSAFE(name, want, body, why) {name, want, []() -> Attempt { return body; }, false, why}
+
+// Why the host-wide probes are not run with no sandbox: their arguments are ones the
+// kernel rejects, but with no filter and no namespace between them and the host's
+// kernel a kernel that took them would act on the machine itself.
+constexpr const char* kKexec = "kexec: a kernel that took the arguments would stage a new kernel for the host";
+constexpr const char* kModule = "module loading: a kernel that took the arguments would load or remove a host module";
+constexpr const char* kReboot = "reboot(2) on the host's own kernel";
+constexpr const char* kSwap = "swapon/swapoff change the host's swap";
+constexpr const char* kAcct = "acct(2) turns process accounting on for the whole host";
+constexpr const char* kClock = "sets the host's clock had the kernel taken the value";
 
 const Probe kProbes[] = {
     P("ptrace-attach", EPERM, ptrace_attach()),
@@ -438,11 +453,11 @@ const Probe kProbes[] = {
     P("io-uring-setup", EPERM, io_uring_setup()),
     P("io-uring-enter", EPERM, io_uring_enter()),
     P("io-uring-register", EPERM, io_uring_register()),
-    P("kexec-load", EPERM, kexec_load()),
-    P("kexec-file-load", EPERM, kexec_file_load()),
-    P("init-module", EPERM, init_module()),
-    P("finit-module", EPERM, finit_module()),
-    P("delete-module", EPERM, delete_module()),
+    P_HOST_UNSAFE("kexec-load", EPERM, kexec_load(), kKexec),
+    P_HOST_UNSAFE("kexec-file-load", EPERM, kexec_file_load(), kKexec),
+    P_HOST_UNSAFE("init-module", EPERM, init_module(), kModule),
+    P_HOST_UNSAFE("finit-module", EPERM, finit_module(), kModule),
+    P_HOST_UNSAFE("delete-module", EPERM, delete_module(), kModule),
     P("mount-tmpfs", EPERM, mount_tmpfs()),
     P("umount2", EPERM, umount2()),
     P("pivot-root", EPERM, pivot_root()),
@@ -476,14 +491,14 @@ const Probe kProbes[] = {
     P("personality-read-implies-exec", EPERM, set_personality(READ_IMPLIES_EXEC)),
     P("personality-mmap-page-zero", EPERM, set_personality(MMAP_PAGE_ZERO)),
     P("personality-high-bits", EPERM, set_personality(0x100000000UL | PER_BSD)),
-    P("clock-settime", EPERM, clock_settime()),
+    P_HOST_UNSAFE("clock-settime", EPERM, clock_settime(), kClock),
     P("clock-adjtime", EPERM, clock_adjtime()),
-    P("settimeofday", EPERM, settimeofday()),
+    P_HOST_UNSAFE("settimeofday", EPERM, settimeofday(), kClock),
     P("adjtimex", EPERM, adjtimex()),
-    P("acct", EPERM, acct()),
-    P("swapon", EPERM, swapon()),
-    P("swapoff", EPERM, swapoff()),
-    P("reboot", EPERM, reboot()),
+    P_HOST_UNSAFE("acct", EPERM, acct(), kAcct),
+    P_HOST_UNSAFE("swapon", EPERM, swapon(), kSwap),
+    P_HOST_UNSAFE("swapoff", EPERM, swapoff(), kSwap),
+    P_HOST_UNSAFE("reboot", EPERM, reboot(), kReboot),
     P("syslog", EPERM, syslog()),
     P("quotactl", EPERM, quotactl()),
     P("lookup-dcookie", EPERM, lookup_dcookie()),
@@ -550,6 +565,8 @@ const Probe kProbes[] = {
 };
 
 #undef P
+#undef P_FOREIGN_ENTRY
+#undef P_HOST_UNSAFE
 
 std::string errno_name(int e) {
   const char* n = ::strerrorname_np(e);
@@ -567,6 +584,16 @@ std::vector<std::string> probe_names() {
 bool probe_expects_success(const std::string& name) {
   for (const auto& p : kProbes)
     if (name == p.name) return p.want == 0;
+  return false;
+}
+
+bool probe_safe_without_sandbox(const std::string& name, std::string& why) {
+  for (const auto& p : kProbes)
+    if (name == p.name) {
+      why = p.unsafe_without_sandbox ? p.unsafe_without_sandbox : "";
+      return !p.unsafe_without_sandbox;
+    }
+  why = "no probe of that name";
   return false;
 }
 

@@ -22,4 +22,11 @@ std::vector<std::string> probe_names();
 // Probes of ordinary work that must succeed (names end in "-allowed").
 bool probe_expects_success(const std::string& name);
 
+// Whether the probe may run with no sandbox at all, on the host's kernel as the
+// caller (escape-test --sandbox none): false, with why, for what would change
+// the host's kernel or machine-wide state had the kernel taken its arguments
+// (reboot, kexec, module loading, swap, accounting, the clock). Every probe
+// says so in its row of the table (probes.cpp); an unknown name is unsafe.
+bool probe_safe_without_sandbox(const std::string& name, std::string& why);
+
 }  // namespace exg::sandbox

@@ -9,6 +9,11 @@
 #   ExGuardian's process layer holds the very same probes;
 # - bubblewrap without a network (bwrap): the metadata probes hold, the allowed host is not
 #   reachable either (not applicable, said so);
+# - no sandbox (none): the probes that are safe without one see every escape (the canary changed,
+#   the world's metadata and private hosts reached, the host's marker process killed); the
+#   destructive ones are not run, and say so;
+# - --compare: one report with a column per sandbox, its cells checked against the facts above, the
+#   exit status ExGuardian's own column's;
 # - podman (root, where it runs here) on a busybox image made by the test, never pulled.
 # Egress only inside the world escape-test builds (its own network namespaces).
 source "$(dirname "$0")/lib.sh"
@@ -152,6 +157,117 @@ p = {x['id']: x for x in json.load(open('$J'))['probes']}
 assert p['sandbox-in-place']['verdict'] == 'FAILED' and \"caller's own namespaces\" in p['sandbox-in-place']['evidence'], p['sandbox-in-place']
 assert p['setid-file-left']['exit_status'] == -1 and p['setid-file-left']['verdict'] == 'skipped', p['setid-file-left']
 "
+
+# ---- no sandbox at all (none): the probes can tell an escape ----------------------------------------
+# Only the probes the catalogue calls safe without a sandbox run, on the host as this user, in the
+# world escape-test builds (its network namespaces, a private mount namespace): every escape must
+# touch only what the test made (the fake HOME's canaries, the workspace, its marker process, the
+# world's servers); the rest are "not run: unsafe without a sandbox", never held.
+rm -f /tmp/exg-planted-ran
+[ -e /tmp/f ] && note "/tmp/f exists before the run"
+ls -d /tmp/exg-probe-* 2>/dev/null | sort > "$T/probe-dirs.before"
+run "$EXG" escape-test --sandbox none --json "$J"
+check "--sandbox none: exit 1 (escapes), the header says there is no sandbox" bash -c \
+    '[ "$1" = 1 ] && grep -qF "NO SANDBOX (--sandbox none)" <<<"$2"' _ "$STATUS" "$OUT"
+[ -s "$J" ] || show_last
+NONE_IDS=(cleanup-canaries seed-read-credentials seed-touch-home seed-git-hook persist-home-bashrc seed-env-secrets fd-leak
+    net-direct-metadata seed-curl-metadata net-metadata-name net-private-literal net-rebind-loopback proc-host-kill proc-pid1
+    host-unix-socket setid-file-left cleanup-processes)
+check "  under none the probes see every escape ($(verdicts "$J" "${NONE_IDS[@]}" | tr ' ' '\n' | grep -vc '=ESCAPED$') not ESCAPED)" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+bad = [(i, p[i]['verdict'], p[i]['evidence']) for i in '${NONE_IDS[*]}'.split() if p[i]['verdict'] != 'ESCAPED']
+assert not bad, bad
+assert 'home/.bashrc changed on the host' in p['cleanup-canaries']['evidence'], p['cleanup-canaries']
+for i in ('net-direct-metadata', 'seed-curl-metadata'):
+    assert \"the world's server received: 169.254.169.254\" in p[i]['evidence'], p[i]
+assert \"the world's server received: 10.0.0.5\" in p['net-private-literal']['evidence'], p['net-private-literal']
+assert 'marker process is gone' in p['proc-host-kill']['evidence'], p['proc-host-kill']
+assert p['cleanup-host-marker']['verdict'] == 'ESCAPED', p['cleanup-host-marker']
+"
+check "  the destructive probes were not run, and say so (never held)" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+for i in ('kernel-reboot', 'kernel-kexec-load', 'kernel-init-module', 'kernel-finit-module', 'kernel-swapon', 'kernel-acct',
+          'kernel-settimeofday', 'limit-pids', 'limit-memory', 'proc-pid1-signals', 'proc-environ-every'):
+    x = p[i]
+    assert x['verdict'] == 'skipped' and x['exit_status'] == -1 and not x['required'], x
+    assert x['evidence'].startswith('not run: unsafe without a sandbox: '), x
+assert not [i for i, x in p.items() if x['verdict'] == 'held' and 'not run' in x['evidence']]
+assert p['sandbox-in-place']['evidence'].startswith('not applicable: no sandbox'), p['sandbox-in-place']
+"
+check "  nearly every probe that ran escaped; what held is ordinary work or the host kernel's own answer" python3 -c "
+import json
+ps = json.load(open('$J'))['probes']
+ran = [x for x in ps if x['verdict'] != 'skipped' and x['category'] != 'ordinary work' and x['category'] != 'cleanup']
+held = [x for x in ran if x['verdict'] == 'held']
+# (no docker socket and no terminal here; an ordinary user lacks CAP_SETFCAP: the kernel's own check)
+odd = [(x['id'], x['evidence']) for x in held if not x['id'].startswith('kernel-') and x['id'] not in
+       ('seed-docker-socket', 'term-no-ctty', 'persist-background-process') + (('setid-file-capability',) if '$EXG_AS' == 'user' else ())]
+assert not odd, odd
+assert not [x for x in ps if x['verdict'] == 'FAILED'], [(x['id'], x['evidence']) for x in ps if x['verdict'] == 'FAILED']
+esc = len(ran) - len(held)
+assert esc >= 0.6 * len(ran), (esc, len(ran))
+k = {x['id']: x for x in ps}
+assert k['kernel-unshare-newns']['verdict'] == 'ESCAPED' or '$EXG_AS' != 'root', k['kernel-unshare-newns']
+assert k['kernel-ptrace-attach']['verdict'] == 'ESCAPED', k['kernel-ptrace-attach']
+print(esc, 'of', len(ran), 'escaped')
+"
+ls -d /tmp/exg-probe-* 2>/dev/null | sort > "$T/probe-dirs.after"
+check "  nothing outside what the test made: no /run/exguardian/exguardian, no scratch dir of a probe left in /tmp, no /tmp/f (work-tmp wrote in its TMPDIR)" bash -c \
+    '[ ! -e /run/exguardian/exguardian ] && [ -z "$(comm -13 "$1" "$2")" ] && [ ! -e /tmp/exg-planted-ran ] && [ ! -e /tmp/f ]' _ "$T/probe-dirs.before" "$T/probe-dirs.after"
+
+# ---- side by side: --compare ----------------------------------------------------------------------
+# One run, one JSON and one HTML report, a column per sandbox; the peers' escapes are findings, not
+# the tool's failure: the exit status follows ExGuardian's own column. (A subset of probes here: the
+# full sets are run above.)
+CMP_IDS=(seed-read-credentials seed-env-secrets net-direct-metadata persist-home-bashrc kernel-bpf kernel-ptrace-attach proc-pid1-signals)
+run "$EXG" escape-test --compare exguardian,bwrap-net,none --json "$J" --html "$T/cmp.html" $(printf -- '--only %s ' "${CMP_IDS[@]}")
+check "--compare exguardian,bwrap-net,none: exit 0 (ExGuardian held; the peers' escapes are findings), JSON and HTML written" \
+    bash -c '[ "$1" = 0 ] && [ -s "$2" ] && [ -s "$3" ] && grep -q "RESULT: ExGuardian held" <<<"$4"' _ "$STATUS" "$J" "$T/cmp.html" "$OUT"
+[ "$STATUS" = 0 ] || show_last
+check "  a column per sandbox with its version and command, a summary per sandbox and per category" python3 -c "
+import json
+c = json.load(open('$J'))['compare']
+cols = {x['name']: x for x in c['columns']}
+assert list(cols) == ['exguardian', 'bwrap-net', 'none'], list(cols)
+assert cols['exguardian']['version'].startswith('exguardian '), cols['exguardian']
+assert cols['bwrap-net']['version'].startswith('bubblewrap '), cols['bwrap-net']
+assert 'kernel' in cols['none']['version'] and cols['none']['command'].startswith('sh -c'), cols['none']
+for x in cols.values():
+    assert set(x['summary']) == {'held', 'ESCAPED', 'FAILED', 'not applicable', 'not run'}, x['summary']
+    assert 'network' in x['by_category'] and 'secrets' in x['by_category'], x['by_category'].keys()
+assert cols['none']['summary']['ESCAPED'] >= 5 and cols['exguardian']['summary']['ESCAPED'] == 0
+"
+check "  cells against known facts: none changed the canary and reached the metadata upstream; bwrap-net reached it too; ExGuardian held every probe or says why not" python3 -c "
+import json
+rows = {r['id']: r['cells'] for r in json.load(open('$J'))['compare']['rows']}
+n = lambda i: rows[i]['none']
+assert n('cleanup-canaries')['state'] == 'ESCAPED' and '.bashrc changed' in n('cleanup-canaries')['evidence'], n('cleanup-canaries')
+assert n('net-direct-metadata')['state'] == 'ESCAPED' and '169.254.169.254' in n('net-direct-metadata')['evidence'], n('net-direct-metadata')
+assert n('seed-read-credentials')['state'] == 'ESCAPED' and n('kernel-ptrace-attach')['state'] == 'ESCAPED'
+assert n('proc-pid1-signals')['state'] == 'not run' and n('proc-pid1-signals')['evidence'].startswith('not run: unsafe without a sandbox'), n('proc-pid1-signals')
+assert n('sandbox-in-place')['state'] == 'not applicable', n('sandbox-in-place')
+b = lambda i: rows[i]['bwrap-net']
+assert b('net-direct-metadata')['state'] == 'ESCAPED' and b('seed-env-secrets')['state'] == 'ESCAPED', (b('net-direct-metadata'), b('seed-env-secrets'))
+assert b('cleanup-cgroups')['state'] == 'not applicable'
+bad = [(i, c['exguardian']) for i, c in rows.items() if not (c['exguardian']['state'] == 'held' or
+       (c['exguardian']['state'] in ('not applicable', 'not run') and len(c['exguardian']['evidence']) > 20))]
+assert not bad, bad
+assert all(c['exguardian']['state'] == 'held' for i, c in rows.items() if i in '${CMP_IDS[*]}'.split())
+"
+check "  the HTML report has the side-by-side tables, a column per sandbox" python3 -c "
+h = open('$T/cmp.html').read()
+assert '<h2>Side by side</h2>' in h and h.count('<table class=\"compare\">') == 2, 'no compare tables'
+assert '<th>exguardian</th><th>bwrap-net</th><th>none</th>' in h
+assert 'ExGuardian held' in h
+"
+run "$EXG" escape-test --compare exguardian,none --run-arg=--unsafe-no-seccomp --only kernel-ptrace-attach --json "$J"
+check "--compare with ExGuardian weakened (--unsafe-no-seccomp): exit 1, its own column escaped ($(grep '^kernel-ptrace-attach' <<<"$OUT"))" \
+    bash -c '[ "$1" = 1 ] && grep -q "RESULT: ExGuardian NOT HELD" <<<"$2"' _ "$STATUS" "$OUT"
+run "$EXG" escape-test --compare exguardian,exg-no-such-sandbox
+check "--compare naming no sandbox: exit 125, one line ($ERR)" bash -c \
+    '[ "$1" = 125 ] && grep -q "exg-no-such-sandbox" <<<"$2" && [ "$(wc -l <<<"$2")" = 1 ]' _ "$STATUS" "$ERR"
 
 # ---- podman, default profile, on an image made here -------------------------------------------------
 BB=$(command -v busybox || true)

@@ -98,8 +98,68 @@ TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
   missing.status = 127;
   missing.out = "sh: curl: not found\n";
   EXPECT_EQ(m->judge(missing).verdict, Verdict::skipped);
+  // A small image without the file a set-id probe copies never tried the attack: not held.
+  const ProbeSpec* sid = find_probe(v, "setid-file-left");
+  ASSERT_TRUE(sid);
+  Outcome no_id;
+  no_id.status = 1;
+  no_id.out = "cp: can't stat '/usr/bin/id': No such file or directory\n";
+  EXPECT_EQ(sid->judge(no_id).verdict, Verdict::skipped);
   // No shared batch of shell probes: each is judged right after its own run.
   for (const auto& p : v) EXPECT_TRUE(p.batch.empty() || p.batch == "kernel") << p.id;
+}
+
+// --sandbox none: every probe of the catalogue was reviewed for a run with no sandbox (in a list
+// of build_catalog or its row of sandbox/probes.cpp); the destructive ones are not run, and say so.
+TEST(ForeignSandbox, NoSandboxRunsOnlyWhatIsSafeWithoutOne) {
+  Context ctx;
+  ctx.canary = "EXGCANARY-test";
+  ctx.host_marker = "EXGMARK-0123456789";
+  ctx.leftover_marker = "EXGLEFT-0123456789";
+  ctx.host_marker_pid = 1;
+  ctx.world_up = true;
+  for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = true;
+  auto v = build_catalog(ctx);
+  const WithoutSandbox unreviewed;
+  for (const auto& p : v)
+    EXPECT_TRUE(p.without_sandbox.safe || (!p.without_sandbox.why.empty() && p.without_sandbox.why != unreviewed.why))
+        << p.id << " was not reviewed for --sandbox none";
+  adapt_for_foreign(v, ctx, "/x/exguardian-probe", true);
+  for (const char* id : {"kernel-reboot", "kernel-kexec-load", "kernel-kexec-file-load", "kernel-init-module",
+                         "kernel-finit-module", "kernel-delete-module", "kernel-swapon", "kernel-acct",
+                         "kernel-settimeofday", "kernel-clock-settime", "limit-pids", "limit-memory",
+                         "proc-pid1-signals", "proc-environ-every", "persist-exguardian-binary"}) {
+    const ProbeSpec* p = find_probe(v, id);
+    ASSERT_TRUE(p) << id;
+    EXPECT_TRUE(p->skip_why.starts_with(kUnsafeWithoutSandbox)) << id << ": " << p->skip_why;
+    EXPECT_GT(p->skip_why.size(), std::string(kUnsafeWithoutSandbox).size() + 10) << id;
+    EXPECT_FALSE(p->required) << id;
+  }
+  for (const char* id : {"kernel-bpf", "kernel-mount-tmpfs", "kernel-unshare-newuser", "seed-read-credentials",
+                         "proc-host-kill", "setid-file-left", "net-direct-metadata", "sandbox-in-place"}) {
+    const ProbeSpec* p = find_probe(v, id);
+    ASSERT_TRUE(p) << id;
+    EXPECT_TRUE(p->skip_why.empty()) << id << ": " << p->skip_why;
+  }
+  // With no sandbox a kernel probe's other errno is the host kernel taking the call.
+  const ProbeSpec* k = find_probe(v, "kernel-umount2");
+  ASSERT_TRUE(k);
+  Outcome enoent;
+  enoent.status = 1;
+  enoent.out = "umount2: NOT AS EXPECTED: failed: ENOENT (not the filter's answer, EPERM)\n";
+  EXPECT_EQ(k->judge(enoent).verdict, Verdict::escaped);
+  Outcome eperm;
+  eperm.status = 0;
+  eperm.out = "umount2: as expected: refused: EPERM\n";
+  EXPECT_EQ(k->judge(eperm).verdict, Verdict::held);
+  // The gate says there is no sandbox: not applicable, never held.
+  const ProbeSpec* g = find_probe(v, "sandbox-in-place");
+  Outcome ran;
+  ran.status = 0;
+  ran.out = "0\nns mnt mnt:[1]\n";
+  auto j = g->judge(ran);
+  EXPECT_EQ(j.verdict, Verdict::skipped);
+  EXPECT_TRUE(j.evidence.starts_with(kNotApplicable)) << j.evidence;
 }
 
 }  // namespace

@@ -190,3 +190,46 @@ TEST(EscapeReport, AnInstalledMicrovmLeftOutOfAllSaysSo) {
 
 }  // namespace
 }  // namespace exg::evidence
+
+// --compare: a cell's state, and an exit status that follows ExGuardian's own column only.
+#include "evidence/compare.hpp"
+namespace exg::evidence {
+namespace {
+TEST(EscapeCompare, CellStatesAndTheExitStatusFollowExguardiansColumn) {
+  auto probe = [](const char* col, const char* id, Verdict v, const char* ev) {
+    ProbeResult p;
+    p.layer = col;
+    p.id = id;
+    p.category = "network";
+    p.verdict = v;
+    p.evidence = ev;
+    p.required = v != Verdict::skipped;
+    return p;
+  };
+  CompareReport r;
+  r.columns = {{"exguardian", "", "", "", "", 0}, {"none", "", "", "", "", 1}};
+  r.all.probes = {probe("exguardian", "net-direct-metadata", Verdict::held, "nothing arrived"),
+                  probe("none", "net-direct-metadata", Verdict::escaped, "the world's server received: 169.254.169.254"),
+                  probe("exguardian", "limit-pids", Verdict::held, "pids limit 64"),
+                  probe("none", "limit-pids", Verdict::skipped, "not run: unsafe without a sandbox: a fork bomb"),
+                  probe("none", "cleanup-cgroups", Verdict::skipped, "not applicable: ExGuardian's cgroups")};
+  EXPECT_EQ(cell_state(r.all.probes[1]), "ESCAPED");
+  EXPECT_EQ(cell_state(r.all.probes[3]), "not run");
+  EXPECT_EQ(cell_state(r.all.probes[4]), "not applicable");
+  EXPECT_EQ(compare_status(r), 0) << "a peer's escape is a finding, not the tool's failure";
+  auto j = compare_json(r);
+  ASSERT_EQ(j["compare"]["rows"].size(), 3u);
+  EXPECT_EQ(j["compare"]["rows"][0]["cells"]["none"]["state"], "ESCAPED");
+  EXPECT_EQ(j["compare"]["rows"][2]["cells"]["exguardian"]["state"], "not run");  // not in its column at all
+  EXPECT_EQ(j["compare"]["columns"][1]["by_category"]["network"]["ESCAPED"], 1);
+  std::string html = render_compare_html(r);
+  EXPECT_NE(html.find("<th>exguardian</th><th>none</th>"), std::string::npos);
+  EXPECT_NE(html.find("ExGuardian held"), std::string::npos);
+  r.all.probes[0].verdict = Verdict::escaped;
+  EXPECT_EQ(compare_status(r), 1);
+  r.all.probes[0].verdict = Verdict::held;
+  r.tool_failed = true;
+  EXPECT_EQ(compare_status(r), 1);
+}
+}  // namespace
+}  // namespace exg::evidence
