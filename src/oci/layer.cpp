@@ -34,7 +34,7 @@
 #include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "oci/kill_coalescer.hpp"
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"

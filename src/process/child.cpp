@@ -26,7 +26,7 @@
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "process/rlimits.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 

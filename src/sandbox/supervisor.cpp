@@ -31,7 +31,7 @@
 #include "sandbox/stdio_relay.hpp"
 #include "sandbox/sweep.hpp"
 #include "sandbox/violations.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
