@@ -9,14 +9,21 @@
 #include <cstdio>
 
 #include "cgroup/cgroup.hpp"
+#include "oci/layer.hpp"
 #include "sandbox/userns_diagnosis.hpp"
 
 namespace exg::cli {
 
 std::string explain_start_failure(const Error& error, layer::Kind kind) {
   std::string text = error.str();
-  for (const auto& line : sandbox::userns_refusal_for(kind, error.what)) text += "\n" + line;
+  for (const auto& line : sandbox::userns_refusal_for(kind, error.what, installed_container_runtime()))
+    text += "\n" + line;
   return text;
+}
+
+std::string installed_container_runtime() {
+  auto rt = oci::choose_runtime(layer::Kind::Container, "");
+  return rt ? rt->path : std::string();
 }
 
 Result<HostProcess> HostProcess::prepare(bool invoked_as_root) {

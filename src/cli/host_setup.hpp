@@ -21,6 +21,10 @@ namespace exg::cli {
 // (sandbox/userns_diagnosis.hpp); else its text alone.
 std::string explain_start_failure(const Error& error, layer::Kind kind);
 
+// The runtime the container layer would use (its own answer, oci::choose_runtime),
+// "" when none is installed: for the user namespace diagnosis's facts.
+std::string installed_container_runtime();
+
 // Blocks the signals the supervisor handles (before any launch: the sandbox
 // inherits the mask, its init keeps them blocked and waits for them) and
 // reads them from a signalfd; lifts RLIMIT_NOFILE's soft limit (every proxied

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "plan/paths.hpp"
+#include "cli/host_setup.hpp"
 #include "sandbox/userns_diagnosis.hpp"
 
 namespace exg::cli {
@@ -56,7 +57,8 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
       // Why the host refuses the user namespace every layer makes (or root's
       // setgroups), and the ways out.
       const auto* groups = sandbox::find_capability(caps, "supplementary groups");
-      for (const auto& l : sandbox::userns_refusal_for(layer::Kind::Process, groups && !groups->ok ? "setgroups" : ""))
+      for (const auto& l : sandbox::userns_refusal_for(layer::Kind::Process, groups && !groups->ok ? "setgroups" : "",
+                                                       installed_container_runtime()))
         lines.push_back(l);
       std::string text;
       for (const auto& l : lines) text += (text.empty() ? "" : "\n") + l;

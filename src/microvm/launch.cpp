@@ -24,7 +24,7 @@
 #include "microvm/qmp.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "sandbox/violations.hpp"
 
 namespace exg::microvm {

@@ -34,7 +34,7 @@
 #include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "oci/kill_coalescer.hpp"
 #include "oci/writable_ids.hpp"
 #include "process/id_map.hpp"
@@ -1067,14 +1067,52 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
   return out;
 }
 
-Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& lo, const LayerOptions& opt) {
-  const bool rootless = !plan.identity.invoked_as_root;
-  const RuntimeChoice& rt = opt.runtime;
+namespace {
+
+// One launch of the container or gVisor layer, in named steps (launch() lists
+// them in order): what the runtime host is given (HostArgs) and the OCI spec
+// it writes, all decided here in the supervisor; nothing runs before the last
+// step, spawn(). A step that fails ends the launch with its error.
+struct Launch {
+  Launch(const plan::Plan& plan, const layer::LaunchOptions& lo, const LayerOptions& opt)
+      : plan(plan), lo(lo), opt(opt), rt(opt.runtime), rootless(!plan.identity.invoked_as_root),
+        ids(decide_host_ids(plan, rt, opt.gvisor_root)), host_userns(ids.userns),
+        timer(lo.timer ? *lo.timer : untimed) {}
+
+  Result<void> check_fits();
+  Result<void> host_args();
+  Result<void> spec_options();
+  Result<void> generated_files();
+  Result<void> check_no_groups();
+  Result<void> staged_mounts();
+  Result<void> seal_submounts();
+  Result<void> write_spec();
+  Result<void> skeleton_root();
+  Result<void> root_binds();
+  Result<void> runtime_command();
+  Result<layer::Sandbox> spawn();
+
+  const plan::Plan& plan;
+  const layer::LaunchOptions& lo;
+  const LayerOptions& opt;
+  const RuntimeChoice& rt;
+  const bool rootless;
   // The runtime host has a user namespace when the caller is not root, and
   // always for gVisor: then runsc, its sentry and its gofer hold nothing
   // privileged on the host (decide_host_ids).
-  const HostIds ids = decide_host_ids(plan, rt, opt.gvisor_root);
-  const bool host_userns = ids.userns;
+  const HostIds ids;
+  const bool host_userns;
+  StepTimer untimed;
+  StepTimer& timer;
+  HostArgs a;
+  SpecOptions so;
+  std::map<size_t, UniqueFd> idmapped;  // (closed when the launch ends: the runtime host has its copies)
+  std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
+  nlohmann::json spec;
+};
+
+// What this layer cannot run.
+Result<void> Launch::check_fits() {
   if (rt.runtime == Runtime::Runc && rootless)
     return fail(Error::msg("layer container with runc",
                            "runc needs root here (rootless runc maps only root into the container, and the command "
@@ -1083,10 +1121,10 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     if (!s.source.empty() && s.kind != plan::StepKind::Symlink && within(s.source, kRunTmpfs))
       return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
                              "a mount source under /run (" + s.source + ") is not supported on container layers"));
+  return {};
+}
 
-  StepTimer untimed;
-  StepTimer& timer = lo.timer ? *lo.timer : untimed;
-  HostArgs a;
+Result<void> Launch::host_args() {
   a.plan = &plan;
   a.timer = lo.timer;
   a.host_userns = host_userns;
@@ -1098,10 +1136,10 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
   a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
   a.cgroups = opt.cgroups;
+  return {};
+}
 
-  // Staged mounts: idmapped binds (root with a workspace owned by someone
-  // else) and overlays; the spec binds them instead of the host source.
-  SpecOptions so;
+Result<void> Launch::spec_options() {
   so.runtime = rt.runtime;
   so.rootfs = opt.rootfs.empty() ? "/" : opt.rootfs;
   so.netns_path = "/proc/1/ns/net";
@@ -1128,10 +1166,14 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   // runsc would compile the profile's rules at every start: our pid 1
   // installs the same rules, compiled at build time, instead.
   so.seccomp_by_pid1 = plan.seccomp && rt.runtime == Runtime::Runsc;
-  // Generated files. The trust anchor (the sandbox CA's certificate; its key
-  // stays in the supervisor) is made now: the runtime host is forked after
-  // this and keeps a copy of the supervisor's memory only until it executes
-  // the runtime, in namespaces the command cannot reach.
+  return {};
+}
+
+// Generated files. The trust anchor (the sandbox CA's certificate; its key
+// stays in the supervisor) is made now: the runtime host is forked after
+// this and keeps a copy of the supervisor's memory only until it executes
+// the runtime, in namespaces the command cannot reach.
+Result<void> Launch::generated_files() {
   std::string anchor;
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const auto& s = plan.steps[i];
@@ -1150,10 +1192,18 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     a.files.emplace_back(path, std::move(content));
     so.source_override[s.target] = path;
   }
-  std::map<size_t, UniqueFd> idmapped;
-  std::map<std::pair<uid_t, gid_t>, UniqueFd> userns;
+  return {};
+}
+
+Result<void> Launch::check_no_groups() {
   if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)  // dropped by the front end (cli/host_setup.hpp)
     return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
+  return {};
+}
+
+// Staged mounts: idmapped binds (root with a workspace owned by someone
+// else) and overlays; the spec binds them instead of the host source.
+Result<void> Launch::staged_mounts() {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const auto& s = plan.steps[i];
     bool overlay = s.kind == plan::StepKind::Overlay;
@@ -1182,28 +1232,35 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     a.staged.push_back(sm);
     so.source_override[s.source] = sm.path;
   }
+  return {};
+}
 
-  if (host_userns) {
-    // Read-only binds with submounts are sealed whole by the runtime host
-    // (RuntimeHost::seal), so the spec needs no bind per submount.
-    auto points = read_mount_points();
-    std::vector<std::string> rw;
-    for (const auto& s : plan.steps)
-      if (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::Pin)
-        rw.push_back(s.source.empty() ? s.target : s.source);
-    for (const auto& s : plan.steps) {
-      if (s.kind != plan::StepKind::BindRo || !s.is_dir || s.source.empty() || s.idmap) continue;
-      bool has_sub = std::any_of(points.begin(), points.end(), [&](const std::string& m) { return m != s.source && within(m, s.source); });
-      bool holds_rw = std::any_of(rw.begin(), rw.end(), [&](const std::string& r) { return within(r, s.source) || within(s.source, r); });
-      if (has_sub && holds_rw)
-        return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
-                               s.source + " has mounts below it and a writable path inside: not supported on this layer yet"));
-      if (has_sub && std::find(a.seal.begin(), a.seal.end(), s.source) == a.seal.end()) a.seal.push_back(s.source);
-    }
-    so.host_mount_points = std::vector<std::string>{};
+// Read-only binds with submounts are sealed whole by the runtime host
+// (RuntimeHost::seal), so the spec needs no bind per submount.
+Result<void> Launch::seal_submounts() {
+  if (!host_userns) return {};
+  auto points = read_mount_points();
+  std::vector<std::string> rw;
+  for (const auto& s : plan.steps)
+    if (s.kind == plan::StepKind::BindRw || s.kind == plan::StepKind::Overlay || s.kind == plan::StepKind::Pin)
+      rw.push_back(s.source.empty() ? s.target : s.source);
+  for (const auto& s : plan.steps) {
+    if (s.kind != plan::StepKind::BindRo || !s.is_dir || s.source.empty() || s.idmap) continue;
+    bool has_sub = std::any_of(points.begin(), points.end(), [&](const std::string& m) { return m != s.source && within(m, s.source); });
+    bool holds_rw = std::any_of(rw.begin(), rw.end(), [&](const std::string& r) { return within(r, s.source) || within(s.source, r); });
+    if (has_sub && holds_rw)
+      return fail(Error::msg("layer " + std::string(to_string(rt.runtime)),
+                             s.source + " has mounts below it and a writable path inside: not supported on this layer yet"));
+    if (has_sub && std::find(a.seal.begin(), a.seal.end(), s.source) == a.seal.end()) a.seal.push_back(s.source);
   }
-  auto spec = make_spec(plan, so);
-  if (!spec) return fail(spec.error());
+  so.host_mount_points = std::vector<std::string>{};
+  return {};
+}
+
+Result<void> Launch::write_spec() {
+  auto made = make_spec(plan, so);
+  if (!made) return fail(made.error());
+  spec = std::move(*made);
   // The pid-1 program where the install put it (the same bytes as the one
   // embedded), else the embedded one in a file of the run's own tmpfs.
   std::string pid1_source;
@@ -1213,67 +1270,77 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     pid1_source = kPid1Copy;
     a.pid1_copy = true;
   }
-  adjust_spec(*spec, plan, rt, ids, pid1_source, lo.agent, so.seccomp_by_pid1);
-  // The root is a skeleton in the bundle (on our tmpfs): the top-level mount
-  // points and symlinks, every directory bound read-only from the host's root
-  // (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
-  // points in the root (runsc's gofer on the host side), so DIR itself is
-  // never written to and need not be writable by the runtime host.
-  {
-    std::string skel = std::string(kBase) + "/bundle/rootfs";
-    (*spec)["root"] = {{"path", skel}, {"readonly", true}};
-    a.skeleton_dirs.push_back(skel);
-    std::set<std::string> seen, dir_entries;
-    if (!opt.rootfs.empty()) {
-      auto base = rootfs_base(opt.rootfs, *spec, skel, a);
-      if (!base) return fail(base.error());
-      seen = dir_entries = std::move(*base);
-    } else {
-      for (const auto& s : plan.steps)
-        if (s.kind == plan::StepKind::Symlink && s.target.find('/', 1) == std::string::npos && seen.insert(s.target).second)
-          a.skeleton_links.emplace_back(skel + s.target, s.source);
-    }
-    for (const auto& m : (*spec)["mounts"]) {
+  adjust_spec(spec, plan, rt, ids, pid1_source, lo.agent, so.seccomp_by_pid1);
+  return {};
+}
+
+// The root is a skeleton in the bundle (on our tmpfs): the top-level mount
+// points and symlinks, every directory bound read-only from the host's root
+// (the Plan's base view) or from --rootfs DIR. Runtimes create missing mount
+// points in the root (runsc's gofer on the host side), so DIR itself is
+// never written to and need not be writable by the runtime host.
+Result<void> Launch::skeleton_root() {
+  std::string skel = std::string(kBase) + "/bundle/rootfs";
+  spec["root"] = {{"path", skel}, {"readonly", true}};
+  a.skeleton_dirs.push_back(skel);
+  std::set<std::string> seen, dir_entries;
+  if (!opt.rootfs.empty()) {
+    auto base = rootfs_base(opt.rootfs, spec, skel, a);
+    if (!base) return fail(base.error());
+    seen = dir_entries = std::move(*base);
+  } else {
+    for (const auto& s : plan.steps)
+      if (s.kind == plan::StepKind::Symlink && s.target.find('/', 1) == std::string::npos && seen.insert(s.target).second)
+        a.skeleton_links.emplace_back(skel + s.target, s.source);
+  }
+  for (const auto& m : spec["mounts"]) {
+    std::string dest = m.value("destination", "");
+    if (dest.size() < 2 || dest[0] != '/') continue;
+    std::string top = dest.substr(0, dest.find('/', 1));
+    if (!seen.insert(top).second) continue;
+    (top == dest && binds_a_file(m) ? a.skeleton_files : a.skeleton_dirs).push_back(skel + top);
+  }
+  if (!opt.rootfs.empty()) {
+    // Mount points below the skeleton's own directories: made here, as the
+    // runtime (in the container's user namespace) may not write ours.
+    for (const auto& m : spec["mounts"]) {
       std::string dest = m.value("destination", "");
       if (dest.size() < 2 || dest[0] != '/') continue;
       std::string top = dest.substr(0, dest.find('/', 1));
-      if (!seen.insert(top).second) continue;
-      (top == dest && binds_a_file(m) ? a.skeleton_files : a.skeleton_dirs).push_back(skel + top);
-    }
-    if (!opt.rootfs.empty()) {
-      // Mount points below the skeleton's own directories: made here, as the
-      // runtime (in the container's user namespace) may not write ours.
-      for (const auto& m : (*spec)["mounts"]) {
-        std::string dest = m.value("destination", "");
-        if (dest.size() < 2 || dest[0] != '/') continue;
-        std::string top = dest.substr(0, dest.find('/', 1));
-        if (top == dest || dir_entries.count(top)) continue;
-        a.skeleton_dirs.push_back(skel + dest.substr(0, dest.rfind('/')));
-        (binds_a_file(m) ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
-      }
+      if (top == dest || dir_entries.count(top)) continue;
+      a.skeleton_dirs.push_back(skel + dest.substr(0, dest.rfind('/')));
+      (binds_a_file(m) ? a.skeleton_files : a.skeleton_dirs).push_back(skel + dest);
     }
   }
-  if (rt.runtime != Runtime::Runc) {
-    // The root's read-only binds are made in the skeleton by the runtime host
-    // itself (take_host_binds): one root for the runtime instead of a bind
-    // per directory or file, each of which costs the runtime time (runsc: a
-    // gofer mount). runc as root keeps its per-submount binds (no recursive
-    // read-only there).
-    std::set<std::string> staged_files;
-    for (const auto& f : a.files) staged_files.insert(f.first);
-    a.host_binds = take_host_binds((*spec)["mounts"], std::string(kBase) + "/bundle/rootfs", opt.rootfs,
-                                   [&](const std::string& src) {
-                                     // Generated files exist only once the runtime host made them; other
-                                     // staged sources (idmapped trees, overlays) stay the runtime's.
-                                     if (staged_files.count(src)) return SourceKind::File;
-                                     struct stat st;
-                                     if (within(src, kBase) || ::stat(src.c_str(), &st) != 0) return SourceKind::Other;
-                                     return S_ISDIR(st.st_mode) ? SourceKind::Dir
-                                            : S_ISREG(st.st_mode) ? SourceKind::File
-                                                                  : SourceKind::Other;
-                                   });
-  }
-  a.config_json = spec->dump(1);
+  return {};
+}
+
+// The root's read-only binds are made in the skeleton by the runtime host
+// itself (take_host_binds): one root for the runtime instead of a bind
+// per directory or file, each of which costs the runtime time (runsc: a
+// gofer mount). runc as root keeps its per-submount binds (no recursive
+// read-only there).
+Result<void> Launch::root_binds() {
+  if (rt.runtime == Runtime::Runc) return {};
+  std::set<std::string> staged_files;
+  for (const auto& f : a.files) staged_files.insert(f.first);
+  a.host_binds = take_host_binds(spec["mounts"], std::string(kBase) + "/bundle/rootfs", opt.rootfs,
+                                 [&](const std::string& src) {
+                                   // Generated files exist only once the runtime host made them; other
+                                   // staged sources (idmapped trees, overlays) stay the runtime's.
+                                   if (staged_files.count(src)) return SourceKind::File;
+                                   struct stat st;
+                                   if (within(src, kBase) || ::stat(src.c_str(), &st) != 0) return SourceKind::Other;
+                                   return S_ISDIR(st.st_mode) ? SourceKind::Dir
+                                          : S_ISREG(st.st_mode) ? SourceKind::File
+                                                                : SourceKind::Other;
+                                 });
+  return {};
+}
+
+// config.json as the runtime host writes it, and the runtime's command line.
+Result<void> Launch::runtime_command() {
+  a.config_json = spec.dump(1);
   a.runtime_argv = runtime_argv(rt, host_userns, std::string(kBase) + "/state", std::string(kBase) + "/bundle", a.id);
   a.kill_prefix.assign(a.runtime_argv.begin(), a.runtime_argv.end() - 4);  // up to "run"
   // The agent's channel: fd 3 of the container's pid 1 for crun and runc;
@@ -1281,7 +1348,12 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   // which runsc imports into the sandbox as a host socket (docs/agent-protocol.md).
   if (lo.agent && rt.runtime != Runtime::Runsc) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--preserve-fds=1");  // after "run"
   a.agent_on_stdin = lo.agent && rt.runtime == Runtime::Runsc;
+  return {};
+}
 
+// The runtime host, cloned into its namespaces and cgroup through the spawn
+// path the layers share (process/spawn.hpp).
+Result<layer::Sandbox> Launch::spawn() {
   // One cgroup per sandbox, limits set before anything runs in it; the
   // runtime host, the runtime and the container all stay inside.
   plan::Limits limits = plan.limits;
@@ -1298,7 +1370,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   sp.min_memory = rt.runtime == Runtime::Runsc ? kMinMemoryGvisor : kMinMemoryContainer;
   sp.layer = std::string(layer::name(opt.kind));
   sp.agent = lo.agent;
-  sp.child = [&a, &lo](const process::SpawnFds& f) {
+  sp.child = [this](const process::SpawnFds& f) {
     // The runtime host's own descriptor table (a fork-like clone): its 0..2
     // are what the runtime hands the container (the supervisor's stdio relay).
     for (int k = 0; k < 3; ++k)
@@ -1309,7 +1381,7 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
     a.agent_fd = f.agent_fd;
     host_main(a);
   };
-  if (host_userns) sp.map_ids = [&ids](pid_t pid) { return map_host_ids(pid, ids); };
+  if (host_userns) sp.map_ids = [this](pid_t pid) { return map_host_ids(pid, ids); };
   sp.need_seccomp_listener = !a.seccomp_socket.empty();
   if (plan.proxy.enabled && plan.proxy.transparent) sp.capture_port = plan.proxy.transparent_port;  // RuntimeHost::network()
   sp.timer = lo.timer;
@@ -1320,7 +1392,30 @@ Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions
   sp.setup_what = "setup (" + std::string(to_string(rt.runtime)) + ")";
   sp.no_listener = "the runtime host did not hand over the seccomp listener";
   sp.exited_early = "the runtime host exited before it was set up";
-  return process::spawn(std::move(sp));  // (the idmapped trees close here: the runtime host has its copies)
+  return process::spawn(std::move(sp));
+}
+
+}  // namespace
+
+Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& lo, const LayerOptions& opt) {
+  Launch l(plan, lo, opt);
+  using Step = Result<void> (Launch::*)();
+  static constexpr Step kSteps[] = {
+      &Launch::check_fits,       // runc rootless, sources under /run
+      &Launch::host_args,        // the runtime host's ids, terminal, cgroups
+      &Launch::spec_options,     // how the spec is made for this runtime (seccomp's way among them)
+      &Launch::generated_files,  // resolv.conf, File steps, the trust bundle with the anchor
+      &Launch::check_no_groups,  // root's supplementary groups gone
+      &Launch::staged_mounts,    // idmapped trees, overlays
+      &Launch::seal_submounts,   // (with a user namespace) read-only trees sealed whole
+      &Launch::write_spec,       // config.json, adjusted (pid 1, seccomp, agent)
+      &Launch::skeleton_root,    // the root skeleton's dirs, files and links
+      &Launch::root_binds,       // the root's read-only binds, made by the runtime host
+      &Launch::runtime_command,  // the runtime's argv
+  };
+  for (Step step : kSteps)
+    if (auto r = (l.*step)(); !r) return fail(r.error());
+  return l.spawn();  // (the idmapped trees close after it: the runtime host has its copies)
 }
 
 }  // namespace exg::oci

@@ -9,7 +9,7 @@
 #include <deque>
 #include <vector>
 
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 
 namespace exg::oci {
 

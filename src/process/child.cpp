@@ -26,7 +26,7 @@
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "process/rlimits.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 
@@ -152,14 +152,42 @@ class Builder {
     return b;
   }
 
-  void make_stage();
-  void take_idmapped_trees();
+ public:
+  // The setup steps (kChildSteps lists them in order). Each returns whether it had
+  // anything to do (a timing mark only then); a failure does not return
+  // (fail(): its message to the supervisor, exit 125).
+  bool network_and_names();
+  bool make_stage();
+  bool take_idmapped_trees();
+  bool mounts();
+  bool open_pty();
+  bool pivot();
+  bool close_setup_fds();
+  bool enter_cgroup();
+  [[noreturn]] void start_init();
+
+ private:
   void step(size_t i, const plan::Step& s);
   void seal(const std::string& target);
-  void network_and_names();
   void proxy_listeners();
-  void open_pty();
-  void pivot();
+};
+
+// The child's setup, in order (bubblewrap's habit: one list, one job a step).
+// The network comes first: the supervisor sets the transparent capture's rules
+// up on the sockets handed over there while this process builds the mounts.
+struct ChildStep {
+  const char* name;  // its timing mark (-v), or nullptr: not timed
+  bool (Builder::*run)();
+};
+constexpr ChildStep kChildSteps[] = {
+    {"network", &Builder::network_and_names},
+    {"stage", &Builder::make_stage},
+    {"idmapped trees", &Builder::take_idmapped_trees},
+    {"mounts", &Builder::mounts},
+    {"pty", &Builder::open_pty},
+    {"pivot", &Builder::pivot},
+    {nullptr, &Builder::close_setup_fds},
+    {"cgroup wait+namespace", &Builder::enter_cgroup},
 };
 
 void Builder::open_sources() {
@@ -181,7 +209,9 @@ void Builder::open_sources() {
   }
 }
 
-void Builder::make_stage() {
+// The staging tmpfs over /tmp, the new root's tmpfs in it, and the files the
+// mounts bind from it (the empty file, resolv.conf, the File steps').
+bool Builder::make_stage() {
   if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) fail("make mounts private");
   if (::mount("exguardian-stage", kStage, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700") != 0) fail("mount staging tmpfs");
   std::string root = std::string(kStage) + "/root";
@@ -230,6 +260,13 @@ void Builder::make_stage() {
     if (fd < 0) fail("open " + path);
     file_fds_[i] = fd;
   }
+  return true;
+}
+
+// The Plan's steps, in its order, in the new root.
+bool Builder::mounts() {
+  for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
+  return true;
 }
 
 void Builder::step(size_t i, const plan::Step& s) {
@@ -378,13 +415,16 @@ void Builder::seal(const std::string& target) {
   ::close(fd);
 }
 
-void Builder::network_and_names() {
+// The names and the network of the sandbox's namespaces, and the sockets the
+// supervisor needs from inside them.
+bool Builder::network_and_names() {
   if (::sethostname(plan_.hostname.data(), plan_.hostname.size()) != 0) fail("sethostname");
   if (::setdomainname("", 0) != 0) fail("setdomainname");
   if (auto what = bring_loopback_up(); !what.empty()) fail(what);
   if (auto what = hand_over_sock_diag(a_.sync_fd); !what.empty()) fail(what);
   if (plan_.proxy.enabled) proxy_listeners();
   if (auto what = hand_over_transparent_capture(plan_.proxy, a_.sync_fd); !what.empty()) fail(what);
+  return true;
 }
 
 // The egress proxy's listening sockets, made here so that they live in the
@@ -400,7 +440,10 @@ void Builder::proxy_listeners() {
   for (int k = 0; k < n; ++k) ::close(fds[k]);
 }
 
-void Builder::open_pty() {
+// The command's terminal, when the caller has one: the master goes to the
+// supervisor, the peer stays for init.
+bool Builder::open_pty() {
+  if (!a_.want_pty) return false;
   int ptmx = sys::openat2(root_fd_, "dev/pts/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC,
                           RESOLVE_IN_ROOT | RESOLVE_NO_SYMLINKS);
   if (ptmx < 0) fail("open the sandbox's ptmx");
@@ -414,45 +457,41 @@ void Builder::open_pty() {
   if (!send_fds(a_.sync_fd, kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
   ::close(ptmx);
   master_fd_ = -1;
+  return true;
 }
 
-void Builder::pivot() {
+// The new root sealed read-only and made the root; the host's detached.
+bool Builder::pivot() {
   seal("/");
   if (::fchdir(root_fd_) != 0) fail("chdir new root");
   if (sys::pivot_root(".", ".") != 0) fail("pivot_root");
   if (::umount2(".", MNT_DETACH) != 0) fail("detach the host root");
   if (::chdir("/") != 0) fail("chdir /");
+  return true;
 }
 
 // The supervisor makes the idmapped mounts' trees after "go", while this
 // process set up its network and stage; they come in step order.
-void Builder::take_idmapped_trees() {
+bool Builder::take_idmapped_trees() {
   std::vector<size_t> steps;
   for (size_t i = 0; i < plan_.steps.size(); ++i)
     if (uses_idmapped_mount(plan_, i)) steps.push_back(i);
-  if (steps.empty()) return;
+  if (steps.empty()) return false;
   std::vector<int> trees(steps.size(), -1);
   if (!await_idmapped_trees(a_.sync_fd, trees.data(), trees.size())) ::_exit(125);
   for (size_t k = 0; k < steps.size(); ++k) idmapped_[steps[k]] = trees[k];
-  mark("idmapped trees");
+  return true;
 }
 
 void Builder::run() {
-  // The network first: the supervisor sets the transparent capture's rules up
-  // on the sockets handed over here while this process builds the mounts.
-  network_and_names();
-  mark("network");
-  make_stage();
-  mark("stage");
-  take_idmapped_trees();
-  for (size_t i = 0; i < plan_.steps.size(); ++i) step(i, plan_.steps[i]);
-  mark("mounts");
-  if (a_.want_pty) {
-    open_pty();
-    mark("pty");
-  }
-  pivot();
-  mark("pivot");
+  for (const ChildStep& st : kChildSteps)
+    if ((this->*st.run)() && st.name) mark(st.name);
+  start_init();
+}
+
+// What pointed into the host's root or the stage (the new root has it all
+// now). Idmapped trees were closed when they were attached.
+bool Builder::close_setup_fds() {
   ::close(root_fd_);
   ::close(empty_file_fd_);
   if (resolv_fd_ >= 0) ::close(resolv_fd_);
@@ -463,18 +502,23 @@ void Builder::run() {
     ::close(uw.first);
     ::close(uw.second);
   }
-  // Idmapped trees were closed when they were attached.
+  return false;
+}
 
-  // Nothing starts before this process is in the sandbox's cgroup (v1: it
-  // moves itself in now; process/spawn.hpp). Then that cgroup becomes the root of
-  // what /proc/self/cgroup shows.
+// Nothing starts before this process is in the sandbox's cgroup (v1: it
+// moves itself in now; process/spawn.hpp). Then that cgroup becomes the root of
+// what /proc/self/cgroup shows.
+bool Builder::enter_cgroup() {
   if (int e = await_in_cgroup(a_.sync_fd, a_.timer)) {
     if (e < 0) ::_exit(125);
     fail("move into the sandbox's cgroup", e);
   }
   if (::unshare(CLONE_NEWCGROUP) != 0) fail("cgroup namespace");
-  mark("cgroup wait+namespace");
+  return true;
+}
 
+// The last step: this process becomes the sandbox's init (process/init.hpp).
+void Builder::start_init() {
   InitArgs ia;
   ia.plan = &plan_;
   ia.sync_fd = a_.sync_fd;

@@ -17,7 +17,7 @@
 
 #include "process/child.hpp"
 #include "process/seccomp.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "process/spawn.hpp"
 #include "util/step_timer.hpp"
 

@@ -15,7 +15,7 @@
 #include "plan/limits.hpp"
 #include "process/capture_rules.hpp"
 #include "process/handshake.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 

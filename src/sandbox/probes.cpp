@@ -27,7 +27,7 @@
 #include <cstring>
 #include <string>
 
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 
 namespace exg::sandbox {
 

@@ -23,7 +23,7 @@
 #include <sstream>
 #include <thread>
 
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "util/proc_text.hpp"
 
 namespace exg::sandbox {

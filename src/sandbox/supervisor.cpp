@@ -31,7 +31,7 @@
 #include "sandbox/stdio_relay.hpp"
 #include "sandbox/sweep.hpp"
 #include "sandbox/violations.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::sandbox {
@@ -347,6 +347,528 @@ size_t finish_setid(const plan::Plan& plan, const WorkspaceGuard& g, AuditLog& a
   return sw.found.size() + sw.errors.size();
 }
 
+// One supervise() call: the sandbox's state and the steps that set it up,
+// run it and end it, each a function with one job (supervise() lists them in
+// order). Nothing here is process-wide: several threads may supervise at once.
+class Supervision {
+ public:
+  Supervision(layer::Layer& layer, const plan::Plan& plan_in, SupervisorIo& io, const SuperviseOptions& opt)
+      : layer_(layer), plan_in_(plan_in), io_(io), opt_(opt), steps_(opt.timer ? *opt.timer : untimed_) {}
+
+  // Before the launch: nothing of the sandbox runs yet.
+  Result<void> prepare_secrets();
+  Result<void> check_layer();
+  Result<void> say_cautions();
+  Result<void> relay_stdio();
+  Result<void> open_audit();
+  Result<void> prepare_workspace();
+  Result<void> plan_meanwhile();
+  Result<void> make_timer();
+  // The launch: a failure here or after kills and reaps what started.
+  Result<void> launch();
+  Result<void> start_agent();
+  // The sandbox runs: every way out from here goes through the same end.
+  void watch_refusals();
+  void prepare_proxy();
+  void narrate();
+  void arm_timer();
+  void begin_relay();
+  void relay_until_exit();
+  void drain_output();
+  void stop_proxy();
+  void end_sandbox();
+  void bring_workspace_home();
+  const std::optional<Error>& late_error() const { return late_error_; }
+  void judge_planted();
+  void sweep_setid();
+  void summarize_refusals();
+  int exit_status();
+
+ private:
+  // The layer directories of an overlay workspace that is not kept (a launch
+  // that failed leaves nothing behind).
+  void drop_layer_dirs() {
+    if (guard_->layer && !plan().keep_layer) (void)remove_layer_dirs(guard_->layer->dir);
+  }
+  // A sandbox that started but cannot be supervised: killed, reaped, gone.
+  void abandon() {
+    sys::pidfd_send_signal(sb().pidfd.get(), SIGKILL);
+    ::waitpid(sb().pid, nullptr, 0);
+    sb().cgroup.kill_all();
+    layer_.after_run(plan());
+    drop_layer_dirs();
+  }
+  void start_proxy();
+  const plan::Plan& plan() const { return secrets_ ? secrets_->plan : plan_in_; }
+  layer::Sandbox& sb() { return *launched_; }
+
+  layer::Layer& layer_;
+  const plan::Plan& plan_in_;
+  SupervisorIo& io_;
+  const SuperviseOptions& opt_;
+  StepTimer untimed_;  // off: marks cost one branch
+  StepTimer& steps_;
+  std::optional<PreparedSecrets> secrets_;
+  layer::LaunchOptions lo_;
+  Terminal term_;
+  bool pty_ = false;
+  int host_tty_ = -1;
+  StdioRelay stdio_;
+  int sigfd_ = -1;  // the front end's; blocked before launch (the sandbox inherits the mask)
+  AuditLog audit_;
+  std::optional<WorkspaceGuard> guard_;
+  std::optional<egress::Rules> rules_;
+  egress::ProxyConfig proxy_settings_;  // request rules, the user's proxies, srt's switches
+  bool meanwhile_ran_ = false;
+  UniqueFd timer_;
+  std::optional<layer::Sandbox> launched_;
+  std::optional<SocketAddressGate> socket_gate_;
+  std::optional<SyscallViolations> refusals_;
+  bool watch_refusals_ = false;
+  ProxyRunner proxy_;
+  bool proxy_idle_ = false;  // listeners kept here, polled, until the first use
+  std::optional<Error> late_error_;
+  int master_ = -1;
+  int out_fd_ = -1;
+  bool relay_in_ = false;
+  bool timed_out_ = false;
+  int status_ = 0;
+  bool oom_ = false;
+  Finish fin_;
+  size_t setid_ = 0;
+  char buf_[65536];
+};
+
+Result<void> Supervision::prepare_secrets() {
+  if (plan_in_.terminates_tls()) {  // secrets, or request rules to judge inside TLS
+    auto p = sandbox::prepare_secrets(plan_in_);
+    if (!p) return fail(p.error());
+    secrets_.emplace(std::move(*p));
+  }
+  return {};
+}
+
+Result<void> Supervision::check_layer() {
+  // Its pid 1 would wait for commands nobody sends.
+  if (layer_.command_through_agent() && !opt_.agent)
+    return fail(Error::msg("layer " + std::string(layer::name(layer_.kind())),
+                           "runs the command through its agent: the front end must drive it (SuperviseOptions::agent)"));
+  if (plan().host_unix_sockets_allowed && !layer_.carries_host_unix_sockets())
+    return fail(Error::msg("layer " + std::string(layer::name(layer_.kind())) +
+                               ": network.allowUnixSockets / allowAllUnixSockets",
+                           "this layer cannot carry a host's Unix socket into the sandbox: use the process or "
+                           "container layer for this policy"));
+  return {};
+}
+
+Result<void> Supervision::say_cautions() {
+  for (const auto& c : layer_.cautions(plan())) io_.say(c);
+  return {};
+}
+
+// The terminal (a pty in the sandbox when the caller has one) and the
+// caller's other files.
+Result<void> Supervision::relay_stdio() {
+  lo_.verbose = opt_.verbose;
+  lo_.agent = opt_.agent != nullptr;
+  // With the agent, terminals are its own (one per process that asks): the host's stays out.
+  term_ = lo_.agent ? Terminal{} : io_.terminal();
+  for (int k = 0; k < 3; ++k) lo_.tty_fds[k] = term_.sandbox_fds[k];
+  pty_ = lo_.tty_fds[0] || lo_.tty_fds[1] || lo_.tty_fds[2];
+  host_tty_ = term_.size_from;
+  // The caller's files reach the command as pipes of ours (stdio_relay.hpp:
+  // a descriptor handed in must not be opened again with more rights). Not
+  // for an agent's sandbox (its processes get pipes from the agent, and the
+  // microVM guest's command gets bytes over the channel).
+  if (!opt_.agent) {
+    auto r = StdioRelay::make(lo_.tty_fds);
+    if (!r) return fail(r.error());
+    stdio_ = std::move(*r);
+    for (int k = 0; k < 3; ++k) lo_.stdio_fds[k] = stdio_.sandbox_fd(k);
+    lo_.supervisor_fds = stdio_.own_fds();
+  }
+  sigfd_ = opt_.signal_fd;
+  return {};
+}
+
+// The audit log, and what it says before the sandbox starts.
+Result<void> Supervision::open_audit() {
+  if (!opt_.audit_log.empty()) {
+    auto a = AuditLog::open(opt_.audit_log, plan().sandbox_id, opt_.audit_tags);
+    if (!a) return fail(a.error());
+    audit_ = std::move(*a);
+  }
+  if (opt_.audit_hold) {
+    if (!audit_.enabled() || !opt_.agent) return fail(Error::msg("audit hold", "needs an audit log and an agent front end"));
+    audit_.hold();
+    opt_.agent->set_audit_tagger([this](const nlohmann::json& tags) { return audit_.add_tags(tags); });
+  }
+  if (!opt_.layer_choice.is_null()) audit_.write(opt_.layer_choice);
+  for (const auto& w : plan().weakened) audit_.write({{"event", "weakened"}, {"what", w}});
+  if (secrets_ && !secrets_->config->secrets.empty()) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& s : secrets_->config->secrets) list.push_back({{"name", s.name}, {"hosts", s.hosts}});
+    audit_.write({{"event", "secrets"}, {"secrets", list}, {"trust_bundle", plan().trust_bundle_path}});
+  }
+  return {};
+}
+
+Result<void> Supervision::prepare_workspace() {
+  auto guard = sandbox::prepare_workspace(plan());
+  if (!guard) return fail(guard.error());
+  guard_.emplace(std::move(*guard));
+  return {};
+}
+
+// The rest of the supervisor's setup is done while the sandbox sets itself
+// up (LaunchOptions::meanwhile), before anything of it starts: the egress
+// rules (a bad rule stops the run) and the snapshot of the swept trees.
+Result<void> Supervision::plan_meanwhile() {
+  lo_.meanwhile = [this]() -> Result<void> {
+    if (meanwhile_ran_) return {};  // once (the microVM layer's retry of a start that failed)
+    meanwhile_ran_ = true;
+    if (plan().proxy.enabled) {
+      auto c = egress::config_from_policy(plan().network);
+      if (!c) return fail(c.error());
+      rules_.emplace(std::move(c->rules));
+      proxy_settings_ = std::move(c->proxy);
+      // The host's own addresses, followed from here to the proxy's end, in
+      // this (the host's) network namespace; no netlink socket: no run.
+      auto watch = egress::HostAddressWatch::open();
+      if (!watch) return fail(watch.error());
+      proxy_settings_.host_addresses = std::move(*watch);
+    }
+    steps_.mark("supervisor setup");
+    if (auto r = snapshot_trees(plan(), *guard_); !r) return r;
+    steps_.mark("workspace snapshot");
+    return {};
+  };
+  return {};
+}
+
+// The timeout's timer exists before anything runs, so that failing to make
+// it needs no unwinding of a running sandbox.
+Result<void> Supervision::make_timer() {
+  if (plan().timeout) {
+    timer_.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
+    if (!timer_) {
+      drop_layer_dirs();
+      return fail(Error::sys("timerfd (the --timeout timer)"));
+    }
+  }
+  return {};
+}
+
+Result<void> Supervision::launch() {
+  if (secrets_) lo_.trust_anchor = [this] { return secrets_->make_ca(); };
+  lo_.timer = opt_.timer;
+  lo_.say = [this](const std::string& line) { io_.say(line); };
+  auto launched = layer_.launch(plan(), lo_);
+  if (!launched) {
+    drop_layer_dirs();
+    return fail(launched.error());
+  }
+  launched_.emplace(std::move(*launched));
+  stdio_.sandbox_started();  // (its ends are the sandbox's now: EOF reaches the command when ours closes)
+  if (!meanwhile_ran_) {  // a layer that skipped it: no snapshot, no rules (fail closed)
+    abandon();
+    return fail(Error::msg("layer " + std::string(layer::name(layer_.kind())), "started without the supervisor's setup"));
+  }
+  return {};
+}
+
+Result<void> Supervision::start_agent() {
+  if (opt_.agent) {
+    if (auto r = opt_.agent->start(std::move(sb().agent_channel), plan().sandbox_id); !r) {
+      abandon();
+      return fail(r.error());
+    }
+  }
+  return {};
+}
+
+void Supervision::watch_refusals() {
+  // connect() and sendto() with an address, judged (a host socket bound after the start stays out of reach).
+  socket_gate_.emplace(std::move(sb().sock_diag),
+                       SocketAddressGate::Allowed{plan().unix_sockets_all_allowed, plan().unix_sockets_allowed},
+                       &audit_);
+  refusals_.emplace(std::move(sb().seccomp_listener), &audit_, &*socket_gate_);
+  watch_refusals_ = refusals_->fd() >= 0;
+}
+
+// The egress proxy accepts on the sockets the sandbox made in its own netns.
+// Its thread starts when the sandbox first uses one of them (a connection
+// waits in the listener's backlog, a datagram in the socket, until then): a
+// command that never reaches for the network costs no thread, no event
+// loop. A session starts it at once (set_network needs it).
+void Supervision::prepare_proxy() {
+  if (rules_ && sb().http_listener && sb().socks_listener) {
+    if (opt_.agent) {
+      start_proxy();
+      opt_.agent->set_network_changer([this](const agent::NetworkChange& c) {
+        return change_egress(plan(), secrets_ ? secrets_->config.get() : nullptr, *proxy_.proxy, c);
+      });
+    } else {
+      proxy_idle_ = true;
+    }
+  }
+}
+
+void Supervision::start_proxy() {
+  egress::ProxyConfig pc = proxy_settings_;
+  if (secrets_) pc.secrets = secrets_->config;
+  pc.transparent = plan().proxy.transparent;
+  pc.pinned_names = plan().proxy.pinned_names;
+  layer::Sandbox& s = sb();
+  proxy_.start(*rules_, &audit_, s.http_listener.release(), s.socks_listener.release(),
+               s.dns_socket ? s.dns_socket.release() : -1,
+               s.transparent_listener ? s.transparent_listener.release() : -1, s.relayed_egress, std::move(pc));
+  proxy_idle_ = false;
+  steps_.mark("proxy start");
+}
+
+// -v: what the layer enforces on this host, so a weaker one is visible on every verbose run.
+void Supervision::narrate() {
+  if (!opt_.verbose) return;
+  auto walls = layer_.enforces(plan());
+  sayf(io_, "landlock: %s", walls.landlock_text.c_str());
+  sayf(io_, "seccomp: %s", walls.seccomp_text.c_str());
+  if (secrets_ && !secrets_->config->secrets.empty()) {
+    std::set<std::string> hosts;
+    for (const auto& s : secrets_->config->secrets) {
+      std::string hs;
+      for (const auto& h : s.hosts) {
+        hs += (hs.empty() ? "" : ", ") + h;
+        hosts.insert(h);
+      }
+      sayf(io_, "secrets: %s -> %s (placeholder only inside)", s.name.c_str(), hs.c_str());
+    }
+    sayf(io_, "secrets: TLS interception for %zu host pattern(s), CA made in memory, trusted inside "
+              "via %s",
+         hosts.size(), plan().trust_bundle_path.c_str());
+  }
+  sayf(io_, "%s", stdio_.describe().c_str());
+  if (!sb().cgroup.active()) sayf(io_, "limits: no cgroup for this sandbox");
+  for (const auto& n : sb().cgroup.notes()) sayf(io_, "limits: %s", n.c_str());
+  steps_.mark("narration");
+}
+
+// A sandbox that cannot be bounded in time does not run on: it is killed,
+// and the run ends through the same cleanup as any other (workspace sweep,
+// cgroups, signal mask), then reports the error.
+void Supervision::arm_timer() {
+  if (!timer_) return;
+  itimerspec its{};
+  its.it_value.tv_sec = plan().timeout->count() / 1000;
+  its.it_value.tv_nsec = (plan().timeout->count() % 1000) * 1000000;
+  if (::timerfd_settime(timer_.get(), 0, &its, nullptr) != 0) {
+    late_error_ = Error::sys("timerfd_settime (the --timeout timer)");
+    sys::pidfd_send_signal(sb().pidfd.get(), SIGKILL);
+    timer_.reset();
+  }
+}
+
+void Supervision::begin_relay() {
+  master_ = sb().pty_master.get();
+  if (pty_ && master_ >= 0) {
+    if (term_.settings) ::tcsetattr(master_, TCSANOW, &*term_.settings);  // start with the host's settings
+    if (host_tty_ >= 0) copy_winsize(host_tty_, master_);
+    io_.relay_begin();
+    ::fcntl(master_, F_SETFL, ::fcntl(master_, F_GETFL) | O_NONBLOCK);
+  }
+  out_fd_ = term_.output;
+  relay_in_ = pty_ && term_.input >= 0;
+}
+
+// One poll loop until the sandbox's pid 1 has ended: its output, the
+// caller's input, signals, the timeout, refusals, the idle proxy's first
+// use, the agent's descriptors.
+void Supervision::relay_until_exit() {
+  layer::Sandbox& sb = this->sb();
+  const int sigfd = sigfd_;
+  const Terminal& term = term_;
+  const int host_tty = host_tty_;
+  int& master = master_;
+  char* buf = buf_;
+  constexpr size_t kBuf = sizeof buf_;
+  bool exited = false;
+  while (!exited) {
+    pollfd fds[10 + 3 + 32];  // (pidfd, signals, refusals, timer, pty, input, 4 idle proxy sockets; stdio; the agent's)
+    int n = 0;
+    fds[n++] = {sb.pidfd.get(), POLLIN, 0};
+    fds[n++] = {sigfd, POLLIN, 0};  // (negative: no signals to forward; poll skips it)
+    int ti = -1, mi = -1, ii = -1, si_ = -1, pi = -1;
+    if (watch_refusals_) { si_ = n; fds[n++] = {refusals_->fd(), POLLIN, 0}; }
+    if (proxy_idle_) {
+      pi = n;
+      fds[n++] = {sb.http_listener.get(), POLLIN, 0};
+      fds[n++] = {sb.socks_listener.get(), POLLIN, 0};
+      fds[n++] = {sb.dns_socket ? sb.dns_socket.get() : -1, POLLIN, 0};
+      fds[n++] = {sb.transparent_listener ? sb.transparent_listener.get() : -1, POLLIN, 0};
+    }
+    if (timer_) { ti = n; fds[n++] = {timer_.get(), POLLIN, 0}; }
+    if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
+    if (relay_in_) { ii = n; fds[n++] = {term.input, POLLIN, 0}; }
+    int ri = n;
+    n += static_cast<int>(stdio_.poll_fds(fds + n, 3));
+    int ai = n;
+    if (opt_.agent) n += static_cast<int>(opt_.agent->poll_fds(fds + n, 32));
+    if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (pi >= 0 && (fds[pi].revents | fds[pi + 1].revents | fds[pi + 2].revents | fds[pi + 3].revents)) start_proxy();
+    if (si_ >= 0) {
+      if (fds[si_].revents & POLLIN) refusals_->on_readable();
+      else if (fds[si_].revents & (POLLHUP | POLLERR | POLLNVAL)) watch_refusals_ = false;  // no process uses the filter
+    }
+    if (fds[1].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sigfd, &si, sizeof si) == sizeof si) {
+        int s = static_cast<int>(si.ssi_signo);
+        if (s == SIGWINCH) {
+          if (master >= 0 && host_tty >= 0) copy_winsize(host_tty, master);
+        } else if (s != SIGCHLD && s != SIGPIPE) {
+          if (!opt_.agent || !opt_.agent->forward_signal(s)) sys::pidfd_send_signal(sb.pidfd.get(), s);
+        }
+      }
+    }
+    if (ti >= 0 && (fds[ti].revents & POLLIN)) {
+      timed_out_ = true;
+      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
+      uint64_t x;
+      (void)::read(timer_.get(), &x, sizeof x);
+      timer_.reset();
+    }
+    if (mi >= 0 && (fds[mi].revents & (POLLIN | POLLHUP | POLLERR))) {
+      ssize_t r = ::read(master, buf, kBuf);
+      if (r > 0) write_all(out_fd_, buf, static_cast<size_t>(r));
+      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) master = -1;
+    }
+    if (ii >= 0 && (fds[ii].revents & (POLLIN | POLLHUP))) {
+      ssize_t r = ::read(term.input, buf, kBuf);
+      if (r > 0) write_all(master, buf, static_cast<size_t>(r));
+      else relay_in_ = false;
+    }
+    if (ai > ri) stdio_.on_ready(fds + ri, static_cast<size_t>(ai - ri));
+    if (opt_.agent && n > ai) opt_.agent->on_ready(fds + ai, static_cast<size_t>(n - ai));
+    if (fds[0].revents & POLLIN) {
+      siginfo_t si{};
+      if (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) == 0) {
+        exited = true;
+        status_ = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
+      }
+    }
+  }
+}
+
+void Supervision::drain_output() {
+  if (opt_.agent && !timed_out_) status_ = opt_.agent->final_status(status_);
+  // Whatever the sandbox wrote before it ended still reaches the terminal.
+  while (master_ >= 0) {
+    ssize_t r = ::read(master_, buf_, sizeof buf_);
+    if (r <= 0) break;
+    write_all(out_fd_, buf_, static_cast<size_t>(r));
+  }
+  stdio_.finish();
+  for (const auto& e : stdio_.take_errors()) io_.say(e);
+  // The process layer: the command itself; the container layers: the runtime's own time too.
+  steps_.mark(layer_.kind() == layer::Kind::Process ? "command" : "runtime+command");
+  io_.relay_end();
+}
+
+void Supervision::stop_proxy() {
+  proxy_.stop();
+  steps_.mark("proxy stop");
+  if (opt_.verbose && proxy_.proxy) sayf(io_, "%s", proxy_.proxy->stats().summary().c_str());
+  else if (opt_.verbose && proxy_idle_) sayf(io_, "%s", egress::ProxyStats{}.summary().c_str());  // never used
+}
+
+// What the limits did, read before the cgroup goes away; then nothing of the
+// sandbox is left.
+void Supervision::end_sandbox() {
+  // The guest's own limit (microvm): the agent reported it over the channel.
+  if (uint64_t inside = opt_.agent ? opt_.agent->inside_pids_refused() : 0; inside > 0)
+    sayf(io_, "pids limit %u reached in the guest: %llu forks refused", plan().limits.pids.value_or(0),
+         static_cast<unsigned long long>(inside));
+  if (sb().cgroup.active()) {
+    auto out = sb().cgroup.outcome();
+    if (out.pids_max_hits > 0)
+      sayf(io_, "pids limit %u reached: %llu forks refused", plan().limits.pids.value_or(0),
+           static_cast<unsigned long long>(out.pids_max_hits));
+    if (out.oom_kills > 0 && plan().limits.memory_bytes) {
+      oom_ = true;
+      sayf(io_, "killed: memory limit %s", plan::format_bytes(*plan().limits.memory_bytes).c_str());
+    }
+    sb().cgroup.kill_all();
+  }
+  layer_.after_run(plan());
+  steps_.mark("cgroup kill");
+}
+
+// Everything of the sandbox is gone now: bring the workspace changes home.
+void Supervision::bring_workspace_home() {
+  fin_ = finish_workspace(plan(), *guard_, audit_, io_);
+  steps_.mark("sweep");
+}
+
+// Fail closed: what could not be moved or checked fails the run even with
+// --allow-planted (which accepts quarantined files only).
+void Supervision::judge_planted() {
+  bool bad = fin_.not_moved || fin_.unchecked;
+  if ((bad || (fin_.quarantined && !plan().allow_planted)) && !timed_out_ && status_ == 0) {
+    std::string what;
+    auto part = [&](size_t n, const char* s) {
+      if (!n) return;
+      what += (what.empty() ? "" : ", ") + std::to_string(n) + s;
+    };
+    part(fin_.quarantined, " planted file(s) quarantined");
+    part(fin_.not_moved, " planted file(s) NOT quarantined (still in place)");
+    part(fin_.unchecked, " path(s) not checked");
+    sayf(io_, "%s; exit status 123%s", what.c_str(), bad ? "" : " (--allow-planted accepts them)");
+    status_ = 123;
+  }
+}
+
+void Supervision::sweep_setid() {
+  setid_ = finish_setid(plan(), *guard_, audit_, io_);
+  steps_.mark("set-id sweep");
+  if (setid_ && !timed_out_ && status_ == 0) {
+    sayf(io_, "%zu set-id file(s) or unchecked entries; exit status 123", setid_);
+    status_ = 123;
+  }
+}
+
+void Supervision::summarize_refusals() {
+  if (!opt_.refusal_summary) return;
+  RunRefusals r;
+  if (proxy_.proxy) {
+    const auto& st = proxy_.proxy->stats();
+    r.egress = st.refused;
+    r.hosts = st.refused_hosts;
+    r.host_rules = st.refused_rules;
+  }
+  r.syscalls = refusals_->by_syscall();
+  r.planted = fin_.quarantined_paths;
+  r.setid = setid_;
+  r.unix_sockets = socket_gate_->refused_paths();
+  for (const auto& line : refusal_summary(r)) io_.say(line);
+}
+
+int Supervision::exit_status() {
+  if (oom_ && !timed_out_ && status_ == 128 + SIGKILL) return status_;
+  if (timed_out_) {
+    if (opt_.verbose) sayf(io_, "%s", refusals_->summary().c_str());
+    sayf(io_, "killed: timeout %s", format_duration(*plan().timeout).c_str());
+    return 124;
+  }
+  if (opt_.verbose) {
+    sayf(io_, "%s", refusals_->summary().c_str());
+    sayf(io_, "sandbox %s exited with status %d", plan().sandbox_id.c_str(), status_);
+  }
+  return status_;
+}
+
 }  // namespace
 
 std::string format_duration(std::chrono::milliseconds d) {
@@ -369,372 +891,40 @@ sigset_t supervised_signals() {
 }
 
 Result<int> supervise(layer::Layer& layer, const plan::Plan& plan_in, SupervisorIo& io, const SuperviseOptions& opt) {
-  StepTimer untimed;  // off: marks cost one branch
-  StepTimer& steps = opt.timer ? *opt.timer : untimed;
-  std::optional<PreparedSecrets> secrets;
-  if (plan_in.terminates_tls()) {  // secrets, or request rules to judge inside TLS
-    auto p = prepare_secrets(plan_in);
-    if (!p) return fail(p.error());
-    secrets.emplace(std::move(*p));
-  }
-  const plan::Plan& plan = secrets ? secrets->plan : plan_in;
-  // Its pid 1 would wait for commands nobody sends.
-  if (layer.command_through_agent() && !opt.agent)
-    return fail(Error::msg("layer " + std::string(layer::name(layer.kind())),
-                           "runs the command through its agent: the front end must drive it (SuperviseOptions::agent)"));
-  if (plan.host_unix_sockets_allowed && !layer.carries_host_unix_sockets())
-    return fail(Error::msg("layer " + std::string(layer::name(layer.kind())) +
-                               ": network.allowUnixSockets / allowAllUnixSockets",
-                           "this layer cannot carry a host's Unix socket into the sandbox: use the process or "
-                           "container layer for this policy"));
-  for (const auto& c : layer.cautions(plan)) io.say(c);
-  layer::LaunchOptions lo;
-  lo.verbose = opt.verbose;
-  lo.agent = opt.agent != nullptr;
-  // With the agent, terminals are its own (one per process that asks): the host's stays out.
-  const Terminal term = lo.agent ? Terminal{} : io.terminal();
-  for (int k = 0; k < 3; ++k) lo.tty_fds[k] = term.sandbox_fds[k];
-  bool pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
-  const int host_tty = term.size_from;
-  // The caller's files reach the command as pipes of ours (stdio_relay.hpp:
-  // a descriptor handed in must not be opened again with more rights). Not
-  // for an agent's sandbox (its processes get pipes from the agent, and the
-  // microVM guest's command gets bytes over the channel).
-  StdioRelay stdio;
-  if (!opt.agent) {
-    auto r = StdioRelay::make(lo.tty_fds);
-    if (!r) return fail(r.error());
-    stdio = std::move(*r);
-    for (int k = 0; k < 3; ++k) lo.stdio_fds[k] = stdio.sandbox_fd(k);
-    lo.supervisor_fds = stdio.own_fds();
-  }
-  const int sigfd = opt.signal_fd;  // the front end's; blocked before launch (the sandbox inherits the mask)
-
-  AuditLog audit;
-  if (!opt.audit_log.empty()) {
-    auto a = AuditLog::open(opt.audit_log, plan.sandbox_id, opt.audit_tags);
-    if (!a) return fail(a.error());
-    audit = std::move(*a);
-  }
-  if (opt.audit_hold) {
-    if (!audit.enabled() || !opt.agent) return fail(Error::msg("audit hold", "needs an audit log and an agent front end"));
-    audit.hold();
-    opt.agent->set_audit_tagger([&audit](const nlohmann::json& tags) { return audit.add_tags(tags); });
-  }
-  if (!opt.layer_choice.is_null()) audit.write(opt.layer_choice);
-  for (const auto& w : plan.weakened) audit.write({{"event", "weakened"}, {"what", w}});
-  if (secrets && !secrets->config->secrets.empty()) {
-    nlohmann::json list = nlohmann::json::array();
-    for (const auto& s : secrets->config->secrets) list.push_back({{"name", s.name}, {"hosts", s.hosts}});
-    audit.write({{"event", "secrets"}, {"secrets", list}, {"trust_bundle", plan.trust_bundle_path}});
-  }
-
-  auto guard = prepare_workspace(plan);
-  if (!guard) return fail(guard.error());
-  // The rest of the supervisor's setup is done while the sandbox sets itself
-  // up (LaunchOptions::meanwhile), before anything of it starts: the egress
-  // rules (a bad rule stops the run) and the snapshot of the swept trees.
-  std::optional<egress::Rules> rules;
-  egress::ProxyConfig proxy_settings;  // request rules, the user's proxies, srt's switches
-  bool meanwhile_ran = false;
-  lo.meanwhile = [&]() -> Result<void> {
-    if (meanwhile_ran) return {};  // once (the microVM layer's retry of a start that failed)
-    meanwhile_ran = true;
-    if (plan.proxy.enabled) {
-      auto c = egress::config_from_policy(plan.network);
-      if (!c) return fail(c.error());
-      rules.emplace(std::move(c->rules));
-      proxy_settings = std::move(c->proxy);
-      // The host's own addresses, followed from here to the proxy's end, in
-      // this (the host's) network namespace; no netlink socket: no run.
-      auto watch = egress::HostAddressWatch::open();
-      if (!watch) return fail(watch.error());
-      proxy_settings.host_addresses = std::move(*watch);
-    }
-    steps.mark("supervisor setup");
-    if (auto r = snapshot_trees(plan, *guard); !r) return r;
-    steps.mark("workspace snapshot");
-    return {};
+  Supervision s(layer, plan_in, io, opt);
+  using Step = Result<void> (Supervision::*)();
+  // Up to a running sandbox, in this order; the first that fails ends the
+  // run with its error, and leaves nothing running behind.
+  static constexpr Step kSetup[] = {
+      &Supervision::prepare_secrets,    // the CA's material, the Plan with placeholders
+      &Supervision::check_layer,        // what the layer cannot do for this Plan
+      &Supervision::say_cautions,
+      &Supervision::relay_stdio,        // the pty, the caller's files as pipes
+      &Supervision::open_audit,
+      &Supervision::prepare_workspace,  // the overlay's layer directories, the quarantine
+      &Supervision::plan_meanwhile,     // egress rules and the workspace snapshot, during the launch
+      &Supervision::make_timer,         // --timeout
+      &Supervision::launch,
+      &Supervision::start_agent,        // a session's channel
   };
-  // The timeout's timer exists before anything runs, so that failing to make
-  // it needs no unwinding of a running sandbox.
-  UniqueFd timer;
-  if (plan.timeout) {
-    timer.reset(::timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK));
-    if (!timer) {
-      if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
-      return fail(Error::sys("timerfd (the --timeout timer)"));
-    }
-  }
-  if (secrets) lo.trust_anchor = [&secrets] { return secrets->make_ca(); };
-  lo.timer = opt.timer;
-  lo.say = [&io](const std::string& line) { io.say(line); };
-  auto launched = layer.launch(plan, lo);
-  if (!launched) {
-    if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
-    return fail(launched.error());
-  }
-  layer::Sandbox& sb = *launched;
-  stdio.sandbox_started();  // (its ends are the sandbox's now: EOF reaches the command when ours closes)
-  if (!meanwhile_ran) {  // a layer that skipped it: no snapshot, no rules (fail closed)
-    sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
-    ::waitpid(sb.pid, nullptr, 0);
-    sb.cgroup.kill_all();
-    layer.after_run(plan);
-    if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
-    return fail(Error::msg("layer " + std::string(layer::name(layer.kind())), "started without the supervisor's setup"));
-  }
-  if (opt.agent) {
-    if (auto r = opt.agent->start(std::move(sb.agent_channel), plan.sandbox_id); !r) {
-      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
-      ::waitpid(sb.pid, nullptr, 0);
-      sb.cgroup.kill_all();
-      layer.after_run(plan);
-      if (guard->layer && !plan.keep_layer) (void)remove_layer_dirs(guard->layer->dir);
-      return fail(r.error());
-    }
-  }
-  // connect() and sendto() with an address, judged (a host socket bound after the start stays out of reach).
-  SocketAddressGate socket_gate(std::move(sb.sock_diag), {plan.unix_sockets_all_allowed, plan.unix_sockets_allowed}, &audit);
-  SyscallViolations refusals(std::move(sb.seccomp_listener), &audit, &socket_gate);
-  bool watch_refusals = refusals.fd() >= 0;
-
-  // The egress proxy accepts on the sockets the sandbox made in its own netns.
-  // Its thread starts when the sandbox first uses one of them (a connection
-  // waits in the listener's backlog, a datagram in the socket, until then): a
-  // command that never reaches for the network costs no thread, no event
-  // loop. A session starts it at once (set_network needs it).
-  ProxyRunner proxy;
-  bool proxy_idle = false;  // listeners kept here, polled, until the first use
-  auto start_proxy = [&] {
-    egress::ProxyConfig pc = proxy_settings;
-    if (secrets) pc.secrets = secrets->config;
-    pc.transparent = plan.proxy.transparent;
-    pc.pinned_names = plan.proxy.pinned_names;
-    proxy.start(*rules, &audit, sb.http_listener.release(), sb.socks_listener.release(),
-                sb.dns_socket ? sb.dns_socket.release() : -1,
-                sb.transparent_listener ? sb.transparent_listener.release() : -1, sb.relayed_egress, std::move(pc));
-    proxy_idle = false;
-    steps.mark("proxy start");
-  };
-  if (rules && sb.http_listener && sb.socks_listener) {
-    if (opt.agent) {
-      start_proxy();
-      opt.agent->set_network_changer([&](const agent::NetworkChange& c) {
-        return change_egress(plan, secrets ? secrets->config.get() : nullptr, *proxy.proxy, c);
-      });
-    } else {
-      proxy_idle = true;
-    }
-  }
-  if (opt.verbose) {
-    // What the layer enforces on this host, so a weaker one is visible on every verbose run.
-    auto walls = layer.enforces(plan);
-    sayf(io, "landlock: %s", walls.landlock_text.c_str());
-    sayf(io, "seccomp: %s", walls.seccomp_text.c_str());
-    if (secrets && !secrets->config->secrets.empty()) {
-      std::set<std::string> hosts;
-      for (const auto& s : secrets->config->secrets) {
-        std::string hs;
-        for (const auto& h : s.hosts) {
-          hs += (hs.empty() ? "" : ", ") + h;
-          hosts.insert(h);
-        }
-        sayf(io, "secrets: %s -> %s (placeholder only inside)", s.name.c_str(), hs.c_str());
-      }
-      sayf(io, "secrets: TLS interception for %zu host pattern(s), CA made in memory, trusted inside "
-                   "via %s",
-                   hosts.size(), plan.trust_bundle_path.c_str());
-    }
-    sayf(io, "%s", stdio.describe().c_str());
-    if (!sb.cgroup.active()) sayf(io, "limits: no cgroup for this sandbox");
-    for (const auto& n : sb.cgroup.notes()) sayf(io, "limits: %s", n.c_str());
-    steps.mark("narration");
-  }
-
-  // A sandbox that cannot be bounded in time does not run on: it is killed,
-  // and the run ends through the same cleanup as any other (workspace sweep,
-  // cgroups, signal mask), then reports the error.
-  std::optional<Error> late_error;
-  if (timer) {
-    itimerspec its{};
-    its.it_value.tv_sec = plan.timeout->count() / 1000;
-    its.it_value.tv_nsec = (plan.timeout->count() % 1000) * 1000000;
-    if (::timerfd_settime(timer.get(), 0, &its, nullptr) != 0) {
-      late_error = Error::sys("timerfd_settime (the --timeout timer)");
-      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
-      timer.reset();
-    }
-  }
-
-  int master = sb.pty_master.get();
-  if (pty && master >= 0) {
-    if (term.settings) ::tcsetattr(master, TCSANOW, &*term.settings);  // start with the host's settings
-    if (host_tty >= 0) copy_winsize(host_tty, master);
-    io.relay_begin();
-    ::fcntl(master, F_SETFL, ::fcntl(master, F_GETFL) | O_NONBLOCK);
-  }
-  const int out_fd = term.output;
-  bool relay_in = pty && term.input >= 0;
-
-  bool timed_out = false, exited = false;
-  int status = 0;
-  char buf[65536];
-  while (!exited) {
-    pollfd fds[10 + 3 + 32];  // (pidfd, signals, refusals, timer, pty, input, 4 idle proxy sockets; stdio; the agent's)
-    int n = 0;
-    fds[n++] = {sb.pidfd.get(), POLLIN, 0};
-    fds[n++] = {sigfd, POLLIN, 0};  // (negative: no signals to forward; poll skips it)
-    int ti = -1, mi = -1, ii = -1, si_ = -1, pi = -1;
-    if (watch_refusals) { si_ = n; fds[n++] = {refusals.fd(), POLLIN, 0}; }
-    if (proxy_idle) {
-      pi = n;
-      fds[n++] = {sb.http_listener.get(), POLLIN, 0};
-      fds[n++] = {sb.socks_listener.get(), POLLIN, 0};
-      fds[n++] = {sb.dns_socket ? sb.dns_socket.get() : -1, POLLIN, 0};
-      fds[n++] = {sb.transparent_listener ? sb.transparent_listener.get() : -1, POLLIN, 0};
-    }
-    if (timer) { ti = n; fds[n++] = {timer.get(), POLLIN, 0}; }
-    if (master >= 0) { mi = n; fds[n++] = {master, POLLIN, 0}; }
-    if (relay_in) { ii = n; fds[n++] = {term.input, POLLIN, 0}; }
-    int ri = n;
-    n += static_cast<int>(stdio.poll_fds(fds + n, 3));
-    int ai = n;
-    if (opt.agent) n += static_cast<int>(opt.agent->poll_fds(fds + n, 32));
-    if (::poll(fds, static_cast<nfds_t>(n), -1) < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    if (pi >= 0 && (fds[pi].revents | fds[pi + 1].revents | fds[pi + 2].revents | fds[pi + 3].revents)) start_proxy();
-    if (si_ >= 0) {
-      if (fds[si_].revents & POLLIN) refusals.on_readable();
-      else if (fds[si_].revents & (POLLHUP | POLLERR | POLLNVAL)) watch_refusals = false;  // no process uses the filter
-    }
-    if (fds[1].revents & POLLIN) {
-      signalfd_siginfo si;
-      while (::read(sigfd, &si, sizeof si) == sizeof si) {
-        int s = static_cast<int>(si.ssi_signo);
-        if (s == SIGWINCH) {
-          if (master >= 0 && host_tty >= 0) copy_winsize(host_tty, master);
-        } else if (s != SIGCHLD && s != SIGPIPE) {
-          if (!opt.agent || !opt.agent->forward_signal(s)) sys::pidfd_send_signal(sb.pidfd.get(), s);
-        }
-      }
-    }
-    if (ti >= 0 && (fds[ti].revents & POLLIN)) {
-      timed_out = true;
-      sys::pidfd_send_signal(sb.pidfd.get(), SIGKILL);
-      uint64_t x;
-      (void)::read(timer.get(), &x, sizeof x);
-      timer.reset();
-    }
-    if (mi >= 0 && (fds[mi].revents & (POLLIN | POLLHUP | POLLERR))) {
-      ssize_t r = ::read(master, buf, sizeof buf);
-      if (r > 0) write_all(out_fd, buf, static_cast<size_t>(r));
-      else if (r == 0 || (errno != EAGAIN && errno != EINTR)) master = -1;
-    }
-    if (ii >= 0 && (fds[ii].revents & (POLLIN | POLLHUP))) {
-      ssize_t r = ::read(term.input, buf, sizeof buf);
-      if (r > 0) write_all(master, buf, static_cast<size_t>(r));
-      else relay_in = false;
-    }
-    if (ai > ri) stdio.on_ready(fds + ri, static_cast<size_t>(ai - ri));
-    if (opt.agent && n > ai) opt.agent->on_ready(fds + ai, static_cast<size_t>(n - ai));
-    if (fds[0].revents & POLLIN) {
-      siginfo_t si{};
-      if (::waitid(P_PIDFD, static_cast<id_t>(sb.pidfd.get()), &si, WEXITED) == 0) {
-        exited = true;
-        status = si.si_code == CLD_EXITED ? si.si_status : 128 + si.si_status;
-      }
-    }
-  }
-  if (opt.agent && !timed_out) status = opt.agent->final_status(status);
-  // Whatever the sandbox wrote before it ended still reaches the terminal.
-  while (master >= 0) {
-    ssize_t r = ::read(master, buf, sizeof buf);
-    if (r <= 0) break;
-    write_all(out_fd, buf, static_cast<size_t>(r));
-  }
-  stdio.finish();
-  for (const auto& e : stdio.take_errors()) io.say(e);
-  // The process layer: the command itself; the container layers: the runtime's own time too.
-  steps.mark(layer.kind() == layer::Kind::Process ? "command" : "runtime+command");
-  io.relay_end();
-  proxy.stop();
-  steps.mark("proxy stop");
-  if (opt.verbose && proxy.proxy) sayf(io, "%s", proxy.proxy->stats().summary().c_str());
-  else if (opt.verbose && proxy_idle) sayf(io, "%s", egress::ProxyStats{}.summary().c_str());  // never used
-  // What the limits did, read before the cgroup goes away.
-  bool oom = false;
-  // The guest's own limit (microvm): the agent reported it over the channel.
-  if (uint64_t inside = opt.agent ? opt.agent->inside_pids_refused() : 0; inside > 0)
-    sayf(io, "pids limit %u reached in the guest: %llu forks refused", plan.limits.pids.value_or(0),
-         static_cast<unsigned long long>(inside));
-  if (sb.cgroup.active()) {
-    auto out = sb.cgroup.outcome();
-    if (out.pids_max_hits > 0)
-      sayf(io, "pids limit %u reached: %llu forks refused", plan.limits.pids.value_or(0),
-                   static_cast<unsigned long long>(out.pids_max_hits));
-    if (out.oom_kills > 0 && plan.limits.memory_bytes) {
-      oom = true;
-      sayf(io, "killed: memory limit %s",
-                   plan::format_bytes(*plan.limits.memory_bytes).c_str());
-    }
-    sb.cgroup.kill_all();
-  }
-  layer.after_run(plan);
-  steps.mark("cgroup kill");
-  // Everything of the sandbox is gone now: bring the workspace changes home.
-  Finish fin = finish_workspace(plan, *guard, audit, io);
-  steps.mark("sweep");
-  if (late_error) return fail(*late_error);
-  // Fail closed: what could not be moved or checked fails the run even with
-  // --allow-planted (which accepts quarantined files only).
-  bool bad = fin.not_moved || fin.unchecked;
-  if ((bad || (fin.quarantined && !plan.allow_planted)) && !timed_out && status == 0) {
-    std::string what;
-    auto part = [&](size_t n, const char* s) {
-      if (!n) return;
-      what += (what.empty() ? "" : ", ") + std::to_string(n) + s;
-    };
-    part(fin.quarantined, " planted file(s) quarantined");
-    part(fin.not_moved, " planted file(s) NOT quarantined (still in place)");
-    part(fin.unchecked, " path(s) not checked");
-    sayf(io, "%s; exit status 123%s", what.c_str(),
-                 bad ? "" : " (--allow-planted accepts them)");
-    status = 123;
-  }
-  size_t setid = finish_setid(plan, *guard, audit, io);
-  steps.mark("set-id sweep");
-  if (setid && !timed_out && status == 0) {
-    sayf(io, "%zu set-id file(s) or unchecked entries; exit status 123", setid);
-    status = 123;
-  }
-  if (opt.refusal_summary) {
-    RunRefusals r;
-    if (proxy.proxy) {
-      const auto& st = proxy.proxy->stats();
-      r.egress = st.refused;
-      r.hosts = st.refused_hosts;
-      r.host_rules = st.refused_rules;
-    }
-    r.syscalls = refusals.by_syscall();
-    r.planted = fin.quarantined_paths;
-    r.setid = setid;
-    r.unix_sockets = socket_gate.refused_paths();
-    for (const auto& line : refusal_summary(r)) io.say(line);
-  }
-  if (oom && !timed_out && status == 128 + SIGKILL) return status;
-  if (timed_out) {
-    if (opt.verbose) sayf(io, "%s", refusals.summary().c_str());
-    sayf(io, "killed: timeout %s", format_duration(*plan.timeout).c_str());
-    return 124;
-  }
-  if (opt.verbose) {
-    sayf(io, "%s", refusals.summary().c_str());
-    sayf(io, "sandbox %s exited with status %d", plan.sandbox_id.c_str(), status);
-  }
-  return status;
+  for (Step step : kSetup)
+    if (auto r = (s.*step)(); !r) return fail(r.error());
+  // The sandbox runs; every way out from here goes through the same end.
+  s.watch_refusals();
+  s.prepare_proxy();
+  s.narrate();
+  s.arm_timer();
+  s.begin_relay();
+  s.relay_until_exit();
+  s.drain_output();
+  s.stop_proxy();
+  s.end_sandbox();
+  s.bring_workspace_home();
+  if (const auto& e = s.late_error()) return fail(*e);
+  s.judge_planted();
+  s.sweep_setid();
+  s.summarize_refusals();
+  return s.exit_status();
 }
 
 }  // namespace exg::sandbox

@@ -15,7 +15,6 @@
 #include <fstream>
 #include <sstream>
 
-#include "oci/layer.hpp"
 #include "util/host_probe.hpp"
 #include "util/namespace_setup_probe.hpp"
 #include "util/unique_fd.hpp"
@@ -96,7 +95,7 @@ void find_container(UsernsFacts& f) {
 
 }  // namespace
 
-UsernsFacts read_userns_facts() {
+UsernsFacts read_userns_facts(std::string container_runtime) {
   UsernsFacts f;
   f.euid = ::geteuid();
   f.max_user_namespaces = first_line(read_text("/proc/sys/user/max_user_namespaces"));
@@ -123,7 +122,7 @@ UsernsFacts read_userns_facts() {
   f.nested_userns = !f.uid_map.empty() && f.uid_map != "0 0 4294967295";
   f.setgroups = first_line(read_text("/proc/self/setgroups"));
   find_container(f);
-  if (auto rt = oci::choose_runtime(layer::Kind::Container, ""); rt) f.container_runtime = rt->path;
+  f.container_runtime = std::move(container_runtime);
   return f;
 }
 
@@ -374,9 +373,10 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& f, const User
   return out;
 }
 
-std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string& failed_call) {
+std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string& failed_call,
+                                           const std::string& container_runtime) {
   if (!layer_needs_userns(kind, ::geteuid() == 0) && failed_call != "setgroups") return {};
-  return explain_userns_refusal(read_userns_facts(), try_user_namespace(), failed_call);
+  return explain_userns_refusal(read_userns_facts(container_runtime), try_user_namespace(), failed_call);
 }
 
 }  // namespace exg::sandbox

@@ -35,7 +35,9 @@ struct UsernsFacts {
   std::string container_evidence;         // what said so: "/.dockerenv", "container=podman", ...
   std::string container_runtime;          // crun or runc found for the container layer ("" none)
 };
-UsernsFacts read_userns_facts();
+// container_runtime: the container layer's runtime as that layer finds it
+// ("" none; the caller asks it: cli/host_setup.hpp installed_container_runtime).
+UsernsFacts read_userns_facts(std::string container_runtime);
 
 // One attempt at what the process layer does first: clone(CLONE_NEWUSER), its
 // maps written from outside, then what the setup does inside: a mount, UTS
@@ -70,6 +72,7 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& facts, const 
 // that layer needs a user namespace here and one cannot be made now (the
 // probe is run again: the lines say what is true, not what the error text
 // suggests); else empty.
-std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string& failed_call);
+std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string& failed_call,
+                                           const std::string& container_runtime);
 
 }  // namespace exg::sandbox

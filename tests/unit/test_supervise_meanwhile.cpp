@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "layer/layer.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 #include "sandbox/supervisor.hpp"
 
 namespace exg {

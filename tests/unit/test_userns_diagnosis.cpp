@@ -125,7 +125,7 @@ TEST(UsernsDiagnosis, EveryLayerMakesAUserNamespace) {
 TEST(UsernsDiagnosis, TheProbeWorksHere) {
   auto p = try_user_namespace();
   EXPECT_TRUE(p.ok) << p.step << ": " << p.err;
-  auto f = read_userns_facts();
+  auto f = read_userns_facts("");
   EXPECT_FALSE(f.max_user_namespaces.empty());
   EXPECT_FALSE(f.uid_map.empty());
 }

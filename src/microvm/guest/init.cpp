@@ -58,7 +58,7 @@
 #include "microvm/guest/walls_apply.hpp"
 #include "process/capture_rules.hpp"
 #include "process/seccomp.hpp"
-#include "process/syscalls.hpp"
+#include "util/syscalls.hpp"
 
 namespace {
 
