@@ -103,8 +103,11 @@ TEST(EscapeReport, LayersPresentAlwaysListsProcessFirst) {
   ASSERT_GE(l.size(), 3u);
   EXPECT_EQ(l[0].name, "process");
   EXPECT_TRUE(l[0].present);
-  for (const auto& x : l)
-    if (!x.present) EXPECT_FALSE(x.why.empty()) << x.name;
+  for (const auto& x : l) {
+    if (!x.present) {
+      EXPECT_FALSE(x.why.empty()) << x.name;
+    }
+  }
 }
 
 
