@@ -43,7 +43,18 @@ Result<HostProcess> HostProcess::prepare(bool invoked_as_root) {
 }
 
 HostProcess::~HostProcess() {
-  if (active_) ::sigprocmask(SIG_SETMASK, &old_, nullptr);
+  if (!active_) return;
+  // A SIGPIPE raised while it was blocked (a write of the stdio relay or the
+  // proxy to a reader that had gone: the write got EPIPE and was handled) is
+  // still pending; unblocking it now would kill this process at its exit and
+  // turn the run's status into 141. It is spent: take it first.
+  sigset_t pipe;
+  sigemptyset(&pipe);
+  sigaddset(&pipe, SIGPIPE);
+  const timespec now{0, 0};
+  while (::sigtimedwait(&pipe, nullptr, &now) == SIGPIPE) {
+  }
+  ::sigprocmask(SIG_SETMASK, &old_, nullptr);
 }
 
 StdioIo::StdioIo(bool relay_terminal) {
