@@ -143,8 +143,8 @@ void reseed_rng(const std::string& hex) {
   ::close(fd);
 }
 
-void load_modules() {
-  std::string order = read_file(kModuleOrder);
+void load_modules(const char* order_file) {
+  std::string order = read_file(order_file);
   size_t pos = 0;
   while (pos < order.size()) {
     size_t nl = order.find('\n', pos);
@@ -381,7 +381,10 @@ void mount_scratch(const std::string& root, const std::vector<exg::microvm::gues
 // The guest's own /proc, /sys and /dev over the view's (which are empty
 // directories of the host view: nothing of qemu's own /proc is exported).
 // /tmp, /var/tmp and /run are the guest's own (mount_scratch, before this).
-void mount_guest_filesystems(const std::string& root) {
+// `privileged`: the command runs as root in the guest (--microvm-root), for
+// the tools that need /dev/fuse, /dev/net/tun and loop devices (their modules
+// are loaded before the template is saved: guest image, PRIVILEGED).
+void mount_guest_filesystems(const std::string& root, bool privileged) {
   if (is_dir(root + "/proc")) mount_or_die("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   if (is_dir(root + "/sys"))
     mount_or_die("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr);
@@ -398,6 +401,19 @@ void mount_guest_filesystems(const std::string& root) {
     std::string p = dev + "/" + n.name;
     if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0) die("mknod %s", p);
     ::chmod(p.c_str(), 0666);
+  }
+  if (privileged) {
+    // Root's tools: FUSE, tun (VPN clients), loop devices (losetup, mount -o loop).
+    ::mkdir((dev + "/net").c_str(), 0755);
+    auto node = [&](const std::string& name, mode_t type, mode_t mode, unsigned maj, unsigned min) {
+      std::string p = dev + "/" + name;
+      if (::mknod(p.c_str(), type | mode, makedev(maj, min)) != 0) die("mknod %s", p);
+      ::chmod(p.c_str(), mode);  // past the umask
+    };
+    node("fuse", S_IFCHR, 0666, 10, 229);
+    node("net/tun", S_IFCHR, 0666, 10, 200);
+    node("loop-control", S_IFCHR, 0660, 10, 237);
+    for (unsigned i = 0; i < 8; ++i) node("loop" + std::to_string(i), S_IFBLK, 0660, 7, i);
   }
   ::mkdir((dev + "/pts").c_str(), 0755);
   mount_or_die("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
@@ -447,7 +463,7 @@ int main() {
     power_off();
   };
   if (cmdline.find(kBootProbeArg) != std::string::npos) probe_done();
-  load_modules();
+  load_modules(kModuleOrder);
   if (cmdline.find(kModulesProbeArg) != std::string::npos) probe_done();
   std::string port = find_channel(kChannelName);
   int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
@@ -478,7 +494,7 @@ int main() {
   const std::string root = "/view";
   mount_view(root);
   mount_scratch(root, boot.scratch);
-  mount_guest_filesystems(root);
+  mount_guest_filesystems(root, uid == 0);
   // Into the view, for good: the initramfs stays below, out of reach of the
   // unprivileged agent (root inside could chroot out of it, to find only this
   // program and the modules).
