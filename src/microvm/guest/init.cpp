@@ -195,6 +195,7 @@ struct Boot {
   bool transparent = false;  // the capture (egress only)
   Walls walls;
   std::vector<exg::microvm::guest::ScratchDir> scratch;
+  bool disk = false;  // a scratch disk is attached (kDiskDevice)
 };
 
 // Exactly `n` bytes from the port (the frame's own, nothing of the agent's
@@ -233,6 +234,7 @@ Boot read_boot(int channel) {
     b.egress = h.at("egress").get<bool>();
     b.resolver = b.egress && h.at("resolver").get<bool>();
     b.transparent = b.egress && h.at("transparent").get<bool>();
+    b.disk = h.at("disk").get<bool>();
   } catch (const std::exception& e) {
     die("the host's boot frame: %s", e.what(), EINVAL);
   }
@@ -321,6 +323,33 @@ void make_dirs(const std::string& p, mode_t mode) {
   }
 }
 
+// The scratch disk (an ext4 the host made on a sparse file of the sandbox's
+// size): its driver loaded now (never before a template is saved), mounted in
+// the initramfs, below the view. A full disk is ENOSPC here; the host's file
+// never grows past the size.
+void mount_disk() {
+  load_modules(kDiskModuleOrder);
+  for (int tries = 0;; ++tries) {
+    struct stat st;
+    if (::stat(kDiskDevice, &st) == 0 && S_ISBLK(st.st_mode)) break;
+    if (tries > 500) die("no scratch disk at %s (its virtio-blk device did not appear)", kDiskDevice, ENODEV);
+    ::usleep(10000);
+  }
+  ::mkdir(kDiskMount, 0755);
+  // noinit_itable: no background zeroing of inode tables (CPU under TCG, and
+  // space on the host's file for nothing: the groups are marked uninitialised).
+  mount_or_die(kDiskDevice, kDiskMount, "ext4", MS_NOATIME, "noinit_itable");
+}
+
+// The directory of the scratch disk that stands for the guest's `path` (its
+// slashes made dashes: /var/lib -> /disk/var-lib).
+std::string disk_dir_for(const std::string& path) {
+  std::string d = path.substr(1);
+  for (char& c : d)
+    if (c == '/') c = '-';
+  return std::string(kDiskMount) + "/" + d;
+}
+
 // The guest's own tmpfs directories (guest/scratch.hpp) over the view's. What
 // each carries is cloned from the view first (open_tree: a detached copy of
 // that part of the 9p tree, taken before any tmpfs hides it); then each tmpfs
@@ -353,10 +382,26 @@ void mount_scratch(const std::string& root, const std::vector<exg::microvm::gues
     }
   for (size_t i = 0; i < dirs.size(); ++i) {
     std::string at = root + dirs[i].path;
-    make_dirs(at, 0755);
-    char opts[32];
-    std::snprintf(opts, sizeof opts, "mode=%04o", dirs[i].mode);
-    mount_or_die("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+    if (dirs[i].disk == exg::microvm::guest::kOnTmpfs) {
+      make_dirs(at, 0755);
+      char opts[32];
+      std::snprintf(opts, sizeof opts, "mode=%04o", dirs[i].mode);
+      mount_or_die("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+    } else if (dirs[i].disk == exg::microvm::guest::kOnDiskDir) {
+      std::string d = disk_dir_for(dirs[i].path);
+      if (::mkdir(d.c_str(), 0755) != 0) die("mkdir %s", d);
+      make_dirs(at, 0755);  // in an overlay of the disk, or the view's own
+      ::chmod(d.c_str(), dirs[i].mode);
+      if (::mount(d.c_str(), at.c_str(), nullptr, MS_BIND, nullptr) != 0) die("bind the scratch disk's %s", d);
+    } else {
+      // The view's directory stays readable below; what is written goes to the disk.
+      std::string d = disk_dir_for(dirs[i].path);
+      std::string upper = d + "/upper", work = d + "/work";
+      for (const auto& m : {d, upper, work})
+        if (::mkdir(m.c_str(), 0755) != 0) die("mkdir %s", m);
+      std::string opts = "lowerdir=" + at + ",upperdir=" + upper + ",workdir=" + work;
+      mount_or_die("overlay", at, "overlay", 0, opts.c_str());
+    }
     for (auto& k : carried[i]) {
       std::string p = root + k.path;
       make_dirs(p.substr(0, p.rfind('/')), 0755);
@@ -491,6 +536,7 @@ int main() {
     if (!err.empty()) die("the pids limit: %s", err, 0);
   }
 
+  if (boot.disk) mount_disk();
   const std::string root = "/view";
   mount_view(root);
   mount_scratch(root, boot.scratch);
