@@ -12,7 +12,7 @@ DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev
   procps psmisc bubblewrap hyperfine iproute2 expect \
   jq libbenchmark-dev libidn2-dev libunistring-dev libre2-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
   python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs \
-  clang-16 libclang-rt-16-dev lld qemu-system-x86 ccache nftables containerd python3-yaml apparmor
+  clang-16 libclang-rt-16-dev lld qemu-system-x86 ccache nftables containerd python3-yaml apparmor e2fsprogs fuse-overlayfs
 
 .PHONY: all deps build build-checks test test-asan fuzz demo bench clean install install-built deb deb-built
 
