@@ -79,7 +79,7 @@ host_side() {
 used_before=$(df -k --output=used "$disks" | tail -1)
 guest() {
     (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 240 "$EXG" run --layer microvm --microvm-root \
-        --memory 1G --scratch-disk ${disk_mib}M "$@")
+        --scratch-disk ${disk_mib}M "$@")
 }
 if [ "$EXG_AS" = root ]; then
     # A tmpfs of 160M in a mount namespace of this test alone: the host's filesystem measured.
