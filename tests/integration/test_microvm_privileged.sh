@@ -26,6 +26,9 @@ fi
 export EXG_MICROVM_IMAGE_DIR=$image
 new_workspace || finish
 
+# $O (under the host's /var/lib, read-only in the view): written in the guest, the write stays
+# on the scratch disk's overlay, never on the host.
+echo "${O:?}" > "$WS/o-path"
 disks=$T/disks
 mkdir -p "$disks"
 disk_mib=64
@@ -55,6 +58,8 @@ iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -o exgbr0 -j MASQUERADE 2>/tmp/
   && iptables -A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT 2>>/tmp/ipt.err \
   && iptables -t nat -S POSTROUTING | grep -q MASQUERADE && r iptables_nft ok || r iptables_nft "failed: $(cat /tmp/ipt.err)"
 grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
+o=$(cat o-path)
+echo x > "$o/from-guest" && [ -n "$o" ] && r varlib_cow ok
 mkdir -p /var/lib/docker/x /var/lib/containers/storage /var/lib/exg-new && echo x > /var/lib/containers/storage/probe \
   && grep -q " /var/lib/containers ext4" /proc/mounts && r varlib_write ok || r varlib_write "failed: $(grep /var/lib /proc/mounts)"
 size=$(df -k /var/lib/docker | awk 'NR==2 {print $2}')
@@ -105,7 +110,7 @@ fi
 if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OUT"; then
     ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
 else fail "the guest's run (status $STATUS)"; show_last; fi
-for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib_overlay varlib_write enospc; do
+for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib_overlay varlib_cow varlib_write enospc; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
     case $line in
         "$c=ok") ok "in the guest: $c" ;;
@@ -113,6 +118,8 @@ for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib
         *) fail "in the guest: $c (${line:-no answer})" ;;
     esac
 done
+if [ ! -e "$O/from-guest" ]; then ok "the guest's write below the host's /var/lib stayed on its disk (nothing on the host)"
+else fail "a guest write below /var/lib reached the host ($O/from-guest)"; fi
 disk_kib=$(sed -n 's/^disk_kib=//p' <<<"$OUT")
 filled_kib=$(sed -n 's/^filled_kib=//p' <<<"$OUT")
 if [ -n "$disk_kib" ] && [ "$disk_kib" -gt 0 ] && [ "$disk_kib" -le $((disk_mib * 1024)) ] \
