@@ -13,6 +13,7 @@ import argparse
 import io
 import lzma
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -44,6 +45,26 @@ MODULES = [
     "kernel/net/netfilter/nft_chain_nat.ko",
     "kernel/net/netfilter/nft_redir.ko",
 ]
+# What privileged tools run as root in the guest (--microvm-root) need from
+# its kernel (issue 43): overlayfs and FUSE (podman/docker storage,
+# fuse-overlayfs, squashfuse, sshfs), tun (VPN clients), veth and bridges
+# (nested containers' networks), loop and ext4 (images, and the scratch disk's
+# filesystem), and the netfilter pieces nested container networking calls:
+# nf_tables with masquerade/NAT/conntrack/fib, the iptables-nft compatibility
+# (nft_compat and the xt_ matches and targets dockerd and netavark/CNI use),
+# br_netfilter. By module name; their dependencies are read from each .ko's
+# modinfo and loaded first. All are loaded before the template is saved (so a
+# restored guest has them at no cost; there is no modprobe in the guest).
+PRIVILEGED = [
+    "overlay", "fuse", "tun", "veth", "bridge", "br_netfilter", "loop", "ext4",
+    "nf_conntrack_netlink", "nft_ct", "nft_nat", "nft_masq", "nft_fib_inet", "nft_reject_inet",
+    "nft_limit", "nft_compat", "xt_MASQUERADE", "xt_conntrack", "xt_addrtype", "xt_nat",
+    "xt_comment", "xt_mark", "xt_multiport", "xt_tcpudp", "ipt_REJECT",
+]
+# Loaded only after the hand-over, by a guest that has a scratch disk
+# (guest_abi.hpp kDiskModuleOrder): its probe reads the disk, whose blocks must
+# never be in a template's page cache.
+DISK_MODULES = ["virtio_blk"]
 MODULE_DIR = "lib/exg-modules"  # microvm/guest/guest_abi.hpp: kModuleDir
 
 
@@ -108,6 +129,37 @@ def vmlinux_from_bzimage(bz):
     return elf
 
 
+def mod_name(path):
+    return os.path.basename(path)[:-3].replace("-", "_")
+
+
+def depends(ko):
+    """The modules a .ko needs loaded first (its modinfo's depends=)."""
+    m = re.search(rb"depends=([^\0]*)\0", ko)
+    return [d.replace("-", "_") for d in m.group(1).decode().split(",") if d] if m else []
+
+
+def load_order(wanted, kos, loaded):
+    """`wanted` (module names) with their dependencies, each after what it needs;
+    what is in `loaded` already is skipped. `kos`: name -> (path, bytes)."""
+    order = []
+
+    def visit(n, chain):
+        if n in loaded or n in order:
+            return
+        if n not in kos:
+            die(f"module {n} (needed by {' <- '.join(chain) or 'the guest'}) is not in the package (built in?)")
+        if n in chain:
+            die(f"module dependency cycle: {' -> '.join(chain + [n])}")
+        for d in depends(kos[n][1]):
+            visit(d, chain + [n])
+        order.append(n)
+
+    for w in wanted:
+        visit(w.replace("-", "_"), [])
+    return order
+
+
 def newc(entries):
     """cpio newc archive of (name, mode, data) entries, directories first."""
     out = io.BytesIO()
@@ -134,6 +186,7 @@ def main():
     deb = a.deb or fetch_deb(a.out, a.package or kernel_package())
     tar = deb_data(deb)
     vmlinuz, modules, version = None, {}, None
+    kos = {}  # every module of the package: name -> (path, bytes)
     for m in tar.getmembers():
         n = m.name.lstrip("./")
         if n.startswith("boot/vmlinuz-"):
@@ -141,13 +194,19 @@ def main():
             version = n[len("boot/vmlinuz-"):]
         elif n.startswith("lib/modules/"):
             rel = n.split("/", 3)[3] if n.count("/") >= 3 else ""
-            if rel in MODULES:
-                modules[rel] = tar.extractfile(m).read()
+            if rel.endswith(".ko") and m.isfile():
+                data = tar.extractfile(m).read()
+                kos[mod_name(rel)] = (rel, data)
+                if rel in MODULES:
+                    modules[rel] = data
     if vmlinuz is None:
         die(f"{deb}: no boot/vmlinuz-*")
     missing = [m for m in MODULES if m not in modules]
     if missing:
         die(f"{deb}: modules missing (built in? another flavour?): {', '.join(missing)}")
+    boot = {mod_name(m) for m in MODULES}
+    privileged = load_order(PRIVILEGED, kos, boot)
+    disk = load_order(DISK_MODULES, kos, boot | set(privileged))
 
     with open(a.init, "rb") as f:
         init = f.read()
@@ -159,7 +218,17 @@ def main():
         base = os.path.basename(m)
         entries.append((f"{MODULE_DIR}/{base}", 0o100644, modules[m]))
         order.append(base)
+    for n in privileged:
+        base = os.path.basename(kos[n][0])
+        entries.append((f"{MODULE_DIR}/{base}", 0o100644, kos[n][1]))
+        order.append(base)
     entries.append((f"{MODULE_DIR}/order", 0o100644, ("\n".join(order) + "\n").encode()))
+    disk_order = []
+    for n in disk:
+        base = os.path.basename(kos[n][0])
+        entries.append((f"{MODULE_DIR}/{base}", 0o100644, kos[n][1]))
+        disk_order.append(base)
+    entries.append((f"{MODULE_DIR}/order-disk", 0o100644, ("\n".join(disk_order) + "\n").encode()))
 
     def write(name, data):
         tmp = os.path.join(a.out, name + ".tmp")

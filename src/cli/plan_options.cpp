@@ -68,6 +68,9 @@ void PlanOptions::add_plan_options(CLI::App* sub) {
   sub->add_option("--memory", memory, "Memory limit (and no extra swap), e.g. 512M, 2G (default: half of RAM, at most 8G)");
   sub->add_option("--pids", pids, "Most processes and threads at once (default: 4096)");
   sub->add_option("--cpus", cpus, "CPU time, in CPUs, e.g. 0.5, 2 (default: no limit)");
+  sub->add_option("--scratch-disk", scratch_disk,
+                  "microvm, as guest root: the writable disk's size for /var/lib (podman, docker), /var/cache and "
+                  "/var/tmp, e.g. 8G; sparse on the host, gone at the end (default: 4G; 0: none)");
   sub->add_flag("--no-policy-files", no_policy_files,
                 "Ignore ~/.srt-settings.json, ~/.config/exguardian/policy.json and the workspace's .exguardian.json");
   sub->add_flag("--dns", dns,
@@ -170,6 +173,15 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
     auto m = policy::parse_size(memory);
     if (!m) return flag_error("--memory " + memory + ": " + m.error().message);
     flags.resources.memory_bytes = *m;
+  }
+  if (!scratch_disk.empty()) {
+    if (scratch_disk == "0") {
+      flags.resources.scratch_disk_bytes = 0;
+    } else {
+      auto d = policy::parse_size(scratch_disk);
+      if (!d) return flag_error("--scratch-disk " + scratch_disk + ": " + d.error().message);
+      flags.resources.scratch_disk_bytes = *d;
+    }
   }
   if (!pids.empty()) {
     char* end = nullptr;

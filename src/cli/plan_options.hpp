@@ -22,6 +22,7 @@ struct PlanOptions {
   std::vector<std::string> policy_files;  // --policy, repeatable: merged in order
   std::string settings;                   // --settings: srt's option; read instead of ~/.srt-settings.json
   std::string workspace, timeout, memory, pids, cpus, workspace_mode = "live", keep;
+  std::string scratch_disk;  // --scratch-disk
   std::vector<std::string> allow_write, deny_write, deny_read, allow_read, allow_domain, env;
   bool no_policy_files = false, unsafe_no_seccomp = false, allow_planted = false, dns = false;
   // COMMAND [ARGS...]: set by main() from everything after the first "--"

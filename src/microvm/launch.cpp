@@ -22,10 +22,12 @@
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest_image.hpp"
 #include "microvm/qmp.hpp"
+#include "microvm/scratch_disk.hpp"
 #include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
-#include "util/syscalls.hpp"
+#include "plan/limits.hpp"
 #include "sandbox/violations.hpp"
+#include "util/syscalls.hpp"
 
 namespace exg::microvm {
 
@@ -46,6 +48,8 @@ constexpr char kImageAt[] = "/.exg-vm/image";
 constexpr int kQemuAgentFd = 3;
 constexpr int kQemuEgressFd = 4;
 constexpr int kQemuMonitorFd = 5;
+// The scratch disk's file: the next descriptor after the channels.
+int qemu_disk_fd(bool monitor) { return monitor ? kQemuMonitorFd + 1 : kQemuMonitorFd; }
 constexpr int kConnectTimeoutMs = 30000;
 // A cold boot under TCG takes 3-5 s on an idle host, above 10 s on a loaded one.
 constexpr int kBootTimeoutMs = 90000;
@@ -72,6 +76,7 @@ Result<Channel> channel_pair(const char* what) {
 // tmpfs directories. Per sandbox: sent after the boot record, past the point
 // where a template is saved.
 Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
+  const bool disk = scratch_disk_bytes(plan, vm) > 0;
   agent::Frame f{agent::Kind::Request,
                  0,
                  {{"op", guest::kBootOp},
@@ -81,7 +86,8 @@ Result<std::string> boot_frame(const plan::Plan& plan, const LayerOptions& vm) {
                   {"resolver", plan.proxy.resolver},
                   {"transparent", plan.proxy.transparent},
                   {"walls", guest::walls_to_json(guest_walls(plan, vm))},
-                  {"scratch", guest::scratch_to_json(guest_scratch_dirs(plan))}},
+                  {"scratch", guest::scratch_to_json(guest_scratch_dirs(plan, disk))},
+                  {"disk", disk}},
                  {}};
   std::string bytes = agent::encode(f);
   if (bytes.size() > agent::kFixedBytes + agent::kMaxHeader + agent::kPrefixBytes)
@@ -132,6 +138,7 @@ VmSpec vm_spec(const plan::Plan& plan, const LayerOptions& vm, uint64_t mem, boo
   // With or without a proxy: one template for both (used only when the boot frame says egress).
   spec.egress_fd = kQemuEgressFd;
   if (monitor) spec.monitor_fd = kQemuMonitorFd;
+  if (scratch_disk_bytes(plan, vm) > 0) spec.disk_fd = qemu_disk_fd(monitor);
   spec.memory_mib = mem;
   spec.accel = vm.accel;
   if (vm.accel == Accel::Tcg) spec.tsc_khz = host_tsc_khz();
@@ -140,6 +147,11 @@ VmSpec vm_spec(const plan::Plan& plan, const LayerOptions& vm, uint64_t mem, boo
 }
 
 }  // namespace
+
+uint64_t scratch_disk_bytes(const plan::Plan& plan, const LayerOptions& opt) {
+  if (!opt.guest_root) return 0;
+  return plan.limits.scratch_disk_bytes.value_or(kDefaultScratchDiskBytes);
+}
 
 guest::Walls guest_walls(const plan::Plan& plan, const LayerOptions& opt) {
   guest::Walls w;
@@ -189,6 +201,10 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
     l.push_back("  transparent egress: carried into the guest: nftables in the guest kernel redirect its TCP to "
                 "127.0.0.1:" + std::to_string(guest::kTransparentPort) +
                 ", carried with the destination to the proxy's transparent listener; other UDP and IP dropped");
+  if (uint64_t disk = scratch_disk_bytes(plan, opt))
+    l.push_back("  scratch disk: " + plan::format_bytes(disk) + " (sparse, unnamed, in " + scratch_disk_dir() +
+                "; ext4 in the guest: /var/lib and /var/cache as overlays of the view with their writes on it, /var/tmp "
+                "on it; ENOSPC in the guest when full; gone with the sandbox)");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"
                             : "  runs as uid " + std::to_string(plan.identity.inside_uid) + " inside the guest");
@@ -259,6 +275,13 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
     if (!b) return fail(b.error());
     bridge = std::move(*b);
   }
+  // The scratch disk (guest root only): made before qemu, given to it as a descriptor.
+  std::optional<ScratchDisk> disk;
+  if (uint64_t bytes = scratch_disk_bytes(plan, vm)) {
+    auto d = make_scratch_disk(bytes);
+    if (!d) return fail(d.error());
+    disk = std::move(*d);
+  }
   std::optional<Channel> monitor_pair;
   if (monitor) {
     auto q = channel_pair("its monitor");
@@ -298,11 +321,13 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   qo.stdio_fds[2] = -1;
   qo.pass_fds = {agent->qemu.get(), egress->qemu.get()};  // kQemuAgentFd, kQemuEgressFd
   if (monitor_pair) qo.pass_fds.push_back(monitor_pair->qemu.get());  // kQemuMonitorFd
+  if (disk) qo.pass_fds.push_back(disk->fd.get());                     // qemu_disk_fd(monitor)
   Result<process::Launched> l = process::launch(vp, qo);
   // qemu's ends are its own now: one that ends closes them all, and the host's reads see it.
   agent->qemu.reset();
   egress->qemu.reset();
   if (monitor_pair) monitor_pair->qemu.reset();
+  disk.reset();  // qemu's now: the file goes when qemu ends
   if (!l) return fail(l.error());
 
   auto kill_vm = [&] {

@@ -35,6 +35,11 @@ guest::Walls guest_walls(const plan::Plan& plan, const LayerOptions& opt);
 // The same in words, for -v and enforces(): "the process layer's seccomp rules (errno-only...), ...".
 std::string guest_walls_text(const plan::Plan& plan, const LayerOptions& opt);
 
+// The scratch disk's size for a plan (scratch_disk.hpp): as guest root, the
+// policy's "resources.scratchDisk" (--scratch-disk), else 4 GiB; 0: none
+// (an unprivileged guest user, or the policy's 0).
+uint64_t scratch_disk_bytes(const plan::Plan& plan, const LayerOptions& opt);
+
 // What --dry-run and -v say about this layer, in place of "layer: process".
 std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptions& opt);
 

@@ -2,7 +2,8 @@
 // -nodefaults and -no-user-config keep qemu from adding any of its own (no
 // NIC, no disks, no VGA), so the guest has exactly: a serial console, one
 // virtio-serial port (the agent's channel), a second for egress (used only
-// when the plan has a proxy) and one 9p export (the view).
+// when the plan has a proxy), one 9p export (the view) and, as guest root, the
+// scratch disk.
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/vmm.hpp"
 
@@ -39,6 +40,12 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
     // the saved template's device set must be the same for every sandbox.
     a.insert(a.end(), {"-chardev", "socket,id=egress,fd=" + std::to_string(s.egress_fd), "-device",
                        std::string("virtserialport,chardev=egress,name=") + guest::kEgressChannelName});
+  if (s.disk_fd >= 0)
+    // Raw, no host page cache games, no locking (the file has no name: no one
+    // else can open it); the guest's driver is loaded only after the hand-over.
+    a.insert(a.end(), {"-add-fd", "fd=" + std::to_string(s.disk_fd) + ",set=1", "-blockdev",
+                       "driver=raw,node-name=scratch,file.driver=file,file.filename=/dev/fdset/1,file.locking=off",
+                       "-device", "virtio-blk-device,drive=scratch"});
   if (s.monitor_fd >= 0)
     // QMP for the host alone (its end of a socket pair): saving the template,
     // restoring from it. The guest has no path to it.

@@ -55,7 +55,7 @@ plan::Plan with_exported_view(const plan::Plan& plan) {
   return out;
 }
 
-std::vector<guest::ScratchDir> guest_scratch_dirs(const plan::Plan& plan) {
+std::vector<guest::ScratchDir> guest_scratch_dirs(const plan::Plan& plan, bool disk) {
   using guest::strictly_below;
   auto at_or_below = [](const std::string& p, const std::string& dir) { return p == dir || strictly_below(p, dir); };
   std::vector<guest::ScratchDir> dirs;
@@ -66,8 +66,20 @@ std::vector<guest::ScratchDir> guest_scratch_dirs(const plan::Plan& plan) {
     for (const auto& r : plan.steps)
       if (r.kind == plan::StepKind::ReadOnly && r.target != "/" && at_or_below(s.target, r.target)) sealed = true;
     if (sealed) continue;
-    dirs.push_back({s.target, s.mode, {}});
+    dirs.push_back({s.target, s.mode, {}, disk && s.target == "/var/tmp" ? guest::kOnDiskDir : guest::kOnTmpfs});
   }
+  if (disk)
+    for (const char* o : kDiskOverlays)
+      if (std::none_of(dirs.begin(), dirs.end(), [&](const guest::ScratchDir& d) { return at_or_below(o, d.path); }))
+        // First: a tmpfs directory the plan makes below it is mounted over it.
+        dirs.insert(dirs.begin(), {o, 0755, {}, guest::kOnDiskOverlay});
+  if (disk)
+    // Directories of the disk of their own over the overlay: the host's may be
+    // unreadable to qemu's uid (podman leaves /var/lib/containers 0700), which
+    // an overlay could not copy up.
+    for (const char* d : kDiskStores)
+      if (std::none_of(dirs.begin(), dirs.end(), [&](const guest::ScratchDir& x) { return x.path == d; }))
+        dirs.push_back({d, 0700, {}, guest::kOnDiskDir});
   for (auto& d : dirs) {
     // Below d, not inside a scratch directory nested in d (that one carries its own).
     auto mine = [&](const std::string& t) {

@@ -21,6 +21,10 @@ struct VmSpec {
   // path exists anywhere. -1: none.
   int channel_fd = -1;  // the agent's virtio-serial port
   int egress_fd = -1;   // the egress port (egress_mux.hpp); -1: no egress port (launch always sets it)
+  // The scratch disk (scratch_disk.hpp), a read-write raw file given as a
+  // descriptor (qemu's -add-fd: it never opens a path); -1: none. A template
+  // saved with a disk serves only sandboxes with one (the command line differs).
+  int disk_fd = -1;
   uint64_t memory_mib = 256;
   unsigned cpus = 1;
   Accel accel = Accel::Tcg;

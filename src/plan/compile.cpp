@@ -287,6 +287,7 @@ struct Builder {
       plan.limits.cpus = pol.resources.cpus;
       plan.limits.explicit_cpus = true;
     }
+    plan.limits.scratch_disk_bytes = pol.resources.scratch_disk_bytes;
 
     base();
     specials();

@@ -13,6 +13,9 @@ struct Limits {
   std::optional<uint32_t> pids;          // pids.max
   std::optional<double> cpus;            // v1 cfs quota/period (100000); v2 cpu.max
   bool explicit_memory = false, explicit_pids = false, explicit_cpus = false;
+  // The microVM layer's scratch disk as guest root (microvm/scratch_disk.hpp);
+  // unset: its default; 0: none.
+  std::optional<uint64_t> scratch_disk_bytes;
 };
 
 // The defaults: memory half of RAM (whole MiB, at most 8G; 2G when RAM is

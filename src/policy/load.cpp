@@ -112,6 +112,7 @@ void merge(Policy& base, const Policy& top) {
   override_with(base.resources.pids, top.resources.pids);
   override_with(base.resources.cpus, top.resources.cpus);
   override_with(base.resources.timeout, top.resources.timeout);
+  override_with(base.resources.scratch_disk_bytes, top.resources.scratch_disk_bytes);
   override_with(base.layer, top.layer);
   override_with(base.min_layer, top.min_layer);
   override_with(base.landlock_required, top.landlock_required);

@@ -117,6 +117,8 @@ struct Resources {
   std::optional<std::uint32_t> pids;
   std::optional<double> cpus;
   std::optional<std::chrono::milliseconds> timeout;
+  // "scratchDisk": the microVM layer's writable disk as guest root (a size; 0: none).
+  std::optional<std::uint64_t> scratch_disk_bytes;
 };
 
 struct Env {

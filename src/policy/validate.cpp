@@ -847,6 +847,25 @@ class Validator {
            r.pids = static_cast<std::uint32_t>(pids);
            return std::nullopt;
          }},
+        {"scratchDisk",
+         [this, &r](const Node& v) -> Check {
+           if (v.v->is_string()) {
+             if (v.v->get_ref<const std::string&>() == "0") {
+               r.scratch_disk_bytes = 0;
+               return std::nullopt;
+             }
+             auto size = parse_size(v.v->get_ref<const std::string&>());
+             if (!size) return bad_value(v, size.error().message);
+             r.scratch_disk_bytes = *size;
+             return std::nullopt;
+           }
+           if (auto e = integer(v, 0, INT64_MAX)) {
+             if (!v.v->is_number_integer()) return wrong_type(v, "a size like \"8G\", a number of bytes, or 0 for none");
+             return e;
+           }
+           r.scratch_disk_bytes = v.v->get<std::uint64_t>();
+           return std::nullopt;
+         }},
         {"cpus",
          [this, &r](const Node& v) -> Check {
            if (!v.v->is_number()) return wrong_type(v, "a number of CPUs");

@@ -63,7 +63,9 @@ else fail "template file ($state): mode/owner or the sandbox's marker inside"; f
 sum_before=$(sha256sum "$state" 2>/dev/null | cut -d' ' -f1)
 run snaprun -v -- sh -c "$probe"
 r1_out=$OUT r1_err=$ERR r1_status=$STATUS
-run snaprun -v --microvm-root -- sh -c "$probe; id -u; echo x >> $state 2>&1 && echo WROTE-TEMPLATE; true"
+# (--scratch-disk 0: the same template as the unprivileged runs; a guest with a scratch disk has
+# a template of its own, and its /var/lib is its own copy-on-write: test_microvm_privileged.sh)
+run snaprun -v --microvm-root --scratch-disk 0 -- sh -c "$probe; id -u; echo x >> $state 2>&1 && echo WROTE-TEMPLATE; true"
 r2_out=$OUT r2_err=$ERR r2_status=$STATUS
 host_boot=$(cat /proc/sys/kernel/random/boot_id) now=$(date +%s)
 b0=$(sed -n 1p <<<"$cold_out") b1=$(sed -n 1p <<<"$r1_out") b2=$(sed -n 1p <<<"$r2_out")
@@ -184,11 +186,13 @@ if ! grep -qF "$CANARY" <<<"$OUT$ERR" && grep -q EXGHOMEOK <<<"$OUT"; then
     ok "credential files masked in the guest's view (control file readable)"
 else fail "credential masks in the guest"; show_last; fi
 
-# 3. Root inside the guest (--microvm-root): still no host files, processes or network.
+# 3. Root inside the guest (--microvm-root): still no host files, processes or network. Without
+# the scratch disk here: with it /var/lib (where $O is) is the guest's own overlay, checked with
+# the disk in test_microvm_privileged.sh.
 marker="exg-host-marker-$$-$RANDOM"
 bash -c "exec -a $marker sleep 120" &
 marker_pid=$!
-run mvm --microvm-root -- sh -c 'id -u;
+run mvm --microvm-root --scratch-disk 0 -- sh -c 'id -u;
   echo x > '"$O"'/outside-root 2>&1 && echo WROTE-OUTSIDE;
   echo x > /etc/exg-microvm-probe 2>&1 && echo WROTE-ETC;
   cat /etc/shadow >/dev/null 2>&1 && echo READ-SHADOW;

@@ -161,6 +161,46 @@ TEST(MicrovmView, GuestOwnsThePlansTmpfsDirectoriesAndCarriesWhatIsBelow) {
   EXPECT_EQ((*back)[2].path, "/tmp/inner");
 }
 
+// With a scratch disk (guest root): /var/lib and /var/cache are overlays on it,
+// mounted first and carrying what the plan mounts below them; /var/tmp is a
+// directory of the disk; the other tmpfs directories stay in the guest's RAM.
+TEST(MicrovmView, ScratchDiskTakesVarLibVarCacheAndVarTmp) {
+  plan::Plan p;
+  p.steps = {{plan::StepKind::Tmpfs, "", "/", "root"},
+             {plan::StepKind::BindRo, "/var", "/var", "ro"},
+             {plan::StepKind::Tmpfs, "", "/tmp", "private /tmp"},
+             {plan::StepKind::Tmpfs, "", "/var/tmp", "private /var/tmp"},
+             {plan::StepKind::BindRw, "/var/lib/ws", "/var/lib/ws", "a workspace under /var/lib"},
+             {plan::StepKind::ReadOnly, "", "/", "seal"}};
+  auto d = guest_scratch_dirs(p, true);
+  ASSERT_EQ(d.size(), 6u);
+  EXPECT_EQ(d[0].path, "/var/cache");
+  EXPECT_EQ(d[0].disk, guest::kOnDiskOverlay);
+  EXPECT_EQ(d[1].path, "/var/lib");
+  EXPECT_EQ(d[1].disk, guest::kOnDiskOverlay);
+  EXPECT_EQ(d[1].carry, (std::vector<std::string>{"/var/lib/ws"}));
+  EXPECT_EQ(d[2].path, "/tmp");
+  EXPECT_EQ(d[2].disk, guest::kOnTmpfs);
+  EXPECT_EQ(d[3].path, "/var/tmp");
+  EXPECT_EQ(d[3].disk, guest::kOnDiskDir);
+  // podman's and dockerd's storage: the disk's own, over the overlay (the host's may be 0700).
+  EXPECT_EQ(d[4].path, "/var/lib/containers");
+  EXPECT_EQ(d[4].disk, guest::kOnDiskDir);
+  EXPECT_EQ(d[4].mode, 0700u);
+  EXPECT_EQ(d[5].path, "/var/lib/docker");
+  EXPECT_TRUE(d[1].carry == (std::vector<std::string>{"/var/lib/ws"}));
+  std::string why;
+  auto back = guest::scratch_from_json(guest::scratch_to_json(d), &why);
+  ASSERT_TRUE(back) << why;
+  EXPECT_EQ((*back)[1].disk, guest::kOnDiskOverlay);
+  EXPECT_EQ((*back)[2].disk, guest::kOnTmpfs);
+  EXPECT_EQ((*back)[3].disk, guest::kOnDiskDir);
+  // Without a disk: the plan's tmpfs directories only, as before.
+  d = guest_scratch_dirs(p);
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[1].disk, guest::kOnTmpfs);
+}
+
 // The guest's init refuses a bad list, naming the entry and field.
 TEST(MicrovmView, GuestRefusesABadScratchList) {
   struct Bad {
@@ -178,7 +218,9 @@ TEST(MicrovmView, GuestRefusesABadScratchList) {
                        {R"([{"path":"/tmp","mode":0,"carry":["/etc/passwd"]}])", "scratch[0].carry"},
                        {R"([{"path":"/tmp","mode":0,"carry":["/tmp"]}])", "scratch[0].carry"},
                        {R"([{"path":"/tmp","mode":0,"carry":["/tmp/a/../../etc"]}])", "scratch[0].carry"},
-                       {R"([{"path":"/tmp","mode":0,"carry":[],"x":1}])", "scratch[0].x: unknown field"}}) {
+                       {R"([{"path":"/tmp","mode":0,"carry":[],"x":1}])", "scratch[0].x: unknown field"},
+                       {R"([{"path":"/tmp","mode":0,"carry":[],"disk":"tmpfs"}])", "scratch[0].disk"},
+                       {R"([{"path":"/tmp","mode":0,"carry":[],"disk":1}])", "scratch[0].disk"}}) {
     std::string why;
     EXPECT_FALSE(guest::scratch_from_json(nlohmann::json::parse(b.json), &why)) << b.json;
     EXPECT_NE(why.find(b.what), std::string::npos) << b.json << ": " << why;

@@ -25,11 +25,12 @@ inline constexpr unsigned kEgressUid = 65533;
 // port, host to init, in the same post-park hand-over (agent/protocol.hpp's
 // framing, kind Request, id 0), before the agent runs: header {"op": "boot",
 // "env": [NAME=VALUE...], "cwd": DIR, "egress": BOOL, "resolver": BOOL,
-// "transparent": BOOL, "walls": {...}, "scratch": [...]}, the sandbox's
+// "transparent": BOOL, "walls": {...}, "scratch": [...], "disk": BOOL}, the sandbox's
 // environment and working directory, as the agent of every other layer gets
 // them from the plan, whether the egress port is to be served, with the
 // resolver on 127.0.0.53:53 and the transparent capture (both only with
-// egress), the walls (walls.hpp) and the guest's own tmpfs directories (scratch.hpp).
+// egress), the walls (walls.hpp), the guest's own directories (scratch.hpp)
+// and whether a scratch disk is attached (kDiskDevice).
 inline constexpr char kBootOp[] = "boot";
 // The 9p mount tag of the sandbox's filesystem view (virtio-9p-device mount_tag=).
 inline constexpr char kViewTag[] = "exgview";
@@ -37,6 +38,14 @@ inline constexpr char kViewTag[] = "exgview";
 // written by cmake/microvm_guest_image.py.
 inline constexpr char kModuleDir[] = "/lib/exg-modules";
 inline constexpr char kModuleOrder[] = "/lib/exg-modules/order";
+// Loaded only by a guest given a scratch disk, after the hand-over (virtio_blk:
+// its probe reads the disk, which must not happen before a template is saved).
+inline constexpr char kDiskModuleOrder[] = "/lib/exg-modules/order-disk";
+// The scratch disk (microvm/scratch_disk.hpp): the only virtio-blk device, an
+// ext4 the host made, mounted by the init in the initramfs (below the view,
+// out of the command's reach) before its directories are put in place.
+inline constexpr char kDiskDevice[] = "/dev/vda";
+inline constexpr char kDiskMount[] = "/disk";
 
 // On the kernel command line: the guest's init prints kBootProbeLine on its
 // console and powers off at once (doctor's proof that an accelerator boots a guest).

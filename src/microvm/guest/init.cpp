@@ -143,8 +143,8 @@ void reseed_rng(const std::string& hex) {
   ::close(fd);
 }
 
-void load_modules() {
-  std::string order = read_file(kModuleOrder);
+void load_modules(const char* order_file) {
+  std::string order = read_file(order_file);
   size_t pos = 0;
   while (pos < order.size()) {
     size_t nl = order.find('\n', pos);
@@ -195,6 +195,7 @@ struct Boot {
   bool transparent = false;  // the capture (egress only)
   Walls walls;
   std::vector<exg::microvm::guest::ScratchDir> scratch;
+  bool disk = false;  // a scratch disk is attached (kDiskDevice)
 };
 
 // Exactly `n` bytes from the port (the frame's own, nothing of the agent's
@@ -233,6 +234,7 @@ Boot read_boot(int channel) {
     b.egress = h.at("egress").get<bool>();
     b.resolver = b.egress && h.at("resolver").get<bool>();
     b.transparent = b.egress && h.at("transparent").get<bool>();
+    b.disk = h.at("disk").get<bool>();
   } catch (const std::exception& e) {
     die("the host's boot frame: %s", e.what(), EINVAL);
   }
@@ -321,6 +323,33 @@ void make_dirs(const std::string& p, mode_t mode) {
   }
 }
 
+// The scratch disk (an ext4 the host made on a sparse file of the sandbox's
+// size): its driver loaded now (never before a template is saved), mounted in
+// the initramfs, below the view. A full disk is ENOSPC here; the host's file
+// never grows past the size.
+void mount_disk() {
+  load_modules(kDiskModuleOrder);
+  for (int tries = 0;; ++tries) {
+    struct stat st;
+    if (::stat(kDiskDevice, &st) == 0 && S_ISBLK(st.st_mode)) break;
+    if (tries > 500) die("no scratch disk at %s (its virtio-blk device did not appear)", kDiskDevice, ENODEV);
+    ::usleep(10000);
+  }
+  ::mkdir(kDiskMount, 0755);
+  // noinit_itable: no background zeroing of inode tables (CPU under TCG, and
+  // space on the host's file for nothing: the groups are marked uninitialised).
+  mount_or_die(kDiskDevice, kDiskMount, "ext4", MS_NOATIME, "noinit_itable");
+}
+
+// The directory of the scratch disk that stands for the guest's `path` (its
+// slashes made dashes: /var/lib -> /disk/var-lib).
+std::string disk_dir_for(const std::string& path) {
+  std::string d = path.substr(1);
+  for (char& c : d)
+    if (c == '/') c = '-';
+  return std::string(kDiskMount) + "/" + d;
+}
+
 // The guest's own tmpfs directories (guest/scratch.hpp) over the view's. What
 // each carries is cloned from the view first (open_tree: a detached copy of
 // that part of the 9p tree, taken before any tmpfs hides it); then each tmpfs
@@ -353,10 +382,26 @@ void mount_scratch(const std::string& root, const std::vector<exg::microvm::gues
     }
   for (size_t i = 0; i < dirs.size(); ++i) {
     std::string at = root + dirs[i].path;
-    make_dirs(at, 0755);
-    char opts[32];
-    std::snprintf(opts, sizeof opts, "mode=%04o", dirs[i].mode);
-    mount_or_die("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+    if (dirs[i].disk == exg::microvm::guest::kOnTmpfs) {
+      make_dirs(at, 0755);
+      char opts[32];
+      std::snprintf(opts, sizeof opts, "mode=%04o", dirs[i].mode);
+      mount_or_die("tmpfs", at, "tmpfs", MS_NOSUID | MS_NODEV, opts);
+    } else if (dirs[i].disk == exg::microvm::guest::kOnDiskDir) {
+      std::string d = disk_dir_for(dirs[i].path);
+      if (::mkdir(d.c_str(), 0755) != 0) die("mkdir %s", d);
+      make_dirs(at, 0755);  // in an overlay of the disk, or the view's own
+      ::chmod(d.c_str(), dirs[i].mode);
+      if (::mount(d.c_str(), at.c_str(), nullptr, MS_BIND, nullptr) != 0) die("bind the scratch disk's %s", d);
+    } else {
+      // The view's directory stays readable below; what is written goes to the disk.
+      std::string d = disk_dir_for(dirs[i].path);
+      std::string upper = d + "/upper", work = d + "/work";
+      for (const auto& m : {d, upper, work})
+        if (::mkdir(m.c_str(), 0755) != 0) die("mkdir %s", m);
+      std::string opts = "lowerdir=" + at + ",upperdir=" + upper + ",workdir=" + work;
+      mount_or_die("overlay", at, "overlay", 0, opts.c_str());
+    }
     for (auto& k : carried[i]) {
       std::string p = root + k.path;
       make_dirs(p.substr(0, p.rfind('/')), 0755);
@@ -381,7 +426,10 @@ void mount_scratch(const std::string& root, const std::vector<exg::microvm::gues
 // The guest's own /proc, /sys and /dev over the view's (which are empty
 // directories of the host view: nothing of qemu's own /proc is exported).
 // /tmp, /var/tmp and /run are the guest's own (mount_scratch, before this).
-void mount_guest_filesystems(const std::string& root) {
+// `privileged`: the command runs as root in the guest (--microvm-root), for
+// the tools that need /dev/fuse, /dev/net/tun and loop devices (their modules
+// are loaded before the template is saved: guest image, PRIVILEGED).
+void mount_guest_filesystems(const std::string& root, bool privileged) {
   if (is_dir(root + "/proc")) mount_or_die("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   if (is_dir(root + "/sys"))
     mount_or_die("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr);
@@ -398,6 +446,19 @@ void mount_guest_filesystems(const std::string& root) {
     std::string p = dev + "/" + n.name;
     if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(n.maj, n.min)) != 0) die("mknod %s", p);
     ::chmod(p.c_str(), 0666);
+  }
+  if (privileged) {
+    // Root's tools: FUSE, tun (VPN clients), loop devices (losetup, mount -o loop).
+    ::mkdir((dev + "/net").c_str(), 0755);
+    auto node = [&](const std::string& name, mode_t type, mode_t mode, unsigned maj, unsigned min) {
+      std::string p = dev + "/" + name;
+      if (::mknod(p.c_str(), type | mode, makedev(maj, min)) != 0) die("mknod %s", p);
+      ::chmod(p.c_str(), mode);  // past the umask
+    };
+    node("fuse", S_IFCHR, 0666, 10, 229);
+    node("net/tun", S_IFCHR, 0666, 10, 200);
+    node("loop-control", S_IFCHR, 0660, 10, 237);
+    for (unsigned i = 0; i < 8; ++i) node("loop" + std::to_string(i), S_IFBLK, 0660, 7, i);
   }
   ::mkdir((dev + "/pts").c_str(), 0755);
   mount_or_die("devpts", dev + "/pts", "devpts", MS_NOSUID | MS_NOEXEC, "newinstance,ptmxmode=0666,mode=0620");
@@ -447,7 +508,7 @@ int main() {
     power_off();
   };
   if (cmdline.find(kBootProbeArg) != std::string::npos) probe_done();
-  load_modules();
+  load_modules(kModuleOrder);
   if (cmdline.find(kModulesProbeArg) != std::string::npos) probe_done();
   std::string port = find_channel(kChannelName);
   int channel = ::open(port.c_str(), O_RDWR | O_CLOEXEC);
@@ -475,10 +536,11 @@ int main() {
     if (!err.empty()) die("the pids limit: %s", err, 0);
   }
 
+  if (boot.disk) mount_disk();
   const std::string root = "/view";
   mount_view(root);
   mount_scratch(root, boot.scratch);
-  mount_guest_filesystems(root);
+  mount_guest_filesystems(root, uid == 0);
   // Into the view, for good: the initramfs stays below, out of reach of the
   // unprivileged agent (root inside could chroot out of it, to find only this
   // program and the modules).

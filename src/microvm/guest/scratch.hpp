@@ -20,10 +20,17 @@
 
 namespace exg::microvm::guest {
 
+// Where a directory's files live, with a scratch disk (microvm/scratch_disk.hpp):
+// a tmpfs (the guest's RAM), an empty directory of the disk, or the view's
+// directory with an overlay whose writes go to the disk (/var/lib: what is
+// there stays readable, /var/lib/containers and /var/lib/docker can be made).
+inline constexpr char kOnTmpfs[] = "", kOnDiskDir[] = "dir", kOnDiskOverlay[] = "overlay";
+
 struct ScratchDir {
   std::string path;                // absolute, normalised, not "/"
   uint32_t mode = 01777;           // of the tmpfs' root
   std::vector<std::string> carry;  // paths strictly below `path` taken from the view (dirs, files, symlinks)
+  std::string disk = kOnTmpfs;     // kOnTmpfs, kOnDiskDir or kOnDiskOverlay
 };
 
 // Bounds of the boot frame's list (a plan has three; a policy cannot add more).
@@ -50,7 +57,11 @@ inline bool strictly_below(std::string_view p, std::string_view dir) {
 
 inline nlohmann::json scratch_to_json(const std::vector<ScratchDir>& dirs) {
   nlohmann::json a = nlohmann::json::array();
-  for (const auto& d : dirs) a.push_back({{"path", d.path}, {"mode", d.mode}, {"carry", d.carry}});
+  for (const auto& d : dirs) {
+    nlohmann::json e = {{"path", d.path}, {"mode", d.mode}, {"carry", d.carry}};
+    if (!d.disk.empty()) e["disk"] = d.disk;
+    a.push_back(std::move(e));
+  }
   return a;
 }
 
@@ -71,7 +82,7 @@ inline std::optional<std::vector<ScratchDir>> scratch_from_json(const nlohmann::
     const std::string at = "[" + std::to_string(i) + "]";
     if (!e.is_object()) return bad(at, "not an object");
     for (const auto& [k, v] : e.items())
-      if (k != "path" && k != "mode" && k != "carry") return bad(at + "." + k, "unknown field");
+      if (k != "path" && k != "mode" && k != "carry" && k != "disk") return bad(at + "." + k, "unknown field");
     ScratchDir d;
     if (!e.contains("path") || !e["path"].is_string() || !scratch_path_ok(e["path"].get_ref<const std::string&>()))
       return bad(at + ".path", "missing or not a normalised absolute path other than /");
@@ -86,6 +97,12 @@ inline std::optional<std::vector<ScratchDir>> scratch_from_json(const nlohmann::
         return bad(at + ".carry", "an entry that is not a normalised path below the directory");
       if (++carried > kMaxCarried) return bad(at + ".carry", "more than 1024 paths in all");
       d.carry.push_back(c.get<std::string>());
+    }
+    if (e.contains("disk")) {
+      const auto& k = e["disk"];
+      if (!k.is_string() || (k != kOnDiskDir && k != kOnDiskOverlay))
+        return bad(at + ".disk", "not \"dir\" or \"overlay\"");
+      d.disk = k.get<std::string>();
     }
     out.push_back(std::move(d));
   }

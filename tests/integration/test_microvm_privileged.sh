@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Privileged tools on the microVM layer (issue 43): as guest root (--microvm-root) the guest
+# kernel has what they need and a scratch disk holds their storage.
+# One guest boot for every check (TCG: slow), a script run as root in the guest:
+#   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
+#   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
+#     br_netfilter's sysctls
+#   - the scratch disk: /var/lib an overlay whose writes go to the disk (the view's /var/lib
+#     still readable), /var/lib/docker made, the disk filled to ENOSPC
+# On the host: the disk is an unnamed sparse file in EXG_MICROVM_DISK_DIR. As root that
+# directory is a 160M tmpfs of a private mount namespace, so what the fill took on the host is
+# measured exactly while the guest waits (a handshake through the workspace): at most the disk's
+# size, the host's filesystem never full, and nothing left after the run. A disk larger than
+# the free space there is refused before the start (125). Skipped (77) without qemu or the image.
+here=$(cd "$(dirname "$0")" && pwd)
+EXG_LAYER=microvm
+. "$here/lib.sh"
+
+image=${EXG_BUILD_DIR:-}/microvm
+if ! command -v qemu-system-x86_64 >/dev/null; then
+    echo "skip: the microvm layer needs qemu-system-x86_64 (make deps installs qemu-system-x86)"; exit 77
+fi
+if [ ! -s "$image/vmlinux" ] || [ ! -s "$image/initramfs.cpio" ]; then
+    echo "skip: no guest image in $image (built by \`make\`: CMake target microvm-guest)"; exit 77
+fi
+export EXG_MICROVM_IMAGE_DIR=$image
+new_workspace || finish
+
+# $O (under the host's /var/lib, read-only in the view): written in the guest, the write stays
+# on the scratch disk's overlay, never on the host.
+echo "${O:?}" > "$WS/o-path"
+disks=$T/disks
+mkdir -p "$disks"
+disk_mib=64
+
+# The guest's script: one line "NAME=ok" (or NAME=why) per check; after the fill it says
+# "filled" in the workspace and waits for the host's "go" (the host measures meanwhile).
+cat > "$WS/guest.sh" <<'EOF'
+r() { echo "$1=$2"; }
+id -u | grep -qx 0 && r root ok
+mkdir -p /tmp/l /tmp/u /tmp/w /tmp/m && echo lower > /tmp/l/f
+if mount -t overlay ov -o lowerdir=/tmp/l,upperdir=/tmp/u,workdir=/tmp/w /tmp/m && echo upper >> /tmp/m/f \
+   && [ "$(cat /tmp/m/f /tmp/u/f | tr '\n' ' ')" = "lower upper lower upper " ] && [ "$(cat /tmp/l/f)" = lower ]; then
+    r overlay ok; else r overlay "failed: $(dmesg 2>/dev/null | tail -2)"; fi
+[ -c /dev/fuse ] && r fuse_dev ok
+if command -v fuse-overlayfs >/dev/null; then
+    mkdir -p /tmp/fl /tmp/fu /tmp/fw /tmp/fm && echo fuse-lower > /tmp/fl/g
+    if fuse-overlayfs -o lowerdir=/tmp/fl,upperdir=/tmp/fu,workdir=/tmp/fw /tmp/fm 2>/tmp/fuse.err \
+       && grep -q "^fuse-overlayfs /tmp/fm fuse" /proc/mounts && echo more >> /tmp/fm/g && grep -qx more /tmp/fu/g; then
+        r fuse_mount ok; else r fuse_mount "failed: $(cat /tmp/fuse.err)"; fi
+    fusermount3 -u /tmp/fm 2>/dev/null || umount /tmp/fm
+else r fuse_mount "skip: fuse-overlayfs not installed on the host"; fi
+ip tuntap add exgtun0 mode tun 2>/tmp/tun.err && ip link show exgtun0 >/dev/null && r tun ok || r tun "failed: $(cat /tmp/tun.err)"
+ip link add exgv0 type veth peer name exgv1 && ip link add exgbr0 type bridge && ip link set exgv0 master exgbr0 \
+  && ip link set exgbr0 up && r bridge ok
+[ -e /proc/sys/net/bridge/bridge-nf-call-iptables ] && r br_netfilter ok
+iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -o exgbr0 -j MASQUERADE 2>/tmp/ipt.err \
+  && iptables -A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT 2>>/tmp/ipt.err \
+  && iptables -t nat -S POSTROUTING | grep -q MASQUERADE && r iptables_nft ok || r iptables_nft "failed: $(cat /tmp/ipt.err)"
+grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
+o=$(cat o-path)
+echo x > "$o/from-guest" && [ -n "$o" ] && r varlib_cow ok
+mkdir -p /var/lib/docker/x /var/lib/containers/storage /var/lib/exg-new && echo x > /var/lib/containers/storage/probe \
+  && grep -q " /var/lib/containers ext4" /proc/mounts && r varlib_write ok || r varlib_write "failed: $(grep /var/lib /proc/mounts)"
+size=$(df -k /var/lib/docker | awk 'NR==2 {print $2}')
+dd if=/dev/zero of=/var/lib/docker/fill bs=1M 2>/tmp/dd.err; sync
+grep -q "No space left on device" /tmp/dd.err && r enospc ok || r enospc "failed: $(cat /tmp/dd.err)"
+echo "disk_kib=$size"
+echo "filled_kib=$(du -k /var/lib/docker/fill | cut -f1)"
+touch filled
+i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
+r done ok
+EOF
+
+# The host's side of the handshake: waits for "filled", writes what the disk directory's
+# filesystem says then, and says "go".
+host_side() {
+    local i=0
+    while [ ! -e "$WS/filled" ] && [ $i -lt 1500 ]; do sleep 0.1; i=$((i + 1)); done
+    df -k --output=used,avail "$disks" | tail -1 > "$T/df-filled"
+    ls -A "$disks" > "$T/ls-filled"
+    touch "$WS/go"
+}
+used_before=$(df -k --output=used "$disks" | tail -1)
+guest() {
+    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 240 "$EXG" run --layer microvm --microvm-root \
+        --scratch-disk ${disk_mib}M "$@")
+}
+if [ "$EXG_AS" = root ]; then
+    # A tmpfs of 160M in a mount namespace of this test alone: the host's filesystem measured.
+    export -f guest host_side
+    export WS T EXG disks disk_mib
+    run unshare -m --propagation private bash -c '
+        mount -t tmpfs -o size=160m,mode=0755 exg-disks "$disks" || exit 99
+        df -k --output=used "$disks" | tail -1 > "$T/df-before"
+        host_side & h=$!
+        guest -- sh guest.sh; s=$?
+        wait $h
+        df -k --output=used "$disks" | tail -1 > "$T/df-after"
+        ls -A "$disks" > "$T/ls-after"
+        exit $s'
+else
+    echo "$used_before" > "$T/df-before"
+    host_side & h=$!
+    run guest -- sh guest.sh
+    wait $h
+    df -k --output=used "$disks" | tail -1 > "$T/df-after"
+    ls -A "$disks" > "$T/ls-after"
+fi
+if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OUT"; then
+    ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
+else fail "the guest's run (status $STATUS)"; show_last; fi
+for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib_overlay varlib_cow varlib_write enospc; do
+    line=$(grep "^$c=" <<<"$OUT" | head -1)
+    case $line in
+        "$c=ok") ok "in the guest: $c" ;;
+        "$c=skip:"*) skip "in the guest: ${line#*=}" ;;
+        *) fail "in the guest: $c (${line:-no answer})" ;;
+    esac
+done
+if [ ! -e "$O/from-guest" ]; then ok "the guest's write below the host's /var/lib stayed on its disk (nothing on the host)"
+else fail "a guest write below /var/lib reached the host ($O/from-guest)"; fi
+disk_kib=$(sed -n 's/^disk_kib=//p' <<<"$OUT")
+filled_kib=$(sed -n 's/^filled_kib=//p' <<<"$OUT")
+if [ -n "$disk_kib" ] && [ "$disk_kib" -gt 0 ] && [ "$disk_kib" -le $((disk_mib * 1024)) ] \
+   && [ -n "$filled_kib" ] && [ "$filled_kib" -gt $((disk_mib * 1024 / 2)) ]; then
+    ok "the scratch disk is ${disk_kib} KiB in the guest; the fill wrote ${filled_kib} KiB before ENOSPC"
+else fail "scratch disk sizes in the guest (disk '$disk_kib' KiB, filled '$filled_kib' KiB)"; fi
+
+if [ "$EXG_AS" = root ]; then
+    read -r used_filled avail_filled < "$T/df-filled" 2>/dev/null || used_filled=""
+    if [ -n "$used_filled" ] && [ "$used_filled" -ge $((filled_kib / 2)) ] \
+       && [ "$used_filled" -le $((disk_mib * 1024 + 1024)) ] && [ "$avail_filled" -gt 0 ]; then
+        ok "on the host, while the disk was full: ${used_filled} KiB used of the disk directory's 160M (at most the disk's ${disk_mib}M), ${avail_filled} KiB still free"
+    else fail "host space while the guest's disk was full: used '${used_filled}' KiB, free '${avail_filled:-}' KiB"; fi
+    if [ "$(cat "$T/df-after")" -le 4 ] 2>/dev/null; then ok "after the run the disk directory's filesystem is empty again (the file is gone)"
+    else fail "after the run the disk directory's filesystem still holds $(cat "$T/df-after") KiB"; fi
+else
+    skip "the host's space during the fill is measured as root (a tmpfs of the test's own)"
+fi
+if [ ! -s "$T/ls-filled" ] && [ ! -s "$T/ls-after" ]; then
+    ok "the disk file has no name in its directory, during the run and after"
+else fail "names in the disk directory: $(cat "$T/ls-filled" "$T/ls-after" | tr '\n' ' ')"; fi
+
+# A disk larger than the free space of its directory is refused before anything starts.
+free_kib=$(df -k --output=avail "$disks" | tail -1)
+run bash -c "cd '$WS' && EXG_MICROVM_DISK_DIR='$disks' exec timeout -k 5 60 '$EXG' run --layer microvm --microvm-root \
+    --scratch-disk $((free_kib / 1024 + 1024))M -- true"
+if [ "$STATUS" -eq 125 ] && grep -q "scratch disk .* free there" <<<"$ERR"; then
+    ok "a scratch disk larger than the host's free space there is refused (125)"
+else fail "oversized scratch disk (status $STATUS)"; show_last; fi
+
+# Without --microvm-root no disk is attached (the plan says so; no boot needed).
+run bash -c "cd '$WS' && exec '$EXG' run --layer microvm --dry-run -- true"
+run_root=$(cd "$WS" && "$EXG" run --layer microvm --microvm-root --dry-run -- true 2>&1)
+if ! grep -q "scratch disk" <<<"$OUT$ERR" && grep -q "scratch disk: 4G" <<<"$run_root"; then
+    ok "the plan: a 4G scratch disk by default as guest root, none for an unprivileged guest user"
+else fail "scratch disk in --dry-run"; fi
+
+finish
