@@ -204,20 +204,8 @@ int escape_test_main(const EscapeTestOptions& o) {
   int rc = evidence::run_suite(s, report);
   if (rc == 125) return rc;
   evidence::write_text(stdout, report);
-  auto save = [&](const std::string& path, const std::string& text, const char* what) {
-    if (path.empty()) return true;
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    f << text;
-    f.close();
-    if (!f) {
-      std::fprintf(stderr, "exguardian: escape-test: writing the %s report %s: %s\n", what, path.c_str(), std::strerror(errno));
-      return false;
-    }
-    std::printf("%s report: %s\n", what, path.c_str());
-    return true;
-  };
-  bool ok = save(o.json_file, evidence::to_json(report).dump(2) + "\n", "JSON");
-  ok = save(o.html_file, evidence::render_html(report), "HTML") && ok;
+  bool ok = save_report(o.json_file, evidence::to_json(report).dump(2) + "\n", "JSON");
+  ok = save_report(o.html_file, evidence::render_html(report), "HTML") && ok;
   if (!ok && rc == 0) rc = 1;
   return rc;
 }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "evidence/foreign_sandbox.hpp"
+#include "evidence/suite.hpp"
 
 namespace exg::evidence {
 
@@ -16,19 +17,7 @@ namespace {
 
 const char* const kStates[] = {"held", "ESCAPED", "FAILED", "not applicable", "not run"};
 
-std::string esc(const std::string& s) {
-  std::string r;
-  for (char c : s) {
-    switch (c) {
-      case '&': r += "&amp;"; break;
-      case '<': r += "&lt;"; break;
-      case '>': r += "&gt;"; break;
-      case '"': r += "&quot;"; break;
-      default: r += static_cast<unsigned char>(c) < 0x20 && c != '\n' ? '?' : c;
-    }
-  }
-  return r;
-}
+std::string esc(const std::string& s) { return html_escape(s); }
 
 std::string cut(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
 

@@ -7,9 +7,7 @@
 #include "evidence/suite.hpp"
 
 namespace exg::evidence {
-namespace {
-
-std::string esc(const std::string& s) {
+std::string html_escape(const std::string& s) {
   std::string r;
   r.reserve(s.size());
   for (char c : s) {
@@ -25,6 +23,10 @@ std::string esc(const std::string& s) {
   }
   return r;
 }
+
+namespace {
+
+std::string esc(const std::string& s) { return html_escape(s); }
 
 std::string cut(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(0, n - 3) + "..."; }
 

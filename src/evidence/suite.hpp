@@ -82,6 +82,9 @@ nlohmann::json to_json(const ProbeResult& r);
 ProbeResult probe_result_from_json(const nlohmann::json& j);
 nlohmann::json to_json(const SuiteReport& r);
 
+// Text for an HTML page: & < > " as entities, control characters but newline and tab as '?'.
+std::string html_escape(const std::string& s);
+
 void write_text(std::FILE* out, const SuiteReport& r);
 // What a caller may put around the report's page (--compare): its own banner, and a section
 // of its own after the warnings. Null: the suite's own banner.
