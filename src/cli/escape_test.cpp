@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -181,6 +182,16 @@ int escape_test_main(const EscapeTestOptions& o) {
   evidence::SuiteOptions s;
   s.layer = o.layer;
   s.policy_file = o.policy_file;
+  if (!s.policy_file.empty()) {
+    // Each probe runs in a throwaway workspace: a relative path would name a
+    // file there (every probe failed with "cannot read").
+    char real[PATH_MAX];
+    if (!::realpath(s.policy_file.c_str(), real)) {
+      std::fprintf(stderr, "exguardian: escape-test: --policy %s: %s\n", s.policy_file.c_str(), std::strerror(errno));
+      return 125;
+    }
+    s.policy_file = real;
+  }
   s.run_args = o.run_args;
   s.json_file = o.json_file;
   s.html_file = o.html_file;
