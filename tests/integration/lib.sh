@@ -442,6 +442,30 @@ need_source_tree() {
     done
 }
 
+# npm_pinned DIR SPEC...: DIR/node_modules holds the npm packages SPEC (name@version, pinned) for
+# the client scripts copied into DIR. Installed from npm once per set of SPECs into
+# $EXG_TEST_NPM_CACHE (run.sh gives each runner one under /var/cache/exguardian-tests/npm), which
+# outlives the run and the clone (CI has npm but each fresh install of the SDKs cost 10-15 s, several times a suite), then
+# linked; an install is built aside and renamed into place, so a cut-short one is never used.
+# Its log is DIR/npm.log; non-zero when the install failed.
+npm_pinned() {
+    local dir=$1; shift
+    local root=${EXG_TEST_NPM_CACHE:-$T/npm-cache}
+    local key; key=$(printf '%s\n' "$@" | sort | tr '\n' ' ' | sed 's/ $//; s|[/ ]|+|g')
+    local cached=$root/$key
+    mkdir -p "$dir" "$root" || return 1
+    if [ ! -d "$cached/node_modules" ]; then
+        local tmp; tmp=$(mktemp -d "$root/.install.XXXXXX") || return 1
+        if ! (cd "$tmp" && npm install --no-save --no-audit --no-fund --loglevel=error "$@") > "$dir/npm.log" 2>&1; then
+            rm -rf "$tmp"
+            return 1
+        fi
+        chmod 755 "$tmp"
+        mv -T "$tmp" "$cached" 2>/dev/null || rm -rf "$tmp"  # another run got there first: theirs
+    fi
+    ln -sfn "$cached/node_modules" "$dir/node_modules"
+}
+
 # track_bg PID: killed (by pid) when the script exits.
 track_bg() { _BG_PIDS+=("$1"); }
 # cleanup_path PATH: removed when the script exits (things a broken sandbox may leave).
