@@ -1,4 +1,5 @@
 #include "evidence/catalog.hpp"
+#include "evidence/world.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -883,7 +884,8 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   auto late_socket_probe = [&](const std::string& id, const std::string& sock, const std::string& client,
                                const std::string& expectation, const std::string& received) {
     auto& p = add({id, "runtime sockets",
-                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
+                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ ! -e " +
+                       late_bound_marker(c.late_socket_trigger) + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
                        "i=$((i+1)); done; python3 -c 'import socket; " + client + "' 2>&1 | tail -1",
                    expectation, true, {}, false, false, "", 0, [&c, sock, received](const Outcome& o) {
                      std::string log = read_whole(c.late_socket_log).value_or("");
