@@ -753,6 +753,16 @@ int runtime_main(int argc, char** argv, const std::string& argv0_handler) {
   if (verb == "check") return cmd_check(a);
   if (verb == "delete") return cmd_delete(a);
   if (verb == "list") return cmd_list(a);
+  // runc's checkpoint/restore (CRIU) would save the container's processes but
+  // not its walls: CRIU does not dump Landlock domains, so a restored process
+  // would run without them, and the egress holder (the container's only way
+  // out) is a process of its own outside the container. Refused by name, so an
+  // engine's checkpoint (ctr, kubelet's CheckpointContainer) says why.
+  if (verb == "checkpoint" || verb == "restore")
+    return error(verb +
+                 ": not supported: CRIU does not save a process's Landlock domain, so a restored container would run "
+                 "without ExGuardian's walls, and its egress holder is a process outside the container; stop the "
+                 "container and start it again instead");
   static const std::set<std::string> kVerbs = {"start", "state", "kill", "exec", "ps", "update", "pause", "resume", "events"};
   if (!kVerbs.count(verb)) return error("unknown command " + verb);
   if (a.id.empty()) return error(verb + ": a container id is required");
