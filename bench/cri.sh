@@ -38,24 +38,8 @@ cleanup() {
 trap cleanup EXIT
 
 mkdir -p "$N/etc/containerd" "$N/etc/cni/net.d" "$N/bin" "$N/handlers" "$N/pods"
-cat > "$N/etc/containerd/config.toml" <<TOML
-version = 2
-root = "$N/var/lib/containerd"
-state = "$N/run/containerd"
-[grpc]
-  address = "$SOCK"
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$N/opt/containerd"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "localhost/exg-pause:1"
-    netns_mounts_under_state_dir = true
-    disable_apparmor = true
-    restrict_oom_score_adj = true
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "$N/etc/cni/net.d"
-TOML
+. "$root/tests/integration/cri_node.sh"
+cri_node_config "$N" "$SOCK"
 sh "$root/deploy/containerd/configure.sh" --root "$N" --cgroup-driver cgroupfs >/dev/null
 cat > "$N/etc/cni/net.d/10-exg-bench.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "exg-bench", "plugins": [

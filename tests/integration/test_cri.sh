@@ -60,28 +60,8 @@ jget() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); print(eval(sys.ar
 
 # ----- the node: config.toml (paths under $N), configure.sh adds exguardian's runtimes
 mkdir -p "$N/etc/containerd" "$N/etc/cni/net.d" "$N/bin" "$N/handlers" "$N/pods" "$N/kubelet"
-cat > "$N/etc/containerd/config.toml" <<TOML
-version = 2
-root = "$N/var/lib/containerd"
-state = "$N/run/containerd"
-
-[grpc]
-  address = "$SOCK"
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$N/opt/containerd"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "localhost/exg-pause:1"
-    netns_mounts_under_state_dir = true
-    disable_apparmor = true
-    # This machine's root cannot lower its oom_score_adj (a root shell's echo -998 fails too; the
-    # pause container's -998 failed in crun with EACCES): containerd's switch for such nodes.
-    restrict_oom_score_adj = true
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "$N/etc/cni/net.d"
-TOML
+. "$HERE/cri_node.sh"
+cri_node_config "$N" "$SOCK"
 expect_output_contains "changed:" sh "$SRC/deploy/containerd/configure.sh" --root "$N" --cgroup-driver cgroupfs
 cat > "$N/etc/cni/net.d/10-exg-pod.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "exg-pod", "plugins": [
