@@ -77,7 +77,7 @@ cat > "$N/handlers/default.json" <<JSON
 {
   "network": {"allowedDomains": ["allowed.test", "meta.test"]},
   "filesystem": {"denyRead": [], "allowWrite": ["/workspace", "/run", "/tmp"], "denyWrite": []},
-  "resources": {"memory": "256M"},
+  "resources": {"memory": "256M", "cpus": 1},
   "audit": {"log": "$T/audit.jsonl"}
 }
 JSON
@@ -179,8 +179,9 @@ JSON
 # and read-only paths).
 MASKED='["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]'
 READONLY='["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]'
-# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON [MEMORY_BYTES]:
-# CreateContainerRequest (MEMORY_BYTES: the container's memory limit, kubelet's from the pod spec).
+# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON [MEMORY_BYTES [CPU_QUOTA]]:
+# CreateContainerRequest (MEMORY_BYTES, CPU_QUOTA: the container's memory and CPU limits, kubelet's
+# from the pod spec; CPU_QUOTA in us per 100 ms).
 container_request() {
     cat <<JSON
 {"pod_sandbox_id": "$1", "sandbox_config": $2,
@@ -190,7 +191,7 @@ container_request() {
   "labels": {"io.kubernetes.container.name": "$3", "io.kubernetes.pod.name": "agent", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$4"},
   "annotations": {"io.kubernetes.container.restartCount": "0", "io.kubernetes.container.terminationMessagePath": "/dev/termination-log"},
   "log_path": "$3/0.log",
-  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000${7:+, \"memory_limit_in_bytes\": $7}},
+  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000${7:+, \"memory_limit_in_bytes\": $7}${8:+, \"cpu_quota\": $8}},
             "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0},
                                  "masked_paths": $MASKED, "readonly_paths": $READONLY,
                                  "seccomp": {"profile_type": 0}}}}}
@@ -397,7 +398,7 @@ check "audit: the agent's lines name the pod's namespace, the pod and the contai
 
 # A second container of the pod: the same network (the pause container's), its own proxy.
 SIDECAR=$(start_container "$POD" "$POD_CFG" sidecar "$POD_UID" '["/bin/sh", "-c", "exec nc -ll -p 8080 -e echo from-sidecar"]' \
-    "$(mounts sidecar)" $((1024 * 1024 * 1024)))
+    "$(mounts sidecar)" $((1024 * 1024 * 1024)) 400000)
 check "a second container (sidecar) in the pod runs" test -n "$SIDECAR"
 exec_sync "$AGENT" 'for i in 1 2 3 4 5 6 7 8 9 10; do nc -w 2 127.0.0.1 8080 </dev/null 2>/dev/null | grep . && break; sleep 0.3; done'
 check "agent reaches the sidecar's listener on the pod's loopback (one network namespace)" grep -q from-sidecar <<<"$OUT"
@@ -422,6 +423,20 @@ mem_limit_of() {  # ID: memory.limit_in_bytes of the container's cgroup (v1 memo
 check "the agent (no limit in its pod spec) held to the handler's 256M" test "$(mem_limit_of "$AGENT")" = $((256 * 1024 * 1024))
 check "the sidecar (1 GiB in its pod spec, above the handler's) held to the handler's 256M" \
     test "$(mem_limit_of "$SIDECAR")" = $((256 * 1024 * 1024))
+cpu_quota_of() {  # ID: the CFS quota of the container's cgroup, us per 100 ms (v1 cpu or v2 cpu.max)
+    local d
+    d=$(find /sys/fs/cgroup/cpu,cpuacct/exg-cri-$$ /sys/fs/cgroup/cpu/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$ -type d -name "$1" 2>/dev/null | head -n 1)
+    [ -n "$d" ] && { cat "$d/cpu.cfs_quota_us" 2>/dev/null || cut -d" " -f1 "$d/cpu.max" 2>/dev/null; }
+}
+# CPU: the handler's 1 CPU (100000 us per 100 ms): the agent's pod spec names no limit, the
+# sidecar's asks for 4.
+check "CPU: the agent (no limit in its pod spec) and the sidecar (4 CPUs asked) held to the handler's 1 CPU" bash -c '
+    [ "$1" = 100000 ] && [ "$2" = 100000 ]' _ "$(cpu_quota_of "$AGENT")" "$(cpu_quota_of "$SIDECAR")"
+# (On the agent: containerd sends each update with the figures of the container's spec it
+# keeps, so every update of the sidecar, whose spec asked 1 GiB and 4 CPUs, is refused.)
+run cri UpdateContainerResources "{\"container_id\": \"$AGENT\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"cpu_quota\": 400000}}"
+check "UpdateContainerResources to 4 CPUs: refused, the agent still held to 1 CPU" bash -c '
+    [ "$1" != 0 ] && grep -q "cpu: above the handler.s limit of 1 CPU" <<<"$3" && [ "$2" = 100000 ]' _ "$STATUS" "$(cpu_quota_of "$AGENT")" "$ERR"
 # kubelet's UpdateContainerResources (an in-place resize): above the handler's refused, the
 # limit unchanged; below it applied.
 run cri UpdateContainerResources "{\"container_id\": \"$SIDECAR\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((1024 * 1024 * 1024))}}"
@@ -429,8 +444,10 @@ check "UpdateContainerResources to 1 GiB: refused, the sidecar still held to 256
     [ "$1" != 0 ] && [ "$2" = $((256 * 1024 * 1024)) ]' _ "$STATUS" "$(mem_limit_of "$SIDECAR")"
 [ "$STATUS" != 0 ] || note "$OUT"
 note "UpdateContainerResources above the handler's: ${ERR:0:300}"
-run cri UpdateContainerResources "{\"container_id\": \"$SIDECAR\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((128 * 1024 * 1024))}}"
-check "UpdateContainerResources to 128 MiB: applied" bash -c '[ "$1" = 0 ] && [ "$2" = $((128 * 1024 * 1024)) ]' _ "$STATUS" "$(mem_limit_of "$SIDECAR")"
+run cri UpdateContainerResources "{\"container_id\": \"$AGENT\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((128 * 1024 * 1024))}}"
+check "UpdateContainerResources of the agent to 128 MiB (no CPU quota, as for a pod without a CPU limit): applied, still 1 CPU" bash -c '
+    [ "$1" = 0 ] && [ "$2" = $((128 * 1024 * 1024)) ] && [ "$3" = 100000 ]' _ "$STATUS" "$(mem_limit_of "$AGENT")" "$(cpu_quota_of "$AGENT")"
+[ "$STATUS" = 0 ] || note "$ERR"
 mkdir -p "$PODDIR/containers/hog"; : > "$PODDIR/containers/hog/0000"
 HOG=$(start_container "$POD" "$POD_CFG" hog "$POD_UID" '["/bin/sh", "-c", "exec tail /dev/zero"]' \
     "$(mounts hog)" $((32 * 1024 * 1024)))
