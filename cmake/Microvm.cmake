@@ -3,9 +3,10 @@
 # ${CMAKE_BINARY_DIR}/microvm (cmake/microvm_guest_image.py). The .deb is
 # fetched once with `apt-get download` and kept there; nothing is downloaded
 # when a sandbox runs. EXG_MICROVM_KERNEL_DEB names a .deb to use instead.
-# The host side (src/microvm/*.cpp, not guest/) is part of exg_core.
+# The host side (src/microvm/*.cpp, not guest/) is part of exg_core, with the one
+# engine of the egress channel both ends run (guest/egress_mux.cpp).
 file(GLOB EXG_MICROVM_SOURCES CONFIGURE_DEPENDS ${CMAKE_SOURCE_DIR}/src/microvm/*.cpp)
-target_sources(exg_core PRIVATE ${EXG_MICROVM_SOURCES})
+target_sources(exg_core PRIVATE ${EXG_MICROVM_SOURCES} ${CMAKE_SOURCE_DIR}/src/microvm/guest/egress_mux.cpp)
 
 option(EXG_MICROVM_GUEST "Build the microVM layer's guest kernel and initramfs" ON)
 set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the microVM guest (default: apt-get download)")
@@ -14,7 +15,7 @@ set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the
 # (Landlock, the prebuilt errno-only seccomp program, rlimits), not libseccomp;
 # transparent egress the process layer's netlink capture (capture_rules.cpp).
 add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/microvm/guest/walls_apply.cpp
-               src/microvm/egress_mux.cpp src/agent/agent.cpp src/agent/protocol.cpp src/util/json_parse.cpp src/process/landlock.cpp
+               src/microvm/guest/egress_mux.cpp src/agent/agent.cpp src/agent/protocol.cpp src/util/json_parse.cpp src/process/landlock.cpp
                src/process/seccomp_prebuilt.cpp src/process/seccomp_install.cpp src/process/rlimits.cpp
                src/process/capture_rules.cpp)
 add_dependencies(exguardian-guest-init exg_seccomp_inc)

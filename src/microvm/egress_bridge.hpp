@@ -14,7 +14,7 @@
 #include <string>
 #include <thread>
 
-#include "microvm/egress_mux.hpp"
+#include "microvm/guest/egress_mux.hpp"
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 

@@ -2,7 +2,7 @@
 # Egress from a microVM guest (`--layer microvm`), in the egress test world with its HTTPS
 # echo upstreams (run.sh builds both: egress_world.sh, egress_world_secrets.sh). The guest has
 # no network device: its 127.0.0.1:3128 and :1080 are carried over a virtio-serial port to the
-# supervisor's proxy (src/microvm/egress_mux.hpp). From inside one guest, unchanged tools
+# supervisor's proxy (src/microvm/guest/egress_mux.hpp). From inside one guest, unchanged tools
 # reach an allowed host over plain HTTP, CONNECT and SOCKS5, a 50 MiB download through the
 # channel's flow control arrives intact (as root), a denied host and the metadata address are refused
 # (403, nothing reaches their servers, the audit log says why), a secret is injected on its

@@ -1,4 +1,4 @@
-// The microVM layer's egress channel (microvm/egress_mux.hpp), both ends in
+// The microVM layer's egress channel (microvm/guest/egress_mux.hpp), both ends in
 // this process over a socketpair standing in for the virtio-serial port: a
 // guest end with a listener on 127.0.0.1 (an ephemeral port), a host end
 // whose "proxy" is a unix socketpair per stream held by the test. Bytes both
@@ -20,7 +20,7 @@
 #include <thread>
 #include <vector>
 
-#include "microvm/egress_mux.hpp"
+#include "microvm/guest/egress_mux.hpp"
 
 namespace exg::microvm::egress_mux {
 namespace {

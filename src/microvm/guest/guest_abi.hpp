@@ -8,7 +8,7 @@ namespace exg::microvm::guest {
 // The virtio-serial port that carries the agent's protocol (virtserialport name=).
 inline constexpr char kChannelName[] = "exg.agent";
 // The virtio-serial port that carries the guest's egress streams
-// (microvm/egress_mux.hpp); always among the devices (a template serves
+// (microvm/guest/egress_mux.hpp); always among the devices (a template serves
 // every sandbox), opened by the init only when the boot frame says "egress".
 inline constexpr char kEgressChannelName[] = "exg.egress";
 // Where the guest listens for them: the proxy ports of every layer.

@@ -50,7 +50,7 @@
 
 #include "agent/agent.hpp"
 #include "agent/protocol.hpp"
-#include "microvm/egress_mux.hpp"
+#include "microvm/guest/egress_mux.hpp"
 #include "microvm/guest/boot_record.hpp"
 #include "microvm/guest/guest_abi.hpp"
 #include "microvm/guest/scratch.hpp"
@@ -272,7 +272,7 @@ struct Egress {
   int http = -1, socks = -1, dns = -1, transparent = -1;
 };
 
-// The egress relay (microvm/egress_mux.hpp): its own process, as a uid of its
+// The egress relay (microvm/guest/egress_mux.hpp): its own process, as a uid of its
 // own (not the command's: the command cannot signal it or read it), carrying
 // every connection to the listeners and every query to the resolver to the
 // host's proxy; under the sandbox's seccomp rules too when it has them. Never returns.

@@ -1,4 +1,4 @@
-#include "microvm/egress_mux.hpp"
+#include "microvm/guest/egress_mux.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
