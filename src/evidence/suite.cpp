@@ -561,7 +561,11 @@ struct Runner {
       if (!j.is_discarded()) o.audit.push_back(std::move(j));
     }
     if (!world_log.empty()) {
+      // What the servers received up to the mark sent now (a datagram still on its way
+      // when the probe's process ended is in the log before the mark: world_mark).
+      size_t mark = world_mark(world_log, static_cast<unsigned>(n));
       auto w = read_whole(world_log).value_or("");
+      if (mark != std::string::npos && mark < w.size()) w.resize(mark);
       if (static_cast<off_t>(w.size()) > world_before) o.world_log = w.substr(static_cast<size_t>(world_before));
     }
     return o;

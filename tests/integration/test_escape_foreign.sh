@@ -107,12 +107,15 @@ assert not short, short
 other = [(i, x['evidence']) for i, x in p.items() if x['verdict'] == 'skipped' and i not in na]
 assert not other, other
 "
-check "  known differences: the world's metadata server reached ($(verdicts "$J" "${NET_IDS[@]}"))" python3 -c "
+check "  known differences: the world's metadata server reached, the UDP datagram logged ($(verdicts "$J" "${NET_IDS[@]}" net-udp))" python3 -c "
 import json
 p = {x['id']: x for x in json.load(open('$J'))['probes']}
 for i in '${NET_IDS[*]}'.split():
     assert p[i]['verdict'] == 'ESCAPED' and \"the world's server received: 169.254.169.254\" in p[i]['evidence'], p[i]
 assert p['net-allowed-control']['verdict'] == 'held', p['net-allowed-control']
+# The datagram is judged once the world's server has logged it (the judge's own mark comes after it).
+assert p['net-udp']['verdict'] == 'ESCAPED' and '203.0.113.10 UDP 4 bytes' in p['net-udp']['evidence'], p['net-udp']
+assert not [i for i, x in p.items() if 'UDP mark' in x['evidence']], 'a mark line in the evidence'
 "
 check "  known differences: the canary env, the inherited canary fd, the credentials readable ($(verdicts "$J" seed-env-secrets fd-leak seed-read-credentials))" \
     test "$(verdicts "$J" seed-env-secrets fd-leak seed-read-credentials)" = "seed-env-secrets=ESCAPED fd-leak=ESCAPED seed-read-credentials=ESCAPED"
