@@ -442,6 +442,30 @@ need_source_tree() {
     done
 }
 
+# npm_cached PKG VERSION: prints a directory whose node_modules holds PKG@VERSION from npm. As root it is
+# installed once into a cache kept between runs (EXG_IT_NPM_CACHE, default /var/cache/exguardian-it/npm;
+# outside every workspace, under a lock against parallel runners, complete or absent); another user reads
+# root's copy when there is one (it may not write there, and must not run another user's install), else
+# installs into $T. Non-zero with npm's log shown when the install fails.
+npm_cached() {
+    local pkg=$1 ver=$2 base=${EXG_IT_NPM_CACHE:-/var/cache/exguardian-it/npm} name dir tmp log
+    name=${pkg//\//+}@$ver
+    log=$T/npm-$name.log
+    [ -e "$base/$name/.complete" ] && { echo "$base/$name"; return 0; }
+    [ "$(id -u)" = 0 ] || base=$T/npm
+    dir=$base/$name
+    mkdir -p "$base" || return 1
+    (
+        flock 9
+        [ -e "$dir/.complete" ] && exit 0
+        tmp=$(mktemp -d "$base/.install.XXXXXX") || exit 1
+        if npm install --prefix "$tmp" --no-save --no-audit --no-fund --loglevel=error "$pkg@$ver" > "$log" 2>&1 &&
+            touch "$tmp/.complete" && chmod 755 "$tmp" && rm -rf "$dir" && mv "$tmp" "$dir"; then exit 0; fi
+        rm -rf "$tmp"; exit 1
+    ) 9>"$base/.lock" || { sed 's/^/#   npm: /' "$log" | tail -5; return 1; }
+    echo "$dir"
+}
+
 # track_bg PID: killed (by pid) when the script exits.
 track_bg() { _BG_PIDS+=("$1"); }
 # cleanup_path PATH: removed when the script exits (things a broken sandbox may leave).
