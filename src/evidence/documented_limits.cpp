@@ -31,6 +31,9 @@ const std::vector<Rule>& rules() {
       {"bwrap*", "seed-read-credentials", "",
        {"--ro-bind / / (as agents use it) makes the whole host tree readable inside, the home directory included",
         "bwrap(1): --ro-bind SRC DEST \"Bind mount the host path SRC readonly on DEST\""}},
+      {"bwrap*", "cleanup-canaries", "",
+       {"a --bind is the host's directory: a hook changed there is changed on the host",
+        "bwrap(1): --bind SRC DEST \"Bind mount the host path SRC on DEST\""}},
       {"bwrap*", "", "persistence",
        {"a --bind is the host's directory: what the sandbox writes there stays on the host for whatever reads it next",
         "bwrap(1): --bind SRC DEST \"Bind mount the host path SRC on DEST\""}},
@@ -42,6 +45,13 @@ const std::vector<Rule>& rules() {
       {"srt", "seed-read-credentials", "",
        {"reads are allowed everywhere by default; only the paths in filesystem.denyRead are not (here ~/.ssh)",
         "sandbox-runtime README, Dual Isolation Model: \"By default, read access is allowed everywhere\""}},
+      {"srt", "sandbox-status", "",
+       {"a root caller's command still holds a full capability set inside srt's nested user namespace",
+        "sandbox-runtime README, Platform-Specific Dependencies, Running as root"}},
+      {"srt", "cleanup-canaries", "",
+       {"the mandatory denies are found by a search 3 levels deep by default: a nested repository's hooks below "
+        "that (vendor/lib/.git/hooks) are writable",
+        "sandbox-runtime README, Linux search depth (mandatoryDenySearchDepth)"}},
       {"srt", "", "kernel",
        {"srt's seccomp filter refuses Unix sockets, io_uring and the namespace and mount calls; other system calls "
         "are the kernel's to allow",
@@ -54,6 +64,9 @@ const std::vector<Rule>& rules() {
 
       {"podman*", "", "persistence",
        {"a -v bind mount is the host's directory: what the container writes there stays on the host",
+        "podman-run(1): --volume \"Create a bind mount\""}},
+      {"podman*", "cleanup-canaries", "",
+       {"a -v bind mount is the host's directory: a hook changed there is changed on the host",
         "podman-run(1): --volume \"Create a bind mount\""}},
       {"podman-runsc", "", "kernel",
        {"gVisor answers the container's system calls with its own kernel (the Sentry): a call it implements is "

@@ -182,6 +182,14 @@ TEST(DocumentedLimits, ByProbeThenCategoryAndNeverForExguardian) {
   EXPECT_EQ(documented_limit("exguardian", "seed-env-secrets", "secrets"), nullptr);
   EXPECT_EQ(documented_limit("custom", "seed-env-secrets", "secrets"), nullptr);
   ASSERT_NE(documented_limit("podman-hardened", "persist-home-bashrc", "persistence"), nullptr);
+  // A probe's own rule before its category's: srt's root capabilities, its search depth for nested hooks.
+  const auto* caps = documented_limit("srt", "sandbox-status", "sandbox");
+  ASSERT_NE(caps, nullptr);
+  EXPECT_NE(caps->source.find("Running as root"), std::string::npos);
+  const auto* depth = documented_limit("srt", "cleanup-canaries", "cleanup");
+  ASSERT_NE(depth, nullptr);
+  EXPECT_NE(depth->source.find("search depth"), std::string::npos);
+  EXPECT_EQ(documented_limit("podman-hardened", "sandbox-status", "sandbox"), nullptr);  // (--cap-drop=ALL)
 }
 
 TEST(ForeignSandbox, SrtPresetReadsItsSettingsFile) {
