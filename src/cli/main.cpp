@@ -9,12 +9,13 @@
 #include "cli/mcp.hpp"
 #include "layer/layer.hpp"
 #include "cli/oci_cmds.hpp"
-#include "cli/oci_init.hpp"
+#include "init/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/runtime_cmd.hpp"
 #include "cli/serve.hpp"
 #include "cli/session.hpp"
 #include "cli/subcommands.hpp"
+#include "probe/probe_main.hpp"
 
 namespace {
 
@@ -64,9 +65,9 @@ int main(int argc, char** argv) {
   // Pid 1 inside a container layer: before CLI11, nothing to parse but the command.
   // ("--agent FD" goes on whole: oci_init_main tells the two forms apart by it.)
   if (argc > 2 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--")
-    return exg::cli::oci_init_main(argc - 3, argv + 3);
+    return exg::init::oci_init_main(argc - 3, argv + 3);
   if (argc == 4 && std::string(argv[1]) == "oci-init" && std::string(argv[2]) == "--agent")
-    return exg::cli::oci_init_main(2, argv + 2);
+    return exg::init::oci_init_main(2, argv + 2);
   // The session's client: its own small grammar (verbs with their own options and a command).
   if (argc > 1 && std::string(argv[1]) == "session-client") return exg::cli::session_client_main(argc - 2, argv + 2);
   // The E2B-compatible server: its own options, no command.
@@ -192,6 +193,6 @@ int main(int argc, char** argv) {
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);
   if (escape->parsed()) return exg::cli::escape_test_main(esc);
-  if (probe->parsed()) return exg::cli::probe_main(probe_name, probe_list, probe_tag);
+  if (probe->parsed()) return exg::probe::probe_main(probe_name, probe_list, probe_tag);
   return 125;
 }

@@ -463,6 +463,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   st["audit_log"] = ho.audit_log;
   if (rp->policy.resources.pids) st["pids_max"] = *rp->policy.resources.pids;
   if (rp->policy.resources.memory_bytes) st["memory_max"] = *rp->policy.resources.memory_bytes;
+  if (rp->policy.resources.cpus) st["cpus_max"] = *rp->policy.resources.cpus;
   if (!write_text(our_dir(a.id) + "/state.json", st.dump())) return undo(), error("create: cannot write state");
 
   auto base = backend_argv(rp->runtime);
@@ -566,8 +567,10 @@ int cmd_kill(const Args& a, const json& st) {
 }
 
 // update may lower limits, never raise them past the handler's: --pids-limit,
-// --memory and --resources (a file, or "-": standard input, read here and
-// handed on as a file) are checked against what create recorded.
+// --memory, --cpu-quota/--cpu-period and --resources (a file, or "-": standard
+// input, read here and handed on as a file) are checked against what create
+// recorded. Under a handler's cpus the quota and the period come together
+// (either alone could raise the ratio of the other, which is not known here).
 int cmd_update(const Args& a, const json& st) {
   oci::Runtime rt = runtime_of(st);
   auto base = backend_argv(rt);
@@ -589,28 +592,56 @@ int cmd_update(const Args& a, const json& st) {
     return error("update --pids-limit: above the handler's limit of " + std::to_string(st["pids_max"].get<int64_t>()));
   if (a.opts.count("--memory") && over("memory_max", number(a.opts.at("--memory"))))
     return error("update --memory: above the handler's limit of " + std::to_string(st["memory_max"].get<int64_t>()));
+  // "": within the handler's cpus (or none set); else why not.
+  auto cpu_over = [&](bool has_quota, int64_t quota, bool has_period, int64_t period) -> std::string {
+    if (!st.contains("cpus_max") || (!has_quota && !has_period)) return "";
+    const double cpus = st["cpus_max"].get<double>();
+    char limit[64];
+    std::snprintf(limit, sizeof limit, "%g CPU%s", cpus, cpus == 1 ? "" : "s");
+    if (!has_quota || !has_period) return std::string("quota and period together (the handler holds it to ") + limit + ")";
+    if (period <= 0 || quota <= 0 || quota > oci::cpu_quota_for(cpus, period))
+      return std::string("above the handler's limit of ") + limit;
+    return "";
+  };
+  if (std::string why = cpu_over(a.opts.count("--cpu-quota") > 0,
+                                 a.opts.count("--cpu-quota") ? number(a.opts.at("--cpu-quota")) : 0,
+                                 a.opts.count("--cpu-period") > 0,
+                                 a.opts.count("--cpu-period") ? number(a.opts.at("--cpu-period")) : 0);
+      !why.empty())
+    return error("update --cpu-quota/--cpu-period: " + why);
   std::string staged;
   if (a.opts.count("--resources")) {
+    // Read here ("-": standard input), checked, and handed on as a file of
+    // ours, as checked (a cpu period without a quota gets the handler's).
     std::string path = a.opts.at("--resources"), text;
-    if (path == "-") {
-      text.assign(std::istreambuf_iterator<char>(std::cin), {});
-      staged = our_dir(a.id) + "/update-" + std::to_string(::getpid()) + ".json";
-      if (!write_text(staged, text)) return error("update: cannot write " + staged);
-      for (size_t i = 0; i + 1 < rest.size() && i < a.id_index; ++i)
-        if ((rest[i] == "--resources" || rest[i] == "-r") && rest[i + 1] == "-") rest[i + 1] = staged;
-      for (size_t i = 0; i < rest.size() && i < a.id_index; ++i)
-        if (rest[i] == "--resources=-") rest[i] = "--resources=" + staged;
-    } else if (!read_text(path, text)) {
-      return error("update: cannot read --resources " + path);
-    }
+    if (path == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    else if (!read_text(path, text)) return error("update: cannot read --resources " + path);
     auto r = parse_json(text);
-    if (!r.is_object()) return ::unlink(staged.c_str()), error("update --resources: not a JSON object");
+    if (!r.is_object()) return error("update --resources: not a JSON object");
     if (r.contains("pids") && r["pids"].is_object() && r["pids"].contains("limit") &&
         over("pids_max", r["pids"]["limit"].get<int64_t>()))
-      return ::unlink(staged.c_str()), error("update --resources: pids.limit above the handler's limit");
+      return error("update --resources: pids.limit above the handler's limit");
     if (r.contains("memory") && r["memory"].is_object() && r["memory"].contains("limit") &&
         over("memory_max", r["memory"]["limit"].get<int64_t>()))
-      return ::unlink(staged.c_str()), error("update --resources: memory.limit above the handler's limit");
+      return error("update --resources: memory.limit above the handler's limit");
+    if (st.contains("cpus_max") && r.contains("cpu") && r["cpu"].is_object()) {
+      json& c = r["cpu"];
+      auto num = [&](const char* k) { return c.contains(k) && c[k].is_number() ? c[k].get<int64_t>() : 0; };
+      // containerd sends kubelet's period with no quota for a pod without a
+      // CPU limit: the container stays held to the handler's.
+      if (c.contains("quota") || c.contains("period")) {
+        if (num("period") <= 0) c["period"] = oci::kCfsPeriodUs;
+        if (num("quota") <= 0) c["quota"] = oci::cpu_quota_for(st["cpus_max"].get<double>(), num("period"));
+      }
+      if (std::string why = cpu_over(c.contains("quota"), num("quota"), c.contains("period"), num("period")); !why.empty())
+        return error("update --resources: cpu: " + why);
+    }
+    staged = our_dir(a.id) + "/update-" + std::to_string(::getpid()) + ".json";
+    if (!write_text(staged, r.dump())) return error("update: cannot write " + staged);
+    for (size_t i = 0; i + 1 < rest.size() && i < a.id_index; ++i)
+      if (rest[i] == "--resources" || rest[i] == "-r") rest[i + 1] = staged;
+    for (size_t i = 0; i < rest.size() && i < a.id_index; ++i)
+      if (rest[i].starts_with("--resources=")) rest[i] = "--resources=" + staged;
   }
   int rc = run_backend(rt, with_verb(*base, "update", rest));
   if (!staged.empty()) ::unlink(staged.c_str());
@@ -753,6 +784,16 @@ int runtime_main(int argc, char** argv, const std::string& argv0_handler) {
   if (verb == "check") return cmd_check(a);
   if (verb == "delete") return cmd_delete(a);
   if (verb == "list") return cmd_list(a);
+  // runc's checkpoint/restore (CRIU) would save the container's processes but
+  // not its walls: CRIU does not dump Landlock domains, so a restored process
+  // would run without them, and the egress holder (the container's only way
+  // out) is a process of its own outside the container. Refused by name, so an
+  // engine's checkpoint (ctr, kubelet's CheckpointContainer) says why.
+  if (verb == "checkpoint" || verb == "restore")
+    return error(verb +
+                 ": not supported: CRIU does not save a process's Landlock domain, so a restored container would run "
+                 "without ExGuardian's walls, and its egress holder is a process outside the container; stop the "
+                 "container and start it again instead");
   static const std::set<std::string> kVerbs = {"start", "state", "kill", "exec", "ps", "update", "pause", "resume", "events"};
   if (!kVerbs.count(verb)) return error("unknown command " + verb);
   if (a.id.empty()) return error(verb + ": a container id is required");

@@ -11,7 +11,4 @@ int doctor_main(bool json);
 // Unknown situation: one error line, exit status 2; none given: the list of them.
 int recommend_main(const std::string& situation, bool situation_given, bool json);
 
-// Exit 0 when the probe behaved as a sandbox requires, 1 when not, 2 unknown.
-int probe_main(const std::string& name, bool list, const std::string& tag);
-
 }  // namespace exg::cli

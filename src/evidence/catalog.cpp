@@ -1,4 +1,5 @@
 #include "evidence/catalog.hpp"
+#include "evidence/world.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,7 +20,7 @@
 #include <sstream>
 
 #include "microvm/layer.hpp"
-#include "sandbox/probes.hpp"
+#include "probe/probes.hpp"
 #include "util/layer_kind.hpp"
 #include "util/unique_fd.hpp"
 
@@ -209,7 +210,7 @@ std::string category_of_kernel_probe(const std::string& n) {
     return "set-id files";
   if (n.starts_with("tiocsti") || n.starts_with("tioclinux")) return "terminal";
   if (n.starts_with("socket-vsock") || n == "socketpair-vsock") return "network";
-  if (sandbox::probe_expects_success(n)) return "ordinary work";
+  if (probe::probe_expects_success(n)) return "ordinary work";
   return "kernel";
 }
 
@@ -306,7 +307,7 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
 // and kernel. Safe are the probes that then touch only what the escape test made (the workspace,
 // the fake HOME, its marker process and listeners, the world's servers) or only their own
 // process; everything else is named here with what it would do, and a probe in neither list
-// (added later, not reviewed) is unsafe. Kernel probes: their own table (sandbox/probes.cpp).
+// (added later, not reviewed) is unsafe. Kernel probes: their own table (probe/probes.cpp).
 void mark_without_sandbox(std::vector<ProbeSpec>& v) {
   static const std::map<std::string, std::string> kUnsafe = {
       {"proc-environ-every",
@@ -347,7 +348,7 @@ void mark_without_sandbox(std::vector<ProbeSpec>& v) {
   for (auto& p : v) {
     if (p.id.starts_with("kernel-")) {
       std::string why;
-      p.without_sandbox.safe = sandbox::probe_safe_without_sandbox(p.id.substr(7), why);
+      p.without_sandbox.safe = probe::probe_safe_without_sandbox(p.id.substr(7), why);
       if (!p.without_sandbox.safe) p.without_sandbox.why = why;
     } else if (auto it = kUnsafe.find(p.id); it != kUnsafe.end()) {
       p.without_sandbox.why = it->second;
@@ -463,8 +464,8 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   // line either).
   const std::optional<layer::Kind> kind = layer::parse_kind(c.layer);
   const bool own_kernel = kind == layer::Kind::Gvisor || kind == layer::Kind::Microvm;
-  for (const auto& n : sandbox::probe_names()) {
-    bool ok_work = sandbox::probe_expects_success(n);
+  for (const auto& n : probe::probe_names()) {
+    bool ok_work = probe::probe_expects_success(n);
     auto& k = add({"kernel-" + n, category_of_kernel_probe(n), "/run/exguardian/exguardian probe " + n,
          ok_work ? "allowed: ordinary work must still succeed"
                  : "refused (EPERM from the filter, ENOSYS for clone3, SIGSYS for foreign ABIs) and, where the "
@@ -883,7 +884,8 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   auto late_socket_probe = [&](const std::string& id, const std::string& sock, const std::string& client,
                                const std::string& expectation, const std::string& received) {
     auto& p = add({id, "runtime sockets",
-                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
+                   ": > " + c.late_socket_trigger + "; i=0; while [ ! -e " + sock + " ] && [ ! -e " +
+                       late_bound_marker(c.late_socket_trigger) + " ] && [ $i -lt 100 ]; do sleep 0.1; " +
                        "i=$((i+1)); done; python3 -c 'import socket; " + client + "' 2>&1 | tail -1",
                    expectation, true, {}, false, false, "", 0, [&c, sock, received](const Outcome& o) {
                      std::string log = read_whole(c.late_socket_log).value_or("");

@@ -79,7 +79,7 @@ struct Context {
 
 // Whether a probe may run with no sandbox at all (escape-test --sandbox none), on the host as
 // the caller. Set for every probe by build_catalog from explicit lists (kernel probes: their
-// row in sandbox/probes.cpp): a probe nobody reviewed stays unsafe.
+// row in probe/probes.cpp): a probe nobody reviewed stays unsafe.
 struct WithoutSandbox {
   bool safe = false;
   std::string why = "not reviewed as safe to run with no sandbox";  // when not safe: what it would do

@@ -7,7 +7,7 @@
 #include <map>
 #include <sstream>
 
-#include "sandbox/probes.hpp"
+#include "probe/probes.hpp"
 
 namespace exg::evidence {
 
@@ -356,7 +356,7 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
     if (p.id.starts_with("kernel-") && p.command.starts_with(exg_probe)) {
       const std::string name = p.command.substr(exg_probe.size());
       p.command = probe_inside + " " + name;
-      const bool ok_work = sandbox::probe_expects_success(name);
+      const bool ok_work = probe::probe_expects_success(name);
       p.judge = [ok_work, probe_inside, no_sandbox](const Outcome& o) {
         return judge_kernel_foreign(o, ok_work, probe_inside, no_sandbox);
       };

@@ -293,6 +293,8 @@ pid_t start_unix_listener(const std::string& path, const std::string& log, std::
   return pid;
 }
 
+std::string late_bound_marker(const std::string& trigger) { return trigger + ".bound"; }
+
 pid_t start_late_unix_listener(const std::string& path, const std::string& dgram_path, const std::string& trigger,
                                const std::string& log, std::string& why) {
   auto address = [](const std::string& p) {
@@ -332,6 +334,8 @@ pid_t start_late_unix_listener(const std::string& path, const std::string& dgram
       ::unlink(trigger.c_str());
       int s = bind_one(SOCK_STREAM, stream_addr, path);
       int d = bind_one(SOCK_DGRAM, dgram_addr, dgram_path);
+      const std::string marker = late_bound_marker(trigger);
+      if (int m = ::open(marker.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644); m >= 0) ::close(m);
       for (int tick = 0; tick < 500 && (s >= 0 || d >= 0); ++tick) {
         int c = s >= 0 ? ::accept4(s, nullptr, nullptr, SOCK_CLOEXEC) : -1;
         if (c >= 0) {
@@ -344,6 +348,7 @@ pid_t start_late_unix_listener(const std::string& path, const std::string& dgram
       }
       for (int fd : {s, d})
         if (fd >= 0) ::close(fd);
+      ::unlink(marker.c_str());
       ::unlink(path.c_str());
       ::unlink(dgram_path.c_str());
     }

@@ -58,8 +58,13 @@ pid_t start_unix_listener(const std::string& path, const std::string& log, std::
 // appears, it is removed, and `path` (a stream listener) and `dgram_path` (a
 // datagram socket) are bound afresh (mode 0777; a "bound" line each in `log`)
 // for ten seconds, each connection or datagram a line in `log` ("a
-// connection", "a datagram"), then unlinked again. In a forked child that dies
-// with the caller. Returns its pid, or -1 with why set.
+// connection", "a datagram"), then unlinked again. Once both are bound, the
+// regular file late_bound_marker(trigger) is made beside them (and removed with
+// them): a sandbox that does not show the host's socket files (gVisor's gofer)
+// still sees that file, so its probe need not wait out its whole bound for a
+// socket that will never appear there. In a forked child that dies with the
+// caller. Returns its pid, or -1 with why set.
+std::string late_bound_marker(const std::string& trigger);
 pid_t start_late_unix_listener(const std::string& path, const std::string& dgram_path, const std::string& trigger,
                                const std::string& log, std::string& why);
 

@@ -90,7 +90,24 @@ void limit_min(json& obj, const char* key, const std::optional<T>& lim) {
     obj[key] = v;
 }
 
+// The handler's `cpus` as a CFS quota over the engine's period (kubelet's
+// 100000 us, or that when the engine names none): the engine's quota kept
+// when it is smaller, else (none, or unlimited) the handler's.
+void cpu_limit_min(json& res, double cpus) {
+  if (!res["cpu"].is_object()) res["cpu"] = json::object();
+  json& cpu = res["cpu"];
+  int64_t period = cpu.contains("period") && cpu["period"].is_number() ? cpu["period"].get<int64_t>() : 0;
+  if (period <= 0) period = kCfsPeriodUs;
+  cpu["period"] = period;
+  limit_min(cpu, "quota", std::optional<int64_t>(cpu_quota_for(cpus, period)));
+}
+
 }  // namespace
+
+int64_t cpu_quota_for(double cpus, int64_t period_us) {
+  // Rounded by hand: llround would make the binary need libm (lazy_stubs.py).
+  return std::max<int64_t>(1000, static_cast<int64_t>(cpus * static_cast<double>(period_us) + 0.5));
+}
 
 bool is_pod_sandbox(const json& config) {
   if (!config.contains("annotations") || !config["annotations"].is_object()) return false;
@@ -287,6 +304,7 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
     if (!res["memory"].is_object()) res["memory"] = json::object();
     limit_min(res["memory"], "limit", pol.resources.memory_bytes);
   }
+  if (pol.resources.cpus) cpu_limit_min(res, *pol.resources.cpus);
   return notes;
 }
 

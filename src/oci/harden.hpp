@@ -54,6 +54,14 @@ struct HardenInputs {
   const RootfsPaths* rootfs = nullptr;
 };
 
+// The CFS period a handler's `cpus` is applied over when the engine names
+// none (runc's and kubelet's default).
+inline constexpr int64_t kCfsPeriodUs = 100000;
+
+// The CFS quota (us per period) that holds a container to `cpus` CPUs; at
+// least 1 ms, the kernel's floor.
+int64_t cpu_quota_for(double cpus, int64_t period_us);
+
 // The pause ("sandbox") container of a Kubernetes pod, which holds the pod's
 // namespaces and runs nothing of the user's: CRI annotations of containerd
 // and CRI-O.

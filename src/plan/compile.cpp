@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "egress/rules.hpp"
@@ -31,6 +32,23 @@
 namespace exg::plan {
 
 namespace {
+
+// The host file a generated one is bound over (/etc/resolv.conf, /etc/hosts):
+// when it is a symlink (systemd-resolved's stub file under /run), what it points
+// to. None when nothing is there (a container started without a network has no
+// resolv.conf; a dangling link to a resolver that is not running): a sandbox
+// sees the host's /etc read-only, where no mount point can be made, so the plan
+// leaves the file out and says so instead of failing at set-up.
+std::optional<std::string> host_file_to_cover(const std::string& path) {
+  std::string target = path;
+  std::error_code ec;
+  if (std::filesystem::is_symlink(target, ec)) {
+    auto real = std::filesystem::weakly_canonical(target, ec);
+    if (!ec && real.is_absolute()) target = real.string();
+  }
+  if (!std::filesystem::exists(target, ec) || std::filesystem::is_directory(target, ec)) return std::nullopt;
+  return target;
+}
 
 // Transparent egress's pinned names (ProxyPlan::pinned_names): each exact name
 // of network.allowedDomains ("host" or "host:port", no wildcard, no literal)
@@ -509,29 +527,26 @@ struct Builder {
       plan.notes.push_back("network.transparent: false: only clients that use the proxy variables reach the network; "
                            "a connection to any other address fails (no route)");
     if (plan.proxy.resolver) {
-      // Over the file itself: when the host's /etc/resolv.conf is a symlink
-      // (systemd-resolved's stub file under /run), over what it points to.
-      std::string target = "/etc/resolv.conf";
-      std::error_code ec;
-      if (std::filesystem::is_symlink(target, ec)) {
-        auto real = std::filesystem::weakly_canonical(target, ec);
-        if (!ec && real.is_absolute()) target = real.string();
+      if (auto target = host_file_to_cover("/etc/resolv.conf")) {
+        Step& s = add(StepKind::ResolvConf, *target, {}, "in-sandbox resolver: nameserver 127.0.0.53");
+        s.is_dir = false;
+      } else {
+        plan.notes.push_back("network: this host has no /etc/resolv.conf (a container started without a network "
+                             "has none), so nothing points the sandbox's lookups at its resolver: a name resolves "
+                             "only through the proxy (clients that use HTTP(S)_PROXY); a direct lookup fails");
       }
-      Step& s = add(StepKind::ResolvConf, target, {}, "in-sandbox resolver: nameserver 127.0.0.53");
-      s.is_dir = false;
     }
     if (plan.proxy.transparent) {
       // Every name but loopback's goes to the resolver, so that a name the
       // host's /etc/hosts holds reaches the capture too (the proxy still
       // reads the host's file when it resolves the name outside).
-      std::string target = "/etc/hosts";
-      std::error_code ec;
-      if (std::filesystem::is_symlink(target, ec)) {
-        auto real = std::filesystem::weakly_canonical(target, ec);
-        if (!ec && real.is_absolute()) target = real.string();
-      }
       plan.proxy.pinned_names = pinned_allowed_names(pol.network);
-      Step& s = add(StepKind::File, target, {},
+    }
+    std::optional<std::string> hosts_file = plan.proxy.transparent ? host_file_to_cover("/etc/hosts") : std::nullopt;
+    if (plan.proxy.transparent && !hosts_file)
+      plan.notes.push_back("network: this host has no /etc/hosts: the sandbox's names come from its resolver alone");
+    if (hosts_file) {
+      Step& s = add(StepKind::File, *hosts_file, {},
                     "transparent egress: loopback names and the " + std::to_string(plan.proxy.pinned_names.size()) +
                         " exact allowed names' own addresses; the rest from the resolver");
       s.is_dir = false;

@@ -5,12 +5,12 @@
 //   exguardian-probe NAME [--tag T]    one probe (exit 0 as expected, 1 not, 2 unknown)
 //   exguardian-probe --list            the probes' names
 //
-// The same code as `exguardian probe` (src/cli/probe.cpp, src/sandbox/probes.cpp).
+// The same code as `exguardian probe` (src/probe/probe_main.cpp, src/probe/probes.cpp).
 #include <cstdio>
 #include <cstring>
 #include <string>
 
-#include "cli/subcommands.hpp"
+#include "probe/probe_main.hpp"
 
 int main(int argc, char** argv) {
   std::string name, tag;
@@ -27,5 +27,5 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  return exg::cli::probe_main(name, list, tag);
+  return exg::probe::probe_main(name, list, tag);
 }

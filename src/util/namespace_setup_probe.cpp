@@ -42,7 +42,11 @@ SetupProbe try_namespace_setup_calls() {
   const char* step = "";
   if (int e = detached_mount("tmpfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, &step); e != 0)
     return {std::string("mount tmpfs (") + step + ")", e};
-  if (int e = detached_mount("sysfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC, &step); e != 0)
+  // Read-only, as the sandbox mounts it: where the sysfs in view is read-only
+  // (a container engine mounts it so), the kernel refuses a writable one.
+  if (int e = detached_mount("sysfs", MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY,
+                             &step);
+      e != 0)
     return {std::string("mount sysfs (") + step + ")", e};
   // proc belongs to the pid namespace of the process that makes it: the new
   // namespace's first process does. Its exit code is the errno (0: mounted).

@@ -88,6 +88,10 @@ MESSAGES = {
                         "message": (11, "string"), "log_path": (15, "string")},
     "ExecSyncRequest": {"container_id": (1, "string"), "cmd": (2, ["string"]), "timeout": (3, "int")},
     "ExecSyncResponse": {"stdout": (1, "bytes"), "stderr": (2, "bytes"), "exit_code": (3, "int")},
+    "ExecRequest": {"container_id": (1, "string"), "cmd": (2, ["string"]), "tty": (3, "bool"), "stdin": (4, "bool"),
+                    "stdout": (5, "bool"), "stderr": (6, "bool")},
+    "ExecResponse": {"url": (1, "string")},
+    "UpdateContainerResourcesRequest": {"container_id": (1, "string"), "linux": (2, "LinuxContainerResources")},
     "ContainerFilter": {"id": (1, "string"), "pod_sandbox_id": (3, "string")},
     "ListContainersRequest": {"filter": (1, "ContainerFilter")},
     "ListContainersResponse": {"containers": (1, ["Container"])},
@@ -114,6 +118,8 @@ METHODS = {
     "ContainerStatus": ("RuntimeService", "ContainerStatusRequest", "ContainerStatusResponse"),
     "ListContainers": ("RuntimeService", "ListContainersRequest", "ListContainersResponse"),
     "ExecSync": ("RuntimeService", "ExecSyncRequest", "ExecSyncResponse"),
+    "Exec": ("RuntimeService", "ExecRequest", "ExecResponse"),
+    "UpdateContainerResources": ("RuntimeService", "UpdateContainerResourcesRequest", "Empty"),
     "ImageStatus": ("ImageService", "ImageStatusRequest", "ImageStatusResponse"),
 }
 

@@ -442,28 +442,28 @@ need_source_tree() {
     done
 }
 
-# npm_cached PKG VERSION: prints a directory whose node_modules holds PKG@VERSION from npm. As root it is
-# installed once into a cache kept between runs (EXG_IT_NPM_CACHE, default /var/cache/exguardian-it/npm;
-# outside every workspace, under a lock against parallel runners, complete or absent); another user reads
-# root's copy when there is one (it may not write there, and must not run another user's install), else
-# installs into $T. Non-zero with npm's log shown when the install fails.
-npm_cached() {
-    local pkg=$1 ver=$2 base=${EXG_IT_NPM_CACHE:-/var/cache/exguardian-it/npm} name dir tmp log
-    name=${pkg//\//+}@$ver
-    log=$T/npm-$name.log
-    [ -e "$base/$name/.complete" ] && { echo "$base/$name"; return 0; }
-    [ "$(id -u)" = 0 ] || base=$T/npm
-    dir=$base/$name
-    mkdir -p "$base" || return 1
-    (
-        flock 9
-        [ -e "$dir/.complete" ] && exit 0
-        tmp=$(mktemp -d "$base/.install.XXXXXX") || exit 1
-        if npm install --prefix "$tmp" --no-save --no-audit --no-fund --loglevel=error "$pkg@$ver" > "$log" 2>&1 &&
-            touch "$tmp/.complete" && chmod 755 "$tmp" && rm -rf "$dir" && mv "$tmp" "$dir"; then exit 0; fi
-        rm -rf "$tmp"; exit 1
-    ) 9>"$base/.lock" || { sed 's/^/#   npm: /' "$log" | tail -5; return 1; }
-    echo "$dir"
+# npm_pinned DIR SPEC...: DIR/node_modules holds the npm packages SPEC (name@version, pinned) for
+# the client scripts copied into DIR. Installed from npm once per set of SPECs into
+# $EXG_TEST_NPM_CACHE (run.sh gives each runner one under /var/cache/exguardian-tests/npm), which
+# outlives the run and the clone (CI has npm but each fresh install of the SDKs cost 10-15 s, several times a suite), then
+# linked; an install is built aside and renamed into place, so a cut-short one is never used.
+# Its log is DIR/npm.log; non-zero when the install failed.
+npm_pinned() {
+    local dir=$1; shift
+    local root=${EXG_TEST_NPM_CACHE:-$T/npm-cache}
+    local key; key=$(printf '%s\n' "$@" | sort | tr '\n' ' ' | sed 's/ $//; s|[/ ]|+|g')
+    local cached=$root/$key
+    mkdir -p "$dir" "$root" || return 1
+    if [ ! -d "$cached/node_modules" ]; then
+        local tmp; tmp=$(mktemp -d "$root/.install.XXXXXX") || return 1
+        if ! (cd "$tmp" && npm install --no-save --no-audit --no-fund --loglevel=error "$@") > "$dir/npm.log" 2>&1; then
+            rm -rf "$tmp"
+            return 1
+        fi
+        chmod 755 "$tmp"
+        mv -T "$tmp" "$cached" 2>/dev/null || rm -rf "$tmp"  # another run got there first: theirs
+    fi
+    ln -sfn "$cached/node_modules" "$dir/node_modules"
 }
 
 # track_bg PID: killed (by pid) when the script exits.

@@ -104,7 +104,13 @@ T=$D/t
 mkdir -m 755 "$T" "$T/home"
 chown "$runner:" "$T" "$T/home" "$O"
 
+# npm packages the client scripts need (lib.sh's npm_pinned), kept between runs and clones, one
+# cache per runner (a user's install is never what root runs).
+npm_cache=/var/cache/exguardian-tests/npm/$runner
+mkdir -p "$npm_cache" && chown "$runner:" "$npm_cache"
+
 env_vars=(
+    EXG_TEST_NPM_CACHE="$npm_cache"
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     HOME="$T/home" LANG=C.UTF-8
     EXG="$D/exguardian" T="$T" O="$O" EXG_AS="$as" EXG_BUILD_DIR="$builddir" EXG_LAYER="$layer"

@@ -13,8 +13,10 @@
 # (oci_image.py) and imported with `ctr images import`. The client (cri_client.py) speaks CRI's
 # gRPC API with messages encoded from the API's field numbers. Through it: RunPodSandbox as
 # kubelet makes it (pause, RuntimeDefault seccomp, kubelet's masked and read-only paths, a
-# read-only service-account volume, an emptyDir), CreateContainer and StartContainer, ExecSync,
-# ContainerStatus (exit code), the CRI log file, StopContainer with a grace period, two
+# read-only service-account volume, an emptyDir; secrets, configMaps and hostPath volumes in kubelet's
+# layout), CreateContainer and StartContainer, ExecSync and a streaming exec with a tty (cri_stream.py),
+# ContainerStatus (exit code), the CRI log file, memory limits never above the handler's (pod spec and
+# UpdateContainerResources), checkpoint refused, StopContainer with a grace period, two
 # containers sharing the pod's network, egress judged by the handler's policy (the pod network's
 # own route out closed; a runc pod as the control that it is open), audit lines naming the pod,
 # planted files quarantined, and nothing left after RemovePodSandbox. One containerd, one pod per
@@ -58,28 +60,8 @@ jget() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); print(eval(sys.ar
 
 # ----- the node: config.toml (paths under $N), configure.sh adds exguardian's runtimes
 mkdir -p "$N/etc/containerd" "$N/etc/cni/net.d" "$N/bin" "$N/handlers" "$N/pods" "$N/kubelet"
-cat > "$N/etc/containerd/config.toml" <<TOML
-version = 2
-root = "$N/var/lib/containerd"
-state = "$N/run/containerd"
-
-[grpc]
-  address = "$SOCK"
-
-[plugins]
-  [plugins."io.containerd.internal.v1.opt"]
-    path = "$N/opt/containerd"
-  [plugins."io.containerd.grpc.v1.cri"]
-    sandbox_image = "localhost/exg-pause:1"
-    netns_mounts_under_state_dir = true
-    disable_apparmor = true
-    # This machine's root cannot lower its oom_score_adj (a root shell's echo -998 fails too; the
-    # pause container's -998 failed in crun with EACCES): containerd's switch for such nodes.
-    restrict_oom_score_adj = true
-    [plugins."io.containerd.grpc.v1.cri".cni]
-      bin_dir = "/usr/lib/cni"
-      conf_dir = "$N/etc/cni/net.d"
-TOML
+. "$HERE/cri_node.sh"
+cri_node_config "$N" "$SOCK"
 expect_output_contains "changed:" sh "$SRC/deploy/containerd/configure.sh" --root "$N" --cgroup-driver cgroupfs
 cat > "$N/etc/cni/net.d/10-exg-pod.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "exg-pod", "plugins": [
@@ -95,7 +77,7 @@ cat > "$N/handlers/default.json" <<JSON
 {
   "network": {"allowedDomains": ["allowed.test", "meta.test"]},
   "filesystem": {"denyRead": [], "allowWrite": ["/workspace", "/run", "/tmp"], "denyWrite": []},
-  "resources": {"memory": "256M"},
+  "resources": {"memory": "256M", "cpus": 1},
   "audit": {"log": "$T/audit.jsonl"}
 }
 JSON
@@ -115,7 +97,7 @@ img_root() {  # DIR: a busybox root, /var/run a link to /run as in most images
     mkdir -p "$1/bin" "$1/etc" "$1/run" "$1/var" "$1/tmp" "$1/workspace" "$1/proc" "$1/sys" "$1/dev"
     cp "$BB" "$1/bin/busybox"
     local a
-    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head tail kill unshare true ip; do ln -s busybox "$1/bin/$a"; done
+    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head tail kill unshare true ip stty tty; do ln -s busybox "$1/bin/$a"; done
     ln -s ../run "$1/var/run"
 }
 img_root "$T/img/pause"
@@ -197,8 +179,9 @@ JSON
 # and read-only paths).
 MASKED='["/proc/asound", "/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]'
 READONLY='["/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"]'
-# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON [MEMORY_BYTES]:
-# CreateContainerRequest (MEMORY_BYTES: the container's memory limit, kubelet's from the pod spec).
+# container_request POD_ID POD_CONFIG NAME UID COMMAND_JSON MOUNTS_JSON [MEMORY_BYTES [CPU_QUOTA]]:
+# CreateContainerRequest (MEMORY_BYTES, CPU_QUOTA: the container's memory and CPU limits, kubelet's
+# from the pod spec; CPU_QUOTA in us per 100 ms).
 container_request() {
     cat <<JSON
 {"pod_sandbox_id": "$1", "sandbox_config": $2,
@@ -208,7 +191,7 @@ container_request() {
   "labels": {"io.kubernetes.container.name": "$3", "io.kubernetes.pod.name": "agent", "io.kubernetes.pod.namespace": "exg-test", "io.kubernetes.pod.uid": "$4"},
   "annotations": {"io.kubernetes.container.restartCount": "0", "io.kubernetes.container.terminationMessagePath": "/dev/termination-log"},
   "log_path": "$3/0.log",
-  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000${7:+, \"memory_limit_in_bytes\": $7}},
+  "linux": {"resources": {"cpu_period": 100000, "cpu_shares": 2, "oom_score_adj": 1000${7:+, \"memory_limit_in_bytes\": $7}${8:+, \"cpu_quota\": $8}},
             "security_context": {"namespace_options": {"network": 0, "pid": 1, "ipc": 0},
                                  "masked_paths": $MASKED, "readonly_paths": $READONLY,
                                  "seccomp": {"profile_type": 0}}}}}
@@ -237,22 +220,49 @@ exited() { [ "$(state_of "$1")" = 2 ]; }
 POD_UID=$(cat /proc/sys/kernel/random/uuid)
 PODDIR=$N/kubelet/pods/$POD_UID
 # The volumes kubelet makes for the pod: the projected service-account token (read-only), an
-# emptyDir, its managed /etc/hosts and the termination log.
+# emptyDir, its managed /etc/hosts and the termination log; for the agent also a secret and a
+# configMap (read-only, as kubelet always mounts them) and hostPath volumes.
 SA=$PODDIR/volumes/kubernetes.io~projected/kube-api-access-exg
 ED=$PODDIR/volumes/kubernetes.io~empty-dir/data
-mkdir -p "$SA" "$ED" "$PODDIR/containers/agent" "$PODDIR/containers/sidecar" "$PODDIR/containers/once"
-echo token-of-agent > "$SA/token"; echo exg-test > "$SA/namespace"
-chmod 777 "$ED"
+SECRET=$PODDIR/volumes/kubernetes.io~secret/creds
+CM=$PODDIR/volumes/kubernetes.io~configmap/app-config
+HP=$T/host-paths                 # hostPath volumes' directories on the node
+mkdir -p "$ED" "$PODDIR/containers/agent" "$PODDIR/containers/sidecar" "$PODDIR/containers/once" \
+    "$HP/ro" "$HP/rw-in" "$HP/rw-out" "$HP/rw-ctl"
+# atomic_volume DIR KEY=VALUE...: kubelet's atomic writer's layout (secret, configMap, projected):
+# the files in a timestamped directory, ..data a link to it, each key a link through ..data.
+atomic_volume() {
+    local d=$1 ts=..2026_01_01_00_00_00.000000001 kv; shift
+    mkdir -p "$d/$ts"
+    for kv; do printf '%s\n' "${kv#*=}" > "$d/$ts/${kv%%=*}"; ln -s "..data/${kv%%=*}" "$d/${kv%%=*}"; done
+    ln -s "$ts" "$d/..data"
+}
+atomic_volume "$SA" token=token-of-agent namespace=exg-test ca.crt=not-a-real-ca
+atomic_volume "$SECRET" password=s3cr3t-of-agent
+atomic_volume "$CM" settings.conf=mode=agent
+echo host-ro-file > "$HP/ro/file"; echo host-rw-out-file > "$HP/rw-out/file"; echo host-rw-ctl-file > "$HP/rw-ctl/file"
+chmod 777 "$ED" "$HP/rw-in"
 printf '127.0.0.1 localhost\n' > "$PODDIR/etc-hosts"
 : > "$PODDIR/containers/agent/0000"; : > "$PODDIR/containers/sidecar/0000"; : > "$PODDIR/containers/once/0000"
-mounts() {  # CONTAINER: kubelet's mounts for it
+mounts() {  # CONTAINER [MORE]: kubelet's mounts for it (MORE: further mounts, JSON objects)
     cat <<JSON
-[{"container_path": "/workspace/data", "host_path": "$ED"},
+[${2:+$2,}{"container_path": "/workspace/data", "host_path": "$ED"},
  {"container_path": "/var/run/secrets/kubernetes.io/serviceaccount", "host_path": "$SA", "readonly": true},
  {"container_path": "/etc/hosts", "host_path": "$PODDIR/etc-hosts"},
  {"container_path": "/dev/termination-log", "host_path": "$PODDIR/containers/$1/0000"}]
 JSON
 }
+# The agent's other volumes: a secret under the allowWrite /workspace (kubelet's read-only holds
+# there too), a configMap in /etc, a read-only hostPath, a writable hostPath inside allowWrite
+# (the node's directory written) and one outside it (the handler's policy makes it read-only).
+AGENT_VOLUMES=$(cat <<JSON
+{"container_path": "/workspace/creds", "host_path": "$SECRET", "readonly": true},
+ {"container_path": "/etc/app", "host_path": "$CM", "readonly": true},
+ {"container_path": "/mnt/host-ro", "host_path": "$HP/ro", "readonly": true},
+ {"container_path": "/workspace/host-rw", "host_path": "$HP/rw-in"},
+ {"container_path": "/mnt/host-rw", "host_path": "$HP/rw-out"}
+JSON
+)
 POD_CFG=$(pod_config agent "$POD_UID")
 : > "$T/audit.jsonl"
 run cri RunPodSandbox "{\"config\": $POD_CFG, \"runtime_handler\": \"exguardian\"}"
@@ -270,7 +280,7 @@ assert ipaddress.ip_address(s["network"]["ip"]) in ipaddress.ip_network(sys.argv
 
 AGENT=$(start_container "$POD" "$POD_CFG" agent "$POD_UID" \
     '["/bin/sh", "-c", "trap \"echo got-term; exit 0\" TERM; echo first-line; echo err-line >&2; while :; do sleep 1 & wait $!; done"]' \
-    "$(mounts agent)")
+    "$(mounts agent "$AGENT_VOLUMES")")
 check "CreateContainer and StartContainer: the agent container runs" test -n "$AGENT"
 [ -n "$AGENT" ] || { note "$(grep -E 'level=(error|warning)' "$N/containerd.log" | tail -n 5)"; finish; }
 check "ContainerStatus: running" test "$(state_of "$AGENT")" = 1
@@ -296,8 +306,67 @@ check "agent: the service-account token at /var/run/secrets/... is there and rea
     grep -q token-of-agent <<<"$1" && grep -q token-ro <<<"$1"' _ "$OUT"
 check "agent: the emptyDir at /workspace/data written, the write on the host; /workspace writable" bash -c '
     grep -q emptydir-ok <<<"$1" && grep -q workspace-ok <<<"$1" && grep -qx from-pod "$2/from-pod"' _ "$OUT" "$ED"
-check "the token's host file unchanged" grep -qx token-of-agent "$SA/token"
 grep -q exit-5 <<<"$OUT" || note "$OUT"
+check "the token's host file unchanged" grep -qx token-of-agent "$SA/token"
+
+# The other volumes, where the pod spec puts them, through kubelet's ..data links.
+exec_sync "$AGENT" 'cat /var/run/secrets/kubernetes.io/serviceaccount/namespace
+[ -L /var/run/secrets/kubernetes.io/serviceaccount/..data ] && echo sa-atomic-layout
+cat /workspace/creds/password /etc/app/settings.conf /mnt/host-ro/file
+echo x > /workspace/creds/password 2>/dev/null || echo secret-ro; touch /workspace/creds/new 2>/dev/null || echo secret-dir-ro
+echo x > /etc/app/settings.conf 2>/dev/null || echo configmap-ro
+echo x > /mnt/host-ro/file 2>/dev/null || echo hostro-ro
+echo pod-wrote > /workspace/host-rw/out && echo hostrw-in-ok
+echo x > /mnt/host-rw/file 2>/dev/null || echo hostrw-out-ro; touch /mnt/host-rw/new 2>/dev/null || echo hostrw-out-new-ro'
+check "agent: the projected token's namespace key through kubelet's ..data link" bash -c '
+    grep -qx exg-test <<<"$1" && grep -q sa-atomic-layout <<<"$1"' _ "$OUT"
+check "agent: a secret at /workspace/creds and a configMap at /etc/app read through ..data, both read-only" bash -c '
+    grep -qx s3cr3t-of-agent <<<"$1" && grep -qx mode=agent <<<"$1" &&
+    grep -q secret-ro <<<"$1" && grep -q secret-dir-ro <<<"$1" && grep -q configmap-ro <<<"$1"' _ "$OUT"
+check "agent: a read-only hostPath read and not written; a writable hostPath inside allowWrite written on the node" bash -c '
+    grep -qx host-ro-file <<<"$1" && grep -q hostro-ro <<<"$1" && grep -q hostrw-in-ok <<<"$1" && grep -qx pod-wrote "$2/rw-in/out"' \
+    _ "$OUT" "$HP"
+check "agent: a writable hostPath outside allowWrite made read-only by the handler's policy, the node's files unchanged" bash -c '
+    grep -q hostrw-out-ro <<<"$1" && grep -q hostrw-out-new-ro <<<"$1" &&
+    grep -qx host-rw-out-file "$2/rw-out/file" && [ ! -e "$2/rw-out/new" ] &&
+    grep -qx s3cr3t-of-agent "$3/password" && [ ! -e "$3/new" ]' _ "$OUT" "$HP" "$SECRET"
+grep -q hostrw-in-ok <<<"$OUT" || note "$OUT"
+
+# A hostPath of containerd's own socket (the classic way out of a pod): the handler's policy
+# lists no unix socket, so the container does not start, and says why.
+mkdir -p "$PODDIR/containers/sockpod"; : > "$PODDIR/containers/sockpod/0000"
+r=$(cri CreateContainer "$(container_request "$POD" "$POD_CFG" sockpod "$POD_UID" '["/bin/sleep", "600"]' \
+    "$(mounts sockpod "{\"container_path\": \"/var/run/containerd.sock\", \"host_path\": \"$SOCK\"}")")") &&
+    SOCK_C=$(jget "$r" 'r["container_id"]')
+run cri StartContainer "{\"container_id\": \"${SOCK_C:-none}\"}"
+check "a hostPath of containerd's socket: StartContainer refused, naming network.allowUnixSockets" bash -c '
+    [ "$1" != 0 ] && grep -q "a host socket; the handler.s policy must list it in network.allowUnixSockets" <<<"$2"' _ "$STATUS" "$ERR"
+[ -n "${SOCK_C:-}" ] && cri RemoveContainer "{\"container_id\": \"$SOCK_C\"}" >/dev/null
+
+# A streaming exec with a tty (kubectl exec -it): CRI's Exec gives a URL on containerd's
+# streaming server (in its network namespace), spoken as kubectl does (WebSocket,
+# v4.channel.k8s.io, cri_stream.py): a line on stdin, a resize to 100x40 on the resize channel.
+# (A tty without stdin, which kubectl never asks for, gives no output even on runc here.)
+TTY_CMD='tty; [ -t 1 ] && echo on-a-tty; grep NoNewPrivs /proc/self/status; read l; echo "got:$l"
+n=0; while [ "$(stty size)" != "40 100" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done; echo size $(stty size); exit 3'
+r=$(cri Exec "$("$PY" -c 'import json,sys; print(json.dumps({"container_id": sys.argv[1], "cmd": ["sh", "-c", sys.argv[2]], "tty": True, "stdin": True, "stdout": True}))' "$AGENT" "$TTY_CMD")") &&
+    URL=$(jget "$r" 'r["url"]')
+check "CRI Exec with tty: a URL on containerd's streaming server" grep -q '^http://127\.0\.0\.1:[0-9]*/exec/' <<<"${URL:-}"
+run in_ctd "$PY" "$HERE/cri_stream.py" "${URL:-none}" --resize 100x40 --stdin $'line-in\n'
+check "streaming exec with a tty: the command on a pty, walled (no_new_privs), its stdin read, resized to 40x100, its exit status 3" bash -c '
+    [ "$1" = 3 ] && grep -q "^/dev/pts/" <<<"$2" && grep -q on-a-tty <<<"$2" && grep -q "NoNewPrivs:.1" <<<"$2" &&
+    grep -q "got:line-in" <<<"$2" &&
+    grep -q "size 40 100" <<<"$2"' _ "$STATUS" "$OUT"
+grep -q "size 40 100" <<<"$OUT" || note "status $STATUS: $OUT $ERR"
+
+# Memory-preserving suspend (checkpoint, as runc defines it) through containerd: refused with
+# the reason; the agent runs on (containerd paused it around the attempt and resumed it).
+run "${CTR[@]}" tasks checkpoint "$AGENT"
+check "ctr tasks checkpoint: refused, 'checkpoint: not supported' and why" bash -c '
+    [ "$1" != 0 ] && grep -q "checkpoint: not supported: CRIU does not save" <<<"$2$3"' _ "$STATUS" "$OUT" "$ERR"
+[ "$STATUS" != 0 ] && grep -q "not supported" <<<"$OUT$ERR" || note "status $STATUS: $OUT $ERR"
+exec_sync "$AGENT" 'echo still-running'
+check "the agent still runs after the refused checkpoint" test "$STATUS $OUT" = "0 still-running"
 AGENT_LOG=$N/pods/exg-test_agent_$POD_UID/agent/0.log
 check "the CRI log file has the container's stdout and stderr lines (kubelet's format)" bash -c '
     grep -Eq "^[0-9TZ:.+-]+ stdout F first-line$" "$1" && grep -Eq "^[0-9TZ:.+-]+ stderr F err-line$" "$1"' _ "$AGENT_LOG"
@@ -328,7 +397,8 @@ check "audit: the agent's lines name the pod's namespace, the pod and the contai
     audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"allowed.test\", \"pod_namespace\": \"exg-test\", \"pod\": \"agent\", \"container\": \"agent\"}"
 
 # A second container of the pod: the same network (the pause container's), its own proxy.
-SIDECAR=$(start_container "$POD" "$POD_CFG" sidecar "$POD_UID" '["/bin/sh", "-c", "exec nc -ll -p 8080 -e echo from-sidecar"]' "$(mounts sidecar)")
+SIDECAR=$(start_container "$POD" "$POD_CFG" sidecar "$POD_UID" '["/bin/sh", "-c", "exec nc -ll -p 8080 -e echo from-sidecar"]' \
+    "$(mounts sidecar)" $((1024 * 1024 * 1024)) 400000)
 check "a second container (sidecar) in the pod runs" test -n "$SIDECAR"
 exec_sync "$AGENT" 'for i in 1 2 3 4 5 6 7 8 9 10; do nc -w 2 127.0.0.1 8080 </dev/null 2>/dev/null | grep . && break; sleep 0.3; done'
 check "agent reaches the sidecar's listener on the pod's loopback (one network namespace)" grep -q from-sidecar <<<"$OUT"
@@ -351,6 +421,33 @@ mem_limit_of() {  # ID: memory.limit_in_bytes of the container's cgroup (v1 memo
     [ -n "$d" ] && cat "$d/memory.limit_in_bytes" 2>/dev/null || cat "$d/memory.max" 2>/dev/null
 }
 check "the agent (no limit in its pod spec) held to the handler's 256M" test "$(mem_limit_of "$AGENT")" = $((256 * 1024 * 1024))
+check "the sidecar (1 GiB in its pod spec, above the handler's) held to the handler's 256M" \
+    test "$(mem_limit_of "$SIDECAR")" = $((256 * 1024 * 1024))
+cpu_quota_of() {  # ID: the CFS quota of the container's cgroup, us per 100 ms (v1 cpu or v2 cpu.max)
+    local d
+    d=$(find /sys/fs/cgroup/cpu,cpuacct/exg-cri-$$ /sys/fs/cgroup/cpu/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$ -type d -name "$1" 2>/dev/null | head -n 1)
+    [ -n "$d" ] && { cat "$d/cpu.cfs_quota_us" 2>/dev/null || cut -d" " -f1 "$d/cpu.max" 2>/dev/null; }
+}
+# CPU: the handler's 1 CPU (100000 us per 100 ms): the agent's pod spec names no limit, the
+# sidecar's asks for 4.
+check "CPU: the agent (no limit in its pod spec) and the sidecar (4 CPUs asked) held to the handler's 1 CPU" bash -c '
+    [ "$1" = 100000 ] && [ "$2" = 100000 ]' _ "$(cpu_quota_of "$AGENT")" "$(cpu_quota_of "$SIDECAR")"
+# (On the agent: containerd sends each update with the figures of the container's spec it
+# keeps, so every update of the sidecar, whose spec asked 1 GiB and 4 CPUs, is refused.)
+run cri UpdateContainerResources "{\"container_id\": \"$AGENT\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"cpu_quota\": 400000}}"
+check "UpdateContainerResources to 4 CPUs: refused, the agent still held to 1 CPU" bash -c '
+    [ "$1" != 0 ] && grep -q "cpu: above the handler.s limit of 1 CPU" <<<"$3" && [ "$2" = 100000 ]' _ "$STATUS" "$(cpu_quota_of "$AGENT")" "$ERR"
+# kubelet's UpdateContainerResources (an in-place resize): above the handler's refused, the
+# limit unchanged; below it applied.
+run cri UpdateContainerResources "{\"container_id\": \"$SIDECAR\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((1024 * 1024 * 1024))}}"
+check "UpdateContainerResources to 1 GiB: refused, the sidecar still held to 256M" bash -c '
+    [ "$1" != 0 ] && [ "$2" = $((256 * 1024 * 1024)) ]' _ "$STATUS" "$(mem_limit_of "$SIDECAR")"
+[ "$STATUS" != 0 ] || note "$OUT"
+note "UpdateContainerResources above the handler's: ${ERR:0:300}"
+run cri UpdateContainerResources "{\"container_id\": \"$AGENT\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((128 * 1024 * 1024))}}"
+check "UpdateContainerResources of the agent to 128 MiB (no CPU quota, as for a pod without a CPU limit): applied, still 1 CPU" bash -c '
+    [ "$1" = 0 ] && [ "$2" = $((128 * 1024 * 1024)) ] && [ "$3" = 100000 ]' _ "$STATUS" "$(mem_limit_of "$AGENT")" "$(cpu_quota_of "$AGENT")"
+[ "$STATUS" = 0 ] || note "$ERR"
 mkdir -p "$PODDIR/containers/hog"; : > "$PODDIR/containers/hog/0000"
 HOG=$(start_container "$POD" "$POD_CFG" hog "$POD_UID" '["/bin/sh", "-c", "exec tail /dev/zero"]' \
     "$(mounts hog)" $((32 * 1024 * 1024)))
@@ -383,7 +480,7 @@ check "audit: the planted lines name the pod and container too" \
     wait_for 5 audit_has_quietly "$T/audit.jsonl" '{"event": "planted", "pod_namespace": "exg-test", "pod": "agent", "container": "agent"}'
 
 # ----- RemovePodSandbox leaves nothing: no process, mount, state directory, cgroup or address.
-IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE" "$HOG")
+IDS=("$POD" "$AGENT" "$SIDECAR" "$ONCE" "$HOG" "${SOCK_C:-}")
 expect_status 0 cri StopPodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
 expect_status 0 cri RemovePodSandbox "{\"pod_sandbox_id\": \"$POD\"}"
 run cri ListPodSandbox '{}'
@@ -463,10 +560,14 @@ CTL_CFG=$(pod_config control "$CTL_UID")
 CTL=$(jget "$(cri RunPodSandbox "{\"config\": $CTL_CFG}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
 CTL_C=""
 PODS+=("$CTL")
-[ -n "$CTL" ] && CTL_C=$(start_container "$CTL" "$CTL_CFG" plain "$CTL_UID" '["/bin/sleep", "600"]' '[]')
+[ -n "$CTL" ] && CTL_C=$(start_container "$CTL" "$CTL_CFG" plain "$CTL_UID" '["/bin/sleep", "600"]' \
+    "[{\"container_path\": \"/mnt/host-rw\", \"host_path\": \"$HP/rw-ctl\"}]")
 check "control: a runc pod (no handler) runs" test -n "$CTL_C"
-exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused'
+exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
+echo ctl-wrote > /mnt/host-rw/file && echo hostrw-written'
 check "control: a runc pod reaches 203.0.113.10 directly through the pod network" grep -q direct-reached <<<"$OUT"
+check "control: the runc pod writes its hostPath at /mnt/host-rw (the agent's read-only one is the handler's doing)" bash -c '
+    grep -q hostrw-written <<<"$1" && grep -qx ctl-wrote "$2"' _ "$OUT" "$HP/rw-ctl/file"
 [ -n "$CTL" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null
 IDS=("$CTL" "$CTL_C")
 check "control: nothing of the runc pod left either" wait_for 10 leftovers

@@ -224,7 +224,7 @@ check "  nothing outside what the test made: no /run/exguardian/exguardian, no s
 # One run, one JSON and one HTML report, a column per sandbox; the peers' escapes are findings, not
 # the tool's failure: the exit status follows ExGuardian's own column. (A subset of probes here: the
 # full sets are run above.) srt: Anthropic's sandbox-runtime from npm at a pinned version (cached
-# between runs, lib.sh's npm_cached), with the preset's settings file (the README's shape, the world's
+# between runs, lib.sh's npm_pinned), with the preset's settings file (the README's shape, the world's
 # allowed host allowed): its proxy is the way out, so the network cells say what its allow list did.
 SRT_VERSION=0.0.83
 CMP_IDS=(seed-read-credentials seed-env-secrets net-direct-metadata persist-home-bashrc kernel-bpf kernel-ptrace-attach proc-pid1-signals)
@@ -232,9 +232,10 @@ SRT_IDS=(net-allowed-control seed-curl-metadata seed-git-hook host-unix-socket)
 CMP=exguardian,bwrap-net,none
 if ! command -v socat >/dev/null || ! command -v rg >/dev/null; then
     fail "srt needs socat and ripgrep (make deps installs them): srt is left out of --compare"
-elif ! SRT_DIR=$(npm_cached @anthropic-ai/sandbox-runtime "$SRT_VERSION"); then
-    fail "npm install @anthropic-ai/sandbox-runtime@$SRT_VERSION: srt is left out of --compare"
+elif ! npm_pinned "$T/srt" "@anthropic-ai/sandbox-runtime@$SRT_VERSION"; then
+    fail "npm install @anthropic-ai/sandbox-runtime@$SRT_VERSION: srt is left out of --compare"; sed 's/^/#   /' "$T/srt/npm.log" | tail -5
 else
+    SRT_DIR=$T/srt
     PATH=$SRT_DIR/node_modules/.bin:$PATH
     CMP=exguardian,bwrap-net,srt,none
     CMP_IDS+=("${SRT_IDS[@]}")

@@ -23,7 +23,8 @@ for l in bin lib lib64 sbin; do ln -s "usr/$l" "$R/$l"; done
 chmod 1777 "$R/tmp" "$R/var/tmp"
 printf 'root:x:0:0::/root:/bin/sh\nu:x:1000:1000::/home/u:/bin/sh\n' > "$R/etc/passwd"
 printf 'root:x:0:\nu:x:1000:\n' > "$R/etc/group"
-: > "$R/etc/resolv.conf"
+# No /etc/resolv.conf, as in any container started with --network none: the sandbox's resolver
+# has no file to point lookups at it, and the run must still start (saying so), not fail at set-up.
 echo "PRIVATE-KEY-CANARY" > "$R/home/u/.ssh/id_ed25519"
 chown -R 1000:1000 "$R/work" "$R/home/u"
 PM=(podman --root "$T/pm/storage" --runroot "$T/pm/run" --tmpdir "$T/pm/tmp" --storage-driver vfs
@@ -82,6 +83,22 @@ for uid in 0 1000; do
         bash -c 'grep -qx etc-refused <<<"$1" && [ ! -e "$2/etc/planted" ]' _ "$OUT" "$R"
     check "uid $uid, the README's flags: the workspace writable" grep -qx work-ok <<<"$OUT"
     [ "$STATUS" = 0 ] || show_last
+    # The same judgement in doctor and --layer auto (their probe once made a writable sysfs, which
+    # the kernel refuses where the engine's /sys is read-only, and called the process layer missing).
+    in_podman "$uid" "${FLAGS[@]}" -- doctor
+    check "uid $uid, the README's flags: doctor says namespace setup ok and the process layer available" bash -c \
+        'grep -qE "^ +ok +namespace setup" <<<"$1" && grep -qE "^ +process +available" <<<"$1"' _ "$OUT$ERR"
+    in_podman "$uid" "${FLAGS[@]}" -- run --layer auto -- echo auto-ran
+    check "uid $uid, the README's flags: --layer auto runs (status $STATUS)" bash -c \
+        '[ "$1" = 0 ] && grep -qx auto-ran <<<"$2" && grep -q "^exguardian: layer auto: chose " <<<"$3"' _ "$STATUS" "$OUT" "$ERR"
+    # With egress on (the resolver with it) in a container that has no /etc/resolv.conf.
+    in_podman "$uid" "${FLAGS[@]}" -- run --allow-domain example.test -- sh -c 'echo hi; test -e /etc/resolv.conf || echo no-resolv-conf'
+    check "uid $uid, egress on, no /etc/resolv.conf here: the run starts (status $STATUS)" bash -c \
+        '[ "$1" = 0 ] && grep -qx hi <<<"$2" && grep -qx no-resolv-conf <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 0 ] || show_last
+    in_podman "$uid" "${FLAGS[@]}" -- run --dry-run --allow-domain example.test -- true
+    check "uid $uid, egress on, no /etc/resolv.conf here: the plan says lookups go through the proxy only" \
+        grep -q "this host has no /etc/resolv.conf.*a name resolves only through the proxy" <<<"$OUT$ERR"
     rm -f "$R/work/ok"
 done
 

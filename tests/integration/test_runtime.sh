@@ -191,6 +191,12 @@ import json; l=json.loads(open('$T/log.json').readline()); assert l['level']=='e
 expect_output_contains '"ociVersionMax"' exg_rt features
 run exg_rt nonsense x
 check "an unknown command: exit 1 and says so" bash -c "[ $STATUS = 1 ] && grep -q 'unknown command nonsense' <<<'$ERR'"
+for v in checkpoint restore; do
+    run exg_rt "$v" --image-path "$T/ckpt" --work-path "$T/ckpt" x
+    check "$v (runc's, CRIU): exit 1, 'not supported' and why (Landlock is not saved)" bash -c '
+        [ "$1" = 1 ] && grep -q "$2: not supported: CRIU does not save a process.s Landlock domain" <<<"$3" && [ ! -e "$4" ]' \
+        _ "$STATUS" "$v" "$ERR" "$T/ckpt"
+done
 
 # The egress holder keeps none of the engine's descriptors (here a file as fd 7): an engine
 # waiting for the end of one would otherwise wait for the container's end.

@@ -595,7 +595,7 @@ mkdir -p "$T/node"
 cp "$SRC/tests/e2b/sdk_basic.mjs" "$T/node/"
 if on_layer gvisor && [ "${EXG_IT_GVISOR_SDK:-1}" = 0 ]; then
     skip "the e2b SDK on gVisor (EXG_IT_GVISOR_SDK=0 skipped it)"
-elif (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "e2b@$E2B_VERSION" > "$T/npm.log" 2>&1); then
+elif npm_pinned "$T/node" "e2b@$E2B_VERSION"; then
     ok "npm install e2b@$E2B_VERSION"
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" TEMPLATE=layered \
         EXPECT_PAUSE=$EXPECT_PAUSE EXPECT_OWN_UIDS=$(on_layer process && [ "$EXG_AS" = root ] && echo 1 || echo 0) timeout 300 node "$T/node/sdk_basic.mjs"
@@ -603,7 +603,7 @@ elif (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=erro
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the e2b SDK: $(tail -1 <<<"$OUT")"
     else fail "the e2b SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
 else
-    fail "npm install e2b@$E2B_VERSION"; sed 's/^/#   /' "$T/npm.log" | tail -5
+    fail "npm install e2b@$E2B_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi
 api GET /metrics
 [ "$CODE" = 200 ] && grep -q '^exguardian_sandbox_creates_total [1-9]' <<<"$BODY" && grep -q 'exguardian_command_start_seconds_count [1-9]' <<<"$BODY" &&

@@ -54,7 +54,7 @@ code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST "$URL/sandboxes" -H "X-API
 
 mkdir -p "$T/node"
 cp "$SRC/tests/e2b/code_interpreter.mjs" "$T/node/"
-if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "@e2b/code-interpreter@$CI_VERSION" > "$T/npm.log" 2>&1); then
+if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION"; then
     ok "npm install @e2b/code-interpreter@$CI_VERSION"
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/code_interpreter.mjs"
@@ -62,7 +62,7 @@ if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error 
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"
     else fail "the code interpreter SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
 else
-    fail "npm install @e2b/code-interpreter@$CI_VERSION"; sed 's/^/#   /' "$T/npm.log" | tail -5
+    fail "npm install @e2b/code-interpreter@$CI_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi
 
 # Nothing of the sandboxes is left once they are killed (the interpreter's process: the SDK script).

@@ -79,7 +79,7 @@ fi
 # ---- the SDK ----
 mkdir -p "$T/node"
 cp "$SRC/tests/mcp/sdk_client.mjs" "$SRC/tests/mcp/sdk_checks.mjs" "$T/node/"
-if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "@modelcontextprotocol/sdk@$SDK_VERSION" > "$T/npm.log" 2>&1); then
+if npm_pinned "$T/node" "@modelcontextprotocol/sdk@$SDK_VERSION"; then
     ok "npm install @modelcontextprotocol/sdk@$SDK_VERSION"
     run env EXG="$EXG" STATE="$STATE" WS_ROOT="$T/ws" timeout 240 node "$T/node/sdk_client.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL) ' | sed 's/^/#   sdk: /'
@@ -94,6 +94,6 @@ if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error 
     [ -d "$T/ws/nested/.git/hooks" ] && [ ! -e "$T/ws/nested/.git/hooks/post-checkout" ] &&
         ok "the planted hook is no longer in the host workspace" || fail "the planted hook: $(ls -la "$T/ws/nested/.git/hooks" 2>&1 | head -5)"
 else
-    fail "npm install @modelcontextprotocol/sdk@$SDK_VERSION"; sed 's/^/#   /' "$T/npm.log" | tail -5
+    fail "npm install @modelcontextprotocol/sdk@$SDK_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi
 finish

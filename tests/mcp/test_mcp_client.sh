@@ -41,7 +41,7 @@ URL=http://127.0.0.1:$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\).*/\1/p' "$T
 left() { curl -s -H "X-API-KEY: $KEY" "$URL/v2/sandboxes" | jq length; }
 mkdir -p "$T/node"
 cp "$SRC/tests/mcp/sdk_remote_client.mjs" "$SRC/tests/mcp/sdk_checks.mjs" "$T/node/"
-if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error "@modelcontextprotocol/sdk@$SDK_VERSION" > "$T/npm.log" 2>&1); then
+if npm_pinned "$T/node" "@modelcontextprotocol/sdk@$SDK_VERSION"; then
     ok "npm install @modelcontextprotocol/sdk@$SDK_VERSION"
     run env EXG="$EXG" SERVER="$URL" KEY_FILE="$T/key" BAD_KEY_FILE="$T/bad-key" KEY="$KEY" STATE="$T/mcp-state" \
         timeout 240 node "$T/node/sdk_remote_client.mjs"
@@ -54,7 +54,7 @@ if (cd "$T/node" && npm install --no-save --no-audit --no-fund --loglevel=error 
     else fail "serve still holds: $(curl -s -H "X-API-KEY: $KEY" "$URL/v2/sandboxes")"; fi
     ! grep -q -- "$KEY" "$T/serve.log" && ok "the API key is not in serve's log" || fail "the API key is in serve's log"
 else
-    fail "npm install @modelcontextprotocol/sdk@$SDK_VERSION"; sed 's/^/#   /' "$T/npm.log" | tail -5
+    fail "npm install @modelcontextprotocol/sdk@$SDK_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi
 stop_serve
 

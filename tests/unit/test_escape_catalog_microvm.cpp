@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "evidence/catalog.hpp"
-#include "sandbox/probes.hpp"
+#include "probe/probes.hpp"
 
 namespace exg::evidence {
 namespace {
@@ -32,12 +32,12 @@ TEST(EscapeCatalogMicrovm, RunsTheFilterProbesAgainstTheGuestAndProvesAnotherKer
   EXPECT_EQ(own->judge(other).verdict, Verdict::held);
 
   int filter_run = 0, work_run = 0;
-  for (const auto& n : sandbox::probe_names()) {
+  for (const auto& n : probe::probe_names()) {
     const ProbeSpec* p = find_probe(v, "kernel-" + n);
     ASSERT_NE(p, nullptr) << n;
     EXPECT_TRUE(p->skip_why.empty()) << n;
     EXPECT_TRUE(p->required) << n;
-    ++(sandbox::probe_expects_success(n) ? work_run : filter_run);
+    ++(probe::probe_expects_success(n) ? work_run : filter_run);
   }
   EXPECT_GT(filter_run, 0);
   EXPECT_GT(work_run, 0);

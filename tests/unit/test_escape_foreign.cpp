@@ -111,7 +111,7 @@ TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
 }
 
 // --sandbox none: every probe of the catalogue was reviewed for a run with no sandbox (in a list
-// of build_catalog or its row of sandbox/probes.cpp); the destructive ones are not run, and say so.
+// of build_catalog or its row of probe/probes.cpp); the destructive ones are not run, and say so.
 TEST(ForeignSandbox, NoSandboxRunsOnlyWhatIsSafeWithoutOne) {
   Context ctx;
   ctx.canary = "EXGCANARY-test";

@@ -291,3 +291,25 @@ TEST(RuntimeHarden, OwnMountsGoBeforeTheEnginesBelowThem) {
 }
 
 }  // namespace
+
+// A handler's cpus: a CFS quota over the engine's period, the engine's kept
+// when smaller; none or unlimited (kubelet's 0, runc's -1) is the handler's.
+TEST(RuntimeHarden, HandlerCpusCapTheEnginesQuota) {
+  auto pol = parse(R"({"resources": {"cpus": 0.5}})");
+  oci::HardenInputs in;
+  in.policy = &pol;
+  in.init_source = "/usr/lib/exguardian/exguardian-init";
+  auto cpu_of = [&](json engine_cpu) {
+    json c = engine_config();
+    if (!engine_cpu.is_null()) c["linux"]["resources"]["cpu"] = engine_cpu;
+    auto notes = oci::harden_config(c, in);
+    EXPECT_TRUE(notes.has_value());
+    return c["linux"]["resources"]["cpu"];
+  };
+  EXPECT_EQ(cpu_of(nullptr), (json{{"period", 100000}, {"quota", 50000}}));
+  EXPECT_EQ(cpu_of({{"shares", 2}, {"period", 100000}}), (json{{"shares", 2}, {"period", 100000}, {"quota", 50000}}));
+  EXPECT_EQ(cpu_of({{"period", 100000}, {"quota", 400000}}), (json{{"period", 100000}, {"quota", 50000}}));
+  EXPECT_EQ(cpu_of({{"period", 100000}, {"quota", -1}}), (json{{"period", 100000}, {"quota", 50000}}));
+  EXPECT_EQ(cpu_of({{"period", 200000}, {"quota", 30000}}), (json{{"period", 200000}, {"quota", 30000}}));
+  EXPECT_EQ(oci::cpu_quota_for(0.001, 100000), 1000);  // the kernel's floor of 1 ms
+}

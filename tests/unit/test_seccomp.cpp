@@ -23,7 +23,7 @@
 #include "listener_handover.hpp"
 #include "process/seccomp.hpp"
 #include "sandbox/audit.hpp"
-#include "sandbox/probes.hpp"
+#include "probe/probes.hpp"
 #include "sandbox/violations.hpp"
 
 namespace {
@@ -59,7 +59,7 @@ Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullpt
     if (!test_support::hand_over_listener(sv[1], listener)) ::_exit(92);
     ::close(listener);  // the probe must not hold (and answer) its own listener
     std::string out;
-    int rc = sandbox::run_probe(probe, out);
+    int rc = probe::run_probe(probe, out);
     std::string msg = std::string(1, static_cast<char>(rc)) + out;
     (void)::send(sv[1], msg.data(), msg.size(), MSG_NOSIGNAL);
     ::_exit(0);
@@ -155,7 +155,7 @@ TEST(Seccomp, PrebuiltErrnoProgramIsWhatLibseccompBuilds) {
 // every probe the answer the supervisor gives under the notifying one, from
 // the filter itself, with no listener at all.
 TEST(Seccomp, ErrnoProgramAnswersEveryProbeAsTheSupervisorWould) {
-  for (const auto& p : sandbox::probe_names()) {
+  for (const auto& p : probe::probe_names()) {
     int pipefd[2];
     ASSERT_EQ(::pipe2(pipefd, O_CLOEXEC), 0);
     pid_t pid = ::fork();
@@ -165,7 +165,7 @@ TEST(Seccomp, ErrnoProgramAnswersEveryProbeAsTheSupervisorWould) {
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
       if (process::install_seccomp_errno(process::prebuilt_seccomp_errno_program()) != 0) ::_exit(91);
       std::string out;
-      int rc = sandbox::run_probe(p, out);
+      int rc = probe::run_probe(p, out);
       std::string msg = std::string(1, static_cast<char>(rc)) + out;
       (void)::write(pipefd[1], msg.data(), msg.size());
       ::_exit(0);
@@ -281,7 +281,7 @@ TEST(Seccomp, OtherArchitecturesKilled) {
     // Some kernels have no i386 entry at all (the probe faults with SIGSEGV unfiltered too):
     // there the filter's arm cannot be exercised, and the probe must say so, not claim SIGSYS.
     std::string unfiltered;
-    sandbox::run_probe(p, unfiltered);
+    probe::run_probe(p, unfiltered);
     if (std::string_view(p) == "i386-getpid" && unfiltered.starts_with("killed by SIGSEGV")) {
       EXPECT_TRUE(o.out.starts_with("killed by SIGSEGV (this kernel has no such syscall entry")) << o.out;
       std::printf("note: this kernel has no i386 syscall entry; the filter's i386 arm is not exercised here\n");
@@ -296,7 +296,7 @@ TEST(Seccomp, OtherArchitecturesKilled) {
 // before entering any syscall: nothing else, or the test above would misread it.
 TEST(Seccomp, I386EntryRunsOrIsAbsentWithoutTheFilter) {
   std::string out;
-  sandbox::run_probe("i386-getpid", out);
+  probe::run_probe("i386-getpid", out);
   EXPECT_TRUE(out == "allowed" || out.starts_with("killed by SIGSEGV (this kernel has no such syscall entry")) << out;
 }
 TEST(Seccomp, SocketFamilies) {
@@ -351,10 +351,10 @@ TEST(Seccomp, OrdinaryWorkAllowedWithoutNotifications) {
 }
 
 TEST(Seccomp, EveryProbeAsExpected) {
-  for (const auto& p : sandbox::probe_names()) {
+  for (const auto& p : probe::probe_names()) {
     Outcome o = run_filtered(p);
     EXPECT_EQ(o.rc, 0) << p << ": " << o.out;
-    if (sandbox::probe_expects_success(p)) {
+    if (probe::probe_expects_success(p)) {
       EXPECT_EQ(o.refusals, 0u) << p << ": " << o.summary;
     } else if (o.out.starts_with("refused: ") && o.out != "refused: ENOSYS") {
       // The answer came from the supervisor, not from a kernel lacking the feature.
@@ -365,7 +365,7 @@ TEST(Seccomp, EveryProbeAsExpected) {
 
 TEST(Seccomp, UnknownProbe) {
   std::string out;
-  EXPECT_EQ(sandbox::run_probe("no-such-probe", out), 2);
+  EXPECT_EQ(probe::run_probe("no-such-probe", out), 2);
 }
 
 TEST(Seccomp, RefusalsAreAudited) {

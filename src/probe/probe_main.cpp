@@ -6,15 +6,15 @@
 #include <cstdio>
 #include <string>
 
-#include "cli/subcommands.hpp"
-#include "sandbox/probes.hpp"
+#include "probe/probe_main.hpp"
+#include "probe/probes.hpp"
 
-namespace exg::cli {
+namespace exg::probe {
 
 int probe_main(const std::string& name, bool list, const std::string& tag) {
   if (list || name.empty()) {
-    for (const auto& n : sandbox::probe_names())
-      std::printf("%s%s\n", n.c_str(), sandbox::probe_expects_success(n) ? "  (must succeed)" : "");
+    for (const auto& n : probe_names())
+      std::printf("%s%s\n", n.c_str(), probe_expects_success(n) ? "  (must succeed)" : "");
     return list ? 0 : 2;
   }
   if (!tag.empty()) {
@@ -28,7 +28,7 @@ int probe_main(const std::string& name, bool list, const std::string& tag) {
     ::alarm(10);
   }
   std::string out;
-  int r = sandbox::run_probe(name, out);
+  int r = run_probe(name, out);
   if (r == 2) {
     std::fprintf(stderr, "exguardian: probe %s: unknown probe (see exguardian probe --list)\n", name.c_str());
     return 2;
@@ -37,4 +37,4 @@ int probe_main(const std::string& name, bool list, const std::string& tag) {
   return r;
 }
 
-}  // namespace exg::cli
+}  // namespace exg::probe

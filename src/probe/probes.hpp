@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace exg::sandbox {
+namespace exg::probe {
 
 // 0: as expected (an attack refused, or an ordinary call allowed);
 // 1: not as expected (an attack got through, or reached the kernel and failed
@@ -29,4 +29,4 @@ bool probe_expects_success(const std::string& name);
 // says so in its row of the table (probes.cpp); an unknown name is unsafe.
 bool probe_safe_without_sandbox(const std::string& name, std::string& why);
 
-}  // namespace exg::sandbox
+}  // namespace exg::probe

@@ -1,7 +1,7 @@
 // `exguardian oci-init -- COMMAND...`: pid 1 inside a container layer.
 #pragma once
 
-namespace exg::cli {
+namespace exg::init {
 
 // argv: COMMAND [ARGS...] (after "--"), or "--agent" FD. Never returns on
 // success paths. `fresh_signals`: the runtime made this process with every
@@ -10,4 +10,4 @@ namespace exg::cli {
 // ignoring caller would pass on (64 calls, each a trap under gVisor).
 int oci_init_main(int argc, char** argv, bool fresh_signals = false);
 
-}  // namespace exg::cli
+}  // namespace exg::init

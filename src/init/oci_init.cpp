@@ -5,7 +5,7 @@
 // as its controlling tty, so an interactive shell has job control, forwards
 // every signal the runtime delivers, reaps, and exits with the command's
 // status (128+N when signal N killed it), which ends the container.
-#include "cli/oci_init.hpp"
+#include "init/oci_init.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace exg::cli {
+namespace exg::init {
 
 int oci_init_main(int argc, char** argv, bool fresh_signals) {
   if (argc == 2 && std::strcmp(argv[0], "--agent") == 0) {
@@ -112,4 +112,4 @@ int oci_init_main(int argc, char** argv, bool fresh_signals) {
   process::serve_as_init(cmd, all, [](int) { return true; });
 }
 
-}  // namespace exg::cli
+}  // namespace exg::init

@@ -1,4 +1,4 @@
-#include "sandbox/probes.hpp"
+#include "probe/probes.hpp"
 
 #include <fcntl.h>
 #include <linux/bpf.h>
@@ -29,7 +29,7 @@
 
 #include "util/syscalls.hpp"
 
-namespace exg::sandbox {
+namespace exg::probe {
 
 namespace {
 
@@ -666,4 +666,4 @@ int run_probe(const std::string& name, std::string& out) {
   return 1;
 }
 
-}  // namespace exg::sandbox
+}  // namespace exg::probe
