@@ -13,7 +13,7 @@ DEB_PACKAGES := build-essential cmake pkg-config nlohmann-json3-dev libcli11-dev
   jq libbenchmark-dev libidn2-dev libunistring-dev libre2-dev libboost-dev libssl-dev curl openssl python3-pip ca-certificates \
   python3-requests crun runc runsc podman uidmap python3-jsonschema busybox-static dpkg-dev man-db zlib1g-dev libcap2-bin nodejs \
   clang-16 libclang-rt-16-dev lld qemu-system-x86 ccache nftables containerd python3-yaml apparmor \
-  containernetworking-plugins python3-grpcio e2fsprogs fuse-overlayfs
+  containernetworking-plugins python3-grpcio e2fsprogs fuse-overlayfs socat ripgrep
 
 .PHONY: all deps build build-checks test test-asan fuzz demo bench clean install install-built deb deb-built
 

@@ -1,6 +1,7 @@
 #include "cli/escape_test.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <climits>
 #include <cstring>
@@ -18,6 +19,24 @@ namespace exg::cli {
 
 namespace {
 
+bool names_settings(const std::vector<std::string>& prefix) {
+  return std::any_of(prefix.begin(), prefix.end(), [](const std::string& a) { return a.find("{settings}") != std::string::npos; });
+}
+
+// --sandbox-settings FILE, absolute (each probe's cwd is its own workspace); false with err
+// set when it cannot be read.
+bool settings_file(const std::string& given, std::string& out, std::string& err) {
+  out.clear();
+  if (given.empty()) return true;
+  char real[PATH_MAX];
+  if (!::realpath(given.c_str(), real) || ::access(real, R_OK) != 0) {
+    err = "--sandbox-settings " + given + ": " + std::strerror(errno);
+    return false;
+  }
+  out = real;
+  return true;
+}
+
 // --sandbox: the foreign sandbox's prefix and the probe program into s; -1 to run the
 // suite, else the exit status (125: a bad --sandbox; 0: --dry-run printed it).
 int foreign_options(const EscapeTestOptions& o, evidence::SuiteOptions& s) {
@@ -32,6 +51,16 @@ int foreign_options(const EscapeTestOptions& o, evidence::SuiteOptions& s) {
     std::fprintf(stderr, "exguardian: escape-test: %s\n", err.c_str());
     return 125;
   }
+  if (!o.sandbox_settings.empty() && !names_settings(fs.prefix)) {
+    std::fprintf(stderr, "exguardian: escape-test: --sandbox-settings: --sandbox %s reads no settings file (no {settings})\n",
+                 o.sandbox.c_str());
+    return 125;
+  }
+  if (!settings_file(o.sandbox_settings, s.sandbox_settings, err)) {
+    std::fprintf(stderr, "exguardian: escape-test: %s\n", err.c_str());
+    return 125;
+  }
+  s.sandbox_default_settings = fs.default_settings;
   char buf[4096];
   ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
   std::string why, probe = evidence::probe_program_beside(n > 0 ? std::string(buf, static_cast<size_t>(n)) : "", why);
@@ -42,6 +71,10 @@ int foreign_options(const EscapeTestOptions& o, evidence::SuiteOptions& s) {
     else std::printf("every probe runs as: %s sh -c COMMAND\n", evidence::shown_command(fs.prefix).c_str());
     std::printf("  {workspace}: the throwaway workspace (the probe's cwd); {home}: the fake HOME with the canaries\n");
     std::printf("  {probe}: %s\n", probe.empty() ? ("MISSING: " + why).c_str() : probe.c_str());
+    if (names_settings(fs.prefix)) {
+      if (!s.sandbox_settings.empty()) std::printf("  {settings}: %s\n", s.sandbox_settings.c_str());
+      else std::printf("  {settings}: the preset's, written in the run's directory:\n%s", fs.default_settings.c_str());
+    }
     std::printf("the kernel probes run: %s NAME\n", fs.probe_inside.c_str());
     return probe.empty() ? 125 : 0;
   }
@@ -108,6 +141,19 @@ int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base)
     std::fprintf(stderr, "exguardian: escape-test: --compare: %s\n", why.c_str());
     return 125;
   }
+  std::string settings;
+  if (!settings_file(o.sandbox_settings, settings, why)) {
+    std::fprintf(stderr, "exguardian: escape-test: %s\n", why.c_str());
+    return 125;
+  }
+  if (!settings.empty() && std::none_of(names.begin(), names.end(), [](const std::string& n) {
+        return std::any_of(evidence::foreign_presets().begin(), evidence::foreign_presets().end(),
+                           [&](const auto& p) { return p.name == n && names_settings(p.prefix); });
+      })) {
+    std::fprintf(stderr, "exguardian: escape-test: --sandbox-settings: no sandbox of --compare '%s' reads a settings file\n",
+                 o.compare.c_str());
+    return 125;
+  }
   evidence::CompareReport cr;
   cr.all.started.clear();
   cr.all.layer = "compare " + o.compare;
@@ -139,6 +185,9 @@ int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base)
         col.version = std::string("no sandbox; kernel ") + u.release;
       } else {
         col.version = evidence::program_version({fs.prefix.front(), "--version"});
+        // (srt prints its version alone)
+        if (!col.version.empty() && std::isdigit(static_cast<unsigned char>(col.version.front())))
+          col.version = fs.prefix.front() + " " + col.version;
         if (std::find(fs.prefix.begin(), fs.prefix.end(), "runsc") != fs.prefix.end())
           col.version += "; " + evidence::program_version({"runsc", "--version"});
       }
@@ -146,6 +195,11 @@ int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base)
       s.sandbox_prefix = fs.prefix;
       s.probe_program = probe;
       s.probe_inside = fs.probe_inside;
+      if (names_settings(fs.prefix)) {
+        s.sandbox_settings = settings;
+        s.sandbox_default_settings = fs.default_settings;
+        col.about += settings.empty() ? "" : "; settings: " + settings;
+      }
     }
     evidence::SuiteReport rep;
     col.status = evidence::run_suite(s, rep);
@@ -201,6 +255,10 @@ int escape_test_main(const EscapeTestOptions& o) {
   s.only = o.only;
   if (o.dry_run && o.sandbox.empty()) {
     std::fprintf(stderr, "exguardian: escape-test: --dry-run needs --sandbox (it prints the foreign sandbox's command)\n");
+    return 125;
+  }
+  if (!o.sandbox_settings.empty() && o.sandbox.empty() && o.compare.empty()) {
+    std::fprintf(stderr, "exguardian: escape-test: --sandbox-settings needs --sandbox or --compare\n");
     return 125;
   }
   if (!o.sandbox_image.empty() && o.sandbox.empty() && o.compare.empty()) {

@@ -17,6 +17,7 @@ struct EscapeTestOptions {
   std::vector<std::string> only;      // --only ID (repeatable): run just these probes
   std::string sandbox;                // --sandbox PRESET|PREFIX: a foreign sandbox (evidence/foreign_sandbox.hpp)
   std::string sandbox_image;          // --sandbox-image IMAGE
+  std::string sandbox_settings;       // --sandbox-settings FILE: {settings} (srt's settings file)
   bool dry_run = false;               // --dry-run: print what each probe runs as, run nothing
   std::string compare;                // --compare A,B,...: exguardian and presets side by side (evidence/compare.hpp)
 };

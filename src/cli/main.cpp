@@ -165,9 +165,12 @@ int main(int argc, char** argv) {
   escape->add_option("--only", esc.only, "Run only probe ID (repeatable; sandbox-in-place always runs)")
       ->allow_extra_args(false);
   escape->add_option("--sandbox", esc.sandbox,
-                     "Run every probe in a foreign sandbox: a preset (bwrap, bwrap-net, podman, podman-runsc; none: no sandbox, "
+                     "Run every probe in a foreign sandbox: a preset (bwrap, bwrap-net, podman, podman-hardened, podman-runsc, srt; none: no sandbox, "
                      "only the probes safe without one) or a command prefix (placeholders {workspace}, {home}, {probe}, {image})");
-  escape->add_option("--sandbox-image", esc.sandbox_image, "The image of --sandbox podman or podman-runsc (or {image} in a prefix)");
+  escape->add_option("--sandbox-image", esc.sandbox_image, "The image of --sandbox podman, podman-hardened or podman-runsc (or {image} in a prefix)");
+  escape->add_option("--sandbox-settings", esc.sandbox_settings,
+                     "The settings file of --sandbox srt (or {settings} in a prefix); default: the preset's own "
+                     "(--dry-run shows it)");
   escape->add_flag("--dry-run", esc.dry_run, "With --sandbox: print the command every probe runs as, and exit");
   escape->add_option("--compare", esc.compare,
                      "Run the probes against each of a comma-separated list (exguardian: ExGuardian's own layer; presets "

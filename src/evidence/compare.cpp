@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "evidence/documented_limits.hpp"
 #include "evidence/foreign_sandbox.hpp"
 #include "evidence/suite.hpp"
 
@@ -60,6 +61,12 @@ std::string counts_line(const std::map<std::string, int>& m) {
   return s.empty() ? "-" : s;
 }
 
+// A peer's escape that its own documentation says it does not stop (none for ExGuardian's column).
+const DocumentedLimit* finding_of(const std::string& column, const ProbeResult& p) {
+  if (column == kExguardianColumn || p.verdict != Verdict::escaped) return nullptr;
+  return documented_limit(column, p.id, p.category);
+}
+
 }  // namespace
 
 std::string cell_state(const ProbeResult& p) {
@@ -109,7 +116,11 @@ nlohmann::json compare_json(const CompareReport& r) {
     for (const auto& c : r.columns) {
       const ProbeResult* p = cell(r.all, c.name, id);
       if (!p) cells[c.name] = {{"state", "not run"}, {"evidence", c.not_run.empty() ? "not in this column's catalogue" : c.not_run}};
-      else cells[c.name] = {{"state", cell_state(*p)}, {"evidence", p->evidence}, {"exit_status", p->exit_status}};
+      else {
+        cells[c.name] = {{"state", cell_state(*p)}, {"evidence", p->evidence}, {"exit_status", p->exit_status}};
+        if (const auto* f = finding_of(c.name, *p))
+          cells[c.name]["finding"] = {{"documented_limit", f->limit}, {"source", f->source}};
+      }
     }
     rows.push_back({{"id", id}, {"category", cat}, {"cells", cells}});
   }
@@ -119,7 +130,8 @@ nlohmann::json compare_json(const CompareReport& r) {
                   {"tool_failed", r.tool_failed},
                   {"note", "a peer's escape is a finding about that peer, not a failure of the tool: the exit status "
                            "is non-zero only when ExGuardian's own column has an escape (or a failure) or the tool "
-                           "itself failed"}};
+                           "itself failed; a cell's finding cites the peer's own documentation where it says the "
+                           "peer does not stop that (in the configuration its preset models)"}};
   return j;
 }
 
@@ -153,7 +165,8 @@ void write_compare_text(std::FILE* out, const CompareReport& r) {
 std::string render_compare_html(const CompareReport& r) {
   std::ostringstream h;
   h << "<h2>Side by side</h2>\n<p>The same probes in the same world against each sandbox. A peer's escape is a "
-       "finding about that peer, reported as seen; <b>not applicable</b> says why a probe needs ExGuardian's own "
+       "finding about that peer, reported as seen, with the limit its own documentation states where it "
+       "states one (<i>documented limit</i>); <b>not applicable</b> says why a probe needs ExGuardian's own "
        "machinery; <b>not run</b> says why it was not run there (with no sandbox: unsafe without one).</p>\n";
   h << "<table class=\"meta\"><tr><th>Sandbox</th><th>Version</th><th>Every probe ran as</th><th>Summary</th></tr>\n";
   for (const auto& c : r.columns)
@@ -185,7 +198,10 @@ std::string render_compare_html(const CompareReport& r) {
       std::string st = p ? cell_state(*p) : "not run";
       std::string ev = p ? p->evidence : c.not_run;
       h << "<td class=\"" << state_class(st) << "\" title=\"" << esc(ev) << "\"><b>" << esc(st) << "</b><br><small>"
-        << esc(cut(ev, 160)) << "</small></td>";
+        << esc(cut(ev, 160)) << "</small>";
+      if (const auto* f = p ? finding_of(c.name, *p) : nullptr)
+        h << "<br><small class=\"finding\">documented limit: " << esc(f->limit) << " (" << esc(f->source) << ")</small>";
+      h << "</td>";
     }
     h << "</tr>\n";
   }

@@ -30,6 +30,25 @@ std::vector<std::string> bwrap_prefix(bool share_net) {
   return v;
 }
 
+// srt (Anthropic's sandbox-runtime) as its README's configuration examples write
+// ~/.srt-settings.json: the one domain the work needs allowed (here the test world's
+// allowed host), ~/.ssh unreadable, the working directory (the workspace) writable, its
+// .env not. Everything else is srt's own default: reads allowed, no other writes, no
+// other network, Unix sockets refused by its seccomp helper.
+constexpr const char* kSrtSettings = R"({
+  "network": {
+    "allowedDomains": ["allowed.test"],
+    "deniedDomains": []
+  },
+  "filesystem": {
+    "denyRead": ["~/.ssh"],
+    "allowRead": [],
+    "allowWrite": ["."],
+    "denyWrite": [".env"]
+  }
+}
+)";
+
 bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
 
 std::string first_line(const std::string& s) {
@@ -122,6 +141,21 @@ const std::vector<ForeignPreset>& foreign_presets() {
        {"podman", "run", "--rm", "--pull=never", "-v", "{workspace}:{workspace}", "-w", "{workspace}", "-v",
         "{probe}:/usr/local/bin/exguardian-probe:ro", "{image}"},
        "/usr/local/bin/exguardian-probe", true},
+      // The seed's hardened container line (exguardian docker-args writes the same): no
+      // capability, no new privileges, the image read-only with a /tmp of its own, pids and
+      // memory bounded, no network. The rlimits are explicit and at or below the caller's hard
+      // limits: podman's default (RLIMIT_NOFILE 1048576) is a raise of the hard limit, which
+      // needs CAP_SYS_RESOURCE in the caller's bounding set (a host without it, as a container
+      // host often is, fails every start: "setrlimit RLIMIT_NOFILE: Operation not permitted").
+      // Podman, not Docker: the engine this machine has (the same flags mean the same to docker run).
+      {"podman-hardened",
+       "podman run with the seed's hardened flags: --cap-drop=ALL, no-new-privileges, --read-only with a --tmpfs "
+       "/tmp, --pids-limit 256, --memory 512m (no swap), explicit rlimits, --network=none",
+       {"podman", "run", "--rm", "--pull=never", "--cap-drop=ALL", "--security-opt=no-new-privileges", "--read-only",
+        "--tmpfs", "/tmp", "--pids-limit=256", "--memory=512m", "--memory-swap=512m", "--ulimit", "nofile=1024:1024",
+        "--ulimit", "nproc=4096:4096", "--network=none", "-v", "{workspace}:{workspace}", "-w", "{workspace}", "-v",
+        "{probe}:/usr/local/bin/exguardian-probe:ro", "{image}"},
+       "/usr/local/bin/exguardian-probe", true},
       // gVisor as its users run it: an engine with runsc as the runtime. runsc makes the
       // container's network itself and refuses the root network namespace podman hands it
       // ("cannot run with network enabled in root network namespace"), so it gets none, and
@@ -133,6 +167,14 @@ const std::vector<ForeignPreset>& foreign_presets() {
         "--rm", "--pull=never", "--network=none", "-v", "{workspace}:{workspace}", "-w", "{workspace}", "-v",
         "{probe}:/usr/local/bin/exguardian-probe:ro", "{image}"},
        "/usr/local/bin/exguardian-probe", true},
+      // srt: bubblewrap with no network namespace of the caller's (its HTTP and SOCKS5 proxies,
+      // run by srt itself on the caller's side, the only way out, reached through Unix sockets
+      // bound inside), its seccomp helper, the settings file as its users write it.
+      {"srt",
+       "Anthropic's sandbox-runtime (srt, npm @anthropic-ai/sandbox-runtime) with a settings file ({settings}: "
+       "--sandbox-settings, else the README's shape: allowedDomains the world's allowed host, denyRead ~/.ssh, "
+       "allowWrite ., denyWrite .env)",
+       {"srt", "--settings", "{settings}", "--"}, "{probe}", false, kSrtSettings},
   };
   return presets;
 }
@@ -189,7 +231,7 @@ bool parse_foreign_sandbox(const std::string& spec, const std::string& image, Fo
   for (const auto& p : foreign_presets()) names += (names.empty() ? "" : ", ") + p.name;
   for (const auto& p : foreign_presets()) {
     if (p.name != spec) continue;
-    out = {p.name, p.prefix, p.probe_inside, p.about};
+    out = {p.name, p.prefix, p.probe_inside, p.about, p.default_settings};
     if (p.needs_image && image.empty()) {
       err = "--sandbox " + spec + " runs an image: name it with --sandbox-image IMAGE (pulled or imported already)";
       return false;
@@ -231,7 +273,7 @@ bool parse_foreign_sandbox(const std::string& spec, const std::string& image, Fo
 std::string expand_placeholders(const std::string& s, const ForeignPlaces& at) {
   std::string r = s;
   const std::pair<const char*, const std::string*> subst[] = {
-      {"{workspace}", &at.workspace}, {"{home}", &at.home}, {"{probe}", &at.probe}};
+      {"{workspace}", &at.workspace}, {"{home}", &at.home}, {"{probe}", &at.probe}, {"{settings}", &at.settings}};
   for (const auto& [key, val] : subst) {
     const std::string k = key;
     for (size_t p = 0; (p = r.find(k, p)) != std::string::npos; p += val->size()) r.replace(p, k.size(), *val);

@@ -11,6 +11,8 @@
 //   {home}       the fake HOME with its canaries (host path)
 //   {probe}      exguardian-probe, the static probe program beside exguardian (host path)
 //   {image}      --sandbox-image (presets that run an image)
+//   {settings}   --sandbox-settings FILE, the sandbox's own settings file (srt's); without it the
+//                preset's default_settings, written in the run's directory (outside the workspace)
 #pragma once
 #include <string>
 #include <vector>
@@ -24,6 +26,7 @@ struct ForeignSandbox {
   std::vector<std::string> prefix;  // argv before `sh -c COMMAND`, with placeholders
   std::string probe_inside;         // where exguardian-probe is inside (may hold placeholders)
   std::string about;                // one line: what the preset models
+  std::string default_settings;     // {settings} when --sandbox-settings is not given ("": none)
 };
 
 struct ForeignPreset {
@@ -31,6 +34,7 @@ struct ForeignPreset {
   std::vector<std::string> prefix;
   std::string probe_inside;
   bool needs_image = false;
+  std::string default_settings;  // the settings file its users write, for the test world
 };
 const std::vector<ForeignPreset>& foreign_presets();
 
@@ -44,7 +48,7 @@ bool parse_foreign_sandbox(const std::string& spec, const std::string& image, Fo
 bool split_command_line(const std::string& line, std::vector<std::string>& out, std::string& err);
 
 struct ForeignPlaces {
-  std::string workspace, home, probe;
+  std::string workspace, home, probe, settings;
 };
 // Every placeholder replaced, in every argument.
 std::string expand_placeholders(const std::string& s, const ForeignPlaces& at);

@@ -281,6 +281,7 @@ int host_run(const std::vector<std::string>& argv, const std::string& cwd, const
 
 struct Setup {
   std::string dir, home, ws, canary, host_marker, leftover_marker;
+  std::string sandbox_settings;  // {settings} of a foreign sandbox (SuiteOptions)
   std::string stdio_dir, stdin_file, stdio_marker;  // the stdio probe's (Context)
   std::vector<std::string> canary_files;
   std::vector<std::string> env;  // for the `exguardian run` children
@@ -471,7 +472,7 @@ struct Runner {
     std::vector<std::string> argv;
     if (!opts.sandbox_name.empty()) {
       // A foreign sandbox (--sandbox): its own prefix (none: no prefix), no audit log, no run args of ours.
-      argv = expand_placeholders(opts.sandbox_prefix, {s.ws, s.home, opts.probe_program});
+      argv = expand_placeholders(opts.sandbox_prefix, {s.ws, s.home, opts.probe_program, s.sandbox_settings});
     } else {
       // --quiet: each probe is judged from its own output and the audit log; the
       // run's refusal summary would only repeat the log (and shift the last line).
@@ -561,7 +562,11 @@ struct Runner {
       if (!j.is_discarded()) o.audit.push_back(std::move(j));
     }
     if (!world_log.empty()) {
+      // What the servers received up to the mark sent now (a datagram still on its way
+      // when the probe's process ended is in the log before the mark: world_mark).
+      size_t mark = world_mark(world_log, static_cast<unsigned>(n));
       auto w = read_whole(world_log).value_or("");
+      if (mark != std::string::npos && mark < w.size()) w.resize(mark);
       if (static_cast<off_t>(w.size()) > world_before) o.world_log = w.substr(static_cast<size_t>(world_before));
     }
     return o;
@@ -626,7 +631,7 @@ struct Runner {
   // has not run the unsafe ones); the gate's row says there is no sandbox.
   const bool no_sandbox = opts.sandbox_name == kNoSandbox;
   if (foreign)
-    adapt_for_foreign(specs, ctx, expand_placeholders(opts.probe_inside, {s.ws, s.home, opts.probe_program}), no_sandbox);
+    adapt_for_foreign(specs, ctx, expand_placeholders(opts.probe_inside, {s.ws, s.home, opts.probe_program, s.sandbox_settings}), no_sandbox);
   // The exguardian binary is no target inside a foreign sandbox (persist-exguardian-binary is not
   // applicable there), and its 200 MB would be read again after every probe (remember_again below).
   if (foreign) ctx.targets.forget(ctx.exe);
@@ -794,6 +799,13 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   ::chmod(s.stdio_dir.c_str(), 0777);
   write_file(s.stdin_file, "#!/bin/sh\necho setup EXGSTDIN-" + nonce() + "\n", 0666);
   make_workspace(s, tool_present("git"));
+  // A foreign sandbox's settings file: the user's, else the preset's default, in the run's
+  // directory (outside the workspace and the fake HOME: not the probes' to change).
+  s.sandbox_settings = opts.sandbox_settings;
+  if (s.sandbox_settings.empty() && !opts.sandbox_default_settings.empty()) {
+    s.sandbox_settings = s.dir + "/sandbox-settings.json";
+    write_file(s.sandbox_settings, opts.sandbox_default_settings, 0644);
+  }
   report.workspace = s.ws;
   report.home = s.home;
   s.env = kPath;

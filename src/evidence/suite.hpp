@@ -33,6 +33,9 @@ struct SuiteOptions {
   std::string sandbox_name;
   std::vector<std::string> sandbox_prefix;  // with {workspace}, {home}, {probe} placeholders
   std::string probe_program, probe_inside;  // exguardian-probe on the host; its path inside (placeholders)
+  // {settings}: the foreign sandbox's settings file (--sandbox-settings, absolute), or ""
+  // for the preset's default_settings, written in the run's directory.
+  std::string sandbox_settings, sandbox_default_settings;
 };
 
 struct ProbeResult {

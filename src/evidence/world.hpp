@@ -72,6 +72,14 @@ pid_t start_late_unix_listener(const std::string& path, const std::string& dgram
 // for the log line, then empties the log. True when the line came.
 bool host_unix_connect(const std::string& path, const std::string& log);
 
+// Sends the escape test's mark number n to the world's UDP server (from the client side,
+// the way a probe's datagram goes) and waits until its line is in the log: every datagram
+// that reached the server's socket before it is then logged too (the probe's, sent before
+// its process exited). Returns the offset of the mark's line in the log (what precedes it
+// is what the servers had received by then), or npos when it did not come within
+// deadline_ms (the world's server is gone).
+size_t world_mark(const std::string& log_path, unsigned n, int deadline_ms = 5000);
+
 // Runs `ip ARGS...` (iproute2); with ambient CAP_NET_ADMIN when not root, so the
 // capabilities held in a user namespace survive the exec. 0 on success; err
 // gets ip's stderr otherwise.

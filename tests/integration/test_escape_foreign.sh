@@ -107,12 +107,15 @@ assert not short, short
 other = [(i, x['evidence']) for i, x in p.items() if x['verdict'] == 'skipped' and i not in na]
 assert not other, other
 "
-check "  known differences: the world's metadata server reached ($(verdicts "$J" "${NET_IDS[@]}"))" python3 -c "
+check "  known differences: the world's metadata server reached, the UDP datagram logged ($(verdicts "$J" "${NET_IDS[@]}" net-udp))" python3 -c "
 import json
 p = {x['id']: x for x in json.load(open('$J'))['probes']}
 for i in '${NET_IDS[*]}'.split():
     assert p[i]['verdict'] == 'ESCAPED' and \"the world's server received: 169.254.169.254\" in p[i]['evidence'], p[i]
 assert p['net-allowed-control']['verdict'] == 'held', p['net-allowed-control']
+# The datagram is judged once the world's server has logged it (the judge's own mark comes after it).
+assert p['net-udp']['verdict'] == 'ESCAPED' and '203.0.113.10 UDP 4 bytes' in p['net-udp']['evidence'], p['net-udp']
+assert not [i for i, x in p.items() if 'UDP mark' in x['evidence']], 'a mark line in the evidence'
 "
 check "  known differences: the canary env, the inherited canary fd, the credentials readable ($(verdicts "$J" seed-env-secrets fd-leak seed-read-credentials))" \
     test "$(verdicts "$J" seed-env-secrets fd-leak seed-read-credentials)" = "seed-env-secrets=ESCAPED fd-leak=ESCAPED seed-read-credentials=ESCAPED"
@@ -220,17 +223,64 @@ check "  nothing outside what the test made: no /run/exguardian/exguardian, no s
 # ---- side by side: --compare ----------------------------------------------------------------------
 # One run, one JSON and one HTML report, a column per sandbox; the peers' escapes are findings, not
 # the tool's failure: the exit status follows ExGuardian's own column. (A subset of probes here: the
-# full sets are run above.)
+# full sets are run above.) srt: Anthropic's sandbox-runtime from npm at a pinned version (cached
+# between runs, lib.sh's npm_pinned), with the preset's settings file (the README's shape, the world's
+# allowed host allowed): its proxy is the way out, so the network cells say what its allow list did.
+SRT_VERSION=0.0.83
 CMP_IDS=(seed-read-credentials seed-env-secrets net-direct-metadata persist-home-bashrc kernel-bpf kernel-ptrace-attach proc-pid1-signals)
-run "$EXG" escape-test --compare exguardian,bwrap-net,none --json "$J" --html "$T/cmp.html" $(printf -- '--only %s ' "${CMP_IDS[@]}")
-check "--compare exguardian,bwrap-net,none: exit 0 (ExGuardian held; the peers' escapes are findings), JSON and HTML written" \
+SRT_IDS=(net-allowed-control seed-curl-metadata seed-git-hook host-unix-socket)
+CMP=exguardian,bwrap-net,none
+if ! command -v socat >/dev/null || ! command -v rg >/dev/null; then
+    fail "srt needs socat and ripgrep (make deps installs them): srt is left out of --compare"
+elif ! npm_pinned "$T/srt" "@anthropic-ai/sandbox-runtime@$SRT_VERSION"; then
+    fail "npm install @anthropic-ai/sandbox-runtime@$SRT_VERSION: srt is left out of --compare"; sed 's/^/#   /' "$T/srt/npm.log" | tail -5
+else
+    SRT_DIR=$T/srt
+    PATH=$SRT_DIR/node_modules/.bin:$PATH
+    CMP=exguardian,bwrap-net,srt,none
+    CMP_IDS+=("${SRT_IDS[@]}")
+    run "$EXG" escape-test --sandbox srt --dry-run
+    check "--dry-run --sandbox srt: srt --settings, the preset's settings file shown" bash -c '[ "$1" = 0 ] &&
+        grep -qF "every probe runs as: srt --settings {settings} -- sh -c COMMAND" <<<"$2" && grep -qF "\"allowedDomains\": [\"allowed.test\"]" <<<"$2"' _ "$STATUS" "$OUT"
+    run "$EXG" escape-test --sandbox srt --sandbox-settings "$T/no-such-settings.json"
+    check "--sandbox-settings naming no file: exit 125 ($ERR)" bash -c '[ "$1" = 125 ] && grep -q "no-such-settings.json" <<<"$2"' _ "$STATUS" "$ERR"
+    run "$EXG" escape-test --sandbox bwrap --sandbox-settings /etc/hostname
+    check "--sandbox-settings with a sandbox that reads none: exit 125" test "$STATUS" = 125
+fi
+run "$EXG" escape-test --compare "$CMP" --json "$J" --html "$T/cmp.html" $(printf -- '--only %s ' "${CMP_IDS[@]}")
+check "--compare $CMP: exit 0 (ExGuardian held; the peers' escapes are findings), JSON and HTML written" \
     bash -c '[ "$1" = 0 ] && [ -s "$2" ] && [ -s "$3" ] && grep -q "RESULT: ExGuardian held" <<<"$4"' _ "$STATUS" "$J" "$T/cmp.html" "$OUT"
 [ "$STATUS" = 0 ] || show_last
+if [[ $CMP == *srt* ]]; then
+    check "  srt's cells against its documented design ($(python3 -c "
+import json
+rows = {r['id']: r['cells'] for r in json.load(open('$J'))['compare']['rows']}
+print(' '.join(i + '=' + rows[i]['srt']['state'] for i in sorted(rows)))"))" python3 -c "
+import json
+c = json.load(open('$J'))['compare']
+col = [x for x in c['columns'] if x['name'] == 'srt'][0]
+assert col['version'] == 'srt $SRT_VERSION', col
+rows = {r['id']: r['cells'] for r in c['rows']}
+s = lambda i: rows[i]['srt']
+# bubblewrap without the caller's network namespace; srt's proxy is the only way out.
+assert s('sandbox-in-place')['state'] == 'held' and 'net' in s('sandbox-in-place')['evidence'].split(';')[1], s('sandbox-in-place')
+# the allow list: the allowed host reached through srt's proxy (the world's server logged it), the metadata
+# host refused by it, a direct connection to the metadata address has no network at all.
+assert s('net-allowed-control')['state'] == 'held' and 'the server logged it' in s('net-allowed-control')['evidence'], s('net-allowed-control')
+for i in ('seed-curl-metadata', 'net-direct-metadata'):
+    assert s(i)['state'] == 'held' and 'nothing arrived' in s(i)['evidence'], s(i)
+# writes only to the working directory, .git/hooks always denied, AF_UNIX sockets refused by its seccomp helper.
+for i in ('persist-home-bashrc', 'seed-git-hook', 'host-unix-socket', 'kernel-bpf'):
+    assert s(i)['state'] == 'held', (i, s(i))
+# reads are allowed by default (denyRead: ~/.ssh only), the environment is passed.
+assert s('seed-read-credentials')['state'] == 'ESCAPED' and s('seed-env-secrets')['state'] == 'ESCAPED', (s('seed-read-credentials'), s('seed-env-secrets'))
+"
+fi
 check "  a column per sandbox with its version and command, a summary per sandbox and per category" python3 -c "
 import json
 c = json.load(open('$J'))['compare']
 cols = {x['name']: x for x in c['columns']}
-assert list(cols) == ['exguardian', 'bwrap-net', 'none'], list(cols)
+assert list(cols) == '$CMP'.split(','), list(cols)
 assert cols['exguardian']['version'].startswith('exguardian '), cols['exguardian']
 assert cols['bwrap-net']['version'].startswith('bubblewrap '), cols['bwrap-net']
 assert 'kernel' in cols['none']['version'] and cols['none']['command'].startswith('sh -c'), cols['none']
@@ -251,6 +301,11 @@ assert n('sandbox-in-place')['state'] == 'not applicable', n('sandbox-in-place')
 b = lambda i: rows[i]['bwrap-net']
 assert b('net-direct-metadata')['state'] == 'ESCAPED' and b('seed-env-secrets')['state'] == 'ESCAPED', (b('net-direct-metadata'), b('seed-env-secrets'))
 assert b('cleanup-cgroups')['state'] == 'not applicable'
+# A peer's escape that its own documentation names carries that limit and its source; ExGuardian's cells never do.
+f = b('seed-env-secrets').get('finding', {})
+assert '--clearenv' in f.get('source', '') and f.get('documented_limit'), b('seed-env-secrets')
+assert not [i for i, c in rows.items() if 'finding' in c['exguardian']]
+assert not [(i, c['bwrap-net']) for i, c in rows.items() if 'finding' in c['bwrap-net'] and c['bwrap-net']['state'] != 'ESCAPED']
 bad = [(i, c['exguardian']) for i, c in rows.items() if not (c['exguardian']['state'] == 'held' or
        (c['exguardian']['state'] in ('not applicable', 'not run') and len(c['exguardian']['evidence']) > 20))]
 assert not bad, bad
@@ -259,8 +314,9 @@ assert all(c['exguardian']['state'] == 'held' for i, c in rows.items() if i in '
 check "  the HTML report has the side-by-side tables, a column per sandbox" python3 -c "
 h = open('$T/cmp.html').read()
 assert '<h2>Side by side</h2>' in h and h.count('<table class=\"compare\">') == 2, 'no compare tables'
-assert '<th>exguardian</th><th>bwrap-net</th><th>none</th>' in h
+assert ''.join('<th>%s</th>' % n for n in '$CMP'.split(',')) in h, 'no column header per sandbox'
 assert 'ExGuardian held' in h
+assert 'documented limit: ' in h and 'bwrap(1): --clearenv' in h, 'no documented limit cited'
 "
 run "$EXG" escape-test --compare exguardian,none --run-arg=--unsafe-no-seccomp --only kernel-ptrace-attach --json "$J"
 check "--compare with ExGuardian weakened (--unsafe-no-seccomp): exit 1, its own column escaped ($(grep '^kernel-ptrace-attach' <<<"$OUT"))" \
@@ -305,6 +361,21 @@ for i in ('seed-env-secrets', 'fd-leak', 'seed-read-credentials', 'kernel-bpf', 
     assert p[i]['verdict'] == 'held', (i, p[i]['verdict'], p[i]['evidence'])
 assert p['net-socks-metadata-ip']['evidence'].startswith('not applicable: '), p['net-socks-metadata-ip']
 assert p['net-direct-metadata']['verdict'] in ('held', 'ESCAPED', 'skipped'), p['net-direct-metadata']
+"
+        [ -s "$J" ] || show_last
+        # The seed's hardened flags. Without the test's default_ulimits: podman's own default (RLIMIT_NOFILE
+        # 1048576) raises the hard limit, refused where the caller's bounding set lacks CAP_SYS_RESOURCE (as
+        # here); the preset's explicit rlimits must start it all the same.
+        grep -v '^default_ulimits' "$T/pm/containers.conf" > "$T/pm/containers-plain.conf"
+        run env CONTAINERS_CONF="$T/pm/containers-plain.conf" "$EXG" escape-test --sandbox podman-hardened \
+            --sandbox-image localhost/exg-escape-bb --json "$J" \
+            --only sandbox-status --only kernel-bpf --only kernel-unshare-newns --only work-write --only work-tmp
+        check "--sandbox podman-hardened (podman's default rlimits): in place, no capability, no new privileges ($(verdicts "$J" sandbox-in-place sandbox-status kernel-unshare-newns work-write work-tmp))" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+for i in ('sandbox-in-place', 'sandbox-status', 'kernel-bpf', 'kernel-unshare-newns', 'work-write', 'work-tmp'):
+    assert p[i]['verdict'] == 'held', (i, p[i]['verdict'], p[i]['evidence'])
+assert 'CapEff: 0000000000000000' in p['sandbox-status']['evidence'] and 'NoNewPrivs: 1' in p['sandbox-status']['evidence'], p['sandbox-status']
 "
         [ -s "$J" ] || show_last
         # gVisor as its users run it: the same image under runsc (podman --runtime runsc).

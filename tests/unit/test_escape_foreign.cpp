@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "evidence/documented_limits.hpp"
 #include "evidence/foreign_sandbox.hpp"
 
 namespace exg::evidence {
@@ -160,6 +161,45 @@ TEST(ForeignSandbox, NoSandboxRunsOnlyWhatIsSafeWithoutOne) {
   auto j = g->judge(ran);
   EXPECT_EQ(j.verdict, Verdict::skipped);
   EXPECT_TRUE(j.evidence.starts_with(kNotApplicable)) << j.evidence;
+}
+
+
+// A peer's escape is cited against its own documentation only where the documentation says so:
+// the probe's own rule first, then its category's; ExGuardian's column and unknown ones never.
+TEST(DocumentedLimits, ByProbeThenCategoryAndNeverForExguardian) {
+  const auto* env = documented_limit("bwrap-net", "seed-env-secrets", "secrets");
+  ASSERT_NE(env, nullptr);
+  EXPECT_NE(env->source.find("--clearenv"), std::string::npos);
+  const auto* k = documented_limit("bwrap", "kernel-ptrace-attach", "kernel");
+  ASSERT_NE(k, nullptr);
+  EXPECT_NE(k->source.find("--seccomp"), std::string::npos);
+  EXPECT_EQ(documented_limit("bwrap", "net-direct-metadata", "network"), nullptr);  // (no network there)
+  ASSERT_NE(documented_limit("bwrap-net", "net-direct-metadata", "network"), nullptr);
+  const auto* r = documented_limit("srt", "seed-read-credentials", "secrets");
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r->source.find("sandbox-runtime README"), std::string::npos);
+  EXPECT_EQ(documented_limit("srt", "seed-env-secrets", "secrets"), nullptr);  // not documented: reported as seen
+  EXPECT_EQ(documented_limit("exguardian", "seed-env-secrets", "secrets"), nullptr);
+  EXPECT_EQ(documented_limit("custom", "seed-env-secrets", "secrets"), nullptr);
+  ASSERT_NE(documented_limit("podman-hardened", "persist-home-bashrc", "persistence"), nullptr);
+  // A probe's own rule before its category's: srt's root capabilities, its search depth for nested hooks.
+  const auto* caps = documented_limit("srt", "sandbox-status", "sandbox");
+  ASSERT_NE(caps, nullptr);
+  EXPECT_NE(caps->source.find("Running as root"), std::string::npos);
+  const auto* depth = documented_limit("srt", "cleanup-canaries", "cleanup");
+  ASSERT_NE(depth, nullptr);
+  EXPECT_NE(depth->source.find("search depth"), std::string::npos);
+  EXPECT_EQ(documented_limit("podman-hardened", "sandbox-status", "sandbox"), nullptr);  // (--cap-drop=ALL)
+}
+
+TEST(ForeignSandbox, SrtPresetReadsItsSettingsFile) {
+  ForeignSandbox fs;
+  std::string err;
+  if (!parse_foreign_sandbox("srt", "", fs, err)) GTEST_SKIP() << err;  // (srt not in PATH here)
+  EXPECT_EQ(fs.prefix, (std::vector<std::string>{"srt", "--settings", "{settings}", "--"}));
+  EXPECT_NE(fs.default_settings.find("\"allowedDomains\": [\"allowed.test\"]"), std::string::npos);
+  ForeignPlaces at{"/w", "/h", "/p", "/s/settings.json"};
+  EXPECT_EQ(expand_placeholders(fs.prefix, at), (std::vector<std::string>{"srt", "--settings", "/s/settings.json", "--"}));
 }
 
 }  // namespace
