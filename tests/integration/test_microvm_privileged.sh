@@ -2,6 +2,8 @@
 # Privileged tools on the microVM layer (issue 43): as guest root (--microvm-root) the guest
 # kernel has what they need and a scratch disk holds their storage.
 # One guest boot for every check (TCG: slow), a script run as root in the guest:
+#   - podman (the unprivileged user's run only): an image from a local archive (podman load) run
+#     on its bridged network, a --rootfs container; cgroup2 mounted; /etc writable on the disk
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -57,6 +59,19 @@ ip link add exgv0 type veth peer name exgv1 && ip link add exgbr0 type bridge &&
 iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -o exgbr0 -j MASQUERADE 2>/tmp/ipt.err \
   && iptables -A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT 2>>/tmp/ipt.err \
   && iptables -t nat -S POSTROUTING | grep -q MASQUERADE && r iptables_nft ok || r iptables_nft "failed: $(cat /tmp/ipt.err)"
+# podman as guest root (run as the unprivileged user only: one guest's worth of TCG time): an
+# image loaded from a local archive, run on podman's default bridged network (its cgroups in the
+# guest's cgroup2, its CNI lock and state written to /etc and /var/lib, i.e. the disk), and a
+# --rootfs container without a network.
+if [ -e podman-checks ]; then
+    if podman load -q -i img.tar >/tmp/pl.out 2>&1 && out=$(podman run --rm localhost/exg-bb:1 -c 'echo hi-image; ip -4 addr show eth0' 2>/tmp/pr.err) \
+       && echo "$out" | grep -qx hi-image && echo "$out" | grep -q "inet 10\.88\."; then
+        r podman_image ok; else r podman_image "failed: $(cat /tmp/pl.out /tmp/pr.err | tail -3 | tr '\n' ' ')"; fi
+    if [ "$(podman run --rm --network none --rootfs "$PWD/r" /bin/sh -c 'echo hi' 2>/tmp/pr2.err)" = hi ]; then
+        r podman_rootfs ok; else r podman_rootfs "failed: $(tail -3 /tmp/pr2.err | tr '\n' ' ')"; fi
+    grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
+fi
+echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
 grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
 o=$(cat o-path)
 echo x > "$o/from-guest" && [ -n "$o" ] && r varlib_cow ok
@@ -71,6 +86,12 @@ touch filled
 i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 r done ok
 EOF
+
+if [ "$EXG_AS" = user ]; then
+    need_source_tree tests/integration/oci_image.py python3 busybox
+    mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip; do ln -s busybox "$WS/r/bin/$a"; done
+    python3 "$SRC/tests/integration/oci_image.py" "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh && touch "$WS/podman-checks"
+fi
 
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
 # filesystem says then, and says "go".
@@ -110,7 +131,10 @@ fi
 if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OUT"; then
     ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
 else fail "the guest's run (status $STATUS)"; show_last; fi
-for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib_overlay varlib_cow varlib_write enospc; do
+checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
+if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image podman_rootfs cgroup2"
+else skip "podman in the guest: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
+for c in $checks; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
     case $line in
         "$c=ok") ok "in the guest: $c" ;;
@@ -118,6 +142,8 @@ for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib
         *) fail "in the guest: $c (${line:-no answer})" ;;
     esac
 done
+if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
+else fail "a guest write to /etc reached the host"; fi
 if [ ! -e "$O/from-guest" ]; then ok "the guest's write below the host's /var/lib stayed on its disk (nothing on the host)"
 else fail "a guest write below /var/lib reached the host ($O/from-guest)"; fi
 disk_kib=$(sed -n 's/^disk_kib=//p' <<<"$OUT")
