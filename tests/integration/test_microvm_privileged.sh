@@ -3,7 +3,8 @@
 # kernel has what they need and a scratch disk holds their storage.
 # One guest boot for every check (TCG: slow), a script run as root in the guest:
 #   - podman (the unprivileged user's run only): an image from a local archive (podman load) run
-#     on its bridged network; cgroup2 mounted; /etc writable on the disk (root's run instead runs
+#     on its bridged network, its TCP to the metadata address and a literal address captured and
+#     refused by the proxy (audit lines); cgroup2 mounted; /etc writable on the disk (root's run instead runs
 #     the command `recommend --situation privileged-tools` prints, as printed: a podman --rootfs run)
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
@@ -65,7 +66,8 @@ iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -o exgbr0 -j MASQUERADE 2>/tmp/
 # guest's cgroup2, its CNI lock and state written to /etc and /var/lib, i.e. the disk). root's
 # run tries `recommend --situation privileged-tools`' command instead (podman run --rootfs).
 if [ -e podman-checks ]; then
-    if podman load -q -i img.tar >/tmp/pl.out 2>&1 && out=$(podman run --rm localhost/exg-bb:1 -c 'echo hi-image; ip -4 addr show eth0' 2>/tmp/pr.err) \
+    if podman load -q -i img.tar >/tmp/pl.out 2>&1 && out=$(podman run --rm localhost/exg-bb:1 -c 'echo hi-image; ip -4 addr show eth0
+          for a in 169.254.169.254 10.1.2.3; do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 5 $a 80; done' 2>/tmp/pr.err) \
        && echo "$out" | grep -qx hi-image && echo "$out" | grep -q "inet 10\.88\."; then
         r podman_image ok; else r podman_image "failed: $(cat /tmp/pl.out /tmp/pr.err | tail -3 | tr '\n' ' ')"; fi
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
@@ -88,7 +90,7 @@ EOF
 
 if [ "$EXG_AS" = user ]; then
     need_source_tree tests/integration/oci_image.py python3 busybox
-    mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip; do ln -s busybox "$WS/r/bin/$a"; done
+    mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip nc; do ln -s busybox "$WS/r/bin/$a"; done
     python3 "$SRC/tests/integration/oci_image.py" "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh && touch "$WS/podman-checks"
 fi
 
@@ -103,8 +105,8 @@ host_side() {
 }
 used_before=$(df -k --output=used "$disks" | tail -1)
 guest() {
-    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 240 "$EXG" run --layer microvm --microvm-root \
-        --scratch-disk ${disk_mib}M "$@")
+    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 400 "$EXG" run --layer microvm --microvm-root \
+        --scratch-disk ${disk_mib}M --audit-log "$T/audit.jsonl" "$@")
 }
 if [ "$EXG_AS" = root ]; then
     # A tmpfs of 160M in a mount namespace of this test alone: the host's filesystem measured.
@@ -141,6 +143,15 @@ for c in $checks; do
         *) fail "in the guest: $c (${line:-no answer})" ;;
     esac
 done
+# The nested container's connections (bridged in the guest, forwarded there) met the same
+# transparent capture and proxy: the metadata address and a literal address off the list refused,
+# with audit lines. (The guest has no NIC: nothing of it could reach an address without the proxy.)
+if [ -e "$WS/podman-checks" ]; then
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"169.254.169.254","port":80}' \
+         '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.1.2.3","port":80}'; then
+        ok "a nested container's TCP to the metadata address and to 10.1.2.3 went to the proxy and was refused, with audit lines"
+    else fail "a nested container's TCP: no refusal in the audit log"; fi
+fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi
 if [ ! -e "$O/from-guest" ]; then ok "the guest's write below the host's /var/lib stayed on its disk (nothing on the host)"

@@ -572,6 +572,12 @@ int main() {
         die("%s", what + ": " + std::strerror(errno) +
                       " (fail closed; a policy with \"network\": {\"transparent\": false} runs without it)",
             0);
+      // Guest root's nested containers (podman's or dockerd's bridge): their
+      // TCP reaches the same listener, so the same proxy judges it. (Without
+      // this it would find no way out at all: the guest has no NIC.)
+      if (uid == 0)
+        if (int e = exg::process::add_forwarded_capture(kTransparentPort, &what))
+          die("%s", what + ": " + std::strerror(e) + " (fail closed)", 0);
     }
   }
 
