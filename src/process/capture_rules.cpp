@@ -198,30 +198,20 @@ class NftBatch {
       const uint8_t proto = IPPROTO_TCP;
       cmp(tcp ? NFT_CMP_EQ : NFT_CMP_NEQ, &proto, 1);
     }
+    const uint16_t port = htons(redirect_port);
     if (tcp && dnat) {
-      size_t e = expr("immediate");  // 127.0.0.1 -> reg 1
-      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_1);
       const uint32_t addr = htonl(INADDR_LOOPBACK);
-      data(NFTA_IMMEDIATE_DATA, &addr, 4);
-      expr_end(e);
-      e = expr("immediate");  // the port -> reg 2
-      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_2);
-      const uint16_t port = htons(redirect_port);
-      data(NFTA_IMMEDIATE_DATA, &port, 2);
-      expr_end(e);
-      e = expr("nat");
+      immediate(NFT_REG_1, &addr, 4);  // 127.0.0.1 -> reg 1
+      immediate(NFT_REG_2, &port, 2);  // the port -> reg 2
+      size_t e = expr("nat");
       b_.be32(NFTA_NAT_TYPE, NFT_NAT_DNAT);
       b_.be32(NFTA_NAT_FAMILY, NFPROTO_IPV4);
       b_.be32(NFTA_NAT_REG_ADDR_MIN, NFT_REG_1);
       b_.be32(NFTA_NAT_REG_PROTO_MIN, NFT_REG_2);
       expr_end(e);
     } else if (tcp) {
-      size_t e = expr("immediate");  // the port -> reg 1
-      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_1);
-      const uint16_t port = htons(redirect_port);
-      data(NFTA_IMMEDIATE_DATA, &port, 2);
-      expr_end(e);
-      e = expr("redir");
+      immediate(NFT_REG_1, &port, 2);  // the port -> reg 1
+      size_t e = expr("redir");
       b_.be32(NFTA_REDIR_REG_PROTO_MIN, NFT_REG_1);
       expr_end(e);
     } else {
@@ -266,6 +256,12 @@ class NftBatch {
     size_t d = b_.nest();
     b_.attr(NFTA_DATA_VALUE, p, n);
     b_.nest_end(d, type);
+  }
+  void immediate(uint32_t reg, const void* p, size_t n) {
+    size_t e = expr("immediate");
+    b_.be32(NFTA_IMMEDIATE_DREG, reg);
+    data(NFTA_IMMEDIATE_DATA, p, n);
+    expr_end(e);
   }
   void cmp(uint32_t op, const void* p, size_t n) {
     size_t e = expr("cmp");
