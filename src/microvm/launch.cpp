@@ -203,7 +203,7 @@ std::vector<std::string> describe_layer(const plan::Plan& plan, const LayerOptio
                 ", carried with the destination to the proxy's transparent listener; other UDP and IP dropped");
   if (uint64_t disk = scratch_disk_bytes(plan, opt))
     l.push_back("  scratch disk: " + plan::format_bytes(disk) + " (sparse, unnamed, in " + scratch_disk_dir() +
-                "; ext4 in the guest: /var/lib and /var/cache as overlays of the view with their writes on it, /var/tmp "
+                "; ext4 in the guest: /etc, /var/lib and /var/cache as overlays of the view with their writes on it, /var/tmp "
                 "on it; ENOSPC in the guest when full; gone with the sandbox)");
   l.push_back(opt.guest_root ? std::string("  runs as root inside the guest (--microvm-root); qemu as uid ") +
                                   std::to_string(plan.identity.host_uid) + " on the host"

@@ -25,14 +25,18 @@ plan::Plan with_exported_view(const plan::Plan& plan);
 // what the guest owns anyway (/proc, /sys, /dev) and a tmpfs the plan makes
 // read-only (a ReadOnly step on it or above it other than the root's seal).
 // With a scratch disk (`disk`): /var/tmp is a directory of the disk instead
-// of a tmpfs, and /var/lib and /var/cache are overlays of the view's with
-// their writes on the disk (podman's and dockerd's storage, caches), each
+// of a tmpfs, and /etc, /var/lib and /var/cache are overlays of the view's
+// with their writes on the disk (podman's and dockerd's storage, caches, the
+// configuration they write: /etc/cni/net.d's lock and networks), each
 // carrying what the plan mounts below it as a tmpfs directory does.
 std::vector<guest::ScratchDir> guest_scratch_dirs(const plan::Plan& plan, bool disk = false);
 
 // The directories an overlay of the scratch disk covers (in the view: the host's, read-only).
-inline constexpr const char* kDiskOverlays[] = {"/var/lib", "/var/cache"};
-// Empty directories of the disk, mounted over the /var/lib overlay: podman's and dockerd's storage.
-inline constexpr const char* kDiskStores[] = {"/var/lib/containers", "/var/lib/docker"};
+inline constexpr const char* kDiskOverlays[] = {"/etc", "/var/lib", "/var/cache"};
+// Empty directories of the disk, mounted over the /var/lib overlay: podman's and
+// dockerd's storage, and CNI's state (the host's IP leases and results are not
+// the guest's, and its results/ is 0700 root: unreadable to qemu's uid, so the
+// bridge plugin failed "permission denied" through the overlay).
+inline constexpr const char* kDiskStores[] = {"/var/lib/containers", "/var/lib/docker", "/var/lib/cni"};
 
 }  // namespace exg::microvm

@@ -9,6 +9,7 @@
 #include <linux/rtnetlink.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -143,25 +144,28 @@ class NftBatch {
   }
   void table() {
     msg(NFT_MSG_NEWTABLE, NLM_F_CREATE);
-    b_.str(NFTA_TABLE_NAME, kTable);
+    b_.str(NFTA_TABLE_NAME, table_);
     b_.end();
   }
-  void chain(const char* name, const char* type, int32_t priority) {
+  void chain(const char* name, const char* type, int32_t priority, uint32_t hooknum = NF_INET_LOCAL_OUT) {
     msg(NFT_MSG_NEWCHAIN, NLM_F_CREATE);
-    b_.str(NFTA_CHAIN_TABLE, kTable);
+    b_.str(NFTA_CHAIN_TABLE, table_);
     b_.str(NFTA_CHAIN_NAME, name);
     size_t hook = b_.nest();
-    b_.be32(NFTA_HOOK_HOOKNUM, NF_INET_LOCAL_OUT);
+    b_.be32(NFTA_HOOK_HOOKNUM, hooknum);
     b_.be32(NFTA_HOOK_PRIORITY, static_cast<uint32_t>(priority));
     b_.nest_end(hook, NFTA_CHAIN_HOOK);
     b_.be32(NFTA_CHAIN_POLICY, NF_ACCEPT);
     b_.str(NFTA_CHAIN_TYPE, type);
     b_.end();
   }
-  // A rule: not to loopback, TCP or not, then the redirect or the drop.
-  void rule(const char* chain, bool tcp, uint16_t redirect_port) {
+  // A rule: not to loopback, TCP or not, then the redirect or the drop; with
+  // `dnat`, a DNAT to 127.0.0.1:redirect_port instead of the redirect (in
+  // prerouting a redirect goes to the incoming interface's address, where the
+  // listener is not).
+  void rule(const char* chain, bool tcp, uint16_t redirect_port, bool dnat = false) {
     msg(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
-    b_.str(NFTA_RULE_TABLE, kTable);
+    b_.str(NFTA_RULE_TABLE, table_);
     b_.str(NFTA_RULE_CHAIN, chain);
     size_t list = b_.nest();
     {  // payload: ip daddr -> reg 1
@@ -194,13 +198,20 @@ class NftBatch {
       const uint8_t proto = IPPROTO_TCP;
       cmp(tcp ? NFT_CMP_EQ : NFT_CMP_NEQ, &proto, 1);
     }
-    if (tcp) {
-      size_t e = expr("immediate");  // the port -> reg 1
-      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_1);
-      const uint16_t port = htons(redirect_port);
-      data(NFTA_IMMEDIATE_DATA, &port, 2);
+    const uint16_t port = htons(redirect_port);
+    if (tcp && dnat) {
+      const uint32_t addr = htonl(INADDR_LOOPBACK);
+      immediate(NFT_REG_1, &addr, 4);  // 127.0.0.1 -> reg 1
+      immediate(NFT_REG_2, &port, 2);  // the port -> reg 2
+      size_t e = expr("nat");
+      b_.be32(NFTA_NAT_TYPE, NFT_NAT_DNAT);
+      b_.be32(NFTA_NAT_FAMILY, NFPROTO_IPV4);
+      b_.be32(NFTA_NAT_REG_ADDR_MIN, NFT_REG_1);
+      b_.be32(NFTA_NAT_REG_PROTO_MIN, NFT_REG_2);
       expr_end(e);
-      e = expr("redir");
+    } else if (tcp) {
+      immediate(NFT_REG_1, &port, 2);  // the port -> reg 1
+      size_t e = expr("redir");
       b_.be32(NFTA_REDIR_REG_PROTO_MIN, NFT_REG_1);
       expr_end(e);
     } else {
@@ -219,7 +230,12 @@ class NftBatch {
   int acks = 0;
 
  private:
-  static constexpr const char* kTable = "exguardian";
+  const char* table_ = "exguardian";
+
+ public:
+  void name_table(const char* t) { table_ = t; }
+
+ private:
   void msg(uint16_t type, uint16_t flags) {
     nfgenmsg g{NFPROTO_IPV4, NFNETLINK_V0, 0};
     b_.begin(static_cast<uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | type), NLM_F_REQUEST | NLM_F_ACK | flags, &g, sizeof g);
@@ -240,6 +256,12 @@ class NftBatch {
     size_t d = b_.nest();
     b_.attr(NFTA_DATA_VALUE, p, n);
     b_.nest_end(d, type);
+  }
+  void immediate(uint32_t reg, const void* p, size_t n) {
+    size_t e = expr("immediate");
+    b_.be32(NFTA_IMMEDIATE_DREG, reg);
+    data(NFTA_IMMEDIATE_DATA, p, n);
+    expr_end(e);
   }
   void cmp(uint32_t op, const void* p, size_t n) {
     size_t e = expr("cmp");
@@ -266,7 +288,38 @@ int add_capture_rules(int nft_sock, uint16_t port) {
   return send_and_check(nft_sock, b, n.acks);
 }
 
+int add_forwarded_rules(int nft_sock, uint16_t port) {
+  NlBuffer b;
+  NftBatch n(b);
+  n.name_table("exguardian-nested");
+  n.batch(NFNL_MSG_BATCH_BEGIN);
+  n.table();
+  n.chain("capture", "nat", -100, NF_INET_PRE_ROUTING);
+  n.rule("capture", true, port, true);
+  n.batch(NFNL_MSG_BATCH_END);
+  return send_and_check(nft_sock, b, n.acks);
+}
+
 }  // namespace
+
+int add_forwarded_capture(uint16_t port, std::string* what) {
+  int nft = netlink_socket(NETLINK_NETFILTER);
+  int e = nft < 0 ? errno : add_forwarded_rules(nft, port);
+  if (nft >= 0) ::close(nft);
+  if (e) {
+    if (what) *what = "transparent egress: the nftables DNAT of forwarded traffic (prerouting)";
+    return e;
+  }
+  int f = ::open("/proc/sys/net/ipv4/conf/all/route_localnet", O_WRONLY | O_CLOEXEC);
+  if (f < 0 || ::write(f, "1", 1) != 1) {
+    e = errno;
+    if (f >= 0) ::close(f);
+    if (what) *what = "transparent egress: net.ipv4.conf.all.route_localnet";
+    return e ? e : EIO;
+  }
+  ::close(f);
+  return 0;
+}
 
 int capture_listener(uint16_t port, std::string* what) {
   auto fail = [&](const char* w, int err, int fd = -1) {

@@ -25,4 +25,14 @@ int capture_listener(uint16_t port, std::string* what);
 // sender). 0, or the errno of the first failure with `what` naming the step.
 int add_capture_routing(int route_sock, int nft_sock, uint16_t port, std::string* what);
 
+// The capture of traffic that arrives from other interfaces of this netns (a
+// nested container's, bridged inside the microVM guest by podman or dockerd):
+//   table ip exguardian-nested {
+//     chain capture { type nat hook prerouting priority -100; ip daddr != 127.0.0.0/8 meta l4proto tcp dnat to 127.0.0.1:PORT }
+//   }
+// and route_localnet (a packet from a bridge may be delivered to 127.0.0.1).
+// Call after set_up_transparent_capture in the same netns, with /proc mounted.
+// 0, or an errno with `what` naming the step.
+int add_forwarded_capture(uint16_t port, std::string* what);
+
 }  // namespace exg::process

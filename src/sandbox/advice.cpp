@@ -243,7 +243,11 @@ std::optional<Recommendation> recommendation_for(std::string_view situation) {
         {"Docker, FUSE and VPNs need root powers (mounts, devices, network setup) a namespace sandbox must refuse.",
          "Inside a microVM the agent can be root of its own kernel without being root of the host's.",
          "The egress proxy still sits at the VM's only network exit."},
-        policy("microvm", registries, "4G", 2048, 2, "1h")};
+        policy("microvm", registries, "4G", 2048, 2, "1h"),
+        // Root in the guest (--microvm-root), a nested container of the host's
+        // root as the guest sees it (read-only; `:O`: podman's overlay on it, as
+        // the view's / cannot be pivoted into): nothing to pull, no image.
+        "exguardian run --layer microvm --microvm-root -- podman run --rm --rootfs /:O echo hello from a nested container"};
   return std::nullopt;
 }
 
@@ -312,6 +316,7 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
                        {"auto", auto_choice.chosen ? json(std::string(layer::name(*auto_choice.chosen))) : json(nullptr)},
                        {"auto_line", auto_choice.line()}}},
              {"policy", rec->policy}};
+    if (!rec->command.empty()) doc["command"] = rec->command;
     out << doc.dump(2) << "\n";
     return 0;
   }
@@ -323,6 +328,7 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
   out << "this host: " << host_line << "\n";
   out << "this host, " << auto_choice.line() << "\n";
   out << "starting policy (save as .exguardian.json and adjust):\n" << rec->policy.dump(2) << "\n";
+  if (!rec->command.empty()) out << "try it (as printed, in your project's directory):\n  " << rec->command << "\n";
   return 0;
 }
 

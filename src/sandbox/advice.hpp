@@ -36,6 +36,7 @@ struct Recommendation {
   std::string summary;                    // one line
   std::vector<std::string> why;           // 2-4 lines
   nlohmann::json policy;                  // a starting policy (valid for parse_policy)
+  std::string command;                    // a first command that works as printed ("" when none)
 };
 const std::vector<std::string>& situations();  // laptop, ci, multi-tenant, privileged-tools
 std::optional<Recommendation> recommendation_for(std::string_view situation);

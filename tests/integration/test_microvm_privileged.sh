@@ -2,6 +2,10 @@
 # Privileged tools on the microVM layer (issue 43): as guest root (--microvm-root) the guest
 # kernel has what they need and a scratch disk holds their storage.
 # One guest boot for every check (TCG: slow), a script run as root in the guest:
+#   - podman (the unprivileged user's run only): an image from a local archive (podman load) run
+#     on its bridged network, its TCP to the metadata address and a literal address captured and
+#     refused by the proxy (audit lines); cgroup2 mounted; /etc writable on the disk (root's run instead runs
+#     the command `recommend --situation privileged-tools` prints, as printed: a podman --rootfs run)
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -57,6 +61,18 @@ ip link add exgv0 type veth peer name exgv1 && ip link add exgbr0 type bridge &&
 iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -o exgbr0 -j MASQUERADE 2>/tmp/ipt.err \
   && iptables -A FORWARD -m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT 2>>/tmp/ipt.err \
   && iptables -t nat -S POSTROUTING | grep -q MASQUERADE && r iptables_nft ok || r iptables_nft "failed: $(cat /tmp/ipt.err)"
+# podman as guest root (run as the unprivileged user only: one guest's worth of TCG time): an
+# image loaded from a local archive, run on podman's default bridged network (its cgroups in the
+# guest's cgroup2, its CNI lock and state written to /etc and /var/lib, i.e. the disk). root's
+# run tries `recommend --situation privileged-tools`' command instead (podman run --rootfs).
+if [ -e podman-checks ]; then
+    if podman load -q -i img.tar >/tmp/pl.out 2>&1 && out=$(podman run --rm localhost/exg-bb:1 -c 'echo hi-image; ip -4 addr show eth0
+          for a in 169.254.169.254 10.1.2.3; do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 5 $a 80; done' 2>/tmp/pr.err) \
+       && echo "$out" | grep -qx hi-image && echo "$out" | grep -q "inet 10\.88\."; then
+        r podman_image ok; else r podman_image "failed: $(cat /tmp/pl.out /tmp/pr.err | tail -3 | tr '\n' ' ')"; fi
+    grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
+fi
+echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
 grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
 o=$(cat o-path)
 echo x > "$o/from-guest" && [ -n "$o" ] && r varlib_cow ok
@@ -72,6 +88,12 @@ i=0; while [ ! -e go ] && [ $i -lt 1200 ]; do sleep 0.1; i=$((i + 1)); done
 r done ok
 EOF
 
+if [ "$EXG_AS" = user ]; then
+    need_source_tree tests/integration/oci_image.py python3 busybox
+    mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip nc; do ln -s busybox "$WS/r/bin/$a"; done
+    python3 "$SRC/tests/integration/oci_image.py" "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh && touch "$WS/podman-checks"
+fi
+
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
 # filesystem says then, and says "go".
 host_side() {
@@ -83,8 +105,8 @@ host_side() {
 }
 used_before=$(df -k --output=used "$disks" | tail -1)
 guest() {
-    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 240 "$EXG" run --layer microvm --microvm-root \
-        --scratch-disk ${disk_mib}M "$@")
+    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 400 "$EXG" run --layer microvm --microvm-root \
+        --scratch-disk ${disk_mib}M --audit-log "$T/audit.jsonl" "$@")
 }
 if [ "$EXG_AS" = root ]; then
     # A tmpfs of 160M in a mount namespace of this test alone: the host's filesystem measured.
@@ -110,7 +132,10 @@ fi
 if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OUT"; then
     ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
 else fail "the guest's run (status $STATUS)"; show_last; fi
-for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib_overlay varlib_cow varlib_write enospc; do
+checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
+if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image cgroup2"
+else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
+for c in $checks; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
     case $line in
         "$c=ok") ok "in the guest: $c" ;;
@@ -118,6 +143,17 @@ for c in overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft varlib
         *) fail "in the guest: $c (${line:-no answer})" ;;
     esac
 done
+# The nested container's connections (bridged in the guest, forwarded there) met the same
+# transparent capture and proxy: the metadata address and a literal address off the list refused,
+# with audit lines. (The guest has no NIC: nothing of it could reach an address without the proxy.)
+if [ -e "$WS/podman-checks" ]; then
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"169.254.169.254","port":80}' \
+         '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.1.2.3","port":80}'; then
+        ok "a nested container's TCP to the metadata address and to 10.1.2.3 went to the proxy and was refused, with audit lines"
+    else fail "a nested container's TCP: no refusal in the audit log"; fi
+fi
+if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
+else fail "a guest write to /etc reached the host"; fi
 if [ ! -e "$O/from-guest" ]; then ok "the guest's write below the host's /var/lib stayed on its disk (nothing on the host)"
 else fail "a guest write below /var/lib reached the host ($O/from-guest)"; fi
 disk_kib=$(sed -n 's/^disk_kib=//p' <<<"$OUT")
@@ -149,6 +185,20 @@ run bash -c "cd '$WS' && EXG_MICROVM_DISK_DIR='$disks' exec timeout -k 5 60 '$EX
 if [ "$STATUS" -eq 125 ] && grep -q "scratch disk .* free there" <<<"$ERR"; then
     ok "a scratch disk larger than the host's free space there is refused (125)"
 else fail "oversized scratch disk (status $STATUS)"; show_last; fi
+
+# recommend --situation privileged-tools: its command works as printed (root's run: one more
+# guest; the unprivileged user's run has podman in its guest above).
+if [ "$EXG_AS" = root ]; then
+    cmd=$("$EXG" recommend --situation privileged-tools | sed -n '/^try it/{n;s/^  //;p}')
+    read -ra words <<<"$cmd"
+    if [ "${words[0]:-}" = exguardian ]; then
+        words[0]=$EXG
+        run bash -c 'cd "$1" && shift && exec timeout -k 5 300 "$@"' _ "$WS" "${words[@]}"
+        if [ "$STATUS" -eq 0 ] && grep -qx "hello from a nested container" <<<"$OUT"; then
+            ok "recommend --situation privileged-tools: its command works as printed ($cmd)"
+        else fail "recommend's command ($cmd): status $STATUS"; show_last; fi
+    else fail "recommend --situation privileged-tools printed no command to try ('$cmd')"; fi
+fi
 
 # Without --microvm-root no disk is attached (the plan says so; no boot needed).
 run bash -c "cd '$WS' && exec '$EXG' run --layer microvm --dry-run -- true"

@@ -222,6 +222,18 @@ TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
   EXPECT_EQ(none["host"]["detail"],
             "no: microvm: missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86); "
             "gvisor: runsc not in PATH (Debian: apt install runsc)");
+  // privileged-tools: a command to try, as printed (test_microvm_privileged runs it).
+  std::ostringstream out, err;
+  auto caps = all_ok();
+  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, "privileged-tools", false, &caps), 0);
+  EXPECT_NE(out.str().find("try it (as printed, in your project's directory):\n  exguardian run --layer microvm "
+                           "--microvm-root -- podman run"),
+            std::string::npos)
+      << out.str();
+  EXPECT_EQ(recommend_json("privileged-tools", caps)["command"],
+            "exguardian run --layer microvm --microvm-root -- podman run --rm --rootfs /:O echo hello from a nested "
+            "container");
+  EXPECT_FALSE(recommend_json("laptop", caps).contains("command"));
   // privileged-tools has no alternative to a microVM.
   EXPECT_EQ(recommend_json("privileged-tools", no_vm)["host"]["can_provide"], false);
   // ci: a container, else gVisor.

@@ -161,40 +161,47 @@ TEST(MicrovmView, GuestOwnsThePlansTmpfsDirectoriesAndCarriesWhatIsBelow) {
   EXPECT_EQ((*back)[2].path, "/tmp/inner");
 }
 
-// With a scratch disk (guest root): /var/lib and /var/cache are overlays on it,
-// mounted first and carrying what the plan mounts below them; /var/tmp is a
-// directory of the disk; the other tmpfs directories stay in the guest's RAM.
-TEST(MicrovmView, ScratchDiskTakesVarLibVarCacheAndVarTmp) {
+// With a scratch disk (guest root): /etc, /var/lib and /var/cache are overlays
+// on it, mounted first and carrying what the plan mounts below them; /var/tmp
+// is a directory of the disk; the other tmpfs directories stay in the guest's RAM.
+TEST(MicrovmView, ScratchDiskTakesEtcVarLibVarCacheAndVarTmp) {
   plan::Plan p;
   p.steps = {{plan::StepKind::Tmpfs, "", "/", "root"},
+             {plan::StepKind::BindRo, "/etc", "/etc", "ro"},
              {plan::StepKind::BindRo, "/var", "/var", "ro"},
              {plan::StepKind::Tmpfs, "", "/tmp", "private /tmp"},
              {plan::StepKind::Tmpfs, "", "/var/tmp", "private /var/tmp"},
              {plan::StepKind::BindRw, "/var/lib/ws", "/var/lib/ws", "a workspace under /var/lib"},
+             {plan::StepKind::BindRo, "/x/hosts", "/etc/hosts", "the sandbox's hosts file"},
              {plan::StepKind::ReadOnly, "", "/", "seal"}};
   auto d = guest_scratch_dirs(p, true);
-  ASSERT_EQ(d.size(), 6u);
+  ASSERT_EQ(d.size(), 8u);
   EXPECT_EQ(d[0].path, "/var/cache");
   EXPECT_EQ(d[0].disk, guest::kOnDiskOverlay);
   EXPECT_EQ(d[1].path, "/var/lib");
   EXPECT_EQ(d[1].disk, guest::kOnDiskOverlay);
   EXPECT_EQ(d[1].carry, (std::vector<std::string>{"/var/lib/ws"}));
-  EXPECT_EQ(d[2].path, "/tmp");
-  EXPECT_EQ(d[2].disk, guest::kOnTmpfs);
-  EXPECT_EQ(d[3].path, "/var/tmp");
-  EXPECT_EQ(d[3].disk, guest::kOnDiskDir);
-  // podman's and dockerd's storage: the disk's own, over the overlay (the host's may be 0700).
-  EXPECT_EQ(d[4].path, "/var/lib/containers");
+  // podman writes /etc/cni/net.d (its lock, its default network): on the disk, never the host's.
+  EXPECT_EQ(d[2].path, "/etc");
+  EXPECT_EQ(d[2].disk, guest::kOnDiskOverlay);
+  EXPECT_EQ(d[2].carry, (std::vector<std::string>{"/etc/hosts"}));
+  EXPECT_EQ(d[3].path, "/tmp");
+  EXPECT_EQ(d[3].disk, guest::kOnTmpfs);
+  EXPECT_EQ(d[4].path, "/var/tmp");
   EXPECT_EQ(d[4].disk, guest::kOnDiskDir);
-  EXPECT_EQ(d[4].mode, 0700u);
-  EXPECT_EQ(d[5].path, "/var/lib/docker");
-  EXPECT_TRUE(d[1].carry == (std::vector<std::string>{"/var/lib/ws"}));
+  // podman's and dockerd's storage: the disk's own, over the overlay (the host's may be 0700).
+  EXPECT_EQ(d[5].path, "/var/lib/containers");
+  EXPECT_EQ(d[5].disk, guest::kOnDiskDir);
+  EXPECT_EQ(d[5].mode, 0700u);
+  EXPECT_EQ(d[6].path, "/var/lib/docker");
+  EXPECT_EQ(d[7].path, "/var/lib/cni");
   std::string why;
   auto back = guest::scratch_from_json(guest::scratch_to_json(d), &why);
   ASSERT_TRUE(back) << why;
   EXPECT_EQ((*back)[1].disk, guest::kOnDiskOverlay);
-  EXPECT_EQ((*back)[2].disk, guest::kOnTmpfs);
-  EXPECT_EQ((*back)[3].disk, guest::kOnDiskDir);
+  EXPECT_EQ((*back)[2].disk, guest::kOnDiskOverlay);
+  EXPECT_EQ((*back)[3].disk, guest::kOnTmpfs);
+  EXPECT_EQ((*back)[4].disk, guest::kOnDiskDir);
   // Without a disk: the plan's tmpfs directories only, as before.
   d = guest_scratch_dirs(p);
   ASSERT_EQ(d.size(), 2u);

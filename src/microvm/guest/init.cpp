@@ -433,6 +433,12 @@ void mount_guest_filesystems(const std::string& root, bool privileged) {
   if (is_dir(root + "/proc")) mount_or_die("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   if (is_dir(root + "/sys"))
     mount_or_die("sysfs", root + "/sys", "sysfs", MS_NOSUID | MS_NODEV | MS_NOEXEC | MS_RDONLY, nullptr);
+  // Guest root's container runtimes (crun, runc, dockerd) make their cgroups
+  // here: the guest kernel's own hierarchy, nothing of the host's. Root could
+  // leave the pids limit's cgroup anyway (the guest kernel and qemu's cgroup
+  // on the host are the bounds); an unprivileged guest user gets none.
+  if (privileged && is_dir(root + "/sys/fs/cgroup"))
+    mount_or_die("cgroup2", root + "/sys/fs/cgroup", "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr);
   if (!is_dir(root + "/dev")) return;
   // A minimal /dev: not devtmpfs, which would hold the channel's port and the
   // guest's disks for root inside to open.
@@ -566,6 +572,12 @@ int main() {
         die("%s", what + ": " + std::strerror(errno) +
                       " (fail closed; a policy with \"network\": {\"transparent\": false} runs without it)",
             0);
+      // Guest root's nested containers (podman's or dockerd's bridge): their
+      // TCP reaches the same listener, so the same proxy judges it. (Without
+      // this it would find no way out at all: the guest has no NIC.)
+      if (uid == 0)
+        if (int e = exg::process::add_forwarded_capture(kTransparentPort, &what))
+          die("%s", what + ": " + std::strerror(e) + " (fail closed)", 0);
     }
   }
 
