@@ -64,7 +64,7 @@ sum_before=$(sha256sum "$state" 2>/dev/null | cut -d' ' -f1)
 run snaprun -v -- sh -c "$probe"
 r1_out=$OUT r1_err=$ERR r1_status=$STATUS
 # (--scratch-disk 0: the same template as the unprivileged runs; a guest with a scratch disk has
-# a template of its own, and its /var/lib is its own copy-on-write: test_microvm_privileged.sh)
+# a template of its own, and its /var/lib is its own copy-on-write: test_egress_sandbox_microvm_privileged.sh)
 run snaprun -v --microvm-root --scratch-disk 0 -- sh -c "$probe; id -u; echo x >> $state 2>&1 && echo WROTE-TEMPLATE; true"
 r2_out=$OUT r2_err=$ERR r2_status=$STATUS
 host_boot=$(cat /proc/sys/kernel/random/boot_id) now=$(date +%s)
@@ -188,7 +188,7 @@ else fail "credential masks in the guest"; show_last; fi
 
 # 3. Root inside the guest (--microvm-root): still no host files, processes or network. Without
 # the scratch disk here: with it /var/lib (where $O is) is the guest's own overlay, checked with
-# the disk in test_microvm_privileged.sh.
+# the disk in test_egress_sandbox_microvm_privileged.sh.
 marker="exg-host-marker-$$-$RANDOM"
 bash -c "exec -a $marker sleep 120" &
 marker_pid=$!

@@ -222,7 +222,7 @@ TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
   EXPECT_EQ(none["host"]["detail"],
             "no: microvm: missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86); "
             "gvisor: runsc not in PATH (Debian: apt install runsc)");
-  // privileged-tools: a command to try, as printed (test_microvm_privileged runs it).
+  // privileged-tools: a command to try, as printed (test_egress_sandbox_microvm_privileged runs it).
   std::ostringstream out, err;
   auto caps = all_ok();
   EXPECT_EQ(exg::sandbox::write_recommendation(out, err, "privileged-tools", false, &caps), 0);

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Privileged tools on the microVM layer (issue 43): as guest root (--microvm-root) the guest
 # kernel has what they need and a scratch disk holds their storage.
+# In the egress test world (run.sh: the script runs in its client namespace, so the nested
+# container's connections to the metadata address and a literal address, were the proxy to let
+# them through, would meet the world's own addresses and never a real one).
 # One guest boot for every check (TCG: slow), a script run as root in the guest:
 #   - podman (the unprivileged user's run only): an image from a local archive (podman load) run
 #     on its bridged network, its TCP to the metadata address and a literal address captured and
