@@ -52,7 +52,7 @@ exg::sandbox::AutoChoice choose(const std::vector<Capability>& caps, LayerNeeds 
 }  // namespace
 
 TEST(LayerStrength, MicrovmGvisorContainerProcess) {
-  EXPECT_EQ(exg::layer::strongest_first(), (std::vector<Kind>{Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process}));
+  EXPECT_EQ(exg::layer::strongest_first(), (std::vector<Kind>{Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process, Kind::Landlock}));
   EXPECT_TRUE(exg::layer::at_least(Kind::Gvisor, Kind::Container));
   EXPECT_TRUE(exg::layer::at_least(Kind::Container, Kind::Container));
   EXPECT_FALSE(exg::layer::at_least(Kind::Process, Kind::Container));
