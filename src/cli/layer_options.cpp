@@ -50,6 +50,8 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
     sandbox::LayerNeeds needs;
     needs.host_unix_sockets = plan.host_unix_sockets_allowed;
     needs.landlock_required = pol.landlock_required.value_or(false);
+    needs.root_owned_workspace_as_root =
+        plan.identity.invoked_as_root && (plan.identity.synthetic || plan.identity.host_uid == 0);
     const auto caps = sandbox::probe_for_layers();
     auto choice = sandbox::choose_auto(sandbox::judge_layers(caps, needs), minimum);
     if (!choice.chosen) {

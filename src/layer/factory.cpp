@@ -9,12 +9,14 @@
 #include "oci/layer.hpp"
 #include "process/host_probe.hpp"
 #include "process/landlock.hpp"
+#include "process/landlock_layer.hpp"
 #include "process/layer.hpp"
 
 namespace exg::layer {
 
 const std::vector<Kind>& buildable_kinds() {
-  static const std::vector<Kind> kinds = {Kind::Process, Kind::Container, Kind::Gvisor, Kind::Microvm};
+  static const std::vector<Kind> kinds = {Kind::Process, Kind::Container, Kind::Gvisor, Kind::Microvm,
+                                              Kind::Landlock};
   return kinds;
 }
 
@@ -33,6 +35,12 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
       lo.gvisor_root = config.gvisor_root;
       oci::read_host(lo);
       return std::unique_ptr<Layer>(std::make_unique<oci::OciLayer>(std::move(lo)));
+    }
+    case Kind::Landlock: {
+      // Refused here, before anything is planned, when the kernel cannot carry it (fail closed).
+      auto f = process::landlock_features();
+      if (auto why = process::LandlockLayer::missing(f); !why.empty()) return fail(Error::msg("layer landlock", why));
+      return std::unique_ptr<Layer>(std::make_unique<process::LandlockLayer>(f));
     }
     case Kind::Microvm: {
       // qemu and the guest image are looked for at launch (--dry-run shows

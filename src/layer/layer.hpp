@@ -34,6 +34,7 @@
 #pragma once
 #include <sys/types.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -111,6 +112,15 @@ struct Sandbox {
   // connections that begin with their destination (egress/transparent.hpp).
   bool relayed_egress = false;
   UniqueFd agent_channel;  // LaunchOptions::agent: the stream socket to the agent (agent/protocol.hpp)
+  // The landlock layer: the sandbox shares the host's network namespace. The
+  // proxy's listeners are then on the host's loopback, where any host process
+  // could reach them: their clients must present proxy_token (the proxy
+  // variables inside carry it); and the supervisor's socket gate lets an IPv4
+  // or IPv6 connect()/sendto() through only to the loopback address on one of
+  // loopback_ports (Landlock's TCP rule names a port, not an address).
+  bool host_network = false;
+  std::string proxy_token;
+  std::vector<uint16_t> loopback_ports;
   // What the layer keeps running beside the sandbox while it lives (microvm:
   // the egress bridge's thread); released with the Sandbox, after the proxy stopped.
   std::shared_ptr<void> companion;

@@ -9,6 +9,10 @@
 
 namespace exg::plan {
 
-std::vector<std::pair<std::string, std::string>> proxy_env(uint16_t http_port, uint16_t socks_port);
+// `token`: the proxy asks its clients for it (listeners on the host's
+// loopback, the landlock layer): the URLs carry exguardian:TOKEN@ (HTTP
+// Basic, SOCKS5 user/password). Empty: none.
+std::vector<std::pair<std::string, std::string>> proxy_env(uint16_t http_port, uint16_t socks_port,
+                                                           const std::string& token = "");
 
 }  // namespace exg::plan

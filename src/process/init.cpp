@@ -33,8 +33,8 @@ namespace exg::process {
 
 namespace {
 
-bool drop_capabilities() {
-  for (int cap = 0; cap <= CAP_LAST_CAP; ++cap) {
+bool drop_capabilities(bool bounding_set_done) {
+  for (int cap = 0; !bounding_set_done && cap <= CAP_LAST_CAP; ++cap) {
     if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) return false;
   }
   if (::prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0) return false;
@@ -113,6 +113,37 @@ pid_t start_command(const InitArgs& a) {
   return pid;
 }
 
+// What the command left behind, killed (InitArgs::reap_descendants): as the
+// subreaper, this process inherits each orphan, so killing its children until
+// it has none reaches every descendant, whatever sessions or groups they made
+// (a child that forks before its kill leaves an orphan, found next round).
+void kill_descendants() {
+  char path[64];
+  std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
+  for (;;) {
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    char buf[4096];
+    ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
+    if (fd >= 0) ::close(fd);
+    bool any = false;
+    if (n > 0) {
+      buf[n] = '\0';
+      for (char* p = buf; *p;) {
+        char* end;
+        long pid = std::strtol(p, &end, 10);
+        if (end == p) break;
+        if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL), any = true;
+        p = end;
+      }
+    }
+    if (n < 0) return;  // no children file (CONFIG_PROC_CHILDREN): the sandbox's cgroup, if any, ends them
+    int status;
+    pid_t r = ::waitpid(-1, &status, any ? 0 : WNOHANG);
+    if (r < 0 && errno == ECHILD) return;
+    // r == 0 with none listed: one was just reparented here; list again.
+  }
+}
+
 }  // namespace
 
 [[noreturn]] void become_init(const InitArgs& a) {
@@ -123,7 +154,7 @@ pid_t start_command(const InitArgs& a) {
     if (int r = apply_rlimits(*a.rlimits); r != 0) die(a.sync_fd, "set resource limits", -r);
   }
   // The identity was taken before setup (child_main); now the last privileges go.
-  if (!drop_capabilities()) die(a.sync_fd, "drop capabilities", errno);
+  if (!drop_capabilities(a.bounding_set_done)) die(a.sync_fd, "drop capabilities", errno);
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(a.sync_fd, "no_new_privs", errno);
   ::close(a.parent_pidfd);
   if (::chdir(a.plan->cwd.c_str()) != 0) die(a.sync_fd, "chdir " + a.plan->cwd, errno);
@@ -180,10 +211,12 @@ pid_t start_command(const InitArgs& a) {
   ::close(a.sync_fd);
   ::close_range(3, ~0U, 0);
   // Everything the supervisor forwards goes on to the command.
-  serve_as_init(cmd, all, [](int sig) {
+  auto forward = [](int sig) {
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 ||
            sig == SIGWINCH || sig == SIGCONT || sig == SIGALRM;
-  });
+  };
+  if (a.reap_descendants) serve_as_init(cmd, all, forward, kill_descendants);
+  serve_as_init(cmd, all, forward);
 }
 
 }  // namespace exg::process

@@ -33,6 +33,15 @@ struct InitArgs {
   // the command's side between clone and execve takes raw steps only).
   int pass_fds[kMaxPassFds] = {-1, -1, -1, -1};
   int n_pass_fds = 0;
+  // No pid namespace (the landlock layer): init is a child subreaper, so that
+  // every process the command leaves behind becomes its child, and kills them
+  // all when the command ends (a pid namespace's end does that elsewhere).
+  bool reap_descendants = false;
+  // The capability bounding set was emptied before (root, before it changed
+  // uid) or cannot be (an ordinary user lacks CAP_SETPCAP; no_new_privs then
+  // keeps it from ever mattering): the landlock layer, which has no user
+  // namespace whose capabilities init would hold.
+  bool bounding_set_done = false;
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

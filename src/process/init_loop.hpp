@@ -13,8 +13,9 @@ namespace exg::process {
 
 // `waited`: the blocked signals sigwaitinfo takes (SIGCHLD among them);
 // `forward(sig)`: whether a signal goes on to the command.
-template <typename Forward>
-[[noreturn]] void serve_as_init(pid_t cmd, const sigset_t& waited, Forward forward) {
+// `at_end()` runs once the command has ended, before init exits with its status.
+template <typename Forward, typename AtEnd>
+[[noreturn]] void serve_as_init(pid_t cmd, const sigset_t& waited, Forward forward, AtEnd at_end) {
   // Init keeps no terminal and no pipe open: stdio belongs to the command.
   int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
   if (devnull >= 0) {
@@ -30,13 +31,18 @@ template <typename Forward>
       pid_t p;
       while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) {
         if (p != cmd) continue;
-        if (WIFEXITED(status)) ::_exit(WEXITSTATUS(status));
-        if (WIFSIGNALED(status)) ::_exit(128 + WTERMSIG(status));
+        if (WIFEXITED(status)) at_end(), ::_exit(WEXITSTATUS(status));
+        if (WIFSIGNALED(status)) at_end(), ::_exit(128 + WTERMSIG(status));
       }
       continue;
     }
     if (forward(sig)) ::kill(cmd, sig);
   }
+}
+
+template <typename Forward>
+[[noreturn]] void serve_as_init(pid_t cmd, const sigset_t& waited, Forward forward) {
+  serve_as_init(cmd, waited, forward, [] {});
 }
 
 }  // namespace exg::process

@@ -40,6 +40,13 @@ const std::vector<sock_filter>& prebuilt_seccomp_errno_program();  // Refusal::E
 // below it. Written by hand (seccomp_pid1_shield.cpp): no libseccomp.
 const std::vector<sock_filter>& pid1_signal_shield_program();
 
+// A filter stacked on the main one where the sandbox shares the host's
+// network (the landlock layer, which has no network namespace): socket() of
+// AF_INET/AF_INET6 other than SOCK_STREAM (UDP, ICMP, SCTP) and sendto(),
+// sendmsg(), sendmmsg() with MSG_FASTOPEN (a TCP connect inside a send) return
+// EPERM. Errno-only (no listener). Written by hand (seccomp_host_network.cpp).
+const std::vector<sock_filter>& host_network_seccomp_program();
+
 // The errno the supervisor answers a refused syscall with: EPERM by default,
 // EAFNOSUPPORT for socket families, EPROTONOSUPPORT for netlink protocols
 // other than NETLINK_ROUTE, ENOSYS for clone3.

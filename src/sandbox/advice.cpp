@@ -145,6 +145,22 @@ std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
     }
     out.push_back(std::move(s));
   }
+  {
+    // No namespaces at all: Landlock (network rules and scoping: ABI 6) and seccomp are its walls.
+    const Capability* l = find_capability(caps, "landlock");
+    bool scope = ok(caps, "landlock scoping"), net = ok(caps, "landlock network"), filters = ok(caps, "seccomp filters");
+    LayerStatus s{std::string(layer::name(layer::Kind::Landlock)), scope && net && filters, ""};
+    if (s.available)
+      s.why = "Landlock " + (l ? l->detail.substr(0, l->detail.find(':')) : std::string("?")) +
+              " and seccomp, no namespaces (weaker than process: docs/layers.md)";
+    else if (!l || !l->ok)
+      s.why = "no Landlock in this kernel" + (l ? " (" + l->detail + ")" : std::string());
+    else if (!scope || !net)
+      s.why = "Landlock " + l->detail.substr(0, l->detail.find(':')) + ": needs ABI 6 (network rules and scoping)";
+    else
+      s.why = "no seccomp filters";
+    out.push_back(std::move(s));
+  }
   if (!groups_why.empty())
     for (auto& s : out)
       if (s.available) s.available = false, s.why = groups_why;

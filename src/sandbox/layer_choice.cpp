@@ -36,6 +36,11 @@ std::vector<LayerVerdict> judge_layers(const std::vector<Capability>& caps, cons
       v.why = "this policy requires Landlock (\"landlock\": \"required\") and this kernel has none" +
               (l ? " (" + l->detail + ")" : std::string());
     }
+    if (v.runs && needs.root_owned_workspace_as_root && k == layer::Kind::Landlock) {
+      v.runs = false;
+      v.why = "invoked as root with a workspace root owns, which only idmapped mounts (a user namespace) let the "
+              "sandbox's uid write";
+    }
     out.push_back(std::move(v));
   }
   return out;

@@ -24,6 +24,10 @@ struct LayerNeeds {
   // "landlock": "required": the host kernel's Landlock, for the layers that
   // apply it there (process, container).
   bool landlock_required = false;
+  // Invoked as root with a workspace root owns (plan::Identity synthetic or
+  // uid 0): the landlock layer has no idmapped mounts to let an unused uid
+  // write it, and refuses (process/landlock_view.hpp).
+  bool root_owned_workspace_as_root = false;
 };
 
 struct LayerVerdict {

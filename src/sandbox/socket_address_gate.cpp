@@ -11,6 +11,8 @@
 #include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -442,6 +444,41 @@ void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t re
     const size_t path_off = offsetof(sockaddr_un, sun_path);
     const bool pathname = domain == AF_UNIX && m.addrlen > path_off && m.addr.ss_family == AF_UNIX &&
                           un->sun_path[0] != '\0';
+    if (allowed_.inet_loopback_only && (domain == AF_INET || domain == AF_INET6) && m.addrlen > 0) {
+      std::string where;
+      if (inet_destination_allowed(m.addr, m.addrlen, allowed_.inet_ports, &where)) continue;
+      ++refused_;
+      ++refused_inet_[where];
+      if (audit_)
+        audit_->write({{"event", "inet_refused"},
+                       {"syscall", syscall_name(nr)},
+                       {"destination", where},
+                       {"why", "the sandbox shares the host's network: only the proxy on loopback is reachable"},
+                       {"pid", tid},
+                       {"command", read_comm(tid)}});
+      if (i == 0) return reply(EACCES);
+      call.messages.resize(i);
+      break;
+    }
+    // The host's network: an abstract name is the host's namespace, and the
+    // call made here, outside the sandbox's Landlock domain, would pass its
+    // scoping. Refused (the sandbox's own abstract sockets with them).
+    if (allowed_.inet_loopback_only && domain == AF_UNIX && m.addrlen > path_off && m.addr.ss_family == AF_UNIX &&
+        !pathname) {
+      std::string where = "@" + std::string(un->sun_path + 1, m.addrlen - path_off - 1);
+      ++refused_;
+      ++refused_paths_[where];
+      if (audit_)
+        audit_->write({{"event", "unix_socket_refused"},
+                       {"syscall", syscall_name(nr)},
+                       {"path", where},
+                       {"why", "an abstract unix socket, and the sandbox shares the host's network"},
+                       {"pid", tid},
+                       {"command", read_comm(tid)}});
+      if (i == 0) return reply(EPERM);
+      call.messages.resize(i);
+      break;
+    }
     if (!pathname) continue;
     std::string path(un->sun_path, strnlen(un->sun_path, m.addrlen - path_off));
     int err = resolve_in_caller(tid, path, &m.target);
@@ -524,16 +561,45 @@ void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t re
 }
 
 std::string SocketAddressGate::summary() const {
-  if (refused_ == 0) return "";
-  std::string s = std::to_string(refused_) +
-                  (refused_ == 1 ? " refused connection" : " refused connections") +
-                  " to Unix sockets bound outside the sandbox: ";
-  size_t i = 0;
-  for (const auto& [p, n] : refused_paths_) {
-    if (i++) s += ", ";
-    s += p + " (" + std::to_string(n) + ")";
+  auto list = [](const std::map<std::string, size_t>& m) {
+    size_t total = 0;
+    std::string s;
+    for (const auto& [p, n] : m) {
+      s += (total ? ", " : "") + p + " (" + std::to_string(n) + ")";
+      total += n;
+    }
+    return std::make_pair(total, s);
+  };
+  std::string out;
+  if (auto [n, s] = list(refused_paths_); n > 0)
+    out = std::to_string(n) + (n == 1 ? " refused connection" : " refused connections") +
+          " to Unix sockets bound outside the sandbox: " + s;
+  if (auto [n, s] = list(refused_inet_); n > 0)
+    out += (out.empty() ? "" : "; ") + std::to_string(n) + (n == 1 ? " refused connection" : " refused connections") +
+           " to network addresses (host network: only the proxy on loopback): " + s;
+  return out;
+}
+
+bool inet_destination_allowed(const sockaddr_storage& addr, socklen_t len, const std::vector<uint16_t>& ports,
+                              std::string* where) {
+  char text[INET6_ADDRSTRLEN] = "?";
+  uint16_t port = 0;
+  bool loopback = false;
+  if (addr.ss_family == AF_UNSPEC) return true;  // connect(AF_UNSPEC): dissolves an association, reaches no one
+  if (addr.ss_family == AF_INET && len >= static_cast<socklen_t>(sizeof(sockaddr_in))) {
+    const auto* in = reinterpret_cast<const sockaddr_in*>(&addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text, sizeof text);
+    port = ntohs(in->sin_port);
+    loopback = in->sin_addr.s_addr == htonl(INADDR_LOOPBACK);
+  } else if (addr.ss_family == AF_INET6 && len >= static_cast<socklen_t>(sizeof(sockaddr_in6))) {
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(&addr);
+    ::inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
+    port = ntohs(in6->sin6_port);
+    static const uint8_t kMapped127[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1};
+    loopback = IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || std::memcmp(&in6->sin6_addr, kMapped127, 16) == 0;
   }
-  return s;
+  if (where) *where = std::string(text) + ":" + std::to_string(port);
+  return loopback && port != 0 && std::find(ports.begin(), ports.end(), port) != ports.end();
 }
 
 }  // namespace exg::sandbox

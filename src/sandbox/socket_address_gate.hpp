@@ -39,9 +39,11 @@
 // (runsc --host-uds=none) and a microVM's guest reaches none through 9p.
 #pragma once
 #include <linux/seccomp.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <map>
 #include <string>
@@ -59,6 +61,11 @@ class SocketAddressGate {
   struct Allowed {
     bool all = false;
     std::vector<std::string> paths;
+    // A sandbox in the host's network (layer::Sandbox::host_network): an IPv4
+    // or IPv6 destination is let through only when it is the loopback address
+    // on one of these ports (the proxy's); every other one is refused (EACCES).
+    bool inet_loopback_only = false;
+    std::vector<uint16_t> inet_ports;
   };
   // sock_diag: NETLINK_SOCK_DIAG in the sandbox's network namespace (layer::
   // Sandbox::sock_diag); without one no pathname socket counts as the
@@ -88,6 +95,13 @@ class SocketAddressGate {
   // Calls performed on threads of their own, still running (they may outlive the gate).
   std::shared_ptr<std::atomic<int>> waiting_ = std::make_shared<std::atomic<int>>(0);
   std::map<std::string, size_t> refused_paths_;
+  std::map<std::string, size_t> refused_inet_;  // "ADDRESS:PORT" -> times (Allowed::inet_loopback_only)
 };
+
+// Allowed::inet_loopback_only's judgement: `addr` (IPv4, IPv6, v4-mapped) is
+// 127.0.0.1 or ::1 on one of `ports` (AF_UNSPEC, a disconnect, passes too);
+// `where` gets "ADDRESS:PORT" for the refusal's record.
+bool inet_destination_allowed(const sockaddr_storage& addr, socklen_t len, const std::vector<uint16_t>& ports,
+                              std::string* where);
 
 }  // namespace exg::sandbox

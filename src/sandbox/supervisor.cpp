@@ -590,7 +590,8 @@ Result<void> Supervision::start_agent() {
 void Supervision::watch_refusals() {
   // connect() and sendto() with an address, judged (a host socket bound after the start stays out of reach).
   socket_gate_.emplace(std::move(sb().sock_diag),
-                       SocketAddressGate::Allowed{plan().unix_sockets_all_allowed, plan().unix_sockets_allowed},
+                       SocketAddressGate::Allowed{plan().unix_sockets_all_allowed, plan().unix_sockets_allowed,
+                                                  sb().host_network, sb().loopback_ports},
                        &audit_);
   refusals_.emplace(std::move(sb().seccomp_listener), &audit_, &*socket_gate_);
   watch_refusals_ = refusals_->fd() >= 0;
@@ -617,6 +618,8 @@ void Supervision::prepare_proxy() {
 void Supervision::start_proxy() {
   egress::ProxyConfig pc = proxy_settings_;
   if (secrets_) pc.secrets = secrets_->config;
+  // Listeners on the host's loopback (the landlock layer): only the sandbox holds the token.
+  if (!sb().proxy_token.empty()) pc.token = sb().proxy_token;
   pc.transparent = plan().proxy.transparent;
   pc.pinned_names = plan().proxy.pinned_names;
   layer::Sandbox& s = sb();

@@ -1,5 +1,8 @@
 #include "sandbox/userns_diagnosis.hpp"
 
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -98,6 +101,9 @@ void find_container(UsernsFacts& f) {
 UsernsFacts read_userns_facts(std::string container_runtime) {
   UsernsFacts f;
   f.euid = ::geteuid();
+  // (as process/landlock.cpp landlock_abi() asks it; this room does not include the process layer)
+  long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U /* LANDLOCK_CREATE_RULESET_VERSION */);
+  f.landlock_abi = abi < 0 ? 0 : static_cast<int>(abi);
   f.max_user_namespaces = first_line(read_text("/proc/sys/user/max_user_namespaces"));
   f.unprivileged_userns_clone = first_line(read_text("/proc/sys/kernel/unprivileged_userns_clone"));
   f.apparmor_restrict = first_line(read_text("/proc/sys/kernel/apparmor_restrict_unprivileged_userns"));
@@ -214,9 +220,8 @@ UsernsProbe try_user_namespace() {
 bool layer_needs_userns(layer::Kind kind, bool root) {
   // Container as root: no user namespace for the runtime, but one as the idmap
   // of each writable path's mount (process/launch.hpp idmap_userns).
-  (void)kind;
   (void)root;
-  return true;
+  return kind != layer::Kind::Landlock;  // the one layer without namespaces
 }
 
 std::vector<std::string> explain_userns_refusal(const UsernsFacts& f, const UsernsProbe& probe,
@@ -363,13 +368,23 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& f, const User
 
   // The layers: each makes a user namespace of its own as this caller (measured
   // in tests/integration/test_userns_refused.sh: the container layer as root too).
-  out.push_back("layers that would run here: none, as " + who + " (each one makes a user namespace and sets itself up in it)");
+  if (f.landlock_abi >= 6)
+    out.push_back("layers that would run here: landlock, as " + who + " (no namespaces: Landlock ABI " +
+                  std::to_string(f.landlock_abi) + " and seccomp; weaker than process, see docs/layers.md); "
+                  "every other one makes a user namespace and sets itself up in it");
+  else
+    out.push_back("layers that would run here: none, as " + who + " (each one makes a user namespace and sets itself up "
+                  "in it; landlock, which makes none, needs Landlock ABI 6 and this kernel has " +
+                  (f.landlock_abi ? "ABI " + std::to_string(f.landlock_abi) : std::string("no Landlock")) + ")");
   out.push_back(std::string("layers that would not: process (its own user namespace), microvm (qemu runs inside the "
                             "process layer), gvisor (runsc's host runs in a user namespace), container (") +
                 (root ? "as root: its writable paths are idmapped mounts, made through a user namespace"
                       : "rootless: crun in a user namespace") +
                 (f.container_runtime.empty() ? "; and no crun or runc is installed" : "") + ")");
   for (const auto& w : ways) out.push_back("way out: " + w);
+  if (f.landlock_abi >= 6)
+    out.push_back("way out: --layer landlock (or --layer auto), if its weaker walls will do: no namespaces, the host's "
+                  "processes, network and /tmp visible (docs/layers.md)");
   return out;
 }
 

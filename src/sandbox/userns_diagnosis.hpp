@@ -34,6 +34,7 @@ struct UsernsFacts {
   std::string container;                  // "docker", "podman", "lxc", "kubernetes", ... or ""
   std::string container_evidence;         // what said so: "/.dockerenv", "container=podman", ...
   std::string container_runtime;          // crun or runc found for the container layer ("" none)
+  int landlock_abi = 0;                   // the kernel's Landlock ABI (0: none): the landlock layer needs 6
 };
 // container_runtime: the container layer's runtime as that layer finds it
 // ("" none; the caller asks it: cli/host_setup.hpp installed_container_runtime).

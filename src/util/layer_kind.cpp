@@ -13,6 +13,7 @@ constexpr std::pair<Kind, std::string_view> kTable[] = {
     {Kind::Container, "container"},
     {Kind::Gvisor, "gvisor"},
     {Kind::Microvm, "microvm"},
+    {Kind::Landlock, "landlock"},
 };
 
 }  // namespace
@@ -39,7 +40,8 @@ const std::vector<Kind>& all_kinds() {
 }
 
 const std::vector<Kind>& strongest_first() {
-  static const std::vector<Kind> order = {Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process};
+  static const std::vector<Kind> order = {Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process,
+                                             Kind::Landlock};
   return order;
 }
 

@@ -10,9 +10,9 @@
 
 namespace exg::layer {
 
-enum class Kind { Process, Container, Gvisor, Microvm };
+enum class Kind { Process, Container, Gvisor, Microvm, Landlock };
 
-// "process" | "container" | "gvisor" | "microvm".
+// "process" | "container" | "gvisor" | "microvm" | "landlock".
 std::string_view name(Kind k);
 // The kind a name means; nothing for an unknown name (exact, lower case).
 std::optional<Kind> parse_kind(std::string_view name);
@@ -23,7 +23,9 @@ std::vector<std::string_view> all_names();
 // Every kind from the strongest wall to the weakest: microvm (a guest kernel of
 // its own), gvisor (a user-space kernel), container (the host's kernel, a
 // runtime's namespaces and our seccomp table), process (the host's kernel, our
-// own namespaces). `--layer auto` takes the first of these that runs here.
+// own namespaces), landlock (the host's kernel, no namespaces at all: Landlock,
+// seccomp and the proxy only, for hosts that refuse namespaces). `--layer
+// auto` takes the first of these that runs here.
 const std::vector<Kind>& strongest_first();
 // Whether `a`'s walls are at least as strong as `b`'s (in strongest_first()'s order).
 bool at_least(Kind a, Kind b);

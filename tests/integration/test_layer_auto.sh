@@ -34,8 +34,8 @@ check "auto here: one line on stderr says it chose $strongest" \
     bash -c '[ "$(grep -c "^exguardian: layer auto" <<<"$1")" = 1 ] && grep -q "^exguardian: layer auto: chose $2 (" <<<"$1"' _ "$ERR" "$strongest"
 check "auto here: the audit log's layer_auto line names $strongest" \
     audit_has "$T/audit.jsonl" "{\"event\": \"layer_auto\", \"chosen\": \"$strongest\", \"minimum\": null}"
-check "auto here: the audit line lists all four layers with a verdict" \
-    python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "layer_auto" in x][0]; sys.exit(0 if [e["layer"] for e in l["layers"]]==["microvm","gvisor","container","process"] else 1)' "$T/audit.jsonl"
+check "auto here: the audit line lists all five layers with a verdict" \
+    python3 -c 'import json,sys; l=[json.loads(x) for x in open(sys.argv[1]) if "layer_auto" in x][0]; sys.exit(0 if [e["layer"] for e in l["layers"]]==["microvm","gvisor","container","process","landlock"] else 1)' "$T/audit.jsonl"
 run "$EXG" run --layer auto --dry-run -- echo hi
 check "auto --dry-run: the plan says the choice (layer auto: chose $strongest) and the layer's own lines (layer: $strongest)" \
     bash -c '[ "$1" = 0 ] && grep -q "layer auto: chose $3 (" <<<"$2" && grep -qE "(^| )layer: $3" <<<"$2"' _ "$STATUS" "$OUT" "$strongest"
@@ -76,7 +76,7 @@ check "... it says auto refused, at least gvisor" \
 check "... why microvm cannot run" grep -q '^exguardian: layer auto: microvm cannot run: ' <<<"$ERR"
 check "... why gvisor cannot run" grep -q '^exguardian: layer auto: gvisor cannot run: ' <<<"$ERR"
 check "... what would run below the minimum ($with_sockets)" \
-    grep -qE "^exguardian: layer auto: (.* )?$with_sockets( .*)? would run, but (is|are) below the minimum gvisor" <<<"$ERR"
+    grep -qE "^exguardian: layer auto: (.* )?$with_sockets(,? .*)? would run, but (is|are) below the minimum gvisor" <<<"$ERR"
 run "$EXG" run --layer auto --min-layer gvisor --policy "$T/sockets.json" --dry-run -- echo hi
 check "... --dry-run is refused the same way" bash -c '[ "$1" = 125 ] && grep -q "refused: no layer at or above gvisor" <<<"$2"' _ "$STATUS" "$ERR"
 # A named layer below the minimum, from the flag or the policy.
@@ -120,9 +120,18 @@ userns_refused_as_root "$EXG" run --layer auto -- echo hi
 refused_everywhere "root, user namespaces refused"
 userns_refused_as_root "$EXG" run --layer auto --min-layer container --dry-run -- echo hi
 refused_everywhere "root, user namespaces refused, --min-layer container --dry-run" container
+# An ordinary user there: the landlock layer (no namespaces) is what is left, and auto says so
+# (its walls are tested in test_landlock_layer.sh); with a minimum above it, refused as before.
 userns_refused_as_user "$EXG" run --layer auto -- echo hi
-refused_everywhere "uid 1000, user namespaces refused"
+check "uid 1000, user namespaces refused: auto runs on landlock (status $STATUS) and says why not process" \
+    bash -c '[ "$1" = 0 ] && [ "$2" = hi ] && grep -q "^exguardian: layer auto: chose landlock .*not process: missing: user namespaces" <<<"$3"' \
+    _ "$STATUS" "$OUT" "$ERR"
+[ "$STATUS" = 0 ] || show_last
+userns_refused_as_user "$EXG" run --layer auto --min-layer process -- echo hi
+check "uid 1000, user namespaces refused, --min-layer process: refused (125), nothing ran, landlock named as below it" \
+    bash -c '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "^exguardian: layer auto (at least process): refused" <<<"$3" && grep -q "landlock would run, but is" <<<"$3"' \
+    _ "$STATUS" "$OUT" "$ERR"
 userns_refused_as_user "$EXG" doctor
-check "doctor there: auto would refuse (layer auto: refused)" grep -q "^  layer auto: refused: no layer can run here" <<<"$OUT"
+check "doctor there: auto would choose landlock" grep -q "^  layer auto: chose landlock" <<<"$OUT"
 
 finish

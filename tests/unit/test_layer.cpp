@@ -46,7 +46,7 @@ TEST(LayerKind, NamesRoundTrip) {
     ASSERT_TRUE(layer::parse_kind(n)) << n;
     EXPECT_EQ(*layer::parse_kind(n), k);
   }
-  EXPECT_EQ(seen, (std::set<std::string_view>{"process", "container", "gvisor", "microvm"}));
+  EXPECT_EQ(seen, (std::set<std::string_view>{"process", "container", "gvisor", "microvm", "landlock"}));
   EXPECT_EQ(layer::all_kinds().front(), layer::Kind::Process);  // the default comes first
   EXPECT_EQ(layer::all_names().size(), layer::all_kinds().size());
 }
@@ -57,7 +57,7 @@ TEST(LayerKind, UnknownNamesAreRefused) {
 }
 
 TEST(LayerKind, NamesText) {
-  EXPECT_EQ(layer::names_text(layer::all_kinds()), "process, container, gvisor or microvm");
+  EXPECT_EQ(layer::names_text(layer::all_kinds()), "process, container, gvisor, microvm or landlock");
   EXPECT_EQ(layer::names_text({layer::Kind::Gvisor}), "gvisor");
   EXPECT_EQ(layer::names_text({layer::Kind::Process, layer::Kind::Container}, ", "), "process, container");
 }

@@ -52,7 +52,7 @@ exg::sandbox::AutoChoice choose(const std::vector<Capability>& caps, LayerNeeds 
 }  // namespace
 
 TEST(LayerStrength, MicrovmGvisorContainerProcess) {
-  EXPECT_EQ(exg::layer::strongest_first(), (std::vector<Kind>{Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process}));
+  EXPECT_EQ(exg::layer::strongest_first(), (std::vector<Kind>{Kind::Microvm, Kind::Gvisor, Kind::Container, Kind::Process, Kind::Landlock}));
   EXPECT_TRUE(exg::layer::at_least(Kind::Gvisor, Kind::Container));
   EXPECT_TRUE(exg::layer::at_least(Kind::Container, Kind::Container));
   EXPECT_FALSE(exg::layer::at_least(Kind::Process, Kind::Container));
@@ -60,6 +60,22 @@ TEST(LayerStrength, MicrovmGvisorContainerProcess) {
   for (Kind k : exg::layer::all_kinds())
     EXPECT_NE(std::find(exg::layer::strongest_first().begin(), exg::layer::strongest_first().end(), k),
               exg::layer::strongest_first().end());
+}
+
+TEST(LayerAuto, WithoutNamespacesTheLandlockLayerIsLeftAndSaysSo) {
+  auto caps = all_ok();
+  caps.push_back(Capability{"landlock network", true, "ABI 7: TCP"});
+  caps.push_back(Capability{"landlock scoping", true, "ABI 7: scoping"});
+  caps = without(caps, {"user namespaces"}, "ENOSPC");
+  auto c = choose(caps);
+  ASSERT_TRUE(c.chosen);
+  EXPECT_EQ(*c.chosen, Kind::Landlock);
+  EXPECT_TRUE(c.line().starts_with("layer auto: chose landlock (Landlock ABI 7 and seccomp, no namespaces")) << c.line();
+  EXPECT_NE(c.line().find("; not process: missing: user namespaces"), std::string::npos) << c.line();
+  LayerNeeds root_ws;
+  root_ws.root_owned_workspace_as_root = true;
+  EXPECT_FALSE(choose(caps, root_ws).chosen) << "root with a root-owned workspace: nothing left";
+  EXPECT_FALSE(choose(without(caps, {"landlock scoping"}, "needs ABI 6, have 5")).chosen) << "ABI 5: no landlock layer";
 }
 
 TEST(LayerAuto, EverythingHereTakesTheMicrovmAndSaysWithWhat) {
@@ -94,8 +110,9 @@ TEST(LayerAuto, WithoutUserNamespacesNoLayerRunsAndEachSaysWhy) {
   auto c = choose(without(all_ok(), {"user namespaces"}, "clone(CLONE_NEWUSER): ENOSPC"));
   EXPECT_FALSE(c.chosen);
   auto r = c.refusal();
-  ASSERT_EQ(r.size(), 5u);
+  ASSERT_EQ(r.size(), 6u);
   EXPECT_EQ(r[0], "layer auto: refused: no layer can run here for this policy");
+  EXPECT_TRUE(r[5].starts_with("layer auto: landlock cannot run: ")) << r[5];  // (all_ok(): no Landlock ABI 6 probes)
   EXPECT_EQ(r[1], "layer auto: microvm cannot run: qemu runs inside the process layer, which cannot run here "
                   "(missing: user namespaces)");
   EXPECT_EQ(r[2], "layer auto: gvisor cannot run: runsc's host runs in a user namespace, and this host refuses one");
@@ -111,8 +128,10 @@ TEST(LayerAuto, RootWhoseSupplementaryGroupsCannotBeDroppedRunsNothing) {
   auto c = choose(without(all_ok(), {"supplementary groups"}, "as root, a run drops its supplementary groups first, and "
                                                               "setgroups(0): EPERM"));
   EXPECT_FALSE(c.chosen);
-  for (size_t i = 1; i < c.refusal().size(); ++i)
+  for (size_t i = 1; i < c.refusal().size(); ++i) {
+    if (c.refusal()[i].find("landlock cannot run") != std::string::npos) continue;  // (not available in all_ok())
     EXPECT_NE(c.refusal()[i].find("setgroups(0): EPERM"), std::string::npos) << c.refusal()[i];
+  }
 }
 
 TEST(LayerAuto, ThePolicyRulesOutWhatALayerCannotCarry) {
@@ -129,7 +148,9 @@ TEST(LayerAuto, ThePolicyRulesOutWhatALayerCannotCarry) {
   landlock.landlock_required = true;
   c = choose(without(all_ok(), {"qemu-system-x86_64", "runsc", "landlock"}, "not in this kernel"), landlock);
   EXPECT_FALSE(c.chosen);
-  EXPECT_NE(c.refusal().back().find("process cannot run: this policy requires Landlock"), std::string::npos);
+  std::string all;
+  for (const auto& l : c.refusal()) all += l + "\n";
+  EXPECT_NE(all.find("process cannot run: this policy requires Landlock"), std::string::npos) << all;
 }
 
 // The judgement says what the layers themselves do: a layer that cannot carry
@@ -140,6 +161,7 @@ TEST(LayerAuto, TheUnixSocketVerdictIsTheLayersOwn) {
   for (const auto& v : exg::sandbox::judge_layers(all_ok(), sockets)) {
     auto l = exg::layer::make_layer(v.kind);
     if (!l) continue;  // (its runtime is not installed here)
+    if (v.kind == Kind::Landlock) continue;  // (all_ok() has no Landlock ABI 6 probes: judged not to run)
     EXPECT_EQ(v.runs, (*l)->carries_host_unix_sockets()) << exg::layer::name(v.kind);
   }
 }
@@ -166,7 +188,7 @@ TEST(LayerAuto, TheAuditLineListsEveryLayerWithItsVerdict) {
   EXPECT_EQ(ev["event"], "layer_auto");
   EXPECT_EQ(ev["chosen"], "gvisor");
   EXPECT_EQ(ev["minimum"], "container");
-  ASSERT_EQ(ev["layers"].size(), 4u);
+  ASSERT_EQ(ev["layers"].size(), 5u);
   EXPECT_EQ(ev["layers"][0]["layer"], "microvm");
   EXPECT_FALSE(ev["layers"][0]["runs"].get<bool>());
   EXPECT_TRUE(ev["layers"][1]["runs"].get<bool>());

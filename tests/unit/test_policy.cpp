@@ -306,12 +306,12 @@ TEST(PolicyLayer, AutoAndAMinimum) {
   EXPECT_EQ(p->min_layer, "container");
   // The minimum is a layer, never "auto".
   EXPECT_EQ(error_of(R"({"minLayer": "auto"})"),
-            "p.json:1:14: minLayer: unknown layer \"auto\" (expected process, container, gvisor or microvm)");
+            "p.json:1:14: minLayer: unknown layer \"auto\" (expected process, container, gvisor, microvm or landlock)");
 }
 
 TEST(PolicyErrors, OwnKeys) {
   EXPECT_EQ(error_of(R"({"layer": "vm"})"),
-            "p.json:1:11: layer: unknown layer \"vm\" (expected process, container, gvisor, microvm or \"auto\": the strongest that runs here)");
+            "p.json:1:11: layer: unknown layer \"vm\" (expected process, container, gvisor, microvm, landlock or \"auto\": the strongest that runs here)");
   EXPECT_EQ(error_of(R"({"env": {"allow": ["1BAD"]}})"),
             "p.json:1:20: env.allow[0]: invalid environment variable name \"1BAD\" (expected letters, digits and _, "
             "not starting with a digit)");

@@ -1,0 +1,305 @@
+#include "process/landlock_layer.hpp"
+
+#include <arpa/inet.h>
+#include <linux/capability.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "plan/proxy_env.hpp"
+#include "plan/secrets.hpp"
+#include "process/handshake.hpp"
+#include "process/init.hpp"
+#include "process/landlock_view.hpp"
+#include "process/rlimits.hpp"
+#include "process/seccomp.hpp"
+#include "process/spawn.hpp"
+#include "util/dir_fd.hpp"
+#include "util/fd_passing.hpp"
+#include "util/syscalls.hpp"
+
+namespace exg::process {
+
+namespace {
+
+// As for the process layer (process/launch.cpp): the least --memory its setup starts under.
+constexpr uint64_t kMinMemory = 16ull << 20;
+
+// The CA bundle's file in the private directory (LandlockView::trust_bundle).
+constexpr const char* kBundleName = "ca-bundle.pem";
+
+struct ChildSetup {
+  const plan::Plan* plan = nullptr;  // the launch's copy: this layer's rules and environment
+  const layer::LaunchOptions* opt = nullptr;
+  RlimitPlan rlimits;
+  std::string bundle_path;     // where the trust bundle goes; empty: none
+  std::string bundle_content;  // the host's bundle (the File step's content), the anchor appended
+  bool want_pty = false;
+};
+
+// The sandbox's side: no namespaces to build, so the walls and then init.
+[[noreturn]] void landlock_child(const ChildSetup& c, const SpawnFds& f) {
+  const plan::Plan& plan = *c.plan;
+  const layer::LaunchOptions& opt = *c.opt;
+  for (int k = 0; k < 3; ++k)
+    if (opt.stdio_fds[k] >= 0 && opt.stdio_fds[k] != k && ::dup2(opt.stdio_fds[k], k) < 0) ::_exit(125);
+  for (int fd : opt.supervisor_fds) ::close(fd);
+  const int sync = f.sync_fd;
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  std::string anchor;
+  if (!await_go(sync, &anchor)) ::_exit(125);
+  // The secrets' values and the invoker's environment came along in this copy of the supervisor's memory.
+  for (const auto& sec : plan.secrets) ::explicit_bzero(const_cast<char*>(sec.value.data()), sec.value.size());
+  for (char** e = environ; e && *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
+  if (!c.bundle_path.empty()) {
+    if (anchor.empty()) die(sync, "no trust anchor for the bundle at " + c.bundle_path, 0);
+    std::string content = c.bundle_content + anchor;
+    int w = ::open(c.bundle_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (w < 0) die(sync, "create " + c.bundle_path, errno);
+    size_t off = 0;
+    while (off < content.size()) {
+      ssize_t n = ::write(w, content.data() + off, content.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) die(sync, "write " + c.bundle_path, errno);
+      off += static_cast<size_t>(n);
+    }
+    ::close(w);
+  }
+  // Root's run: the Plan's identity (the workspace's owner, or an unused
+  // high uid): uid 0 without capabilities still owns every root file and
+  // device node. An ordinary user stays who they are (no user namespace to map another id).
+  const plan::Identity& id = plan.identity;
+  if (::getuid() == 0) {
+    for (int cap = 0; cap <= CAP_LAST_CAP; ++cap)
+      if (::prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) die(sync, "drop the bounding set", errno);
+    if (sys::setresgid_child(id.host_gid, id.host_gid, id.host_gid) != 0) die(sync, "setresgid", errno);
+    if (sys::setresuid_child(id.host_uid, id.host_uid, id.host_uid) != 0) die(sync, "setresuid", errno);
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) die(sync, "parent-death signal", errno);
+  }
+  pollfd pfd{f.parent_pidfd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
+  // No pid namespace: every orphan of the command comes back to init, which kills them at the end.
+  if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(sync, "child subreaper", errno);
+  if (int e = await_in_cgroup(sync, opt.timer)) {
+    if (e < 0) ::_exit(125);
+    die(sync, "move into the sandbox's cgroup", e);
+  }
+  int pty_slave = -1;
+  if (c.want_pty) {
+    int ptmx = ::open("/dev/ptmx", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (ptmx < 0) die(sync, "open /dev/ptmx", errno);
+    int unlock = 0;
+    if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) die(sync, "unlock pty", errno);
+    pty_slave = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
+    if (pty_slave < 0) die(sync, "open pty peer", errno);
+    if (!send_fds(sync, kMsgPty, &ptmx, 1)) die(sync, "send pty to supervisor", errno);
+    ::close(ptmx);
+  }
+  // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
+  if (install_seccomp_errno(host_network_seccomp_program()) != 0) die(sync, "install the host-network filter", errno);
+  InitArgs ia;
+  ia.plan = &plan;
+  ia.sync_fd = sync;
+  ia.parent_pidfd = f.parent_pidfd;
+  ia.pty_slave = pty_slave;
+  ia.rlimits = &c.rlimits;
+  ia.seccomp = plan.seccomp ? &prebuilt_seccomp_program() : nullptr;
+  ia.timer = opt.timer;
+  ia.reap_descendants = true;
+  ia.bounding_set_done = true;
+  for (int k = 0; k < 3; ++k) ia.tty_fds[k] = opt.tty_fds[k];
+  for (int fd : opt.pass_fds) ia.pass_fds[ia.n_pass_fds++] = fd;
+  become_init(ia);
+}
+
+Result<UniqueFd> loopback_listener(uint16_t* port) {
+  UniqueFd l(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!l) return fail(Error::sys("proxy listener socket"));
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof sa;
+  if (::bind(l.get(), reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0)
+    return fail(Error::sys("bind the proxy listener on 127.0.0.1"));
+  if (::listen(l.get(), 256) != 0) return fail(Error::sys("listen on the proxy listener"));
+  if (::getsockname(l.get(), reinterpret_cast<sockaddr*>(&sa), &len) != 0) return fail(Error::sys("getsockname"));
+  *port = ntohs(sa.sin_port);
+  return l;
+}
+
+Result<std::string> random_token() {
+  unsigned char b[24];
+  if (::getrandom(b, sizeof b, 0) != static_cast<ssize_t>(sizeof b)) return fail(Error::sys("getrandom (the proxy's token)"));
+  static const char* hex = "0123456789abcdef";
+  std::string t;
+  for (unsigned char x : b) t += hex[x >> 4], t += hex[x & 15];
+  return t;
+}
+
+void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+  for (auto& e : env)
+    if (e.compare(0, name.size() + 1, name + "=") == 0) {
+      e = name + "=" + value;
+      return;
+    }
+  env.push_back(name + "=" + value);
+}
+
+// Removes what lies in dirfd (never following a link), then nothing else.
+void remove_entries(int dirfd) {
+  std::vector<std::pair<std::string, unsigned char>> entries;
+  list_dir(dirfd, [&](std::string_view n, unsigned char t) { entries.emplace_back(n, t); });
+  for (const auto& [name, type] : entries) {
+    if (type == DT_DIR) {
+      OpenedDir sub = open_subdir(dirfd, name.c_str());
+      if (sub) remove_entries(sub.get());
+      ::unlinkat(dirfd, name.c_str(), AT_REMOVEDIR);
+    } else {
+      ::unlinkat(dirfd, name.c_str(), 0);
+    }
+  }
+}
+
+}  // namespace
+
+std::string LandlockLayer::missing(const LandlockFeatures& f) {
+  if (f.abi == 0)
+    return "this kernel has no Landlock (not built in, or not in lsm= at boot), and without namespaces it is the "
+           "only filesystem wall";
+  if (!f.scope)
+    return "this kernel's Landlock is ABI " + std::to_string(f.abi) +
+           "; the landlock layer needs ABI 6 (TCP connect/bind rules from ABI 4, signal and abstract-unix scoping from "
+           "ABI 6)";
+  return "";
+}
+
+std::string LandlockLayer::private_tmp(const plan::Plan& plan) { return "/tmp/exguardian-" + plan.sandbox_id; }
+
+std::vector<std::string> LandlockLayer::describe(const plan::Plan&) const {
+  return {"layer: landlock (no namespaces: Landlock, seccomp and the proxy on the host's loopback; see docs/layers.md)"};
+}
+
+layer::Enforcement LandlockLayer::enforces(const plan::Plan& plan) const {
+  layer::Enforcement e;
+  e.landlock = landlock_.fs;
+  e.landlock_text = "ABI " + std::to_string(landlock_.abi) +
+                    ": filesystem reads and writes, TCP connect to the proxy's ports only, no TCP bind, signal and "
+                    "abstract-unix scoping (the only walls: no namespaces)";
+  e.seccomp = plan.seccomp;
+  e.seccomp_by = plan.seccomp ? "exguardian" : "";
+  e.seccomp_notify = plan.seccomp;
+  e.seccomp_text = std::string(plan.seccomp ? "filter installed, refusals reported to the supervisor"
+                                            : "OFF (--unsafe-no-seccomp)") +
+                   "; host-network filter: no UDP or other inet sockets";
+  return e;
+}
+
+Result<void> LandlockLayer::supports_agent() const {
+  return fail(Error::msg("layer landlock", "sessions (an agent as pid 1) are not supported on this layer yet"));
+}
+
+std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {
+  std::vector<std::string> out;
+  auto v = landlock_view(plan, private_tmp(plan));
+  if (v) out = v->cautions;
+  out.insert(out.begin(), "layer landlock: no namespaces: the host's processes, network and /tmp are visible to the "
+                          "command (docs/layers.md says what this layer cannot do)");
+  return out;
+}
+
+Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer::LaunchOptions& opt) {
+  if (auto why = missing(landlock_); !why.empty()) return fail(Error::msg("layer landlock", why));
+  if (opt.agent) return fail(supports_agent().error());
+  if (opt.pass_fds.size() > static_cast<size_t>(kMaxPassFds))
+    return fail(Error::msg("launch", "more than " + std::to_string(kMaxPassFds) + " descriptors to pass"));
+  if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)
+    return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
+  const std::string tmp = private_tmp(plan);
+  auto view = landlock_view(plan, tmp);
+  if (!view) return fail(view.error());
+
+  // The proxy's listeners on the host's loopback, on ports the kernel picks.
+  uint16_t http_port = 0, socks_port = 0;
+  auto http = loopback_listener(&http_port);
+  if (!http) return fail(http.error());
+  auto socks = loopback_listener(&socks_port);
+  if (!socks) return fail(socks.error());
+  auto token = random_token();
+  if (!token) return fail(token.error());
+
+  // The run's private directory (TMPDIR): made here, mode 0700, the sandbox's.
+  if (::mkdir(tmp.c_str(), 0700) != 0) return fail(Error::sys("create " + tmp));
+  if (::getuid() == 0 && ::chown(tmp.c_str(), plan.identity.host_uid, plan.identity.host_gid) != 0) {
+    Error e = Error::sys("chown " + tmp);
+    ::rmdir(tmp.c_str());
+    return fail(e);
+  }
+
+  plan::Plan own = plan;  // this layer's rules and environment; the child copies it with the clone
+  own.landlock = view->rules;
+  own.landlock.connect_tcp = {http_port, socks_port};
+  own.landlock.bind_tcp.clear();
+  if (plan.proxy.enabled)
+    for (const auto& [name, value] : plan::proxy_env(http_port, socks_port, *token)) set_env(own.env, name, value);
+  for (const char* n : {"TMPDIR", "TMP", "TEMP"}) set_env(own.env, n, tmp);
+  ChildSetup c;
+  c.plan = &own;
+  c.opt = &opt;
+  c.rlimits = default_rlimits(plan.limits);
+  c.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
+  if (view->trust_bundle) {
+    c.bundle_path = tmp + "/" + kBundleName;
+    for (const auto& s : plan.steps)
+      if (s.kind == plan::StepKind::File && s.trust_bundle) {
+        c.bundle_content = s.content;
+        break;
+      }
+    for (const auto& n : plan::kCaEnvNames) set_env(own.env, n, c.bundle_path);
+  }
+
+  SpawnSpec sp;
+  sp.clone_flags = 0;  // no namespaces: that is the point
+  sp.cgroup_id = plan.sandbox_id;
+  sp.limits = plan.limits;
+  sp.min_memory = kMinMemory;
+  sp.layer = "landlock";
+  sp.child = [&c](const SpawnFds& f) { landlock_child(c, f); };
+  sp.trust_anchor = opt.trust_anchor;
+  sp.meanwhile = opt.meanwhile;
+  sp.need_seccomp_listener = plan.seccomp;
+  sp.timer = opt.timer;
+  sp.clone_what = "start the sandbox's first process";
+  auto sb = spawn(std::move(sp));
+  if (!sb) {
+    after_run(plan);
+    return fail(sb.error());
+  }
+  sb->http_listener = std::move(*http);
+  sb->socks_listener = std::move(*socks);
+  sb->host_network = true;
+  sb->proxy_token = *token;
+  sb->loopback_ports = {http_port, socks_port};
+  return sb;
+}
+
+void LandlockLayer::after_run(const plan::Plan& plan) {
+  const std::string tmp = private_tmp(plan);
+  OpenedDir d = open_subdir(AT_FDCWD, tmp.c_str());
+  if (!d) return;
+  remove_entries(d.get());
+  ::rmdir(tmp.c_str());
+}
+
+}  // namespace exg::process

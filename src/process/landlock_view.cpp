@@ -1,0 +1,150 @@
+#include "process/landlock_view.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include "util/dir_fd.hpp"
+
+namespace exg::process {
+
+namespace {
+
+bool under(const std::string& path, const std::string& tree) {
+  return path == tree || tree == "/" || (path.size() > tree.size() && path.starts_with(tree) && path[tree.size()] == '/');
+}
+
+std::string child_path(const std::string& dir, std::string_view name) {
+  return (dir == "/" ? std::string("/") : dir + "/") + std::string(name);
+}
+
+}  // namespace
+
+Result<std::vector<std::string>> readable_roots(const std::vector<std::string>& denied, size_t max_rules) {
+  std::vector<std::string> out;
+  if (denied.empty()) return std::vector<std::string>{"/"};
+  for (const auto& d : denied)
+    if (d.empty() || d[0] != '/' || d == "/")
+      return fail(Error::msg("landlock layer", "cannot deny reading " + (d.empty() ? std::string("\"\"") : d) +
+                                                   ": not an absolute path below /"));
+  const std::set<std::string> deny(denied.begin(), denied.end());
+  // A path on the way to a denied one: no rule of its own, its entries judged one by one.
+  auto on_the_way = [&](const std::string& p) {
+    for (const auto& d : deny)
+      if (d != p && under(d, p)) return true;
+    return false;
+  };
+  std::function<Result<void>(const std::string&)> visit = [&](const std::string& dir) -> Result<void> {
+    UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd) return {};  // not listable by the invoker: its entries stay unreadable (errs closed)
+    std::vector<std::pair<std::string, unsigned char>> entries;
+    if (!list_dir(fd.get(), [&](std::string_view name, unsigned char type) { entries.emplace_back(name, type); }))
+      return {};
+    std::sort(entries.begin(), entries.end());
+    for (const auto& [name, type] : entries) {
+      std::string p = child_path(dir, name);
+      if (deny.count(p)) continue;
+      if (on_the_way(p)) {
+        if (type == DT_DIR)
+          if (auto r = visit(p); !r) return r;
+        continue;  // a symlink or file where a denied path's parent should be: nothing beneath to grant
+      }
+      // A symlink is not granted: its target is judged where it lies (a rule on
+      // a link would follow it, perhaps into a denied tree).
+      if (type == DT_LNK) continue;
+      out.push_back(std::move(p));
+      if (out.size() > max_rules)
+        return fail(Error::msg("landlock layer", "denyRead lies in directories with more than " +
+                                                     std::to_string(max_rules) +
+                                                     " entries on the way to it; Landlock would need a rule for each"));
+    }
+    return {};
+  };
+  if (auto r = visit("/"); !r) return fail(r.error());
+  return out;
+}
+
+Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& private_tmp) {
+  using plan::StepKind;
+  if (plan.identity.invoked_as_root && (plan.identity.synthetic || plan.identity.host_uid == 0))
+    return fail(Error::msg("landlock layer",
+                           "invoked as root with a workspace root owns: the command cannot run as root here (uid 0 "
+                           "without capabilities still reads and writes every file root owns), and an unused uid "
+                           "cannot write the workspace without idmapped mounts, which need a user namespace; give "
+                           "the workspace to an ordinary user (chown) or run exguardian as one"));
+  LandlockView v;
+  auto& r = v.rules;
+  r.handle_reads = true;  // also TRUNCATE: no read-only mount stops truncate(2) here
+  r.handle_net = true;    // the host's network: TCP connect to the proxy's ports only, no bind
+  r.required = true;
+  r.scope_signals = r.scope_abstract_unix = true;
+  // Existing files written outside the writable trees: the harmless devices
+  // only (not all of /dev: a device node root's DAC allows, not /proc).
+  r.write_files = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"};
+  if (!private_tmp.empty()) r.read_write.push_back(private_tmp);
+  bool tmp_said = false;
+  for (const auto& s : plan.steps) {
+    switch (s.kind) {
+      case StepKind::BindRw:
+        if (s.source != s.target)
+          return fail(Error::msg("landlock layer", "the writable bind of " + s.source + " at " + s.target +
+                                                       " needs a mount; without namespaces a path is where it is"));
+        r.read_write.push_back(s.target);
+        break;
+      case StepKind::Overlay:
+        if (s.target == plan.workspace)
+          return fail(Error::msg("landlock layer", std::string("workspace mode ") + plan::to_string(plan.workspace_mode) +
+                                                       " needs an overlay mount; this layer runs the workspace live "
+                                                       "(--workspace-mode live) or not at all"));
+        v.cautions.push_back(s.target + " is read-only here (the process layer gives it a throwaway writable layer)");
+        break;
+      case StepKind::Tmpfs:
+        if ((s.target == "/tmp" || s.target == "/var/tmp" || s.target == "/dev/shm") && !tmp_said) {
+          tmp_said = true;
+          v.cautions.push_back("the host's /tmp, /var/tmp and /dev/shm are visible and read-only; TMPDIR is a "
+                               "private directory of this run");
+        }
+        break;
+      case StepKind::MaskDir:
+        v.denied.push_back(s.target);
+        break;
+      case StepKind::MaskFile:
+        if (!s.if_present) v.denied.push_back(s.target);  // (a host socket: the supervisor's gate judges connect())
+        break;
+      case StepKind::File:
+        if (s.trust_bundle) {
+          v.trust_bundle = true;
+        } else if (!(plan.proxy.transparent && s.target == "/etc/hosts")) {
+          v.denied.push_back(s.target);
+          v.cautions.push_back(s.target + " is unreadable here instead of its masked copy");
+        }
+        break;
+      case StepKind::BindRo:
+        if (s.source != s.target)
+          v.cautions.push_back(s.source + " is not also at " + s.target + " here (no mounts)");
+        break;
+      default:  // the host's own /proc, /sys, /dev, /run and names; protected names: see below
+        break;
+    }
+  }
+  for (const auto& d : v.denied)
+    for (const auto& w : r.read_write)
+      if (under(d, w))
+        return fail(Error::msg("landlock layer", "cannot deny reading " + d + " inside the writable tree " + w +
+                                                     ": Landlock cannot take a tree's rights away below it"));
+  auto roots = readable_roots(v.denied, kMaxReadRules);
+  if (!roots) return fail(roots.error());
+  r.read_only = std::move(*roots);
+  if (!plan.protect_extra.empty() || !plan.swept_trees.empty())
+    v.cautions.push_back("protected names in the workspace (.git/hooks, .git/config, ...) are not read-only during the "
+                         "run: the end-of-run sweep quarantines what was planted");
+  if (plan.proxy.transparent || plan.proxy.resolver)
+    v.cautions.push_back("no transparent egress or in-sandbox resolver: only clients that use the proxy variables "
+                         "reach the network");
+  return v;
+}
+
+}  // namespace exg::process

@@ -1,0 +1,67 @@
+// The host-network filter (seccomp.hpp): stacked on the main filter where the
+// sandbox shares the host's network (the landlock layer). A dozen
+// instructions, written out like the pid-1 shield.
+#include <linux/audit.h>
+#include <linux/seccomp.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+
+#include <cerrno>
+#include <cstddef>
+
+#include "process/seccomp.hpp"
+
+namespace exg::process {
+
+namespace {
+
+constexpr sock_filter stmt(unsigned short code, unsigned k) { return {code, 0, 0, k}; }
+constexpr sock_filter jeq(unsigned k, unsigned char jt, unsigned char jf) {
+  return {BPF_JMP | BPF_JEQ | BPF_K, jt, jf, k};
+}
+constexpr sock_filter jset(unsigned k, unsigned char jt, unsigned char jf) {
+  return {BPF_JMP | BPF_JSET | BPF_K, jt, jf, k};
+}
+// The low 32 bits of argument i (little-endian): the kernel reads these as C ints.
+constexpr unsigned arg(unsigned i) { return offsetof(seccomp_data, args) + 8 * i; }
+
+// Jump offsets count from the next instruction. kAllow is instruction 22,
+// kRefuse 21.
+constexpr sock_filter kHostNetwork[] = {
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),  // 0
+    jeq(AUDIT_ARCH_X86_64, 0, 20),                                   // 1: another ABI: the main filter kills it
+    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),      // 2
+    jeq(__NR_socket, 5, 0),                                          // 3 -> 9
+    jeq(__NR_socketpair, 4, 0),                                      // 4 -> 9
+    jeq(__NR_sendto, 10, 0),                                         // 5 -> 16
+    jeq(__NR_sendmmsg, 9, 0),                                        // 6 -> 16
+    jeq(__NR_sendmsg, 11, 0),                                        // 7 -> 19
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 8
+    // socket(family, type, ...): IPv4 and IPv6 only as streams (TCP, which
+    // Landlock's port rules and the supervisor's gate judge): no UDP, ICMP, SCTP.
+    stmt(BPF_LD | BPF_W | BPF_ABS, arg(0)),                          // 9
+    jeq(AF_INET, 1, 0),                                              // 10 -> 12
+    jeq(AF_INET6, 0, 10),                                            // 11 -> 22
+    stmt(BPF_LD | BPF_W | BPF_ABS, arg(1)),                          // 12
+    stmt(BPF_ALU | BPF_AND | BPF_K, 0xf),                            // 13: the type without SOCK_NONBLOCK / CLOEXEC
+    jeq(SOCK_STREAM, 7, 6),                                          // 14 -> 22 : 21
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 15 (unused)
+    // sendto / sendmmsg flags (argument 3): MSG_FASTOPEN connects inside the
+    // send, past the connect() the gate judges.
+    stmt(BPF_LD | BPF_W | BPF_ABS, arg(3)),                          // 16
+    jset(MSG_FASTOPEN, 3, 4),                                        // 17 -> 21 : 22
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 18 (unused)
+    stmt(BPF_LD | BPF_W | BPF_ABS, arg(2)),                          // 19: sendmsg flags
+    jset(MSG_FASTOPEN, 0, 1),                                        // 20 -> 21 : 22
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),                // 21 (kRefuse)
+    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 22 (kAllow)
+};
+
+}  // namespace
+
+const std::vector<sock_filter>& host_network_seccomp_program() {
+  static const std::vector<sock_filter> prog(std::begin(kHostNetwork), std::end(kHostNetwork));
+  return prog;
+}
+
+}  // namespace exg::process

@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# The landlock layer (issue 42 part 3): a sandbox without namespaces, on a host that refuses
+# user namespaces, made here for real: a user namespace with user.max_user_namespaces=0 set in it
+# and a network namespace of its own (so that the loopback services below are this test's, and
+# nothing reaches a real address):
+# - root runner: root of a namespace mapping uids 0-65535 onto themselves (maps written from
+#   here), the workspace owned by exgtest (the command runs as it);
+# - user runner: uid 1000 of a user namespace made below one whose limit is 0.
+# There `--layer auto` chooses landlock and says so, and one sandbox tries every attack the layer
+# claims to stop, each checked refused (and its effect absent on the host after): a write outside
+# the writable paths, reading a denyRead path, a TCP connect to a loopback service that is not
+# the proxy, the proxy's port on another loopback address, a UDP socket, raw and packet sockets,
+# a TCP bind, a signal to a host process, an abstract unix socket of the host, the proxy without
+# its token, a host off the allowlist through the proxy; a git hook planted in the workspace is
+# quarantined at the end. Then: a kernel without Landlock (a parent seccomp filter answering
+# ENOSYS to landlock_create_ruleset): --layer landlock refuses (exit 125), saying why.
+source "$(dirname "$0")/lib.sh"
+
+me=$(id -u)
+if [ -z "${EXG_LL_INNER:-}" ]; then
+    new_workspace
+    WORLD=$T/world
+    mkdir -p "$WORLD"
+    export EXG_LL_INNER=1 EXG_LL_WS=$WS
+    self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
+    # The world's own loopback: lo up, then this script again inside it.
+    inner='ip link set lo up 2>/dev/null || python3 -c "import socket,fcntl,struct; s=socket.socket(); fcntl.ioctl(s, 0x8914, struct.pack(\"16sh\", b\"lo\", 0x1|0x40))" || { echo "world: cannot bring lo up" >&2; exit 99; }'
+    if [ "$me" = 0 ]; then
+        chown -R exgtest: "$WS"
+        export EXG_LL_AS=root
+        rm -f "$WORLD/go"; mkfifo "$WORLD/go"
+        unshare --user --net -- bash -c 'read -r _ <"$1"; shift; exec bash -c "$0" _ "$@"' \
+            "$inner; echo 0 >/proc/sys/user/max_user_namespaces || exit 99; exec timeout 120 bash \"\$1\"" \
+            "$WORLD/go" "$self" &
+        pid=$!
+        mine=$(readlink /proc/self/ns/user)
+        while [ "$(readlink "/proc/$pid/ns/user" 2>/dev/null)" = "$mine" ] && kill -0 "$pid" 2>/dev/null; do sleep 0.01; done
+        echo "0 0 65536" >"/proc/$pid/uid_map" && echo "0 0 65536" >"/proc/$pid/gid_map"
+        echo go >"$WORLD/go"
+        wait "$pid"
+        exit $?
+    fi
+    export EXG_LL_AS=user
+    go=$WORLD/go
+    rm -f "$go"; mkfifo "$go"
+    timeout 150 unshare --user --map-root-user --net -- bash -c '
+        go=$1 self=$2 inner=$3
+        eval "$inner"
+        unshare --user --map-user=1000 --map-group=1000 -- bash -c "read -r _ <\"\$0\"; exec timeout 120 bash \"\$1\"" "$go" "$self" &
+        child=$!
+        mine=$(readlink /proc/self/ns/user)
+        while [ "$(readlink /proc/$child/ns/user 2>/dev/null)" = "$mine" ] && kill -0 $child 2>/dev/null; do sleep 0.01; done
+        echo 0 >/proc/sys/user/max_user_namespaces || { echo "world: cannot set the limit" >&2; kill $child; exit 99; }
+        echo go >"$go"
+        wait $child' _ "$go" "$self" "$inner"
+    exit $?
+fi
+
+# ---- inside the world ------------------------------------------------------------------------------
+WS=$EXG_LL_WS
+cd "$WS" || exit 1
+check "the world refuses user namespaces" bash -c '! unshare --user true 2>/dev/null'
+if [ "$EXG_LL_AS" = root ]; then
+    # The command runs as the workspace's owner; the invoker is root of the world.
+    AS=(); who="root of the world (workspace owned by exgtest)"
+else
+    AS=(); who="uid $(id -u), an ordinary user"
+fi
+note "as $who"
+OUTSIDE=$T/outside
+mkdir -p "$OUTSIDE" && echo original >"$OUTSIDE/file"
+SECRETS=$T/secretdir
+mkdir -p "$SECRETS" && echo topsecret-ll >"$SECRETS/key" && echo readable >"$T/neighbour"
+if [ "$EXG_LL_AS" = root ]; then chown -R exgtest: "$OUTSIDE" "$SECRETS" "$T/neighbour"; chmod 755 "$T"; fi
+git -C "$WS" init -q 2>/dev/null
+[ "$EXG_LL_AS" = root ] && chown -R exgtest: "$WS"
+cat >"$T/policy.json" <<JSON
+{
+  "network": {"allowedDomains": ["allowed.test"]},
+  "filesystem": {"denyRead": ["$SECRETS"], "allowWrite": [], "denyWrite": []}
+}
+JSON
+
+# Loopback services of this world, outside the sandbox: a TCP one that is not the proxy, an
+# abstract unix socket; and a host process to signal.
+python3 -c '
+import socket, sys, threading
+t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); t.bind(("127.0.0.1", 18080)); t.listen(8)
+a = socket.socket(socket.AF_UNIX); a.bind("\0exg-ll-host"); a.listen(8)
+def serve(s):
+    while True:
+        c, _ = s.accept(); c.sendall(b"host-service\n"); c.close()
+threading.Thread(target=serve, args=(a,), daemon=True).start()
+print("up", flush=True)
+serve(t)' >"$T/services.out" 2>&1 &
+track_bg $!
+# (the victim runs as the sandbox's own uid: only the scoping can refuse the signal)
+if [ "$EXG_LL_AS" = root ]; then setpriv --reuid=exgtest --regid=exgtest --clear-groups -- sleep 300 &
+else sleep 300 & fi
+victim=$!
+track_bg $victim
+for _ in $(seq 100); do grep -q up "$T/services.out" 2>/dev/null && break; sleep 0.05; done
+
+# ---- --layer auto chooses landlock, and says so ------------------------------------------------------
+run timeout 60 "$EXG" run --layer auto -- true
+check "$who: --layer auto runs (status $STATUS)" test "$STATUS" = 0
+check "$who: ... and says it chose landlock, not process" \
+    grep -qE '^exguardian: layer auto: chose landlock .*not process' <<<"$ERR"
+[ "$STATUS" = 0 ] || show_last
+check "$who: ... and says what the layer cannot do (no namespaces)" grep -q 'layer landlock: no namespaces' <<<"$ERR"
+
+# ---- one sandbox, every attack ---------------------------------------------------------------------
+cat >"$T/attacks.py" <<'PY'
+import errno, os, re, socket, sys
+outside, secrets, victim = sys.argv[1], sys.argv[2], int(sys.argv[3])
+def res(name, fn):
+    try:
+        r = fn()
+        print(f"{name}: ALLOWED {r!r}"[:200])
+    except OSError as e:
+        print(f"{name}: refused {errno.errorcode.get(e.errno, e.errno)}")
+def write_outside():
+    with open(outside + "/file", "w") as f: f.write("pwned")
+def create_outside():
+    open(outside + "/new", "w").close()
+def truncate_outside():
+    os.truncate(outside + "/file", 0)
+def read_secret():
+    return open(secrets + "/key").read()
+def list_secret():
+    return os.listdir(secrets)
+def tcp(host, port):
+    def f():
+        s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET); s.settimeout(5); s.connect((host, port)); return s.recv(64)
+    return f
+def udp():
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); s.sendto(b"x", ("127.0.0.1", 18081))
+def raw():
+    socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+def packet():
+    socket.socket(socket.AF_PACKET, socket.SOCK_RAW)
+def bind_tcp():
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); return s.getsockname()
+def kill_host():
+    os.kill(victim, 0)
+def abstract():
+    s = socket.socket(socket.AF_UNIX); s.connect("\0exg-ll-host"); return s.recv(64)
+m = re.match(r"http://([^:@/]+):([^@/]+)@127\.0\.0\.1:(\d+)", os.environ.get("HTTP_PROXY", ""))
+port = int(m.group(3)) if m else 0
+print("proxy-url-has-token:", bool(m))
+def proxy(auth, host):
+    def f():
+        s = socket.create_connection(("127.0.0.1", port), timeout=10)
+        req = f"GET http://{host}/ HTTP/1.1\r\nHost: {host}\r\n"
+        if auth:
+            import base64
+            req += "Proxy-Authorization: Basic " + base64.b64encode(f"{m.group(1)}:{m.group(2)}".encode()).decode() + "\r\n"
+        s.sendall((req + "Connection: close\r\n\r\n").encode())
+        return s.recv(200).split(b"\r\n")[0].decode()
+    return f
+res("write-outside", write_outside)
+res("create-outside", create_outside)
+res("truncate-outside", truncate_outside)
+res("read-denied", read_secret)
+res("list-denied", list_secret)
+res("tcp-other-port", tcp("127.0.0.1", 18080))
+res("tcp-proxy-port-other-address", tcp("127.0.0.2", port))
+res("tcp-proxy-port-ipv6-any", tcp("::", port))
+res("udp", udp)
+res("raw", raw)
+res("packet", packet)
+res("bind", bind_tcp)
+res("kill-host-process", kill_host)
+res("abstract-unix", abstract)
+res("proxy-without-token", proxy(False, "allowed.test"))
+res("proxy-denied-host", proxy(True, "denied.test"))
+with open("inside.txt", "w") as f: f.write("ok")
+print("write-workspace: ok")
+print("tmpdir:", os.environ.get("TMPDIR"))
+open(os.environ["TMPDIR"] + "/scratch", "w").close()
+print("write-tmpdir: ok")
+os.makedirs(".git/hooks", exist_ok=True)
+with open(".git/hooks/post-checkout", "w") as f: f.write("#!/bin/sh\ntouch /tmp/pwned\n")
+PY
+[ "$EXG_LL_AS" = root ] && chmod 644 "$T/attacks.py"
+run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim"
+note "status $STATUS"
+printf '%s\n' "$OUT" | sed 's/^/#      /'
+attack() {  # NAME DESC: the sandbox printed "NAME: refused ..."
+    check "$who: $2 is refused ($(grep "^$1: " <<<"$OUT" | head -1))" grep -q "^$1: refused" <<<"$OUT"
+}
+check "$who: the sandbox ran (status 123: the planted hook; stderr says planted)" \
+    bash -c '[ "$1" = 123 ] && grep -q "planted: .git/hooks/post-checkout" <<<"$2"' _ "$STATUS" "$ERR"
+[ "$STATUS" = 123 ] || show_last
+check "$who: the workspace is writable (inside.txt)" test "$(cat "$WS/inside.txt" 2>/dev/null)" = ok
+check "$who: TMPDIR is a private directory of the run, writable" grep -q "^write-tmpdir: ok" <<<"$OUT"
+attack write-outside "writing a file outside the writable paths (the invoker's own)"
+attack create-outside "creating a file outside the writable paths"
+attack truncate-outside "truncate(2) outside the writable paths"
+check "$who: ... and the file outside is unchanged, nothing created" \
+    bash -c '[ "$(cat "$1/file")" = original ] && [ ! -e "$1/new" ]' _ "$OUTSIDE"
+attack read-denied "reading a denyRead file"
+attack list-denied "listing a denyRead directory"
+check "$who: ... the secret is nowhere in the output" bash -c '! grep -q topsecret-ll <<<"$1$2"' _ "$OUT" "$ERR"
+check "$who: the proxy variables carry a per-run token" grep -q "^proxy-url-has-token: True" <<<"$OUT"
+attack tcp-other-port "a TCP connect to a loopback service that is not the proxy"
+attack tcp-proxy-port-other-address "a TCP connect to the proxy's port on another address (127.0.0.2)"
+attack tcp-proxy-port-ipv6-any "a TCP connect to the proxy's port on :: (IPv6)"
+attack udp "a UDP socket"
+attack raw "a raw socket"
+attack packet "a packet socket"
+attack bind "a TCP bind"
+attack kill-host-process "a signal to a host process (Landlock scoping)"
+check "$who: ... and the host process is still alive" kill -0 "$victim"
+attack abstract-unix "connecting to the host's abstract unix socket (the gate; scoping)"
+check "$who: the proxy without the token answers 407" grep -q "^proxy-without-token: ALLOWED 'HTTP/1.1 407" <<<"$OUT"
+check "$who: the proxy with the token refuses a host off the allowlist (403)" \
+    grep -q "^proxy-denied-host: ALLOWED 'HTTP/1.1 403" <<<"$OUT"
+check "$who: the planted hook is gone from the workspace" test ! -e "$WS/.git/hooks/post-checkout"
+tmpdir=$(sed -n 's/^tmpdir: //p' <<<"$OUT")
+check "$who: the run's private TMPDIR ($tmpdir) is removed after it" bash -c '[ -n "$1" ] && [ ! -e "$1" ]' _ "$tmpdir"
+
+# ---- a kernel without Landlock: the layer refuses ---------------------------------------------------
+no_landlock() {  # CMD...: under a seccomp filter answering ENOSYS to landlock_create_ruleset (444)
+    python3 - "$@" <<'PY'
+import ctypes, os, struct, sys
+libc = ctypes.CDLL(None, use_errno=True)
+def ins(code, jt, jf, k): return struct.pack("HBBI", code, jt, jf, k)
+prog = b"".join([
+    ins(0x20, 0, 0, 0),                   # ld nr
+    ins(0x15, 0, 1, 444),                 # jeq landlock_create_ruleset
+    ins(0x06, 0, 0, 0x00050000 | 38),     # ret ERRNO(ENOSYS)
+    ins(0x06, 0, 0, 0x7fff0000),          # ret ALLOW
+])
+buf = ctypes.create_string_buffer(prog)
+fprog = struct.pack("HxxxxxxQ", len(prog) // 8, ctypes.addressof(buf))
+fbuf = ctypes.create_string_buffer(fprog)
+U = ctypes.c_ulong
+if libc.prctl(38, U(1), U(0), U(0), U(0)) != 0 or libc.prctl(22, U(2), U(ctypes.addressof(fbuf)), U(0), U(0)) != 0:
+    sys.exit("cannot install the filter")
+os.execvp(sys.argv[1], sys.argv[1:])
+PY
+}
+run no_landlock timeout 60 "$EXG" run --layer landlock -- echo hi
+check "$who, no Landlock: --layer landlock refused (exit 125, status $STATUS), nothing ran" \
+    bash -c '[ "$1" = 125 ] && [ -z "$2" ]' _ "$STATUS" "$OUT"
+check "$who, no Landlock: it says why (no Landlock)" grep -q 'layer landlock: .*no Landlock' <<<"$ERR"
+[ "$STATUS" = 125 ] || show_last
+run no_landlock timeout 60 "$EXG" run --layer auto -- echo hi
+check "$who, no Landlock: --layer auto finds no layer (exit 125), landlock among the reasons" \
+    bash -c '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "no Landlock" <<<"$3"' _ "$STATUS" "$OUT" "$ERR"
+
+finish

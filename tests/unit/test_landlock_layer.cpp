@@ -1,0 +1,124 @@
+// The landlock layer's pure parts: the read rules around denied paths, the
+// Plan's translation (what it refuses), and the socket gate's judgement of
+// inet destinations on the host's network. The walls themselves are tested on
+// the real kernel in tests/integration/test_landlock_layer.sh.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "process/landlock_view.hpp"
+#include "sandbox/socket_address_gate.hpp"
+
+namespace {
+
+using exg::process::landlock_view;
+using exg::process::readable_roots;
+
+bool has(const std::vector<std::string>& v, const std::string& s) { return std::find(v.begin(), v.end(), s) != v.end(); }
+
+TEST(LandlockView, ReadRulesLeaveOutTheDeniedPathAndItsAncestors) {
+  char tmpl[] = "/var/tmp/exg-ll-unit-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string d = tmpl;
+  std::filesystem::create_directories(d + "/a");
+  std::filesystem::create_directories(d + "/b/secret");
+  std::ofstream(d + "/b/other") << "x";
+  std::filesystem::create_symlink(d + "/b/secret", d + "/c");
+  auto r = readable_roots({d + "/b/secret"}, 100000);
+  ASSERT_TRUE(r) << r.error().str();
+  EXPECT_FALSE(has(*r, "/"));
+  EXPECT_FALSE(has(*r, d));
+  EXPECT_FALSE(has(*r, d + "/b"));
+  EXPECT_FALSE(has(*r, d + "/b/secret"));
+  EXPECT_FALSE(has(*r, d + "/c")) << "a symlink is never granted (its rule would follow it)";
+  EXPECT_TRUE(has(*r, d + "/a"));
+  EXPECT_TRUE(has(*r, d + "/b/other"));
+  EXPECT_TRUE(has(*r, "/usr"));
+  std::filesystem::remove_all(d);
+}
+
+TEST(LandlockView, NothingDeniedIsTheWholeTree) {
+  auto r = readable_roots({}, 10);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r, std::vector<std::string>{"/"});
+  EXPECT_FALSE(readable_roots({"/"}, 10)) << "denying / itself is refused";
+  EXPECT_FALSE(readable_roots({"/usr/lib"}, 3)) << "more rules than allowed: refused, not truncated";
+}
+
+exg::plan::Plan plan_with(std::vector<exg::plan::Step> steps) {
+  exg::plan::Plan p;
+  p.workspace = "/srv/ws";
+  p.steps = std::move(steps);
+  return p;
+}
+
+TEST(LandlockView, RefusesWhatItCannotKeep) {
+  using exg::plan::StepKind;
+  exg::plan::Step ws{StepKind::BindRw, "/srv/ws", "/srv/ws"};
+  exg::plan::Step mask{StepKind::MaskFile, "", "/srv/ws/.env"};
+  mask.is_dir = false;
+  auto r = landlock_view(plan_with({ws, mask}), "/tmp/x");
+  ASSERT_FALSE(r) << "a denied path inside a writable tree";
+  EXPECT_NE(r.error().str().find("inside the writable tree /srv/ws"), std::string::npos) << r.error().str();
+  auto o = landlock_view(plan_with({{StepKind::Overlay, "/srv/ws", "/srv/ws"}}), "/tmp/x");
+  ASSERT_FALSE(o) << "an overlay workspace";
+  auto moved = landlock_view(plan_with({{StepKind::BindRw, "/srv/a", "/srv/b"}}), "/tmp/x");
+  ASSERT_FALSE(moved) << "a writable bind placed elsewhere";
+  auto root = plan_with({ws});
+  root.identity.invoked_as_root = true;
+  root.identity.synthetic = true;
+  ASSERT_FALSE(landlock_view(root, "/tmp/x")) << "root with a root-owned workspace";
+}
+
+TEST(LandlockView, WritesOnlyInTheWritableTreesAndTheNetworkIsHandled) {
+  using exg::plan::StepKind;
+  auto r = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"}, {StepKind::Tmpfs, "", "/tmp"}}), "/tmp/own");
+  ASSERT_TRUE(r) << r.error().str();
+  EXPECT_EQ(r->rules.read_write, (std::vector<std::string>{"/tmp/own", "/srv/ws"}));
+  EXPECT_TRUE(r->rules.handle_reads);
+  EXPECT_TRUE(r->rules.handle_net);
+  EXPECT_TRUE(r->rules.required);
+  EXPECT_FALSE(has(r->rules.write_files, "/dev")) << "not every device node";
+  EXPECT_FALSE(has(r->rules.write_files, "/proc"));
+}
+
+sockaddr_storage v4(const char* a, uint16_t port) {
+  sockaddr_storage ss{};
+  auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+  in->sin_family = AF_INET;
+  in->sin_port = htons(port);
+  ::inet_pton(AF_INET, a, &in->sin_addr);
+  return ss;
+}
+sockaddr_storage v6(const char* a, uint16_t port) {
+  sockaddr_storage ss{};
+  auto* in = reinterpret_cast<sockaddr_in6*>(&ss);
+  in->sin6_family = AF_INET6;
+  in->sin6_port = htons(port);
+  ::inet_pton(AF_INET6, a, &in->sin6_addr);
+  return ss;
+}
+
+TEST(SocketGate, HostNetworkLetsOnlyTheProxyOnLoopbackThrough) {
+  using exg::sandbox::inet_destination_allowed;
+  const std::vector<uint16_t> ports{40000, 40001};
+  std::string where;
+  EXPECT_TRUE(inet_destination_allowed(v4("127.0.0.1", 40000), sizeof(sockaddr_in), ports, &where));
+  EXPECT_TRUE(inet_destination_allowed(v6("::1", 40001), sizeof(sockaddr_in6), ports, &where));
+  EXPECT_TRUE(inet_destination_allowed(v6("::ffff:127.0.0.1", 40000), sizeof(sockaddr_in6), ports, &where));
+  EXPECT_FALSE(inet_destination_allowed(v4("127.0.0.1", 18080), sizeof(sockaddr_in), ports, &where));
+  EXPECT_FALSE(inet_destination_allowed(v4("127.0.0.2", 40000), sizeof(sockaddr_in), ports, &where));
+  EXPECT_FALSE(inet_destination_allowed(v4("203.0.113.10", 40000), sizeof(sockaddr_in), ports, &where));
+  EXPECT_EQ(where, "203.0.113.10:40000");
+  EXPECT_FALSE(inet_destination_allowed(v6("::", 40000), sizeof(sockaddr_in6), ports, &where));
+  EXPECT_FALSE(inet_destination_allowed(v4("127.0.0.1", 40000), 4, ports, &where)) << "a short address";
+}
+
+}  // namespace
