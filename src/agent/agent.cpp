@@ -737,6 +737,11 @@ void Agent::file_op(const Request& r) {
         char target[4096];
         ssize_t n = ::readlink(path, target, sizeof target);
         if (n >= 0) h["target"] = std::string(target, static_cast<size_t>(n));
+        // Where it leads, every link followed (serve's envd answers this); absent when dangling.
+        if (char* real = ::realpath(path, nullptr)) {
+          h["resolved"] = std::string(real);
+          std::free(real);
+        }
       }
       return send(reply_ok(r.id, h));
     }

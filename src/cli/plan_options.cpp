@@ -55,6 +55,10 @@ void PlanOptions::add_plan_options(CLI::App* sub) {
                   "live (writes land as they happen; planted files swept at exit), overlay (applied at exit), "
                   "discard (dropped)")
       ->check(CLI::IsMember({"live", "overlay", "discard"}));
+  sub->add_option("--workspace-at", workspace_at,
+                  "Mount the workspace at PATH inside instead of its host path (HOME and the cwd there; PATH's parent "
+                  "is a fresh empty directory), e.g. /home/user");
+  sub->add_option("--user-name", user_name, "The sandbox's user's name inside (its own /etc/passwd and /etc/group entry, USER)");
   sub->add_option("--keep", keep, "overlay/discard: keep the upper layer in DIR (see exguardian diff/apply)");
   sub->add_flag("--allow-planted", allow_planted,
                 "Do not fail the run when planted files (hooks, rc files, ...) were quarantined");
@@ -103,6 +107,8 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
                        : workspace_mode == "discard" ? plan::WorkspaceMode::Discard
                                                      : plan::WorkspaceMode::Live;
   if (!keep.empty()) ctx.keep_dir = keep;
+  ctx.workspace_at = workspace_at;
+  ctx.user_name = user_name;
   ctx.allow_planted = allow_planted;
 
   // Sources, merged in order: srt settings < user file < project file < each

@@ -21,7 +21,7 @@ struct BuiltPlan {
 struct PlanOptions {
   std::vector<std::string> policy_files;  // --policy, repeatable: merged in order
   std::string settings;                   // --settings: srt's option; read instead of ~/.srt-settings.json
-  std::string workspace, timeout, memory, pids, cpus, workspace_mode = "live", keep;
+  std::string workspace, timeout, memory, pids, cpus, workspace_mode = "live", keep, workspace_at, user_name;
   std::string scratch_disk;  // --scratch-disk
   std::vector<std::string> allow_write, deny_write, deny_read, allow_read, allow_domain, env;
   bool no_policy_files = false, unsafe_no_seccomp = false, allow_planted = false, dns = false;

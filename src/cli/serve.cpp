@@ -165,6 +165,7 @@ int serve_main(int argc, char** argv) {
   serve::ServiceOptions so;
   so.max_sandboxes = max_sandboxes;
   so.verbose = verbose;
+  so.max_upload = max_upload_mib * 1024 * 1024;
   // The warm pool: checked here, filled once the server runs (first thing on its loop).
   std::vector<std::pair<serve::Template, size_t>> pools;
   for (const auto& w : warm) {

@@ -872,7 +872,7 @@ HostIds decide_host_ids(const plan::Plan& plan, const RuntimeChoice& rt, bool gv
       if (usable) {
         std::vector<std::string> roots;
         for (const auto& s : plan.steps)
-          if (s.kind == plan::StepKind::BindRw) roots.push_back(s.target);
+          if (s.kind == plan::StepKind::BindRw) roots.push_back(s.source);  // host paths (--workspace-at moves the target)
         other_group = entry_of_other_group(roots, id.host_gid, 20000);
       }
       if (usable && !other_group) {

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -562,6 +563,8 @@ struct Builder {
       for (auto& st : trust_bundle_steps(plan)) plan.steps.push_back(std::move(st));
     if (auto r = srt_network_checks(home); !r) return r;
     pin_ancestors();
+    if (auto r = relocate_workspace(*ws); !r) return r;
+    if (auto r = name_user(); !r) return r;
     build_landlock();
     build_env();
     for (const auto& n : pol.notes) plan.notes.push_back(n);
@@ -734,6 +737,86 @@ struct Builder {
     return {};
   }
 
+  // --workspace-at: the workspace (and every step inside it: protected names,
+  // pins, masks) moves to that path inside; the host path is not mounted.
+  // The parent becomes a fresh tmpfs (the host's /home is not seen), and the
+  // steps under it outside the workspace (HOME's layer and its masks, when
+  // the host's HOME is there) go: the tmpfs hides them. What runs on the
+  // host (the sweep, the quarantine, overlay upper dirs) keeps host paths.
+  Result<void> relocate_workspace(const std::string& ws) {
+    const std::string& at = ctx.workspace_at;
+    if (at.empty()) return {};
+    std::string parent = at.substr(0, at.rfind('/'));
+    if (at[0] != '/' || at.find("/.") != std::string::npos || at.find("//") != std::string::npos || at.back() == '/' ||
+        parent.empty())
+      return fail(Error::msg("--workspace-at " + at, "expected an absolute path below a top-level directory, such as /home/user"));
+    for (const char* bad : {"/proc", "/sys", "/dev", "/run", "/tmp", "/etc", "/usr"})
+      if (is_within(at, bad)) return fail(Error::msg("--workspace-at " + at, std::string("cannot be under ") + bad));
+    auto rebase = [&](std::string& p) {
+      if (is_within(p, ws)) p = at + p.substr(ws.size());
+    };
+    std::vector<Step> kept;
+    for (auto& s : plan.steps) {
+      if (is_within(s.target, parent) && !is_within(s.target, ws)) continue;  // under the new tmpfs: hidden anyway
+      rebase(s.target);
+      if (s.kind == StepKind::BindRw || s.kind == StepKind::Overlay)
+        if (s.target == at) {
+          Step t;
+          t.kind = StepKind::Tmpfs;
+          t.target = parent;
+          t.why = "the workspace's parent: empty (the host's " + parent + " is not seen)";
+          kept.push_back(std::move(t));
+          s.why += " (at " + at + ")";
+        }
+      kept.push_back(std::move(s));
+    }
+    plan.steps = std::move(kept);
+    rebase(plan.cwd);
+    plan.home = at;
+    plan.notes.push_back("workspace " + ws + " is " + at + " inside (HOME, and the cwd)");
+    return {};
+  }
+
+  // --user-name: the sandbox's uid gets a name in its own /etc/passwd and
+  // /etc/group (generated files over the host's, its line first: a name
+  // lookup of the uid finds it before any host account with that uid).
+  Result<void> name_user() {
+    const std::string& name = ctx.user_name;
+    if (name.empty()) return {};
+    bool ok = name.size() <= 32 && (std::islower(static_cast<unsigned char>(name[0])) || name[0] == '_');
+    for (char c : name) ok = ok && (std::islower(static_cast<unsigned char>(c)) || std::isdigit(static_cast<unsigned char>(c)) || c == '_' || c == '-');
+    if (!ok) return fail(Error::msg("--user-name " + name, "expected a lower-case account name such as user"));
+    const uid_t uid = plan.identity.inside_uid;
+    const gid_t gid = plan.identity.inside_gid;
+    if (uid == 0) {
+      plan.notes.push_back("--user-name " + name + ": the sandbox's user is root inside: root's name kept");
+      return {};
+    }
+    const char* shell = ::access("/bin/bash", X_OK) == 0 ? "/bin/bash" : "/bin/sh";
+    struct Db {
+      const char* path;
+      std::string first;
+    };
+    for (const Db& db : {Db{"/etc/passwd", name + ":x:" + std::to_string(uid) + ":" + std::to_string(gid) + "::" + plan.home + ":" + shell + "\n"},
+                         Db{"/etc/group", name + ":x:" + std::to_string(gid) + ":\n"}}) {
+      std::string target = db.path;
+      std::error_code ec;
+      if (std::filesystem::is_symlink(target, ec)) {
+        auto real = std::filesystem::weakly_canonical(target, ec);
+        if (!ec && real.is_absolute()) target = real.string();
+      }
+      std::ifstream f(target);
+      std::string content = db.first, line;
+      while (std::getline(f, line))
+        if (!line.starts_with(name + ":")) content += line + "\n";
+      Step& s = add(StepKind::File, target, {}, "the sandbox's user is " + name);
+      s.is_dir = false;
+      s.mode = 0444;
+      s.content = std::move(content);
+    }
+    return {};
+  }
+
   // Landlock mirrors the mounts: read and execute everywhere, full access only
   // where a writable mount is (workspace, allowWrite, HOME's throwaway layer,
   // the private tmpfs dirs), writing existing files in /dev and /proc.
@@ -776,6 +859,7 @@ struct Builder {
       std::string name = pw ? pw->pw_name : "exguardian";
       env["USER"] = env["LOGNAME"] = name;
     }
+    if (!ctx.user_name.empty() && plan.identity.inside_uid != 0) env["USER"] = env["LOGNAME"] = ctx.user_name;
     if (plan.proxy.enabled) {
       // Every common client finds the proxy (srt sets the same names).
       for (auto& [k, v] : proxy_env(plan.proxy.http_port, plan.proxy.socks_port)) env[k] = v;

@@ -106,7 +106,7 @@ const char* to_string(WorkspaceMode m);
 struct Plan {
   std::string sandbox_id;
   std::vector<std::string> argv;
-  std::string workspace;  // canonical host path, mounted at the same path
+  std::string workspace;  // canonical host path, mounted at the same path (or at Context::workspace_at)
   std::string cwd;        // inside
   std::string home;       // HOME inside (same path as on the host)
   std::string hostname = "exguardian";
@@ -179,6 +179,13 @@ struct Context {
   WorkspaceMode workspace_mode = WorkspaceMode::Live;
   std::optional<std::string> keep_dir;  // --keep: where the overlay's upper layer stays
   bool allow_planted = false;
+  // --workspace-at: where the workspace appears inside (HOME and the default
+  // cwd there; its parent a fresh tmpfs, so the host's directory there is not
+  // seen). Empty: at its host path. serve gives E2B's /home/user.
+  std::string workspace_at;
+  // --user-name: the sandbox's user's name in its own /etc/passwd and
+  // /etc/group (first, so the name wins for its uid), USER and LOGNAME.
+  std::string user_name;
 
   static Context from_process(const std::vector<std::string>& argv);
 };

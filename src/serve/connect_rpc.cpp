@@ -2,6 +2,8 @@
 
 #include <openssl/evp.h>
 
+#include <cctype>
+#include <cstdio>
 #include <ctime>
 
 #include "util/json_parse.hpp"
@@ -225,6 +227,39 @@ std::string rfc3339(int64_t seconds, int64_t nanos) {
 std::string rfc3339(std::chrono::system_clock::time_point t) {
   auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   return rfc3339(ns / 1000000000, ns % 1000000000);
+}
+
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s) {
+  int y, mo, d, h, mi, sec, used = 0;
+  std::string text(s.substr(0, 64));
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d%n", &y, &mo, &d, &h, &mi, &sec, &used) != 6 || used != 19) return std::nullopt;
+  if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970) return std::nullopt;
+  std::string_view rest = std::string_view(text).substr(19);
+  int64_t nanos = 0;
+  if (!rest.empty() && rest.front() == '.') {
+    rest.remove_prefix(1);
+    int digits = 0;
+    while (!rest.empty() && std::isdigit(static_cast<unsigned char>(rest.front()))) {
+      if (digits++ < 9) nanos = nanos * 10 + (rest.front() - '0');
+      rest.remove_prefix(1);
+    }
+    if (digits == 0) return std::nullopt;
+    for (; digits < 9; ++digits) nanos *= 10;
+  }
+  int64_t offset = 0;
+  if (rest == "Z" || rest == "z") {
+  } else if (rest.size() == 6 && (rest[0] == '+' || rest[0] == '-') && rest[3] == ':' && std::isdigit(static_cast<unsigned char>(rest[1])) &&
+             std::isdigit(static_cast<unsigned char>(rest[2])) && std::isdigit(static_cast<unsigned char>(rest[4])) && std::isdigit(static_cast<unsigned char>(rest[5]))) {
+    offset = ((rest[1] - '0') * 10 + (rest[2] - '0')) * 3600 + ((rest[4] - '0') * 10 + (rest[5] - '0')) * 60;
+    if (rest[0] == '-') offset = -offset;
+  } else {
+    return std::nullopt;
+  }
+  struct tm tm {};
+  tm.tm_year = y - 1900, tm.tm_mon = mo - 1, tm.tm_mday = d, tm.tm_hour = h, tm.tm_min = mi, tm.tm_sec = sec;
+  int64_t secs = static_cast<int64_t>(timegm(&tm)) - offset;
+  return std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+      std::chrono::seconds(secs) + std::chrono::nanoseconds(nanos)));
 }
 
 std::optional<std::chrono::milliseconds> timeout_of(const Request& req) {

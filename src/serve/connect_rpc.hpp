@@ -11,6 +11,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -74,6 +75,8 @@ std::optional<std::string> base64_decode(const std::string& text);  // standard 
 // RFC 3339 in UTC with nanoseconds ("2026-12-01T13:15:34.123456789Z").
 std::string rfc3339(int64_t seconds, int64_t nanos = 0);
 std::string rfc3339(std::chrono::system_clock::time_point t);
+// "2026-12-06T21:00:00.123Z" (or an offset, +01:00) -> the time; nullopt if not that shape.
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view s);
 
 // The Connect-Timeout-Ms header, if any (a malformed one is ignored as absent).
 std::optional<std::chrono::milliseconds> timeout_of(const Request& req);

@@ -190,11 +190,28 @@ void Service::resume_or_connect(Call& c, bool connect) {
 
 void Service::sandbox_metrics(Call& c) {
   const Sandbox& sb = *c.sb;
-  auto u = registry_.usage(c.sb);
+  // start/end (unix seconds): E2B keeps a history; here the one sample is now's,
+  // answered when the range holds now (end 10 s late at most: the client took
+  // its end before the request went out), else none.
   auto now = std::chrono::system_clock::now();
+  const int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count();
+  std::optional<int64_t> range[2];
+  const char* names[2] = {"start", "end"};
+  for (int i = 0; i < 2; ++i)
+    if (auto v = query_param(c.query, names[i])) {
+      char* end = nullptr;
+      long long n = std::strtoll(v->c_str(), &end, 10);
+      if (v->empty() || *end || n < 0) return reply(c.ex, c.route.label, api_error(http::status::bad_request, std::string(names[i]) + ": expected unix seconds"));
+      range[i] = n;
+    }
+  if (range[0] && range[1] && *range[0] > *range[1])
+    return reply(c.ex, c.route.label, api_error(http::status::bad_request, "start: after end"));
+  if ((range[0] && *range[0] > now_s) || (range[1] && *range[1] + 10 < now_s))
+    return reply(c.ex, c.route.label, json_response(http::status::ok, "[]"));
+  auto u = registry_.usage(c.sb);
   nlohmann::json metric = {
       {"timestamp", rpc::rfc3339(now)},
-      {"timestampUnix", std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count()},
+      {"timestampUnix", now_s},
       {"cpuCount", static_cast<int>(std::ceil(sb.tmpl.cpus))},
       {"cpuUsedPct", u.cpu_pct},
       {"memUsed", u.mem_bytes},
@@ -329,8 +346,20 @@ void Service::list_sandboxes(Call& c) {
     limit = static_cast<size_t>(v);
   }
   std::string after = query_param(query, "nextToken").value_or("");
+  // E2B's order: newest first unless order=asc.
+  std::string order = query_param(query, "order").value_or("desc");
+  if (order != "asc" && order != "desc") return bad("order: expected asc or desc");
+  std::optional<std::chrono::system_clock::time_point> started_after;
+  if (auto sa = query_param(query, "startedAfter"); sa && !sa->empty()) {
+    started_after = rpc::parse_rfc3339(url_decode(*sa));
+    if (!started_after) return bad("startedAfter: expected an RFC 3339 time such as 2026-12-06T21:00:00.000Z");
+  }
+  std::string tmpl = url_decode(query_param(query, "template").value_or(""));
   auto all = registry_.of_tenant(t.id);
-  std::sort(all.begin(), all.end(), [](auto& a, auto& b) { return a->started_at != b->started_at ? a->started_at < b->started_at : a->id < b->id; });
+  std::sort(all.begin(), all.end(), [asc = order == "asc"](auto& a, auto& b) {
+    if (a->started_at != b->started_at) return asc ? a->started_at < b->started_at : a->started_at > b->started_at;
+    return a->id < b->id;
+  });
   nlohmann::json out = nlohmann::json::array();
   bool passed = after.empty();
   std::string next;
@@ -341,6 +370,8 @@ void Service::list_sandboxes(Call& c) {
     }
     std::string st = sb->state == Sandbox::State::Paused ? "paused" : sb->state == Sandbox::State::Running ? "running" : "";
     if (std::find(states.begin(), states.end(), st) == states.end()) continue;
+    if (started_after && sb->started_at < *started_after) continue;
+    if (!tmpl.empty() && sb->tmpl.name != tmpl) continue;
     bool match = true;
     for (auto& [k, v] : want_meta)
       if (!sb->metadata.contains(k) || sb->metadata[k] != v) match = false;

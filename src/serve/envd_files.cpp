@@ -4,7 +4,9 @@
 // has the table). Contents go through the agent in
 // frames of at most 1 MiB, read and written by the sandbox's own user.
 #include <algorithm>
+#include <cctype>
 
+#include "serve/gzip_codec.hpp"
 #include "serve/multipart.hpp"
 #include "serve/service.hpp"
 
@@ -86,8 +88,9 @@ void Service::files_get(Call& c) {
   auto acc = std::make_shared<std::string>();
   auto step = std::make_shared<std::function<void(uint64_t)>>();
   size_t limit = opt_.max_download;
-  *step = [this, sb, path, acc, ex, route, step, limit](uint64_t off) mutable {
-    sb->agent->call(agent::request::read(path, off), {}, [this, acc, ex, route, step, off, path, limit](const agent::Frame& r) mutable {
+  const bool gzip_wanted = accepts_gzip(std::string(c.req[http::field::accept_encoding]));
+  *step = [this, sb, path, acc, ex, route, step, limit, gzip_wanted](uint64_t off) mutable {
+    sb->agent->call(agent::request::read(path, off), {}, [this, acc, ex, route, step, off, path, limit, gzip_wanted](const agent::Frame& r) mutable {
       if (!r.header.value("ok", false)) {
         std::string e = reply_errno(r);
         *step = nullptr;
@@ -103,7 +106,12 @@ void Service::files_get(Call& c) {
       if (r.header.value("eof", true) || r.payload.empty()) {
         Response resp{http::status::ok, 11};
         resp.set(http::field::content_type, "application/octet-stream");
-        resp.body() = std::move(*acc);
+        if (gzip_wanted) {  // the SDK's read(..., {gzip: true})
+          resp.set(http::field::content_encoding, "gzip");
+          resp.body() = gzip(*acc);
+        } else {
+          resp.body() = std::move(*acc);
+        }
         *step = nullptr;
         return reply(ex, route, std::move(resp));
       }
@@ -128,9 +136,18 @@ void Service::files_post(Call& c) {
     files = std::move(*parts);
     if (!qpath.empty() && files.size() == 1) files[0].path = qpath;
   } else if (ct.starts_with("application/octet-stream")) {
-    if (!req[http::field::content_encoding].empty())
-      return reply(ex, route, api_error(http::status::bad_request, "Content-Encoding: compressed uploads are not accepted"));
-    files.push_back({qpath, std::move(req.body())});
+    std::string enc(req[http::field::content_encoding]);
+    for (char& ch : enc) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (enc == "gzip" || enc == "x-gzip") {  // the SDK's write(..., {gzip: true})
+      auto plain = gunzip(req.body(), opt_.max_upload);
+      if (!plain)
+        return reply(ex, route, api_error(http::status::bad_request, "Content-Encoding gzip: the body is not gzip, or is larger than the upload limit once decompressed"));
+      files.push_back({qpath, std::move(*plain)});
+    } else if (!enc.empty() && enc != "identity") {
+      return reply(ex, route, api_error(http::status::bad_request, "Content-Encoding " + enc + ": only gzip is accepted"));
+    } else {
+      files.push_back({qpath, std::move(req.body())});
+    }
   } else {
     return reply(ex, route, api_error(http::status::bad_request, "Content-Type " + ct + ": expected multipart/form-data or application/octet-stream"));
   }

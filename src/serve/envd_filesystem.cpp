@@ -4,6 +4,9 @@
 // what a command of that sandbox could reach.
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
+#include <map>
+
 #include "serve/service.hpp"
 
 namespace exg::serve {
@@ -65,7 +68,8 @@ nlohmann::json entry_info(const Sandbox& sb, const std::string& path, const nloh
       {"group", owner_name(sb, st.value("gid", 0u), true)},
       {"modifiedTime", rpc::rfc3339(st.value("mtime", 0ll))},
   };
-  if (type == "symlink") e["symlinkTarget"] = st.value("target", "");
+  // envd answers the link resolved (filepath.EvalSymlinks): absolute, every link followed.
+  if (type == "symlink") e["symlinkTarget"] = st.value("resolved", st.value("target", ""));
   return e;
 }
 
@@ -146,23 +150,63 @@ struct Lister : std::enable_shared_from_this<Lister> {
   }
 };
 
-// A WatchDir stream: the agent's watch events as FilesystemEvents.
+// A WatchDir stream: the agent's watch events as FilesystemEvents. A
+// recursive one watches every directory below too (one agent watch each, at
+// most kMaxWatches a sandbox: a larger tree is resource_exhausted), and each
+// directory created later; an event's name is relative to the watched root
+// ("sub/file.txt"), as envd's.
 struct WatchStream : std::enable_shared_from_this<WatchStream> {
   std::shared_ptr<Sandbox> sb;
   rpc::ServerStream stream;
-  int watch = 0;
-  uint64_t token = 0;
+  std::string root;
+  bool recursive = false;
+  std::map<int, std::pair<std::string, uint64_t>> watches;  // agent watch -> (prefix, subscription)
   boost::asio::steady_timer keepalive;
   bool done = false;
   WatchStream(boost::asio::io_context& io, std::shared_ptr<Sandbox> s, ExchangePtr ex)
       : sb(std::move(s)), stream(std::move(ex)), keepalive(io) {}
 
-  void run() {
+  void run(int watch) {
     auto self = shared_from_this();
-    token = sb->agent->subscribe_watch(watch, [self](const agent::Frame& f) { self->on_event(f); });
+    add(watch, "");
     stream.exchange().on_close = [self] { self->finish(std::nullopt, false); };
     stream.send({{"start", nlohmann::json::object()}});
+    if (recursive) descend("");
     tick();
+  }
+  void add(int watch, const std::string& prefix) {
+    std::weak_ptr<WatchStream> weak = shared_from_this();
+    uint64_t token = sb->agent->subscribe_watch(watch, [weak, watch](const agent::Frame& f) {
+      if (auto self = weak.lock()) self->on_event(watch, f);
+    });
+    watches[watch] = {prefix, token};
+  }
+  // Watches every directory below root/prefix (prefix "" or ending in '/').
+  void descend(const std::string& prefix) {
+    auto self = shared_from_this();
+    std::string dir = root + (prefix.empty() ? "" : "/" + prefix.substr(0, prefix.size() - 1));
+    sb->agent->call(agent::request::list_dir(dir), {}, [self, prefix](const agent::Frame& r) {
+      if (self->done || !r.header.value("ok", false)) return;
+      for (auto& e : r.header.value("entries", nlohmann::json::array()))
+        if (e.value("type", "") == "dir") self->watch_dir(prefix + e.value("name", "") + "/");
+    });
+  }
+  void watch_dir(const std::string& prefix) {
+    auto self = shared_from_this();
+    std::string dir = root + "/" + prefix.substr(0, prefix.size() - 1);
+    sb->agent->call(agent::request::watch(dir), {}, [self, prefix](const agent::Frame& r) {
+      if (self->done) return;
+      if (!r.header.value("ok", false)) {
+        if (reply_errno(r) == "ENOSPC")
+          self->finish(RpcError{Code::ResourceExhausted, "recursive watch: more directories than the sandbox's " +
+                                                             std::to_string(agent::kMaxWatches) + " watches"}, true);
+        return;  // gone meanwhile: nothing to watch
+      }
+      int w = r.header.value("watch", 0);
+      if (self->watches.count(w)) return;
+      self->add(w, prefix);
+      self->descend(prefix);
+    });
   }
   void tick() {
     keepalive.expires_after(std::chrono::seconds(20));
@@ -172,23 +216,36 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
       self->tick();
     });
   }
-  void on_event(const agent::Frame& f) {
-    if (f.header.value("event", "") == "closed") return finish(RpcError{Code::Unavailable, "the sandbox ended"}, true);
+  void on_event(int watch, const agent::Frame& f) {
+    if (done) return;
+    if (f.header.value("event", "") == "closed") return finish(RpcError{Code::Unavailable, kSandboxEnded}, true);
+    auto it = watches.find(watch);
+    if (it == watches.end()) return;
+    const std::string prefix = it->second.first;
     auto mask = f.header.value("mask", nlohmann::json::array());
-    if (std::find(mask.begin(), mask.end(), "ignored") != mask.end() || std::find(mask.begin(), mask.end(), "delete_self") != mask.end())
-      return finish(RpcError{Code::NotFound, "the watched directory is gone"}, true);
+    auto has = [&](const char* m) { return std::find(mask.begin(), mask.end(), m) != mask.end(); };
+    if (has("ignored") || has("delete_self")) {
+      if (prefix.empty()) return finish(RpcError{Code::NotFound, "the watched directory is gone"}, true);
+      sb->agent->unsubscribe(it->second.second);
+      watches.erase(it);
+      return;
+    }
     const char* type = event_type(mask);
     if (!type) return;
-    stream.send({{"filesystem", {{"name", f.header.value("name", "")}, {"type", type}}}});
+    const std::string name = prefix + f.header.value("name", "");
+    if (recursive && has("isdir") && (has("create") || has("moved_to"))) watch_dir(name + "/");
+    stream.send({{"filesystem", {{"name", name}, {"type", type}}}});
   }
   void finish(const std::optional<RpcError>& err, bool send_end) {
     if (done) return;
     done = true;
     keepalive.cancel();
-    if (sb->agent) {
-      sb->agent->unsubscribe(token);
-      sb->agent->call(agent::request::unwatch(watch), {}, [](const agent::Frame&) {});
-    }
+    if (sb->agent)
+      for (auto& [w, pt] : watches) {
+        sb->agent->unsubscribe(pt.second);
+        sb->agent->call(agent::request::unwatch(w), {}, [](const agent::Frame&) {});
+      }
+    watches.clear();
     stream.exchange().on_close = nullptr;
     if (send_end) stream.end(err);
   }
@@ -253,7 +310,8 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     if (!p) return fail_with(err);
     std::string path = absolute_path(*sb, *p);
     sb->agent->call(agent::request::remove(path, /*recursive=*/true), {}, [path, ok, bad](const agent::Frame& r) mutable {
-      if (!r.header.value("ok", false)) return bad(agent_error(r, path));
+      // envd's os.RemoveAll: a path that is not there is removed already.
+      if (!r.header.value("ok", false) && reply_errno(r) != "ENOENT") return bad(agent_error(r, path));
       ok(nlohmann::json::object());
     });
     return;
@@ -275,6 +333,9 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
       l->sb = sb;
       l->done = [ok, bad](std::optional<RpcError> e, nlohmann::json entries) mutable {
         if (e) return bad(*e);
+        // envd lists in path order (its walk is lexical); the stats answer in any.
+        std::sort(entries.begin(), entries.end(),
+                  [](const nlohmann::json& a, const nlohmann::json& b) { return a["path"].get_ref<const std::string&>() < b["path"].get_ref<const std::string&>(); });
         ok({{"entries", std::move(entries)}});
       };
       ++l->outstanding;  // held until the top listing is issued
@@ -286,12 +347,14 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
   if (method == "WatchDir" || method == "CreateWatcher") {
     auto p = path_field(*msg, "path", &err);
     if (!p) return fail_with(err);
-    if (const auto* r = rpc::field(*msg, "recursive"); r && r->is_boolean() && r->get<bool>())
-      return fail_with({Code::Unimplemented, "recursive watches are not served here"});
+    const auto* rec = rpc::field(*msg, "recursive");
+    const bool recursive = rec && rec->is_boolean() && rec->get<bool>();
+    if (recursive && method == "CreateWatcher")
+      return fail_with({Code::Unimplemented, "recursive watchers (CreateWatcher) are not served here: WatchDir is"});
     if (method == "CreateWatcher" && sb->watchers.size() >= kMaxWatchers)
       return fail_with({Code::ResourceExhausted, "at most " + std::to_string(kMaxWatchers) + " watchers a sandbox"});
     std::string path = absolute_path(*sb, *p);
-    sb->agent->call(agent::request::watch(path), {}, [this, ex, sb, path, method, route](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::watch(path), {}, [this, ex, sb, path, method, route, recursive](const agent::Frame& r) mutable {
       if (method == "WatchDir") {
         metrics_.count_request(route, 200);
         if (!r.header.value("ok", false)) {
@@ -300,8 +363,9 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
           return;
         }
         auto ws = std::make_shared<WatchStream>(io_, sb, ex);
-        ws->watch = r.header.value("watch", 0);
-        ws->run();
+        ws->root = path;
+        ws->recursive = recursive;
+        ws->run(r.header.value("watch", 0));
         return;
       }
       if (!r.header.value("ok", false)) return reply(ex, route, rpc::unary_error(agent_error(r, path)));

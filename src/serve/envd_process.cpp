@@ -127,7 +127,7 @@ struct ProcessStream : std::enable_shared_from_this<ProcessStream> {
       stream.send(end_event(f.header));
       finish(std::nullopt, true);
     } else if (ev == "closed") {
-      finish(RpcError{Code::Unavailable, "the sandbox ended"}, true);
+      finish(RpcError{Code::Unavailable, kSandboxEnded}, true);
     }
   }
 

@@ -43,7 +43,9 @@ std::vector<Route> route_rows() {
        {sandbox_out, {"429", "A quota", "Error"}, {"500", "The sandbox did not start: the supervisor's reason", "Error"}},
        "NewSandbox"},
       {V::get, "/v2/sandboxes", Auth::ApiKey, &Service::list_sandboxes,
-       "Sandboxes of the tenant: ?metadata, ?state=running,paused, ?limit, ?nextToken (X-Next-Token answers)", {{"200", "ListedSandbox[]"}}},
+       "Sandboxes of the tenant, newest first: ?order=asc|desc, ?metadata, ?state=running,paused, ?startedAfter (RFC 3339), ?template, "
+       "?limit, ?nextToken (X-Next-Token answers)",
+       {{"200", "ListedSandbox[]"}}},
       {V::get, "/sandboxes/{sandboxID}", Auth::ApiKey, &Service::get_sandbox, "One sandbox", {{"200", "SandboxDetail"}}},
       {V::delete_, "/sandboxes/{sandboxID}", Auth::ApiKey, &Service::kill_sandbox,
        "Kill it: every process, its cgroup and its files. Not E2B's: with ?refusals_since=N (a refusals answer's next) it answers 200 "
@@ -60,7 +62,8 @@ std::vector<Route> route_rows() {
        {sandbox_out, {"409", "Not paused", "Error"}}},
       {V::post, "/sandboxes/{sandboxID}/connect", Auth::ApiKey, &Service::connect_sandbox, "Connect (resumes a paused one)",
        {{"200", "The sandbox", "Sandbox"}, sandbox_out}},
-      {V::get, "/sandboxes/{sandboxID}/metrics", Auth::ApiKey, &Service::sandbox_metrics, "CPU and memory of its cgroup now",
+      {V::get, "/sandboxes/{sandboxID}/metrics", Auth::ApiKey, &Service::sandbox_metrics, "CPU and memory of its cgroup now; ?start, ?end (unix seconds): "
+       "that sample when the range holds now, else none (no history is kept)",
        {{"200", "SandboxMetric[]"}}},
       {V::get, "/sandboxes/{sandboxID}/refusals", Auth::ApiKey, &Service::refusals,
        "Not E2B's: what it refused (egress, DNS, syscalls, planted files, exfiltration) since ?since= (an earlier answer's next; 0 or "

@@ -53,6 +53,9 @@
 
 namespace exg::serve {
 
+// Where E2B's user has its home inside a sandbox (what E2B's base template gives).
+inline constexpr char kE2bHome[] = "/home/user";
+
 // One header of E2B's network.rules: set by the sandbox's proxy on every
 // HTTPS request to `host` (an exact name or *.suffix), replacing the client's.
 // The value goes to the supervisor in its environment (never a file, never

@@ -136,13 +136,20 @@ void Service::control(Request& req, ExchangePtr ex, const Route* r, Call call) {
 
 // No route: a path of one sandbox ([/v2]/sandboxes/{id}/action) is looked up
 // first, so that an unknown id answers the same whatever the action.
+// An endpoint this server does not offer is 501 saying so: E2B's SDKs read a
+// 404 as "sandbox not found" and a 502 as a timeout, both misleading here.
 void Service::no_control_route(Request& req, ExchangePtr ex, const Tenant& t, const std::string& path) {
+  const std::string what = std::string(http::to_string(req.method())) + " " + path;
   auto one = parse_sandbox_path(path);
-  if (!one) return reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + path));
+  if (!one) return reply(ex, "unknown", api_error(http::status::not_implemented, not_served(what)));
   ex->log_sandbox = one->id;
   if (!tenants_sandbox(t, one->id))
     return reply(ex, "unknown", api_error(http::status::not_found, "sandbox " + one->id + " not found"));
-  reply(ex, "unknown", api_error(http::status::not_found, "no such endpoint: " + std::string(http::to_string(req.method())) + " " + path));
+  reply(ex, "unknown", api_error(http::status::not_implemented, not_served(what)));
+}
+
+std::string Service::not_served(const std::string& what) {
+  return "not served by exguardian serve: " + what + " (GET /openapi.json lists what is)";
 }
 
 // Auth::EnvdToken: every request naming a sandbox, routed or not, passes the
@@ -199,7 +206,7 @@ void Service::no_envd_route(Request& req, ExchangePtr ex, const std::shared_ptr<
   auto m = req.method();
   if (path.starts_with("/process.Process/") && m == http::verb::post) return process_rpc(req, ex, sb, path.substr(17), route);
   if (path.starts_with("/filesystem.Filesystem/") && m == http::verb::post) return filesystem_rpc(req, ex, sb, path.substr(23), route);
-  reply(ex, route, api_error(http::status::not_found, "no such envd endpoint: " + std::string(http::to_string(m)) + " " + path));
+  reply(ex, route, api_error(http::status::not_implemented, not_served("envd " + std::string(http::to_string(m)) + " " + path)));
 }
 
 void Service::health(Call& c) {

@@ -26,12 +26,16 @@ namespace exg::serve {
 // The envd version we answer as: the SDK gates features on it (0.5.7: stdin
 // close, octet-stream uploads; below 0.6.2: no file metadata, which we do not keep).
 inline constexpr const char* kEnvdVersion = "0.5.7";
+// What a stream open when its sandbox ends says (Unavailable): the SDK's
+// words for it, which E2B's own tests look for.
+inline constexpr const char* kSandboxEnded = "the sandbox was killed or reached its end of life";
 // envd's port: E2b-Sandbox-Port names it (or none); another port is a port of the sandbox (port_proxy.cpp).
 inline constexpr const char* kEnvdPort = "49983";
 
 struct ServiceOptions {
   size_t max_sandboxes = 1000;  // over all tenants
   size_t max_download = 256 * 1024 * 1024;
+  size_t max_upload = 100 * 1024 * 1024;  // also a gzip upload once decompressed (--max-upload-mib)
   bool verbose = false;
   bool cgroup_limits = true;  // false: --no-cgroup-limits, reported by /health and /metrics
 };
@@ -131,6 +135,8 @@ class Service {
  public:
   // The E2B user a request acts as: "" when acceptable (the sandbox's one
   // user), else the error to answer with. From Authorization: Basic (RPC) or ?username= (files).
+  // The message of an endpoint this server does not offer (501).
+  static std::string not_served(const std::string& what);
   static std::optional<std::string> user_error(const Request& req, const std::string& query_user, const Sandbox& sb);
   // A path of the request -> the absolute path inside the sandbox (relative ones start at the home).
   static std::string absolute_path(const Sandbox& sb, const std::string& p);

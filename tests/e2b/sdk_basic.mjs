@@ -89,6 +89,20 @@ await check('run: default cwd is the home, user is unprivileged, envs from creat
   assert.equal(e2, 'run-env')
 })
 
+await check('the sandbox as E2B users know it: user `user`, home /home/user (issue 44; not yet on gVisor)', async () => {
+  if (process.env.EXG_LAYER === 'gvisor' || process.env.EXG_LAYER === 'microvm') return
+  const r = await sb.commands.run('whoami; id -un; echo "$HOME"; pwd; echo "$USER"; getent passwd user | cut -d: -f6; ls /home')
+  assert.deepEqual(r.stdout.trim().split('\n'), ['user', 'user', '/home/user', '/home/user', 'user', '/home/user', 'user'])
+  const w = await sb.files.write('e2b-home.txt', 'at home')
+  assert.equal(w.path, '/home/user/e2b-home.txt')
+  assert.equal((await sb.commands.run('cat /home/user/e2b-home.txt')).stdout, 'at home')
+  if (process.env.STATE_DIR) {  // the host's path of the home is not in the sandbox's view
+    const host = `${process.env.STATE_DIR}/sandboxes/${sb.sandboxId}/home`
+    const h = await sb.commands.run(`ls ${host}/e2b-home.txt 2>&1; true`)
+    assert.ok(!h.stdout.includes(`${host}/e2b-home.txt\n`) && /No such file/.test(h.stdout), h.stdout)
+  }
+})
+
 await check('run: cwd option', async () => {
   await sb.files.makeDir('sub/dir')
   const r = await sb.commands.run('pwd', { cwd: 'sub/dir' })
@@ -192,7 +206,8 @@ await check('files: watchDir events', async () => {
 
 await check('files: the sandbox own view only (.., absolute paths, another sandbox\'s home)', async () => {
   await other.files.write('secret.txt', 'other-secret')
-  const otherHome = (await other.commands.run('pwd')).stdout.trim()
+  // Its home as the host sees it (inside, every sandbox's home is /home/user).
+  const otherHome = process.env.STATE_DIR ? `${process.env.STATE_DIR}/sandboxes/${other.sandboxId}/home` : (await other.commands.run('pwd')).stdout.trim()
   await rejects(sb.files.read(`${otherHome}/secret.txt`), (e) => e instanceof NotFoundError || e instanceof SandboxError, 'absolute')
   const depth = otherHome.split('/').length
   await rejects(sb.files.read(`${'../'.repeat(depth)}${otherHome.slice(1)}/secret.txt`), (e) => e instanceof NotFoundError || e instanceof SandboxError, 'dotdot')

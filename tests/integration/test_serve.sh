@@ -166,7 +166,7 @@ api POST /sandboxes "${A[@]}" "${JSON[@]}" --data-binary @"$T/deep.json"; expect
 api GET /v2/sandboxes "${A[@]}" -H "X-Big: $(head -c 20000 /dev/zero | tr '\0' a)"
 [ "$CODE" = 431 ] || [ "$CODE" = 400 ] && ok "a 20 KB header: refused ($CODE)" || fail "a 20 KB header: $CODE"
 api GET /health; expect 200 "the server is healthy after the bad control-plane input"
-api GET '/sandboxes/..%2f..%2fetc' "${A[@]}"; expect 404 "an id with a path in it: 404" '.code == 404'
+api GET '/sandboxes/..%2f..%2fetc' "${A[@]}"; expect 501 "an id with a path in it: no route takes it (501, not served)" '.code == 501'
 
 # ---- a sandbox by raw HTTP: create, envd through E2b-Sandbox-Id, Connect-RPC framing ----
 ENV_SECRET=envsecret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
@@ -207,20 +207,20 @@ api GET /envs "${S[@]}"; expect 200 "GET /envs: the sandbox's envVars" ".RAW == 
 # What no row of the route table (src/serve/routes.cpp) has is answered as before it: a path of
 # no sandbox names itself, an unknown sandbox is one whatever the action, envd's services answer
 # a method they lack; /v2 serves every route of one sandbox. The counters use the table's labels.
-api GET /nope "${A[@]}"; expect 404 "an unknown path: 404 naming it" '.message == "no such endpoint: /nope"'
+api GET /nope "${A[@]}"; expect 501 "an unknown path: 501 naming it (a 404 reads as sandbox not found in the SDKs)" '.message | startswith("not served by exguardian serve: GET /nope")'
 api GET /nope; expect 401 "an unknown path without a key: 401, the key first"
-api GET "/sandboxes/$ID/bogus" "${A[@]}"; expect 404 "an unknown action: 404 naming method and path" ".message == \"no such endpoint: GET /sandboxes/$ID/bogus\""
-api POST "/sandboxes/$ID" "${A[@]}"; expect 404 "a method a route lacks: 404 naming it" ".message == \"no such endpoint: POST /sandboxes/$ID\""
+api GET "/sandboxes/$ID/bogus" "${A[@]}"; expect 501 "an unknown action: 501 naming method and path" ".message | startswith(\"not served by exguardian serve: GET /sandboxes/$ID/bogus\")"
+api POST "/sandboxes/$ID" "${A[@]}"; expect 501 "a method a route lacks: 501 naming it" ".message | startswith(\"not served by exguardian serve: POST /sandboxes/$ID\")"
 api GET /sandboxes/nosuchsandbox0000000/bogus "${A[@]}"; expect 404 "an unknown action of an unknown id: as the unknown id" '.message == "sandbox nosuchsandbox0000000 not found"'
-api GET "/sandboxes/$ID/" "${A[@]}"; expect 404 "a trailing slash: no such endpoint" ".message == \"no such endpoint: /sandboxes/$ID/\""
-api GET "/sandboxes/$ID%2Fmetrics" "${A[@]}"; expect 404 "an encoded slash: no such endpoint" ".message == \"no such endpoint: /sandboxes/$ID%2Fmetrics\""
+api GET "/sandboxes/$ID/" "${A[@]}"; expect 501 "a trailing slash: not served" ".message | startswith(\"not served by exguardian serve: GET /sandboxes/$ID/ \")"
+api GET "/sandboxes/$ID%2Fmetrics" "${A[@]}"; expect 501 "an encoded slash: not served" ".message | startswith(\"not served by exguardian serve: GET /sandboxes/$ID%2Fmetrics \")"
 api GET "/v2/sandboxes/$ID" "${A[@]}"; expect 200 "GET /v2/sandboxes/{id}: as GET /sandboxes/{id}" ".sandboxID == \"$ID\""
-api GET /nope "${S[@]}"; expect 404 "envd: an unknown path: 404 naming it" '.message == "no such envd endpoint: GET /nope"'
+api GET /nope "${S[@]}"; expect 501 "envd: an unknown path: 501 naming it" '.message | startswith("not served by exguardian serve: envd GET /nope")'
 api POST /filesystem.Filesystem/Nope "${S[@]}" "${JSON[@]}" -d '{}'; expect 501 "envd: a method the service lacks: unimplemented" '.message == "filesystem.Filesystem/Nope: no such method"'
 api GET /health "${S[@]}"; expect 204 "envd's GET /health (not the server's)"
 metrics=$(curl -s "$URL/metrics")
 for label in 'envd GET /envs",status="200' 'GET /sandboxes/{sandboxID}",status="200' 'GET /v2/sandboxes/{sandboxID}",status="200' \
-             'unknown",status="404' 'envd unknown",status="501' 'envd GET /health",status="204'; do
+             'unknown",status="501' 'envd unknown",status="501' 'envd GET /health",status="204'; do
     grep -qF "exguardian_http_requests_total{route=\"$label\"}" <<<"$metrics" && ok "/metrics counts route=\"$label\"" ||
         fail "/metrics without route=\"$label\""
 done
@@ -597,7 +597,7 @@ if on_layer gvisor && [ "${EXG_IT_GVISOR_SDK:-1}" = 0 ]; then
     skip "the e2b SDK on gVisor (EXG_IT_GVISOR_SDK=0 skipped it)"
 elif npm_pinned "$T/node" "e2b@$E2B_VERSION"; then
     ok "npm install e2b@$E2B_VERSION"
-    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" TEMPLATE=layered \
+    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" TEMPLATE=layered STATE_DIR="$STATE" EXG_LAYER="$EXG_LAYER" \
         EXPECT_PAUSE=$EXPECT_PAUSE EXPECT_OWN_UIDS=$(on_layer process && [ "$EXG_AS" = root ] && echo 1 || echo 0) timeout 300 node "$T/node/sdk_basic.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the e2b SDK: $(tail -1 <<<"$OUT")"

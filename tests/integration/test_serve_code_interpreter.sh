@@ -6,9 +6,14 @@
 # caller that left, a second tenant that never reaches the first one's port 49999, a web server on
 # another port, the interpreter inside the sandbox's pid namespace and gone after the kill). One
 # server, one sandbox per tenant; the curl-level and lifecycle checks of serve are test_serve.sh's.
+# On the same server, tests/e2b/sdk_envd.mjs (the `e2b` SDK, pinned) checks envd's behaviour where
+# E2B's own SDK tests expect it (issue 44, part 2: sorted listings, RemoveAll, symlink targets, gzip,
+# recursive watches, list order and filters, metrics ranges, 501 for what is not served, a kill
+# during a command).
 source "$(dirname "$0")/lib.sh"
 
 CI_VERSION=2.8.0
+E2B_VERSION=2.51.0  # as test_serve.sh: the SDK that tests/e2b/sdk_envd.mjs drives
 need_source_tree tests/e2b/code_interpreter.mjs node npm curl python3
 
 KEY_A=acme-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
@@ -53,16 +58,22 @@ code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST "$URL/sandboxes" -H "X-API
 [ "$code" = 404 ] && ok "an unknown template is still 404" || fail "code-interpreter-v2: $code $(cat "$T/body")"
 
 mkdir -p "$T/node"
-cp "$SRC/tests/e2b/code_interpreter.mjs" "$T/node/"
-if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION"; then
-    ok "npm install @e2b/code-interpreter@$CI_VERSION"
+cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$T/node/"
+if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; then
+    ok "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/code_interpreter.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"
     else fail "the code interpreter SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
+    # envd's behaviour as E2B's own SDK tests expect it (issue 44, part 2), on the same server.
+    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" NO_PROXY='*' no_proxy='*' \
+        timeout 300 node "$T/node/sdk_envd.mjs"
+    printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   envd: /'
+    if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "envd as E2B's SDK tests expect it: $(tail -1 <<<"$OUT")"
+    else fail "envd as E2B's SDK tests expect it (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
 else
-    fail "npm install @e2b/code-interpreter@$CI_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
+    fail "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi
 
 # Nothing of the sandboxes is left once they are killed (the interpreter's process: the SDK script).
