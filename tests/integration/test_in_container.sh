@@ -3,9 +3,10 @@
 # default seccomp profile and masked /proc, as uid 0 and as uid 1000 inside. The engine lets
 # clone(CLONE_NEWUSER) through but refuses what a sandbox's setup does in the namespace
 # (sethostname, mount: EPERM from its seccomp profile; a fresh proc: EPERM while /proc has paths
-# mounted over), so no layer runs there: the run and `--layer auto` stop with exit 125 naming the
-# call, the cause, the container and the engine flags that let the sandbox run; doctor says the
-# same. With the flags the README gives (--security-opt seccomp=unconfined and unmask=ALL) the
+# mounted over), so no namespace layer runs there: the run stops with exit 125 naming the call, the
+# cause, the container and the engine flags that let the sandbox run; doctor says the same;
+# `--layer auto` takes the layer without namespaces (landlock) and says why not the others.
+# With the flags the README gives (--security-opt seccomp=unconfined and unmask=ALL) the
 # process layer runs inside, its own filter on the command, and refuses what it claims to.
 source "$(dirname "$0")/lib.sh"
 
@@ -60,10 +61,25 @@ for uid in 0 1000; do
     check "uid $uid, default profile: the ways out are the engine flags" bash -c \
         'grep -q "^exguardian: way out: .*--security-opt seccomp=unconfined" <<<"$1" && grep -q "^exguardian: way out: .*unmask=ALL" <<<"$1"' _ "$ERR"
     [ "$STATUS" = 125 ] || show_last
-    in_podman "$uid" -- run --layer auto -- echo hi
-    check "uid $uid, default profile, --layer auto: exit 125, no layer chosen, each says why" bash -c \
-        '[ "$1" = 125 ] && [ -z "$2" ] && grep -q "^exguardian: layer auto: refused: no layer can run here" <<<"$3" &&
-         grep -q "^exguardian: layer auto: process cannot run: missing: namespace setup (sethostname" <<<"$3"' _ "$STATUS" "$OUT" "$ERR"
+    # --layer auto: the namespace-free layer (landlock) is the one left here, chosen with the reason
+    # each stronger one cannot run.
+    in_podman "$uid" -- run --layer auto -- sh -c 'echo hi; cat /home/u/.ssh/id_ed25519 || echo key-refused; touch /etc/planted || echo etc-refused'
+    check "uid $uid, default profile, --layer auto: landlock chosen, each stronger layer says why not" bash -c \
+        'grep -q "^exguardian: layer auto: chose landlock .*not process: missing: namespace setup (sethostname" <<<"$1"' _ "$ERR"
+    if [ "$uid" = 1000 ]; then
+        check "uid $uid, default profile, --layer auto: the command runs there and the key and /etc are refused" bash -c \
+            '[ "$1" = 0 ] && grep -qx hi <<<"$2" && grep -qx key-refused <<<"$2" && grep -qx etc-refused <<<"$2" &&
+             ! grep -q PRIVATE-KEY-CANARY <<<"$2$3" && [ ! -e "$4/etc/planted" ]' _ "$STATUS" "$OUT" "$ERR" "$R"
+    else
+        # Root inside without CAP_SYS_PTRACE (the engine's default capabilities): the layer runs the
+        # command as the workspace's owner and cannot take the seccomp listener from it; it must stop
+        # before anything runs (fail closed), or run and hold.
+        check "uid $uid, default profile, --layer auto: fails closed (exit 125, nothing ran) or runs and holds (status $STATUS)" bash -c \
+            '{ [ "$1" = 125 ] && [ -z "$2" ]; } ||
+             { [ "$1" = 0 ] && grep -qx key-refused <<<"$2" && grep -qx etc-refused <<<"$2"; }' _ "$STATUS" "$OUT"
+        check "uid $uid, default profile, --layer auto: nothing of the key printed, nothing planted in /etc" bash -c \
+            '! grep -q PRIVATE-KEY-CANARY <<<"$1$2" && [ ! -e "$3/etc/planted" ]' _ "$OUT" "$ERR" "$R"
+    fi
     # ---- seccomp allowed, /proc still masked ---------------------------------------------------
     in_podman "$uid" --security-opt seccomp=unconfined -- run -- echo hi
     check "uid $uid, seccomp=unconfined only: exit 125, the masked /proc named with its way out" bash -c \
