@@ -82,17 +82,20 @@ cat >"$T/policy.json" <<JSON
 JSON
 
 # Loopback services of this world, outside the sandbox: a TCP one that is not the proxy, an
-# abstract unix socket; and a host process to signal.
+# abstract unix socket, a pathname one anyone may connect to (as a Docker socket is for its group);
+# and a host process to signal.
 python3 -c '
-import socket, sys, threading
+import os, socket, sys, threading
 t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); t.bind(("127.0.0.1", 18080)); t.listen(8)
 a = socket.socket(socket.AF_UNIX); a.bind("\0exg-ll-host"); a.listen(8)
+u = socket.socket(socket.AF_UNIX); u.bind(sys.argv[1]); os.chmod(sys.argv[1], 0o777); u.listen(8)
 def serve(s):
     while True:
         c, _ = s.accept(); c.sendall(b"host-service\n"); c.close()
 threading.Thread(target=serve, args=(a,), daemon=True).start()
+threading.Thread(target=serve, args=(u,), daemon=True).start()
 print("up", flush=True)
-serve(t)' >"$T/services.out" 2>&1 &
+serve(t)' "$T/host.sock" >"$T/services.out" 2>&1 &
 track_bg $!
 # (the victim runs as the sandbox's own uid: only the scoping can refuse the signal)
 if [ "$EXG_LL_AS" = root ]; then setpriv --reuid=exgtest --regid=exgtest --clear-groups -- sleep 300 &
@@ -145,6 +148,8 @@ def kill_host():
     os.kill(victim, 0)
 def abstract():
     s = socket.socket(socket.AF_UNIX); s.connect("\0exg-ll-host"); return s.recv(64)
+def pathname():
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[4]); return s.recv(64)
 m = re.match(r"http://([^:@/]+):([^@/]+)@127\.0\.0\.1:(\d+)", os.environ.get("HTTP_PROXY", ""))
 port = int(m.group(3)) if m else 0
 print("proxy-url-has-token:", bool(m))
@@ -172,6 +177,7 @@ res("packet", packet)
 res("bind", bind_tcp)
 res("kill-host-process", kill_host)
 res("abstract-unix", abstract)
+res("pathname-unix", pathname)
 res("proxy-without-token", proxy(False, "allowed.test"))
 res("proxy-denied-host", proxy(True, "denied.test"))
 with open("inside.txt", "w") as f: f.write("ok")
@@ -183,7 +189,7 @@ os.makedirs(".git/hooks", exist_ok=True)
 with open(".git/hooks/post-checkout", "w") as f: f.write("#!/bin/sh\ntouch /tmp/pwned\n")
 PY
 [ "$EXG_LL_AS" = root ] && chmod 644 "$T/attacks.py"
-run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim"
+run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$T/host.sock"
 note "status $STATUS"
 printf '%s\n' "$OUT" | sed 's/^/#      /'
 attack() {  # NAME DESC: the sandbox printed "NAME: refused ..."
@@ -213,6 +219,9 @@ attack bind "a TCP bind"
 attack kill-host-process "a signal to a host process (Landlock scoping)"
 check "$who: ... and the host process is still alive" kill -0 "$victim"
 attack abstract-unix "connecting to the host's abstract unix socket (the gate; scoping)"
+check "$who: connecting to a host unix socket by its path, open to anyone, is refused by the gate (EACCES; the host itself reaches it)" \
+    bash -c 'grep -qE "^pathname-unix: refused (EACCES|EPERM)" <<<"$1" &&
+             python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); assert s.recv(64)" "$2"' _ "$OUT" "$T/host.sock"
 check "$who: the proxy without the token answers 407" grep -q "^proxy-without-token: ALLOWED 'HTTP/1.1 407" <<<"$OUT"
 check "$who: the proxy with the token refuses a host off the allowlist (403)" \
     grep -q "^proxy-denied-host: ALLOWED 'HTTP/1.1 403" <<<"$OUT"
