@@ -148,6 +148,8 @@ def kill_host():
     os.kill(victim, 0)
 def abstract():
     s = socket.socket(socket.AF_UNIX); s.connect("\0exg-ll-host"); return s.recv(64)
+def fastopen():  # a connect inside the send, past connect() and so past Landlock's port rule
+    s = socket.socket(); s.settimeout(5); s.sendto(b"x", socket.MSG_FASTOPEN, ("127.0.0.1", 18080)); return s.recv(64)
 def pathname():
     s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[4]); return s.recv(64)
 m = re.match(r"http://([^:@/]+):([^@/]+)@127\.0\.0\.1:(\d+)", os.environ.get("HTTP_PROXY", ""))
@@ -178,6 +180,7 @@ res("bind", bind_tcp)
 res("kill-host-process", kill_host)
 res("abstract-unix", abstract)
 res("pathname-unix", pathname)
+res("tcp-fastopen", fastopen)
 res("proxy-without-token", proxy(False, "allowed.test"))
 res("proxy-denied-host", proxy(True, "denied.test"))
 with open("inside.txt", "w") as f: f.write("ok")
@@ -212,6 +215,8 @@ check "$who: the proxy variables carry a per-run token" grep -q "^proxy-url-has-
 attack tcp-other-port "a TCP connect to a loopback service that is not the proxy"
 attack tcp-proxy-port-other-address "a TCP connect to the proxy's port on another address (127.0.0.2)"
 attack tcp-proxy-port-ipv6-any "a TCP connect to the proxy's port on :: (IPv6)"
+check "$who: a TCP Fast Open send to a loopback service that is not the proxy is refused (EPERM: the host-network filter)" \
+    grep -qE "^tcp-fastopen: refused EPERM" <<<"$OUT"
 attack udp "a UDP socket"
 attack raw "a raw socket"
 attack packet "a packet socket"
