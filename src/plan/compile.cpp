@@ -799,12 +799,12 @@ struct Builder {
     };
     for (const Db& db : {Db{"/etc/passwd", name + ":x:" + std::to_string(uid) + ":" + std::to_string(gid) + "::" + plan.home + ":" + shell + "\n"},
                          Db{"/etc/group", name + ":x:" + std::to_string(gid) + ":\n"}}) {
-      std::string target = db.path;
-      std::error_code ec;
-      if (std::filesystem::is_symlink(target, ec)) {
-        auto real = std::filesystem::weakly_canonical(target, ec);
-        if (!ec && real.is_absolute()) target = real.string();
+      auto covered = host_file_to_cover(db.path);
+      if (!covered) {
+        plan.notes.push_back("--user-name " + name + ": this host has no " + db.path + " to put the name in");
+        continue;
       }
+      const std::string& target = *covered;
       std::ifstream f(target);
       std::string content = db.first, line;
       while (std::getline(f, line))
