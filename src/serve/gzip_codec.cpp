@@ -1,36 +1,27 @@
-// zlib in gzip mode, whole buffers (the bodies are bounded by the server's limits).
+// gzip for envd's /files: decoding with the proxy's decoder, encoding with zlib in
+// gzip mode over whole buffers (the bodies are bounded by the server's limits).
 #include "serve/gzip_codec.hpp"
 
 #include <zlib.h>
 
 #include <cctype>
 
+#include "egress/proxy.hpp"
+
 namespace exg::serve {
 
 std::optional<std::string> gunzip(std::string_view in, size_t limit) {
+  // The proxy's decoder (egress/content_decoding.cpp: members, truncation, a
+  // bomb's one-call growth), fed in pieces so the limit is checked as it grows.
+  if (in.empty()) return std::nullopt;  // no gzip member at all
+  auto dec = egress::detail::BodyDecoder::make({"gzip"});
+  if (!dec) return std::nullopt;
   std::string out;
-  z_stream z{};
-  if (inflateInit2(&z, 15 + 16) != Z_OK) return std::nullopt;
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  char buf[65536];
-  int rc = Z_OK;
-  while (true) {
-    z.next_out = reinterpret_cast<Bytef*>(buf);
-    z.avail_out = sizeof buf;
-    rc = inflate(&z, Z_NO_FLUSH);
-    if (rc != Z_OK && rc != Z_STREAM_END) break;
-    out.append(buf, sizeof buf - z.avail_out);
-    if (out.size() > limit) break;
-    if (rc == Z_STREAM_END) {
-      if (z.avail_in == 0) break;
-      inflateReset(&z);  // the next member
-      continue;
-    }
-    if (z.avail_in == 0 && z.avail_out != 0) break;  // truncated: no end seen
+  constexpr size_t kPiece = 16 << 10;
+  for (size_t off = 0; off < in.size(); off += kPiece) {
+    if (!dec->feed(in.substr(off, kPiece), out) || out.size() > limit) return std::nullopt;
   }
-  inflateEnd(&z);
-  if (rc != Z_STREAM_END || z.avail_in != 0 || out.size() > limit) return std::nullopt;
+  if (!dec->finish(out) || out.size() > limit) return std::nullopt;
   return out;
 }
 
