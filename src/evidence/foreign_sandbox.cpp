@@ -333,10 +333,26 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
       "net-rebind-loopback", "net-rebind-private"};
   const std::string host_pid_ns = ns_link("pid");
   const std::string exg_probe = "/run/exguardian/exguardian probe ";
+  // Not in the userland batch of ExGuardian's layers only because its sweep quarantines what they
+  // write at the sandbox's end (catalog.cpp). Not here: what writes a file every judge compares
+  // (ctx.files: the canaries, the workspace's hook and .git/config): seed-git-hook,
+  // persist-hookspath, persist-git-config-append, persist-home-bashrc.
+  static const char* const kForeignUserland[] = {
+      "persist-workspace-bashrc", "persist-envrc", "persist-vscode-tasks", "persist-mcp-json",
+      "planted-bare-repo-fsmonitor", "planted-config-worktree", "planted-hookspath-dir", "planted-lefthook",
+      "planted-hg-hgrc", "planted-agent-mcp-config", "planted-pdbrc", "planted-code-workspace", "planted-pth",
+      "planted-pyc", "planted-index-only", "planted-unreadable-dir", "planted-deep-dir"};
 
   for (auto& p : v) {
-    // One sandbox per probe: a judge runs right after its own probe, before any other writes.
-    if (p.batch != "kernel") p.batch.clear();
+    // One sandbox for many (batch.hpp) where each judge still sees only its own probe's doing:
+    // the kernel batch, the userland batch (catalog.cpp says why each member may share one), and
+    // the persistence probes that ExGuardian's layers keep alone only for the post-run sweep,
+    // which a foreign sandbox has not (each judged by its own file on the host, which only it
+    // writes). The rest keep a sandbox each: a judge runs right after its own probe.
+    if (std::find(std::begin(kForeignUserland), std::end(kForeignUserland), p.id) != std::end(kForeignUserland))
+      p.batch = "userland";
+    if (p.batch != "kernel" && p.batch != "userland") p.batch.clear();
+    if (!p.run_args.empty() || p.needs_world || p.destructive || p.stdio_files) p.batch.clear();
     if (no_sandbox && !p.without_sandbox.safe) {
       p.skip_why = kUnsafeWithoutSandbox + p.without_sandbox.why;
       p.required = false;
@@ -355,7 +371,9 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
     }
     if (p.id.starts_with("kernel-") && p.command.starts_with(exg_probe)) {
       const std::string name = p.command.substr(exg_probe.size());
-      p.command = probe_inside + " " + name;
+      // Its scratch directory in the workspace, which every sandbox under test lets ordinary
+      // work write, not in /tmp, which some keep read-only (srt unless allowWrite names it).
+      p.command = probe_inside + " " + name + " --scratch " + c.ws;
       const bool ok_work = probe::probe_expects_success(name);
       p.judge = [ok_work, probe_inside, no_sandbox](const Outcome& o) {
         return judge_kernel_foreign(o, ok_work, probe_inside, no_sandbox);
@@ -459,6 +477,23 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
         return judge(o);
       };
   }
+  group_batches(v);
+}
+
+void group_batches(std::vector<ProbeSpec>& v) {
+  std::vector<ProbeSpec> grouped;
+  grouped.reserve(v.size());
+  std::vector<bool> taken(v.size(), false);
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (taken[i]) continue;
+    const std::string batch = v[i].batch;  // (v[i] is moved from below)
+    for (size_t k = i; k < v.size(); ++k) {
+      if (taken[k] || (k != i && (batch.empty() || v[k].batch != batch))) continue;
+      taken[k] = true;
+      grouped.push_back(std::move(v[k]));
+    }
+  }
+  v = std::move(grouped);
 }
 
 }  // namespace exg::evidence

@@ -69,6 +69,12 @@ std::string shown_command(const std::vector<std::string>& argv);
 void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::string& probe_inside,
                        bool no_sandbox = false);
 
+// The members of each batch moved up to where its first member is, in their order (the others
+// keep theirs): a foreign sandbox keeps no sweep and its judges compare the host's files from the
+// previous probe's on, so a batch's probes are judged one after the other, right after its
+// sandbox, before any probe outside it writes.
+void group_batches(std::vector<ProbeSpec>& v);
+
 // The evidence of every not-applicable probe starts with this.
 inline constexpr const char* kNotApplicable = "not applicable: ";
 // --sandbox none (no sandbox at all): only the probes safe without one run

@@ -749,7 +749,11 @@ struct Runner {
       }
       // A foreign sandbox may let a probe change what the next ones compare (a hook, a
       // canary): each judge sees only its own probe's changes (the cleanup rows see them all).
-      if (foreign) {
+      // A batch's members (next to each other: group_batches) all ran before the first was
+      // judged: the reference is taken again after the last, so each sees its own target's change.
+      const size_t at = static_cast<size_t>(&p - specs.data());
+      const bool batch_goes_on = !p.batch.empty() && at + 1 < specs.size() && specs[at + 1].batch == p.batch;
+      if (foreign && !batch_goes_on) {
         ctx.files.remember_again();
         ctx.targets.remember_again();
       }

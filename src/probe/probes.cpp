@@ -131,14 +131,23 @@ Attempt init_module() { return result(::syscall(SYS_init_module, nullptr, 0, "")
 Attempt finit_module() { return result(::syscall(SYS_finit_module, -1, "", 0)); }
 Attempt delete_module() { return result(::syscall(SYS_delete_module, "exg_probe_none", O_NONBLOCK)); }
 
+// ---- scratch directories -----------------------------------------------------
+
+std::string& scratch_parent() {
+  static std::string dir = "/tmp";
+  return dir;
+}
+// mkdtemp's template under the scratch parent.
+std::string scratch_template() { return scratch_parent() + "/exg-probe-XXXXXX"; }
+
 // ---- mounts and roots -----------------------------------------------------
 
 Attempt mount_tmpfs() {
-  char dir[] = "/tmp/exg-probe-XXXXXX";
-  if (!::mkdtemp(dir)) return result(-1);
-  Attempt a = result(::syscall(SYS_mount, "exg", dir, "tmpfs", 0, nullptr));
-  if (a.rc == 0) ::umount2(dir, MNT_DETACH);
-  ::rmdir(dir);
+  std::string dir = scratch_template();
+  if (!::mkdtemp(dir.data())) return result(-1);
+  Attempt a = result(::syscall(SYS_mount, "exg", dir.c_str(), "tmpfs", 0, nullptr));
+  if (a.rc == 0) ::umount2(dir.c_str(), MNT_DETACH);
+  ::rmdir(dir.c_str());
   return a;
 }
 Attempt umount2() { return result(::syscall(SYS_umount2, "/exg-probe-none", 0)); }
@@ -254,11 +263,13 @@ Attempt ioperm() { return result(::syscall(SYS_ioperm, 0x80, 1, 0)); }
 
 // ---- set-id modes ------------------------------------------------------------
 
-// A scratch directory in /tmp (the sandbox's own, or the test host's) with one
-// plain file "f" in it; removed afterwards, whatever the attempt did.
+// A scratch directory under the scratch parent (/tmp: the sandbox's own, or the test
+// host's; or set_scratch_parent's) with one plain file "f" in it; removed afterwards,
+// whatever the attempt did.
 template <typename Fn>
 Attempt in_scratch_dir(Fn&& attempt) {
-  char dir[] = "/tmp/exg-probe-XXXXXX";
+  std::string dir_name = scratch_template();
+  char* dir = dir_name.data();
   if (!::mkdtemp(dir)) return result(-1);
   int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int f = dfd < 0 ? -1 : ::openat(dfd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -574,6 +585,8 @@ std::string errno_name(int e) {
 }
 
 }  // namespace
+
+void set_scratch_parent(const std::string& dir) { scratch_parent() = dir.empty() ? "/tmp" : dir; }
 
 std::vector<std::string> probe_names() {
   std::vector<std::string> v;

@@ -129,6 +129,23 @@ assert p['seed-git-hook']['verdict'] == 'ESCAPED', p['seed-git-hook']
 # The judges after it compare the host's files from its change on (each sees its own).
 assert p['secrets-credential-files']['verdict'] in ('ESCAPED', 'held') and 'pre-commit' not in p['secrets-credential-files']['evidence']
 "
+check "  shell probes share one sandbox, each still judged by its own host file ($(verdicts "$J" persist-envrc planted-lefthook persist-fsmonitor-target planted-symlinked-hook-target work-write))" python3 -c "
+import json
+ps = json.load(open('$J'))['probes']
+p = {x['id']: x for x in ps}
+ids = ('persist-envrc', 'planted-lefthook', 'persist-fsmonitor-target', 'planted-symlinked-hook-target', 'work-write', 'proc-pid1')
+shared = {p[i]['shared_with'] for i in ids}
+assert len(shared) == 1 and shared.pop() >= 30, [(i, p[i]['shared_with']) for i in ids]
+# A batch's members are judged one after the other (each judge sees its own change, not its neighbours').
+at = [x['id'] for x in ps].index
+assert max(at(i) for i in ids) - min(at(i) for i in ids) <= p['work-write']['shared_with'], [at(i) for i in ids]
+for i, f in (('persist-envrc', '.envrc created'), ('persist-fsmonitor-target', 'fsmon.sh changed'),
+             ('planted-symlinked-hook-target', 'pre-push changed')):
+    assert p[i]['verdict'] == 'ESCAPED' and f in p[i]['evidence'], p[i]
+assert p['planted-lefthook']['verdict'] == 'ESCAPED', p['planted-lefthook']
+# What writes a file every judge compares keeps a sandbox of its own; so do the network probes.
+assert all(p[i]['shared_with'] == 0 for i in ('seed-git-hook', 'persist-home-bashrc', 'persist-hookspath', 'net-udp'))
+"
 
 # The same probes under ExGuardian's process layer: held.
 run "$EXG" escape-test --json "$T/exg.json" $(printf -- '--only %s ' "${NET_IDS[@]}" seed-env-secrets fd-leak seed-read-credentials)
@@ -228,7 +245,7 @@ check "  nothing outside what the test made: no /run/exguardian/exguardian, no s
 # allowed host allowed): its proxy is the way out, so the network cells say what its allow list did.
 SRT_VERSION=0.0.83
 CMP_IDS=(seed-read-credentials seed-env-secrets net-direct-metadata persist-home-bashrc kernel-bpf kernel-ptrace-attach proc-pid1-signals)
-SRT_IDS=(net-allowed-control seed-curl-metadata seed-git-hook host-unix-socket)
+SRT_IDS=(net-allowed-control seed-curl-metadata seed-git-hook host-unix-socket kernel-chmod-plain-allowed kernel-chmod-setuid)
 CMP=exguardian,bwrap-net,none
 if ! command -v socat >/dev/null || ! command -v rg >/dev/null; then
     fail "srt needs socat and ripgrep (make deps installs them): srt is left out of --compare"
@@ -272,6 +289,10 @@ for i in ('seed-curl-metadata', 'net-direct-metadata'):
 # writes only to the working directory, .git/hooks always denied, AF_UNIX sockets refused by its seccomp helper.
 for i in ('persist-home-bashrc', 'seed-git-hook', 'host-unix-socket', 'kernel-bpf'):
     assert s(i)['state'] == 'held', (i, s(i))
+# The kernel probes' scratch directory is in the workspace (srt's settings keep /tmp read-only): a plain chmod
+# there is ordinary work that works, and a set-uid mode is the kernel's to allow (no seccomp rule of srt's for it).
+assert s('kernel-chmod-plain-allowed')['state'] == 'held', s('kernel-chmod-plain-allowed')
+assert s('kernel-chmod-setuid')['state'] == 'ESCAPED' and 'allowed' in s('kernel-chmod-setuid')['evidence'], s('kernel-chmod-setuid')
 # reads are allowed by default (denyRead: ~/.ssh only), the environment is passed.
 assert s('seed-read-credentials')['state'] == 'ESCAPED' and s('seed-env-secrets')['state'] == 'ESCAPED', (s('seed-read-credentials'), s('seed-env-secrets'))
 "

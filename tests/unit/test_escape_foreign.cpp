@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <set>
 
 #include "evidence/documented_limits.hpp"
 #include "evidence/foreign_sandbox.hpp"
@@ -62,6 +63,7 @@ TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
   ctx.leftover_marker = "EXGLEFT-0123456789";
   ctx.host_marker_pid = 1;
   ctx.world_up = true;
+  ctx.ws = "/w/workspace";
   for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = true;
   auto v = build_catalog(ctx);
   adapt_for_foreign(v, ctx, "/x/exguardian-probe");
@@ -74,7 +76,8 @@ TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
   }
   const ProbeSpec* k = find_probe(v, "kernel-bpf");
   ASSERT_TRUE(k);
-  EXPECT_EQ(k->command, "/x/exguardian-probe bpf");
+  // Its scratch directory in the workspace (srt's settings keep /tmp read-only).
+  EXPECT_EQ(k->command, "/x/exguardian-probe bpf --scratch /w/workspace");
   EXPECT_EQ(k->batch, "kernel");
   Outcome allowed;
   allowed.status = 1;
@@ -106,8 +109,31 @@ TEST(ForeignSandbox, ExguardianOnlyProbesAreNotApplicableNeverHeld) {
   no_id.status = 1;
   no_id.out = "cp: can't stat '/usr/bin/id': No such file or directory\n";
   EXPECT_EQ(sid->judge(no_id).verdict, Verdict::skipped);
-  // No shared batch of shell probes: each is judged right after its own run.
-  for (const auto& p : v) EXPECT_TRUE(p.batch.empty() || p.batch == "kernel") << p.id;
+  // Shared sandboxes: the kernel batch and one of shell probes, each batch's members next to each
+  // other (judged one after the other, right after their sandbox); never a probe that needs the
+  // world's log, a run option, the gate, or one that writes what every judge compares (a canary,
+  // the workspace's hook or git config).
+  std::set<std::string> seen;
+  std::string last;
+  for (const auto& p : v) {
+    EXPECT_TRUE(p.batch.empty() || p.batch == "kernel" || p.batch == "userland") << p.id;
+    if (!p.batch.empty() && p.batch != last) EXPECT_TRUE(seen.insert(p.batch).second) << p.id << " apart from its batch";
+    last = p.batch;
+    if (p.batch.empty()) continue;
+    EXPECT_FALSE(p.needs_world || p.destructive || p.stdio_files || !p.run_args.empty()) << p.id;
+  }
+  for (const char* id : {"seed-git-hook", "persist-hookspath", "persist-git-config-append", "persist-home-bashrc",
+                         "fd-leak", "persist-background-process", "net-udp", "setid-file-left"}) {
+    const ProbeSpec* p = find_probe(v, id);
+    ASSERT_TRUE(p) << id;
+    EXPECT_TRUE(p->batch.empty()) << id;
+  }
+  for (const char* id : {"work-write", "proc-pid1", "planted-lefthook", "persist-envrc"}) {
+    const ProbeSpec* p = find_probe(v, id);
+    ASSERT_TRUE(p) << id;
+    EXPECT_EQ(p->batch, "userland") << id;
+  }
+  EXPECT_EQ(v.front().id, "sandbox-in-place");
 }
 
 // --sandbox none: every probe of the catalogue was reviewed for a run with no sandbox (in a list
