@@ -9,17 +9,16 @@ namespace {
 
 using nlohmann::json;
 
-json asked_of(const json& obj, const char* key) {
-  return obj.contains(key) && obj[key].is_number() ? obj[key] : json(nullptr);
-}
-
 // obj[key] := min(obj[key], cap), where absent, 0 or negative (unlimited)
-// count as above any cap. Recorded in `changes` under `field` when changed.
+// count as above any cap. Recorded in `changes` under `field` when a figure
+// was asked (a number, -1 for unlimited included) and lowered; none asked
+// (absent, or kubelet's 0) is filled in without a record: every pod would
+// have one.
 void limit_min(json& obj, const char* key, int64_t cap, const std::string& field, json& changes) {
   const bool set = obj.contains(key) && obj[key].is_number_integer();
   const int64_t v = set ? obj[key].get<int64_t>() : 0;
   if (set && v > 0 && v <= cap) return;
-  changes.push_back({{"field", field}, {"asked", asked_of(obj, key)}, {"applied", cap}});
+  if (set && v != 0) changes.push_back({{"field", field}, {"asked", obj[key]}, {"applied", cap}});
   obj[key] = cap;
 }
 

@@ -42,7 +42,9 @@ enum class CapMode {
 // `unified` keys that would set a capped controller's limit directly
 // (pids.max, memory.max, memory.swap.max, cpu.max) are removed: they would
 // be written after, and over, the capped figures. Returns one object per
-// change: {"field": "memory.limit", "asked": N or null, "applied": M}.
+// figure asked above a cap: {"field": "memory.limit", "asked": N, "applied":
+// M} (a unified key: "applied" null); a limit none was asked of is filled in
+// without one.
 nlohmann::json cap_resources(nlohmann::json& resources, const ResourceCaps& caps, CapMode mode);
 
 }  // namespace exg::oci

@@ -465,6 +465,8 @@ cpu_quota_of() {  # ID: the CFS quota of the container's cgroup, us per 100 ms (
 # sidecar's asks for 4.
 check "CPU: the agent (no limit in its pod spec) and the sidecar (4 CPUs asked) held to the handler's 1 CPU" bash -c '
     [ "$1" = 100000 ] && [ "$2" = 100000 ]' _ "$(cpu_quota_of "$AGENT")" "$(cpu_quota_of "$SIDECAR")"
+check "audit: the sidecar's pod spec (1 GiB, 4 CPUs) held to the handler's at create, one line naming it" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$SIDECAR\", \"event\": \"resources_capped\", \"verb\": \"create\", \"container\": \"sidecar\", \"changes\": [{\"field\": \"memory.limit\", \"asked\": $((1024 * 1024 * 1024)), \"applied\": $((256 * 1024 * 1024))}, {\"field\": \"cpu.quota\", \"asked\": 400000, \"applied\": 100000}]}"
 # UpdateContainerResources (kubelet's in-place resize) as create: each limit the smaller of the
 # one asked and the handler's, never above it, and not refused: containerd sends each update
 # with the figures of the container's spec it keeps (the sidecar's 4 CPUs with every later
