@@ -51,9 +51,15 @@ json cap_resources(json& res, const ResourceCaps& caps, CapMode mode) {
   if (caps.pids)
     if (json* p = section("pids"); p && (create || p->contains("limit")))
       limit_min(*p, "limit", *caps.pids, "pids.limit", changes);
-  if (caps.memory_bytes)
+  if (caps.memory_bytes) {
     if (json* m = section("memory"); m && (create || m->contains("limit")))
       limit_min(*m, "limit", *caps.memory_bytes, "memory.limit", changes);
+    // memory.swap is memory and swap together (runtime-spec), and containerd
+    // sets it to the pod spec's memory limit: left alone, a pod asking 1 GiB
+    // held to 256M of memory could still use 768M of swap on a node with swap.
+    if (res.contains("memory") && res["memory"].is_object() && res["memory"].contains("swap"))
+      limit_min(res["memory"], "swap", *caps.memory_bytes, "memory.swap", changes);
+  }
   if (caps.cpus)
     if (json* c = section("cpu"); c && (create || c->contains("quota") || c->contains("period"))) {
       // The quota over the engine's period (kubelet's 100 ms, or that when it

@@ -38,7 +38,8 @@ enum class CapMode {
   Update,  // only the limits named are changed (runc update): only those are capped
 };
 
-// Lowers `resources` (linux.resources) in place to `caps`. cgroup v2's
+// Lowers `resources` (linux.resources) in place to `caps`; the memory cap
+// holds memory.swap (memory and swap together) too, where one is named. cgroup v2's
 // `unified` keys that would set a capped controller's limit directly
 // (pids.max, memory.max, memory.swap.max, cpu.max) are removed: they would
 // be written after, and over, the capped figures. Returns one object per

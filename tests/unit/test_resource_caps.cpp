@@ -44,6 +44,21 @@ TEST(ResourceCaps, UpdateCapsWhatItNamesOnly) {
   EXPECT_EQ(u, (json{{"pids", {{"limit", 50}}}, {"memory", {{"limit", 256 << 20}}}, {"cpu", {{"period", 50000}, {"quota", 50000}}}}));
 }
 
+// containerd's memory.swap (its memory limit, so that the pod does not swap)
+// held with the memory: memory and swap together never above the cap.
+TEST(ResourceCaps, SwapHeldWithTheMemory) {
+  json r = {{"memory", {{"limit", 1 << 30}, {"swap", 1 << 30}}}};
+  json changes = oci::cap_resources(r, handler_caps(), oci::CapMode::Update);
+  EXPECT_EQ(r["memory"], (json{{"limit", 256 << 20}, {"swap", 256 << 20}}));
+  EXPECT_EQ(changes.size(), 2u);
+  json unlimited = {{"memory", {{"limit", 64 << 20}, {"swap", -1}}}};
+  oci::cap_resources(unlimited, handler_caps(), oci::CapMode::Create);
+  EXPECT_EQ(unlimited["memory"], (json{{"limit", 64 << 20}, {"swap", 256 << 20}}));
+  json within = {{"memory", {{"limit", 64 << 20}, {"swap", 128 << 20}}}};
+  oci::cap_resources(within, handler_caps(), oci::CapMode::Create);
+  EXPECT_EQ(within["memory"]["swap"], 128 << 20);
+}
+
 // cgroup v2's unified keys would be written over the capped figures.
 TEST(ResourceCaps, UnifiedKeysOfCappedControllersRemoved) {
   json r = {{"unified", {{"memory.max", "max"}, {"pids.max", "max"}, {"cpu.max", "max 100000"}, {"io.weight", "50"}}}};
