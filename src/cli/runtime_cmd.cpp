@@ -613,7 +613,7 @@ void set_option(std::vector<std::string>& rest, size_t id_index, const std::stri
 // handler's (resource_caps.hpp), never above it. Not a refusal: containerd
 // sends every UpdateContainerResources with the pod spec's original figures,
 // so a pod that once asked more than the handler's would have every later
-// resize refused. --pids-limit, --memory, --cpu-quota with --cpu-period and
+// resize refused. --pids-limit, --memory, --memory-swap, --cpu-quota with --cpu-period and
 // --resources (a file, or "-": standard input, read here and handed on as
 // a file of ours) are capped; what was lowered is reported (report_capped).
 // A quota or a period alone is refused under a handler's cpus: either could
@@ -640,8 +640,10 @@ int cmd_update(const Args& a, const json& st) {
     const char* section;
     const char* key;
   };
-  for (const Opt& o : {Opt{"--pids-limit", "pids", "limit"}, Opt{"--memory", "memory", "limit"},
-                       Opt{"--cpu-quota", "cpu", "quota"}, Opt{"--cpu-period", "cpu", "period"}}) {
+  const Opt kCapped[] = {{"--pids-limit", "pids", "limit"}, {"--memory", "memory", "limit"},
+                         {"--memory-swap", "memory", "swap"}, {"--cpu-quota", "cpu", "quota"},
+                         {"--cpu-period", "cpu", "period"}};
+  for (const Opt& o : kCapped) {
     if (!a.opts.count(o.name)) continue;
     auto v = number(a.opts.at(o.name));
     if (!v) return error(std::string("update ") + o.name + ": " + a.opts.at(o.name) + ": not a number");
@@ -654,8 +656,7 @@ int cmd_update(const Args& a, const json& st) {
                  limit + ")");
   }
   json changes = oci::cap_resources(flags, caps, oci::CapMode::Update);
-  for (const Opt& o : {Opt{"--pids-limit", "pids", "limit"}, Opt{"--memory", "memory", "limit"},
-                       Opt{"--cpu-quota", "cpu", "quota"}, Opt{"--cpu-period", "cpu", "period"}})
+  for (const Opt& o : kCapped)
     if (a.opts.count(o.name)) set_option(rest, a.id_index, o.name, std::to_string(flags[o.section][o.key].get<int64_t>()));
   std::string staged;
   if (a.opts.count("--resources")) {

@@ -269,7 +269,7 @@ exg_rt kill "prof-$$" KILL; exg_rt delete --force "prof-$$"
 # update, as create: each limit the smaller of the one asked and the handler's, never above it
 # (not refused: containerd re-sends a pod's original figures with every update), and an audit
 # line saying what was held.
-echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50}, "audit": {"log": "'"$T"'/audit.jsonl"}}' > "$H/lim.json"
+echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50, "memory": "64M"}, "audit": {"log": "'"$T"'/audit.jsonl"}}' > "$H/lim.json"
 cp "$T/config.orig" "$B/config.json"
 exg_rt --handler lim create --bundle "$B" "lim-$$"
 pids_max_of() {  # ID: pids.max of the container's cgroup (v1 pids or v2)
@@ -291,6 +291,20 @@ run exg_rt update --resources - "lim-$$" < "$T/res-up.json"
 check "update --resources - with pids.limit 1000: held to the handler's 50" bash -c '[ "$1" = 0 ] && [ "$2" = 50 ]' _ "$STATUS" "$(pids_max_of "lim-$$")"
 run exg_rt update --resources - "lim-$$" <<<'{"pids": {"limit": -1}}'
 check "update --resources - with pids.limit unlimited (-1): held to the handler's 50" bash -c '[ "$1" = 0 ] && [ "$2" = 50 ]' _ "$STATUS" "$(pids_max_of "lim-$$")"
+# --memory-swap is memory and swap together: held to the handler's memory as well.
+memsw_of() {  # ID: memory.memsw.limit_in_bytes of the container's cgroup (v1 with swap accounting), else ""
+    local pid line
+    pid=$(exg_rt state "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+    line=$(grep -E '^[0-9]+:memory:' "/proc/$pid/cgroup" | head -n 1)
+    [ -n "$line" ] && cat "/sys/fs/cgroup/memory/${line#*:memory:}/memory.memsw.limit_in_bytes" 2>/dev/null
+}
+if [ -n "$(memsw_of "lim-$$")" ]; then
+    run exg_rt update --memory-swap 1g "lim-$$"
+    check "update --memory-swap 1g: held to the handler's 64M of memory and swap together" \
+        bash -c '[ "$1" = 0 ] && [ "$2" = $((64 * 1024 * 1024)) ]' _ "$STATUS" "$(memsw_of "lim-$$")"
+else
+    note "no v1 swap accounting here: update --memory-swap not checked"
+fi
 exg_rt delete --force "lim-$$"
 
 # A broken handler file: create refuses, names the file, leaves nothing.
