@@ -32,6 +32,7 @@
 #include "oci/harden.hpp"
 #include "oci/layer.hpp"
 #include "oci/pod_identity.hpp"
+#include "oci/resource_caps.hpp"
 #include "oci/runtime_policy.hpp"
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
@@ -374,6 +375,32 @@ std::string handlers_dir() {
   return oci::kDefaultHandlersDir;
 }
 
+// The handler's caps create recorded for the container.
+oci::ResourceCaps caps_of(const json& st) {
+  oci::ResourceCaps c;
+  if (st.contains("pids_max")) c.pids = st["pids_max"].get<int64_t>();
+  if (st.contains("memory_max")) c.memory_bytes = st["memory_max"].get<int64_t>();
+  if (st.contains("cpus_max")) c.cpus = st["cpus_max"].get<double>();
+  return c;
+}
+
+// What a cap lowered, for the operator: kubelet and `kubectl describe` show
+// the pod spec's figures, the cgroup holds the handler's. One audit line,
+// tagged as the container's egress lines are (pod, container, handler), and
+// for `update` (a command someone typed, or an engine that logs it) a note
+// on stderr. A log that cannot be opened loses the line, not the cap.
+void report_capped(const json& st, const std::string& id, const char* verb, const json& changes) {
+  if (changes.empty()) return;
+  if (std::string(verb) == "update")
+    std::fprintf(stderr, "exguardian runtime: %s %s: held to the handler's caps: %s\n", verb, id.c_str(),
+               changes.dump().c_str());
+  const std::string path = st.value("audit_log", "");
+  if (path.empty()) return;
+  json tags = st.contains("audit_tags") && st["audit_tags"].is_object() ? st["audit_tags"] : json::object();
+  if (auto log = sandbox::AuditLog::open(path, id, std::move(tags)))
+    log->write({{"event", "resources_capped"}, {"verb", verb}, {"changes", changes}});
+}
+
 int cmd_create(const std::string& verb, const Args& a) {
   if (verb == "run") return error("run: not supported; engines call create, then start");
   if (!valid_id(a.id)) return error("create: a container id is required");
@@ -442,6 +469,11 @@ int cmd_create(const std::string& verb, const Args& a) {
     cleanup_state();
   };
 
+  // What the handler's caps lower, reported once the container exists.
+  json asked = config.contains("linux") && config["linux"].is_object() ? config["linux"].value("resources", json::object())
+                                                                       : json::object();
+  const json capped = oci::cap_resources(asked, oci::caps_of(rp->policy), oci::CapMode::Create);
+
   oci::HardenInputs in;
   in.policy = &rp->policy;
   in.runtime = rp->runtime;
@@ -461,6 +493,8 @@ int cmd_create(const std::string& verb, const Args& a) {
   st["socks_port"] = holder->socks_port;
   st["holder"] = holder_id;
   st["audit_log"] = ho.audit_log;
+  st["audit_tags"] = ho.audit_tags.is_object() ? ho.audit_tags : json::object();
+  st["audit_tags"]["handler"] = g.handler;
   if (rp->policy.resources.pids) st["pids_max"] = *rp->policy.resources.pids;
   if (rp->policy.resources.memory_bytes) st["memory_max"] = *rp->policy.resources.memory_bytes;
   if (rp->policy.resources.cpus) st["cpus_max"] = *rp->policy.resources.cpus;
@@ -484,6 +518,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   }
   // The holder ends with the container's init.
   oci::send_container_pid(*holder, pid);
+  report_capped(st, a.id, "create", capped);
   return 0;
 }
 
@@ -566,85 +601,79 @@ int cmd_kill(const Args& a, const json& st) {
   return rc;
 }
 
-// update may lower limits, never raise them past the handler's: --pids-limit,
-// --memory, --cpu-quota/--cpu-period and --resources (a file, or "-": standard
-// input, read here and handed on as a file) are checked against what create
-// recorded. Under a handler's cpus the quota and the period come together
-// (either alone could raise the ratio of the other, which is not known here).
+// Sets a value option of the verb's, in either form it was given in.
+void set_option(std::vector<std::string>& rest, size_t id_index, const std::string& name, const std::string& value) {
+  for (size_t i = 0; i < rest.size() && i < id_index; ++i) {
+    if (rest[i] == name && i + 1 < rest.size()) rest[i + 1] = value;
+    else if (rest[i].starts_with(name + "=")) rest[i] = name + "=" + value;
+  }
+}
+
+// update, as create: each limit the smaller of the one asked and the
+// handler's (resource_caps.hpp), never above it. Not a refusal: containerd
+// sends every UpdateContainerResources with the pod spec's original figures,
+// so a pod that once asked more than the handler's would have every later
+// resize refused. --pids-limit, --memory, --memory-swap, --cpu-quota with --cpu-period and
+// --resources (a file, or "-": standard input, read here and handed on as
+// a file of ours) are capped; what was lowered is reported (report_capped).
+// A quota or a period alone is refused under a handler's cpus: either could
+// raise the ratio with the other, which is not known here.
 int cmd_update(const Args& a, const json& st) {
   oci::Runtime rt = runtime_of(st);
   auto base = backend_argv(rt);
   if (!base) return error(base.error().str());
   std::vector<std::string> rest = a.all;
-  auto over = [&](const char* key, int64_t v) {
-    return st.contains(key) && (v <= 0 || v > st[key].get<int64_t>());
-  };
-  // A number, or a size with runc's suffixes (k, m, g, either case); -1
-  // (refused) for anything else: what is not understood is not let through.
-  auto number = [](std::string t) -> int64_t {
+  const oci::ResourceCaps caps = caps_of(st);
+  // A number, or a size with runc's suffixes (k, m, g, either case).
+  auto number = [](std::string t) -> std::optional<int64_t> {
+    if (t == "-1") return -1;
     if (!t.empty() && t.find_first_not_of("0123456789") == std::string::npos) return std::atoll(t.c_str());
     for (auto& c : t) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     if (t.ends_with("B")) t.pop_back();
     if (auto sz = policy::parse_size(t)) return static_cast<int64_t>(*sz);
-    return -1;
+    return std::nullopt;
   };
-  if (a.opts.count("--pids-limit") && over("pids_max", number(a.opts.at("--pids-limit"))))
-    return error("update --pids-limit: above the handler's limit of " + std::to_string(st["pids_max"].get<int64_t>()));
-  if (a.opts.count("--memory") && over("memory_max", number(a.opts.at("--memory"))))
-    return error("update --memory: above the handler's limit of " + std::to_string(st["memory_max"].get<int64_t>()));
-  // "": within the handler's cpus (or none set); else why not.
-  auto cpu_over = [&](bool has_quota, int64_t quota, bool has_period, int64_t period) -> std::string {
-    if (!st.contains("cpus_max") || (!has_quota && !has_period)) return "";
-    const double cpus = st["cpus_max"].get<double>();
+  // The options as a linux.resources object, capped like --resources.
+  json flags = json::object();
+  struct Opt {
+    const char* name;
+    const char* section;
+    const char* key;
+  };
+  const Opt kCapped[] = {{"--pids-limit", "pids", "limit"}, {"--memory", "memory", "limit"},
+                         {"--memory-swap", "memory", "swap"}, {"--cpu-quota", "cpu", "quota"},
+                         {"--cpu-period", "cpu", "period"}};
+  for (const Opt& o : kCapped) {
+    if (!a.opts.count(o.name)) continue;
+    auto v = number(a.opts.at(o.name));
+    if (!v) return error(std::string("update ") + o.name + ": " + a.opts.at(o.name) + ": not a number");
+    flags[o.section][o.key] = *v;
+  }
+  if (caps.cpus && flags.contains("cpu") && flags["cpu"].size() == 1) {
     char limit[64];
-    std::snprintf(limit, sizeof limit, "%g CPU%s", cpus, cpus == 1 ? "" : "s");
-    if (!has_quota || !has_period) return std::string("quota and period together (the handler holds it to ") + limit + ")";
-    if (period <= 0 || quota <= 0 || quota > oci::cpu_quota_for(cpus, period))
-      return std::string("above the handler's limit of ") + limit;
-    return "";
-  };
-  if (std::string why = cpu_over(a.opts.count("--cpu-quota") > 0,
-                                 a.opts.count("--cpu-quota") ? number(a.opts.at("--cpu-quota")) : 0,
-                                 a.opts.count("--cpu-period") > 0,
-                                 a.opts.count("--cpu-period") ? number(a.opts.at("--cpu-period")) : 0);
-      !why.empty())
-    return error("update --cpu-quota/--cpu-period: " + why);
+    std::snprintf(limit, sizeof limit, "%g CPU%s", *caps.cpus, *caps.cpus == 1 ? "" : "s");
+    return error(std::string("update --cpu-quota/--cpu-period: quota and period together (the handler holds it to ") +
+                 limit + ")");
+  }
+  json changes = oci::cap_resources(flags, caps, oci::CapMode::Update);
+  for (const Opt& o : kCapped)
+    if (a.opts.count(o.name)) set_option(rest, a.id_index, o.name, std::to_string(flags[o.section][o.key].get<int64_t>()));
   std::string staged;
   if (a.opts.count("--resources")) {
-    // Read here ("-": standard input), checked, and handed on as a file of
-    // ours, as checked (a cpu period without a quota gets the handler's).
     std::string path = a.opts.at("--resources"), text;
     if (path == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
     else if (!read_text(path, text)) return error("update: cannot read --resources " + path);
     auto r = parse_json(text);
     if (!r.is_object()) return error("update --resources: not a JSON object");
-    if (r.contains("pids") && r["pids"].is_object() && r["pids"].contains("limit") &&
-        over("pids_max", r["pids"]["limit"].get<int64_t>()))
-      return error("update --resources: pids.limit above the handler's limit");
-    if (r.contains("memory") && r["memory"].is_object() && r["memory"].contains("limit") &&
-        over("memory_max", r["memory"]["limit"].get<int64_t>()))
-      return error("update --resources: memory.limit above the handler's limit");
-    if (st.contains("cpus_max") && r.contains("cpu") && r["cpu"].is_object()) {
-      json& c = r["cpu"];
-      auto num = [&](const char* k) { return c.contains(k) && c[k].is_number() ? c[k].get<int64_t>() : 0; };
-      // containerd sends kubelet's period with no quota for a pod without a
-      // CPU limit: the container stays held to the handler's.
-      if (c.contains("quota") || c.contains("period")) {
-        if (num("period") <= 0) c["period"] = oci::kCfsPeriodUs;
-        if (num("quota") <= 0) c["quota"] = oci::cpu_quota_for(st["cpus_max"].get<double>(), num("period"));
-      }
-      if (std::string why = cpu_over(c.contains("quota"), num("quota"), c.contains("period"), num("period")); !why.empty())
-        return error("update --resources: cpu: " + why);
-    }
+    for (auto& c : oci::cap_resources(r, caps, oci::CapMode::Update)) changes.push_back(std::move(c));
     staged = our_dir(a.id) + "/update-" + std::to_string(::getpid()) + ".json";
     if (!write_text(staged, r.dump())) return error("update: cannot write " + staged);
-    for (size_t i = 0; i + 1 < rest.size() && i < a.id_index; ++i)
-      if (rest[i] == "--resources" || rest[i] == "-r") rest[i + 1] = staged;
-    for (size_t i = 0; i < rest.size() && i < a.id_index; ++i)
-      if (rest[i].starts_with("--resources=")) rest[i] = "--resources=" + staged;
+    set_option(rest, a.id_index, "--resources", staged);
+    set_option(rest, a.id_index, "-r", staged);
   }
   int rc = run_backend(rt, with_verb(*base, "update", rest));
   if (!staged.empty()) ::unlink(staged.c_str());
+  if (rc == 0) report_capped(st, a.id, "update", changes);
   return rc;
 }
 

@@ -82,32 +82,7 @@ bool standard_device(const std::string& path) {
   return k.count(path) > 0;
 }
 
-template <typename T>
-void limit_min(json& obj, const char* key, const std::optional<T>& lim) {
-  if (!lim) return;
-  auto v = static_cast<int64_t>(*lim);
-  if (!obj.contains(key) || !obj[key].is_number() || obj[key].get<int64_t>() <= 0 || obj[key].get<int64_t>() > v)
-    obj[key] = v;
-}
-
-// The handler's `cpus` as a CFS quota over the engine's period (kubelet's
-// 100000 us, or that when the engine names none): the engine's quota kept
-// when it is smaller, else (none, or unlimited) the handler's.
-void cpu_limit_min(json& res, double cpus) {
-  if (!res["cpu"].is_object()) res["cpu"] = json::object();
-  json& cpu = res["cpu"];
-  int64_t period = cpu.contains("period") && cpu["period"].is_number() ? cpu["period"].get<int64_t>() : 0;
-  if (period <= 0) period = kCfsPeriodUs;
-  cpu["period"] = period;
-  limit_min(cpu, "quota", std::optional<int64_t>(cpu_quota_for(cpus, period)));
-}
-
 }  // namespace
-
-int64_t cpu_quota_for(double cpus, int64_t period_us) {
-  // Rounded by hand: llround would make the binary need libm (lazy_stubs.py).
-  return std::max<int64_t>(1000, static_cast<int64_t>(cpus * static_cast<double>(period_us) + 0.5));
-}
 
 bool is_pod_sandbox(const json& config) {
   if (!config.contains("annotations") || !config["annotations"].is_object()) return false;
@@ -295,16 +270,8 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
     lx["devices"] = keep;
   }
   json& res = lx["resources"];
-  if (!res.is_object()) res = json::object();
-  if (pol.resources.pids) {
-    if (!res["pids"].is_object()) res["pids"] = json::object();
-    limit_min(res["pids"], "limit", pol.resources.pids);
-  }
-  if (pol.resources.memory_bytes) {
-    if (!res["memory"].is_object()) res["memory"] = json::object();
-    limit_min(res["memory"], "limit", pol.resources.memory_bytes);
-  }
-  if (pol.resources.cpus) cpu_limit_min(res, *pol.resources.cpus);
+  for (const auto& c : cap_resources(res, caps_of(pol), CapMode::Create))
+    notes.push_back(c["field"].get<std::string>() + ": the handler's cap applied");
   return notes;
 }
 

@@ -17,7 +17,8 @@
 //     engine's, ExGuardian's also goes into linux.seccomp;
 //   - the network namespace: the one the egress holder prepared (only its
 //     proxy reachable), and the proxy variables in the environment;
-//   - pids and memory limits the smaller of the engine's and the policy's;
+//   - pids, memory and CPU limits the smaller of the engine's and the
+//     policy's (resource_caps.hpp);
 //     only the standard device nodes.
 // Pure but for stat() of bind sources and lookups in the root: unit-tested on JSON.
 #pragma once
@@ -26,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "oci/resource_caps.hpp"
 #include "oci/rootfs_path.hpp"
 #include "oci/spec.hpp"
 #include "policy/policy.hpp"
@@ -53,14 +55,6 @@ struct HardenInputs {
   // it) before they are compared; nullptr: compared as written.
   const RootfsPaths* rootfs = nullptr;
 };
-
-// The CFS period a handler's `cpus` is applied over when the engine names
-// none (runc's and kubelet's default).
-inline constexpr int64_t kCfsPeriodUs = 100000;
-
-// The CFS quota (us per period) that holds a container to `cpus` CPUs; at
-// least 1 ms, the kernel's floor.
-int64_t cpu_quota_for(double cpus, int64_t period_us);
 
 // The pause ("sandbox") container of a Kubernetes pod, which holds the pod's
 // namespaces and runs nothing of the user's: CRI annotations of containerd

@@ -91,6 +91,10 @@ MESSAGES = {
     "ExecRequest": {"container_id": (1, "string"), "cmd": (2, ["string"]), "tty": (3, "bool"), "stdin": (4, "bool"),
                     "stdout": (5, "bool"), "stderr": (6, "bool")},
     "ExecResponse": {"url": (1, "string")},
+    "AttachRequest": {"container_id": (1, "string"), "stdin": (2, "bool"), "tty": (3, "bool"), "stdout": (4, "bool"),
+                      "stderr": (5, "bool")},
+    "PortForwardRequest": {"pod_sandbox_id": (1, "string"), "port": (2, ["int"])},
+    "UrlResponse": {"url": (1, "string")},  # Attach/PortForwardResponse
     "UpdateContainerResourcesRequest": {"container_id": (1, "string"), "linux": (2, "LinuxContainerResources")},
     "ContainerFilter": {"id": (1, "string"), "pod_sandbox_id": (3, "string")},
     "ListContainersRequest": {"filter": (1, "ContainerFilter")},
@@ -119,6 +123,8 @@ METHODS = {
     "ListContainers": ("RuntimeService", "ListContainersRequest", "ListContainersResponse"),
     "ExecSync": ("RuntimeService", "ExecSyncRequest", "ExecSyncResponse"),
     "Exec": ("RuntimeService", "ExecRequest", "ExecResponse"),
+    "Attach": ("RuntimeService", "AttachRequest", "UrlResponse"),
+    "PortForward": ("RuntimeService", "PortForwardRequest", "UrlResponse"),
     "UpdateContainerResources": ("RuntimeService", "UpdateContainerResourcesRequest", "Empty"),
     "ImageStatus": ("ImageService", "ImageStatusRequest", "ImageStatusResponse"),
 }

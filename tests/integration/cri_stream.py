@@ -5,11 +5,19 @@ v4.channel.k8s.io subprotocol, written here with the standard library. Each bina
 byte is its channel: 0 stdin, 1 stdout, 2 stderr, 3 the exec's status (a metav1.Status as JSON),
 4 terminal resizes ({"Width": W, "Height": H}).
 
-    cri_stream.py URL [--resize WxH] [--stdin TEXT]
+    cri_stream.py URL [--resize WxH] [--stdin TEXT] [--until TEXT]
 
 prints what the command wrote (stdout, and stderr) and ends with the command's exit status: 0 for
 status Success, the ExitCode cause of a NonZeroExitCode failure; 2 for anything else, with the
-status on stderr.
+status on stderr. The same for an attach's URL (CRI Attach), whose stream ends with the container;
+--until: 0 as soon as the output has TEXT (an attach to a container that runs on).
+
+    cri_stream.py URL --port-forward [--stdin TEXT] [--until TEXT]
+
+the URL of a CRI PortForward of one port (kubelet's WebSocket port forwarding: channel 0 the
+connection's data, 1 its errors, each opened by the port's number, 2 bytes little-endian): TEXT sent
+to the port, what comes back printed; 0 once TEXT of --until came back (or the connection ended
+without an error), 2 with the error channel's text on stderr.
 """
 import base64
 import json
@@ -72,6 +80,8 @@ def main():
         resize = {"Width": int(w), "Height": int(h)}
     if "--stdin" in args:
         stdin = args[args.index("--stdin") + 1].encode()
+    until = args[args.index("--until") + 1].encode() if "--until" in args else None
+    port_forward = "--port-forward" in args
     sock = socket.create_connection((url.hostname, url.port or 80), timeout=60)
     key = base64.b64encode(os.urandom(16)).decode()
     path = url.path + ("?" + url.query if url.query else "")
@@ -95,6 +105,7 @@ def main():
     if stdin is not None:
         send_frame(sock, b"\x00" + stdin)
     status = None
+    seen, opened, error = b"", set(), b""
     while True:
         try:
             opcode, payload = read_frame(f)
@@ -108,11 +119,32 @@ def main():
         if opcode not in (1, 2) or not payload:
             continue
         channel, data = payload[0], payload[1:]
+        if port_forward:
+            if channel not in opened:  # the port's number first on each channel
+                opened.add(channel)
+                data = data[2:]
+            if channel == 1:
+                error += data
+                continue
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+            seen += data
+            if until and until in seen:
+                sys.exit(0)
+            continue
         if channel in (1, 2):
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
+            seen += data
+            if until and until in seen:
+                sys.exit(0)
         elif channel == 3 and data:
             status = json.loads(data)
+    if port_forward:
+        if error or (until and until not in seen):
+            print("cri_stream: port forward: %s" % error.decode(errors="replace"), file=sys.stderr)
+            sys.exit(2)
+        sys.exit(0)
     if status is None:
         print("cri_stream: no status from the server", file=sys.stderr)
         sys.exit(2)

@@ -15,8 +15,9 @@
 # kubelet makes it (pause, RuntimeDefault seccomp, kubelet's masked and read-only paths, a
 # read-only service-account volume, an emptyDir; secrets, configMaps and hostPath volumes in kubelet's
 # layout), CreateContainer and StartContainer, ExecSync and a streaming exec with a tty (cri_stream.py),
-# ContainerStatus (exit code), the CRI log file, memory limits never above the handler's (pod spec and
-# UpdateContainerResources), checkpoint refused, StopContainer with a grace period, two
+# ContainerStatus (exit code), the CRI log file, memory, CPU and pids limits never above the handler's
+# (pod spec and UpdateContainerResources: held to the cap and audited, not refused; a fork bomb held
+# under kubelet's podPidsLimit and the handler's pids), PortForward and Attach, checkpoint refused, StopContainer with a grace period, two
 # containers sharing the pod's network, egress judged by the handler's policy (the pod network's
 # own route out closed; a runc pod as the control that it is open), audit lines naming the pod,
 # planted files quarantined, and nothing left after RemovePodSandbox. One containerd, one pod per
@@ -77,7 +78,7 @@ cat > "$N/handlers/default.json" <<JSON
 {
   "network": {"allowedDomains": ["allowed.test", "meta.test"]},
   "filesystem": {"denyRead": [], "allowWrite": ["/workspace", "/run", "/tmp"], "denyWrite": []},
-  "resources": {"memory": "256M", "cpus": 1},
+  "resources": {"memory": "256M", "cpus": 1, "pids": 64},
   "audit": {"log": "$T/audit.jsonl"}
 }
 JSON
@@ -264,6 +265,13 @@ AGENT_VOLUMES=$(cat <<JSON
 JSON
 )
 POD_CFG=$(pod_config agent "$POD_UID")
+# kubelet's podPidsLimit: kubelet writes it into the pod's cgroup (pids.max) before
+# RunPodSandbox (CRI has no pids field; a container's spec names none); the pod's containers
+# are made below it.
+POD_PIDS=200
+if [ -d /sys/fs/cgroup/pids ]; then POD_CG=/sys/fs/cgroup/pids/exg-cri-$$/pod$POD_UID
+else POD_CG=/sys/fs/cgroup/exg-cri-$$/pod$POD_UID; mkdir -p "${POD_CG%/*}" && echo +pids > "${POD_CG%/*}/cgroup.subtree_control"; fi
+mkdir -p "$POD_CG" && echo "$POD_PIDS" > "$POD_CG/pids.max"
 : > "$T/audit.jsonl"
 run cri RunPodSandbox "{\"config\": $POD_CFG, \"runtime_handler\": \"exguardian\"}"
 POD=$(jget "$OUT" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
@@ -406,6 +414,31 @@ exec_sync "$SIDECAR" 'wget -q -O - http://allowed.test/ 2>&1; ip -4 -o addr show
 check "sidecar: allowed.test reached through its own proxy, the pod's IP ($POD_IP) on its interface" bash -c '
     grep -q "hello from 203.0.113.10" <<<"$1" && grep -q "inet $2/" <<<"$1"' _ "$OUT" "$POD_IP"
 
+# kubectl port-forward: CRI PortForward's URL on containerd's streaming server, spoken as
+# kubelet's WebSocket port forwarding (cri_stream.py --port-forward): containerd connects to the
+# port on the pod network namespace's loopback, where the sidecar listens.
+r=$(cri PortForward "{\"pod_sandbox_id\": \"$POD\", \"port\": [8080]}") && URL=$(jget "$r" 'r["url"]')
+run in_ctd "$PY" "$HERE/cri_stream.py" "${URL:-none}" --port-forward --until from-sidecar
+check "PortForward to the pod's port 8080: the sidecar's listener answers through containerd's stream" bash -c '
+    [ "$1" = 0 ] && grep -q from-sidecar <<<"$2"' _ "$STATUS" "$OUT"
+[ "$STATUS" = 0 ] || note "status $STATUS: $OUT $ERR"
+# kubectl attach: a container with stdin open (the pod spec's stdin: true), CRI Attach's URL,
+# stdin sent and the container's answer read on stdout, as runc's containers through the shim.
+mkdir -p "$PODDIR/containers/talker"; : > "$PODDIR/containers/talker/0000"
+r=$(cri CreateContainer "$(container_request "$POD" "$POD_CFG" talker "$POD_UID" \
+    '["/bin/sh", "-c", "while read l; do echo heard:$l; grep NoNewPrivs /proc/self/status; done"]' "$(mounts talker)" |
+    "$PY" -c 'import json,sys; r=json.load(sys.stdin); r["config"]["stdin"]=True; print(json.dumps(r))')") &&
+    TALKER=$(jget "$r" 'r["container_id"]') && cri StartContainer "{\"container_id\": \"$TALKER\"}" >/dev/null
+r=$(cri Attach "{\"container_id\": \"${TALKER:-none}\", \"stdin\": true, \"stdout\": true, \"stderr\": true}") && URL=$(jget "$r" 'r["url"]')
+run in_ctd "$PY" "$HERE/cri_stream.py" "${URL:-none}" --stdin $'hello-attach\n' --until NoNewPrivs
+check "Attach (stdin and stdout) to a running container: its stdin read, its answer from a walled process (no_new_privs)" bash -c '
+    [ "$1" = 0 ] && grep -q heard:hello-attach <<<"$2" && grep -q "NoNewPrivs:.1" <<<"$2"' _ "$STATUS" "$OUT"
+[ "$STATUS" = 0 ] || note "status $STATUS: $OUT $ERR"
+if [ -n "${TALKER:-}" ]; then
+    cri StopContainer "{\"container_id\": \"$TALKER\", \"timeout\": 1}" >/dev/null
+    cri RemoveContainer "{\"container_id\": \"$TALKER\"}" >/dev/null
+fi
+
 # A container that ends by itself: ContainerStatus gives its exit code.
 ONCE=$(start_container "$POD" "$POD_CFG" once "$POD_UID" '["/bin/sh", "-c", "echo bye; exit 7"]' "$(mounts once)")
 wait_for 10 exited "$ONCE"
@@ -423,6 +456,23 @@ mem_limit_of() {  # ID: memory.limit_in_bytes of the container's cgroup (v1 memo
 check "the agent (no limit in its pod spec) held to the handler's 256M" test "$(mem_limit_of "$AGENT")" = $((256 * 1024 * 1024))
 check "the sidecar (1 GiB in its pod spec, above the handler's) held to the handler's 256M" \
     test "$(mem_limit_of "$SIDECAR")" = $((256 * 1024 * 1024))
+# containerd sets the memory and swap limit to the pod spec's memory (so that it does not swap):
+# held with the memory, else 1 GiB asked could become 256M of memory and 768M of swap.
+memsw_of() {  # ID: memory and swap together (v1 memory.memsw.limit_in_bytes; v2: memory.max + memory.swap.max)
+    local d
+    d=$(find /sys/fs/cgroup/memory/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$ -type d -name "$1" 2>/dev/null | head -n 1)
+    if [ -f "$d/memory.memsw.limit_in_bytes" ]; then cat "$d/memory.memsw.limit_in_bytes"
+    elif [ -f "$d/memory.swap.max" ]; then
+        local m sw; m=$(cat "$d/memory.max") sw=$(cat "$d/memory.swap.max")
+        if [ "$m" = max ] || [ "$sw" = max ]; then echo unlimited; else echo $((m + sw)); fi
+    else echo no-swap-accounting; fi
+}
+SW=$(memsw_of "$SIDECAR")
+if [ "$SW" = no-swap-accounting ]; then
+    note "no swap accounting in this kernel's cgroups: the sidecar's memory and swap limit not checked"
+else
+    check "the sidecar's memory and swap together held to the handler's 256M (containerd asked 1 GiB)" test "$SW" = $((256 * 1024 * 1024))
+fi
 cpu_quota_of() {  # ID: the CFS quota of the container's cgroup, us per 100 ms (v1 cpu or v2 cpu.max)
     local d
     d=$(find /sys/fs/cgroup/cpu,cpuacct/exg-cri-$$ /sys/fs/cgroup/cpu/exg-cri-$$ /sys/fs/cgroup/exg-cri-$$ -type d -name "$1" 2>/dev/null | head -n 1)
@@ -432,21 +482,32 @@ cpu_quota_of() {  # ID: the CFS quota of the container's cgroup, us per 100 ms (
 # sidecar's asks for 4.
 check "CPU: the agent (no limit in its pod spec) and the sidecar (4 CPUs asked) held to the handler's 1 CPU" bash -c '
     [ "$1" = 100000 ] && [ "$2" = 100000 ]' _ "$(cpu_quota_of "$AGENT")" "$(cpu_quota_of "$SIDECAR")"
-# (On the agent: containerd sends each update with the figures of the container's spec it
-# keeps, so every update of the sidecar, whose spec asked 1 GiB and 4 CPUs, is refused.)
+check "audit: the sidecar's pod spec (1 GiB, 4 CPUs) held to the handler's at create, one line naming it" "$PY" -c '
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+l = [x for x in lines if x.get("sandbox") == sys.argv[2] and x.get("event") == "resources_capped" and x.get("verb") == "create"]
+assert len(l) == 1 and l[0].get("container") == "sidecar" and l[0].get("pod") == "agent", l
+c = {x["field"]: (x["asked"], x["applied"]) for x in l[0]["changes"]}
+assert c["memory.limit"] == (1 << 30, 256 << 20) and c["cpu.quota"] == (400000, 100000), c
+assert c.get("memory.swap", (0, 256 << 20))[1] == 256 << 20, c' "$T/audit.jsonl" "$SIDECAR"
+# UpdateContainerResources (kubelet's in-place resize) as create: each limit the smaller of the
+# one asked and the handler's, never above it, and not refused: containerd sends each update
+# with the figures of the container's spec it keeps (the sidecar's 4 CPUs with every later
+# update), so a refusal would have refused every later resize of an over-asking pod. What was
+# held is in the audit log, tagged with the pod and the container.
 run cri UpdateContainerResources "{\"container_id\": \"$AGENT\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"cpu_quota\": 400000}}"
-check "UpdateContainerResources to 4 CPUs: refused, the agent still held to 1 CPU" bash -c '
-    [ "$1" != 0 ] && grep -q "cpu: above the handler.s limit of 1 CPU" <<<"$3" && [ "$2" = 100000 ]' _ "$STATUS" "$(cpu_quota_of "$AGENT")" "$ERR"
-# kubelet's UpdateContainerResources (an in-place resize): above the handler's refused, the
-# limit unchanged; below it applied.
+check "UpdateContainerResources of the agent to 4 CPUs: done, held to the handler's 1 CPU" bash -c '
+    [ "$1" = 0 ] && [ "$2" = 100000 ]' _ "$STATUS" "$(cpu_quota_of "$AGENT")"
+[ "$STATUS" = 0 ] || note "$ERR"
+check "audit: the resize held to the cap (asked 400000 us, 100000 applied), naming the pod and the container" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"event\": \"resources_capped\", \"verb\": \"update\", \"pod\": \"agent\", \"container\": \"agent\", \"handler\": \"default\", \"changes\": [{\"field\": \"cpu.quota\", \"asked\": 400000, \"applied\": 100000}]}"
 run cri UpdateContainerResources "{\"container_id\": \"$SIDECAR\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((1024 * 1024 * 1024))}}"
-check "UpdateContainerResources to 1 GiB: refused, the sidecar still held to 256M" bash -c '
-    [ "$1" != 0 ] && [ "$2" = $((256 * 1024 * 1024)) ]' _ "$STATUS" "$(mem_limit_of "$SIDECAR")"
-[ "$STATUS" != 0 ] || note "$OUT"
-note "UpdateContainerResources above the handler's: ${ERR:0:300}"
-run cri UpdateContainerResources "{\"container_id\": \"$AGENT\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((128 * 1024 * 1024))}}"
-check "UpdateContainerResources of the agent to 128 MiB (no CPU quota, as for a pod without a CPU limit): applied, still 1 CPU" bash -c '
-    [ "$1" = 0 ] && [ "$2" = $((128 * 1024 * 1024)) ] && [ "$3" = 100000 ]' _ "$STATUS" "$(mem_limit_of "$AGENT")" "$(cpu_quota_of "$AGENT")"
+check "UpdateContainerResources of the sidecar to 1 GiB: done, held to the handler's 256M" bash -c '
+    [ "$1" = 0 ] && [ "$2" = $((256 * 1024 * 1024)) ]' _ "$STATUS" "$(mem_limit_of "$SIDECAR")"
+[ "$STATUS" = 0 ] || note "$ERR"
+run cri UpdateContainerResources "{\"container_id\": \"$SIDECAR\", \"linux\": {\"cpu_period\": 100000, \"cpu_shares\": 2, \"memory_limit_in_bytes\": $((128 * 1024 * 1024))}}"
+check "UpdateContainerResources of the sidecar (4 CPUs in its pod spec, re-sent by containerd) to 128 MiB: applied, still 1 CPU" bash -c '
+    [ "$1" = 0 ] && [ "$2" = $((128 * 1024 * 1024)) ] && [ "$3" = 100000 ]' _ "$STATUS" "$(mem_limit_of "$SIDECAR")" "$(cpu_quota_of "$SIDECAR")"
 [ "$STATUS" = 0 ] || note "$ERR"
 mkdir -p "$PODDIR/containers/hog"; : > "$PODDIR/containers/hog/0000"
 HOG=$(start_container "$POD" "$POD_CFG" hog "$POD_UID" '["/bin/sh", "-c", "exec tail /dev/zero"]' \
@@ -455,6 +516,32 @@ check "a container whose pod spec says 32 MiB runs" test -n "$HOG"
 wait_for 20 exited "$HOG"
 check "past its 32 MiB: ContainerStatus exited 137, reason OOMKilled" test "$(container_state "$HOG")" = "2 137 OOMKilled"
 [ "$(container_state "$HOG")" = "2 137 OOMKilled" ] || note "$(container_state "$HOG")"
+
+# pids: a container's the smaller of the handler's 64 and none asked (kubelet's podPidsLimit
+# is the pod cgroup's, above). After checking both limits are in place from the node, a fork
+# bomb in a container of its own stays at 64; the pod (at most $POD_PIDS) and its other
+# containers go on; stopping the container ends it all.
+mkdir -p "$PODDIR/containers/bomb"; : > "$PODDIR/containers/bomb/0000"
+BOMB=$(start_container "$POD" "$POD_CFG" bomb "$POD_UID" '["/bin/sleep", "3600"]' "$(mounts bomb)")
+BOMB_CG=$(find "$POD_CG" -mindepth 1 -maxdepth 1 -type d -name "${BOMB:-none}*" | head -n 1)
+check "pids: the bomb's container in the pod's cgroup (kubelet's podPidsLimit $POD_PIDS), its own pids.max the handler's 64" bash -c '
+    [ -n "$1" ] && [ "$(cat "$1/pids.max")" = 64 ] && [ "$(cat "$2/pids.max")" = "$3" ]' _ "$BOMB_CG" "$POD_CG" "$POD_PIDS"
+if [ -n "$BOMB_CG" ] && [ "$(cat "$BOMB_CG/pids.max")" = 64 ]; then
+    # (The bomb's orphans go to the container's pid 1, sleep, which never reaps them.)
+    exec_sync "$BOMB" 'b() { b | b & }; (b) </dev/null >/dev/null 2>&1; echo bomb-started'
+    wait_for 30 bash -c '[ "$(cat "$1/pids.current")" = 64 ]' _ "$BOMB_CG"
+    check "pids: the fork bomb held at 64 processes, forks past it refused (pids.events max)" bash -c '
+        [ "$(cat "$1/pids.current")" = 64 ] && [ "$(sed -n "s/^max //p" "$1/pids.events")" -gt 0 ]' _ "$BOMB_CG"
+    check "pids: the pod under its podPidsLimit ($POD_PIDS)" bash -c '[ "$(cat "$1/pids.current")" -lt "$2" ]' _ "$POD_CG" "$POD_PIDS"
+    exec_sync "$AGENT" 'echo agent-forks-fine'
+    check "pids: the agent, in the same pod, runs new processes during the bomb" test "$STATUS $OUT" = "0 agent-forks-fine"
+    run cri StopContainer "{\"container_id\": \"$BOMB\", \"timeout\": 1}"
+    check "pids: StopContainer ends the bomb, no process of it left" bash -c '
+        [ "$1" = 0 ] && { [ ! -d "$2" ] || [ "$(cat "$2/pids.current")" = 0 ]; }' _ "$STATUS" "$BOMB_CG"
+else
+    note "the bomb was not run: its container's limit is not in place"
+fi
+[ -n "$BOMB" ] && cri RemoveContainer "{\"container_id\": \"$BOMB\"}" >/dev/null
 
 # Planted files: written through the emptyDir (an allowWrite path the container writes on the
 # host), quarantined when the container ends.

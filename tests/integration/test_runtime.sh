@@ -266,18 +266,45 @@ check "profile: /work (allowed by the handler, not by the profile) refused, /etc
     bash -c "grep -q 'touch: /work/p: Read-only file system' <<<\"\$1\" && grep -q 'touch: /etc/p: Read-only file system' <<<\"\$1\"" _ "$ERR"
 check "profile: nothing landed on the host" test ! -e "$T/work/p"
 exg_rt kill "prof-$$" KILL; exg_rt delete --force "prof-$$"
-# update may lower the handler's limits, never raise them.
-echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50}, "audit": {"log": "'"$T"'/audit.jsonl"}}' > "$H/lim.json"
+# update, as create: each limit the smaller of the one asked and the handler's, never above it
+# (not refused: containerd re-sends a pod's original figures with every update), and an audit
+# line saying what was held.
+echo '{"filesystem": {"allowWrite": ["/tmp"]}, "resources": {"pids": 50, "memory": "64M"}, "audit": {"log": "'"$T"'/audit.jsonl"}}' > "$H/lim.json"
 cp "$T/config.orig" "$B/config.json"
 exg_rt --handler lim create --bundle "$B" "lim-$$"
+pids_max_of() {  # ID: pids.max of the container's cgroup (v1 pids or v2)
+    local pid line
+    pid=$(exg_rt state "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+    line=$(grep -E '^[0-9]+:(pids)?:' "/proc/$pid/cgroup" | head -n 1)
+    line=${line#*:}; case $line in pids:*) cat "/sys/fs/cgroup/pids/${line#pids:}/pids.max" ;; *) cat "/sys/fs/cgroup/${line#:}/pids.max" ;; esac
+}
 run exg_rt update --pids-limit 100 "lim-$$"
-check "update --pids-limit above the handler's limit refused" bash -c "[ $STATUS = 1 ] && grep -q \"above the handler's limit of 50\" <<<\"\$1\"" _ "$ERR"
+check "update --pids-limit 100 (above the handler's 50): done, held to 50, said on stderr" \
+    bash -c '[ "$1" = 0 ] && [ "$2" = 50 ] && grep -q "held to the handler.s caps" <<<"$3"' _ "$STATUS" "$(pids_max_of "lim-$$")" "$ERR"
+check "audit: the update held to the cap, the figure asked and the one applied" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"lim-$$\", \"event\": \"resources_capped\", \"verb\": \"update\", \"handler\": \"lim\", \"changes\": [{\"field\": \"pids.limit\", \"asked\": 100, \"applied\": 50}]}"
 echo '{"pids": {"limit": 1000}}' > "$T/res-up.json"
 echo '{"pids": {"limit": 20}}' > "$T/res-down.json"
-run exg_rt update --resources - "lim-$$" < "$T/res-up.json"
-check "update --resources - with pids.limit above it refused" bash -c "[ $STATUS = 1 ] && grep -q 'pids.limit above' <<<\"\$1\"" _ "$ERR"
 run exg_rt update --resources - "lim-$$" < "$T/res-down.json"
-check "update --resources - lowering it goes through" test "$STATUS" = 0
+check "update --resources - lowering it to 20: applied as asked" bash -c '[ "$1" = 0 ] && [ "$2" = 20 ]' _ "$STATUS" "$(pids_max_of "lim-$$")"
+run exg_rt update --resources - "lim-$$" < "$T/res-up.json"
+check "update --resources - with pids.limit 1000: held to the handler's 50" bash -c '[ "$1" = 0 ] && [ "$2" = 50 ]' _ "$STATUS" "$(pids_max_of "lim-$$")"
+run exg_rt update --resources - "lim-$$" <<<'{"pids": {"limit": -1}}'
+check "update --resources - with pids.limit unlimited (-1): held to the handler's 50" bash -c '[ "$1" = 0 ] && [ "$2" = 50 ]' _ "$STATUS" "$(pids_max_of "lim-$$")"
+# --memory-swap is memory and swap together: held to the handler's memory as well.
+memsw_of() {  # ID: memory.memsw.limit_in_bytes of the container's cgroup (v1 with swap accounting), else ""
+    local pid line
+    pid=$(exg_rt state "$1" | python3 -c 'import json,sys; print(json.load(sys.stdin)["pid"])')
+    line=$(grep -E '^[0-9]+:memory:' "/proc/$pid/cgroup" | head -n 1)
+    [ -n "$line" ] && cat "/sys/fs/cgroup/memory/${line#*:memory:}/memory.memsw.limit_in_bytes" 2>/dev/null
+}
+if [ -n "$(memsw_of "lim-$$")" ]; then
+    run exg_rt update --memory-swap 1g "lim-$$"
+    check "update --memory-swap 1g: held to the handler's 64M of memory and swap together" \
+        bash -c '[ "$1" = 0 ] && [ "$2" = $((64 * 1024 * 1024)) ]' _ "$STATUS" "$(memsw_of "lim-$$")"
+else
+    note "no v1 swap accounting here: update --memory-swap not checked"
+fi
 exg_rt delete --force "lim-$$"
 
 # A broken handler file: create refuses, names the file, leaves nothing.
