@@ -15,7 +15,7 @@ set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the
 # (Landlock, the prebuilt errno-only seccomp program, rlimits), not libseccomp;
 # transparent egress the process layer's netlink capture (capture_rules.cpp).
 add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/microvm/guest/walls_apply.cpp
-               src/microvm/guest/egress_mux.cpp src/agent/agent.cpp src/agent/protocol.cpp src/util/json_parse.cpp src/process/landlock.cpp
+               src/microvm/guest/egress_mux.cpp src/agent/agent.cpp src/agent/file_metadata.cpp src/agent/protocol.cpp src/util/json_parse.cpp src/process/landlock.cpp
                src/process/seccomp_prebuilt.cpp src/process/seccomp_install.cpp src/process/rlimits.cpp
                src/process/capture_rules.cpp)
 add_dependencies(exguardian-guest-init exg_seccomp_inc)

@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 
+#include "agent/file_metadata.hpp"
 #include "agent/protocol.hpp"
 
 extern char** environ;
@@ -743,6 +744,7 @@ void Agent::file_op(const Request& r) {
           std::free(real);
         }
       }
+      if (auto md = read_file_metadata(r.path); !md.empty()) h["metadata"] = std::move(md);
       return send(reply_ok(r.id, h));
     }
     case Op::ListDir: {
@@ -816,6 +818,11 @@ void Agent::file_op(const Request& r) {
         ::close(fd);
         return sys_error(e, "truncate");
       }
+      if (r.metadata)
+        if (int e = replace_file_metadata(fd, *r.metadata)) {
+          ::close(fd);
+          return sys_error(e, "metadata (user.e2b.* extended attributes) of");
+        }
       size_t done = 0;
       while (done < r.data.size()) {
         ssize_t n = r.append ? ::write(fd, r.data.data() + done, r.data.size() - done)

@@ -1,5 +1,7 @@
 #include "agent/protocol.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstring>
 #include <set>
@@ -55,6 +57,28 @@ class Fields {
       if (v.find('\0') != std::string::npos) return bad(std::string("an entry of \"") + k + "\" holds a NUL byte");
       out->push_back(v);
     }
+    return true;
+  }
+  // An object of NAME: "value" strings (write's metadata): names of HTTP token characters, values
+  // printable ASCII, as E2B's SDK checks them; at most 64 of them.
+  bool metadata(const char* k, std::optional<std::map<std::string, std::string>>* out) {
+    seen_.insert(k);
+    auto it = h_.find(k);
+    if (it == h_.end()) return true;
+    if (!it->is_object()) return bad(std::string("field \"") + k + "\" must be an object of strings");
+    if (it->size() > 64) return bad(std::string("field \"") + k + "\" has more than 64 entries");
+    auto token = [](unsigned char c) { return std::isalnum(c) || std::strchr("!#$%&'*+-.^_`|~", c); };
+    std::map<std::string, std::string> m;
+    for (const auto& [name, v] : it->items()) {
+      if (name.empty() || name.size() > 200 || !std::all_of(name.begin(), name.end(), [&](char c) { return c && token(static_cast<unsigned char>(c)); }))
+        return bad(std::string("a name of \"") + k + "\" is empty, too long or not an HTTP token");
+      if (!v.is_string()) return bad(std::string("field \"") + k + "\" must be an object of strings");
+      const auto& s = v.get_ref<const std::string&>();
+      if (s.size() > 4096 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= 0x20 && c <= 0x7e; }))
+        return bad(std::string("a value of \"") + k + "\" is longer than 4 KiB or not printable ASCII");
+      m[name] = s;
+    }
+    *out = std::move(m);
     return true;
   }
   bool flag(const char* k, bool* out) {
@@ -303,9 +327,10 @@ std::optional<Request> parse_request(const Frame& f, std::string* error) {
     case Op::Write:
       ok = x.str("path", &r.path, true) && x.flag("append", &r.append) && x.flag("exclusive", &r.exclusive) &&
            x.num("mode", &r.mode, 0, 07777);
-      ok = ok && x.num("offset", &r.offset, 0, uint64_t{1} << 62);
+      ok = ok && x.num("offset", &r.offset, 0, uint64_t{1} << 62) && x.metadata("metadata", &r.metadata);
       // At an offset or appended: into the file as it is; else it is replaced.
       if (ok && (x.has("offset") || r.append)) r.truncate = false;
+      if (ok && r.metadata && !r.truncate) return bad("write: \"metadata\" goes with a write that replaces the file");
       if (ok && r.append && x.has("offset")) return bad("write: \"append\" and \"offset\" exclude each other");
       r.data = f.payload;
       break;
@@ -403,6 +428,7 @@ nlohmann::json write(const std::string& path, const Write& w) {
   if (w.exclusive) h["exclusive"] = true;
   if (w.offset) h["offset"] = *w.offset;
   if (w.mode) h["mode"] = w.mode;
+  if (w.metadata) h["metadata"] = *w.metadata;
   return h;
 }
 

@@ -104,6 +104,8 @@ struct Request {
   uint32_t mode = 0;  // write/mkdir: 0 means the default (0644 / 0755)
   int watch = 0;      // unwatch
   std::string data;   // input, write: the payload
+  // write: the file's E2B metadata (user.e2b.NAME extended attributes) replaced by these
+  std::optional<std::map<std::string, std::string>> metadata;
 };
 
 // A request frame -> Request, or a one-line error (the agent replies with it, errno EINVAL).
@@ -140,6 +142,8 @@ struct Write {
   bool append = false, exclusive = false;  // each sent only when true
   std::optional<uint64_t> offset;
   uint32_t mode = 0;  // new files; 0: not sent (0644)
+  // E2B's file metadata: the file's user.e2b.* attributes replaced by these (a write that replaces it only)
+  std::optional<std::map<std::string, std::string>> metadata;
 };
 nlohmann::json write(const std::string& path, const Write& w = {});  // the bytes are the payload
 nlohmann::json mkdir(const std::string& path, bool parents, uint32_t mode = 0);  // mode 0: not sent (0755)

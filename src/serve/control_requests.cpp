@@ -219,9 +219,16 @@ BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templ
           if (auto e = string_list(nv, "network.allowOut", &cr.allow_out)) return bad(*e);
         } else if (nk == "denyOut") {
           if (auto e = string_list(nv, "network.denyOut", &cr.deny_out)) return bad(*e);
-        } else if (nk == "allowPublicTraffic" || nk == "maskRequestHost") {
+        } else if (nk == "maskRequestHost") {
+          // E2B types it a string: the Host header of requests to the sandbox's ports, ${PORT} the port.
+          if (!nv.is_string()) return bad("network.maskRequestHost: expected a string (a host, ${PORT} for the port)");
+          const auto& h = nv.get_ref<const std::string&>();
+          if (h.empty() || h.size() > 255 || !std::all_of(h.begin(), h.end(), [](char c) { return c > 0x20 && c < 0x7f; }))
+            return bad("network.maskRequestHost: 1-255 printable characters without spaces");
+          cr.mask_request_host = h;
+        } else if (nk == "allowPublicTraffic") {
           if (!nv.is_boolean()) return bad("network." + nk + ": expected true or false");
-          if (nk == "allowPublicTraffic" && nv.get<bool>())
+          if (nv.get<bool>())
             return bad("network.allowPublicTraffic: true is not served: a sandbox's ports are reached only with its "
                        "trafficAccessToken (or its envd token, or its tenant's key)");
         } else {

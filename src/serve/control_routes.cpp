@@ -95,6 +95,7 @@ nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
     j["allowInternetAccess"] = !sb.allow_out.empty() || !sb.tmpl.allow_domains.empty();
     j["network"] = {{"allowOut", sb.allow_out}, {"denyOut", sb.deny_out}};
     if (!sb.rules_shown.empty()) j["network"]["rules"] = sb.rules_shown;
+    if (!sb.mask_request_host.empty()) j["network"]["maskRequestHost"] = sb.mask_request_host;
     j["lifecycle"] = {{"onTimeout", "kill"}, {"autoResume", false}};
     j["layer"] = sb.tmpl.layer;  // not E2B's: the isolation layer (exguardian mcp --server reports it)
   }

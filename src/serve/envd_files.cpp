@@ -5,6 +5,7 @@
 // frames of at most 1 MiB, read and written by the sandbox's own user.
 #include <algorithm>
 #include <cctype>
+#include <map>
 
 #include "serve/gzip_codec.hpp"
 #include "serve/multipart.hpp"
@@ -27,14 +28,34 @@ std::string parent_dir(const std::string& p) {
   return sl == std::string::npos || sl == 0 ? "/" : p.substr(0, sl);
 }
 
-// Writes one file: parents, then the bytes in frames (the first replaces, the rest append).
+using Metadata = std::map<std::string, std::string>;
+
+// envd's file metadata: the request's X-Metadata-NAME headers (names
+// case-insensitive, kept in lower case as fetch sends them; E2B's SDK checks
+// names are HTTP tokens and values printable ASCII, the agent again).
+Metadata metadata_headers(const Request& req) {
+  constexpr std::string_view kPrefix = "x-metadata-";
+  Metadata m;
+  for (const auto& f : req) {
+    std::string name(f.name_string());
+    for (char& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (name.size() > kPrefix.size() && name.starts_with(kPrefix)) m[name.substr(kPrefix.size())] = std::string(f.value());
+  }
+  return m;
+}
+
+// Writes one file: parents, then the bytes in frames (the first replaces the
+// file and its metadata, the rest append).
 void write_file(const std::shared_ptr<Sandbox>& sb, std::string path, std::shared_ptr<std::string> data,
+                std::shared_ptr<const Metadata> metadata,
                 std::function<void(const std::string& errno_name, const std::string& message)> done) {
-  sb->agent->call(agent::request::mkdir(parent_dir(path), /*parents=*/true), {}, [sb, path, data, done](const agent::Frame&) {
+  sb->agent->call(agent::request::mkdir(parent_dir(path), /*parents=*/true), {}, [sb, path, data, metadata, done](const agent::Frame&) {
     auto step = std::make_shared<std::function<void(size_t)>>();
-    *step = [sb, path, data, done, step](size_t off) {
+    *step = [sb, path, data, metadata, done, step](size_t off) {
       size_t n = std::min(data->size() - off, agent::kMaxPayload);
-      sb->agent->call(agent::request::write(path, {.append = off > 0}), data->substr(off, n), [off, n, data, done, step, path](const agent::Frame& r) {
+      agent::request::Write w{.append = off > 0};
+      if (off == 0) w.metadata = *metadata;  // none given: the old metadata goes, as envd's
+      sb->agent->call(agent::request::write(path, w), data->substr(off, n), [off, n, data, done, step, path](const agent::Frame& r) {
         if (!r.header.value("ok", false)) {
           done(reply_errno(r), path + ": " + reply_error_text(r));
           *step = nullptr;
@@ -156,21 +177,24 @@ void Service::files_post(Call& c) {
     if (f.path.find('\0') != std::string::npos || f.path.size() > 4096) return reply(ex, route, api_error(http::status::bad_request, "path: not usable"));
     f.path = absolute_path(*sb, f.path);
   }
+  auto metadata = std::make_shared<const Metadata>(metadata_headers(req));
   // One file after the other; the answer lists them all.
   auto list = std::make_shared<std::vector<Upload>>(std::move(files));
   auto result = std::make_shared<nlohmann::json>(nlohmann::json::array());
   auto next = std::make_shared<std::function<void(size_t)>>();
   // The step holds itself weakly; each pending write holds it strongly, so it ends with the last one.
   std::weak_ptr<std::function<void(size_t)>> weak_next = next;
-  *next = [this, sb, list, result, weak_next, ex, route](size_t i) mutable {
+  *next = [this, sb, list, result, weak_next, ex, route, metadata](size_t i) mutable {
     if (i == list->size()) return reply(ex, route, json_response(http::status::ok, result->dump()));
     std::string path = (*list)[i].path;
     auto data = std::make_shared<std::string>(std::move((*list)[i].data));
     auto next = weak_next.lock();
-    write_file(sb, path, data, [this, next, result, path, i, ex, route](const std::string& e, const std::string& msg) mutable {
+    write_file(sb, path, data, metadata, [this, next, result, path, i, ex, route, metadata](const std::string& e, const std::string& msg) mutable {
       if (!e.empty()) return reply(ex, route, api_error(status_of_errno(e), msg));
       auto sl = path.rfind('/');
-      result->push_back({{"name", path.substr(sl + 1)}, {"type", "file"}, {"path", path}});
+      nlohmann::json entry = {{"name", path.substr(sl + 1)}, {"type", "file"}, {"path", path}};
+      if (!metadata->empty()) entry["metadata"] = *metadata;
+      result->push_back(std::move(entry));
       (*next)(i + 1);
     });
   };

@@ -70,6 +70,8 @@ nlohmann::json entry_info(const Sandbox& sb, const std::string& path, const nloh
   };
   // envd answers the link resolved (filepath.EvalSymlinks): absolute, every link followed.
   if (type == "symlink") e["symlinkTarget"] = st.value("resolved", st.value("target", ""));
+  // envd 0.6.2's file metadata: the file's user.e2b.* attributes (the agent reads them).
+  if (auto md = st.find("metadata"); md != st.end() && md->is_object() && !md->empty()) e["metadata"] = *md;
   return e;
 }
 

@@ -47,9 +47,17 @@ bool framing(boost::beast::string_view name) {
   return false;
 }
 
-std::string upstream_request(const Request& req, const std::string& port) {
+// The Host the server inside sees: E2B's network.maskRequestHost (${PORT}: the port), else localhost:PORT.
+std::string upstream_host(const Sandbox& sb, const std::string& port) {
+  if (sb.mask_request_host.empty()) return "localhost:" + port;
+  std::string h = sb.mask_request_host;
+  for (size_t at; (at = h.find("${PORT}")) != std::string::npos;) h.replace(at, 7, port);
+  return h;
+}
+
+std::string upstream_request(const Request& req, const Sandbox& sb, const std::string& port) {
   std::string out = std::string(req.method_string()) + " " + std::string(req.target()) + " HTTP/1.1\r\n";
-  out += "Host: localhost:" + port + "\r\n";
+  out += "Host: " + upstream_host(sb, port) + "\r\n";
   for (const auto& f : req)
     if (!kept_from_sandbox(f.name_string())) out += std::string(f.name_string()) + ": " + std::string(f.value()) + "\r\n";
   out += "Content-Length: " + std::to_string(req.body().size()) + "\r\nConnection: close\r\n\r\n";
@@ -166,7 +174,7 @@ void Service::port_proxy(Call& c, const std::string& port) {
   // A just-created code interpreter may not listen yet: its relay waits for it.
   int wait_s = c.sb->tmpl.code_interpreter && port == kCodeInterpreterPort ? 15 : 0;
   agent::request::Start h{.argv = port_relay_argv(port, wait_s)};
-  std::string up = upstream_request(c.req, port);
+  std::string up = upstream_request(c.req, *c.sb, port);
   c.sb->agent->call(agent::request::start(h), {}, [px, up = std::move(up)](const agent::Frame& r) mutable {
     if (!r.header.value("ok", false)) {
       std::string why = reply_errno(r) == "ENOENT" ? "the relay needs python3 inside the sandbox (" + reply_error_text(r) + ")"

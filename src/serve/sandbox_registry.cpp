@@ -159,6 +159,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   if (!req.secure) sb->access_token.clear(), sb->traffic_token.clear();
   sb->tenant = req.tenant;
   sb->metadata = req.metadata;
+  sb->mask_request_host = req.mask_request_host;
   sb->env_vars = req.env_vars;
   sb->allow_out = req.allow_out;
   sb->deny_out = req.deny_out;
@@ -192,6 +193,7 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sb->pooled = false;
   sb->tenant = req.tenant;
   sb->metadata = req.metadata;
+  sb->mask_request_host = req.mask_request_host;
   sb->env_vars = req.env_vars;
   sb->started_at = std::chrono::system_clock::now();
   sb->end_at = sb->started_at + req.timeout;

@@ -82,6 +82,9 @@ struct CreateRequest {
   // E2B's `secure`: envd calls must carry the sandbox's access token. false: no
   // token is made, and whoever knows the sandbox's id reaches its envd.
   bool secure = true;
+  // E2B's network.maskRequestHost: the Host header a request relayed to a port of
+  // the sandbox carries (${PORT}: the port); empty: localhost:PORT.
+  std::string mask_request_host;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -119,6 +122,7 @@ struct Sandbox {
   // (E2b-Sandbox-Port, serve/port_proxy.cpp) may carry it instead (the code
   // interpreter SDK's /contexts calls carry only it). Empty with secure false.
   std::string traffic_token;
+  std::string mask_request_host;  // CreateRequest::mask_request_host
   std::string dir;           // --state-dir/sandboxes/<id>
   std::string home;          // the workspace: the user's home and default cwd
   std::string audit_log;     // the supervisor's audit log (JSON lines)

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "serve/control_requests.hpp"
+#include "serve/file_signature.hpp"
 #include "serve/openapi.hpp"
 
 namespace exg::serve {
@@ -102,6 +103,11 @@ void Service::route(Request& req, ExchangePtr ex) {
   static const Route kNone{};  // a Call's route until one is found
   Call call{req, ex, r ? *r : kNone, path, query, std::move(params)};
   if (for_envd) return envd(req, ex, r, std::move(call));
+  // A signed /files URL of the SDK (uploadUrl, downloadUrl) names no sandbox
+  // when E2B_SANDBOX_URL is set: its signature does.
+  if (!r && path == "/files" && query_param(query, "signature"))
+    if (const Route* fr = find_route(req.method(), path, /*for_envd=*/true, nullptr))
+      return signed_files(req, ex, *fr, path, query);
   if (r && r->auth == Auth::None) return (this->*r->handler)(call);
   control(req, ex, r, std::move(call));
 }
@@ -172,6 +178,12 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
   if (!authed && sb && same(std::string(req["X-Access-Token"]), sb->access_token)) authed = owner = true;
   // E2B's traffic access token reaches the sandbox's ports, never its envd.
   if (!authed && sb && other_port && same(std::string(req["E2B-Traffic-Access-Token"]), sb->traffic_token)) authed = owner = true;
+  // A signed /files URL (uploadUrl, downloadUrl) sent with the sandbox's id: that one operation, unexpired.
+  if (!authed && sb && !other_port && r && r->handler != nullptr && call.path == "/files")
+    if (auto u = signed_file_url(req, call.query); u && signature_matches(*u, sb->access_token)) {
+      auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+      if (!u->expiration || *u->expiration >= now) authed = owner = true;
+    }
   if (!authed) {
     if (const Tenant* t = tenants_.authenticate(std::string(req["X-API-KEY"]))) {
       authed = true;
@@ -197,6 +209,50 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
   if (!r) return no_envd_route(req, ex, sb, call.path);
   call.sb = std::move(sb);
   (this->*r->handler)(call);
+}
+
+// What a signed /files URL asks: the operation its method is, on its ?path= as ?username=.
+std::optional<SignedFileUrl> Service::signed_file_url(const Request& req, const std::string& query) {
+  auto sig = query_param(query, "signature");
+  if (!sig) return std::nullopt;
+  SignedFileUrl u{*sig, query_param(query, "path").value_or(""), req.method() == http::verb::get ? "read" : "write",
+                  query_param(query, "username").value_or(""), std::nullopt};
+  if (auto e = query_param(query, "signature_expiration")) {
+    char* end = nullptr;
+    errno = 0;
+    long long v = std::strtoll(e->c_str(), &end, 10);
+    if (e->empty() || *end || errno) return std::nullopt;
+    u.expiration = v;
+  }
+  return u;
+}
+
+// envd's answers (401): an unknown or wrong signature, then an expired one.
+// Every live sandbox's token is tried, so a URL reaches only the sandbox whose
+// token signed it; the one answer for no match tells nothing of which exist.
+void Service::signed_files(Request& req, ExchangePtr ex, const Route& r, const std::string& path, const std::string& query) {
+  auto url = signed_file_url(req, query);
+  if (!url) return reply(ex, "envd", api_error(http::status::bad_request, "signature_expiration: not a unix time in seconds"));
+  std::shared_ptr<Sandbox> hit;
+  for (const auto& t : tenants_.all())
+    for (auto& sb : registry_.of_tenant(t.id))
+      if (sb->state != Sandbox::State::Ending && sb->state != Sandbox::State::Starting && signature_matches(*url, sb->access_token))
+        hit = sb;
+  if (!hit) {
+    ++metrics_.auth_failures;
+    return reply(ex, "envd", api_error(http::status::unauthorized, "invalid signature"));
+  }
+  ex->log_sandbox = hit->id;
+  ex->log_tenant = hit->tenant;
+  auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
+  if (url->expiration && *url->expiration < now)
+    return reply(ex, r.label, api_error(http::status::unauthorized, "signature is already expired"));
+  if (hit->state == Sandbox::State::Paused || hit->pausing)
+    return reply(ex, r.label, api_error(http::status::bad_gateway, "sandbox " + hit->id + (hit->pausing ? " is being paused" : " is paused") +
+                                                                   " (Sandbox.connect resumes it)"));
+  Call call{req, ex, r, path, query, {}};
+  call.sb = std::move(hit);
+  (this->*r.handler)(call);
 }
 
 // No route: a method a Connect-RPC service does not have is answered by the

@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include "serve/connect_rpc.hpp"
+#include "serve/file_signature.hpp"
 #include "serve/http_server.hpp"
 #include "serve/metrics.hpp"
 #include "serve/routes.hpp"
@@ -24,8 +25,9 @@
 namespace exg::serve {
 
 // The envd version we answer as: the SDK gates features on it (0.5.7: stdin
-// close, octet-stream uploads; below 0.6.2: no file metadata, which we do not keep).
-inline constexpr const char* kEnvdVersion = "0.5.7";
+// close, octet-stream uploads; 0.6.2: file metadata. Not 0.6.3: a watch
+// event's entry info is not served).
+inline constexpr const char* kEnvdVersion = "0.6.2";
 // What a stream open when its sandbox ends says (Unavailable): the SDK's
 // words for it, which E2B's own tests look for.
 inline constexpr const char* kSandboxEnded = "the sandbox was killed or reached its end of life";
@@ -83,6 +85,9 @@ class Service {
   // The tenant's sandbox of that id, if it is up (running or paused).
   std::shared_ptr<Sandbox> tenants_sandbox(const Tenant& t, const std::string& id) const;
   void no_envd_route(Request& req, ExchangePtr ex, const std::shared_ptr<Sandbox>& sb, const std::string& path);
+  // A signed /files URL without E2b-Sandbox-Id (file_signature.hpp): the sandbox whose token signed it.
+  void signed_files(Request& req, ExchangePtr ex, const Route& r, const std::string& path, const std::string& query);
+  static std::optional<SignedFileUrl> signed_file_url(const Request& req, const std::string& query);
 
   // ---- the handlers (route_table()) ----
   // service.cpp: no key

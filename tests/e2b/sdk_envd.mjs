@@ -81,6 +81,83 @@ await check('files: a recursive watch sees nested changes, and directories made 
   await h.stop()
 })
 
+await check('files: metadata (envd 0.6.2) on write, info, listing, rename; an overwrite clears it; xattrs set inside show', async () => {
+  const md = { author: 'mish', purpose: 'upload' }
+  assert.deepEqual((await sb.files.write('md/a.txt', 'a', { metadata: md })).metadata, md)
+  assert.deepEqual((await sb.files.write('md/b.txt', 'b', { metadata: md, useOctetStream: true })).metadata, md)
+  assert.deepEqual((await sb.files.getInfo('md/a.txt')).metadata, md)
+  assert.deepEqual((await sb.files.getInfo('md/b.txt')).metadata, md)
+  const many = await sb.files.writeFiles([{ path: 'md/c.txt', data: 'c' }, { path: 'md/d.txt', data: 'd' }], { metadata: { source: 'suite' } })
+  for (const i of many) assert.deepEqual((await sb.files.getInfo(i.path)).metadata, { source: 'suite' })
+  assert.deepEqual((await sb.files.list('md')).find((e) => e.name === 'a.txt').metadata, md)
+  assert.deepEqual((await sb.files.rename('md/a.txt', 'md/renamed.txt')).metadata, md)
+  assert.equal((await sb.files.write('md/renamed.txt', 'again')).metadata, undefined)
+  assert.equal((await sb.files.getInfo('md/renamed.txt')).metadata, undefined)
+  await sb.commands.run(`python3 -c "import os; os.setxattr('/home/user/md/c.txt', 'user.e2b.author', b'inside')"`)
+  assert.deepEqual((await sb.files.getInfo('md/c.txt')).metadata, { author: 'inside', source: 'suite' })
+})
+
+await check('files: signed URLs (no sandbox id): read and upload; expired, altered and unsigned refused', async () => {
+  await sb.files.write('signed.txt', 'mine')
+  await late.files.write('signed.txt', 'the other sandbox')
+  const url = await sb.downloadUrl('signed.txt', { useSignatureExpiration: 10_000 })
+  assert.ok(!url.includes(sb.sandboxId), url)
+  let r = await fetch(url)
+  assert.equal(r.status, 200)
+  assert.equal(await r.text(), 'mine')
+  r = await fetch(await late.downloadUrl('signed.txt'))  // no expiration: the other sandbox's own file
+  assert.equal(await r.text(), 'the other sandbox')
+  r = await fetch(await sb.downloadUrl('signed.txt', { useSignatureExpiration: -10_000 }))
+  assert.equal(r.status, 401)
+  assert.deepEqual(await r.json(), { code: 401, message: 'signature is already expired' })
+  const other = new URL(url)
+  other.searchParams.set('path', '/etc/passwd')
+  r = await fetch(other)
+  assert.equal(r.status, 401)
+  assert.deepEqual(await r.json(), { code: 401, message: 'invalid signature' })
+  r = await fetch(url, { method: 'POST', body: 'x' })  // a read's signature does not write
+  assert.equal(r.status, 401)
+  const unsigned = new URL(url)
+  unsigned.searchParams.delete('signature')
+  assert.equal((await fetch(unsigned)).status, 401)
+  const form = new FormData()
+  form.append('file', 'uploaded through a signed URL')
+  r = await fetch(await sb.uploadUrl('up/signed.txt', { useSignatureExpiration: 10_000 }), { method: 'POST', body: form })
+  assert.equal(r.status, 200)
+  assert.deepEqual(await r.json(), [{ name: 'signed.txt', path: '/home/user/up/signed.txt', type: 'file' }])
+  assert.equal(await sb.files.read('up/signed.txt'), 'uploaded through a signed URL')
+})
+
+await check('network.maskRequestHost (a string, as E2B types it): the Host a port of the sandbox receives', async () => {
+  const m = await Sandbox.create('base', { network: { maskRequestHost: 'custom-host.example.com:${PORT}' }, timeoutMs: 120_000 })
+  try {
+    assert.equal((await m.getInfo()).network?.maskRequestHost, 'custom-host.example.com:${PORT}')
+    await m.commands.run(`python3 -c "
+import http.server
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        open('/tmp/host.txt', 'w').write(self.headers['Host'])
+        self.send_response(200); self.end_headers()
+    def log_message(self, *a): pass
+http.server.HTTPServer(('127.0.0.1', 8080), H).handle_request()
+"`, { background: true })
+    let r
+    for (let i = 0; i < 50; i++) {
+      r = await fetch(process.env.E2B_SANDBOX_URL, { headers: { 'E2b-Sandbox-Id': m.sandboxId, 'E2b-Sandbox-Port': '8080', 'X-API-KEY': process.env.E2B_API_KEY } })
+      if (r.status === 200) break
+      await sleep(100)
+    }
+    assert.equal(r.status, 200)
+    assert.equal((await m.files.read('/tmp/host.txt')), 'custom-host.example.com:8080')
+  } finally {
+    await m.kill()
+  }
+  const bad = await fetch(`${process.env.E2B_API_URL}/sandboxes`, { method: 'POST', headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ templateID: 'base', network: { maskRequestHost: true } }) })
+  assert.equal(bad.status, 400)
+  assert.match((await bad.json()).message, /network\.maskRequestHost: expected a string/)
+})
+
 await check('list: newest first; order asc; startedAfter; template (none silently ignored)', async () => {
   const ids = (items) => items.map((s) => s.sandboxId)
   assert.deepEqual(ids(await Sandbox.list({ query: { metadata: { suite: tag } } }).nextItems()), [late.sandboxId, sb.sandboxId])

@@ -9,6 +9,7 @@
 #include <sys/inotify.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -253,6 +254,16 @@ TEST(AgentProtocol, OtherRequestsAndTheirLimits) {
   EXPECT_EQ(wo->offset, 10u);
   EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"offset", 1}, {"append", true}}, &err));
   EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"mode", 070000}}, &err));
+  // E2B's file metadata: names HTTP tokens, values printable ASCII, only on a write that replaces.
+  auto wm = parse({{"op", "write"}, {"path", "f"}, {"metadata", {{"author", "mish"}}}}, &err, "x");
+  ASSERT_TRUE(wm) << err;
+  EXPECT_EQ(wm->metadata->at("author"), "mish");
+  EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"metadata", {{"bad key", "v"}}}}, &err));
+  EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"metadata", {{"", "v"}}}}, &err));
+  EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"metadata", {{"k", "line\nbreak"}}}}, &err));
+  EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"metadata", {{"k", 1}}}}, &err));
+  EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"metadata", "k=v"}}, &err));
+  EXPECT_FALSE(parse({{"op", "write"}, {"path", "f"}, {"append", true}, {"metadata", json::object()}}, &err));
 
   EXPECT_TRUE(parse({{"op", "read"}, {"path", "f"}, {"length", kMaxPayload}}, &err));
   EXPECT_FALSE(parse({{"op", "read"}, {"path", "f"}, {"length", kMaxPayload + 1}}, &err));
@@ -435,7 +446,24 @@ TEST_F(AgentLoop, FileRequests) {
   auto ls = client_->call({{"op", "list_dir"}, {"path", "a/b"}});
   ASSERT_EQ(ls->header["entries"].size(), 1u);
   EXPECT_EQ(ls->header["entries"][0]["name"], "f");
+  // E2B's file metadata: kept as user.e2b.* attributes, replaced by a write that gives it (the
+  // file's other attributes untouched), moved with a rename; a filesystem without user
+  // attributes (tmpfs before Linux 6.6) cannot hold it.
+  bool user_xattrs = ::setxattr((dir_ / "a/b/f").c_str(), "user.other", "o", 1, 0) == 0;
+  if (user_xattrs) {
+    ASSERT_EQ(::setxattr((dir_ / "a/b/f").c_str(), "user.e2b.stale", "s", 1, 0), 0);
+    auto wm = client_->call({{"op", "write"}, {"path", "a/b/f"}, {"metadata", {{"author", "mish"}}}}, "0123456789AB");
+    ASSERT_EQ(wm->header["ok"], true) << wm->header.dump();
+    EXPECT_EQ(client_->call({{"op", "stat"}, {"path", "a/b/f"}})->header["metadata"], json({{"author", "mish"}}));
+    char v[8];
+    EXPECT_EQ(::getxattr((dir_ / "a/b/f").c_str(), "user.other", v, sizeof v), 1);
+  }
   ASSERT_EQ(client_->call({{"op", "rename"}, {"path", "a/b/f"}, {"to", "a/g"}})->header["ok"], true);
+  if (user_xattrs) {
+    EXPECT_EQ(client_->call({{"op", "stat"}, {"path", "a/g"}})->header["metadata"], json({{"author", "mish"}}));
+    ASSERT_EQ(client_->call({{"op", "write"}, {"path", "a/g"}, {"metadata", json::object()}}, "0123456789AB")->header["ok"], true);
+    EXPECT_FALSE(client_->call({{"op", "stat"}, {"path", "a/g"}})->header.contains("metadata"));
+  }
   EXPECT_EQ(client_->call({{"op", "stat"}, {"path", "a/b/f"}})->header["error"], "ENOENT");
   // A FIFO under a file's name never blocks the agent.
   ASSERT_EQ(::mkfifo((dir_ / "fifo").c_str(), 0644), 0);

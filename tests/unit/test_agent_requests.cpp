@@ -132,6 +132,14 @@ TEST(AgentRequests, FileOpsRoundTripThroughTheParser) {
   EXPECT_EQ(wo.offset, 10u);
   EXPECT_FALSE(wo.truncate);
 
+  auto wm = round_trip(request::write("f", {.metadata = std::map<std::string, std::string>{{"author", "mish"}}}), "x");
+  ASSERT_TRUE(wm.metadata);
+  EXPECT_EQ(wm.metadata->at("author"), "mish");
+  EXPECT_FALSE(w.metadata);  // none sent: the file's metadata is left as it is
+  auto wclear = round_trip(request::write("f", {.metadata = std::map<std::string, std::string>{}}), "x");
+  ASSERT_TRUE(wclear.metadata);
+  EXPECT_TRUE(wclear.metadata->empty());
+
   auto mk = round_trip(request::mkdir("a/b", /*parents=*/true, 0700));
   EXPECT_EQ(mk.op, Op::Mkdir);
   EXPECT_TRUE(mk.parents);

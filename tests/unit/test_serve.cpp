@@ -15,6 +15,7 @@
 
 #include "serve/connect_rpc.hpp"
 #include "serve/control_requests.hpp"
+#include "serve/file_signature.hpp"
 #include "serve/log.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/service.hpp"
@@ -409,6 +410,34 @@ TEST(ServeControlRequests, BadCreateBodiesNameTheField) {
   EXPECT_NE(create_error(R"({"templateID":"pinned","network":{"allowOut":["a.test"],"rules":{"a.test":[{"transform":{"headers":{"X-A":"abcd"}}}]}}})")
                 .find("has its own policy file"),
             std::string::npos);
+}
+
+// E2B types network.maskRequestHost a string (the Host of requests to the sandbox's ports).
+TEST(ServeControlRequests, MaskRequestHostIsAString) {
+  auto cr = parse_create_body(R"({"network":{"maskRequestHost":"custom.example.com:${PORT}"}})", control_templates(), 3600);
+  ASSERT_TRUE(cr) << cr.error().message;
+  EXPECT_EQ(cr->mask_request_host, "custom.example.com:${PORT}");
+  EXPECT_NE(create_error(R"({"network":{"maskRequestHost":true}})").find("network.maskRequestHost: expected a string"), std::string::npos);
+  EXPECT_NE(create_error(R"({"network":{"maskRequestHost":""}})").find("network.maskRequestHost"), std::string::npos);
+  EXPECT_NE(create_error(R"({"network":{"maskRequestHost":"a\r\nX-Evil: 1"}})").find("network.maskRequestHost"), std::string::npos);
+}
+
+// The SDK's getSignature, as E2B's own test computes it: "v1_" + unpadded base64 of the sha256.
+TEST(ServeFileSignature, AsTheSdkComputesIt) {
+  // printf '%s' '/home/user/hello.txt:read:root:tok' | sha256sum | xxd -r -p | base64
+  EXPECT_EQ(file_signature("/home/user/hello.txt", "read", "root", "tok", std::nullopt),
+            "v1_" + std::string("TRlHfiNgpf44c8IeZCoou7xiz+m60QkIJ1Pm8NXrjXk"));
+  EXPECT_EQ(file_signature("hello.txt", "write", "", "tok", 1700000000), "v1_" + std::string("X5VuPiiEy8qKk/edz0QLo+ML+7gSRoLmKWr2EpBfwg8"));
+  SignedFileUrl u{file_signature("a.txt", "read", "", "tok", 5), "a.txt", "read", "", 5};
+  EXPECT_TRUE(signature_matches(u, "tok"));
+  EXPECT_FALSE(signature_matches(u, "other"));
+  EXPECT_FALSE(signature_matches(u, ""));  // a sandbox without a token (secure false) is never reached
+  auto changed = [&](auto f) { SignedFileUrl v = u; f(v); return signature_matches(v, "tok"); };
+  EXPECT_FALSE(changed([](SignedFileUrl& v) { v.path = "b.txt"; }));
+  EXPECT_FALSE(changed([](SignedFileUrl& v) { v.operation = "write"; }));
+  EXPECT_FALSE(changed([](SignedFileUrl& v) { v.user = "root"; }));
+  EXPECT_FALSE(changed([](SignedFileUrl& v) { v.expiration = 6; }));
+  EXPECT_FALSE(changed([](SignedFileUrl& v) { v.expiration.reset(); }));
 }
 
 TEST(ServeControlRequests, NetworkUpdateAndTimeoutBodies) {
