@@ -189,6 +189,7 @@ std::optional<std::string> secret_host_refusal(const std::string& host, const po
 Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context& ctx, const std::string& home) {
   ResolvedSecrets out;
   std::map<std::string, const policy::SecretEntry*> seen;
+  std::string absent;  // why each optional secret was dropped
   for (const auto& s : pol.secrets) {
     if (auto it = seen.find(s.name); it != seen.end())
       return fail(Error::msg(label(s), "already declared at " + it->second->where.str()));
@@ -198,6 +199,8 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
         return fail(Error::msg(label(s), "host " + *why + " [" + h.where.str() + "]"));
     if (s.optional && !source_exists(s, ctx, home)) {
       out.dropped.push_back(s.name);
+      absent += "; " + s.name + ": " +
+                (s.source == policy::SecretEntry::Source::Env ? "env:" + s.from + " is not set" : s.from + " does not exist");
       continue;
     }
     std::string file;
@@ -207,6 +210,7 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
     // signed in with ChatGPT has no key): dropped. The copy inside is still checked below.
     if (s.optional && s.extract && policy::extract_values(*s.extract, *text, 1).empty()) {
       out.dropped.push_back(s.name);
+      absent += "; " + s.name + ": its extract finds nothing in " + (file.empty() ? s.from : file);
       continue;
     }
     auto value = secret_value(s, *text);
@@ -228,6 +232,11 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
                             : *ph;
     out.secrets.push_back(std::move(sec));
   }
+  // Every secret optional (an agent profile: signed in with a key or with OAuth) and
+  // none there: the agent would sign in inside, where its new tokens would be real.
+  if (!pol.secrets.empty() && out.dropped.size() == pol.secrets.size())
+    return fail(Error::msg("secrets", "none is there (each is optional, one at least is needed: set the key or "
+                                      "sign in outside the sandbox first)" + absent));
   // Two secrets with one value would make the proxy's choice of host ambiguous.
   for (size_t i = 0; i < out.secrets.size(); ++i)
     for (size_t j = i + 1; j < out.secrets.size(); ++j)
