@@ -198,7 +198,8 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
       return reply(dns_response(q, p.rcode, {}));
     }
     // A placeholder in a name would leave through the host's resolver: exfiltration.
-    if (const Secret* sec = st_->secret_index ? st_->secret_index->find(q.name) : nullptr) {
+    auto secrets = st_->secret_index ? st_->secret_index->now() : nullptr;  // (sec points into it)
+    if (const Secret* sec = secrets ? secrets->find(q.name) : nullptr) {
       ++st_->stats.exfiltration;
       st_->count_refused(q.name, "secret " + sec->name + " in a DNS name");
       if (st_->audit_on())

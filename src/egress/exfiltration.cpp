@@ -24,9 +24,10 @@ constexpr uint64_t kScanWindow = 64 * 1024;
 
 class ExfiltrationFilter : public StreamFilter {
  public:
-  ExfiltrationFilter(const SecretIndex& idx, std::vector<size_t> allowed, std::function<void(const Secret&)> found,
+  // Follows `idx`: a placeholder learned while the stream is open is caught too.
+  ExfiltrationFilter(const SharedSecretIndex& idx, std::vector<size_t> allowed, std::function<void(const Secret&)> found,
                      std::function<void(const Secret&)> passed, std::unique_ptr<StreamFilter> inner, uint64_t window)
-      : idx_(idx), scanner_(idx, std::move(allowed)), found_(std::move(found)), passed_(std::move(passed)),
+      : scanner_(idx, std::move(allowed)), found_(std::move(found)), passed_(std::move(passed)),
         inner_(std::move(inner)), window_(window) {}
   Status feed(std::string_view in, std::string& out) override {
     if (scanning_) {
@@ -35,7 +36,7 @@ class ExfiltrationFilter : public StreamFilter {
         found_(*s);
         return Status::Error;  // nothing of this read goes on; the tunnel closes
       }
-      for (size_t i : scanner_.take_passed()) passed_(idx_.secrets()[i]);
+      for (size_t i : scanner_.take_passed()) passed_(scanner_.index().secrets()[i]);
       scanning_ = scanner_.scanned() < window_;
     }
     if (inner_) return inner_->feed(in, out);
@@ -48,7 +49,6 @@ class ExfiltrationFilter : public StreamFilter {
   std::string error_reason() const override { return !reason_.empty() ? reason_ : inner_ ? inner_->error_reason() : ""; }
 
  private:
-  const SecretIndex& idx_;
   PlaceholderScanner scanner_;
   std::function<void(const Secret&)> found_, passed_;
   std::unique_ptr<StreamFilter> inner_;
@@ -75,7 +75,7 @@ std::vector<size_t> Session::secrets_for(const std::string& host, uint16_t port)
   if (!st_->secret_index) return {};
   auto h = normalise_host(host);
   if (!h) return {};
-  return st_->secret_index->for_host(*h, port);
+  return st_->secret_index->now()->for_host(*h, port);
 }
 
 void Session::log_exfiltration(const Secret& s, const std::string& where, const std::string& host, uint16_t port) {
@@ -105,10 +105,11 @@ std::optional<Session::PlaceholderFound> Session::exfiltration_in(std::string_vi
                                                                   const std::string& host, uint16_t port,
                                                                   const std::vector<size_t>& allowed) {
   if (!st_->secret_index) return std::nullopt;
-  const Secret* found = st_->secret_index->find(s, allowed);
+  auto idx = st_->secret_index->now();
+  const Secret* found = idx->find(s, idx->with_successors(allowed));
   if (!found) return std::nullopt;
   log_exfiltration(*found, where, host, port);
-  return PlaceholderFound{found, where};
+  return PlaceholderFound{found, where, std::move(idx)};
 }
 
 namespace {
@@ -126,27 +127,31 @@ std::optional<Session::PlaceholderFound> Session::exfiltration_in_headers(const 
   // Only secrets meant for another host are refused here: the host's own may
   // be anywhere in its requests (put in where their "headers" say, passed as
   // the placeholder elsewhere: note_placeholders_passed).
-  const SecretIndex& idx = *st_->secret_index;
-  if (const Secret* s = idx.find(h.target, allowed)) {
+  auto snap = st_->secret_index->now();
+  const SecretIndex& idx = *snap;
+  const std::vector<size_t> own = idx.with_successors(allowed);
+  if (const Secret* s = idx.find(h.target, own)) {
     log_exfiltration(*s, "url", host, port);
-    return PlaceholderFound{s, "url"};
+    return PlaceholderFound{s, "url", std::move(snap)};
   }
   for (const auto& [name, value] : h.headers) {
-    const Secret* s = idx.find_in_header(value, allowed);
-    if (!s) s = idx.find(name, allowed);
+    const Secret* s = idx.find_in_header(value, own);
+    if (!s) s = idx.find(name, own);
     if (s) {
       std::string where = "header " + shown_header_name(name);
       log_exfiltration(*s, where, host, port);
-      return PlaceholderFound{s, where};
+      return PlaceholderFound{s, where, std::move(snap)};
     }
   }
   return std::nullopt;
 }
 
 void Session::note_placeholders_passed(const HttpHead& h, const std::string& host, uint16_t port,
-                                       const std::vector<size_t>& own) {
-  if (!st_->secret_index || own.empty()) return;
-  const SecretIndex& idx = *st_->secret_index;
+                                       const std::vector<size_t>& own_ids) {
+  if (!st_->secret_index || own_ids.empty()) return;
+  auto snap = st_->secret_index->now();
+  const SecretIndex& idx = *snap;
+  const std::vector<size_t> own = idx.with_successors(own_ids);
   for (size_t i : idx.occurring(h.target, own)) log_placeholder_passed(idx.secrets()[i], "url", host, port);
   for (const auto& [name, value] : h.headers) {
     for (size_t i : idx.occurring(name, own))
@@ -159,7 +164,7 @@ void Session::note_placeholders_passed(const HttpHead& h, const std::string& hos
 std::unique_ptr<StreamFilter> Session::exfiltration_filter(const std::string& host, uint16_t port,
                                                            std::unique_ptr<StreamFilter> inner,
                                                            std::vector<size_t> allowed, std::string where) {
-  if (!st_->secret_index || st_->secret_index->secrets().empty()) return inner;
+  if (!st_->secret_index || st_->secret_index->now()->secrets().empty()) return inner;
   std::weak_ptr<Session> weak = weak_from_this();
   const uint64_t window = inner ? UINT64_MAX : kScanWindow;
   return std::make_unique<ExfiltrationFilter>(

@@ -200,7 +200,7 @@ class HttpSession : public Session {
         // A host that has secrets (or requests under a rule): TLS is terminated here (never tunnelled).
         if (s->terminates(o.host, o.port)) {
           auto ids = s->secrets_for(o.host, o.port);
-          if (!s->st_->secret_index->config().ca) {
+          if (!s->st_->secret_index->now()->config().ca) {
             o.decision = Decision{false, "secrets without a certificate authority", "cannot intercept"};
             return s->refuse(o);
           }

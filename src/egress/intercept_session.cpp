@@ -32,6 +32,7 @@
 
 #include "egress/openssl_handles.hpp"
 #include "egress/proxy.hpp"
+#include "egress/token_refresh.hpp"
 
 namespace exg::egress::detail {
 
@@ -146,6 +147,7 @@ class Interceptor {
  public:
   Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {
     ++st().stats.terminated_now;  // tlsTerminate.maxTunnels counts these
+    take_snapshot();
   }
   ~Interceptor() { --st().stats.terminated_now; }
 
@@ -160,11 +162,26 @@ class Interceptor {
   awaitable<std::optional<HttpHead>> read_head(TlsEnd& from, std::string& buf, bool request);
   enum class Next { Again, Done, Failed };
   awaitable<Next> relay_request();
+  // learn: the refresh fields of this host's secrets (token_refresh.hpp): the
+  // body is held whole, its new tokens learned, then masked and sent.
   awaitable<bool> relay_response_body(std::string& buf, const ResponseFraming& rf, BodyDecoder& decoder,
-                                      ValueMasker& masker, bool chunked_out);
+                                      ValueMasker& masker, bool chunked_out, const std::set<std::string>& learn);
+  // The refresh fields of this host's secrets; empty: none.
+  std::set<std::string> refresh_fields() const;
+  // Every new token of a refresh response kept as a successor secret, written
+  // back to its credential file, audited; idx_ and ids_ then hold the
+  // successors too. False: one could not be kept (the response must not go on).
+  bool learn_tokens(const std::string& body, const std::set<std::string>& fields);
+  // idx_: the newest index; ids_ with the successors a refresh on any
+  // connection brought since.
+  void take_snapshot() {
+    idx_ = st().secret_index->now();
+    ids_ = idx_->with_successors(std::move(ids_));
+  }
   // Records what `masker` masked (for the audit line) under `where`.
   void note_masked(ValueMasker& masker, const char* where);
-  awaitable<bool> relay_request_body(std::string& buf, const BodyFraming& f);
+  // hold: the body (chunks decoded) is appended there instead of being sent.
+  awaitable<bool> relay_request_body(std::string& buf, const BodyFraming& f, std::string* hold = nullptr);
   awaitable<void> answer(const std::string& bytes) {
     if (cl_) {
       co_await cl_->write(bytes);
@@ -175,13 +192,17 @@ class Interceptor {
 
   std::shared_ptr<Session> keep_;
   Session& s_;
-  std::vector<size_t> ids_;
+  std::vector<size_t> ids_;  // the host's secrets, indices into idx_
+  // The index this request is handled with (a snapshot: another session's
+  // refresh does not change it under us); taken again at each request head.
+  std::shared_ptr<const SecretIndex> idx_;
   std::unique_ptr<TlsEnd> up_, cl_;
   std::string cbuf_, ubuf_;      // bytes read from the client / the upstream, not yet used
   std::string upstream_refusal;  // why the upstream is not trusted / not reachable over TLS
   std::string body_failure_;     // why a response body could not be decoded (the connection is cut)
   std::set<std::tuple<std::string, std::string, std::string>> masked_;  // (secret, form, where)
-  uint64_t headers_set_ = 0;  // headers the proxy set itself (set_header secrets), over all requests
+  uint64_t headers_set_ = 0;     // headers the proxy set itself (set_header secrets), over all requests
+  uint64_t values_in_body_ = 0;  // placeholders replaced in request bodies (bodyHosts), over all requests
   uint64_t bytes_up_ = 0, bytes_down_ = 0;
   int requests_ = 0;
   bool finished_ = false, refused_ = false;  // refused_: the refusal wrote its own audit line
@@ -221,7 +242,7 @@ awaitable<bool> Interceptor::connect_upstream() {
 }
 
 awaitable<bool> Interceptor::accept_client(std::string up_initial) {
-  const SecretsConfig& sc = st().secret_index->config();
+  const SecretsConfig& sc = idx_->config();
   if (!sc.ca) co_return false;
   auto ctx = sc.ca->server_ctx_for(s_.out_.host);
   if (!ctx) co_return false;
@@ -268,7 +289,7 @@ awaitable<std::optional<HttpHead>> Interceptor::read_head(TlsEnd& from, std::str
 
 // Passes a request body on (framing as parsed); what follows it (a pipelined
 // next request) stays in buf.
-awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFraming& f) {
+awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFraming& f, std::string* hold) {
   ChunkTracker ct;
   uint64_t left = f.length;
   std::array<char, 16 * 1024> chunk;
@@ -277,7 +298,7 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
   // Another host's placeholder in the body: the request is cut before it (the
   // client is told why). This host's own go on as they are (a body is never
   // put a value in): logged.
-  PlaceholderScanner scanner(*st().secret_index, ids_);
+  PlaceholderScanner scanner(*st().secret_index, ids_);  // (following the newest index)
   for (;;) {
     if (f.kind == BodyFraming::None) {
       buf = std::move(pending);
@@ -290,7 +311,7 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
       left -= n;
       done = left == 0;
     } else {
-      long m = ct.feed(pending);
+      long m = ct.feed(pending, hold);
       if (m < 0) co_return false;
       n = (size_t)m;
       done = ct.done();
@@ -304,9 +325,19 @@ awaitable<bool> Interceptor::relay_request_body(std::string& buf, const BodyFram
         co_return false;
       }
       for (size_t i : scanner.take_passed())
-        s_.log_placeholder_passed(st().secret_index->secrets()[i], "body", s_.out_.host, s_.out_.port);
-      if (!co_await up_->write(std::string_view(pending).substr(0, n))) co_return false;
-      bytes_up_ += n;
+        s_.log_placeholder_passed(scanner.index().secrets()[i], "body", s_.out_.host, s_.out_.port);
+      if (hold && f.kind == BodyFraming::Length) {
+        hold->append(pending, 0, n);
+      } else if (!hold) {
+        if (!co_await up_->write(std::string_view(pending).substr(0, n))) co_return false;
+        bytes_up_ += n;
+      }
+      if (hold && hold->size() > kMaxTokenResponse) {
+        s_.log_malformed("request body to a host that gets a value in its body larger than 1 MiB");
+        co_await answer(response(413, "Payload Too Large", "exguardian: a request body that gets a secret's value is held "
+                                                           "whole, up to 1 MiB\n"));
+        co_return false;
+      }
     }
     if (done) {
       buf = pending.substr(n);
@@ -328,7 +359,8 @@ void Interceptor::note_masked(ValueMasker& masker, const char* where) {
 }
 
 awaitable<bool> Interceptor::relay_response_body(std::string& buf, const ResponseFraming& rf, BodyDecoder& decoder,
-                                                 ValueMasker& masker, bool chunked_out) {
+                                                 ValueMasker& masker, bool chunked_out, const std::set<std::string>& learn) {
+  std::string whole;  // learn: the decoded body so far
   ChunkTracker ct;
   uint64_t left = rf.length;
   std::array<char, 16 * 1024> chunk;
@@ -357,9 +389,27 @@ awaitable<bool> Interceptor::relay_response_body(std::string& buf, const Respons
       body_failure_ = "response body not decodable: cut before it could carry a value unmasked";
       co_return false;
     }
-    masker.feed(plain, out);
-    if (done) masker.finish(out);
-    note_masked(masker, "body");
+    if (learn.empty()) {
+      masker.feed(plain, out);
+      if (done) masker.finish(out);
+      note_masked(masker, "body");
+    } else {
+      whole += plain;
+      if (whole.size() > kMaxTokenResponse) {
+        body_failure_ = "response that may carry refreshed tokens larger than 1 MiB: cut before it could carry one unmasked";
+        co_return false;
+      }
+      if (done) {
+        if (!learn_tokens(whole, learn)) {
+          body_failure_ = "refreshed token could not be kept outside: cut before it could reach the sandbox";
+          co_return false;
+        }
+        ValueMasker fresh(*idx_, ids_);  // the new tokens' values too
+        fresh.feed(whole, out);
+        fresh.finish(out);
+        note_masked(fresh, "body");
+      }
+    }
     std::string frame;
     if (!chunked_out) {
       frame = std::move(out);
@@ -393,8 +443,47 @@ awaitable<bool> Interceptor::relay_response_body(std::string& buf, const Respons
 
 // One request and its response. Keep-alive when both the client and the
 // upstream allow it (HTTP/1.1, no "Connection: close", a framed response).
+std::set<std::string> Interceptor::refresh_fields() const {
+  std::set<std::string> r;
+  for (size_t i : ids_)
+    if (const auto& f = idx_->secrets()[i].refresh_field; !f.empty()) r.insert(f);
+  return r;
+}
+
+bool Interceptor::learn_tokens(const std::string& body, const std::set<std::string>& fields) {
+  const std::string& host = s_.out_.host;
+  auto hn = normalise_host(host);
+  if (!hn) return false;
+  bool kept = true;
+  for (auto& [field, value] : refreshed_tokens(body, fields)) {
+    // Too short to tell apart, or not fit for a header: not a token, left as it is.
+    if (value.size() < 8 || value.find_first_of(std::string("\0\r\n", 3)) != std::string::npos) continue;
+    nlohmann::json j = s_.audit_base(host, s_.out_.port);
+    j["event"] = "token_refreshed";
+    j["field"] = field;
+    auto learned = st().secret_index->learn(*hn, s_.out_.port, field, value);
+    if (!learned) {
+      kept = false;
+      j["error"] = learned.error().str();
+    } else {
+      idx_ = learned->index;
+      ids_ = idx_->with_successors(std::move(ids_));
+      if (!learned->successor) continue;  // known already (a refresh answered twice)
+      const Secret& old = idx_->secrets()[*learned->of];
+      j["secret"] = old.name;
+      if (!old.source_file.empty()) {
+        // The next run reads the file: it must hold the token the vendor now expects.
+        auto w = write_back_token(old.source_file, old.value, value);
+        j["file"] = old.source_file;
+        if (!w) j["write_back_error"] = w.error().str();
+      }
+    }
+    if (st().audit_on()) st().audit_write(std::move(j));
+  }
+  return kept;
+}
+
 awaitable<Interceptor::Next> Interceptor::relay_request() {
-  const SecretIndex& idx = *st().secret_index;
   const std::string host = s_.out_.host;
   const uint16_t port = s_.out_.port;
   auto head = co_await read_head(*cl_, cbuf_, true);
@@ -406,6 +495,10 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     co_return Next::Failed;
   }
   ++requests_;
+  // Taken now, not before the head was read: on a kept-alive connection the
+  // head may carry a placeholder a refresh on another connection handed out
+  // while this one waited.
+  take_snapshot();
   if (!upstream_refusal.empty()) {
     refused_ = true;
     s_.log_refusal(host, port, Decision{false, "upstream TLS", upstream_refusal}, s_.out_.address, {});
@@ -467,10 +560,10 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
   const bool client_close = head->version != "HTTP/1.1" || connection_has(*head, "close");
   // (A secret limited to some headers is put in those only; anywhere else its
   // placeholder goes on as it is: what is left after injection is logged.)
-  for (auto& [name, value] : head->headers) value = inject_secrets(value, idx, idx.allowed_in_header(ids_, name));
+  for (auto& [name, value] : head->headers) value = inject_secrets(value, *idx_, idx_->allowed_in_header(ids_, name));
   s_.note_placeholders_passed(*head, host, port, ids_);
   // Headers the proxy sets itself (E2B's network.rules): the client's own of that name are replaced.
-  for (auto& [name, value] : idx.headers_to_set(ids_, host)) {
+  for (auto& [name, value] : idx_->headers_to_set(ids_, host)) {
     std::erase_if(head->headers, [&](const auto& h) { return strcasecmp(h.first.c_str(), name.c_str()) == 0; });
     head->headers.emplace_back(name, value);
     ++headers_set_;
@@ -485,10 +578,34 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
   });
   if (expect && framing->kind != BodyFraming::None && !co_await cl_->write("HTTP/1.1 100 Continue\r\n\r\n"))
     co_return Next::Failed;
-  std::string fwd = forwarded_request_head(*head, client_close);
-  if (!co_await up_->write(fwd)) co_return Next::Failed;
-  bytes_up_ += fwd.size();
-  if (!co_await relay_request_body(cbuf_, *framing)) co_return Next::Failed;
+  // A secret meant for this host's bodies (bodyHosts: an OAuth refresh token in
+  // the token request): the body is held whole, its placeholders replaced, sent
+  // with its new length.
+  auto hn = normalise_host(host);
+  std::vector<size_t> body_ids = hn ? idx_->in_body(ids_, *hn, port) : std::vector<size_t>{};
+  if (!body_ids.empty() && framing->kind != BodyFraming::None) {
+    std::string body;
+    if (!co_await relay_request_body(cbuf_, *framing, &body)) co_return Next::Failed;
+    for (size_t i : body_ids) {
+      const Secret& sec = idx_->secrets()[i];
+      for (size_t pos = 0; (pos = body.find(sec.placeholder, pos)) != std::string::npos; pos += sec.value.size()) {
+        body.replace(pos, sec.placeholder.size(), sec.value);
+        ++values_in_body_;
+      }
+    }
+    std::erase_if(head->headers, [](const auto& h) {
+      return strcasecmp(h.first.c_str(), "content-length") == 0 || strcasecmp(h.first.c_str(), "transfer-encoding") == 0;
+    });
+    head->headers.emplace_back("Content-Length", std::to_string(body.size()));
+    std::string fwd = forwarded_request_head(*head, client_close) + body;
+    if (!co_await up_->write(fwd)) co_return Next::Failed;
+    bytes_up_ += fwd.size();
+  } else {
+    std::string fwd = forwarded_request_head(*head, client_close);
+    if (!co_await up_->write(fwd)) co_return Next::Failed;
+    bytes_up_ += fwd.size();
+    if (!co_await relay_request_body(cbuf_, *framing)) co_return Next::Failed;
+  }
 
   for (;;) {
     auto resp = co_await read_head(*up_, ubuf_, false);
@@ -501,7 +618,7 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
       if (resp->status == 101) co_return Next::Failed;  // Upgrade was not forwarded: a 101 is a broken upstream
       if (expect) continue;                              // the client had its 100 from us
       // (A 1xx's headers are not passed on; its reason phrase is masked.)
-      ValueMasker masker(idx, ids_);
+      ValueMasker masker(*idx_, ids_);
       std::string h = resp->version + " " + std::to_string(resp->status) + " " + masker.mask(resp->reason) + "\r\n\r\n";
       note_masked(masker, "1xx reason");
       if (!co_await cl_->write(h)) co_return Next::Failed;
@@ -510,7 +627,7 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     // The values of this host's secrets go back into the sandbox as placeholders
     // (headers and body): the body is decoded, masked and sent chunked (or up to
     // the close for an HTTP/1.0 client), as its length may change.
-    ValueMasker masker(idx, ids_);
+    ValueMasker masker(*idx_, ids_);
     resp->reason = masker.mask(resp->reason);
     note_masked(masker, "reason");
     for (auto& [name, value] : resp->headers) name = masker.mask(name), value = masker.mask(value);
@@ -542,7 +659,16 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     std::string h = client_response_head(*resp, last);
     if (!co_await cl_->write(h)) co_return Next::Failed;
     bytes_down_ += h.size();
-    if (rf.kind != ResponseFraming::None && !co_await relay_response_body(ubuf_, rf, *decoder, masker, chunked_out))
+    // A response that may carry refreshed tokens (JSON, or untyped, from a host
+    // whose secrets name a refresh field) is held whole; a stream is not.
+    std::set<std::string> learn = refresh_fields();
+    if (const std::string* ct = resp->find("content-type")) {
+      std::string t = *ct;
+      for (char& c : t) c = (char)std::tolower((unsigned char)c);
+      if (t.find("json") == std::string::npos && !t.starts_with("text/plain")) learn.clear();
+    }
+    if (rf.kind != ResponseFraming::None &&
+        !co_await relay_response_body(ubuf_, rf, *decoder, masker, chunked_out, learn))
       co_return Next::Failed;
     if (last || !ubuf_.empty()) {  // (bytes after a complete response: the upstream is out of step)
       co_await cl_->shutdown();
@@ -591,10 +717,12 @@ void Interceptor::finish(const std::string& end) {
       if (!out.via.empty()) j["via"] = out.via;
       j["intercepted"] = true;
       std::vector<std::string> names;
-      for (size_t i : ids_) names.push_back(st().secret_index->secrets()[i].name);
+      for (size_t i : ids_)  // (a successor has its original's name)
+        if (const auto& n = idx_->secrets()[i].name; std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
       j["secrets"] = names;
       j["requests"] = requests_;
       if (headers_set_) j["headers_set"] = headers_set_;
+      if (values_in_body_) j["values_in_body"] = values_in_body_;
       // What came back with a value in it (never the value): the client saw placeholders there.
       if (!masked_.empty()) {
         nlohmann::json m = nlohmann::json::array();

@@ -162,7 +162,7 @@ ProxyState::ProxyState(boost::asio::io_context& io, const Rules& rules, AuditSin
       for (auto& s : none->secrets) s.hosts.clear();
       idx = SecretIndex::build(std::move(none));
     }
-    if (idx) secret_index = std::make_unique<SecretIndex>(std::move(*idx));
+    if (idx) secret_index = std::make_unique<SharedSecretIndex>(std::move(*idx));
   }
   if (this->cfg.transparent) {
     handed_out = std::make_unique<HandedOutAddresses>();

@@ -407,8 +407,9 @@ struct ProxyState {
   // files ..." in nsswitch.conf); nullopt when getaddrinfo has to decide.
   std::optional<std::vector<IpAddress>> hosts_lookup(const std::string& name);
   // Credential injection (null without secrets): the index is built at
-  // construction; the upstream TLS context at the first interception.
-  std::unique_ptr<SecretIndex> secret_index;
+  // construction, and grows by OAuth refreshes (sessions read snapshots of it:
+  // SharedSecretIndex); the upstream TLS context at the first interception.
+  std::unique_ptr<SharedSecretIndex> secret_index;
   SslCtxPtr upstream_ctx;
   std::string upstream_ctx_error;
   Result<SSL_CTX*> upstream_tls();
@@ -486,12 +487,15 @@ class Session : public std::enable_shared_from_this<Session> {
   long elapsed_ms() const;
 
   // ---- secrets (exfiltration.cpp, intercept_session.cpp) ----
-  // The secrets whose hosts match host:port (none without secrets).
+  // The secrets whose hosts match host:port (none without secrets), in the
+  // newest index (the checks below take in successors learned since: an id list
+  // from an older index still names them).
   std::vector<size_t> secrets_for(const std::string& host, uint16_t port) const;
   // A placeholder refused: whose, and where it was found ("url", "header X", "body", ...).
   struct PlaceholderFound {
     const Secret* secret;
     std::string where;
+    std::shared_ptr<const SecretIndex> index;  // the snapshot *secret is in (kept alive)
   };
   // A placeholder (of a secret not in `allowed`: the secrets of the host it is
   // going to) in s: counted, logged as {"event":"exfiltration", ...}; the caller

@@ -29,7 +29,7 @@ std::optional<Decision> Session::tunnel_refusal(bool terminated) const {
 
 bool Session::terminates(const std::string& host, uint16_t port) const {
   if (!secrets_for(host, port).empty()) return true;
-  if (!st_->cfg.requests || !st_->secret_index || !st_->secret_index->config().ca) return false;
+  if (!st_->cfg.requests || !st_->secret_index || !st_->secret_index->now()->config().ca) return false;
   auto h = normalise_host(host);
   return h && st_->cfg.requests->governing(*h).has_value();
 }

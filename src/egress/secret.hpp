@@ -20,6 +20,18 @@ struct Secret {
   // every intercepted request to the hosts, replacing the client's (E2B's
   // network.rules header transforms). Such a secret has no variable inside.
   std::string set_header;
+  // OAuth (issue 45): not empty, the JSON field a response of the hosts carries
+  // a refreshed value in ("access_token"); the proxy keeps that value as a
+  // successor of this secret (egress/token_refresh.cpp).
+  std::string refresh_field;
+  // The host file the value was read from (canonical; empty: not a file): a
+  // refreshed value is written there in place of this one, so the next run
+  // starts with it.
+  std::string source_file;
+  // Of `hosts`, those whose request bodies get the value in place of the
+  // placeholder (an OAuth refresh token travels in the token request's body);
+  // elsewhere a body carries the placeholder as it is.
+  std::vector<std::string> body_hosts;
 };
 
 }  // namespace exg::egress

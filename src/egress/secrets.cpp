@@ -13,7 +13,10 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <sys/random.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstdint>
 #include <ctime>
 #include <list>
@@ -262,21 +265,103 @@ Result<SslCtxPtr> make_upstream_ctx(const std::string& ca_file) {
 
 // ---- SecretIndex ------------------------------------------------------------------------------
 
+Result<void> SecretIndex::index(const Secret& s) {
+  if (s.placeholder.size() < 8) return fail(Error::msg("secret " + s.name, "placeholder too short to be recognised"));
+  policy::Network net;
+  for (const auto& h : s.hosts) net.allowed_domains.push_back(policy::DomainEntry{h, {}});
+  auto r = Rules::from_policy(net);
+  if (!r) return fail(Error::msg("secret " + s.name + " hosts", r.error().str()));
+  hosts_.push_back(std::move(*r));
+  body_hosts_.emplace_back();
+  if (!s.body_hosts.empty()) {
+    policy::Network body;
+    for (const auto& h : s.body_hosts) body.allowed_domains.push_back(policy::DomainEntry{h, {}});
+    auto b = Rules::from_policy(body);
+    if (!b) return fail(Error::msg("secret " + s.name + " bodyHosts", b.error().str()));
+    body_hosts_.back() = std::move(*b);
+  }
+  lowered_.push_back(lower(s.placeholder));
+  longest_ = std::max(longest_, s.placeholder.size());
+  successor_of_.emplace_back();
+  return {};
+}
+
 Result<SecretIndex> SecretIndex::build(std::shared_ptr<const SecretsConfig> cfg) {
   SecretIndex idx;
-  for (const auto& s : cfg->secrets) {
-    if (s.placeholder.size() < 8)
-      return fail(Error::msg("secret " + s.name, "placeholder too short to be recognised"));
-    policy::Network net;
-    for (const auto& h : s.hosts) net.allowed_domains.push_back(policy::DomainEntry{h, {}});
-    auto r = Rules::from_policy(net);
-    if (!r) return fail(Error::msg("secret " + s.name + " hosts", r.error().str()));
-    idx.hosts_.push_back(std::move(*r));
-    idx.lowered_.push_back(lower(s.placeholder));
-    idx.longest_ = std::max(idx.longest_, s.placeholder.size());
-  }
+  for (const auto& s : cfg->secrets)
+    if (auto r = idx.index(s); !r) return fail(r.error());
   idx.cfg_ = std::move(cfg);
   return idx;
+}
+
+Result<SecretIndex> SecretIndex::with_successor(size_t of, std::string value) const {
+  const Secret& old = cfg_->secrets.at(of);
+  auto ph = make_placeholder(old.name);
+  if (!ph) return fail(ph.error());
+  Secret next = old;  // its whole scope
+  next.value = std::move(value);
+  next.placeholder = std::move(*ph);
+  // A new config: what was handed out of the old one (its CA, its other
+  // secrets) stays as it was for whoever still holds the old index.
+  SecretIndex idx = *this;
+  auto cfg = std::make_shared<SecretsConfig>(*cfg_);
+  cfg->secrets.push_back(std::move(next));
+  if (auto r = idx.index(cfg->secrets.back()); !r) return fail(r.error());
+  idx.successor_of_.back() = of;
+  idx.cfg_ = std::move(cfg);
+  return idx;
+}
+
+std::vector<size_t> SecretIndex::with_successors(std::vector<size_t> ids) const {
+  // Successors come after what they succeed: one pass in order finds chains.
+  for (size_t i = 0; i < successor_of_.size(); ++i)
+    if (successor_of_[i] && std::find(ids.begin(), ids.end(), *successor_of_[i]) != ids.end() &&
+        std::find(ids.begin(), ids.end(), i) == ids.end())
+      ids.push_back(i);
+  return ids;
+}
+
+SharedSecretIndex::SharedSecretIndex(SecretIndex idx) : now_(std::make_shared<const SecretIndex>(std::move(idx))) {}
+
+std::shared_ptr<const SecretIndex> SharedSecretIndex::now() const {
+  std::lock_guard lock(mu_);
+  return now_;
+}
+
+Result<SharedSecretIndex::Learned> SharedSecretIndex::learn(const Host& host, uint16_t port, const std::string& field,
+                                                            std::string value) {
+  // Held while the next index is built: two refreshes at once both land, in turn.
+  std::lock_guard lock(mu_);
+  const auto& all = now_->secrets();
+  if (std::any_of(all.begin(), all.end(), [&](const Secret& x) { return x.value == value; })) return Learned{now_, {}, {}};
+  std::optional<size_t> of;
+  for (size_t i : now_->for_host(host, port))
+    if (all[i].refresh_field == field) of = i;
+  if (!of) return Learned{now_, {}, {}};
+  auto next = now_->with_successor(*of, std::move(value));
+  if (!next) return fail(next.error());
+  now_ = std::make_shared<const SecretIndex>(std::move(*next));
+  return Learned{now_, of, now_->secrets().size() - 1};
+}
+
+std::vector<size_t> SecretIndex::in_body(const std::vector<size_t>& ids, const Host& host, uint16_t port) const {
+  std::vector<size_t> r;
+  for (size_t i : ids)
+    if (body_hosts_.at(i) && body_hosts_[i]->allow_list_matches(host, port)) r.push_back(i);
+  return r;
+}
+
+Result<std::string> make_placeholder(const std::string& name) {
+  unsigned char r[16];
+  if (::getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))
+    return fail(Error::sys("getrandom for the placeholder of secret " + name));
+  std::string s = "exg_ph_" + name + "_";
+  char h[3];
+  for (unsigned char b : r) {
+    std::snprintf(h, sizeof h, "%02x", b);
+    s += h;
+  }
+  return s;
 }
 
 const std::vector<Secret>& SecretIndex::secrets() const { return cfg_->secrets; }
@@ -414,16 +499,26 @@ std::string inject_secrets(std::string_view value, const SecretIndex& idx, const
   return replace_all(value, idx, secrets);
 }
 
+PlaceholderScanner::PlaceholderScanner(const SharedSecretIndex& follow, std::vector<size_t> allowed)
+    : follow_(&follow), held_(follow.now()), idx_(held_.get()), allowed_(std::move(allowed)) {}
+
 const Secret* PlaceholderScanner::feed(std::string_view chunk) {
+  if (follow_) {
+    if (auto n = follow_->now(); n != held_) {
+      held_ = std::move(n);
+      idx_ = held_.get();
+      allowed_ = idx_->with_successors(std::move(allowed_));
+    }
+  }
   scanned_ += chunk.size();
-  size_t keep = idx_.longest_placeholder() ? idx_.longest_placeholder() - 1 : 0;
+  size_t keep = idx_->longest_placeholder() ? idx_->longest_placeholder() - 1 : 0;
   std::string buf = carry_;
   buf.append(chunk);
-  const Secret* hit = idx_.find(buf, allowed_);
+  const Secret* hit = idx_->find(buf, allowed_);
   std::vector<size_t> unseen;
   for (size_t i : allowed_)
     if (std::find(seen_.begin(), seen_.end(), i) == seen_.end()) unseen.push_back(i);
-  for (size_t i : idx_.occurring(buf, unseen)) {
+  for (size_t i : idx_->occurring(buf, unseen)) {
     seen_.push_back(i);
     new_seen_.push_back(i);
   }

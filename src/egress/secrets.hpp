@@ -7,6 +7,8 @@
 #include <bitset>
 #include <chrono>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -82,13 +84,56 @@ class SecretIndex {
   // one), as E2B applies its network.rules: matching rule sets are not merged.
   std::vector<std::pair<std::string, std::string>> headers_to_set(const std::vector<size_t>& ids, const std::string& host) const;
   const SecretsConfig& config() const { return *cfg_; }
+  // OAuth refresh (token_refresh.cpp): a new index, this one plus a successor
+  // of secret `of` holding `value` under a new placeholder, with exactly its
+  // scope (hosts, headers, bodyHosts, refresh field, file); the successor is the
+  // last secret. The old one stays (a request in flight may still carry its
+  // placeholder), and every index of this one means the same secret there.
+  // An index is never changed once built: SharedSecretIndex swaps them.
+  Result<SecretIndex> with_successor(size_t of, std::string value) const;
+  // `ids` and every successor of one of them (a successor's successor too): a list of a
+  // host's secrets taken from an older index, brought up to this one.
+  std::vector<size_t> with_successors(std::vector<size_t> ids) const;
+  // Of `ids`, the secrets whose value goes into request bodies to host:port (bodyHosts).
+  std::vector<size_t> in_body(const std::vector<size_t>& ids, const Host& host, uint16_t port) const;
 
  private:
+  Result<void> index(const Secret& s);
+  std::vector<std::optional<Rules>> body_hosts_;  // per secret; none: never in a body
+  std::vector<std::optional<size_t>> successor_of_;  // per secret: the one it was learned for
   std::shared_ptr<const SecretsConfig> cfg_;
   std::vector<Rules> hosts_;            // one allow list per secret
   std::vector<std::string> lowered_;    // placeholders, lower-cased
   size_t longest_ = 0;
 };
+
+// The index in force for every session of a proxy. A reader takes a snapshot
+// (now()) and holds it for as long as it uses what it found there (a request
+// and its response): a snapshot never changes. An OAuth refresh (learn), on
+// any session's thread, builds the next index from the newest under the lock
+// and swaps it in; indices only grow, so an index taken from an older
+// snapshot names the same secret in a newer one.
+class SharedSecretIndex {
+ public:
+  explicit SharedSecretIndex(SecretIndex idx);
+  std::shared_ptr<const SecretIndex> now() const;
+  struct Learned {
+    std::shared_ptr<const SecretIndex> index;  // the newest, with the successor when there is one
+    std::optional<size_t> of, successor;       // both set: a successor was made
+  };
+  // A refreshed `value` for `field` from host:port: a successor of the newest
+  // secret of that host whose refresh field is `field` (an earlier refresh's
+  // successor, if any). None made (no such secret, or `value` is already a
+  // secret's value: a refresh seen twice): index only.
+  Result<Learned> learn(const Host& host, uint16_t port, const std::string& field, std::string value);
+
+ private:
+  mutable std::mutex mu_;
+  std::shared_ptr<const SecretIndex> now_;
+};
+
+// "exg_ph_<NAME>_<32 hex from getrandom>": unique per sandbox, recognisable.
+Result<std::string> make_placeholder(const std::string& name);
 
 // A header value with every placeholder of `secrets` (indices into `idx`)
 // replaced by its value; "Basic base64(user:password)" credentials are
@@ -104,16 +149,24 @@ std::string placeholder_refusal(const Secret& s, std::string_view host, std::str
 // two reads is still found (the last longest-1 bytes are carried over).
 // feed() returns the first secret not in `allowed` it finds (refused); those of
 // `allowed` it finds (passed on as they are) are kept for take_passed().
+// Following a SharedSecretIndex, each feed looks at its newest index (a
+// placeholder an OAuth refresh handed out while the stream was open is caught
+// too; `allowed` takes in the successors of its secrets): the Secret returned
+// and index() are then valid until the next feed.
 class PlaceholderScanner {
  public:
-  PlaceholderScanner(const SecretIndex& idx, std::vector<size_t> allowed = {}) : idx_(idx), allowed_(std::move(allowed)) {}
+  PlaceholderScanner(const SecretIndex& idx, std::vector<size_t> allowed = {}) : idx_(&idx), allowed_(std::move(allowed)) {}
+  PlaceholderScanner(const SharedSecretIndex& follow, std::vector<size_t> allowed = {});
   const Secret* feed(std::string_view chunk);
   uint64_t scanned() const { return scanned_; }
   // The secrets of `allowed` seen since the last call, each once per stream.
   std::vector<size_t> take_passed();
+  const SecretIndex& index() const { return *idx_; }
 
  private:
-  const SecretIndex& idx_;
+  const SharedSecretIndex* follow_ = nullptr;
+  std::shared_ptr<const SecretIndex> held_;  // following: the snapshot idx_ points into
+  const SecretIndex* idx_;
   std::vector<size_t> allowed_;
   std::vector<size_t> seen_, new_seen_;
   std::string carry_;

@@ -267,7 +267,7 @@ class TransparentSession : public Session {
         log_refusal(out_.host, out_.port, *r, out_.address, {});
         return close();
       }
-      if (!st_->secret_index->config().ca) {
+      if (!st_->secret_index->now()->config().ca) {
         log_refusal(out_.host, out_.port, Decision{false, "secrets without a certificate authority", "cannot intercept"},
                     out_.address, {});
         return close();

@@ -245,7 +245,7 @@ class Builder {
           if (!opt_.source_override.count(s.target))
             return unsupported("generated files (secrets: the trust bundle, masked credential copies) need the "
                                "layer's staging: use exguardian run --layer container|gvisor");
-          bind(opt_.source_override.at(s.target), s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});
+          bind(opt_.source_override.at(s.target), s.target, {"bind", s.writable ? "rw" : "ro", "nosuid", "nodev", "noexec"});
           break;
         case StepKind::ResolvConf:
           if (!opt_.source_override.count(s.target))

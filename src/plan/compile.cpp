@@ -450,7 +450,7 @@ struct Builder {
     if (!secrets) return fail(secrets.error());
     plan.secrets = std::move(secrets->secrets);
     secret_env_ = std::move(secrets->env);
-    auto masked_files = masked_file_steps(pol, plan.secrets, home);
+    auto masked_files = masked_file_steps(pol, plan.secrets, home, secrets->dropped);
     if (!masked_files) return fail(masked_files.error());
     auto masked_copy = [&](const std::string& p) {
       return std::any_of(masked_files->begin(), masked_files->end(), [&](const Step& f) { return f.target == p; });

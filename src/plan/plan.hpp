@@ -58,6 +58,8 @@ struct Step {
   // gets at launch (process layer: LaunchOptions::trust_anchor, made after the
   // clone so the CA's key is never in the sandbox's copy of the supervisor).
   bool trust_bundle = false;
+  // File: writable inside (secretFiles "writable"): writes land in the copy, never in the host file.
+  bool writable = false;
   // MaskFile over a host socket: the socket may be gone by the time the layer
   // mounts (unlinked by its server): then there is nothing to mask, not an error.
   bool if_present = false;

@@ -5,7 +5,6 @@
 #include "plan/secrets.hpp"
 
 #include <fcntl.h>
-#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,8 +13,10 @@
 #include <set>
 
 #include "egress/rules.hpp"
+#include "egress/secrets.hpp"
 #include "plan/paths.hpp"
 #include "policy/extract_pattern.hpp"
+#include "util/json_parse.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::plan {
@@ -122,6 +123,14 @@ Result<std::string> read_source(const policy::SecretEntry& s, const Context& ctx
   return *text;
 }
 
+// Whether an optional secret's source is there: the variable is set, or the
+// path exists (a file that exists but cannot be read is an error, not absent).
+bool source_exists(const policy::SecretEntry& s, const Context& ctx, const std::string& home) {
+  if (s.source == policy::SecretEntry::Source::Env) return env_value(ctx, s.from).has_value();
+  struct stat st;
+  return ::lstat(expand_path(s.from, home, s.base_dir).c_str(), &st) == 0;
+}
+
 // The value itself: group 1 of the extract pattern (every match must agree),
 // or the whole text (a file's trailing line break is not part of it).
 Result<std::string> secret_value(const policy::SecretEntry& s, const std::string& text) {
@@ -157,18 +166,7 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 
 }  // namespace
 
-Result<std::string> make_placeholder(const std::string& name) {
-  unsigned char r[16];
-  if (::getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r))
-    return fail(Error::sys("getrandom for the placeholder of secret " + name));
-  std::string s = "exg_ph_" + name + "_";
-  char h[3];
-  for (unsigned char b : r) {
-    std::snprintf(h, sizeof h, "%02x", b);
-    s += h;
-  }
-  return s;
-}
+Result<std::string> make_placeholder(const std::string& name) { return egress::make_placeholder(name); }
 
 std::optional<std::string> secret_host_refusal(const std::string& host, const policy::Network& net) {
   auto h = parse_pattern(host);
@@ -191,6 +189,7 @@ std::optional<std::string> secret_host_refusal(const std::string& host, const po
 Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context& ctx, const std::string& home) {
   ResolvedSecrets out;
   std::map<std::string, const policy::SecretEntry*> seen;
+  std::string absent;  // why each optional secret was dropped
   for (const auto& s : pol.secrets) {
     if (auto it = seen.find(s.name); it != seen.end())
       return fail(Error::msg(label(s), "already declared at " + it->second->where.str()));
@@ -198,9 +197,22 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
     for (const auto& h : s.hosts)
       if (auto why = secret_host_refusal(h.pattern, pol.network))
         return fail(Error::msg(label(s), "host " + *why + " [" + h.where.str() + "]"));
+    if (s.optional && !source_exists(s, ctx, home)) {
+      out.dropped.push_back(s.name);
+      absent += "; " + s.name + ": " +
+                (s.source == policy::SecretEntry::Source::Env ? "env:" + s.from + " is not set" : s.from + " does not exist");
+      continue;
+    }
     std::string file;
     auto text = read_source(s, ctx, home, &file);
     if (!text) return fail(text.error());
+    // Optional and not there (a Codex auth.json signed in with a key has no tokens; one
+    // signed in with ChatGPT has no key): dropped. The copy inside is still checked below.
+    if (s.optional && s.extract && policy::extract_values(*s.extract, *text, 1).empty()) {
+      out.dropped.push_back(s.name);
+      absent += "; " + s.name + ": its extract finds nothing in " + (file.empty() ? s.from : file);
+      continue;
+    }
     auto value = secret_value(s, *text);
     if (!value) return fail(value.error());
     auto ph = make_placeholder(s.name);
@@ -209,6 +221,9 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
     for (const auto& h : s.hosts) sec.hosts.push_back(h.pattern);
     sec.headers = s.headers;
     sec.set_header = s.set_header;
+    sec.refresh_field = s.refresh_field;
+    for (const auto& h : s.body_hosts) sec.body_hosts.push_back(h.pattern);
+    sec.source_file = file;
     if (!file.empty()) out.source_files.push_back(file);
     // The variable inside: the placeholder, or (extract) the host's variable with the value replaced.
     if (s.set_env)
@@ -217,6 +232,11 @@ Result<ResolvedSecrets> resolve_secrets(const policy::Policy& pol, const Context
                             : *ph;
     out.secrets.push_back(std::move(sec));
   }
+  // Every secret optional (an agent profile: signed in with a key or with OAuth) and
+  // none there: the agent would sign in inside, where its new tokens would be real.
+  if (!pol.secrets.empty() && out.dropped.size() == pol.secrets.size())
+    return fail(Error::msg("secrets", "none is there (each is optional, one at least is needed: set the key or "
+                                      "sign in outside the sandbox first)" + absent));
   // Two secrets with one value would make the proxy's choice of host ambiguous.
   for (size_t i = 0; i < out.secrets.size(); ++i)
     for (size_t j = i + 1; j < out.secrets.size(); ++j)
@@ -239,20 +259,32 @@ std::string mask_values(std::string text, const std::vector<Secret>& secrets) {
 }
 
 Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std::vector<Secret>& secrets,
-                                            const std::string& home) {
+                                            const std::string& home, const std::vector<std::string>& dropped) {
   std::vector<Step> steps;
   std::set<std::string> targets;
   for (const auto& f : pol.secret_files) {
     std::string what = "secret file " + f.path + " (" + f.where.str() + ")";
     std::string p = expand_path(f.path, home, f.base_dir);
+    struct stat lst;
+    if (f.optional && ::lstat(p.c_str(), &lst) != 0) continue;  // not signed in that way
     auto c = canonical(p);
     if (!c) return fail(Error::msg(what, p + " does not exist"));
     if (!targets.insert(*c).second) return fail(Error::msg(what, *c + " is declared twice"));
     auto text = read_small_file(*c);
     if (!text) return fail(Error::msg(what, text.error().str()));
+    // A JSON credential file that does not parse may hold a token the patterns
+    // did not find: no copy of it goes in (fail closed).
+    std::string why;
+    if (c->ends_with(".json") && parse_json(*text, &why).is_discarded())
+      return fail(Error::msg(what, *c + " is not valid JSON (" + why + "): its tokens cannot be told apart; "
+                                   "fix or remove the file (sign in again)"));
     for (const auto& name : f.secrets) {
       auto s = std::find_if(secrets.begin(), secrets.end(), [&](const Secret& x) { return x.name == name; });
-      if (s == secrets.end()) return fail(Error::msg(what, "names secret " + name + ", which no \"secrets\" entry declares"));
+      if (s == secrets.end()) {
+        // An optional secret whose source is absent: nothing of it to mask here.
+        if (std::find(dropped.begin(), dropped.end(), name) != dropped.end()) continue;
+        return fail(Error::msg(what, "names secret " + name + ", which no \"secrets\" entry declares"));
+      }
       if (text->find(s->value) == std::string::npos)
         return fail(Error::msg(what, "the value of secret " + name + " is not in " + *c));
     }
@@ -264,8 +296,12 @@ Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std
     s.source = *c;
     s.is_dir = false;
     s.mode = (st.st_mode & 0444) ? (st.st_mode & 0444) : 0400;
+    s.writable = f.writable;
+    if (f.writable) s.mode |= 0200;
     s.content = mask_values(std::move(*text), secrets);
-    s.why = "credential file: a copy with placeholders in place of the secrets' values";
+    s.why = f.writable ? "credential file: a writable copy with placeholders in place of the secrets' values "
+                         "(what is written there stays in the copy)"
+                       : "credential file: a copy with placeholders in place of the secrets' values";
     steps.push_back(std::move(s));
   }
   return steps;

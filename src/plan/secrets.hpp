@@ -25,6 +25,7 @@ struct ResolvedSecrets {
   std::vector<Secret> secrets;
   std::map<std::string, std::string> env;  // NAME -> what the variable holds inside (placeholders only)
   std::vector<std::string> source_files;   // canonical host files values were read from: never readable inside
+  std::vector<std::string> dropped;        // optional secrets whose source is absent (not declared this run)
 };
 
 // Reads every secret's value (the invoking process's environment, or a file),
@@ -37,8 +38,9 @@ std::string mask_values(std::string text, const std::vector<Secret>& secrets);
 // File steps for the policy's secretFiles: the host file read now, every
 // secret value in it replaced by its placeholder. Each named secret's value
 // must be in the file (a mistake otherwise).
+// `dropped`: optional secrets left out (resolve_secrets), which an entry may name.
 Result<std::vector<Step>> masked_file_steps(const policy::Policy& pol, const std::vector<Secret>& secrets,
-                                            const std::string& home);
+                                            const std::string& home, const std::vector<std::string>& dropped = {});
 
 // The CA bundle the sandbox trusts: File steps (trust_bundle) over the system
 // bundle paths that exist here, or one under /run/exguardian when none does.

@@ -144,6 +144,18 @@ struct SecretEntry {
   bool set_env = true;                 // NAME=placeholder inside (srt file masks set no variable)
   std::string set_header;              // "setHeader": the proxy sets this header to the value (no variable inside)
   SourcePos where;
+  // "optional": true: a source that is not there (variable unset, file
+  // absent, extract finding nothing) drops the secret instead of stopping the
+  // run (an agent signed in with an API key or with OAuth).
+  bool optional = false;
+  // "refreshField": "access_token": an OAuth token. A JSON response from one of
+  // its hosts holding this field with a new value (a refresh) makes the proxy
+  // keep the new value as a successor secret (a new placeholder in the
+  // response) and write it into the source file in place of the old one.
+  std::string refresh_field;
+  // "bodyHosts": of hosts, those whose request bodies get the value (an OAuth
+  // token request carries the refresh token in its body).
+  std::vector<DomainEntry> body_hosts;
 };
 
 // A credential file the sandbox sees as a copy with placeholders in place of
@@ -153,6 +165,8 @@ struct SecretFileEntry {
   std::string base_dir;
   std::vector<std::string> secrets;  // names of secrets whose values it holds
   SourcePos where;
+  bool optional = false;             // "optional": true: a file that does not exist is no copy, no error
+  bool writable = false;             // "writable": true: the copy is writable inside (an agent rewriting its tokens)
 };
 
 struct Policy {

@@ -1103,6 +1103,16 @@ class Validator {
                  s.set_env = false;
                  return std::nullopt;
                }},
+              {"optional", [&](const Node& v) { return boolean(v, &s.optional); }},
+              {"bodyHosts", [&](const Node& v) { return secret_hosts(v, &s.body_hosts); }},
+              {"refreshField",
+               [&](const Node& v) -> Check {
+                 if (auto e = non_empty_string(v, &s.refresh_field)) return e;
+                 s.set_env = false;  // an OAuth token's placeholder lives in its file's copy, not in a variable
+                 if (s.refresh_field.size() > 64 || s.refresh_field.find_first_of("\"\\") != std::string::npos)
+                   return bad_value(v, "a JSON field name (at most 64 characters, no quote or backslash)");
+                 return std::nullopt;
+               }},
           }))
         return e;
       if (!have_name) return bad_value(el, "missing \"name\": " + kShape);
@@ -1110,6 +1120,10 @@ class Validator {
       if (!have_hosts)
         return bad_value(el, "secret " + in_quotes(s.name) +
                                  ": missing \"hosts\": a secret goes only to the hosts named for it");
+      for (const auto& b : s.body_hosts)
+        if (std::none_of(s.hosts.begin(), s.hosts.end(), [&](const DomainEntry& h) { return h.pattern == b.pattern; }))
+          return bad_value(el, "secret " + in_quotes(s.name) + ": bodyHosts " + in_quotes(b.pattern) +
+                                   " (" + b.where.str() + ") is not one of its \"hosts\"");
       return add_secret(name_node, std::move(s));
     });
   }
@@ -1141,6 +1155,8 @@ class Validator {
                    return std::nullopt;
                  });
                }},
+              {"optional", [&](const Node& v) { return boolean(v, &f.optional); }},
+              {"writable", [&](const Node& v) { return boolean(v, &f.writable); }},
           }))
         return e;
       if (!have_path) return bad_value(el, "missing \"path\": " + kShape);

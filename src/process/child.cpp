@@ -254,7 +254,9 @@ bool Builder::make_stage() {
       if (n <= 0) fail("write " + path + " (for " + s.target + ")");
       off += static_cast<size_t>(n);
     }
-    if (::fchmod(w, s.mode & 0444) != 0) fail("chmod " + path);
+    if (::fchmod(w, s.mode & (s.writable ? 0644 : 0444)) != 0) fail("chmod " + path);
+    // A writable copy (an agent's credential file it rewrites) belongs to the command's uid.
+    if (s.writable && ::fchown(w, plan_.identity.inside_uid, plan_.identity.inside_gid) != 0) fail("chown " + path);
     ::close(w);
     int fd = ::open(path.c_str(), O_PATH | O_CLOEXEC | O_NOFOLLOW);
     if (fd < 0) fail("open " + path);
@@ -363,7 +365,7 @@ void Builder::step(size_t i, const plan::Step& s) {
     }
     case StepKind::File: {
       int t = clone_tree(file_fds_.at(i), "", s.target);
-      set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, s.target);
+      set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | (s.writable ? 0 : MOUNT_ATTR_RDONLY), 0, s.target);
       attach(t, s.target, false);
       break;
     }

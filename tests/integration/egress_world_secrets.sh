@@ -7,8 +7,9 @@
 #     _egw_exec binds over /etc/ssl/certs/ca-certificates.crt in every client-side
 #     mount namespace (OpenSSL's default cert.pem points there);
 #     203.0.113.20:443   HTTPS echo, certificate from the test CA for api.secret.test,
-#                        plain.test, other.secret.test and api.anthropic.com (the world's
-#                        stand-in for the vendor's API: the agent profiles' test);
+#                        plain.test, other.secret.test, api.anthropic.com and
+#                        console.anthropic.com (the world's stand-in for the vendor's API
+#                        and its OAuth token endpoint: the agent profiles' tests);
 #     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
 #                        bad.secret.test;
 #   and appends those names to $EGW_DIR/hosts.
@@ -28,11 +29,14 @@
 #   /mis/base32hex-0, /mis/base32hex-3-lower, /mis/hex-colon, /mis/hex-dash-upper,
 #   /mis/hex-space, /mis/utf-16le, /mis/utf-16be, /mis/utf-32le, /mis/utf-32be, /mis/split-forms
 #   (base32, hex with ':' and UTF-16LE, chunked one byte a chunk). HEAD answers carry the
-#   value in a header.
+#   value in a header. POST /v1/oauth/token (an OAuth refresh, issue 45) answers
+#   {"access_token", "refresh_token", "expires_in", "token_type"}: new tokens made from the
+#   refresh_token of the JSON body it got ("sk-ant-oat01-new-" / "sk-ant-ort01-new-" and the
+#   first 32 hex of sha256(refresh_token + "a" / "r")), logged as "issued" too.
 
 _egs_server_py() {
     cat <<'PY'
-import base64, gzip, http.server, json, socketserver, ssl, sys, threading, urllib.parse, zlib
+import base64, gzip, hashlib, http.server, json, socketserver, ssl, sys, threading, urllib.parse, zlib
 
 log_path, addr, cert, key = sys.argv[1:5]
 lock = threading.Lock()
@@ -58,9 +62,27 @@ class Handler(http.server.BaseHTTPRequestHandler):
         rec = {"addr": addr, "method": self.command, "path": self.path,
                "headers": [[k, v] for k, v in self.headers.items()],
                "body": body.decode("utf-8", "replace")}
+        issued = None
+        if self.path == "/v1/oauth/token":
+            try:
+                rt = json.loads(body)["refresh_token"]
+            except Exception:
+                rt = ""
+            h = lambda k: hashlib.sha256((rt + k).encode()).hexdigest()[:32]
+            issued = {"access_token": "sk-ant-oat01-new-" + h("a"), "refresh_token": "sk-ant-ort01-new-" + h("r"),
+                      "expires_in": 28800, "token_type": "Bearer"}
+            rec["issued"] = issued
         line = json.dumps(rec)
         with lock, open(log_path, "a") as f:
             f.write(line + "\n")
+        if issued is not None:
+            out = json.dumps(issued).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
         if self.path.startswith("/mis/"):
             return self.misbehave()
         out = (line + "\n").encode()
@@ -193,7 +215,7 @@ world_secrets_up() {
         -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
         -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
-    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com" || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com" || return 1
     _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
     chmod 644 "$d"/*.pem
     cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
@@ -203,6 +225,7 @@ world_secrets_up() {
 203.0.113.20 plain.test
 203.0.113.20 other.secret.test
 203.0.113.20 api.anthropic.com
+203.0.113.20 console.anthropic.com
 203.0.113.21 bad.secret.test
 HOSTS
     : > "$EGW_DIR/secrets.log"

@@ -451,6 +451,28 @@ TEST_F(SecretsPlan, ValueProblemsNameTheSecret) {
             std::string::npos);
 }
 
+// An agent signed in with a key or with OAuth: each source optional, the
+// absent ones dropped (and their secretFiles entry with them); none there at all
+// refuses, naming each (the agent would sign in inside, its tokens real there).
+TEST_F(SecretsPlan, OptionalSecretsOneAtLeast) {
+  const std::string secrets = R"J(, "secrets": [
+      {"name": "GITHUB_TOKEN", "from": "env:GITHUB_TOKEN", "hosts": ["api.github.com"], "optional": true},
+      {"name": "OAUTH", "from": "file:~/.npmrc", "extract": "oauth=(\\w+)", "hosts": ["api.github.com"], "optional": true},
+      {"name": "GONE", "from": "file:~/absent.json", "hosts": ["api.github.com"], "optional": true}],
+    "secretFiles": [{"path": "~/absent.json", "secrets": ["GONE"], "optional": true}]})J";
+  auto p = compiled("{" + kNet + secrets);
+  ASSERT_EQ(p.secrets.size(), 1u);
+  EXPECT_EQ(p.secrets[0].name, "GITHUB_TOKEN");
+  ctx.environ.erase(std::remove_if(ctx.environ.begin(), ctx.environ.end(),
+                                   [](const std::string& e) { return e.starts_with("GITHUB_TOKEN="); }),
+                    ctx.environ.end());
+  std::string e = compile_error("{" + kNet + secrets);
+  EXPECT_NE(e.find("none is there"), std::string::npos) << e;
+  EXPECT_NE(e.find("GITHUB_TOKEN: env:GITHUB_TOKEN is not set"), std::string::npos) << e;
+  EXPECT_NE(e.find("OAUTH: its extract finds nothing in " + home + "/.npmrc"), std::string::npos) << e;
+  EXPECT_NE(e.find("GONE: ~/absent.json does not exist"), std::string::npos) << e;
+}
+
 TEST_F(SecretsPlan, NoSecretsNoTrustBundle) {
   auto p = compiled("{" + kNet + "}");
   EXPECT_TRUE(p.secrets.empty());
