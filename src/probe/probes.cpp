@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -133,12 +134,21 @@ Attempt delete_module() { return result(::syscall(SYS_delete_module, "exg_probe_
 
 // ---- mounts and roots -----------------------------------------------------
 
+// A fresh scratch directory in $TMPDIR, else /tmp: where the sandbox lets the command write
+// (the landlock layer's private TMPDIR; the host's /tmp is read-only there, and an attempt that
+// failed on mkdtemp would say nothing about the call it is about). Empty when none can be made.
+std::string scratch_dir() {
+  const char* t = std::getenv("TMPDIR");
+  std::string tmpl = std::string(t && *t == '/' ? t : "/tmp") + "/exg-probe-XXXXXX";
+  return ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+}
+
 Attempt mount_tmpfs() {
-  char dir[] = "/tmp/exg-probe-XXXXXX";
-  if (!::mkdtemp(dir)) return result(-1);
-  Attempt a = result(::syscall(SYS_mount, "exg", dir, "tmpfs", 0, nullptr));
-  if (a.rc == 0) ::umount2(dir, MNT_DETACH);
-  ::rmdir(dir);
+  std::string dir = scratch_dir();
+  if (dir.empty()) return result(-1);
+  Attempt a = result(::syscall(SYS_mount, "exg", dir.c_str(), "tmpfs", 0, nullptr));
+  if (a.rc == 0) ::umount2(dir.c_str(), MNT_DETACH);
+  ::rmdir(dir.c_str());
   return a;
 }
 Attempt umount2() { return result(::syscall(SYS_umount2, "/exg-probe-none", 0)); }
@@ -254,13 +264,13 @@ Attempt ioperm() { return result(::syscall(SYS_ioperm, 0x80, 1, 0)); }
 
 // ---- set-id modes ------------------------------------------------------------
 
-// A scratch directory in /tmp (the sandbox's own, or the test host's) with one
+// A scratch directory (scratch_dir: the sandbox's own /tmp or TMPDIR, or the test host's) with one
 // plain file "f" in it; removed afterwards, whatever the attempt did.
 template <typename Fn>
 Attempt in_scratch_dir(Fn&& attempt) {
-  char dir[] = "/tmp/exg-probe-XXXXXX";
-  if (!::mkdtemp(dir)) return result(-1);
-  int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::string dir = scratch_dir();
+  if (dir.empty()) return result(-1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int f = dfd < 0 ? -1 : ::openat(dfd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   Attempt a = f < 0 ? result(-1) : attempt(dfd, f);
   if (f >= 0) ::close(f);
@@ -269,7 +279,7 @@ Attempt in_scratch_dir(Fn&& attempt) {
     ::unlinkat(dfd, "d", AT_REMOVEDIR);
     ::close(dfd);
   }
-  ::rmdir(dir);
+  ::rmdir(dir.c_str());
   return a;
 }
 // The path of name in the scratch directory, through /proc (no cwd change).
