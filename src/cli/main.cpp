@@ -151,7 +151,7 @@ int main(int argc, char** argv) {
   std::string escape_help;
   for (const auto& n : escape_layers) escape_help += n + " | ";
   escape_layers.emplace_back("all");
-  escape_help += "all (every layer present here; microvm only by name)";
+  escape_help += "all (every layer present here; microvm and landlock only by name)";
   escape->add_option("--layer", esc.layer, escape_help)
       ->check(CLI::IsMember(escape_layers));
   escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");

@@ -1,5 +1,6 @@
 #include "evidence/catalog.hpp"
 #include "evidence/world.hpp"
+#include "evidence/foreign_sandbox.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -302,6 +303,167 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
   (void)c;
 }
 
+// The catalog on the landlock layer (docs/layers.md, "The landlock layer"): the host's kernel and
+// namespaces behind Landlock, seccomp and the proxy. Each probe keeps its own verdict unless what
+// it saw is what the layer says it cannot do: then it is "not applicable", naming the documented
+// limit and what was seen (never "held"); an outcome no documented limit explains stays escaped
+// or failed. The probes that check a namespace are judged against the layer's own walls where it
+// has one (sandbox-in-place: Landlock, seccomp, no capabilities), against its limit where not.
+void adapt_for_landlock(std::vector<ProbeSpec>& v, const Context& c) {
+  auto limit = [](const std::string& which, const std::string& seen) {
+    return Judgement{Verdict::skipped,
+                     std::string(kNotApplicable) + "a documented limit of the landlock layer (docs/layers.md: " + which +
+                         "); seen: " + seen};
+  };
+  // The workspace files the probes compare against (canaries, hooks, targets) as they are now:
+  // a protected name written during a run is quarantined by the sweep at its end (limit 6), and
+  // is put back after that probe is judged, so that the next probes start from the same tree.
+  struct Saved {
+    std::string path, content;
+    struct stat st;
+  };
+  auto saved = std::make_shared<std::vector<Saved>>();
+  for (const char* rel : {"/.git/config", "/.git/hooks/pre-commit", "/vendor/lib/.git/config",
+                          "/vendor/lib/.git/hooks/pre-commit", "/vendor/lib/tools/fsmon.sh", "/tools/pre-push",
+                          "/config/prod.yaml"}) {
+    Saved f{c.ws + rel, "", {}};
+    if (::lstat(f.path.c_str(), &f.st) != 0 || !S_ISREG(f.st.st_mode)) continue;
+    f.content = read_whole(f.path).value_or("");
+    saved->push_back(std::move(f));
+  }
+  auto put_back = [saved] {
+    for (const auto& f : *saved) {
+      if (read_whole(f.path) == f.content) continue;
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(f.path).parent_path(), ec);
+      std::ofstream(f.path, std::ios::binary | std::ios::trunc) << f.content;
+      ::chmod(f.path.c_str(), f.st.st_mode & 07777);
+      (void)::lchown(f.path.c_str(), f.st.st_uid, f.st.st_gid);
+    }
+  };
+  // The run's notes (no namespaces, what is read-only) come first in every probe's output: the
+  // shell's own first line is what the evidence shows.
+  auto planted = [](const Outcome& o, const std::string& path) -> std::string {
+    for (const auto& j : o.audit) {
+      std::string p = j.value("path", std::string());
+      if (j.value("event", "") == "planted" && !p.empty() && (path == p || path.starts_with(p + "/")))
+        return p.substr(p.rfind('/') + 1) + " -> " + j.value("quarantined_to", std::string("quarantine"));
+    }
+    return "";
+  };
+  const std::string refused_policy = "exguardian: landlock layer: cannot deny ";
+  for (auto& p : v) {
+    auto judge = p.judge;
+    if (p.id == "sandbox-in-place") {
+      const std::string probe_file = c.home + "/.exg-in-place";
+      p.command = "id -u; grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status; touch ~/.exg-in-place 2>&1 | tail -1";
+      p.expectation = "no namespaces here: the uid is not 0 (or 0 without capabilities), no_new_privs and a seccomp "
+                      "filter are set, and Landlock holds (HOME, outside the writable paths, cannot be written)";
+      p.judge = [probe_file](const Outcome& o) {
+        std::string s;
+        for (char ch : o.out) s += ch == '\t' ? ' ' : ch;
+        std::istringstream is(s);
+        std::string uid;
+        std::getline(is, uid);
+        bool no_caps = has(s, "CapEff: 0000000000000000"), nnp = has(s, "NoNewPrivs: 1"), sc = has(s, "Seccomp: 2");
+        struct stat st;
+        bool wrote = ::lstat(probe_file.c_str(), &st) == 0;
+        if (wrote) ::unlink(probe_file.c_str());
+        if (o.status == 0 && !uid.empty() && (uid != "0" || no_caps) && no_caps && nnp && sc && !wrote)
+          return held("uid=" + uid + ", CapEff 0, NoNewPrivs 1, Seccomp 2; HOME not writable (Landlock)");
+        return failed("sandbox not in place (uid " + uid + (no_caps ? "" : ", capabilities held") + (nnp ? "" : ", no_new_privs unset") +
+                      (sc ? "" : ", no seccomp filter") + (wrote ? ", HOME writable" : "") + "): " + said(o));
+      };
+      continue;
+    }
+    if (p.id == "proc-host-processes")
+      p.judge = [judge, limit](const Outcome& o) {
+        Judgement j = judge(o);
+        return j.verdict == Verdict::escaped ? limit("1, host processes are visible: /proc is the host's", j.evidence) : j;
+      };
+    else if (p.id == "proc-pid1")
+      p.judge = [judge, limit](const Outcome& o) {
+        Judgement j = judge(o);
+        return j.verdict == Verdict::escaped ? limit("1, no pid namespace: pid 1 is the host's init", j.evidence) : j;
+      };
+    else if (p.id == "sys-class-net")
+      p.judge = [judge, limit](const Outcome& o) {
+        Judgement j = judge(o);
+        return j.verdict == Verdict::escaped
+                   ? limit("10, the host's network namespace: its interfaces are listed; TCP reaches only the proxy", j.evidence)
+                   : j;
+      };
+    else if (p.id.starts_with("move-parent-of-"))
+      // A denied path inside a writable tree: the layer refuses the run (fail closed).
+      p.judge = [judge, limit, refused_policy](const Outcome& o) {
+        Judgement j = judge(o);
+        auto at = o.out.find(refused_policy);
+        if (j.verdict == Verdict::held && o.status == 125 && at != std::string::npos)
+          return limit("a denyRead or denyWrite path inside a writable tree refuses the run, exit 125",
+                       first_line(o.out.substr(at)));
+        return j;
+      };
+    else if (p.id == "net-socks-metadata-name" || p.id == "net-socks-metadata-ip")
+      // The proxy's SOCKS port is the kernel's pick here, and asks for the run's token: the
+      // address, user and password the proxy variables carry.
+      p.command = "curl -sS -m 5 -x \"" + std::string(p.id.ends_with("name") ? "socks5h" : "socks5") +
+                  "://${ALL_PROXY#*://}\" http://" + (p.id.ends_with("name") ? "meta.test" : "169.254.169.254") + "/";
+    else if (p.id.starts_with("limit-") && p.id != "limit-timeout")
+      p.judge = [judge, limit](const Outcome& o) {
+        if (o.status == 125 && has(o.out, "cgroup"))
+          return limit("3, no cgroup limits where none is delegated: an explicit limit refuses the run", said(o));
+        return judge(o);
+      };
+    else if (p.id.starts_with("kernel-tiocsti") || p.id.starts_with("kernel-tioclinux"))
+      // The injection needs a terminal: no controlling one (setsid) and no pty to open.
+      p.judge = [judge](const Outcome& o) {
+        Judgement j = judge(o);
+        if (j.verdict == Verdict::escaped && has(o.out, "failed: EACCES"))
+          return held("refused before the ioctl: no pty can be opened here (Landlock: /dev/ptmx is not writable, "
+                      "docs/layers.md 11) and no controlling terminal (setsid): " + first_line(o.out));
+        return j;
+      };
+    else if (p.id == "kernel-ioctl-winsize-allowed")
+      p.judge = [judge, limit](const Outcome& o) {
+        Judgement j = judge(o);
+        return j.verdict == Verdict::escaped && has(o.out, "refused: EACCES")
+                   ? limit("11, no pseudo-terminals: /dev/ptmx is not writable", first_line(o.out))
+                   : j;
+      };
+    else if (p.id == "kernel-socket-inet-udp-allowed" || p.id == "kernel-socket-inet6-udp-allowed")
+      p.judge = [judge, limit](const Outcome& o) {
+        Judgement j = judge(o);
+        return j.verdict == Verdict::escaped && has(o.out, "refused: EPERM")
+                   ? limit("10, UDP sockets are refused: the host's network has no namespace to confine them to", first_line(o.out))
+                   : j;
+      };
+    else if (p.id.starts_with("kernel-socket-inet"))
+      // Raw and packet inet sockets: the host-network filter refuses every inet socket but a stream,
+      // errno-only; its answer takes precedence over the main filter's notification, so the
+      // supervisor sees no call and writes no audit line.
+      p.judge = [judge](const Outcome& o) {
+        Judgement j = judge(o);
+        if (j.verdict == Verdict::failed && has(j.evidence, "no syscall_refused line"))
+          return held(first_line(o.out) + " (the host-network filter's errno answer: no notification, so no audit line)");
+        return j;
+      };
+    if (p.category == "persistence") {
+      p.judge = [judge = p.judge, limit, planted, put_back](const Outcome& o) {
+        Judgement j = judge(o);
+        put_back();
+        const std::string removed = " removed on the host";
+        if (j.verdict == Verdict::escaped && j.evidence.ends_with(removed)) {
+          std::string q = planted(o, j.evidence.substr(0, j.evidence.size() - removed.size()));
+          if (!q.empty())
+            return limit("6, protected names in the workspace are not read-only during the run",
+                         "written, then quarantined by the end-of-run sweep (exit " + std::to_string(o.status) + "; audit: planted " + q + ")");
+        }
+        return j;
+      };
+    }
+  }
+}
+
 // With no sandbox (--sandbox none) a probe runs on the host as the caller, in the coordinator's
 // namespaces: the test world's network and a private mount namespace, but the host's pids, files
 // and kernel. Safe are the probes that then touch only what the escape test made (the workspace,
@@ -464,9 +626,13 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   // line either).
   const std::optional<layer::Kind> kind = layer::parse_kind(c.layer);
   const bool own_kernel = kind == layer::Kind::Gvisor || kind == layer::Kind::Microvm;
+  // The exguardian binary inside: the namespace layers bind it at /run/exguardian/exguardian; the
+  // landlock layer makes no mount, so there it is where the host keeps it.
+  const bool no_mounts = kind == layer::Kind::Landlock;
+  const std::string exg_inside = no_mounts ? q(c.exe) : "/run/exguardian/exguardian";
   for (const auto& n : probe::probe_names()) {
     bool ok_work = probe::probe_expects_success(n);
-    auto& k = add({"kernel-" + n, category_of_kernel_probe(n), "/run/exguardian/exguardian probe " + n,
+    auto& k = add({"kernel-" + n, category_of_kernel_probe(n), exg_inside + " probe " + n,
          ok_work ? "allowed: ordinary work must still succeed"
                  : "refused (EPERM from the filter, ENOSYS for clone3, SIGSYS for foreign ABIs) and, where the "
                    "supervisor answered, recorded in the audit log",
@@ -649,8 +815,9 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
        "the script a repository's core.fsmonitor names (run by the host's next git status) is unwritable"},
       {"persist-home-bashrc", "echo 'echo pwned' >> ~/.bashrc", c.home + "/.bashrc",
        "~/.bashrc on the host is unchanged (writes to HOME do not persist)"},
-      {"persist-exguardian-binary", "echo pwned >> /run/exguardian/exguardian", c.exe,
-       "the exguardian binary bind-mounted inside is read-only"},
+      {"persist-exguardian-binary", "echo pwned >> " + exg_inside, c.exe,
+       no_mounts ? "the exguardian binary (at its host path: no mounts on this layer) is unwritable"
+                 : "the exguardian binary bind-mounted inside is read-only"},
   };
   for (auto& p : persist) {
     std::string path = p.path;
@@ -1146,6 +1313,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   add({"limit-timeout", "limits", "sleep 1000", "sleep 1000 under --timeout 2s ends with 124, reported", true,
        {"--timeout", "2s"}, false, true, "", 15, limit_judge(124, "timeout 2s")});
   if (kind == layer::Kind::Microvm) adapt_for_microvm(v, c);
+  if (kind == layer::Kind::Landlock) adapt_for_landlock(v, c);
 
   // The "userland" batch: one sandbox instead of one each. Every member is judged by its own
   // output slice and exit status, and at most by host state that only it changes (its own
@@ -1173,7 +1341,10 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
     if (std::find(std::begin(kUserland), std::end(kUserland), p.id) != std::end(kUserland)) p.batch = "userland";
   // What a shared sandbox cannot give a probe is never batched, whatever the above says.
   for (auto& p : v)
-    if (!p.run_args.empty() || p.needs_world || p.destructive) p.batch.clear();
+    // (landlock: a protected name written is quarantined by the sweep at the sandbox's end, exit
+    // 123: the persistence probes' own outcome there, each in its own sandbox)
+    if (!p.run_args.empty() || p.needs_world || p.destructive || (kind == layer::Kind::Landlock && p.category == "persistence"))
+      p.batch.clear();
   mark_without_sandbox(v);
   return v;
 }

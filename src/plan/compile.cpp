@@ -435,6 +435,7 @@ struct Builder {
         s.target = h;
         s.is_dir = is_dir(h);
         s.why = "denyWrite (" + e.where.str() + ")";
+        s.deny_write = true;
         ro.push_back(s);
       }
     }

@@ -63,6 +63,10 @@ struct Step {
   // MaskFile over a host socket: the socket may be gone by the time the layer
   // mounts (unlinked by its server): then there is nothing to mask, not an error.
   bool if_present = false;
+  // ProtectRo of a policy's denyWrite entry (not a protected name): a layer that cannot make
+  // it read-only (landlock: no mounts, and Landlock cannot take rights away below a writable
+  // tree) refuses the run rather than leave it writable.
+  bool deny_write = false;
 };
 
 // Who the command runs as.

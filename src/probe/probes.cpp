@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -133,18 +134,28 @@ Attempt delete_module() { return result(::syscall(SYS_delete_module, "exg_probe_
 
 // ---- scratch directories -----------------------------------------------------
 
+// The scratch directories' parent: set_scratch_parent's (exguardian-probe --scratch: a
+// foreign sandbox's workspace, where srt keeps /tmp read-only), else $TMPDIR (the landlock
+// layer's private TMPDIR; the host's /tmp is read-only there), else /tmp.
 std::string& scratch_parent() {
-  static std::string dir = "/tmp";
+  static std::string dir = [] {
+    const char* t = std::getenv("TMPDIR");
+    return std::string(t && *t == '/' ? t : "/tmp");
+  }();
   return dir;
 }
-// mkdtemp's template under the scratch parent.
-std::string scratch_template() { return scratch_parent() + "/exg-probe-XXXXXX"; }
+// A fresh scratch directory under scratch_parent(); empty when none can be made (an attempt
+// that failed on mkdtemp would say nothing about the call it is about).
+std::string scratch_dir() {
+  std::string tmpl = scratch_parent() + "/exg-probe-XXXXXX";
+  return ::mkdtemp(tmpl.data()) ? tmpl : std::string();
+}
 
 // ---- mounts and roots -----------------------------------------------------
 
 Attempt mount_tmpfs() {
-  std::string dir = scratch_template();
-  if (!::mkdtemp(dir.data())) return result(-1);
+  std::string dir = scratch_dir();
+  if (dir.empty()) return result(-1);
   Attempt a = result(::syscall(SYS_mount, "exg", dir.c_str(), "tmpfs", 0, nullptr));
   if (a.rc == 0) ::umount2(dir.c_str(), MNT_DETACH);
   ::rmdir(dir.c_str());
@@ -263,15 +274,13 @@ Attempt ioperm() { return result(::syscall(SYS_ioperm, 0x80, 1, 0)); }
 
 // ---- set-id modes ------------------------------------------------------------
 
-// A scratch directory under the scratch parent (/tmp: the sandbox's own, or the test
-// host's; or set_scratch_parent's) with one plain file "f" in it; removed afterwards,
+// A scratch directory (scratch_dir) with one plain file "f" in it; removed afterwards,
 // whatever the attempt did.
 template <typename Fn>
 Attempt in_scratch_dir(Fn&& attempt) {
-  std::string dir_name = scratch_template();
-  char* dir = dir_name.data();
-  if (!::mkdtemp(dir)) return result(-1);
-  int dfd = ::open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  std::string dir = scratch_dir();
+  if (dir.empty()) return result(-1);
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   int f = dfd < 0 ? -1 : ::openat(dfd, "f", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   Attempt a = f < 0 ? result(-1) : attempt(dfd, f);
   if (f >= 0) ::close(f);
@@ -280,7 +289,7 @@ Attempt in_scratch_dir(Fn&& attempt) {
     ::unlinkat(dfd, "d", AT_REMOVEDIR);
     ::close(dfd);
   }
-  ::rmdir(dir);
+  ::rmdir(dir.c_str());
   return a;
 }
 // The path of name in the scratch directory, through /proc (no cwd change).

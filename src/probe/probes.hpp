@@ -21,7 +21,7 @@ int run_probe(const std::string& name, std::string& out);
 std::vector<std::string> probe_names();
 
 // Where the probes that need a scratch directory make it (mkdtemp under it, removed
-// afterwards): /tmp unless set. A foreign sandbox may give no writable /tmp (srt's
+// afterwards): $TMPDIR (else /tmp) unless set. A foreign sandbox may give no writable /tmp (srt's
 // settings do not unless the user adds it): escape-test gives its workspace instead,
 // which every sandbox under test must let ordinary work write.
 void set_scratch_parent(const std::string& dir);

@@ -27,6 +27,7 @@
 #include "process/spawn.hpp"
 #include "util/dir_fd.hpp"
 #include "util/fd_passing.hpp"
+#include "util/layer_sessions.hpp"
 #include "util/syscalls.hpp"
 
 namespace exg::process {
@@ -207,7 +208,7 @@ layer::Enforcement LandlockLayer::enforces(const plan::Plan& plan) const {
 }
 
 Result<void> LandlockLayer::supports_agent() const {
-  return fail(Error::msg("layer landlock", "sessions (an agent as pid 1) are not supported on this layer yet"));
+  return fail(Error::msg("layer landlock", std::string(layer::why_no_sessions(kind()))));
 }
 
 std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {

@@ -122,6 +122,14 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
           v.cautions.push_back(s.target + " is unreadable here instead of its masked copy");
         }
         break;
+      case StepKind::ProtectRo:
+        // (a denyWrite entry is made a step only inside a writable tree: Landlock cannot take the
+        // write right away below it, and without a mount nothing else can; protected names: the sweep)
+        if (s.deny_write)
+          return fail(Error::msg("landlock layer", "cannot deny writing " + s.target + " (" + s.why +
+                                                       ") inside a writable tree: Landlock cannot take a tree's "
+                                                       "rights away below it, and this layer makes no mounts"));
+        break;
       case StepKind::BindRo:
         if (s.source != s.target)
           v.cautions.push_back(s.source + " is not also at " + s.target + " here (no mounts)");

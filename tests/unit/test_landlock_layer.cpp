@@ -75,6 +75,16 @@ TEST(LandlockView, RefusesWhatItCannotKeep) {
   root.identity.invoked_as_root = true;
   root.identity.synthetic = true;
   ASSERT_FALSE(landlock_view(root, "/tmp/x")) << "root with a root-owned workspace";
+  // A denyWrite entry (inside a writable tree, or it would be no step): refused, not left
+  // writable; a protected name (the sweep's) is not.
+  exg::plan::Step dw{StepKind::ProtectRo, "", "/srv/ws/config/prod.yaml", "denyWrite (--deny-write)"};
+  dw.is_dir = false;
+  dw.deny_write = true;
+  auto w = landlock_view(plan_with({ws, dw}), "/tmp/x");
+  ASSERT_FALSE(w) << "a denyWrite path inside a writable tree";
+  EXPECT_NE(w.error().str().find("cannot deny writing /srv/ws/config/prod.yaml"), std::string::npos) << w.error().str();
+  exg::plan::Step hook{StepKind::ProtectRo, "", "/srv/ws/.git/hooks", "protected name"};
+  EXPECT_TRUE(landlock_view(plan_with({ws, hook}), "/tmp/x")) << "a protected name is the sweep's";
 }
 
 TEST(LandlockView, WritesOnlyInTheWritableTreesAndTheNetworkIsHandled) {
