@@ -176,14 +176,7 @@ class NftBatch {
       b_.be32(NFTA_REDIR_REG_PROTO_MIN, NFT_REG_1);
       expr_end(e);
     } else {
-      size_t e = expr("immediate");  // verdict: drop
-      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
-      size_t d = b_.nest();
-      size_t v = b_.nest();
-      b_.be32(NFTA_VERDICT_CODE, NF_DROP);
-      b_.nest_end(v, NFTA_DATA_VERDICT);
-      b_.nest_end(d, NFTA_IMMEDIATE_DATA);
-      expr_end(e);
+      verdict(NF_DROP);
     }
     end_rule(list);
   }
@@ -192,50 +185,19 @@ class NftBatch {
     size_t list = begin_rule(chain);
     not_to_loopback();
     l4proto(NFT_CMP_EQ, IPPROTO_UDP);
-    {  // payload: udp dport -> reg 1; == dport
-      size_t e = expr("payload");
-      b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
-      b_.be32(NFTA_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
-      b_.be32(NFTA_PAYLOAD_OFFSET, 2);
-      b_.be32(NFTA_PAYLOAD_LEN, 2);
-      expr_end(e);
-      const uint16_t want = htons(dport);
-      cmp(NFT_CMP_EQ, &want, 2);
-    }
+    const uint16_t want = htons(dport);
+    payload_is(NFT_PAYLOAD_TRANSPORT_HEADER, 2, &want, 2);  // udp dport
     dnat_to(addr, to_port);
     end_rule(list);
   }
   // Inserted first in `chain`: ip saddr ADDR udp sport PORT accept (addr in network order).
   void udp_accept_from_rule(const char* chain, uint32_t saddr, uint16_t sport) {
     size_t list = begin_rule(chain, false);
-    {  // payload: ip saddr -> reg 1; == saddr
-      size_t e = expr("payload");
-      b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
-      b_.be32(NFTA_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
-      b_.be32(NFTA_PAYLOAD_OFFSET, 12);
-      b_.be32(NFTA_PAYLOAD_LEN, 4);
-      expr_end(e);
-      cmp(NFT_CMP_EQ, &saddr, 4);
-    }
+    payload_is(NFT_PAYLOAD_NETWORK_HEADER, 12, &saddr, 4);  // ip saddr
     l4proto(NFT_CMP_EQ, IPPROTO_UDP);
-    {  // payload: udp sport -> reg 1; == sport
-      size_t e = expr("payload");
-      b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
-      b_.be32(NFTA_PAYLOAD_BASE, NFT_PAYLOAD_TRANSPORT_HEADER);
-      b_.be32(NFTA_PAYLOAD_OFFSET, 0);
-      b_.be32(NFTA_PAYLOAD_LEN, 2);
-      expr_end(e);
-      const uint16_t want = htons(sport);
-      cmp(NFT_CMP_EQ, &want, 2);
-    }
-    size_t e = expr("immediate");  // verdict: accept
-    b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
-    size_t d = b_.nest();
-    size_t v = b_.nest();
-    b_.be32(NFTA_VERDICT_CODE, NF_ACCEPT);
-    b_.nest_end(v, NFTA_DATA_VERDICT);
-    b_.nest_end(d, NFTA_IMMEDIATE_DATA);
-    expr_end(e);
+    const uint16_t want = htons(sport);
+    payload_is(NFT_PAYLOAD_TRANSPORT_HEADER, 0, &want, 2);  // udp sport
+    verdict(NF_ACCEPT);
     end_rule(list);
   }
   int acks = 0;
@@ -258,14 +220,7 @@ class NftBatch {
     b_.end();
   }
   void not_to_loopback() {
-    {  // payload: ip daddr -> reg 1
-      size_t e = expr("payload");
-      b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
-      b_.be32(NFTA_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
-      b_.be32(NFTA_PAYLOAD_OFFSET, 16);
-      b_.be32(NFTA_PAYLOAD_LEN, 4);
-      expr_end(e);
-    }
+    load_payload(NFT_PAYLOAD_NETWORK_HEADER, 16, 4);  // ip daddr
     {  // bitwise: reg 1 &= 255.0.0.0
       size_t e = expr("bitwise");
       b_.be32(NFTA_BITWISE_SREG, NFT_REG_1);
@@ -278,6 +233,29 @@ class NftBatch {
     }
     const uint8_t loopback[4] = {127, 0, 0, 0};  // cmp: reg 1 != 127.0.0.0
     cmp(NFT_CMP_NEQ, loopback, 4);
+  }
+  // payload at BASE+OFFSET, LEN bytes -> reg 1
+  void load_payload(uint32_t base, uint32_t offset, uint32_t len) {
+    size_t e = expr("payload");
+    b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
+    b_.be32(NFTA_PAYLOAD_BASE, base);
+    b_.be32(NFTA_PAYLOAD_OFFSET, offset);
+    b_.be32(NFTA_PAYLOAD_LEN, len);
+    expr_end(e);
+  }
+  void payload_is(uint32_t base, uint32_t offset, const void* want, uint32_t len) {
+    load_payload(base, offset, len);
+    cmp(NFT_CMP_EQ, want, len);
+  }
+  void verdict(uint32_t code) {
+    size_t e = expr("immediate");
+    b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+    size_t d = b_.nest();
+    size_t v = b_.nest();
+    b_.be32(NFTA_VERDICT_CODE, code);
+    b_.nest_end(v, NFTA_DATA_VERDICT);
+    b_.nest_end(d, NFTA_IMMEDIATE_DATA);
+    expr_end(e);
   }
   // meta l4proto -> reg 1; `op` proto
   void l4proto(uint32_t op, uint8_t proto) {
