@@ -325,6 +325,10 @@ nlohmann::json Session::audit_base(const std::string& host, uint16_t port) const
   nlohmann::json j = {{"event", "egress"}, {"protocol", protocol_}};
   if (!host.empty()) j["host"] = host;
   if (port) j["port"] = port;
+  if (!origin_address_.empty()) {
+    j["origin"] = "nested container";
+    j["origin_address"] = origin_address_;
+  }
   return j;
 }
 

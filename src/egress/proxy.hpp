@@ -532,6 +532,9 @@ class Session : public std::enable_shared_from_this<Session> {
   bool closed_ = false;
   Outcome out_;
   const char* protocol_;  // "http", "connect", "socks5": the audit's protocol
+  // Set: the connection came from a nested container (its address there, the
+  // microVM guest's claim: transparent.hpp), said in every audit line of it.
+  std::string origin_address_;
   bool auth_;             // the client must present cfg.token
   std::shared_ptr<const Rules> judged_by_;  // taken at the decision, kept for its name and address checks
   uint64_t host_mark_ = 0;                   // judged_by_->host_mark() then (recheck_host_own)

@@ -52,12 +52,26 @@ inline constexpr uint16_t kTransparentPort = 15001;  // the listener inside (127
 inline constexpr std::chrono::milliseconds kFirstBytesWindow{300};
 
 // The destination preamble of a relayed captured connection: the IPv4 address
-// (4 bytes) and the port (2, big-endian) the client connected to, written by
+// (4 bytes) and the port (2, big-endian) the client connected to, then the
+// client's own IPv4 address (4) as the guest's listener saw it, written by
 // the microVM bridge before anything of the client's. Only the bridge reaches
-// that listener; what the preamble says is still the guest's claim, untrusted,
-// and judged like any address a client names (the CIDR rules, or the name the
-// resolver handed that address out for).
-inline constexpr size_t kDestinationPreambleBytes = 6;
+// that listener; what the preamble says is still the guest's claim, untrusted:
+// the destination is judged like any address a client names (the CIDR rules,
+// or the name the resolver handed that address out for); the source only says
+// in the audit where the connection came from. A source outside 127/8 was
+// forwarded inside the guest (the guest has no NIC: its root's nested
+// containers on podman's or dockerd's bridge, or another netns it made), so
+// its audit lines carry "origin": "nested container" and "origin_address".
+inline constexpr size_t kDestinationPreambleBytes = 10;
+
+struct RelayedDestination {
+  IpAddress address;
+  uint16_t port = 0;
+  IpAddress source;
+  bool operator==(const RelayedDestination&) const = default;
+};
+// A source address that says the connection was forwarded inside the guest.
+inline bool forwarded_source(const IpAddress& source) { return source.v6 || source.bytes[0] != 127; }
 
 // Names the resolver handed out addresses for, both ways. One per sandbox, on
 // the proxy's loop (no locking). An address once given to a name stays its
@@ -91,7 +105,7 @@ ClientHelloSni parse_client_hello_sni(std::string_view in);
 
 // The destination of a preamble (the first kDestinationPreambleBytes of `in`);
 // nullopt when `in` is shorter.
-std::optional<std::pair<IpAddress, uint16_t>> parse_destination_preamble(std::string_view in);
+std::optional<RelayedDestination> parse_destination_preamble(std::string_view in);
 
 }  // namespace detail
 }  // namespace exg::egress

@@ -72,7 +72,8 @@ class TransparentSession : public Session {
     cancel_timer();
     auto dest = parse_destination_preamble(in_);
     in_.erase(0, kDestinationPreambleBytes);
-    judge(dest->first, dest->second);
+    if (forwarded_source(dest->source)) origin_address_ = dest->source.str();
+    judge(dest->address, dest->port);
   }
 
   // The destination as the client meant it (SO_ORIGINAL_DST, or the guest's
@@ -324,12 +325,13 @@ class TransparentSession : public Session {
 
 }  // namespace
 
-std::optional<std::pair<IpAddress, uint16_t>> parse_destination_preamble(std::string_view in) {
+std::optional<RelayedDestination> parse_destination_preamble(std::string_view in) {
   if (in.size() < kDestinationPreambleBytes) return std::nullopt;
-  IpAddress a;
-  std::memcpy(a.bytes, in.data(), 4);
-  uint16_t port = static_cast<uint16_t>((static_cast<uint8_t>(in[4]) << 8) | static_cast<uint8_t>(in[5]));
-  return std::pair{a, port};
+  RelayedDestination d;
+  std::memcpy(d.address.bytes, in.data(), 4);
+  d.port = static_cast<uint16_t>((static_cast<uint8_t>(in[4]) << 8) | static_cast<uint8_t>(in[5]));
+  std::memcpy(d.source.bytes, in.data() + 6, 4);
+  return d;
 }
 
 std::shared_ptr<Session> make_transparent_session(std::shared_ptr<ProxyState> st, tcp::socket s, bool preamble) {

@@ -8,6 +8,11 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "egress/transparent.hpp"
+
+static_assert(exg::microvm::egress_mux::kDestinationBytes == exg::egress::kDestinationPreambleBytes,
+              "the guest's claim is the proxy's preamble, byte for byte");
+
 
 namespace exg::microvm {
 
@@ -92,7 +97,7 @@ int EgressBridge::connect(egress_mux::Target t, std::string_view destination) co
   if (destination.size() != egress_mux::kDestinationBytes) return -1;
   int fd = connect_to(transparent_.path);
   if (fd < 0) return -1;
-  // A fresh socket's buffer takes 6 bytes at once; anything else refuses the stream.
+  // A fresh socket's buffer takes the preamble at once; anything else refuses the stream.
   if (::send(fd, destination.data(), destination.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=
       static_cast<ssize_t>(destination.size())) {
     ::close(fd);

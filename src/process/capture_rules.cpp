@@ -164,68 +164,41 @@ class NftBatch {
   // prerouting a redirect goes to the incoming interface's address, where the
   // listener is not).
   void rule(const char* chain, bool tcp, uint16_t redirect_port, bool dnat = false) {
-    msg(NFT_MSG_NEWRULE, NLM_F_CREATE | NLM_F_APPEND);
-    b_.str(NFTA_RULE_TABLE, table_);
-    b_.str(NFTA_RULE_CHAIN, chain);
-    size_t list = b_.nest();
-    {  // payload: ip daddr -> reg 1
-      size_t e = expr("payload");
-      b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
-      b_.be32(NFTA_PAYLOAD_BASE, NFT_PAYLOAD_NETWORK_HEADER);
-      b_.be32(NFTA_PAYLOAD_OFFSET, 16);
-      b_.be32(NFTA_PAYLOAD_LEN, 4);
-      expr_end(e);
-    }
-    {  // bitwise: reg 1 &= 255.0.0.0
-      size_t e = expr("bitwise");
-      b_.be32(NFTA_BITWISE_SREG, NFT_REG_1);
-      b_.be32(NFTA_BITWISE_DREG, NFT_REG_1);
-      b_.be32(NFTA_BITWISE_LEN, 4);
-      const uint8_t mask[4] = {255, 0, 0, 0}, zero[4] = {};
-      data(NFTA_BITWISE_MASK, mask, 4);
-      data(NFTA_BITWISE_XOR, zero, 4);
-      expr_end(e);
-    }
-    {  // cmp: reg 1 != 127.0.0.0
-      const uint8_t loopback[4] = {127, 0, 0, 0};
-      cmp(NFT_CMP_NEQ, loopback, 4);
-    }
-    {  // meta l4proto -> reg 1; == / != tcp
-      size_t e = expr("meta");
-      b_.be32(NFTA_META_DREG, NFT_REG_1);
-      b_.be32(NFTA_META_KEY, NFT_META_L4PROTO);
-      expr_end(e);
-      const uint8_t proto = IPPROTO_TCP;
-      cmp(tcp ? NFT_CMP_EQ : NFT_CMP_NEQ, &proto, 1);
-    }
+    size_t list = begin_rule(chain);
+    not_to_loopback();
+    l4proto(tcp ? NFT_CMP_EQ : NFT_CMP_NEQ, IPPROTO_TCP);
     const uint16_t port = htons(redirect_port);
     if (tcp && dnat) {
-      const uint32_t addr = htonl(INADDR_LOOPBACK);
-      immediate(NFT_REG_1, &addr, 4);  // 127.0.0.1 -> reg 1
-      immediate(NFT_REG_2, &port, 2);  // the port -> reg 2
-      size_t e = expr("nat");
-      b_.be32(NFTA_NAT_TYPE, NFT_NAT_DNAT);
-      b_.be32(NFTA_NAT_FAMILY, NFPROTO_IPV4);
-      b_.be32(NFTA_NAT_REG_ADDR_MIN, NFT_REG_1);
-      b_.be32(NFTA_NAT_REG_PROTO_MIN, NFT_REG_2);
-      expr_end(e);
+      dnat_to(htonl(INADDR_LOOPBACK), redirect_port);
     } else if (tcp) {
       immediate(NFT_REG_1, &port, 2);  // the port -> reg 1
       size_t e = expr("redir");
       b_.be32(NFTA_REDIR_REG_PROTO_MIN, NFT_REG_1);
       expr_end(e);
     } else {
-      size_t e = expr("immediate");  // verdict: drop
-      b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
-      size_t d = b_.nest();
-      size_t v = b_.nest();
-      b_.be32(NFTA_VERDICT_CODE, NF_DROP);
-      b_.nest_end(v, NFTA_DATA_VERDICT);
-      b_.nest_end(d, NFTA_IMMEDIATE_DATA);
-      expr_end(e);
+      verdict(NF_DROP);
     }
-    b_.nest_end(list, NFTA_RULE_EXPRESSIONS);
-    b_.end();
+    end_rule(list);
+  }
+  // ip daddr != 127.0.0.0/8 udp dport DPORT dnat to ADDR:PORT (addr in network order).
+  void udp_dnat_rule(const char* chain, uint16_t dport, uint32_t addr, uint16_t to_port) {
+    size_t list = begin_rule(chain);
+    not_to_loopback();
+    l4proto(NFT_CMP_EQ, IPPROTO_UDP);
+    const uint16_t want = htons(dport);
+    payload_is(NFT_PAYLOAD_TRANSPORT_HEADER, 2, &want, 2);  // udp dport
+    dnat_to(addr, to_port);
+    end_rule(list);
+  }
+  // Inserted first in `chain`: ip saddr ADDR udp sport PORT accept (addr in network order).
+  void udp_accept_from_rule(const char* chain, uint32_t saddr, uint16_t sport) {
+    size_t list = begin_rule(chain, false);
+    payload_is(NFT_PAYLOAD_NETWORK_HEADER, 12, &saddr, 4);  // ip saddr
+    l4proto(NFT_CMP_EQ, IPPROTO_UDP);
+    const uint16_t want = htons(sport);
+    payload_is(NFT_PAYLOAD_TRANSPORT_HEADER, 0, &want, 2);  // udp sport
+    verdict(NF_ACCEPT);
+    end_rule(list);
   }
   int acks = 0;
 
@@ -236,6 +209,74 @@ class NftBatch {
   void name_table(const char* t) { table_ = t; }
 
  private:
+  size_t begin_rule(const char* chain, bool append = true) {
+    msg(NFT_MSG_NEWRULE, static_cast<uint16_t>(NLM_F_CREATE | (append ? NLM_F_APPEND : 0)));
+    b_.str(NFTA_RULE_TABLE, table_);
+    b_.str(NFTA_RULE_CHAIN, chain);
+    return b_.nest();
+  }
+  void end_rule(size_t list) {
+    b_.nest_end(list, NFTA_RULE_EXPRESSIONS);
+    b_.end();
+  }
+  void not_to_loopback() {
+    load_payload(NFT_PAYLOAD_NETWORK_HEADER, 16, 4);  // ip daddr
+    {  // bitwise: reg 1 &= 255.0.0.0
+      size_t e = expr("bitwise");
+      b_.be32(NFTA_BITWISE_SREG, NFT_REG_1);
+      b_.be32(NFTA_BITWISE_DREG, NFT_REG_1);
+      b_.be32(NFTA_BITWISE_LEN, 4);
+      const uint8_t mask[4] = {255, 0, 0, 0}, zero[4] = {};
+      data(NFTA_BITWISE_MASK, mask, 4);
+      data(NFTA_BITWISE_XOR, zero, 4);
+      expr_end(e);
+    }
+    const uint8_t loopback[4] = {127, 0, 0, 0};  // cmp: reg 1 != 127.0.0.0
+    cmp(NFT_CMP_NEQ, loopback, 4);
+  }
+  // payload at BASE+OFFSET, LEN bytes -> reg 1
+  void load_payload(uint32_t base, uint32_t offset, uint32_t len) {
+    size_t e = expr("payload");
+    b_.be32(NFTA_PAYLOAD_DREG, NFT_REG_1);
+    b_.be32(NFTA_PAYLOAD_BASE, base);
+    b_.be32(NFTA_PAYLOAD_OFFSET, offset);
+    b_.be32(NFTA_PAYLOAD_LEN, len);
+    expr_end(e);
+  }
+  void payload_is(uint32_t base, uint32_t offset, const void* want, uint32_t len) {
+    load_payload(base, offset, len);
+    cmp(NFT_CMP_EQ, want, len);
+  }
+  void verdict(uint32_t code) {
+    size_t e = expr("immediate");
+    b_.be32(NFTA_IMMEDIATE_DREG, NFT_REG_VERDICT);
+    size_t d = b_.nest();
+    size_t v = b_.nest();
+    b_.be32(NFTA_VERDICT_CODE, code);
+    b_.nest_end(v, NFTA_DATA_VERDICT);
+    b_.nest_end(d, NFTA_IMMEDIATE_DATA);
+    expr_end(e);
+  }
+  // meta l4proto -> reg 1; `op` proto
+  void l4proto(uint32_t op, uint8_t proto) {
+    size_t e = expr("meta");
+    b_.be32(NFTA_META_DREG, NFT_REG_1);
+    b_.be32(NFTA_META_KEY, NFT_META_L4PROTO);
+    expr_end(e);
+    cmp(op, &proto, 1);
+  }
+  // dnat to ADDR (network order):PORT
+  void dnat_to(uint32_t addr, uint16_t to_port) {
+    const uint16_t port = htons(to_port);
+    immediate(NFT_REG_1, &addr, 4);  // the address -> reg 1
+    immediate(NFT_REG_2, &port, 2);  // the port -> reg 2
+    size_t e = expr("nat");
+    b_.be32(NFTA_NAT_TYPE, NFT_NAT_DNAT);
+    b_.be32(NFTA_NAT_FAMILY, NFPROTO_IPV4);
+    b_.be32(NFTA_NAT_REG_ADDR_MIN, NFT_REG_1);
+    b_.be32(NFTA_NAT_REG_PROTO_MIN, NFT_REG_2);
+    expr_end(e);
+  }
   void msg(uint16_t type, uint16_t flags) {
     nfgenmsg g{NFPROTO_IPV4, NFNETLINK_V0, 0};
     b_.begin(static_cast<uint16_t>((NFNL_SUBSYS_NFTABLES << 8) | type), NLM_F_REQUEST | NLM_F_ACK | flags, &g, sizeof g);
@@ -288,7 +329,7 @@ int add_capture_rules(int nft_sock, uint16_t port) {
   return send_and_check(nft_sock, b, n.acks);
 }
 
-int add_forwarded_rules(int nft_sock, uint16_t port) {
+int add_forwarded_rules(int nft_sock, uint16_t port, const ForwardedResolver& resolver) {
   NlBuffer b;
   NftBatch n(b);
   n.name_table("exguardian-nested");
@@ -296,15 +337,23 @@ int add_forwarded_rules(int nft_sock, uint16_t port) {
   n.table();
   n.chain("capture", "nat", -100, NF_INET_PRE_ROUTING);
   n.rule("capture", true, port, true);
+  if (resolver.address) {
+    n.udp_dnat_rule("capture", 53, resolver.address, resolver.port);
+    // The resolver's answers to them leave through the guest's own output
+    // hook, whose refuse chain drops UDP not to loopback: this one source and
+    // port (the resolver's, bound by pid 1's relay) is let out before it.
+    n.name_table("exguardian");
+    n.udp_accept_from_rule("refuse", resolver.address, resolver.port);
+  }
   n.batch(NFNL_MSG_BATCH_END);
   return send_and_check(nft_sock, b, n.acks);
 }
 
 }  // namespace
 
-int add_forwarded_capture(uint16_t port, std::string* what) {
+int add_forwarded_capture(uint16_t port, const ForwardedResolver& resolver, std::string* what) {
   int nft = netlink_socket(NETLINK_NETFILTER);
-  int e = nft < 0 ? errno : add_forwarded_rules(nft, port);
+  int e = nft < 0 ? errno : add_forwarded_rules(nft, port, resolver);
   if (nft >= 0) ::close(nft);
   if (e) {
     if (what) *what = "transparent egress: the nftables DNAT of forwarded traffic (prerouting)";

@@ -28,11 +28,26 @@ int add_capture_routing(int route_sock, int nft_sock, uint16_t port, std::string
 // The capture of traffic that arrives from other interfaces of this netns (a
 // nested container's, bridged inside the microVM guest by podman or dockerd):
 //   table ip exguardian-nested {
-//     chain capture { type nat hook prerouting priority -100; ip daddr != 127.0.0.0/8 meta l4proto tcp dnat to 127.0.0.1:PORT }
+//     chain capture { type nat hook prerouting priority -100;
+//       ip daddr != 127.0.0.0/8 meta l4proto tcp dnat to 127.0.0.1:PORT
+//       ip daddr != 127.0.0.0/8 meta l4proto udp udp dport 53 dnat to RESOLVER   (with a resolver)
+//     }
 //   }
+// and, with a resolver, first in table ip exguardian's refuse chain (its
+// answers to them are UDP leaving through the output hook):
+//     ip saddr RESOLVER udp sport 53 accept
 // and route_localnet (a packet from a bridge may be delivered to 127.0.0.1).
+// The second rule: a nested container's DNS goes to the sandbox's own
+// resolver whatever server its engine gave it (podman and dockerd give a
+// public one when the host's resolv.conf names only loopback), so names it
+// resolves are the resolver's (allowed names only, answered with addresses
+// the capture takes back to the name). Without it those queries find no route.
 // Call after set_up_transparent_capture in the same netns, with /proc mounted.
 // 0, or an errno with `what` naming the step.
-int add_forwarded_capture(uint16_t port, std::string* what);
+struct ForwardedResolver {
+  uint32_t address = 0;  // IPv4, network order; 0: no resolver (no DNS rule)
+  uint16_t port = 53;
+};
+int add_forwarded_capture(uint16_t port, const ForwardedResolver& resolver, std::string* what);
 
 }  // namespace exg::process

@@ -7,7 +7,11 @@
 # One guest boot for every check (TCG: slow), a script run as root in the guest:
 #   - podman (the unprivileged user's run only): an image from a local archive (podman load) run
 #     on its bridged network, its TCP to the metadata address and a literal address captured and
-#     refused by the proxy (audit lines); cgroup2 mounted; /etc writable on the disk (root's run instead runs
+#     refused by the proxy (audit lines that say "nested container"); its DNS (to the public
+#     server podman gives it) taken to the guest's resolver: an allowed name by the policy's
+#     wildcard (not in /etc/hosts, so only DNS finds it) resolved (busybox nslookup) and fetched through the proxy (the
+#     world's server logs it), a name whose address is the metadata one and a name off the list
+#     unresolved; cgroup2 mounted; /etc writable on the disk (root's run instead runs
 #     the command `recommend --situation privileged-tools` prints, as printed: a podman --rootfs run)
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
@@ -70,9 +74,19 @@ iptables -t nat -A POSTROUTING -s 10.88.0.0/16 ! -o exgbr0 -j MASQUERADE 2>/tmp/
 # run tries `recommend --situation privileged-tools`' command instead (podman run --rootfs).
 if [ -e podman-checks ]; then
     if podman load -q -i img.tar >/tmp/pl.out 2>&1 && out=$(podman run --rm localhost/exg-bb:1 -c 'echo hi-image; ip -4 addr show eth0
-          for a in 169.254.169.254 10.1.2.3; do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 5 $a 80; done' 2>/tmp/pr.err) \
+          for a in 169.254.169.254 10.1.2.3; do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 5 $a 80; done
+          echo "resolv: $(grep ^nameserver /etc/resolv.conf | tr "\n" " ")"
+          for n in tp.wild.test meta.wild.test denied.test; do echo "dns $n: $(nslookup $n 2>&1 | tr "\n\t" "  ")"; done
+          a=$(nslookup tp.wild.test 2>/dev/null | sed -n "s/^Address: *\([0-9.]*\)$/\1/p" | head -1)
+          echo "fetch: $a $(printf "GET /nested-podman HTTP/1.0\r\nHost: tp.wild.test\r\n\r\n" | nc -w 10 "$a" 80 | tail -1)"' 2>/tmp/pr.err) \
        && echo "$out" | grep -qx hi-image && echo "$out" | grep -q "inet 10\.88\."; then
         r podman_image ok; else r podman_image "failed: $(cat /tmp/pl.out /tmp/pr.err | tail -3 | tr '\n' ' ')"; fi
+    # (busybox's nslookup: its own DNS client; its static glibc getaddrinfo finds no NSS in the image)
+    echo "$out" | grep -E "^(resolv|dns|fetch):? "
+    echo "$out" | grep -q "^dns tp.wild.test: .*Name: *tp.wild.test" && echo "$out" | grep -q "^fetch: 198\.1[89]\.[0-9.]* hello from 203.0.113.10" \
+        && r nested_dns ok || r nested_dns "failed: $(echo "$out" | grep -E "^(resolv|dns|fetch):? " | tr '\n' ' ')"
+    echo "$out" | grep -qi "^dns meta.wild.test: .*can't find" && echo "$out" | grep -qi "^dns denied.test: .*can't find" \
+        && r nested_dns_refused ok || r nested_dns_refused "failed: $(echo "$out" | grep "^dns" | tr '\n' ' ')"
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
 fi
 echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
@@ -93,7 +107,7 @@ EOF
 
 if [ "$EXG_AS" = user ]; then
     need_source_tree tests/integration/oci_image.py python3 busybox
-    mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip nc; do ln -s busybox "$WS/r/bin/$a"; done
+    mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip nc grep tr nslookup sed head tail; do ln -s busybox "$WS/r/bin/$a"; done
     python3 "$SRC/tests/integration/oci_image.py" "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh && touch "$WS/podman-checks"
 fi
 
@@ -109,7 +123,7 @@ host_side() {
 used_before=$(df -k --output=used "$disks" | tail -1)
 guest() {
     (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 400 "$EXG" run --layer microvm --microvm-root \
-        --scratch-disk ${disk_mib}M --audit-log "$T/audit.jsonl" "$@")
+        --scratch-disk ${disk_mib}M --allow-domain '*.wild.test' --audit-log "$T/audit.jsonl" "$@")
 }
 if [ "$EXG_AS" = root ]; then
     # A tmpfs of 160M in a mount namespace of this test alone: the host's filesystem measured.
@@ -136,7 +150,7 @@ if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OU
     ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
 else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
-if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image cgroup2"
+if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
 for c in $checks; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
@@ -148,12 +162,24 @@ for c in $checks; do
 done
 # The nested container's connections (bridged in the guest, forwarded there) met the same
 # transparent capture and proxy: the metadata address and a literal address off the list refused,
-# with audit lines. (The guest has no NIC: nothing of it could reach an address without the proxy.)
+# with audit lines that say they came from a nested container; its allowed name went through the
+# proxy to the world's server, resolved by the guest's resolver. (The guest has no NIC: nothing
+# of it could reach an address without the proxy.)
 if [ -e "$WS/podman-checks" ]; then
-    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"169.254.169.254","port":80}' \
-         '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.1.2.3","port":80}'; then
-        ok "a nested container's TCP to the metadata address and to 10.1.2.3 went to the proxy and was refused, with audit lines"
-    else fail "a nested container's TCP: no refusal in the audit log"; fi
+    nested='"origin":"nested container"'
+    if audit_has "$T/audit.jsonl" "{\"event\":\"egress\",\"decision\":\"refused\",\"protocol\":\"transparent\",\"host\":\"169.254.169.254\",\"port\":80,$nested}" \
+         "{\"event\":\"egress\",\"decision\":\"refused\",\"protocol\":\"transparent\",\"host\":\"10.1.2.3\",\"port\":80,$nested}"; then
+        ok "a nested container's TCP to the metadata address and to 10.1.2.3 went to the proxy and was refused, with audit lines saying \"nested container\""
+    else fail "a nested container's TCP: no refusal from a nested container in the audit log"; fi
+    if audit_has "$T/audit.jsonl" "{\"event\":\"egress\",\"decision\":\"allowed\",\"protocol\":\"transparent\",\"host\":\"tp.wild.test\",\"port\":80,\"address\":\"203.0.113.10\",$nested}" \
+         '{"event":"dns","host":"tp.wild.test","qtype":"A","decision":"allowed"}' \
+         '{"event":"dns","host":"meta.wild.test","decision":"refused"}' '{"event":"dns","host":"denied.test","decision":"refused"}' \
+       && grep -q '^203\.0\.113\.10 GET /nested-podman host=tp\.wild\.test' "$EGW_LOG"; then
+        ok "a nested container's fetch of an allowed name: resolved by the guest's resolver, through the proxy (audit: nested container), the world's server logged it"
+    else fail "a nested container's fetch of an allowed name (the server's log: $(grep nested "$EGW_LOG" | tr '\n' ' '))"; fi
+    if ! grep -qE '^169\.254\.169\.254 |nested-(meta|denied)' "$EGW_LOG"; then
+        ok "nothing of the nested container reached the metadata server or a name off the list"
+    else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
 fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi

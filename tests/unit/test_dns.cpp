@@ -287,16 +287,22 @@ std::string read_some(int fd) {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "";
 }
 
-std::string preamble(const std::string& four, uint16_t port) {
-  return four + std::string{static_cast<char>(port >> 8), static_cast<char>(port & 0xff)};
+// The destination's four bytes and port, then the client's own address (the
+// guest's own processes: 127.0.0.1; a nested container: its bridge's address).
+std::string preamble(const std::string& four, uint16_t port, const std::string& source = std::string("\x7f\0\0\x01", 4)) {
+  return four + std::string{static_cast<char>(port >> 8), static_cast<char>(port & 0xff)} + source;
 }
 
 TEST(TransparentRelay, ThePreambleNamesTheDestinationAndTheSessionGoesOnAsCaptured) {
   ASSERT_EQ(parse_destination_preamble(std::string("\xc6\x12\x00", 3)), std::nullopt);
-  auto d = parse_destination_preamble(std::string("\xcb\x00\x71\x0a\x01\xbb", 6));
+  ASSERT_EQ(parse_destination_preamble(std::string("\xcb\x00\x71\x0a\x01\xbb", 6)), std::nullopt);  // no source
+  auto d = parse_destination_preamble(std::string("\xcb\x00\x71\x0a\x01\xbb\x0a\x58\x00\x02", 10));
   ASSERT_TRUE(d);
-  EXPECT_EQ(d->first.str(), "203.0.113.10");
-  EXPECT_EQ(d->second, 443);
+  EXPECT_EQ(d->address.str(), "203.0.113.10");
+  EXPECT_EQ(d->port, 443);
+  EXPECT_EQ(d->source.str(), "10.88.0.2");
+  EXPECT_TRUE(forwarded_source(d->source));
+  EXPECT_FALSE(forwarded_source(parse_destination_preamble(preamble(std::string("\xcb\x00\x71\x0a", 4), 80))->source));
 
   LiveProxy p;
   Upstream up;
@@ -342,7 +348,18 @@ TEST(TransparentRelay, ThePreambleNamesTheDestinationAndTheSessionGoesOnAsCaptur
   ::close(c);
   EXPECT_TRUE(p.audit.has([](const nlohmann::json& j) {
     return j.value("protocol", "") == "transparent" && j.value("host", "") == "169.254.169.254" &&
-           j.value("decision", "") == "refused";
+           j.value("decision", "") == "refused" && !j.contains("origin");
+  }));
+  // The same from a nested container (a source off loopback): refused, and its
+  // audit line says where it came from.
+  c = connect_unix(p.relay_at);
+  req = preamble(std::string("\xa9\xfe\xa9\xfe", 4), 81, std::string("\x0a\x58\x00\x07", 4)) + "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+  ASSERT_EQ(::send(c, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  EXPECT_EQ(read_until_eof(c), "");
+  ::close(c);
+  EXPECT_TRUE(p.audit.has([](const nlohmann::json& j) {
+    return j.value("host", "") == "169.254.169.254" && j.value("port", 0) == 81 && j.value("decision", "") == "refused" &&
+           j.value("origin", "") == "nested container" && j.value("origin_address", "") == "10.88.0.7";
   }));
   // An address of the range never handed out, and a loopback claim.
   for (auto four : {std::string("\xc6\x13\xff\x01", 4), std::string("\x7f\x00\x00\x01", 4)}) {

@@ -299,10 +299,10 @@ TEST(MicrovmEgressMux, TheGuestEndRefusesAnOpenFromTheHost) {
 }
 
 // Open's payload: the target alone, or for Transparent the target and the
-// 6-byte destination; any other is refused with Close and connects nothing.
+// 10-byte destination (and source); any other is refused with Close and connects nothing.
 TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
   HostOnly h;
-  const std::string dest("\xc6\x12\x00\x01\x01\xbb", kDestinationBytes);  // 198.18.0.1:443
+  const std::string dest("\xc6\x12\x00\x01\x01\xbb\x7f\x00\x00\x01", kDestinationBytes);  // 198.18.0.1:443 from 127.0.0.1
   auto open = [&](uint32_t id, const std::string& payload) {
     send_all(h.channel.a, encode(Type::Open, id, payload.data(), payload.size()));
   };
@@ -310,7 +310,7 @@ TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
   open(2, "N");                    // dns: connected
   open(3, "T");                    // transparent without a destination
   open(4, "T" + dest + "x");       // one byte too many
-  open(5, "T" + dest.substr(0, 5));  // one too few
+  open(5, "T" + dest.substr(0, 9));  // one too few
   open(6, "H" + dest);             // a destination for a target that takes none
   open(7, "Q");                    // an unknown target
   open(8, "");                     // no target at all
@@ -356,7 +356,8 @@ TEST(MicrovmEgressMux, AConnectionToTheTransparentListenerItselfNamesNothingElse
     ASSERT_EQ(n, static_cast<ssize_t>(kHeaderBytes + 1 + kDestinationBytes));
     EXPECT_EQ(buf[0], static_cast<char>(Type::Open));
     std::string want = "T" + std::string(reinterpret_cast<const char*>(&sa.sin_addr.s_addr), 4) +
-                       std::string(reinterpret_cast<const char*>(&sa.sin_port), 2);
+                       std::string(reinterpret_cast<const char*>(&sa.sin_port), 2) +
+                       std::string("\x7f\x00\x00\x01", 4);  // from 127.0.0.1: not a nested container
     EXPECT_EQ(std::string(buf + kHeaderBytes, 1 + kDestinationBytes), want);
   } else {
     EXPECT_EQ(read_to_eof(c), "");  // closed, nothing read, no Open

@@ -115,7 +115,9 @@ void Mux::finish_if_done(uint32_t id) {
 }
 
 void Mux::accept_on(int listener, Target t) {
-  int fd = ::accept4(listener, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+  sockaddr_in peer{};
+  socklen_t peer_len = sizeof peer;
+  int fd = ::accept4(listener, reinterpret_cast<sockaddr*>(&peer), &peer_len, SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (fd < 0) return;
   char open[1 + kDestinationBytes] = {static_cast<char>(t)};
   size_t n = 1;
@@ -130,6 +132,7 @@ void Mux::accept_on(int listener, Target t) {
     }
     std::memcpy(open + 1, &dst.sin_addr.s_addr, 4);  // (both in network order already)
     std::memcpy(open + 5, &dst.sin_port, 2);
+    std::memcpy(open + 7, &peer.sin_addr.s_addr, 4);  // who connected (a nested container: not 127/8)
     n += kDestinationBytes;
   }
   uint32_t id = next_id_++;

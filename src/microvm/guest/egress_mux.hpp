@@ -16,8 +16,10 @@
 //   Open   guest -> host  payload: 1 byte, the target (Http, Socks, Dns), or
 //                         for Transparent that byte and the destination the
 //                         client connected to (kDestinationBytes: IPv4
-//                         address, port big-endian, from SO_ORIGINAL_DST); any
-//                         other payload is refused (Close)
+//                         address, port big-endian, from SO_ORIGINAL_DST, then
+//                         the client's own IPv4 address, accept's peer: not
+//                         127/8 for a nested container's forwarded connection);
+//                         any other payload is refused (Close)
 //   Data   both           payload: bytes, at most kMaxData
 //   Credit both           payload: u32, bytes of the stream the sender has
 //                         written on (its receive window opens again by that)
@@ -55,7 +57,7 @@ inline constexpr uint32_t kWindow = 256 * 1024;
 inline constexpr size_t kMaxStreams = 128;
 inline constexpr size_t kOutHigh = 1024 * 1024;
 inline constexpr size_t kOutHard = 4 * 1024 * 1024;
-inline constexpr size_t kDestinationBytes = 6;  // egress/transparent.hpp: kDestinationPreambleBytes
+inline constexpr size_t kDestinationBytes = 10;  // egress/transparent.hpp: kDestinationPreambleBytes
 inline constexpr size_t kMinDnsMessage = 12, kMaxDnsMessage = 512;
 inline constexpr size_t kMaxDnsStreams = 32;
 

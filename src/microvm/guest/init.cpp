@@ -573,11 +573,18 @@ int main() {
                       " (fail closed; a policy with \"network\": {\"transparent\": false} runs without it)",
             0);
       // Guest root's nested containers (podman's or dockerd's bridge): their
-      // TCP reaches the same listener, so the same proxy judges it. (Without
-      // this it would find no way out at all: the guest has no NIC.)
-      if (uid == 0)
-        if (int e = exg::process::add_forwarded_capture(kTransparentPort, &what))
+      // TCP reaches the same listener, so the same proxy judges it, and their
+      // DNS (to whatever server their engine gave them) the same resolver.
+      // (Without this they would find no way out at all: the guest has no NIC.)
+      if (uid == 0) {
+        exg::process::ForwardedResolver dns;
+        if (eg.dns >= 0) {
+          ::inet_pton(AF_INET, kResolverAddress, &dns.address);
+          dns.port = kResolverPort;
+        }
+        if (int e = exg::process::add_forwarded_capture(kTransparentPort, dns, &what))
           die("%s", what + ": " + std::strerror(e) + " (fail closed)", 0);
+      }
     }
   }
 
