@@ -24,7 +24,7 @@
 // once per process. launch() may be called for many sandboxes in one process.
 //
 // A new layer: a class implementing Layer in its own module (as
-// src/microvm/ does), a case in make_layer (layer/factory.cpp) and its row in
+// src/microvm/ does), a case in make_layer (cli/make_layer.cpp) and its row in
 // util/layer_kind.hpp's table. Its launch() must hand back a pidfd whose
 // exit is the sandbox's end, the proxy's listening sockets made in the
 // sandbox's network (or equivalents the supervisor can accept on), and the
@@ -173,13 +173,6 @@ struct LayerConfig {
   bool guest_root = false;  // microvm: the command as root inside the guest
   bool gvisor_root = false;  // gvisor: the command as uid 0 of gVisor's kernel (--gvisor-root)
 };
-
-// The kinds make_layer can make in this build (--layer's choices).
-const std::vector<Kind>& buildable_kinds();
-
-// The layer of `kind`; an error says why it cannot run here (missing runtime,
-// microvm not in this build).
-Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config = {});
 
 // The Plan's text with the layer's describe() lines in place of its layer line.
 std::string plan_text(const plan::Plan& plan, const Layer& layer);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cli/make_layer.hpp"
 #include "layer/layer.hpp"
 #include "microvm/launch.hpp"
 #include "microvm/layer.hpp"
@@ -254,7 +255,7 @@ TEST(MicrovmLayer, GuestMemoryLeavesRoomForQemuAndRefusesTooLittle) {
 }
 
 TEST(MicrovmLayer, MadeByTheFactoryAndDrivenThroughTheAgent) {
-  auto l = layer::make_layer(layer::Kind::Microvm);
+  auto l = cli::make_layer(layer::Kind::Microvm);
   ASSERT_TRUE(l) << l.error().str();
   EXPECT_EQ((*l)->kind(), layer::Kind::Microvm);
   EXPECT_TRUE((*l)->command_through_agent());  // a plain run needs microvm::RunFrontEnd
@@ -274,7 +275,7 @@ TEST(MicrovmLayer, DescribeSaysWhoTheCommandIsInsideTheGuest) {
   EXPECT_TRUE(has(MicrovmLayer(root, {}).describe(p), "  runs as root inside the guest (--microvm-root); qemu as uid 1000 on the host"));
   layer::LayerConfig cfg;
   cfg.guest_root = true;  // --microvm-root reaches the layer through the factory
-  EXPECT_EQ(layer::plan_text(p, **layer::make_layer(layer::Kind::Microvm, cfg)).find("runs as uid 1000"), std::string::npos);
+  EXPECT_EQ(layer::plan_text(p, **cli::make_layer(layer::Kind::Microvm, cfg)).find("runs as uid 1000"), std::string::npos);
 }
 
 TEST(MicrovmLayer, EnforcesTheProcessLayersWallsOnQemu) {

@@ -1,4 +1,4 @@
-#include "sandbox/userns_diagnosis.hpp"
+#include "doctor/userns_diagnosis.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,7 +22,7 @@
 #include "util/namespace_setup_probe.hpp"
 #include "util/unique_fd.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 namespace {
 
 // The AppArmor profile `make install` and the .deb install (packaging/apparmor/exguardian).
@@ -394,4 +394,4 @@ std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string&
   return explain_userns_refusal(read_userns_facts(container_runtime), try_user_namespace(), failed_call);
 }
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor
