@@ -4,7 +4,7 @@
 
 #include "microvm/layer.hpp"
 #include "oci/layer.hpp"
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 #include "process/landlock_layer.hpp"
 #include "process/layer.hpp"
 
@@ -23,7 +23,7 @@ const std::vector<Kind>& buildable_kinds() {
 Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) {
   switch (kind) {
     case Kind::Process:
-      return std::unique_ptr<Layer>(std::make_unique<process::ProcessLayer>(process::landlock_features()));
+      return std::unique_ptr<Layer>(std::make_unique<process::ProcessLayer>(walls::landlock_features()));
     case Kind::Container:
     case Kind::Gvisor: {
       oci::LayerOptions lo;
@@ -38,7 +38,7 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
     }
     case Kind::Landlock: {
       // Refused here, before anything is planned, when the kernel cannot carry it (fail closed).
-      auto f = process::landlock_features();
+      auto f = walls::landlock_features();
       if (auto why = process::LandlockLayer::missing(f); !why.empty()) return fail(Error::msg("layer landlock", why));
       return std::unique_ptr<Layer>(std::make_unique<process::LandlockLayer>(f));
     }
@@ -47,7 +47,7 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
       // what is missing): the launch fails closed without them.
       microvm::LayerOptions mo;
       mo.guest_root = config.guest_root;
-      return std::unique_ptr<Layer>(std::make_unique<microvm::MicrovmLayer>(mo, process::landlock_features()));
+      return std::unique_ptr<Layer>(std::make_unique<microvm::MicrovmLayer>(mo, walls::landlock_features()));
     }
   }
   return fail(Error::msg("layer " + std::string(layer::name(kind)), "unknown layer"));

@@ -101,7 +101,7 @@ void find_container(UsernsFacts& f) {
 UsernsFacts read_userns_facts(std::string container_runtime) {
   UsernsFacts f;
   f.euid = ::geteuid();
-  // (as process/landlock.cpp landlock_abi() asks it; this room does not include the process layer)
+  // (as walls/landlock.cpp landlock_abi() asks it; this room does not include the process layer)
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U /* LANDLOCK_CREATE_RULESET_VERSION */);
   f.landlock_abi = abi < 0 ? 0 : static_cast<int>(abi);
   f.max_user_namespaces = first_line(read_text("/proc/sys/user/max_user_namespaces"));

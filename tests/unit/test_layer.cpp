@@ -83,7 +83,7 @@ TEST(ProcessLayer, Describe) {
 }
 
 TEST(ProcessLayer, EnforcesLandlockAsTheKernelOffers) {
-  process::LandlockFeatures full;
+  walls::LandlockFeatures full;
   full.abi = 7;
   full.fs = true;
   full.scope = true;
@@ -91,7 +91,7 @@ TEST(ProcessLayer, EnforcesLandlockAsTheKernelOffers) {
   EXPECT_TRUE(e.landlock);
   EXPECT_EQ(e.landlock_text, "ABI 7: filesystem writes, signal and abstract-unix scoping");
 
-  process::LandlockFeatures old;
+  walls::LandlockFeatures old;
   old.abi = 3;
   old.fs = true;
   e = process::ProcessLayer(old).enforces(small_plan());

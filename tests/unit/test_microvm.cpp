@@ -281,7 +281,7 @@ TEST(MicrovmLayer, DescribeSaysWhoTheCommandIsInsideTheGuest) {
 TEST(MicrovmLayer, EnforcesTheProcessLayersWallsOnQemu) {
   plan::Plan p;
   p.seccomp = true;
-  process::LandlockFeatures ll;
+  walls::LandlockFeatures ll;
   ll.abi = 6;
   ll.fs = true;
   ll.scope = true;
@@ -336,7 +336,7 @@ TEST(MicrovmGuestWalls, RoundTripAndEveryBadFieldNamed) {
   guest::Walls w;
   w.seccomp = true;
   w.pids = 4096;
-  w.landlock = plan::LandlockRules{};
+  w.landlock = walls::LandlockRules{};
   w.landlock->read_only = {"/"};
   w.landlock->read_write = {"/ws"};
   w.landlock->write_files = {"/dev", "/proc"};
@@ -373,7 +373,7 @@ TEST(MicrovmGuestWalls, RoundTripAndEveryBadFieldNamed) {
     EXPECT_NE(why.find(b.field), std::string::npos) << b.json << ": " << why;
   }
   // A complete rule set but one bad port.
-  auto j = guest::walls_to_json(guest::Walls{true, plan::LandlockRules{}, 0});
+  auto j = guest::walls_to_json(guest::Walls{true, walls::LandlockRules{}, 0});
   j["landlock"]["bind_tcp"] = {70000};
   EXPECT_FALSE(guest::walls_from_json(j, &why));
   EXPECT_NE(why.find("walls.landlock.bind_tcp"), std::string::npos) << why;

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace exg::process {
+namespace exg::walls {
 
 // Sets the capture up in the current netns; returns the listener (close-on-
 // exec), or -1 with `what` naming the step that failed (errno set).
@@ -35,4 +35,4 @@ int add_capture_routing(int route_sock, int nft_sock, uint16_t port, std::string
 // 0, or an errno with `what` naming the step.
 int add_forwarded_capture(uint16_t port, std::string* what);
 
-}  // namespace exg::process
+}  // namespace exg::walls
