@@ -52,6 +52,19 @@ class StepTimer;
 
 namespace exg::layer {
 
+// Answers a sandbox's seccomp notifications while launch() still runs, before
+// the supervisor's loop takes the listener over (the microVM layer's qemu
+// probes io_uring at its start and waits for each answer). The supervisor
+// makes it (LaunchOptions::early_refusals) with its own judgement of syscalls
+// and sockets, so that no layer judges them itself; nothing is audited
+// (nothing of the command runs yet).
+class EarlyRefusals {
+ public:
+  virtual ~EarlyRefusals() = default;
+  virtual int fd() const = 0;      // poll it for POLLIN
+  virtual void on_readable() = 0;  // answers one notification
+};
+
 struct LaunchOptions {
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
   // What the sandbox's first process gets as fds 0..2 instead of the caller's
@@ -91,6 +104,10 @@ struct LaunchOptions {
   // snapshot must see the workspace as the command will find it). Its failure
   // stops the launch. Null: nothing to run.
   std::function<Result<void>()> meanwhile;
+  // Makes the answerer of the refusals that come before the supervisor's loop
+  // (EarlyRefusals), from duplicates of the sandbox's seccomp listener and its
+  // sock_diag socket (-1: none). Null: a layer that needs one refuses to launch.
+  std::function<std::unique_ptr<EarlyRefusals>(UniqueFd listener, UniqueFd sock_diag)> early_refusals;
 };
 
 // LaunchOptions::say, or stderr when it is not set.
