@@ -15,9 +15,9 @@ set(EXG_MICROVM_KERNEL_DEB "" CACHE FILEPATH "A linux-image-*-amd64 .deb for the
 # (Landlock, the prebuilt errno-only seccomp program, rlimits), not libseccomp;
 # transparent egress the process layer's netlink capture (capture_rules.cpp).
 add_executable(exguardian-guest-init src/microvm/guest/init.cpp src/microvm/guest/walls_apply.cpp
-               src/microvm/guest/egress_mux.cpp src/agent/agent.cpp src/agent/file_metadata.cpp src/agent/protocol.cpp src/util/json_parse.cpp src/process/landlock.cpp
-               src/process/seccomp_prebuilt.cpp src/process/seccomp_install.cpp src/process/rlimits.cpp
-               src/process/capture_rules.cpp)
+               src/microvm/guest/egress_mux.cpp src/agent/agent.cpp src/agent/file_metadata.cpp src/agent/protocol.cpp src/util/json_parse.cpp src/walls/landlock.cpp
+               src/walls/seccomp_prebuilt.cpp src/walls/seccomp_install.cpp src/walls/rlimits.cpp
+               src/walls/capture_rules.cpp)
 add_dependencies(exguardian-guest-init exg_seccomp_inc)
 target_include_directories(exguardian-guest-init PRIVATE src ${CMAKE_BINARY_DIR}/generated)
 target_link_libraries(exguardian-guest-init PRIVATE nlohmann_json::nlohmann_json)

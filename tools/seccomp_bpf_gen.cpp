@@ -1,13 +1,13 @@
 // Build-time generator: prints the sandbox's seccomp program (the one
-// process::build_seccomp_program() compiles with libseccomp) as C initializers,
-// which src/process/seccomp_prebuilt.cpp embeds. Compiling the program at every
+// walls::build_seccomp_program() compiles with libseccomp) as C initializers,
+// which src/walls/seccomp_prebuilt.cpp embeds. Compiling the program at every
 // run cost ~0.4 ms of each sandbox's start-up; the rules are fixed at build time.
 //   exg_seccomp_bpf_gen          refusals through the supervisor (Refusal::Notify)
 //   exg_seccomp_bpf_gen --errno  the same rules answered by the filter itself (Refusal::Errno)
 #include <cstdio>
 #include <cstring>
 
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
 int main(int argc, char** argv) {
   bool errno_only = argc == 2 && std::strcmp(argv[1], "--errno") == 0;
@@ -15,8 +15,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: seccomp_bpf_gen [--errno]\n");
     return 2;
   }
-  using exg::process::Refusal;
-  auto prog = exg::process::build_seccomp_program(errno_only ? Refusal::Errno : Refusal::Notify);
+  using exg::walls::Refusal;
+  auto prog = exg::walls::build_seccomp_program(errno_only ? Refusal::Errno : Refusal::Notify);
   if (!prog) {
     std::fprintf(stderr, "seccomp_bpf_gen: %s\n", prog.error().str().c_str());
     return 1;

@@ -4,19 +4,19 @@
 
 #include "cli/host_setup.hpp"
 #include "cli/subcommands.hpp"
-#include "sandbox/advice.hpp"
-#include "sandbox/host_caps.hpp"
-#include "sandbox/userns_diagnosis.hpp"
+#include "doctor/advice.hpp"
+#include "doctor/host_caps.hpp"
+#include "doctor/userns_diagnosis.hpp"
 
 namespace exg::cli {
 
 int doctor_main(bool json) {
-  auto caps = sandbox::probe_host();
+  auto caps = doctor::probe_host();
   // As root, a run first drops its supplementary groups: "setgroups" is the
   // call it would trip on where they cannot be dropped.
-  auto refusal = sandbox::explain_userns_refusal(sandbox::read_userns_facts(installed_container_runtime()), sandbox::try_user_namespace(),
+  auto refusal = doctor::explain_userns_refusal(doctor::read_userns_facts(installed_container_runtime()), doctor::try_user_namespace(),
                                                  ::geteuid() == 0 ? "setgroups" : "");
-  int rc = sandbox::write_doctor(std::cout, caps, json, refusal);
+  int rc = doctor::write_doctor(std::cout, caps, json, refusal);
   std::cout.flush();
   return rc;
 }

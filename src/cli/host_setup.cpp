@@ -10,13 +10,13 @@
 
 #include "cgroup/cgroup.hpp"
 #include "oci/layer.hpp"
-#include "sandbox/userns_diagnosis.hpp"
+#include "doctor/userns_diagnosis.hpp"
 
 namespace exg::cli {
 
 std::string explain_start_failure(const Error& error, layer::Kind kind) {
   std::string text = error.str();
-  for (const auto& line : sandbox::userns_refusal_for(kind, error.what, installed_container_runtime()))
+  for (const auto& line : doctor::userns_refusal_for(kind, error.what, installed_container_runtime()))
     text += "\n" + line;
   return text;
 }

@@ -18,7 +18,7 @@ namespace exg::cli {
 
 // `error`'s text, followed (one line each) by why this host refuses a user
 // namespace, when the layer `kind` needs one here and none can be made now
-// (sandbox/userns_diagnosis.hpp); else its text alone.
+// (doctor/userns_diagnosis.hpp); else its text alone.
 std::string explain_start_failure(const Error& error, layer::Kind kind);
 
 // The runtime the container layer would use (its own answer, oci::choose_runtime),

@@ -4,15 +4,16 @@
 
 #include <cstdio>
 
-#include "plan/paths.hpp"
 #include "cli/host_setup.hpp"
-#include "sandbox/userns_diagnosis.hpp"
+#include "cli/make_layer.hpp"
+#include "doctor/userns_diagnosis.hpp"
+#include "plan/paths.hpp"
 
 namespace exg::cli {
 
 void LayerFlags::add_to(CLI::App* sub) {
   std::vector<std::string> names;
-  for (auto k : layer::buildable_kinds()) names.emplace_back(layer::name(k));
+  for (auto k : buildable_kinds()) names.emplace_back(layer::name(k));
   std::vector<std::string> with_auto = names;
   with_auto.emplace_back(layer::kAutoName);
   sub->add_option("--layer", layer,
@@ -47,19 +48,19 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
       return fail(Error::msg(!runtime.empty() ? "--runtime" : !rootfs.empty() ? "--rootfs"
                              : microvm_root  ? "--microvm-root" : "--gvisor-root",
                              "not with --layer auto (the flag belongs to one layer: name that layer)"));
-    sandbox::LayerNeeds needs;
+    doctor::LayerNeeds needs;
     needs.host_unix_sockets = plan.host_unix_sockets_allowed;
     needs.landlock_required = pol.landlock_required.value_or(false);
     needs.root_owned_workspace_as_root =
         plan.identity.invoked_as_root && (plan.identity.synthetic || plan.identity.host_uid == 0);
-    const auto caps = sandbox::probe_for_layers();
-    auto choice = sandbox::choose_auto(sandbox::judge_layers(caps, needs), minimum);
+    const auto caps = doctor::probe_for_layers();
+    auto choice = doctor::choose_auto(doctor::judge_layers(caps, needs), minimum);
     if (!choice.chosen) {
       auto lines = choice.refusal();
       // Why the host refuses the user namespace every layer makes (or root's
       // setgroups), and the ways out.
-      const auto* groups = sandbox::find_capability(caps, "supplementary groups");
-      for (const auto& l : sandbox::userns_refusal_for(layer::Kind::Process, groups && !groups->ok ? "setgroups" : "",
+      const auto* groups = doctor::find_capability(caps, "supplementary groups");
+      for (const auto& l : doctor::userns_refusal_for(layer::Kind::Process, groups && !groups->ok ? "setgroups" : "",
                                                        installed_container_runtime()))
         lines.push_back(l);
       std::string text;
@@ -67,7 +68,7 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
       return fail(Error::msg(text, ""));
     }
     auto_choice = std::move(choice);
-    return layer::make_layer(*auto_choice->chosen, {});
+    return make_layer(*auto_choice->chosen, {});
   }
   auto kind = layer::parse_kind(layer_name);
   if (!kind) return fail(Error::msg("layer " + layer_name, "unknown layer"));
@@ -94,7 +95,7 @@ Result<std::unique_ptr<layer::Layer>> LayerFlags::choose(const policy::Policy& p
       cfg.rootfs = *canon;
     }
   }
-  return layer::make_layer(*kind, cfg);
+  return make_layer(*kind, cfg);
 }
 
 std::string LayerFlags::plan_text(const plan::Plan& plan, const layer::Layer& chosen) const {

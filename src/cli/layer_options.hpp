@@ -11,7 +11,7 @@
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
-#include "sandbox/layer_choice.hpp"
+#include "doctor/layer_choice.hpp"
 #include "util/error.hpp"
 
 namespace exg::cli {
@@ -22,11 +22,11 @@ struct LayerFlags {
   bool microvm_root = false;  // --microvm-root
   bool gvisor_root = false;   // --gvisor-root
   // After choose() with --layer auto / "layer": "auto": the choice, for the
-  // stderr line, the plan (--dry-run, -v) and the audit log (sandbox/layer_choice.hpp).
-  std::optional<sandbox::AutoChoice> auto_choice;
+  // stderr line, the plan (--dry-run, -v) and the audit log (doctor/layer_choice.hpp).
+  std::optional<doctor::AutoChoice> auto_choice;
 
   void add_to(CLI::App* sub);
-  // The layer to run on (layer::make_layer); an error names the flag that is
+  // The layer to run on (cli::make_layer); an error names the flag that is
   // wrong, or (auto, or a layer below the minimum) why no layer may run.
   Result<std::unique_ptr<layer::Layer>> choose(const policy::Policy& pol, const plan::Plan& plan);
   // The plan as --dry-run and -v show it: the layer's lines, and the auto choice's after the first.

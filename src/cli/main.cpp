@@ -6,15 +6,16 @@
 #include "cli/commands.hpp"
 #include "cli/diff_apply.hpp"
 #include "cli/escape_test.hpp"
+#include "cli/make_layer.hpp"
 #include "cli/mcp.hpp"
-#include "layer/layer.hpp"
 #include "cli/oci_cmds.hpp"
-#include "init/oci_init.hpp"
 #include "cli/proxy_cmd.hpp"
 #include "cli/runtime_cmd.hpp"
 #include "cli/serve.hpp"
 #include "cli/session.hpp"
 #include "cli/subcommands.hpp"
+#include "init/oci_init.hpp"
+#include "layer/layer.hpp"
 #include "probe/probe_main.hpp"
 
 namespace {
@@ -147,7 +148,7 @@ int main(int argc, char** argv) {
   exg::cli::EscapeTestOptions esc;
   auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
   std::vector<std::string> escape_layers;
-  for (auto k : exg::layer::buildable_kinds()) escape_layers.emplace_back(exg::layer::name(k));
+  for (auto k : exg::cli::buildable_kinds()) escape_layers.emplace_back(exg::layer::name(k));
   std::string escape_help;
   for (const auto& n : escape_layers) escape_help += n + " | ";
   escape_layers.emplace_back("all");

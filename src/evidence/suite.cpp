@@ -34,8 +34,8 @@
 #include "evidence/foreign_sandbox.hpp"
 #include "evidence/progress.hpp"
 #include "evidence/world.hpp"
-#include "sandbox/advice.hpp"
-#include "sandbox/host_caps.hpp"
+#include "doctor/advice.hpp"
+#include "doctor/host_caps.hpp"
 #include "util/json_parse.hpp"
 #include "util/layer_kind.hpp"
 #include "util/write_all.hpp"
@@ -155,7 +155,7 @@ std::vector<LayerPresence> layers_present() {
   // (docs/layers.md); `--layer landlock` runs it where the kernel has Landlock ABI 6.
   {
     std::string ll_why;
-    for (const auto& l : sandbox::layer_status(sandbox::probe_host()))
+    for (const auto& l : doctor::layer_status(doctor::probe_host()))
       if (l.name == layer::name(layer::Kind::Landlock)) ll_why = l.available ? "" : l.why;
     r.push_back({named(layer::Kind::Landlock), false, ll_why.empty(),
                  ll_why.empty() ? "runs here, but --layer all leaves it out on purpose: it is the layer for hosts that "
@@ -1109,12 +1109,12 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   }
 
   // ---- The host's capabilities (doctor).
-  auto caps = sandbox::probe_host();
+  auto caps = doctor::probe_host();
   nlohmann::json cj = nlohmann::json::array();
   for (auto& c : caps) cj.push_back({{"name", c.name}, {"ok", c.ok}, {"detail", c.detail}});
   nlohmann::json lj = nlohmann::json::array();
-  for (auto& l : sandbox::layer_status(caps)) lj.push_back({{"name", l.name}, {"available", l.available}, {"why", l.why}});
-  report.host = {{"identity", sandbox::host_identity()}, {"user", sandbox::user_identity()}, {"capabilities", cj},
+  for (auto& l : doctor::layer_status(caps)) lj.push_back({{"name", l.name}, {"available", l.available}, {"why", l.why}});
+  report.host = {{"identity", doctor::host_identity()}, {"user", doctor::user_identity()}, {"capabilities", cj},
                  {"layers", lj}};
 
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

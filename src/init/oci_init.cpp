@@ -22,7 +22,7 @@
 #include <cstring>
 
 #include "agent/agent.hpp"
-#include "process/init_loop.hpp"
+#include "walls/init_loop.hpp"
 
 extern char** environ;
 
@@ -109,7 +109,7 @@ int oci_init_main(int argc, char** argv, bool fresh_signals) {
     ::_exit(err == ENOENT || err == ENOTDIR ? 127 : 126);
   }
   ::prctl(PR_SET_DUMPABLE, 0);
-  process::serve_as_init(cmd, all, [](int) { return true; });
+  walls::serve_as_init(cmd, all, [](int) { return true; });
 }
 
 }  // namespace exg::init

@@ -5,7 +5,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
 namespace exg::init {
 
@@ -14,9 +14,9 @@ std::string install_sandbox_seccomp() {
   // A filter without CAP_SYS_ADMIN needs it (the runtime sets it too:
   // noNewPrivileges); this holds without that.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return failed("no_new_privs");
-  if (process::install_seccomp_errno(process::prebuilt_seccomp_errno_program()) != 0)
+  if (walls::install_seccomp_errno(walls::prebuilt_seccomp_errno_program()) != 0)
     return failed("install the seccomp filter");
-  if (process::install_seccomp_errno(process::pid1_signal_shield_program()) != 0)
+  if (walls::install_seccomp_errno(walls::pid1_signal_shield_program()) != 0)
     return failed("install the pid-1 signal shield");
   return "";
 }

@@ -4,7 +4,7 @@
 // profile's ~200 rules (JSON) at every start (~12 ms under ptrace), where this
 // is the process layer's rules compiled at build time, answered in errno form
 // (gVisor has no seccomp notify), plus the pid-1 signal shield that runsc's
-// profile carried (process/seccomp.hpp).
+// profile carried (walls/seccomp.hpp).
 #pragma once
 #include <string>
 

@@ -24,7 +24,7 @@
 // once per process. launch() may be called for many sandboxes in one process.
 //
 // A new layer: a class implementing Layer in its own module (as
-// src/microvm/ does), a case in make_layer (layer/factory.cpp) and its row in
+// src/microvm/ does), a case in make_layer (cli/make_layer.cpp) and its row in
 // util/layer_kind.hpp's table. Its launch() must hand back a pidfd whose
 // exit is the sandbox's end, the proxy's listening sockets made in the
 // sandbox's network (or equivalents the supervisor can accept on), and the
@@ -51,6 +51,19 @@ class StepTimer;
 }
 
 namespace exg::layer {
+
+// Answers a sandbox's seccomp notifications while launch() still runs, before
+// the supervisor's loop takes the listener over (the microVM layer's qemu
+// probes io_uring at its start and waits for each answer). The supervisor
+// makes it (LaunchOptions::early_refusals) with its own judgement of syscalls
+// and sockets, so that no layer judges them itself; nothing is audited
+// (nothing of the command runs yet).
+class EarlyRefusals {
+ public:
+  virtual ~EarlyRefusals() = default;
+  virtual int fd() const = 0;      // poll it for POLLIN
+  virtual void on_readable() = 0;  // answers one notification
+};
 
 struct LaunchOptions {
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the sandbox's pty
@@ -91,6 +104,10 @@ struct LaunchOptions {
   // snapshot must see the workspace as the command will find it). Its failure
   // stops the launch. Null: nothing to run.
   std::function<Result<void>()> meanwhile;
+  // Makes the answerer of the refusals that come before the supervisor's loop
+  // (EarlyRefusals), from duplicates of the sandbox's seccomp listener and its
+  // sock_diag socket (-1: none). Null: a layer that needs one refuses to launch.
+  std::function<std::unique_ptr<EarlyRefusals>(UniqueFd listener, UniqueFd sock_diag)> early_refusals;
 };
 
 // LaunchOptions::say, or stderr when it is not set.
@@ -173,13 +190,6 @@ struct LayerConfig {
   bool guest_root = false;  // microvm: the command as root inside the guest
   bool gvisor_root = false;  // gvisor: the command as uid 0 of gVisor's kernel (--gvisor-root)
 };
-
-// The kinds make_layer can make in this build (--layer's choices).
-const std::vector<Kind>& buildable_kinds();
-
-// The layer of `kind`; an error says why it cannot run here (missing runtime,
-// microvm not in this build).
-Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config = {});
 
 // The Plan's text with the layer's describe() lines in place of its layer line.
 std::string plan_text(const plan::Plan& plan, const Layer& layer);

@@ -1,5 +1,5 @@
 // The microVM layer's answer for this host (doctor, recommend, `--layer auto`:
-// sandbox/host_caps.hpp): qemu at the one path the layer runs, the guest image,
+// doctor/host_caps.hpp): qemu at the one path the layer runs, the guest image,
 // /dev/kvm and whether a guest really boots under KVM, and (`all`) the
 // template cache. In doctor's order.
 #pragma once

@@ -26,7 +26,6 @@
 #include "microvm/snapshot.hpp"
 #include "microvm/view.hpp"
 #include "plan/limits.hpp"
-#include "sandbox/violations.hpp"
 #include "util/syscalls.hpp"
 
 namespace exg::microvm {
@@ -338,12 +337,16 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
   // Meanwhile qemu's start-up probes (io_uring_setup) hit the sandbox's
   // filter, whose refusals wait for an answer: answered here (not audited:
   // nothing of the command runs yet), by the supervisor from then on.
-  std::optional<sandbox::SocketAddressGate> early_gate;  // qemu reaches no Unix socket by name
-  std::optional<sandbox::SyscallViolations> early;
+  // (The supervisor's judgement, through opt.early_refusals: qemu reaches no Unix socket by name.)
+  std::unique_ptr<layer::EarlyRefusals> early;
   if (l->seccomp_listener) {
-    early_gate.emplace(UniqueFd(l->sock_diag ? ::fcntl(l->sock_diag.get(), F_DUPFD_CLOEXEC, 3) : -1),
-                       sandbox::SocketAddressGate::Allowed{}, nullptr);
-    early.emplace(UniqueFd(::fcntl(l->seccomp_listener.get(), F_DUPFD_CLOEXEC, 3)), nullptr, &*early_gate);
+    if (!opt.early_refusals) {
+      kill_vm();
+      return fail(Error::msg("microvm: qemu's seccomp refusals",
+                             "nothing answers them before the supervisor's loop (LaunchOptions::early_refusals unset)"));
+    }
+    early = opt.early_refusals(UniqueFd(::fcntl(l->seccomp_listener.get(), F_DUPFD_CLOEXEC, 3)),
+                               UniqueFd(l->sock_diag ? ::fcntl(l->sock_diag.get(), F_DUPFD_CLOEXEC, 3) : -1));
   }
   // Waits until `fd` is readable: 1; 0 on timeout; -1 when qemu ended first.
   auto wait_readable = [&](int fd, int timeout_ms) {

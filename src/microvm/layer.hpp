@@ -7,7 +7,7 @@
 #include "layer/layer.hpp"
 #include "microvm/accel_probe.hpp"
 #include "microvm/launch.hpp"
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 
 namespace exg::microvm {
 
@@ -16,7 +16,7 @@ class MicrovmLayer final : public layer::Layer {
   // `landlock`: what this kernel offers qemu's sandbox (landlock_features());
   // given, so that describe() and enforces() are pure.
   // The accelerator is KVM only where doctor's boot proved it (accel_probe.hpp).
-  MicrovmLayer(LayerOptions opt, process::LandlockFeatures landlock) : opt_(opt), landlock_(landlock) {
+  MicrovmLayer(LayerOptions opt, walls::LandlockFeatures landlock) : opt_(opt), landlock_(landlock) {
     opt_.accel = chosen_accel(&opt_.accel_why);
   }
   layer::Kind kind() const override { return layer::Kind::Microvm; }
@@ -33,7 +33,7 @@ class MicrovmLayer final : public layer::Layer {
 
  private:
   LayerOptions opt_;
-  process::LandlockFeatures landlock_;
+  walls::LandlockFeatures landlock_;
 };
 
 }  // namespace exg::microvm

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "oci/spec.hpp"
-#include "process/rlimits.hpp"
+#include "walls/rlimits.hpp"
 
 namespace exg::oci {
 
@@ -71,7 +71,7 @@ Result<std::vector<std::string>> docker_args(const plan::Plan& plan, Engine engi
     std::snprintf(buf, sizeof buf, "%g", *lim.cpus);
     add({"--cpus", buf});
   }
-  auto rl = process::default_rlimits(plan.limits);
+  auto rl = walls::default_rlimits(plan.limits.memory_bytes.has_value());
   if (rl.set_core) add({"--ulimit", "core=" + std::to_string(rl.core) + ":" + std::to_string(rl.core)});
   if (rl.set_nofile) add({"--ulimit", "nofile=" + std::to_string(rl.nofile) + ":" + std::to_string(rl.nofile)});
   // podman otherwise copies its own RLIMIT_NPROC, which the runtime then fails

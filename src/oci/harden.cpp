@@ -121,7 +121,7 @@ std::vector<std::string> writable_bind_sources(const json& config, const policy:
 json walls_for(const policy::Policy& pol) {
   microvm::guest::Walls w;
   w.seccomp = true;
-  plan::LandlockRules ll;
+  walls::LandlockRules ll;
   ll.read_only = {"/"};
   ll.read_write = paths(pol.filesystem.allow_write);
   ll.write_files = {"/dev", "/proc"};

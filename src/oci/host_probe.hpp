@@ -1,5 +1,5 @@
 // The container and gVisor layers' answer for this host (doctor, recommend,
-// `--layer auto`: sandbox/host_caps.hpp): crun, runc and runsc in PATH with
+// `--layer auto`: doctor/host_caps.hpp): crun, runc and runsc in PATH with
 // their versions, then the layers as a run would set them up here. In doctor's order.
 #pragma once
 #include <vector>

@@ -1,4 +1,4 @@
-// ExGuardian's seccomp rules (process/seccomp_rules.hpp) as OCI linux.seccomp.
+// ExGuardian's seccomp rules (walls/seccomp_rules.hpp) as OCI linux.seccomp.
 //
 // Architectures: only SCMP_ARCH_X86_64 is listed, so libseccomp (crun, runc,
 // docker, podman) kills i386 (int $0x80) calls as a bad architecture, and
@@ -10,11 +10,11 @@
 #include <map>
 
 #include "oci/spec.hpp"
-#include "process/seccomp_rules.hpp"
+#include "walls/seccomp_rules.hpp"
 
 namespace exg::oci {
 
-namespace rules = process::seccomp_rules;
+namespace rules = walls::seccomp_rules;
 
 nlohmann::json seccomp_profile(const std::string& listener_path, Runtime runtime) {
   using nlohmann::json;

@@ -10,8 +10,8 @@
 #include <set>
 #include <sstream>
 
-#include "process/rlimits.hpp"
-#include "process/seccomp.hpp"
+#include "walls/rlimits.hpp"
+#include "walls/seccomp.hpp"
 #include "util/base64.hpp"
 
 namespace exg::oci {
@@ -33,9 +33,9 @@ namespace {
 
 constexpr const char* kSeccompProgramAnnotation = "run.oci.seccomp_bpf_data";
 
-// process::prebuilt_seccomp_program() as the bytes seccomp(2) takes (struct sock_filter, native order).
+// walls::prebuilt_seccomp_program() as the bytes seccomp(2) takes (struct sock_filter, native order).
 std::string seccomp_program_bytes() {
-  const auto& prog = process::prebuilt_seccomp_program();
+  const auto& prog = walls::prebuilt_seccomp_program();
   return std::string(reinterpret_cast<const char*>(prog.data()), prog.size() * sizeof(sock_filter));
 }
 
@@ -100,8 +100,8 @@ class Builder {
     p["capabilities"] = {{"bounding", none}, {"effective", none}, {"inheritable", none}, {"permitted", none},
                          {"ambient", none}};
     p["noNewPrivileges"] = true;
-    // The process layer's rlimits (process/rlimits.cpp), same values.
-    auto rl = process::default_rlimits(plan_.limits);
+    // The process layer's rlimits (walls/rlimits.cpp), same values.
+    auto rl = walls::default_rlimits(plan_.limits.memory_bytes.has_value());
     json r = json::array();
     if (rl.set_core) r.push_back({{"type", "RLIMIT_CORE"}, {"soft", rl.core}, {"hard", rl.core}});
     if (rl.set_nofile) r.push_back({{"type", "RLIMIT_NOFILE"}, {"soft", rl.nofile}, {"hard", rl.nofile}});

@@ -31,7 +31,7 @@ struct SpecOptions {
   // supervisor as on the process layer; empty: refusals are SCMP_ACT_ERRNO.
   std::string seccomp_listener_path;
   // crun only, with a listener: the filter travels as the program the process
-  // layer installs, compiled at build time (process::prebuilt_seccomp_program(),
+  // layer installs, compiled at build time (walls::prebuilt_seccomp_program(),
   // the same rules), in the annotation run.oci.seccomp_bpf_data (crun >= 0.18):
   // crun compiling the ~200 rules with libseccomp took ~6 ms of every start.
   // linux.seccomp then holds the listener and a default of SCMP_ACT_KILL_PROCESS

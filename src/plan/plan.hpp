@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "policy/policy.hpp"
-#include "plan/landlock_rules.hpp"
+#include "walls/landlock_rules.hpp"
 #include "plan/limits.hpp"
 #include "plan/secret.hpp"
 #include "util/error.hpp"
@@ -122,7 +122,7 @@ struct Plan {
   std::vector<std::string> env;  // NAME=VALUE, the whole environment inside
   std::optional<std::chrono::milliseconds> timeout;
   Limits limits;          // defaults, overridden by the policy (explicit_* set)
-  LandlockRules landlock; // the second wall: mirrors the writable mounts
+  walls::LandlockRules landlock; // the second wall: mirrors the writable mounts
   ProxyPlan proxy;
   bool seccomp = true;               // false only with --unsafe-no-seccomp
   WorkspaceMode workspace_mode = WorkspaceMode::Live;

@@ -3,7 +3,7 @@
 // child so that a kill by SIGSYS (i386, x32) is observed, not suffered. Run
 // from inside a sandbox (`exguardian probe NAME`) or from the unit tests. A
 // refused probe expects the errno the supervisor answers with
-// (process::refused_errno), so the supervisor must be reading the listener.
+// (walls::refused_errno), so the supervisor must be reading the listener.
 #pragma once
 #include <string>
 #include <vector>

@@ -25,7 +25,7 @@
 #include "process/init.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
-#include "process/rlimits.hpp"
+#include "walls/rlimits.hpp"
 #include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"

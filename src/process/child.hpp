@@ -9,7 +9,7 @@
 
 #include "plan/plan.hpp"
 #include "process/init.hpp"
-#include "process/rlimits.hpp"
+#include "walls/rlimits.hpp"
 
 namespace exg {
 class StepTimer;
@@ -24,7 +24,7 @@ struct ChildArgs {
   bool want_pty = false;
   bool tty_fds[3] = {false, false, false};  // which of 0..2 get the pty slave
   bool verbose = false;
-  RlimitPlan rlimits;
+  walls::RlimitPlan rlimits;
   const std::vector<sock_filter>* seccomp = nullptr;  // built by the parent; installed by init
   int agent_channel = -1;  // >= 0: pid 1 is the agent, serving this socket (LaunchOptions::agent)
   StepTimer* timer = nullptr;  // LaunchOptions::timer: the child's marks go to its shared page

@@ -23,7 +23,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 #include "util/namespace_setup_probe.hpp"
 #include "util/proc_cgroup.hpp"
 
@@ -213,7 +213,7 @@ void probe_seccomp(std::vector<Capability>& out) {
 }
 
 void probe_landlock(std::vector<Capability>& out) {
-  auto f = landlock_features();
+  auto f = walls::landlock_features();
   int e = errno;
   const std::string abi = "ABI " + std::to_string(f.abi);
   if (f.abi == 0) {

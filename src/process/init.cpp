@@ -21,9 +21,9 @@
 
 #include "agent/agent.hpp"
 #include "process/handshake.hpp"
-#include "process/init_loop.hpp"
-#include "process/landlock.hpp"
-#include "process/seccomp.hpp"
+#include "walls/init_loop.hpp"
+#include "walls/landlock.hpp"
+#include "walls/seccomp.hpp"
 #include "util/fd_passing.hpp"
 #include "util/step_timer.hpp"
 
@@ -151,7 +151,7 @@ void kill_descendants() {
     if (a.timer) a.timer->child_mark(step);
   };
   if (a.rlimits) {
-    if (int r = apply_rlimits(*a.rlimits); r != 0) die(a.sync_fd, "set resource limits", -r);
+    if (int r = walls::apply_rlimits(*a.rlimits); r != 0) die(a.sync_fd, "set resource limits", -r);
   }
   // The identity was taken before setup (child_main); now the last privileges go.
   if (!drop_capabilities(a.bounding_set_done)) die(a.sync_fd, "drop capabilities", errno);
@@ -167,7 +167,7 @@ void kill_descendants() {
 
   // Landlock: a second wall that does not depend on the mounts being right.
   std::string ll_report;
-  if (int r = apply_landlock(a.plan->landlock, &ll_report); r < 0)
+  if (int r = walls::apply_landlock(a.plan->landlock, &ll_report); r < 0)
     die(a.sync_fd, "apply Landlock (" + ll_report + ")", -r);
   mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the
@@ -178,7 +178,7 @@ void kill_descendants() {
   // command starts only once it is not dumpable again.
   if (a.seccomp) {
     ::prctl(PR_SET_DUMPABLE, 1);
-    int listener = install_seccomp(*a.seccomp);
+    int listener = walls::install_seccomp(*a.seccomp);
     if (listener < 0) die(a.sync_fd, "install the seccomp filter", errno);
     if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
     ::close(listener);
@@ -215,8 +215,8 @@ void kill_descendants() {
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 ||
            sig == SIGWINCH || sig == SIGCONT || sig == SIGALRM;
   };
-  if (a.reap_descendants) serve_as_init(cmd, all, forward, kill_descendants);
-  serve_as_init(cmd, all, forward);
+  if (a.reap_descendants) walls::serve_as_init(cmd, all, forward, kill_descendants);
+  walls::serve_as_init(cmd, all, forward);
 }
 
 }  // namespace exg::process

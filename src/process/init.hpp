@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "plan/plan.hpp"
-#include "process/rlimits.hpp"
+#include "walls/rlimits.hpp"
 
 namespace exg {
 class StepTimer;
@@ -25,7 +25,7 @@ struct InitArgs {
   int parent_pidfd = -1;
   int pty_slave = -1;
   bool tty_fds[3] = {false, false, false};
-  const RlimitPlan* rlimits = nullptr;
+  const walls::RlimitPlan* rlimits = nullptr;
   const std::vector<sock_filter>* seccomp = nullptr;
   int agent_channel = -1;  // >= 0: serve the agent protocol here instead of running the Plan's command
   StepTimer* timer = nullptr;  // ChildArgs::timer

@@ -22,8 +22,8 @@
 #include "process/handshake.hpp"
 #include "process/init.hpp"
 #include "process/landlock_view.hpp"
-#include "process/rlimits.hpp"
-#include "process/seccomp.hpp"
+#include "walls/rlimits.hpp"
+#include "walls/seccomp.hpp"
 #include "process/spawn.hpp"
 #include "util/dir_fd.hpp"
 #include "util/fd_passing.hpp"
@@ -43,7 +43,7 @@ constexpr const char* kBundleName = "ca-bundle.pem";
 struct ChildSetup {
   const plan::Plan* plan = nullptr;  // the launch's copy: this layer's rules and environment
   const layer::LaunchOptions* opt = nullptr;
-  RlimitPlan rlimits;
+  walls::RlimitPlan rlimits;
   std::string bundle_path;     // where the trust bundle goes; empty: none
   std::string bundle_content;  // the host's bundle (the File step's content), the anchor appended
   bool want_pty = false;
@@ -109,14 +109,14 @@ struct ChildSetup {
   }
   // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
-  if (install_seccomp_errno(host_network_seccomp_program()) != 0) die(sync, "install the host-network filter", errno);
+  if (walls::install_seccomp_errno(walls::host_network_seccomp_program()) != 0) die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
   ia.sync_fd = sync;
   ia.parent_pidfd = f.parent_pidfd;
   ia.pty_slave = pty_slave;
   ia.rlimits = &c.rlimits;
-  ia.seccomp = plan.seccomp ? &prebuilt_seccomp_program() : nullptr;
+  ia.seccomp = plan.seccomp ? &walls::prebuilt_seccomp_program() : nullptr;
   ia.timer = opt.timer;
   ia.reap_descendants = true;
   ia.bounding_set_done = true;
@@ -175,7 +175,7 @@ void remove_entries(int dirfd) {
 
 }  // namespace
 
-std::string LandlockLayer::missing(const LandlockFeatures& f) {
+std::string LandlockLayer::missing(const walls::LandlockFeatures& f) {
   if (f.abi == 0)
     return "this kernel has no Landlock (not built in, or not in lsm= at boot), and without namespaces it is the "
            "only filesystem wall";
@@ -258,7 +258,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   ChildSetup c;
   c.plan = &own;
   c.opt = &opt;
-  c.rlimits = default_rlimits(plan.limits);
+  c.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
   c.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   if (view->trust_bundle) {
     c.bundle_path = tmp + "/" + kBundleName;

@@ -14,13 +14,13 @@
 // them it refuses to start, saying which is missing.
 #pragma once
 #include "layer/layer.hpp"
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 
 namespace exg::process {
 
 class LandlockLayer final : public layer::Layer {
  public:
-  explicit LandlockLayer(LandlockFeatures landlock) : landlock_(landlock) {}
+  explicit LandlockLayer(walls::LandlockFeatures landlock) : landlock_(landlock) {}
   layer::Kind kind() const override { return layer::Kind::Landlock; }
   std::vector<std::string> describe(const plan::Plan& plan) const override;
   layer::Enforcement enforces(const plan::Plan& plan) const override;
@@ -30,12 +30,12 @@ class LandlockLayer final : public layer::Layer {
   void after_run(const plan::Plan& plan) override;
 
   // Why this kernel's Landlock cannot carry the layer; empty when it can.
-  static std::string missing(const LandlockFeatures& f);
+  static std::string missing(const walls::LandlockFeatures& f);
   // The run's own writable directory (TMPDIR): made at launch, removed after the run.
   static std::string private_tmp(const plan::Plan& plan);
 
  private:
-  LandlockFeatures landlock_;
+  walls::LandlockFeatures landlock_;
 };
 
 }  // namespace exg::process

@@ -20,14 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "plan/landlock_rules.hpp"
+#include "walls/landlock_rules.hpp"
 #include "plan/plan.hpp"
 #include "util/error.hpp"
 
 namespace exg::process {
 
 struct LandlockView {
-  plan::LandlockRules rules;            // handle_reads and handle_net set; ports left to the launch
+  walls::LandlockRules rules;            // handle_reads and handle_net set; ports left to the launch
   std::vector<std::string> denied;      // the paths made unreadable
   std::vector<std::string> cautions;    // what this layer keeps differently from the process layer
   bool trust_bundle = false;            // the Plan's CA bundle goes to a file in the private directory

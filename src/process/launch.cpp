@@ -16,7 +16,7 @@
 #include <string>
 
 #include "process/child.hpp"
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 #include "util/syscalls.hpp"
 #include "process/spawn.hpp"
 #include "util/step_timer.hpp"
@@ -134,7 +134,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   args.verbose = opt.verbose;
   for (int k = 0; k < 3; ++k) args.tty_fds[k] = opt.tty_fds[k];
   args.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
-  args.rlimits = default_rlimits(plan.limits);
+  args.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
   args.timer = opt.timer;
   if (opt.pass_fds.size() > static_cast<size_t>(kMaxPassFds))
     return fail(Error::msg("launch", "more than " + std::to_string(kMaxPassFds) + " descriptors to pass"));
@@ -147,7 +147,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   StepTimer& timer = opt.timer ? *opt.timer : none;
   // Compiled at build time (tools/seccomp_bpf_gen.cpp); installing it is
   // still the kernel's decision (install_seccomp fails closed).
-  args.seccomp = plan.seccomp ? &prebuilt_seccomp_program() : nullptr;
+  args.seccomp = plan.seccomp ? &walls::prebuilt_seccomp_program() : nullptr;
   timer.mark("seccomp program");
 
   // Root's supplementary groups must not follow the command in (the front end drops them: cli/host_setup.hpp).

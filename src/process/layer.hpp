@@ -4,7 +4,7 @@
 // refusals the supervisor answers and reports (seccomp notify).
 #pragma once
 #include "layer/layer.hpp"
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 
 namespace exg::process {
 
@@ -12,14 +12,14 @@ class ProcessLayer final : public layer::Layer {
  public:
   // `landlock`: what this kernel offers (landlock_features()); given, so that
   // describe() and enforces() are pure.
-  explicit ProcessLayer(LandlockFeatures landlock) : landlock_(landlock) {}
+  explicit ProcessLayer(walls::LandlockFeatures landlock) : landlock_(landlock) {}
   layer::Kind kind() const override { return layer::Kind::Process; }
   std::vector<std::string> describe(const plan::Plan& plan) const override;
   layer::Enforcement enforces(const plan::Plan& plan) const override;
   Result<layer::Sandbox> launch(const plan::Plan& plan, const layer::LaunchOptions& opt) override;
 
  private:
-  LandlockFeatures landlock_;
+  walls::LandlockFeatures landlock_;
 };
 
 }  // namespace exg::process

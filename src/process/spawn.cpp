@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "plan/limits.hpp"
-#include "process/capture_rules.hpp"
+#include "walls/capture_rules.hpp"
 #include "process/handshake.hpp"
 #include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
@@ -174,7 +174,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
       if (!spec.capture_port || captured || !listener || !route || !nft)
         return fail(Error::msg(spec.setup_what, "unexpected transparent egress sockets"));
       std::string what;
-      if (int e = add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
+      if (int e = walls::add_capture_routing(route.get(), nft.get(), *spec.capture_port, &what))
         return fail(Error::msg(spec.setup_what, what + ": " + std::strerror(e) +
                                                     " (fail closed; a policy with \"network\": {\"transparent\": "
                                                     "false} runs without it)"));

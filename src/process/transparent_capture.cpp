@@ -17,7 +17,7 @@ std::string hand_over_transparent_capture(const plan::ProxyPlan& plan, int sync_
   // The listener and two netlink sockets of this netns; the supervisor sends
   // the route and the rules on them (process/spawn.cpp) while this process goes on
   // with its setup, and says "in cgroup" only once they are in.
-  int fds[3] = {capture_listener(plan.transparent_port, &what), -1, -1};
+  int fds[3] = {walls::capture_listener(plan.transparent_port, &what), -1, -1};
   if (fds[0] >= 0) {
     fds[1] = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
     fds[2] = fds[1] < 0 ? -1 : ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_NETFILTER);

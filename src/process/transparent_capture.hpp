@@ -23,7 +23,7 @@
 #include <string>
 
 #include "plan/plan.hpp"
-#include "process/capture_rules.hpp"
+#include "walls/capture_rules.hpp"
 
 namespace exg::process {
 

@@ -1,5 +1,5 @@
 // Set-id files written during a run: the second wall behind the seccomp rules
-// (process/seccomp_rules.cpp) that refuse every call making one. At exit, each
+// (walls/seccomp_rules.cpp) that refuse every call making one. At exit, each
 // tree the sandbox could write on the host (live workspace, allowWrite) is
 // walked and a regular file whose ctime is after the run's start and that has
 // S_ISUID or S_ISGID loses them: a set-uid binary written through an idmapped

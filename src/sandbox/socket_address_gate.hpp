@@ -7,7 +7,7 @@
 // (plan/host_sockets.hpp), but a socket bound later (an ssh-agent, a docker
 // daemon, `exguardian session --control unix:$PWD/ctl.sock` in the workspace)
 // was reachable from inside. Here every such call stops at the supervisor
-// (the sandbox's seccomp filter notifies it: process/seccomp_rules.hpp
+// (the sandbox's seccomp filter notifies it: walls/seccomp_rules.hpp
 // judged_syscalls()), which lets a pathname Unix socket through only when it
 // was bound inside the sandbox itself (a socket of the sandbox's own network
 // namespace, asked through NETLINK_SOCK_DIAG there: the inode the path names

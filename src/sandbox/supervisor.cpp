@@ -40,6 +40,22 @@ namespace {
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGALRM};
 
+// Refusals before the loop (layer::EarlyRefusals: the microVM layer's qemu at
+// its start): answered as the loop answers them, with no Unix socket reached
+// by name and nothing audited (nothing of the command runs yet).
+class EarlyAnswerer final : public layer::EarlyRefusals {
+ public:
+  EarlyAnswerer(UniqueFd listener, UniqueFd sock_diag)
+      : gate_(std::move(sock_diag), SocketAddressGate::Allowed{}, nullptr),
+        violations_(std::move(listener), nullptr, &gate_) {}
+  int fd() const override { return violations_.fd(); }
+  void on_readable() override { violations_.on_readable(); }
+
+ private:
+  SocketAddressGate gate_;  // (before violations_, which points at it)
+  SyscallViolations violations_;
+};
+
 // One line of narration, printf-style, through the front end's I/O.
 __attribute__((format(printf, 2, 3))) void sayf(SupervisorIo& io, const char* fmt, ...) {
   char small[1024];
@@ -563,6 +579,9 @@ Result<void> Supervision::launch() {
   if (secrets_) lo_.trust_anchor = [this] { return secrets_->make_ca(); };
   lo_.timer = opt_.timer;
   lo_.say = [this](const std::string& line) { io_.say(line); };
+  lo_.early_refusals = [](UniqueFd listener, UniqueFd sock_diag) -> std::unique_ptr<layer::EarlyRefusals> {
+    return std::make_unique<EarlyAnswerer>(std::move(listener), std::move(sock_diag));
+  };
   auto launched = layer_.launch(plan(), lo_);
   if (!launched) {
     drop_layer_dirs();

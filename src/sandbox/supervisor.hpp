@@ -74,7 +74,7 @@ struct SuperviseOptions {
   // A warm pool's sandbox: audit lines held until the front end's tagger adds the tags still unknown.
   bool audit_hold = false;
   // `--layer auto`: the audit log's line saying which layer was chosen and why
-  // (sandbox/layer_choice.hpp AutoChoice::audit_event); null: none.
+  // (doctor/layer_choice.hpp AutoChoice::audit_event); null: none.
   nlohmann::json layer_choice;
   agent::FrontEnd* agent = nullptr;  // pid 1 is the agent, driven by this; null: the Plan's command (run)
   StepTimer* timer = nullptr;      // `-v`: where the start-up time goes (util/step_timer.hpp); null: not timed

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <vector>
 
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
 namespace exg::sandbox {
 
@@ -62,7 +62,7 @@ void SyscallViolations::on_readable() {
     // Judged, not refused. Without a gate nothing can judge it: refused (fail closed).
     if (gate_) return gate_->answer(listener_.get(), *req, resp_size_);
   }
-  int err = process::refused_errno(nr, reinterpret_cast<const uint64_t*>(req->data.args));
+  int err = walls::refused_errno(nr, reinterpret_cast<const uint64_t*>(req->data.args));
   pid_t pid = static_cast<pid_t>(req->pid);  // in our pid namespace: the host's
   std::string comm = read_comm(pid);
   if (::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_ID_VALID, &req->id) != 0) comm.clear();  // pid reused
@@ -75,7 +75,7 @@ void SyscallViolations::on_readable() {
   // ENOENT: the caller died meanwhile; the attempt is still worth recording.
   (void)::ioctl(listener_.get(), SECCOMP_IOCTL_NOTIF_SEND, resp);
 
-  std::string name = process::syscall_name(nr);
+  std::string name = walls::syscall_name(nr);
   ++count_;
   ++by_syscall_[name];
   if (audit_) {

@@ -1,5 +1,5 @@
 // Refused syscalls, as the supervisor sees them: the seccomp listener of the
-// sandbox (process/seccomp.hpp) reports each one; the supervisor answers it
+// sandbox (walls/seccomp.hpp) reports each one; the supervisor answers it
 // with an errno, writes it to the audit log and counts it for `run -v`.
 // Allowed syscalls never come here.
 #pragma once

@@ -1,4 +1,4 @@
-// What the host probes share (doctor, recommend, `--layer auto`: sandbox/host_caps.hpp,
+// What the host probes share (doctor, recommend, `--layer auto`: doctor/host_caps.hpp,
 // and each layer's own probe of this host: process/, oci/ and microvm/host_probe.hpp):
 // a capability as a probe answers it, a probe run in a forked child and bounded
 // in time, a tool's version line. Measured, not guessed: a probe that changes

@@ -1,6 +1,6 @@
 // What every sandbox's setup does inside its new namespaces, tried for real:
 // the host probes (process/host_probe.cpp, for doctor and `--layer auto`) and
-// the refusal's diagnosis (sandbox/userns_diagnosis.hpp) call it in a child.
+// the refusal's diagnosis (doctor/userns_diagnosis.hpp) call it in a child.
 //
 // Why a user namespace of one's own is not enough to know: inside a container
 // the engine's seccomp profile lets clone(CLONE_NEWUSER) through but answers

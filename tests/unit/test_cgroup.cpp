@@ -25,7 +25,7 @@
 #include "cgroup/freezer.hpp"
 #include "cgroup/layout.hpp"
 #include "cgroup/usage.hpp"
-#include "process/rlimits.hpp"
+#include "walls/rlimits.hpp"
 
 namespace exg::cgroup {
 namespace {
@@ -34,8 +34,8 @@ namespace d = cgroup;
 using plan::default_limits;
 using plan::format_bytes;
 using plan::Limits;
-using process::default_rlimits;
-using process::RlimitPlan;
+using walls::default_rlimits;
+using walls::RlimitPlan;
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path);
@@ -181,7 +181,7 @@ TEST(CgroupCreate, UnusableLayout) {
 }
 
 TEST(Rlimits, Defaults) {
-  RlimitPlan p = default_rlimits(default_limits());
+  RlimitPlan p = default_rlimits(default_limits().memory_bytes.has_value());
   EXPECT_TRUE(p.set_core);
   EXPECT_EQ(p.core, 0u);
   EXPECT_LE(p.nofile, 65536u);

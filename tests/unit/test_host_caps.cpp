@@ -17,11 +17,11 @@
 
 #include "cli/host_setup.hpp"
 #include "policy/policy.hpp"
-#include "sandbox/advice.hpp"
-#include "sandbox/host_caps.hpp"
+#include "doctor/advice.hpp"
+#include "doctor/host_caps.hpp"
 
-using exg::sandbox::Capability;
-using exg::sandbox::LayerStatus;
+using exg::doctor::Capability;
+using exg::doctor::LayerStatus;
 
 namespace {
 
@@ -58,7 +58,7 @@ std::vector<Capability> without(std::vector<Capability> caps, std::vector<std::s
 }
 
 LayerStatus layer(const std::vector<Capability>& caps, const std::string& name) {
-  for (const auto& l : exg::sandbox::layer_status(caps))
+  for (const auto& l : exg::doctor::layer_status(caps))
     if (l.name == name) return l;
   ADD_FAILURE() << "no layer " << name;
   return {};
@@ -66,7 +66,7 @@ LayerStatus layer(const std::vector<Capability>& caps, const std::string& name) 
 
 nlohmann::json recommend_json(const std::string& situation, const std::vector<Capability>& caps) {
   std::ostringstream out, err;
-  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, situation, true, &caps), 0) << situation;
+  EXPECT_EQ(exg::doctor::write_recommendation(out, err, situation, true, &caps), 0) << situation;
   EXPECT_TRUE(err.str().empty()) << err.str();
   return nlohmann::json::parse(out.str());
 }
@@ -74,7 +74,7 @@ nlohmann::json recommend_json(const std::string& situation, const std::vector<Ca
 }  // namespace
 
 TEST(HostCaps, ProbesReturnTheExpectedNamesEachWithAOneLineReason) {
-  const std::vector<Capability> caps = exg::sandbox::probe_host();
+  const std::vector<Capability> caps = exg::doctor::probe_host();
   std::vector<std::string> names;
   for (const auto& c : caps) {
     names.push_back(c.name);
@@ -82,8 +82,8 @@ TEST(HostCaps, ProbesReturnTheExpectedNamesEachWithAOneLineReason) {
     EXPECT_EQ(c.detail.find('\n'), std::string::npos) << c.name << ": " << c.detail;
   }
   EXPECT_EQ(names, kNames);
-  EXPECT_EQ(exg::sandbox::find_capability(caps, "supplementary groups"), &caps.back());
-  EXPECT_EQ(exg::sandbox::find_capability(caps, "no such thing"), nullptr);
+  EXPECT_EQ(exg::doctor::find_capability(caps, "supplementary groups"), &caps.back());
+  EXPECT_EQ(exg::doctor::find_capability(caps, "no such thing"), nullptr);
 }
 
 TEST(LayerStatus, EverythingPresentMakesEveryLayerAvailableAndSaysWithWhat) {
@@ -143,7 +143,7 @@ TEST(LayerStatus, ContainerGvisorAndMicrovmNameTheirRuntimeOrWhatToInstall) {
   EXPECT_EQ(no_vm.why, "missing: qemu-system-x86_64 (Debian: apt install qemu-system-x86) and the guest kernel and initramfs (built by "
                        "`make`)");
   // A capability the list does not hold counts as missing.
-  auto empty = exg::sandbox::layer_status({});
+  auto empty = exg::doctor::layer_status({});
   ASSERT_EQ(empty.size(), 5u);  // process, container, gvisor, microvm, landlock
   for (const auto& l : empty) EXPECT_FALSE(l.available) << l.name;
 }
@@ -151,7 +151,7 @@ TEST(LayerStatus, ContainerGvisorAndMicrovmNameTheirRuntimeOrWhatToInstall) {
 TEST(Doctor, JsonAndTextShowTheCapabilitiesAndTheLayersDecidedFromThem) {
   auto caps = without(all_ok(), {"runsc"});
   std::ostringstream out;
-  EXPECT_EQ(exg::sandbox::write_doctor(out, caps, true), 0);
+  EXPECT_EQ(exg::doctor::write_doctor(out, caps, true), 0);
   auto doc = nlohmann::json::parse(out.str());
   EXPECT_TRUE(doc["host"].contains("kernel"));
   EXPECT_TRUE(doc["user"].contains("uid"));
@@ -160,14 +160,14 @@ TEST(Doctor, JsonAndTextShowTheCapabilitiesAndTheLayersDecidedFromThem) {
   for (const auto& c : doc["capabilities"])
     if (c["name"] == "runsc") runsc = c;
   EXPECT_EQ(runsc, (nlohmann::json{{"name", "runsc"}, {"ok", false}, {"detail", "not in PATH"}}));
-  for (const auto& l : exg::sandbox::layer_status(caps)) {
+  for (const auto& l : exg::doctor::layer_status(caps)) {
     EXPECT_EQ(doc["layers"][l.name]["available"], l.available) << l.name;
     EXPECT_EQ(doc["layers"][l.name]["why"], l.why) << l.name;
   }
   EXPECT_FALSE(doc["layers"]["gvisor"]["available"].get<bool>());
 
   std::ostringstream text;
-  EXPECT_EQ(exg::sandbox::write_doctor(text, caps, false), 0);
+  EXPECT_EQ(exg::doctor::write_doctor(text, caps, false), 0);
   const std::string t = text.str();
   EXPECT_NE(t.find("  ok      user namespaces"), std::string::npos) << t;
   EXPECT_NE(t.find("  MISSING runsc "), std::string::npos) << t;
@@ -182,7 +182,7 @@ TEST(Recommend, EachSituationAnswersWithALayerAndAValidPolicy) {
   auto caps = all_ok();
   for (auto [situation, layer_name] : cases) {
     std::ostringstream out, err;
-    EXPECT_EQ(exg::sandbox::write_recommendation(out, err, situation, false, &caps), 0) << situation;
+    EXPECT_EQ(exg::doctor::write_recommendation(out, err, situation, false, &caps), 0) << situation;
     EXPECT_NE(out.str().find(std::string("layer: ") + layer_name), std::string::npos) << out.str();
     EXPECT_NE(out.str().find(std::string("this host: yes: the ") + layer_name + " layer ("), std::string::npos)
         << out.str();
@@ -202,7 +202,7 @@ TEST(Recommend, EachSituationAnswersWithALayerAndAValidPolicy) {
     }
   }
   // Never a shared container for tenants.
-  auto mt = exg::sandbox::recommendation_for("multi-tenant");
+  auto mt = exg::doctor::recommendation_for("multi-tenant");
   ASSERT_TRUE(mt);
   EXPECT_EQ(std::count(mt->alternatives.begin(), mt->alternatives.end(), "container"), 0);
 }
@@ -225,7 +225,7 @@ TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
   // privileged-tools: a command to try, as printed (test_egress_sandbox_microvm_privileged runs it).
   std::ostringstream out, err;
   auto caps = all_ok();
-  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, "privileged-tools", false, &caps), 0);
+  EXPECT_EQ(exg::doctor::write_recommendation(out, err, "privileged-tools", false, &caps), 0);
   EXPECT_NE(out.str().find("try it (as printed, in your project's directory):\n  exguardian run --layer microvm "
                            "--microvm-root -- podman run"),
             std::string::npos)
@@ -248,38 +248,38 @@ TEST(Recommend, TheHostAnswerIsTheFirstAvailableOfTheLayerAndItsAlternatives) {
 // `recommend` without --situation: the choices, each with its layer, not a usage error.
 TEST(Recommend, WithoutASituationListsEachWithItsLayer) {
   std::ostringstream out;
-  EXPECT_EQ(exg::sandbox::write_situations(out, false), 0);
+  EXPECT_EQ(exg::doctor::write_situations(out, false), 0);
   const std::string text = out.str();
   EXPECT_NE(text.find("--situation NAME"), std::string::npos) << text;
-  for (const auto& s : exg::sandbox::situations()) {
-    auto rec = exg::sandbox::recommendation_for(s);
+  for (const auto& s : exg::doctor::situations()) {
+    auto rec = exg::doctor::recommendation_for(s);
     ASSERT_TRUE(rec) << s;
     EXPECT_NE(text.find("  " + s + " "), std::string::npos) << s << " missing in:\n" << text;
     EXPECT_NE(text.find(rec->layer + ": " + rec->summary), std::string::npos) << s << " in:\n" << text;
   }
   std::ostringstream js;
-  EXPECT_EQ(exg::sandbox::write_situations(js, true), 0);
+  EXPECT_EQ(exg::doctor::write_situations(js, true), 0);
   auto doc = nlohmann::json::parse(js.str());
   ASSERT_TRUE(doc.is_array());
-  ASSERT_EQ(doc.size(), exg::sandbox::situations().size());
+  ASSERT_EQ(doc.size(), exg::doctor::situations().size());
   for (size_t i = 0; i < doc.size(); ++i) {
-    EXPECT_EQ(doc[i]["situation"], exg::sandbox::situations()[i]);
-    EXPECT_EQ(doc[i]["layer"], exg::sandbox::recommendation_for(exg::sandbox::situations()[i])->layer);
+    EXPECT_EQ(doc[i]["situation"], exg::doctor::situations()[i]);
+    EXPECT_EQ(doc[i]["layer"], exg::doctor::recommendation_for(exg::doctor::situations()[i])->layer);
   }
 }
 
 TEST(Recommend, UnknownSituationIsOneErrorLineAndStatus2) {
   auto caps = all_ok();
   std::ostringstream out, err;
-  EXPECT_EQ(exg::sandbox::write_recommendation(out, err, "desktop", false, &caps), 2);
+  EXPECT_EQ(exg::doctor::write_recommendation(out, err, "desktop", false, &caps), 2);
   EXPECT_TRUE(out.str().empty());
   const std::string line = err.str();
   EXPECT_EQ(std::count(line.begin(), line.end(), '\n'), 1) << line;
   EXPECT_TRUE(line.starts_with("exguardian: recommend: ")) << line;
-  for (const auto& s : exg::sandbox::situations()) EXPECT_NE(line.find(s), std::string::npos) << line;
+  for (const auto& s : exg::doctor::situations()) EXPECT_NE(line.find(s), std::string::npos) << line;
   // The unknown one is refused before any probing.
   std::ostringstream out2, err2;
-  EXPECT_EQ(exg::sandbox::write_recommendation(out2, err2, "", true), 2);
+  EXPECT_EQ(exg::doctor::write_recommendation(out2, err2, "", true), 2);
 }
 
 // A SIGPIPE raised while the supervisor's signals are blocked (the stdio relay

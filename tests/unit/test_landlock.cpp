@@ -19,12 +19,12 @@
 #include <filesystem>
 #include <string>
 
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 
-using exg::process::apply_landlock;
-using exg::process::landlock_abi;
-using exg::process::landlock_features;
-using exg::process::LandlockRules;
+using exg::walls::apply_landlock;
+using exg::walls::landlock_abi;
+using exg::walls::landlock_features;
+using exg::walls::LandlockRules;
 
 namespace {
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <set>
 
+#include "cli/make_layer.hpp"
 #include "layer/layer.hpp"
 #include "oci/layer.hpp"
 #include "process/layer.hpp"
@@ -63,12 +64,12 @@ TEST(LayerKind, NamesText) {
 }
 
 TEST(LayerKind, BuildableKindsAreKnown) {
-  for (auto k : layer::buildable_kinds())
+  for (auto k : cli::buildable_kinds())
     EXPECT_TRUE(std::find(layer::all_kinds().begin(), layer::all_kinds().end(), k) != layer::all_kinds().end());
   // Every kind of the table is in this build (microvm: tests/unit/test_microvm.cpp).
-  EXPECT_EQ(layer::buildable_kinds(), layer::all_kinds());
+  EXPECT_EQ(cli::buildable_kinds(), layer::all_kinds());
   for (auto k : {layer::Kind::Process, layer::Kind::Microvm}) {
-    auto l = layer::make_layer(k);
+    auto l = cli::make_layer(k);
     ASSERT_TRUE(l) << l.error().str();
     EXPECT_EQ((*l)->kind(), k);
   }
@@ -82,7 +83,7 @@ TEST(ProcessLayer, Describe) {
 }
 
 TEST(ProcessLayer, EnforcesLandlockAsTheKernelOffers) {
-  process::LandlockFeatures full;
+  walls::LandlockFeatures full;
   full.abi = 7;
   full.fs = true;
   full.scope = true;
@@ -90,7 +91,7 @@ TEST(ProcessLayer, EnforcesLandlockAsTheKernelOffers) {
   EXPECT_TRUE(e.landlock);
   EXPECT_EQ(e.landlock_text, "ABI 7: filesystem writes, signal and abstract-unix scoping");
 
-  process::LandlockFeatures old;
+  walls::LandlockFeatures old;
   old.abi = 3;
   old.fs = true;
   e = process::ProcessLayer(old).enforces(small_plan());

@@ -1,4 +1,4 @@
-// --layer auto's judgement (sandbox/layer_choice.hpp), fed with hand-made
+// --layer auto's judgement (doctor/layer_choice.hpp), fed with hand-made
 // capability lists so that every branch is taken whatever this host is: the
 // strongest layer that runs, what the policy rules out, the minimum, the lines
 // said on stderr / in the audit log / by doctor and recommend.
@@ -10,14 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "cli/make_layer.hpp"
+#include "doctor/advice.hpp"
+#include "doctor/host_caps.hpp"
+#include "doctor/layer_choice.hpp"
 #include "layer/layer.hpp"
-#include "sandbox/advice.hpp"
-#include "sandbox/host_caps.hpp"
-#include "sandbox/layer_choice.hpp"
 
 using exg::layer::Kind;
-using exg::sandbox::Capability;
-using exg::sandbox::LayerNeeds;
+using exg::doctor::Capability;
+using exg::doctor::LayerNeeds;
 
 namespace {
 
@@ -44,9 +45,9 @@ std::vector<Capability> without(std::vector<Capability> caps, std::vector<std::s
   return caps;
 }
 
-exg::sandbox::AutoChoice choose(const std::vector<Capability>& caps, LayerNeeds needs = {},
+exg::doctor::AutoChoice choose(const std::vector<Capability>& caps, LayerNeeds needs = {},
                                 std::optional<Kind> min = std::nullopt) {
-  return exg::sandbox::choose_auto(exg::sandbox::judge_layers(caps, needs), min);
+  return exg::doctor::choose_auto(exg::doctor::judge_layers(caps, needs), min);
 }
 
 }  // namespace
@@ -158,8 +159,8 @@ TEST(LayerAuto, ThePolicyRulesOutWhatALayerCannotCarry) {
 TEST(LayerAuto, TheUnixSocketVerdictIsTheLayersOwn) {
   LayerNeeds sockets;
   sockets.host_unix_sockets = true;
-  for (const auto& v : exg::sandbox::judge_layers(all_ok(), sockets)) {
-    auto l = exg::layer::make_layer(v.kind);
+  for (const auto& v : exg::doctor::judge_layers(all_ok(), sockets)) {
+    auto l = exg::cli::make_layer(v.kind);
     if (!l) continue;  // (its runtime is not installed here)
     if (v.kind == Kind::Landlock) continue;  // (all_ok() has no Landlock ABI 6 probes: judged not to run)
     EXPECT_EQ(v.runs, (*l)->carries_host_unix_sockets()) << exg::layer::name(v.kind);
@@ -199,19 +200,19 @@ TEST(LayerAuto, DoctorAndRecommendSayTheSameChoice) {
   auto caps = without(all_ok(), {"qemu-system-x86_64"});
   const std::string line = choose(caps).line();
   std::ostringstream text, json;
-  exg::sandbox::write_doctor(text, caps, false);
+  exg::doctor::write_doctor(text, caps, false);
   EXPECT_NE(text.str().find("  " + line + "\n"), std::string::npos) << text.str();
-  exg::sandbox::write_doctor(json, caps, true);
+  exg::doctor::write_doctor(json, caps, true);
   auto doc = nlohmann::json::parse(json.str());
   EXPECT_EQ(doc["auto"]["chosen"], "gvisor");
   EXPECT_EQ(doc["auto"]["line"], line);
   std::ostringstream rec, err;
-  EXPECT_EQ(exg::sandbox::write_recommendation(rec, err, "ci", false, &caps), 0);
+  EXPECT_EQ(exg::doctor::write_recommendation(rec, err, "ci", false, &caps), 0);
   EXPECT_NE(rec.str().find("this host, " + line + "\n"), std::string::npos) << rec.str();
   // recommend's own pick follows the same layer_status: without user namespaces no layer is provided.
   auto none = without(caps, {"user namespaces"});
   std::ostringstream rec2;
-  EXPECT_EQ(exg::sandbox::write_recommendation(rec2, err, "ci", true, &none), 0);
+  EXPECT_EQ(exg::doctor::write_recommendation(rec2, err, "ci", true, &none), 0);
   auto d = nlohmann::json::parse(rec2.str());
   EXPECT_FALSE(d["host"]["can_provide"].get<bool>());
   EXPECT_TRUE(d["host"]["auto"].is_null());

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "cli/make_layer.hpp"
 #include "layer/layer.hpp"
 #include "microvm/launch.hpp"
 #include "microvm/layer.hpp"
@@ -254,7 +255,7 @@ TEST(MicrovmLayer, GuestMemoryLeavesRoomForQemuAndRefusesTooLittle) {
 }
 
 TEST(MicrovmLayer, MadeByTheFactoryAndDrivenThroughTheAgent) {
-  auto l = layer::make_layer(layer::Kind::Microvm);
+  auto l = cli::make_layer(layer::Kind::Microvm);
   ASSERT_TRUE(l) << l.error().str();
   EXPECT_EQ((*l)->kind(), layer::Kind::Microvm);
   EXPECT_TRUE((*l)->command_through_agent());  // a plain run needs microvm::RunFrontEnd
@@ -274,13 +275,13 @@ TEST(MicrovmLayer, DescribeSaysWhoTheCommandIsInsideTheGuest) {
   EXPECT_TRUE(has(MicrovmLayer(root, {}).describe(p), "  runs as root inside the guest (--microvm-root); qemu as uid 1000 on the host"));
   layer::LayerConfig cfg;
   cfg.guest_root = true;  // --microvm-root reaches the layer through the factory
-  EXPECT_EQ(layer::plan_text(p, **layer::make_layer(layer::Kind::Microvm, cfg)).find("runs as uid 1000"), std::string::npos);
+  EXPECT_EQ(layer::plan_text(p, **cli::make_layer(layer::Kind::Microvm, cfg)).find("runs as uid 1000"), std::string::npos);
 }
 
 TEST(MicrovmLayer, EnforcesTheProcessLayersWallsOnQemu) {
   plan::Plan p;
   p.seccomp = true;
-  process::LandlockFeatures ll;
+  walls::LandlockFeatures ll;
   ll.abi = 6;
   ll.fs = true;
   ll.scope = true;
@@ -335,7 +336,7 @@ TEST(MicrovmGuestWalls, RoundTripAndEveryBadFieldNamed) {
   guest::Walls w;
   w.seccomp = true;
   w.pids = 4096;
-  w.landlock = plan::LandlockRules{};
+  w.landlock = walls::LandlockRules{};
   w.landlock->read_only = {"/"};
   w.landlock->read_write = {"/ws"};
   w.landlock->write_files = {"/dev", "/proc"};
@@ -372,7 +373,7 @@ TEST(MicrovmGuestWalls, RoundTripAndEveryBadFieldNamed) {
     EXPECT_NE(why.find(b.field), std::string::npos) << b.json << ": " << why;
   }
   // A complete rule set but one bad port.
-  auto j = guest::walls_to_json(guest::Walls{true, plan::LandlockRules{}, 0});
+  auto j = guest::walls_to_json(guest::Walls{true, walls::LandlockRules{}, 0});
   j["landlock"]["bind_tcp"] = {70000};
   EXPECT_FALSE(guest::walls_from_json(j, &why));
   EXPECT_NE(why.find("walls.landlock.bind_tcp"), std::string::npos) << why;

@@ -25,8 +25,8 @@
 
 #include "oci/spec.hpp"
 #include "plan/plan.hpp"
-#include "process/seccomp.hpp"
-#include "process/seccomp_rules.hpp"
+#include "walls/seccomp.hpp"
+#include "walls/seccomp_rules.hpp"
 #include "serve/connect_rpc.hpp"
 
 namespace exg::oci {
@@ -34,7 +34,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-namespace rules = process::seccomp_rules;
+namespace rules = walls::seccomp_rules;
 
 const std::string kSchemaDir = std::string(EXG_SOURCE_DIR) + "/tests/data/oci-runtime-spec";
 
@@ -428,7 +428,7 @@ TEST_F(OciSpecTest, CrunGetsTheProcessLayersProgramAndAFailClosedProfile) {
   ASSERT_TRUE(s.contains("annotations"));
   auto bytes = serve::rpc::base64_decode(s["annotations"]["run.oci.seccomp_bpf_data"].get<std::string>());
   ASSERT_TRUE(bytes);
-  const auto& prog = process::prebuilt_seccomp_program();
+  const auto& prog = walls::prebuilt_seccomp_program();
   ASSERT_EQ(bytes->size(), prog.size() * sizeof(sock_filter));
   EXPECT_EQ(std::memcmp(bytes->data(), prog.data(), bytes->size()), 0);
   EXPECT_EQ(s["linux"]["seccomp"],

@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "listener_handover.hpp"
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 #include "sandbox/audit.hpp"
 #include "probe/probes.hpp"
 #include "sandbox/violations.hpp"
@@ -39,7 +39,7 @@ struct Outcome {
 };
 
 // What a sandbox installs: the program compiled at build time.
-const std::vector<sock_filter>& program() { return process::prebuilt_seccomp_program(); }
+const std::vector<sock_filter>& program() { return walls::prebuilt_seccomp_program(); }
 
 // Runs `probe` under the filter; this process answers the notifications.
 Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullptr) {
@@ -54,7 +54,7 @@ Outcome run_filtered(const std::string& probe, sandbox::AuditLog* audit = nullpt
   if (pid == 0) {
     ::close(sv[0]);
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
-    int listener = process::install_seccomp(prog);
+    int listener = walls::install_seccomp(prog);
     if (listener < 0) ::_exit(91);
     if (!test_support::hand_over_listener(sv[1], listener)) ::_exit(92);
     ::close(listener);  // the probe must not hold (and answer) its own listener
@@ -133,15 +133,15 @@ void expect_same_program(const A& pre, const B& built) {
 }
 
 TEST(Seccomp, PrebuiltProgramIsWhatLibseccompBuilds) {
-  auto built = process::build_seccomp_program();
+  auto built = walls::build_seccomp_program();
   ASSERT_TRUE(built) << built.error().str();
-  expect_same_program(process::prebuilt_seccomp_program(), *built);
+  expect_same_program(walls::prebuilt_seccomp_program(), *built);
 }
 
 TEST(Seccomp, PrebuiltErrnoProgramIsWhatLibseccompBuilds) {
-  auto built = process::build_seccomp_program(process::Refusal::Errno);
+  auto built = walls::build_seccomp_program(walls::Refusal::Errno);
   ASSERT_TRUE(built) << built.error().str();
-  const auto& pre = process::prebuilt_seccomp_errno_program();
+  const auto& pre = walls::prebuilt_seccomp_errno_program();
   expect_same_program(pre, *built);
   // The same rules, another answer: not one instruction notifies.
   for (const auto& f : pre) {
@@ -163,7 +163,7 @@ TEST(Seccomp, ErrnoProgramAnswersEveryProbeAsTheSupervisorWould) {
     if (pid == 0) {
       ::close(pipefd[0]);
       if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
-      if (process::install_seccomp_errno(process::prebuilt_seccomp_errno_program()) != 0) ::_exit(91);
+      if (walls::install_seccomp_errno(walls::prebuilt_seccomp_errno_program()) != 0) ::_exit(91);
       std::string out;
       int rc = probe::run_probe(p, out);
       std::string msg = std::string(1, static_cast<char>(rc)) + out;
@@ -191,7 +191,7 @@ TEST(Seccomp, Pid1ShieldRefusesSignalsToPid1Only) {
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(90);
-    if (process::install_seccomp_errno(process::pid1_signal_shield_program()) != 0) ::_exit(91);
+    if (walls::install_seccomp_errno(walls::pid1_signal_shield_program()) != 0) ::_exit(91);
     auto refused = [](long r) { return r == -1 && errno == EPERM; };
     siginfo_t si{};
     si.si_code = SI_QUEUE;
@@ -222,7 +222,7 @@ TEST(Seccomp, ListenerIsCloseOnExec) {
   pid_t pid = ::fork();
   if (pid == 0) {
     ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
-    int fd = process::install_seccomp(program());
+    int fd = walls::install_seccomp(program());
     ::_exit(fd >= 0 && (::fcntl(fd, F_GETFD) & FD_CLOEXEC) ? 0 : 1);
   }
   int st;
@@ -231,23 +231,23 @@ TEST(Seccomp, ListenerIsCloseOnExec) {
 }
 
 TEST(Seccomp, SyscallNames) {
-  EXPECT_EQ(process::syscall_name(SYS_ptrace), "ptrace");
-  EXPECT_EQ(process::syscall_name(SYS_io_uring_setup), "io_uring_setup");
-  EXPECT_EQ(process::syscall_name(467), "open_tree_attr");
+  EXPECT_EQ(walls::syscall_name(SYS_ptrace), "ptrace");
+  EXPECT_EQ(walls::syscall_name(SYS_io_uring_setup), "io_uring_setup");
+  EXPECT_EQ(walls::syscall_name(467), "open_tree_attr");
 }
 
 TEST(Seccomp, RefusedErrno) {
   uint64_t args[6] = {};
-  EXPECT_EQ(process::refused_errno(SYS_ptrace, args), EPERM);
-  EXPECT_EQ(process::refused_errno(SYS_clone3, args), ENOSYS);
+  EXPECT_EQ(walls::refused_errno(SYS_ptrace, args), EPERM);
+  EXPECT_EQ(walls::refused_errno(SYS_clone3, args), ENOSYS);
   args[0] = AF_VSOCK;
-  EXPECT_EQ(process::refused_errno(SYS_socket, args), EAFNOSUPPORT);
+  EXPECT_EQ(walls::refused_errno(SYS_socket, args), EAFNOSUPPORT);
   args[0] = AF_INET;
   args[1] = SOCK_RAW;
-  EXPECT_EQ(process::refused_errno(SYS_socket, args), EPERM);
+  EXPECT_EQ(walls::refused_errno(SYS_socket, args), EPERM);
   args[0] = AF_NETLINK;
   args[2] = 9;
-  EXPECT_EQ(process::refused_errno(SYS_socketpair, args), EPROTONOSUPPORT);
+  EXPECT_EQ(walls::refused_errno(SYS_socketpair, args), EPROTONOSUPPORT);
 }
 
 TEST(Seccomp, PtraceRefused) {

@@ -19,8 +19,8 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "process/seccomp.hpp"
-#include "process/seccomp_rules.hpp"
+#include "walls/seccomp.hpp"
+#include "walls/seccomp_rules.hpp"
 #include "sandbox/socket_address_gate.hpp"
 #include "sandbox/violations.hpp"
 #include "listener_handover.hpp"
@@ -159,7 +159,7 @@ int serve_until_exit(sandbox::SyscallViolations& violations, pid_t child) {
 // its listener handed to the test on `sock`. False when a step failed.
 bool enter_filter(int sock) {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
-  int listener = process::install_seccomp(process::prebuilt_seccomp_program());
+  int listener = walls::install_seccomp(walls::prebuilt_seccomp_program());
   if (listener < 0) return false;
   bool handed = test_support::hand_over_listener(sock, listener);
   ::close(listener);

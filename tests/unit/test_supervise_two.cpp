@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "cli/make_layer.hpp"
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
@@ -99,7 +100,7 @@ TEST(SuperviseTwo, OneProcessHoldsTwoSandboxesAtOnce) {
   ASSERT_NE(pa->sandbox_id, pb->sandbox_id);
 
   auto run = [](Side& s, const plan::Plan& p) {
-    auto layer = layer::make_layer(layer::Kind::Process);
+    auto layer = cli::make_layer(layer::Kind::Process);
     if (!layer) {
       s.status = fail(layer.error());
       return;

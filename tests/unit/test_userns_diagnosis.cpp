@@ -11,10 +11,10 @@
 
 #include <sstream>
 
-#include "sandbox/advice.hpp"
-#include "sandbox/userns_diagnosis.hpp"
+#include "doctor/advice.hpp"
+#include "doctor/userns_diagnosis.hpp"
 
-using namespace exg::sandbox;
+using namespace exg::doctor;
 
 namespace {
 

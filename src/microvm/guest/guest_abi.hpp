@@ -13,7 +13,7 @@ inline constexpr char kChannelName[] = "exg.agent";
 inline constexpr char kEgressChannelName[] = "exg.egress";
 // Where the guest listens for them: the proxy ports of every layer.
 inline constexpr unsigned short kHttpProxyPort = 3128, kSocksProxyPort = 1080;
-// Transparent egress in the guest (process/capture_rules.hpp): the listener
+// Transparent egress in the guest (walls/capture_rules.hpp): the listener
 // its netfilter redirects TCP to, as on every layer (egress/transparent.hpp
 // kTransparentPort), and the resolver's address (plan: ResolvConf).
 inline constexpr unsigned short kTransparentPort = 15001;

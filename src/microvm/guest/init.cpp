@@ -56,8 +56,8 @@
 #include "microvm/guest/scratch.hpp"
 #include "microvm/guest/walls.hpp"
 #include "microvm/guest/walls_apply.hpp"
-#include "process/capture_rules.hpp"
-#include "process/seccomp.hpp"
+#include "walls/capture_rules.hpp"
+#include "walls/seccomp.hpp"
 #include "util/syscalls.hpp"
 
 namespace {
@@ -283,7 +283,7 @@ struct Egress {
     die("drop the egress relay to uid %s", std::to_string(relay));
   ::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
   ::prctl(PR_SET_DUMPABLE, 0);
-  if (seccomp && exg::process::install_seccomp_errno(exg::process::prebuilt_seccomp_errno_program()) != 0)
+  if (seccomp && exg::walls::install_seccomp_errno(exg::walls::prebuilt_seccomp_errno_program()) != 0)
     die("install the seccomp filter in the egress relay%s", "");
   ::signal(SIGPIPE, SIG_IGN);
   exg::microvm::egress_mux::Config cfg;
@@ -567,7 +567,7 @@ int main() {
       // direct connections would find no route instead of the proxy (safe,
       // but not what the policy says), so the sandbox does not start.
       std::string what;
-      eg.transparent = exg::process::set_up_transparent_capture(kTransparentPort, &what);
+      eg.transparent = exg::walls::set_up_transparent_capture(kTransparentPort, &what);
       if (eg.transparent < 0)
         die("%s", what + ": " + std::strerror(errno) +
                       " (fail closed; a policy with \"network\": {\"transparent\": false} runs without it)",
@@ -577,12 +577,12 @@ int main() {
       // DNS (to whatever server their engine gave them) the same resolver.
       // (Without this they would find no way out at all: the guest has no NIC.)
       if (uid == 0) {
-        exg::process::ForwardedResolver dns;
+        exg::walls::ForwardedResolver dns;
         if (eg.dns >= 0) {
           ::inet_pton(AF_INET, kResolverAddress, &dns.address);
           dns.port = kResolverPort;
         }
-        if (int e = exg::process::add_forwarded_capture(kTransparentPort, dns, &what))
+        if (int e = exg::walls::add_forwarded_capture(kTransparentPort, dns, &what))
           die("%s", what + ": " + std::strerror(e) + " (fail closed)", 0);
       }
     }

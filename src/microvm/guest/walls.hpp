@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
-#include "plan/landlock_rules.hpp"
+#include "walls/landlock_rules.hpp"
 
 namespace exg::microvm::guest {
 
 struct Walls {
-  bool seccomp = false;                         // process/seccomp.hpp, Refusal::Errno
-  std::optional<plan::LandlockRules> landlock;  // none: not applied (root inside the guest)
+  bool seccomp = false;                         // walls/seccomp.hpp, Refusal::Errno
+  std::optional<walls::LandlockRules> landlock;  // none: not applied (root inside the guest)
   uint32_t pids = 0;                            // pids.max of the agent's cgroup in the guest; 0: no limit
 };
 
@@ -69,7 +69,7 @@ inline std::optional<Walls> walls_from_json(const nlohmann::json& j, std::string
   const auto& l = j["landlock"];
   if (l.is_null()) return w;
   if (!l.is_object()) return bad("landlock", "not an object or null");
-  plan::LandlockRules r;
+  walls::LandlockRules r;
   auto paths = [&](const char* f, std::vector<std::string>& out) {
     if (!l.contains(f) || !l[f].is_array()) return false;
     for (const auto& p : l[f]) {

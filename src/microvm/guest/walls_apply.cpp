@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "process/landlock.hpp"
-#include "process/rlimits.hpp"
-#include "process/seccomp.hpp"
+#include "walls/landlock.hpp"
+#include "walls/rlimits.hpp"
+#include "walls/seccomp.hpp"
 
 namespace exg::microvm::guest {
 
@@ -65,8 +65,8 @@ std::string enter_limits(const PidsCgroup& cg, uint32_t pids, WallReport& report
   } else {
     report.emplace_back("pids", "no limit");
   }
-  process::RlimitPlan rl;  // no core dumps (they would write the sandbox's memory into its view), 65536 files
-  if (int r = process::apply_rlimits(rl); r != 0) return failed("set resource limits", -r);
+  walls::RlimitPlan rl;  // no core dumps (they would write the sandbox's memory into its view), 65536 files
+  if (int r = walls::apply_rlimits(rl); r != 0) return failed("set resource limits", -r);
   report.emplace_back("rlimits", "no core dumps, " + std::to_string(rl.nofile) + " open files");
   return "";
 }
@@ -84,7 +84,7 @@ std::vector<int> pin_writable_dirs(const Walls& w) {
 std::string apply_walls(const Walls& w, WallReport& report) {
   if (w.landlock) {
     std::string text;
-    if (int r = process::apply_landlock(*w.landlock, &text); r < 0) return failed("apply Landlock (" + text + ")", -r);
+    if (int r = walls::apply_landlock(*w.landlock, &text); r < 0) return failed("apply Landlock (" + text + ")", -r);
     if (text.starts_with("landlock: ")) text.erase(0, 10);
     report.emplace_back("landlock", text);
   } else {
@@ -92,7 +92,7 @@ std::string apply_walls(const Walls& w, WallReport& report) {
   }
   // Last: everything above needs calls the filter refuses.
   if (w.seccomp) {
-    if (process::install_seccomp_errno(process::prebuilt_seccomp_errno_program()) != 0)
+    if (walls::install_seccomp_errno(walls::prebuilt_seccomp_errno_program()) != 0)
       return failed("install the seccomp filter");
     report.emplace_back("seccomp", "ExGuardian's filter, errno-only (refusals are answered in the guest, not audited)");
   } else {

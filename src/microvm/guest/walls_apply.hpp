@@ -1,6 +1,6 @@
 // Applying the guest's walls (walls.hpp) in the guest's init: guest-only code,
 // linked into the static init with the process layer's Landlock, seccomp and
-// rlimit code it reuses (process/landlock.cpp, seccomp_prebuilt.cpp,
+// rlimit code it reuses (walls/landlock.cpp, seccomp_prebuilt.cpp,
 // seccomp_install.cpp, rlimits.cpp), never into exg_core.
 #pragma once
 #include <cstdint>
@@ -31,7 +31,7 @@ std::string make_pids_cgroup(uint32_t max, PidsCgroup& out);
 using WallReport = std::vector<std::pair<std::string, std::string>>;
 
 // In the agent's process while it is still root: into the cgroup (when
-// there is one), no core dumps and the file limit (process/rlimits.hpp's
+// there is one), no core dumps and the file limit (walls/rlimits.hpp's
 // defaults). "" or what failed.
 std::string enter_limits(const PidsCgroup& cg, uint32_t pids, WallReport& report);
 

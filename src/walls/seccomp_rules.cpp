@@ -1,4 +1,4 @@
-#include "process/seccomp_rules.hpp"
+#include "walls/seccomp_rules.hpp"
 
 #include <sched.h>
 #include <sys/ioctl.h>
@@ -11,7 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 
-namespace exg::process::seccomp_rules {
+namespace exg::walls::seccomp_rules {
 
 namespace {
 
@@ -168,4 +168,4 @@ std::vector<ArgRule> expanded_rules() {
   return out;
 }
 
-}  // namespace exg::process::seccomp_rules
+}  // namespace exg::walls::seccomp_rules

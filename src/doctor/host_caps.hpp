@@ -1,14 +1,14 @@
 // What this host and this user can enforce, measured (not guessed): each probe
 // runs in a forked child, in its own namespaces where it changes anything, and
 // leaves nothing behind on the host. Each layer answers for its own probes
-// (layer/host_probe.hpp); these add what every layer needs.
+// (process/, oci/ and microvm/host_probe.hpp); these add what every layer needs.
 #pragma once
 #include <string>
 #include <vector>
 
 #include "util/host_probe.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 
 using Capability = util::Capability;  // (util/host_probe.hpp)
 
@@ -24,4 +24,4 @@ std::vector<Capability> probe_for_layers();
 // The capability called `name` in `caps`, or null.
 const Capability* find_capability(const std::vector<Capability>& caps, const std::string& name);
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

@@ -3,9 +3,7 @@
 #pragma once
 #include <sys/resource.h>
 
-#include "plan/limits.hpp"
-
-namespace exg::process {
+namespace exg::walls {
 
 struct RlimitPlan {
   bool set_core = true;
@@ -20,9 +18,11 @@ struct RlimitPlan {
   const char* note = "";  // why fsize is (not) set, for run -v
 };
 
-RlimitPlan default_rlimits(const plan::Limits& limits);
+// `memory_limited`: the sandbox has a memory limit (the Plan's limits), which
+// bounds /tmp's tmpfs; only the note says so.
+RlimitPlan default_rlimits(bool memory_limited);
 
 // In the child: 0 or -errno (the first failure).
 int apply_rlimits(const RlimitPlan& plan);
 
-}  // namespace exg::process
+}  // namespace exg::walls

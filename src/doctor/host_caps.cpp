@@ -1,4 +1,4 @@
-#include "sandbox/host_caps.hpp"
+#include "doctor/host_caps.hpp"
 
 #include <grp.h>
 #include <unistd.h>
@@ -6,9 +6,11 @@
 #include <cerrno>
 #include <string>
 
-#include "layer/host_probe.hpp"
+#include "microvm/host_probe.hpp"
+#include "oci/host_probe.hpp"
+#include "process/host_probe.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 namespace {
 
 using util::err_name;
@@ -35,12 +37,16 @@ Capability probe_supplementary_groups() {
               (sg == "deny" ? " (/proc/self/setgroups is deny in this user namespace)" : "")};
 }
 
-// The probes, in doctor's order: each layer's own (layer/host_probe.hpp), then
+// The probes, in doctor's order: each layer's own (process, container and
+// gVisor, microVM: their host_probe.hpp, the only place each answers for its
+// host), then
 // what every layer needs. `all` false: only those layer_status() reads
 // (without idmap, overlay, cgroups, the template cache and nft).
 std::vector<Capability> run_probes(bool all) {
   std::vector<Capability> out;
-  layer::probe_host(out, all);
+  process::probe_host(out, all);
+  oci::probe_host(out);
+  microvm::probe_host(out, all);
   if (all) {
     std::string nft = util::find_in_path("nft");
     if (nft.empty()) {
@@ -68,4 +74,4 @@ std::vector<Capability> probe_host() { return run_probes(true); }
 // The probes layer_status() reads, as probe_host() makes them (same names).
 std::vector<Capability> probe_for_layers() { return run_probes(false); }
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

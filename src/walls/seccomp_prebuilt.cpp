@@ -2,9 +2,9 @@
 // the same instructions build_seccomp_program() makes (a unit test compares
 // them), without running libseccomp on every start-up. No libseccomp here:
 // the microVM guest's static init embeds the errno-only one.
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 namespace {
 
@@ -28,4 +28,4 @@ const std::vector<sock_filter>& prebuilt_seccomp_errno_program() {
   return prog;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -12,7 +12,7 @@
 
 #include "util/error.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 // How the program answers a refused syscall.
 enum class Refusal {
@@ -63,4 +63,4 @@ int install_seccomp(const std::vector<sock_filter>& prog);
 // The same for a Refusal::Errno program, which needs no listener: 0, or -1 with errno.
 int install_seccomp_errno(const std::vector<sock_filter>& prog);
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -9,7 +9,7 @@
 
 #include <csignal>
 
-namespace exg::process {
+namespace exg::walls {
 
 // `waited`: the blocked signals sigwaitinfo takes (SIGCHLD among them);
 // `forward(sig)`: whether a signal goes on to the command.
@@ -45,4 +45,4 @@ template <typename Forward>
   serve_as_init(cmd, waited, forward, [] {});
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -11,10 +11,10 @@
 #include <string>
 #include <vector>
 
-#include "sandbox/host_caps.hpp"
+#include "doctor/host_caps.hpp"
 #include "util/layer_kind.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 
 // What a policy asks of a layer that not every layer can give.
 struct LayerNeeds {
@@ -56,4 +56,4 @@ struct AutoChoice {
 // The first of `verdicts` (strongest first) that runs and is at least `minimum`.
 AutoChoice choose_auto(std::vector<LayerVerdict> verdicts, std::optional<layer::Kind> minimum = std::nullopt);
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

@@ -1,8 +1,8 @@
-#include "sandbox/layer_choice.hpp"
+#include "doctor/layer_choice.hpp"
 
-#include "sandbox/advice.hpp"
+#include "doctor/advice.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 namespace {
 
 bool ok(const std::vector<Capability>& caps, const char* name) {
@@ -109,4 +109,4 @@ nlohmann::json AutoChoice::audit_event() const {
           {"line", line()}};
 }
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

@@ -1,4 +1,4 @@
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
 #include <linux/audit.h>
 #include <linux/seccomp.h>
@@ -15,10 +15,10 @@
 #include <cstdlib>
 #include <memory>
 
-#include "process/seccomp_rules.hpp"
+#include "walls/seccomp_rules.hpp"
 #include "util/unique_fd.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 namespace {
 
@@ -228,4 +228,4 @@ std::string syscall_name(int nr) {
   return name;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

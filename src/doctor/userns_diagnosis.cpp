@@ -1,4 +1,4 @@
-#include "sandbox/userns_diagnosis.hpp"
+#include "doctor/userns_diagnosis.hpp"
 
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -22,7 +22,7 @@
 #include "util/namespace_setup_probe.hpp"
 #include "util/unique_fd.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 namespace {
 
 // The AppArmor profile `make install` and the .deb install (packaging/apparmor/exguardian).
@@ -101,7 +101,7 @@ void find_container(UsernsFacts& f) {
 UsernsFacts read_userns_facts(std::string container_runtime) {
   UsernsFacts f;
   f.euid = ::geteuid();
-  // (as process/landlock.cpp landlock_abi() asks it; this room does not include the process layer)
+  // (as walls/landlock.cpp landlock_abi() asks it; this room does not include the process layer)
   long abi = ::syscall(SYS_landlock_create_ruleset, nullptr, 0, 1U /* LANDLOCK_CREATE_RULESET_VERSION */);
   f.landlock_abi = abi < 0 ? 0 : static_cast<int>(abi);
   f.max_user_namespaces = first_line(read_text("/proc/sys/user/max_user_namespaces"));
@@ -394,4 +394,4 @@ std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string&
   return explain_userns_refusal(read_userns_facts(container_runtime), try_user_namespace(), failed_call);
 }
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

@@ -1,18 +1,18 @@
-// make_layer and the layers' host probes: the one place that knows every layer implementation.
+#include "cli/make_layer.hpp"
+
 #include <string>
 
-#include "layer/host_probe.hpp"
-#include "layer/layer.hpp"
-#include "microvm/host_probe.hpp"
 #include "microvm/layer.hpp"
-#include "oci/host_probe.hpp"
 #include "oci/layer.hpp"
-#include "process/host_probe.hpp"
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 #include "process/landlock_layer.hpp"
 #include "process/layer.hpp"
 
-namespace exg::layer {
+namespace exg::cli {
+
+using layer::Kind;
+using layer::Layer;
+using layer::LayerConfig;
 
 const std::vector<Kind>& buildable_kinds() {
   static const std::vector<Kind> kinds = {Kind::Process, Kind::Container, Kind::Gvisor, Kind::Microvm,
@@ -23,7 +23,7 @@ const std::vector<Kind>& buildable_kinds() {
 Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) {
   switch (kind) {
     case Kind::Process:
-      return std::unique_ptr<Layer>(std::make_unique<process::ProcessLayer>(process::landlock_features()));
+      return std::unique_ptr<Layer>(std::make_unique<process::ProcessLayer>(walls::landlock_features()));
     case Kind::Container:
     case Kind::Gvisor: {
       oci::LayerOptions lo;
@@ -38,7 +38,7 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
     }
     case Kind::Landlock: {
       // Refused here, before anything is planned, when the kernel cannot carry it (fail closed).
-      auto f = process::landlock_features();
+      auto f = walls::landlock_features();
       if (auto why = process::LandlockLayer::missing(f); !why.empty()) return fail(Error::msg("layer landlock", why));
       return std::unique_ptr<Layer>(std::make_unique<process::LandlockLayer>(f));
     }
@@ -47,16 +47,10 @@ Result<std::unique_ptr<Layer>> make_layer(Kind kind, const LayerConfig& config) 
       // what is missing): the launch fails closed without them.
       microvm::LayerOptions mo;
       mo.guest_root = config.guest_root;
-      return std::unique_ptr<Layer>(std::make_unique<microvm::MicrovmLayer>(mo, process::landlock_features()));
+      return std::unique_ptr<Layer>(std::make_unique<microvm::MicrovmLayer>(mo, walls::landlock_features()));
     }
   }
-  return fail(Error::msg("layer " + std::string(name(kind)), "unknown layer"));
+  return fail(Error::msg("layer " + std::string(layer::name(kind)), "unknown layer"));
 }
 
-void probe_host(std::vector<util::Capability>& out, bool all) {
-  process::probe_host(out, all);
-  oci::probe_host(out);
-  microvm::probe_host(out, all);
-}
-
-}  // namespace exg::layer
+}  // namespace exg::cli

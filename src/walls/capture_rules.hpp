@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace exg::process {
+namespace exg::walls {
 
 // Sets the capture up in the current netns; returns the listener (close-on-
 // exec), or -1 with `what` naming the step that failed (errno set).
@@ -50,4 +50,4 @@ struct ForwardedResolver {
 };
 int add_forwarded_capture(uint16_t port, const ForwardedResolver& resolver, std::string* what);
 
-}  // namespace exg::process
+}  // namespace exg::walls

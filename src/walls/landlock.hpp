@@ -5,9 +5,9 @@
 #include <string>
 #include <vector>
 
-#include "plan/landlock_rules.hpp"
+#include "walls/landlock_rules.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 // The ABI version the running kernel offers: 0 when Landlock is unavailable
 // (not built in, or not enabled at boot).
@@ -24,8 +24,7 @@ struct LandlockFeatures {
 };
 LandlockFeatures landlock_features();
 
-// The rules are plan data (plan/landlock_rules.hpp); this module applies them.
-using LandlockRules = plan::LandlockRules;
+// The rules are plan data (walls/landlock_rules.hpp); this module applies them.
 
 // Applies the rules to the calling process and its future children. The
 // caller must have set no_new_privs. Paths are opened O_PATH in the current
@@ -35,4 +34,4 @@ using LandlockRules = plan::LandlockRules;
 // has no Landlock).
 int apply_landlock(const LandlockRules& rules, std::string* report);
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -8,9 +8,9 @@
 #include <string_view>
 #include <vector>
 
-#include "sandbox/host_caps.hpp"
+#include "doctor/host_caps.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 
 struct LayerStatus {
   std::string name;  // "process" | "container" | "gvisor" | "microvm"
@@ -25,7 +25,7 @@ nlohmann::json user_identity();
 
 // Prints the doctor report (text or JSON). `userns_refusal`: why this host
 // refuses the process layer's user namespace, one fact a line
-// (sandbox/userns_diagnosis.hpp; empty when it does not). Returns the exit status: 0.
+// (doctor/userns_diagnosis.hpp; empty when it does not). Returns the exit status: 0.
 int write_doctor(std::ostream& out, const std::vector<Capability>& caps, bool json,
                  const std::vector<std::string>& userns_refusal = {});
 
@@ -50,4 +50,4 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
 // layer and summary, and how to ask for one. Returns the exit status: 0.
 int write_situations(std::ostream& out, bool json);
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

@@ -1,5 +1,5 @@
 // ExGuardian's seccomp rules as data: the one source of truth for the process
-// layer's filter (process/seccomp.cpp: libseccomp + a hand-written prefix for
+// layer's filter (walls/seccomp.cpp: libseccomp + a hand-written prefix for
 // the value sets) and for its OCI form (oci/spec.cpp seccomp_profile(): crun,
 // runc, runsc, docker and podman). Change a rule here and both follow.
 #pragma once
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace exg::process::seccomp_rules {
+namespace exg::walls::seccomp_rules {
 
 // Refused whatever their arguments (EPERM, through the supervisor).
 std::span<const char* const> refused_syscalls();
@@ -66,4 +66,4 @@ std::vector<ArgRule> expanded_rules();
 // "low 32 bits of arg NOT in `allowed`" as aligned blocks (mask, value).
 std::vector<MaskedCmp> complement_blocks(unsigned arg, std::span<const uint32_t> allowed);
 
-}  // namespace exg::process::seccomp_rules
+}  // namespace exg::walls::seccomp_rules

@@ -1,16 +1,16 @@
-#include "process/rlimits.hpp"
+#include "walls/rlimits.hpp"
 
 #include <cerrno>
 
-namespace exg::process {
+namespace exg::walls {
 
-RlimitPlan default_rlimits(const plan::Limits& limits) {
+RlimitPlan default_rlimits(bool memory_limited) {
   RlimitPlan p;
   struct rlimit cur{};
   rlim_t hard = RLIM_INFINITY;
   if (::getrlimit(RLIMIT_NOFILE, &cur) == 0) hard = cur.rlim_max;
   p.nofile = (hard == RLIM_INFINITY || hard > 65536) ? 65536 : hard;
-  p.note = limits.memory_bytes
+  p.note = memory_limited
                ? "no file size limit: /tmp is a tmpfs charged to the memory cgroup, which bounds it"
                : "no file size limit and no memory limit: /tmp is unbounded";
   return p;
@@ -32,4 +32,4 @@ int apply_rlimits(const RlimitPlan& p) {
   return 0;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

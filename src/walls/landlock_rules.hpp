@@ -1,11 +1,11 @@
 // Landlock rules as plain data of the Plan (the second wall behind the
-// mounts); process/landlock.cpp applies them in the child.
+// mounts); walls/landlock.cpp applies them in the child.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
-namespace exg::plan {
+namespace exg::walls {
 
 struct LandlockRules {
   std::vector<std::string> read_only;    // read + execute (whole trees): usually just "/"
@@ -30,4 +30,4 @@ struct LandlockRules {
   bool log_after_exec = false;
 };
 
-}  // namespace exg::plan
+}  // namespace exg::walls

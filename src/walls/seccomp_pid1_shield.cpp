@@ -7,9 +7,9 @@
 #include <cerrno>
 #include <cstddef>
 
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 namespace {
 
@@ -44,4 +44,4 @@ const std::vector<sock_filter>& pid1_signal_shield_program() {
   return prog;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -1,5 +1,5 @@
 // The netlink half of transparent egress capture: see capture_rules.hpp.
-#include "process/capture_rules.hpp"
+#include "walls/capture_rules.hpp"
 
 #include <arpa/inet.h>
 #include <linux/netfilter.h>
@@ -15,7 +15,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace exg::process {
+namespace exg::walls {
 
 namespace {
 
@@ -422,4 +422,4 @@ int set_up_transparent_capture(uint16_t port, std::string* what) {
   return -1;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

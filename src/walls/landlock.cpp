@@ -1,4 +1,4 @@
-#include "process/landlock.hpp"
+#include "walls/landlock.hpp"
 
 #include <fcntl.h>
 #include <linux/landlock.h>
@@ -37,7 +37,7 @@
 #define LANDLOCK_CREATE_RULESET_VERSION (1U << 0)
 #endif
 
-namespace exg::process {
+namespace exg::walls {
 namespace {
 
 // The kernel's structs as of ABI 6; older kernels get a prefix of them.
@@ -222,4 +222,4 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
   return 0;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -1,6 +1,6 @@
-#include "sandbox/advice.hpp"
+#include "doctor/advice.hpp"
 
-#include "sandbox/layer_choice.hpp"
+#include "doctor/layer_choice.hpp"
 #include "util/layer_kind.hpp"
 
 #include <pwd.h>
@@ -11,7 +11,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace exg::sandbox {
+namespace exg::doctor {
 namespace {
 
 using nlohmann::json;
@@ -55,7 +55,7 @@ json capability_json(const Capability& c) { return json{{"name", c.name}, {"ok",
 std::vector<LayerStatus> layer_status(const std::vector<Capability>& caps) {
   std::vector<LayerStatus> out;
   const bool root = ::geteuid() == 0;
-  // Every layer makes a user namespace as this caller (sandbox/userns_diagnosis.hpp
+  // Every layer makes a user namespace as this caller (doctor/userns_diagnosis.hpp
   // layer_needs_userns), and a run as root first drops its supplementary groups:
   // a layer whose own tools are here still does not run without them.
   const Capability* groups = find_capability(caps, "supplementary groups");
@@ -348,4 +348,4 @@ int write_recommendation(std::ostream& out, std::ostream& err, std::string_view 
   return 0;
 }
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor

@@ -6,9 +6,9 @@
 
 #include <cerrno>
 
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 int install_seccomp(const std::vector<sock_filter>& prog) {
   sock_fprog fprog{static_cast<unsigned short>(prog.size()), const_cast<sock_filter*>(prog.data())};
@@ -27,4 +27,4 @@ int install_seccomp_errno(const std::vector<sock_filter>& prog) {
   return ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &fprog) == 0 ? 0 : -1;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

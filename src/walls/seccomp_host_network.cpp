@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstddef>
 
-#include "process/seccomp.hpp"
+#include "walls/seccomp.hpp"
 
-namespace exg::process {
+namespace exg::walls {
 
 namespace {
 
@@ -64,4 +64,4 @@ const std::vector<sock_filter>& host_network_seccomp_program() {
   return prog;
 }
 
-}  // namespace exg::process
+}  // namespace exg::walls

@@ -14,7 +14,7 @@
 
 #include "util/layer_kind.hpp"
 
-namespace exg::sandbox {
+namespace exg::doctor {
 
 // What the host says, as read from /proc and /sys (empty string: absent or unreadable).
 struct UsernsFacts {
@@ -76,4 +76,4 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& facts, const 
 std::vector<std::string> userns_refusal_for(layer::Kind kind, const std::string& failed_call,
                                            const std::string& container_runtime);
 
-}  // namespace exg::sandbox
+}  // namespace exg::doctor
