@@ -27,13 +27,13 @@
 #include <set>
 #include <sstream>
 
-#include "oci/container_cgroups.hpp"
-#include "oci/egress_holder.hpp"
-#include "oci/harden.hpp"
+#include "runtime/container_cgroups.hpp"
+#include "runtime/egress_holder.hpp"
+#include "runtime/harden.hpp"
 #include "oci/layer.hpp"
-#include "oci/pod_identity.hpp"
-#include "oci/resource_caps.hpp"
-#include "oci/runtime_policy.hpp"
+#include "runtime/pod_identity.hpp"
+#include "runtime/resource_caps.hpp"
+#include "runtime/runtime_policy.hpp"
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
 #include "sandbox/audit.hpp"
@@ -342,7 +342,7 @@ pid_t created_pid(oci::Runtime rt, const std::vector<std::string>& base, const A
 void delete_created(oci::Runtime rt, const std::vector<std::string>& base, const std::string& id,
                     const std::vector<std::string>& cgroups) {
   run_backend(rt, with_verb(base, "delete", {"--force", id}));
-  if (auto r = oci::remove_container_cgroups(cgroups, true); !r)
+  if (auto r = runtime::remove_container_cgroups(cgroups, true); !r)
     std::fprintf(stderr, "exguardian runtime: %s\n", r.error().str().c_str());
 }
 
@@ -372,12 +372,12 @@ Result<std::string> init_source() {
 std::string handlers_dir() {
   if (!g.handlers_dir.empty()) return g.handlers_dir;
   if (const char* e = std::getenv("EXGUARDIAN_HANDLERS_DIR"); e && *e) return e;
-  return oci::kDefaultHandlersDir;
+  return runtime::kDefaultHandlersDir;
 }
 
 // The handler's caps create recorded for the container.
-oci::ResourceCaps caps_of(const json& st) {
-  oci::ResourceCaps c;
+runtime::ResourceCaps caps_of(const json& st) {
+  runtime::ResourceCaps c;
   if (st.contains("pids_max")) c.pids = st["pids_max"].get<int64_t>();
   if (st.contains("memory_max")) c.memory_bytes = st["memory_max"].get<int64_t>();
   if (st.contains("cpus_max")) c.cpus = st["cpus_max"].get<double>();
@@ -422,7 +422,7 @@ int cmd_create(const std::string& verb, const Args& a) {
 
   // The pod's pause container holds the pod's namespaces and runs nothing
   // of the user's: the engine's config as it is.
-  if (oci::is_pod_sandbox(config)) {
+  if (runtime::is_pod_sandbox(config)) {
     st["pod_sandbox"] = true;
     if (!write_text(our_dir(a.id) + "/state.json", st.dump())) return cleanup_state(), error("create: cannot write state");
     auto base = backend_argv(oci::Runtime::Crun);
@@ -431,7 +431,7 @@ int cmd_create(const std::string& verb, const Args& a) {
     if (rc != 0) return cleanup_state(), rc;
     // Its cgroups, for delete to make sure they went (container_cgroups.hpp).
     pid_t pid = created_pid(oci::Runtime::Crun, *base, a);
-    st["cgroups"] = pid > 0 ? oci::container_cgroup_dirs(pid) : std::vector<std::string>{};
+    st["cgroups"] = pid > 0 ? runtime::container_cgroup_dirs(pid) : std::vector<std::string>{};
     if (pid <= 0 || !write_text(our_dir(a.id) + "/state.json", st.dump())) {
       delete_created(oci::Runtime::Crun, *base, a.id, cgroups_of(st));
       cleanup_state();
@@ -442,39 +442,39 @@ int cmd_create(const std::string& verb, const Args& a) {
 
   std::string profile;
   if (config.contains("annotations") && config["annotations"].is_object())
-    profile = config["annotations"].value(oci::kProfileAnnotation, "");
-  auto rp = oci::load_runtime_policy(handlers_dir(), g.handler, profile);
+    profile = config["annotations"].value(runtime::kProfileAnnotation, "");
+  auto rp = runtime::load_runtime_policy(handlers_dir(), g.handler, profile);
   if (!rp) return cleanup_state(), error("create: " + rp.error().str());
   auto init = init_source();
   if (!init) return cleanup_state(), error("create: exguardian-init: " + init.error().str());
 
-  oci::EgressHolderOptions ho;
+  runtime::EgressHolderOptions ho;
   ho.container_id = a.id;
   ho.handler = g.handler;
-  ho.engine_netns = oci::engine_netns_path(config);
-  ho.audit_tags = oci::pod_identity(config);
+  ho.engine_netns = runtime::engine_netns_path(config);
+  ho.audit_tags = runtime::pod_identity(config);
   ho.audit_log = rp->policy.audit_log.value_or("/var/log/exguardian/runtime-audit.jsonl");
   // Destinations are compared as the backend will find them in the root.
   std::string rootfs = config["root"].is_object() ? config["root"].value("path", "") : "";
   if (rootfs.empty()) return cleanup_state(), error("create: " + config_path + ": no root.path");
   if (rootfs[0] != '/') rootfs = bundle + "/" + rootfs;
-  auto root = oci::RootfsPaths::open(rootfs);
+  auto root = runtime::RootfsPaths::open(rootfs);
   if (!root) return cleanup_state(), error("create: " + root.error().str());
-  ho.swept_trees = oci::writable_bind_sources(config, rp->policy, *root);
-  auto holder = oci::start_egress_holder(rp->policy, ho);
+  ho.swept_trees = runtime::writable_bind_sources(config, rp->policy, *root);
+  auto holder = runtime::start_egress_holder(rp->policy, ho);
   if (!holder) return cleanup_state(), error("create: " + holder.error().str());
-  std::string holder_id = oci::process_identity(holder->pid);
+  std::string holder_id = runtime::process_identity(holder->pid);
   auto undo = [&] {
-    oci::stop_egress_holder(holder_id);
+    runtime::stop_egress_holder(holder_id);
     cleanup_state();
   };
 
   // What the handler's caps lower, reported once the container exists.
   json asked = config.contains("linux") && config["linux"].is_object() ? config["linux"].value("resources", json::object())
                                                                        : json::object();
-  const json capped = oci::cap_resources(asked, oci::caps_of(rp->policy), oci::CapMode::Create);
+  const json capped = runtime::cap_resources(asked, runtime::caps_of(rp->policy), runtime::CapMode::Create);
 
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &rp->policy;
   in.runtime = rp->runtime;
   in.init_source = *init;
@@ -482,13 +482,13 @@ int cmd_create(const std::string& verb, const Args& a) {
   in.http_port = holder->http_port;
   in.socks_port = holder->socks_port;
   in.rootfs = &*root;
-  auto notes = oci::harden_config(config, in);
+  auto notes = runtime::harden_config(config, in);
   if (!notes) return undo(), error("create: " + notes.error().str());
   if (!write_text(config_path, config.dump(2) + "\n", 0644)) return undo(), error("create: cannot write " + config_path);
 
   st["runtime"] = rp->runtime == oci::Runtime::Runsc ? "runsc" : "crun";
   st["profile"] = rp->profile;
-  st["walls"] = oci::walls_for(rp->policy).dump();
+  st["walls"] = runtime::walls_for(rp->policy).dump();
   st["http_port"] = holder->http_port;
   st["socks_port"] = holder->socks_port;
   st["holder"] = holder_id;
@@ -510,14 +510,14 @@ int cmd_create(const std::string& verb, const Args& a) {
   pid_t pid = created_pid(rp->runtime, *base, a);
   // The cgroups the backend made for the container (runsc: the sandbox's,
   // gofer included), for delete to make sure they went.
-  st["cgroups"] = pid > 0 ? oci::container_cgroup_dirs(pid) : std::vector<std::string>{};
+  st["cgroups"] = pid > 0 ? runtime::container_cgroup_dirs(pid) : std::vector<std::string>{};
   if (pid <= 0 || !write_text(our_dir(a.id) + "/state.json", st.dump())) {
     delete_created(rp->runtime, *base, a.id, cgroups_of(st));
     undo();
     return error(pid <= 0 ? "create: the container's pid is unknown" : "create: cannot write state");
   }
   // The holder ends with the container's init.
-  oci::send_container_pid(*holder, pid);
+  runtime::send_container_pid(*holder, pid);
   report_capped(st, a.id, "create", capped);
   return 0;
 }
@@ -529,7 +529,7 @@ int cmd_exec(const Args& a, const json& st) {
   if (!base) return error(base.error().str());
   std::vector<std::string> rest = a.all;
   if (!st.value("pod_sandbox", false)) {
-    oci::HardenInputs in;
+    runtime::HardenInputs in;
     in.walls = st.value("walls", "");
     in.http_port = st.value("http_port", 3128);
     in.socks_port = st.value("socks_port", 1080);
@@ -540,7 +540,7 @@ int cmd_exec(const Args& a, const json& st) {
       if (!read_text(pf, text)) return error("exec: cannot read --process " + pf + ": " + std::strerror(errno));
       json proc = parse_json(text);
       if (proc.is_discarded()) return error("exec: --process " + pf + ": not JSON");
-      if (auto r = oci::harden_process(proc, in); !r) return error("exec: " + r.error().str());
+      if (auto r = runtime::harden_process(proc, in); !r) return error("exec: " + r.error().str());
       std::string ours = our_dir(a.id) + "/exec-" + std::to_string(::getpid()) + ".json";
       if (!write_text(ours, proc.dump())) return error("exec: cannot write " + ours);
       for (size_t i = 0; i < rest.size() && i < a.id_index; ++i) {
@@ -552,7 +552,7 @@ int cmd_exec(const Args& a, const json& st) {
       return rc;
     }
     // exec ID COMMAND...: the walls go before the command.
-    const std::vector<std::string> prefix = {oci::kInitPath, "--walls", in.walls, "--"};
+    const std::vector<std::string> prefix = {runtime::kInitPath, "--walls", in.walls, "--"};
     rest.insert(rest.begin() + static_cast<long>(a.id_index) + 1, prefix.begin(), prefix.end());
   }
   exec_backend(rt, with_verb(*base, "exec", rest));
@@ -582,8 +582,8 @@ int cmd_delete(const Args& a) {
   // the backend was not asked to do (it no longer knows the container)
   // leaves processes to --force. A cgroup that stays is an error, our record
   // kept for the next delete.
-  oci::stop_egress_holder(st->value("holder", ""));
-  if (auto r = oci::remove_container_cgroups(cgroups_of(*st), force || deleted_there); !r)
+  runtime::stop_egress_holder(st->value("holder", ""));
+  if (auto r = runtime::remove_container_cgroups(cgroups_of(*st), force || deleted_there); !r)
     return error("delete " + a.id + ": " + r.error().str());
   std::error_code ec;
   fs::remove_all(our_dir(a.id), ec);
@@ -623,7 +623,7 @@ int cmd_update(const Args& a, const json& st) {
   auto base = backend_argv(rt);
   if (!base) return error(base.error().str());
   std::vector<std::string> rest = a.all;
-  const oci::ResourceCaps caps = caps_of(st);
+  const runtime::ResourceCaps caps = caps_of(st);
   // A number, or a size with runc's suffixes (k, m, g, either case).
   auto number = [](std::string t) -> std::optional<int64_t> {
     if (t == "-1") return -1;
@@ -655,7 +655,7 @@ int cmd_update(const Args& a, const json& st) {
     return error(std::string("update --cpu-quota/--cpu-period: quota and period together (the handler holds it to ") +
                  limit + ")");
   }
-  json changes = oci::cap_resources(flags, caps, oci::CapMode::Update);
+  json changes = runtime::cap_resources(flags, caps, runtime::CapMode::Update);
   for (const Opt& o : kCapped)
     if (a.opts.count(o.name)) set_option(rest, a.id_index, o.name, std::to_string(flags[o.section][o.key].get<int64_t>()));
   std::string staged;
@@ -665,7 +665,7 @@ int cmd_update(const Args& a, const json& st) {
     else if (!read_text(path, text)) return error("update: cannot read --resources " + path);
     auto r = parse_json(text);
     if (!r.is_object()) return error("update --resources: not a JSON object");
-    for (auto& c : oci::cap_resources(r, caps, oci::CapMode::Update)) changes.push_back(std::move(c));
+    for (auto& c : runtime::cap_resources(r, caps, runtime::CapMode::Update)) changes.push_back(std::move(c));
     staged = our_dir(a.id) + "/update-" + std::to_string(::getpid()) + ".json";
     if (!write_text(staged, r.dump())) return error("update: cannot write " + staged);
     set_option(rest, a.id_index, "--resources", staged);
@@ -692,7 +692,7 @@ int cmd_features() {
         {"selinux", {{"enabled", true}}}}},
       {"annotations",
        {{"org.exguardian.runtime.handler", g.handler},
-        {"org.exguardian.runtime.profile-annotation", oci::kProfileAnnotation}}}};
+        {"org.exguardian.runtime.profile-annotation", runtime::kProfileAnnotation}}}};
   std::printf("%s\n", f.dump(2).c_str());
   return 0;
 }
@@ -701,7 +701,7 @@ int cmd_features() {
 // comes to; for admins and the deploy test.
 int cmd_check(const Args& a) {
   std::string profile = a.opts.count("--profile") ? a.opts.at("--profile") : "";
-  auto rp = oci::load_runtime_policy(handlers_dir(), g.handler, profile);
+  auto rp = runtime::load_runtime_policy(handlers_dir(), g.handler, profile);
   if (!rp) return error("check: " + rp.error().str());
   const auto& p = rp->policy;
   std::string domains, writable;
@@ -804,7 +804,7 @@ int runtime_main(int argc, char** argv, const std::string& argv0_handler) {
   }
   if (g.log_format != "text" && g.log_format != "json") return error("--log-format " + g.log_format + ": expected text or json");
   if (g.handler.empty()) g.handler = "default";
-  if (!oci::valid_handler_name(g.handler)) return error("handler " + g.handler + ": expected a name of [a-z0-9._-]");
+  if (!runtime::valid_handler_name(g.handler)) return error("handler " + g.handler + ": expected a name of [a-z0-9._-]");
   if (i >= argc) return usage();
   std::string verb = argv[i++];
   if (verb == "features") return cmd_features();

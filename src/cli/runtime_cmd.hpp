@@ -1,8 +1,8 @@
 // exguardian runtime ... (also reached as exguardian-runtime[-HANDLER]): a
 // runc-compatible OCI runtime for Podman, Docker, containerd and Kubernetes
 // (issue 17; docs/kubernetes.md). It wraps crun (runsc for a gVisor
-// handler), rewrites the bundle's config.json on create (oci/harden.hpp) and
-// gives each container its own egress proxy (oci/egress_holder.hpp).
+// handler), rewrites the bundle's config.json on create (runtime/harden.hpp) and
+// gives each container its own egress proxy (runtime/egress_holder.hpp).
 #pragma once
 #include <string>
 

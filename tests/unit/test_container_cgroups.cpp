@@ -1,5 +1,5 @@
 // The cgroups exguardian runtime records for a container at create and makes
-// sure of at delete (oci/container_cgroups.hpp): which are the container's
+// sure of at delete (runtime/container_cgroups.hpp): which are the container's
 // (never the caller's own or an ancestor), where the mounts show them, and a
 // removal deepest first that names what stays.
 #include <gtest/gtest.h>
@@ -12,12 +12,12 @@
 #include <filesystem>
 #include <fstream>
 
-#include "oci/container_cgroups.hpp"
+#include "runtime/container_cgroups.hpp"
 
 namespace {
 
-using exg::oci::container_cgroup_dirs;
-using exg::oci::remove_container_cgroups;
+using exg::runtime::container_cgroup_dirs;
+using exg::runtime::remove_container_cgroups;
 using Dirs = std::vector<std::string>;
 
 // A hybrid host as Debian's: v1 controllers, cpu and cpuacct co-mounted (and

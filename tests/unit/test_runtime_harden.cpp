@@ -1,5 +1,5 @@
 // exguardian runtime's policy narrowing and config.json hardening (oci/
-// runtime_policy.hpp, oci/harden.hpp), on JSON: never widened, the engine's
+// runtime_policy.hpp, runtime/harden.hpp), on JSON: never widened, the engine's
 // namespaces, hooks and pod paths kept, the pause container recognised.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -7,8 +7,8 @@
 
 #include <filesystem>
 
-#include "oci/harden.hpp"
-#include "oci/runtime_policy.hpp"
+#include "runtime/harden.hpp"
+#include "runtime/runtime_policy.hpp"
 
 namespace {
 
@@ -41,7 +41,7 @@ TEST(RuntimePolicy, ProfileOnlyNarrows) {
     "filesystem": {"denyRead": ["/etc/passwd"], "allowWrite": ["/work/sub", "/data"], "denyWrite": ["/work/.git"]},
     "resources": {"pids": 500, "memory": "512M"}
   })");
-  auto n = oci::narrow_policy(parse(kHandler), profile);
+  auto n = runtime::narrow_policy(parse(kHandler), profile);
   ASSERT_TRUE(n.has_value()) << n.error().str();
   // *.example.com covers api.example.com but not example.com; pypi.org:443 not pypi.org (any port).
   EXPECT_EQ(patterns(n->network.allowed_domains), (std::vector<std::string>{"api.example.com", "pypi.org:443"}));
@@ -57,13 +57,13 @@ TEST(RuntimePolicy, ProfileOnlyNarrows) {
 
 TEST(RuntimePolicy, ProfileCannotAddSecretsOrEnv) {
   auto env = parse(R"({"env": {"set": {"A": "1"}}})");
-  EXPECT_FALSE(oci::narrow_policy(parse(kHandler), env).has_value());
+  EXPECT_FALSE(runtime::narrow_policy(parse(kHandler), env).has_value());
 }
 
 TEST(RuntimePolicy, HandlerNames) {
-  EXPECT_TRUE(oci::valid_handler_name("default"));
-  EXPECT_TRUE(oci::valid_handler_name("gvisor-strict.v2"));
-  for (const char* bad : {"", "../x", "a/b", ".hidden", "Upper", "a b"}) EXPECT_FALSE(oci::valid_handler_name(bad)) << bad;
+  EXPECT_TRUE(runtime::valid_handler_name("default"));
+  EXPECT_TRUE(runtime::valid_handler_name("gvisor-strict.v2"));
+  for (const char* bad : {"", "../x", "a/b", ".hidden", "Upper", "a b"}) EXPECT_FALSE(runtime::valid_handler_name(bad)) << bad;
 }
 
 json engine_config() {
@@ -88,18 +88,18 @@ json engine_config() {
 TEST(RuntimeHarden, MergesWithoutWidening) {
   auto pol = parse(kHandler);
   json c = engine_config();
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
   in.init_source = "/usr/lib/exguardian/exguardian-init";
   in.netns_path = "/proc/42/ns/net";
   in.http_port = 3128;
   in.socks_port = 1080;
-  auto notes = oci::harden_config(c, in);
+  auto notes = runtime::harden_config(c, in);
   ASSERT_TRUE(notes.has_value()) << notes.error().str();
   EXPECT_TRUE(c["root"]["readonly"]);
   EXPECT_EQ(c["process"]["capabilities"]["effective"], json::array());
   EXPECT_TRUE(c["process"]["noNewPrivileges"]);
-  EXPECT_EQ(c["process"]["args"][0], oci::kInitPath);
+  EXPECT_EQ(c["process"]["args"][0], runtime::kInitPath);
   EXPECT_EQ(c["process"]["args"][1], "--walls");
   EXPECT_EQ(c["process"]["args"].back(), "/bin/app");
   auto env = c["process"]["env"];
@@ -120,7 +120,7 @@ TEST(RuntimeHarden, MergesWithoutWidening) {
       EXPECT_FALSE(ro);  // allowWrite
     }
   }
-  EXPECT_EQ(c["mounts"].back()["destination"], oci::kInitPath);
+  EXPECT_EQ(c["mounts"].back()["destination"], runtime::kInitPath);
   bool tmp = false;
   for (const auto& m : c["mounts"]) tmp |= m["destination"] == "/tmp" && m["type"] == "tmpfs";
   EXPECT_TRUE(tmp);  // allowWrite /tmp with no mount of its own: a tmpfs
@@ -132,21 +132,21 @@ TEST(RuntimeHarden, MergesWithoutWidening) {
 
   // Hardened twice (a bundle created again): the same.
   json again = c;
-  ASSERT_TRUE(oci::harden_config(again, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(again, in).has_value());
   EXPECT_EQ(again["process"]["args"], c["process"]["args"]);
   EXPECT_EQ(again["mounts"].size(), c["mounts"].size());
 }
 
 TEST(RuntimeHarden, AForgedWeakerPrefixGetsOursInFront) {
   auto pol = parse(kHandler);
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
-  json proc = {{"args", {oci::kInitPath, "--walls", R"({"seccomp":false,"pids":0,"landlock":null})", "--", "sh"}}};
-  ASSERT_TRUE(oci::harden_process(proc, in).has_value());
-  EXPECT_EQ(proc["args"][2], oci::walls_for(pol).dump());
+  json proc = {{"args", {runtime::kInitPath, "--walls", R"({"seccomp":false,"pids":0,"landlock":null})", "--", "sh"}}};
+  ASSERT_TRUE(runtime::harden_process(proc, in).has_value());
+  EXPECT_EQ(proc["args"][2], runtime::walls_for(pol).dump());
   EXPECT_EQ(proc["args"].size(), 9u);  // ours, then the forged one (walls only add up)
   json again = proc;
-  ASSERT_TRUE(oci::harden_process(again, in).has_value());
+  ASSERT_TRUE(runtime::harden_process(again, in).has_value());
   EXPECT_EQ(again["args"], proc["args"]);  // ours exactly: not twice
 }
 
@@ -154,31 +154,31 @@ TEST(RuntimeHarden, KeepsTheEnginesSeccompProfile) {
   auto pol = parse(kHandler);
   json c = engine_config();
   c["linux"]["seccomp"] = {{"defaultAction", "SCMP_ACT_ERRNO"}, {"syscalls", json::array()}};
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
-  ASSERT_TRUE(oci::harden_config(c, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(c, in).has_value());
   EXPECT_EQ(c["linux"]["seccomp"]["defaultAction"], "SCMP_ACT_ERRNO");  // ours is stacked by the init
 }
 
 TEST(RuntimeHarden, PodSandboxAndOwnNamespace) {
   json c = engine_config();
-  EXPECT_FALSE(oci::is_pod_sandbox(c));
+  EXPECT_FALSE(runtime::is_pod_sandbox(c));
   c["annotations"] = {{"io.kubernetes.cri.container-type", "sandbox"}};
-  EXPECT_TRUE(oci::is_pod_sandbox(c));
+  EXPECT_TRUE(runtime::is_pod_sandbox(c));
   c["annotations"] = {{"io.kubernetes.cri-o.ContainerType", "sandbox"}};
-  EXPECT_TRUE(oci::is_pod_sandbox(c));
+  EXPECT_TRUE(runtime::is_pod_sandbox(c));
 
-  EXPECT_EQ(oci::engine_netns_path(engine_config()), "/proc/42/ns/net");
+  EXPECT_EQ(runtime::engine_netns_path(engine_config()), "/proc/42/ns/net");
   json fresh = engine_config();
   fresh["linux"]["namespaces"][1].erase("path");
-  EXPECT_EQ(oci::engine_netns_path(fresh), "");
+  EXPECT_EQ(runtime::engine_netns_path(fresh), "");
   auto pol = parse(kHandler);
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
   in.netns_path = "/proc/7/fd/5";
-  ASSERT_TRUE(oci::harden_config(fresh, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(fresh, in).has_value());
   EXPECT_EQ(fresh["linux"]["namespaces"][1]["path"], "/proc/7/fd/5");
-  EXPECT_EQ(oci::engine_netns_path(fresh), "");  // the holder's own, not the engine's
+  EXPECT_EQ(runtime::engine_netns_path(fresh), "");  // the holder's own, not the engine's
 }
 
 // A pod's container under runsc: the CRI's annotations that would make runsc
@@ -192,17 +192,17 @@ TEST(RuntimeHarden, RunscContainerOfAPodIsASandboxOfItsOwn) {
                     {"io.kubernetes.cri.container-name", "worker"},
                     {"io.kubernetes.cri-o.ContainerType", "container"},
                     {"io.kubernetes.cri-o.SandboxID", "abc"}};
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
   json c = engine_config();
   c["annotations"] = cri;
   in.runtime = oci::Runtime::Runsc;
-  ASSERT_TRUE(oci::harden_config(c, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(c, in).has_value());
   EXPECT_EQ(c["annotations"], (json{{"io.kubernetes.cri.sandbox-name", "agent-1"}, {"io.kubernetes.cri.container-name", "worker"}}));
   json k = engine_config();
   k["annotations"] = cri;
   in.runtime = oci::Runtime::Crun;
-  ASSERT_TRUE(oci::harden_config(k, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(k, in).has_value());
   EXPECT_EQ(k["annotations"], cri);
 }
 
@@ -228,7 +228,7 @@ struct ImageRoot {
 
 TEST(RootfsPaths, ResolvesLinksInsideTheRoot) {
   ImageRoot img;
-  auto r = oci::RootfsPaths::open(img.dir);
+  auto r = runtime::RootfsPaths::open(img.dir);
   ASSERT_TRUE(r.has_value()) << r.error().str();
   EXPECT_EQ(r->resolve("/var/run/secrets/kubernetes.io/serviceaccount"), "/run/secrets/kubernetes.io/serviceaccount");
   EXPECT_EQ(r->resolve("/var/run"), "/run");
@@ -238,8 +238,8 @@ TEST(RootfsPaths, ResolvesLinksInsideTheRoot) {
   EXPECT_EQ(r->resolve("/../../workspace/./data/"), "/workspace/data");
   EXPECT_EQ(r->resolve("/loop1/x"), "/loop1/x");  // ELOOP for the runtime too: as written
   EXPECT_EQ(r->resolve("/"), "/");
-  EXPECT_EQ(oci::RootfsPaths().resolve("/var/run//x/../y"), "/var/run/y");
-  EXPECT_FALSE(oci::RootfsPaths::open(img.dir + "/nope").has_value());
+  EXPECT_EQ(runtime::RootfsPaths().resolve("/var/run//x/../y"), "/var/run/y");
+  EXPECT_FALSE(runtime::RootfsPaths::open(img.dir + "/nope").has_value());
 }
 
 // The runtime's tmpfs for an allowWrite path goes before the engine's mounts
@@ -247,7 +247,7 @@ TEST(RootfsPaths, ResolvesLinksInsideTheRoot) {
 // (a link to /run) and a volume under /workspace stay, as writable as asked.
 TEST(RuntimeHarden, OwnMountsGoBeforeTheEnginesBelowThem) {
   ImageRoot img;
-  auto root = oci::RootfsPaths::open(img.dir);
+  auto root = runtime::RootfsPaths::open(img.dir);
   ASSERT_TRUE(root.has_value());
   auto pol = parse(R"({"filesystem": {"allowWrite": ["/workspace", "/var/run", "/tmp"]}})");
   json c = json::parse(R"({
@@ -259,10 +259,10 @@ TEST(RuntimeHarden, OwnMountsGoBeforeTheEnginesBelowThem) {
                 "options": ["rbind", "ro"]},
                {"destination": "/run/x", "type": "bind", "source": "/srv/x", "options": ["rbind", "rw"]}]
   })");
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
   in.rootfs = &*root;
-  ASSERT_TRUE(oci::harden_config(c, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(c, in).has_value());
   auto index = [&](const std::string& dest, const std::string& type) {
     for (size_t i = 0; i < c["mounts"].size(); ++i)
       if (c["mounts"][i]["destination"] == dest && c["mounts"][i]["type"] == type) return static_cast<int>(i);
@@ -281,12 +281,12 @@ TEST(RuntimeHarden, OwnMountsGoBeforeTheEnginesBelowThem) {
   EXPECT_FALSE(has(opts("/run/x"), "ro"));  // in allowWrite /var/run, which is /run
   // Nothing of the engine's below /tmp or the init's path: at the end.
   EXPECT_EQ(index("/tmp", "tmpfs"), static_cast<int>(c["mounts"].size()) - 2);
-  EXPECT_EQ(c["mounts"].back()["destination"], oci::kInitPath);
+  EXPECT_EQ(c["mounts"].back()["destination"], runtime::kInitPath);
 
   // An engine's tmpfs at /run is the allowWrite /var/run's place: no tmpfs of ours over it.
   json d = json::parse(R"({"process": {"args": ["/bin/app"]}, "root": {"path": "rootfs"},
     "mounts": [{"destination": "/run", "type": "tmpfs", "source": "tmpfs"}]})");
-  ASSERT_TRUE(oci::harden_config(d, in).has_value());
+  ASSERT_TRUE(runtime::harden_config(d, in).has_value());
   for (const auto& m : d["mounts"]) EXPECT_NE(m["destination"], "/var/run");
 }
 
@@ -296,13 +296,13 @@ TEST(RuntimeHarden, OwnMountsGoBeforeTheEnginesBelowThem) {
 // when smaller; none or unlimited (kubelet's 0, runc's -1) is the handler's.
 TEST(RuntimeHarden, HandlerCpusCapTheEnginesQuota) {
   auto pol = parse(R"({"resources": {"cpus": 0.5}})");
-  oci::HardenInputs in;
+  runtime::HardenInputs in;
   in.policy = &pol;
   in.init_source = "/usr/lib/exguardian/exguardian-init";
   auto cpu_of = [&](json engine_cpu) {
     json c = engine_config();
     if (!engine_cpu.is_null()) c["linux"]["resources"]["cpu"] = engine_cpu;
-    auto notes = oci::harden_config(c, in);
+    auto notes = runtime::harden_config(c, in);
     EXPECT_TRUE(notes.has_value());
     return c["linux"]["resources"]["cpu"];
   };
@@ -311,5 +311,5 @@ TEST(RuntimeHarden, HandlerCpusCapTheEnginesQuota) {
   EXPECT_EQ(cpu_of({{"period", 100000}, {"quota", 400000}}), (json{{"period", 100000}, {"quota", 50000}}));
   EXPECT_EQ(cpu_of({{"period", 100000}, {"quota", -1}}), (json{{"period", 100000}, {"quota", 50000}}));
   EXPECT_EQ(cpu_of({{"period", 200000}, {"quota", 30000}}), (json{{"period", 200000}, {"quota", 30000}}));
-  EXPECT_EQ(oci::cpu_quota_for(0.001, 100000), 1000);  // the kernel's floor of 1 ms
+  EXPECT_EQ(runtime::cpu_quota_for(0.001, 100000), 1000);  // the kernel's floor of 1 ms
 }

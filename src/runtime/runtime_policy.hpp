@@ -12,7 +12,7 @@
 #include "policy/policy.hpp"
 #include "util/error.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 inline constexpr const char* kProfileAnnotation = "exguardian.dev/profile";
 inline constexpr const char* kDefaultHandlersDir = "/etc/exguardian/handlers";
@@ -21,7 +21,7 @@ struct RuntimePolicy {
   std::string handler;
   std::string profile;  // the annotation's profile applied, or ""
   policy::Policy policy;
-  Runtime runtime = Runtime::Crun;  // runsc when the policy's layer is "gvisor"
+  oci::Runtime runtime = oci::Runtime::Crun;  // runsc when the policy's layer is "gvisor"
 };
 
 // A handler or profile name: [a-z0-9][a-z0-9._-]* (at most 63), never a path.
@@ -38,4 +38,4 @@ Result<RuntimePolicy> load_runtime_policy(const std::string& dir, const std::str
 // secret files and environment in a profile are an error (they would add).
 Result<policy::Policy> narrow_policy(const policy::Policy& base, const policy::Policy& profile);
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

@@ -12,7 +12,7 @@
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 class RootfsPaths {
  public:
@@ -28,4 +28,4 @@ class RootfsPaths {
   UniqueFd root_;
 };
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

@@ -1,4 +1,4 @@
-#include "oci/harden.hpp"
+#include "runtime/harden.hpp"
 
 #include <sys/stat.h>
 
@@ -8,7 +8,7 @@
 #include "microvm/guest/walls.hpp"
 #include "plan/proxy_env.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 using nlohmann::json;
 
@@ -226,9 +226,9 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
 
   json& lx = config["linux"];
   if (!lx.is_object()) lx = json::object();
-  set_union(lx["maskedPaths"], default_masked_paths());
+  set_union(lx["maskedPaths"], oci::default_masked_paths());
   set_union(lx["maskedPaths"], paths(pol.filesystem.deny_read));
-  set_union(lx["readonlyPaths"], default_readonly_paths());
+  set_union(lx["readonlyPaths"], oci::default_readonly_paths());
   set_union(lx["readonlyPaths"], paths(pol.filesystem.deny_write));
 
   json& ns = lx["namespaces"];
@@ -252,14 +252,14 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
   // no sandbox ("cannot load sandbox", and a lock file of it left behind): each
   // container of a gVisor handler is a sandbox of its own, in the pod's network
   // namespace.
-  if (in.runtime == Runtime::Runsc && config.contains("annotations") && config["annotations"].is_object()) {
+  if (in.runtime == oci::Runtime::Runsc && config.contains("annotations") && config["annotations"].is_object()) {
     for (const char* k : {"io.kubernetes.cri.container-type", "io.kubernetes.cri.sandbox-id",
                           "io.kubernetes.cri-o.ContainerType", "io.kubernetes.cri-o.SandboxID"})
       if (config["annotations"].erase(k) > 0)
         notes.push_back(std::string("annotation ") + k + " left out (runsc would look for the pod's sandbox in gVisor)");
   }
 
-  if (!lx.contains("seccomp") || lx["seccomp"].is_null()) lx["seccomp"] = seccomp_profile("", in.runtime);
+  if (!lx.contains("seccomp") || lx["seccomp"].is_null()) lx["seccomp"] = oci::seccomp_profile("", in.runtime);
 
   if (lx.contains("devices") && lx["devices"].is_array()) {
     json keep = json::array();
@@ -275,4 +275,4 @@ Result<std::vector<std::string>> harden_config(json& config, const HardenInputs&
   return notes;
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

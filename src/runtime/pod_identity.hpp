@@ -5,7 +5,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
-namespace exg::oci {
+namespace exg::runtime {
 
 // {"pod_namespace": ..., "pod": ..., "container": ...} from the annotations of
 // containerd's CRI plugin (io.kubernetes.cri.sandbox-namespace, -sandbox-name,
@@ -14,4 +14,4 @@ namespace exg::oci {
 // object for a container no CRI made.
 nlohmann::json pod_identity(const nlohmann::json& config);
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

@@ -13,7 +13,7 @@
 
 #include "policy/policy.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 struct ResourceCaps {
   std::optional<int64_t> pids;
@@ -48,4 +48,4 @@ enum class CapMode {
 // without one.
 nlohmann::json cap_resources(nlohmann::json& resources, const ResourceCaps& caps, CapMode mode);
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

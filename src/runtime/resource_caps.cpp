@@ -1,9 +1,9 @@
-#include "oci/resource_caps.hpp"
+#include "runtime/resource_caps.hpp"
 
 #include <algorithm>
 #include <string>
 
-namespace exg::oci {
+namespace exg::runtime {
 
 namespace {
 
@@ -84,4 +84,4 @@ json cap_resources(json& res, const ResourceCaps& caps, CapMode mode) {
   return changes;
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

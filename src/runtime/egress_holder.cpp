@@ -1,4 +1,4 @@
-#include "oci/egress_holder.hpp"
+#include "runtime/egress_holder.hpp"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -31,7 +31,7 @@
 #include "sandbox/audit.hpp"
 #include "sandbox/sweep.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 namespace {
 
@@ -333,4 +333,4 @@ void stop_egress_holder(const std::string& identity) {
   ::close(pidfd);
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

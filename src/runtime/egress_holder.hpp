@@ -37,7 +37,7 @@
 #include "util/error.hpp"
 #include "util/unique_fd.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 struct EgressHolder {
   pid_t pid = -1;
@@ -72,4 +72,4 @@ std::string process_identity(pid_t pid);
 // process; waits (bounded) for it to go.
 void stop_egress_holder(const std::string& identity);
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#include "oci/resource_caps.hpp"
-#include "oci/rootfs_path.hpp"
+#include "runtime/resource_caps.hpp"
+#include "runtime/rootfs_path.hpp"
 #include "oci/spec.hpp"
 #include "policy/policy.hpp"
 #include "util/error.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 // Where exguardian-init is bound inside every hardened container (on the
 // runtime's own /dev tmpfs: nothing is created in the image).
@@ -45,7 +45,7 @@ inline constexpr const char* kOwnNetnsAnnotation = "org.exguardian.runtime.own-n
 
 struct HardenInputs {
   const policy::Policy* policy = nullptr;
-  Runtime runtime = Runtime::Crun;
+  oci::Runtime runtime = oci::Runtime::Crun;
   std::string init_source;        // host path of exguardian-init
   std::string walls;              // walls_for(*policy).dump(); "" : computed from the policy
   std::string netns_path;         // the container's network namespace; "" keeps the engine's entry
@@ -83,4 +83,4 @@ Result<std::vector<std::string>> harden_config(nlohmann::json& config, const Har
 // forged weaker one, gets ours in front: walls only add up).
 Result<void> harden_process(nlohmann::json& process, const HardenInputs& in);
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

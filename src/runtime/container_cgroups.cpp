@@ -1,4 +1,4 @@
-#include "oci/container_cgroups.hpp"
+#include "runtime/container_cgroups.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -17,7 +17,7 @@
 #include "util/proc_cgroup.hpp"
 #include "util/proc_text.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 namespace {
 
@@ -168,4 +168,4 @@ Result<void> remove_container_cgroups(const std::vector<std::string>& dirs, bool
   return {};
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

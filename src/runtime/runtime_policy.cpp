@@ -1,8 +1,8 @@
-#include "oci/runtime_policy.hpp"
+#include "runtime/runtime_policy.hpp"
 
 #include <algorithm>
 
-namespace exg::oci {
+namespace exg::runtime {
 
 namespace {
 
@@ -128,8 +128,8 @@ Result<RuntimePolicy> load_runtime_policy(const std::string& dir, const std::str
     rp.policy = std::move(*narrowed);
     rp.profile = profile;
   }
-  rp.runtime = rp.policy.layer == "gvisor" ? Runtime::Runsc : Runtime::Crun;
+  rp.runtime = rp.policy.layer == "gvisor" ? oci::Runtime::Runsc : oci::Runtime::Crun;
   return rp;
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

@@ -13,7 +13,7 @@
 
 #include "util/error.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 // The container's cgroup directories (in this mount namespace's cgroup
 // mounts): the cgroup its init is in, per hierarchy, unless that is the
@@ -33,4 +33,4 @@ std::vector<std::string> container_cgroup_dirs(pid_t init);
 // The error names the cgroups that stay and why.
 Result<void> remove_container_cgroups(const std::vector<std::string>& dirs, bool kill);
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

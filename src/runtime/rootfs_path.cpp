@@ -1,4 +1,4 @@
-#include "oci/rootfs_path.hpp"
+#include "runtime/rootfs_path.hpp"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -11,7 +11,7 @@
 
 #include "util/syscalls.hpp"
 
-namespace exg::oci {
+namespace exg::runtime {
 
 namespace {
 
@@ -87,4 +87,4 @@ std::string RootfsPaths::resolve(const std::string& path) const {
   return joined(done);
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime

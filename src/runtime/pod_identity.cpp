@@ -1,9 +1,9 @@
-#include "oci/pod_identity.hpp"
+#include "runtime/pod_identity.hpp"
 
 #include <array>
 #include <utility>
 
-namespace exg::oci {
+namespace exg::runtime {
 
 nlohmann::json pod_identity(const nlohmann::json& config) {
   nlohmann::json out = nlohmann::json::object();
@@ -27,4 +27,4 @@ nlohmann::json pod_identity(const nlohmann::json& config) {
   return out;
 }
 
-}  // namespace exg::oci
+}  // namespace exg::runtime
