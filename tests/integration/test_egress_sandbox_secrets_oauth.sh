@@ -16,10 +16,8 @@ source "$(dirname "$0")/lib.sh"
 new_workspace
 require_sandbox || finish
 
-B=${EXG_BUILD_DIR:?EXG_BUILD_DIR must name the build dir}
-SRC=$(sed -n 's/^exguardian_SOURCE_DIR:STATIC=//p' "$B/CMakeCache.txt" 2>/dev/null)
+need_source_tree profiles/agents/claude.json
 PROFILE=$SRC/profiles/agents/claude.json
-[ -r "$PROFILE" ] || { fail "the profile $PROFILE is not readable"; finish; }
 WD=$(dirname "$EGW_LOG")
 SLOG=$WD/secrets.log
 rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
