@@ -1,4 +1,4 @@
-// oci/resource_caps: a handler's caps on linux.resources, at create and at
+// runtime/resource_caps: a handler's caps on linux.resources, at create and at
 // update (issue 46: containerd re-sends the pod spec's figures with every
 // update, so an over-asking pod is held to the cap, not refused).
 #include "runtime/resource_caps.hpp"
