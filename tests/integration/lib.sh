@@ -321,6 +321,9 @@ PY
 # something took: bash's SECONDS follows the wall clock, which this VM's host steps at times.
 mono_seconds() { local u; read -r u _ </proc/uptime; echo "${u%%.*}"; }
 
+# A fresh random hex string (16 digits): a secret's real value or a token no one else can guess.
+rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
+
 # Checks on the output of the last `run`.
 last_output_lacks() {  # STR DESC
     if grep -qF -- "$1" <<<"$OUT$ERR"; then fail "$2: output contains '$1'"; show_last

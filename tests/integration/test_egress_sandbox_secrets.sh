@@ -15,7 +15,6 @@ require_sandbox || finish
 WD=$(dirname "$EGW_LOG")
 SLOG=$WD/secrets.log          # one JSON line per request the HTTPS echo servers received
 TEST_CA=$WD/secrets/ca.pem
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 VALUE="exgreal-$(rnd)$(rnd)"
 BORN=$(date +%s)  # no file whose inode changed before this can hold the value (see the walk below)
 export API_TOKEN=$VALUE

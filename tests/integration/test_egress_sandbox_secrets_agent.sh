@@ -18,7 +18,6 @@ need_source_tree profiles/agents/claude.json
 PROFILE=$SRC/profiles/agents/claude.json
 WD=$(dirname "$EGW_LOG")
 SLOG=$WD/secrets.log
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 KEY="sk-ant-exgtest-$(rnd)$(rnd)"
 export ANTHROPIC_API_KEY=$KEY
 audit=$T/audit.jsonl

@@ -21,7 +21,6 @@ require_sandbox || finish
 
 WD=$(dirname "$EGW_LOG")
 SLOG=$WD/secrets.log
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 # '/', '+', '=' and '~': what JSON, percent and HTML escaping touch.
 VALUE="exg/real+$(rnd)/$(rnd)=~"
 NAMEVAL="exgname-$(rnd)$(rnd)"   # header-name safe (a token), for the header-name case

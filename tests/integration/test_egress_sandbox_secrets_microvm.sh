@@ -29,7 +29,6 @@ export EXG_MICROVM_IMAGE_DIR=$image
 new_workspace
 WD=$(dirname "$EGW_LOG")
 SLOG=$WD/secrets.log
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 VALUE="exgreal-$(rnd)$(rnd)"
 export API_TOKEN=$VALUE
 audit=$T/audit.jsonl

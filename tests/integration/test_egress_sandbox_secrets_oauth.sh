@@ -20,7 +20,6 @@ need_source_tree profiles/agents/claude.json
 PROFILE=$SRC/profiles/agents/claude.json
 WD=$(dirname "$EGW_LOG")
 SLOG=$WD/secrets.log
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 ACCESS="sk-ant-oat01-exgtest-$(rnd)$(rnd)"
 REFRESH="sk-ant-ort01-exgtest-$(rnd)$(rnd)"
 unset ANTHROPIC_API_KEY

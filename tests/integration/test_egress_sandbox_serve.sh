@@ -194,7 +194,6 @@ check "the audit log of the first sandbox has the refusals" \
 # (The world's HTTPS echo servers, tests/integration/egress_world_secrets.sh, log every request's
 # headers to $SLOG and answer with them: the proxy masks the value in that echo.)
 SLOG=$(dirname "$EGW_LOG")/secrets.log
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 VALUE="exgrule-$(rnd)$(rnd)"; WILD="exgwild-$(rnd)"
 rules_body() {  # ALLOW-LIST RULES-JSON
     printf '{"templateID": "base", "network": {"allowOut": %s, "rules": %s}}' "$1" "$2"

@@ -8,7 +8,6 @@
 source "$(dirname "$0")/lib.sh"
 
 new_workspace
-rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
 V_ENV="exgsecret-env-$(rnd)"
 V_NPM="exgsecret-npm-$(rnd)"
 V_GH="exgsecret-gh-$(rnd)"
