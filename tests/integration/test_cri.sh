@@ -67,6 +67,13 @@ mkdir -p "$N/etc/containerd" "$N/etc/cni/net.d" "$N/bin" "$N/handlers" "$N/pods"
 . "$HERE/cri_node.sh"
 cri_node_config "$N" "$SOCK"
 note "$(containerd --version)"
+# EXG_CRI_CONFIG_VERSION=3 (containerd 2.x): config.toml as `containerd config migrate` writes it,
+# version 3 (its `imports = []` too), so configure.sh's drop-in is containerd-2.x-exguardian.toml.
+if [ "${EXG_CRI_CONFIG_VERSION:-}" = 3 ]; then
+    containerd --config "$N/etc/containerd/config.toml" config migrate > "$N/config-v3.toml" 2>/dev/null &&
+        mv "$N/config-v3.toml" "$N/etc/containerd/config.toml"
+    check "config.toml migrated to version 3 by containerd" grep -q '^version = 3' "$N/etc/containerd/config.toml"
+fi
 expect_output_contains "changed:" sh "$SRC/deploy/containerd/configure.sh" --root "$N" --cgroup-driver cgroupfs
 cat > "$N/etc/cni/net.d/10-exg-pod.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "exg-pod", "plugins": [
