@@ -9,7 +9,8 @@
 # test's own mount and network namespaces with its root, state, socket and opt directories
 # under $T (the machine's containerd is never touched); `ctr plugins ls` must show the CRI plugin
 # ok. A second run of configure.sh changes nothing. containerd 2.x is not installed here: its
-# drop-in is only rendered and parsed. As the unprivileged user: configure.sh on the same files,
+# drop-ins are only rendered and parsed (test_cri_containerd_versions.sh runs pods on Debian's
+# 1.7 and 2.x with them). As the unprivileged user: configure.sh on the same files,
 # containerd not started.
 . "$(dirname "$0")/lib.sh"
 
