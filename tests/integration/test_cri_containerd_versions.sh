@@ -37,12 +37,12 @@ unpacked() {
     local suite=$1 v d
     if [ "$reachable" = 1 ]; then
         v=$(apt-cache "${APT[@]}" madison containerd | awk -v s="$suite/main" '$0 ~ s { print $3; exit }')
-        [ -n "$v" ] || { note "$suite: no containerd in Debian's archive"; return 0; }
+        [ -n "$v" ] || { note "$suite: no containerd in Debian's archive" >&2; return 0; }
         d=$CACHE/$v
         if [ ! -x "$d/usr/bin/containerd" ]; then
             (cd "$A/debs" && timeout 300 apt-get "${APT[@]}" -q download "containerd=$v") > "$A/download-$suite.log" 2>&1 &&
                 rm -rf "$d.new" && dpkg -x "$A/debs/containerd_${v/*:/}_"*.deb "$d.new" && rm -rf "$d" && mv "$d.new" "$d" ||
-                { note "$suite: containerd $v not unpacked: $(tail -n 2 "$A/download-$suite.log")"; return 0; }
+                { note "$suite: containerd $v not unpacked: $(tail -n 2 "$A/download-$suite.log")" >&2; return 0; }
         fi
     else  # the newest cached of that series
         local series; [ "$suite" = trixie ] && series='1.*' || series='2.*'
