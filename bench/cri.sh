@@ -79,7 +79,7 @@ _EGW_PIDS+=($!)
 disown $!  # no "Killed" notice at world_down
 in_client_bg bash -c '
     n=$1
-    mount -t tmpfs -o mode=0711 tmpfs /run/containerd && mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin &&
+    mkdir -p /run/containerd && mount -t tmpfs -o mode=0711 tmpfs /run/containerd && mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin &&
     cp -P "$n"/bin/* /usr/local/bin/ &&
     EXGUARDIAN_HANDLERS_DIR=$n/handlers exec containerd --config "$n/etc/containerd/config.toml"' _ "$N" \
     </dev/null >"$N/containerd.log" 2>&1

@@ -5,7 +5,9 @@
 #     config.toml names no runtimes.runc) appended to config.toml itself, between marker lines
 #     that a later run replaces: 1.x does not merge imported files (one would replace the whole
 #     CRI section);
-#   containerd 2.x: containerd-2.x-exguardian.toml in conf.d, imported from config.toml.
+#   containerd 2.x: a drop-in in conf.d, imported from config.toml, in config.toml's config
+#     version: containerd-2.x-exguardian.toml (version 3), or containerd-1.x-runtimes.toml's
+#     tables as version 2 where config.toml is version 2 (Debian's package ships one).
 # SystemdCgroup is set to kubelet's cgroup driver: --cgroup-driver, or cgroupDriver in kubelet's
 # config file (kubelet's default, cgroupfs, when the file names none); neither: an error.
 #
@@ -80,18 +82,45 @@ case $major in
     fi
     ;;
 *)
+    # 2.x merges an imported file into config.toml table by table, but only one of config.toml's
+    # own config version: Debian's 2.x package ships a version 2 config.toml, and with a version 3
+    # drop-in 2.1 dropped config.toml's CRI settings (CNI paths, sandbox image: "Ignoring unknown
+    # key"), and containerd's later sources refuse to start with it ("drop-in config version 3
+    # higher than root config version 2"). So the drop-in is written in config.toml's version: 3 (or none given), or 2,
+    # the 1.x tables, which 2.x migrates as it does config.toml.
+    cfgver=$(sed "/^$begin\$/,/^$end\$/d" "$config" | sed -n 's/^[[:space:]]*version[[:space:]]*=[[:space:]]*\([0-9]\{1,\}\).*/\1/p' | head -n 1)
     mkdir -p "$confd"
-    render containerd-2.x-exguardian.toml > "$confd/exguardian.toml.new"
+    case ${cfgver:-3} in
+        3) render containerd-2.x-exguardian.toml > "$confd/exguardian.toml.new" ;;
+        2) { echo "# containerd 2.x whose config.toml is version 2: exguardian's runtimes as a version 2 drop-in"
+             echo "# (deploy/containerd/configure.sh; containerd-1.x-runtimes.toml's tables, merged by 2.x)"
+             echo "version = 2"
+             # runc named too (the 2.x drop-in's reason): its SystemdCgroup is kubelet's driver as well
+             { render containerd-1.x-runc.toml; render containerd-1.x-runtimes.toml; } | grep -v '^#'; } > "$confd/exguardian.toml.new" ;;
+        *) die "$config is config version $cfgver: containerd $major.$minor reads 2 or 3" ;;
+    esac
     if cmp -s "$confd/exguardian.toml.new" "$confd/exguardian.toml"; then rm -f "$confd/exguardian.toml.new"; echo "unchanged: $confd/exguardian.toml"
-    else mv "$confd/exguardian.toml.new" "$confd/exguardian.toml"; echo "changed: $confd/exguardian.toml (containerd $major.$minor, SystemdCgroup = $systemd)"; fi
+    else mv "$confd/exguardian.toml.new" "$confd/exguardian.toml"; echo "changed: $confd/exguardian.toml (containerd $major.$minor, config version ${cfgver:-3}, SystemdCgroup = $systemd)"; fi
+    # A node upgraded from 1.x keeps the block configure.sh appended there: the drop-in has it now.
+    if grep -q "^$begin\$" "$config"; then
+        sed "/^$begin\$/,/^$end\$/d" "$config" > "$config.exguardian-new" && mv "$config.exguardian-new" "$config"
+        echo "changed: $config (the 1.x block of exguardian runtimes removed: conf.d/exguardian.toml has them)"
+    fi
+    glob=/etc/containerd/conf.d/*.toml
     if ! grep -q '^[[:space:]]*imports[[:space:]]*=.*/etc/containerd/conf\.d/\*\.toml' "$config"; then
-        grep -q '^[[:space:]]*imports[[:space:]]*=' "$config" &&
-            die "$config has an imports list without /etc/containerd/conf.d/*.toml: add it there"
-        # A top-level key: before the first table.
-        awk 'BEGIN { done = 0 } !done && /^[[:space:]]*\[/ { print "imports = [\"/etc/containerd/conf.d/*.toml\"]"; done = 1 }
-             { print } END { if (!done) print "imports = [\"/etc/containerd/conf.d/*.toml\"]" }' "$config" > "$config.exguardian-new"
+        if grep -q '^[[:space:]]*imports[[:space:]]*=[[:space:]]*\[[^]]*\][[:space:]]*$' "$config"; then
+            # A one-line list (`containerd config default` writes imports = []): the glob added to it.
+            sed 's|^\([[:space:]]*imports[[:space:]]*=[[:space:]]*\[\)[[:space:]]*\([^]]*[^][:space:]]\)\{0,1\}[[:space:]]*\]|\1\2, "'"$glob"'"]|; s|\[, "|["|' \
+                "$config" > "$config.exguardian-new"
+        elif grep -q '^[[:space:]]*imports[[:space:]]*=' "$config"; then
+            die "$config has an imports list over several lines without $glob: add it there"
+        else
+            # A top-level key: before the first table.
+            awk -v line="imports = [\"$glob\"]" 'BEGIN { done = 0 } !done && /^[[:space:]]*\[/ { print line; done = 1 }
+                 { print } END { if (!done) print line }' "$config" > "$config.exguardian-new"
+        fi
         mv "$config.exguardian-new" "$config"
-        echo "changed: $config (imports /etc/containerd/conf.d/*.toml)"
+        echo "changed: $config (imports $glob)"
     fi
     ;;
 esac

@@ -34,6 +34,7 @@
 #include "runtime/pod_identity.hpp"
 #include "runtime/resource_caps.hpp"
 #include "runtime/runtime_policy.hpp"
+#include "runtime/spec_version.hpp"
 #include "pid1/image.hpp"
 #include "pid1/provide.hpp"
 #include "sandbox/audit.hpp"
@@ -425,6 +426,9 @@ int cmd_create(const std::string& verb, const Args& a) {
   if (runtime::is_pod_sandbox(config)) {
     st["pod_sandbox"] = true;
     if (!write_text(our_dir(a.id) + "/state.json", st.dump())) return cleanup_state(), error("create: cannot write state");
+    // (its only change: a spec version Debian 12's crun takes, spec_version.hpp)
+    if (runtime::fit_spec_version_for_crun(config) && !write_text(config_path, config.dump(2) + "\n", 0644))
+      return cleanup_state(), error("create: cannot write " + config_path);
     auto base = backend_argv(oci::Runtime::Crun);
     if (!base) return cleanup_state(), error(base.error().str());
     int rc = run_backend(oci::Runtime::Crun, with_verb(*base, "create", a.all));
@@ -484,6 +488,7 @@ int cmd_create(const std::string& verb, const Args& a) {
   in.rootfs = &*root;
   auto notes = runtime::harden_config(config, in);
   if (!notes) return undo(), error("create: " + notes.error().str());
+  if (rp->runtime == oci::Runtime::Crun) runtime::fit_spec_version_for_crun(config);
   if (!write_text(config_path, config.dump(2) + "\n", 0644)) return undo(), error("create: cannot write " + config_path);
 
   st["runtime"] = rp->runtime == oci::Runtime::Runsc ? "runsc" : "crun";

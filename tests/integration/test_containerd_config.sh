@@ -9,7 +9,8 @@
 # test's own mount and network namespaces with its root, state, socket and opt directories
 # under $T (the machine's containerd is never touched); `ctr plugins ls` must show the CRI plugin
 # ok. A second run of configure.sh changes nothing. containerd 2.x is not installed here: its
-# drop-in is only rendered and parsed. As the unprivileged user: configure.sh on the same files,
+# drop-ins are only rendered and parsed (test_cri_containerd_versions.sh runs pods on Debian's
+# 1.7 and 2.x with them). As the unprivileged user: configure.sh on the same files,
 # containerd not started.
 . "$(dirname "$0")/lib.sh"
 
@@ -159,5 +160,35 @@ print("v2-ok")
 PY
 check "containerd 2.x: conf.d/exguardian.toml (version 3, SystemdCgroup true) and imports in config.toml" \
     grep -q v2-ok <<<"$OUT"
+[ "$STATUS" = 0 ] || show_last
+# containerd 2.x on a version 2 config.toml (Debian's 2.x package ships one; a node upgraded
+# from 1.x, whose block of configure.sh's goes to the drop-in): the drop-in is version 2 too, as
+# 2.x merges only a drop-in of config.toml's own version (test_cri_containerd_versions.sh runs
+# pods on it). `containerd config default`'s `imports = []` gets the glob.
+n=v2-on-2x
+mkdir -p "$T/$n/etc/containerd"
+printf 'version = 2\n\n[plugins]\n  [plugins."io.containerd.grpc.v1.cri"]\n    sandbox_image = "example.invalid/pause:exg-test"\n' > "$T/$n/etc/containerd/config.toml"
+expect_status 0 sh "$CONF" --root "$T/$n" --cgroup-driver cgroupfs --containerd-version 1.7.24
+expect_output_contains "config version 2" sh "$CONF" --root "$T/$n" --cgroup-driver systemd --containerd-version "containerd github.com/containerd/containerd/v2 2.1.9+unknown"
+printf 'version = 3\nimports = []\n' > "$T/$n/v3.toml"
+mkdir -p "$T/$n-3/etc/containerd" && cp "$T/$n/v3.toml" "$T/$n-3/etc/containerd/config.toml"
+expect_output_contains "config version 3" sh "$CONF" --root "$T/$n-3" --cgroup-driver systemd --containerd-version 2.1.9
+run python3 - "$T/$n/etc/containerd" "$T/$n-3/etc/containerd" <<'PY2'
+import sys, tomllib
+d, d3 = sys.argv[1:3]
+c = tomllib.load(open(d + "/config.toml", "rb"))
+x = tomllib.load(open(d + "/conf.d/exguardian.toml", "rb"))
+assert c["imports"] == ["/etc/containerd/conf.d/*.toml"], c
+assert c["plugins"]["io.containerd.grpc.v1.cri"] == {"sandbox_image": "example.invalid/pause:exg-test"}, c
+r = x["plugins"]["io.containerd.grpc.v1.cri"]["containerd"]["runtimes"]
+assert x["version"] == 2 and set(r) == {"runc", "exguardian", "exguardian-gvisor"}, x
+assert all(v["options"]["SystemdCgroup"] is True for v in r.values()), r
+c3 = tomllib.load(open(d3 + "/config.toml", "rb"))
+assert c3["imports"] == ["/etc/containerd/conf.d/*.toml"], c3
+assert tomllib.load(open(d3 + "/conf.d/exguardian.toml", "rb"))["version"] == 3
+print("v2-on-2x-ok")
+PY2
+check "containerd 2.x on a version 2 config.toml: a version 2 drop-in (runc too), the 1.x block gone, the operator's table kept; imports = [] filled" \
+    grep -q v2-on-2x-ok <<<"$OUT"
 [ "$STATUS" = 0 ] || show_last
 finish

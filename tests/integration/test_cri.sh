@@ -24,6 +24,9 @@
 # handler, shared by the checks. Root only: containerd's CRI plugin, CNI and the runtime need root.
 . "$(dirname "$0")/lib.sh"
 
+# EXG_CRI_CONTAINERD=DIR: containerd, ctr and containerd-shim-runc-v2 of DIR instead of the
+# installed ones (another version of Debian's, unpacked by test_cri_containerd_versions.sh).
+if [ -n "${EXG_CRI_CONTAINERD:-}" ]; then PATH=$EXG_CRI_CONTAINERD:$PATH; fi
 if [ "$EXG_AS" != root ]; then
     echo "skip: containerd's CRI plugin, CNI and exguardian runtime run as root only (test_runtime.sh checks the user's refusal)"; exit 77
 fi
@@ -63,6 +66,14 @@ jget() { "$PY" -c 'import json,sys; r=json.loads(sys.argv[1]); print(eval(sys.ar
 mkdir -p "$N/etc/containerd" "$N/etc/cni/net.d" "$N/bin" "$N/handlers" "$N/pods" "$N/kubelet"
 . "$HERE/cri_node.sh"
 cri_node_config "$N" "$SOCK"
+note "$(containerd --version)"
+# EXG_CRI_CONFIG_VERSION=3 (containerd 2.x): config.toml as `containerd config migrate` writes it,
+# version 3 (its `imports = []` too), so configure.sh's drop-in is containerd-2.x-exguardian.toml.
+if [ "${EXG_CRI_CONFIG_VERSION:-}" = 3 ]; then
+    containerd --config "$N/etc/containerd/config.toml" config migrate > "$N/config-v3.toml" 2>/dev/null &&
+        mv "$N/config-v3.toml" "$N/etc/containerd/config.toml"
+    check "config.toml migrated to version 3 by containerd" grep -q '^version = 3' "$N/etc/containerd/config.toml"
+fi
 expect_output_contains "changed:" sh "$SRC/deploy/containerd/configure.sh" --root "$N" --cgroup-driver cgroupfs
 cat > "$N/etc/cni/net.d/10-exg-pod.conflist" <<JSON
 {"cniVersion": "0.4.0", "name": "exg-pod", "plugins": [
@@ -98,7 +109,7 @@ img_root() {  # DIR: a busybox root, /var/run a link to /run as in most images
     mkdir -p "$1/bin" "$1/etc" "$1/run" "$1/var" "$1/tmp" "$1/workspace" "$1/proc" "$1/sys" "$1/dev"
     cp "$BB" "$1/bin/busybox"
     local a
-    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head tail kill unshare true ip stty tty; do ln -s busybox "$1/bin/$a"; done
+    for a in sh sleep cat echo grep ls touch mkdir id wget nc printf head tail kill unshare true ip stty tty httpd; do ln -s busybox "$1/bin/$a"; done
     ln -s ../run "$1/var/run"
 }
 img_root "$T/img/pause"
@@ -108,10 +119,12 @@ img_root "$T/img/test"
 
 # ----- containerd: the world's client network namespace, a mount namespace of its own where
 # /run/containerd (shim sockets, the runc shim's root) and /usr/local/bin (the handler's link) are
-# tmpfs of its own.
+# tmpfs of its own, and /etc/containerd the node's (containerd 2.x: configure.sh's drop-in in
+# conf.d, imported from config.toml by its path on a node, /etc/containerd/conf.d/*.toml).
 in_client_bg bash -c '
     n=$1
-    mount -t tmpfs -o mode=0711 tmpfs /run/containerd && mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin &&
+    mkdir -p /run/containerd && mount -t tmpfs -o mode=0711 tmpfs /run/containerd && mount -t tmpfs -o mode=0755 tmpfs /usr/local/bin &&
+    { [ ! -d "$n/etc/containerd/conf.d" ] || { mkdir -p /etc/containerd && mount --bind "$n/etc/containerd" /etc/containerd; }; } &&
     cp -P "$n"/bin/* /usr/local/bin/ &&
     EXGUARDIAN_HANDLERS_DIR=$n/handlers exec containerd --config "$n/etc/containerd/config.toml"' _ "$N" \
     </dev/null >"$N/containerd.log" 2>&1
@@ -422,6 +435,53 @@ run in_ctd "$PY" "$HERE/cri_stream.py" "${URL:-none}" --port-forward --until fro
 check "PortForward to the pod's port 8080: the sidecar's listener answers through containerd's stream" bash -c '
     [ "$1" = 0 ] && grep -q from-sidecar <<<"$2"' _ "$STATUS" "$OUT"
 [ "$STATUS" = 0 ] || note "status $STATUS: $OUT $ERR"
+# Probes from the node, as kubelet makes them: from the node's network namespace (containerd's,
+# where kubelet runs) to the pod's IP. tcpSocket: a connection to the sidecar's port 8080;
+# httpGet: GET /healthz (kubelet's User-Agent) to a server the agent starts on port 8081, success
+# a status from 200 to 399. The holder's table lets replies to connections from outside pass;
+# the pod's own connections out stay refused: to the node (a listener on the bridge's gateway
+# address, which the node itself and the runc control pod below reach) and the metadata address.
+exec_sync "$AGENT" 'mkdir -p /tmp/www && echo healthy > /tmp/www/healthz && httpd -p 8081 -h /tmp/www && echo httpd-up'
+check "agent: an HTTP server on the pod's port 8081 (busybox httpd, for kubelet's httpGet probe)" grep -q httpd-up <<<"$OUT"
+probe() {  # tcp IP PORT | http URL: as kubelet's prober, from containerd's (the node's) network namespace
+    in_ctd "$PY" -c '
+import socket, sys, urllib.request
+if sys.argv[1] == "tcp":
+    socket.create_connection((sys.argv[2], int(sys.argv[3])), timeout=5).close(); print("tcp-open")
+else:
+    r = urllib.request.build_opener(urllib.request.ProxyHandler({})).open(
+        urllib.request.Request(sys.argv[2], headers={"User-Agent": "kube-probe/1.31"}), timeout=5)
+    assert 200 <= r.status < 400, r.status
+    print("http", r.status, r.read().decode().strip())' "$@"
+}
+run probe tcp "$POD_IP" 8080
+check "tcpSocket probe from the node to the pod's IP ($POD_IP:8080, the sidecar's port): connected" test "$STATUS $OUT" = "0 tcp-open"
+[ "$STATUS" = 0 ] || show_last
+run probe http "http://$POD_IP:8081/healthz"
+check "httpGet probe from the node to http://$POD_IP:8081/healthz: 200 and the agent's page" test "$STATUS $OUT" = "0 http 200 healthy"
+[ "$STATUS" = 0 ] || show_last
+run probe tcp "$POD_IP" 8099
+check "tcpSocket probe to a port nothing in the pod listens on: fails (the probe can fail)" test "$STATUS" != 0
+# kubelet's exec probe is ExecSync with the probe's timeoutSeconds: a probe command that runs
+# past it is an error (the probe failed), not a success.
+run cri ExecSync "{\"container_id\": \"$AGENT\", \"cmd\": [\"sleep\", \"30\"], \"timeout\": 1}"
+check "exec probe past its timeout (ExecSync, 1 s, of sleep 30): an error naming the timeout" bash -c '
+    [ "$1" != 0 ] && grep -Eqi "timeout|deadline" <<<"$2"' _ "$STATUS" "$ERR"
+[ "$STATUS" != 0 ] || show_last
+# The node's listener on the pod network's gateway address (the bridge, in the node's namespace).
+NODE_IP=${POD_NET%.0/24}.1
+in_ctd "$BB" nc -ll -p 9099 -e echo node-answer </dev/null >/dev/null 2>&1 &
+NODE_LISTENER=$!
+world_track "$NODE_LISTENER"
+wait_for 10 in_ctd "$PY" -c 'import socket,sys; socket.create_connection((sys.argv[1], 9099), timeout=2)' "$NODE_IP" 2>/dev/null
+exec_sync "$AGENT" "nc -w 2 $NODE_IP 9099 </dev/null 2>&1 | grep -q node-answer && echo node-reached || echo node-refused
+wget -q -O - http://$NODE_IP:9099/ >/dev/null 2>&1; echo proxied-tried"
+check "while the probes pass, the pod's own connection to the node ($NODE_IP:9099) is refused (169.254.169.254's above)" \
+    bash -c 'grep -q node-refused <<<"$1" && grep -q proxied-tried <<<"$1"' _ "$OUT"
+check "audit: the node's address asked of the agent's proxy refused" \
+    audit_has "$T/audit.jsonl" "{\"sandbox\": \"$AGENT\", \"host\": \"$NODE_IP\", \"decision\": \"refused\"}"
+grep -q node-refused <<<"$OUT" || note "$OUT"
+
 # kubectl attach: a container with stdin open (the pod spec's stdin: true), CRI Attach's URL,
 # stdin sent and the container's answer read on stdout, as runc's containers through the shim.
 mkdir -p "$PODDIR/containers/talker"; : > "$PODDIR/containers/talker/0000"
@@ -529,9 +589,12 @@ check "pids: the bomb's container in the pod's cgroup (kubelet's podPidsLimit $P
 if [ -n "$BOMB_CG" ] && [ "$(cat "$BOMB_CG/pids.max")" = 64 ]; then
     # (The bomb's orphans go to the container's pid 1, sleep, which never reaps them.)
     exec_sync "$BOMB" 'b() { b | b & }; (b) </dev/null >/dev/null 2>&1; echo bomb-started'
-    wait_for 30 bash -c '[ "$(cat "$1/pids.current")" = 64 ]' _ "$BOMB_CG"
+    # (the bomb's count comes and goes below the limit as refused forks end subshells: what holds
+    # is that forks past 64 are refused and the count is never above it)
+    wait_for 30 bash -c '[ "$(sed -n "s/^max //p" "$1/pids.events")" -gt 0 ]' _ "$BOMB_CG"
     check "pids: the fork bomb held at 64 processes, forks past it refused (pids.events max)" bash -c '
-        [ "$(cat "$1/pids.current")" = 64 ] && [ "$(sed -n "s/^max //p" "$1/pids.events")" -gt 0 ]' _ "$BOMB_CG"
+        [ "$(cat "$1/pids.current")" -le 64 ] && [ "$(sed -n "s/^max //p" "$1/pids.events")" -gt 0 ]' _ "$BOMB_CG"
+    [ "$(cat "$BOMB_CG/pids.current")" -le 64 ] || note "pids.current $(cat "$BOMB_CG/pids.current"), events: $(cat "$BOMB_CG/pids.events"); exec: $STATUS $OUT"
     check "pids: the pod under its podPidsLimit ($POD_PIDS)" bash -c '[ "$(cat "$1/pids.current")" -lt "$2" ]' _ "$POD_CG" "$POD_PIDS"
     exec_sync "$AGENT" 'echo agent-forks-fine'
     check "pids: the agent, in the same pod, runs new processes during the bomb" test "$STATUS $OUT" = "0 agent-forks-fine"
@@ -618,7 +681,12 @@ if command -v runsc >/dev/null; then
     GVPOD=$(jget "$(cri RunPodSandbox "{\"config\": $GV_CFG, \"runtime_handler\": \"exguardian-gvisor\"}")" 'r.get("pod_sandbox_id", "")' 2>/dev/null)
     PODS+=("$GVPOD")
     GV_C=""
-    [ -n "$GVPOD" ] && GV_C=$(start_container "$GVPOD" "$GV_CFG" gvagent "$GV_UID" '["/bin/sleep", "600"]' '[]')
+    # (stdin open, as the pod spec's stdin: true, for Attach; a listener on port 8080 for the
+    # node's probe and PortForward)
+    r=$([ -n "$GVPOD" ] && cri CreateContainer "$(container_request "$GVPOD" "$GV_CFG" gvagent "$GV_UID" \
+        '["/bin/sh", "-c", "nc -ll -p 8080 -e echo from-gvisor & while read l; do echo heard:$l; uname -r; done"]' '[]' |
+        "$PY" -c 'import json,sys; r=json.load(sys.stdin); r["config"]["stdin"]=True; print(json.dumps(r))')") &&
+        GV_C=$(jget "$r" 'r["container_id"]') && cri StartContainer "{\"container_id\": \"$GV_C\"}" >/dev/null || GV_C=""
     check "exguardian-gvisor: the pod and its container run" test -n "$GV_C"
     # (busybox wget fails reading the proxy's replies under runsc's host network: a raw request.)
     exec_sync "$GV_C" 'for h in allowed.test 169.254.169.254; do printf "GET http://%s/ HTTP/1.0\r\nHost: %s\r\n\r\n" $h $h | nc 127.0.0.1 3128 | head -1; done
@@ -633,6 +701,35 @@ printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello &
     grep -q "200 OK" <<<"$OUT" || note "$OUT"
     check "exguardian-gvisor: audit lines with the handler gvisor and the pod's names" audit_has "$T/audit.jsonl" \
         "{\"sandbox\": \"$GV_C\", \"host\": \"169.254.169.254\", \"decision\": \"refused\", \"handler\": \"gvisor\", \"pod\": \"gvpod\", \"container\": \"gvagent\"}"
+    # The node's probe, PortForward and Attach as on the exguardian handler (runsc's network is the
+    # pod's namespace itself, --network=host: the listener is on the pod's IP and loopback).
+    GV_IP=$(jget "$(cri PodSandboxStatus "{\"pod_sandbox_id\": \"$GVPOD\"}")" 'r["status"].get("network", {}).get("ip", "")' 2>/dev/null)
+    run probe tcp "${GV_IP:-none}" 8080
+    check "exguardian-gvisor: tcpSocket probe from the node to the pod's IP ($GV_IP:8080): connected" test "$STATUS $OUT" = "0 tcp-open"
+    [ "$STATUS" = 0 ] || show_last
+    r=$(cri PortForward "{\"pod_sandbox_id\": \"$GVPOD\", \"port\": [8080]}") && URL=$(jget "$r" 'r["url"]') || URL=none
+    run in_ctd "$PY" "$HERE/cri_stream.py" "$URL" --port-forward --until from-gvisor
+    check "exguardian-gvisor: PortForward to the pod's port 8080: the gVisor container's listener answers" bash -c '
+        [ "$1" = 0 ] && grep -q from-gvisor <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 0 ] || note "status $STATUS: $OUT $ERR"
+    r=$(cri Attach "{\"container_id\": \"$GV_C\", \"stdin\": true, \"stdout\": true, \"stderr\": true}") && URL=$(jget "$r" 'r["url"]') || URL=none
+    run in_ctd "$PY" "$HERE/cri_stream.py" "$URL" --stdin $'hello-gvisor\n' --until heard:hello-gvisor
+    check "exguardian-gvisor: Attach (stdin and stdout): the container's stdin read, its answer back" bash -c '
+        [ "$1" = 0 ] && grep -q heard:hello-gvisor <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 0 ] || note "status $STATUS: $OUT $ERR"
+    # kubectl exec -it on gVisor, as the agent's above. (runsc gives the exec a pty of the host's
+    # imported as a host file: isatty holds and resizes arrive, but ttyname finds no /dev/pts
+    # name, so busybox's `tty` says "not a tty"; gVisor's /proc/self/status has no NoNewPrivs
+    # line: the capabilities are read instead.)
+    GV_TTY_CMD='[ -t 0 ] && [ -t 1 ] && echo on-a-tty; grep CapEff /proc/self/status; read l; echo "got:$l"
+n=0; while [ "$(stty size)" != "40 100" ] && [ $n -lt 100 ]; do sleep 0.1; n=$((n + 1)); done; echo size $(stty size); exit 3'
+    r=$(cri Exec "$("$PY" -c 'import json,sys; print(json.dumps({"container_id": sys.argv[1], "cmd": ["sh", "-c", sys.argv[2]], "tty": True, "stdin": True, "stdout": True}))' "$GV_C" "$GV_TTY_CMD")") &&
+        URL=$(jget "$r" 'r["url"]') || URL=none
+    run in_ctd "$PY" "$HERE/cri_stream.py" "$URL" --resize 100x40 --stdin $'line-in\n'
+    check "exguardian-gvisor: streaming exec with a tty: stdin and stdout a terminal, no capabilities, its stdin read, resized to 40x100, exit status 3" bash -c '
+        [ "$1" = 3 ] && grep -q on-a-tty <<<"$2" && grep -q "CapEff:.0000000000000000" <<<"$2" &&
+        grep -q "got:line-in" <<<"$2" && grep -q "size 40 100" <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 3 ] && grep -q "size 40 100" <<<"$OUT" || note "status $STATUS: $OUT $ERR"
     [ -n "$GVPOD" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$GVPOD\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$GVPOD\"}" >/dev/null
     IDS=("$GVPOD" "$GV_C")
     check "exguardian-gvisor: nothing of the pod left after RemovePodSandbox" wait_for 10 leftovers
@@ -650,9 +747,12 @@ PODS+=("$CTL")
 [ -n "$CTL" ] && CTL_C=$(start_container "$CTL" "$CTL_CFG" plain "$CTL_UID" '["/bin/sleep", "600"]' \
     "[{\"container_path\": \"/mnt/host-rw\", \"host_path\": \"$HP/rw-ctl\"}]")
 check "control: a runc pod (no handler) runs" test -n "$CTL_C"
-exec_sync "$CTL_C" 'printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
+exec_sync "$CTL_C" 'nc -w 2 '"$NODE_IP"' 9099 </dev/null 2>&1 | grep -q node-answer && echo node-reached || echo node-refused
+printf "GET / HTTP/1.0\r\n\r\n" | nc -w 2 203.0.113.10 80 2>&1 | grep -q hello && echo direct-reached || echo direct-refused
 echo ctl-wrote > /mnt/host-rw/file && echo hostrw-written'
 check "control: a runc pod reaches 203.0.113.10 directly through the pod network" grep -q direct-reached <<<"$OUT"
+check "control: a runc pod reaches the node's listener on $NODE_IP:9099 (the agent's refusal is the handler's doing)" grep -q node-reached <<<"$OUT"
+kill "$NODE_LISTENER" 2>/dev/null
 check "control: the runc pod writes its hostPath at /mnt/host-rw (the agent's read-only one is the handler's doing)" bash -c '
     grep -q hostrw-written <<<"$1" && grep -qx ctl-wrote "$2"' _ "$OUT" "$HP/rw-ctl/file"
 [ -n "$CTL" ] && cri StopPodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null && cri RemovePodSandbox "{\"pod_sandbox_id\": \"$CTL\"}" >/dev/null
