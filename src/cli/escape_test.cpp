@@ -203,6 +203,7 @@ int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base)
     }
     evidence::SuiteReport rep;
     col.status = evidence::run_suite(s, rep);
+    col.seconds = rep.seconds;
     if (col.status == 125) {
       cr.tool_failed = true;
       col.not_run = "its suite could not be set up (125)";
