@@ -13,13 +13,14 @@ namespace exg::evidence {
 
 namespace {
 
-// The arguments Codex's Linux sandbox gives bubblewrap (codex-rs/docs/linux_sandbox.md,
-// its bubblewrap pipeline): the root read-only, the workspace writable and the cwd, its
-// top-level .git read-only again (so protected paths win; --ro-bind-try: a workspace
-// without one), /dev and /proc of its own, a pid namespace, a new session (no TIOCSTI
-// into the caller's terminal), the sandbox ending with its parent. Codex refuses the
-// network with a seccomp filter of its own, which bubblewrap alone cannot give: here every
-// namespace is unshared, the network too unless --share-net. A private /tmp. The fake HOME and the probe
+// The arguments Codex's Linux sandbox gives bubblewrap (codex-rs/linux-sandbox/README.md,
+// its default bubblewrap pipeline): the root read-only, the workspace writable and the
+// cwd, its top-level .git read-only again (protected paths win; --ro-bind-try: a workspace
+// without one), /dev and /proc of its own, user and pid namespaces, the network's too
+// when it is restricted (every namespace here, the network too unless --share-net), a new
+// session (no TIOCSTI into the caller's terminal), the sandbox ending with its parent. The
+// seccomp network filter and no_new_privs Codex adds in its own process are not
+// bubblewrap's to give. A private /tmp. The fake HOME and the probe
 // program are bound read-only again after --tmpfs /tmp only because they may be under
 // /tmp (the escape test's HOME is; a test's copied exguardian-probe is): a real HOME
 // and an installed exguardian-probe are under the read-only root already.
