@@ -231,7 +231,10 @@ static bool program_found(const std::string& prog) {
   return false;
 }
 
-bool parse_foreign_sandbox(const std::string& spec, const std::string& image, ForeignSandbox& out, std::string& err) {
+std::string preset_name(const std::string& name) { return name == "runsc" ? "podman-runsc" : name; }
+
+bool parse_foreign_sandbox(const std::string& given, const std::string& image, ForeignSandbox& out, std::string& err) {
+  const std::string spec = preset_name(given);
   std::string names;
   for (const auto& p : foreign_presets()) names += (names.empty() ? "" : ", ") + p.name;
   for (const auto& p : foreign_presets()) {

@@ -451,6 +451,9 @@ assert 'CapEff: 0000000000000000' in p['sandbox-status']['evidence'] and 'NoNewP
         run "$EXG" escape-test --sandbox podman-runsc --sandbox-image localhost/exg-escape-bb --dry-run
         check "--dry-run --sandbox podman-runsc: podman with runsc as the runtime, no network" bash -c \
             '[ "$1" = 0 ] && grep -q -- "--runtime runsc --runtime-flag network=none" <<<"$2"' _ "$STATUS" "$OUT"
+        run "$EXG" escape-test --sandbox runsc --sandbox-image localhost/exg-escape-bb --dry-run
+        check "--dry-run --sandbox runsc (the issue's spelling): the podman-runsc preset" bash -c \
+            '[ "$1" = 0 ] && grep -q -- "podman --runtime runsc --runtime-flag network=none" <<<"$2"' _ "$STATUS" "$OUT"
     fi
     podman rmi -f localhost/exg-escape-bb >/dev/null 2>&1
 fi

@@ -36,6 +36,16 @@ TEST(ForeignSandbox, PresetsAndPrefixes) {
   EXPECT_TRUE(podman);
 }
 
+// The issue's own spelling, --compare ...,runsc,...: gVisor under an engine, the podman-runsc preset.
+TEST(ForeignSandbox, RunscNamesGvisorUnderPodman) {
+  EXPECT_EQ(preset_name("runsc"), "podman-runsc");
+  EXPECT_EQ(preset_name("bwrap"), "bwrap");
+  ForeignSandbox fs;
+  std::string err;
+  EXPECT_FALSE(parse_foreign_sandbox("runsc", "", fs, err));  // an image to run, as podman-runsc
+  EXPECT_NE(err.find("--sandbox-image"), std::string::npos) << err;
+}
+
 TEST(ForeignSandbox, BwrapPresetsDifferOnlyInTheNetwork) {
   const ForeignPreset *off = nullptr, *on = nullptr;
   for (const auto& p : foreign_presets()) {
