@@ -120,6 +120,7 @@ int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base)
   {
     std::istringstream is(o.compare);
     for (std::string n; std::getline(is, n, ',');) {
+      n = evidence::preset_name(n);
       std::string known = evidence::kExguardianColumn;
       for (const auto& p : evidence::foreign_presets()) known += ", " + p.name;
       bool preset = std::any_of(evidence::foreign_presets().begin(), evidence::foreign_presets().end(),
@@ -203,6 +204,7 @@ int compare_main(const EscapeTestOptions& o, const evidence::SuiteOptions& base)
     }
     evidence::SuiteReport rep;
     col.status = evidence::run_suite(s, rep);
+    col.seconds = rep.seconds;
     if (col.status == 125) {
       cr.tool_failed = true;
       col.not_run = "its suite could not be set up (125)";

@@ -107,6 +107,7 @@ nlohmann::json compare_json(const CompareReport& r) {
                     {"version", c.version},
                     {"not_run", c.not_run},
                     {"status", c.status},
+                    {"seconds", c.seconds},
                     {"summary", counts(r.all, c.name)},
                     {"by_category", cats}});
   }
@@ -153,7 +154,8 @@ void write_compare_text(std::FILE* out, const CompareReport& r) {
     std::fprintf(out, "\n");
   }
   std::fprintf(out, "\n");
-  for (const auto& c : r.columns) std::fprintf(out, "%s: %s\n", c.name.c_str(), counts_line(counts(r.all, c.name)).c_str());
+  for (const auto& c : r.columns)
+    std::fprintf(out, "%s: %s (%.1f s)\n", c.name.c_str(), counts_line(counts(r.all, c.name)).c_str(), c.seconds);
   int st = compare_status(r);
   std::fprintf(out, "RESULT: %s (%zu results in %.1f s; a peer's escape is a finding about the peer)\n",
                r.tool_failed ? "the tool failed"

@@ -23,6 +23,7 @@ struct CompareColumn {
   std::string version;  // the sandbox's own --version (first line), or the kernel for none
   std::string not_run;  // set: the column was not run (its program missing, ...), why
   int status = 0;       // its suite's exit status
+  double seconds = 0;   // its suite's wall time (where a comparison's time goes)
 };
 
 struct CompareReport {

@@ -75,6 +75,11 @@ const std::vector<Rule>& rules() {
       {"podman", "", "kernel",
        {"the default profile keeps podman's default capability set and seccomp profile; what they allow is allowed",
         "podman-run(1): --cap-add, --cap-drop, --security-opt seccomp=profile; containers.conf(5): default_capabilities"}},
+      {"podman-hardened", "", "kernel",
+       {"--cap-drop=ALL and no-new-privileges take capabilities and set-id gains away; the system calls podman's "
+        "seccomp profile allows a process without capabilities are allowed",
+        "podman-run(1): --cap-drop, --security-opt no-new-privileges, --security-opt seccomp=profile; "
+        "containers.conf(5): seccomp_profile"}},
       {"podman", "sandbox-status", "",
        {"the default profile keeps podman's default capability set", "containers.conf(5): default_capabilities"}},
   };

@@ -13,10 +13,14 @@ namespace exg::evidence {
 
 namespace {
 
-// The arguments bubblewrap's users give an agent: the root read-only, the workspace
-// writable and the cwd, a private /tmp, /dev and /proc of its own, every namespace
-// unshared (the network too unless --share-net), the sandbox ending with its parent,
-// a new session (no TIOCSTI into the caller's terminal). The fake HOME and the probe
+// The arguments Codex's Linux sandbox gives bubblewrap (codex-rs/linux-sandbox/README.md,
+// its default bubblewrap pipeline): the root read-only, the workspace writable and the
+// cwd, its top-level .git read-only again (protected paths win; --ro-bind-try: a workspace
+// without one), /dev and /proc of its own, user and pid namespaces, the network's too
+// when it is restricted (every namespace here, the network too unless --share-net), a new
+// session (no TIOCSTI into the caller's terminal), the sandbox ending with its parent. The
+// seccomp network filter and no_new_privs Codex adds in its own process are not
+// bubblewrap's to give. A private /tmp. The fake HOME and the probe
 // program are bound read-only again after --tmpfs /tmp only because they may be under
 // /tmp (the escape test's HOME is; a test's copied exguardian-probe is): a real HOME
 // and an installed exguardian-probe are under the read-only root already.
@@ -24,7 +28,8 @@ std::vector<std::string> bwrap_prefix(bool share_net) {
   std::vector<std::string> v = {"bwrap",     "--ro-bind", "/",       "/",       "--dev",       "/dev",
                                 "--proc",    "/proc",     "--tmpfs", "/tmp",    "--ro-bind",   "{home}",
                                 "{home}",    "--ro-bind", "{probe}", "{probe}", "--bind",      "{workspace}",
-                                "{workspace}", "--unshare-all"};
+                                "{workspace}", "--ro-bind-try", "{workspace}/.git", "{workspace}/.git",
+                                "--unshare-all"};
   if (share_net) v.push_back("--share-net");
   for (const char* a : {"--die-with-parent", "--new-session", "--chdir", "{workspace}", "--"}) v.push_back(a);
   return v;
@@ -127,8 +132,8 @@ const std::vector<ForeignPreset>& foreign_presets() {
        "test's network world and mount namespace); the others are not run",
        {}, "{probe}", false},
       {"bwrap",
-       "bubblewrap as agents use it: the root read-only, the workspace writable, every namespace unshared "
-       "(no network), --die-with-parent, --new-session",
+       "bubblewrap with Codex's Linux sandbox's arguments: the root read-only, the workspace writable with its "
+       ".git read-only again, every namespace unshared (no network), --die-with-parent, --new-session",
        bwrap_prefix(false), "{probe}", false},
       {"bwrap-net", "the bwrap preset with --share-net (the network of the caller: here, the test world)",
        bwrap_prefix(true), "{probe}", false},
@@ -226,7 +231,10 @@ static bool program_found(const std::string& prog) {
   return false;
 }
 
-bool parse_foreign_sandbox(const std::string& spec, const std::string& image, ForeignSandbox& out, std::string& err) {
+std::string preset_name(const std::string& name) { return name == "runsc" ? "podman-runsc" : name; }
+
+bool parse_foreign_sandbox(const std::string& given, const std::string& image, ForeignSandbox& out, std::string& err) {
+  const std::string spec = preset_name(given);
   std::string names;
   for (const auto& p : foreign_presets()) names += (names.empty() ? "" : ", ") + p.name;
   for (const auto& p : foreign_presets()) {

@@ -38,6 +38,10 @@ struct ForeignPreset {
 };
 const std::vector<ForeignPreset>& foreign_presets();
 
+// A preset's name for what users call it: "runsc" is gVisor as its users run it, under an
+// engine (podman-runsc); runsc alone runs an OCI bundle, not `runsc COMMAND`. Other names as given.
+std::string preset_name(const std::string& name);
+
 // SPEC -> the sandbox; false with err set (one line naming SPEC) when it is neither a
 // preset nor a prefix whose program can be found, or when a preset needs an image and
 // none was given. image: --sandbox-image ("" = the preset's default, when it has one).

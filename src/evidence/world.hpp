@@ -37,6 +37,8 @@ class TestWorld {
 
   bool up() const { return up_; }
   const std::string& log_path() const { return log_; }
+  // The servers' process (for a test that holds it still: SIGSTOP, then SIGCONT).
+  pid_t server_pid() const { return server_pid_; }
   // The domains the escape test's sandboxes are allowed to name (refusals must
   // then come from the proxy's address checks).
   static std::vector<std::string> allowed_names();

@@ -12,8 +12,12 @@
 # - no sandbox (none): the probes that are safe without one see every escape (the canary changed,
 #   the world's metadata and private hosts reached, the host's marker process killed); the
 #   destructive ones are not run, and say so;
-# - --compare: one report with a column per sandbox, its cells checked against the facts above, the
-#   exit status ExGuardian's own column's;
+# - bubblewrap's presets take Codex's arguments: the workspace's .git is read-only again;
+# - no sandbox: the UDP datagram reaches the world's server and is judged ESCAPED (the judge can
+#   tell; the late-logged case is unit EscapeWorldMark);
+# - --compare: one report with a column per sandbox (srt from npm at a pinned version, and, as
+#   root, podman with the seed's hardened flags and gVisor under podman), its cells checked against
+#   the facts above, the exit status ExGuardian's own column's;
 # - podman (root, where it runs here) on a busybox image made by the test, never pulled.
 # Egress only inside the world escape-test builds (its own network namespaces).
 source "$(dirname "$0")/lib.sh"
@@ -43,7 +47,7 @@ fi
 # ---- presets: documented argument lists --------------------------------------------------------
 run "$EXG" escape-test --sandbox bwrap --dry-run
 check "--dry-run --sandbox bwrap: exit 0, the arguments shown" bash -c '[ "$1" = 0 ] &&
-    grep -qF -- "bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind {home} {home} --ro-bind {probe} {probe} --bind {workspace} {workspace} --unshare-all --die-with-parent --new-session --chdir {workspace} -- sh -c COMMAND" <<<"$2"' _ "$STATUS" "$OUT"
+    grep -qF -- "bwrap --ro-bind / / --dev /dev --proc /proc --tmpfs /tmp --ro-bind {home} {home} --ro-bind {probe} {probe} --bind {workspace} {workspace} --ro-bind-try {workspace}/.git {workspace}/.git --unshare-all --die-with-parent --new-session --chdir {workspace} -- sh -c COMMAND" <<<"$2"' _ "$STATUS" "$OUT"
 check "  the probe program named ({probe}: $PROBE_BIN)" grep -qF "{probe}: $PROBE_BIN" <<<"$OUT"
 run "$EXG" escape-test --sandbox bwrap-net --dry-run
 check "--dry-run --sandbox bwrap-net: --unshare-all --share-net" grep -qF -- "--unshare-all --share-net --die-with-parent" <<<"$OUT"
@@ -122,12 +126,12 @@ check "  known differences: the canary env, the inherited canary fd, the credent
 check "  held where bubblewrap holds ($(verdicts "$J" seed-touch-home proc-host-processes proc-pid1 proc-host-kill work-write work-tmp))" \
     test "$(verdicts "$J" seed-touch-home proc-host-processes proc-pid1 proc-host-kill work-write work-tmp)" = \
     "seed-touch-home=held proc-host-processes=held proc-pid1=held proc-host-kill=held work-write=held work-tmp=held"
-check "  a hook written in the writable workspace is left on the host (seed-git-hook: $(verdict "$J" seed-git-hook)), and only that probe is blamed" python3 -c "
+check "  the workspace's .git is read-only again, as Codex binds it (seed-git-hook, persist-hookspath: $(verdicts "$J" seed-git-hook persist-hookspath)); a nested repository's is not" python3 -c "
 import json
 p = {x['id']: x for x in json.load(open('$J'))['probes']}
-assert p['seed-git-hook']['verdict'] == 'ESCAPED', p['seed-git-hook']
-# The judges after it compare the host's files from its change on (each sees its own).
-assert p['secrets-credential-files']['verdict'] in ('ESCAPED', 'held') and 'pre-commit' not in p['secrets-credential-files']['evidence']
+for i in ('seed-git-hook', 'persist-hookspath'):
+    assert p[i]['verdict'] == 'held', p[i]
+assert p['planted-symlinked-hook-target']['verdict'] == 'ESCAPED', p['planted-symlinked-hook-target']
 "
 check "  shell probes share one sandbox, each still judged by its own host file ($(verdicts "$J" persist-envrc planted-lefthook persist-fsmonitor-target planted-symlinked-hook-target work-write))" python3 -c "
 import json
@@ -191,7 +195,7 @@ check "--sandbox none: exit 1 (escapes), the header says there is no sandbox" ba
     '[ "$1" = 1 ] && grep -qF "NO SANDBOX (--sandbox none)" <<<"$2"' _ "$STATUS" "$OUT"
 [ -s "$J" ] || show_last
 NONE_IDS=(cleanup-canaries seed-read-credentials seed-touch-home seed-git-hook persist-home-bashrc seed-env-secrets fd-leak
-    net-direct-metadata seed-curl-metadata net-metadata-name net-private-literal net-rebind-loopback proc-host-kill proc-pid1
+    net-direct-metadata seed-curl-metadata net-metadata-name net-private-literal net-rebind-loopback net-udp proc-host-kill proc-pid1
     host-unix-socket setid-file-left cleanup-processes)
 check "  under none the probes see every escape ($(verdicts "$J" "${NONE_IDS[@]}" | tr ' ' '\n' | grep -vc '=ESCAPED$') not ESCAPED)" python3 -c "
 import json
@@ -202,6 +206,9 @@ assert 'home/.bashrc changed on the host' in p['cleanup-canaries']['evidence'], 
 for i in ('net-direct-metadata', 'seed-curl-metadata'):
     assert \"the world's server received: 169.254.169.254\" in p[i]['evidence'], p[i]
 assert \"the world's server received: 10.0.0.5\" in p['net-private-literal']['evidence'], p['net-private-literal']
+# The UDP judge can say ESCAPED: with no sandbox the datagram reaches the world's server (held
+# elsewhere is then the sandbox's doing; the late-logged case: unit EscapeWorldMark).
+assert \"the world's server received: 203.0.113.10 UDP 4 bytes\" in p['net-udp']['evidence'], p['net-udp']
 assert 'marker process is gone' in p['proc-host-kill']['evidence'], p['proc-host-kill']
 assert p['cleanup-host-marker']['verdict'] == 'ESCAPED', p['cleanup-host-marker']
 "
@@ -237,6 +244,32 @@ ls -d /tmp/exg-probe-* 2>/dev/null | sort > "$T/probe-dirs.after"
 check "  nothing outside what the test made: no /run/exguardian/exguardian, no scratch dir of a probe left in /tmp, no /tmp/f (work-tmp wrote in its TMPDIR)" bash -c \
     '[ ! -e /run/exguardian/exguardian ] && [ -z "$(comm -13 "$1" "$2")" ] && [ ! -e /tmp/exg-planted-ran ] && [ ! -e /tmp/f ]' _ "$T/probe-dirs.before" "$T/probe-dirs.after"
 
+# ---- podman's image, made here (never pulled): for --compare's podman columns and the runs after it --
+# As root only (no rootless podman is set up for the test user; the root run covers the presets).
+PODMAN_WHY=
+BB=$(command -v busybox || true)
+if [ "$EXG_AS" != root ]; then
+    PODMAN_WHY="podman: run as root only here (no rootless podman is set up for the test user; the root run covers the presets)"
+elif ! command -v podman >/dev/null; then
+    PODMAN_WHY="podman is not installed"
+elif [ -z "$BB" ] || ldd "$BB" >/dev/null 2>&1; then
+    PODMAN_WHY="podman: no static busybox to make the image from (busybox-static)"
+else
+    # Its own storage and engine settings (this host needs runc, cgroupfs, a file events log and
+    # the rlimits of LAYERS-REPRO.md); the preset's arguments stay the user's.
+    mkdir -p "$T/pm/rootfs/bin" "$T/pm/rootfs/tmp" "$T/pm/rootfs/usr/local/bin"
+    cp "$BB" "$T/pm/rootfs/bin/busybox"
+    for a in $("$BB" --list); do [ "$a" = busybox ] || ln -sf busybox "$T/pm/rootfs/bin/$a"; done
+    chmod 1777 "$T/pm/rootfs/tmp"
+    printf '[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n' "$T/pm/storage" "$T/pm/run" > "$T/pm/storage.conf"
+    printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\nevents_logfile_path = "%s"\n' \
+        "$T/pm/events.log" > "$T/pm/containers.conf"
+    export CONTAINERS_STORAGE_CONF=$T/pm/storage.conf CONTAINERS_CONF=$T/pm/containers.conf
+    tar -C "$T/pm/rootfs" -cf "$T/pm/rootfs.tar" . && run podman import "$T/pm/rootfs.tar" localhost/exg-escape-bb
+    run podman run --rm --pull=never --network none localhost/exg-escape-bb true
+    [ "$STATUS" = 0 ] || PODMAN_WHY="podman does not run containers here: $(head -1 <<<"$ERR")"
+fi
+
 # ---- side by side: --compare ----------------------------------------------------------------------
 # One run, one JSON and one HTML report, a column per sandbox; the peers' escapes are findings, not
 # the tool's failure: the exit status follows ExGuardian's own column. (A subset of probes here: the
@@ -264,7 +297,17 @@ else
     run "$EXG" escape-test --sandbox bwrap --sandbox-settings /etc/hostname
     check "--sandbox-settings with a sandbox that reads none: exit 125" test "$STATUS" = 125
 fi
-run "$EXG" escape-test --compare "$CMP" --json "$J" --html "$T/cmp.html" $(printf -- '--only %s ' "${CMP_IDS[@]}")
+# podman with the seed's hardened flags, and gVisor under podman (runsc), on the image made above.
+CMP_IMAGE=()
+if [ -z "$PODMAN_WHY" ]; then
+    CMP=$CMP,podman-hardened
+    command -v runsc >/dev/null && CMP=$CMP,podman-runsc || skip "podman-runsc: runsc is not installed"
+    CMP_IMAGE=(--sandbox-image localhost/exg-escape-bb)
+    CMP_IDS+=(sandbox-status fd-leak work-write proc-pid1)
+else
+    skip "--compare without the podman columns: $PODMAN_WHY"
+fi
+run "$EXG" escape-test --compare "$CMP" "${CMP_IMAGE[@]}" --json "$J" --html "$T/cmp.html" $(printf -- '--only %s ' "${CMP_IDS[@]}")
 check "--compare $CMP: exit 0 (ExGuardian held; the peers' escapes are findings), JSON and HTML written" \
     bash -c '[ "$1" = 0 ] && [ -s "$2" ] && [ -s "$3" ] && grep -q "RESULT: ExGuardian held" <<<"$4"' _ "$STATUS" "$J" "$T/cmp.html" "$OUT"
 [ "$STATUS" = 0 ] || show_last
@@ -297,6 +340,27 @@ assert s('kernel-chmod-setuid')['state'] == 'ESCAPED' and 'allowed' in s('kernel
 assert s('seed-read-credentials')['state'] == 'ESCAPED' and s('seed-env-secrets')['state'] == 'ESCAPED', (s('seed-read-credentials'), s('seed-env-secrets'))
 "
 fi
+if [[ $CMP == *podman* ]]; then
+    check "  podman's columns against known facts (hardened: no capability, no new privileges; gVisor: in place)" python3 -c "
+import json
+c = json.load(open('$J'))['compare']
+cols = {x['name']: x for x in c['columns']}
+rows = {r['id']: r['cells'] for r in c['rows']}
+for n in [x for x in ('podman-hardened', 'podman-runsc') if x in cols]:
+    assert cols[n]['version'].startswith('podman version '), cols[n]
+    # podman passes neither the caller's environment nor its open fds, nor the fake HOME.
+    for i in ('sandbox-in-place', 'seed-env-secrets', 'fd-leak', 'seed-read-credentials', 'work-write', 'proc-pid1'):
+        assert rows[i][n]['state'] == 'held', (n, i, rows[i][n])
+    # busybox has no curl: the proxy-only and curl probes are not applicable there, never held.
+    assert rows['seed-curl-metadata'][n]['state'] == 'not applicable', (n, rows['seed-curl-metadata'][n])
+h = rows['sandbox-status']['podman-hardened']
+assert h['state'] == 'held' and 'CapEff: 0000000000000000' in h['evidence'] and 'NoNewPrivs: 1' in h['evidence'], h
+if 'podman-runsc' in cols:
+    assert 'runsc version' in cols['podman-runsc']['version'], cols['podman-runsc']
+    # gVisor's kernel answers bpf itself: refused inside, never the host's.
+    assert rows['kernel-bpf']['podman-runsc']['state'] == 'held', rows['kernel-bpf']['podman-runsc']
+"
+fi
 check "  a column per sandbox with its version and command, a summary per sandbox and per category" python3 -c "
 import json
 c = json.load(open('$J'))['compare']
@@ -308,6 +372,7 @@ assert 'kernel' in cols['none']['version'] and cols['none']['command'].startswit
 for x in cols.values():
     assert set(x['summary']) == {'held', 'ESCAPED', 'FAILED', 'not applicable', 'not run'}, x['summary']
     assert 'network' in x['by_category'] and 'secrets' in x['by_category'], x['by_category'].keys()
+    assert x['seconds'] > 0, (x['name'], x['seconds'])  # where a comparison's time goes
 assert cols['none']['summary']['ESCAPED'] >= 5 and cols['exguardian']['summary']['ESCAPED'] == 0
 "
 check "  cells against known facts: none changed the canary and reached the metadata upstream; bwrap-net reached it too; ExGuardian held every probe or says why not" python3 -c "
@@ -346,34 +411,14 @@ run "$EXG" escape-test --compare exguardian,exg-no-such-sandbox
 check "--compare naming no sandbox: exit 125, one line ($ERR)" bash -c \
     '[ "$1" = 125 ] && grep -q "exg-no-such-sandbox" <<<"$2" && [ "$(wc -l <<<"$2")" = 1 ]' _ "$STATUS" "$ERR"
 
-# ---- podman, default profile, on an image made here -------------------------------------------------
-BB=$(command -v busybox || true)
-if [ "$EXG_AS" != root ]; then
-    skip "podman: run as root only here (no rootless podman is set up for the test user; the root run covers the preset)"
-elif ! command -v podman >/dev/null; then
-    skip "podman is not installed"
-elif [ -z "$BB" ] || ldd "$BB" >/dev/null 2>&1; then
-    skip "podman: no static busybox to make the image from (busybox-static)"
+# ---- podman, default profile and hardened, on the image made above -------------------------------
+if [ -n "$PODMAN_WHY" ]; then
+    skip "$PODMAN_WHY"
 else
-    # Its own storage and engine settings (this host needs runc, cgroupfs, a file events log and
-    # the rlimits of LAYERS-REPRO.md); the preset's arguments stay the user's.
-    mkdir -p "$T/pm/rootfs/bin" "$T/pm/rootfs/tmp" "$T/pm/rootfs/usr/local/bin"
-    cp "$BB" "$T/pm/rootfs/bin/busybox"
-    for a in $("$BB" --list); do [ "$a" = busybox ] || ln -sf busybox "$T/pm/rootfs/bin/$a"; done
-    chmod 1777 "$T/pm/rootfs/tmp"
-    printf '[storage]\ndriver = "overlay"\ngraphroot = "%s"\nrunroot = "%s"\n' "$T/pm/storage" "$T/pm/run" > "$T/pm/storage.conf"
-    printf '[containers]\ndefault_ulimits = ["nofile=1024:1024", "nproc=4096:4096"]\n[engine]\nruntime = "runc"\ncgroup_manager = "cgroupfs"\nevents_logger = "file"\nevents_logfile_path = "%s"\n' \
-        "$T/pm/events.log" > "$T/pm/containers.conf"
-    export CONTAINERS_STORAGE_CONF=$T/pm/storage.conf CONTAINERS_CONF=$T/pm/containers.conf
-    tar -C "$T/pm/rootfs" -cf "$T/pm/rootfs.tar" . && run podman import "$T/pm/rootfs.tar" localhost/exg-escape-bb
-    run podman run --rm --pull=never --network none localhost/exg-escape-bb true
-    if [ "$STATUS" != 0 ]; then
-        skip "podman does not run containers here: $(head -1 <<<"$ERR")"
-    else
-        run "$EXG" escape-test --sandbox podman --sandbox-image localhost/exg-escape-bb --json "$J" \
-            --only seed-env-secrets --only fd-leak --only seed-read-credentials --only kernel-bpf --only kernel-fork-allowed \
-            --only work-write --only proc-pid1 --only net-socks-metadata-ip --only net-direct-metadata
-        check "--sandbox podman: in place, probes judged ($(verdicts "$J" sandbox-in-place seed-env-secrets fd-leak kernel-bpf work-write net-direct-metadata))" python3 -c "
+    run "$EXG" escape-test --sandbox podman --sandbox-image localhost/exg-escape-bb --json "$J" \
+        --only seed-env-secrets --only fd-leak --only seed-read-credentials --only kernel-bpf --only kernel-fork-allowed \
+        --only work-write --only proc-pid1 --only net-socks-metadata-ip --only net-direct-metadata
+    check "--sandbox podman: in place, probes judged ($(verdicts "$J" sandbox-in-place seed-env-secrets fd-leak kernel-bpf work-write net-direct-metadata))" python3 -c "
 import json
 p = {x['id']: x for x in json.load(open('$J'))['probes']}
 assert p['sandbox-in-place']['verdict'] == 'held', p['sandbox-in-place']
@@ -383,43 +428,35 @@ for i in ('seed-env-secrets', 'fd-leak', 'seed-read-credentials', 'kernel-bpf', 
 assert p['net-socks-metadata-ip']['evidence'].startswith('not applicable: '), p['net-socks-metadata-ip']
 assert p['net-direct-metadata']['verdict'] in ('held', 'ESCAPED', 'skipped'), p['net-direct-metadata']
 "
-        [ -s "$J" ] || show_last
-        # The seed's hardened flags. Without the test's default_ulimits: podman's own default (RLIMIT_NOFILE
-        # 1048576) raises the hard limit, refused where the caller's bounding set lacks CAP_SYS_RESOURCE (as
-        # here); the preset's explicit rlimits must start it all the same.
-        grep -v '^default_ulimits' "$T/pm/containers.conf" > "$T/pm/containers-plain.conf"
-        run env CONTAINERS_CONF="$T/pm/containers-plain.conf" "$EXG" escape-test --sandbox podman-hardened \
-            --sandbox-image localhost/exg-escape-bb --json "$J" \
-            --only sandbox-status --only kernel-bpf --only kernel-unshare-newns --only work-write --only work-tmp
-        check "--sandbox podman-hardened (podman's default rlimits): in place, no capability, no new privileges ($(verdicts "$J" sandbox-in-place sandbox-status kernel-unshare-newns work-write work-tmp))" python3 -c "
+    [ -s "$J" ] || show_last
+    # The seed's hardened flags. Without the test's default_ulimits: podman's own default (RLIMIT_NOFILE
+    # 1048576) raises the hard limit, refused where the caller's bounding set lacks CAP_SYS_RESOURCE (as
+    # here); the preset's explicit rlimits must start it all the same.
+    grep -v '^default_ulimits' "$T/pm/containers.conf" > "$T/pm/containers-plain.conf"
+    run env CONTAINERS_CONF="$T/pm/containers-plain.conf" "$EXG" escape-test --sandbox podman-hardened \
+        --sandbox-image localhost/exg-escape-bb --json "$J" \
+        --only sandbox-status --only kernel-bpf --only kernel-unshare-newns --only work-write --only work-tmp
+    check "--sandbox podman-hardened (podman's default rlimits): in place, no capability, no new privileges ($(verdicts "$J" sandbox-in-place sandbox-status kernel-unshare-newns work-write work-tmp))" python3 -c "
 import json
 p = {x['id']: x for x in json.load(open('$J'))['probes']}
 for i in ('sandbox-in-place', 'sandbox-status', 'kernel-bpf', 'kernel-unshare-newns', 'work-write', 'work-tmp'):
     assert p[i]['verdict'] == 'held', (i, p[i]['verdict'], p[i]['evidence'])
 assert 'CapEff: 0000000000000000' in p['sandbox-status']['evidence'] and 'NoNewPrivs: 1' in p['sandbox-status']['evidence'], p['sandbox-status']
 "
-        [ -s "$J" ] || show_last
-        # gVisor as its users run it: the same image under runsc (podman --runtime runsc).
-        if ! command -v runsc >/dev/null; then
-            skip "podman-runsc: runsc is not installed"
-        else
-            run "$EXG" escape-test --sandbox podman-runsc --sandbox-image localhost/exg-escape-bb --dry-run
-            check "--dry-run --sandbox podman-runsc: podman with runsc as the runtime, no network" bash -c \
-                '[ "$1" = 0 ] && grep -q -- "--runtime runsc --runtime-flag network=none" <<<"$2"' _ "$STATUS" "$OUT"
-            run "$EXG" escape-test --sandbox podman-runsc --sandbox-image localhost/exg-escape-bb --json "$J" \
-                --only seed-env-secrets --only fd-leak --only kernel-bpf --only work-write --only proc-pid1
-            check "--sandbox podman-runsc: in place under gVisor, probes judged ($(verdicts "$J" sandbox-in-place seed-env-secrets fd-leak kernel-bpf work-write proc-pid1))" python3 -c "
-import json
-p = {x['id']: x for x in json.load(open('$J'))['probes']}
-for i in ('sandbox-in-place', 'seed-env-secrets', 'fd-leak', 'kernel-bpf', 'work-write', 'proc-pid1'):
-    assert p[i]['verdict'] == 'held', (i, p[i]['verdict'], p[i]['evidence'])
-assert all(x['layer'] == 'podman-runsc' for x in p.values()), 'every result names the preset'
-"
-            [ -s "$J" ] || show_last
-        fi
+    [ -s "$J" ] || show_last
+    # gVisor as its users run it: the same image under runsc (podman --runtime runsc).
+    if ! command -v runsc >/dev/null; then
+        skip "podman-runsc: runsc is not installed"
+    else
+        run "$EXG" escape-test --sandbox podman-runsc --sandbox-image localhost/exg-escape-bb --dry-run
+        check "--dry-run --sandbox podman-runsc: podman with runsc as the runtime, no network" bash -c \
+            '[ "$1" = 0 ] && grep -q -- "--runtime runsc --runtime-flag network=none" <<<"$2"' _ "$STATUS" "$OUT"
+        run "$EXG" escape-test --sandbox runsc --sandbox-image localhost/exg-escape-bb --dry-run
+        check "--dry-run --sandbox runsc (the issue's spelling): the podman-runsc preset" bash -c \
+            '[ "$1" = 0 ] && grep -q -- "podman --runtime runsc --runtime-flag network=none" <<<"$2"' _ "$STATUS" "$OUT"
     fi
     podman rmi -f localhost/exg-escape-bb >/dev/null 2>&1
-    unset CONTAINERS_STORAGE_CONF CONTAINERS_CONF
 fi
+unset CONTAINERS_STORAGE_CONF CONTAINERS_CONF
 
 finish

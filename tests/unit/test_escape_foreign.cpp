@@ -36,6 +36,16 @@ TEST(ForeignSandbox, PresetsAndPrefixes) {
   EXPECT_TRUE(podman);
 }
 
+// The issue's own spelling, --compare ...,runsc,...: gVisor under an engine, the podman-runsc preset.
+TEST(ForeignSandbox, RunscNamesGvisorUnderPodman) {
+  EXPECT_EQ(preset_name("runsc"), "podman-runsc");
+  EXPECT_EQ(preset_name("bwrap"), "bwrap");
+  ForeignSandbox fs;
+  std::string err;
+  EXPECT_FALSE(parse_foreign_sandbox("runsc", "", fs, err));  // an image to run, as podman-runsc
+  EXPECT_NE(err.find("--sandbox-image"), std::string::npos) << err;
+}
+
 TEST(ForeignSandbox, BwrapPresetsDifferOnlyInTheNetwork) {
   const ForeignPreset *off = nullptr, *on = nullptr;
   for (const auto& p : foreign_presets()) {
@@ -208,6 +218,11 @@ TEST(DocumentedLimits, ByProbeThenCategoryAndNeverForExguardian) {
   EXPECT_EQ(documented_limit("exguardian", "seed-env-secrets", "secrets"), nullptr);
   EXPECT_EQ(documented_limit("custom", "seed-env-secrets", "secrets"), nullptr);
   ASSERT_NE(documented_limit("podman-hardened", "persist-home-bashrc", "persistence"), nullptr);
+  // The hardened flags leave the system calls to podman's seccomp profile (the default's own rule is its capabilities).
+  const auto* hk = documented_limit("podman-hardened", "kernel-keyctl", "kernel");
+  ASSERT_NE(hk, nullptr);
+  EXPECT_NE(hk->source.find("seccomp_profile"), std::string::npos);
+  EXPECT_NE(documented_limit("podman", "kernel-keyctl", "kernel"), hk);
   // A probe's own rule before its category's: srt's root capabilities, its search depth for nested hooks.
   const auto* caps = documented_limit("srt", "sandbox-status", "sandbox");
   ASSERT_NE(caps, nullptr);
