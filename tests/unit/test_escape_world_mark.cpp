@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <string>
 #include <thread>
 
@@ -36,6 +37,23 @@ bool send_udp(const std::string& payload) {
             static_cast<ssize_t>(payload.size());
   ::close(u);
   return ok;
+}
+
+// Whether every thread of `pid` is in the stopped state ('T' in its stat), waited for up to 5 s.
+bool all_threads_stopped(pid_t pid) {
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (int i = 0; i < 500; ++i) {
+    bool all = true, any = false;
+    for (const auto& t : std::filesystem::directory_iterator(tasks)) {
+      std::string stat = read_whole(t.path().string() + "/stat").value_or("");
+      size_t close = stat.rfind(')');
+      any = true;
+      if (close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] != 'T') all = false;
+    }
+    if (any && all) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
 }
 
 // The log from `from` up to the mark numbered n (what the judge gets), or "NO MARK".
@@ -84,6 +102,12 @@ std::string verdict_name(const Judgement& j) {
   // 1. A datagram sent while the server is held still (a loaded host): it is in the server's
   //    socket queue, not yet in its log.
   ::kill(world.server_pid(), SIGSTOP);
+  // kill() returns before the stop has reached every thread of the server: a datagram sent
+  // in between may still be logged at once (seen under a loaded full unit run).
+  if (!all_threads_stopped(world.server_pid())) {
+    say("ERROR the world's server did not stop within 5 s");
+    ::_exit(1);
+  }
   bool sent = send_udp("exg\n");  // what net-udp's `echo exg > /dev/udp/...` sends
   std::string at_once = read_whole(log).value_or("?");
   say("SENT " + std::string(sent ? "yes" : "no"));
