@@ -109,7 +109,7 @@ struct ChildSetup {
   }
   // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
-  if (walls::install_seccomp_errno(walls::host_network_seccomp_program()) != 0) die(sync, "install the host-network filter", errno);
+  if (walls::install_seccomp_errno(walls::host_network_seccomp_program(plan.seccomp)) != 0) die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
   ia.sync_fd = sync;

@@ -201,7 +201,7 @@ os.makedirs(".git/hooks", exist_ok=True)
 with open(".git/hooks/post-checkout", "w") as f: f.write("#!/bin/sh\ntouch /tmp/pwned\n")
 PY
 [ "$EXG_LL_AS" = root ] && chmod 644 "$T/attacks.py"
-run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$T/host.sock"
+run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" --audit-log "$T/audit.jsonl" -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$T/host.sock"
 note "status $STATUS"
 printf '%s\n' "$OUT" | sed 's/^/#      /'
 attack() {  # NAME DESC: the sandbox printed "NAME: refused ..."
@@ -229,6 +229,15 @@ check "$who: a TCP Fast Open send to a loopback service that is not the proxy is
 attack udp "a UDP socket"
 attack raw "a raw socket"
 attack packet "a packet socket"
+# Audited as on the other layers: the main filter's refusal through the supervisor, one line each
+# (raw: EPERM; packet, AF_PACKET: EAFNOSUPPORT), the call named.
+socket_lines() {  # ERRNO: the audit log's refused socket() calls with that errno
+    python3 -c 'import json,sys; print(sum(1 for l in open(sys.argv[1]) if (j := json.loads(l)).get("event") == "syscall_refused" and j.get("syscall") == "socket" and j.get("errno") == int(sys.argv[2])))' "$T/audit.jsonl" "$1" 2>/dev/null
+}
+check "$who: ... the raw socket's refusal is audited: one syscall_refused line naming socket, EPERM ($(socket_lines 1) line(s))" \
+    test "$(socket_lines 1)" = 1
+check "$who: ... the packet socket's too: one line naming socket, EAFNOSUPPORT ($(socket_lines 97) line(s))" \
+    test "$(socket_lines 97)" = 1
 attack bind "a TCP bind"
 attack kill-host-process "a signal to a host process (Landlock scoping)"
 check "$who: ... and the host process is still alive" kill -0 "$victim"
