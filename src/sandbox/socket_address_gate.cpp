@@ -27,6 +27,7 @@
 
 #include "util/syscalls.hpp"
 #include "util/proc_text.hpp"
+#include "util/real_ids_of.hpp"
 
 namespace exg::sandbox {
 
@@ -111,6 +112,7 @@ UniqueFd open_caller(pid_t tid) {
 int read_caller(pid_t tid, uint64_t addr, void* out, size_t len) {
   if (len == 0) return 0;
   iovec local{out, len}, remote{reinterpret_cast<void*>(addr), len};
+  util::RealIdsOf as_caller(tid);  // root without CAP_SYS_PTRACE (util/real_ids_of.hpp)
   ssize_t n = ::process_vm_readv(tid, &local, 1, &remote, 1, 0);
   if (n == static_cast<ssize_t>(len)) return 0;
   return n < 0 ? errno : EFAULT;
@@ -301,6 +303,7 @@ int take_passed(pid_t tid, int caller, Message* m) {
       for (size_t i = 0; i < n; ++i) {
         int theirs = 0;
         std::memcpy(&theirs, fds + i, sizeof theirs);
+        util::RealIdsOf as_caller(tid);
         UniqueFd mine(static_cast<int>(::syscall(SYS_pidfd_getfd, caller, theirs, 0)));
         if (!mine) return EBADF;
         int ours_fd = mine.get();
@@ -423,7 +426,10 @@ void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t re
   // trusted only while the notification is still the caller's.
   uint64_t id = req.id;
   if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) != 0) return;
-  call.sock.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, call.caller.get(), static_cast<int>(args[0]), 0)));
+  {
+    util::RealIdsOf as_caller(tid);  // root without CAP_SYS_PTRACE (util/real_ids_of.hpp)
+    call.sock.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, call.caller.get(), static_cast<int>(args[0]), 0)));
+  }
   if (!call.sock) return reply(errno == EPERM ? EACCES : EBADF);
   int domain = 0;
   socklen_t dlen = sizeof domain;
