@@ -124,22 +124,30 @@ int read_caller(pid_t tid, uint64_t addr, void* out, size_t len) {
 // sandbox's own tree. Returns 0 or the errno the caller gets.
 int resolve_in_caller(pid_t tid, const std::string& path, UniqueFd* out) {
   const std::string proc = "/proc/" + std::to_string(tid);
-  UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root) return errno == ENOENT ? ESRCH : errno;
+  UniqueFd root, cwd;
+  ssize_t cwd_len = -1;
+  char link[PATH_MAX];
+  {
+    // (root without CAP_SYS_PTRACE: these links are checked with the filesystem ids)
+    util::RealIdsOf as_caller(tid, /*fs_too=*/true);
+    root.reset(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root) return errno == ENOENT ? ESRCH : errno;
+    if (path[0] != '/') {
+      cwd.reset(::open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!cwd) return errno;
+      cwd_len = ::readlink((proc + "/cwd").c_str(), link, sizeof link - 1);
+    }
+  }
   constexpr uint64_t kResolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   std::string name = path;
   int base = root.get();
-  UniqueFd cwd;
   if (path[0] != '/') {
-    cwd.reset(::open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!cwd) return errno;
     // The working directory as a path in the caller's root, when the kernel can
     // say it and it names the same directory there: then ".." and absolute
     // links in the name resolve exactly as for the caller. Otherwise from the
     // directory itself (".." stops there).
     base = cwd.get();
-    char link[PATH_MAX];
-    ssize_t n = ::readlink((proc + "/cwd").c_str(), link, sizeof link - 1);
+    ssize_t n = cwd_len;
     if (n > 0 && link[0] == '/') {
       std::string dir(link, static_cast<size_t>(n));
       UniqueFd again(sys::openat2(root.get(), dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, kResolve));

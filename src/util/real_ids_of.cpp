@@ -37,7 +37,7 @@ bool root_without_ptrace_capability() {
   return without;
 }
 
-RealIdsOf::RealIdsOf(pid_t pid) {
+RealIdsOf::RealIdsOf(pid_t pid, bool fs_too) {
   if (!root_without_ptrace_capability()) return;
   const std::string status = read_proc_text(("/proc/" + std::to_string(pid) + "/status").c_str());
   unsigned uid = 0, gid = 0;
@@ -49,10 +49,23 @@ RealIdsOf::RealIdsOf(pid_t pid) {
   rgid_ = rg;
   if (::syscall(SYS_setresgid, gid, -1, -1) != 0) return;
   switched_ = true;  // (the gid at least: restored below either way)
-  (void)::syscall(SYS_setresuid, uid, -1, -1);  // a failure leaves the call to fail with EPERM
+  if (::syscall(SYS_setresuid, uid, -1, -1) != 0) return;  // the call then fails with EPERM
+  if (!fs_too) return;
+  // setfsuid/setfsgid answer the previous id whatever happens: -1 asks for the current one.
+  fsuid_ = static_cast<uid_t>(::syscall(SYS_setfsuid, -1));
+  fsgid_ = static_cast<gid_t>(::syscall(SYS_setfsgid, -1));
+  fs_switched_ = true;
+  ::syscall(SYS_setfsgid, gid);
+  ::syscall(SYS_setfsuid, uid);
 }
 
 RealIdsOf::~RealIdsOf() {
+  if (fs_switched_) {
+    ::syscall(SYS_setfsuid, fsuid_);
+    ::syscall(SYS_setfsgid, fsgid_);
+    if (static_cast<uid_t>(::syscall(SYS_setfsuid, -1)) != fsuid_ || static_cast<gid_t>(::syscall(SYS_setfsgid, -1)) != fsgid_)
+      std::abort();
+  }
   if (!switched_) return;
   if (::syscall(SYS_setresuid, ruid_, -1, -1) != 0 || ::syscall(SYS_setresgid, rgid_, -1, -1) != 0) std::abort();
 }

@@ -19,17 +19,22 @@
 
 namespace exg::util {
 
+//
+// With `fs_too`, the filesystem uid and gid as well, for the checks made with
+// them (opening /proc/PID/root and /proc/PID/cwd): meanwhile this thread opens
+// files as the target would (its capabilities over files are gone until the
+// way back), so only those opens go inside.
 class RealIdsOf {
  public:
-  explicit RealIdsOf(pid_t pid);
+  explicit RealIdsOf(pid_t pid, bool fs_too = false);
   ~RealIdsOf();
   RealIdsOf(const RealIdsOf&) = delete;
   RealIdsOf& operator=(const RealIdsOf&) = delete;
 
  private:
-  bool switched_ = false;
-  uid_t ruid_ = 0;
-  gid_t rgid_ = 0;
+  bool switched_ = false, fs_switched_ = false;
+  uid_t ruid_ = 0, fsuid_ = 0;
+  gid_t rgid_ = 0, fsgid_ = 0;
 };
 
 // Effective root without CAP_SYS_PTRACE in its effective set (computed once).

@@ -97,6 +97,38 @@ except OSError as e: print("signal-supervisor-refused", e.errno)'
         '[ "$1" = 0 ] && grep -qx "uid 1000" <<<"$2" && grep -qx proxy-reached <<<"$2" && grep -q "^other-refused" <<<"$2" &&
          grep -qx "supervisor-is exg" <<<"$2" && grep -q "^signal-supervisor-refused" <<<"$2" && ! grep -q ALLOWED <<<"$2"' _ "$STATUS" "$OUT"
     [ "$STATUS" = 0 ] || show_last
+    # A unix socket of the container the policy allows, by its path (the gate resolves the path
+    # through the caller's /proc/PID/root and cwd, which the kernel checks with the filesystem
+    # ids): reached, absolute and relative; one it does not allow refused.
+    printf '{"network": {"allowUnixSockets": ["/tmp/allowed.sock"]}}\n' >"$R/etc/exg-unix-policy.json"
+    cat >"$R/etc/exg-unix-server.py" <<'PY'
+import os, socket, sys, threading, time
+def serve(p):
+    s = socket.socket(socket.AF_UNIX); s.bind(p); os.chmod(p, 0o777); s.listen(8)
+    while True:
+        c, _ = s.accept(); c.sendall(b"hello\n"); c.close()
+for n in ("allowed.sock", "other.sock"):
+    threading.Thread(target=serve, args=("/tmp/" + n,), daemon=True).start()
+print("up", flush=True); time.sleep(60)
+PY
+    cat >"$R/etc/exg-unix-client.py" <<'PY'
+import os, socket
+os.chdir("/tmp")
+for target in ("/tmp/allowed.sock", "allowed.sock", "/tmp/other.sock"):
+    try:
+        c = socket.socket(socket.AF_UNIX); c.settimeout(5); c.connect(target); print(target, "reached", c.recv(16).decode().strip())
+    except OSError as e: print(target, "refused", e.errno)
+PY
+    run timeout 120 "${PM[@]}" run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
+        -v /usr:/usr:ro -v "$EXG:/exg:ro" -w /work -e HOME=/home/u --user "$uid:$uid" --rootfs "$R" /bin/sh -c '
+python3 /etc/exg-unix-server.py >/tmp/server.out & for i in $(seq 100); do grep -q up /tmp/server.out 2>/dev/null && break; sleep 0.05; done
+/exg run -q --layer landlock --policy /etc/exg-unix-policy.json -- python3 /etc/exg-unix-client.py; st=$?; kill $!; exit $st'
+    printf '%s\n' "$OUT" | sed 's/^/#      /'
+    check "uid $uid, default profile, landlock: a unix socket allowed by path is reached (absolute and relative), another refused" bash -c \
+        '[ "$1" = 0 ] && grep -qx "/tmp/allowed.sock reached hello" <<<"$2" && grep -qx "allowed.sock reached hello" <<<"$2" &&
+         grep -q "^/tmp/other.sock refused" <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 0 ] || show_last
+    rm -f "$R/tmp/allowed.sock" "$R/tmp/other.sock" "$R/tmp/server.out"
     # ---- seccomp allowed, /proc still masked ---------------------------------------------------
     in_podman "$uid" --security-opt seccomp=unconfined -- run -- echo hi
     check "uid $uid, seccomp=unconfined only: exit 125, the masked /proc named with its way out" bash -c \
