@@ -171,6 +171,9 @@ class Agent {
 
  private:
   const AgentConfig& cfg_;
+  // Who may end the sandbox with a signal: pid 0 (outside the pid namespace),
+  // or, with no pid namespace (end_descendants), the parent (on_signals).
+  const pid_t supervisor_pid_ = cfg_.end_descendants ? ::getppid() : 0;
   int ep_ = -1, sigfd_ = -1, inotify_ = -1;
   FrameReader reader_;
   std::string outq_;
@@ -291,6 +294,7 @@ void Agent::pause_outputs(bool pause) {
   if (::getpid() == 1) ::kill(-1, SIGKILL);
   else
     for (auto& [pid, p] : procs_) ::kill(pid, SIGKILL);
+  if (cfg_.end_descendants) cfg_.end_descendants();
   ::_exit(status);
 }
 
@@ -389,10 +393,11 @@ void Agent::on_signals() {
       int status;
       pid_t p;
       while ((p = ::waitpid(-1, &status, WNOHANG)) > 0) reap(p, status);
-    } else if ((s == SIGTERM || s == SIGINT || s == SIGHUP) && si.ssi_pid == 0) {
-      // From outside the pid namespace (a sender inside has a pid here): the
-      // supervisor ends the sandbox. A blocked signal reaches even pid 1, so
-      // the sandbox's own processes could send one too: those are ignored.
+    } else if ((s == SIGTERM || s == SIGINT || s == SIGHUP) && static_cast<pid_t>(si.ssi_pid) == supervisor_pid_) {
+      // From outside the pid namespace (a sender inside has a pid here; without
+      // one, from the supervisor, our parent): the supervisor ends the sandbox.
+      // A blocked signal reaches even pid 1, so the sandbox's own processes
+      // could send one too: those are ignored.
       end(128 + s);
     }
   }

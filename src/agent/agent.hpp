@@ -32,6 +32,12 @@ struct AgentConfig {
   // reports refused forks as "limit" events. -1: none.
   int pids_events = -1, pids_notify = -1;
   uint32_t pids_max = 0;
+  // Not pid 1 (the landlock layer: no pid namespace): the agent is a child
+  // subreaper, every orphan of its processes comes back to it, and this ends
+  // them all (kill(-1) would reach every process of the uid on the host). Set,
+  // it also makes the parent (the supervisor) the one whose SIGTERM ends the
+  // sandbox, there being no "outside the pid namespace" to tell it by.
+  void (*end_descendants)() = nullptr;
 };
 
 // Never returns: exits 0 on shutdown or a closed channel, 128+N on signal N.

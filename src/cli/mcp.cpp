@@ -30,7 +30,6 @@
 #include "serve/sandbox_registry.hpp"
 #include "serve/templates.hpp"
 #include "util/layer_kind.hpp"
-#include "util/layer_sessions.hpp"
 #include "util/write_all.hpp"
 
 namespace exg::cli {
@@ -176,8 +175,6 @@ int mcp_main(int argc, char** argv) {
     std::fprintf(stderr, "exguardian: mcp: usage: %s (see exguardian mcp --help)\n", e.what());
     return 125;
   }
-  if (auto kind = layer::parse_kind(lo.layer); kind && !layer::why_no_sessions(*kind).empty())
-    return mcp_error("--layer " + lo.layer + ": " + std::string(layer::why_no_sessions(*kind)));
   if (!server_url.empty() || !api_key_file.empty()) {
     if (server_url.empty()) return mcp_error("--api-key-file: only with --server URL");
     if (api_key_file.empty()) return mcp_error("--server: needs --api-key-file FILE (the tenant's API key; never on the command line)");

@@ -200,6 +200,7 @@ void kill_descendants() {
     cfg.channel = 3;
     cfg.env = a.plan->env;
     cfg.cwd = a.plan->cwd;
+    if (a.reap_descendants) cfg.end_descendants = kill_descendants;  // no pid namespace to end them
     agent::serve(cfg);
   }
   pid_t cmd = start_command(a);

@@ -27,7 +27,6 @@
 #include "process/spawn.hpp"
 #include "util/dir_fd.hpp"
 #include "util/fd_passing.hpp"
-#include "util/layer_sessions.hpp"
 #include "util/syscalls.hpp"
 
 namespace exg::process {
@@ -109,7 +108,7 @@ struct ChildSetup {
   }
   // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
-  if (walls::install_seccomp_errno(walls::host_network_seccomp_program()) != 0) die(sync, "install the host-network filter", errno);
+  if (walls::install_seccomp_errno(walls::host_network_seccomp_program(plan.seccomp)) != 0) die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
   ia.sync_fd = sync;
@@ -119,6 +118,7 @@ struct ChildSetup {
   ia.seccomp = plan.seccomp ? &walls::prebuilt_seccomp_program() : nullptr;
   ia.timer = opt.timer;
   ia.reap_descendants = true;
+  ia.agent_channel = f.agent_fd;
   ia.bounding_set_done = true;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = opt.tty_fds[k];
   for (int fd : opt.pass_fds) ia.pass_fds[ia.n_pass_fds++] = fd;
@@ -207,9 +207,7 @@ layer::Enforcement LandlockLayer::enforces(const plan::Plan& plan) const {
   return e;
 }
 
-Result<void> LandlockLayer::supports_agent() const {
-  return fail(Error::msg("layer landlock", std::string(layer::why_no_sessions(kind()))));
-}
+Result<void> LandlockLayer::supports_agent() const { return {}; }
 
 std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {
   std::vector<std::string> out;
@@ -222,7 +220,7 @@ std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {
 
 Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer::LaunchOptions& opt) {
   if (auto why = missing(landlock_); !why.empty()) return fail(Error::msg("layer landlock", why));
-  if (opt.agent) return fail(supports_agent().error());
+  if (opt.agent && !opt.pass_fds.empty()) return fail(Error::msg("launch", "descriptors to pass to an agent"));
   if (opt.pass_fds.size() > static_cast<size_t>(kMaxPassFds))
     return fail(Error::msg("launch", "more than " + std::to_string(kMaxPassFds) + " descriptors to pass"));
   if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)
@@ -255,6 +253,10 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   if (plan.proxy.enabled)
     for (const auto& [name, value] : plan::proxy_env(http_port, socks_port, *token)) set_env(own.env, name, value);
   for (const char* n : {"TMPDIR", "TMP", "TEMP"}) set_env(own.env, n, tmp);
+  // A session's agent opens a terminal for each pty command after Landlock is
+  // on: the host's /dev/ptmx and devpts (docs/layers.md: the command's uid may
+  // write to its other terminals there; TIOCSTI stays refused).
+  if (opt.agent) own.landlock.write_files.insert(own.landlock.write_files.end(), {"/dev/ptmx", "/dev/pts"});
   ChildSetup c;
   c.plan = &own;
   c.opt = &opt;
@@ -276,6 +278,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   sp.limits = plan.limits;
   sp.min_memory = kMinMemory;
   sp.layer = "landlock";
+  sp.agent = opt.agent;
   sp.child = [&c](const SpawnFds& f) { landlock_child(c, f); };
   sp.trust_anchor = opt.trust_anchor;
   sp.meanwhile = opt.meanwhile;

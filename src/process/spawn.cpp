@@ -17,6 +17,7 @@
 #include "process/handshake.hpp"
 #include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
+#include "util/real_ids_of.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::process {
@@ -189,8 +190,10 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
       // under its own filter it cannot send it): taken, then init is told.
       char* end = nullptr;
       long n = std::strtol(m.text.c_str(), &end, 10);
-      if (end != m.text.c_str() && *end == '\0' && n >= 0 && n <= INT_MAX && !sb.seccomp_listener)
+      if (end != m.text.c_str() && *end == '\0' && n >= 0 && n <= INT_MAX && !sb.seccomp_listener) {
+        util::RealIdsOf as_init(sb.pid);  // root without CAP_SYS_PTRACE, init of another uid (util/real_ids_of.hpp)
         sb.seccomp_listener.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, sb.pidfd.get(), static_cast<int>(n), 0)));
+      }
       if (!sb.seccomp_listener)
         return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)"));
       if (!send_listener_taken(parent_sock.get()))

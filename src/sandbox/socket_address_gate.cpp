@@ -27,6 +27,7 @@
 
 #include "util/syscalls.hpp"
 #include "util/proc_text.hpp"
+#include "util/real_ids_of.hpp"
 
 namespace exg::sandbox {
 
@@ -111,6 +112,7 @@ UniqueFd open_caller(pid_t tid) {
 int read_caller(pid_t tid, uint64_t addr, void* out, size_t len) {
   if (len == 0) return 0;
   iovec local{out, len}, remote{reinterpret_cast<void*>(addr), len};
+  util::RealIdsOf as_caller(tid);  // root without CAP_SYS_PTRACE (util/real_ids_of.hpp)
   ssize_t n = ::process_vm_readv(tid, &local, 1, &remote, 1, 0);
   if (n == static_cast<ssize_t>(len)) return 0;
   return n < 0 ? errno : EFAULT;
@@ -122,22 +124,30 @@ int read_caller(pid_t tid, uint64_t addr, void* out, size_t len) {
 // sandbox's own tree. Returns 0 or the errno the caller gets.
 int resolve_in_caller(pid_t tid, const std::string& path, UniqueFd* out) {
   const std::string proc = "/proc/" + std::to_string(tid);
-  UniqueFd root(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-  if (!root) return errno == ENOENT ? ESRCH : errno;
+  UniqueFd root, cwd;
+  ssize_t cwd_len = -1;
+  char link[PATH_MAX];
+  {
+    // (root without CAP_SYS_PTRACE: these links are checked with the filesystem ids)
+    util::RealIdsOf as_caller(tid, /*fs_too=*/true);
+    root.reset(::open((proc + "/root").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+    if (!root) return errno == ENOENT ? ESRCH : errno;
+    if (path[0] != '/') {
+      cwd.reset(::open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+      if (!cwd) return errno;
+      cwd_len = ::readlink((proc + "/cwd").c_str(), link, sizeof link - 1);
+    }
+  }
   constexpr uint64_t kResolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
   std::string name = path;
   int base = root.get();
-  UniqueFd cwd;
   if (path[0] != '/') {
-    cwd.reset(::open((proc + "/cwd").c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
-    if (!cwd) return errno;
     // The working directory as a path in the caller's root, when the kernel can
     // say it and it names the same directory there: then ".." and absolute
     // links in the name resolve exactly as for the caller. Otherwise from the
     // directory itself (".." stops there).
     base = cwd.get();
-    char link[PATH_MAX];
-    ssize_t n = ::readlink((proc + "/cwd").c_str(), link, sizeof link - 1);
+    ssize_t n = cwd_len;
     if (n > 0 && link[0] == '/') {
       std::string dir(link, static_cast<size_t>(n));
       UniqueFd again(sys::openat2(root.get(), dir.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC, kResolve));
@@ -301,6 +311,7 @@ int take_passed(pid_t tid, int caller, Message* m) {
       for (size_t i = 0; i < n; ++i) {
         int theirs = 0;
         std::memcpy(&theirs, fds + i, sizeof theirs);
+        util::RealIdsOf as_caller(tid);
         UniqueFd mine(static_cast<int>(::syscall(SYS_pidfd_getfd, caller, theirs, 0)));
         if (!mine) return EBADF;
         int ours_fd = mine.get();
@@ -423,7 +434,10 @@ void SocketAddressGate::answer(int listener, const seccomp_notif& req, size_t re
   // trusted only while the notification is still the caller's.
   uint64_t id = req.id;
   if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_ID_VALID, &id) != 0) return;
-  call.sock.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, call.caller.get(), static_cast<int>(args[0]), 0)));
+  {
+    util::RealIdsOf as_caller(tid);  // root without CAP_SYS_PTRACE (util/real_ids_of.hpp)
+    call.sock.reset(static_cast<int>(::syscall(SYS_pidfd_getfd, call.caller.get(), static_cast<int>(args[0]), 0)));
+  }
   if (!call.sock) return reply(errno == EPERM ? EACCES : EBADF);
   int domain = 0;
   socklen_t dlen = sizeof domain;

@@ -9,7 +9,6 @@
 #include "policy/policy.hpp"
 #include "util/json_parse.hpp"
 #include "util/layer_kind.hpp"
-#include "util/layer_sessions.hpp"
 
 namespace exg::serve {
 
@@ -67,10 +66,8 @@ Result<Templates> Templates::parse(const std::string& text, const std::string& w
     for (auto& [k, v] : e.items()) {
       std::string kat = at + "." + k;
       if (k == "layer") {
-        // Every layer but landlock holds a session (util/layer_sessions.hpp).
         auto kind = v.is_string() ? layer::parse_kind(v.get<std::string>()) : std::nullopt;
         if (!kind) return bad(kat, "expected " + layer::names_text(layer::all_kinds()));
-        if (auto why = layer::why_no_sessions(*kind); !why.empty()) return bad(kat, std::string(why));
         tp.layer = std::string(layer::name(*kind));
       } else if (k == "rootfs" || k == "policy") {
         if (!v.is_string() || v.get<std::string>().empty() || v.get<std::string>()[0] != '/')

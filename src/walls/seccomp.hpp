@@ -45,7 +45,10 @@ const std::vector<sock_filter>& pid1_signal_shield_program();
 // AF_INET/AF_INET6 other than SOCK_STREAM (UDP, ICMP, SCTP) and sendto(),
 // sendmsg(), sendmmsg() with MSG_FASTOPEN (a TCP connect inside a send) return
 // EPERM. Errno-only (no listener). Written by hand (seccomp_host_network.cpp).
-const std::vector<sock_filter>& host_network_seccomp_program();
+// Raw and packet inet sockets: left to the main filter when `raw_to_main_filter`
+// (it refuses them through the supervisor, which audits each), refused here
+// otherwise (no main filter: --unsafe-no-seccomp).
+const std::vector<sock_filter>& host_network_seccomp_program(bool raw_to_main_filter);
 
 // The errno the supervisor answers a refused syscall with: EPERM by default,
 // EAFNOSUPPORT for socket families, EPROTONOSUPPORT for netlink protocols

@@ -27,41 +27,48 @@ constexpr unsigned arg(unsigned i) { return offsetof(seccomp_data, args) + 8 * i
 
 // Jump offsets count from the next instruction. kAllow is instruction 22,
 // kRefuse 21.
-constexpr sock_filter kHostNetwork[] = {
-    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),  // 0
-    jeq(AUDIT_ARCH_X86_64, 0, 20),                                   // 1: another ABI: the main filter kills it
-    stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),      // 2
-    jeq(__NR_socket, 5, 0),                                          // 3 -> 9
-    jeq(__NR_socketpair, 4, 0),                                      // 4 -> 9
-    jeq(__NR_sendto, 10, 0),                                         // 5 -> 16
-    jeq(__NR_sendmmsg, 9, 0),                                        // 6 -> 16
-    jeq(__NR_sendmsg, 11, 0),                                        // 7 -> 19
-    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 8
-    // socket(family, type, ...): IPv4 and IPv6 only as streams (TCP, which
-    // Landlock's port rules and the supervisor's gate judge): no UDP, ICMP, SCTP.
-    stmt(BPF_LD | BPF_W | BPF_ABS, arg(0)),                          // 9
-    jeq(AF_INET, 1, 0),                                              // 10 -> 12
-    jeq(AF_INET6, 0, 10),                                            // 11 -> 22
-    stmt(BPF_LD | BPF_W | BPF_ABS, arg(1)),                          // 12
-    stmt(BPF_ALU | BPF_AND | BPF_K, 0xf),                            // 13: the type without SOCK_NONBLOCK / CLOEXEC
-    jeq(SOCK_STREAM, 7, 6),                                          // 14 -> 22 : 21
-    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 15 (unused)
-    // sendto / sendmmsg flags (argument 3): MSG_FASTOPEN connects inside the
-    // send, past the connect() the gate judges.
-    stmt(BPF_LD | BPF_W | BPF_ABS, arg(3)),                          // 16
-    jset(MSG_FASTOPEN, 3, 4),                                        // 17 -> 21 : 22
-    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 18 (unused)
-    stmt(BPF_LD | BPF_W | BPF_ABS, arg(2)),                          // 19: sendmsg flags
-    jset(MSG_FASTOPEN, 0, 1),                                        // 20 -> 21 : 22
-    stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),                // 21 (kRefuse)
-    stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 22 (kAllow)
-};
+std::vector<sock_filter> make_host_network(bool raw_to_main_filter) {
+  // Raw and packet inet sockets: to kAllow where the main filter is below, which
+  // refuses them through the supervisor (the audit line); an errno here would
+  // win over its notification and the refusal would go unrecorded. To kRefuse
+  // without it (--unsafe-no-seccomp).
+  const unsigned char raw15 = raw_to_main_filter ? 6 : 5, raw16 = raw_to_main_filter ? 5 : 4;
+  return {
+      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, arch)),  // 0
+      jeq(AUDIT_ARCH_X86_64, 0, 20),                                   // 1: another ABI: the main filter kills it
+      stmt(BPF_LD | BPF_W | BPF_ABS, offsetof(seccomp_data, nr)),      // 2
+      jeq(__NR_socket, 5, 0),                                          // 3 -> 9
+      jeq(__NR_socketpair, 4, 0),                                      // 4 -> 9
+      jeq(__NR_sendto, 11, 0),                                         // 5 -> 17
+      jeq(__NR_sendmmsg, 10, 0),                                       // 6 -> 17
+      jeq(__NR_sendmsg, 11, 0),                                        // 7 -> 19
+      stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 8
+      // socket(family, type, ...): IPv4 and IPv6 only as streams (TCP, which
+      // Landlock's port rules and the supervisor's gate judge): no UDP, ICMP, SCTP.
+      stmt(BPF_LD | BPF_W | BPF_ABS, arg(0)),                          // 9
+      jeq(AF_INET, 1, 0),                                              // 10 -> 12
+      jeq(AF_INET6, 0, 10),                                            // 11 -> 22
+      stmt(BPF_LD | BPF_W | BPF_ABS, arg(1)),                          // 12
+      stmt(BPF_ALU | BPF_AND | BPF_K, 0xf),                            // 13: the type without SOCK_NONBLOCK / CLOEXEC
+      jeq(SOCK_STREAM, 7, 0),                                          // 14 -> 22
+      jeq(SOCK_RAW, raw15, 0),                                         // 15 -> 22 or 21
+      jeq(SOCK_PACKET, raw16, 4),                                      // 16 -> 22 or 21 : 21
+      // sendto / sendmmsg flags (argument 3): MSG_FASTOPEN connects inside the
+      // send, past the connect() the gate judges.
+      stmt(BPF_LD | BPF_W | BPF_ABS, arg(3)),                          // 17
+      jset(MSG_FASTOPEN, 2, 3),                                        // 18 -> 21 : 22
+      stmt(BPF_LD | BPF_W | BPF_ABS, arg(2)),                          // 19: sendmsg flags
+      jset(MSG_FASTOPEN, 0, 1),                                        // 20 -> 21 : 22
+      stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),                // 21 (kRefuse)
+      stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),                        // 22 (kAllow)
+  };
+}
 
 }  // namespace
 
-const std::vector<sock_filter>& host_network_seccomp_program() {
-  static const std::vector<sock_filter> prog(std::begin(kHostNetwork), std::end(kHostNetwork));
-  return prog;
+const std::vector<sock_filter>& host_network_seccomp_program(bool raw_to_main_filter) {
+  static const std::vector<sock_filter> deferring = make_host_network(true), refusing = make_host_network(false);
+  return raw_to_main_filter ? deferring : refusing;
 }
 
 }  // namespace exg::walls

@@ -5,7 +5,9 @@
 # (sethostname, mount: EPERM from its seccomp profile; a fresh proc: EPERM while /proc has paths
 # mounted over), so no namespace layer runs there: the run stops with exit 125 naming the call, the
 # cause, the container and the engine flags that let the sandbox run; doctor says the same;
-# `--layer auto` takes the layer without namespaces (landlock) and says why not the others.
+# `--layer auto` takes the layer without namespaces (landlock) and says why not the others, and
+# runs there as uid 1000 and as uid 0 (no CAP_SYS_PTRACE: the supervisor borrows the command's
+# real ids to take its listener and sockets), the socket gate letting only the proxy through.
 # With the flags the README gives (--security-opt seccomp=unconfined and unmask=ALL) the
 # process layer runs inside, its own filter on the command, and refuses what it claims to.
 source "$(dirname "$0")/lib.sh"
@@ -66,20 +68,67 @@ for uid in 0 1000; do
     in_podman "$uid" -- run --layer auto -- sh -c 'echo hi; cat /home/u/.ssh/id_ed25519 || echo key-refused; touch /etc/planted || echo etc-refused'
     check "uid $uid, default profile, --layer auto: landlock chosen, each stronger layer says why not" bash -c \
         'grep -q "^exguardian: layer auto: chose landlock .*not process: missing: namespace setup (sethostname" <<<"$1"' _ "$ERR"
-    if [ "$uid" = 1000 ]; then
-        check "uid $uid, default profile, --layer auto: the command runs there and the key and /etc are refused" bash -c \
-            '[ "$1" = 0 ] && grep -qx hi <<<"$2" && grep -qx key-refused <<<"$2" && grep -qx etc-refused <<<"$2" &&
-             ! grep -q PRIVATE-KEY-CANARY <<<"$2$3" && [ ! -e "$4/etc/planted" ]' _ "$STATUS" "$OUT" "$ERR" "$R"
-    else
-        # Root inside without CAP_SYS_PTRACE (the engine's default capabilities): the layer runs the
-        # command as the workspace's owner and cannot take the seccomp listener from it; it must stop
-        # before anything runs (fail closed), or run and hold.
-        check "uid $uid, default profile, --layer auto: fails closed (exit 125, nothing ran) or runs and holds (status $STATUS)" bash -c \
-            '{ [ "$1" = 125 ] && [ -z "$2" ]; } ||
-             { [ "$1" = 0 ] && grep -qx key-refused <<<"$2" && grep -qx etc-refused <<<"$2"; }' _ "$STATUS" "$OUT"
-        check "uid $uid, default profile, --layer auto: nothing of the key printed, nothing planted in /etc" bash -c \
-            '! grep -q PRIVATE-KEY-CANARY <<<"$1$2" && [ ! -e "$3/etc/planted" ]' _ "$OUT" "$ERR" "$R"
-    fi
+    # (as uid 0 the command runs as the workspace's owner, 1000, and the supervisor, root without
+    # CAP_SYS_PTRACE, takes the seccomp listener and each caller's socket with the command's real
+    # ids for the call: util/real_ids_of.hpp)
+    check "uid $uid, default profile, --layer auto: the command runs there and the key and /etc are refused" bash -c \
+        '[ "$1" = 0 ] && grep -qx hi <<<"$2" && grep -qx key-refused <<<"$2" && grep -qx etc-refused <<<"$2" &&
+         ! grep -q PRIVATE-KEY-CANARY <<<"$2$3" && [ ! -e "$4/etc/planted" ]' _ "$STATUS" "$OUT" "$ERR" "$R"
+    [ "$STATUS" = 0 ] || show_last
+    # The supervisor's socket gate at work: a connect to the proxy is let through (the gate took
+    # the caller's socket), one to another loopback port refused, and an attempt to signal the
+    # supervisor (whose real ids are the command's during each such call) refused.
+    in_podman "$uid" -- run --layer landlock --allow-domain example.test -- python3 -c '
+import os, re, socket
+print("uid", os.getuid())
+port = int(re.search(r":(\d+)/?$", os.environ["HTTP_PROXY"]).group(1))
+s = socket.socket(); s.settimeout(5); s.connect(("127.0.0.1", port)); print("proxy-reached")
+try:
+    socket.create_connection(("127.0.0.1", 9), timeout=5); print("other-ALLOWED")
+except OSError as e: print("other-refused", e.errno)
+# the supervisor: the parent of the parent (init) of this command
+sup = int(re.search(r"\nPPid:\s*(\d+)", open(f"/proc/{os.getppid()}/status").read()).group(1))
+print("supervisor-is", open(f"/proc/{sup}/comm").read().strip())
+try:
+    os.kill(sup, 0); print("signal-supervisor-ALLOWED")
+except OSError as e: print("signal-supervisor-refused", e.errno)'
+    printf '%s\n' "$OUT" | sed 's/^/#      /'
+    check "uid $uid, default profile, landlock: the gate lets the proxy through and refuses another port; no signal reaches the supervisor" bash -c \
+        '[ "$1" = 0 ] && grep -qx "uid 1000" <<<"$2" && grep -qx proxy-reached <<<"$2" && grep -q "^other-refused" <<<"$2" &&
+         grep -qx "supervisor-is exg" <<<"$2" && grep -q "^signal-supervisor-refused" <<<"$2" && ! grep -q ALLOWED <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 0 ] || show_last
+    # A unix socket of the container the policy allows, by its path (the gate resolves the path
+    # through the caller's /proc/PID/root and cwd, which the kernel checks with the filesystem
+    # ids): reached, absolute and relative; one it does not allow refused.
+    printf '{"network": {"allowUnixSockets": ["/tmp/allowed.sock"]}}\n' >"$R/etc/exg-unix-policy.json"
+    cat >"$R/etc/exg-unix-server.py" <<'PY'
+import os, socket, sys, threading, time
+def serve(p):
+    s = socket.socket(socket.AF_UNIX); s.bind(p); os.chmod(p, 0o777); s.listen(8)
+    while True:
+        c, _ = s.accept(); c.sendall(b"hello\n"); c.close()
+for n in ("allowed.sock", "other.sock"):
+    threading.Thread(target=serve, args=("/tmp/" + n,), daemon=True).start()
+print("up", flush=True); time.sleep(60)
+PY
+    cat >"$R/etc/exg-unix-client.py" <<'PY'
+import os, socket
+os.chdir("/tmp")
+for target in ("/tmp/allowed.sock", "allowed.sock", "/tmp/other.sock"):
+    try:
+        c = socket.socket(socket.AF_UNIX); c.settimeout(5); c.connect(target); print(target, "reached", c.recv(16).decode().strip())
+    except OSError as e: print(target, "refused", e.errno)
+PY
+    run timeout 120 "${PM[@]}" run --rm --network none --ulimit nofile=1024:1024 --ulimit nproc=4096:4096 \
+        -v /usr:/usr:ro -v "$EXG:/exg:ro" -w /work -e HOME=/home/u --user "$uid:$uid" --rootfs "$R" /bin/sh -c '
+python3 /etc/exg-unix-server.py >/tmp/server.out & for i in $(seq 100); do grep -q up /tmp/server.out 2>/dev/null && break; sleep 0.05; done
+/exg run -q --layer landlock --policy /etc/exg-unix-policy.json -- python3 /etc/exg-unix-client.py; st=$?; kill $!; exit $st'
+    printf '%s\n' "$OUT" | sed 's/^/#      /'
+    check "uid $uid, default profile, landlock: a unix socket allowed by path is reached (absolute and relative), another refused" bash -c \
+        '[ "$1" = 0 ] && grep -qx "/tmp/allowed.sock reached hello" <<<"$2" && grep -qx "allowed.sock reached hello" <<<"$2" &&
+         grep -q "^/tmp/other.sock refused" <<<"$2"' _ "$STATUS" "$OUT"
+    [ "$STATUS" = 0 ] || show_last
+    rm -f "$R/tmp/allowed.sock" "$R/tmp/other.sock" "$R/tmp/server.out"
     # ---- seccomp allowed, /proc still masked ---------------------------------------------------
     in_podman "$uid" --security-opt seccomp=unconfined -- run -- echo hi
     check "uid $uid, seccomp=unconfined only: exit 125, the masked /proc named with its way out" bash -c \

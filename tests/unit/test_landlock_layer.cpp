@@ -5,8 +5,16 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <algorithm>
 #include <cstdlib>
@@ -15,6 +23,7 @@
 
 #include "process/landlock_view.hpp"
 #include "sandbox/socket_address_gate.hpp"
+#include "walls/seccomp.hpp"
 
 namespace {
 
@@ -129,6 +138,49 @@ TEST(SocketGate, HostNetworkLetsOnlyTheProxyOnLoopbackThrough) {
   EXPECT_EQ(where, "203.0.113.10:40000");
   EXPECT_FALSE(inet_destination_allowed(v6("::", 40000), sizeof(sockaddr_in6), ports, &where));
   EXPECT_FALSE(inet_destination_allowed(v4("127.0.0.1", 40000), 4, ports, &where)) << "a short address";
+}
+
+// The errno socket(family, type) meets in a child under a filter answering
+// every socket() with EXDEV (standing in for the main filter's refusal through
+// the supervisor) and, stacked on it, the host-network filter: EXDEV when the
+// host-network filter let the call through to the filter below, EPERM when it
+// refused it itself (the later filter's answer wins between two errnos).
+int socket_errno_under_host_filter(bool raw_to_main_filter, int family, int type) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    const sock_filter below[] = {
+        {BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(seccomp_data, nr)},
+        {BPF_JMP | BPF_JEQ | BPF_K, 0, 1, __NR_socket},
+        {BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ERRNO | EXDEV},
+        {BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW},
+    };
+    sock_fprog prog{static_cast<unsigned short>(std::size(below)), const_cast<sock_filter*>(below)};
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) ::_exit(100);
+    if (exg::walls::install_seccomp_errno(exg::walls::host_network_seccomp_program(raw_to_main_filter)) != 0) ::_exit(101);
+    int fd = ::socket(family, type, 0);
+    ::_exit(fd >= 0 ? 0 : errno);
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(HostNetworkFilter, RawAndPacketInetSocketsGoToTheMainFilterOnlyWhenThereIsOne) {
+  for (int family : {AF_INET, AF_INET6}) {
+    for (int type : {int{SOCK_RAW}, int{SOCK_PACKET}, SOCK_RAW | SOCK_CLOEXEC}) {
+      // With the main filter below: left to it (it refuses through the supervisor, which audits).
+      EXPECT_EQ(socket_errno_under_host_filter(true, family, type), EXDEV) << family << " " << type;
+      // Without it (--unsafe-no-seccomp): refused here.
+      EXPECT_EQ(socket_errno_under_host_filter(false, family, type), EPERM) << family << " " << type;
+    }
+    // UDP stays refused by the host-network filter either way; TCP goes on.
+    EXPECT_EQ(socket_errno_under_host_filter(true, family, SOCK_DGRAM), EPERM);
+    EXPECT_EQ(socket_errno_under_host_filter(false, family, SOCK_DGRAM), EPERM);
+    EXPECT_EQ(socket_errno_under_host_filter(true, family, SOCK_STREAM), EXDEV);
+  }
+  // Other families are the main filter's.
+  EXPECT_EQ(socket_errno_under_host_filter(false, AF_PACKET, SOCK_RAW), EXDEV);
+  EXPECT_EQ(socket_errno_under_host_filter(true, AF_UNIX, SOCK_STREAM), EXDEV);
 }
 
 }  // namespace
