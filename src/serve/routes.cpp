@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "serve/control_requests.hpp"
 #include "serve/service.hpp"
 
 namespace exg::serve {
@@ -96,6 +97,13 @@ std::vector<Route> route_rows() {
        "Upload ?path= (multipart/form-data or application/octet-stream; parents created)",
        {{"200", "EntryInfo[] {name, type, path}"}, {"413", "Larger than --max-upload", "Error"}}},
   };
+  for (auto& r : t)
+    if (r.handler == &Service::fork_sandbox)
+      r.body_check = [](const std::string& body, int64_t max_timeout_s) -> std::optional<std::string> {
+        auto f = parse_fork_body(body, max_timeout_s);
+        if (!f) return f.error().message;
+        return std::nullopt;
+      };
   for (const char* m : {"Start", "Connect"})
     t.push_back({V::post, std::string("/process.Process/") + m, Auth::EnvdToken, &Service::process_call,
                  "Connect-RPC server stream (application/connect+json)",

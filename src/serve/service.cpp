@@ -125,6 +125,9 @@ void Service::control(Request& req, ExchangePtr ex, const Route* r, Call call) {
   ex->log_tenant = t->id;
   if (!r) return no_control_route(req, ex, *t, call.path);
   call.tenant = t;
+  if (r->body_check)
+    if (auto bad = r->body_check(req.body(), t->quota.max_timeout_s))
+      return reply(ex, r->label, api_error(http::status::bad_request, *bad));
   if (auto id = call.params.find("sandboxID"); id != call.params.end()) {
     ex->log_sandbox = id->second;
     auto sb = tenants_sandbox(*t, id->second);
