@@ -3,6 +3,7 @@
 #include <strings.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -171,6 +172,43 @@ bool proxy_owned_header(const std::string& name) {
                         "proxy-connection", "proxy-authorization", "expect", "accept-encoding"})
     if (l == h) return true;
   return false;
+}
+
+BodyResult<std::vector<std::string>> parse_snapshot_body(const std::string& text) {
+  auto body = body_object(text, true);
+  if (!body) return std::unexpected(body.error());
+  std::vector<std::string> names;
+  for (auto& [k, v] : body->items()) {
+    if (k != "name") return bad(k + ": unknown field (a snapshot takes name)");
+    if (v.is_null()) continue;
+    if (!v.is_string()) return bad("name: expected a string");
+    const std::string& n = v.get_ref<const std::string&>();
+    bool ok = !n.empty() && n.size() <= 128 && std::all_of(n.begin(), n.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == ':' || c == '/' || c == '-';
+    });
+    if (!ok) return bad("name: expected 1-128 characters of A-Z a-z 0-9 . _ : / -");
+    names.push_back(n);
+  }
+  return names;
+}
+
+BodyResult<ForkRequest> parse_fork_body(const std::string& text, int64_t max_timeout_s) {
+  auto body = body_object(text, true);
+  if (!body) return std::unexpected(body.error());
+  ForkRequest f;
+  f.timeout_s = std::min<int64_t>(15, max_timeout_s);
+  for (auto& [k, v] : body->items()) {
+    if (v.is_null()) continue;
+    if (k == "timeout") {
+      if (auto e = timeout_error(v, "timeout", max_timeout_s, &f.timeout_s)) return bad(*e);
+    } else if (k == "count") {
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 100) return bad("count: expected an integer 1..100");
+      f.count = static_cast<int>(v.get<int64_t>());
+    } else {
+      return bad(k + ": unknown field (a fork takes timeout and count)");
+    }
+  }
+  return f;
 }
 
 BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templates& templates, int64_t max_timeout_s) {

@@ -53,6 +53,18 @@ BodyResult<NetworkUpdate> parse_network_update(const std::string& body);
 BodyResult<std::optional<int64_t>> parse_timeout_body(const std::string& body, const char* key, bool required,
                                                       int64_t max_timeout_s);
 
+// POST /sandboxes/{id}/snapshots (E2B's {name?}): the snapshot's names (none,
+// or the one given: 1-128 of [A-Za-z0-9._:/-]). An empty body is {}.
+BodyResult<std::vector<std::string>> parse_snapshot_body(const std::string& body);
+
+// POST /sandboxes/{id}/fork (E2B's SandboxForkRequest): timeout in seconds
+// (1..max_timeout_s, E2B's default 15) and count (1..100, default 1).
+struct ForkRequest {
+  int64_t timeout_s = 15;
+  int count = 1;
+};
+BodyResult<ForkRequest> parse_fork_body(const std::string& body, int64_t max_timeout_s);
+
 // Does an allowOut entry (or a template's domain) let the sandbox reach what
 // a rule's host names? Exactly (case-insensitively), or under a *.domain entry.
 bool allow_covers(const std::string& allow, const std::string& host);

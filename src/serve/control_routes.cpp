@@ -14,6 +14,7 @@
 #include "serve/code_interpreter.hpp"
 #include "serve/control_requests.hpp"
 #include "serve/service.hpp"
+#include "util/json_parse.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::serve {
@@ -265,8 +266,20 @@ void Service::create_sandbox(Call& c) {
   const std::string route = c.route.label;
   ExchangePtr ex = c.ex;
   const Tenant& t = *c.tenant;
-  auto cr = parse_create_body(c.req.body(), templates_, t.quota.max_timeout_s);
+  // A templateID that names one of the tenant's snapshots: its template, and its home copied in (snapshots.hpp).
+  std::string body = c.req.body(), seed;
+  if (auto peek = parse_json(body); peek.is_object() && peek.contains("templateID") && peek["templateID"].is_string())
+    if (const SnapshotRecord* s = registry_.snapshots().find(t.id, peek["templateID"].get<std::string>())) {
+      if (!templates_.find(s->template_name))
+        return reply(ex, route, api_error(http::status::conflict, "snapshot " + s->id + ": its template " + s->template_name +
+                                                                      " is not served by this server any more"));
+      peek["templateID"] = s->template_name;
+      body = peek.dump();
+      seed = registry_.snapshots().dir_of(s->id) + "/home";
+    }
+  auto cr = parse_create_body(body, templates_, t.quota.max_timeout_s);
   if (!cr) return reply(ex, route, api_error(cr.error().status, cr.error().message));
+  cr->seed_home = seed;
   cr->tenant = t.id;
   cr->tenant_secrets = t.secrets;
   cr->tenant_secret_hosts = t.secret_hosts;

@@ -162,6 +162,10 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
   rpc::ServerStream stream;
   std::string root;
   bool recursive = false;
+  // envd 0.6.3's includeEntry: each event carries the path's EntryInfo when it
+  // still exists (a stat through the agent; every event of the stream then
+  // waits for its own, so they keep their order).
+  bool include_entry = false;
   std::map<int, std::pair<std::string, uint64_t>> watches;  // agent watch -> (prefix, subscription)
   boost::asio::steady_timer keepalive;
   bool done = false;
@@ -236,7 +240,14 @@ struct WatchStream : std::enable_shared_from_this<WatchStream> {
     if (!type) return;
     const std::string name = prefix + f.header.value("name", "");
     if (recursive && has("isdir") && (has("create") || has("moved_to"))) watch_dir(name + "/");
-    stream.send({{"filesystem", {{"name", name}, {"type", type}}}});
+    nlohmann::json event = {{"name", name}, {"type", type}};
+    if (!include_entry) return stream.send({{"filesystem", std::move(event)}});
+    const std::string path = root + "/" + name;
+    sb->agent->call(agent::request::stat(path), {}, [self = shared_from_this(), path, event](const agent::Frame& r) mutable {
+      if (self->done) return;
+      if (r.header.value("ok", false)) event["entry"] = entry_info(*self->sb, path, r.header);
+      self->stream.send({{"filesystem", std::move(event)}});
+    });
   }
   void finish(const std::optional<RpcError>& err, bool send_end) {
     if (done) return;
@@ -351,12 +362,15 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
     if (!p) return fail_with(err);
     const auto* rec = rpc::field(*msg, "recursive");
     const bool recursive = rec && rec->is_boolean() && rec->get<bool>();
+    // allowNetworkMounts (envd 0.6.4) lifts envd's refusal to watch a network mount; nothing here refuses one.
+    const auto* inc = rpc::field(*msg, "includeEntry");
+    const bool include_entry = inc && inc->is_boolean() && inc->get<bool>();
     if (recursive && method == "CreateWatcher")
       return fail_with({Code::Unimplemented, "recursive watchers (CreateWatcher) are not served here: WatchDir is"});
     if (method == "CreateWatcher" && sb->watchers.size() >= kMaxWatchers)
       return fail_with({Code::ResourceExhausted, "at most " + std::to_string(kMaxWatchers) + " watchers a sandbox"});
     std::string path = absolute_path(*sb, *p);
-    sb->agent->call(agent::request::watch(path), {}, [this, ex, sb, path, method, route, recursive](const agent::Frame& r) mutable {
+    sb->agent->call(agent::request::watch(path), {}, [this, ex, sb, path, method, route, recursive, include_entry](const agent::Frame& r) mutable {
       if (method == "WatchDir") {
         metrics_.count_request(route, 200);
         if (!r.header.value("ok", false)) {
@@ -367,6 +381,7 @@ void Service::filesystem_rpc(Request& req, ExchangePtr ex, const std::shared_ptr
         auto ws = std::make_shared<WatchStream>(io_, sb, ex);
         ws->root = path;
         ws->recursive = recursive;
+        ws->include_entry = include_entry;
         ws->run(r.header.value("watch", 0));
         return;
       }

@@ -7,6 +7,7 @@
 // running (E2B's background commands; Connect finds them again).
 #include <boost/asio/steady_timer.hpp>
 
+#include "serve/base_tools.hpp"
 #include "serve/service.hpp"
 
 namespace exg::serve {
@@ -177,7 +178,8 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
         argv.push_back(x.get<std::string>());
       }
     }
-    std::vector<std::string> env = {"HOME=" + sb->home, "USER=user", "LOGNAME=user"};
+    // BASH_ENV: the base tools on PATH after /etc/profile has set it (base_tools.hpp); a command's own wins.
+    std::vector<std::string> env = {"HOME=" + sb->home, "USER=user", "LOGNAME=user", std::string("BASH_ENV=") + kBaseToolsBashEnv};
     for (auto& [k, v] : sb->env_vars) env.push_back(k + "=" + v);
     if (const auto* e = rpc::field(*p, "envs")) {
       if (!e->is_object()) return fail_with({Code::InvalidArgument, "process.envs: expected an object of strings"});

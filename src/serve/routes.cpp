@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 
+#include "serve/control_requests.hpp"
 #include "serve/service.hpp"
 
 namespace exg::serve {
@@ -72,6 +73,20 @@ std::vector<Route> route_rows() {
       {V::put, "/sandboxes/{sandboxID}/network", Auth::ApiKey, &Service::update_network,
        "Replace the egress rules (allowOut, denyOut; an omitted list is cleared; rules set at create are kept, changing them is 400)",
        {{"204", "Updated"}, {"400", "Bad rules", "Error"}, {"409", "No egress proxy, paused, or the template's policy fixes the rules", "Error"}}},
+      {V::post, "/sandboxes/{sandboxID}/snapshots", Auth::ApiKey, &Service::create_snapshot,
+       "E2B's snapshot {name?}: filesystem only (its /home/user; not memory or processes), the copy swept of planted files "
+       "first (not E2B's: kept, quarantined); its snapshotID is a templateID for a create",
+       {{"201", "{snapshotID, names, kept, quarantined: [{path, why}]}"}, {"500", "No snapshot taken: why", "Error"}}},
+      {V::get, "/snapshots", Auth::ApiKey, &Service::list_snapshots,
+       "The tenant's snapshots, newest first: ?sandboxID, ?name, ?limit, ?nextToken (X-Next-Token answers)",
+       {{"200", "[{snapshotID, names, ...}]"}}},
+      {V::delete_, "/templates/{templateID}", Auth::ApiKey, &Service::delete_snapshot,
+       "Delete a snapshot (the SDK's deleteSnapshot); a template of the templates file: 501",
+       {{"204", "deleted"}, {"404", "No such snapshot", "Error"}}},
+      {V::post, "/sandboxes/{sandboxID}/fork", Auth::ApiKey, &Service::fork_sandbox,
+       "E2B's fork {timeout (default 15 s), count (1..100)}: one snapshot (as /snapshots: filesystem only, swept), then count "
+       "sandboxes made from it",
+       {{"201", "[{sandbox: Sandbox} | {error: Error}]"}, {"409", "network.rules are not kept", "Error"}}},
       // ---- envd: E2b-Sandbox-Id names the sandbox ----
       {V::get, "/health", Auth::EnvdToken, &Service::envd_health, "envd's health", {{"204", "up"}}},
       {V::get, "/metrics", Auth::EnvdToken, &Service::envd_metrics, "The sandbox's CPU and memory now (envd)", {{"200", "Metrics"}}},
@@ -82,6 +97,13 @@ std::vector<Route> route_rows() {
        "Upload ?path= (multipart/form-data or application/octet-stream; parents created)",
        {{"200", "EntryInfo[] {name, type, path}"}, {"413", "Larger than --max-upload", "Error"}}},
   };
+  for (auto& r : t)
+    if (r.handler == &Service::fork_sandbox)
+      r.body_check = [](const std::string& body, int64_t max_timeout_s) -> std::optional<std::string> {
+        auto f = parse_fork_body(body, max_timeout_s);
+        if (!f) return f.error().message;
+        return std::nullopt;
+      };
   for (const char* m : {"Start", "Connect"})
     t.push_back({V::post, std::string("/process.Process/") + m, Auth::EnvdToken, &Service::process_call,
                  "Connect-RPC server stream (application/connect+json)",

@@ -6,7 +6,9 @@
 // being documented, nor documented under another name than it is counted.
 // (Firecracker's habit: one routing table, not if-chains per part.)
 #pragma once
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +46,9 @@ struct Route {
   std::vector<AnswerDoc> answers;        // besides those every route of its kind has (openapi.cpp)
   const char* body_schema = nullptr;     // the JSON request body's schema, if it takes one
   std::string label;                     // its name in /metrics: "POST /sandboxes/{sandboxID}/pause", envd's "envd ..."
+  // Checked before its {sandboxID} is looked up: a malformed body is 400 whatever the
+  // sandbox, as E2B answers (the SDK's InvalidArgumentError, not "sandbox not found").
+  std::optional<std::string> (*body_check)(const std::string& body, int64_t max_timeout_s) = nullptr;
 };
 
 // A path's parameters by name ("sandboxID" -> the id).

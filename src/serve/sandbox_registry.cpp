@@ -25,6 +25,8 @@
 #include "cgroup/cgroup.hpp"
 #include "cgroup/layout.hpp"
 #include "cgroup/usage.hpp"
+#include "serve/base_tools.hpp"
+#include "serve/snapshots.hpp"
 #include "util/json_parse.hpp"
 
 namespace exg::serve {
@@ -119,6 +121,8 @@ Result<std::vector<std::string>> Registry::open() {
     cleaned.push_back(e.path().filename().string());
   }
   cgroup::Cgroup::sweep_stale();
+  // Snapshots outlive the server (E2B's: "a persistent image that survives sandbox deletion").
+  if (auto r = snapshots_.open(opt_.state_dir + "/snapshots"); !r) return fail(r.error());
   sigchld_.async_wait([this](boost::system::error_code ec, int) {
     if (!ec) wait_children();
   });
@@ -130,6 +134,12 @@ void Registry::wait_children() {
     int status = 0;
     pid_t p = ::waitpid(-1, &status, WNOHANG);
     if (p <= 0) break;
+    if (auto h = helpers_.find(p); h != helpers_.end()) {
+      auto done = std::move(h->second);
+      helpers_.erase(h);
+      done(status);
+      continue;
+    }
     on_supervisor_exit(p, status);
   }
   sigchld_.async_wait([this](boost::system::error_code ec, int) {
@@ -151,6 +161,54 @@ std::shared_ptr<Sandbox> Registry::new_sandbox(const Template& tmpl) {
   return sb;
 }
 
+void Registry::run_helper(std::function<int()> body, std::function<void(int status)> done) {
+  pid_t parent = ::getpid();
+  pid_t pid = ::fork();
+  if (pid < 0) return done(-1);
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent) ::_exit(125);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::_exit(body());
+  }
+  helpers_[pid] = std::move(done);
+}
+
+void Registry::take_snapshot(const std::shared_ptr<Sandbox>& sb, std::vector<std::string> names, bool internal,
+                             std::function<void(Result<SnapshotRecord>)> done) {
+  SnapshotRecord r;
+  r.id = "snap-" + random_id(20);
+  r.tenant = sb->tenant, r.sandbox = sb->id, r.template_name = sb->tmpl.name, r.names = std::move(names);
+  r.internal = internal;
+  const std::string dir = snapshots_.dir_of(r.id);
+  if (::mkdir(dir.c_str(), 0700) != 0) return done(fail(Error::sys("mkdir " + dir)));
+  // Its home on the host (sb->home is the path inside once its agent said it).
+  run_helper([home = sb->dir + "/home", dir] { return take_snapshot_copy(home, dir); },
+             [this, r, dir, done](int status) mutable {
+               auto drop = [&](const std::string& why) {
+                 std::error_code ec;
+                 fs::remove_all(dir, ec);
+                 done(fail(Error::msg("snapshot", why)));
+               };
+               if (status == -1) return drop(std::string("fork: ") + std::strerror(errno));
+               if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+                 std::string why = read_file(dir + "/error.txt");
+                 return drop(why.empty() ? "the copy ended with status " + std::to_string(status) : why);
+               }
+               auto planted = nlohmann::json::parse(read_file(dir + "/planted.json"), nullptr, false);
+               if (planted.is_array())
+                 for (auto& p : planted) r.quarantined.emplace_back(p.at(0).get<std::string>(), p.at(1).get<std::string>());
+               r.created = std::chrono::system_clock::now();
+               if (auto saved = snapshots_.add(r); !saved) return drop(saved.error().str());
+               if (logs_lifecycle())
+                 log().info("snapshot").str("tenant", r.tenant).str("sandbox", r.sandbox).str("snapshot", r.id)
+                     .num("quarantined", static_cast<int64_t>(r.quarantined.size()));
+               done(r);
+             });
+}
+
 void Registry::create(const CreateRequest& req, ReadyFn done) {
   if (claim(req, done)) return;
   auto sb = new_sandbox(req.tmpl);
@@ -169,11 +227,31 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   // A burst that emptied the pool: the pool starts no more until these are up,
   // so that its start-ups do not slow the ones clients wait for.
   ++cold_starting_;
-  spawn(sb, req.allow_out, req.deny_out, req.header_rules, [this, done](Started up) {
-    if (--cold_starting_ == 0)
-      for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
-    done(std::move(up));
-  });
+  auto start = [this, sb, req, done] {
+    spawn(sb, req.allow_out, req.deny_out, req.header_rules, [this, sb, done](Started up) {
+      if (!up && sb->seeded && sb->supervisor <= 0) sandboxes_.erase(sb->id);  // held for its quota, never started
+      if (--cold_starting_ == 0)
+        for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
+      done(std::move(up));
+    });
+  };
+  if (req.seed_home.empty()) return start();
+  // From a snapshot: its home copied in first (a child process), then given to the sandbox's uid by spawn().
+  // It counts in its tenant's quota from now (listed nowhere while it starts).
+  sb->seeded = true;
+  sandboxes_[sb->id] = sb;
+  run_helper([from = req.seed_home, home = sb->home] { return seed_home_copy(from, home); },
+             [this, sb, start, done](int status) {
+               bool copied = status != -1 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+               if (copied && !sb->killing && !stopping_) return start();
+               sandboxes_.erase(sb->id);
+               std::string why = copied ? "the sandbox was killed while it started" : read_file(sb->dir + "/seed-error.txt");
+               std::error_code ec;
+               fs::remove_all(sb->dir, ec);
+               if (--cold_starting_ == 0)
+                 for (auto& [name, p] : pools_) asio::post(io_, [this, name = name] { fill_pool(name); });
+               done(std::unexpected(StartError::server(why.empty() ? "the copy of the snapshot failed" : why)));
+             });
 }
 
 // A warm sandbox for the request, when the pool has one it may serve: same
@@ -181,7 +259,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
 bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   auto pit = pools_.find(req.tmpl.name);
   // A request with its own egress, header rules, secrets, workspace or audit log (mcp) needs a sandbox started with them.
-  if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty() ||
+  if (pit == pools_.end() || pit->second.ready.empty() || !req.allow_out.empty() || !req.deny_out.empty() || !req.seed_home.empty() ||
       !req.header_rules.empty() || !req.tenant_secrets.empty() || !req.workspace.empty() || !req.audit_log.empty())
     return false;
   Pool& pool = pit->second;
@@ -330,6 +408,9 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
     uid = pick_uid();
     if (::chown(sb->home.c_str(), uid, uid) != 0)
       return done(std::unexpected(StartError::server("chown " + sb->home + ": " + std::strerror(errno))));
+    // A snapshot's copy (ours, no sandbox has seen it yet) becomes this sandbox's.
+    if (sb->seeded)
+      if (auto r = chown_tree(sb->home, uid, uid); !r) return done(std::unexpected(StartError::server(r.error().str())));
   }
 
   std::string policy_file = sb->tmpl.policy;
@@ -502,7 +583,12 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
     kill(sb, {}, "start-failed");
     return;
   }
-  finish_start(sb, std::nullopt);
+  // E2B's base template's `python` and `sudo` (base_tools.hpp), before anyone can run a command.
+  install_base_tools(sb, [this, sb](std::optional<std::string> error) {
+    if (!error) return finish_start(sb, std::nullopt);
+    finish_start(sb, StartError::server(*error));
+    kill(sb, {}, "start-failed");
+  });
 }
 
 void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error) {
@@ -552,7 +638,8 @@ void Registry::set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seco
 
 void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason) {
   if (done) sb->on_gone.push_back(std::move(done));
-  if (sb->supervisor <= 0) {  // already gone
+  if (sb->supervisor <= 0) {  // already gone, or not started yet (a snapshot's copy on its way: it stops there)
+    sb->killing = true;
     auto g = std::move(sb->on_gone);
     sb->on_gone.clear();
     for (auto& f : g) f();

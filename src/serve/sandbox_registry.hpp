@@ -47,6 +47,7 @@
 #include "serve/agent_conn.hpp"
 #include "serve/log.hpp"
 #include "serve/metrics.hpp"
+#include "serve/snapshots.hpp"
 #include "serve/start_error.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
@@ -85,6 +86,8 @@ struct CreateRequest {
   // E2B's network.maskRequestHost: the Host header a request relayed to a port of
   // the sandbox carries (${PORT}: the port); empty: localhost:PORT.
   std::string mask_request_host;
+  // A snapshot's home (SnapshotRecord: --state-dir/snapshots/<id>/home) copied in before the sandbox starts.
+  std::string seed_home;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -142,6 +145,7 @@ struct Sandbox {
   bool pausing = false;      // its cgroups are being frozen (Registry::pause has not answered yet)
   bool pooled = false;       // in the warm pool: no tenant yet, invisible to every API call
   bool from_pool = false;    // claimed from the warm pool (the log says so)
+  bool seeded = false;       // its home is a snapshot's copy (spawn gives the whole tree to its uid)
   char log_buf[4096];
   std::map<int, Process> processes;
   std::map<std::string, Watcher> watchers;
@@ -197,6 +201,12 @@ class Registry {
   // `reason` is for the log: request, timeout, shutdown, start-failed, ...
   void kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason = "request");
   void set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t);
+  // E2B's snapshot of a sandbox (snapshots.hpp): its home copied and swept in a
+  // child process while it runs on; `done` with the record once it is saved.
+  // internal: a fork's, never listed.
+  void take_snapshot(const std::shared_ptr<Sandbox>& sb, std::vector<std::string> names, bool internal,
+                     std::function<void(Result<SnapshotRecord>)> done);
+  SnapshotStore& snapshots() { return snapshots_; }
   // Freezes the sandbox's cgroups; `done` once the kernel reads every one
   // back frozen (state Paused), or with the error that left it running
   // (not frozen within opt.freeze_wait: thawed again; killed meanwhile). The
@@ -253,6 +263,10 @@ class Registry {
   void scan_audit(Sandbox& sb);
 
   void wait_children();
+  // Runs body() in a child process (it dies with the server); done(wait status, or -1: no fork) once it has ended.
+  void run_helper(std::function<int()> body, std::function<void(int status)> done);
+  std::map<pid_t, std::function<void(int)>> helpers_;
+  SnapshotStore snapshots_;
   void on_supervisor_exit(pid_t pid, int status);
   void read_log(const std::shared_ptr<Sandbox>& sb);
   void on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line);

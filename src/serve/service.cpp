@@ -4,6 +4,7 @@
 
 #include <cstdio>
 
+#include "serve/base_tools.hpp"
 #include "serve/control_requests.hpp"
 #include "serve/file_signature.hpp"
 #include "serve/openapi.hpp"
@@ -70,14 +71,7 @@ std::optional<std::string> Service::user_error(const Request& req, const std::st
   if (user.empty() || user == "user") return std::nullopt;
   if (user == "root") {
     if (sb.tmpl.allow_root) return std::nullopt;  // its one user is uid 0 of gVisor's kernel or of the guest's
-    if (sb.tmpl.layer == "gvisor" || sb.tmpl.layer == "microvm")
-      return "user root: refused: the template " + sb.tmpl.name +
-             " does not allow it; its only user is \"user\" (the sandbox's unprivileged uid). The " + sb.tmpl.layer +
-             " layer runs the sandbox on a kernel of its own, where a template with \"allowRoot\": true runs commands as uid 0";
-    return "user root: refused: the " + sb.tmpl.layer +
-           " layer runs the sandbox's commands on the host's kernel, where a sandbox gets no root; its only user is "
-           "\"user\" (the sandbox's unprivileged uid). A template of the gvisor or microvm layer (a kernel of its own) "
-           "with \"allowRoot\": true serves root";
+    return root_refusal(sb.tmpl);
   }
   return "user " + user + ": unknown (this sandbox has one user: \"user\")";
 }
@@ -131,6 +125,9 @@ void Service::control(Request& req, ExchangePtr ex, const Route* r, Call call) {
   ex->log_tenant = t->id;
   if (!r) return no_control_route(req, ex, *t, call.path);
   call.tenant = t;
+  if (r->body_check)
+    if (auto bad = r->body_check(req.body(), t->quota.max_timeout_s))
+      return reply(ex, r->label, api_error(http::status::bad_request, *bad));
   if (auto id = call.params.find("sandboxID"); id != call.params.end()) {
     ex->log_sandbox = id->second;
     auto sb = tenants_sandbox(*t, id->second);

@@ -25,9 +25,9 @@
 namespace exg::serve {
 
 // The envd version we answer as: the SDK gates features on it (0.5.7: stdin
-// close, octet-stream uploads; 0.6.2: file metadata. Not 0.6.3: a watch
-// event's entry info is not served).
-inline constexpr const char* kEnvdVersion = "0.6.2";
+// close, octet-stream uploads; 0.6.2: file metadata; 0.6.3: a watch event's
+// entry info; 0.6.4: watches on network mounts allowed).
+inline constexpr const char* kEnvdVersion = "0.6.4";
 // What a stream open when its sandbox ends says (Unavailable): the SDK's
 // words for it, which E2B's own tests look for.
 inline constexpr const char* kSandboxEnded = "the sandbox was killed or reached its end of life";
@@ -107,6 +107,11 @@ class Service {
   void sandbox_metrics(Call& c);
   void update_network(Call& c);
   void refusals(Call& c);
+  // snapshot_routes.cpp
+  void create_snapshot(Call& c);
+  void list_snapshots(Call& c);
+  void delete_snapshot(Call& c);
+  void fork_sandbox(Call& c);
   // envd_files.cpp
   void files_get(Call& c);
   void files_post(Call& c);

@@ -459,6 +459,28 @@ TEST(ServeControlRequests, NetworkUpdateAndTimeoutBodies) {
             "duration: 7200: this tenant's limit is 3600 seconds");
 }
 
+TEST(ServeControlRequests, SnapshotAndForkBodies) {
+  EXPECT_TRUE(parse_snapshot_body("")->empty());
+  EXPECT_TRUE(parse_snapshot_body("{}")->empty());
+  EXPECT_EQ(*parse_snapshot_body(R"({"name":"team/app:v1.2_x-y"})"), std::vector<std::string>{"team/app:v1.2_x-y"});
+  for (const char* bad : {R"({"name":""})", R"({"name":"a b"})", R"({"name":"../x\n"})", R"({"name":7})", R"({"other":1})", "[]"})
+    EXPECT_FALSE(parse_snapshot_body(bad)) << bad;
+  EXPECT_FALSE(parse_snapshot_body(R"({"name":")" + std::string(129, 'a') + R"("})"));
+  auto f = parse_fork_body("", 3600);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->timeout_s, 15);  // E2B's default
+  EXPECT_EQ(f->count, 1);
+  EXPECT_EQ(parse_fork_body("{}", 10)->timeout_s, 10);  // never past the tenant's limit
+  f = parse_fork_body(R"({"timeout":60,"count":100})", 3600);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->timeout_s, 60);
+  EXPECT_EQ(f->count, 100);
+  EXPECT_EQ(parse_fork_body(R"({"count":0})", 3600).error().message, "count: expected an integer 1..100");
+  for (const char* bad : {R"({"count":101})", R"({"count":-1})", R"({"count":1.5})", R"({"count":18446744073709551615})",
+                          R"({"timeout":0})", R"({"timeout":7200})", R"({"templateID":"x"})"})
+    EXPECT_FALSE(parse_fork_body(bad, 3600)) << bad;
+}
+
 TEST(ServeControlRequests, SandboxPathsParsedWithoutRecursion) {
   auto p = parse_sandbox_path("/sandboxes/abc_D-9");
   ASSERT_TRUE(p);

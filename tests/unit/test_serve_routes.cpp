@@ -56,6 +56,8 @@ TEST(ServeRoutes, EachRowIsFoundByItsOwnPaths) {
     EXPECT_EQ(found, &r) << r.label << " is shadowed by " << found->label;
     if (r.pattern.find("{sandboxID}") != std::string::npos) {
       EXPECT_EQ(params["sandboxID"], "abc_D-9") << r.label;
+    } else if (r.pattern.find("{templateID}") != std::string::npos) {
+      EXPECT_EQ(params["templateID"], "abc_D-9") << r.label;  // DELETE /templates/{templateID}: a snapshot
     } else {
       EXPECT_TRUE(params.empty()) << r.label;
     }
