@@ -36,8 +36,9 @@
 #   "sk-ant-ort01-new-" and the first 32 hex of sha256(refresh_token + "a" / "r")), logged as
 #   "issued" too; with ?form the answer is form-encoded, with ?chunked it comes in 7-byte chunks.
 #   POST /v1/messages with "stream":true is a scripted model (Anthropic's streamed Messages
-#   API, for the real Claude Code): the first message's "EXG-RUN: CMD" makes it call the Bash
-#   tool with CMD; a conversation ending in the tool's result gets "done". POST
+#   API, for the real Claude Code and OpenCode): the first message's "EXG-RUN: CMD" makes it call
+#   the Bash tool with CMD; a conversation ending in the tool's result, or offering no tools (a
+#   title request), gets "done". POST
 #   /v1beta/models/M:generateContent and :streamGenerateContent are the same script in Gemini's
 #   API (for the real Gemini CLI; its run_shell_command tool).
 
@@ -132,10 +133,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         req = json.loads(body)
         def texts(c):
             return [c] if isinstance(c, str) else [b.get("text", "") for b in c if isinstance(b, dict)]
-        first = " ".join(texts(req["messages"][0]["content"]))
+        def unquoted(t):  # (OpenCode sends the prompt in quotes, its own quotes as \")
+            t2 = t.strip()
+            return t2[1:-1].replace('\\"', '"') if len(t2) > 1 and t2[0] == t2[-1] == '"' else t
+        first = " ".join(unquoted(t) for t in texts(req["messages"][0]["content"]))
         last = req["messages"][-1]["content"]
         answered = isinstance(last, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last)
-        cmd = first.split("EXG-RUN: ", 1)[1].split("\n")[0] if "EXG-RUN: " in first else ""
+        cmd = first.split("EXG-RUN: ", 1)[1].split("\n")[0] if "EXG-RUN: " in first and req.get("tools") else ""
         ev = [("message_start", {"message": {"id": "msg_exg", "type": "message", "role": "assistant", "model": req.get("model", "m"),
                                              "content": [], "stop_reason": None, "stop_sequence": None,
                                              "usage": {"input_tokens": 1, "output_tokens": 1}}})]
@@ -144,7 +148,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "done"}})]
             stop = "end_turn"
         else:
-            ev += [("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "toolu_exg", "name": "Bash", "input": {}}}),
+            # (Claude Code's tool is "Bash", OpenCode's "bash")
+            tool = next((t["name"] for t in req.get("tools", []) if t.get("name", "").lower() == "bash"), "Bash")
+            ev += [("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "toolu_exg", "name": tool, "input": {}}}),
                    ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta",
                                                                   "partial_json": json.dumps({"command": cmd, "description": "run"})}})]
             stop = "tool_use"
