@@ -9,7 +9,8 @@
 #     203.0.113.20:443   HTTPS echo, certificate from the test CA for api.secret.test,
 #                        plain.test, other.secret.test, api.anthropic.com and
 #                        console.anthropic.com, oauth2.googleapis.com,
-#                        cloudcode-pa.googleapis.com and generativelanguage.googleapis.com (the world's stand-in for the vendors'
+#                        cloudcode-pa.googleapis.com, generativelanguage.googleapis.com and
+#                        platform.claude.com (the world's stand-in for the vendors'
 #                        APIs and their OAuth token endpoints: the agent profiles' tests);
 #     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
 #                        bad.secret.test;
@@ -34,7 +35,9 @@
 #   {"access_token", "refresh_token", "expires_in", "token_type"}: new tokens made from the
 #   refresh_token of the JSON or form-encoded body it got ("sk-ant-oat01-new-" /
 #   "sk-ant-ort01-new-" and the first 32 hex of sha256(refresh_token + "a" / "r")), logged as
-#   "issued" too; with ?form the answer is form-encoded, with ?chunked it comes in 7-byte chunks.
+#   "issued" too (a JSON answer adds the sign-in's scope, account and organization, as
+#   Anthropic's does); with ?form the answer is form-encoded, with ?chunked in 7-byte chunks.
+#   GET /api/oauth/profile answers a Max subscription's profile (Claude Code asks after a refresh).
 #   POST /v1/messages with "stream":true is a scripted model (Anthropic's streamed Messages
 #   API, for the real Claude Code and OpenCode): the first message's "EXG-RUN: CMD" makes it call
 #   the Bash tool with CMD; a conversation ending in the tool's result, or offering no tools (a
@@ -89,6 +92,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.model_turn(body)
         if self.path.startswith("/v1beta/models/") and "enerateContent" in self.path:
             return self.gemini_turn(body)
+        if self.path == "/api/oauth/profile":  # (Claude Code's, after a refresh)
+            return self.json_answer({"account": {"uuid": "00000000-0000-4000-8000-000000000001", "email_address": "exg@example.invalid",
+                                                 "email": "exg@example.invalid", "display_name": "exg", "full_name": "exg",
+                                                 "has_claude_max": True, "has_claude_pro": False},
+                                     "organization": {"uuid": "00000000-0000-4000-8000-000000000002", "name": "exg",
+                                                      "organization_type": "claude_max", "billing_type": "stripe_subscription",
+                                                      "rate_limit_tier": "default_claude_max_20x"}})
         if self.path.startswith("/mis/"):
             return self.misbehave()
         out = (line + "\n").encode()
@@ -106,13 +116,23 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+    def json_answer(self, obj):
+        out = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
     def token_answer(self, issued):
         # ?form: form-encoded (as GitHub's token endpoint answers); ?chunked: in pieces of 7 bytes.
         query = urllib.parse.urlsplit(self.path).query.split("&")
         if "form" in query:
             out, ctype = urllib.parse.urlencode(issued).encode(), "application/x-www-form-urlencoded"
-        else:
-            out, ctype = json.dumps(issued).encode(), "application/json"
+        else:  # (with the sign-in's account, as Anthropic's token endpoint answers: Claude Code keeps the tokens only then)
+            out = json.dumps(dict(issued, scope="user:inference user:profile",
+                                  account={"uuid": "00000000-0000-4000-8000-000000000001", "email_address": "exg@example.invalid"},
+                                  organization={"uuid": "00000000-0000-4000-8000-000000000002", "name": "exg"})).encode()
+            ctype = "application/json"
         self.send_response(200)
         self.send_header("Content-Type", ctype)
         if "chunked" in query:
@@ -302,7 +322,7 @@ world_secrets_up() {
         -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
         -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
-    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com" || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com,platform.claude.com" || return 1
     _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
     chmod 644 "$d"/*.pem
     cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
@@ -316,6 +336,7 @@ world_secrets_up() {
 203.0.113.20 oauth2.googleapis.com
 203.0.113.20 cloudcode-pa.googleapis.com
 203.0.113.20 generativelanguage.googleapis.com
+203.0.113.20 platform.claude.com
 203.0.113.21 bad.secret.test
 HOSTS
     : > "$EGW_DIR/secrets.log"

@@ -5,11 +5,12 @@
 # for api.anthropic.com and generativelanguage.googleapis.com, with the scripted models of
 # tests/integration/egress_world_secrets.sh: the prompt's "EXG-RUN: CMD" makes the model call the
 # CLI's shell tool with CMD, and the CLI sends the tool's output back in the next turn. Judged from
-# the host, from what the endpoint received: the real key (an API key in its header; Claude's
-# OAuth access token in Authorization), the tool's output holding placeholders only (its
-# environment, the agent's own credential file), ~/.ssh refused, the key the tool sent to another
-# host arriving as the placeholder, the agent's settings refused, the user's credential file
-# untouched, the CLI's exit status the run's.
+# the host, from what the endpoint received: the real key (an API key in its header), the tool's
+# output holding placeholders only (its environment), ~/.ssh refused, the key the tool sent to
+# another host arriving as the placeholder, the agent's settings refused, the CLI's exit status the
+# run's. Claude Code signed in with OAuth, its token expired: it refreshes at platform.claude.com
+# with the real refresh token, its turns carry the new access token, the credential file it
+# rewrites inside holds new placeholders, the user's file outside the new real tokens.
 # Not driven here: Codex 0.171.0 (a native binary; it opens the Responses API over a WebSocket
 # first, which the scripted endpoint does not speak).
 # npm: @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 opencode-ai@1.18.33
@@ -104,31 +105,45 @@ api_key_round() {
 # ---- Claude Code signed in with an API key ------------------------------------------------------
 api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
 
-# ---- signed in with OAuth (a subscription): the tokens in ~/.claude/.credentials.json ------------
+# ---- Claude Code signed in with OAuth (a subscription), its access token expired ------------------
+# It refreshes first (platform.claude.com, the world's echo issues new tokens), then runs the tool.
 ACCESS="sk-ant-oat01-exgtest-$(rnd)$(rnd)"
 REFRESH="sk-ant-ort01-exgtest-$(rnd)$(rnd)"
+issued() { python3 -c "import hashlib,sys; print(sys.argv[2] + hashlib.sha256((sys.argv[1] + sys.argv[3]).encode()).hexdigest()[:32])" "$@"; }
+NEW_ACCESS=$(issued "$REFRESH" sk-ant-oat01-new- a)
+NEW_REFRESH=$(issued "$REFRESH" sk-ant-ort01-new- r)
 CRED=$HOME/.claude/.credentials.json
-printf '{"claudeAiOauth":{"accessToken":"%s","refreshToken":"%s","expiresAt":%s,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}\n' \
-    "$ACCESS" "$REFRESH" "$(( ($(date +%s) + 36000) * 1000 ))" > "$CRED"
+printf '{"claudeAiOauth":{"accessToken":"%s","refreshToken":"%s","expiresAt":1000,"scopes":["user:inference","user:profile"],"subscriptionType":"max"}}\n' \
+    "$ACCESS" "$REFRESH" > "$CRED"
 chmod 600 "$CRED"
-cp "$CRED" "$T/cred.before"
+before_oauth=$(wc -l < "$SLOG")
 agent_turns claude 'cat ~/.claude/.credentials.json; echo; env | grep -c sk-ant-o || true' -p PROMPT --allowedTools Bash
-check "claude OAuth: claude ran and ended with the model's answer (status $STATUS)" bash -c '[ "$0" = 0 ] && grep -q done <<<"$1"' "$STATUS" "$OUT"
+ALL=$(tail -n +$((before_oauth + 1)) "$SLOG")
+check "claude OAuth: ran and ended with the model's answer (status $STATUS)" bash -c '[ "$0" = 0 ] && grep -q done <<<"$1"' "$STATUS" "$OUT"
 [ "$STATUS" = 0 ] || show_last
-check "claude OAuth: the endpoint got the real access token in Authorization, both turns" \
-    test "$(grep -ciF "[\"authorization\", \"Bearer $ACCESS\"]" <<<"$TURNS")" = 2
-check "claude OAuth: the credential file the tool read inside holds placeholders only" python3 -c '
+check "claude OAuth: the token endpoint got the real refresh token" python3 -c '
+import json, sys
+tok = [json.loads(l) for l in sys.stdin if "/v1/oauth/token" in l]
+assert tok and all(json.loads(r["body"])["refresh_token"] == sys.argv[1] for r in tok), [r["body"][:80] for r in tok]' "$REFRESH" <<<"$ALL"
+check "claude OAuth: the model turns carried the refreshed access token in Authorization" \
+    test "$(grep -ciF "[\"authorization\", \"Bearer $NEW_ACCESS\"]" <<<"$TURNS")" = 2
+check "claude OAuth: the credential file the tool read inside holds new placeholders only" python3 -c '
 import json, re, sys
 c = json.loads(sys.argv[1].splitlines()[0])["claudeAiOauth"]
 assert re.fullmatch(r"exg_ph_CLAUDE_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}", c["accessToken"]), c
-assert re.fullmatch(r"exg_ph_CLAUDE_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}", c["refreshToken"]), c' "$TOOL"
-check "claude OAuth: no real token in what the tool printed or the turns' bodies" python3 -c '
+assert re.fullmatch(r"exg_ph_CLAUDE_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}", c["refreshToken"]), c
+assert c["expiresAt"] > 1000, c' "$TOOL"
+check "claude OAuth: no real token, old or new, in what the tool printed or the turns' bodies" python3 -c '
 import json, sys
-recs = [json.loads(l) for l in sys.argv[3].splitlines() if l.strip()]
-for v in sys.argv[1:3]:
-    assert v not in sys.argv[4] and not any(v in r["body"] for r in recs), v[:24]' "$ACCESS" "$REFRESH" "$TURNS" "$TOOL"
-check "claude OAuth: the user's credential file is as it was" cmp -s "$CRED" "$T/cred.before"
-last_output_lacks "$ACCESS" "claude OAuth: the CLI's terminal output never holds the access token"
+recs = [json.loads(l) for l in sys.argv[5].splitlines() if l.strip()]
+for v in sys.argv[1:5]:
+    assert v not in sys.argv[6] and not any(v in r["body"] for r in recs), v[:24]' \
+    "$ACCESS" "$REFRESH" "$NEW_ACCESS" "$NEW_REFRESH" "$TURNS" "$TOOL"
+check "claude OAuth: the user's credential file outside holds the new real tokens, no placeholder" bash -c \
+    'grep -qF "\"$1\"" "$0" && grep -qF "\"$2\"" "$0" && ! grep -q exg_ph_ "$0"' "$CRED" "$NEW_ACCESS" "$NEW_REFRESH"
+for v in "$ACCESS" "$NEW_ACCESS"; do
+    last_output_lacks "$v" "claude OAuth: the CLI's terminal output never holds a real token (${v:0:24}...)"
+done
 
 # ---- Gemini CLI with an API key -----------------------------------------------------------------
 mkdir -p "$HOME/.gemini"
