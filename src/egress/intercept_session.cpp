@@ -659,13 +659,16 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     std::string h = client_response_head(*resp, last);
     if (!co_await cl_->write(h)) co_return Next::Failed;
     bytes_down_ += h.size();
-    // A response that may carry refreshed tokens (JSON, or untyped, from a host
-    // whose secrets name a refresh field) is held whole; a stream is not.
+    // A response that may carry refreshed tokens (JSON, form-encoded or untyped,
+    // from a host whose secrets name a refresh field) is held whole, however it
+    // is framed (a chunked one too); a stream (text/event-stream) is not.
     std::set<std::string> learn = refresh_fields();
     if (const std::string* ct = resp->find("content-type")) {
       std::string t = *ct;
       for (char& c : t) c = (char)std::tolower((unsigned char)c);
-      if (t.find("json") == std::string::npos && !t.starts_with("text/plain")) learn.clear();
+      if (t.find("json") == std::string::npos && !t.starts_with("text/plain") &&
+          !t.starts_with("application/x-www-form-urlencoded"))
+        learn.clear();
     }
     if (rf.kind != ResponseFraming::None &&
         !co_await relay_response_body(ubuf_, rf, *decoder, masker, chunked_out, learn))

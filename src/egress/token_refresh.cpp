@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <mutex>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "util/json_parse.hpp"
@@ -30,6 +31,54 @@ void collect(const nlohmann::json& j, const std::set<std::string>& fields,
   }
 }
 
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// application/x-www-form-urlencoded's decoding of one name or value ('+' a
+// space, %XX a byte); nullopt when a % is not followed by two hex digits.
+std::optional<std::string> form_decode(std::string_view s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '+') {
+      r += ' ';
+    } else if (s[i] == '%') {
+      if (i + 2 >= s.size()) return std::nullopt;
+      int hi = hex_digit(s[i + 1]), lo = hex_digit(s[i + 2]);
+      if (hi < 0 || lo < 0) return std::nullopt;
+      r += static_cast<char>(hi * 16 + lo);
+      i += 2;
+    } else {
+      r += s[i];
+    }
+  }
+  return r;
+}
+
+// A form-encoded body (name=value&...; as GitHub's token endpoint answers by
+// default): its pairs whose name is in `fields`. Not such a body: none.
+void collect_form(std::string_view body, const std::set<std::string>& fields,
+                  std::vector<std::pair<std::string, std::string>>& out) {
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.remove_suffix(1);
+  if (body.empty() || body.find_first_of(" \t\r\n{}[]\"") != std::string_view::npos) return;
+  std::vector<std::pair<std::string, std::string>> found;
+  for (size_t start = 0; start <= body.size();) {
+    size_t end = std::min(body.find('&', start), body.size());
+    std::string_view pair = body.substr(start, end - start);
+    size_t eq = pair.find('=');
+    if (eq == std::string_view::npos || eq == 0) return;  // every pair has a name and a '='
+    auto name = form_decode(pair.substr(0, eq));
+    auto value = form_decode(pair.substr(eq + 1));
+    if (!name || !value) return;
+    if (fields.count(*name)) found.emplace_back(std::move(*name), std::move(*value));
+    start = end + 1;
+  }
+  out.insert(out.end(), found.begin(), found.end());
+}
+
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> refreshed_tokens(std::string_view body,
@@ -37,6 +86,7 @@ std::vector<std::pair<std::string, std::string>> refreshed_tokens(std::string_vi
   std::vector<std::pair<std::string, std::string>> out;
   auto j = parse_json(body);
   if (!j.is_discarded()) collect(j, fields, out);
+  else collect_form(body, fields, out);
   return out;
 }
 

@@ -1,7 +1,7 @@
 // OAuth refresh at the proxy (issue 45): an agent signed in with OAuth keeps
 // its access and refresh tokens in a file; inside it holds placeholders, the
 // proxy the values. When a vendor's token endpoint answers a refresh, the new
-// tokens come back in a JSON body: the proxy keeps each as a successor secret
+// tokens come back in a JSON (or form-encoded) body, whole or chunked: the proxy keeps each as a successor secret
 // (SecretIndex::learn), the sandbox gets its new placeholder, and the new
 // value is written into the user's credential file outside, in place of the
 // old one, so the next run starts from it.
@@ -21,7 +21,8 @@ namespace exg::egress {
 inline constexpr size_t kMaxTokenResponse = 1 << 20;
 
 // Of a JSON body, every (field, string value) whose field name is in
-// `fields`, at any depth (an object's keys in sorted order). Not JSON: none.
+// `fields`, at any depth (an object's keys in sorted order); of a form-encoded
+// body (name=value&..., percent-decoded), every such pair. Neither: none.
 std::vector<std::pair<std::string, std::string>> refreshed_tokens(std::string_view body,
                                                                   const std::set<std::string>& fields);
 

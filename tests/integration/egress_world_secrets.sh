@@ -8,8 +8,10 @@
 #     mount namespace (OpenSSL's default cert.pem points there);
 #     203.0.113.20:443   HTTPS echo, certificate from the test CA for api.secret.test,
 #                        plain.test, other.secret.test, api.anthropic.com and
-#                        console.anthropic.com (the world's stand-in for the vendor's API
-#                        and its OAuth token endpoint: the agent profiles' tests);
+#                        console.anthropic.com, oauth2.googleapis.com,
+#                        cloudcode-pa.googleapis.com, generativelanguage.googleapis.com and
+#                        platform.claude.com (the world's stand-in for the vendors'
+#                        APIs and their OAuth token endpoints: the agent profiles' tests);
 #     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
 #                        bad.secret.test;
 #   and appends those names to $EGW_DIR/hosts.
@@ -29,10 +31,19 @@
 #   /mis/base32hex-0, /mis/base32hex-3-lower, /mis/hex-colon, /mis/hex-dash-upper,
 #   /mis/hex-space, /mis/utf-16le, /mis/utf-16be, /mis/utf-32le, /mis/utf-32be, /mis/split-forms
 #   (base32, hex with ':' and UTF-16LE, chunked one byte a chunk). HEAD answers carry the
-#   value in a header. POST /v1/oauth/token (an OAuth refresh, issue 45) answers
+#   value in a header. POST /v1/oauth/token and /token (an OAuth refresh, issue 45) answer
 #   {"access_token", "refresh_token", "expires_in", "token_type"}: new tokens made from the
-#   refresh_token of the JSON body it got ("sk-ant-oat01-new-" / "sk-ant-ort01-new-" and the
-#   first 32 hex of sha256(refresh_token + "a" / "r")), logged as "issued" too.
+#   refresh_token of the JSON or form-encoded body it got ("sk-ant-oat01-new-" /
+#   "sk-ant-ort01-new-" and the first 32 hex of sha256(refresh_token + "a" / "r")), logged as
+#   "issued" too (a JSON answer adds the sign-in's scope, account and organization, as
+#   Anthropic's does); with ?form the answer is form-encoded, with ?chunked in 7-byte chunks.
+#   GET /api/oauth/profile answers a Max subscription's profile (Claude Code asks after a refresh).
+#   POST /v1/messages with "stream":true is a scripted model (Anthropic's streamed Messages
+#   API, for the real Claude Code and OpenCode): the first message's "EXG-RUN: CMD" makes it call
+#   the Bash tool with CMD; a conversation ending in the tool's result, or offering no tools (a
+#   title request), gets "done". POST
+#   /v1beta/models/M:generateContent and :streamGenerateContent are the same script in Gemini's
+#   API (for the real Gemini CLI; its run_shell_command tool).
 
 _egs_server_py() {
     cat <<'PY'
@@ -63,11 +74,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                "headers": [[k, v] for k, v in self.headers.items()],
                "body": body.decode("utf-8", "replace")}
         issued = None
-        if self.path == "/v1/oauth/token":
+        if urllib.parse.urlsplit(self.path).path in ("/v1/oauth/token", "/token"):
             try:
                 rt = json.loads(body)["refresh_token"]
             except Exception:
-                rt = ""
+                rt = urllib.parse.parse_qs(body.decode()).get("refresh_token", [""])[0]
             h = lambda k: hashlib.sha256((rt + k).encode()).hexdigest()[:32]
             issued = {"access_token": "sk-ant-oat01-new-" + h("a"), "refresh_token": "sk-ant-ort01-new-" + h("r"),
                       "expires_in": 28800, "token_type": "Bearer"}
@@ -76,13 +87,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with lock, open(log_path, "a") as f:
             f.write(line + "\n")
         if issued is not None:
-            out = json.dumps(issued).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-            return
+            return self.token_answer(issued)
+        if self.path.startswith("/v1/messages") and b'"stream":true' in body.replace(b" ", b""):
+            return self.model_turn(body)
+        if self.path.startswith("/v1beta/models/") and "enerateContent" in self.path:
+            return self.gemini_turn(body)
+        if self.path == "/api/oauth/profile":  # (Claude Code's, after a refresh)
+            return self.json_answer({"account": {"uuid": "00000000-0000-4000-8000-000000000001", "email_address": "exg@example.invalid",
+                                                 "email": "exg@example.invalid", "display_name": "exg", "full_name": "exg",
+                                                 "has_claude_max": True, "has_claude_pro": False},
+                                     "organization": {"uuid": "00000000-0000-4000-8000-000000000002", "name": "exg",
+                                                      "organization_type": "claude_max", "billing_type": "stripe_subscription",
+                                                      "rate_limit_tier": "default_claude_max_20x"}})
         if self.path.startswith("/mis/"):
             return self.misbehave()
         out = (line + "\n").encode()
@@ -97,6 +113,97 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def json_answer(self, obj):
+        out = json.dumps(obj).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def token_answer(self, issued):
+        # ?form: form-encoded (as GitHub's token endpoint answers); ?chunked: in pieces of 7 bytes.
+        query = urllib.parse.urlsplit(self.path).query.split("&")
+        if "form" in query:
+            out, ctype = urllib.parse.urlencode(issued).encode(), "application/x-www-form-urlencoded"
+        else:  # (with the sign-in's account, as Anthropic's token endpoint answers: Claude Code keeps the tokens only then)
+            out = json.dumps(dict(issued, scope="user:inference user:profile",
+                                  account={"uuid": "00000000-0000-4000-8000-000000000001", "email_address": "exg@example.invalid"},
+                                  organization={"uuid": "00000000-0000-4000-8000-000000000002", "name": "exg"})).encode()
+            ctype = "application/json"
+        self.send_response(200)
+        self.send_header("Content-Type", ctype)
+        if "chunked" in query:
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(0, len(out), 7):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(out[i:i + 7]), out[i:i + 7]))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            return
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def model_turn(self, body):
+        # The scripted model (Anthropic's Messages API, streamed): asked with "EXG-RUN: CMD" in
+        # the conversation's first message, it calls the Bash tool with CMD; once the tool's
+        # result is in the last message, it answers "done".
+        req = json.loads(body)
+        def texts(c):
+            return [c] if isinstance(c, str) else [b.get("text", "") for b in c if isinstance(b, dict)]
+        def unquoted(t):  # (OpenCode sends the prompt in quotes, its own quotes as \")
+            t2 = t.strip()
+            return t2[1:-1].replace('\\"', '"') if len(t2) > 1 and t2[0] == t2[-1] == '"' else t
+        first = " ".join(unquoted(t) for t in texts(req["messages"][0]["content"]))
+        last = req["messages"][-1]["content"]
+        answered = isinstance(last, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in last)
+        cmd = first.split("EXG-RUN: ", 1)[1].split("\n")[0] if "EXG-RUN: " in first and req.get("tools") else ""
+        ev = [("message_start", {"message": {"id": "msg_exg", "type": "message", "role": "assistant", "model": req.get("model", "m"),
+                                             "content": [], "stop_reason": None, "stop_sequence": None,
+                                             "usage": {"input_tokens": 1, "output_tokens": 1}}})]
+        if answered or not cmd:
+            ev += [("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+                   ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "done"}})]
+            stop = "end_turn"
+        else:
+            # (Claude Code's tool is "Bash", OpenCode's "bash")
+            tool = next((t["name"] for t in req.get("tools", []) if t.get("name", "").lower() == "bash"), "Bash")
+            ev += [("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "toolu_exg", "name": tool, "input": {}}}),
+                   ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta",
+                                                                  "partial_json": json.dumps({"command": cmd, "description": "run"})}})]
+            stop = "tool_use"
+        ev += [("content_block_stop", {"index": 0}),
+               ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}}),
+               ("message_stop", {})]
+        out = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(dict(d, type=e))) for e, d in ev).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+    def gemini_turn(self, body):
+        # The same script in Gemini's API (generateContent, streamGenerateContent?alt=sse): the
+        # run_shell_command tool called with CMD, then "done". Gemini CLI's model router asks
+        # first, for JSON: it gets a low complexity score.
+        req = json.loads(body)
+        conv = req.get("contents", [])
+        texts = [p.get("text", "") for c in conv if c.get("role") == "user" for p in c.get("parts", [])]
+        cmd = next((t.split("EXG-RUN: ", 1)[1].split("\n")[0] for t in texts if "EXG-RUN: " in t), "")
+        answered = any("functionResponse" in p for p in (conv[-1].get("parts", []) if conv else []))
+        if req.get("generationConfig", {}).get("responseMimeType") == "application/json":  # (the router)
+            part = {"text": '{"complexity_reasoning": "simple", "complexity_score": 1}'}
+        elif cmd and not answered:
+            part = {"functionCall": {"name": "run_shell_command", "args": {"command": cmd, "description": "run"}}}
+        else:
+            part = {"text": "done"}
+        out = json.dumps({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                          "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}})
+        sse = "alt=sse" in self.path
+        out = ("data: " + out + "\r\n\r\n").encode() if sse else out.encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream" if sse else "application/json")
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
@@ -215,7 +322,7 @@ world_secrets_up() {
         -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
         -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
-    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com" || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com,platform.claude.com" || return 1
     _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
     chmod 644 "$d"/*.pem
     cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
@@ -226,6 +333,10 @@ world_secrets_up() {
 203.0.113.20 other.secret.test
 203.0.113.20 api.anthropic.com
 203.0.113.20 console.anthropic.com
+203.0.113.20 oauth2.googleapis.com
+203.0.113.20 cloudcode-pa.googleapis.com
+203.0.113.20 generativelanguage.googleapis.com
+203.0.113.20 platform.claude.com
 203.0.113.21 bad.secret.test
 HOSTS
     : > "$EGW_DIR/secrets.log"

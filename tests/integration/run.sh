@@ -121,6 +121,15 @@ env_vars=(
 
 echo "# $name as $as on the $layer layer (runner=$runner, T=$T)"
 cd "$T" || exit 1
+# npm packages a script needs that the test world cannot fetch (it has no registry): its
+# "# npm: SPEC..." line (pinned name@version), installed by lib.sh's npm_pinned into the runner's
+# cache first; the script's own npm_pinned with the same SPECs then only links them.
+npm_specs=$(sed -n 's/^# npm: //p' "$script" | head -n 1)
+if [ -n "$npm_specs" ]; then
+    npm_as=(); [ "$as" = root ] || npm_as=(runuser -u "$test_user" --)
+    "${npm_as[@]}" env -i "${env_vars[@]}" bash -c 'source "$0" && npm_pinned "$T/npm" $1' "$D/lib.sh" "$npm_specs" </dev/null ||
+        echo "run.sh: npm install of $npm_specs failed ($T/npm/npm.log)" >&2
+fi
 if [[ "$name" == test_egress_sandbox* ]]; then
     # Egress tests run inside a test world of network namespaces that root builds here
     # (tests/integration/egress_world.sh); the script itself runs in its client namespace,

@@ -10,7 +10,8 @@
 # wire; the endpoints are the HTTPS echo of tests/integration/egress_world_secrets.sh (its
 # /v1/oauth/token issues new tokens). Judged from the host: what the endpoints received, what
 # the agent saw, the user's file after the run, the audit; a second run starts from the new
-# tokens; a credential file that does not parse stops the run.
+# tokens; a credential file that does not parse stops the run. Then Gemini CLI's and OpenCode's
+# profiles the same way, their token answers chunked (JSON) and form-encoded.
 source "$(dirname "$0")/lib.sh"
 
 new_workspace
@@ -138,6 +139,79 @@ run sbx --policy "$PROFILE" --audit-log "$audit" -- "$WS/bin/claude" --once
 check "a second run works from the new tokens (status $STATUS)" grep -q '^TURN 1 200 ' <<<"$OUT"
 check "... the endpoint got the new access token" \
     grep -qiF "[\"authorization\", \"Bearer $NEW_ACCESS\"]" <<<"$(tail -n +$((before + 1)) "$SLOG")"
+
+# Gemini CLI and OpenCode signed in with OAuth, through their shipped profiles: the same round
+# (a turn, a refresh, the new tokens saved, a tool reading the file, a turn), each stand-in with
+# its agent's file and hosts. Gemini's token request is form-encoded (google-auth-library's) and
+# its answer chunked; OpenCode's answer is form-encoded (as GitHub's token endpoint answers):
+# the proxy learns the new tokens from either.
+cat > "$WS/bin/oauth-agent" <<'PY'
+#!/usr/bin/env python3
+# A stand-in for an agent signed in with OAuth: FILE ACCESS-KEY REFRESH-KEY API-URL TOKEN-URL FORM-REQUEST
+import json, os, subprocess, sys, requests
+path, ak, rk, api, token_url, form = sys.argv[1:7]
+path = os.path.expanduser(path)
+doc = json.load(open(path))
+cred = doc["anthropic"] if "anthropic" in doc else doc
+print("ACCESS", cred[ak])
+print("REFRESH", cred[rk])
+s = requests.Session()
+turn = lambda n, extra="": s.post(api, json={"turn": n, "tool_result": extra}, headers={"authorization": "Bearer " + cred[ak]}, timeout=15)
+print("TURN 1", turn(1).status_code)
+body = {"grant_type": "refresh_token", "refresh_token": cred[rk], "client_id": "stand-in"}
+r = s.post(token_url, data=body, timeout=15) if form == "form" else s.post(token_url, json=body, timeout=15)
+new = r.json() if "json" in r.headers.get("content-type", "") else dict(x.split("=", 1) for x in r.text.split("&"))
+print("REFRESHED", r.status_code, r.headers.get("content-type"), new.get("access_token"), new.get("refresh_token"))
+cred[ak], cred[rk] = new["access_token"], new["refresh_token"]
+json.dump(doc, open(path, "w"))
+tool = subprocess.run(["cat", path], capture_output=True, text=True).stdout.strip()
+print("TOOL", tool)
+print("TURN 2", turn(2, tool).status_code)
+PY
+chmod 755 "$WS/bin/oauth-agent"
+oauth_round() {  # NAME FILE JSON-TEMPLATE ACCESS-KEY REFRESH-KEY API-URL TOKEN-URL FORM-REQUEST
+    local name=$1 file=$2 tmpl=$3 ak=$4 rk=$5 api=$6 tok=$7 form=$8
+    local access="ya29.exgtest-$(rnd)$(rnd)" refresh="1//exgtest-$(rnd)$(rnd)"
+    local new_access new_refresh
+    new_access=$(issued "$refresh" sk-ant-oat01-new- a) new_refresh=$(issued "$refresh" sk-ant-ort01-new- r)
+    mkdir -p "$(dirname "$file")" && chmod -R a+rwX "$HOME/.gemini" "$HOME/.local" 2>/dev/null
+    printf "$tmpl\n" "$access" "$refresh" > "$file" && chmod 600 "$file"
+    local before; before=$(wc -l < "$SLOG")
+    run sbx --policy "$SRC/profiles/agents/$name.json" --audit-log "$audit" -- "$WS/bin/oauth-agent" "$file" "$ak" "$rk" "$api" "$tok" "$form"
+    local pa pr npa npr
+    pa=$(sed -n 's/^ACCESS //p' <<<"$OUT") pr=$(sed -n 's/^REFRESH //p' <<<"$OUT")
+    read -r _ _ ctype npa npr <<<"$(grep '^REFRESHED ' <<<"$OUT")"
+    check "$name: both turns and the refresh answered, the refresh as $ctype (status $STATUS)" \
+        test "$(grep -c '^TURN [12] 200$' <<<"$OUT")/$(grep -c '^REFRESHED 200 ' <<<"$OUT")" = 2/1
+    [ "$STATUS" = 0 ] && grep -q '^TURN 2 200$' <<<"$OUT" || show_last
+    check "$name: inside, the file's tokens and the refreshed ones are placeholders ($pa $npa)" bash -c \
+        '[[ $0 =~ ^exg_ph_${4}_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}$ && $1 =~ ^exg_ph_${4}_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}$ &&
+           $2 =~ ^exg_ph_${4}_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}$ && $3 =~ ^exg_ph_${4}_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}$ && $0 != $2 ]]' \
+        "$pa" "$pr" "$npa" "$npr" "$(tr a-z A-Z <<<"$name" | sed 's/OPENCODE/OPENCODE_ANTHROPIC/')"
+    for v in "$access" "$refresh" "$new_access" "$new_refresh"; do
+        last_output_lacks "$v" "$name: the agent and its tools never saw a real token (${v:0:20}...)"
+    done
+    check "$name: the endpoints got the real tokens: old then new access token, the refresh token in the token request" python3 -c "
+import json, sys, urllib.parse
+recs = [json.loads(l) for l in sys.stdin]
+auth = [dict((k.lower(), v) for k, v in r['headers']).get('authorization') for r in recs if 'turn' in r['body']]
+assert auth == ['Bearer $access', 'Bearer $new_access'], auth
+tok = [r for r in recs if 'issued' in r]
+sent = json.loads(tok[0]['body']) if '$form' != 'form' else dict(urllib.parse.parse_qsl(tok[0]['body']))
+assert len(tok) == 1 and sent['refresh_token'] == '$refresh', tok
+turn2 = [r for r in recs if 'turn' in r['body']][1]
+assert '$npa' in turn2['body'] and '$new_access' not in turn2['body'] and '$new_refresh' not in turn2['body'], turn2" \
+        < <(tail -n +$((before + 1)) "$SLOG")
+    check "$name: the user's file outside holds the new real tokens, no placeholder" bash -c \
+        'grep -qF "$1" "$0" && grep -qF "$2" "$0" && ! grep -q exg_ph_ "$0"' "$file" "$new_access" "$new_refresh"
+}
+oauth_round gemini "$HOME/.gemini/oauth_creds.json" \
+    '{"access_token": "%s", "refresh_token": "%s", "scope": "openid", "token_type": "Bearer", "expiry_date": 1}' \
+    access_token refresh_token https://cloudcode-pa.googleapis.com/v1internal:generateContent \
+    'https://oauth2.googleapis.com/token?chunked' form
+oauth_round opencode "$HOME/.local/share/opencode/auth.json" \
+    '{"anthropic": {"type": "oauth", "access": "%s", "refresh": "%s", "expires": 1}}' \
+    access refresh https://api.anthropic.com/v1/messages 'https://console.anthropic.com/v1/oauth/token?form' json
 
 # A credential file that does not parse could hide a token: nothing runs.
 echo '{"claudeAiOauth": {"accessToken": "'"$NEW_ACCESS"'", ' > "$CRED"

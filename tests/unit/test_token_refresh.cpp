@@ -27,8 +27,24 @@ TEST(TokenRefresh, FieldsAtAnyDepth) {
   using V = std::vector<std::pair<std::string, std::string>>;
   std::sort(got.begin(), got.end());  // (objects' keys come sorted, not in document order)
   EXPECT_EQ(got, (V{{"access_token", "a1"}, {"access_token", "a2"}, {"refresh_token", "r1"}}));
-  EXPECT_TRUE(refreshed_tokens("access_token=a1&refresh_token=r1", {"access_token"}).empty());  // not JSON
-  EXPECT_TRUE(refreshed_tokens(R"({"access_token":"a1")", {"access_token"}).empty());           // truncated
+  EXPECT_TRUE(refreshed_tokens(R"({"access_token":"a1")", {"access_token"}).empty());  // truncated
+  EXPECT_TRUE(refreshed_tokens("not a token answer", {"access_token"}).empty());
+}
+
+// A token endpoint answering form-encoded (GitHub's does by default): its
+// pairs, percent-decoded; what is not such a body gives nothing.
+TEST(TokenRefresh, FormEncodedAnswers) {
+  using V = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(refreshed_tokens("access_token=gho_a1&scope=repo&token_type=bearer&refresh_token=ghr_r%2F1%2b%3D\r\n",
+                             {"access_token", "refresh_token"}),
+            (V{{"access_token", "gho_a1"}, {"refresh_token", "ghr_r/1+="}}));
+  EXPECT_EQ(refreshed_tokens("access%5Ftoken=a+b", {"access_token"}), (V{{"access_token", "a b"}}));
+  EXPECT_TRUE(refreshed_tokens("access_token=a1&broken", {"access_token"}).empty());      // a pair without '='
+  EXPECT_TRUE(refreshed_tokens("access_token=a%zz1", {"access_token"}).empty());          // a bad escape
+  EXPECT_TRUE(refreshed_tokens("access_token=a%4", {"access_token"}).empty());            // a cut escape
+  EXPECT_TRUE(refreshed_tokens("access_token=a1&=x", {"access_token"}).empty());          // a pair without a name
+  EXPECT_TRUE(refreshed_tokens("<p>access_token=a1</p> x", {"access_token"}).empty());    // prose, not a form
+  EXPECT_TRUE(refreshed_tokens("token_type=bearer", {"access_token"}).empty());
 }
 
 std::shared_ptr<SecretsConfig> token_config() {
