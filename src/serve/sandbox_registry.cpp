@@ -197,9 +197,11 @@ void Registry::take_snapshot(const std::shared_ptr<Sandbox>& sb, std::vector<std
                  std::string why = read_file(dir + "/error.txt");
                  return drop(why.empty() ? "the copy ended with status " + std::to_string(status) : why);
                }
-               auto planted = nlohmann::json::parse(read_file(dir + "/planted.json"), nullptr, false);
+               auto planted = parse_json(read_file(dir + "/planted.json"));
                if (planted.is_array())
-                 for (auto& p : planted) r.quarantined.emplace_back(p.at(0).get<std::string>(), p.at(1).get<std::string>());
+                 for (auto& p : planted)
+                   if (p.is_array() && p.size() == 2 && p[0].is_string() && p[1].is_string())
+                     r.quarantined.emplace_back(p[0].get<std::string>(), p[1].get<std::string>());
                r.created = std::chrono::system_clock::now();
                if (auto saved = snapshots_.add(r); !saved) return drop(saved.error().str());
                if (logs_lifecycle())

@@ -8,6 +8,7 @@
 #include "serve/control_requests.hpp"
 #include "serve/service.hpp"
 #include "serve/snapshots.hpp"
+#include "util/json_parse.hpp"
 
 namespace exg::serve {
 
@@ -121,7 +122,8 @@ void Service::fork_sandbox(Call& c) {
         return;
       }
       if (auto q = check_quota(*t, cr.tmpl)) {
-        error_entry(429, nlohmann::json::parse(q->body(), nullptr, false).value("message", "quota"));
+        auto answer = parse_json(q->body());
+        error_entry(429, answer.is_object() ? answer.value("message", "quota") : "quota");
         return (*next)(i + 1);
       }
       registry_.create(cr, [this, results, next, i](Registry::Started st) mutable {

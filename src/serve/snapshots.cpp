@@ -12,10 +12,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "sandbox/sweep.hpp"
 #include "util/dir_fd.hpp"
+#include "util/json_parse.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::serve {
@@ -132,8 +134,8 @@ Result<void> SnapshotStore::open(const std::string& dir) {
   ::chmod(dir_.c_str(), 0700);
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     std::ifstream in(e.path() / "meta.json");
-    auto j = nlohmann::json::parse(in, nullptr, false);
-    auto r = in ? SnapshotRecord::from_json(j) : std::nullopt;
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    auto r = in.is_open() ? SnapshotRecord::from_json(parse_json(text)) : std::nullopt;
     // Half made (a server stopped while it copied), or a fork's: not a snapshot anyone can use.
     if (!r || r->internal || r->id != e.path().filename().string()) {
       fs::remove_all(e.path(), ec);
