@@ -13,6 +13,11 @@
 #     world's server logs it), a name whose address is the metadata one and a name off the list
 #     unresolved; cgroup2 mounted; /etc writable on the disk (root's run instead runs
 #     the command `recommend --situation privileged-tools` prints, as printed: a podman --rootfs run)
+#   - dockerd and docker (the unprivileged user's run, the same guest): Debian's docker.io unpacked
+#     by run.sh (never installed on the host: its postinst starts a dockerd), the same image
+#     loaded and run on docker's bridge; its TCP to the metadata address and a literal address
+#     refused with audit lines naming its address (172.17.0.2), its allowed name resolved and
+#     fetched through the proxy, a name off the list unresolved
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -23,6 +28,7 @@
 # measured exactly while the guest waits (a handshake through the workspace): at most the disk's
 # size, the host's filesystem never full, and nothing left after the run. A disk larger than
 # the free space there is refused before the start (125). Skipped (77) without qemu or the image.
+# unpacked-debs: docker.io
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm
 . "$here/lib.sh"
@@ -94,6 +100,35 @@ if [ -e podman-checks ]; then
         && r nested_dns_refused ok || r nested_dns_refused "failed: $(echo "$out" | grep "^dns" | tr '\n' ' ')"
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
 fi
+# dockerd as guest root (the unprivileged user's run, beside podman): Debian's docker.io unpacked
+# on the host (run.sh, never installed there), seen through the view; containerd and runc the
+# host's. Its store on the disk (/var/lib/docker, overlay2 on ext4), its state in the guest's
+# /run, its iptables rules through iptables-nft. The same image (docker load reads its
+# manifest.json) run on docker's default bridge (172.17.0.0/16): its TCP to the metadata
+# address and to 10.1.2.4 met the capture and the proxy, its DNS (docker gives public servers:
+# the guest's resolv.conf names only loopback) the guest's resolver.
+if [ -e docker-checks ]; then
+    dk=$(cat docker-dir)
+    export PATH=$dk/usr/sbin:$dk/usr/bin:$PATH DOCKER_HOST=unix:///run/docker.sock
+    dockerd --data-root /var/lib/docker --exec-root /run/docker --pidfile /run/docker.pid -H "$DOCKER_HOST" \
+        --userland-proxy=false --log-level warn >/tmp/dockerd.log 2>&1 &
+    i=0; until docker version >/dev/null 2>&1 || [ $i -ge 1800 ]; do sleep 0.1; i=$((i + 1)); done
+    docker version --format 'dockerd {{.Server.Version}}, storage on /var/lib/docker' 2>&1 | head -1
+    if docker load -q -i img.tar >/tmp/dl.out 2>&1 && dout=$(docker run --rm localhost/exg-bb:1 -c 'echo hi-docker; ip -4 addr show eth0
+          for a in 169.254.169.254 10.1.2.4; do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 5 $a 80; done
+          for n in tp.wild.test denied.test; do echo "dns $n: $(nslookup $n 2>&1 | tr "\n\t" "  ")"; done
+          a=$(nslookup tp.wild.test 2>/dev/null | sed -n "s/^Address: *\([0-9.]*\)$/\1/p" | head -1)
+          echo "fetch: $a $(printf "GET /nested-docker HTTP/1.0\r\nHost: tp.wild.test\r\n\r\n" | nc -w 10 "$a" 80 | tail -1)"' 2>/tmp/dr.err) \
+       && echo "$dout" | grep -qx hi-docker && echo "$dout" | grep -q "inet 172\.17\."; then
+        r docker_image ok; else r docker_image "failed: $(cat /tmp/dl.out /tmp/dr.err /tmp/dockerd.log 2>/dev/null | tail -4 | tr '\n' ' ')"; fi
+    echo "$dout" | grep -E "^(dns|fetch):? " | sed 's/^/docker /'
+    echo "$dout" | grep -q "^dns tp.wild.test: .*Name: *tp.wild.test" && echo "$dout" | grep -q "^fetch: 198\.1[89]\.[0-9.]* hello from 203.0.113.10" \
+        && r docker_dns ok || r docker_dns "failed: $(echo "$dout" | grep -E "^(dns|fetch):? " | tr '\n' ' ')"
+    echo "$dout" | grep -qi "^dns denied.test: .*\(can't find\|Non-authoritative answer\)" && ! echo "$dout" | grep -q "^dns denied.test: .*Name: *denied.test" \
+        && r docker_dns_refused ok || r docker_dns_refused "failed: $(echo "$dout" | grep "^dns denied" | tr '\n' ' ')"
+    kill "$(cat /run/docker.pid 2>/dev/null)" 2>/dev/null
+    i=0; while [ -e /run/docker.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+fi
 echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
 grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
 o=$(cat o-path)
@@ -113,7 +148,15 @@ EOF
 if [ "$EXG_AS" = user ]; then
     need_source_tree tests/integration/oci_image.py python3 busybox
     mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip nc grep tr nslookup sed head tail; do ln -s busybox "$WS/r/bin/$a"; done
-    python3 "$SRC/tests/integration/oci_image.py" "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh && touch "$WS/podman-checks"
+    python3 "$SRC/tests/integration/oci_image.py" --docker-manifest "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh \
+        && touch "$WS/podman-checks"
+    # docker.io unpacked by run.sh (the header's unpacked-debs line); containerd and runc installed.
+    dk=$(readlink -f "${EXG_TEST_UNPACKED_DEBS:-/nonexistent}/docker.io")
+    if [ -x "$dk/usr/sbin/dockerd" ] && command -v containerd runc >/dev/null; then
+        echo "$dk" > "$WS/docker-dir" && touch "$WS/docker-checks"
+    else
+        fail "docker.io unpacked by run.sh (${EXG_TEST_UNPACKED_DEBS:-}/docker.io: '$dk'), containerd and runc are needed for dockerd in the guest"
+    fi
 fi
 
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
@@ -157,6 +200,8 @@ else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
 if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
+if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused"
+elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
     case $line in
@@ -182,7 +227,29 @@ if [ -e "$WS/podman-checks" ]; then
        && grep -q '^203\.0\.113\.10 GET /nested-podman host=tp\.wild\.test' "$EGW_LOG"; then
         ok "a nested container's fetch of an allowed name: resolved by the guest's resolver, through the proxy (audit: nested container), the world's server logged it"
     else fail "a nested container's fetch of an allowed name (the server's log: $(grep nested "$EGW_LOG" | tr '\n' ' '))"; fi
-    if ! grep -qE '^169\.254\.169\.254 |nested-(meta|denied)' "$EGW_LOG"; then
+    # The resolver's lines say so too: the query came through the guest's DNAT from the
+    # container (the relay sends who asked), so its lines carry the nested origin.
+    if audit_has "$T/audit.jsonl" "{\"event\":\"dns\",\"host\":\"tp.wild.test\",\"qtype\":\"A\",\"decision\":\"allowed\",$nested}" \
+         "{\"event\":\"dns\",\"host\":\"meta.wild.test\",\"decision\":\"refused\",$nested}" \
+         "{\"event\":\"dns\",\"host\":\"denied.test\",\"decision\":\"refused\",$nested}"; then
+        ok "the resolver's audit lines for a nested container's queries (allowed and refused) say \"nested container\""
+    else fail "the resolver's audit lines of a nested container's queries carry no nested origin"; fi
+    if [ -e "$WS/docker-checks" ]; then
+        docker_nested='"origin":"nested container","origin_address":"172.17.0.2"'
+        if audit_has "$T/audit.jsonl" "{\"event\":\"egress\",\"decision\":\"refused\",\"protocol\":\"transparent\",\"host\":\"169.254.169.254\",\"port\":80,$docker_nested}" \
+             "{\"event\":\"egress\",\"decision\":\"refused\",\"protocol\":\"transparent\",\"host\":\"10.1.2.4\",\"port\":80,$docker_nested}"; then
+            ok "a docker container's TCP (172.17.0.2, dockerd's bridge) to the metadata address and to 10.1.2.4 went to the proxy and was refused, with audit lines saying \"nested container\""
+        else fail "a docker container's TCP: no refusal from 172.17.0.2 in the audit log"; fi
+        if audit_has "$T/audit.jsonl" "{\"event\":\"egress\",\"decision\":\"allowed\",\"protocol\":\"transparent\",\"host\":\"tp.wild.test\",\"port\":80,\"address\":\"203.0.113.10\",$docker_nested}" \
+           && grep -q '^203\.0\.113\.10 GET /nested-docker host=tp\.wild\.test' "$EGW_LOG"; then
+            ok "a docker container's fetch of an allowed name went through the proxy (audit: nested container 172.17.0.2), the world's server logged it"
+        else fail "a docker container's fetch of an allowed name (the server's log: $(grep nested "$EGW_LOG" | tr '\n' ' '))"; fi
+        if audit_has "$T/audit.jsonl" "{\"event\":\"dns\",\"host\":\"tp.wild.test\",\"qtype\":\"A\",\"decision\":\"allowed\",$docker_nested}" \
+             "{\"event\":\"dns\",\"host\":\"denied.test\",\"decision\":\"refused\",$docker_nested}"; then
+            ok "the docker container's queries (to the public server dockerd gave it) met the guest's resolver, audited as 172.17.0.2's"
+        else fail "the resolver's audit lines of the docker container's queries"; fi
+    fi
+    if ! grep -qE '^169\.254\.169\.254 |^10\.1\.2\.[34] |nested-(meta|denied)' "$EGW_LOG"; then
         ok "nothing of the nested container reached the metadata server or a name off the list"
     else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
 fi
