@@ -268,6 +268,26 @@ world_parent_proxy_up() {
 }
 
 # world_track PID: another process of the test's own, killed by world_down.
+# world_registry_up DIR (root, after world_up): an OCI registry, DIR/registry.py (plain HTTP,
+# the pull side of the distribution API), on 203.0.113.10:5000 of the server namespace, serving
+# exg-pulled:1: busybox and a file /pulled, an image DIR/oci_image.py builds here. Its requests
+# go to $EGW_LOG ("203.0.113.10 GET /v2/... host=NAME:5000").
+world_registry_up() {
+    local dir=$1 r=$EGW_DIR/registry
+    mkdir -p "$r/root/bin" && cp "$(command -v busybox)" "$r/root/bin/" && ln -s busybox "$r/root/bin/sh" \
+        && echo "pulled through the proxy" > "$r/root/pulled" || return 1
+    "$EGW_PYTHON" "$dir/oci_image.py" --docker-manifest "$r/root" localhost/exg-pulled:1 "$r/img.tar" /bin/sh || return 1
+    ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$dir/registry.py" "$r/img.tar" 203.0.113.10 5000 "$EGW_LOG" \
+        </dev/null >"$EGW_DIR/registry.err" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    local end=$((SECONDS + 20))
+    until in_client "$EGW_PYTHON" -c 'import socket; socket.create_connection(("203.0.113.10", 5000), timeout=1).close()' 2>/dev/null; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_registry_up: the registry did not come up" >&2; cat "$EGW_DIR/registry.err" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
 world_track() { _EGW_PIDS+=("$1"); }
 
 _egw_exit() {

@@ -160,6 +160,9 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         source "$here/egress_world_extra.sh"
         world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
     fi
+    if [[ "$name" == test_egress_sandbox_microvm_privileged* ]]; then
+        world_registry_up "$here" || { echo "run.sh: the test world's registry did not come up" >&2; exit 1; }
+    fi
     # (test_egress_sandbox_serve: network.rules' headers; as the user it stops before them.)
     if [[ "$name" == test_egress_sandbox_secrets* || "$name" == test_egress_sandbox.sh || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then
         # shellcheck source=egress_world_secrets.sh

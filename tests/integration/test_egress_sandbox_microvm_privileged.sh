@@ -18,6 +18,10 @@
 #     loaded and run on docker's bridge; its TCP to the metadata address and a literal address
 #     refused with audit lines naming its address (172.17.0.2), its allowed name resolved and
 #     fetched through the proxy, a name off the list unresolved
+#   - pulls (the unprivileged user's run): podman and docker pull an image from the world's
+#     registry (run.sh: world_registry_up, plain HTTP on 203.0.113.10:5000) under an allowed name,
+#     tp.wild.test:5000, and run it; the registry logs the pulls and the proxy audits them; a pull
+#     from denied.test:5000 (off the list) fails, audited as refused, and never reaches it
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -98,6 +102,14 @@ if [ -e podman-checks ]; then
         && ! echo "$out" | grep -q "^dns $1: .*Name: *$1"; }
     no_address meta.wild.test && no_address denied.test \
         && r nested_dns_refused ok || r nested_dns_refused "failed: $(echo "$out" | grep "^dns" | tr '\n' ' ')"
+    # Pulls through the proxy: the world's registry (plain HTTP, hence --tls-verify=false) under
+    # an allowed name, tp.wild.test:5000 (the policy's *.wild.test), then under a name off the list.
+    if podman pull -q --tls-verify=false tp.wild.test:5000/exg-pulled:1 >/tmp/pp.out 2>&1 \
+       && [ "$(podman run --rm --network none tp.wild.test:5000/exg-pulled:1 -c 'cat /pulled' 2>>/tmp/pp.out)" = "pulled through the proxy" ]; then
+        r podman_pull ok; else r podman_pull "failed: $(tail -3 /tmp/pp.out | tr '\n' ' ')"; fi
+    if ! podman pull -q --tls-verify=false denied.test:5000/exg-pulled:1 >/tmp/pd.out 2>&1; then
+        r podman_pull_refused ok; else r podman_pull_refused "failed: the pull from denied.test:5000 worked"; fi
+    echo "pull denied.test: $(tail -1 /tmp/pd.out)"
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
 fi
 # dockerd as guest root (the unprivileged user's run, beside podman): Debian's docker.io unpacked
@@ -111,7 +123,7 @@ if [ -e docker-checks ]; then
     dk=$(cat docker-dir)
     export PATH=$dk/usr/sbin:$dk/usr/bin:$PATH DOCKER_HOST=unix:///run/docker.sock
     dockerd --data-root /var/lib/docker --exec-root /run/docker --pidfile /run/docker.pid -H "$DOCKER_HOST" \
-        --userland-proxy=false --log-level warn >/tmp/dockerd.log 2>&1 &
+        --userland-proxy=false --insecure-registry tp.wild.test:5000 --log-level warn >/tmp/dockerd.log 2>&1 &
     i=0; until docker version >/dev/null 2>&1 || [ $i -ge 1800 ]; do sleep 0.1; i=$((i + 1)); done
     docker version --format 'dockerd {{.Server.Version}}, storage on /var/lib/docker' 2>&1 | head -1
     if docker load -q -i img.tar >/tmp/dl.out 2>&1 && dout=$(docker run --rm localhost/exg-bb:1 -c 'echo hi-docker; ip -4 addr show eth0
@@ -126,6 +138,9 @@ if [ -e docker-checks ]; then
         && r docker_dns ok || r docker_dns "failed: $(echo "$dout" | grep -E "^(dns|fetch):? " | tr '\n' ' ')"
     echo "$dout" | grep -qi "^dns denied.test: .*\(can't find\|Non-authoritative answer\)" && ! echo "$dout" | grep -q "^dns denied.test: .*Name: *denied.test" \
         && r docker_dns_refused ok || r docker_dns_refused "failed: $(echo "$dout" | grep "^dns denied" | tr '\n' ' ')"
+    if docker pull -q tp.wild.test:5000/exg-pulled:1 >/tmp/dp.out 2>&1 \
+       && [ "$(docker run --rm --network none tp.wild.test:5000/exg-pulled:1 -c 'cat /pulled' 2>>/tmp/dp.out)" = "pulled through the proxy" ]; then
+        r docker_pull ok; else r docker_pull "failed: $(tail -3 /tmp/dp.out | tr '\n' ' ')"; fi
     kill "$(cat /run/docker.pid 2>/dev/null)" 2>/dev/null
     i=0; while [ -e /run/docker.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 fi
@@ -198,9 +213,9 @@ if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OU
     ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
 else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
-if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused cgroup2"
+if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused podman_pull podman_pull_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
-if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused"
+if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused docker_pull"
 elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
@@ -249,6 +264,23 @@ if [ -e "$WS/podman-checks" ]; then
             ok "the docker container's queries (to the public server dockerd gave it) met the guest's resolver, audited as 172.17.0.2's"
         else fail "the resolver's audit lines of the docker container's queries"; fi
     fi
+    # The pulls: the registry served them under the allowed name, through the proxy (its audit
+    # line); the name off the list was refused (a line of the guest's own, no nested origin) and
+    # never reached the registry.
+    # (docker_pull in the guest: dockerd's store is its own, so its image came from the registry too.)
+    pulls=$(grep -cE '^203\.0\.113\.10 (GET|HEAD) /v2/exg-pulled/manifests/[^ ]+ host=tp\.wild\.test:5000$' "$EGW_LOG")
+    grep exg-pulled "$EGW_LOG" | sed 's/^/# registry: /'
+    if [ "$pulls" -ge 1 ] && grep -q '^203\.0\.113\.10 GET /v2/exg-pulled/blobs/sha256:' "$EGW_LOG" \
+       && audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":5000}'; then
+        ok "image pulls from the world's registry under an allowed name went through the proxy ($pulls manifest requests; audit: allowed tp.wild.test:5000)"
+    else fail "a pull from the registry under an allowed name ($(grep -c exg-pulled "$EGW_LOG") registry requests)"; show_last; fi
+    if ! grep -q 'host=denied\.test' "$EGW_LOG" && python3 - "$T/audit.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if any(l.get("host") == "denied.test" and l.get("decision") == "refused" and "origin" not in l for l in lines) else 1)
+PY
+    then ok "a pull from a registry under a name off the list (denied.test:5000) was refused and audited, and reached nothing"
+    else fail "the pull from denied.test:5000: $(grep "^pull denied" <<<"$OUT") (registry log: $(grep -c denied "$EGW_LOG") lines)"; fi
     if ! grep -qE '^169\.254\.169\.254 |^10\.1\.2\.[34] |nested-(meta|denied)' "$EGW_LOG"; then
         ok "nothing of the nested container reached the metadata server or a name off the list"
     else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
