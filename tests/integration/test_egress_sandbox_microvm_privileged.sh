@@ -22,6 +22,8 @@
 #     registry (run.sh: world_registry_up, plain HTTP on 203.0.113.10:5000) under an allowed name,
 #     tp.wild.test:5000, and run it; the registry logs the pulls and the proxy audits them; a pull
 #     from denied.test:5000 (off the list) fails, audited as refused, and never reaches it
+#   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
+#     allowRoot start): podman in one exec, its store still there in the next, then shutdown
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -331,6 +333,32 @@ if [ "$EXG_AS" = root ]; then
             ok "recommend --situation privileged-tools: its command works as printed ($cmd)"
         else fail "recommend's command ($cmd): status $STATUS"; show_last; fi
     else fail "recommend --situation privileged-tools printed no command to try ('$cmd')"; fi
+fi
+
+# The same through `exguardian session` (root's run: one more guest), what serve's templates
+# with "layer": "microvm" and "allowRoot": true start: guest root held open, a nested container
+# in one exec, podman's store (on the session's scratch disk) still there in the next; then
+# shutdown ends it.
+if [ "$EXG_AS" = root ]; then
+    sock=$T/priv.sock
+    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 300 "$EXG" session --layer microvm --microvm-root \
+        --control "unix:$sock") > "$T/session.log" 2>&1 &
+    spid=$!
+    track_bg "$spid"
+    sc() { timeout -k 2 120 "$EXG" session-client --control "unix:$sock" "$@" </dev/null; }
+    _session_up() { sc call list >/dev/null 2>&1; }
+    _session_gone() { ! kill -0 "$spid" 2>/dev/null; }
+    if wait_for 120 _session_up; then
+        run sc exec -- sh -c 'podman run --rm --rootfs /:O echo hello from a session && podman images -q | wc -l > /var/lib/containers/exg-mark'
+        first=$STATUS first_out=$OUT
+        run sc exec -- sh -c 'cat /var/lib/containers/exg-mark && podman run --rm --rootfs /:O echo again'
+        if [ "$first" -eq 0 ] && grep -qx "hello from a session" <<<"$first_out" && [ "$STATUS" -eq 0 ] && grep -qx again <<<"$OUT"; then
+            ok "exguardian session --layer microvm --microvm-root: podman runs as guest root, its store kept across execs"
+        else fail "podman through a guest-root session (first exec: $first, second: $STATUS)"; show_last; fi
+        sc call shutdown >/dev/null 2>&1
+        if wait_for 60 _session_gone; then ok "the session's shutdown ended it"
+        else fail "the guest-root session still runs after its shutdown"; fi
+    else fail "the guest-root session did not come up"; sed 's/^/#      /' "$T/session.log"; fi
 fi
 
 # Without --microvm-root no disk is attached (the plan says so; no boot needed).
