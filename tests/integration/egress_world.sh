@@ -288,6 +288,31 @@ world_registry_up() {
     done
 }
 
+# world_vpn_up UNPACKED (root, after world_up): an OpenVPN server (Debian's openvpn unpacked by
+# run.sh into UNPACKED, with the libraries this host lacks) on 203.0.113.10:1194 of the server
+# namespace, TCP, a static key ($EGW_DIR/vpn/key, world-readable: the test's client needs it),
+# its tunnel 10.8.0.1 <-> 10.8.0.2. Its log: $EGW_DIR/vpn/server.log.
+world_vpn_up() {
+    local u=$1 v=$EGW_DIR/vpn
+    local libs=$u/liblzo2-2/lib/x86_64-linux-gnu:$u/libnl-genl-3-200/lib/x86_64-linux-gnu:$u/libpkcs11-helper1/usr/lib/x86_64-linux-gnu
+    [ -x "$u/openvpn/usr/sbin/openvpn" ] || { echo "world_vpn_up: no openvpn unpacked in $u" >&2; return 1; }
+    mkdir -p "$v" && chmod 755 "$v" || return 1
+    LD_LIBRARY_PATH=$libs "$u/openvpn/usr/sbin/openvpn" --genkey secret "$v/key" >/dev/null 2>&1 && chmod 644 "$v/key" || return 1
+    echo "$libs" > "$v/libs"
+    ip netns exec "$EGW_NS_S" env LD_LIBRARY_PATH="$libs" "$u/openvpn/usr/sbin/openvpn" --dev tun --proto tcp-server \
+        --local 203.0.113.10 --port 1194 --ifconfig 10.8.0.1 10.8.0.2 --secret "$v/key" --cipher AES-256-CBC \
+        --auth SHA256 --verb 3 </dev/null >"$v/server.log" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    chmod 644 "$v/server.log"
+    local end=$((SECONDS + 20))
+    # (its log, not a probe connection: the p2p server takes one client at a time)
+    until grep -q "Listening for incoming TCP connection" "$v/server.log"; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_vpn_up: the OpenVPN server did not come up" >&2; cat "$v/server.log" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
 world_track() { _EGW_PIDS+=("$1"); }
 
 _egw_exit() {

@@ -22,6 +22,10 @@
 #     registry (run.sh: world_registry_up, plain HTTP on 203.0.113.10:5000) under an allowed name,
 #     tp.wild.test:5000, and run it; the registry logs the pulls and the proxy audits them; a pull
 #     from denied.test:5000 (off the list) fails, audited as refused, and never reaches it
+#   - a VPN (root's run): Debian's openvpn (unpacked by run.sh) over TCP through the proxy to the
+#     world's OpenVPN server (run.sh: world_vpn_up) as tp.wild.test:1194: allowed and audited, the
+#     tunnel up; the guest's walls still in front of it (a ping into it EPERM, TCP to its far end
+#     captured and refused by the proxy)
 #   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
 #     allowRoot start): podman in one exec, its store still there in the next, then shutdown
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
@@ -34,7 +38,7 @@
 # measured exactly while the guest waits (a handshake through the workspace): at most the disk's
 # size, the host's filesystem never full, and nothing left after the run. A disk larger than
 # the free space there is refused before the start (125). Skipped (77) without qemu or the image.
-# unpacked-debs: docker.io
+# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm
 . "$here/lib.sh"
@@ -146,6 +150,25 @@ if [ -e docker-checks ]; then
     kill "$(cat /run/docker.pid 2>/dev/null)" 2>/dev/null
     i=0; while [ -e /run/docker.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 fi
+# A VPN (root's run): OpenVPN over TCP through the sandbox's HTTP proxy to the world's server,
+# allowed by name (tp.wild.test:1194): the tunnel comes up on a tun device. The guest's own
+# walls still hold over it (transparent egress, the default): a ping into the tunnel is dropped
+# by the guest's output filter (EPERM), and TCP to the far end is captured and goes to the
+# proxy, which refuses the address (an audit line), so nothing of the guest enters the tunnel.
+if [ -e vpn-checks ]; then
+    LD_LIBRARY_PATH=$(cat vpn-libs) $(cat vpn-bin) --dev tun --proto tcp-client --remote tp.wild.test 1194 \
+        --http-proxy 127.0.0.1 3128 --ifconfig 10.8.0.2 10.8.0.1 --secret vpn.key --cipher AES-256-CBC --auth SHA256 \
+        --connect-retry-max 3 --verb 3 >/tmp/ovpn.log 2>&1 &
+    ovpn=$!
+    i=0; until grep -q "Initialization Sequence Completed" /tmp/ovpn.log || [ $i -ge 900 ]; do sleep 0.1; i=$((i + 1)); done
+    if grep -q "Initialization Sequence Completed" /tmp/ovpn.log && ip -4 addr show | grep -q "inet 10\.8\.0\.2 peer 10\.8\.0\.1"; then
+        r vpn ok; else r vpn "failed: $(grep -iE "error|fail|refus|proxy" /tmp/ovpn.log | tail -3 | tr '\n' ' ')"; fi
+    busybox ping -c 1 -W 5 10.8.0.1 >/tmp/ping.out 2>&1
+    printf "GET /through-the-tunnel HTTP/1.0\r\n\r\n" | busybox nc -w 5 10.8.0.1 80 >/tmp/tnc.out 2>&1
+    grep -q "sendto: Operation not permitted" /tmp/ping.out && ! grep -q "^HTTP/1.[01] 200" /tmp/tnc.out \
+        && r vpn_walls ok || r vpn_walls "failed: ping: $(tail -1 /tmp/ping.out); tcp: $(head -1 /tmp/tnc.out)"
+    kill "$ovpn" 2>/dev/null
+fi
 echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
 grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
 o=$(cat o-path)
@@ -174,6 +197,15 @@ if [ "$EXG_AS" = user ]; then
     else
         fail "docker.io unpacked by run.sh (${EXG_TEST_UNPACKED_DEBS:-}/docker.io: '$dk'), containerd and runc are needed for dockerd in the guest"
     fi
+fi
+
+# The VPN (root's run): the world's OpenVPN server (run.sh: world_vpn_up) and its static key.
+vpn=$(dirname "$EGW_LOG")/vpn
+if [ "$EXG_AS" = root ]; then
+    if [ -s "$vpn/key" ] && [ -x "${EXG_TEST_UNPACKED_DEBS:-/nonexistent}/openvpn/usr/sbin/openvpn" ]; then
+        cp "$vpn/key" "$WS/vpn.key" && cp "$vpn/libs" "$WS/vpn-libs" \
+            && readlink -f "$EXG_TEST_UNPACKED_DEBS/openvpn/usr/sbin/openvpn" > "$WS/vpn-bin" && touch "$WS/vpn-checks"
+    else fail "the world's OpenVPN server and openvpn unpacked by run.sh are needed for the VPN check ($vpn)"; fi
 fi
 
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
@@ -217,6 +249,7 @@ else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
 if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused podman_pull podman_pull_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
+[ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls"
 if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused docker_pull"
 elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
@@ -286,6 +319,18 @@ PY
     if ! grep -qE '^169\.254\.169\.254 |^10\.1\.2\.[34] |nested-(meta|denied)' "$EGW_LOG"; then
         ok "nothing of the nested container reached the metadata server or a name off the list"
     else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
+fi
+# The VPN's transport was one connection the proxy judged by name (and audited); the server saw
+# its client come from the proxy's side of the world (the client namespace, 198.51.100.1).
+if [ -e "$WS/vpn-checks" ]; then
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":1194}' \
+       && grep -q "Initialization Sequence Completed" "$vpn/server.log" && grep -q "198\.51\.100\.1" "$vpn/server.log"; then
+        ok "OpenVPN over TCP through the proxy: allowed by name (tp.wild.test:1194, audited), the world's server brought the tunnel up"
+    else fail "the VPN's transport through the proxy (server log: $(grep -E "Peer Connection|Initialization|TCP connection established" "$vpn/server.log" | tr '\n' ' '))"; fi
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.8.0.1","port":80}' \
+       && ! grep -q "through-the-tunnel" "$EGW_LOG"; then
+        ok "the guest's TCP to the tunnel's far end was captured and refused by the proxy (audited), never entering the tunnel"
+    else fail "the guest's TCP to 10.8.0.1:80: no refusal of the proxy's in the audit log"; fi
 fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi
