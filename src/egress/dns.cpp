@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 
 #include <array>
+#include <cstring>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ip/udp.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "egress/proxy.hpp"
+#include "egress/transparent.hpp"
 
 namespace exg::egress::detail {
 
@@ -171,7 +173,8 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
   }
 
   void stop();
-  void answer(std::string_view data, Reply reply);
+  // nested_origin: DnsQuery::nested_origin.
+  void answer(std::string_view data, Reply reply, const std::string& nested_origin = {});
   void forget(DnsStreamConnection* c);
   const std::shared_ptr<ProxyState>& state() const { return st_; }
 
@@ -189,9 +192,10 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
 
   void accept();
 
-  void handle(std::string_view data, const Reply& reply) {
+  void handle(std::string_view data, const Reply& reply, const std::string& nested_origin) {
     DnsQuery q;
     DnsParse p = parse_dns_query(data, q);
+    q.nested_origin = nested_origin;
     if (p.kind == DnsParse::Drop) return reply({});  // (no answer: the stream's count of queries in flight goes down)
     if (p.kind == DnsParse::Error) {
       audit(q, q.name, "refused", p.rcode == kRcodeFormErr ? "malformed query" : "not implemented", p.rcode, {}, {});
@@ -304,6 +308,10 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
     for (const auto& x : answers) a.push_back(x.str());
     j["answers"] = a;
     if (!refused.empty()) j["refused_addresses"] = refused;
+    if (!q.nested_origin.empty()) {
+      j["origin"] = "nested container";
+      j["origin_address"] = q.nested_origin;
+    }
     st_->audit_write(std::move(j));
   }
 
@@ -323,8 +331,8 @@ class DnsServer : public std::enable_shared_from_this<DnsServer> {
   bool stopped_ = false;
 };
 
-void DnsServer::answer(std::string_view data, Reply reply) {
-  if (!stopped_) handle(data, reply);
+void DnsServer::answer(std::string_view data, Reply reply, const std::string& nested_origin) {
+  if (!stopped_) handle(data, reply, nested_origin);
 }
 
 class DnsStreamConnection : public std::enable_shared_from_this<DnsStreamConnection> {
@@ -376,6 +384,14 @@ class DnsStreamConnection : public std::enable_shared_from_this<DnsStreamConnect
   }
 
   void take_queries() {
+    if (!preamble_read_) {
+      if (in_.size() < kDnsStreamPreambleBytes) return read();
+      IpAddress asker;
+      std::memcpy(asker.bytes, in_.data(), kDnsStreamPreambleBytes);
+      if (forwarded_source(asker)) nested_origin_ = asker.str();
+      in_.erase(0, kDnsStreamPreambleBytes);
+      preamble_read_ = true;
+    }
     for (;;) {
       if (in_.size() < 2) break;
       size_t len = (static_cast<uint8_t>(in_[0]) << 8) | static_cast<uint8_t>(in_[1]);
@@ -392,9 +408,12 @@ class DnsStreamConnection : public std::enable_shared_from_this<DnsStreamConnect
       in_.erase(0, 2 + len);
       ++pending_;
       arm();
-      server_->answer(query, [w = weak_from_this()](std::string bytes) {
-        if (auto self = w.lock()) self->answered(std::move(bytes));
-      });
+      server_->answer(
+          query,
+          [w = weak_from_this()](std::string bytes) {
+            if (auto self = w.lock()) self->answered(std::move(bytes));
+          },
+          nested_origin_);
       if (closed_) return;
       if (pending_ >= kDnsStreamMaxPending) return;  // read() waits for answers first
     }
@@ -444,6 +463,8 @@ class DnsStreamConnection : public std::enable_shared_from_this<DnsStreamConnect
   std::deque<std::string> out_;
   size_t pending_ = 0;  // queries whose answers have not come yet
   bool reading_ = false, peer_done_ = false, closed_ = false;
+  bool preamble_read_ = false;  // who asked (kDnsStreamPreambleBytes) came first
+  std::string nested_origin_;   // DnsQuery::nested_origin of this connection's queries
 };
 
 void DnsServer::accept() {

@@ -8,7 +8,12 @@
 // opcodes and classes NOTIMP; other types of an allowed name get an empty
 // answer (NODATA). Answers fit in 512 bytes (TC set when cut); no recursion
 // beyond this. The same logic serves a stream listener too (the microVM
-// guest's queries, relayed over its egress channel): DNS over TCP framing
+// guest's queries, relayed over its egress channel): a preamble first, the
+// IPv4 address of the guest's client that asked (kDnsStreamPreambleBytes,
+// the relay's claim: outside 127/8 a nested container's query, taken to the
+// resolver by the guest's DNAT, whose audit lines then carry "origin":
+// "nested container" and "origin_address", as its connections' do; it labels,
+// never decides), then DNS over TCP framing
 // (RFC 1035 4.2.2), each query and answer after a 2-byte length; bounded:
 // a query of at most kDnsMaxStreamQuery bytes (a longer one ends the
 // connection), kDnsStreamMaxPending lookups a connection (reading waits
@@ -43,6 +48,7 @@ inline constexpr size_t kDnsMaxPending = 64;  // lookups in flight; further quer
 inline constexpr size_t kDnsMaxStreamQuery = 512;
 inline constexpr size_t kDnsStreamMaxPending = 16;
 inline constexpr size_t kDnsStreamMaxConnections = 64;
+inline constexpr size_t kDnsStreamPreambleBytes = 4;
 
 struct DnsQuery {
   uint16_t id = 0;
@@ -51,6 +57,9 @@ struct DnsQuery {
   std::string name;      // labels joined with '.', as sent (not normalised)
   bool bad_name = false; // a label holds a '.' or the name is the root: never resolved
   uint16_t qtype = 0, qclass = 0;
+  // Not from the query: the nested container that asked (its address, from a
+  // stream's preamble), empty for the sandbox's own queries. For the audit.
+  std::string nested_origin;
 };
 
 struct DnsParse {

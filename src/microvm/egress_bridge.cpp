@@ -8,10 +8,13 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "egress/dns.hpp"
 #include "egress/transparent.hpp"
 
 static_assert(exg::microvm::egress_mux::kDestinationBytes == exg::egress::kDestinationPreambleBytes,
               "the guest's claim is the proxy's preamble, byte for byte");
+static_assert(exg::microvm::egress_mux::kDnsSourceBytes == exg::egress::detail::kDnsStreamPreambleBytes,
+              "the guest's asker is the resolver's stream preamble, byte for byte");
 
 
 namespace exg::microvm {
@@ -90,12 +93,15 @@ Result<std::unique_ptr<EgressBridge>> EgressBridge::make() {
 
 int EgressBridge::connect(egress_mux::Target t, std::string_view destination) const {
   using egress_mux::Target;
-  if (t != Target::Transparent) return connect_to(t == Target::Socks ? socks_.path : t == Target::Dns ? dns_.path : http_.path);
-  // The guest's claimed destination, written before anything of its
-  // client's: the preamble the transparent relay listener reads in place of
-  // SO_ORIGINAL_DST (the claim is judged there, like any address a client names).
-  if (destination.size() != egress_mux::kDestinationBytes) return -1;
-  int fd = connect_to(transparent_.path);
+  if (t == Target::Http || t == Target::Socks) return connect_to(t == Target::Socks ? socks_.path : http_.path);
+  // The guest's claims, written before anything of its client's: for a
+  // Transparent stream the destination, the preamble the transparent relay
+  // listener reads in place of SO_ORIGINAL_DST (judged there, like any address
+  // a client names); for a Dns stream who asked, which only labels the
+  // resolver's audit lines (a nested container's query).
+  const bool dns = t == Target::Dns;
+  if (destination.size() != (dns ? egress_mux::kDnsSourceBytes : egress_mux::kDestinationBytes)) return -1;
+  int fd = connect_to(dns ? dns_.path : transparent_.path);
   if (fd < 0) return -1;
   // A fresh socket's buffer takes the preamble at once; anything else refuses the stream.
   if (::send(fd, destination.data(), destination.size(), MSG_NOSIGNAL | MSG_DONTWAIT) !=

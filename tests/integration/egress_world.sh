@@ -268,6 +268,51 @@ world_parent_proxy_up() {
 }
 
 # world_track PID: another process of the test's own, killed by world_down.
+# world_registry_up DIR (root, after world_up): an OCI registry, DIR/registry.py (plain HTTP,
+# the pull side of the distribution API), on 203.0.113.10:5000 of the server namespace, serving
+# exg-pulled:1: busybox and a file /pulled, an image DIR/oci_image.py builds here. Its requests
+# go to $EGW_LOG ("203.0.113.10 GET /v2/... host=NAME:5000").
+world_registry_up() {
+    local dir=$1 r=$EGW_DIR/registry
+    mkdir -p "$r/root/bin" && cp "$(command -v busybox)" "$r/root/bin/" && ln -s busybox "$r/root/bin/sh" \
+        && echo "pulled through the proxy" > "$r/root/pulled" || return 1
+    "$EGW_PYTHON" "$dir/oci_image.py" --docker-manifest "$r/root" localhost/exg-pulled:1 "$r/img.tar" /bin/sh || return 1
+    ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$dir/registry.py" "$r/img.tar" 203.0.113.10 5000 "$EGW_LOG" \
+        </dev/null >"$EGW_DIR/registry.err" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    local end=$((SECONDS + 20))
+    until in_client "$EGW_PYTHON" -c 'import socket; socket.create_connection(("203.0.113.10", 5000), timeout=1).close()' 2>/dev/null; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_registry_up: the registry did not come up" >&2; cat "$EGW_DIR/registry.err" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
+# world_vpn_up UNPACKED (root, after world_up): an OpenVPN server (Debian's openvpn unpacked by
+# run.sh into UNPACKED, with the libraries this host lacks) on 203.0.113.10:1194 of the server
+# namespace, TCP, a static key ($EGW_DIR/vpn/key, world-readable: the test's client needs it),
+# its tunnel 10.8.0.1 <-> 10.8.0.2. Its log: $EGW_DIR/vpn/server.log.
+world_vpn_up() {
+    local u=$1 v=$EGW_DIR/vpn
+    local libs=$u/liblzo2-2/lib/x86_64-linux-gnu:$u/libnl-genl-3-200/lib/x86_64-linux-gnu:$u/libpkcs11-helper1/usr/lib/x86_64-linux-gnu
+    [ -x "$u/openvpn/usr/sbin/openvpn" ] || { echo "world_vpn_up: no openvpn unpacked in $u" >&2; return 1; }
+    mkdir -p "$v" && chmod 755 "$v" || return 1
+    LD_LIBRARY_PATH=$libs "$u/openvpn/usr/sbin/openvpn" --genkey secret "$v/key" >/dev/null 2>&1 && chmod 644 "$v/key" || return 1
+    echo "$libs" > "$v/libs"
+    ip netns exec "$EGW_NS_S" env LD_LIBRARY_PATH="$libs" "$u/openvpn/usr/sbin/openvpn" --dev tun --proto tcp-server \
+        --local 203.0.113.10 --port 1194 --ifconfig 10.8.0.1 10.8.0.2 --secret "$v/key" --cipher AES-256-CBC \
+        --auth SHA256 --verb 3 </dev/null >"$v/server.log" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    chmod 644 "$v/server.log"
+    local end=$((SECONDS + 20))
+    # (its log, not a probe connection: the p2p server takes one client at a time)
+    until grep -q "Listening for incoming TCP connection" "$v/server.log"; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_vpn_up: the OpenVPN server did not come up" >&2; cat "$v/server.log" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
 world_track() { _EGW_PIDS+=("$1"); }
 
 _egw_exit() {

@@ -2,8 +2,11 @@
 """Writes an OCI image archive (an image layout in a tar, what `ctr images import` reads) of one
 layer made from a local directory: images for tests, built from local files, nothing pulled.
 
-    oci_image.py ROOTFS NAME OUT.tar [ENTRYPOINT...]
+    oci_image.py [--docker-manifest] ROOTFS NAME OUT.tar [ENTRYPOINT...]
       NAME: the image's reference (org.opencontainers.image.ref.name, e.g. localhost/exg-pause:1)
+      --docker-manifest: a manifest.json beside the layout too (the docker-archive form, what
+        `docker load` before Docker 25 reads: Debian 12's docker.io 20.10), naming the same
+        config and layer blobs; podman load takes either
 """
 import hashlib
 import io
@@ -39,10 +42,14 @@ def layer_tar(rootfs):
 
 
 def main():
-    if len(sys.argv) < 4:
+    args = sys.argv[1:]
+    docker_manifest = args[:1] == ["--docker-manifest"]
+    if docker_manifest:
+        args = args[1:]
+    if len(args) < 3:
         sys.exit(__doc__)
-    rootfs, name, out = sys.argv[1:4]
-    entrypoint = sys.argv[4:]
+    rootfs, name, out = args[:3]
+    entrypoint = args[3:]
     files = []
     layer = layer_tar(rootfs)
     diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
@@ -58,6 +65,10 @@ def main():
     manifest_desc["platform"] = {"architecture": "amd64", "os": "linux"}
     index = {"schemaVersion": 2, "mediaType": "application/vnd.oci.image.index.v1+json", "manifests": [manifest_desc]}
     files.append(("index.json", json.dumps(index).encode()))
+    if docker_manifest:
+        files.append(("manifest.json", json.dumps([{"Config": "blobs/sha256/" + config_desc["digest"][7:],
+                                                    "RepoTags": [name],
+                                                    "Layers": ["blobs/sha256/" + layer_desc["digest"][7:]]}]).encode()))
     files.append(("oci-layout", json.dumps({"imageLayoutVersion": "1.0.0"}).encode()))
     with tarfile.open(out, "w") as t:
         for path, data in files:

@@ -109,7 +109,33 @@ chown "$runner:" "$T" "$T/home" "$O"
 npm_cache=/var/cache/exguardian-tests/npm/$runner
 mkdir -p "$npm_cache" && chown "$runner:" "$npm_cache"
 
+# Debian packages a script runs unpacked, never installed: its header names them on a line
+# "# unpacked-debs: PKG...". (docker.io: its postinst would start a dockerd on this host.) Each
+# is fetched with apt-get download once per version and unpacked into
+# /var/cache/exguardian-tests/debs/PKG_VERSION (kept between runs and clones: docker.io is 36 MB
+# and 145 MB unpacked), built aside and renamed into place; /var/cache/exguardian-tests/debs/PKG
+# links to it. Here, as root and before an egress script enters its world (no mirror there). A
+# package that cannot be fetched is said here; the script's checks that need it then fail.
+unpacked=/var/cache/exguardian-tests/debs
+mkdir -p "$unpacked"
+for pkg in $(sed -n 's/^# unpacked-debs: //p' "$script"); do
+    (
+        flock 9
+        ver=$(apt-cache policy "$pkg" 2>/dev/null | sed -n 's/^ *Candidate: //p')
+        case $ver in ""|"(none)") echo "# run.sh: no candidate version of $pkg (apt-get update?)"; exit 1 ;; esac
+        dir=$unpacked/${pkg}_${ver//:/%}
+        if [ ! -d "$dir" ]; then
+            tmp=$(mktemp -d "$unpacked/.unpack.XXXXXX") || exit 1
+            if (cd "$tmp" && apt-get download -q "$pkg=$ver" >/dev/null 2>&1) && dpkg-deb -x "$tmp"/*.deb "$tmp/root"; then
+                chmod 755 "$tmp/root" && mv -T "$tmp/root" "$dir"
+            else echo "# run.sh: apt-get download $pkg=$ver or its unpacking failed"; fi
+            rm -rf "$tmp"
+        fi
+        [ -d "$dir" ] && ln -sfn "$(basename "$dir")" "$unpacked/$pkg"
+    ) 9>/run/lock/exguardian-it-debs.lock
+done
 env_vars=(
+    EXG_TEST_UNPACKED_DEBS="$unpacked"
     EXG_TEST_NPM_CACHE="$npm_cache"
     PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
     HOME="$T/home" LANG=C.UTF-8
@@ -142,6 +168,10 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         # shellcheck source=egress_world_extra.sh
         source "$here/egress_world_extra.sh"
         world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
+    fi
+    if [[ "$name" == test_egress_sandbox_microvm_privileged* ]]; then
+        world_registry_up "$here" || { echo "run.sh: the test world's registry did not come up" >&2; exit 1; }
+        world_vpn_up "$unpacked" || echo "# run.sh: the test world's OpenVPN server did not come up (the script's VPN check fails)"
     fi
     # (test_egress_sandbox_serve: network.rules' headers; as the user it stops before them.)
     if [[ "$name" == test_egress_sandbox_secrets* || "$name" == test_egress_sandbox.sh || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then

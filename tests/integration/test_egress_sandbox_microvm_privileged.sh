@@ -13,6 +13,21 @@
 #     world's server logs it), a name whose address is the metadata one and a name off the list
 #     unresolved; cgroup2 mounted; /etc writable on the disk (root's run instead runs
 #     the command `recommend --situation privileged-tools` prints, as printed: a podman --rootfs run)
+#   - dockerd and docker (the unprivileged user's run, the same guest): Debian's docker.io unpacked
+#     by run.sh (never installed on the host: its postinst starts a dockerd), the same image
+#     loaded and run on docker's bridge; its TCP to the metadata address and a literal address
+#     refused with audit lines naming its address (172.17.0.2), its allowed name resolved and
+#     fetched through the proxy, a name off the list unresolved
+#   - pulls (the unprivileged user's run): podman and docker pull an image from the world's
+#     registry (run.sh: world_registry_up, plain HTTP on 203.0.113.10:5000) under an allowed name,
+#     tp.wild.test:5000, and run it; the registry logs the pulls and the proxy audits them; a pull
+#     from denied.test:5000 (off the list) fails, audited as refused, and never reaches it
+#   - a VPN (root's run): Debian's openvpn (unpacked by run.sh) over TCP through the proxy to the
+#     world's OpenVPN server (run.sh: world_vpn_up) as tp.wild.test:1194: allowed and audited, the
+#     tunnel up; the guest's walls still in front of it (a ping into it EPERM, TCP to its far end
+#     captured and refused by the proxy)
+#   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
+#     allowRoot start): podman in one exec, its store still there in the next, then shutdown
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -23,6 +38,7 @@
 # measured exactly while the guest waits (a handshake through the workspace): at most the disk's
 # size, the host's filesystem never full, and nothing left after the run. A disk larger than
 # the free space there is refused before the start (125). Skipped (77) without qemu or the image.
+# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm
 . "$here/lib.sh"
@@ -92,7 +108,66 @@ if [ -e podman-checks ]; then
         && ! echo "$out" | grep -q "^dns $1: .*Name: *$1"; }
     no_address meta.wild.test && no_address denied.test \
         && r nested_dns_refused ok || r nested_dns_refused "failed: $(echo "$out" | grep "^dns" | tr '\n' ' ')"
+    # Pulls through the proxy: the world's registry (plain HTTP, hence --tls-verify=false) under
+    # an allowed name, tp.wild.test:5000 (the policy's *.wild.test), then under a name off the list.
+    if podman pull -q --tls-verify=false tp.wild.test:5000/exg-pulled:1 >/tmp/pp.out 2>&1 \
+       && [ "$(podman run --rm --network none tp.wild.test:5000/exg-pulled:1 -c 'cat /pulled' 2>>/tmp/pp.out)" = "pulled through the proxy" ]; then
+        r podman_pull ok; else r podman_pull "failed: $(tail -3 /tmp/pp.out | tr '\n' ' ')"; fi
+    if ! podman pull -q --tls-verify=false denied.test:5000/exg-pulled:1 >/tmp/pd.out 2>&1; then
+        r podman_pull_refused ok; else r podman_pull_refused "failed: the pull from denied.test:5000 worked"; fi
+    echo "pull denied.test: $(tail -1 /tmp/pd.out)"
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
+fi
+# dockerd as guest root (the unprivileged user's run, beside podman): Debian's docker.io unpacked
+# on the host (run.sh, never installed there), seen through the view; containerd and runc the
+# host's. Its store on the disk (/var/lib/docker, overlay2 on ext4), its state in the guest's
+# /run, its iptables rules through iptables-nft. The same image (docker load reads its
+# manifest.json) run on docker's default bridge (172.17.0.0/16): its TCP to the metadata
+# address and to 10.1.2.4 met the capture and the proxy, its DNS (docker gives public servers:
+# the guest's resolv.conf names only loopback) the guest's resolver.
+if [ -e docker-checks ]; then
+    dk=$(cat docker-dir)
+    export PATH=$dk/usr/sbin:$dk/usr/bin:$PATH DOCKER_HOST=unix:///run/docker.sock
+    dockerd --data-root /var/lib/docker --exec-root /run/docker --pidfile /run/docker.pid -H "$DOCKER_HOST" \
+        --userland-proxy=false --insecure-registry tp.wild.test:5000 --log-level warn >/tmp/dockerd.log 2>&1 &
+    i=0; until docker version >/dev/null 2>&1 || [ $i -ge 1800 ]; do sleep 0.1; i=$((i + 1)); done
+    docker version --format 'dockerd {{.Server.Version}}, storage on /var/lib/docker' 2>&1 | head -1
+    if docker load -q -i img.tar >/tmp/dl.out 2>&1 && dout=$(docker run --rm localhost/exg-bb:1 -c 'echo hi-docker; ip -4 addr show eth0
+          for a in 169.254.169.254 10.1.2.4; do printf "GET / HTTP/1.0\r\n\r\n" | nc -w 5 $a 80; done
+          for n in tp.wild.test denied.test; do echo "dns $n: $(nslookup $n 2>&1 | tr "\n\t" "  ")"; done
+          a=$(nslookup tp.wild.test 2>/dev/null | sed -n "s/^Address: *\([0-9.]*\)$/\1/p" | head -1)
+          echo "fetch: $a $(printf "GET /nested-docker HTTP/1.0\r\nHost: tp.wild.test\r\n\r\n" | nc -w 10 "$a" 80 | tail -1)"' 2>/tmp/dr.err) \
+       && echo "$dout" | grep -qx hi-docker && echo "$dout" | grep -q "inet 172\.17\."; then
+        r docker_image ok; else r docker_image "failed: $(cat /tmp/dl.out /tmp/dr.err /tmp/dockerd.log 2>/dev/null | tail -4 | tr '\n' ' ')"; fi
+    echo "$dout" | grep -E "^(dns|fetch):? " | sed 's/^/docker /'
+    echo "$dout" | grep -q "^dns tp.wild.test: .*Name: *tp.wild.test" && echo "$dout" | grep -q "^fetch: 198\.1[89]\.[0-9.]* hello from 203.0.113.10" \
+        && r docker_dns ok || r docker_dns "failed: $(echo "$dout" | grep -E "^(dns|fetch):? " | tr '\n' ' ')"
+    echo "$dout" | grep -qi "^dns denied.test: .*\(can't find\|Non-authoritative answer\)" && ! echo "$dout" | grep -q "^dns denied.test: .*Name: *denied.test" \
+        && r docker_dns_refused ok || r docker_dns_refused "failed: $(echo "$dout" | grep "^dns denied" | tr '\n' ' ')"
+    if docker pull -q tp.wild.test:5000/exg-pulled:1 >/tmp/dp.out 2>&1 \
+       && [ "$(docker run --rm --network none tp.wild.test:5000/exg-pulled:1 -c 'cat /pulled' 2>>/tmp/dp.out)" = "pulled through the proxy" ]; then
+        r docker_pull ok; else r docker_pull "failed: $(tail -3 /tmp/dp.out | tr '\n' ' ')"; fi
+    kill "$(cat /run/docker.pid 2>/dev/null)" 2>/dev/null
+    i=0; while [ -e /run/docker.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+fi
+# A VPN (root's run): OpenVPN over TCP through the sandbox's HTTP proxy to the world's server,
+# allowed by name (tp.wild.test:1194): the tunnel comes up on a tun device. The guest's own
+# walls still hold over it (transparent egress, the default): a ping into the tunnel is dropped
+# by the guest's output filter (EPERM), and TCP to the far end is captured and goes to the
+# proxy, which refuses the address (an audit line), so nothing of the guest enters the tunnel.
+if [ -e vpn-checks ]; then
+    LD_LIBRARY_PATH=$(cat vpn-libs) $(cat vpn-bin) --dev tun --proto tcp-client --remote tp.wild.test 1194 \
+        --http-proxy 127.0.0.1 3128 --ifconfig 10.8.0.2 10.8.0.1 --secret vpn.key --cipher AES-256-CBC --auth SHA256 \
+        --connect-retry-max 3 --verb 3 >/tmp/ovpn.log 2>&1 &
+    ovpn=$!
+    i=0; until grep -q "Initialization Sequence Completed" /tmp/ovpn.log || [ $i -ge 900 ]; do sleep 0.1; i=$((i + 1)); done
+    if grep -q "Initialization Sequence Completed" /tmp/ovpn.log && ip -4 addr show | grep -q "inet 10\.8\.0\.2 peer 10\.8\.0\.1"; then
+        r vpn ok; else r vpn "failed: $(grep -iE "error|fail|refus|proxy" /tmp/ovpn.log | tail -3 | tr '\n' ' ')"; fi
+    busybox ping -c 1 -W 5 10.8.0.1 >/tmp/ping.out 2>&1
+    printf "GET /through-the-tunnel HTTP/1.0\r\n\r\n" | busybox nc -w 5 10.8.0.1 80 >/tmp/tnc.out 2>&1
+    grep -q "sendto: Operation not permitted" /tmp/ping.out && ! grep -q "^HTTP/1.[01] 200" /tmp/tnc.out \
+        && r vpn_walls ok || r vpn_walls "failed: ping: $(tail -1 /tmp/ping.out); tcp: $(head -1 /tmp/tnc.out)"
+    kill "$ovpn" 2>/dev/null
 fi
 echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
 grep -q "^overlay /var/lib overlay" /proc/mounts && [ -d /var/lib/dpkg ] && r varlib_overlay ok
@@ -113,7 +188,24 @@ EOF
 if [ "$EXG_AS" = user ]; then
     need_source_tree tests/integration/oci_image.py python3 busybox
     mkdir -p "$WS/r/bin" && cp "$(command -v busybox)" "$WS/r/bin/" && for a in sh echo ip nc grep tr nslookup sed head tail; do ln -s busybox "$WS/r/bin/$a"; done
-    python3 "$SRC/tests/integration/oci_image.py" "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh && touch "$WS/podman-checks"
+    python3 "$SRC/tests/integration/oci_image.py" --docker-manifest "$WS/r" localhost/exg-bb:1 "$WS/img.tar" /bin/sh \
+        && touch "$WS/podman-checks"
+    # docker.io unpacked by run.sh (the header's unpacked-debs line); containerd and runc installed.
+    dk=$(readlink -f "${EXG_TEST_UNPACKED_DEBS:-/nonexistent}/docker.io")
+    if [ -x "$dk/usr/sbin/dockerd" ] && command -v containerd runc >/dev/null; then
+        echo "$dk" > "$WS/docker-dir" && touch "$WS/docker-checks"
+    else
+        fail "docker.io unpacked by run.sh (${EXG_TEST_UNPACKED_DEBS:-}/docker.io: '$dk'), containerd and runc are needed for dockerd in the guest"
+    fi
+fi
+
+# The VPN (root's run): the world's OpenVPN server (run.sh: world_vpn_up) and its static key.
+vpn=$(dirname "$EGW_LOG")/vpn
+if [ "$EXG_AS" = root ]; then
+    if [ -s "$vpn/key" ] && [ -x "${EXG_TEST_UNPACKED_DEBS:-/nonexistent}/openvpn/usr/sbin/openvpn" ]; then
+        cp "$vpn/key" "$WS/vpn.key" && cp "$vpn/libs" "$WS/vpn-libs" \
+            && readlink -f "$EXG_TEST_UNPACKED_DEBS/openvpn/usr/sbin/openvpn" > "$WS/vpn-bin" && touch "$WS/vpn-checks"
+    else fail "the world's OpenVPN server and openvpn unpacked by run.sh are needed for the VPN check ($vpn)"; fi
 fi
 
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
@@ -155,8 +247,11 @@ if [ "$STATUS" -eq 0 ] && grep -qx root=ok <<<"$OUT" && grep -qx done=ok <<<"$OU
     ok "one guest as root with a ${disk_mib}M scratch disk ran the checks"
 else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
-if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused cgroup2"
+if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused podman_pull podman_pull_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
+[ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls"
+if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused docker_pull"
+elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
     line=$(grep "^$c=" <<<"$OUT" | head -1)
     case $line in
@@ -182,9 +277,60 @@ if [ -e "$WS/podman-checks" ]; then
        && grep -q '^203\.0\.113\.10 GET /nested-podman host=tp\.wild\.test' "$EGW_LOG"; then
         ok "a nested container's fetch of an allowed name: resolved by the guest's resolver, through the proxy (audit: nested container), the world's server logged it"
     else fail "a nested container's fetch of an allowed name (the server's log: $(grep nested "$EGW_LOG" | tr '\n' ' '))"; fi
-    if ! grep -qE '^169\.254\.169\.254 |nested-(meta|denied)' "$EGW_LOG"; then
+    # The resolver's lines say so too: the query came through the guest's DNAT from the
+    # container (the relay sends who asked), so its lines carry the nested origin.
+    if audit_has "$T/audit.jsonl" "{\"event\":\"dns\",\"host\":\"tp.wild.test\",\"qtype\":\"A\",\"decision\":\"allowed\",$nested}" \
+         "{\"event\":\"dns\",\"host\":\"meta.wild.test\",\"decision\":\"refused\",$nested}" \
+         "{\"event\":\"dns\",\"host\":\"denied.test\",\"decision\":\"refused\",$nested}"; then
+        ok "the resolver's audit lines for a nested container's queries (allowed and refused) say \"nested container\""
+    else fail "the resolver's audit lines of a nested container's queries carry no nested origin"; fi
+    if [ -e "$WS/docker-checks" ]; then
+        docker_nested='"origin":"nested container","origin_address":"172.17.0.2"'
+        if audit_has "$T/audit.jsonl" "{\"event\":\"egress\",\"decision\":\"refused\",\"protocol\":\"transparent\",\"host\":\"169.254.169.254\",\"port\":80,$docker_nested}" \
+             "{\"event\":\"egress\",\"decision\":\"refused\",\"protocol\":\"transparent\",\"host\":\"10.1.2.4\",\"port\":80,$docker_nested}"; then
+            ok "a docker container's TCP (172.17.0.2, dockerd's bridge) to the metadata address and to 10.1.2.4 went to the proxy and was refused, with audit lines saying \"nested container\""
+        else fail "a docker container's TCP: no refusal from 172.17.0.2 in the audit log"; fi
+        if audit_has "$T/audit.jsonl" "{\"event\":\"egress\",\"decision\":\"allowed\",\"protocol\":\"transparent\",\"host\":\"tp.wild.test\",\"port\":80,\"address\":\"203.0.113.10\",$docker_nested}" \
+           && grep -q '^203\.0\.113\.10 GET /nested-docker host=tp\.wild\.test' "$EGW_LOG"; then
+            ok "a docker container's fetch of an allowed name went through the proxy (audit: nested container 172.17.0.2), the world's server logged it"
+        else fail "a docker container's fetch of an allowed name (the server's log: $(grep nested "$EGW_LOG" | tr '\n' ' '))"; fi
+        if audit_has "$T/audit.jsonl" "{\"event\":\"dns\",\"host\":\"tp.wild.test\",\"qtype\":\"A\",\"decision\":\"allowed\",$docker_nested}" \
+             "{\"event\":\"dns\",\"host\":\"denied.test\",\"decision\":\"refused\",$docker_nested}"; then
+            ok "the docker container's queries (to the public server dockerd gave it) met the guest's resolver, audited as 172.17.0.2's"
+        else fail "the resolver's audit lines of the docker container's queries"; fi
+    fi
+    # The pulls: the registry served them under the allowed name, through the proxy (its audit
+    # line); the name off the list was refused (a line of the guest's own, no nested origin) and
+    # never reached the registry.
+    # (docker_pull in the guest: dockerd's store is its own, so its image came from the registry too.)
+    pulls=$(grep -cE '^203\.0\.113\.10 (GET|HEAD) /v2/exg-pulled/manifests/[^ ]+ host=tp\.wild\.test:5000$' "$EGW_LOG")
+    grep exg-pulled "$EGW_LOG" | sed 's/^/# registry: /'
+    if [ "$pulls" -ge 1 ] && grep -q '^203\.0\.113\.10 GET /v2/exg-pulled/blobs/sha256:' "$EGW_LOG" \
+       && audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":5000}'; then
+        ok "image pulls from the world's registry under an allowed name went through the proxy ($pulls manifest requests; audit: allowed tp.wild.test:5000)"
+    else fail "a pull from the registry under an allowed name ($(grep -c exg-pulled "$EGW_LOG") registry requests)"; show_last; fi
+    if ! grep -q 'host=denied\.test' "$EGW_LOG" && python3 - "$T/audit.jsonl" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+sys.exit(0 if any(l.get("host") == "denied.test" and l.get("decision") == "refused" and "origin" not in l for l in lines) else 1)
+PY
+    then ok "a pull from a registry under a name off the list (denied.test:5000) was refused and audited, and reached nothing"
+    else fail "the pull from denied.test:5000: $(grep "^pull denied" <<<"$OUT") (registry log: $(grep -c denied "$EGW_LOG") lines)"; fi
+    if ! grep -qE '^169\.254\.169\.254 |^10\.1\.2\.[34] |nested-(meta|denied)' "$EGW_LOG"; then
         ok "nothing of the nested container reached the metadata server or a name off the list"
     else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
+fi
+# The VPN's transport was one connection the proxy judged by name (and audited); the server saw
+# its client come from the proxy's side of the world (the client namespace, 198.51.100.1).
+if [ -e "$WS/vpn-checks" ]; then
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":1194}' \
+       && grep -q "Initialization Sequence Completed" "$vpn/server.log" && grep -q "198\.51\.100\.1" "$vpn/server.log"; then
+        ok "OpenVPN over TCP through the proxy: allowed by name (tp.wild.test:1194, audited), the world's server brought the tunnel up"
+    else fail "the VPN's transport through the proxy (server log: $(grep -E "Peer Connection|Initialization|TCP connection established" "$vpn/server.log" | tr '\n' ' '))"; fi
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.8.0.1","port":80}' \
+       && ! grep -q "through-the-tunnel" "$EGW_LOG"; then
+        ok "the guest's TCP to the tunnel's far end was captured and refused by the proxy (audited), never entering the tunnel"
+    else fail "the guest's TCP to 10.8.0.1:80: no refusal of the proxy's in the audit log"; fi
 fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi
@@ -232,6 +378,32 @@ if [ "$EXG_AS" = root ]; then
             ok "recommend --situation privileged-tools: its command works as printed ($cmd)"
         else fail "recommend's command ($cmd): status $STATUS"; show_last; fi
     else fail "recommend --situation privileged-tools printed no command to try ('$cmd')"; fi
+fi
+
+# The same through `exguardian session` (root's run: one more guest), what serve's templates
+# with "layer": "microvm" and "allowRoot": true start: guest root held open, a nested container
+# in one exec, podman's store (on the session's scratch disk) still there in the next; then
+# shutdown ends it.
+if [ "$EXG_AS" = root ]; then
+    sock=$T/priv.sock
+    (cd "$WS" && EXG_MICROVM_DISK_DIR=$disks exec timeout -k 5 300 "$EXG" session --layer microvm --microvm-root \
+        --control "unix:$sock") > "$T/session.log" 2>&1 &
+    spid=$!
+    track_bg "$spid"
+    sc() { timeout -k 2 120 "$EXG" session-client --control "unix:$sock" "$@" </dev/null; }
+    _session_up() { sc call list >/dev/null 2>&1; }
+    _session_gone() { ! kill -0 "$spid" 2>/dev/null; }
+    if wait_for 120 _session_up; then
+        run sc exec -- sh -c 'podman run --rm --rootfs /:O echo hello from a session && podman images -q | wc -l > /var/lib/containers/exg-mark'
+        first=$STATUS first_out=$OUT
+        run sc exec -- sh -c 'cat /var/lib/containers/exg-mark && podman run --rm --rootfs /:O echo again'
+        if [ "$first" -eq 0 ] && grep -qx "hello from a session" <<<"$first_out" && [ "$STATUS" -eq 0 ] && grep -qx again <<<"$OUT"; then
+            ok "exguardian session --layer microvm --microvm-root: podman runs as guest root, its store kept across execs"
+        else fail "podman through a guest-root session (first exec: $first, second: $STATUS)"; show_last; fi
+        sc call shutdown >/dev/null 2>&1
+        if wait_for 60 _session_gone; then ok "the session's shutdown ended it"
+        else fail "the guest-root session still runs after its shutdown"; fi
+    else fail "the guest-root session did not come up"; sed 's/^/#      /' "$T/session.log"; fi
 fi
 
 # Without --microvm-root no disk is attached (the plan says so; no boot needed).

@@ -199,9 +199,11 @@ struct LiveProxy {
     boost::asio::post(io, [this] { io.stop(); });
     thread.join();
   }
-  // The framed answers to `wire` (queries already framed, as sent), until the proxy ends the connection.
-  std::vector<std::string> ask(const std::string& wire) {
+  // The framed answers to `queries` (already framed, as sent) after the preamble naming who
+  // asked (the guest's own 127.0.0.1 unless said), until the proxy ends the connection.
+  std::vector<std::string> ask(const std::string& queries, const std::string& asker = std::string("\x7f\0\0\x01", 4)) {
     int c = connect_unix(dns_at);
+    std::string wire = asker + queries;
     EXPECT_EQ(::send(c, wire.data(), wire.size(), MSG_NOSIGNAL), static_cast<ssize_t>(wire.size()));
     ::shutdown(c, SHUT_WR);
     std::string in = read_until_eof(c);
@@ -250,6 +252,27 @@ TEST(DnsStream, AQueryCutShortGetsNoAnswer) {
   LiveProxy p;
   std::string f = framed(query("localhost"));
   EXPECT_TRUE(p.ask(f.substr(0, f.size() - 3)).empty());
+}
+
+// The stream's preamble says who asked: a nested container's queries (an address outside
+// 127/8, forwarded to the resolver inside the guest) are audited as its, the guest's own not.
+TEST(DnsStream, ANestedContainersQueriesAreAuditedAsItsOwn) {
+  LiveProxy p;
+  ASSERT_EQ(p.ask(framed(query("localhost")) + framed(query("denied.test")), std::string("\xac\x11\0\x02", 4)).size(), 2u);
+  ASSERT_EQ(p.ask(framed(query("denied.test"))).size(), 1u);
+  auto nested = [](const char* host, const char* decision) {
+    return [=](const nlohmann::json& j) {
+      return j.value("event", "") == "dns" && j.value("host", "") == host && j.value("decision", "") == decision &&
+             j.value("origin", "") == "nested container" && j.value("origin_address", "") == "172.17.0.2";
+    };
+  };
+  EXPECT_TRUE(p.audit.has(nested("localhost", "allowed")));
+  EXPECT_TRUE(p.audit.has(nested("denied.test", "refused")));
+  std::lock_guard<std::mutex> g(p.audit.mu);
+  int own = 0;
+  for (const auto& j : p.audit.lines)
+    if (j.value("host", "") == "denied.test" && !j.contains("origin") && !j.contains("origin_address")) ++own;
+  EXPECT_EQ(own, 1) << "the guest's own query (127.0.0.1) carries no origin";
 }
 
 // A relayed captured connection: the preamble stands for SO_ORIGINAL_DST.

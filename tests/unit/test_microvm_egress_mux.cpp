@@ -299,7 +299,8 @@ TEST(MicrovmEgressMux, TheGuestEndRefusesAnOpenFromTheHost) {
 }
 
 // Open's payload: the target alone, or for Transparent the target and the
-// 10-byte destination (and source); any other is refused with Close and connects nothing.
+// 10-byte destination (and source), for Dns the target and the 4-byte asker;
+// any other is refused with Close and connects nothing.
 TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
   HostOnly h;
   const std::string dest("\xc6\x12\x00\x01\x01\xbb\x7f\x00\x00\x01", kDestinationBytes);  // 198.18.0.1:443 from 127.0.0.1
@@ -307,7 +308,8 @@ TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
     send_all(h.channel.a, encode(Type::Open, id, payload.data(), payload.size()));
   };
   open(1, "T" + dest);             // transparent with its destination: connected
-  open(2, "N");                    // dns: connected
+  const std::string asker("\x0a\x58\x00\x02", kDnsSourceBytes);  // 10.88.0.2
+  open(2, "N" + asker);            // dns with who asked: connected
   open(3, "T");                    // transparent without a destination
   open(4, "T" + dest + "x");       // one byte too many
   open(5, "T" + dest.substr(0, 9));  // one too few
@@ -315,17 +317,20 @@ TEST(MicrovmEgressMux, OpenPayloadsPerTarget) {
   open(7, "Q");                    // an unknown target
   open(8, "");                     // no target at all
   open(9, "S");                    // socks: connected
+  open(10, "N");                   // dns without who asked
+  open(11, "N" + asker + "x");     // one byte too many
+  open(12, "T" + asker);           // an asker for a target that takes a destination
   auto r = h.replies(500);
   std::set<uint32_t> closed;
   for (auto& [type, id] : r)
     if (type == static_cast<char>(Type::Close)) closed.insert(id);
-  EXPECT_EQ(closed, (std::set<uint32_t>{3, 4, 5, 6, 7, 8}));
+  EXPECT_EQ(closed, (std::set<uint32_t>{3, 4, 5, 6, 7, 8, 10, 11, 12}));
   std::lock_guard<std::mutex> g(h.mu);
   ASSERT_EQ(h.opened.size(), 3u);
   EXPECT_EQ(h.opened[0].first, Target::Transparent);
   EXPECT_EQ(h.opened[0].second, dest);
   EXPECT_EQ(h.opened[1].first, Target::Dns);
-  EXPECT_EQ(h.opened[1].second, "");
+  EXPECT_EQ(h.opened[1].second, asker);
   EXPECT_EQ(h.opened[2].first, Target::Socks);
   EXPECT_EQ(h.host.wait_for(std::chrono::milliseconds(0)), std::future_status::timeout);  // the channel goes on
 }
@@ -442,7 +447,7 @@ TEST(MicrovmEgressMux, AResolverQueryTravelsAsAFramedStream) {
   g.ask(q);
   auto [t1, id, p1] = g.frame(5000);
   EXPECT_EQ(t1, static_cast<char>(Type::Open));
-  EXPECT_EQ(p1, "N");
+  EXPECT_EQ(p1, std::string("N\x7f\x00\x00\x01", 1 + kDnsSourceBytes)) << "the target, then who asked (127.0.0.1 here)";
   auto [t2, id2, p2] = g.frame(5000);
   EXPECT_EQ(t2, static_cast<char>(Type::Data));
   EXPECT_EQ(id2, id);

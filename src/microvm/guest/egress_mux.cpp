@@ -165,8 +165,11 @@ void Mux::receive_dns() {
   s.credit -= static_cast<uint32_t>(framed.size());
   streams_.emplace(id, std::move(s));
   ++dns_streams_;
-  char target = static_cast<char>(Target::Dns);
-  queue(Type::Open, id, &target, 1);
+  // The target, then who asked (a nested container's address, or the guest's own 127/8).
+  char open[1 + kDnsSourceBytes];
+  open[0] = static_cast<char>(Target::Dns);
+  std::memcpy(open + 1, &from.sin_addr.s_addr, kDnsSourceBytes);
+  queue(Type::Open, id, open, sizeof open);
   queue(Type::Data, id, framed.data(), framed.size());
   queue(Type::Eof, id);
 }
@@ -230,10 +233,11 @@ bool Mux::on_frame(Type t, uint32_t id, const char* p, uint32_t n) {
   auto it = streams_.find(id);
   switch (t) {
     case Type::Open: {
-      // The target and, for Transparent only, the destination: any other payload is refused.
+      // The target and, for Transparent the destination, for Dns the asker: any other payload is refused.
       auto target = n ? static_cast<Target>(p[0]) : Target::Http;
-      bool known = n == 1 ? target == Target::Http || target == Target::Socks || target == Target::Dns
-                          : n == 1 + kDestinationBytes && target == Target::Transparent;
+      bool known = n == 1 ? target == Target::Http || target == Target::Socks
+                          : (n == 1 + kDestinationBytes && target == Target::Transparent) ||
+                                (n == 1 + kDnsSourceBytes && target == Target::Dns);
       bool ok = cfg_.connect && known && it == streams_.end() && streams_.size() < kMaxStreams;
       int fd = ok ? cfg_.connect(target, std::string_view(p + 1, n - 1)) : -1;
       if (fd < 0) {

@@ -19,7 +19,10 @@
 //                         address, port big-endian, from SO_ORIGINAL_DST, then
 //                         the client's own IPv4 address, accept's peer: not
 //                         127/8 for a nested container's forwarded connection);
-//                         any other payload is refused (Close)
+//                         for Dns that byte and the asking client's IPv4
+//                         address (kDnsSourceBytes, recvfrom's: not 127/8 for
+//                         a nested container's query, taken to the resolver by
+//                         the guest's DNAT); any other payload is refused (Close)
 //   Data   both           payload: bytes, at most kMaxData
 //   Credit both           payload: u32, bytes of the stream the sender has
 //                         written on (its receive window opens again by that)
@@ -58,6 +61,7 @@ inline constexpr size_t kMaxStreams = 128;
 inline constexpr size_t kOutHigh = 1024 * 1024;
 inline constexpr size_t kOutHard = 4 * 1024 * 1024;
 inline constexpr size_t kDestinationBytes = 10;  // egress/transparent.hpp: kDestinationPreambleBytes
+inline constexpr size_t kDnsSourceBytes = 4;     // egress/dns.hpp: kDnsStreamPreambleBytes
 inline constexpr size_t kMinDnsMessage = 12, kMaxDnsMessage = 512;
 inline constexpr size_t kMaxDnsStreams = 32;
 
@@ -74,7 +78,8 @@ struct Config {
   int dns_socket = -1;  // guest side: the resolver's bound UDP socket, or -1
   // Host side: a connected, non-blocking stream socket to the proxy for an
   // opened stream, or -1 (the stream is refused: Close). `destination`: the
-  // kDestinationBytes of a Transparent stream (the guest's claim), else empty.
+  // kDestinationBytes of a Transparent stream, the kDnsSourceBytes of a Dns
+  // one (the guest's claims), else empty.
   std::function<int(Target, std::string_view destination)> connect;
 };
 
