@@ -17,6 +17,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "plan/private_tmp.hpp"
 #include "plan/proxy_env.hpp"
 #include "plan/secrets.hpp"
 #include "process/handshake.hpp"
@@ -186,7 +187,7 @@ std::string LandlockLayer::missing(const walls::LandlockFeatures& f) {
   return "";
 }
 
-std::string LandlockLayer::private_tmp(const plan::Plan& plan) { return "/tmp/exguardian-" + plan.sandbox_id; }
+std::string LandlockLayer::private_tmp(const plan::Plan& plan) { return plan::host_private_tmp(plan.sandbox_id); }
 
 std::vector<std::string> LandlockLayer::describe(const plan::Plan&) const {
   return {"layer: landlock (no namespaces: Landlock, seccomp and the proxy on the host's loopback; see docs/layers.md)"};

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "plan/private_tmp.hpp"
 #include "serve/sandbox_registry.hpp"
 
 namespace exg::serve {
@@ -43,9 +44,8 @@ struct ToolFile {
   uint32_t mode;
 };
 
-std::vector<ToolFile> tool_files(const Template& t) {
-  const std::string dir = kBaseToolsDir;
-  std::string sudo = "#!/bin/sh\n# exguardian serve: E2B's sudo (the sandbox's /tmp/.exg-e2b; see docs/serve.md)\n"
+std::vector<ToolFile> tool_files(const Template& t, const std::string& dir) {
+  std::string sudo = "#!/bin/sh\n# exguardian serve: E2B's sudo (in the sandbox's own temporary directory; see docs/serve.md)\n"
                      "if [ \"$(id -u)\" != 0 ]; then\n  cat >&2 <<'EOF'\nsudo: " +
                      root_refusal(t) + "\nEOF\n  exit 1\nfi" + kSudoAsRoot;
   std::string python =
@@ -55,7 +55,7 @@ std::vector<ToolFile> tool_files(const Template& t) {
   // Idempotent: a bash a command starts reads it again.
   std::string bashenv = "case \":$PATH:\" in *:" + dir + "/first:*) ;; *) PATH=\"" + dir + "/first:$PATH:" + dir +
                         "/last\" ;; esac\n";
-  return {{dir + "/first/sudo", sudo, 0555}, {dir + "/last/python", python, 0555}, {kBaseToolsBashEnv, bashenv, 0444}};
+  return {{dir + "/first/sudo", sudo, 0555}, {dir + "/last/python", python, 0555}, {dir + "/bashenv", bashenv, 0444}};
 }
 
 // One agent request after the other; the first failure ends it.
@@ -82,13 +82,19 @@ std::string root_refusal(const Template& t) {
          "with \"allowRoot\": true serves root";
 }
 
+std::string base_tools_dir(const Sandbox& sb) {
+  return sb.tmpl.layer == "landlock" ? plan::host_private_tmp(sb.plan_id) + "/.exg-e2b" : "/tmp/.exg-e2b";
+}
+
+std::string base_tools_bash_env(const Sandbox& sb) { return base_tools_dir(sb) + "/bashenv"; }
+
 void install_base_tools(const std::shared_ptr<Sandbox>& sb, std::function<void(std::optional<std::string> error)> done) {
   if (!sb->agent) return done("the sandbox has no agent");
-  const std::string dir = kBaseToolsDir;
+  const std::string dir = base_tools_dir(*sb);
   auto steps = std::make_shared<std::vector<std::pair<nlohmann::json, std::string>>>();
   steps->emplace_back(agent::request::mkdir(dir + "/first", true), "");
   steps->emplace_back(agent::request::mkdir(dir + "/last", true), "");
-  for (auto& f : tool_files(sb->tmpl)) {
+  for (auto& f : tool_files(sb->tmpl, dir)) {
     agent::request::Write w{.exclusive = true, .mode = f.mode};
     steps->emplace_back(agent::request::write(f.path, w), std::move(f.text));
   }

@@ -1,7 +1,7 @@
 // What E2B's base template gives a sandbox's commands that code relies on and
 // the host's root (the process layer's view) or a template's rootfs may lack:
 // `python` beside `python3`, and `sudo`. Written into each sandbox's own /tmp
-// by its agent when it starts (as the sandbox's user: nothing of the host is
+// (base_tools_dir) by its agent when it starts (as the sandbox's user: nothing of the host is
 // changed), and put on the PATH of the commands envd starts through BASH_ENV,
 // which bash reads after /etc/profile (the SDK runs `/bin/bash -l -c CMD`, and
 // /etc/profile sets PATH anew, so a PATH given in the environment is lost).
@@ -22,9 +22,11 @@ namespace exg::serve {
 struct Sandbox;
 struct Template;
 
-inline constexpr char kBaseToolsDir[] = "/tmp/.exg-e2b";
+// Where the tools are: the sandbox's own /tmp, or, on the landlock layer,
+// where /tmp is the host's, its private TMPDIR (plan/private_tmp.hpp).
+std::string base_tools_dir(const Sandbox& sb);
 // The file BASH_ENV names in every command's environment (envd_process.cpp).
-inline constexpr char kBaseToolsBashEnv[] = "/tmp/.exg-e2b/bashenv";
+std::string base_tools_bash_env(const Sandbox& sb);
 
 // Why root is not served by a sandbox of `t` (the answer to `user: root`, and sudo's words).
 std::string root_refusal(const Template& t);

@@ -179,7 +179,7 @@ void Service::process_rpc(Request& req, ExchangePtr ex, const std::shared_ptr<Sa
       }
     }
     // BASH_ENV: the base tools on PATH after /etc/profile has set it (base_tools.hpp); a command's own wins.
-    std::vector<std::string> env = {"HOME=" + sb->home, "USER=user", "LOGNAME=user", std::string("BASH_ENV=") + kBaseToolsBashEnv};
+    std::vector<std::string> env = {"HOME=" + sb->home, "USER=user", "LOGNAME=user", "BASH_ENV=" + base_tools_bash_env(*sb)};
     for (auto& [k, v] : sb->env_vars) env.push_back(k + "=" + v);
     if (const auto* e = rpc::field(*p, "envs")) {
       if (!e->is_object()) return fail_with({Code::InvalidArgument, "process.envs: expected an object of strings"});
