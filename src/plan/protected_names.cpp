@@ -314,6 +314,13 @@ GitMarkers git_markers_at(int dirfd) {
 ProtectedPaths::ProtectedPaths(const std::vector<std::string>& extra_names, bool allow_git_config,
                                std::vector<std::string> anchored)
     : anchored_(anchored.begin(), anchored.end()), allow_git_config_(allow_git_config) {
+  // Built on every run (about 300 names): sized once, so that the vectors and
+  // the map do not grow and rehash step by step.
+  size_t count = kProtectedNameTable.size() + extra_names.size();
+  patterns_.reserve(count);
+  whos_.reserve(count);
+  sweep_only_.reserve(count);
+  first_.reserve(count);
   for (const auto& e : kProtectedNameTable) add(e.name, e.who, e.sweep_only);
   for (const auto& n : extra_names) add(n, "filesystem.protect");
 }
@@ -346,7 +353,7 @@ bool ProtectedPaths::glob_first(std::string_view name) const {
   return false;
 }
 
-void ProtectedPaths::add(const std::string& name, const std::string& who, bool sweep_only) {
+void ProtectedPaths::add(std::string_view name, const char* who, bool sweep_only) {
   if (name.empty() || name.starts_with(".git/")) return;  // the git directory's own rules cover these
   std::vector<std::string> comps;
   for (auto c : split_components(name)) comps.emplace_back(c);
