@@ -121,14 +121,14 @@ class ProtectedPaths {
 
  private:
   std::vector<std::vector<std::string>> patterns_;
-  std::vector<std::string> whos_;
+  std::vector<const char*> whos_;  // string literals (the table's, "filesystem.protect"): no copies
   std::vector<bool> sweep_only_;
   std::unordered_map<std::string, std::vector<unsigned>> first_;  // first component -> patterns
   std::vector<unsigned> glob_first_;                               // patterns whose first component is a pattern
   std::unordered_set<std::string> anchored_;
   bool allow_git_config_ = false;
 
-  void add(const std::string& name, const std::string& who, bool sweep_only = false);
+  void add(std::string_view name, const char* who, bool sweep_only = false);
   bool glob_first(std::string_view name) const;
   // The patterns whose first component matches name.
   template <class F> void each_first(std::string_view name, F&& f) const;
