@@ -193,21 +193,24 @@ check "opencode: its snapshot repository was made and kept (${snapcfg#$HOME/})" 
     bash -c '[ -n "$0" ] && grep -qE "fsmonitor = false" "$0"' "$snapcfg"
 
 # ---- What the agent's tools plant to run later on the host (OpenCode) ----------------------------
-# The tool writes the workspace's pre-commit hook, a new repository with a hook, and a command into
-# OpenCode's snapshot config (core.fsmonitor: run by git on the host at OpenCode's next snapshot).
-# The hook and the snapshot config (there at start: protected) are refused, the new repository's
-# hook quarantined (exit 123); afterwards, on the host, git commits in the workspace and in the new
-# repository and reads the snapshot: nothing planted runs. (A snapshot config the tool writes new
-# is judged at exit: tests/unit/test_sweep.cpp, SnapshotStoreConfigStaysWorktreeInDotGitDoesNot.)
+# The tool writes the workspace's pre-commit hook, ~/.bashrc, a new repository with a hook, and a
+# command into OpenCode's snapshot config (core.fsmonitor: run by git on the host at OpenCode's
+# next snapshot). The hook and the snapshot config (there at start: protected) are refused,
+# ~/.bashrc goes to HOME's throwaway layer, the new repository's hook is quarantined (exit 123).
+# Afterwards, on the host, git commits in the workspace and in the new repository and reads the
+# snapshot, an interactive bash starts: nothing planted runs. (A snapshot config the tool writes
+# new is judged at exit: test_sweep.cpp's SnapshotStoreConfigStaysWorktreeInDotGitDoesNot.)
 ran=$T/ran-on-host
 rm -f "$ran"
 payload="#!/bin/sh\ntouch $ran\n"
 export ANTHROPIC_API_KEY="exgtest-opencode-key-$(rnd)"
+echo "# the user's own" > "$HOME/.bashrc" && cp "$HOME/.bashrc" "$T/bashrc.before"
 agent_turns opencode "printf '$payload' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit || echo hook-refused; \
+echo 'touch $ran' >> ~/.bashrc && echo rc-written || echo rc-refused; \
 git init -q sub && printf '$payload' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit; \
 printf '[core]\\n\\tfsmonitor = touch $ran\\n' >> $snapcfg || echo snapshot-refused" run -m anthropic/claude-sonnet-4-5 PROMPT
-check "opencode: the tool ran; the workspace's hook and the snapshot config refused inside" \
-    bash -c 'grep -qx hook-refused <<<"$0" && grep -qx snapshot-refused <<<"$0"' "$TOOL"
+check "opencode: the tool ran; the workspace's hook and the snapshot config refused inside ($(grep -o 'rc-[a-z]*' <<<"$TOOL"))" \
+    bash -c 'grep -qx hook-refused <<<"$0" && grep -qxE "rc-(written|refused)" <<<"$0" && grep -qx snapshot-refused <<<"$0"' "$TOOL"
 grep -q snapshot-refused <<<"$TOOL" || { echo "#      tool: $TOOL"; show_last; }
 export -n ANTHROPIC_API_KEY; unset ANTHROPIC_API_KEY
 check "opencode: the new repository's hook quarantined, the run's status 123 ($STATUS)" \
@@ -216,8 +219,10 @@ check "opencode: the new repository's hook quarantined, the run's status 123 ($S
 (cd "$WS" && git -c user.name=x -c user.email=x@x.invalid commit -q --allow-empty -m after) >/dev/null 2>&1
 [ -d "$WS/sub/.git" ] && (cd "$WS/sub" && git -c user.name=x -c user.email=x@x.invalid commit -q --allow-empty -m after) >/dev/null 2>&1
 git --git-dir="$(dirname "$snapcfg")" --work-tree="$WS" -c core.untrackedCache=false status >/dev/null 2>&1
-check "opencode: on the host afterwards, no hook and no snapshot config of the tool's ran" \
-    bash -c '[ ! -e "$0" ] && [ ! -e "$1/.git/hooks/pre-commit" ] && ! grep -q ran-on-host "$2"' "$ran" "$WS" "$snapcfg"
+bash -i -c true </dev/null >/dev/null 2>&1  # (an interactive shell on the host reads ~/.bashrc)
+check "opencode: on the host afterwards, no hook, ~/.bashrc line or snapshot config of the tool's ran" \
+    bash -c '[ ! -e "$0" ] && [ ! -e "$1/.git/hooks/pre-commit" ] && ! grep -q ran-on-host "$2" && cmp -s "$3" "$4"' \
+    "$ran" "$WS" "$snapcfg" "$HOME/.bashrc" "$T/bashrc.before"
 export -n OPENCODE_DISABLE_MODELS_FETCH OPENCODE_DISABLE_AUTOUPDATE
 
 finish
