@@ -170,12 +170,17 @@ bool benign_pth(std::string_view content) {
   return true;
 }
 
-bool benign_git_config(std::string_view content) {
+bool benign_git_config(std::string_view content, bool worktree_ok) {
   if (content.size() > 4096) return false;
   static const std::map<std::string, std::vector<std::string>> allowed = {
       {"core", {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase", "precomposeunicode",
-                "symlinks", "sparsecheckout", "sparsecheckoutcone"}},
+                "symlinks", "sparsecheckout", "sparsecheckoutcone", "autocrlf", "longpaths", "fsmonitor", "untrackedcache",
+                "quotepath", "worktree"}},
       {"extensions", {"objectformat", "refstorage", "worktreeconfig"}},
+      // What OpenCode sets in its snapshot repositories (its state directory), with the
+      // values below: settings of git's own code paths, none names a command.
+      {"feature", {"manyfiles"}},
+      {"index", {"version", "threads"}},
       // What `git clone` adds: where the objects came from and what each branch tracks.
       {"remote", {"url", "fetch", "pushurl"}},
       {"branch", {"remote", "merge", "rebase"}},
@@ -216,6 +221,21 @@ bool benign_git_config(std::string_view content) {
     for (auto& ch : key) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
     if (std::find(keys->begin(), keys->end(), key) == keys->end()) return false;
     if (eq != std::string_view::npos && line.find_first_of("\\\"", eq) != std::string_view::npos) return false;
+    // core.worktree: where a checkout writes. Only in a git directory git never finds from a work
+    // tree (not a .git, not in one: used only where named, with its work tree, as OpenCode's
+    // snapshots are); in a .git a host checkout would write wherever it points.
+    if (key == "worktree" && !worktree_ok) return false;
+    // These take only the values listed (core.fsmonitor set to anything but false names a command).
+    static const std::map<std::string, std::vector<std::string>> values = {
+        {"autocrlf", {"true", "false", "input"}}, {"longpaths", {"true", "false"}}, {"fsmonitor", {"false"}},
+        {"untrackedcache", {"true", "false", "keep"}}, {"quotepath", {"true", "false"}},
+        {"manyfiles", {"true", "false"}}, {"version", {"2", "3", "4"}}, {"threads", {"true", "false"}}};
+    if (auto v = values.find(key); v != values.end()) {
+      std::string val(eq == std::string_view::npos ? "" : line.substr(eq + 1));
+      while (!val.empty() && (val.front() == ' ' || val.front() == '\t')) val.erase(0, 1);
+      for (auto& ch : val) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      if (std::find(v->second.begin(), v->second.end(), val) == v->second.end()) return false;
+    }
     // A remote helper transport runs a command ("ext::sh -c ..."): never benign.
     if (key == "url" || key == "pushurl") {
       std::string v(line.substr(eq == std::string_view::npos ? line.size() : eq + 1));
@@ -434,7 +454,7 @@ struct Sweeper {
 
   // A protected file whose content names nothing that runs: a git config as
   // `git init` writes it, a .pth of paths only.
-  bool benign_at(int dirfd, const std::string& name, const ProtectMatch& m) const {
+  bool benign_at(int dirfd, const std::string& name, const ProtectMatch& m, const Scope& scope) const {
     bool pth = m.sweep_only && name.ends_with(".pth");
     if (!m.git_config && !pth) return false;
     size_t max = pth ? 65536 : 4096;
@@ -445,7 +465,12 @@ struct Sweeper {
     std::string buf(static_cast<size_t>(st.st_size), '\0');
     ssize_t n = ::pread(f.get(), buf.data(), buf.size(), 0);
     if (n != st.st_size) return false;
-    return pth ? benign_pth(buf) : benign_git_config(buf);
+    if (pth) return benign_pth(buf);
+    // (a git directory reached only by name: no ".git" on its path from the tree's root)
+    std::string_view r = scope.rel;
+    bool named_only = scope.git_depth == 0 && !r.empty() && r != ".git" && !r.starts_with(".git/") &&
+                      !r.ends_with("/.git") && r.find("/.git/") == std::string_view::npos;
+    return benign_git_config(buf, named_only);
   }
 
   void unchecked(const std::string& rel, const std::string& why) {
@@ -474,7 +499,7 @@ struct Sweeper {
     bool is_dir = S_ISDIR(st.st_mode);
     auto m = pp.classify(scope, e.name, is_dir, S_ISREG(st.st_mode));
     if (m.kind == ProtectMatch::Protected && !known(st)) {
-      if (benign_at(dir.get(), e.name, m)) return false;
+      if (benign_at(dir.get(), e.name, m, scope)) return false;
       plant(dir, e.name, rel, m.why);
       return false;
     }
@@ -534,7 +559,7 @@ struct Sweeper {
           continue;
         auto m = pp.classify(scope, pname, false, S_ISREG(cst.st_mode));
         if (m.kind != ProtectMatch::Protected) continue;
-        if (benign_at(dir.get(), pname, m)) continue;
+        if (benign_at(dir.get(), pname, m, scope)) continue;
         plant(dir, pname, join_rel(rel, pname), "changed during the run: " + m.why);
       }
       for (const auto& [cname, cidx] : n->subdirs) descend(dir, scope, cname, join_rel(rel, cname), cidx, false, depth);

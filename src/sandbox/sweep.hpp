@@ -121,8 +121,11 @@ std::vector<std::string_view> split_path(std::string_view rel);
 
 // A git config exactly as `git init` writes it ([core] with format, filemode,
 // bare, logallrefupdates, ignorecase, precomposeunicode, symlinks; [extensions]
-// objectformat/refstorage): nothing in it names a command or a hook path.
-bool benign_git_config(std::string_view content);
+// objectformat/refstorage), `git clone` (remotes, branches) or OpenCode's
+// snapshots (line endings, index settings, core.fsmonitor false; core.worktree
+// only when worktree_ok: a git directory no work tree leads git to): nothing in
+// it names a command or a hook path.
+bool benign_git_config(std::string_view content, bool worktree_ok = false);
 
 // A Python .pth file that only adds directories to sys.path (site.py runs
 // the lines that start with "import"; the rest are paths): nothing in it runs.

@@ -10,7 +10,7 @@
 #                        plain.test, other.secret.test, api.anthropic.com and
 #                        console.anthropic.com, oauth2.googleapis.com,
 #                        cloudcode-pa.googleapis.com, generativelanguage.googleapis.com and
-#                        platform.claude.com (the world's stand-in for the vendors'
+#                        platform.claude.com, api.openai.com (the world's stand-in for the vendors'
 #                        APIs and their OAuth token endpoints: the agent profiles' tests);
 #     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
 #                        bad.secret.test;
@@ -43,7 +43,8 @@
 #   the Bash tool with CMD; a conversation ending in the tool's result, or offering no tools (a
 #   title request), gets "done". POST
 #   /v1beta/models/M:generateContent and :streamGenerateContent are the same script in Gemini's
-#   API (for the real Gemini CLI; its run_shell_command tool).
+#   API (for the real Gemini CLI; its run_shell_command tool); POST /v1/responses in OpenAI's
+#   Responses API, streamed over HTTP (for the real Codex CLI; its shell tool).
 
 _egs_server_py() {
     cat <<'PY'
@@ -92,6 +93,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.model_turn(body)
         if self.path.startswith("/v1beta/models/") and "enerateContent" in self.path:
             return self.gemini_turn(body)
+        if self.path.startswith("/v1/responses"):
+            return self.responses_turn(body)
         if self.path == "/api/oauth/profile":  # (Claude Code's, after a refresh)
             return self.json_answer({"account": {"uuid": "00000000-0000-4000-8000-000000000001", "email_address": "exg@example.invalid",
                                                  "email": "exg@example.invalid", "display_name": "exg", "full_name": "exg",
@@ -146,6 +149,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+    def sse_answer(self, ev):
+        # Server-sent events (name, data), each data object with its "type" as the event's name.
+        out = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(dict(d, type=e))) for e, d in ev).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
     def model_turn(self, body):
         # The scripted model (Anthropic's Messages API, streamed): asked with "EXG-RUN: CMD" in
         # the conversation's first message, it calls the Bash tool with CMD; once the tool's
@@ -177,12 +188,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         ev += [("content_block_stop", {"index": 0}),
                ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}}),
                ("message_stop", {})]
-        out = "".join("event: %s\ndata: %s\n\n" % (e, json.dumps(dict(d, type=e))) for e, d in ev).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
+        self.sse_answer(ev)
     def gemini_turn(self, body):
         # The same script in Gemini's API (generateContent, streamGenerateContent?alt=sse): the
         # run_shell_command tool called with CMD, then "done". Gemini CLI's model router asks
@@ -207,6 +213,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+    def responses_turn(self, body):
+        # The same script in OpenAI's Responses API, streamed (for the real Codex CLI): its shell
+        # tool called with CMD, then "done" once a function_call_output is in the input.
+        req = json.loads(body)
+        items = req.get("input", [])
+        def texts(c):
+            return [c] if isinstance(c, str) else [b.get("text", "") for b in c if isinstance(b, dict)]
+        user = [t for i in items if i.get("role") == "user" for t in texts(i.get("content", ""))]
+        cmd = next((t.split("EXG-RUN: ", 1)[1].split("\n")[0] for t in user if "EXG-RUN: " in t), "")
+        answered = any(i.get("type") == "function_call_output" for i in items)
+        names = [t.get("name", "") for t in req.get("tools", [])]
+        if cmd and not answered:
+            # (Codex offers exec_command, shell_command or shell, by version and config)
+            if "exec_command" in names:
+                name, args = "exec_command", {"cmd": cmd}
+            elif "shell_command" in names:
+                name, args = "shell_command", {"command": cmd}
+            else:
+                name, args = "shell", {"command": ["bash", "-lc", cmd]}
+            item = {"type": "function_call", "id": "fc_exg", "call_id": "call_exg", "name": name, "arguments": json.dumps(args)}
+        else:
+            item = {"type": "message", "id": "msg_exg", "role": "assistant", "content": [{"type": "output_text", "text": "done", "annotations": []}]}
+        usage = {"input_tokens": 1, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 2}
+        ev = [("response.created", {"response": {"id": "resp_exg"}}),
+              ("response.output_item.added", {"output_index": 0, "item": item}),
+              ("response.output_item.done", {"output_index": 0, "item": item}),
+              ("response.completed", {"response": {"id": "resp_exg", "usage": usage}})]
+        self.sse_answer(ev)
     def do_HEAD(self):
         self.send_response(200)
         self.send_header("X-Echo", self.headers.get("Authorization", ""))
@@ -322,7 +357,7 @@ world_secrets_up() {
         -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
         -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
-    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com,platform.claude.com" || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com,platform.claude.com,api.openai.com" || return 1
     _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
     chmod 644 "$d"/*.pem
     cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
@@ -337,6 +372,7 @@ world_secrets_up() {
 203.0.113.20 cloudcode-pa.googleapis.com
 203.0.113.20 generativelanguage.googleapis.com
 203.0.113.20 platform.claude.com
+203.0.113.20 api.openai.com
 203.0.113.21 bad.secret.test
 HOSTS
     : > "$EGW_DIR/secrets.log"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The real agent CLIs from npm (issue 45), pinned, each run whole by `exguardian agent NAME` in a
-# pty (script(1)) in the egress test world: Claude Code 2.1.332 and OpenCode 1.18.33 (native
-# binaries) and Gemini CLI 0.61.0 (node >= 20). Their vendor endpoints are the world's HTTPS echo
-# for api.anthropic.com and generativelanguage.googleapis.com, with the scripted models of
+# pty (script(1)) in the egress test world: Claude Code 2.1.332, Codex 0.171.0 and OpenCode 1.18.33
+# (native binaries) and Gemini CLI 0.61.0 (node >= 20). Their vendor endpoints are the world's HTTPS
+# echo for api.anthropic.com, api.openai.com and generativelanguage.googleapis.com, with the scripted models of
 # tests/integration/egress_world_secrets.sh: the prompt's "EXG-RUN: CMD" makes the model call the
 # CLI's shell tool with CMD, and the CLI sends the tool's output back in the next turn. Judged from
 # the host, from what the endpoint received: the real key (an API key in its header), the tool's
@@ -11,9 +11,10 @@
 # run's. Claude Code signed in with OAuth, its token expired: it refreshes at platform.claude.com
 # with the real refresh token, its turns carry the new access token, the credential file it
 # rewrites inside holds new placeholders, the user's file outside the new real tokens.
-# Not driven here: Codex 0.171.0 (a native binary; it opens the Responses API over a WebSocket
-# first, which the scripted endpoint does not speak).
-# npm: @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 opencode-ai@1.18.33
+# Codex opens the Responses API over a WebSocket first, which the scripted endpoint does not speak:
+# its config here names a provider for api.openai.com with supports_websockets = false (plain HTTP
+# streaming; the built-in "openai" provider lets only its base_url and auth be changed).
+# npm: @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 @openai/codex@0.171.0 opencode-ai@1.18.33
 source "$(dirname "$0")/lib.sh"
 
 new_workspace
@@ -23,7 +24,7 @@ if ! command -v script >/dev/null || ! command -v curl >/dev/null; then
     finish
 fi
 # (run.sh installed the package before the world was built: the world has no registry)
-if ! npm_pinned "$T/npm" @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 opencode-ai@1.18.33; then
+if ! npm_pinned "$T/npm" @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 @openai/codex@0.171.0 opencode-ai@1.18.33; then
     fail "npm install of the CLIs failed: $(tail -n 3 "$T/npm/npm.log" 2>/dev/null)"
     finish
 fi
@@ -54,14 +55,16 @@ agent_turns() {
     done
     run timeout -k 5 120 script -qec "cd '$WS' && PATH='$BIN:$PATH' '$EXG' agent $name \
 --policy '$T/plain.json' --audit-log '$audit' --$args" /dev/null
-    TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/v1/messages|"path": "/v1beta/models/[^"]*:streamGenerateContent' |
+    TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/v1/(messages|responses)|"path": "/v1beta/models/[^"]*:streamGenerateContent' |
         grep -v 'Generate a title for this conversation')  # (OpenCode's title request)
     ELSE=$(tail -n +$((before + 1)) "$SLOG" | grep -F '"path": "/collect')
     TOOL=$(python3 -c '
 import json, sys
 recs = [json.loads(l) for l in sys.stdin if l.strip()]
 req = json.loads(recs[-1]["body"])
-for b in req["messages"][-1]["content"] if "messages" in req else req["contents"][-1]["parts"]:
+if "input" in req:  # (the Responses API: the tool output is an input item)
+    print("".join(i.get("output", "") for i in req["input"] if i.get("type") == "function_call_output"))
+for b in req["messages"][-1]["content"] if "messages" in req else req.get("contents", [{}])[-1].get("parts", []):
     if b.get("type") == "tool_result":
         c = b["content"]
         print(c if isinstance(c, str) else "".join(x.get("text", "") for x in c))
@@ -90,7 +93,7 @@ api_key_round() {
     [ "$STATUS" = 0 ] || show_last
     check "$name: two turns: the request, then the tool's result ($(grep -c . <<<"$TURNS"))" test "$(grep -c . <<<"$TURNS")" = 2
     check "$name: the endpoint got the real key in $header, both turns" \
-        test "$(grep -ciF "[\"$header\", \"$key\"]" <<<"$TURNS")" = 2
+        test "$(grep -ciE "\\[\"$header\", \"(Bearer )?$key\"\\]" <<<"$TURNS")" = 2
     check "$name: the tool saw the key as a placeholder ($ph)" grep -qE "^exg_ph_${var}_[0-9a-f]{32}\$" <<<"$ph"
     check "$name: the turns' bodies (the tool's output among them) never hold the key" bodies_lack "$key"
     check "$name: ~/.ssh's key refused inside, nothing of it sent" bash -c 'grep -qx ssh-refused <<<"$0" && ! grep -q CANARY <<<"$1"' "$TOOL" "$TURNS"
@@ -153,16 +156,73 @@ echo '{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {
 chmod -R a+rwX "$HOME/.gemini"
 api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
 
-# ---- OpenCode with an API key (its Anthropic provider) -------------------------------------------
+# ---- Codex CLI with an API key ------------------------------------------------------------------
+# (~/.codex/skills exists, as for anyone who has run Codex: bound read-only inside, Codex's
+# install of its system skills there fails and it goes on; a new one would be quarantined as
+# planted: skills are instructions the host's Codex would follow)
+mkdir -p "$HOME/.codex/skills"
+cat > "$HOME/.codex/config.toml" <<'TOML'
+model = "gpt-5-codex"
+model_provider = "exgtest"
+check_for_update_on_startup = false
+[model_providers.exgtest]
+name = "OpenAI over HTTP streaming"
+base_url = "https://api.openai.com/v1"
+env_key = "OPENAI_API_KEY"
+wire_api = "responses"
+supports_websockets = false
+TOML
+chmod -R a+rwX "$HOME/.codex"
+# (its own sandbox off: exguardian is the sandbox)
+api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
+    exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+
+# ---- OpenCode with an API key (its Anthropic provider), its snapshots on -------------------------
 mkdir -p "$HOME/.config/opencode" "$HOME/.local/share/opencode" "$HOME/.cache/opencode"
-# (OpenCode's own permission rules would refuse the tool's ~/.ssh read before the sandbox does;
-# its snapshots are git repositories in ~/.local/share/opencode, whose config the sandbox
-# quarantines as planted: exit 123)
-echo '{"$schema": "https://opencode.ai/config.json", "snapshot": false,
+# (OpenCode's own permission rules would refuse the tool's ~/.ssh read before the sandbox does.
+# Its snapshots are git repositories in ~/.local/share/opencode: their config, as OpenCode writes
+# it, names no command and is let through; one that does is quarantined, below)
+echo '{"$schema": "https://opencode.ai/config.json",
        "permission": {"bash": "allow", "external_directory": "allow"}}' > "$HOME/.config/opencode/opencode.json"
 chmod -R a+rwX "$HOME/.config" "$HOME/.local" "$HOME/.cache"
 # (its model catalogue from models.dev and its update check off: the world has neither)
-OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1 \
-    api_key_round opencode ANTHROPIC_API_KEY x-api-key "$HOME/.config/opencode/opencode.json" run -m anthropic/claude-sonnet-4-5 PROMPT
+export OPENCODE_DISABLE_MODELS_FETCH=1 OPENCODE_DISABLE_AUTOUPDATE=1
+api_key_round opencode ANTHROPIC_API_KEY x-api-key "$HOME/.config/opencode/opencode.json" run -m anthropic/claude-sonnet-4-5 PROMPT
+snapcfg=$(find "$HOME/.local/share/opencode/snapshot" -name config -type f 2>/dev/null | head -n 1)
+check "opencode: its snapshot repository was made and kept (${snapcfg#$HOME/})" \
+    bash -c '[ -n "$0" ] && grep -qE "fsmonitor = false" "$0"' "$snapcfg"
+
+# ---- What the agent's tools plant to run later on the host (OpenCode) ----------------------------
+# The tool writes the workspace's pre-commit hook, ~/.bashrc, a new repository with a hook, and a
+# command into OpenCode's snapshot config (core.fsmonitor: run by git on the host at OpenCode's
+# next snapshot). The hook and the snapshot config (there at start: protected) are refused,
+# ~/.bashrc goes to HOME's throwaway layer, the new repository's hook is quarantined (exit 123).
+# Afterwards, on the host, git commits in the workspace and in the new repository and reads the
+# snapshot, an interactive bash starts: nothing planted runs. (A snapshot config the tool writes
+# new is judged at exit: test_sweep.cpp's SnapshotStoreConfigStaysWorktreeInDotGitDoesNot.)
+ran=$T/ran-on-host
+rm -f "$ran"
+payload="#!/bin/sh\ntouch $ran\n"
+export ANTHROPIC_API_KEY="exgtest-opencode-key-$(rnd)"
+echo "# the user's own" > "$HOME/.bashrc" && cp "$HOME/.bashrc" "$T/bashrc.before"
+agent_turns opencode "printf '$payload' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit || echo hook-refused; \
+echo 'touch $ran' >> ~/.bashrc && echo rc-written || echo rc-refused; \
+git init -q sub && printf '$payload' > sub/.git/hooks/pre-commit && chmod +x sub/.git/hooks/pre-commit; \
+printf '[core]\\n\\tfsmonitor = touch $ran\\n' >> $snapcfg || echo snapshot-refused" run -m anthropic/claude-sonnet-4-5 PROMPT
+check "opencode: the tool ran; the workspace's hook and the snapshot config refused inside ($(grep -o 'rc-[a-z]*' <<<"$TOOL"))" \
+    bash -c 'grep -qx hook-refused <<<"$0" && grep -qxE "rc-(written|refused)" <<<"$0" && grep -qx snapshot-refused <<<"$0"' "$TOOL"
+grep -q snapshot-refused <<<"$TOOL" || { echo "#      tool: $TOOL"; show_last; }
+export -n ANTHROPIC_API_KEY; unset ANTHROPIC_API_KEY
+check "opencode: the new repository's hook quarantined, the run's status 123 ($STATUS)" \
+    bash -c '[ "$0" = 123 ] && grep -q "planted: sub/.git/hooks/pre-commit" <<<"$1"' "$STATUS" "$OUT"
+[ "$STATUS" = 123 ] || show_last
+(cd "$WS" && git -c user.name=x -c user.email=x@x.invalid commit -q --allow-empty -m after) >/dev/null 2>&1
+[ -d "$WS/sub/.git" ] && (cd "$WS/sub" && git -c user.name=x -c user.email=x@x.invalid commit -q --allow-empty -m after) >/dev/null 2>&1
+git --git-dir="$(dirname "$snapcfg")" --work-tree="$WS" -c core.untrackedCache=false status >/dev/null 2>&1
+bash -i -c true </dev/null >/dev/null 2>&1  # (an interactive shell on the host reads ~/.bashrc)
+check "opencode: on the host afterwards, no hook, ~/.bashrc line or snapshot config of the tool's ran" \
+    bash -c '[ ! -e "$0" ] && [ ! -e "$1/.git/hooks/pre-commit" ] && ! grep -q ran-on-host "$2" && cmp -s "$3" "$4"' \
+    "$ran" "$WS" "$snapcfg" "$HOME/.bashrc" "$T/bashrc.before"
+export -n OPENCODE_DISABLE_MODELS_FETCH OPENCODE_DISABLE_AUTOUPDATE
 
 finish

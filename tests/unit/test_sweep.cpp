@@ -92,6 +92,30 @@ TEST(Sweep, NewRepoWithHookIsQuarantinedSamplesAndInitConfigStay) {
   for (const auto& p : *r) EXPECT_EQ(p.quarantined_to, t.q + "/" + p.relpath);
 }
 
+// OpenCode's snapshots: git directories in its state directory made with GIT_WORK_TREE (core.worktree).
+// Such a config stays where no work tree leads git to it; in a .git (which a host checkout would
+// follow) it is quarantined, and so is a snapshot config naming a command.
+TEST(Sweep, SnapshotStoreConfigStaysWorktreeInDotGitDoesNot) {
+  Tmp t;
+  auto snap = snapshot_tree(t.ws);
+  ASSERT_TRUE(snap);
+  const std::string cfg = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+                          "\tlogallrefupdates = true\n\tworktree = /home/u/p\n\tautocrlf = false\n\tfsmonitor = false\n"
+                          "[feature]\n\tmanyFiles = true\n[index]\n\tversion = 4\n";
+  for (std::string d : {"snapshot/p1/h1", "sub/.git", "snapshot/p2/h2"}) {
+    put(t.ws + "/" + d + "/HEAD", "ref: refs/heads/main\n");
+    fs::create_directories(t.ws + "/" + d + "/objects");
+    fs::create_directories(t.ws + "/" + d + "/refs");
+  }
+  put(t.ws + "/snapshot/p1/h1/config", cfg);
+  put(t.ws + "/sub/.git/config", cfg);
+  put(t.ws + "/snapshot/p2/h2/config", cfg + "[core]\n\tfsmonitor = touch /tmp/x\n");
+  auto r = sweep(t.ws, *snap, opts(t));
+  ASSERT_TRUE(r) << r.error().str();
+  EXPECT_EQ(rels(*r), (std::set<std::string>{"sub/.git/config", "snapshot/p2/h2/config"}));
+  EXPECT_EQ(get(t.ws + "/snapshot/p1/h1/config"), cfg);
+}
+
 TEST(Sweep, NestedVscodeInExistingDirAndEnvrcInNewFolder) {
   Tmp t;
   put(t.ws + "/a/b/main.c", "int main(){}");
@@ -237,6 +261,18 @@ TEST(Sweep, ClassifyRules) {
   EXPECT_EQ(k("src/main.c"), ProtectMatch::None);
   EXPECT_TRUE(benign_git_config("[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n"));
   EXPECT_FALSE(benign_git_config("[core]\n\tfsmonitor = evil\n"));
+  // OpenCode's snapshot repositories: its settings with its values; other values are not benign.
+  EXPECT_TRUE(benign_git_config("[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tautocrlf = false\n"
+                                "\tlongpaths = true\n\tsymlinks = true\n\tfsmonitor = false\n\tuntrackedCache = true\n"
+                                "[feature]\n\tmanyFiles = true\n[index]\n\tversion = 4\n\tthreads = true\n"));
+  EXPECT_FALSE(benign_git_config("[core]\n\tfsmonitor = true\n"));
+  EXPECT_FALSE(benign_git_config("[core]\n\tfsmonitor = /tmp/x\n"));
+  EXPECT_FALSE(benign_git_config("[core]\n\tfsmonitor\n"));  // (a bare key is true)
+  EXPECT_FALSE(benign_git_config("[index]\n\tversion = 4; x\n"));
+  EXPECT_FALSE(benign_git_config("[feature]\n\texperimental = true\n"));
+  // core.worktree (OpenCode's GIT_WORK_TREE at init): only in a git directory git finds by name only.
+  EXPECT_FALSE(benign_git_config("[core]\n\tbare = false\n\tworktree = /home/u\n"));
+  EXPECT_TRUE(benign_git_config("[core]\n\tbare = false\n\tworktree = /home/u/p\n", true));
   EXPECT_FALSE(benign_git_config("[include]\n\tpath = x\n"));
   EXPECT_FALSE(benign_git_config("[alias]\n\tst = !sh\n"));
 }
