@@ -438,10 +438,9 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
                                    "--workspace", sb->home, "--no-policy-files",
                                    "--audit-log", sb->audit_log, "--audit-tag", "e2b_sandbox=" + sb->id};
   // E2B's sandbox: the user `user`, its home /home/user (code and tests hard-code
-  // both). gVisor keeps the host path until test_serve.sh's gVisor run checks
-  // it (`ls /home` is EINVAL there, with or without it: docs/serve.md), as does
-  // the microVM layer's guest view; a host workspace (mcp) stays where its owner knows it.
-  if (!host_workspace && (sb->tmpl.layer == "process" || sb->tmpl.layer == "container"))
+  // both), on every layer whose view serve builds from the host's (the microVM
+  // layer's guest view is built apart); a host workspace (mcp) stays where its owner knows it.
+  if (!host_workspace && sb->tmpl.layer != "microvm")
     argv.insert(argv.end(), {"--workspace-at", std::string(kE2bHome), "--user-name", "user"});
   // A pool's sandbox learns its tenant when it is claimed (its audit lines wait for it).
   if (sb->pooled) argv.push_back("--audit-hold");
