@@ -43,44 +43,54 @@ std::optional<KeptPause> KeptPause::from_json(const nlohmann::json& j) {
 
 bool KeptPauses::has(const std::string& id) const {
   struct stat st {};
-  return ::stat((dir_of(id) + "/record.json").c_str(), &st) == 0;
+  return ::stat(record_of(id).c_str(), &st) == 0;
 }
 
 Result<void> KeptPauses::write(const KeptPause& k) const {
-  const std::string d = dir_of(k.id);
-  if (::mkdir(d.c_str(), 0700) != 0 && errno != EEXIST) return fail(Error::sys("mkdir " + d));
-  const std::string tmp = d + "/record.json.tmp";
+  const std::string tmp = record_of(k.id) + ".tmp";
   {
     std::ofstream out(tmp);
     out << k.to_json().dump() << "\n";
     if (!out) return fail(Error::msg("write " + tmp, "failed"));
   }
-  if (::rename(tmp.c_str(), (d + "/record.json").c_str()) != 0) return fail(Error::sys("rename " + tmp));
+  if (::rename(tmp.c_str(), record_of(k.id).c_str()) != 0) return fail(Error::sys("rename " + tmp));
   return {};
 }
 
+void KeptPauses::drop_record(const std::string& id) const { ::unlink(record_of(id).c_str()); }
+
 void KeptPauses::remove(const std::string& id) const {
+  drop_record(id);
   std::error_code ec;
-  fs::remove_all(dir_of(id), ec);
+  fs::remove_all(home_of(id), ec);
+  fs::remove_all(seed_of(id), ec);
 }
 
 std::vector<KeptPause> KeptPauses::load() const {
   std::vector<KeptPause> out;
+  std::vector<std::string> drop;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(dir_, ec)) {
-    const std::string id = e.path().filename().string();
-    std::ifstream in(e.path() / "record.json");
+    const std::string name = e.path().filename().string();
+    const std::string ext = e.path().extension().string();
+    const std::string id = e.path().stem().string();
+    if (ext != ".json") {  // a home or copy whose record is gone, a temporary: nothing to start again
+      if (ext == ".tmp" || !has(id)) drop.push_back(e.path().string());
+      continue;
+    }
+    std::ifstream in(e.path());
     std::stringstream text;
     text << in.rdbuf();
     auto j = nlohmann::json::parse(text.str(), nullptr, false);
     auto k = in ? KeptPause::from_json(j) : std::nullopt;
     struct stat st {};
     if (!k || k->id != id || ::lstat(home_of(id).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      remove(id);  // a pause whose server never stopped with it kept (or a broken record): nothing to start again
+      drop.push_back(e.path().string());  // a pause its server never stopped with (or a broken record)
       continue;
     }
     out.push_back(std::move(*k));
   }
+  for (const auto& p : drop) fs::remove_all(p, ec);
   return out;
 }
 

@@ -1,9 +1,10 @@
 // A pause that outlives the server: when a sandbox is paused, what it takes to
 // start it again after a restart of serve is written to
-// --state-dir/paused/<id>/record.json (its id, tenant, tokens, template, metadata,
+// --state-dir/paused/<id>.json (one flat file: a directory made and removed at
+// every pause and resume cost ext4 milliseconds; the file ~0.2 ms) (its id, tenant, tokens, template, metadata,
 // envs, egress lists). The sandbox's home stays in its own directory while the
 // server runs; a server that stops (or a next one that finds the leftover)
-// moves it to --state-dir/paused/<id>/home instead of removing it.
+// moves it to --state-dir/paused/<id>.home instead of removing it.
 //
 // The next server lists such a sandbox as paused with no supervisor; a connect
 // or resume starts it again under the same id and tokens from that home, swept
@@ -46,12 +47,15 @@ class KeptPauses {
  public:
   explicit KeptPauses(std::string dir) : dir_(std::move(dir)) {}
   const std::string& dir() const { return dir_; }
-  std::string dir_of(const std::string& id) const { return dir_ + "/" + id; }
-  std::string home_of(const std::string& id) const { return dir_of(id) + "/home"; }
+  std::string record_of(const std::string& id) const { return dir_ + "/" + id + ".json"; }
+  std::string home_of(const std::string& id) const { return dir_ + "/" + id + ".home"; }
+  std::string seed_of(const std::string& id) const { return dir_ + "/" + id + ".seed"; }  // its swept copy
   bool has(const std::string& id) const;
-  // record.json written whole (a temporary renamed over it).
+  // The record written whole (a temporary renamed over it).
   Result<void> write(const KeptPause& k) const;
-  // Forgets it: the record and the kept home, if any.
+  // A resume: the record only (a running sandbox's home is not kept apart).
+  void drop_record(const std::string& id) const;
+  // Forgets it: the record, the kept home and its copy, if any.
   void remove(const std::string& id) const;
   // Records with their home in place; a record without one is removed.
   std::vector<KeptPause> load() const;

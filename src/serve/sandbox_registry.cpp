@@ -843,7 +843,7 @@ Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
     return r;
   }
   sb->state = Sandbox::State::Running;
-  kept_.remove(sb->id);
+  kept_.drop_record(sb->id);
   if (logs_lifecycle()) log().info("resume").str("tenant", sb->tenant).str("sandbox", sb->id);
   return {};
 }
@@ -983,7 +983,7 @@ void Registry::revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, Rea
   if (!sb->dormant || sb->reviving || sb->killing)
     return done(std::unexpected(StartError::server("sandbox " + sb->id + " is being resumed already")));
   sb->reviving = true;
-  const std::string seed = kept_.dir_of(sb->id) + "/seed";
+  const std::string seed = kept_.seed_of(sb->id);
   std::error_code ec;
   fs::remove_all(seed, ec);
   if (::mkdir(seed.c_str(), 0700) != 0) {

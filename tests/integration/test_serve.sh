@@ -661,7 +661,7 @@ if [ "$EXPECT_PAUSE" = 1 ]; then
     in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'echo before-pause > kept.txt && echo "echo planted-bashrc" >> .bashrc && cat kept.txt .bashrc'
     [ "$OUT" = $'before-pause\necho planted-bashrc' ] || fail "the sandbox to keep paused: $OUT"
     api POST "/sandboxes/$KEPT_ID/pause" "${A[@]}"; expect 204 "pause a sandbox, then kill -9 the server"
-    [ -s "$STATE/paused/$KEPT_ID/record.json" ] && ok "the pause wrote its record under the state dir" || fail "no record for the paused sandbox"
+    [ -s "$STATE/paused/$KEPT_ID.json" ] && ok "the pause wrote its record under the state dir" || fail "no record for the paused sandbox"
 fi
 sup_pids=$(cat "$STATE"/sandboxes/*/supervisor.pid 2>/dev/null | tr '\n' ' ')
 # The paused one's supervisor cannot end its frozen sandbox: the next start thaws and ends it (below).
@@ -715,7 +715,7 @@ if [ -n "$KEPT_ID" ]; then  # ... but the paused one, listed as paused, its proc
     [ "$OUT" = "before-pause"$'\n'"$want_pwd" ] && ok "restart: its file is there, the planted .bashrc line is not (swept), home $want_pwd" ||
         fail "restart: after connect: $OUT"
     api DELETE "/sandboxes/$KEPT_ID" "${A[@]}"; expect 204 "kill the sandbox started again"
-    [ ! -e "$STATE/paused/$KEPT_ID" ] && [ ! -e "$STATE/sandboxes/$KEPT_ID" ] && ok "killed: nothing of it is left in the state dir" ||
+    [ -z "$(ls -A "$STATE/paused")" ] && [ ! -e "$STATE/sandboxes/$KEPT_ID" ] && ok "killed: nothing of it is left in the state dir" ||
         fail "killed: left $(ls "$STATE/paused" "$STATE/sandboxes" 2>&1 | tr '\n' ' ')"
 fi
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base"}'; expect 201 "--max-sandboxes 1: one sandbox"
@@ -730,7 +730,7 @@ if [ -n "$KEPT_ID" ]; then
     [ "$OUT" = before-stop ] || fail "the sandbox to keep over a stop: $OUT"
     api POST "/sandboxes/$KEPT_ID/pause" "${A[@]}"; expect 204 "pause a sandbox, then SIGTERM the server"
     kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; st=$?
-    [ "$st" = 0 ] && [ -d "$STATE/paused/$KEPT_ID/home" ] && [ -z "$(ls -A "$STATE/sandboxes")" ] &&
+    [ "$st" = 0 ] && [ -d "$STATE/paused/$KEPT_ID.home" ] && [ -z "$(ls -A "$STATE/sandboxes")" ] &&
         ok "SIGTERM with a paused sandbox: exit 0, its home kept under paused/, no sandbox left running" ||
         fail "SIGTERM with a paused sandbox: exit $st, kept: $(ls -A "$STATE/paused" 2>&1), sandboxes: $(ls -A "$STATE/sandboxes")"
     SERVE_STDERR=$T/serve3.stderr start_server "$T/serve3.jsonl" --warm 0 --log "$T/serve3.jsonl" --max-sandboxes 1
