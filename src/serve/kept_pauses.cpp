@@ -68,7 +68,7 @@ void KeptPauses::remove(const std::string& id) const {
 
 std::vector<KeptPause> KeptPauses::load() const {
   std::vector<KeptPause> out;
-  std::vector<std::string> drop;
+  std::vector<std::string> drop, broken;
   std::error_code ec;
   for (auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
@@ -85,12 +85,13 @@ std::vector<KeptPause> KeptPauses::load() const {
     auto k = in ? KeptPause::from_json(j) : std::nullopt;
     struct stat st {};
     if (!k || k->id != id || ::lstat(home_of(id).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-      drop.push_back(e.path().string());  // a pause its server never stopped with (or a broken record)
+      broken.push_back(id);  // a pause its server never stopped with (or a broken record): its home too
       continue;
     }
     out.push_back(std::move(*k));
   }
   for (const auto& p : drop) fs::remove_all(p, ec);
+  for (const auto& id : broken) remove(id);
   return out;
 }
 
