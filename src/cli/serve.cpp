@@ -158,7 +158,7 @@ int serve_main(int argc, char** argv) {
   ro.cgroup_limits = cgroup_limits;
   ro.log = &log;
   serve::Registry registry(io, ro);
-  auto cleaned = registry.open();
+  auto cleaned = registry.open([&templates](const std::string& name) { return templates.find(name); });
   if (!cleaned) return serve_error(cleaned.error().str());
   for (const auto& id : *cleaned)
     log.info("recovery").str("sandbox", id).str("msg", "destroyed sandbox " + id + " left by a previous server");

@@ -175,6 +175,7 @@ void Service::resume_or_connect(Call& c, bool connect) {
   auto& sb = c.sb;
   auto secs = parse_timeout_body(c.req.body(), "timeout", false, c.tenant->quota.max_timeout_s);
   if (!secs) return reply(c.ex, route, api_error(secs.error().status, secs.error().message));
+  if (sb->dormant) return revive_sandbox(c, secs->value_or(std::min<int64_t>(300, c.tenant->quota.max_timeout_s)));
   if (*secs) {
     // connect only ever extends the life of a sandbox (E2B's rule).
     auto want = std::chrono::system_clock::now() + std::chrono::seconds(**secs);
@@ -188,6 +189,30 @@ void Service::resume_or_connect(Call& c, bool connect) {
   if (was_paused)
     if (auto r = registry_.resume(sb); !r) return reply(c.ex, route, api_error(http::status::internal_server_error, r.error().str()));
   reply(c.ex, route, json_response(was_paused ? http::status::created : http::status::ok, created_json(*sb).dump()));
+}
+
+// A sandbox paused before the server restarted (kept_pauses.hpp): started again
+// under its id and tokens from its kept home, swept; its processes are not
+// back (the answer cannot say so in E2B's shape: docs/serve.md does).
+void Service::revive_sandbox(Call& c, int64_t timeout_s) {
+  const std::string route = c.route.label;
+  ExchangePtr ex = c.ex;
+  if (c.sb->reviving) return reply(ex, route, api_error(http::status::conflict, "sandbox " + c.sb->id + " is being resumed already"));
+  CreateRequest cr;
+  cr.timeout = std::chrono::seconds(timeout_s);
+  cr.tenant_secrets = c.tenant->secrets;
+  cr.tenant_secret_hosts = c.tenant->secret_hosts;
+  registry_.revive(c.sb, cr, [this, ex, route](Registry::Started started) mutable {
+    if (!started)
+      return reply(ex, route, api_error(http::status::internal_server_error, "the paused sandbox did not start again: " + started.error().message));
+    std::shared_ptr<Sandbox> sb = *started;
+    if (!sb->tmpl.code_interpreter) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
+    start_code_interpreter(sb, [this, ex, route, sb](std::optional<std::string> error) mutable {
+      if (!error) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
+      registry_.kill(sb, {}, "start-failed");
+      reply(ex, route, api_error(http::status::internal_server_error, "the code interpreter did not start: " + *error));
+    });
+  });
 }
 
 void Service::sandbox_metrics(Call& c) {

@@ -72,6 +72,20 @@ void end_leftover(pid_t pid, const std::string& control) {
   for (int i = 0; i < 100 && is_our_supervisor(pid, control); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
 }
 
+// A leftover's cgroups thawed before it is ended: a supervisor whose server was
+// killed while its sandbox was paused cannot take a frozen sandbox down (its
+// agent never reads the shutdown; frozen tasks never die of their SIGKILL).
+void thaw_leftover(pid_t pid) {
+  const std::string prefix = "exg-" + std::to_string(pid) + "-";
+  std::vector<std::string> dirs;
+  for (const auto& b : cgroup::plan_layout().bases) {
+    std::error_code ec;
+    for (auto& e : fs::directory_iterator(b.dir, ec))
+      if (e.path().filename().string().starts_with(prefix)) dirs.push_back(e.path().string());
+  }
+  for (const auto& k : cgroup::freezers_of(dirs)) (void)k.thaw();
+}
+
 double ms_since(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double, std::milli>(std::chrono::system_clock::now() - t).count();
 }
@@ -84,7 +98,8 @@ std::string duration_arg(double cpus) {
 
 }  // namespace
 
-Registry::Registry(asio::io_context& io, RegistryOptions opt) : io_(io), opt_(std::move(opt)), sigchld_(io, SIGCHLD) {}
+Registry::Registry(asio::io_context& io, RegistryOptions opt)
+    : io_(io), opt_(std::move(opt)), sigchld_(io, SIGCHLD), kept_(opt_.state_dir + "/paused") {}
 
 Log& Registry::log() const {
   static Log to_stderr;
@@ -99,7 +114,7 @@ Registry::~Registry() {
   if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
-Result<std::vector<std::string>> Registry::open() {
+Result<std::vector<std::string>> Registry::open(std::function<const Template*(const std::string&)> template_of) {
   std::vector<std::string> cleaned;
   std::error_code ec;
   fs::create_directories(opt_.state_dir + "/sandboxes", ec);
@@ -114,13 +129,18 @@ Result<std::vector<std::string>> Registry::open() {
     std::string dir = e.path().string();
     std::string pid_s = read_file(dir + "/supervisor.pid");
     pid_t pid = static_cast<pid_t>(std::atol(pid_s.c_str()));
-    if (pid > 0) end_leftover(pid, dir + "/control.sock");
+    if (pid > 0) thaw_leftover(pid), end_leftover(pid, dir + "/control.sock");
+    // A paused one whose server was killed: its home goes to its kept pause (kept_pauses.hpp).
+    const std::string id = e.path().filename().string();
+    if (template_of && kept_.has(id) && ::rename((dir + "/home").c_str(), kept_.home_of(id).c_str()) != 0)
+      log().warn("recovery").str("sandbox", id).str("msg", "the paused sandbox's home could not be kept: " + std::string(std::strerror(errno)));
     std::error_code rec;
     fs::remove_all(dir, rec);
     if (rec) return fail(Error::msg("remove leftover " + dir, rec.message()));
     cleaned.push_back(e.path().filename().string());
   }
   cgroup::Cgroup::sweep_stale();
+  if (template_of) hold_kept(template_of);
   // Snapshots outlive the server (E2B's: "a persistent image that survives sandbox deletion").
   if (auto r = snapshots_.open(opt_.state_dir + "/snapshots"); !r) return fail(r.error());
   sigchld_.async_wait([this](boost::system::error_code ec, int) {
@@ -214,7 +234,7 @@ void Registry::take_snapshot(const std::shared_ptr<Sandbox>& sb, std::vector<std
 void Registry::create(const CreateRequest& req, ReadyFn done) {
   if (claim(req, done)) return;
   auto sb = new_sandbox(req.tmpl);
-  if (!req.workspace.empty()) sb->home = req.workspace;
+  if (!req.workspace.empty()) sb->home = req.workspace, sb->host_workspace = true;
   if (!req.audit_log.empty()) sb->audit_log = req.audit_log;
   if (!req.secure) sb->access_token.clear(), sb->traffic_token.clear();
   sb->tenant = req.tenant;
@@ -226,6 +246,15 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   sb->tenant_secrets = req.tenant_secrets;
   sb->tenant_secret_hosts = req.tenant_secret_hosts;
   sb->end_at = sb->started_at + req.timeout;
+  if (req.revive) {  // the same sandbox again, for its clients: id, tokens, start time
+    sb->id = req.revive->id;
+    sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
+    sb->home = sb->dir + "/home";
+    sb->audit_log = sb->dir + "/audit.jsonl";
+    sb->access_token = req.revive->access_token;
+    sb->traffic_token = req.revive->traffic_token;
+    sb->started_at = req.revive->started_at;
+  }
   // A burst that emptied the pool: the pool starts no more until these are up,
   // so that its start-ups do not slow the ones clients wait for.
   ++cold_starting_;
@@ -440,10 +469,9 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
                                    "--workspace", sb->home, "--no-policy-files",
                                    "--audit-log", sb->audit_log, "--audit-tag", "e2b_sandbox=" + sb->id};
   // E2B's sandbox: the user `user`, its home /home/user (code and tests hard-code
-  // both). gVisor keeps the host path until test_serve.sh's gVisor run checks
-  // it (`ls /home` is EINVAL there, with or without it: docs/serve.md), as does
-  // the microVM layer's guest view; a host workspace (mcp) stays where its owner knows it.
-  if (!host_workspace && (sb->tmpl.layer == "process" || sb->tmpl.layer == "container"))
+  // both), on every layer whose view serve builds from the host's (the microVM
+  // layer's guest view is built apart); a host workspace (mcp) stays where its owner knows it.
+  if (!host_workspace && sb->tmpl.layer != "microvm")
     argv.insert(argv.end(), {"--workspace-at", std::string(kE2bHome), "--user-name", "user"});
   // A pool's sandbox learns its tenant when it is claimed (its audit lines wait for it).
   if (sb->pooled) argv.push_back("--audit-hold");
@@ -640,6 +668,8 @@ void Registry::set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seco
 
 void Registry::kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason) {
   if (done) sb->on_gone.push_back(std::move(done));
+  if (sb->dormant) return forget_dormant(sb, reason);
+  if (sb->state == Sandbox::State::Paused && reason != "shutdown" && !sb->killing) kept_.remove(sb->id);
   if (sb->supervisor <= 0) {  // already gone, or not started yet (a snapshot's copy on its way: it stops there)
     sb->killing = true;
     auto g = std::move(sb->on_gone);
@@ -717,6 +747,7 @@ void Registry::on_supervisor_exit(pid_t pid, int status) {
   scan_audit(*sb);  // its last decisions, before the log goes with the directory
   for (auto& f : sb->before_removal) f(*sb);
   sb->before_removal.clear();
+  if (sb->keep_home) keep_home(*sb);
   std::error_code rec;
   fs::remove_all(sb->dir, rec);
   if (rec) log().error("cleanup_failed").str("tenant", sb->tenant).str("sandbox", id).str("msg", "remove " + sb->dir + ": " + rec.message());
@@ -786,6 +817,7 @@ void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<cgro
   if (!pending) {
     sb->state = Sandbox::State::Paused;
     if (logs_lifecycle()) log().info("pause").str("tenant", sb->tenant).str("sandbox", sb->id);
+    keep_pause(*sb);
     return finish({});
   }
   if (std::chrono::steady_clock::now() >= give_up) {
@@ -813,6 +845,7 @@ Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
     return r;
   }
   sb->state = Sandbox::State::Running;
+  kept_.drop_record(sb->id);
   if (logs_lifecycle()) log().info("resume").str("tenant", sb->tenant).str("sandbox", sb->id);
   return {};
 }
@@ -874,10 +907,118 @@ void Registry::kill_all(std::function<void()> done) {
   all.insert(pooled_.begin(), pooled_.end());
   if (all.empty()) return done();
   auto left = std::make_shared<size_t>(all.size());
-  for (auto& [id, sb] : all)
+  for (auto& [id, sb] : all) {
+    // A paused sandbox outlives the server (kept_pauses.hpp): its home is kept once its supervisor ends.
+    sb->keep_home = sb->state == Sandbox::State::Paused && !sb->dormant && kept_.has(id);
     kill(sb, [left, done] {
       if (--*left == 0) done();
     }, "shutdown");
+  }
+}
+
+// ---- a pause that outlives the server (kept_pauses.hpp) ----
+
+void Registry::keep_pause(const Sandbox& sb) {
+  // Not kept: a pool's, one on a host workspace (mcp), one with network.rules (their values never go to disk).
+  if (!keeps_pauses_ || sb.pooled || sb.tenant.empty() || sb.host_workspace || !sb.rules_shown.empty()) return;
+  KeptPause k;
+  k.id = sb.id, k.tenant = sb.tenant, k.template_name = sb.tmpl.name;
+  k.access_token = sb.access_token, k.traffic_token = sb.traffic_token, k.mask_request_host = sb.mask_request_host;
+  k.metadata = sb.metadata, k.env_vars = sb.env_vars, k.allow_out = sb.allow_out, k.deny_out = sb.deny_out;
+  k.started_at = sb.started_at;
+  if (auto r = kept_.write(k); !r)
+    log().warn("pause_not_kept").str("tenant", sb.tenant).str("sandbox", sb.id).str("msg", r.error().str() + ": a restart of the server ends it");
+}
+
+void Registry::keep_home(const Sandbox& sb) {
+  if (::rename((sb.dir + "/home").c_str(), kept_.home_of(sb.id).c_str()) != 0) {
+    log().error("pause_not_kept").str("tenant", sb.tenant).str("sandbox", sb.id).str("msg", "move its home: " + std::string(std::strerror(errno)));
+    kept_.remove(sb.id);
+    return;
+  }
+  if (logs_lifecycle()) log().info("pause_kept").str("tenant", sb.tenant).str("sandbox", sb.id);
+}
+
+void Registry::hold_kept(const std::function<const Template*(const std::string&)>& template_of) {
+  std::error_code ec;
+  fs::create_directories(kept_.dir(), ec);
+  ::chmod(kept_.dir().c_str(), 0700);
+  keeps_pauses_ = !ec;
+  for (auto& k : kept_.load()) {
+    const Template* t = template_of(k.template_name);
+    if (!t) {
+      log().warn("recovery").str("sandbox", k.id).str("msg", "paused sandbox dropped: its template " + k.template_name + " is not served any more");
+      kept_.remove(k.id);
+      continue;
+    }
+    auto sb = std::make_shared<Sandbox>();
+    sb->id = k.id, sb->tenant = k.tenant, sb->tmpl = *t;
+    sb->access_token = k.access_token, sb->traffic_token = k.traffic_token, sb->mask_request_host = k.mask_request_host;
+    sb->metadata = k.metadata, sb->env_vars = k.env_vars, sb->allow_out = k.allow_out, sb->deny_out = k.deny_out;
+    sb->started_at = k.started_at;
+    sb->end_at = std::chrono::system_clock::now() + std::chrono::seconds(300);  // a timeout armed only if asked for
+    sb->dir = opt_.state_dir + "/sandboxes/" + k.id;
+    sb->home = kept_.home_of(k.id);
+    sb->audit_log = sb->dir + "/audit.jsonl";
+    sb->state = Sandbox::State::Paused;
+    sb->dormant = true;
+    sb->expiry = std::make_unique<asio::steady_timer>(io_);
+    sandboxes_[k.id] = sb;
+    log().info("recovery").str("tenant", k.tenant).str("sandbox", k.id).str("msg", "paused sandbox kept from a previous server (its processes ended with it)");
+  }
+}
+
+void Registry::forget_dormant(const std::shared_ptr<Sandbox>& sb, std::string_view reason) {
+  sb->killing = true;
+  if (sb->expiry) sb->expiry->cancel();
+  if (auto it = sandboxes_.find(sb->id); it != sandboxes_.end() && it->second == sb) sandboxes_.erase(it);
+  if (reason != "shutdown") {  // the server's stop keeps it for the next one
+    kept_.remove(sb->id);
+    if (logs_lifecycle()) log().info("kill").str("tenant", sb->tenant).str("sandbox", sb->id).str("reason", reason);
+  }
+  auto g = std::move(sb->on_gone);
+  sb->on_gone.clear();
+  for (auto& f : g) f();
+}
+
+void Registry::revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, ReadyFn done) {
+  if (!sb->dormant || sb->reviving || sb->killing)
+    return done(std::unexpected(StartError::server("sandbox " + sb->id + " is being resumed already")));
+  sb->reviving = true;
+  const std::string seed = kept_.seed_of(sb->id);
+  std::error_code ec;
+  fs::remove_all(seed, ec);
+  if (::mkdir(seed.c_str(), 0700) != 0) {
+    sb->reviving = false;
+    return done(std::unexpected(StartError::server("mkdir " + seed + ": " + std::strerror(errno))));
+  }
+  req.tenant = sb->tenant, req.tmpl = sb->tmpl;
+  req.metadata = sb->metadata, req.env_vars = sb->env_vars, req.allow_out = sb->allow_out, req.deny_out = sb->deny_out;
+  req.secure = !sb->access_token.empty(), req.mask_request_host = sb->mask_request_host;
+  req.seed_home = seed + "/home";
+  req.revive = KeptPause{.id = sb->id, .tenant = sb->tenant, .template_name = sb->tmpl.name, .access_token = sb->access_token,
+                         .traffic_token = sb->traffic_token, .started_at = sb->started_at};
+  // Swept as a snapshot's copy (a planted .bashrc or git hook would run in the new start); then a seeded create.
+  run_helper([home = sb->home, seed] { return take_snapshot_copy(home, seed); }, [this, sb, seed, req, done](int status) mutable {
+    sb->reviving = false;
+    if (sb->killing) return done(std::unexpected(StartError::server("the sandbox was killed while it was being resumed")));
+    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      std::string why = read_file(seed + "/error.txt");
+      return done(std::unexpected(StartError::server("its kept home could not be swept: " + (why.empty() ? "status " + std::to_string(status) : why))));
+    }
+    auto planted = nlohmann::json::parse(read_file(seed + "/planted.json"), nullptr, false);
+    if (logs_lifecycle())
+      log().info("revive").str("tenant", sb->tenant).str("sandbox", sb->id).str("quarantined", planted.is_array() ? planted.dump() : "[]");
+    sandboxes_.erase(sb->id);  // the new start takes its place (and its quota) under the same id
+    create(req, [this, sb, done](Started up) {
+      if (!up) {
+        sandboxes_.emplace(sb->id, sb);  // dormant still, its home kept: a later connect tries again
+        return done(std::move(up));
+      }
+      kept_.remove(sb->id);
+      done(std::move(up));
+    });
+  });
 }
 
 }  // namespace exg::serve

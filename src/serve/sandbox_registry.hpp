@@ -45,6 +45,7 @@
 
 #include "cgroup/freezer.hpp"
 #include "serve/agent_conn.hpp"
+#include "serve/kept_pauses.hpp"
 #include "serve/log.hpp"
 #include "serve/metrics.hpp"
 #include "serve/snapshots.hpp"
@@ -88,6 +89,8 @@ struct CreateRequest {
   std::string mask_request_host;
   // A snapshot's home (SnapshotRecord: --state-dir/snapshots/<id>/home) copied in before the sandbox starts.
   std::string seed_home;
+  // A pause kept across a restart (kept_pauses.hpp) started again: its id, tokens and start time.
+  std::optional<KeptPause> revive;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -146,6 +149,12 @@ struct Sandbox {
   bool pooled = false;       // in the warm pool: no tenant yet, invisible to every API call
   bool from_pool = false;    // claimed from the warm pool (the log says so)
   bool seeded = false;       // its home is a snapshot's copy (spawn gives the whole tree to its uid)
+  // Paused before the server restarted (kept_pauses.hpp): no supervisor; a
+  // connect or resume starts it again (Registry::revive), its home kept apart.
+  bool dormant = false;
+  bool host_workspace = false;  // CreateRequest::workspace (mcp): never kept past the server
+  bool reviving = false;     // that start is on its way
+  bool keep_home = false;    // the server stops: its home moves to the kept pause, not away
   char log_buf[4096];
   std::map<int, Process> processes;
   std::map<std::string, Watcher> watchers;
@@ -184,7 +193,9 @@ class Registry {
   ~Registry();
   // Takes the state directory (one server per directory: a lock), and destroys
   // what a previous server left there. Returns what was cleaned, for the log.
-  Result<std::vector<std::string>> open();
+  // With `template_of`: the pauses an earlier server kept (kept_pauses.hpp) are
+  // held again as dormant paused sandboxes (one whose template is gone is dropped).
+  Result<std::vector<std::string>> open(std::function<const Template*(const std::string&)> template_of = {});
 
   using Started = std::expected<std::shared_ptr<Sandbox>, StartError>;
   using ReadyFn = std::function<void(Started)>;
@@ -200,6 +211,10 @@ class Registry {
   // Ends the sandbox (shutdown through the agent, then signals); `done` when it is gone.
   // `reason` is for the log: request, timeout, shutdown, start-failed, ...
   void kill(const std::shared_ptr<Sandbox>& sb, std::function<void()> done, std::string_view reason = "request");
+  // Starts a dormant sandbox again (same id, tokens and metadata) from its kept
+  // home, swept first as a snapshot's copy is; `req` gives the tenant's
+  // secrets and the timeout. Failed: it stays dormant, its home kept.
+  void revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, ReadyFn done);
   void set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t);
   // E2B's snapshot of a sandbox (snapshots.hpp): its home copied and swept in a
   // child process while it runs on; `done` with the record once it is saved.
@@ -231,6 +246,8 @@ class Registry {
   RegistryOptions opt_;
   boost::asio::signal_set sigchld_;
   int lock_fd_ = -1;
+  KeptPauses kept_;
+  bool keeps_pauses_ = false;  // open() was given the templates (serve; mcp keeps none)
   std::map<std::string, std::shared_ptr<Sandbox>> sandboxes_;
   std::map<pid_t, std::string> by_pid_;
   uint64_t created_total_ = 0, failed_total_ = 0, expired_total_ = 0;
@@ -272,6 +289,12 @@ class Registry {
   void on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line);
   void became_ready(const std::shared_ptr<Sandbox>& sb);
   void finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error);
+  // Kept pauses (kept_pauses.hpp): written at a pause, the home moved at the
+  // server's stop, held again at the next start, forgotten at a kill.
+  void keep_pause(const Sandbox& sb);
+  void keep_home(const Sandbox& sb);
+  void hold_kept(const std::function<const Template*(const std::string&)>& template_of);
+  void forget_dormant(const std::shared_ptr<Sandbox>& sb, std::string_view reason);
   void arm_expiry(const std::shared_ptr<Sandbox>& sb);
   // Writes "thawed" to every freezer of the sandbox (resume, kill, a failed pause).
   Result<void> thaw(const std::shared_ptr<Sandbox>& sb);

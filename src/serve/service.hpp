@@ -129,6 +129,7 @@ class Service {
 
   void new_timeout(Call& c, bool set);
   void resume_or_connect(Call& c, bool connect);
+  void revive_sandbox(Call& c, int64_t timeout_s);
   nlohmann::json sandbox_json(const Sandbox& sb, bool detail) const;
   static nlohmann::json created_json(const Sandbox& sb);
   std::optional<Response> check_quota(const Tenant& t, const Template& tmpl) const;

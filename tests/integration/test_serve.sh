@@ -652,7 +652,21 @@ fi
 # ---- kill -9 of the server: its sandboxes end; the next start destroys what is left ----
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered"}'; ID2=$(jq -r .sandboxID <<<"$BODY")
 [ "$CODE" = 201 ] || fail "a second sandbox for the kill -9 check: $CODE"
+# A paused sandbox outlives the server (issue 44): a file written before the pause, and a
+# planted .bashrc line that must not come back (swept as a snapshot's copy).
+KEPT_ID=""
+if [ "$EXPECT_PAUSE" = 1 ]; then
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered", "metadata": {"kept": "yes"}}'
+    KEPT_ID=$(jq -r .sandboxID <<<"$BODY"); KEPT_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+    in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'echo before-pause > kept.txt && echo "echo planted-bashrc" >> .bashrc && cat kept.txt .bashrc'
+    [ "$OUT" = $'before-pause\necho planted-bashrc' ] || fail "the sandbox to keep paused: $OUT"
+    api POST "/sandboxes/$KEPT_ID/pause" "${A[@]}"; expect 204 "pause a sandbox, then kill -9 the server"
+    [ -s "$STATE/paused/$KEPT_ID.json" ] && ok "the pause wrote its record under the state dir" || fail "no record for the paused sandbox"
+fi
 sup_pids=$(cat "$STATE"/sandboxes/*/supervisor.pid 2>/dev/null | tr '\n' ' ')
+# The paused one's supervisor cannot end its frozen sandbox: the next start thaws and ends it (below).
+KEPT_SUP=$([ -n "$KEPT_ID" ] && cat "$STATE/sandboxes/$KEPT_ID/supervisor.pid")
+[ -n "$KEPT_SUP" ] && sup_pids=$(tr ' ' '\n' <<<"$sup_pids" | grep -vx "$KEPT_SUP" | tr '\n' ' ')
 ids=$(ls "$STATE/sandboxes" | tr '\n' ' ')
 note "before kill -9: sandboxes $ids supervisors $sup_pids"
 # A supervisor that survived its server (simulated: one started here, by hand, into the state dir).
@@ -680,14 +694,54 @@ else
     fail "restart left: $(ls -A "$STATE/sandboxes") (leftover supervisor alive: $(kill -0 "$LEFT_PID" 2>/dev/null && echo yes || echo no))"
 fi
 leftover_cgroups=""
-for p in $sup_pids $LEFT_PID; do leftover_cgroups+=$(find /sys/fs/cgroup -maxdepth 4 -type d -name "exg-$p-*" 2>/dev/null); done
+if [ -n "$KEPT_SUP" ]; then  # (reaped by the test's runner once it ended: a few seconds)
+    wait_for 10 bash -c "! kill -0 $KEPT_SUP 2>/dev/null || grep -q '^State:.*zombie' /proc/$KEPT_SUP/status" &&
+        ok "restart: the paused sandbox's supervisor, stuck on its frozen sandbox, was thawed and ended" ||
+        fail "restart: the paused sandbox's supervisor $KEPT_SUP is still there"
+fi
+for p in $sup_pids $LEFT_PID $KEPT_SUP; do leftover_cgroups+=$(find /sys/fs/cgroup -maxdepth 4 -type d -name "exg-$p-*" 2>/dev/null); done
 [ -z "$leftover_cgroups" ] && ok "no cgroup of those sandboxes is left" || fail "cgroups left: $leftover_cgroups"
 procs=$(pgrep -f -- "$STATE/sandboxes" || true)
 [ -z "$procs" ] && ok "no process of those sandboxes is left" || fail "processes left: $procs"
 api GET "/sandboxes/$ID2" "${A[@]}"; expect 404 "the new server does not know the old sandboxes"
+if [ -n "$KEPT_ID" ]; then  # ... but the paused one, listed as paused, its processes gone
+    api GET /v2/sandboxes "${A[@]}" -G --data-urlencode 'state=paused'
+    expect 200 "restart: the sandbox paused before is listed, paused, with its metadata" "any(.[]; .sandboxID == \"$KEPT_ID\" and .state == \"paused\" and .metadata.kept == \"yes\")"
+    api GET "/sandboxes/$KEPT_ID" "${B[@]}"; expect 404 "restart: another tenant does not see it"
+    api POST "/sandboxes/$KEPT_ID/connect" "${A[@]}" "${JSON[@]}" -d '{"timeout": 60}'
+    expect 201 "restart: connect starts it again, same id and access token" ".sandboxID == \"$KEPT_ID\" and .envdAccessToken == \"$KEPT_TOKEN\""
+    in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'cat kept.txt; cat .bashrc 2>/dev/null; pwd'
+    want_pwd=$(on_layer process || on_layer container || on_layer gvisor && echo /home/user || echo "$STATE/sandboxes/$KEPT_ID/home")
+    [ "$OUT" = "before-pause"$'\n'"$want_pwd" ] && ok "restart: its file is there, the planted .bashrc line is not (swept), home $want_pwd" ||
+        fail "restart: after connect: $OUT"
+    api DELETE "/sandboxes/$KEPT_ID" "${A[@]}"; expect 204 "kill the sandbox started again"
+    [ -z "$(ls -A "$STATE/paused")" ] && [ ! -e "$STATE/sandboxes/$KEPT_ID" ] && ok "killed: nothing of it is left in the state dir" ||
+        fail "killed: left $(ls "$STATE/paused" "$STATE/sandboxes" 2>&1 | tr '\n' ' ')"
+fi
 api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base"}'; expect 201 "--max-sandboxes 1: one sandbox"
 api POST /sandboxes "${B[@]}" "${JSON[@]}" -d '{"templateID": "base"}'
 expect 429 "--max-sandboxes 1: a second, by another tenant: 429 with E2B's error body" '.code == 429 and (.message | test("at most 1 "))'
+# A stop by SIGTERM keeps a paused sandbox too (its home moved to its kept pause as its supervisor ends).
+if [ -n "$KEPT_ID" ]; then
+    api GET /v2/sandboxes "${A[@]}"; api DELETE "/sandboxes/$(jq -r '.[0].sandboxID' <<<"$BODY")" "${A[@]}"; expect 204 "kill the one sandbox"
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered"}'
+    KEPT_ID=$(jq -r .sandboxID <<<"$BODY"); KEPT_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+    in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'echo before-stop > kept.txt && echo "echo planted-bashrc" >> .bashrc && cat kept.txt'
+    [ "$OUT" = before-stop ] || fail "the sandbox to keep over a stop: $OUT"
+    api POST "/sandboxes/$KEPT_ID/pause" "${A[@]}"; expect 204 "pause a sandbox, then SIGTERM the server"
+    kill -TERM "$SERVER_PID"; wait "$SERVER_PID"; st=$?
+    [ "$st" = 0 ] && [ -d "$STATE/paused/$KEPT_ID.home" ] && [ -z "$(ls -A "$STATE/sandboxes")" ] &&
+        ok "SIGTERM with a paused sandbox: exit 0, its home kept under paused/, no sandbox left running" ||
+        fail "SIGTERM with a paused sandbox: exit $st, kept: $(ls -A "$STATE/paused" 2>&1), sandboxes: $(ls -A "$STATE/sandboxes")"
+    SERVE_STDERR=$T/serve3.stderr start_server "$T/serve3.jsonl" --warm 0 --log "$T/serve3.jsonl" --max-sandboxes 1
+    api POST "/sandboxes/$KEPT_ID/resume" "${A[@]}" "${JSON[@]}" -d '{}'
+    expect 201 "after a stop: resume starts it again, same id and token" ".sandboxID == \"$KEPT_ID\" and .envdAccessToken == \"$KEPT_TOKEN\""
+    in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'cat kept.txt; cat .bashrc 2>/dev/null'
+    [ "$OUT" = before-stop ] && ok "after a stop: its file is there, the planted .bashrc line is not" || fail "after a stop: $OUT"
+    api DELETE "/sandboxes/$KEPT_ID" "${A[@]}"; expect 204 "kill it"
+    [ -z "$(ls -A "$STATE/paused")" ] && ok "killed: its kept pause is gone" || fail "killed: paused/ holds $(ls -A "$STATE/paused")"
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base"}'; expect 201 "a sandbox for the SIGTERM check below"
+fi
 
 # ---- a unix socket as the listener (another state dir: one server per state dir) ----
 "$EXG" serve --listen "unix:$T/serve.sock" --tenants "$T/tenants.json" --state-dir "$STATE" "${SERVE_EXTRA[@]}" > "$T/serve-lock.log" 2>&1

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -512,4 +513,41 @@ TEST(ServeTenants, QuotasOutOfRangeAreRefused) {
             std::string::npos);
   EXPECT_NE(quota(R"({"maxTimeoutSeconds":0})").find("quota.maxTimeoutSeconds"), std::string::npos);
   EXPECT_EQ(quota(R"({"sandboxes":100000,"maxTimeoutSeconds":315360000})"), "accepted");
+}
+
+// A kept pause (kept_pauses.hpp): written and read back whole; load() keeps
+// only a record with its home, and drops a broken record, a record without a
+// home, a home without a record and a temporary left half written.
+TEST(ServeKeptPauses, WrittenReadBackAndLeftoversDropped) {
+  char tmpl[] = "/tmp/exg-kept-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path d = tmpl;
+  KeptPauses kept(d.string());
+  KeptPause k;
+  k.id = "abc123", k.tenant = "acme", k.template_name = "base", k.access_token = "tok", k.traffic_token = "traffic";
+  k.metadata = {{"k", "v"}}, k.env_vars = {{"A", "1"}}, k.allow_out = {"example.test"};
+  k.started_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(1796615817000));
+  ASSERT_TRUE(kept.write(k));
+  EXPECT_TRUE(kept.has("abc123"));
+  std::filesystem::create_directory(kept.home_of("abc123"));
+  KeptPause lone = k;
+  lone.id = "nohome";
+  ASSERT_TRUE(kept.write(lone));
+  std::ofstream(d / "broken.json") << "{\"id\": \"broken\"";
+  std::filesystem::create_directory(kept.home_of("broken"));
+  std::filesystem::create_directory(kept.home_of("orphan"));
+  std::ofstream(d / "half.json.tmp") << "{";
+  auto all = kept.load();
+  ASSERT_EQ(all.size(), 1u);
+  EXPECT_EQ(all[0].to_json(), k.to_json());
+  std::vector<std::string> left;
+  for (auto& e : std::filesystem::directory_iterator(d)) left.push_back(e.path().filename().string());
+  std::sort(left.begin(), left.end());
+  EXPECT_EQ(left, (std::vector<std::string>{"abc123.home", "abc123.json"}));
+  kept.drop_record("abc123");  // a resume: the record only
+  EXPECT_FALSE(kept.has("abc123"));
+  EXPECT_TRUE(std::filesystem::exists(kept.home_of("abc123")));
+  kept.remove("abc123");
+  EXPECT_TRUE(std::filesystem::is_empty(d));
+  std::filesystem::remove_all(d);
 }
