@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "util/json_parse.hpp"
+
 namespace exg::serve {
 
 namespace fs = std::filesystem;
@@ -81,7 +83,7 @@ std::vector<KeptPause> KeptPauses::load() const {
     std::ifstream in(e.path());
     std::stringstream text;
     text << in.rdbuf();
-    auto j = nlohmann::json::parse(text.str(), nullptr, false);
+    auto j = parse_json(text.str());
     auto k = in ? KeptPause::from_json(j) : std::nullopt;
     struct stat st {};
     if (!k || k->id != id || ::lstat(home_of(id).c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {

@@ -1006,7 +1006,7 @@ void Registry::revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, Rea
       std::string why = read_file(seed + "/error.txt");
       return done(std::unexpected(StartError::server("its kept home could not be swept: " + (why.empty() ? "status " + std::to_string(status) : why))));
     }
-    auto planted = nlohmann::json::parse(read_file(seed + "/planted.json"), nullptr, false);
+    auto planted = parse_json(read_file(seed + "/planted.json"));
     if (logs_lifecycle())
       log().info("revive").str("tenant", sb->tenant).str("sandbox", sb->id).str("quarantined", planted.is_array() ? planted.dump() : "[]");
     sandboxes_.erase(sb->id);  // the new start takes its place (and its quota) under the same id
