@@ -17,13 +17,14 @@ cat > "$T/policy.json" <<'JSON'
 }
 JSON
 # A refused host (deniedDomains), one off the list, a refused syscall (a nested user namespace),
-# a planted file (a bare repository's config in src/: quarantined at exit, exit 123).
+# a planted file (a bare repository's config in src/ naming a command, core.fsmonitor: quarantined
+# at exit, exit 123; one with only plain values, as OpenCode's snapshot store writes, is kept).
 attack='curl -sS -m 10 -o /dev/null http://denied.test/ 2>/dev/null
 curl -sS -m 10 -o /dev/null http://other.test/ 2>/dev/null
 curl -sS -m 10 -o /dev/null http://other.test/again 2>/dev/null
 unshare -U -r true 2>/dev/null
 mkdir src src/objects src/refs; echo "ref: refs/heads/main" > src/HEAD
-printf "[core]\n\tfsmonitor = false\n" > src/config
+printf "[core]\n\tfsmonitor = ./watch\n" > src/config
 echo '"$RAN_MARK"'
 exit 0'
 
