@@ -248,7 +248,8 @@ await check('metrics: cpu and memory of the sandbox', async () => {
 
 await check('pause and resume (connect): processes and files kept', async () => {
   if (process.env.EXPECT_PAUSE !== '1') throw SKIP
-  const h = await sb.commands.run('i=0; while true; do i=$((i+1)); echo $i > counter; sleep 0.1; done', { background: true, timeoutMs: 0 })
+  // (written aside and renamed: a read between `>`'s truncation and its write saw an empty file, 0)
+  const h = await sb.commands.run('i=0; while true; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.1; done', { background: true, timeoutMs: 0 })
   await sleep(500)
   await sb.pause()
   assert.equal((await sb.getInfo()).state, 'paused')
