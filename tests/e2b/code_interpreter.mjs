@@ -11,17 +11,7 @@ import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
 
 const OTHER_KEY = process.env.OTHER_KEY
 const URL = process.env.E2B_SANDBOX_URL
-let failed = 0, passed = 0
-async function check(name, fn) {
-  try {
-    await fn()
-    passed++
-    console.log(`ok   - ${name}`)
-  } catch (e) {
-    failed++
-    console.log(`FAIL - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`)
-  }
-}
+import { check, finish } from './checks.mjs'
 
 const sb = process.env.TEMPLATE ? await Sandbox.create(process.env.TEMPLATE, { timeoutMs: 300_000 }) : await Sandbox.create({ timeoutMs: 300_000 })
 
@@ -210,5 +200,4 @@ await check('the interpreter runs inside the sandbox (its pid namespace, not the
   assert.deepEqual(interpreterPids(sb.sandboxId), [], 'left running after the kill')
 })
 
-console.log(`${passed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+finish()

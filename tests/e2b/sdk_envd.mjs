@@ -7,17 +7,7 @@
 import assert from 'node:assert/strict'
 import { Sandbox, TimeoutError, FilesystemEventType, SandboxNotFoundError } from 'e2b'
 
-let failed = 0, passed = 0
-async function check(name, fn) {
-  try {
-    await fn()
-    passed++
-    console.log(`ok   - ${name}`)
-  } catch (e) {
-    failed++
-    console.log(`FAIL - ${name}: ${e && e.stack ? e.stack.split('\n').slice(0, 3).join(' | ') : e}`)
-  }
-}
+import { check, finish } from './checks.mjs'
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 async function until(what, pred) {
   for (let i = 0; i < 100 && !pred(); i++) await sleep(100)
@@ -306,5 +296,4 @@ await check('a kill while a command runs ends its stream: TimeoutError, killed o
 })
 
 await sb.kill()
-console.log(`${passed} passed, ${failed} failed`)
-process.exit(failed ? 1 : 0)
+finish()

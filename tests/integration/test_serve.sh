@@ -592,7 +592,7 @@ curl -s "$URL/metrics" | grep -q '^exguardian_sandbox_timeouts_total 1$' && ok "
 # skips it on gVisor for a quicker local run (the curl-level checks above drive the same envd
 # calls through the agent).
 mkdir -p "$T/node"
-cp "$SRC/tests/e2b/sdk_basic.mjs" "$T/node/"
+cp "$SRC/tests/e2b/sdk_basic.mjs" "$SRC/tests/e2b/checks.mjs" "$T/node/"
 if on_layer gvisor && [ "${EXG_IT_GVISOR_SDK:-1}" = 0 ]; then
     skip "the e2b SDK on gVisor (EXG_IT_GVISOR_SDK=0 skipped it)"
 elif npm_pinned "$T/node" "e2b@$E2B_VERSION"; then

@@ -58,7 +58,7 @@ code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST "$URL/sandboxes" -H "X-API
 [ "$code" = 404 ] && ok "an unknown template is still 404" || fail "code-interpreter-v2: $code $(cat "$T/body")"
 
 mkdir -p "$T/node"
-cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$T/node/"
+cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$SRC/tests/e2b/checks.mjs" "$T/node/"
 if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; then
     ok "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW NO_PROXY='*' no_proxy='*' \
