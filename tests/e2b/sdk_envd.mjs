@@ -1,6 +1,7 @@
 // envd's behaviour where E2B's own SDK tests expect it (issue 44, part 2), driven by the
 // unmodified `e2b` SDK against `exguardian serve` (tests/integration/test_serve_code_interpreter.sh
-// runs it on the server it already has: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY).
+// runs it on the server it already has: E2B_API_URL, E2B_SANDBOX_URL, E2B_API_KEY; OTHER_KEY, a
+// second tenant's key, must not reach the first one's snapshots).
 // Two `base` sandboxes: one for the checks, a second one (newer) for the list order, then
 // killed while a command runs.
 // One line per check: "ok - ..." or "FAIL - ...: why"; exit 1 when any failed.
@@ -210,7 +211,7 @@ await check('metrics: a time range holding now has the sample, one before the sa
 // and git hook in the sandbox's home must not travel into the sandboxes made from its snapshot.
 const api = (path, init = {}) =>
   fetch(`${process.env.E2B_API_URL}${path}`, { ...init, headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' } })
-await check('snapshots: a sandbox made from one has its files, not the planted .bashrc line and git hook; listed, deleted', async () => {
+await check('snapshots: a sandbox made from one has its files, not the planted .bashrc line and git hook; listed, deleted; another tenant neither sees, uses nor deletes it', async () => {
   await sb.files.write('/home/user/snap/data.txt', 'kept')
   await sb.commands.run('git init -q /home/user/snap/repo && printf "#!/bin/sh\\necho planted-hook\\n" > /home/user/snap/repo/.git/hooks/pre-commit && ' +
     'chmod +x /home/user/snap/repo/.git/hooks/pre-commit && echo "echo planted-bashrc" >> /home/user/.bashrc')
@@ -239,6 +240,15 @@ await check('snapshots: a sandbox made from one has its files, not the planted .
   assert.deepEqual(byName.map((s) => s.snapshotId), [snap.snapshotId])
   assert.deepEqual(await Sandbox.listSnapshots({ name: `${tag}-none` }).nextItems(), [])
   assert.ok((await sb.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId))
+  // Another tenant's key: the snapshot is not listed, not a template it can create from, not its to delete.
+  const theirs = { 'X-API-KEY': process.env.OTHER_KEY, 'Content-Type': 'application/json' }
+  const listed = await (await fetch(`${process.env.E2B_API_URL}/snapshots`, { headers: theirs })).json()
+  assert.ok(Array.isArray(listed) && !listed.some((s) => s.snapshotID === snap.snapshotId), JSON.stringify(listed))
+  const made = await fetch(`${process.env.E2B_API_URL}/sandboxes`, { method: 'POST', headers: theirs, body: JSON.stringify({ templateID: snap.snapshotId }) })
+  assert.equal(made.status, 404, `another tenant created from the snapshot: ${made.status} ${await made.text()}`)
+  const removed = await fetch(`${process.env.E2B_API_URL}/templates/${snap.snapshotId}`, { method: 'DELETE', headers: theirs })
+  assert.notEqual(removed.status, 204, 'another tenant deleted the snapshot')
+  assert.ok((await sb.listSnapshots().nextItems()).some((s) => s.snapshotId === snap.snapshotId), 'still there after their delete')
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), true)
   assert.equal(await Sandbox.deleteSnapshot(snap.snapshotId), false)
   await assert.rejects(Sandbox.create(snap.snapshotId), /404|not found/i)

@@ -67,7 +67,7 @@ if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; 
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"
     else fail "the code interpreter SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
     # envd's behaviour as E2B's own SDK tests expect it (issue 44, part 2), on the same server.
-    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" NO_PROXY='*' no_proxy='*' \
+    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/sdk_envd.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   envd: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "envd as E2B's SDK tests expect it: $(tail -1 <<<"$OUT")"
