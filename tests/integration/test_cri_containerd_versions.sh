@@ -19,9 +19,17 @@ CACHE=/var/cache/exguardian-tests/containerd
 A=$T/apt
 mkdir -p "$A/state/lists/partial" "$A/cache/archives/partial" "$A/parts" "$A/prefs" "$A/debs" "$CACHE"
 : > "$A/state/status"
+# The same archive this machine's apt already uses (the site its own release comes from; a
+# mirror or proxy set up there is followed), with the newer suites.
+MIRROR=$(apt-get indextargets --format '$(SITE) $(RELEASE) $(IDENTIFIER)' 2>/dev/null |
+         awk -v rel="$(. /etc/os-release && echo "$VERSION_CODENAME")" '$2 == rel && $3 == "Packages" { print $1; exit }')
+if [ -z "$MIRROR" ]; then
+    echo "skip: this machine's apt names no Debian archive for its release (apt-get indextargets), so the newer suites have no site"
+    exit 77
+fi
 cat > "$A/sources.list" <<EOF
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main
-deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian sid main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR trixie main
+deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR sid main
 EOF
 APT=(-o "Dir::Etc::SourceList=$A/sources.list" -o "Dir::Etc::SourceParts=$A/parts" -o "Dir::Etc::PreferencesParts=$A/prefs"
      -o "Dir::Etc::Preferences=$A/prefs/none" -o "Dir::State=$A/state" -o "Dir::State::status=$A/state/status"
