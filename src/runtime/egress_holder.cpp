@@ -134,6 +134,7 @@ void sweep_planted(const policy::Policy& pol, const EgressHolderOptions& opt, co
     so.extra_names = swept.extra_names;
     so.allow_git_config = pol.filesystem.allow_git_config.value_or(false);
     so.quarantine_dir = quarantine_dir(opt.audit_log, opt.container_id) + "/" + std::to_string(i);
+    for (const auto& s : snapshots) so.worktree_roots.push_back(s.root);
     auto planted = sandbox::sweep(snapshots[i].root, snapshots[i], so);
     if (!planted) {
       audit.write({{"event", "planted"}, {"tree", snapshots[i].root}, {"error", planted.error().str()}});

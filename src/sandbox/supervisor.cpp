@@ -307,7 +307,8 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
     }
   };
   for (auto& t : g.trees) {
-    SweepOptions so{plan.protect_extra, plan.allow_git_config, t.quarantine_dir, false};
+    SweepOptions so{plan.protect_extra, plan.allow_git_config, t.quarantine_dir, false, plan.swept_trees};
+    if (!plan.workspace.empty()) so.worktree_roots.push_back(plan.workspace);
     auto r = sweep(t.root, t.snapshot, so);
     if (!r) {
       report(t.root, {{".", "sweep failed: " + r.error().str(), {}, true}}, true);

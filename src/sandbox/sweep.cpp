@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <mutex>
 
+#include "plan/paths.hpp"
 #include "util/dir_fd.hpp"
 #include "util/parallel_walk.hpp"
 #include "util/unique_fd.hpp"
@@ -170,7 +172,7 @@ bool benign_pth(std::string_view content) {
   return true;
 }
 
-bool benign_git_config(std::string_view content, bool worktree_ok) {
+bool benign_git_config(std::string_view content, const std::function<bool(std::string_view)>& worktree_ok) {
   if (content.size() > 4096) return false;
   static const std::map<std::string, std::vector<std::string>> allowed = {
       {"core", {"repositoryformatversion", "filemode", "bare", "logallrefupdates", "ignorecase", "precomposeunicode",
@@ -223,8 +225,13 @@ bool benign_git_config(std::string_view content, bool worktree_ok) {
     if (eq != std::string_view::npos && line.find_first_of("\\\"", eq) != std::string_view::npos) return false;
     // core.worktree: where a checkout writes. Only in a git directory git never finds from a work
     // tree (not a .git, not in one: used only where named, with its work tree, as OpenCode's
-    // snapshots are); in a .git a host checkout would write wherever it points.
-    if (key == "worktree" && !worktree_ok) return false;
+    // snapshots are), and only pointing into the run's writable trees: a host checkout
+    // through it writes wherever it points (~ and its rc files, were it named there).
+    if (key == "worktree") {
+      std::string val(eq == std::string_view::npos ? "" : line.substr(eq + 1));
+      while (!val.empty() && (val.front() == ' ' || val.front() == '\t')) val.erase(0, 1);
+      if (!worktree_ok || !worktree_ok(val)) return false;
+    }
     // These take only the values listed (core.fsmonitor set to anything but false names a command).
     static const std::map<std::string, std::vector<std::string>> values = {
         {"autocrlf", {"true", "false", "input"}}, {"longpaths", {"true", "false"}}, {"fsmonitor", {"false"}},
@@ -243,6 +250,26 @@ bool benign_git_config(std::string_view content, bool worktree_ok) {
     }
   }
   return true;
+}
+
+bool worktree_within(std::string_view value, const std::string& git_dir, const std::vector<std::string>& roots) {
+  // An inline comment, ~ or an empty value: git reads these otherwise than as written here.
+  if (value.empty() || value.front() == '~' || value.find_first_of("#;") != std::string_view::npos) return false;
+  std::string abs = value.front() == '/' ? std::string(value) : git_dir + "/" + std::string(value);
+  std::string norm = std::filesystem::path(abs).lexically_normal().string();
+  while (norm.size() > 1 && norm.back() == '/') norm.pop_back();
+  auto real = plan::canonical(abs);
+  if (!real) return false;
+  for (const auto& root : roots) {
+    auto rc = plan::canonical(root);
+    if (!rc) continue;
+    for (const std::string& base : {root, *rc}) {
+      if (!plan::is_within(norm, base)) continue;
+      // Below the root, the path as written is the path as resolved: no symlink leads out.
+      if (*real == *rc + norm.substr(base == "/" ? 0 : base.size())) return true;
+    }
+  }
+  return false;
 }
 
 // ---- quarantine ----
@@ -440,6 +467,7 @@ Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::s
 namespace {
 
 struct Sweeper {
+  const std::string& root;
   const Snapshot& before;
   const plan::ProtectedPaths& pp;
   const SweepOptions& opt;
@@ -470,7 +498,9 @@ struct Sweeper {
     std::string_view r = scope.rel;
     bool named_only = scope.git_depth == 0 && !r.empty() && r != ".git" && !r.starts_with(".git/") &&
                       !r.ends_with("/.git") && r.find("/.git/") == std::string_view::npos;
-    return benign_git_config(buf, named_only);
+    if (!named_only) return benign_git_config(buf);
+    std::string git_dir = root + (r.empty() ? "" : "/" + std::string(r));
+    return benign_git_config(buf, [&](std::string_view v) { return worktree_within(v, git_dir, opt.worktree_roots); });
   }
 
   void unchecked(const std::string& rel, const std::string& why) {
@@ -625,7 +655,7 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
         return fail(Error::msg("quarantine " + qd, "is inside the workspace " + r));
     }
   }
-  Sweeper sw{before, pp, opt};
+  Sweeper sw{root, before, pp, opt};
   sw.walk(root_fd, "", "", nullptr, before.nodes.empty() ? UINT32_MAX : 0, false, 0);
   std::sort(sw.out.begin(), sw.out.end(), [](const Planted& a, const Planted& b) { return a.relpath < b.relpath; });
   return std::move(sw.out);

@@ -14,6 +14,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
@@ -96,6 +97,10 @@ struct SweepOptions {
   bool allow_git_config = false;
   std::string quarantine_dir;            // outside the tree, e.g. ~/.local/state/exguardian/quarantine/<id>
   bool dry_run = false;                  // find and report, move nothing
+  // The run's writable trees: a core.worktree in a git directory reached only by
+  // name (OpenCode's snapshots) may point into one of these and nowhere else (a
+  // host `git checkout` with that git directory writes where it points).
+  std::vector<std::string> worktree_roots;
 };
 
 // Finds protected names created or changed since the snapshot, at any depth,
@@ -123,9 +128,15 @@ std::vector<std::string_view> split_path(std::string_view rel);
 // bare, logallrefupdates, ignorecase, precomposeunicode, symlinks; [extensions]
 // objectformat/refstorage), `git clone` (remotes, branches) or OpenCode's
 // snapshots (line endings, index settings, core.fsmonitor false; core.worktree
-// only when worktree_ok: a git directory no work tree leads git to): nothing in
-// it names a command or a hook path.
-bool benign_git_config(std::string_view content, bool worktree_ok = false);
+// only when worktree_ok accepts its value: a git directory no work tree leads
+// git to, pointing where the sandbox could write anyway): nothing in it names a
+// command or a hook path, and no checkout through it writes elsewhere.
+bool benign_git_config(std::string_view content, const std::function<bool(std::string_view)>& worktree_ok = {});
+
+// core.worktree's value (relative to git_dir, as git reads it) names an existing
+// directory inside one of roots, reached with no symlink below that root: a
+// checkout through it writes only where the sandbox could write.
+bool worktree_within(std::string_view value, const std::string& git_dir, const std::vector<std::string>& roots);
 
 // A Python .pth file that only adds directories to sys.path (site.py runs
 // the lines that start with "import"; the rest are paths): nothing in it runs.

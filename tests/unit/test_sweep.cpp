@@ -93,27 +93,53 @@ TEST(Sweep, NewRepoWithHookIsQuarantinedSamplesAndInitConfigStay) {
 }
 
 // OpenCode's snapshots: git directories in its state directory made with GIT_WORK_TREE (core.worktree).
-// Such a config stays where no work tree leads git to it; in a .git (which a host checkout would
-// follow) it is quarantined, and so is a snapshot config naming a command.
-TEST(Sweep, SnapshotStoreConfigStaysWorktreeInDotGitDoesNot) {
+// Such a config stays where no work tree leads git to it and its work tree lies in the run's
+// writable trees; in a .git (which a host checkout would follow), pointing elsewhere (a host
+// checkout through it would write there: ~ and its rc files), through a symlink or `..` out of
+// those trees, it is quarantined, and so is a snapshot config naming a command.
+TEST(Sweep, SnapshotStoreConfigStaysOnlyWithItsWorktreeInsideTheWritableTrees) {
   Tmp t;
+  fs::create_directories(t.ws + "/proj");
+  fs::create_symlink(t.path, t.ws + "/out");
   auto snap = snapshot_tree(t.ws);
   ASSERT_TRUE(snap);
-  const std::string cfg = "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
-                          "\tlogallrefupdates = true\n\tworktree = /home/u/p\n\tautocrlf = false\n\tfsmonitor = false\n"
-                          "[feature]\n\tmanyFiles = true\n[index]\n\tversion = 4\n";
-  for (std::string d : {"snapshot/p1/h1", "sub/.git", "snapshot/p2/h2"}) {
+  auto cfg = [](const std::string& worktree) {
+    return "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+           "\tlogallrefupdates = true\n\tworktree = " + worktree + "\n\tautocrlf = false\n\tfsmonitor = false\n"
+           "[feature]\n\tmanyFiles = true\n[index]\n\tversion = 4\n";
+  };
+  const std::map<std::string, std::string> configs = {
+      {"snapshot/p1/h1", cfg(t.ws + "/proj")},                                  // stays
+      {"snapshot/p5/h5", cfg("../../../proj")},                                 // stays (relative to the git dir)
+      {"sub/.git", cfg(t.ws + "/proj")},                                        // a .git
+      {"snapshot/p2/h2", cfg(t.ws + "/proj") + "[core]\n\tfsmonitor = touch /tmp/x\n"},
+      {"snapshot/p3/h3", cfg(t.path)},                                          // outside the writable trees
+      {"snapshot/p4/h4", cfg(t.ws + "/out")},                                   // a symlink out
+      {"snapshot/p6/h6", cfg(t.ws + "/proj/../..")},                            // `..` out
+      {"snapshot/p7/h7", cfg(t.ws + "/missing")},                               // names nothing yet
+      {"snapshot/p8/h8", cfg("~/proj")},
+      {"snapshot/p9/h9", cfg(t.ws + "/proj #x")},
+  };
+  for (const auto& [d, c] : configs) {
     put(t.ws + "/" + d + "/HEAD", "ref: refs/heads/main\n");
     fs::create_directories(t.ws + "/" + d + "/objects");
     fs::create_directories(t.ws + "/" + d + "/refs");
+    put(t.ws + "/" + d + "/config", c);
   }
-  put(t.ws + "/snapshot/p1/h1/config", cfg);
-  put(t.ws + "/sub/.git/config", cfg);
-  put(t.ws + "/snapshot/p2/h2/config", cfg + "[core]\n\tfsmonitor = touch /tmp/x\n");
-  auto r = sweep(t.ws, *snap, opts(t));
+  auto o = opts(t);
+  o.worktree_roots = {t.ws};
+  auto r = sweep(t.ws, *snap, o);
   ASSERT_TRUE(r) << r.error().str();
-  EXPECT_EQ(rels(*r), (std::set<std::string>{"sub/.git/config", "snapshot/p2/h2/config"}));
-  EXPECT_EQ(get(t.ws + "/snapshot/p1/h1/config"), cfg);
+  EXPECT_EQ(rels(*r), (std::set<std::string>{"sub/.git/config", "snapshot/p2/h2/config", "snapshot/p3/h3/config",
+                                             "snapshot/p4/h4/config", "snapshot/p6/h6/config", "snapshot/p7/h7/config",
+                                             "snapshot/p8/h8/config", "snapshot/p9/h9/config"}));
+  EXPECT_EQ(get(t.ws + "/snapshot/p1/h1/config"), configs.at("snapshot/p1/h1"));
+  EXPECT_EQ(get(t.ws + "/snapshot/p5/h5/config"), configs.at("snapshot/p5/h5"));
+  // With no writable trees named, no core.worktree is benign.
+  put(t.ws + "/snapshot/p1/h1/config", configs.at("snapshot/p1/h1") + "\n");
+  auto r2 = sweep(t.ws, *snap, opts(t));
+  ASSERT_TRUE(r2) << r2.error().str();
+  EXPECT_TRUE(rels(*r2).count("snapshot/p1/h1/config"));
 }
 
 TEST(Sweep, NestedVscodeInExistingDirAndEnvrcInNewFolder) {
@@ -272,7 +298,9 @@ TEST(Sweep, ClassifyRules) {
   EXPECT_FALSE(benign_git_config("[feature]\n\texperimental = true\n"));
   // core.worktree (OpenCode's GIT_WORK_TREE at init): only in a git directory git finds by name only.
   EXPECT_FALSE(benign_git_config("[core]\n\tbare = false\n\tworktree = /home/u\n"));
-  EXPECT_TRUE(benign_git_config("[core]\n\tbare = false\n\tworktree = /home/u/p\n", true));
+  auto only_p = [](std::string_view v) { return v == "/home/u/p"; };
+  EXPECT_TRUE(benign_git_config("[core]\n\tbare = false\n\tworktree = /home/u/p\n", only_p));
+  EXPECT_FALSE(benign_git_config("[core]\n\tbare = false\n\tworktree = /home/u\n", only_p));
   EXPECT_FALSE(benign_git_config("[include]\n\tpath = x\n"));
   EXPECT_FALSE(benign_git_config("[alias]\n\tst = !sh\n"));
 }
