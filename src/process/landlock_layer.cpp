@@ -214,7 +214,7 @@ std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {
   std::vector<std::string> out;
   auto v = landlock_view(plan, private_tmp(plan));
   if (v) out = v->cautions;
-  out.insert(out.begin(), "layer landlock: no namespaces: the host's processes, network and /tmp are visible to the "
+  out.insert(out.begin(), "layer landlock: no namespaces: the host's processes and network are visible to the "
                           "command (docs/layers.md says what this layer cannot do)");
   return out;
 }
