@@ -23,6 +23,7 @@
 #include "process/handshake.hpp"
 #include "process/init.hpp"
 #include "process/landlock_view.hpp"
+#include "process/landlock_warden.hpp"
 #include "walls/rlimits.hpp"
 #include "walls/seccomp.hpp"
 #include "process/spawn.hpp"
@@ -109,6 +110,9 @@ struct ChildSetup {
   }
   // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
+  // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
+  Warden warden;
+  if (int e = start_warden(f.parent_pidfd, &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
   if (walls::install_seccomp_errno(walls::host_network_seccomp_program(plan.seccomp)) != 0) die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
@@ -119,6 +123,8 @@ struct ChildSetup {
   ia.seccomp = plan.seccomp ? &walls::prebuilt_seccomp_program() : nullptr;
   ia.timer = opt.timer;
   ia.reap_descendants = true;
+  ia.warden_pid = warden.pid;
+  ia.warden_fd = warden.fd;
   ia.agent_channel = f.agent_fd;
   ia.bounding_set_done = true;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = opt.tty_fds[k];
