@@ -89,6 +89,13 @@ void end_sandbox() {
 
 [[noreturn]] void watch(int supervisor, int init_end) {
   ::prctl(PR_SET_NAME, "exg-warden");
+  // Out of the supervisor's session and process group (a terminal's ^C or a
+  // signal to the group is the supervisor's to handle), deaf to every signal
+  // but SIGKILL and SIGSTOP.
+  ::setsid();
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
   // Only the two descriptors: no stdio (a caller waiting for the sandbox's
   // output to end must not wait for the warden), nothing of the supervisor's.
   int lo = std::min(supervisor, init_end), hi = std::max(supervisor, init_end);
