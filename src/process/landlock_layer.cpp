@@ -45,6 +45,7 @@ struct ChildSetup {
   const plan::Plan* plan = nullptr;  // the launch's copy: this layer's rules and environment
   const layer::LaunchOptions* opt = nullptr;
   walls::RlimitPlan rlimits;
+  std::string private_tmp;     // the run's TMPDIR (the warden removes it if the supervisor is killed)
   std::string bundle_path;     // where the trust bundle goes; empty: none
   std::string bundle_content;  // the host's bundle (the File step's content), the anchor appended
   bool want_pty = false;
@@ -112,7 +113,7 @@ struct ChildSetup {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
   // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
   Warden warden;
-  if (int e = start_warden(f.parent_pidfd, &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
+  if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
   if (walls::install_seccomp_errno(walls::host_network_seccomp_program(plan.seccomp)) != 0) die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
@@ -267,6 +268,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   ChildSetup c;
   c.plan = &own;
   c.opt = &opt;
+  c.private_tmp = tmp;
   c.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
   c.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   if (view->trust_bundle) {

@@ -1,5 +1,6 @@
 #include "process/landlock_warden.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/prctl.h>
@@ -87,7 +88,46 @@ void end_sandbox() {
   }
 }
 
-[[noreturn]] void watch(int supervisor, int init_end) {
+// Removes what lies beneath `dir` (never following a link; a bounded depth:
+// the sandbox could nest deeper than any stack). Raw syscalls, no allocation.
+void remove_beneath(int dir, int depth) {
+  alignas(8) char buf[4096];
+  for (bool removed = true; removed;) {  // (again until a pass removes nothing: entries move under getdents)
+    removed = false;
+    ::lseek(dir, 0, SEEK_SET);
+    for (long n; (n = ::syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0;) {
+      for (long off = 0; off < n;) {
+        const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
+        off += d->reclen;
+        const char* name = d->name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (d->type == DT_DIR || d->type == DT_UNKNOWN) {
+          int sub = depth < 64 ? ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+          if (sub >= 0) {
+            remove_beneath(sub, depth + 1);
+            ::close(sub);
+            removed |= ::unlinkat(dir, name, AT_REMOVEDIR) == 0;
+            continue;
+          }
+        }
+        removed |= ::unlinkat(dir, name, 0) == 0;
+      }
+    }
+  }
+}
+
+// The run's private directory, which the supervisor would have removed
+// (LandlockLayer::after_run): its entries belong to the sandbox's uid, the
+// warden's; /tmp's sticky bit lets the owner remove the directory itself.
+void remove_private_tmp(const char* path) {
+  int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return;
+  remove_beneath(dir, 0);
+  ::close(dir);
+  ::rmdir(path);
+}
+
+[[noreturn]] void watch(int supervisor, int init_end, const char* private_tmp) {
   ::prctl(PR_SET_NAME, "exg-warden");
   // Out of the supervisor's session and process group (a terminal's ^C or a
   // signal to the group is the supervisor's to handle), deaf to every signal
@@ -118,12 +158,16 @@ void end_sandbox() {
     if (fds[1].revents) break;  // the supervisor is gone
   }
   end_sandbox();
+  // With the supervisor gone, no one else removes the private directory; while
+  // it lives (init killed: a timeout), the supervisor does.
+  pollfd sup{supervisor, POLLIN, 0};
+  if (private_tmp && ::poll(&sup, 1, 0) == 1) remove_private_tmp(private_tmp);
   ::_exit(0);
 }
 
 }  // namespace
 
-int start_warden(int supervisor_pidfd, Warden* out) {
+int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out) {
   // Before the fork: the warden's kill(-1) must never reach past this domain.
   if (int r = walls::scope_signals_only(); r != 0) return r;
   int p[2];
@@ -136,7 +180,7 @@ int start_warden(int supervisor_pidfd, Warden* out) {
     ::close(p[1]);
     return -e;
   }
-  if (pid == 0) watch(supervisor_pidfd, p[0]);
+  if (pid == 0) watch(supervisor_pidfd, p[0], private_tmp);
   ::close(p[0]);
   out->pid = static_cast<pid_t>(pid);
   out->fd = p[1];

@@ -12,7 +12,8 @@
 // sandbox may signal, ptrace or read the warden (an outer domain).
 //
 // It acts when the supervisor has exited (its pidfd) or init has ended
-// without saying so (the pipe's end closes with no byte). At a normal end,
+// without saying so (the pipe's end closes with no byte); with the
+// supervisor gone, it also removes the run's private directory (TMPDIR). At a normal end,
 // init first ends every other process itself, then writes one byte and
 // reaps the warden (end_warden).
 #pragma once
@@ -27,10 +28,11 @@ struct Warden {
 
 // In the sandbox's first process, once it has its final ids and
 // no_new_privs, before its own Landlock rules: enters the signal-scoped
-// domain, then forks the warden, which watches `supervisor_pidfd`. Raw
-// syscalls only in the warden (the supervisor's locks may be held in this
-// copy of its memory). 0, or -errno (the sandbox must not start).
-int start_warden(int supervisor_pidfd, Warden* out);
+// domain, then forks the warden, which watches `supervisor_pidfd`;
+// `private_tmp` (may be null): the run's TMPDIR. Raw syscalls only in the
+// warden (the supervisor's locks may be held in this copy of its memory).
+// 0, or -errno (the sandbox must not start).
+int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out);
 
 // Init's normal end, once no other process of the sandbox is left: the warden
 // leaves without acting, and is reaped.

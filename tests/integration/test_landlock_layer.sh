@@ -330,6 +330,7 @@ ll_spawner() {
         nohup bash -c 'exec -a $m-nohup sleep 1000' </dev/null >/dev/null 2>&1 &
         setsid bash -c '(exec -a $m-setsid sleep 1000) & ' </dev/null >/dev/null 2>&1
         ( ( (trap '' TERM HUP INT; exec -a $m-double sleep 1000) & ) & ) </dev/null >/dev/null 2>&1
+        mkdir -p \"\$TMPDIR/a/b/c\" && echo x > \"\$TMPDIR/a/b/c/f\" && echo \"tmpdir: \$TMPDIR\"
         sleep 0.3; echo spawned"
 }
 m=exg-ll-k9-$$-$RANDOM
@@ -350,6 +351,10 @@ if wait_for 20 grep -q spawned "$T/k9.out"; then
     wait "$k9" 2>/dev/null
     wait_for 5 _ll_none "$m-[bnsd]"
     check "$who: kill -9 of the supervisor: none of them survives (left: $(pgrep -af -- "$m-[bnsd]" | tr '\n' ' '))" _ll_none "$m-[bnsd]"
+    k9_tmp=$(sed -n 's/^tmpdir: //p' "$T/k9.out")
+    _k9_tmp_gone() { [ -n "$k9_tmp" ] && [ ! -e "$k9_tmp" ]; }
+    wait_for 5 _k9_tmp_gone
+    check "$who: ... and its private TMPDIR ($k9_tmp, with a tree in it) is removed, though the supervisor never ran its end" _k9_tmp_gone
     check "$who: ... while a sibling sandbox and a host process of the same uid live on (the warden's kill stays in its domain)" \
         bash -c 'pgrep -f -- "^$1-peer" >/dev/null && kill -0 "$2"' _ "$m" "$victim"
     for p in $(pgrep -f -- "$m-[bnsd]"); do kill -9 "$p" 2>/dev/null; done
