@@ -96,6 +96,7 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
   bool tmp_said = false;
   // What the process layer shows of the host's temporary trees (below).
   std::vector<std::string> shown;
+  bool minimal_dev = false;  // the process layer's /dev holds only its device nodes and own ptys
   for (const auto& s : plan.steps) {
     switch (s.kind) {
       case StepKind::BindRw:
@@ -113,6 +114,7 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
         shown.push_back(s.target);
         break;
       case StepKind::Tmpfs:
+        if (s.target == "/dev") minimal_dev = true;
         if ((s.target == "/tmp" || s.target == "/var/tmp" || s.target == "/dev/shm") && !tmp_said) {
           tmp_said = true;
           v.cautions.push_back("the host's /tmp, /var/tmp and /dev/shm are unreadable and unwritable but for what "
@@ -142,6 +144,12 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
                                                        ") inside a writable tree: Landlock cannot take a tree's "
                                                        "rights away below it, and this layer makes no mounts"));
         break;
+      case StepKind::DevNode:
+        shown.push_back(s.target);
+        break;
+      case StepKind::Devpts:  // (the host's here: a session's agent opens its terminals there)
+        shown.insert(shown.end(), {s.target, "/dev/ptmx"});
+        break;
       case StepKind::BindRo:
         if (s.source != s.target)
           v.cautions.push_back(s.source + " is not also at " + s.target + " here (no mounts)");
@@ -163,10 +171,14 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
   // process layer shows (HOME, allowRead, exguardian itself) lies inside them.
   // (Landlock grants are inherited by what appears later beneath them: a rule
   // on /tmp would show every sibling made after the start.)
+  // /dev likewise where the process layer's is minimal: its device nodes and
+  // ptys, not the host's disks, and a hundred rules fewer than its entries.
   std::vector<std::string> hidden = v.denied;
   for (const char* t : kHostTempTrees)
-    if (std::none_of(r.read_write.begin(), r.read_write.end(), [&](const std::string& w) { return under(t, w); }))
+    if (std::none_of(r.read_write.begin(), r.read_write.end(), [&](const std::string& w) { return under(t, w); }) &&
+        !(minimal_dev && under(t, "/dev")))
       hidden.push_back(t);
+  if (minimal_dev) hidden.push_back("/dev");
   auto roots = readable_roots(hidden, kMaxReadRules);
   if (!roots) return fail(roots.error());
   r.read_only = std::move(*roots);

@@ -142,6 +142,14 @@ TEST(LandlockView, HostTempTreesShowOnlyTheSandboxsOwnPaths) {
   ASSERT_TRUE(w) << w.error().str();
   EXPECT_TRUE(has(w->rules.read_write, "/tmp"));
   EXPECT_FALSE(has(w->rules.read_only, "/var/tmp"));
+  // The process layer's minimal /dev: its device nodes, not the host's other entries.
+  exg::plan::Step null_dev{StepKind::DevNode, "/dev/null", "/dev/null"};
+  auto dev = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"}, {StepKind::Tmpfs, "", "/dev"}, null_dev}),
+                           "/tmp/own");
+  ASSERT_TRUE(dev) << dev.error().str();
+  EXPECT_TRUE(has(dev->rules.read_only, "/dev/null"));
+  for (const auto& p : dev->rules.read_only)
+    EXPECT_TRUE(p == "/dev/null" || !p.starts_with("/dev")) << p;
   std::filesystem::remove_all(d);
 }
 
