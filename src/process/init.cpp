@@ -114,10 +114,6 @@ pid_t start_command(const InitArgs& a) {
   return pid;
 }
 
-// What the command left behind, killed (InitArgs::reap_descendants): as the
-// subreaper, this process inherits each orphan, so killing its children until
-// it has none reaches every descendant, whatever sessions or groups they made
-// (a child that forks before its kill leaves an orphan, found next round).
 // (the landlock layer's warden, InitArgs::warden_pid: none when pid < 0)
 Warden g_warden;
 
@@ -132,6 +128,11 @@ void close_from(unsigned first) {
   }
 }
 
+// What the command left behind, killed (InitArgs::reap_descendants): as the
+// subreaper, this process inherits each orphan, so killing its children until
+// it has none reaches every descendant, whatever sessions or groups they made
+// (a child that forks before its kill leaves an orphan, found next round).
+// The warden is left alone (it is out of reach), then told and reaped.
 void kill_descendants() {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
