@@ -17,9 +17,9 @@
 # command left behind is gone after shutdown, after SIGTERM and after kill -9 of its supervisor) and
 # mcp (a sandbox, a command; two at once, neither reading the other's workspace or TMPDIR). Two
 # `run` sandboxes of one uid at once: neither reads the other's workspace or TMPDIR (by path,
-# O_PATH, /proc/PID/cwd and root, listing, find). kill -9 of a supervisor with no cgroup: nothing
-# the command detached (background, nohup, setsid, double fork) survives; a sibling sandbox and a
-# host process of the same uid do.
+# O_PATH, /proc/PID/cwd and root, listing, find). kill -9 of a supervisor with no cgroup, and a
+# timeout: nothing the command detached (background, nohup, setsid, double fork) survives; a
+# sibling sandbox and a host process of the same uid do.
 # Then: a kernel without Landlock (a parent seccomp filter answering
 # ENOSYS to landlock_create_ruleset): --layer landlock refuses (exit 125), saying why.
 source "$(dirname "$0")/lib.sh"
@@ -363,6 +363,13 @@ else
 fi
 pkill -f -- "^$m-peer" 2>/dev/null
 wait "$k9_sibling" 2>/dev/null
+# The timeout (the supervisor kills init): likewise.
+m=exg-ll-timeout-$$-$RANDOM
+run bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" "${no_cgroup[@]}" "$EXG" run --layer landlock --timeout 2s -- bash -c "$(ll_spawner "$m"); sleep 100"
+wait_for 5 _ll_none "$m-[bnsd]"
+check "$who: a timeout with no cgroup (status $STATUS): none of the detached processes survives (left: $(pgrep -af -- "$m-[bnsd]" | tr '\n' ' '))" \
+    bash -c '[ "$1" = 124 ] && grep -q "^spawned" <<<"$2" && ! pgrep -f -- "$3-[bnsd]" >/dev/null' _ "$STATUS" "$OUT" "$m"
+for p in $(pgrep -f -- "$m-[bnsd]"); do kill -9 "$p" 2>/dev/null; done
 
 # ---- sessions: a session on the landlock layer, driven with commands, a pty, attacks; its end ------
 # The agent is not pid 1 here (no pid namespace): a child subreaper, which ends every process the
