@@ -173,11 +173,18 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
   // on /tmp would show every sibling made after the start.)
   // /dev likewise where the process layer's is minimal: its device nodes and
   // ptys, not the host's disks, and a hundred rules fewer than its entries.
+  // A writable tree holding a whole temporary tree (a workspace at /tmp) would
+  // hold the siblings' directories too, writable: refused.
   std::vector<std::string> hidden = v.denied;
-  for (const char* t : kHostTempTrees)
-    if (std::none_of(r.read_write.begin(), r.read_write.end(), [&](const std::string& w) { return under(t, w); }) &&
-        !(minimal_dev && under(t, "/dev")))
-      hidden.push_back(t);
+  for (const char* t : kHostTempTrees) {
+    for (const auto& w : r.read_write)
+      if (under(t, w))
+        return fail(Error::msg("landlock layer", "the writable tree " + w + " holds the host's " + t +
+                                                     ", where other sandboxes of this uid keep their private "
+                                                     "directories, and Landlock cannot take them out of it; give "
+                                                     "a directory inside it instead"));
+    if (!(minimal_dev && under(t, "/dev"))) hidden.push_back(t);
+  }
   if (minimal_dev) hidden.push_back("/dev");
   auto roots = readable_roots(hidden, kMaxReadRules);
   if (!roots) return fail(roots.error());
@@ -187,6 +194,11 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
                                [&](const std::string& t) { return under(p, t); });
     bool denied = std::any_of(v.denied.begin(), v.denied.end(), [&](const std::string& d) { return under(p, d); });
     if (!in_temp || denied) continue;
+    if (std::any_of(std::begin(kHostTempTrees), std::end(kHostTempTrees), [&](const char* t) { return under(t, p); })) {
+      v.cautions.push_back(p + " is unreadable here: it is the host's shared temporary tree (other sandboxes' "
+                               "private directories are in it)");
+      continue;
+    }
     auto beneath = readable_beneath(p, v.denied, kMaxReadRules - std::min(kMaxReadRules, r.read_only.size()));
     if (!beneath) return fail(beneath.error());
     r.read_only.insert(r.read_only.end(), beneath->begin(), beneath->end());

@@ -137,11 +137,18 @@ TEST(LandlockView, HostTempTreesShowOnlyTheSandboxsOwnPaths) {
   EXPECT_TRUE(has(ro, "/usr"));
   EXPECT_TRUE(has(ro, "/var/lib") || !std::filesystem::exists("/var/lib"));
   EXPECT_EQ(r->rules.read_write, (std::vector<std::string>{"/tmp/own", "/srv/ws"}));
-  // A workspace that is /tmp itself keeps it (the sandbox was given it), not /var/tmp.
+  // A workspace that is /tmp itself (or holds /var/tmp) would hold the siblings' directories: refused.
   auto w = landlock_view(plan_with({{StepKind::BindRw, "/tmp", "/tmp"}}), "/tmp/own");
-  ASSERT_TRUE(w) << w.error().str();
-  EXPECT_TRUE(has(w->rules.read_write, "/tmp"));
-  EXPECT_FALSE(has(w->rules.read_only, "/var/tmp"));
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().str().find("holds the host's /tmp"), std::string::npos) << w.error().str();
+  EXPECT_FALSE(landlock_view(plan_with({{StepKind::BindRw, "/var", "/var"}}), "/tmp/own"));
+  // HOME at /tmp (no HOME of its own in a container): not shown, said.
+  auto h = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"}, {StepKind::Overlay, "/tmp", "/tmp"}}),
+                         "/tmp/own");
+  ASSERT_TRUE(h) << h.error().str();
+  EXPECT_FALSE(has(h->rules.read_only, "/tmp"));
+  EXPECT_TRUE(std::any_of(h->cautions.begin(), h->cautions.end(),
+                          [](const std::string& c) { return c.starts_with("/tmp is unreadable here"); }));
   // The process layer's minimal /dev: its device nodes, not the host's other entries.
   exg::plan::Step null_dev{StepKind::DevNode, "/dev/null", "/dev/null"};
   auto dev = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"}, {StepKind::Tmpfs, "", "/dev"}, null_dev}),
