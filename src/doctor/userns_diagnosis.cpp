@@ -384,7 +384,7 @@ std::vector<std::string> explain_userns_refusal(const UsernsFacts& f, const User
   for (const auto& w : ways) out.push_back("way out: " + w);
   if (f.landlock_abi >= 6)
     out.push_back("way out: --layer landlock (or --layer auto), if its weaker walls will do: no namespaces, the host's "
-                  "processes, network and /tmp visible (docs/layers.md)");
+                  "processes and network visible (docs/layers.md)");
   return out;
 }
 

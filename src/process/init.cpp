@@ -21,6 +21,7 @@
 
 #include "agent/agent.hpp"
 #include "process/handshake.hpp"
+#include "process/landlock_warden.hpp"
 #include "walls/init_loop.hpp"
 #include "walls/landlock.hpp"
 #include "walls/seccomp.hpp"
@@ -113,13 +114,29 @@ pid_t start_command(const InitArgs& a) {
   return pid;
 }
 
+// (the landlock layer's warden, InitArgs::warden_pid: none when pid < 0)
+Warden g_warden;
+
+// Closes every descriptor from `first` on but the warden's.
+void close_from(unsigned first) {
+  const int w = g_warden.fd;
+  if (w >= 0 && static_cast<unsigned>(w) >= first) {
+    if (static_cast<unsigned>(w) > first) ::close_range(first, static_cast<unsigned>(w) - 1, 0);
+    ::close_range(static_cast<unsigned>(w) + 1, ~0U, 0);
+  } else {
+    ::close_range(first, ~0U, 0);
+  }
+}
+
 // What the command left behind, killed (InitArgs::reap_descendants): as the
 // subreaper, this process inherits each orphan, so killing its children until
 // it has none reaches every descendant, whatever sessions or groups they made
 // (a child that forks before its kill leaves an orphan, found next round).
+// The warden is left alone (it is out of reach), then told and reaped.
 void kill_descendants() {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
+  int only_warden = 0;  // rounds in a row that found no child but the warden
   for (;;) {
     int fd = ::open(path, O_RDONLY | O_CLOEXEC);
     char buf[4096];
@@ -132,16 +149,23 @@ void kill_descendants() {
         char* end;
         long pid = std::strtol(p, &end, 10);
         if (end == p) break;
-        if (pid > 0) ::kill(static_cast<pid_t>(pid), SIGKILL), any = true;
+        if (pid > 0 && pid != g_warden.pid) ::kill(static_cast<pid_t>(pid), SIGKILL), any = true;
         p = end;
       }
     }
-    if (n < 0) return;  // no children file (CONFIG_PROC_CHILDREN): the sandbox's cgroup, if any, ends them
+    // (no children file, CONFIG_PROC_CHILDREN: the warden ends the rest once init has gone without a word)
+    if (n < 0) return;
     int status;
     pid_t r = ::waitpid(-1, &status, any ? 0 : WNOHANG);
-    if (r < 0 && errno == ECHILD) return;
-    // r == 0 with none listed: one was just reparented here; list again.
+    if (r == g_warden.pid) g_warden.pid = -1;  // (gone on its own: killed from the host)
+    if (r < 0 && errno == ECHILD) break;
+    // r == 0 with none listed: one was just reparented here, or it is the
+    // warden; list again. Twice in a row only the warden: the rest is gone
+    // (an orphan is this process's child before its dead parent can be reaped).
+    if (r == 0 && !any && g_warden.pid > 0 && ++only_warden == 2) break;
+    if (r != 0 || any) only_warden = 0;
   }
+  end_warden(&g_warden);
 }
 
 }  // namespace
@@ -150,6 +174,7 @@ void kill_descendants() {
   auto mark = [&](const char* step) {
     if (a.timer) a.timer->child_mark(step);
   };
+  g_warden = Warden{a.warden_pid, a.warden_fd};
   if (a.rlimits) {
     if (int r = walls::apply_rlimits(*a.rlimits); r != 0) die(a.sync_fd, "set resource limits", -r);
   }
@@ -193,9 +218,10 @@ void kill_descendants() {
     if (a.timer) a.timer->child_done();  // nothing of the sandbox may write the supervisor's figures
     send_ready(a.sync_fd);
     ::close(a.sync_fd);
+    if (g_warden.fd == 3 && (g_warden.fd = ::fcntl(3, F_DUPFD_CLOEXEC, 4)) < 0) ::_exit(125);
     if (::dup2(a.agent_channel, 3) < 0) ::_exit(125);
     ::fcntl(3, F_SETFD, FD_CLOEXEC);
-    ::close_range(4, ~0U, 0);
+    close_from(4);
     agent::AgentConfig cfg;
     cfg.channel = 3;
     cfg.env = a.plan->env;
@@ -210,7 +236,7 @@ void kill_descendants() {
   if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
   send_ready(a.sync_fd);
   ::close(a.sync_fd);
-  ::close_range(3, ~0U, 0);
+  close_from(3);
   // Everything the supervisor forwards goes on to the command.
   auto forward = [](int sig) {
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 ||

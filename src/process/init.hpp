@@ -37,6 +37,10 @@ struct InitArgs {
   // every process the command leaves behind becomes its child, and kills them
   // all when the command ends (a pid namespace's end does that elsewhere).
   bool reap_descendants = false;
+  // The landlock layer's warden (process/landlock_warden.hpp): left out of the
+  // descendants init kills (it cannot signal it), told and reaped once they are gone.
+  pid_t warden_pid = -1;
+  int warden_fd = -1;
   // The capability bounding set was emptied before (root, before it changed
   // uid) or cannot be (an ordinary user lacks CAP_SETPCAP; no_new_privs then
   // keeps it from ever mattering): the landlock layer, which has no user

@@ -23,6 +23,7 @@
 #include "process/handshake.hpp"
 #include "process/init.hpp"
 #include "process/landlock_view.hpp"
+#include "process/landlock_warden.hpp"
 #include "walls/rlimits.hpp"
 #include "walls/seccomp.hpp"
 #include "process/spawn.hpp"
@@ -44,6 +45,7 @@ struct ChildSetup {
   const plan::Plan* plan = nullptr;  // the launch's copy: this layer's rules and environment
   const layer::LaunchOptions* opt = nullptr;
   walls::RlimitPlan rlimits;
+  std::string private_tmp;     // the run's TMPDIR (the warden removes it if the supervisor is killed)
   std::string bundle_path;     // where the trust bundle goes; empty: none
   std::string bundle_content;  // the host's bundle (the File step's content), the anchor appended
   bool want_pty = false;
@@ -109,6 +111,9 @@ struct ChildSetup {
   }
   // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
+  // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
+  Warden warden;
+  if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
   if (walls::install_seccomp_errno(walls::host_network_seccomp_program(plan.seccomp)) != 0) die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
@@ -119,6 +124,8 @@ struct ChildSetup {
   ia.seccomp = plan.seccomp ? &walls::prebuilt_seccomp_program() : nullptr;
   ia.timer = opt.timer;
   ia.reap_descendants = true;
+  ia.warden_pid = warden.pid;
+  ia.warden_fd = warden.fd;
   ia.agent_channel = f.agent_fd;
   ia.bounding_set_done = true;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = opt.tty_fds[k];
@@ -214,7 +221,7 @@ std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {
   std::vector<std::string> out;
   auto v = landlock_view(plan, private_tmp(plan));
   if (v) out = v->cautions;
-  out.insert(out.begin(), "layer landlock: no namespaces: the host's processes, network and /tmp are visible to the "
+  out.insert(out.begin(), "layer landlock: no namespaces: the host's processes and network are visible to the "
                           "command (docs/layers.md says what this layer cannot do)");
   return out;
 }
@@ -261,6 +268,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   ChildSetup c;
   c.plan = &own;
   c.opt = &opt;
+  c.private_tmp = tmp;
   c.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
   c.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
   if (view->trust_bundle) {

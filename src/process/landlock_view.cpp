@@ -24,12 +24,20 @@ std::string child_path(const std::string& dir, std::string_view name) {
 }  // namespace
 
 Result<std::vector<std::string>> readable_roots(const std::vector<std::string>& denied, size_t max_rules) {
+  return readable_beneath("/", denied, max_rules);
+}
+
+Result<std::vector<std::string>> readable_beneath(const std::string& root, const std::vector<std::string>& denied,
+                                                  size_t max_rules) {
   std::vector<std::string> out;
-  if (denied.empty()) return std::vector<std::string>{"/"};
   for (const auto& d : denied)
     if (d.empty() || d[0] != '/' || d == "/")
       return fail(Error::msg("landlock layer", "cannot deny reading " + (d.empty() ? std::string("\"\"") : d) +
                                                    ": not an absolute path below /"));
+  for (const auto& d : denied)
+    if (under(root, d)) return out;  // the whole tree is denied
+  if (std::none_of(denied.begin(), denied.end(), [&](const std::string& d) { return under(d, root); }))
+    return std::vector<std::string>{root};
   const std::set<std::string> deny(denied.begin(), denied.end());
   // A path on the way to a denied one: no rule of its own, its entries judged one by one.
   auto on_the_way = [&](const std::string& p) {
@@ -63,7 +71,7 @@ Result<std::vector<std::string>> readable_roots(const std::vector<std::string>& 
     }
     return {};
   };
-  if (auto r = visit("/"); !r) return fail(r.error());
+  if (auto r = visit(root); !r) return fail(r.error());
   return out;
 }
 
@@ -86,6 +94,9 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
   r.write_files = {"/dev/null", "/dev/zero", "/dev/full", "/dev/tty"};
   if (!private_tmp.empty()) r.read_write.push_back(private_tmp);
   bool tmp_said = false;
+  // What the process layer shows of the host's temporary trees (below).
+  std::vector<std::string> shown;
+  bool minimal_dev = false;  // the process layer's /dev holds only its device nodes and own ptys
   for (const auto& s : plan.steps) {
     switch (s.kind) {
       case StepKind::BindRw:
@@ -100,12 +111,15 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
                                                        " needs an overlay mount; this layer runs the workspace live "
                                                        "(--workspace-mode live) or not at all"));
         v.cautions.push_back(s.target + " is read-only here (the process layer gives it a throwaway writable layer)");
+        shown.push_back(s.target);
         break;
       case StepKind::Tmpfs:
+        if (s.target == "/dev") minimal_dev = true;
         if ((s.target == "/tmp" || s.target == "/var/tmp" || s.target == "/dev/shm") && !tmp_said) {
           tmp_said = true;
-          v.cautions.push_back("the host's /tmp, /var/tmp and /dev/shm are visible and read-only; TMPDIR is a "
-                               "private directory of this run");
+          v.cautions.push_back("the host's /tmp, /var/tmp and /dev/shm are unreadable and unwritable but for what "
+                               "the process layer would show there (the workspace, HOME, allowRead, allowWrite); "
+                               "TMPDIR is a private directory of this run");
         }
         break;
       case StepKind::MaskDir:
@@ -130,9 +144,16 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
                                                        ") inside a writable tree: Landlock cannot take a tree's "
                                                        "rights away below it, and this layer makes no mounts"));
         break;
+      case StepKind::DevNode:
+        shown.push_back(s.target);
+        break;
+      case StepKind::Devpts:  // (the host's here: a session's agent opens its terminals there)
+        shown.insert(shown.end(), {s.target, "/dev/ptmx"});
+        break;
       case StepKind::BindRo:
         if (s.source != s.target)
           v.cautions.push_back(s.source + " is not also at " + s.target + " here (no mounts)");
+        shown.push_back(s.source);
         break;
       default:  // the host's own /proc, /sys, /dev, /run and names; protected names: see below
         break;
@@ -143,9 +164,45 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
       if (under(d, w))
         return fail(Error::msg("landlock layer", "cannot deny reading " + d + " inside the writable tree " + w +
                                                      ": Landlock cannot take a tree's rights away below it"));
-  auto roots = readable_roots(v.denied, kMaxReadRules);
+  // The host's temporary trees are where sibling sandboxes of the same uid
+  // keep their private TMPDIRs, fresh workspaces and serve's or mcp's state:
+  // unreadable as trees (the process layer mounts its own over them), readable
+  // only where a writable tree (the workspace, TMPDIR, allowWrite) or what the
+  // process layer shows (HOME, allowRead, exguardian itself) lies inside them.
+  // (Landlock grants are inherited by what appears later beneath them: a rule
+  // on /tmp would show every sibling made after the start.)
+  // /dev likewise where the process layer's is minimal: its device nodes and
+  // ptys, not the host's disks, and a hundred rules fewer than its entries.
+  // A writable tree holding a whole temporary tree (a workspace at /tmp) would
+  // hold the siblings' directories too, writable: refused.
+  std::vector<std::string> hidden = v.denied;
+  for (const char* t : kHostTempTrees) {
+    for (const auto& w : r.read_write)
+      if (under(t, w))
+        return fail(Error::msg("landlock layer", "the writable tree " + w + " holds the host's " + t +
+                                                     ", where other sandboxes of this uid keep their private "
+                                                     "directories, and Landlock cannot take them out of it; give "
+                                                     "a directory inside it instead"));
+    if (!(minimal_dev && under(t, "/dev"))) hidden.push_back(t);
+  }
+  if (minimal_dev) hidden.push_back("/dev");
+  auto roots = readable_roots(hidden, kMaxReadRules);
   if (!roots) return fail(roots.error());
   r.read_only = std::move(*roots);
+  for (const auto& p : shown) {
+    bool in_temp = std::any_of(hidden.begin() + static_cast<std::ptrdiff_t>(v.denied.size()), hidden.end(),
+                               [&](const std::string& t) { return under(p, t); });
+    bool denied = std::any_of(v.denied.begin(), v.denied.end(), [&](const std::string& d) { return under(p, d); });
+    if (!in_temp || denied) continue;
+    if (std::any_of(std::begin(kHostTempTrees), std::end(kHostTempTrees), [&](const char* t) { return under(t, p); })) {
+      v.cautions.push_back(p + " is unreadable here: it is the host's shared temporary tree (other sandboxes' "
+                               "private directories are in it)");
+      continue;
+    }
+    auto beneath = readable_beneath(p, v.denied, kMaxReadRules - std::min(kMaxReadRules, r.read_only.size()));
+    if (!beneath) return fail(beneath.error());
+    r.read_only.insert(r.read_only.end(), beneath->begin(), beneath->end());
+  }
   if (!plan.protect_extra.empty() || !plan.swept_trees.empty())
     v.cautions.push_back("protected names in the workspace (.git/hooks, .git/config, ...) are not read-only during the "
                          "run: the end-of-run sweep quarantines what was planted");

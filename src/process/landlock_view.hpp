@@ -5,13 +5,16 @@
 // Landlock is an allow-list whose rights are inherited down a tree: it can
 // grant, never take away below a grant. So:
 //   writes     only in the Plan's writable binds (the workspace, allowWrite)
-//              and a private directory for TMPDIR; the host's /tmp stays
-//              read-only, HOME's throwaway layer becomes no writes at all;
+//              and a private directory for TMPDIR; HOME's throwaway layer
+//              becomes no writes at all;
 //   reads      everywhere but the denied paths (the Plan's masks): every
 //              directory on the way from "/" to a denied path gets no rule of
 //              its own (it can be walked through, not listed), every other
 //              entry of it gets read rights (listed when the sandbox starts:
 //              what appears there later is unreadable, which errs closed);
+//              the host's /tmp, /var/tmp and /dev/shm count as denied (a
+//              sibling sandbox's TMPDIR and workspace live there), but for
+//              the sandbox's own paths inside them;
 //   refused    a denied path inside a writable tree (Landlock cannot take the
 //              tree's rights away below it), a workspace as an overlay
 //              (overlay, discard: they need mounts), a writable bind placed
@@ -41,8 +44,15 @@ inline constexpr size_t kMaxReadRules = 4096;
 // directories on the way to each denied path (the host as it is now).
 Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& private_tmp);
 
+// The host's shared temporary trees: unreadable on this layer but for the
+// sandbox's own paths inside them (landlock_view).
+inline constexpr const char* kHostTempTrees[] = {"/tmp", "/var/tmp", "/dev/shm"};
+
 // The read rules alone: every path under "/" but `denied` and their
 // ancestors, as the fewest trees (exposed for the unit tests).
 Result<std::vector<std::string>> readable_roots(const std::vector<std::string>& denied, size_t max_rules);
+// The same beneath `root` (nothing when `root` lies in a denied path).
+Result<std::vector<std::string>> readable_beneath(const std::string& root, const std::vector<std::string>& denied,
+                                                  size_t max_rules);
 
 }  // namespace exg::process

@@ -122,6 +122,16 @@ LandlockFeatures landlock_features() {
   return f;
 }
 
+int scope_signals_only() {
+  if (!landlock_features().scope) return -EOPNOTSUPP;
+  RulesetAttr attr{};
+  attr.scoped = LANDLOCK_SCOPE_SIGNAL;  // nothing else handled: no access is taken away
+  UniqueFd ruleset(static_cast<int>(create_ruleset(&attr, sizeof attr, 0)));
+  if (!ruleset) return -errno;
+  if (restrict_self(ruleset.get(), 0) != 0) return -errno;
+  return 0;
+}
+
 int apply_landlock(const LandlockRules& rules, std::string* report) {
   const LandlockFeatures f = landlock_features();
   auto say = [&](const std::string& s) {

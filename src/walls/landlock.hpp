@@ -34,4 +34,10 @@ LandlockFeatures landlock_features();
 // has no Landlock).
 int apply_landlock(const LandlockRules& rules, std::string* report);
 
+// A domain that only scopes signals (ABI 6), nothing else handled: the caller
+// may signal itself, what shares the domain and what later nests in it (a
+// process that applies more rules after this), and nothing outside. Needs
+// no_new_privs. 0, or -errno (-EOPNOTSUPP: no scoping in this kernel).
+int scope_signals_only();
+
 }  // namespace exg::walls

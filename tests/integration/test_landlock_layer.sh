@@ -14,7 +14,12 @@
 # its token, a host off the allowlist through the proxy; a git hook planted in the workspace is
 # quarantined at the end; the raw and packet sockets' refusals are in the audit log. Sessions on the
 # layer: `exguardian session` (commands, a pty command, the attacks again inside it; what a
-# command left behind is gone after shutdown and after SIGTERM) and mcp (a sandbox, a command).
+# command left behind is gone after shutdown, after SIGTERM and after kill -9 of its supervisor) and
+# mcp (a sandbox, a command; two at once, neither reading the other's workspace or TMPDIR). Two
+# `run` sandboxes of one uid at once: neither reads the other's workspace or TMPDIR (by path,
+# O_PATH, /proc/PID/cwd and root, listing, find). kill -9 of a supervisor with no cgroup, and a
+# timeout: nothing the command detached (background, nohup, setsid, double fork) survives; a
+# sibling sandbox and a host process of the same uid do.
 # Then: a kernel without Landlock (a parent seccomp filter answering
 # ENOSYS to landlock_create_ruleset): --layer landlock refuses (exit 125), saying why.
 source "$(dirname "$0")/lib.sh"
@@ -79,11 +84,15 @@ else
     AS=(); who="uid $(id -u), an ordinary user"
 fi
 note "as $who"
-OUTSIDE=$T/outside
+# What the attacks aim at lies outside the host's temporary trees ($O is under /var/lib): this layer
+# hides /tmp, where $T is, as a whole (the siblings' part below), and each wall here is its own.
+L=$O/landlock
+mkdir -p "$L" && chmod 755 "$L"
+OUTSIDE=$L/outside
 mkdir -p "$OUTSIDE" && echo original >"$OUTSIDE/file"
-SECRETS=$T/secretdir
-mkdir -p "$SECRETS" && echo topsecret-ll >"$SECRETS/key" && echo readable >"$T/neighbour"
-if [ "$EXG_LL_AS" = root ]; then chown -R exgtest: "$OUTSIDE" "$SECRETS" "$T/neighbour"; chmod 755 "$T"; fi
+SECRETS=$L/secretdir
+mkdir -p "$SECRETS" && echo topsecret-ll >"$SECRETS/key" && echo readable >"$L/neighbour"
+if [ "$EXG_LL_AS" = root ]; then chown -R exgtest: "$OUTSIDE" "$SECRETS" "$L/neighbour"; chmod 755 "$T"; fi
 git -C "$WS" init -q 2>/dev/null
 [ "$EXG_LL_AS" = root ] && chown -R exgtest: "$WS"
 cat >"$T/policy.json" <<JSON
@@ -107,7 +116,7 @@ def serve(s):
 threading.Thread(target=serve, args=(a,), daemon=True).start()
 threading.Thread(target=serve, args=(u,), daemon=True).start()
 print("up", flush=True)
-serve(t)' "$T/host.sock" >"$T/services.out" 2>&1 &
+serve(t)' "$L/host.sock" >"$T/services.out" 2>&1 &
 track_bg $!
 # (the victim runs as the sandbox's own uid: only the scoping can refuse the signal)
 if [ "$EXG_LL_AS" = root ]; then setpriv --reuid=exgtest --regid=exgtest --clear-groups -- sleep 300 &
@@ -125,7 +134,7 @@ check "$who: ... and says it chose landlock, not process" \
 check "$who: ... and says what the layer cannot do (no namespaces)" grep -q 'layer landlock: no namespaces' <<<"$ERR"
 
 # ---- one sandbox, every attack ---------------------------------------------------------------------
-cat >"$T/attacks.py" <<'PY'
+cat >"$L/attacks.py" <<'PY'
 import errno, os, re, socket, sys
 outside, secrets, victim = sys.argv[1], sys.argv[2], int(sys.argv[3])
 def res(name, fn):
@@ -203,8 +212,8 @@ print("write-tmpdir: ok")
 os.makedirs(".git/hooks", exist_ok=True)
 with open(".git/hooks/post-checkout", "w") as f: f.write("#!/bin/sh\ntouch /tmp/pwned\n")
 PY
-[ "$EXG_LL_AS" = root ] && chmod 644 "$T/attacks.py"
-run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" --audit-log "$T/audit.jsonl" -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$T/host.sock"
+[ "$EXG_LL_AS" = root ] && chmod 644 "$L/attacks.py"
+run timeout 60 "$EXG" run --layer landlock --policy "$T/policy.json" --audit-log "$T/audit.jsonl" -- python3 "$L/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$L/host.sock"
 note "status $STATUS"
 printf '%s\n' "$OUT" | sed 's/^/#      /'
 attack() {  # NAME DESC: the sandbox printed "NAME: refused ..."
@@ -247,13 +256,120 @@ check "$who: ... and the host process is still alive" kill -0 "$victim"
 attack abstract-unix "connecting to the host's abstract unix socket (the gate; scoping)"
 check "$who: connecting to a host unix socket by its path, open to anyone, is refused by the gate (EACCES; the host itself reaches it)" \
     bash -c 'grep -qE "^pathname-unix: refused (EACCES|EPERM)" <<<"$1" &&
-             python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); assert s.recv(64)" "$2"' _ "$OUT" "$T/host.sock"
+             python3 -c "import socket,sys; s=socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); assert s.recv(64)" "$2"' _ "$OUT" "$L/host.sock"
 check "$who: the proxy without the token answers 407" grep -q "^proxy-without-token: ALLOWED 'HTTP/1.1 407" <<<"$OUT"
 check "$who: the proxy with the token refuses a host off the allowlist (403)" \
     grep -q "^proxy-denied-host: ALLOWED 'HTTP/1.1 403" <<<"$OUT"
 check "$who: the planted hook is gone from the workspace" test ! -e "$WS/.git/hooks/post-checkout"
 tmpdir=$(sed -n 's/^tmpdir: //p' <<<"$OUT")
 check "$who: the run's private TMPDIR ($tmpdir) is removed after it" bash -c '[ -n "$1" ] && [ ! -e "$1" ]' _ "$tmpdir"
+
+# ---- two sandboxes of the same uid at once: neither reads the other's workspace or TMPDIR ------------
+# Fresh workspaces in the host's /tmp (where mcp's and serve's sandboxes keep theirs); the sandbox A
+# writes a secret into its workspace and its TMPDIR and waits; B, meanwhile, tries them by path, by
+# listing and searching the host's temporary trees, through /proc/A/cwd and /proc/A/root, and by
+# reopening an O_PATH descriptor. Landlock holds here, not mode bits: both run as the same uid.
+SIB_A=$T/sib-a SIB_B=$T/sib-b
+mkdir -p "$SIB_A" "$SIB_B"
+[ "$EXG_LL_AS" = root ] && chown exgtest: "$SIB_A" "$SIB_B"
+sib_secret=sib-secret-$RANDOM$RANDOM
+cat >"$L/sibling.sh" <<'SH'
+ws=$1 tmp=$2 pid=$3
+for p in "$ws/secret" "$tmp/secret" "/proc/$pid/cwd/secret" "/proc/$pid/root$ws/secret"; do
+    if cat "$p" 2>/dev/null; then echo "read: $p"; else echo "refused: cat $p"; fi
+    if python3 -c 'import os,sys; fd=os.open(sys.argv[1], os.O_PATH); print(open(f"/proc/self/fd/{fd}").read())' "$p" 2>/dev/null
+    then echo "read: O_PATH $p"; else echo "refused: O_PATH $p"; fi
+done
+for d in "$ws" "$tmp" /tmp /var/tmp /dev/shm "/proc/$pid/cwd" "/proc/$pid/root/tmp"; do
+    if ls -a "$d" 2>/dev/null; then echo "listed: $d"; else echo "refused: ls $d"; fi
+done
+find /tmp /var/tmp /dev/shm -name secret 2>/dev/null | sed 's/^/found: /'
+grep -rs . /tmp /var/tmp /dev/shm 2>/dev/null | head -5 | sed 's/^/grep: /'
+echo sibling-done
+SH
+chmod 644 "$L/sibling.sh"
+(cd "$SIB_A" && exec timeout 60 "$EXG" run --layer landlock -- sh -c \
+    'echo "$1" > secret && echo "$1" > "$TMPDIR/secret" && cat secret "$TMPDIR/secret" >/dev/null &&
+     echo "$TMPDIR $$" > info.tmp && mv info.tmp info; while [ ! -e done ]; do sleep 0.1; done' _ "$sib_secret") \
+    >"$T/sib-a.out" 2>&1 &
+sib_a=$!
+track_bg "$sib_a"
+if wait_for 20 test -s "$SIB_A/info"; then
+    read -r a_tmp a_pid <"$SIB_A/info"
+    check "$who: control: sandbox A's secret is in its workspace and TMPDIR ($a_tmp) on the host" \
+        bash -c '[ "$(cat "$1/secret")" = "$3" ] && [ "$(cat "$2/secret")" = "$3" ]' _ "$SIB_A" "$a_tmp" "$sib_secret"
+    run bash -c 'cd "$1" && exec timeout 60 "$2" run --layer landlock -- sh "$3/sibling.sh" "$4" "$5" "$6"' _ \
+        "$SIB_B" "$EXG" "$L" "$SIB_A" "$a_tmp" "$a_pid"
+    check "$who: sandbox B ran its tries (status $STATUS)" grep -q '^sibling-done' <<<"$OUT"
+    [ "$STATUS" = 0 ] || show_last
+    check "$who: B reads nothing of A's by path, O_PATH, /proc/A/cwd or /proc/A/root ($(grep -c '^refused: \(cat\|O_PATH\)' <<<"$OUT") of 8 refused)" \
+        test "$(grep -c '^refused: \(cat\|O_PATH\)' <<<"$OUT")" = 8
+    check "$who: B lists none of A's workspace, A's TMPDIR, the host's /tmp, /var/tmp, /dev/shm, /proc/A/cwd, /proc/A/root/tmp" \
+        bash -c '[ "$(grep -c "^refused: ls" <<<"$1")" = 7 ] && ! grep -q "^listed:" <<<"$1"' _ "$OUT"
+    check "$who: ... find and grep over the temporary trees find nothing, and A's secret is nowhere in B's output" \
+        bash -c '! grep -q "^found: \|^grep: " <<<"$1" && ! grep -q "$3" <<<"$1$2"' _ "$OUT" "$ERR" "$sib_secret"
+    check "$who: ... B's own TMPDIR and workspace work meanwhile" \
+        bash -c 'cd "$1" && timeout 60 "$2" run --layer landlock -- sh -c "echo x > \$TMPDIR/f && cat \$TMPDIR/f && echo y > f && cat f && mktemp >/dev/null" 2>/dev/null | tr -d "\n" | grep -qx xy' _ "$SIB_B" "$EXG"
+else
+    fail "$who: sandbox A never wrote its secret"; sed 's/^/#      /' "$T/sib-a.out"
+fi
+touch "$SIB_A/done"
+wait "$sib_a" 2>/dev/null
+
+# ---- kill -9 of the supervisor, no cgroup: nothing the sandbox started survives ----------------------
+# Without a cgroup (the user runner may make none here; the root runner's, whose root is the host's
+# uid 0, is run in a mount namespace with no cgroup filesystem), only the layer's warden can end
+# what the command detached: background, nohup, setsid, a double fork ignoring SIGTERM/SIGHUP/SIGINT.
+# Each carries MARKER in its argv.
+_ll_left() { pgrep -f -- "$1" >/dev/null; }
+_ll_none() { ! _ll_left "$1"; }
+ll_spawner() {
+    local m=$1
+    printf '%s' "
+        (exec -a $m-bg sleep 1000) </dev/null >/dev/null 2>&1 &
+        nohup bash -c 'exec -a $m-nohup sleep 1000' </dev/null >/dev/null 2>&1 &
+        setsid bash -c '(exec -a $m-setsid sleep 1000) & ' </dev/null >/dev/null 2>&1
+        ( ( (trap '' TERM HUP INT; exec -a $m-double sleep 1000) & ) & ) </dev/null >/dev/null 2>&1
+        mkdir -p \"\$TMPDIR/a/b/c\" && echo x > \"\$TMPDIR/a/b/c/f\" && echo \"tmpdir: \$TMPDIR\"
+        sleep 0.3; echo spawned"
+}
+m=exg-ll-k9-$$-$RANDOM
+# Meanwhile a sibling sandbox of the same uid runs, which the warden must leave alone (as the host process $victim).
+(cd "$SIB_B" && exec "$EXG" run --layer landlock -- bash -c "(exec -a $m-peer sleep 60) & echo up; wait") >"$T/k9-sibling.out" 2>&1 &
+k9_sibling=$!
+track_bg "$k9_sibling"
+wait_for 20 grep -q up "$T/k9-sibling.out"
+no_cgroup=()
+[ "$EXG_LL_AS" = root ] && no_cgroup=(unshare --mount -- sh -c 'mount -t tmpfs none /sys/fs/cgroup && exec "$@"' _)
+(cd "$WS" && exec "${no_cgroup[@]}" "$EXG" run --layer landlock -- bash -c "$(ll_spawner "$m"); sleep 100") >"$T/k9.out" 2>&1 &
+k9=$!
+track_bg "$k9"
+if wait_for 20 grep -q spawned "$T/k9.out"; then
+    check "$who: control: no cgroup holds the sandbox, and its detached processes run ($(pgrep -fc -- "^$m-[bnsd]") of 4)" \
+        bash -c '[ "$(pgrep -fc -- "^$1-[bnsd]")" = 4 ] && ! grep -qi "exg" /proc/$(pgrep -f -- "^$1-double")/cgroup' _ "$m"
+    kill -9 "$k9"
+    wait "$k9" 2>/dev/null
+    wait_for 5 _ll_none "$m-[bnsd]"
+    check "$who: kill -9 of the supervisor: none of them survives (left: $(pgrep -af -- "$m-[bnsd]" | tr '\n' ' '))" _ll_none "$m-[bnsd]"
+    k9_tmp=$(sed -n 's/^tmpdir: //p' "$T/k9.out")
+    _k9_tmp_gone() { [ -n "$k9_tmp" ] && [ ! -e "$k9_tmp" ]; }
+    wait_for 5 _k9_tmp_gone
+    check "$who: ... and its private TMPDIR ($k9_tmp, with a tree in it) is removed, though the supervisor never ran its end" _k9_tmp_gone
+    check "$who: ... while a sibling sandbox and a host process of the same uid live on (the warden's kill stays in its domain)" \
+        bash -c 'pgrep -f -- "^$1-peer" >/dev/null && kill -0 "$2"' _ "$m" "$victim"
+    for p in $(pgrep -f -- "$m-[bnsd]"); do kill -9 "$p" 2>/dev/null; done
+else
+    fail "$who: kill -9: the command never started"; sed 's/^/#      /' "$T/k9.out"
+fi
+pkill -f -- "^$m-peer" 2>/dev/null
+wait "$k9_sibling" 2>/dev/null
+# The timeout (the supervisor kills init): likewise.
+m=exg-ll-timeout-$$-$RANDOM
+run bash -c 'cd "$1" && shift && exec "$@"' _ "$WS" "${no_cgroup[@]}" "$EXG" run --layer landlock --timeout 2s -- bash -c "$(ll_spawner "$m"); sleep 100"
+wait_for 5 _ll_none "$m-[bnsd]"
+check "$who: a timeout with no cgroup (status $STATUS): none of the detached processes survives (left: $(pgrep -af -- "$m-[bnsd]" | tr '\n' ' '))" \
+    bash -c '[ "$1" = 124 ] && grep -q "^spawned" <<<"$2" && ! pgrep -f -- "$3-[bnsd]" >/dev/null' _ "$STATUS" "$OUT" "$m"
+for p in $(pgrep -f -- "$m-[bnsd]"); do kill -9 "$p" 2>/dev/null; done
 
 # ---- sessions: a session on the landlock layer, driven with commands, a pty, attacks; its end ------
 # The agent is not pid 1 here (no pid namespace): a child subreaper, which ends every process the
@@ -286,7 +402,7 @@ if start_session "$T/session.log"; then
     run sc exec -- sh -c "echo pwned > '$OUTSIDE/file'"
     check "$who: in the session, writing outside the writable paths is refused (status $STATUS), the file unchanged" \
         bash -c '[ "$1" != 0 ] && [ "$(cat "$2/file")" = original ]' _ "$STATUS" "$OUTSIDE"
-    run sc exec -- python3 "$T/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$T/host.sock"
+    run sc exec -- python3 "$L/attacks.py" "$OUTSIDE" "$SECRETS" "$victim" "$L/host.sock"
     for a in read-denied tcp-other-port udp raw packet bind kill-host-process abstract-unix pathname-unix; do
         check "$who: in the session, $a is refused ($(grep "^$a: " <<<"$OUT" | head -1))" grep -q "^$a: refused" <<<"$OUT"
     done
@@ -324,6 +440,22 @@ else
     fail "$who: the second session did not come up"; sed 's/^/#      /' "$T/session2.log"
 fi
 
+# kill -9 of the session's supervisor: the agent dies with it, and the warden ends what it started.
+if start_session "$T/session3.log"; then
+    run sc exec -- sh -c 'setsid sh -c "exec sleep 31339" </dev/null >/dev/null 2>&1 & echo started'
+    _left3() { pgrep -x sleep -a 2>/dev/null | grep -q " 31339$"; }
+    check "$who: control: the session's left-behind process runs" _left3
+    kill -9 "$(pgrep -P "$SESSION_PID" -x exguardian)"  # (SESSION_PID is timeout's)
+    wait "$SESSION_PID" 2>/dev/null
+    _gone3() { ! _left3; }
+    wait_for 5 _gone3
+    check "$who: kill -9 of a landlock session's supervisor ends what it started" _gone3
+    pkill -9 -x -f 'sleep 31339' 2>/dev/null
+    rm -f "$SOCK"
+else
+    fail "$who: the third session did not come up"; sed 's/^/#      /' "$T/session3.log"
+fi
+
 # mcp on the landlock layer: a sandbox made, a command run in it, the sandbox destroyed (JSON-RPC
 # over stdio, as an MCP client speaks it).
 cat >"$T/mcp.py" <<'PY'
@@ -352,9 +484,34 @@ if sid:
     print("run:", json.dumps(r))
     print("run-ok:", r.get("exit_code") == 0 and "mcp-on-landlock" in r.get("stdout", ""))
     print("destroyed:", json.dumps(tool("destroy_sandbox", {"sandbox_id": sid})))
+    # Two sandboxes of this server at once, one uid, workspaces in the host's /tmp (a fresh
+    # workspace, made at /home/user, needs a mount: refused on this layer): the second reads
+    # nothing of the first's workspace or TMPDIR.
+    secret = sys.argv[3]
+    ca = tool("create_sandbox", {"layer": "landlock", "workspace": ws + "/mcp-a"})
+    cb = tool("create_sandbox", {"layer": "landlock", "workspace": ws + "/mcp-b"})
+    print("created-two:", json.dumps(ca)[:300], json.dumps(cb)[:300])
+    a, b = ca.get("sandbox_id"), cb.get("sandbox_id")
+    w = tool("run_command", {"sandbox_id": a, "command": f"echo {secret} > secret; echo {secret} > $TMPDIR/secret; echo $PWD $TMPDIR"})
+    paths = w.get("stdout", "").split()
+    print("sibling-paths:", paths)
+    if a and b and len(paths) == 2:
+        ws_a, tmp_a = paths
+        r = tool("run_command", {"sandbox_id": b, "command":
+                 f"cat {ws_a}/secret || echo refused-ws; cat {tmp_a}/secret || echo refused-tmp; "
+                 f"ls {ws_a} || echo refused-ls-ws; ls {tmp_a} || echo refused-ls-tmp; ls /var/tmp || echo refused-ls-var-tmp; "
+                 f"find /tmp /var/tmp -name secret; echo own > secret && cat secret"})
+        print("sibling:", json.dumps(r))
+        out = r.get("stdout", "") + r.get("stderr", "")
+        print("sibling-held:", secret not in out and all(f"refused-{k}" in out for k in ("ws", "tmp", "ls-ws", "ls-tmp", "ls-var-tmp"))
+              and out.count("own") >= 1)
+    for x in (a, b):
+        if x: tool("destroy_sandbox", {"sandbox_id": x})
 p.stdin.close(); p.wait(timeout=30)
 PY
-run timeout 90 python3 "$T/mcp.py" "$EXG" "$WS"
+mkdir -p "$WS/mcp-a" "$WS/mcp-b"
+[ "$EXG_LL_AS" = root ] && chown exgtest: "$WS/mcp-a" "$WS/mcp-b"
+run timeout 90 python3 "$T/mcp.py" "$EXG" "$WS" "mcp-secret-$RANDOM$RANDOM"
 note "$(head -c 600 <<<"$OUT")"
 if [ "$EXG_LL_AS" = user ] && grep -q "cgroup limits: cannot be enforced" <<<"$OUT"; then
     # (mcp's sandboxes have default memory/pids/CPU limits; an ordinary user with no delegated
@@ -364,6 +521,8 @@ else
 check "$who: mcp --layer landlock makes a landlock sandbox and runs a command in it" \
     bash -c 'grep -q "^created: .*\"layer\": \"landlock\"" <<<"$1" && grep -q "^run-ok: True" <<<"$1" &&
              grep -q "^destroyed: .*\"destroyed\": true" <<<"$1"' _ "$OUT"
+check "$who: ... two mcp sandboxes at once: the second reads and lists nothing of the first's workspace or TMPDIR ($(grep '^sibling-paths:' <<<"$OUT"))" \
+    grep -q "^sibling-held: True" <<<"$OUT"
 fi
 [ "$STATUS" = 0 ] || show_last
 

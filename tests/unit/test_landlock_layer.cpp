@@ -108,6 +108,58 @@ TEST(LandlockView, WritesOnlyInTheWritableTreesAndTheNetworkIsHandled) {
   EXPECT_FALSE(has(r->rules.write_files, "/proc"));
 }
 
+// The host's /tmp, /var/tmp and /dev/shm hold sibling sandboxes' TMPDIRs and
+// workspaces: no rule reaches them as trees, only the sandbox's own paths in them.
+TEST(LandlockView, HostTempTreesShowOnlyTheSandboxsOwnPaths) {
+  using exg::plan::StepKind;
+  char tmpl[] = "/var/tmp/exg-ll-unit-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string d = tmpl;
+  std::filesystem::create_directories(d + "/home/.ssh");
+  std::filesystem::create_directories(d + "/home/notes");
+  std::filesystem::create_directories(d + "/sibling");
+  std::ofstream(d + "/tool") << "x";
+  exg::plan::Step ssh{StepKind::MaskDir, "", d + "/home/.ssh"};
+  auto r = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"},
+                                    {StepKind::Overlay, d + "/home", d + "/home"},
+                                    ssh,
+                                    {StepKind::BindRo, d + "/tool", "/run/exguardian/exguardian"}}),
+                         "/tmp/own");
+  ASSERT_TRUE(r) << r.error().str();
+  const auto& ro = r->rules.read_only;
+  for (const char* t : {"/", "/tmp", "/var/tmp", "/dev/shm", "/var", "/dev"}) EXPECT_FALSE(has(ro, t)) << t;
+  EXPECT_FALSE(has(ro, d));
+  EXPECT_FALSE(has(ro, d + "/sibling")) << "another sandbox's directory";
+  EXPECT_FALSE(has(ro, d + "/home")) << "HOME holds a denied path: its entries one by one";
+  EXPECT_FALSE(has(ro, d + "/home/.ssh"));
+  EXPECT_TRUE(has(ro, d + "/home/notes")) << "HOME, as the process layer shows it";
+  EXPECT_TRUE(has(ro, d + "/tool")) << "a read-only bind's source (exguardian itself)";
+  EXPECT_TRUE(has(ro, "/usr"));
+  EXPECT_TRUE(has(ro, "/var/lib") || !std::filesystem::exists("/var/lib"));
+  EXPECT_EQ(r->rules.read_write, (std::vector<std::string>{"/tmp/own", "/srv/ws"}));
+  // A workspace that is /tmp itself (or holds /var/tmp) would hold the siblings' directories: refused.
+  auto w = landlock_view(plan_with({{StepKind::BindRw, "/tmp", "/tmp"}}), "/tmp/own");
+  ASSERT_FALSE(w);
+  EXPECT_NE(w.error().str().find("holds the host's /tmp"), std::string::npos) << w.error().str();
+  EXPECT_FALSE(landlock_view(plan_with({{StepKind::BindRw, "/var", "/var"}}), "/tmp/own"));
+  // HOME at /tmp (no HOME of its own in a container): not shown, said.
+  auto h = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"}, {StepKind::Overlay, "/tmp", "/tmp"}}),
+                         "/tmp/own");
+  ASSERT_TRUE(h) << h.error().str();
+  EXPECT_FALSE(has(h->rules.read_only, "/tmp"));
+  EXPECT_TRUE(std::any_of(h->cautions.begin(), h->cautions.end(),
+                          [](const std::string& c) { return c.starts_with("/tmp is unreadable here"); }));
+  // The process layer's minimal /dev: its device nodes, not the host's other entries.
+  exg::plan::Step null_dev{StepKind::DevNode, "/dev/null", "/dev/null"};
+  auto dev = landlock_view(plan_with({{StepKind::BindRw, "/srv/ws", "/srv/ws"}, {StepKind::Tmpfs, "", "/dev"}, null_dev}),
+                           "/tmp/own");
+  ASSERT_TRUE(dev) << dev.error().str();
+  EXPECT_TRUE(has(dev->rules.read_only, "/dev/null"));
+  for (const auto& p : dev->rules.read_only)
+    EXPECT_TRUE(p == "/dev/null" || !p.starts_with("/dev")) << p;
+  std::filesystem::remove_all(d);
+}
+
 sockaddr_storage v4(const char* a, uint16_t port) {
   sockaddr_storage ss{};
   auto* in = reinterpret_cast<sockaddr_in*>(&ss);

@@ -1,0 +1,203 @@
+#include "process/landlock_warden.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <ctime>
+
+#include "walls/landlock.hpp"
+
+namespace exg::process {
+
+namespace {
+
+struct Dirent64 {
+  ino64_t ino;
+  off64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[];
+};
+
+// Whether process `pid` is a zombie ('Z') or dead ('X'): it holds nothing and cannot run.
+bool finished(const char* pid_text) {
+  char path[64] = "/proc/";
+  size_t n = 6;
+  for (const char* c = pid_text; *c && n < sizeof path - 6; ++c) path[n++] = *c;
+  const char tail[] = "/stat";
+  for (size_t k = 0; k < sizeof tail; ++k) path[n + k] = tail[k];
+  int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return true;  // gone meanwhile
+  char buf[512];
+  ssize_t len = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (len <= 0) return true;
+  // "pid (comm) S ...": the state follows the last ')' (comm may hold one).
+  ssize_t close_paren = -1;
+  for (ssize_t k = 0; k < len; ++k)
+    if (buf[k] == ')') close_paren = k;
+  if (close_paren < 0 || close_paren + 2 >= len) return false;
+  char state = buf[close_paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+// Whether a process this warden may signal is still running: only the
+// sandbox's, the domain says (kill(pid, 0) is refused for every other).
+bool sandbox_alive() {
+  int proc = ::open("/proc", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc < 0) return true;  // cannot tell: the caller's rounds are bounded
+  const pid_t self = static_cast<pid_t>(::syscall(SYS_getpid));
+  bool alive = false;
+  alignas(8) char buf[8192];
+  for (long n; !alive && (n = ::syscall(SYS_getdents64, proc, buf, sizeof buf)) > 0;) {
+    for (long off = 0; off < n;) {
+      const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
+      off += d->reclen;
+      long pid = 0;
+      const char* c = d->name;
+      for (; *c >= '0' && *c <= '9'; ++c) pid = pid * 10 + (*c - '0');
+      if (*c != '\0' || pid <= 0 || pid == self) continue;
+      if (::kill(static_cast<pid_t>(pid), 0) != 0) continue;  // not the sandbox's, or gone
+      if (!finished(d->name)) {
+        alive = true;
+        break;
+      }
+    }
+  }
+  ::close(proc);
+  return alive;
+}
+
+// Kills everything the scoped domain reaches, until nothing of it runs (a
+// killed process cannot fork; a fork racing the first round meets the next).
+// Bounded: a process stuck in the kernel (D state) does not keep this forever.
+void end_sandbox() {
+  for (int round = 0; round < 2000; ++round) {
+    ::kill(-1, SIGKILL);
+    if (!sandbox_alive()) return;
+    timespec ts{0, 1000000};
+    ::nanosleep(&ts, nullptr);
+  }
+}
+
+// Removes what lies beneath `dir` (never following a link; a bounded depth:
+// the sandbox could nest deeper than any stack). Raw syscalls, no allocation.
+void remove_beneath(int dir, int depth) {
+  alignas(8) char buf[4096];
+  for (bool removed = true; removed;) {  // (again until a pass removes nothing: entries move under getdents)
+    removed = false;
+    ::lseek(dir, 0, SEEK_SET);
+    for (long n; (n = ::syscall(SYS_getdents64, dir, buf, sizeof buf)) > 0;) {
+      for (long off = 0; off < n;) {
+        const auto* d = reinterpret_cast<const Dirent64*>(buf + off);
+        off += d->reclen;
+        const char* name = d->name;
+        if (name[0] == '.' && (name[1] == '\0' || (name[1] == '.' && name[2] == '\0'))) continue;
+        if (d->type == DT_DIR || d->type == DT_UNKNOWN) {
+          int sub = depth < 64 ? ::openat(dir, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+          if (sub >= 0) {
+            remove_beneath(sub, depth + 1);
+            ::close(sub);
+            removed |= ::unlinkat(dir, name, AT_REMOVEDIR) == 0;
+            continue;
+          }
+        }
+        removed |= ::unlinkat(dir, name, 0) == 0;
+      }
+    }
+  }
+}
+
+// The run's private directory, which the supervisor would have removed
+// (LandlockLayer::after_run): its entries belong to the sandbox's uid, the
+// warden's; /tmp's sticky bit lets the owner remove the directory itself.
+void remove_private_tmp(const char* path) {
+  int dir = ::open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (dir < 0) return;
+  remove_beneath(dir, 0);
+  ::close(dir);
+  ::rmdir(path);
+}
+
+[[noreturn]] void watch(int supervisor, int init_end, const char* private_tmp) {
+  ::prctl(PR_SET_NAME, "exg-warden");
+  // Out of the supervisor's session and process group (a terminal's ^C or a
+  // signal to the group is the supervisor's to handle), deaf to every signal
+  // but SIGKILL and SIGSTOP.
+  ::setsid();
+  sigset_t all;
+  sigfillset(&all);
+  ::sigprocmask(SIG_SETMASK, &all, nullptr);
+  // Only the two descriptors: no stdio (a caller waiting for the sandbox's
+  // output to end must not wait for the warden), nothing of the supervisor's.
+  int lo = std::min(supervisor, init_end), hi = std::max(supervisor, init_end);
+  if (lo > 0) ::close_range(0, static_cast<unsigned>(lo) - 1, 0);
+  if (hi > lo + 1) ::close_range(static_cast<unsigned>(lo) + 1, static_cast<unsigned>(hi) - 1, 0);
+  ::close_range(static_cast<unsigned>(hi) + 1, ~0U, 0);
+  pollfd fds[2] = {{init_end, POLLIN, 0}, {supervisor, POLLIN, 0}};
+  for (;;) {
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) {
+      char c;
+      ssize_t r = ::read(init_end, &c, 1);
+      if (r == 1) ::_exit(0);  // init's normal end: it has ended the rest itself
+      if (r < 0 && errno == EINTR) continue;
+      break;  // init is gone without a word
+    }
+    if (fds[1].revents) break;  // the supervisor is gone
+  }
+  end_sandbox();
+  // With the supervisor gone, no one else removes the private directory; while
+  // it lives (init killed: a timeout), the supervisor does.
+  pollfd sup{supervisor, POLLIN, 0};
+  if (private_tmp && ::poll(&sup, 1, 0) == 1) remove_private_tmp(private_tmp);
+  ::_exit(0);
+}
+
+}  // namespace
+
+int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out) {
+  // Before the fork: the warden's kill(-1) must never reach past this domain.
+  if (int r = walls::scope_signals_only(); r != 0) return r;
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return -errno;
+  // A raw fork: no atfork handlers (this is a copy of a supervisor that may have threads).
+  long pid = ::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+  if (pid < 0) {
+    int e = errno;
+    ::close(p[0]);
+    ::close(p[1]);
+    return -e;
+  }
+  if (pid == 0) watch(supervisor_pidfd, p[0], private_tmp);
+  ::close(p[0]);
+  out->pid = static_cast<pid_t>(pid);
+  out->fd = p[1];
+  return 0;
+}
+
+void end_warden(Warden* w) {
+  if (w->fd >= 0) {
+    if (w->pid > 0) (void)!::write(w->fd, "e", 1);
+    ::close(w->fd);
+    w->fd = -1;
+  }
+  if (w->pid > 0) {
+    while (::waitpid(w->pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    w->pid = -1;
+  }
+}
+
+}  // namespace exg::process

@@ -1,0 +1,41 @@
+// The landlock layer's warden: without a pid namespace or a cgroup, nothing
+// in the kernel ends the sandbox's processes when its supervisor is killed
+// (kill -9, the OOM killer): init dies with it (its parent-death signal), and
+// what the command started, in whatever session or group it made, is
+// reparented to the host. The warden is a small process that outlives both
+// only long enough to end them.
+//
+// It lives in a Landlock domain that only scopes signals; init's own rules
+// nest a second domain inside it. So the warden's kill(-1, SIGKILL) reaches
+// exactly the sandbox (init and every process it ever started, however
+// detached: the domain is inherited and cannot be left), and nothing of the
+// sandbox may signal, ptrace or read the warden (an outer domain).
+//
+// It acts when the supervisor has exited (its pidfd) or init has ended
+// without saying so (the pipe's end closes with no byte); with the
+// supervisor gone, it also removes the run's private directory (TMPDIR). At a normal end,
+// init first ends every other process itself, then writes one byte and
+// reaps the warden (end_warden).
+#pragma once
+#include <sys/types.h>
+
+namespace exg::process {
+
+struct Warden {
+  pid_t pid = -1;
+  int fd = -1;  // init's end of the pipe (close-on-exec)
+};
+
+// In the sandbox's first process, once it has its final ids and
+// no_new_privs, before its own Landlock rules: enters the signal-scoped
+// domain, then forks the warden, which watches `supervisor_pidfd`;
+// `private_tmp` (may be null): the run's TMPDIR. Raw syscalls only in the
+// warden (the supervisor's locks may be held in this copy of its memory).
+// 0, or -errno (the sandbox must not start).
+int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out);
+
+// Init's normal end, once no other process of the sandbox is left: the warden
+// leaves without acting, and is reaped.
+void end_warden(Warden* w);
+
+}  // namespace exg::process
