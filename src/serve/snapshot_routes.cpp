@@ -19,7 +19,7 @@ nlohmann::json snapshot_json(const SnapshotRecord& r) {
   for (const auto& [path, why] : r.quarantined) q.push_back({{"path", path}, {"why", why}});
   // snapshotID and names are E2B's; the rest is not: what it keeps, and what the sweep took out of it.
   return {{"snapshotID", r.id}, {"names", r.names}, {"sandboxID", r.sandbox}, {"templateID", r.template_name},
-          {"kept", kSnapshotKeeps}, {"quarantined", q}};
+          {"kept", snapshot_keeps(r.layer)}, {"quarantined", q}};
 }
 
 }  // namespace
