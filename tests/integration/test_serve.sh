@@ -592,6 +592,13 @@ counter-still" ] && ok "microvm from the snapshot: /home/user has its files, not
     api DELETE "/sandboxes/$VR_ID" "${A[@]}"; expect 204 "kill the allowRoot microvm sandbox"
 fi
 
+# ---- fork: E2B's entries, each made one also saying what it kept ----
+api POST "/sandboxes/$ID/fork" "${A[@]}" "${JSON[@]}" -d '{"count": 1, "timeout": 60}'
+expect 201 "fork: one entry, its sandbox, and \`kept\`: filesystem only" \
+    'length == 1 and (.[0].sandbox.sandboxID | length > 0) and (.[0].kept | test("^filesystem only: .*not memory or processes"))'
+FK_ID=$(jq -r '.[0].sandbox.sandboxID // empty' <<<"$BODY")
+if [ -n "$FK_ID" ]; then api DELETE "/sandboxes/$FK_ID" "${A[@]}"; expect 204 "kill the fork"; fi
+
 # ---- pause freezes: a counter in the sandbox stands still, and runs on after resume ----
 EXPECT_PAUSE=0
 HOST_HOME=$STATE/sandboxes/$ID/home
