@@ -200,7 +200,8 @@ void Registry::take_snapshot(const std::shared_ptr<Sandbox>& sb, std::vector<std
                              std::function<void(Result<SnapshotRecord>)> done) {
   SnapshotRecord r;
   r.id = "snap-" + random_id(20);
-  r.tenant = sb->tenant, r.sandbox = sb->id, r.template_name = sb->tmpl.name, r.names = std::move(names);
+  r.tenant = sb->tenant, r.sandbox = sb->id, r.template_name = sb->tmpl.name, r.layer = sb->tmpl.layer;
+  r.names = std::move(names);
   r.internal = internal;
   const std::string dir = snapshots_.dir_of(r.id);
   if (::mkdir(dir.c_str(), 0700) != 0) return done(fail(Error::sys("mkdir " + dir)));
@@ -469,9 +470,9 @@ void Registry::spawn(const std::shared_ptr<Sandbox>& sb, const std::vector<std::
                                    "--workspace", sb->home, "--no-policy-files",
                                    "--audit-log", sb->audit_log, "--audit-tag", "e2b_sandbox=" + sb->id};
   // E2B's sandbox: the user `user`, its home /home/user (code and tests hard-code
-  // both), on every layer whose view serve builds from the host's (the microVM
-  // layer's guest view is built apart); a host workspace (mcp) stays where its owner knows it.
-  if (!host_workspace && sb->tmpl.layer != "microvm")
+  // both), on every layer (the microVM's guest view is the plan's, relocated
+  // alike); a host workspace (mcp) stays where its owner knows it.
+  if (!host_workspace)
     argv.insert(argv.end(), {"--workspace-at", std::string(kE2bHome), "--user-name", "user"});
   // A pool's sandbox learns its tenant when it is claimed (its audit lines wait for it).
   if (sb->pooled) argv.push_back("--audit-hold");

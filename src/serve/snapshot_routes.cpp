@@ -19,7 +19,7 @@ nlohmann::json snapshot_json(const SnapshotRecord& r) {
   for (const auto& [path, why] : r.quarantined) q.push_back({{"path", path}, {"why", why}});
   // snapshotID and names are E2B's; the rest is not: what it keeps, and what the sweep took out of it.
   return {{"snapshotID", r.id}, {"names", r.names}, {"sandboxID", r.sandbox}, {"templateID", r.template_name},
-          {"kept", kSnapshotKeeps}, {"quarantined", q}};
+          {"kept", snapshot_keeps(r.layer)}, {"quarantined", q}};
 }
 
 }  // namespace
@@ -80,7 +80,8 @@ void Service::delete_snapshot(Call& c) {
 // E2B's fork: one snapshot of the sandbox (filesystem only, swept), then
 // `count` sandboxes made from it, one after the other (each counted in the
 // tenant's quota before the next is asked for), each entry saying how its
-// fork went; the snapshot goes once they have their copies.
+// fork went (a made one also what it kept: `kept`, not E2B's, as a
+// snapshot's answer says it); the snapshot goes once they have their copies.
 void Service::fork_sandbox(Call& c) {
   const std::string route = c.route.label;
   ExchangePtr ex = c.ex;
@@ -132,16 +133,17 @@ void Service::fork_sandbox(Call& c) {
           return (*next)(i + 1);
         }
         std::shared_ptr<Sandbox> sb = *st;
+        auto made = [results, sb] { results->push_back({{"sandbox", created_json(*sb)}, {"kept", snapshot_keeps(sb->tmpl.layer)}}); };
         if (!sb->tmpl.code_interpreter) {
-          results->push_back({{"sandbox", created_json(*sb)}});
+          made();
           return (*next)(i + 1);
         }
-        start_code_interpreter(sb, [this, sb, results, next, i](std::optional<std::string> error) {
+        start_code_interpreter(sb, [this, sb, results, next, i, made](std::optional<std::string> error) {
           if (error) {
             registry_.kill(sb, {}, "start-failed");
             results->push_back({{"error", {{"code", 500}, {"message", "the code interpreter did not start: " + *error}}}});
           } else {
-            results->push_back({{"sandbox", created_json(*sb)}});
+            made();
           }
           (*next)(i + 1);
         });

@@ -105,8 +105,16 @@ int64_t unix_ms(std::chrono::system_clock::time_point t) {
 nlohmann::json SnapshotRecord::to_json() const {
   nlohmann::json q = nlohmann::json::array();
   for (const auto& [path, why] : quarantined) q.push_back({path, why});
-  return {{"snapshotID", id}, {"tenant", tenant}, {"sandboxID", sandbox}, {"templateID", template_name}, {"names", names},
-          {"createdMs", unix_ms(created)}, {"internal", internal}, {"quarantined", q}};
+  return {{"snapshotID", id}, {"tenant", tenant}, {"sandboxID", sandbox}, {"templateID", template_name}, {"layer", layer},
+          {"names", names}, {"createdMs", unix_ms(created)}, {"internal", internal}, {"quarantined", q}};
+}
+
+std::string snapshot_keeps(const std::string& layer) {
+  std::string kept = "filesystem only: the sandbox's /home/user; not memory or processes (a sandbox made from it starts fresh)";
+  if (layer == "microvm")
+    kept += "; on the microVM layer too: qemu refuses to save a guest's memory while its 9p home is mounted, "
+            "and a guest with processes has it mounted";
+  return kept;
 }
 
 std::optional<SnapshotRecord> SnapshotRecord::from_json(const nlohmann::json& j) {
@@ -116,6 +124,7 @@ std::optional<SnapshotRecord> SnapshotRecord::from_json(const nlohmann::json& j)
     r.tenant = j.at("tenant").get<std::string>();
     r.sandbox = j.at("sandboxID").get<std::string>();
     r.template_name = j.at("templateID").get<std::string>();
+    r.layer = j.value("layer", "");
     r.names = j.at("names").get<std::vector<std::string>>();
     r.created = std::chrono::system_clock::time_point(std::chrono::milliseconds(j.at("createdMs").get<int64_t>()));
     r.internal = j.value("internal", false);

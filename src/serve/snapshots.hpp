@@ -40,6 +40,7 @@ struct SnapshotRecord {
   std::string tenant;
   std::string sandbox;   // the sandbox it was taken from
   std::string template_name;
+  std::string layer;     // its template's layer (what the answer says is kept); empty in an older record
   std::vector<std::string> names;
   std::chrono::system_clock::time_point created;
   bool internal = false;  // a fork's: not listed, removed once the forks have their copies
@@ -48,9 +49,13 @@ struct SnapshotRecord {
   static std::optional<SnapshotRecord> from_json(const nlohmann::json& j);
 };
 
-// What the answers say a snapshot keeps (docs/serve.md).
-inline constexpr char kSnapshotKeeps[] =
-    "filesystem only: the sandbox's /home/user; not memory or processes (a sandbox made from it starts fresh)";
+// What the answers say a snapshot of a sandbox of `layer` keeps (docs/serve.md).
+// Memory on no layer: the microVM's guest state would be a qemu migration, and
+// qemu refuses one while the guest has its 9p view (the home) mounted, which a
+// guest with running processes always has ("Migration is disabled when VirtFS
+// export path ... is mounted in the guest"; the template snapshot is saved
+// before the view is attached: microvm/snapshot.hpp).
+std::string snapshot_keeps(const std::string& layer);
 
 class SnapshotStore {
  public:

@@ -4,7 +4,7 @@
 # jailed by the process layer, the Plan's view over 9p.
 #
 # TCG (software emulation) here: each guest boot is 3-5 s on an idle 2-core host, up to ~10 s
-# on a loaded one; the script boots 13 guests: about 45-100 s per run (root, then exgtest).
+# on a loaded one; the script boots 14 guests: about 50-110 s per run (root, then exgtest).
 # Skipped (77) when qemu-system-x86_64 or the guest image is missing.
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm  # (for the summary line; this script calls --layer microvm itself)
@@ -185,6 +185,17 @@ else fail "write outside the workspace"; show_last; fi
 if ! grep -qF "$CANARY" <<<"$OUT$ERR" && grep -q EXGHOMEOK <<<"$OUT"; then
     ok "credential files masked in the guest's view (control file readable)"
 else fail "credential masks in the guest"; show_last; fi
+
+# E2B's sandbox as serve makes it (--workspace-at /home/user --user-name user): the workspace is the
+# guest's /home/user (HOME, cwd, the passwd line), the user's name `user`, a write there on the host.
+rm -f "$WS/at-home"
+run mvm --workspace-at /home/user --user-name user -- sh -c 'pwd; echo "$HOME"; whoami; echo "$USER";
+  grep "^user:" /etc/passwd | cut -d: -f6; ls /home; echo at-home > /home/user/at-home && echo WROTE'
+if [ "$STATUS" -eq 0 ] && [ "$OUT" = $'/home/user\n/home/user\nuser\nuser\n/home/user\nuser\nWROTE' ] &&
+   [ "$(cat "$WS/at-home" 2>/dev/null)" = at-home ]; then
+    ok "--workspace-at /home/user --user-name user: pwd, HOME and the passwd line /home/user, whoami and USER user, /home holds only it, the write on the host"
+else fail "--workspace-at /home/user in the guest"; show_last; fi
+rm -f "$WS/at-home"
 
 # 3. Root inside the guest (--microvm-root): still no host files, processes or network. Without
 # the scratch disk here: with it /var/lib (where $O is) is the guest's own overlay, checked with

@@ -494,22 +494,96 @@ fi
 if [ -n "$VM_TEMPLATE" ]; then
     api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "vm"}'; expect 201 "create from a microvm template"
     VM_ID=$(jq -r .sandboxID <<<"$BODY"); VM_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
-    in_sandbox "$VM_ID" "$VM_TOKEN" 'uname -r; id -u; pwd'
-    vm_kernel=$(sed -n 1p <<<"$OUT"); vm_uid=$(sed -n 2p <<<"$OUT"); vm_pwd=$(sed -n 3p <<<"$OUT")
+    VS=(-H "E2b-Sandbox-Id: $VM_ID" -H "X-Access-Token: $VM_TOKEN")
+    VM_HOST_HOME=$STATE/sandboxes/$VM_ID/home
+    in_sandbox "$VM_ID" "$VM_TOKEN" 'uname -r; id -u; pwd; echo "$HOME"; whoami; echo "$USER"; grep "^user:" /etc/passwd | cut -d: -f6'
+    vm_kernel=$(sed -n 1p <<<"$OUT"); vm_uid=$(sed -n 2p <<<"$OUT"); vm_rest=$(sed -n 3,7p <<<"$OUT" | tr '\n' ' ')
     [ -n "$vm_kernel" ] && [ "$vm_kernel" != "$(uname -r)" ] && [ -n "$vm_uid" ] && [ "$vm_uid" != 0 ] &&
-        ok "microvm template: the guest's own kernel ($vm_kernel), an unprivileged user (uid $vm_uid), cwd $vm_pwd" ||
+        ok "microvm template: the guest's own kernel ($vm_kernel), an unprivileged user (uid $vm_uid)" ||
         fail "microvm template: $OUT"
-    in_sandbox "$VM_ID" "$VM_TOKEN" 'echo in-guest > guest-made && cat guest-made'
-    [ "$OUT" = in-guest ] && ok "microvm template: the home is writable, state kept for the next call" || fail "microvm write: $OUT"
-    api GET "/files?path=guest-made&username=root" -H "E2b-Sandbox-Id: $VM_ID" -H "X-Access-Token: $VM_TOKEN"
+    # E2B's user and home in the guest too: cwd and HOME /home/user, whoami and USER `user`, its passwd line's home.
+    [ "$vm_rest" = "/home/user /home/user user user /home/user " ] &&
+        ok "microvm template: E2B's user \`user\`, cwd and HOME /home/user (pwd, HOME, whoami, USER, passwd)" ||
+        fail "microvm user and home: '$vm_rest'"
+    in_sandbox "$VM_ID" "$VM_TOKEN" 'echo in-guest > /home/user/guest-made && cat guest-made'
+    [ "$OUT" = in-guest ] && [ "$(cat "$VM_HOST_HOME/guest-made" 2>/dev/null)" = in-guest ] &&
+        ok "microvm template: /home/user is the writable home (an absolute write, read back relative; the sandbox's own home on the host)" ||
+        fail "microvm write: $OUT"
+    api GET "/files?path=guest-made&username=root" "${VS[@]}"
     expect 401 "files as root in a microvm without allowRoot: refused, naming allowRoot" '(.message | test("allowRoot")) and (.message | test("host.s kernel") | not)'
-    api GET "/files?path=guest-made" -H "E2b-Sandbox-Id: $VM_ID" -H "X-Access-Token: $VM_TOKEN"
-    [ "$CODE" = 200 ] && [ "${BODY%$'\n'}" = in-guest ] && ok "microvm template: the file the guest wrote is downloaded through envd" ||
+    api GET "/files?path=/home/user/guest-made" "${VS[@]}"
+    [ "$CODE" = 200 ] && [ "${BODY%$'\n'}" = in-guest ] && ok "microvm template: the file the guest wrote is downloaded through envd at /home/user/guest-made" ||
         fail "microvm download: $CODE $BODY"
+    api POST "/files?path=/home/user/up/vm.txt" "${VS[@]}" -F "file=@$T/up.txt"
+    expect 200 "microvm: an upload to /home/user/up/vm.txt answers its path there" '.[0].path == "/home/user/up/vm.txt"'
+    in_sandbox "$VM_ID" "$VM_TOKEN" 'cat /home/user/up/vm.txt'
+    [ "$OUT" = "$(cat "$T/up.txt")" ] && ok "microvm: the uploaded file is in the guest at /home/user/up/vm.txt" || fail "microvm upload read back: '$OUT'"
     api POST "/sandboxes/$VM_ID/timeout" "${A[@]}" "${JSON[@]}" -d '{"timeout": 120}'; expect 204 "microvm sandbox: its timeout can be set"
+
+    # A pause keeps the guest's processes and their memory (its qemu frozen whole): a counter writes its
+    # pid and count; it stands still while paused and runs on after the resume in the same process,
+    # from the count it had (a new process would start again from 1).
+    envelope "$(jq -cn '{process: {cmd: "/bin/sh", args: ["-c", "i=0; while :; do i=$((i+1)); echo \"$$ $i\" > vctr.tmp; mv vctr.tmp vctr; sleep 0.1; done"]}}')" > "$T/vctr.bin"
+    curl -s -N -X POST "$URL/process.Process/Start" "${VS[@]}" -H 'Content-Type: application/connect+json' --data-binary @"$T/vctr.bin" -o /dev/null &
+    VCTR_CURL=$!
+    vctr_at_least() { local p n; read -r p n 2>/dev/null < "$VM_HOST_HOME/vctr" && [ "${n:-0}" -gt "$1" ]; }
+    wait_for 60 vctr_at_least 2 || fail "the counter in the microvm did not start"
+    # The same window running and paused: it moves in 3 s (under TCG each round's execs are slow), then not.
+    read -r _ n0 2>/dev/null < "$VM_HOST_HOME/vctr"; sleep 3; read -r _ n1 2>/dev/null < "$VM_HOST_HOME/vctr"
+    [ "${n1:-0}" -gt "${n0:-0}" ] || fail "the counter in the microvm did not move in 3 s ($n0 -> $n1: the standstill below would prove nothing)"
+    api POST "/sandboxes/$VM_ID/pause" "${A[@]}"
+    if [ "$CODE" = 204 ]; then
+        read -r vpid before < "$VM_HOST_HOME/vctr"; sleep 3; read -r _ after < "$VM_HOST_HOME/vctr"
+        [ -n "$before" ] && [ "$before" = "$after" ] && ok "microvm paused: the counter in the guest stands still ($before over 3 s; running it went $n0 -> $n1 in 3 s)" ||
+            fail "microvm paused: the counter moved ($before -> $after)"
+        api POST "/sandboxes/$VM_ID/resume" "${A[@]}" "${JSON[@]}" -d '{}'; expect 201 "microvm resume"
+        wait_for 30 vctr_at_least "$after"
+        read -r rpid now < "$VM_HOST_HOME/vctr"
+        [ "$rpid" = "$vpid" ] && [ "${now:-0}" -gt "$after" ] &&
+            ok "microvm resumed: the same process (pid $vpid) counts on from $after (now $now): its memory was kept" ||
+            fail "microvm resumed: pid $vpid -> $rpid, count $after -> $now"
+    elif [ "$EXG_AS" = root ]; then
+        fail "microvm pause as root: HTTP $CODE ($BODY)"
+    else
+        skip "microvm pause as $EXG_AS: $BODY"
+    fi
+
+    # A snapshot of a microvm sandbox: filesystem only, said in the answer with the reason (qemu saves no
+    # guest with its 9p home mounted); the planted .bashrc is quarantined before the copy is a snapshot.
+    in_sandbox "$VM_ID" "$VM_TOKEN" 'echo "echo planted-vm" >> /home/user/.bashrc && echo planted'
+    [ "$OUT" = planted ] || fail "microvm: the .bashrc to plant was not written: $OUT"
+    api POST "/sandboxes/$VM_ID/snapshots" "${A[@]}" "${JSON[@]}" -d '{}'
+    expect 201 "microvm snapshot: taken; the answer says filesystem only and why memory is not kept; .bashrc quarantined" \
+        '(.kept | test("^filesystem only")) and (.kept | test("9p")) and ([.quarantined[].path] | index(".bashrc") != null)'
+    VM_SNAP=$(jq -r .snapshotID <<<"$BODY")
+    kill "$VCTR_CURL" 2>/dev/null; wait "$VCTR_CURL" 2>/dev/null
+    # Its qemu: a guest's below the sandbox's supervisor (other guests may run on this host).
+    qemu_of() {
+        local p q
+        for p in $(pgrep -f -- "[g]uest=exguardian-"); do
+            q=$p
+            while [ "${q:-1}" -gt 1 ] && [ "$q" != "$1" ]; do q=$(awk '/^PPid:/ {print $2}' "/proc/$q/status" 2>/dev/null); done
+            [ "$q" = "$1" ] && echo "$p"
+        done
+    }
+    no_qemu_of() { [ -z "$(qemu_of "$1")" ]; }
+    VM_SUP=$(cat "$STATE/sandboxes/$VM_ID/supervisor.pid")
+    [ -n "$(qemu_of "$VM_SUP")" ] || fail "no qemu found in the microvm sandbox's cgroups (the check below would prove nothing)"
     api DELETE "/sandboxes/$VM_ID" "${A[@]}"; expect 204 "kill the microvm sandbox"
-    wait_for 30 bash -c '! pgrep -f -- "[g]uest=exguardian-" >/dev/null' && ok "microvm sandbox killed: no qemu left" ||
-        fail "a qemu is left 30 s after the kill"
+    wait_for 30 bash -c "! kill -0 $VM_SUP 2>/dev/null" && wait_for 30 no_qemu_of "$VM_SUP" &&
+        ok "microvm sandbox killed: its supervisor and qemu are gone" || fail "the microvm sandbox's qemu is left 30 s after the kill"
+    # One guest at a time (TCG): the sandbox made from the snapshot starts once the first is gone.
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d "{\"templateID\": \"$VM_SNAP\"}"; expect 201 "a microvm sandbox from the snapshot"
+    VF_ID=$(jq -r .sandboxID <<<"$BODY"); VF_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+    in_sandbox "$VF_ID" "$VF_TOKEN" 'pwd; cat /home/user/guest-made; test -e /home/user/.bashrc && echo bashrc; a=$(cat vctr); sleep 1; [ "$a" = "$(cat vctr)" ] && echo counter-still'
+    [ "$OUT" = "/home/user
+in-guest
+counter-still" ] && ok "microvm from the snapshot: /home/user has its files, not the planted .bashrc; the counter's file is there, no counter runs (filesystem only)" ||
+        fail "microvm from the snapshot: $OUT"
+    VF_SUP=$(cat "$STATE/sandboxes/$VF_ID/supervisor.pid")
+    api DELETE "/sandboxes/$VF_ID" "${A[@]}"; expect 204 "kill the microvm sandbox made from the snapshot"
+    wait_for 30 bash -c "! kill -0 $VF_SUP 2>/dev/null" || fail "the snapshot's microvm sandbox's supervisor is left 30 s after the kill"
+    api DELETE "/templates/$VM_SNAP" "${A[@]}"; expect 204 "delete the microvm snapshot"
 
     api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "vmroot"}'; expect 201 "create from a microvm template with allowRoot"
     VR_ID=$(jq -r .sandboxID <<<"$BODY"); VR_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
@@ -517,6 +591,13 @@ if [ -n "$VM_TEMPLATE" ]; then
     [ "$OUT" = 0 ] && ok "allowRoot on a microvm: E2B's user root is root of the guest's kernel (id -u 0)" || fail "microvm user root: $OUT"
     api DELETE "/sandboxes/$VR_ID" "${A[@]}"; expect 204 "kill the allowRoot microvm sandbox"
 fi
+
+# ---- fork: E2B's entries, each made one also saying what it kept ----
+api POST "/sandboxes/$ID/fork" "${A[@]}" "${JSON[@]}" -d '{"count": 1, "timeout": 60}'
+expect 201 "fork: one entry, its sandbox, and \`kept\`: filesystem only" \
+    'length == 1 and (.[0].sandbox.sandboxID | length > 0) and (.[0].kept | test("^filesystem only: .*not memory or processes"))'
+FK_ID=$(jq -r '.[0].sandbox.sandboxID // empty' <<<"$BODY")
+if [ -n "$FK_ID" ]; then api DELETE "/sandboxes/$FK_ID" "${A[@]}"; expect 204 "kill the fork"; fi
 
 # ---- pause freezes: a counter in the sandbox stands still, and runs on after resume ----
 EXPECT_PAUSE=0

@@ -22,6 +22,7 @@
 #include "serve/service.hpp"
 #include "serve/templates.hpp"
 #include "serve/tenants.hpp"
+#include "util/json_parse.hpp"
 
 using namespace exg::serve;
 using exg::Result;
@@ -550,4 +551,24 @@ TEST(ServeKeptPauses, WrittenReadBackAndLeftoversDropped) {
   kept.remove("abc123");
   EXPECT_TRUE(std::filesystem::is_empty(d));
   std::filesystem::remove_all(d);
+}
+
+TEST(ServeSnapshots, RecordKeepsItsLayerAndTheAnswerSaysWhatIsKept) {
+  SnapshotRecord r;
+  r.id = "snap-1", r.tenant = "acme", r.sandbox = "sb1", r.template_name = "vm", r.layer = "microvm";
+  r.quarantined = {{".bashrc", "protected name"}};
+  auto back = SnapshotRecord::from_json(exg::parse_json(r.to_json().dump()));
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->layer, "microvm");
+  // A record of an earlier server has no layer: read back all the same.
+  nlohmann::json old = r.to_json();
+  old.erase("layer");
+  back = SnapshotRecord::from_json(old);
+  ASSERT_TRUE(back);
+  EXPECT_EQ(back->layer, "");
+  for (const char* layer : {"", "process", "container", "gvisor", "microvm"}) {
+    std::string kept = snapshot_keeps(layer);
+    EXPECT_TRUE(kept.starts_with("filesystem only: the sandbox's /home/user; not memory or processes")) << layer;
+    EXPECT_EQ(kept.find("9p") != std::string::npos, std::string(layer) == "microvm") << layer << ": " << kept;
+  }
 }
