@@ -44,7 +44,9 @@
 #   title request), gets "done". POST
 #   /v1beta/models/M:generateContent and :streamGenerateContent are the same script in Gemini's
 #   API (for the real Gemini CLI; its run_shell_command tool); POST /v1/responses in OpenAI's
-#   Responses API, streamed over HTTP (for the real Codex CLI; its shell tool).
+#   Responses API, streamed over HTTP or, after a WebSocket upgrade of GET /v1/responses, as
+#   messages (for the real Codex CLI; its shell tool). A WebSocket elsewhere echoes each message's
+#   record (ws_session below).
 
 _egs_server_py() {
     cat <<'PY'
@@ -58,6 +60,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
     def do_GET(self):
+        if "websocket" in self.headers.get("Upgrade", "").lower():
+            return self.ws_session()
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = b""
             while True:
@@ -213,10 +217,72 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+    def ws_send(self, op, data, pieces=1):
+        # One message, in `pieces` fragments (unmasked: a server's frames).
+        step = max(1, -(-len(data) // pieces))
+        parts = [data[i:i + step] for i in range(0, len(data), step)] or [b""]
+        for i, part in enumerate(parts):
+            head = bytes([(0x80 if i == len(parts) - 1 else 0) | (op if i == 0 else 0)])
+            n = len(part)
+            head += bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big") if n < 65536 else bytes([127]) + n.to_bytes(8, "big")
+            self.wfile.write(head + part)
+        self.wfile.flush()
+    def ws_session(self):
+        # A WebSocket (RFC 6455): each message the client sends is logged as a record with
+        # "ws": true, the upgrade request's headers and the message as its body. On /v1/responses
+        # it is OpenAI's Responses API over a WebSocket (Codex's default): a "response.create"
+        # message gets the scripted turn's events, one JSON text message each. Elsewhere the
+        # record is echoed back as a text message (?split: in fragments of a few bytes each).
+        # ?deflate grants permessage-deflate whatever the client asked (a broken upstream).
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        query = urllib.parse.urlsplit(self.path).query.split("&")
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        if "deflate" in query:
+            self.send_header("Sec-WebSocket-Extensions", "permessage-deflate")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        headers = [[k, v] for k, v in self.headers.items()]
+        msg = b""
+        while True:
+            h = self.rfile.read(2)
+            if len(h) < 2:
+                return
+            fin, op, n = h[0] & 0x80, h[0] & 0x0f, h[1] & 0x7f
+            if n >= 126:
+                n = int.from_bytes(self.rfile.read(2 if n == 126 else 8), "big")
+            mask = self.rfile.read(4) if h[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if op == 8:
+                return self.ws_send(8, data[:2])
+            if op == 9:
+                self.ws_send(10, data)
+                continue
+            if op in (1, 2, 0):
+                msg = data if op else msg + data
+            if not fin or op == 10:
+                continue
+            rec = {"addr": addr, "method": "WS", "path": self.path, "headers": headers,
+                   "body": msg.decode("utf-8", "replace"), "ws": True}
+            line = json.dumps(rec)
+            with lock, open(log_path, "a") as f:
+                f.write(line + "\n")
+            if self.path.startswith("/v1/responses"):
+                req = json.loads(msg)
+                if req.pop("type", "") == "response.create":
+                    for e, d in self.responses_events(req):
+                        self.ws_send(1, json.dumps(dict(d, type=e)).encode())
+            else:
+                self.ws_send(1, line.encode(), pieces=len(line) // 5 if "split" in query else 1)
     def responses_turn(self, body):
+        self.sse_answer(self.responses_events(json.loads(body)))
+    def responses_events(self, req):
         # The same script in OpenAI's Responses API, streamed (for the real Codex CLI): its shell
         # tool called with CMD, then "done" once a function_call_output is in the input.
-        req = json.loads(body)
         items = req.get("input", [])
         def texts(c):
             return [c] if isinstance(c, str) else [b.get("text", "") for b in c if isinstance(b, dict)]
@@ -241,7 +307,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
               ("response.output_item.added", {"output_index": 0, "item": item}),
               ("response.output_item.done", {"output_index": 0, "item": item}),
               ("response.completed", {"response": {"id": "resp_exg", "usage": usage}})]
-        self.sse_answer(ev)
+        return ev
     def do_HEAD(self):
         self.send_response(200)
         self.send_header("X-Echo", self.headers.get("Authorization", ""))

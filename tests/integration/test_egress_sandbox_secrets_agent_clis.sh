@@ -11,9 +11,11 @@
 # run's. Claude Code signed in with OAuth, its token expired: it refreshes at platform.claude.com
 # with the real refresh token, its turns carry the new access token, the credential file it
 # rewrites inside holds new placeholders, the user's file outside the new real tokens.
-# Codex opens the Responses API over a WebSocket first, which the scripted endpoint does not speak:
-# its config here names a provider for api.openai.com with supports_websockets = false (plain HTTP
-# streaming; the built-in "openai" provider lets only its base_url and auth be changed).
+# Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
+# streaming; its key from the environment), and on its default provider signed in with an API key
+# in ~/.codex/auth.json, where it opens the Responses API over a WebSocket (the endpoint speaks it:
+# the key must reach the upgrade request, the turns travel as messages, and the messages are
+# judged from the records that say they came over the WebSocket: a fallback to HTTP fails).
 # npm: @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 @openai/codex@0.171.0 opencode-ai@1.18.33
 source "$(dirname "$0")/lib.sh"
 
@@ -55,8 +57,9 @@ agent_turns() {
     done
     run timeout -k 5 120 script -qec "cd '$WS' && PATH='$BIN:$PATH' '$EXG' agent $name \
 --policy '$T/plain.json' --audit-log '$audit' --$args" /dev/null
+    # (OpenCode's title request and Codex's prewarm over its WebSocket are no turns)
     TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/v1/(messages|responses)|"path": "/v1beta/models/[^"]*:streamGenerateContent' |
-        grep -v 'Generate a title for this conversation')  # (OpenCode's title request)
+        grep -v -e 'Generate a title for this conversation' -e '\\"generate\\":false')
     ELSE=$(tail -n +$((before + 1)) "$SLOG" | grep -F '"path": "/collect')
     TOOL=$(python3 -c '
 import json, sys
@@ -176,6 +179,36 @@ chmod -R a+rwX "$HOME/.codex"
 # (its own sandbox off: exguardian is the sandbox)
 api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
     exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+
+# ---- Codex CLI on its default provider, signed in with an API key ------------------------------
+# (`codex login --with-api-key` writes it to ~/.codex/auth.json.) Codex opens the Responses API
+# over a WebSocket: the upgrade request gets the real key in Authorization, the turns travel as
+# messages on it, the tool's output (auth.json as the tool reads it: the placeholder) goes back in
+# a message to api.openai.com as the placeholder, logged as placeholder_passed.
+printf 'model = "gpt-5-codex"\ncheck_for_update_on_startup = false\n' > "$HOME/.codex/config.toml"
+KEY="sk-proj-exgtest-$(rnd)$(rnd)"
+printf '{"auth_mode": "apikey", "OPENAI_API_KEY": "%s"}\n' "$KEY" > "$HOME/.codex/auth.json"
+chmod 666 "$HOME/.codex/auth.json" "$HOME/.codex/config.toml"
+agent_turns codex 'cat ~/.codex/auth.json' exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+check "codex (WebSocket): ran and ended with the model's answer (status $STATUS)" bash -c '[ "$0" = 0 ] && grep -q done <<<"$1"' "$STATUS" "$OUT"
+[ "$STATUS" = 0 ] || show_last
+check "codex (WebSocket): two turns, both messages on a WebSocket ($(grep -c '"ws": true' <<<"$TURNS") of $(grep -c . <<<"$TURNS"))" \
+    bash -c '[ "$(grep -c . <<<"$0")" = 2 ] && [ "$(grep -c "\"ws\": true" <<<"$0")" = 2 ]' "$TURNS"
+check "codex (WebSocket): its upgrade request got the real key in authorization" \
+    test "$(grep -ciF "[\"authorization\", \"Bearer $KEY\"]" <<<"$TURNS")" = 2
+check "codex (WebSocket): the tool read auth.json with the placeholder, which went back in a message as it is" python3 -c '
+import re, sys
+assert re.search(r"\"OPENAI_API_KEY\": \"exg_ph_CODEX_AUTH_JSON_API_KEY_[0-9a-f]{32}\"", sys.argv[1]), sys.argv[1][-300:]' "$TOOL"
+check "codex (WebSocket): no message's body holds the key" bodies_lack "$KEY"
+check "codex (WebSocket): the proxy relayed it as a WebSocket, the placeholder in a frame audited" python3 -c '
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+ws = [r for r in recs if r.get("host") == "api.openai.com" and r.get("intercepted") and "websocket" in r]
+assert ws and ws[-1]["websocket"]["frames_up"] >= 2, ws[-1:]
+assert any(r.get("event") == "placeholder_passed" and r.get("secret") == "CODEX_AUTH_JSON_API_KEY" and
+           r.get("where") == "websocket frame" for r in recs)' "$audit"
+last_output_lacks "$KEY" "codex (WebSocket): the CLI's terminal output never holds the key"
+rm -f "$HOME/.codex/auth.json"
 
 # ---- OpenCode with an API key (its Anthropic provider), its snapshots on -------------------------
 mkdir -p "$HOME/.config/opencode" "$HOME/.local/share/opencode" "$HOME/.cache/opencode"
