@@ -160,10 +160,11 @@ chmod -R a+rwX "$HOME/.gemini"
 api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
 
 # ---- Codex CLI with an API key ------------------------------------------------------------------
-# (~/.codex/skills exists, as for anyone who has run Codex: bound read-only inside, Codex's
-# install of its system skills there fails and it goes on; a new one would be quarantined as
-# planted: skills are instructions the host's Codex would follow)
-mkdir -p "$HOME/.codex/skills"
+# A first run: no ~/.codex/skills. Codex installs its system skills there at start; made inside,
+# the sweep would quarantine it as planted (skills are instructions the host's Codex follows) and
+# the run would end with 123. `exguardian agent codex` makes it, empty, before the sandbox
+# starts: read-only inside, Codex's install fails and it goes on; nothing lands in it.
+mkdir -p "$HOME/.codex"
 cat > "$HOME/.codex/config.toml" <<'TOML'
 model = "gpt-5-codex"
 model_provider = "exgtest"
@@ -179,6 +180,9 @@ chmod -R a+rwX "$HOME/.codex"
 # (its own sandbox off: exguardian is the sandbox)
 api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
     exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+check "codex: a first run: ~/.codex/skills made before the sandbox, said, empty afterwards, nothing quarantined" \
+    bash -c 'grep -qF "made $1/.codex/skills (empty)" <<<"$0" && ! grep -q quarantined <<<"$0" && [ -d "$1/.codex/skills" ] &&
+             [ -z "$(ls -A "$1/.codex/skills")" ]' "$OUT" "$HOME"
 
 # ---- Codex CLI on its default provider, signed in with an API key ------------------------------
 # (`codex login --with-api-key` writes it to ~/.codex/auth.json.) Codex opens the Responses API
