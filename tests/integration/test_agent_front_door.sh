@@ -118,7 +118,7 @@ PY
 for layer in process container landlock; do
     run "$EXG" run --layer "$layer" --no-policy-files -- true
     if [ "$STATUS" != 0 ]; then
-        skip "tty on the $layer layer: it does not run here ($(head -n 1 <<<"$ERR" | head -c 120))"
+        skip "tty on the $layer layer: it does not run here ($(tail -n 1 <<<"$ERR" | head -c 160))"
         continue
     fi
     run env PATH="$WS/bin:$PATH" ANTHROPIC_API_KEY=exgtest-tty python3 "$T/ptydrive.py" "$EXG" agent claude --layer "$layer" --no-policy-files

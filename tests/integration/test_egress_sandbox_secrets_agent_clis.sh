@@ -128,7 +128,7 @@ api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -
 for layer in container landlock; do
     run bash -c 'cd "$0" && "$1" run --layer "$2" --no-policy-files -- true' "$WS" "$EXG" "$layer"
     if [ "$STATUS" != 0 ]; then
-        skip "claude on the $layer layer: it does not run here ($(head -n 1 <<<"$ERR" | head -c 120))"
+        skip "claude on the $layer layer: it does not run here ($(tail -n 1 <<<"$ERR" | head -c 160))"
         continue
     fi
     swept=""; [ "$layer" = landlock ] && swept=1
