@@ -43,14 +43,15 @@
 #   the Bash tool with CMD; a conversation ending in the tool's result, or offering no tools (a
 #   title request), gets "done". POST
 #   /v1beta/models/M:generateContent and :streamGenerateContent are the same script in Gemini's
-#   API (for the real Gemini CLI; its run_shell_command tool); POST /v1/responses in OpenAI's
+#   API (for the real Gemini CLI; its run_shell_command tool), and again behind Google's Code
+#   Assist API (POST /v1internal:..., for Gemini CLI signed in with Google); POST /v1/responses in OpenAI's
 #   Responses API, streamed over HTTP or, after a WebSocket upgrade of GET /v1/responses, as
 #   messages (for the real Codex CLI; its shell tool). A WebSocket elsewhere echoes each message's
 #   record (ws_session below).
 
 _egs_server_py() {
     cat <<'PY'
-import base64, gzip, hashlib, http.server, json, socketserver, ssl, sys, threading, urllib.parse, zlib
+import base64, gzip, hashlib, http.server, json, socketserver, ssl, sys, threading, time, urllib.parse, zlib
 
 log_path, addr, cert, key = sys.argv[1:5]
 lock = threading.Lock()
@@ -97,6 +98,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.model_turn(body)
         if self.path.startswith("/v1beta/models/") and "enerateContent" in self.path:
             return self.gemini_turn(body)
+        if self.path.startswith("/v1internal:"):  # (Code Assist: Gemini CLI signed in with Google)
+            return self.code_assist(body)
+        if self.path.startswith("/tokeninfo"):  # (google-auth-library checks a cached token)
+            return self.json_answer({"aud": "exg-client", "azp": "exg-client", "access_type": "offline",
+                                     "scope": "https://www.googleapis.com/auth/cloud-platform",
+                                     "exp": str(int(time.time()) + 3600), "expires_in": "3599"})
         if self.path.startswith("/v1/responses"):
             return self.responses_turn(body)
         if self.path == "/api/oauth/profile":  # (Claude Code's, after a refresh)
@@ -193,7 +200,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}}),
                ("message_stop", {})]
         self.sse_answer(ev)
-    def gemini_turn(self, body):
+    def code_assist(self, body):
+        # Google's Code Assist API, as Gemini CLI signed in with a Google account calls it: the
+        # account is on a tier with a project (no onboarding), the model calls are the script of
+        # gemini_turn with the request and the answer each wrapped; anything else gets {}.
+        method = urllib.parse.urlsplit(self.path).path.split(":", 1)[1]
+        if method == "loadCodeAssist":
+            tier = {"id": "standard-tier", "name": "Gemini Code Assist", "userDefinedCloudaicompanionProject": False}
+            return self.json_answer({"currentTier": tier, "allowedTiers": [dict(tier, isDefault=True)],
+                                     "cloudaicompanionProject": "exg-project"})
+        if method in ("generateContent", "streamGenerateContent"):
+            return self.gemini_turn(json.dumps(json.loads(body).get("request", {})).encode(), wrapped=True)
+        return self.json_answer({})
+    def gemini_turn(self, body, wrapped=False):
         # The same script in Gemini's API (generateContent, streamGenerateContent?alt=sse): the
         # run_shell_command tool called with CMD, then "done". Gemini CLI's model router asks
         # first, for JSON: it gets a low complexity score.
@@ -203,13 +222,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         cmd = next((t.split("EXG-RUN: ", 1)[1].split("\n")[0] for t in texts if "EXG-RUN: " in t), "")
         answered = any("functionResponse" in p for p in (conv[-1].get("parts", []) if conv else []))
         if req.get("generationConfig", {}).get("responseMimeType") == "application/json":  # (the router)
-            part = {"text": '{"complexity_reasoning": "simple", "complexity_score": 1}'}
+            # (the classifier's two shapes: the API's and Code Assist's)
+            part = {"text": '{"complexity_reasoning": "simple", "complexity_score": 1, "reasoning": "simple", "model_choice": "flash"}'}
         elif cmd and not answered:
             part = {"functionCall": {"name": "run_shell_command", "args": {"command": cmd, "description": "run"}}}
         else:
             part = {"text": "done"}
-        out = json.dumps({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
-                          "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}})
+        answer = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                  "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}}
+        out = json.dumps({"response": answer} if wrapped else answer)
         sse = "alt=sse" in self.path
         out = ("data: " + out + "\r\n\r\n").encode() if sse else out.encode()
         self.send_response(200)

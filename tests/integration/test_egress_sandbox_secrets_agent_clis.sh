@@ -10,7 +10,9 @@
 # another host arriving as the placeholder, the agent's settings refused, the CLI's exit status the
 # run's. Claude Code signed in with OAuth, its token expired: it refreshes at platform.claude.com
 # with the real refresh token, its turns carry the new access token, the credential file it
-# rewrites inside holds new placeholders, the user's file outside the new real tokens.
+# rewrites inside holds new placeholders, the user's file outside the new real tokens. Gemini CLI
+# signed in with Google, its token expired, the same at oauth2.googleapis.com (form-encoded), its
+# turns then going to Google's Code Assist API (cloudcode-pa.googleapis.com).
 # Claude Code's API-key round runs again on the container layer and on landlock (as the user: as
 # root landlock refuses the root-owned workspace), each a layer that cannot start here skipped.
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
@@ -60,13 +62,14 @@ agent_turns() {
     run timeout -k 5 120 script -qec "cd '$WS' && PATH='$BIN:$PATH' '$EXG' agent $name ${AGENT_OPTS:-} \
 --policy '$T/plain.json' --audit-log '$audit' --$args" /dev/null
     # (OpenCode's title request and Codex's prewarm over its WebSocket are no turns)
-    TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/v1/(messages|responses)|"path": "/v1beta/models/[^"]*:streamGenerateContent' |
+    TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/v1/(messages|responses)|"path": "/v1beta/models/[^"]*:streamGenerateContent|"path": "/v1internal:streamGenerateContent' |
         grep -v -e 'Generate a title for this conversation' -e '\\"generate\\":false')
     ELSE=$(tail -n +$((before + 1)) "$SLOG" | grep -F '"path": "/collect')
     TOOL=$(python3 -c '
 import json, sys
 recs = [json.loads(l) for l in sys.stdin if l.strip()]
 req = json.loads(recs[-1]["body"])
+req = req.get("request", req)  # (Code Assist wraps the request)
 if "input" in req:  # (the Responses API: the tool output is an input item)
     print("".join(i.get("output", "") for i in req["input"] if i.get("type") == "function_call_output"))
 for b in req["messages"][-1]["content"] if "messages" in req else req.get("contents", [{}])[-1].get("parts", []):
@@ -183,6 +186,52 @@ echo '{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {
     > "$HOME/.gemini/settings.json"
 chmod -R a+rwX "$HOME/.gemini"
 api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
+
+# ---- Gemini CLI signed in with Google (OAuth), its access token expired ---------------------------
+# Its tokens in ~/.gemini/oauth_creds.json: it refreshes at oauth2.googleapis.com with the real
+# refresh token (form-encoded, google-auth-library's), then its turns go to Code Assist
+# (cloudcode-pa.googleapis.com) with the new access token; the file it rewrites inside holds new
+# placeholders, the user's file outside the new real tokens.
+echo '{"security": {"auth": {"selectedType": "oauth-personal"}, "folderTrust": {"enabled": false}},
+       "privacy": {"usageStatisticsEnabled": false}, "general": {"disableAutoUpdate": true, "disableUpdateNag": true}}' \
+    > "$HOME/.gemini/settings.json"
+ACCESS="ya29.exgtest-$(rnd)$(rnd)"
+REFRESH="1//exgtest-$(rnd)$(rnd)"
+NEW_ACCESS=$(issued "$REFRESH" sk-ant-oat01-new- a)
+NEW_REFRESH=$(issued "$REFRESH" sk-ant-ort01-new- r)
+CRED=$HOME/.gemini/oauth_creds.json
+printf '{"access_token": "%s", "refresh_token": "%s", "scope": "https://www.googleapis.com/auth/cloud-platform", "token_type": "Bearer", "expiry_date": 1000}\n' \
+    "$ACCESS" "$REFRESH" > "$CRED"
+chmod 666 "$CRED"
+before_oauth=$(wc -l < "$SLOG")
+agent_turns gemini 'cat ~/.gemini/oauth_creds.json' -p PROMPT --yolo
+ALL=$(tail -n +$((before_oauth + 1)) "$SLOG")
+check "gemini OAuth: ran and ended with the model's answer (status $STATUS)" bash -c '[ "$0" = 0 ] && grep -q done <<<"$1"' "$STATUS" "$OUT"
+[ "$STATUS" = 0 ] || show_last
+check "gemini OAuth: the token endpoint got the real refresh token (form-encoded)" python3 -c '
+import json, sys, urllib.parse
+tok = [json.loads(l) for l in sys.stdin if "\"path\": \"/token\"" in l]
+assert tok and all(urllib.parse.parse_qs(r["body"])["refresh_token"] == [sys.argv[1]] for r in tok), [r["body"][:80] for r in tok]' "$REFRESH" <<<"$ALL"
+check "gemini OAuth: its turns went to Code Assist with the refreshed access token ($(grep -c . <<<"$TURNS") turns)" \
+    bash -c '[ "$(grep -c . <<<"$0")" = 2 ] && [ "$(grep -c "\"path\": \"/v1internal:" <<<"$0")" = 2 ] &&
+             [ "$(grep -ciF "[\"authorization\", \"Bearer $1\"]" <<<"$0")" = 2 ]' "$TURNS" "$NEW_ACCESS"
+check "gemini OAuth: the credential file the tool read inside holds new placeholders only" python3 -c '
+import re, sys
+t = sys.argv[1]
+assert re.search(r"\"access_token\": \"exg_ph_GEMINI_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}\"", t), t[:400]
+assert re.search(r"\"refresh_token\": \"exg_ph_GEMINI_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}\"", t), t[:400]' "$TOOL"
+check "gemini OAuth: no real token, old or new, in what the tool printed or the turns' bodies" python3 -c '
+import json, sys
+recs = [json.loads(l) for l in sys.argv[5].splitlines() if l.strip()]
+for v in sys.argv[1:5]:
+    assert v not in sys.argv[6] and not any(v in r["body"] for r in recs), v[:24]' \
+    "$ACCESS" "$REFRESH" "$NEW_ACCESS" "$NEW_REFRESH" "$TURNS" "$TOOL"
+check "gemini OAuth: the user's credential file outside holds the new real tokens, no placeholder" bash -c \
+    'grep -qF "\"$1\"" "$0" && grep -qF "\"$2\"" "$0" && ! grep -q exg_ph_ "$0"' "$CRED" "$NEW_ACCESS" "$NEW_REFRESH"
+for v in "$ACCESS" "$NEW_ACCESS"; do
+    last_output_lacks "$v" "gemini OAuth: the CLI's terminal output never holds a real token (${v:0:24}...)"
+done
+rm -f "$CRED"
 
 # ---- Codex CLI with an API key ------------------------------------------------------------------
 # A first run: no ~/.codex/skills. Codex installs its system skills there at start; made inside,
