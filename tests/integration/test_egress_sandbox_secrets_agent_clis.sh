@@ -120,6 +120,24 @@ api_key_round() {
     [ -n "$TOOL" ] || show_last
 }
 
+# tokens_stay_outside NAME: after an OAuth round (ACCESS, REFRESH, NEW_ACCESS, NEW_REFRESH, CRED,
+# TURNS, TOOL): no real token in what the tool printed, the turns' bodies or the CLI's terminal
+# output; the user's credential file holds the new real tokens and no placeholder.
+tokens_stay_outside() {
+    check "$1 OAuth: no real token, old or new, in what the tool printed or the turns' bodies" python3 -c '
+import json, sys
+recs = [json.loads(l) for l in sys.argv[5].splitlines() if l.strip()]
+for v in sys.argv[1:5]:
+    assert v not in sys.argv[6] and not any(v in r["body"] for r in recs), v[:24]' \
+        "$ACCESS" "$REFRESH" "$NEW_ACCESS" "$NEW_REFRESH" "$TURNS" "$TOOL"
+    check "$1 OAuth: the user's credential file outside holds the new real tokens, no placeholder" bash -c \
+        'grep -qF "\"$1\"" "$0" && grep -qF "\"$2\"" "$0" && ! grep -q exg_ph_ "$0"' "$CRED" "$NEW_ACCESS" "$NEW_REFRESH"
+    local v
+    for v in "$ACCESS" "$NEW_ACCESS"; do
+        last_output_lacks "$v" "$1 OAuth: the CLI's terminal output never holds a real token (${v:0:24}...)"
+    done
+}
+
 # ---- Claude Code signed in with an API key ------------------------------------------------------
 api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
 
@@ -167,17 +185,7 @@ c = json.loads(sys.argv[1].splitlines()[0])["claudeAiOauth"]
 assert re.fullmatch(r"exg_ph_CLAUDE_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}", c["accessToken"]), c
 assert re.fullmatch(r"exg_ph_CLAUDE_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}", c["refreshToken"]), c
 assert c["expiresAt"] > 1000, c' "$TOOL"
-check "claude OAuth: no real token, old or new, in what the tool printed or the turns' bodies" python3 -c '
-import json, sys
-recs = [json.loads(l) for l in sys.argv[5].splitlines() if l.strip()]
-for v in sys.argv[1:5]:
-    assert v not in sys.argv[6] and not any(v in r["body"] for r in recs), v[:24]' \
-    "$ACCESS" "$REFRESH" "$NEW_ACCESS" "$NEW_REFRESH" "$TURNS" "$TOOL"
-check "claude OAuth: the user's credential file outside holds the new real tokens, no placeholder" bash -c \
-    'grep -qF "\"$1\"" "$0" && grep -qF "\"$2\"" "$0" && ! grep -q exg_ph_ "$0"' "$CRED" "$NEW_ACCESS" "$NEW_REFRESH"
-for v in "$ACCESS" "$NEW_ACCESS"; do
-    last_output_lacks "$v" "claude OAuth: the CLI's terminal output never holds a real token (${v:0:24}...)"
-done
+tokens_stay_outside claude
 
 # ---- Gemini CLI with an API key -----------------------------------------------------------------
 mkdir -p "$HOME/.gemini"
@@ -220,17 +228,7 @@ import re, sys
 t = sys.argv[1]
 assert re.search(r"\"access_token\": \"exg_ph_GEMINI_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}\"", t), t[:400]
 assert re.search(r"\"refresh_token\": \"exg_ph_GEMINI_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}\"", t), t[:400]' "$TOOL"
-check "gemini OAuth: no real token, old or new, in what the tool printed or the turns' bodies" python3 -c '
-import json, sys
-recs = [json.loads(l) for l in sys.argv[5].splitlines() if l.strip()]
-for v in sys.argv[1:5]:
-    assert v not in sys.argv[6] and not any(v in r["body"] for r in recs), v[:24]' \
-    "$ACCESS" "$REFRESH" "$NEW_ACCESS" "$NEW_REFRESH" "$TURNS" "$TOOL"
-check "gemini OAuth: the user's credential file outside holds the new real tokens, no placeholder" bash -c \
-    'grep -qF "\"$1\"" "$0" && grep -qF "\"$2\"" "$0" && ! grep -q exg_ph_ "$0"' "$CRED" "$NEW_ACCESS" "$NEW_REFRESH"
-for v in "$ACCESS" "$NEW_ACCESS"; do
-    last_output_lacks "$v" "gemini OAuth: the CLI's terminal output never holds a real token (${v:0:24}...)"
-done
+tokens_stay_outside gemini
 rm -f "$CRED"
 
 # ---- Codex CLI with an API key ------------------------------------------------------------------
