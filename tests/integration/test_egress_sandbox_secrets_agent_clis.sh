@@ -13,7 +13,8 @@
 # rewrites inside holds new placeholders, the user's file outside the new real tokens. Gemini CLI
 # signed in with Google, its token expired, the same at oauth2.googleapis.com (form-encoded), its
 # turns then going to Google's Code Assist API (cloudcode-pa.googleapis.com).
-# Claude Code's API-key round runs again on the container layer and on landlock (as the user: as
+# Ctrl-C typed on a python pty while Claude Code's tool runs reaches inside, and the run's status
+# is the CLI's. Claude Code's API-key round runs again on the container layer and on landlock (as the user: as
 # root landlock refuses the root-owned workspace), each a layer that cannot start here skipped.
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
 # streaming; its key from the environment), and on its default provider signed in with an API key
@@ -140,6 +141,58 @@ for v in sys.argv[1:5]:
 
 # ---- Claude Code signed in with an API key ------------------------------------------------------
 api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
+
+# ---- Ctrl-C to the real Claude Code while its tool runs -----------------------------------------
+# A python pty stands for the user's terminal; the tool (a shell of the CLI's) marks that it runs
+# and sleeps 300 s; Ctrl-C is typed then. The interrupt reaches inside (the sleep is cut short and
+# the run ends long before it would; the driver gives up after 90 s), and the run's status is the
+# CLI's own: `claude` on PATH inside is a wrapper that runs the real one and writes its status
+# into the workspace.
+cat > "$T/ptyint.py" <<'PY'
+import fcntl, os, select, struct, sys, termios, time
+mark, argv = sys.argv[1], sys.argv[2:]
+pid, fd = os.forkpty()
+if pid == 0:
+    os.environ["TERM"] = "xterm-256color"
+    os.execvp(argv[0], argv)
+fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+out, sent, end = b"", False, time.time() + 90
+while time.time() < end:
+    if not sent and os.path.exists(mark):
+        os.write(fd, b"\x03")
+        sent = True
+    if select.select([fd], [], [], 0.2)[0]:
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            break
+        if not d:
+            break
+        out += d
+print(out.decode("utf-8", "replace"))
+print("SENT" if sent else "NOT-SENT")
+if time.time() >= end:
+    os.kill(pid, 9)
+    print("TIMEOUT")
+print("EXIT", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+PY
+mark=$WS/tool-started-$(rnd)
+mkdir -p "$WS/wrap"
+# (it traps SIGINT, a handler the CLI does not inherit, so that it outlives the CLI to say its status)
+printf '#!/bin/bash\ntrap : INT\n"%s/claude" "$@"\ns=$?\necho "$s" > "%s/claude-status"\nexit "$s"\n' "$BIN" "$WS" > "$WS/wrap/claude"
+chmod 755 "$WS/wrap/claude"
+rm -f "$WS/claude-status"
+printf 'EXG-RUN: touch %s; sleep 300; echo slept' "$mark" > "$T/prompt"
+export ANTHROPIC_API_KEY="exgtest-claude-key-$(rnd)"
+run bash -c 'cd "$0" && PATH="$1:$PATH" python3 "$2" "$3" "$4" agent claude --policy "$5" -- -p "$(cat "$6")" --allowedTools Bash' \
+    "$WS" "$WS/wrap" "$T/ptyint.py" "$mark" "$EXG" "$T/plain.json" "$T/prompt"
+export -n ANTHROPIC_API_KEY; unset ANTHROPIC_API_KEY
+code=$(sed -n 's/^EXIT //p' <<<"$OUT")
+cli=$(cat "$WS/claude-status" 2>/dev/null)
+check "claude, Ctrl-C while its tool runs: it reached inside (the sleep cut short), the run's status is the CLI's ($code = $cli)" \
+    bash -c 'grep -qx SENT <<<"$0" && ! grep -qx TIMEOUT <<<"$0" && ! grep -q "^slept" <<<"$0" && [ -n "$2" ] && [ "$1" = "$2" ]' "$OUT" "$code" "$cli"
+grep -qx SENT <<<"$OUT" && ! grep -qx TIMEOUT <<<"$OUT" || show_last
+rm -rf "$WS/wrap" "$WS/claude-status" "$mark"
 
 # ---- Claude Code on the other layers that run here, the same round --------------------------------
 # (the CLI from the runner's npm cache, the proxy and the world as above; landlock refuses a
