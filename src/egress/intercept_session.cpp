@@ -30,102 +30,17 @@
 #include <cstdio>
 #include <strings.h>
 
+#include "egress/interceptor.hpp"
 #include "egress/openssl_handles.hpp"
 #include "egress/proxy.hpp"
+#include "egress/websocket_frame.hpp"
 #include "egress/token_refresh.hpp"
 
 namespace exg::egress::detail {
 
-namespace asio = boost::asio;
-using asio::awaitable;
-using asio::ip::tcp;
-
 namespace {
 
 std::string last_openssl_error() { return openssl_reason("connection closed"); }
-
-// One TLS end over a socket: OpenSSL reads from and writes to memory BIOs,
-// this moves those bytes over the socket with asio's waits.
-class TlsEnd {
- public:
-  TlsEnd(tcp::socket& sock, SslPtr ssl) : sock_(sock), ssl_(std::move(ssl)) {
-    rbio_ = BIO_new(BIO_s_mem());
-    wbio_ = BIO_new(BIO_s_mem());
-    BIO_set_mem_eof_return(rbio_, -1);
-    SSL_set_bio(ssl_.get(), rbio_, wbio_);  // owned by the SSL from here
-  }
-  SSL* ssl() const { return ssl_.get(); }
-  void feed(std::string_view bytes) {
-    if (!bytes.empty()) BIO_write(rbio_, bytes.data(), (int)bytes.size());
-  }
-
-  // Runs an SSL operation to completion: > 0 done, 0 the peer ended, < 0 error.
-  template <class Op>
-  awaitable<int> run(Op op) {
-    for (;;) {
-      ERR_clear_error();
-      int r = op();
-      int e = r > 0 ? SSL_ERROR_NONE : SSL_get_error(ssl_.get(), r);
-      if (!co_await flush()) co_return -1;
-      if (r > 0) co_return r;
-      if (e == SSL_ERROR_ZERO_RETURN) co_return 0;
-      if (e == SSL_ERROR_WANT_READ) {
-        if (eof_) co_return 0;
-        boost::system::error_code ec;
-        size_t n = co_await sock_.async_read_some(asio::buffer(buf_), asio::redirect_error(asio::use_awaitable, ec));
-        if (ec == asio::error::eof) {
-          eof_ = true;
-          BIO_set_mem_eof_return(rbio_, 0);
-          continue;
-        }
-        if (ec) co_return -1;
-        BIO_write(rbio_, buf_.data(), (int)n);
-        continue;
-      }
-      if (e == SSL_ERROR_WANT_WRITE) continue;
-      co_return -1;
-    }
-  }
-
-  awaitable<long> read(char* p, size_t n) {
-    co_return co_await run([&] { return SSL_read(ssl_.get(), p, (int)std::min<size_t>(n, INT_MAX)); });
-  }
-  awaitable<bool> write(std::string_view d) {
-    while (!d.empty()) {
-      int r = co_await run([&] { return SSL_write(ssl_.get(), d.data(), (int)std::min<size_t>(d.size(), 1 << 20)); });
-      if (r <= 0) co_return false;
-      d.remove_prefix((size_t)r);
-    }
-    co_return true;
-  }
-  // close_notify, best effort (the socket closes right after).
-  awaitable<void> shutdown() {
-    if (SSL_is_init_finished(ssl_.get())) {
-      SSL_shutdown(ssl_.get());
-      co_await flush();
-    }
-  }
-
- private:
-  awaitable<bool> flush() {
-    while (BIO_ctrl_pending(wbio_) > 0) {
-      int n = BIO_read(wbio_, out_.data(), (int)out_.size());
-      if (n <= 0) break;
-      boost::system::error_code ec;
-      co_await asio::async_write(sock_, asio::buffer(out_.data(), (size_t)n),
-                                 asio::redirect_error(asio::use_awaitable, ec));
-      if (ec) co_return false;
-    }
-    co_return true;
-  }
-
-  tcp::socket& sock_;
-  SslPtr ssl_;
-  BIO* rbio_ = nullptr;
-  BIO* wbio_ = nullptr;
-  bool eof_ = false;
-  std::array<char, 16 * 1024> buf_{}, out_{};
-};
 
 std::string header_safe(std::string_view s) {
   std::string r;
@@ -142,72 +57,6 @@ std::string response(int code, const char* status, const std::string& body, cons
 }
 
 }  // namespace
-
-class Interceptor {
- public:
-  Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {
-    ++st().stats.terminated_now;  // tlsTerminate.maxTunnels counts these
-    take_snapshot();
-  }
-  ~Interceptor() { --st().stats.terminated_now; }
-
-  awaitable<void> run(std::string down_prefix, std::string up_initial);
-
- private:
-  ProxyState& st() { return *s_.st_; }
-  const ProxyConfig& cfg() { return s_.st_->cfg; }
-  bool closed() const { return s_.closed_; }
-  awaitable<bool> connect_upstream();
-  awaitable<bool> accept_client(std::string up_initial);
-  awaitable<std::optional<HttpHead>> read_head(TlsEnd& from, std::string& buf, bool request);
-  enum class Next { Again, Done, Failed };
-  awaitable<Next> relay_request();
-  // learn: the refresh fields of this host's secrets (token_refresh.hpp): the
-  // body is held whole, its new tokens learned, then masked and sent.
-  awaitable<bool> relay_response_body(std::string& buf, const ResponseFraming& rf, BodyDecoder& decoder,
-                                      ValueMasker& masker, bool chunked_out, const std::set<std::string>& learn);
-  // The refresh fields of this host's secrets; empty: none.
-  std::set<std::string> refresh_fields() const;
-  // Every new token of a refresh response kept as a successor secret, written
-  // back to its credential file, audited; idx_ and ids_ then hold the
-  // successors too. False: one could not be kept (the response must not go on).
-  bool learn_tokens(const std::string& body, const std::set<std::string>& fields);
-  // idx_: the newest index; ids_ with the successors a refresh on any
-  // connection brought since.
-  void take_snapshot() {
-    idx_ = st().secret_index->now();
-    ids_ = idx_->with_successors(std::move(ids_));
-  }
-  // Records what `masker` masked (for the audit line) under `where`.
-  void note_masked(ValueMasker& masker, const char* where);
-  // hold: the body (chunks decoded) is appended there instead of being sent.
-  awaitable<bool> relay_request_body(std::string& buf, const BodyFraming& f, std::string* hold = nullptr);
-  awaitable<void> answer(const std::string& bytes) {
-    if (cl_) {
-      co_await cl_->write(bytes);
-      co_await cl_->shutdown();
-    }
-  }
-  void finish(const std::string& end);
-
-  std::shared_ptr<Session> keep_;
-  Session& s_;
-  std::vector<size_t> ids_;  // the host's secrets, indices into idx_
-  // The index this request is handled with (a snapshot: another session's
-  // refresh does not change it under us); taken again at each request head.
-  std::shared_ptr<const SecretIndex> idx_;
-  std::unique_ptr<TlsEnd> up_, cl_;
-  std::string cbuf_, ubuf_;      // bytes read from the client / the upstream, not yet used
-  std::string upstream_refusal;  // why the upstream is not trusted / not reachable over TLS
-  std::string body_failure_;     // why a response body could not be decoded (the connection is cut)
-  std::set<std::tuple<std::string, std::string, std::string>> masked_;  // (secret, form, where)
-  uint64_t headers_set_ = 0;     // headers the proxy set itself (set_header secrets), over all requests
-  uint64_t values_in_body_ = 0;  // placeholders replaced in request bodies (bodyHosts), over all requests
-  uint64_t bytes_up_ = 0, bytes_down_ = 0;
-  int requests_ = 0;
-  bool finished_ = false, refused_ = false;  // refused_: the refusal wrote its own audit line
-  bool sni_mismatch_ = false;  // the client's TLS server name names another host (requireHostMatch)
-};
 
 awaitable<bool> Interceptor::connect_upstream() {
   auto ctx = st().upstream_tls();
@@ -568,6 +417,11 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     head->headers.emplace_back(name, value);
     ++headers_set_;
   }
+  // A WebSocket upgrade goes on as one, without extensions (permessage-deflate
+  // would hide the frames from the checks of intercept_websocket.cpp).
+  const bool upgrade = asks_websocket_upgrade(*head);
+  if (upgrade)
+    std::erase_if(head->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "sec-websocket-extensions") == 0; });
   // Uncompressed answers, so that values in them can be masked (see below).
   std::erase_if(head->headers, [](const auto& h) { return strcasecmp(h.first.c_str(), "accept-encoding") == 0; });
   head->headers.emplace_back("Accept-Encoding", "identity");
@@ -601,7 +455,8 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
     if (!co_await up_->write(fwd)) co_return Next::Failed;
     bytes_up_ += fwd.size();
   } else {
-    std::string fwd = forwarded_request_head(*head, client_close);
+    std::string fwd = forwarded_request_head(*head, client_close && !upgrade);
+    if (upgrade) fwd.insert(fwd.size() - 2, "Connection: Upgrade\r\nUpgrade: websocket\r\n");
     if (!co_await up_->write(fwd)) co_return Next::Failed;
     bytes_up_ += fwd.size();
     if (!co_await relay_request_body(cbuf_, *framing)) co_return Next::Failed;
@@ -615,7 +470,23 @@ awaitable<Interceptor::Next> Interceptor::relay_request() {
       co_return Next::Failed;
     }
     if (resp->status >= 100 && resp->status < 200) {
-      if (resp->status == 101) co_return Next::Failed;  // Upgrade was not forwarded: a 101 is a broken upstream
+      if (resp->status == 101) {
+        // Only a WebSocket the client asked for (anything else: a broken upstream).
+        if (!upgrade || !switches_to_websocket(*resp)) co_return Next::Failed;
+        if (resp->find("sec-websocket-extensions")) {
+          refused_ = true;
+          Decision d{false, "websocket extension", "the upstream granted a WebSocket extension that was not asked for"};
+          s_.log_refusal(host, port, d, s_.out_.address, {});
+          co_await answer(response(502, "Bad Gateway", "exguardian: " + host + ": " + d.reason + "\n", d.rule));
+          co_return Next::Failed;
+        }
+        ValueMasker masker(*idx_, ids_);
+        resp->reason = masker.mask(resp->reason);
+        for (auto& [name, value] : resp->headers) name = masker.mask(name), value = masker.mask(value);
+        note_masked(masker, "header");
+        strip_response_headers(*resp, cfg().strip_response_headers);
+        co_return co_await relay_websocket(*resp);
+      }
       if (expect) continue;                              // the client had its 100 from us
       // (A 1xx's headers are not passed on; its reason phrase is masked.)
       ValueMasker masker(*idx_, ids_);
@@ -702,7 +573,7 @@ awaitable<void> Interceptor::run(std::string down_prefix, std::string up_initial
   }
   bool ok = n == Next::Done;
   if (refused_) co_return finish("refused");
-  finish(ok ? "" : closed() ? "closed" : !body_failure_.empty() ? body_failure_ : "request not completed");
+  finish(ok ? "" : !ws_end_.empty() ? ws_end_ : closed() ? "closed" : !body_failure_.empty() ? body_failure_ : "request not completed");
 }
 
 // One audit line per intercepted connection (refusals wrote their own).
@@ -732,6 +603,7 @@ void Interceptor::finish(const std::string& end) {
         for (const auto& [name, form, where] : masked_) m.push_back({{"secret", name}, {"form", form}, {"where", where}});
         j["masked"] = std::move(m);
       }
+      if (websocket_) j["websocket"] = {{"frames_up", ws_frames_up_}, {"frames_down", ws_frames_down_}};
       j["bytes_up"] = bytes_up_;
       j["bytes_down"] = bytes_down_;
       j["duration_ms"] = s_.elapsed_ms();

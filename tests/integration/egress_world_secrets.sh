@@ -43,12 +43,15 @@
 #   the Bash tool with CMD; a conversation ending in the tool's result, or offering no tools (a
 #   title request), gets "done". POST
 #   /v1beta/models/M:generateContent and :streamGenerateContent are the same script in Gemini's
-#   API (for the real Gemini CLI; its run_shell_command tool); POST /v1/responses in OpenAI's
-#   Responses API, streamed over HTTP (for the real Codex CLI; its shell tool).
+#   API (for the real Gemini CLI; its run_shell_command tool), and again behind Google's Code
+#   Assist API (POST /v1internal:..., for Gemini CLI signed in with Google); POST /v1/responses in OpenAI's
+#   Responses API, streamed over HTTP or, after a WebSocket upgrade of GET /v1/responses, as
+#   messages (for the real Codex CLI; its shell tool). A WebSocket elsewhere echoes each message's
+#   record (ws_session below).
 
 _egs_server_py() {
     cat <<'PY'
-import base64, gzip, hashlib, http.server, json, socketserver, ssl, sys, threading, urllib.parse, zlib
+import base64, gzip, hashlib, http.server, json, socketserver, ssl, sys, threading, time, urllib.parse, zlib
 
 log_path, addr, cert, key = sys.argv[1:5]
 lock = threading.Lock()
@@ -58,6 +61,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *a):
         pass
     def do_GET(self):
+        if "websocket" in self.headers.get("Upgrade", "").lower():
+            return self.ws_session()
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = b""
             while True:
@@ -93,6 +98,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.model_turn(body)
         if self.path.startswith("/v1beta/models/") and "enerateContent" in self.path:
             return self.gemini_turn(body)
+        if self.path.startswith("/v1internal:"):  # (Code Assist: Gemini CLI signed in with Google)
+            return self.code_assist(body)
+        if self.path.startswith("/tokeninfo"):  # (google-auth-library checks a cached token)
+            return self.json_answer({"aud": "exg-client", "azp": "exg-client", "access_type": "offline",
+                                     "scope": "https://www.googleapis.com/auth/cloud-platform",
+                                     "exp": str(int(time.time()) + 3600), "expires_in": "3599"})
         if self.path.startswith("/v1/responses"):
             return self.responses_turn(body)
         if self.path == "/api/oauth/profile":  # (Claude Code's, after a refresh)
@@ -189,7 +200,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
                ("message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 1}}),
                ("message_stop", {})]
         self.sse_answer(ev)
-    def gemini_turn(self, body):
+    def code_assist(self, body):
+        # Google's Code Assist API, as Gemini CLI signed in with a Google account calls it: the
+        # account is on a tier with a project (no onboarding), the model calls are the script of
+        # gemini_turn with the request and the answer each wrapped; anything else gets {}.
+        method = urllib.parse.urlsplit(self.path).path.split(":", 1)[1]
+        if method == "loadCodeAssist":
+            tier = {"id": "standard-tier", "name": "Gemini Code Assist", "userDefinedCloudaicompanionProject": False}
+            return self.json_answer({"currentTier": tier, "allowedTiers": [dict(tier, isDefault=True)],
+                                     "cloudaicompanionProject": "exg-project"})
+        if method in ("generateContent", "streamGenerateContent"):
+            return self.gemini_turn(json.dumps(json.loads(body).get("request", {})).encode(), wrapped=True)
+        return self.json_answer({})
+    def gemini_turn(self, body, wrapped=False):
         # The same script in Gemini's API (generateContent, streamGenerateContent?alt=sse): the
         # run_shell_command tool called with CMD, then "done". Gemini CLI's model router asks
         # first, for JSON: it gets a low complexity score.
@@ -199,13 +222,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         cmd = next((t.split("EXG-RUN: ", 1)[1].split("\n")[0] for t in texts if "EXG-RUN: " in t), "")
         answered = any("functionResponse" in p for p in (conv[-1].get("parts", []) if conv else []))
         if req.get("generationConfig", {}).get("responseMimeType") == "application/json":  # (the router)
-            part = {"text": '{"complexity_reasoning": "simple", "complexity_score": 1}'}
+            # (the classifier's two shapes: the API's and Code Assist's)
+            part = {"text": '{"complexity_reasoning": "simple", "complexity_score": 1, "reasoning": "simple", "model_choice": "flash"}'}
         elif cmd and not answered:
             part = {"functionCall": {"name": "run_shell_command", "args": {"command": cmd, "description": "run"}}}
         else:
             part = {"text": "done"}
-        out = json.dumps({"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
-                          "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}})
+        answer = {"candidates": [{"content": {"role": "model", "parts": [part]}, "finishReason": "STOP", "index": 0}],
+                  "usageMetadata": {"promptTokenCount": 1, "candidatesTokenCount": 1, "totalTokenCount": 2}}
+        out = json.dumps({"response": answer} if wrapped else answer)
         sse = "alt=sse" in self.path
         out = ("data: " + out + "\r\n\r\n").encode() if sse else out.encode()
         self.send_response(200)
@@ -213,10 +238,72 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(out)))
         self.end_headers()
         self.wfile.write(out)
+    def ws_send(self, op, data, pieces=1):
+        # One message, in `pieces` fragments (unmasked: a server's frames).
+        step = max(1, -(-len(data) // pieces))
+        parts = [data[i:i + step] for i in range(0, len(data), step)] or [b""]
+        for i, part in enumerate(parts):
+            head = bytes([(0x80 if i == len(parts) - 1 else 0) | (op if i == 0 else 0)])
+            n = len(part)
+            head += bytes([n]) if n < 126 else bytes([126]) + n.to_bytes(2, "big") if n < 65536 else bytes([127]) + n.to_bytes(8, "big")
+            self.wfile.write(head + part)
+        self.wfile.flush()
+    def ws_session(self):
+        # A WebSocket (RFC 6455): each message the client sends is logged as a record with
+        # "ws": true, the upgrade request's headers and the message as its body. On /v1/responses
+        # it is OpenAI's Responses API over a WebSocket (Codex's default): a "response.create"
+        # message gets the scripted turn's events, one JSON text message each. Elsewhere the
+        # record is echoed back as a text message (?split: in fragments of a few bytes each).
+        # ?deflate grants permessage-deflate whatever the client asked (a broken upstream).
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        accept = base64.b64encode(hashlib.sha1((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        query = urllib.parse.urlsplit(self.path).query.split("&")
+        self.send_response(101, "Switching Protocols")
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        if "deflate" in query:
+            self.send_header("Sec-WebSocket-Extensions", "permessage-deflate")
+        self.end_headers()
+        self.wfile.flush()
+        self.close_connection = True
+        headers = [[k, v] for k, v in self.headers.items()]
+        msg = b""
+        while True:
+            h = self.rfile.read(2)
+            if len(h) < 2:
+                return
+            fin, op, n = h[0] & 0x80, h[0] & 0x0f, h[1] & 0x7f
+            if n >= 126:
+                n = int.from_bytes(self.rfile.read(2 if n == 126 else 8), "big")
+            mask = self.rfile.read(4) if h[1] & 0x80 else b"\0\0\0\0"
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if op == 8:
+                return self.ws_send(8, data[:2])
+            if op == 9:
+                self.ws_send(10, data)
+                continue
+            if op in (1, 2, 0):
+                msg = data if op else msg + data
+            if not fin or op == 10:
+                continue
+            rec = {"addr": addr, "method": "WS", "path": self.path, "headers": headers,
+                   "body": msg.decode("utf-8", "replace"), "ws": True}
+            line = json.dumps(rec)
+            with lock, open(log_path, "a") as f:
+                f.write(line + "\n")
+            if self.path.startswith("/v1/responses"):
+                req = json.loads(msg)
+                if req.pop("type", "") == "response.create":
+                    for e, d in self.responses_events(req):
+                        self.ws_send(1, json.dumps(dict(d, type=e)).encode())
+            else:
+                self.ws_send(1, line.encode(), pieces=len(line) // 5 if "split" in query else 1)
     def responses_turn(self, body):
+        self.sse_answer(self.responses_events(json.loads(body)))
+    def responses_events(self, req):
         # The same script in OpenAI's Responses API, streamed (for the real Codex CLI): its shell
         # tool called with CMD, then "done" once a function_call_output is in the input.
-        req = json.loads(body)
         items = req.get("input", [])
         def texts(c):
             return [c] if isinstance(c, str) else [b.get("text", "") for b in c if isinstance(b, dict)]
@@ -241,7 +328,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
               ("response.output_item.added", {"output_index": 0, "item": item}),
               ("response.output_item.done", {"output_index": 0, "item": item}),
               ("response.completed", {"response": {"id": "resp_exg", "usage": usage}})]
-        self.sse_answer(ev)
+        return ev
     def do_HEAD(self):
         self.send_response(200)
         self.send_header("X-Echo", self.headers.get("Authorization", ""))

@@ -57,4 +57,76 @@ check "--dry-run: the plan, with api.openai.com allowed and the agent's command,
 run env -u OPENAI_API_KEY PATH="$WS/bin:$PATH" "$EXG" agent codex --no-policy-files -- exec
 check "without its key: exit 125, the variable named, nothing run" bash -c \
     '[ "$1" = 125 ] && grep -q "OPENAI_API_KEY is not set" <<<"$2" && [ -z "$3" ]' _ "$STATUS" "$ERR" "$OUT"
+# ---- The terminal (a python pty driver in place of the user's terminal) ---------------------------
+# A stand-in claude prints TERM, its size and a coloured word, traps SIGWINCH (prints the new
+# size) and SIGINT (exits 42). The driver starts `exguardian agent claude` on a 30x100 pty with
+# TERM=xterm-256color, resizes it to 40x132, then types Ctrl-C: the agent sees the new size, gets
+# the SIGINT itself (the supervisor goes on and relays its exit), and 42 is the run's status.
+cat > "$WS/bin/claude" <<'SH'
+#!/bin/bash
+echo "TERM=$TERM SIZE=$(stty size)"
+printf 'COLOUR=\033[31mred\033[0m\n'
+trap 'echo "WINCH $(stty size)"' WINCH
+trap 'echo GOT-INT; exit 42' INT
+echo READY
+while :; do sleep 0.1; done
+SH
+chmod 755 "$WS/bin/claude"
+cat > "$T/ptydrive.py" <<'PY'
+import fcntl, os, select, struct, sys, termios, time
+m, s = os.openpty()
+size = lambda fd, r, c: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", r, c, 0, 0))
+size(s, 30, 100)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+    for fd in (0, 1, 2):
+        os.dup2(s, fd)
+    os.close(m)
+    os.environ["TERM"] = "xterm-256color"
+    os.execvp(sys.argv[1], sys.argv[1:])
+os.close(s)
+buf = b""
+def wait_for(text, secs=30):
+    global buf
+    end = time.time() + secs
+    while text not in buf and time.time() < end:
+        if select.select([m], [], [], 0.2)[0]:
+            try:
+                d = os.read(m, 4096)
+            except OSError:
+                return False
+            if not d:
+                return False
+            buf += d
+    return text in buf
+ok = wait_for(b"READY")
+if ok:
+    size(m, 40, 132)
+    ok = wait_for(b"WINCH 40 132")
+if ok:
+    os.write(m, b"\x03")
+    wait_for(b"GOT-INT")
+    wait_for(b"\0", 5)  # (the rest, up to the end)
+else:
+    os.kill(pid, 9)
+sys.stdout.write(repr(buf) + "\n")
+print("EXIT", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+PY
+# On each layer that runs here (gVisor gives the command no terminal: test_tty.sh's known gap).
+for layer in process container landlock; do
+    run "$EXG" run --layer "$layer" --no-policy-files -- true
+    if [ "$STATUS" != 0 ]; then
+        skip "tty on the $layer layer: it does not run here ($(tail -n 1 <<<"$ERR" | head -c 160))"
+        continue
+    fi
+    run env PATH="$WS/bin:$PATH" ANTHROPIC_API_KEY=exgtest-tty python3 "$T/ptydrive.py" "$EXG" agent claude --layer "$layer" --no-policy-files
+    check "tty ($layer): TERM passed in, the pty's first size seen inside (30 100)" grep -qF 'TERM=xterm-256color SIZE=30 100' <<<"$OUT"
+    check "tty ($layer): colours pass through as escape sequences" grep -qF 'COLOUR=\x1b[31mred\x1b[0m' <<<"$OUT"
+    check "tty ($layer): a resize of the outer pty reaches the agent, which sees the new size (40 132)" grep -qF 'WINCH 40 132' <<<"$OUT"
+    check "tty ($layer): Ctrl-C: the agent got SIGINT and the run's status is its own 42 ($(grep -o 'EXIT.*' <<<"$OUT"))" \
+        bash -c 'grep -qF GOT-INT <<<"$0" && grep -qx "EXIT 42" <<<"$0"' "$OUT"
+    grep -qx "EXIT 42" <<<"$OUT" || show_last
+done
 finish
