@@ -696,13 +696,34 @@ struct Builder {
     for (const auto& e : net.allow_unix_sockets)
       for (auto& h : resolve_entry(e, home)) allowed.insert(h);
     plan.unix_sockets_allowed.assign(allowed.begin(), allowed.end());
+    std::vector<std::string> allowed_seen;
+    // Each allowed entry that is not a bound socket now, said once.
+    auto say_allowed = [&](std::string n) {
+      for (const auto& a : allowed_seen) n += "; allowed: " + a;
+      for (const auto& a : allowed)
+        if (std::find(allowed_seen.begin(), allowed_seen.end(), a) == allowed_seen.end())
+          n += "; allowUnixSockets " + a + ": not a bound socket now";
+      plan.notes.push_back(n);
+    };
+    if (!ctx.mask_host_sockets) {
+      // No mounts to mask with: the host's sockets stay where they are and the
+      // supervisor's gate refuses a connect() to any the policy does not allow.
+      for (const auto& a : allowed) {
+        struct stat st;
+        if (::lstat(a.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+        allowed_seen.push_back(a);
+        plan.host_unix_sockets_allowed = true;
+      }
+      say_allowed("host Unix sockets: not masked on this layer (no mounts); the supervisor refuses a connect() to "
+                  "any that network.allowUnixSockets does not name");
+      return {};
+    }
     auto found = find_host_sockets();
     if (!found)
       return fail(Error::msg("host Unix sockets", found.error().str() +
                                                       ": none could be masked; network.allowAllUnixSockets: true "
                                                       "runs without masking them"));
     const HostSockets& hs = *found;
-    std::vector<std::string> allowed_seen;
     size_t masked = 0;
     for (const auto& p : hs.paths) {
       // What covers p inside: the deepest mount over it (the later one at equal depth).
@@ -730,11 +751,7 @@ struct Builder {
     std::string n = "host Unix sockets: " + std::to_string(masked) + " masked (found in " + std::to_string(hs.netns) +
                     " network namespace" + (hs.netns == 1 ? "" : "s") + "; sockets bound later are not masked)";
     if (hs.relative) n += "; " + std::to_string(hs.relative) + " bound by a relative name could not be located";
-    for (const auto& a : allowed_seen) n += "; allowed: " + a;
-    for (const auto& a : allowed)
-      if (std::find(allowed_seen.begin(), allowed_seen.end(), a) == allowed_seen.end())
-        n += "; allowUnixSockets " + a + ": not a bound socket now";
-    plan.notes.push_back(n);
+    say_allowed(std::move(n));
     return {};
   }
 
