@@ -337,12 +337,21 @@ void Cgroup::kill_all() {
 
 void Cgroup::destroy() noexcept {
   try {
-    if (!dirs_.empty() && !empty()) kill_all();
     dirfd_.reset();
+    // rmdir refuses (EBUSY) a cgroup that still holds a process: then, once,
+    // everything inside is killed, and the removal retried. (Not a read of
+    // every cgroup.procs first: after a run's kill_all they are empty, and
+    // rmdir says so itself.)
+    bool killed = false;
     for (const auto& d : dirs_) {
       for (int i = 0; i < 200; ++i) {  // up to ~1 s: exiting tasks may still be charged
         if (::rmdir(d.c_str()) == 0 || errno == ENOENT) break;
         if (errno != EBUSY) break;
+        if (!killed) {
+          killed = true;
+          kill_all();
+          continue;
+        }
         sleep_ms(5);
       }
     }
