@@ -265,7 +265,8 @@ struct Builder {
                                  "): its shell rc files and credentials would be writable; pass --workspace DIR "
                                  "with a project directory"));
     plan.workspace = *ws;
-    std::string cwd = canonical(ctx.cwd).value_or(*ws);
+    // (The workspace is most often the working directory itself: already resolved.)
+    std::string cwd = ctx.cwd == ws_in ? *ws : canonical(ctx.cwd).value_or(*ws);
     plan.cwd = is_within(cwd, *ws) ? cwd : *ws;
     if (auto r = identity(*ws); !r) return r;
     plan.argv = ctx.argv;
@@ -311,8 +312,16 @@ struct Builder {
     base();
     specials();
     // ExGuardian itself, so that `exguardian probe` works inside without a compiler.
-    if (auto self = canonical("/proc/self/exe")) {
-      Step& s = add(StepKind::BindRo, "/run/exguardian/exguardian", *self, "exguardian itself (for probes)");
+    // The link's text is the kernel's own resolved path (one readlink, not
+    // realpath's walk of every component); a binary deleted since it started
+    // reads "PATH (deleted)", which is not a file: nothing to bind.
+    char self[PATH_MAX];
+    ssize_t self_len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    struct stat self_st;
+    if (self_len > 0 && self[0] == '/' &&
+        ::stat(std::string(self, static_cast<size_t>(self_len)).c_str(), &self_st) == 0 && S_ISREG(self_st.st_mode)) {
+      Step& s = add(StepKind::BindRo, "/run/exguardian/exguardian", std::string(self, static_cast<size_t>(self_len)),
+                    "exguardian itself (for probes)");
       s.is_dir = false;
     }
 
@@ -322,7 +331,7 @@ struct Builder {
     if (!home.empty())
       for (const auto& e : pol.filesystem.allow_write)
         for (const auto& h : resolve_entry(e, home))
-          if (h == home || (canonical(home) && h == *canonical(home))) home_writable = true;
+          if (h == home) home_writable = true;  // (home is canonical: resolved above)
     if (!home.empty() && home != "/" && is_dir(home)) {
       plan.home = home;
       if (!home_writable) {
