@@ -114,6 +114,12 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
 
   // Make the directories.
   for (const auto& b : L.bases) {
+    // v1: a hierarchy of the cpu controller alone (cpuacct elsewhere: no usage
+    // to read there either) holds nothing for a sandbox without a cpus limit,
+    // only a mkdir, an attach and an rmdir on every run: not made.
+    if (!L.v2 && !limits.cpus && contains(b.controllers, "cpu") && !contains(b.controllers, "cpuacct") &&
+        !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer"))
+      continue;
     std::string dir = b.dir + "/" + name;
     int err = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
