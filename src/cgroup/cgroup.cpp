@@ -114,6 +114,12 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
 
   // Make the directories.
   for (const auto& b : L.bases) {
+    // v1: a hierarchy of the cpu controller alone (cpuacct elsewhere: no usage
+    // to read there either) holds nothing for a sandbox without a cpus limit,
+    // only a mkdir, an attach and an rmdir on every run: not made.
+    if (!L.v2 && !limits.cpus && contains(b.controllers, "cpu") && !contains(b.controllers, "cpuacct") &&
+        !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer"))
+      continue;
     std::string dir = b.dir + "/" + name;
     int err = 0;
     for (int attempt = 0; attempt < 3; ++attempt) {
@@ -337,12 +343,21 @@ void Cgroup::kill_all() {
 
 void Cgroup::destroy() noexcept {
   try {
-    if (!dirs_.empty() && !empty()) kill_all();
     dirfd_.reset();
+    // rmdir refuses (EBUSY) a cgroup that still holds a process: then, once,
+    // everything inside is killed, and the removal retried. (Not a read of
+    // every cgroup.procs first: after a run's kill_all they are empty, and
+    // rmdir says so itself.)
+    bool killed = false;
     for (const auto& d : dirs_) {
       for (int i = 0; i < 200; ++i) {  // up to ~1 s: exiting tasks may still be charged
         if (::rmdir(d.c_str()) == 0 || errno == ENOENT) break;
         if (errno != EBUSY) break;
+        if (!killed) {
+          killed = true;
+          kill_all();
+          continue;
+        }
         sleep_ms(5);
       }
     }

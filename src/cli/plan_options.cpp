@@ -7,6 +7,7 @@
 #include <cstdlib>
 
 #include "plan/paths.hpp"
+#include "util/layer_kind.hpp"
 #include "plan/warnings.hpp"
 #include "policy/srt_settings.hpp"
 
@@ -100,7 +101,7 @@ Result<void> PlanOptions::take_command(CLI::App* sub, const std::string& usage) 
   return {};
 }
 
-Result<BuiltPlan> PlanOptions::build_plan() const {
+Result<BuiltPlan> PlanOptions::build_plan(const std::string& layer_flag) const {
   plan::Context ctx = plan::Context::from_process(command);
   if (!workspace.empty()) ctx.workspace = workspace;
   ctx.workspace_mode = workspace_mode == "overlay"   ? plan::WorkspaceMode::Overlay
@@ -214,6 +215,9 @@ Result<BuiltPlan> PlanOptions::build_plan() const {
     pol.network.transparent = false;
   }
 
+  // Named, not auto: --layer auto chooses after the Plan, which may then run on any layer.
+  ctx.mask_host_sockets = (!layer_flag.empty() ? layer_flag : pol.layer.value_or("")) !=
+                          layer::name(layer::Kind::Landlock);
   auto plan = plan::compile(pol, ctx);
   if (!plan) return fail(plan.error());
   if (unsafe_no_seccomp) {

@@ -40,8 +40,10 @@ struct PlanOptions {
   Result<void> take_command(CLI::App* sub, const std::string& usage);
   // Sources merged in order (srt settings < user file < project file < --policy
   // < flags), compiled. Warnings (weakened sandboxes, plan warnings) are printed
-  // to stderr here, once.
-  Result<BuiltPlan> build_plan() const;
+  // to stderr here, once. `layer_flag`: --layer as given (it beats the
+  // policy's "layer"); a Plan for the landlock layer leaves the host's Unix
+  // sockets unmasked (plan::Context::mask_host_sockets).
+  Result<BuiltPlan> build_plan(const std::string& layer_flag = "") const;
 };
 
 // "exguardian: WHAT" on stderr; returns 125 (setup/usage/policy error).

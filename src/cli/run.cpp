@@ -31,7 +31,7 @@ int RunOptions::execute() {
   // -v: where the time goes, step by step, on one line at the end.
   StepTimer timer;
   if (verbose && !dry_run) timer.start();
-  auto built = build_plan();
+  auto built = build_plan(layer);
   if (!built) return usage_error(built.error().str());
   timer.mark("plan");
   const policy::Policy& pol = built->policy;

@@ -265,7 +265,8 @@ struct Builder {
                                  "): its shell rc files and credentials would be writable; pass --workspace DIR "
                                  "with a project directory"));
     plan.workspace = *ws;
-    std::string cwd = canonical(ctx.cwd).value_or(*ws);
+    // (The workspace is most often the working directory itself: already resolved.)
+    std::string cwd = ctx.cwd == ws_in ? *ws : canonical(ctx.cwd).value_or(*ws);
     plan.cwd = is_within(cwd, *ws) ? cwd : *ws;
     if (auto r = identity(*ws); !r) return r;
     plan.argv = ctx.argv;
@@ -311,8 +312,16 @@ struct Builder {
     base();
     specials();
     // ExGuardian itself, so that `exguardian probe` works inside without a compiler.
-    if (auto self = canonical("/proc/self/exe")) {
-      Step& s = add(StepKind::BindRo, "/run/exguardian/exguardian", *self, "exguardian itself (for probes)");
+    // The link's text is the kernel's own resolved path (one readlink, not
+    // realpath's walk of every component); a binary deleted since it started
+    // reads "PATH (deleted)", which is not a file: nothing to bind.
+    char self[PATH_MAX];
+    ssize_t self_len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    struct stat self_st;
+    if (self_len > 0 && self[0] == '/' &&
+        ::stat(std::string(self, static_cast<size_t>(self_len)).c_str(), &self_st) == 0 && S_ISREG(self_st.st_mode)) {
+      Step& s = add(StepKind::BindRo, "/run/exguardian/exguardian", std::string(self, static_cast<size_t>(self_len)),
+                    "exguardian itself (for probes)");
       s.is_dir = false;
     }
 
@@ -322,7 +331,7 @@ struct Builder {
     if (!home.empty())
       for (const auto& e : pol.filesystem.allow_write)
         for (const auto& h : resolve_entry(e, home))
-          if (h == home || (canonical(home) && h == *canonical(home))) home_writable = true;
+          if (h == home) home_writable = true;  // (home is canonical: resolved above)
     if (!home.empty() && home != "/" && is_dir(home)) {
       plan.home = home;
       if (!home_writable) {
@@ -696,13 +705,34 @@ struct Builder {
     for (const auto& e : net.allow_unix_sockets)
       for (auto& h : resolve_entry(e, home)) allowed.insert(h);
     plan.unix_sockets_allowed.assign(allowed.begin(), allowed.end());
+    std::vector<std::string> allowed_seen;
+    // Each allowed entry that is not a bound socket now, said once.
+    auto say_allowed = [&](std::string n) {
+      for (const auto& a : allowed_seen) n += "; allowed: " + a;
+      for (const auto& a : allowed)
+        if (std::find(allowed_seen.begin(), allowed_seen.end(), a) == allowed_seen.end())
+          n += "; allowUnixSockets " + a + ": not a bound socket now";
+      plan.notes.push_back(n);
+    };
+    if (!ctx.mask_host_sockets) {
+      // No mounts to mask with: the host's sockets stay where they are and the
+      // supervisor's gate refuses a connect() to any the policy does not allow.
+      for (const auto& a : allowed) {
+        struct stat st;
+        if (::lstat(a.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode)) continue;
+        allowed_seen.push_back(a);
+        plan.host_unix_sockets_allowed = true;
+      }
+      say_allowed("host Unix sockets: not masked on this layer (no mounts); the supervisor refuses a connect() to "
+                  "any that network.allowUnixSockets does not name");
+      return {};
+    }
     auto found = find_host_sockets();
     if (!found)
       return fail(Error::msg("host Unix sockets", found.error().str() +
                                                       ": none could be masked; network.allowAllUnixSockets: true "
                                                       "runs without masking them"));
     const HostSockets& hs = *found;
-    std::vector<std::string> allowed_seen;
     size_t masked = 0;
     for (const auto& p : hs.paths) {
       // What covers p inside: the deepest mount over it (the later one at equal depth).
@@ -730,11 +760,7 @@ struct Builder {
     std::string n = "host Unix sockets: " + std::to_string(masked) + " masked (found in " + std::to_string(hs.netns) +
                     " network namespace" + (hs.netns == 1 ? "" : "s") + "; sockets bound later are not masked)";
     if (hs.relative) n += "; " + std::to_string(hs.relative) + " bound by a relative name could not be located";
-    for (const auto& a : allowed_seen) n += "; allowed: " + a;
-    for (const auto& a : allowed)
-      if (std::find(allowed_seen.begin(), allowed_seen.end(), a) == allowed_seen.end())
-        n += "; allowUnixSockets " + a + ": not a bound socket now";
-    plan.notes.push_back(n);
+    say_allowed(std::move(n));
     return {};
   }
 

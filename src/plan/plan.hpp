@@ -192,6 +192,13 @@ struct Context {
   // --user-name: the sandbox's user's name in its own /etc/passwd and
   // /etc/group (first, so the name wins for its uid), USER and LOGNAME.
   std::string user_name;
+  // false: the layer that runs the Plan makes no mounts and judges every
+  // connect() to a host Unix socket itself (the landlock layer: the
+  // supervisor's gate refuses what network.allowUnixSockets does not name), so
+  // masking the host's sockets is not its wall and the scan of every network
+  // namespace's socket table that finds them to mask is skipped (on every
+  // start: one readlink per host process, a read per namespace).
+  bool mask_host_sockets = true;
 
   static Context from_process(const std::vector<std::string>& argv);
 };

@@ -217,9 +217,17 @@ layer::Enforcement LandlockLayer::enforces(const plan::Plan& plan) const {
 
 Result<void> LandlockLayer::supports_agent() const { return {}; }
 
+Result<LandlockView> LandlockLayer::view_of(const plan::Plan& plan) const {
+  if (view_ && view_->first == plan.sandbox_id) return view_->second;
+  auto v = landlock_view(plan, private_tmp(plan));
+  if (!v) return fail(v.error());
+  view_.emplace(plan.sandbox_id, *v);
+  return v;
+}
+
 std::vector<std::string> LandlockLayer::cautions(const plan::Plan& plan) const {
   std::vector<std::string> out;
-  auto v = landlock_view(plan, private_tmp(plan));
+  auto v = view_of(plan);
   if (v) out = v->cautions;
   out.insert(out.begin(), "layer landlock: no namespaces: the host's processes and network are visible to the "
                           "command (docs/layers.md says what this layer cannot do)");
@@ -234,7 +242,8 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)
     return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
   const std::string tmp = private_tmp(plan);
-  auto view = landlock_view(plan, tmp);
+  auto view = view_of(plan);
+  view_.reset();  // a later launch of this Plan lists the host again
   if (!view) return fail(view.error());
 
   // The proxy's listeners on the host's loopback, on ports the kernel picks.

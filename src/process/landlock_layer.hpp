@@ -13,7 +13,11 @@
 // It needs Landlock ABI 6 (network rules, ABI 4; scoping, ABI 6): without
 // them it refuses to start, saying which is missing.
 #pragma once
+#include <optional>
+#include <string>
+
 #include "layer/layer.hpp"
+#include "process/landlock_view.hpp"
 #include "walls/landlock.hpp"
 
 namespace exg::process {
@@ -35,7 +39,12 @@ class LandlockLayer final : public layer::Layer {
   static std::string private_tmp(const plan::Plan& plan);
 
  private:
+  // The Plan's view (its denied paths' directories listed): made once per
+  // sandbox for cautions() and launch(), which the supervisor calls in turn.
+  Result<LandlockView> view_of(const plan::Plan& plan) const;
+
   walls::LandlockFeatures landlock_;
+  mutable std::optional<std::pair<std::string, LandlockView>> view_;  // sandbox id, its view
 };
 
 }  // namespace exg::process

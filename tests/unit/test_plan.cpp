@@ -1219,6 +1219,36 @@ TEST_F(PlanTest, HostUnixSocketsVisibleInsideAreMasked) {
   EXPECT_TRUE(pa.host_unix_sockets_allowed);
 }
 
+// A Plan for a layer that makes no mounts (landlock: its supervisor's gate
+// judges every connect()) masks no host socket and says so; what
+// network.allowUnixSockets names is still told apart: a bound socket now, or not.
+TEST_F(PlanTest, HostUnixSocketsUnmaskedWhenTheLayerJudgesConnects) {
+  Listener in_ws(ws + "/host.sock");
+  ASSERT_TRUE(in_ws.bound);
+  ctx.mask_host_sockets = false;
+  Plan p = ok();
+  EXPECT_FALSE(masks(p, ws + "/host.sock"));
+  EXPECT_EQ(std::count_if(p.steps.begin(), p.steps.end(), [](auto& s) { return s.if_present; }), 0);
+  bool noted = std::any_of(p.notes.begin(), p.notes.end(), [](auto& n) {
+    return n.starts_with("host Unix sockets: not masked on this layer");
+  });
+  EXPECT_TRUE(noted);
+  EXPECT_FALSE(p.host_unix_sockets_allowed);
+
+  policy::Policy allow;
+  allow.network.allow_unix_sockets.push_back({ws + "/host.sock", false, ws, {}});
+  EXPECT_TRUE(ok(allow).host_unix_sockets_allowed);
+  policy::Policy not_a_socket;
+  mkdirs(ws + "/plain");
+  not_a_socket.network.allow_unix_sockets.push_back({ws + "/plain", false, ws, {}});
+  Plan pn = ok(not_a_socket);
+  EXPECT_FALSE(pn.host_unix_sockets_allowed);
+  bool said = std::any_of(pn.notes.begin(), pn.notes.end(), [&](auto& n) {
+    return n.find("allowUnixSockets " + ws + "/plain: not a bound socket now") != std::string::npos;
+  });
+  EXPECT_TRUE(said);
+}
+
 // Without a readable /proc (here: a tmpfs over it, in a mount namespace of a
 // child's own) no host socket could be found or masked: the plan stops, naming
 // why and the setting that runs without masks; that setting still compiles.
