@@ -480,6 +480,8 @@ in_sandbox "$Q_ID" "$Q_TOKEN" 'head -c 3000000 /dev/urandom > big.bin && echo wr
 api POST "/sandboxes/$Q_ID/pause" "${TINY[@]}"
 if [ "$CODE" = 409 ] && grep -q no-cgroup-limits <<<"$BODY"; then
     skip "pausedDiskMB: this server cannot pause (--no-cgroup-limits)"
+    api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "lite", "autoPause": true}'
+    expect 400 "autoPause under --no-cgroup-limits: 400, saying why (nothing can be frozen)" '.code == 400 and (.message | test("autoPause: .*no-cgroup-limits"))'
 else
     expect 429 "tiny: pause with 3 MB in its home: 429, over pausedDiskMB 1" '.code == 429 and (.message | test("over its quota pausedDiskMB 1"))'
     api GET "/sandboxes/$Q_ID" "${TINY[@]}"; expect 200 "tiny: refused pause: it runs on" '.state == "running"'
