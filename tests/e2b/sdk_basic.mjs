@@ -305,6 +305,25 @@ await check('lifecycle onTimeout pause without autoResume: paused at its timeout
   }
 })
 
+await check('lifecycle autoResume: a request for a port of the paused sandbox (its traffic token) resumes it and is answered', async () => {
+  if (process.env.EXPECT_PAUSE !== '1') throw SKIP
+  const s = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'autopause3' }, timeoutMs: 5_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  try {
+    await s.files.write('www/index.html', 'served after the resume')
+    await s.commands.run('python3 -m http.server 8131 --bind 127.0.0.1 --directory www', { background: true, timeoutMs: 0 })
+    const get = () => fetch(`${process.env.E2B_SANDBOX_URL}/index.html`,
+      { headers: { 'E2b-Sandbox-Id': s.sandboxId, 'E2b-Sandbox-Port': '8131', 'E2B-Traffic-Access-Token': s.trafficAccessToken } })
+    for (let i = 0; i < 100 && (await get()).status !== 200; i++) await sleep(100)
+    await pausedByTimeout(s)
+    const res = await get()
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'served after the resume')
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running', 'resumed by the port request')
+  } finally {
+    await s.kill()
+  }
+})
+
 await check('lifecycle: the SDK\'s own refusal (autoResume without pause) and the default (kill)', async () => {
   await rejects(Sandbox.create(TEMPLATE, { lifecycle: { onTimeout: 'kill', autoResume: true } }), (e) => /autoResume/.test(e.message), 'autoResume with kill')
   assert.deepEqual((await sb.getInfo()).lifecycle, { onTimeout: 'kill', autoResume: false })
