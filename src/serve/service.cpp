@@ -208,12 +208,7 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call, cons
     return reply(ex, "envd", api_error(http::status::bad_gateway,
                                        "sandbox " + id + " not found (or X-Access-Token / X-API-KEY does not grant it)"));
   ex->log_tenant = sb->tenant;
-  // E2B's autoResume: the owner's traffic resumes a sandbox its timeout (or a request) paused. Not
-  // one kept across a restart (dormant: its processes are gone; connect starts it again, as E2B's
-  // filesystem-only pauses).
-  if (sb->state == Sandbox::State::Paused && sb->auto_resume && !sb->dormant && !sb->pausing)
-    if (auto resumed = registry_.resume(sb); !resumed)
-      return reply(ex, "envd", api_error(http::status::internal_server_error, "sandbox " + id + ": autoResume failed: " + resumed.error().str()));
+  if (auto failed = auto_resume(sb)) return reply(ex, "envd", std::move(*failed));
   if (sb->state == Sandbox::State::Paused || sb->pausing)
     return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + (sb->pausing ? " is being paused" : " is paused") +
                                                                   " (Sandbox.connect resumes it)"));
@@ -224,6 +219,16 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call, cons
   if (!r) return no_envd_route(req, ex, sb, call.path);
   call.sb = std::move(sb);
   (this->*r->handler)(call);
+}
+
+// E2B's autoResume: the owner's traffic resumes a sandbox its timeout (or a request) paused. Not
+// one kept across a restart (dormant: its processes are gone; connect starts it again, as E2B's
+// filesystem-only pauses).
+std::optional<Response> Service::auto_resume(const std::shared_ptr<Sandbox>& sb) {
+  if (sb->state != Sandbox::State::Paused || !sb->auto_resume || sb->dormant || sb->pausing) return std::nullopt;
+  if (auto resumed = registry_.resume(sb); !resumed)
+    return api_error(http::status::internal_server_error, "sandbox " + sb->id + ": autoResume failed: " + resumed.error().str());
+  return std::nullopt;
 }
 
 // What a signed /files URL asks: the operation its method is, on its ?path= as ?username=.
@@ -262,6 +267,7 @@ void Service::signed_files(Request& req, ExchangePtr ex, const Route& r, const s
   auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (url->expiration && *url->expiration < now)
     return reply(ex, r.label, api_error(http::status::unauthorized, "signature is already expired"));
+  if (auto failed = auto_resume(hit)) return reply(ex, r.label, std::move(*failed));
   if (hit->state == Sandbox::State::Paused || hit->pausing)
     return reply(ex, r.label, api_error(http::status::bad_gateway, "sandbox " + hit->id + (hit->pausing ? " is being paused" : " is paused") +
                                                                    " (Sandbox.connect resumes it)"));

@@ -94,6 +94,8 @@ class Service {
   // A signed /files URL without E2b-Sandbox-Id (file_signature.hpp): the sandbox whose token signed it.
   void signed_files(Request& req, ExchangePtr ex, const Route& r, const std::string& path, const std::string& query);
   static std::optional<SignedFileUrl> signed_file_url(const Request& req, const std::string& query);
+  // A paused sandbox with autoResume, reached by one allowed to: resumed (the error answer when that failed).
+  std::optional<Response> auto_resume(const std::shared_ptr<Sandbox>& sb);
 
   // ---- the handlers (route_table()) ----
   // service.cpp: no key

@@ -284,6 +284,11 @@ await check('lifecycle onTimeout pause + autoResume: paused at its timeout, proc
     assert.ok((await s.commands.list()).some((p) => p.pid === h.pid), 'the loop is the process started before the pause')
     // Its timeout runs again from the resume: paused again, not killed.
     await pausedByTimeout(s)
+    // A signed download URL (the SDK's downloadUrl: no sandbox id in it) resumes it too.
+    const res = await fetch(await s.downloadUrl('counter', { useSignatureExpiration: 30_000 }))
+    assert.equal(res.status, 200, await res.clone().text())
+    assert.match(await res.text(), /^\d+\n$/)
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running', 'resumed by the signed URL')
   } finally {
     await s.kill()
   }
