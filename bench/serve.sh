@@ -6,6 +6,9 @@
 #    SDK) and through the `e2b` SDK from npm (e2b@2.51.0, installed into a temp dir; skipped
 #    without node/npm or SDK=0); with the warm pool (serve's default, --warm WARM) and without
 #    it (--warm 0: every create starts its sandbox).
+# 1b. create -> first `runCode` result (`@e2b/code-interpreter`, template code-interpreter-v1) beside
+#    create -> first command output (`e2b`, template base), p50/p95, CI_N cycles each (default 10;
+#    0 skips), both with the warm pool on (--warm WARM for each template).
 # 2. IDLE sandboxes created and held at once (default 500; 0 skips), then host memory per idle
 #    sandbox: PSS (from /proc/PID/smaps_rollup) of every process the sandbox costs (its
 #    supervisor with its proxy thread, its agent), the server's own growth, and the drop of
@@ -19,7 +22,9 @@ IDLE=${3:-500}
 WARM=${WARM:-2}
 THINK_MS=${THINK_MS:-20}  # between sequential cycles: a client's think time, in which the pool refills
 SDK=${SDK:-1}
+CI_N=${CI_N:-10}
 E2B_VERSION=2.51.0
+CI_VERSION=2.8.0  # @e2b/code-interpreter, as tests/integration/test_serve_code_interpreter.sh
 W=$(mktemp -d /tmp/exg-serve-bench.XXXXXX)
 SP=""
 stop_server() {
@@ -122,11 +127,43 @@ await Promise.all(Array.from({ length: c }, async () => { for (let i = 0; i < Ma
 report(`${c} concurrent`, out)
 JS
 
+cat > "$W/first_result.mjs" <<'JS'
+// create -> first runCode result (the code interpreter SDK) beside create -> first command output (the e2b SDK).
+import { Sandbox as CodeSandbox } from '@e2b/code-interpreter'
+import { Sandbox } from 'e2b'
+const n = Number(process.argv[2])
+const pct = (xs, p) => { xs = [...xs].sort((a, b) => a - b); return xs[Math.min(xs.length - 1, Math.round(p / 100 * (xs.length - 1)))] }
+async function runCode() {
+  const t0 = performance.now()
+  const sb = await CodeSandbox.create({ timeoutMs: 120_000 })
+  const e = await sb.runCode('1 + 1')
+  const t1 = performance.now()
+  if (e.text !== '2') throw new Error(`runCode: ${JSON.stringify(e)}`)
+  await sb.kill()
+  return t1 - t0
+}
+async function command() {
+  const t0 = performance.now()
+  const sb = await Sandbox.create('base')
+  let first = 0
+  await sb.commands.run('/bin/echo hi', { onStdout: () => { if (!first) first = performance.now() } })
+  await sb.kill()
+  return first - t0
+}
+for (const [what, fn] of [['create->first runCode result', runCode], ['create->first command output', command]]) {
+  await fn()  // warm-up
+  const xs = []
+  for (let i = 0; i < n; i++) { xs.push(await fn()); await new Promise((r) => setTimeout(r, 200)) }  // the pool refills
+  console.log(`SDKs  warm-pool    sequential  ${what.padEnd(29)} p50 ${pct(xs, 50).toFixed(1).padStart(7)} ms  p95 ${pct(xs, 95).toFixed(1).padStart(7)} ms  (n=${n})`)
+}
+JS
+
 HAVE_SDK=0
 if [ "$SDK" = 1 ] && command -v node >/dev/null && command -v npm >/dev/null; then
     mkdir -p "$W/node" && cp "$W/sdk.mjs" "$W/node/"
-    if (cd "$W/node" && npm install --no-save --no-audit --no-fund --loglevel=error "e2b@$E2B_VERSION" > "$W/npm.log" 2>&1); then HAVE_SDK=1
-    else echo "# SDK part skipped: npm install e2b@$E2B_VERSION failed"; fi
+    cp "$W/first_result.mjs" "$W/node/"
+    if (cd "$W/node" && npm install --no-save --no-audit --no-fund --loglevel=error "e2b@$E2B_VERSION" "@e2b/code-interpreter@$CI_VERSION" > "$W/npm.log" 2>&1); then HAVE_SDK=1
+    else echo "# SDK part skipped: npm install e2b@$E2B_VERSION @e2b/code-interpreter@$CI_VERSION failed"; fi
 fi
 echo "# $(nproc) CPUs, load average $(cut -d' ' -f1-3 /proc/loadavg) at start; N=$N, $C concurrent, ${THINK_MS} ms between sequential cycles"
 # The yardstick of this moment on this host (other jobs share its CPUs): a plain fork+exec, no sandbox.
@@ -148,6 +185,11 @@ for mode in "warm pool:--warm $WARM" "no pool:--warm 0"; do
             node sdk.mjs "$N" "$C" "${label/ /-}" "$THINK_MS")
     fi
 done
+
+if [ "$HAVE_SDK" = 1 ] && [ "$CI_N" -gt 0 ]; then
+    start_server --warm "$WARM" --warm "code-interpreter-v1=$WARM"
+    (cd "$W/node" && E2B_API_URL="http://127.0.0.1:$PORT" E2B_SANDBOX_URL="http://127.0.0.1:$PORT" E2B_API_KEY="$KEY" node first_result.mjs "$CI_N")
+fi
 
 [ "$IDLE" -gt 0 ] || exit 0
 start_server --warm 0

@@ -19,6 +19,7 @@
 #include "serve/http_server.hpp"
 #include "serve/log.hpp"
 #include "serve/openapi.hpp"
+#include "serve/sandbox_host.hpp"
 #include "serve/sandbox_registry.hpp"
 #include "serve/service.hpp"
 #include "serve/templates.hpp"
@@ -44,8 +45,9 @@ std::string canonical_dir(const std::string& d) {
 
 int serve_main(int argc, char** argv) {
   CLI::App app{"Serve E2B's sandbox API: the unmodified e2b SDK drives ExGuardian sandboxes", "exguardian serve"};
-  std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key, log_file;
+  std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key, log_file, domain;
   size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
+  double pause_ttl_hours = 720;  // fractions allowed (a test keeps a pause seconds)
   bool verbose = false, print_openapi = false, no_cgroup_limits = false;
   std::vector<std::string> warm = {"base=2"};
   app.add_option("--listen", listen, "ADDR:PORT (port 0: any free one) or unix:PATH");
@@ -58,6 +60,11 @@ int serve_main(int argc, char** argv) {
   app.add_option("--warm", warm,
                  "[TEMPLATE=]N: keep N sandboxes of TEMPLATE (default base) started ahead, so that a create takes one "
                  "at once (repeatable; default base=2; 0: none)");
+  app.add_option("--domain", domain,
+                 "The sandboxes' domain: a request whose Host is PORT-ID.DOMAIN (the SDK's getHost(port)) reaches that port "
+                 "of that sandbox, with its traffic access token; creates answer it as E2B's `domain`");
+  app.add_option("--pause-ttl-hours", pause_ttl_hours,
+                 "How long a paused sandbox is kept (also across restarts) before it is killed, hours (default 720: 30 days)");
   app.add_option("--hash-key", hash_key, "Print the tenants-file entry of KEY (sha256:<hex>) and exit");
   app.add_flag("--print-openapi", print_openapi, "Print the OpenAPI document and exit");
   app.add_flag("--no-cgroup-limits", no_cgroup_limits,
@@ -93,6 +100,10 @@ int serve_main(int argc, char** argv) {
     if (!t) return serve_error(t.error().str());
     templates = std::move(*t);
   }
+  if (!domain.empty())
+    if (auto why = serve::domain_error(domain); !why.empty()) return serve_error("--domain " + domain + ": " + why);
+  if (!(pause_ttl_hours > 0 && pause_ttl_hours <= 24.0 * 3650))
+    return serve_error("--pause-ttl-hours " + std::to_string(pause_ttl_hours) + ": expected more than 0, at most 87600 (ten years)");
   if (max_body_kib < 1 || max_upload_mib < 1 || max_sandboxes < 1) return serve_error("limits must be at least 1");
   // Every sandbox sees the host's root read-only, but /tmp and /var/tmp are
   // its own: homes kept there are invisible to the other sandboxes.
@@ -156,6 +167,7 @@ int serve_main(int argc, char** argv) {
   ro.verbose = verbose;
   ro.max_sandboxes = max_sandboxes;
   ro.cgroup_limits = cgroup_limits;
+  ro.pause_ttl = std::chrono::seconds(static_cast<int64_t>(pause_ttl_hours * 3600));
   ro.log = &log;
   serve::Registry registry(io, ro);
   auto cleaned = registry.open([&templates](const std::string& name) { return templates.find(name); });
@@ -181,6 +193,7 @@ int serve_main(int argc, char** argv) {
     pools.emplace_back(*t, static_cast<size_t>(n));
   }
   so.cgroup_limits = cgroup_limits;
+  so.domain = domain;
   serve::Service service(io, std::move(*tenants), std::move(templates), registry, so);
   serve::HttpLimits limits;
   limits.max_body = max_body_kib * 1024;

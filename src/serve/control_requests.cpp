@@ -218,6 +218,7 @@ BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templ
   std::string template_id = "base";
   bool internet = false, internet_given = false;
   int64_t timeout = 300;
+  bool pause_memory = true;
   const nlohmann::json* rules = nullptr;
   for (auto& [k, v] : body->items()) {
     if (v.is_null()) continue;
@@ -273,16 +274,30 @@ BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templ
           return bad("network." + nk + ": not supported by this server (allowOut, denyOut and rules are)");
         }
       }
-    } else if (k == "autoPause" || k == "autoPauseMemory") {
+    } else if (k == "autoPause") {  // the SDK's lifecycle.onTimeout "pause"
       if (!v.is_boolean()) return bad(k + ": expected true or false");
-      if (v.get<bool>()) return bad(k + ": pausing on timeout is not supported (a timeout kills)");
-    } else if (k == "mcp" || k == "iam" || k == "volumeMounts" || k == "autoResume") {
+      cr.auto_pause = v.get<bool>();
+    } else if (k == "autoPauseMemory") {  // onTimeout.keepMemory: the freezer keeps memory while the server runs
+      if (!v.is_boolean()) return bad(k + ": expected true or false");
+      pause_memory = v.get<bool>();
+    } else if (k == "autoResume") {  // E2B's SandboxAutoResumeConfig {enabled}
+      if (!v.is_object()) return bad("autoResume: expected an object {enabled: true|false}");
+      for (auto& [ak, av] : v.items()) {
+        if (ak != "enabled") return bad("autoResume." + ak + ": unknown field (autoResume takes enabled)");
+        if (!av.is_boolean()) return bad("autoResume.enabled: expected true or false");
+        cr.auto_resume = av.get<bool>();
+      }
+    } else if (k == "mcp" || k == "iam" || k == "volumeMounts") {
       if (k == "volumeMounts" && v.is_array() && v.empty()) continue;
       return bad(k + ": not supported by this server");
     } else {
       return bad(k + ": unknown field");
     }
   }
+  // E2B's rules (the SDK checks them too): traffic resumes only a sandbox its timeout paused, with its memory.
+  if (cr.auto_resume && !cr.auto_pause) return bad("autoResume: enabled only with autoPause (lifecycle.onTimeout \"pause\")");
+  if (cr.auto_resume && !pause_memory)
+    return bad("autoResume: not with autoPauseMemory false (a filesystem-only pause is resumed by connect, not by traffic)");
   // denyOut 0.0.0.0/0 is the SDK's "everything": our default already.
   std::erase(cr.deny_out, std::string("0.0.0.0/0"));
   if (auto e = internet_error(internet_given, internet, cr.allow_out, "network.allowOut")) return bad(*e);

@@ -36,8 +36,9 @@ inline constexpr size_t kMaxRuleHeaders = 256;
 inline constexpr size_t kMinRuleValue = 4, kMaxRuleValue = 8192;
 
 // POST /sandboxes (E2B's NewSandbox): templateID, timeout (1..max_timeout_s),
-// metadata, envVars, network {allowOut, denyOut, rules}, and the flags this
-// server accepts only in their default. The result's tenant is left empty.
+// metadata, envVars, network {allowOut, denyOut, rules}, autoPause,
+// autoPauseMemory, autoResume {enabled}, and the flags this server accepts
+// only in their default. The result's tenant is left empty.
 BodyResult<CreateRequest> parse_create_body(const std::string& body, const Templates& templates, int64_t max_timeout_s);
 
 // PUT /sandboxes/{id}/network (E2B's SandboxNetworkUpdateConfig): the lists

@@ -69,8 +69,9 @@ nlohmann::json refusals_answer(const Sandbox& sb, uint64_t since) {
 
 // What create, connect and resume answer (E2B's Sandbox): the envd access
 // token only when the sandbox has one (secure).
-nlohmann::json Service::created_json(const Sandbox& sb) {
+nlohmann::json Service::created_json(const Sandbox& sb) const {
   nlohmann::json j = {{"templateID", sb.tmpl.name}, {"sandboxID", sb.id}, {"clientID", "exguardian"}, {"envdVersion", kEnvdVersion}};
+  if (!opt_.domain.empty()) j["domain"] = opt_.domain;  // the SDK's getHost(port): PORT-ID.DOMAIN
   if (!sb.access_token.empty()) j["envdAccessToken"] = sb.access_token;
   if (!sb.traffic_token.empty()) j["trafficAccessToken"] = sb.traffic_token;
   return j;
@@ -91,13 +92,14 @@ nlohmann::json Service::sandbox_json(const Sandbox& sb, bool detail) const {
       {"envdVersion", kEnvdVersion},
       {"volumeMounts", nlohmann::json::array()},
   };
+  if (!opt_.domain.empty()) j["domain"] = opt_.domain;
   if (detail) {
     if (!sb.access_token.empty()) j["envdAccessToken"] = sb.access_token;  // secure false: none (E2B omits it too)
     j["allowInternetAccess"] = !sb.allow_out.empty() || !sb.tmpl.allow_domains.empty();
     j["network"] = {{"allowOut", sb.allow_out}, {"denyOut", sb.deny_out}};
     if (!sb.rules_shown.empty()) j["network"]["rules"] = sb.rules_shown;
     if (!sb.mask_request_host.empty()) j["network"]["maskRequestHost"] = sb.mask_request_host;
-    j["lifecycle"] = {{"onTimeout", "kill"}, {"autoResume", false}};
+    j["lifecycle"] = {{"onTimeout", sb.auto_pause ? "pause" : "kill"}, {"autoResume", sb.auto_resume}};
     j["layer"] = sb.tmpl.layer;  // not E2B's: the isolation layer (exguardian mcp --server reports it)
   }
   return j;
@@ -152,6 +154,24 @@ void Service::new_timeout(Call& c, bool set) {
   reply(c.ex, c.route.label, Response{http::status::no_content, 11});
 }
 
+std::string Service::pause_refusal(Sandbox& sb) const {
+  const Tenant* t = tenants_.find(sb.tenant);
+  if (!t) return "";
+  const uint64_t limit = t->quota.max_paused_disk_mb << 20;
+  uint64_t others = 0;
+  for (const auto& o : registry_.of_tenant(sb.tenant))
+    if (o.get() != &sb && o->state == Sandbox::State::Paused) others += o->paused_disk_bytes;
+  // Its home on the host: under its directory while it has a supervisor (sb.home is the path inside), kept apart when dormant.
+  const std::string host_home = sb.dormant || sb.host_workspace ? sb.home : sb.dir + "/home";
+  uint64_t mine = disk_bytes(host_home, limit - std::min(others, limit));
+  if (others + mine > limit)
+    return "pause: sandbox " + sb.id + "'s files (" + std::to_string(mine >> 20) + " MiB) and the tenant's other paused sandboxes (" +
+           std::to_string(others >> 20) + " MiB) are over its quota pausedDiskMB " + std::to_string(t->quota.max_paused_disk_mb) +
+           ": kill or resume one, or delete files first";
+  sb.paused_disk_bytes = mine;
+  return "";
+}
+
 void Service::pause_sandbox(Call& c) {
   const std::string& route = c.route.label;
   const std::string& id = c.sb->id;
@@ -159,6 +179,10 @@ void Service::pause_sandbox(Call& c) {
   if (!opt_.cgroup_limits)
     return reply(c.ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
   if (c.sb->pausing) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused already"));
+  if (auto why = pause_refusal(*c.sb); !why.empty()) {
+    ++metrics_.quota_refusals;
+    return reply(c.ex, route, api_error(http::status::too_many_requests, why));
+  }
   registry_.pause(c.sb, [this, ex = c.ex, route](Result<void> r) mutable {
     if (!r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
     reply(ex, route, Response{http::status::no_content, 11});
@@ -175,19 +199,20 @@ void Service::resume_or_connect(Call& c, bool connect) {
   auto& sb = c.sb;
   auto secs = parse_timeout_body(c.req.body(), "timeout", false, c.tenant->quota.max_timeout_s);
   if (!secs) return reply(c.ex, route, api_error(secs.error().status, secs.error().message));
-  if (sb->dormant) return revive_sandbox(c, secs->value_or(std::min<int64_t>(300, c.tenant->quota.max_timeout_s)));
-  if (*secs) {
-    // connect only ever extends the life of a sandbox (E2B's rule).
-    auto want = std::chrono::system_clock::now() + std::chrono::seconds(**secs);
-    if (!connect || want > sb->end_at) registry_.set_timeout(sb, std::chrono::seconds(**secs));
-  }
+  if (sb->dormant) return revive_sandbox(c, secs->value_or(std::min<int64_t>(sb->timeout.count(), c.tenant->quota.max_timeout_s)));
   if (sb->pausing)
     return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + sb->id + " is being paused: " + (connect ? "connect" : "resume") +
                                                                 " it once the pause has answered"));
   bool was_paused = sb->state == Sandbox::State::Paused;
   if (!connect && !was_paused) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + sb->id + " is not paused"));
+  // (a resume starts the create's timeout again; one given here replaces it)
   if (was_paused)
     if (auto r = registry_.resume(sb); !r) return reply(c.ex, route, api_error(http::status::internal_server_error, r.error().str()));
+  if (*secs) {
+    // connect only ever extends the life of a running sandbox (E2B's rule).
+    auto want = std::chrono::system_clock::now() + std::chrono::seconds(**secs);
+    if (!connect || was_paused || want > sb->end_at) registry_.set_timeout(sb, std::chrono::seconds(**secs));
+  }
   reply(c.ex, route, json_response(was_paused ? http::status::created : http::status::ok, created_json(*sb).dump()));
 }
 
@@ -304,6 +329,9 @@ void Service::create_sandbox(Call& c) {
     }
   auto cr = parse_create_body(body, templates_, t.quota.max_timeout_s);
   if (!cr) return reply(ex, route, api_error(cr.error().status, cr.error().message));
+  if (cr->auto_pause && !opt_.cgroup_limits)
+    return reply(ex, route, api_error(http::status::bad_request, "autoPause: this server runs sandboxes without cgroups "
+                                                                 "(--no-cgroup-limits) and cannot pause them"));
   cr->seed_home = seed;
   cr->tenant = t.id;
   cr->tenant_secrets = t.secrets;

@@ -15,11 +15,25 @@ namespace exg::serve {
 
 namespace fs = std::filesystem;
 
+uint64_t disk_bytes(const std::string& dir, uint64_t stop_after) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    struct stat st;
+    if (::lstat(it->path().c_str(), &st) == 0) total += static_cast<uint64_t>(st.st_blocks) * 512;
+    if (total > stop_after) break;
+  }
+  return total;
+}
+
 nlohmann::json KeptPause::to_json() const {
   return {{"id", id}, {"tenant", tenant}, {"template", template_name}, {"accessToken", access_token},
           {"trafficToken", traffic_token}, {"maskRequestHost", mask_request_host}, {"metadata", metadata},
           {"envVars", env_vars}, {"allowOut", allow_out}, {"denyOut", deny_out},
-          {"startedMs", std::chrono::duration_cast<std::chrono::milliseconds>(started_at.time_since_epoch()).count()}};
+          {"startedMs", std::chrono::duration_cast<std::chrono::milliseconds>(started_at.time_since_epoch()).count()},
+          {"pausedMs", std::chrono::duration_cast<std::chrono::milliseconds>(paused_at.time_since_epoch()).count()},
+          {"timeoutSeconds", timeout.count()}, {"autoPause", auto_pause}, {"autoResume", auto_resume}};
 }
 
 std::optional<KeptPause> KeptPause::from_json(const nlohmann::json& j) {
@@ -36,6 +50,11 @@ std::optional<KeptPause> KeptPause::from_json(const nlohmann::json& j) {
     k.allow_out = j.at("allowOut").get<std::vector<std::string>>();
     k.deny_out = j.at("denyOut").get<std::vector<std::string>>();
     k.started_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(j.at("startedMs").get<int64_t>()));
+    // (absent from an earlier server's records: paused now, as the create's defaults)
+    k.paused_at = j.contains("pausedMs") ? std::chrono::system_clock::time_point(std::chrono::milliseconds(j["pausedMs"].get<int64_t>()))
+                                         : std::chrono::system_clock::now();
+    k.timeout = std::chrono::seconds(j.value("timeoutSeconds", int64_t{300}));
+    k.auto_pause = j.value("autoPause", false), k.auto_resume = j.value("autoResume", false);
     if (k.id.empty() || k.id.find('/') != std::string::npos || k.id[0] == '.') return std::nullopt;
     return k;
   } catch (const nlohmann::json::exception&) {

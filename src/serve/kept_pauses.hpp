@@ -35,6 +35,9 @@ struct KeptPause {
   std::map<std::string, std::string> env_vars;
   std::vector<std::string> allow_out, deny_out;
   std::chrono::system_clock::time_point started_at;
+  std::chrono::system_clock::time_point paused_at;  // it is kept --pause-ttl-hours from here
+  std::chrono::seconds timeout{300};                // the create's (a resume's), and its lifecycle
+  bool auto_pause = false, auto_resume = false;
   nlohmann::json to_json() const;
   static std::optional<KeptPause> from_json(const nlohmann::json& j);
 };
@@ -42,6 +45,10 @@ struct KeptPause {
 // What the answers say a pause kept across a restart keeps.
 inline constexpr char kKeptPauseKeeps[] =
     "filesystem only: the sandbox's /home/user, swept; its processes ended with the server that paused it";
+
+// The disk a tree takes (its files' blocks, symlinks not followed), counted up
+// to just past `stop_after` (a pause over its quota needs no exact figure).
+uint64_t disk_bytes(const std::string& dir, uint64_t stop_after);
 
 class KeptPauses {
  public:

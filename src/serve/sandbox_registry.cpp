@@ -246,7 +246,7 @@ void Registry::create(const CreateRequest& req, ReadyFn done) {
   sb->deny_out = req.deny_out;
   sb->tenant_secrets = req.tenant_secrets;
   sb->tenant_secret_hosts = req.tenant_secret_hosts;
-  sb->end_at = sb->started_at + req.timeout;
+  take_lifecycle(*sb, req);
   if (req.revive) {  // the same sandbox again, for its clients: id, tokens, start time
     sb->id = req.revive->id;
     sb->dir = opt_.state_dir + "/sandboxes/" + sb->id;
@@ -306,7 +306,7 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sb->mask_request_host = req.mask_request_host;
   sb->env_vars = req.env_vars;
   sb->started_at = std::chrono::system_clock::now();
-  sb->end_at = sb->started_at + req.timeout;
+  take_lifecycle(*sb, req);
   sb->access_token = req.secure ? random_id(32) : "";  // made now: no one knew the pool's
   sb->traffic_token = req.secure ? random_id(32) : "";
   sb->from_pool = true;
@@ -649,16 +649,41 @@ void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<St
   for (auto& w : waiters) w(error);
 }
 
+void Registry::take_lifecycle(Sandbox& sb, const CreateRequest& req) {
+  sb.end_at = sb.started_at + req.timeout;
+  sb.timeout = req.timeout;
+  sb.auto_pause = req.auto_pause, sb.auto_resume = req.auto_resume;
+}
+
 void Registry::arm_expiry(const std::shared_ptr<Sandbox>& sb) {
   auto now = std::chrono::system_clock::now();
   auto left = sb->end_at > now ? sb->end_at - now : std::chrono::system_clock::duration::zero();
   sb->expiry->expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(left));
   sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
     if (ec || sb->killing) return;
-    ++expired_total_;
-    if (logs_lifecycle()) log().info("expire").str("tenant", sb->tenant).str("sandbox", sb->id);
-    kill(sb, {}, "timeout");
+    on_timeout(sb);
   });
+}
+
+void Registry::on_timeout(const std::shared_ptr<Sandbox>& sb) {
+  if (sb->state == Sandbox::State::Paused) {  // kept its --pause-ttl-hours
+    if (logs_lifecycle()) log().info("pause_expired").str("tenant", sb->tenant).str("sandbox", sb->id);
+    return kill(sb, {}, "pause-expired");
+  }
+  if (sb->auto_pause && sb->state == Sandbox::State::Running && !sb->pausing && opt_.cgroup_limits) {
+    if (logs_lifecycle()) log().info("auto_pause").str("tenant", sb->tenant).str("sandbox", sb->id);
+    std::string refused = pause_check ? pause_check(*sb) : "";
+    if (refused.empty())
+      return pause(sb, [this, sb](Result<void> r) {
+        if (r || sb->killing) return;
+        ++expired_total_;
+        kill(sb, {}, "timeout");  // (the pause's failure is logged: pause_failed)
+      });
+    log().warn("auto_pause_refused").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", refused + ": killed instead");
+  }
+  ++expired_total_;
+  if (logs_lifecycle()) log().info("expire").str("tenant", sb->tenant).str("sandbox", sb->id);
+  kill(sb, {}, "timeout");
 }
 
 void Registry::set_timeout(const std::shared_ptr<Sandbox>& sb, std::chrono::seconds t) {
@@ -818,6 +843,9 @@ void Registry::await_frozen(const std::shared_ptr<Sandbox>& sb, std::vector<cgro
   if (!pending) {
     sb->state = Sandbox::State::Paused;
     if (logs_lifecycle()) log().info("pause").str("tenant", sb->tenant).str("sandbox", sb->id);
+    // Its timeout stops here; the pause is kept --pause-ttl-hours.
+    sb->end_at = std::chrono::system_clock::now() + opt_.pause_ttl;
+    arm_expiry(sb);
     keep_pause(*sb);
     return finish({});
   }
@@ -846,6 +874,9 @@ Result<void> Registry::resume(const std::shared_ptr<Sandbox>& sb) {
     return r;
   }
   sb->state = Sandbox::State::Running;
+  sb->paused_disk_bytes = 0;
+  sb->end_at = std::chrono::system_clock::now() + sb->timeout;
+  arm_expiry(sb);
   kept_.drop_record(sb->id);
   if (logs_lifecycle()) log().info("resume").str("tenant", sb->tenant).str("sandbox", sb->id);
   return {};
@@ -927,6 +958,8 @@ void Registry::keep_pause(const Sandbox& sb) {
   k.access_token = sb.access_token, k.traffic_token = sb.traffic_token, k.mask_request_host = sb.mask_request_host;
   k.metadata = sb.metadata, k.env_vars = sb.env_vars, k.allow_out = sb.allow_out, k.deny_out = sb.deny_out;
   k.started_at = sb.started_at;
+  k.paused_at = std::chrono::system_clock::now();
+  k.timeout = sb.timeout, k.auto_pause = sb.auto_pause, k.auto_resume = sb.auto_resume;
   if (auto r = kept_.write(k); !r)
     log().warn("pause_not_kept").str("tenant", sb.tenant).str("sandbox", sb.id).str("msg", r.error().str() + ": a restart of the server ends it");
 }
@@ -957,13 +990,16 @@ void Registry::hold_kept(const std::function<const Template*(const std::string&)
     sb->access_token = k.access_token, sb->traffic_token = k.traffic_token, sb->mask_request_host = k.mask_request_host;
     sb->metadata = k.metadata, sb->env_vars = k.env_vars, sb->allow_out = k.allow_out, sb->deny_out = k.deny_out;
     sb->started_at = k.started_at;
-    sb->end_at = std::chrono::system_clock::now() + std::chrono::seconds(300);  // a timeout armed only if asked for
+    sb->timeout = k.timeout, sb->auto_pause = k.auto_pause, sb->auto_resume = k.auto_resume;
     sb->dir = opt_.state_dir + "/sandboxes/" + k.id;
     sb->home = kept_.home_of(k.id);
     sb->audit_log = sb->dir + "/audit.jsonl";
     sb->state = Sandbox::State::Paused;
     sb->dormant = true;
     sb->expiry = std::make_unique<asio::steady_timer>(io_);
+    sb->paused_disk_bytes = disk_bytes(sb->home, UINT64_MAX);  // (its tenant's pausedDiskMB counts it)
+    sb->end_at = k.paused_at + opt_.pause_ttl;  // kept --pause-ttl-hours from its pause, this server's setting
+    arm_expiry(sb);
     sandboxes_[k.id] = sb;
     log().info("recovery").str("tenant", k.tenant).str("sandbox", k.id).str("msg", "paused sandbox kept from a previous server (its processes ended with it)");
   }
@@ -996,6 +1032,7 @@ void Registry::revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, Rea
   req.tenant = sb->tenant, req.tmpl = sb->tmpl;
   req.metadata = sb->metadata, req.env_vars = sb->env_vars, req.allow_out = sb->allow_out, req.deny_out = sb->deny_out;
   req.secure = !sb->access_token.empty(), req.mask_request_host = sb->mask_request_host;
+  req.auto_pause = sb->auto_pause, req.auto_resume = sb->auto_resume;
   req.seed_home = seed + "/home";
   req.revive = KeptPause{.id = sb->id, .tenant = sb->tenant, .template_name = sb->tmpl.name, .access_token = sb->access_token,
                          .traffic_token = sb->traffic_token, .started_at = sb->started_at};
@@ -1017,6 +1054,7 @@ void Registry::revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, Rea
         return done(std::move(up));
       }
       kept_.remove(sb->id);
+      sb->expiry->cancel();  // (its --pause-ttl-hours: the new start has its own timeout)
       done(std::move(up));
     });
   });

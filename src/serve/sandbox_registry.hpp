@@ -91,6 +91,9 @@ struct CreateRequest {
   std::string seed_home;
   // A pause kept across a restart (kept_pauses.hpp) started again: its id, tokens and start time.
   std::optional<KeptPause> revive;
+  // E2B's lifecycle: autoPause (onTimeout "pause"): the timeout pauses instead of killing;
+  // autoResume.enabled: a request for the paused sandbox (envd or a port) resumes it.
+  bool auto_pause = false, auto_resume = false;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -129,6 +132,9 @@ struct Sandbox {
   // interpreter SDK's /contexts calls carry only it). Empty with secure false.
   std::string traffic_token;
   std::string mask_request_host;  // CreateRequest::mask_request_host
+  bool auto_pause = false, auto_resume = false;  // CreateRequest's
+  std::chrono::seconds timeout{300};  // the create's: what a resume gives it again
+  uint64_t paused_disk_bytes = 0;     // its home's size when it was paused (the tenant's pausedDiskMB)
   std::string dir;           // --state-dir/sandboxes/<id>
   std::string home;          // the workspace: the user's home and default cwd
   std::string audit_log;     // the supervisor's audit log (JSON lines)
@@ -185,6 +191,9 @@ struct RegistryOptions {
   // uninterruptible wait (a page fault's read) delays that, one that cannot
   // return (a hung FUSE or NFS request) never does.
   std::chrono::milliseconds freeze_wait{3000};
+  // How long a paused sandbox is kept (--pause-ttl-hours): its timeout stops at
+  // the pause, and this one starts; then it is killed as if by its timeout.
+  std::chrono::seconds pause_ttl{30LL * 24 * 3600};
 };
 
 class Registry {
@@ -227,6 +236,10 @@ class Registry {
   // (not frozen within opt.freeze_wait: thawed again; killed meanwhile). The
   // wait is a timer on the event loop: other requests go on meanwhile.
   void pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done);
+  // Asked before a pause (a request's or autoPause's): "" when the sandbox may
+  // be paused, else why not (the tenant's pausedDiskMB: control_routes.cpp).
+  std::function<std::string(Sandbox&)> pause_check;
+  // Thaws it; its timeout starts again from now (the create's, E2B's rule).
   Result<void> resume(const std::shared_ptr<Sandbox>& sb);
   struct Usage {
     double cpu_pct = 0;
@@ -296,6 +309,10 @@ class Registry {
   void hold_kept(const std::function<const Template*(const std::string&)>& template_of);
   void forget_dormant(const std::shared_ptr<Sandbox>& sb, std::string_view reason);
   void arm_expiry(const std::shared_ptr<Sandbox>& sb);
+  // What the timeout does: pause when autoPause asked for it (killed when that fails), else kill.
+  void on_timeout(const std::shared_ptr<Sandbox>& sb);
+  // The request's lifecycle (timeout, autoPause, autoResume) on a sandbox it starts or claims.
+  static void take_lifecycle(Sandbox& sb, const CreateRequest& req);
   // Writes "thawed" to every freezer of the sandbox (resume, kill, a failed pause).
   Result<void> thaw(const std::shared_ptr<Sandbox>& sb);
   // pause's wait: polls the freezers (cgroup/freezer.hpp) every few ms on a timer until all read frozen.

@@ -8,6 +8,7 @@
 #include "serve/control_requests.hpp"
 #include "serve/file_signature.hpp"
 #include "serve/openapi.hpp"
+#include "serve/sandbox_host.hpp"
 
 namespace exg::serve {
 
@@ -38,7 +39,9 @@ std::optional<std::string> query_param(const std::string& query, const std::stri
 }
 
 Service::Service(boost::asio::io_context& io, Tenants tenants, Templates templates, Registry& registry, ServiceOptions opt)
-    : io_(io), tenants_(std::move(tenants)), templates_(std::move(templates)), registry_(registry), opt_(opt) {}
+    : io_(io), tenants_(std::move(tenants)), templates_(std::move(templates)), registry_(registry), opt_(opt) {
+  registry_.pause_check = [this](Sandbox& sb) { return pause_refusal(sb); };
+}
 
 Response Service::api_error(http::status st, const std::string& message) {
   nlohmann::json j = {{"code", static_cast<unsigned>(st)}, {"message", message}};
@@ -90,13 +93,24 @@ void Service::route(Request& req, ExchangePtr ex) {
   std::string target(req.target());
   auto qm = target.find('?');
   std::string path = target.substr(0, qm), query = qm == std::string::npos ? "" : target.substr(qm + 1);
-  // A request with E2b-Sandbox-Id is for one sandbox's envd (the SDK with E2B_SANDBOX_URL).
-  bool for_envd = req.find("E2b-Sandbox-Id") != req.end();
+  // A request with E2b-Sandbox-Id is for one sandbox's envd (the SDK with
+  // E2B_SANDBOX_URL), or a port of it (E2b-Sandbox-Port); so is one whose
+  // Host is the name getHost(port) gives (PORT-ID.DOMAIN, with --domain).
+  auto named = parse_sandbox_host(std::string_view(req[http::field::host]), opt_.domain);
+  bool for_envd = named || req.find("E2b-Sandbox-Id") != req.end();
   PathParams params;
   const Route* r = find_route(req.method(), path, for_envd, &params);
   static const Route kNone{};  // a Call's route until one is found
   Call call{req, ex, r ? *r : kNone, path, query, std::move(params)};
-  if (for_envd) return envd(req, ex, r, std::move(call));
+  if (named) {
+    // One sandbox and port per request: headers naming others are refused, not silently overridden.
+    for (auto [header, want] : {std::pair{"E2b-Sandbox-Id", named->id}, std::pair{"E2b-Sandbox-Port", named->port}})
+      if (auto h = req.find(header); h != req.end() && std::string(h->value()) != want)
+        return reply(ex, "envd", api_error(http::status::bad_request, std::string(header) + " names another than the Host " +
+                                                                          std::string(req[http::field::host]).substr(0, 128)));
+    return envd(req, ex, r, std::move(call), named->id, named->port);
+  }
+  if (for_envd) return envd(req, ex, r, std::move(call), std::string(req["E2b-Sandbox-Id"]), std::string(req["E2b-Sandbox-Port"]));
   // A signed /files URL of the SDK (uploadUrl, downloadUrl) names no sandbox
   // when E2B_SANDBOX_URL is set: its signature does.
   if (!r && path == "/files" && query_param(query, "signature"))
@@ -157,8 +171,7 @@ std::string Service::not_served(const std::string& what) {
 
 // Auth::EnvdToken: every request naming a sandbox, routed or not, passes the
 // same checks, so that nothing tells which ids exist.
-void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
-  std::string id(req["E2b-Sandbox-Id"]);
+void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call, const std::string& id, const std::string& port) {
   ex->log_sandbox = id.substr(0, 64);
   auto sb = registry_.find(id);
   // Who may: the sandbox's access token, its tenant's key, or anyone when it
@@ -168,8 +181,7 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
   auto same = [](const std::string& given, const std::string& want) {
     return !given.empty() && given.size() == want.size() && CRYPTO_memcmp(given.data(), want.data(), given.size()) == 0;
   };
-  // A request for another port of the sandbox (E2b-Sandbox-Port): port_proxy.cpp.
-  std::string port(req["E2b-Sandbox-Port"]);
+  // A request for another port of the sandbox: port_proxy.cpp.
   bool other_port = !port.empty() && port != kEnvdPort;
   if (sb && sb->access_token.empty()) authed = owner = true;
   if (!authed && sb && same(std::string(req["X-Access-Token"]), sb->access_token)) authed = owner = true;
@@ -196,6 +208,7 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
     return reply(ex, "envd", api_error(http::status::bad_gateway,
                                        "sandbox " + id + " not found (or X-Access-Token / X-API-KEY does not grant it)"));
   ex->log_tenant = sb->tenant;
+  if (auto failed = auto_resume(sb)) return reply(ex, "envd", std::move(*failed));
   if (sb->state == Sandbox::State::Paused || sb->pausing)
     return reply(ex, "envd", api_error(http::status::bad_gateway, "sandbox " + id + (sb->pausing ? " is being paused" : " is paused") +
                                                                   " (Sandbox.connect resumes it)"));
@@ -206,6 +219,16 @@ void Service::envd(Request& req, ExchangePtr ex, const Route* r, Call call) {
   if (!r) return no_envd_route(req, ex, sb, call.path);
   call.sb = std::move(sb);
   (this->*r->handler)(call);
+}
+
+// E2B's autoResume: the owner's traffic resumes a sandbox its timeout (or a request) paused. Not
+// one kept across a restart (dormant: its processes are gone; connect starts it again, as E2B's
+// filesystem-only pauses).
+std::optional<Response> Service::auto_resume(const std::shared_ptr<Sandbox>& sb) {
+  if (sb->state != Sandbox::State::Paused || !sb->auto_resume || sb->dormant || sb->pausing) return std::nullopt;
+  if (auto resumed = registry_.resume(sb); !resumed)
+    return api_error(http::status::internal_server_error, "sandbox " + sb->id + ": autoResume failed: " + resumed.error().str());
+  return std::nullopt;
 }
 
 // What a signed /files URL asks: the operation its method is, on its ?path= as ?username=.
@@ -244,6 +267,7 @@ void Service::signed_files(Request& req, ExchangePtr ex, const Route& r, const s
   auto now = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (url->expiration && *url->expiration < now)
     return reply(ex, r.label, api_error(http::status::unauthorized, "signature is already expired"));
+  if (auto failed = auto_resume(hit)) return reply(ex, r.label, std::move(*failed));
   if (hit->state == Sandbox::State::Paused || hit->pausing)
     return reply(ex, r.label, api_error(http::status::bad_gateway, "sandbox " + hit->id + (hit->pausing ? " is being paused" : " is paused") +
                                                                    " (Sandbox.connect resumes it)"));

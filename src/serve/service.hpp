@@ -7,6 +7,7 @@
 // (routes.cpp); the handlers live in one file per part: control_routes.cpp,
 // envd_process.cpp, envd_filesystem.cpp, envd_files.cpp.
 #pragma once
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +41,9 @@ struct ServiceOptions {
   size_t max_upload = 100 * 1024 * 1024;  // also a gzip upload once decompressed (--max-upload-mib)
   bool verbose = false;
   bool cgroup_limits = true;  // false: --no-cgroup-limits, reported by /health and /metrics
+  // --domain: the sandboxes' domain (E2B's `domain`): a Host `PORT-ID.DOMAIN` reaches that port
+  // of that sandbox (sandbox_host.hpp), and creates answer it so the SDK's getHost names it. "": none.
+  std::string domain;
 };
 
 // One request on its way to its route's handler: what the dispatcher found out
@@ -74,13 +78,15 @@ class Service {
   Registry& registry_;
   ServiceOptions opt_;
   Metrics metrics_;
+  std::map<std::string, size_t> snapshots_taking_;  // per tenant: snapshots on their way (its quota counts them)
 
   friend std::vector<Route> route_rows();  // routes.cpp
 
   void route(Request& req, ExchangePtr ex);
   // The checks before a route's handler, by its kind; a request no route has answered as before the table.
   void control(Request& req, ExchangePtr ex, const Route* r, Call call);
-  void envd(Request& req, ExchangePtr ex, const Route* r, Call call);
+  // `id` and `port`: from E2b-Sandbox-Id and E2b-Sandbox-Port, or from a Host `PORT-ID.DOMAIN`.
+  void envd(Request& req, ExchangePtr ex, const Route* r, Call call, const std::string& id, const std::string& port);
   void no_control_route(Request& req, ExchangePtr ex, const Tenant& t, const std::string& path);
   // The tenant's sandbox of that id, if it is up (running or paused).
   std::shared_ptr<Sandbox> tenants_sandbox(const Tenant& t, const std::string& id) const;
@@ -88,6 +94,8 @@ class Service {
   // A signed /files URL without E2b-Sandbox-Id (file_signature.hpp): the sandbox whose token signed it.
   void signed_files(Request& req, ExchangePtr ex, const Route& r, const std::string& path, const std::string& query);
   static std::optional<SignedFileUrl> signed_file_url(const Request& req, const std::string& query);
+  // A paused sandbox with autoResume, reached by one allowed to: resumed (the error answer when that failed).
+  std::optional<Response> auto_resume(const std::shared_ptr<Sandbox>& sb);
 
   // ---- the handlers (route_table()) ----
   // service.cpp: no key
@@ -131,8 +139,10 @@ class Service {
   void resume_or_connect(Call& c, bool connect);
   void revive_sandbox(Call& c, int64_t timeout_s);
   nlohmann::json sandbox_json(const Sandbox& sb, bool detail) const;
-  static nlohmann::json created_json(const Sandbox& sb);
+  nlohmann::json created_json(const Sandbox& sb) const;
   std::optional<Response> check_quota(const Tenant& t, const Template& tmpl) const;
+  // Registry::pause_check: "" when the tenant's pausedDiskMB holds the sandbox's home too (its size noted), else why not.
+  std::string pause_refusal(Sandbox& sb) const;
 
   // An envd RPC's error: a stream's end message when the client asked for a stream, else a unary error.
   void rpc_fail(Request& req, ExchangePtr& ex, const std::string& route, bool streaming, const rpc::RpcError& e);

@@ -29,7 +29,18 @@ void Service::create_snapshot(Call& c) {
   ExchangePtr ex = c.ex;
   auto names = parse_snapshot_body(c.req.body());
   if (!names) return reply(ex, route, api_error(names.error().status, names.error().message));
-  registry_.take_snapshot(c.sb, std::move(*names), false, [this, ex, route](Result<SnapshotRecord> r) mutable {
+  // The tenant's quota.snapshots: those kept and those on their way (a fork's own are not counted).
+  const std::string tenant = c.tenant->id;
+  size_t held = registry_.snapshots().list(tenant, "", "").size() + snapshots_taking_[tenant];
+  if (held >= c.tenant->quota.max_snapshots) {
+    ++metrics_.quota_refusals;
+    return reply(ex, route, api_error(http::status::too_many_requests,
+                                      "tenant " + tenant + " holds " + std::to_string(held) + " snapshots, its quota (snapshots) is " +
+                                          std::to_string(c.tenant->quota.max_snapshots) + ": delete one first (Sandbox.deleteSnapshot)"));
+  }
+  ++snapshots_taking_[tenant];
+  registry_.take_snapshot(c.sb, std::move(*names), false, [this, ex, route, tenant](Result<SnapshotRecord> r) mutable {
+    --snapshots_taking_[tenant];
     if (!r) return reply(ex, route, api_error(http::status::internal_server_error, "no snapshot taken: " + r.error().str()));
     reply(ex, route, json_response(http::status::created, snapshot_json(*r).dump()));
   });

@@ -102,8 +102,14 @@ Result<Tenants> Tenants::parse(const std::string& text, const std::string& where
             if (!qv.is_number_integer() || qv.get<uint64_t>() < 1 || qv.get<uint64_t>() > static_cast<uint64_t>(kMaxTimeoutQuota))
               return bad(qat, "expected an integer 1.." + std::to_string(kMaxTimeoutQuota) + " (ten years)");
             tn.quota.max_timeout_s = qv.get<int64_t>();
+          } else if (qk == "snapshots") {
+            if (!qv.is_number_integer() || qv.get<uint64_t>() > 100000) return bad(qat, "expected an integer 0..100000");
+            tn.quota.max_snapshots = qv.get<size_t>();
+          } else if (qk == "pausedDiskMB") {
+            if (!qv.is_number_integer()) return bad(qat, "expected an integer");
+            tn.quota.max_paused_disk_mb = qv.get<uint64_t>();
           } else {
-            return bad(qat, "unknown key (sandboxes, memoryMB, cpus, maxTimeoutSeconds)");
+            return bad(qat, "unknown key (sandboxes, memoryMB, cpus, maxTimeoutSeconds, snapshots, pausedDiskMB)");
           }
         }
       } else if (k == "secrets") {
@@ -128,6 +134,12 @@ Result<Tenants> Tenants::parse(const std::string& text, const std::string& where
     t.tenants_.push_back(std::move(tn));
   }
   return t;
+}
+
+const Tenant* Tenants::find(const std::string& id) const {
+  for (const auto& t : tenants_)
+    if (t.id == id) return &t;
+  return nullptr;
 }
 
 const Tenant* Tenants::authenticate(const std::string& key) const {

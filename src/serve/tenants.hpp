@@ -24,6 +24,8 @@ struct Quota {
   uint64_t max_memory_mb = 16 * 1024;   // sum of the templates' memory over its sandboxes
   double max_cpus = 16;                 // sum of the templates' cpus
   int64_t max_timeout_s = 24 * 3600;    // longest timeout a create/setTimeout may ask
+  size_t max_snapshots = 100;           // snapshots kept at once (a fork's own are not counted)
+  uint64_t max_paused_disk_mb = 10240;  // the homes of its paused sandboxes, summed as each was paused
 };
 
 struct Tenant {
@@ -41,13 +43,15 @@ struct Tenant {
 
 class Tenants {
  public:
-  // {"tenants": [{"id": "acme", "keys": ["sha256:<64 hex>"], "quota": {"sandboxes": 10, "memoryMB": 8192, "cpus": 8, "maxTimeoutSeconds": 3600},
+  // {"tenants": [{"id": "acme", "keys": ["sha256:<64 hex>"], "quota": {"sandboxes": 10, "memoryMB": 8192, "cpus": 8, "maxTimeoutSeconds": 3600,
+  //                                                                   "snapshots": 100, "pausedDiskMB": 10240},
   //               "secrets": [{"name": "GITHUB_TOKEN", "from": "file:/etc/exguardian/acme/github", "hosts": ["api.github.com"]}]}]}
   // Unknown keys, duplicate ids or keys, malformed hashes: an error naming where.
   static Result<Tenants> load(const std::string& file);
   static Result<Tenants> parse(const std::string& text, const std::string& where);
   // The tenant whose key this is; nothing for an unknown key.
   const Tenant* authenticate(const std::string& key) const;
+  const Tenant* find(const std::string& id) const;
   const std::vector<Tenant>& all() const { return tenants_; }
 
  private:

@@ -7,11 +7,12 @@
 // One line per check: "ok - ..." or "FAIL - ...: why"; exit 1 when any failed.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
+import http from 'node:http'
 import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
 
 const OTHER_KEY = process.env.OTHER_KEY
 const URL = process.env.E2B_SANDBOX_URL
-import { check, finish } from './checks.mjs'
+import { check, finish, SKIP } from './checks.mjs'
 
 const sb = process.env.TEMPLATE ? await Sandbox.create(process.env.TEMPLATE, { timeoutMs: 300_000 }) : await Sandbox.create({ timeoutMs: 300_000 })
 
@@ -115,7 +116,10 @@ await check('port 49999: another tenant\'s key, its sandbox\'s tokens, or none r
       ['the other sandbox\'s envd token', { 'X-Access-Token': theirs.envdAccessToken }]]) {
       const [status, body] = await execute(h)
       assert.equal(status, 502, `${what}: ${status} ${body}`)
-      assert.doesNotMatch(body, /41/, what)
+      // (not /41/: the 502 names the sandbox, and a random id of 20 [a-z0-9] holds "41" about one time
+      // in 70: with four tries here, about one run in 17 failed)
+      assert.doesNotMatch(body, /"text"/, `${what}: ${body}`)
+      assert.equal(JSON.parse(body).code, 502, body)
     }
     // And their own sandbox answers them (its own state, not ours).
     assert.equal((await theirs.runCode('"theirs"')).text, "'theirs'")
@@ -143,6 +147,53 @@ await check('another port: a web server a command started is reached; a port whe
   assert.equal(none.status, 502)
   assert.match(await none.text(), /nothing listens on port 8124/)
 })
+
+// getHost(port): the host name E2B gives a port, PORT-ID.DOMAIN (the server's --domain, which the
+// create answered as `domain`). The name is resolved to the server's loopback address here, as a
+// DNS entry for *.DOMAIN would; the request carries it as its Host, as a browser would.
+function getByHost(host, path, headers = {}) {
+  const server = new globalThis.URL(URL)
+  return new Promise((resolve, reject) => {
+    const req = http.get({
+      host, port: server.port, path, headers,
+      lookup: (name, opts, cb) => (opts && opts.all ? cb(null, [{ address: server.hostname, family: 4 }]) : cb(null, server.hostname, 4)),
+    }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => { body += d })
+      res.on('end', () => resolve([res.statusCode, body]))
+    })
+    req.on('error', reject)
+  })
+}
+
+await check('getHost(port): PORT-ID.DOMAIN reaches the web server with the traffic token; another tenant\'s credentials and none do not', async () => {
+  if (!process.env.SANDBOX_DOMAIN) throw SKIP
+  const host = sb.getHost(8123)
+  assert.equal(host, `8123-${sb.sandboxId}.${process.env.SANDBOX_DOMAIN}`)
+  const [status, body] = await getByHost(host, '/hello.txt', { 'E2B-Traffic-Access-Token': sb.trafficAccessToken })
+  assert.equal(status, 200, body)
+  assert.equal(body, 'served from inside')
+  const theirs = await Sandbox.create({ apiKey: OTHER_KEY, timeoutMs: 120_000 })
+  try {
+    for (const [what, h] of [['no credentials', {}], ['the other tenant\'s key', { 'X-API-KEY': OTHER_KEY }],
+      ['the other sandbox\'s traffic token', { 'E2B-Traffic-Access-Token': theirs.trafficAccessToken }],
+      ['the other sandbox\'s envd token', { 'X-Access-Token': theirs.envdAccessToken }]]) {
+      const [st, b] = await getByHost(host, '/hello.txt', h)
+      assert.equal(st, 502, `${what}: ${st} ${b}`)
+      assert.doesNotMatch(b, /served from inside/, what)
+    }
+    // Their own token on their own sandbox's name reaches their sandbox, not ours (nothing listens there).
+    const [st, b] = await getByHost(theirs.getHost(8123), '/hello.txt', { 'E2B-Traffic-Access-Token': theirs.trafficAccessToken })
+    assert.equal(st, 502, b)
+    assert.match(b, /nothing listens on port 8123/)
+    // A header naming another sandbox than the Host does is refused, not followed.
+    const [st2, b2] = await getByHost(host, '/hello.txt', { 'E2B-Traffic-Access-Token': sb.trafficAccessToken, 'E2b-Sandbox-Id': theirs.sandboxId })
+    assert.equal(st2, 400, b2)
+  } finally {
+    await theirs.kill()
+  }
+}, 'the server runs without --domain')
 
 await check('another port: the caller\'s credentials never reach the sandbox (a server inside echoes the headers it got)', async () => {
   const start = await sb.runCode(`import http.server, json, threading

@@ -254,6 +254,86 @@ await check('pause and resume (connect): processes and files kept', async () => 
   await again.commands.kill(h.pid)
 })
 
+// E2B's lifecycle (the SDK's create option, issue 44): onTimeout 'pause' pauses at the timeout instead
+// of killing; autoResume: the owner's next request resumes it, never another tenant's.
+const COUNTER = 'i=0; while true; do i=$((i+1)); echo $i > counter.new; mv counter.new counter; sleep 0.1; done'
+async function pausedByTimeout(s) {
+  let state
+  for (let i = 0; i < 150 && state !== 'paused'; i++) {
+    await sleep(200)
+    state = (await Sandbox.getInfo(s.sandboxId)).state
+  }
+  assert.equal(state, 'paused', 'paused at its timeout, not killed')
+}
+
+await check('lifecycle onTimeout pause + autoResume: paused at its timeout, processes kept; the owner\'s request resumes it, another tenant\'s does not', async () => {
+  if (process.env.EXPECT_PAUSE !== '1') throw SKIP
+  const s = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'autopause' }, timeoutMs: 5_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  try {
+    assert.deepEqual((await s.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: true })
+    const h = await s.commands.run(COUNTER, { background: true, timeoutMs: 0 })
+    await pausedByTimeout(s)
+    const theirs = await fetch(`${process.env.E2B_SANDBOX_URL}/files?path=counter`, { headers: { 'E2b-Sandbox-Id': s.sandboxId, 'X-API-KEY': OTHER_KEY } })
+    assert.equal(theirs.status, 502, 'another tenant\'s key reaches nothing')
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'paused', 'another tenant\'s request resumed it')
+    const a = Number(await s.files.read('counter'))
+    assert.equal((await s.getInfo()).state, 'running', 'resumed by the read')
+    await sleep(600)
+    const b = Number(await s.files.read('counter'))
+    assert.ok(b > a, `the loop goes on after the resume (${a} -> ${b})`)
+    assert.ok((await s.commands.list()).some((p) => p.pid === h.pid), 'the loop is the process started before the pause')
+    // Its timeout runs again from the resume: paused again, not killed.
+    await pausedByTimeout(s)
+    // A signed download URL (the SDK's downloadUrl: no sandbox id in it) resumes it too.
+    const res = await fetch(await s.downloadUrl('counter', { useSignatureExpiration: 30_000 }))
+    assert.equal(res.status, 200, await res.clone().text())
+    assert.match(await res.text(), /^\d+\n$/)
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running', 'resumed by the signed URL')
+  } finally {
+    await s.kill()
+  }
+})
+
+await check('lifecycle onTimeout pause without autoResume: paused at its timeout, a command refused until connect resumes it', async () => {
+  if (process.env.EXPECT_PAUSE !== '1') throw SKIP
+  const s = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'autopause2' }, timeoutMs: 3_000, lifecycle: { onTimeout: 'pause' } })
+  try {
+    assert.deepEqual((await s.getInfo()).lifecycle, { onTimeout: 'pause', autoResume: false })
+    await s.files.write('kept.txt', 'before the pause')
+    await pausedByTimeout(s)
+    await rejects(s.files.read('kept.txt', { requestTimeoutMs: 10_000 }), (e) => e instanceof Error, 'a read of the paused sandbox')
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'paused', 'a request resumed it without autoResume')
+    const again = await Sandbox.connect(s.sandboxId, { timeoutMs: 60_000 })
+    assert.equal(await again.files.read('kept.txt'), 'before the pause')
+  } finally {
+    await s.kill()
+  }
+})
+
+await check('lifecycle autoResume: a request for a port of the paused sandbox (its traffic token) resumes it and is answered', async () => {
+  if (process.env.EXPECT_PAUSE !== '1') throw SKIP
+  const s = await Sandbox.create(TEMPLATE, { metadata: { suite: tag, role: 'autopause3' }, timeoutMs: 5_000, lifecycle: { onTimeout: 'pause', autoResume: true } })
+  try {
+    await s.files.write('www/index.html', 'served after the resume')
+    await s.commands.run('python3 -m http.server 8131 --bind 127.0.0.1 --directory www', { background: true, timeoutMs: 0 })
+    const get = () => fetch(`${process.env.E2B_SANDBOX_URL}/index.html`,
+      { headers: { 'E2b-Sandbox-Id': s.sandboxId, 'E2b-Sandbox-Port': '8131', 'E2B-Traffic-Access-Token': s.trafficAccessToken } })
+    for (let i = 0; i < 100 && (await get()).status !== 200; i++) await sleep(100)
+    await pausedByTimeout(s)
+    const res = await get()
+    assert.equal(res.status, 200)
+    assert.equal(await res.text(), 'served after the resume')
+    assert.equal((await Sandbox.getInfo(s.sandboxId)).state, 'running', 'resumed by the port request')
+  } finally {
+    await s.kill()
+  }
+})
+
+await check('lifecycle: the SDK\'s own refusal (autoResume without pause) and the default (kill)', async () => {
+  await rejects(Sandbox.create(TEMPLATE, { lifecycle: { onTimeout: 'kill', autoResume: true } }), (e) => /autoResume/.test(e.message), 'autoResume with kill')
+  assert.deepEqual((await sb.getInfo()).lifecycle, { onTimeout: 'kill', autoResume: false })
+})
+
 await check('8 sandboxes at once, each running a command', async () => {
   const many = await Promise.all(Array.from({ length: 8 }, (_, i) =>
     Sandbox.create(TEMPLATE, { apiKey: OTHER_KEY, metadata: { suite: tag, role: `many${i}` } })))

@@ -19,7 +19,7 @@ cat > "$T/tenants.json" <<EOF
 {"tenants": [
   {"id": "acme", "keys": ["$("$EXG" serve --hash-key "$KEY_A")"], "quota": {"sandboxes": 8, "maxTimeoutSeconds": 3600}},
   {"id": "other", "keys": ["$("$EXG" serve --hash-key "$KEY_B")"]},
-  {"id": "tiny", "keys": ["$("$EXG" serve --hash-key "$KEY_TINY")"], "quota": {"sandboxes": 2, "memoryMB": 700, "cpus": 3}}
+  {"id": "tiny", "keys": ["$("$EXG" serve --hash-key "$KEY_TINY")"], "quota": {"sandboxes": 2, "memoryMB": 700, "cpus": 3, "snapshots": 1, "pausedDiskMB": 1}}
 ]}
 EOF
 # lite and cpuheavy: the quota arithmetic (and the figures GET reports); fs: a template with its
@@ -465,6 +465,33 @@ expect 200 "kill with ?refusals_since: 200 with the refusals of the window, none
     '(.refusals | length) == 1 and (.refusals[0].summary | test("refused-two"))'
 api GET "/sandboxes/$TINY_ID" "${TINY[@]}"; expect 404 "killed: gone"
 api DELETE "/sandboxes/$LITE_ID" "${TINY[@]}"; expect 204 "kill lite"
+# ---- tiny's quota.snapshots 1 and pausedDiskMB 1: refused in E2B's error shape, naming the quota ----
+api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "lite"}'; expect 201 "tiny: a sandbox for the snapshot and pause quotas"
+Q_ID=$(jq -r .sandboxID <<<"$BODY"); Q_TOKEN=$(jq -r .envdAccessToken <<<"$BODY")
+api POST "/sandboxes/$Q_ID/snapshots" "${TINY[@]}" "${JSON[@]}" -d '{}'; expect 201 "tiny: one snapshot (quota.snapshots 1)"
+SNAP_ID=$(jq -r .snapshotID <<<"$BODY")
+api POST "/sandboxes/$Q_ID/snapshots" "${TINY[@]}" "${JSON[@]}" -d '{}'
+expect 429 "tiny: a second snapshot: 429, naming the quota" '.code == 429 and (.message | test("holds 1 snapshots, its quota \\(snapshots\\) is 1"))'
+api DELETE "/templates/$SNAP_ID" "${TINY[@]}"; expect 204 "tiny: the snapshot deleted"
+api POST "/sandboxes/$Q_ID/snapshots" "${TINY[@]}" "${JSON[@]}" -d '{}'; expect 201 "tiny: after the delete, a snapshot again"
+api DELETE "/templates/$(jq -r .snapshotID <<<"$BODY")" "${TINY[@]}"; expect 204 "tiny: that one deleted too"
+in_sandbox "$Q_ID" "$Q_TOKEN" 'head -c 3000000 /dev/urandom > big.bin && echo written'
+[ "$OUT" = written ] || fail "tiny: 3 MB into the home: $OUT"
+api POST "/sandboxes/$Q_ID/pause" "${TINY[@]}"
+if [ "$CODE" = 409 ] && grep -q no-cgroup-limits <<<"$BODY"; then
+    skip "pausedDiskMB: this server cannot pause (--no-cgroup-limits)"
+    api POST /sandboxes "${TINY[@]}" "${JSON[@]}" -d '{"templateID": "lite", "autoPause": true}'
+    expect 400 "autoPause under --no-cgroup-limits: 400, saying why (nothing can be frozen)" '.code == 400 and (.message | test("autoPause: .*no-cgroup-limits"))'
+else
+    expect 429 "tiny: pause with 3 MB in its home: 429, over pausedDiskMB 1" '.code == 429 and (.message | test("over its quota pausedDiskMB 1"))'
+    api GET "/sandboxes/$Q_ID" "${TINY[@]}"; expect 200 "tiny: refused pause: it runs on" '.state == "running"'
+    in_sandbox "$Q_ID" "$Q_TOKEN" 'rm big.bin && echo removed'
+    api POST "/sandboxes/$Q_ID/pause" "${TINY[@]}"
+    if [ "$CODE" = 204 ]; then ok "tiny: without the file, the pause is allowed"
+    elif [ "$EXG_AS" != root ]; then skip "tiny: pause after rm as $EXG_AS: HTTP $CODE $BODY"
+    else fail "tiny: pause after rm: HTTP $CODE $BODY"; fi
+fi
+api DELETE "/sandboxes/$Q_ID" "${TINY[@]}"; expect 204 "tiny: kill it"
 
 # ---- a template with its own root filesystem; on gVisor with allowRoot ----
 if [ -n "$FS_TEMPLATE" ]; then
@@ -815,12 +842,32 @@ if [ -n "$KEPT_ID" ]; then
         ok "SIGTERM with a paused sandbox: exit 0, its home kept under paused/, no sandbox left running" ||
         fail "SIGTERM with a paused sandbox: exit $st, kept: $(ls -A "$STATE/paused" 2>&1), sandboxes: $(ls -A "$STATE/sandboxes")"
     SERVE_STDERR=$T/serve3.stderr start_server "$T/serve3.jsonl" --warm 0 --log "$T/serve3.jsonl" --max-sandboxes 1
-    api POST "/sandboxes/$KEPT_ID/resume" "${A[@]}" "${JSON[@]}" -d '{}'
-    expect 201 "after a stop: resume starts it again, same id and token" ".sandboxID == \"$KEPT_ID\" and .envdAccessToken == \"$KEPT_TOKEN\""
-    in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'cat kept.txt; cat .bashrc 2>/dev/null'
-    [ "$OUT" = before-stop ] && ok "after a stop: its file is there, the planted .bashrc line is not" || fail "after a stop: $OUT"
-    api DELETE "/sandboxes/$KEPT_ID" "${A[@]}"; expect 204 "kill it"
+    if [ -d "$T/node/node_modules/e2b" ]; then  # the SDK, as its users resume (issue 44)
+        cp "$SRC/tests/e2b/sdk_restart.mjs" "$T/node/"
+        run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" KEPT_ID="$KEPT_ID" timeout 120 node "$T/node/sdk_restart.mjs"
+        printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
+        if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "after a stop, the e2b SDK: $(tail -1 <<<"$OUT")"
+        else fail "after a stop, the e2b SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
+    else
+        api POST "/sandboxes/$KEPT_ID/resume" "${A[@]}" "${JSON[@]}" -d '{}'
+        expect 201 "after a stop: resume starts it again, same id and token" ".sandboxID == \"$KEPT_ID\" and .envdAccessToken == \"$KEPT_TOKEN\""
+        in_sandbox "$KEPT_ID" "$KEPT_TOKEN" 'cat kept.txt; cat .bashrc 2>/dev/null'
+        [ "$OUT" = before-stop ] && ok "after a stop: its file is there, the planted .bashrc line is not" || fail "after a stop: $OUT"
+        api DELETE "/sandboxes/$KEPT_ID" "${A[@]}"; expect 204 "kill it"
+    fi
     [ -z "$(ls -A "$STATE/paused")" ] && ok "killed: its kept pause is gone" || fail "killed: paused/ holds $(ls -A "$STATE/paused")"
+    # --pause-ttl-hours: a paused sandbox is killed once its pause is that old (its timeout stopped
+    # at the pause), counted from the pause (pausedMs in its kept record) across a restart: paused
+    # under the default (30 days), then the next server keeps pauses 7.2 s.
+    api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "layered", "timeout": 3600}'; TTL_ID=$(jq -r .sandboxID <<<"$BODY")
+    api POST "/sandboxes/$TTL_ID/pause" "${A[@]}"; expect 204 "pause a sandbox, then restart the server with --pause-ttl-hours 0.002"
+    api GET "/sandboxes/$TTL_ID" "${A[@]}"; expect 200 "paused: kept, its end the pause's (not the hour asked at create)" '.state == "paused"'
+    kill -TERM "$SERVER_PID"; wait "$SERVER_PID"
+    SERVE_STDERR=$T/serve4.stderr start_server "$T/serve4.jsonl" --warm 0 --log "$T/serve4.jsonl" --max-sandboxes 1 --pause-ttl-hours 0.002
+    wait_for 60 bash -c "[ \"\$(curl -s -o /dev/null -w '%{http_code}' -H 'X-API-KEY: $KEY_A' $URL/sandboxes/$TTL_ID)\" = 404 ]" &&
+        [ -z "$(ls -A "$STATE/paused")" ] && jq -s -e --arg id "$TTL_ID" 'any(.[]; .event == "pause_expired" and .sandbox == $id)' "$T/serve4.jsonl" > /dev/null &&
+        ok "--pause-ttl-hours: the paused sandbox killed once its pause (before the restart) was that old, its kept pause removed, logged pause_expired" ||
+        fail "--pause-ttl-hours: $TTL_ID still there or not logged (paused/: $(ls -A "$STATE/paused"))"
     api POST /sandboxes "${A[@]}" "${JSON[@]}" -d '{"templateID": "base"}'; expect 201 "a sandbox for the SIGTERM check below"
 fi
 

@@ -32,10 +32,11 @@ if ! on_layer process; then
     TEMPLATES=(--templates "$T/templates.json")
 fi
 HOST_VIEW=1
+DOMAIN=sandboxes.exg.test  # --domain: getHost(port)'s PORT-ID.DOMAIN (resolved to the server's loopback address by the script)
 on_layer gvisor && HOST_VIEW=0
 # start_server [extra options]: sets SERVER_PID and URL, or returns 1 (the log in $T/serve.log).
 start_server() {
-    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 "${TEMPLATES[@]}" "$@" > "$T/serve.log" 2>&1 &
+    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 --domain "$DOMAIN" "${TEMPLATES[@]}" "$@" > "$T/serve.log" 2>&1 &
     SERVER_PID=$!
     track_bg "$SERVER_PID"
     wait_for 20 bash -c "grep -q 'listening on 127.0.0.1:' '$T/serve.log' || ! kill -0 $SERVER_PID 2>/dev/null"
@@ -61,7 +62,7 @@ mkdir -p "$T/node"
 cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$SRC/tests/e2b/checks.mjs" "$T/node/"
 if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; then
     ok "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"
-    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW NO_PROXY='*' no_proxy='*' \
+    run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW SANDBOX_DOMAIN=$DOMAIN NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/code_interpreter.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"

@@ -231,6 +231,7 @@ TEST(ServeRegistry, PauseWaitsForTheFreezerWithoutHoldingTheLoop) {
   sb->id = "freezetest0000000000";
   sb->state = Sandbox::State::Running;
   sb->cgroup_dirs = {dir};
+  sb->expiry = std::make_unique<boost::asio::steady_timer>(io);  // (a pause re-arms it: the pause's keep time)
   // Never frozen: the pause fails after freeze_wait, thawed again.
   std::optional<Result<void>> failed;
   reg.pause(sb, [&](Result<void> r) { failed = std::move(r); });
@@ -260,7 +261,11 @@ TEST(ServeRegistry, PauseWaitsForTheFreezerWithoutHoldingTheLoop) {
   ASSERT_TRUE(*held) << held->error().str();
   EXPECT_EQ(sb->state, Sandbox::State::Paused);
   EXPECT_EQ(get(dir + "/cgroup.freeze"), "1");
+  // Its timeout stopped at the pause: it is now kept --pause-ttl-hours (30 days by default).
+  EXPECT_GT(sb->end_at, std::chrono::system_clock::now() + std::chrono::hours(24 * 29));
   ASSERT_TRUE(reg.resume(sb));
+  // The resume starts the create's timeout again.
+  EXPECT_LT(sb->end_at, std::chrono::system_clock::now() + sb->timeout + std::chrono::seconds(1));
   EXPECT_EQ(sb->state, Sandbox::State::Running);
   EXPECT_EQ(get(dir + "/cgroup.freeze"), "0");
 
@@ -428,6 +433,28 @@ TEST(ServeControlRequests, MaskRequestHostIsAString) {
   EXPECT_NE(create_error(R"({"network":{"maskRequestHost":"a\r\nX-Evil: 1"}})").find("network.maskRequestHost"), std::string::npos);
 }
 
+// E2B's lifecycle as the SDK sends it (lifecycle.onTimeout / autoResume -> autoPause,
+// autoPauseMemory, autoResume {enabled}), and E2B's rules on combining them.
+TEST(ServeControlRequests, LifecycleAsTheSdkSendsIt) {
+  auto cr = parse_create_body(R"({"autoPause":true,"autoResume":{"enabled":true}})", control_templates(), 3600);
+  ASSERT_TRUE(cr) << cr.error().message;
+  EXPECT_TRUE(cr->auto_pause);
+  EXPECT_TRUE(cr->auto_resume);
+  cr = parse_create_body(R"({"autoPause":true,"autoPauseMemory":false})", control_templates(), 3600);
+  ASSERT_TRUE(cr) << cr.error().message;
+  EXPECT_TRUE(cr->auto_pause);
+  EXPECT_FALSE(cr->auto_resume);
+  cr = parse_create_body(R"({"autoPause":false})", control_templates(), 3600);
+  ASSERT_TRUE(cr);
+  EXPECT_FALSE(cr->auto_pause);
+  EXPECT_NE(create_error(R"({"autoResume":{"enabled":true}})").find("autoResume: enabled only with autoPause"), std::string::npos);
+  EXPECT_NE(create_error(R"({"autoPause":true,"autoPauseMemory":false,"autoResume":{"enabled":true}})").find("autoPauseMemory false"),
+            std::string::npos);
+  EXPECT_NE(create_error(R"({"autoResume":true})").find("autoResume: expected an object"), std::string::npos);
+  EXPECT_NE(create_error(R"({"autoResume":{"on":true}})").find("autoResume.on: unknown field"), std::string::npos);
+  EXPECT_NE(create_error(R"({"autoPause":"yes"})").find("autoPause: expected true or false"), std::string::npos);
+}
+
 // The SDK's getSignature, as E2B's own test computes it: "v1_" + unpadded base64 of the sha256.
 TEST(ServeFileSignature, AsTheSdkComputesIt) {
   // printf '%s' '/home/user/hello.txt:read:root:tok' | sha256sum | xxd -r -p | base64
@@ -514,6 +541,13 @@ TEST(ServeTenants, QuotasOutOfRangeAreRefused) {
             std::string::npos);
   EXPECT_NE(quota(R"({"maxTimeoutSeconds":0})").find("quota.maxTimeoutSeconds"), std::string::npos);
   EXPECT_EQ(quota(R"({"sandboxes":100000,"maxTimeoutSeconds":315360000})"), "accepted");
+  EXPECT_NE(quota(R"({"snapshots":100001})").find("quota.snapshots: expected an integer 0..100000"), std::string::npos);
+  EXPECT_NE(quota(R"({"pausedDiskMB":1.5})").find("quota.pausedDiskMB: expected an integer"), std::string::npos);
+  auto t = Tenants::parse(R"({"tenants":[{"id":"a","keys":[")" + key_entry("k") + R"("],"quota":{"snapshots":3,"pausedDiskMB":64}}]})", "t.json");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->find("a")->quota.max_snapshots, 3u);
+  EXPECT_EQ(t->find("a")->quota.max_paused_disk_mb, 64u);
+  EXPECT_EQ(t->find("b"), nullptr);
 }
 
 // A kept pause (kept_pauses.hpp): written and read back whole; load() keeps
@@ -528,6 +562,8 @@ TEST(ServeKeptPauses, WrittenReadBackAndLeftoversDropped) {
   k.id = "abc123", k.tenant = "acme", k.template_name = "base", k.access_token = "tok", k.traffic_token = "traffic";
   k.metadata = {{"k", "v"}}, k.env_vars = {{"A", "1"}}, k.allow_out = {"example.test"};
   k.started_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(1796615817000));
+  k.paused_at = std::chrono::system_clock::time_point(std::chrono::milliseconds(1796615818000));  // its --pause-ttl-hours counts from here
+  k.timeout = std::chrono::seconds(60), k.auto_pause = true, k.auto_resume = true;
   ASSERT_TRUE(kept.write(k));
   EXPECT_TRUE(kept.has("abc123"));
   std::filesystem::create_directory(kept.home_of("abc123"));
