@@ -144,7 +144,7 @@ void Service::fork_sandbox(Call& c) {
           return (*next)(i + 1);
         }
         std::shared_ptr<Sandbox> sb = *st;
-        auto made = [results, sb] { results->push_back({{"sandbox", created_json(*sb)}, {"kept", snapshot_keeps(sb->tmpl.layer)}}); };
+        auto made = [this, results, sb] { results->push_back({{"sandbox", created_json(*sb)}, {"kept", snapshot_keeps(sb->tmpl.layer)}}); };
         if (!sb->tmpl.code_interpreter) {
           made();
           return (*next)(i + 1);
