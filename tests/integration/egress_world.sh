@@ -268,23 +268,49 @@ world_parent_proxy_up() {
 }
 
 # world_track PID: another process of the test's own, killed by world_down.
-# world_registry_up DIR (root, after world_up): an OCI registry, DIR/registry.py (plain HTTP,
-# the pull side of the distribution API), on 203.0.113.10:5000 of the server namespace, serving
-# exg-pulled:1: busybox and a file /pulled, an image DIR/oci_image.py builds here. Its requests
-# go to $EGW_LOG ("203.0.113.10 GET /v2/... host=NAME:5000").
+# world_registry_up DIR UNPACKED (root, after world_up and world_secrets_up): Debian's
+# docker-registry (unpacked by run.sh into UNPACKED, never installed: its postinst starts a
+# service) behind TLS on 203.0.113.10:5000 of the server namespace, its certificate from the
+# world's CA ($EGW_DIR/secrets/ca.pem, in the client side's trust store) for tp.wild.test,
+# its storage in $EGW_DIR/registry/store. It holds exg-pulled:1 (busybox and a
+# file /pulled), an image DIR/oci_image.py builds here and DIR/registry_push.py pushes to it.
+# Its log, one JSON object a line (each request's "response completed" line carries
+# http.request.method, .uri, .host and .remoteaddr): $EGW_DIR/registry/registry.log.
 world_registry_up() {
-    local dir=$1 r=$EGW_DIR/registry
-    mkdir -p "$r/root/bin" && cp "$(command -v busybox)" "$r/root/bin/" && ln -s busybox "$r/root/bin/sh" \
+    local dir=$1 u=$2 r=$EGW_DIR/registry
+    [ -x "$u/docker-registry/usr/bin/docker-registry" ] || { echo "world_registry_up: no docker-registry unpacked in $u" >&2; return 1; }
+    [ -s "$EGW_DIR/secrets/ca.pem" ] || { echo "world_registry_up: no world CA (world_secrets_up first)" >&2; return 1; }
+    mkdir -p "$r/root/bin" "$r/store" && chmod 755 "$r" && cp "$(command -v busybox)" "$r/root/bin/" && ln -s busybox "$r/root/bin/sh" \
         && echo "pulled through the proxy" > "$r/root/pulled" || return 1
-    "$EGW_PYTHON" "$dir/oci_image.py" --docker-manifest "$r/root" localhost/exg-pulled:1 "$r/img.tar" /bin/sh || return 1
-    ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$dir/registry.py" "$r/img.tar" 203.0.113.10 5000 "$EGW_LOG" \
-        </dev/null >"$EGW_DIR/registry.err" 2>&1 &
+    "$EGW_PYTHON" "$dir/oci_image.py" "$r/root" localhost/exg-pulled:1 "$r/img.tar" /bin/sh || return 1
+    _egs_leaf "$EGW_DIR/secrets/ca" "$r/tls" tp.wild.test || return 1
+    cat > "$r/config.yml" <<YML || return 1
+version: 0.1
+log:
+  level: info
+  formatter: json
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $r/store
+http:
+  addr: 203.0.113.10:5000
+  secret: exguardian-test-world
+  tls:
+    certificate: $r/tls.pem
+    key: $r/tls.key
+YML
+    : > "$r/registry.log" && chmod 644 "$r/registry.log"
+    ip netns exec "$EGW_NS_S" "$u/docker-registry/usr/bin/docker-registry" serve "$r/config.yml" \
+        </dev/null >>"$r/registry.log" 2>&1 &
     _EGW_PIDS+=($!)
     disown $!
     local end=$((SECONDS + 20))
-    until in_client "$EGW_PYTHON" -c 'import socket; socket.create_connection(("203.0.113.10", 5000), timeout=1).close()' 2>/dev/null; do
-        [ "$SECONDS" -ge "$end" ] && { echo "world_registry_up: the registry did not come up" >&2; cat "$EGW_DIR/registry.err" >&2; return 1; }
-        sleep 0.1
+    until ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$dir/registry_push.py" "$r/img.tar" 203.0.113.10:5000 \
+            "$EGW_DIR/secrets/ca.pem" >"$r/push.out" 2>&1; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_registry_up: the registry did not take the image" >&2; cat "$r/push.out" "$r/registry.log" >&2; return 1; }
+        sleep 0.2
     done
 }
 

@@ -19,9 +19,12 @@
 #     refused with audit lines naming its address (172.17.0.2), its allowed name resolved and
 #     fetched through the proxy, a name off the list unresolved
 #   - pulls (the unprivileged user's run): podman and docker pull an image from the world's
-#     registry (run.sh: world_registry_up, plain HTTP on 203.0.113.10:5000) under an allowed name,
-#     tp.wild.test:5000, and run it; the registry logs the pulls and the proxy audits them; a pull
-#     from denied.test:5000 (off the list) fails, audited as refused, and never reaches it
+#     registry (run.sh: world_registry_up, Debian's docker-registry unpacked by run.sh, behind TLS
+#     on 203.0.113.10:5000 with a certificate from the world's CA, which the guest trusts as the
+#     client side does: its /etc/ssl/certs bundle) under an allowed name, tp.wild.test:5000, with
+#     TLS verified (no --tls-verify=false, no --insecure-registry), and run it; the registry logs
+#     the pulls and the proxy audits them; a pull from denied.test:5000 (off the list) fails,
+#     audited as refused, and never reaches it
 #   - a VPN (root's run): Debian's openvpn (unpacked by run.sh) over TCP through the proxy to the
 #     world's OpenVPN server (run.sh: world_vpn_up) as tp.wild.test:1194: allowed and audited, the
 #     tunnel up; the guest's walls still in front of it (a ping into it EPERM, TCP to its far end
@@ -38,7 +41,7 @@
 # measured exactly while the guest waits (a handshake through the workspace): at most the disk's
 # size, the host's filesystem never full, and nothing left after the run. A disk larger than
 # the free space there is refused before the start (125). Skipped (77) without qemu or the image.
-# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200
+# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200 docker-registry
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm
 . "$here/lib.sh"
@@ -108,12 +111,13 @@ if [ -e podman-checks ]; then
         && ! echo "$out" | grep -q "^dns $1: .*Name: *$1"; }
     no_address meta.wild.test && no_address denied.test \
         && r nested_dns_refused ok || r nested_dns_refused "failed: $(echo "$out" | grep "^dns" | tr '\n' ' ')"
-    # Pulls through the proxy: the world's registry (plain HTTP, hence --tls-verify=false) under
-    # an allowed name, tp.wild.test:5000 (the policy's *.wild.test), then under a name off the list.
-    if podman pull -q --tls-verify=false tp.wild.test:5000/exg-pulled:1 >/tmp/pp.out 2>&1 \
+    # Pulls through the proxy: the world's registry (TLS, its certificate verified against the
+    # guest's trust store) under an allowed name, tp.wild.test:5000 (the policy's *.wild.test),
+    # then under a name off the list.
+    if podman pull -q tp.wild.test:5000/exg-pulled:1 >/tmp/pp.out 2>&1 \
        && [ "$(podman run --rm --network none tp.wild.test:5000/exg-pulled:1 -c 'cat /pulled' 2>>/tmp/pp.out)" = "pulled through the proxy" ]; then
         r podman_pull ok; else r podman_pull "failed: $(tail -3 /tmp/pp.out | tr '\n' ' ')"; fi
-    if ! podman pull -q --tls-verify=false denied.test:5000/exg-pulled:1 >/tmp/pd.out 2>&1; then
+    if ! podman pull -q denied.test:5000/exg-pulled:1 >/tmp/pd.out 2>&1; then
         r podman_pull_refused ok; else r podman_pull_refused "failed: the pull from denied.test:5000 worked"; fi
     echo "pull denied.test: $(tail -1 /tmp/pd.out)"
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
@@ -129,7 +133,7 @@ if [ -e docker-checks ]; then
     dk=$(cat docker-dir)
     export PATH=$dk/usr/sbin:$dk/usr/bin:$PATH DOCKER_HOST=unix:///run/docker.sock
     dockerd --data-root /var/lib/docker --exec-root /run/docker --pidfile /run/docker.pid -H "$DOCKER_HOST" \
-        --userland-proxy=false --insecure-registry tp.wild.test:5000 --log-level warn >/tmp/dockerd.log 2>&1 &
+        --userland-proxy=false --log-level warn >/tmp/dockerd.log 2>&1 &
     i=0; until docker version >/dev/null 2>&1 || [ $i -ge 1800 ]; do sleep 0.1; i=$((i + 1)); done
     docker version --format 'dockerd {{.Server.Version}}, storage on /var/lib/docker' 2>&1 | head -1
     if docker load -q -i img.tar >/tmp/dl.out 2>&1 && dout=$(docker run --rm localhost/exg-bb:1 -c 'echo hi-docker; ip -4 addr show eth0
@@ -299,23 +303,40 @@ if [ -e "$WS/podman-checks" ]; then
             ok "the docker container's queries (to the public server dockerd gave it) met the guest's resolver, audited as 172.17.0.2's"
         else fail "the resolver's audit lines of the docker container's queries"; fi
     fi
-    # The pulls: the registry served them under the allowed name, through the proxy (its audit
-    # line); the name off the list was refused (a line of the guest's own, no nested origin) and
-    # never reached the registry.
-    # (docker_pull in the guest: dockerd's store is its own, so its image came from the registry too.)
-    pulls=$(grep -cE '^203\.0\.113\.10 (GET|HEAD) /v2/exg-pulled/manifests/[^ ]+ host=tp\.wild\.test:5000$' "$EGW_LOG")
-    grep exg-pulled "$EGW_LOG" | sed 's/^/# registry: /'
-    if [ "$pulls" -ge 1 ] && grep -q '^203\.0\.113\.10 GET /v2/exg-pulled/blobs/sha256:' "$EGW_LOG" \
+    # The pulls: the registry (TLS only) served them under the allowed name, through the proxy
+    # (its audit line), to podman and to dockerd (their user agents: each store is its own); the
+    # name off the list was refused (a line of the guest's own, no nested origin) and never
+    # reached the registry. Its log, JSON lines, as "METHOD URI host=HOST agent=AGENT".
+    reglog=$(dirname "$EGW_LOG")/registry/registry.log
+    python3 - "$reglog" > "$T/registry.requests" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    if e.get("msg") == "response completed":
+        print(e.get("http.request.method"), e.get("http.request.uri"), "host=" + str(e.get("http.request.host")),
+              "agent=" + str(e.get("http.request.useragent", "")).split("/")[0])
+PY
+    grep -v "host=203\.0\.113\.10:" "$T/registry.requests" | sed 's/^/# registry: /'  # (not the pushes that filled it)
+    manifests() { grep -cE "^(GET|HEAD) /v2/exg-pulled/manifests/[^ ]+ host=tp\.wild\.test:5000 agent=$1\$" "$T/registry.requests"; }
+    blobs() { grep -cE "^GET /v2/exg-pulled/blobs/sha256:[0-9a-f]+ host=tp\.wild\.test:5000 agent=$1\$" "$T/registry.requests"; }
+    if [ "$(manifests containers)" -ge 1 ] && [ "$(blobs containers)" -ge 1 ] \
        && audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":5000}'; then
-        ok "image pulls from the world's registry under an allowed name went through the proxy ($pulls manifest requests; audit: allowed tp.wild.test:5000)"
-    else fail "a pull from the registry under an allowed name ($(grep -c exg-pulled "$EGW_LOG") registry requests)"; show_last; fi
-    if ! grep -q 'host=denied\.test' "$EGW_LOG" && python3 - "$T/audit.jsonl" <<'PY'
+        ok "podman pulled from the world's TLS registry (Debian's docker-registry) under an allowed name, the certificate verified, through the proxy ($(manifests containers) manifest, $(blobs containers) blob requests; audit: allowed tp.wild.test:5000)"
+    else fail "podman's pull from the TLS registry under an allowed name ($(grep -c . "$T/registry.requests") registry requests)"; show_last; fi
+    if [ ! -e "$WS/docker-checks" ]; then :
+    elif [ "$(manifests docker)" -ge 1 ] && [ "$(blobs docker)" -ge 1 ]; then
+        ok "dockerd pulled from the same TLS registry through the proxy, its certificate verified ($(manifests docker) manifest, $(blobs docker) blob requests)"
+    else fail "dockerd's pull from the TLS registry: no requests of docker's in its log"; fi
+    if ! grep -q 'host=denied\.test' "$T/registry.requests" && python3 - "$T/audit.jsonl" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 sys.exit(0 if any(l.get("host") == "denied.test" and l.get("decision") == "refused" and "origin" not in l for l in lines) else 1)
 PY
     then ok "a pull from a registry under a name off the list (denied.test:5000) was refused and audited, and reached nothing"
-    else fail "the pull from denied.test:5000: $(grep "^pull denied" <<<"$OUT") (registry log: $(grep -c denied "$EGW_LOG") lines)"; fi
+    else fail "the pull from denied.test:5000: $(grep "^pull denied" <<<"$OUT") (registry log: $(grep -c denied "$T/registry.requests") lines)"; fi
     if ! grep -qE '^169\.254\.169\.254 |^10\.1\.2\.[34] |nested-(meta|denied)' "$EGW_LOG"; then
         ok "nothing of the nested container reached the metadata server or a name off the list"
     else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
