@@ -28,7 +28,9 @@
 #   - a VPN (root's run): Debian's openvpn (unpacked by run.sh) over TCP through the proxy to the
 #     world's OpenVPN server (run.sh: world_vpn_up) as tp.wild.test:1194: allowed and audited, the
 #     tunnel up; the guest's walls still in front of it (a ping into it EPERM, TCP to its far end
-#     captured and refused by the proxy)
+#     captured and refused by the proxy); then guest root flushes the guest's nftables (what
+#     transparent egress off boots with) and the tunnel carries its request to denied.test's
+#     address beyond the endpoint, unseen by the proxy
 #   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
 #     allowRoot start): podman in one exec, its store still there in the next, then shutdown
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
@@ -171,6 +173,16 @@ if [ -e vpn-checks ]; then
     printf "GET /through-the-tunnel HTTP/1.0\r\n\r\n" | busybox nc -w 5 10.8.0.1 80 >/tmp/tnc.out 2>&1
     grep -q "sendto: Operation not permitted" /tmp/ping.out && ! grep -q "^HTTP/1.[01] 200" /tmp/tnc.out \
         && r vpn_walls ok || r vpn_walls "failed: ping: $(tail -1 /tmp/ping.out); tcp: $(head -1 /tmp/tnc.out)"
+    # Transparent egress off (what "network": {"transparent": false} boots: no rules in the
+    # guest) is, for guest root, one command away: it flushes the guest's nftables. Then the
+    # tunnel carries what guest root routes into it, here to denied.test's address (off the
+    # list) beyond the endpoint, and the proxy never sees it: what allowing a VPN endpoint means.
+    if nft flush ruleset 2>/tmp/nft.err && [ "$(nft list ruleset | grep -c .)" = 0 ] \
+       && ip route add 203.0.113.11/32 dev tun0 2>>/tmp/nft.err; then
+        tout=$(printf "GET /unwalled-vpn-request HTTP/1.0\r\nHost: denied.test\r\n\r\n" | busybox nc -w 5 203.0.113.11 80 2>&1 | tail -1)
+        echo "vpn unwalled: $tout"
+        echo "$tout" | grep -q "hello from 203.0.113.11" && r vpn_unwalled ok || r vpn_unwalled "failed: $tout"
+    else r vpn_unwalled "failed: $(cat /tmp/nft.err)"; fi
     kill "$ovpn" 2>/dev/null
 fi
 echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
@@ -253,7 +265,7 @@ else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
 if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused podman_pull podman_pull_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
-[ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls"
+[ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls vpn_unwalled"
 if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused docker_pull"
 elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
@@ -349,9 +361,16 @@ if [ -e "$WS/vpn-checks" ]; then
         ok "OpenVPN over TCP through the proxy: allowed by name (tp.wild.test:1194, audited), the world's server brought the tunnel up"
     else fail "the VPN's transport through the proxy (server log: $(grep -E "Peer Connection|Initialization|TCP connection established" "$vpn/server.log" | tr '\n' ' '))"; fi
     if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.8.0.1","port":80}' \
-       && ! grep -q "through-the-tunnel" "$EGW_LOG"; then
+       && ! grep -q "GET /through-the-tunnel " "$EGW_LOG"; then
         ok "the guest's TCP to the tunnel's far end was captured and refused by the proxy (audited), never entering the tunnel"
-    else fail "the guest's TCP to 10.8.0.1:80: no refusal of the proxy's in the audit log"; fi
+    else fail "the guest's TCP to 10.8.0.1:80: no refusal of the proxy's in the audit log ($(grep -h '10\.8\.0\.' "$T/audit.jsonl" | tr '\n' ' '))"; fi
+    # With the guest's rules gone (guest root flushed them, as transparent egress off never
+    # sets them), the tunnel carried the guest's request to an address off the list; the proxy
+    # saw only the tunnel's transport (no line of the guest's for 203.0.113.11).
+    if grep -q '^203\.0\.113\.11 GET /unwalled-vpn-request' "$EGW_LOG" \
+       && ! grep -q '"host":"203\.0\.113\.11"' "$T/audit.jsonl"; then
+        ok "with the guest's rules flushed (transparent egress off), the tunnel carried the guest's request to denied.test's address beyond the endpoint, unseen by the proxy (what allowing a VPN endpoint means)"
+    else fail "the unwalled tunnel: the world's log has $(grep -c unwalled-vpn-request "$EGW_LOG") such requests"; fi
 fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi
@@ -399,6 +418,36 @@ if [ "$EXG_AS" = root ]; then
             ok "recommend --situation privileged-tools: its command works as printed ($cmd)"
         else fail "recommend's command ($cmd): status $STATUS"; show_last; fi
     else fail "recommend --situation privileged-tools printed no command to try ('$cmd')"; fi
+fi
+
+# escape-test as guest root (root's run; each probe a guest restored from escape-test's own
+# template, in its own test world): the host as safe as with an unprivileged guest user. The
+# probes only guest root can try (the view's 9p root bound read-write, the guest's nftables
+# flushed, a nested container's egress and HOME) and the host-facing ones (HOME, credentials,
+# host sockets, the metadata address, the host's processes, set-id files) all held; the kernel
+# probes (their calls reach the guest's kernel) are not applicable, never held.
+if [ "$EXG_AS" = root ]; then
+    esc_probes="guest-own-kernel guest-root-view-write guest-root-flush-walls guest-root-nested-container seed-read-credentials
+        persist-home-bashrc seed-docker-socket host-unix-socket net-direct-metadata proc-host-kill setid-file-left kernel-mount-tmpfs"
+    esc_args=()
+    for p in $esc_probes; do esc_args+=(--only "$p"); done
+    run bash -c 'cd "$1" && shift && exec timeout -k 5 900 "$@"' _ "$WS" "$EXG" escape-test --layer microvm \
+        --run-arg=--microvm-root --json "$T/escape.json" "${esc_args[@]}"
+    verdicts=$(python3 - "$T/escape.json" <<'PY'
+import json, sys
+for p in json.load(open(sys.argv[1]))["probes"]:
+    print(p["id"], p["verdict"], p["evidence"][:160].replace("\n", " "))
+PY
+)
+    sed 's/^/# escape-test: /' <<<"$verdicts"
+    bad=""
+    for p in sandbox-in-place $esc_probes; do
+        want=held; [ "$p" = kernel-mount-tmpfs ] && want=skipped
+        grep -q "^$p $want " <<<"$verdicts" || bad="$bad $p"
+    done
+    if [ "$STATUS" -eq 0 ] && [ -z "$bad" ] && grep -q "^kernel-mount-tmpfs skipped not applicable: guest root" <<<"$verdicts"; then
+        ok "escape-test --layer microvm --run-arg=--microvm-root: guest root's own probes and the host-facing ones held, a kernel probe not applicable (never held)"
+    else fail "escape-test as guest root (status $STATUS; not as expected:$bad)"; show_last; fi
 fi
 
 # The same through `exguardian session` (root's run: one more guest), what serve's templates
