@@ -31,6 +31,9 @@
 #     captured and refused by the proxy); then guest root flushes the guest's nftables (what
 #     transparent egress off boots with) and the tunnel carries its request to denied.test's
 #     address beyond the endpoint, unseen by the proxy
+#   - root's run: `escape-test --layer microvm --run-arg=--microvm-root` on guest root's own
+#     probes (the view's 9p root bound read-write, the guest's nftables flushed, a nested
+#     container's egress and HOME) and the host-facing ones, each a guest of escape-test's own
 #   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
 #     allowRoot start): podman in one exec, its store still there in the next, then shutdown
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
