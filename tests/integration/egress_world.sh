@@ -314,6 +314,46 @@ YML
     done
 }
 
+# world_sshd_up UNPACKED (root, after world_up): Debian's sshd (openssh-server unpacked by run.sh
+# into UNPACKED, never installed: its postinst starts a service) on 203.0.113.10:2222 of the server
+# namespace, its sftp internal, root's login by key only: $EGW_DIR/sshd/client_key (world-
+# readable: the test's client copies it). It serves $EGW_DIR/sshd/srv (a file "file"). sshd
+# wants its privilege separation user and /run/sshd: it runs in a mount namespace of its own
+# with a copy of /etc/passwd that adds the user (nobody's ids) and a tmpfs on /run (the host's
+# users and /run untouched). Its log: $EGW_DIR/sshd/log.
+world_sshd_up() {
+    local u=$1 d=$EGW_DIR/sshd
+    [ -x "$u/openssh-server/usr/sbin/sshd" ] || { echo "world_sshd_up: no openssh-server unpacked in $u" >&2; return 1; }
+    mkdir -p "$d/srv" && chmod 755 "$d" "$d/srv" && echo "served over sshfs" > "$d/srv/file" || return 1
+    ssh-keygen -q -t ed25519 -N '' -f "$d/host_key" && ssh-keygen -q -t ed25519 -N '' -f "$d/client_key" || return 1
+    chmod 644 "$d/client_key" && cp "$d/client_key.pub" "$d/authorized_keys" || return 1
+    { cat /etc/passwd; echo "sshd:x:65534:65534:sshd privilege separation:/run/sshd:/usr/sbin/nologin"; } > "$d/passwd"
+    : > "$d/log" && chmod 644 "$d/log" || return 1
+    cat > "$d/config" <<CFG || return 1
+ListenAddress 203.0.113.10:2222
+HostKey $d/host_key
+AuthorizedKeysFile $d/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+PidFile none
+LogLevel VERBOSE
+CFG
+    ip netns exec "$EGW_NS_S" unshare -m --propagation private sh -c \
+        'mount --bind "$1/passwd" /etc/passwd && mount -t tmpfs -o mode=0755 exg-run /run && mkdir -m 0755 /run/sshd && exec "$2" -D -e -f "$1/config"' \
+        _ "$d" "$u/openssh-server/usr/sbin/sshd" </dev/null >"$d/log" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    local end=$((SECONDS + 20))
+    until grep -q "Server listening on 203.0.113.10 port 2222" "$d/log"; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_sshd_up: sshd did not come up" >&2; cat "$d/log" >&2; return 1; }
+        sleep 0.1
+    done
+}
+
 # world_vpn_up UNPACKED (root, after world_up): an OpenVPN server (Debian's openvpn unpacked by
 # run.sh into UNPACKED, with the libraries this host lacks) on 203.0.113.10:1194 of the server
 # namespace, TCP, a static key ($EGW_DIR/vpn/key, world-readable: the test's client needs it),

@@ -176,6 +176,7 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         world_secrets_up || { echo "run.sh: the test world's CA and HTTPS servers did not come up" >&2; exit 1; }
         world_registry_up "$here" "$unpacked" || { echo "run.sh: the test world's registry did not come up" >&2; exit 1; }
         world_vpn_up "$unpacked" || echo "# run.sh: the test world's OpenVPN server did not come up (the script's VPN check fails)"
+        world_sshd_up "$unpacked" || echo "# run.sh: the test world's sshd did not come up (the script's sshfs check fails)"
     fi
     # (test_egress_sandbox_serve: network.rules' headers; as the user it stops before them.)
     if [[ "$name" == test_egress_sandbox_secrets* || "$name" == test_egress_sandbox.sh || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then

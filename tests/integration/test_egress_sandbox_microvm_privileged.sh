@@ -36,6 +36,9 @@
 #     container's egress and HOME) and the host-facing ones, each a guest of escape-test's own
 #   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
 #     allowRoot start): podman in one exec, its store still there in the next, then shutdown
+#   - sshfs (root's run): Debian's sshfs (unpacked by run.sh) mounts the world's sshd (run.sh:
+#     world_sshd_up, Debian's openssh-server unpacked) as tp.wild.test:2222 through the proxy,
+#     reads a file and writes one back
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -46,7 +49,7 @@
 # measured exactly while the guest waits (a handshake through the workspace): at most the disk's
 # size, the host's filesystem never full, and nothing left after the run. A disk larger than
 # the free space there is refused before the start (125). Skipped (77) without qemu or the image.
-# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200 docker-registry
+# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200 docker-registry openssh-server sshfs
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm
 . "$here/lib.sh"
@@ -159,6 +162,19 @@ if [ -e docker-checks ]; then
     kill "$(cat /run/docker.pid 2>/dev/null)" 2>/dev/null
     i=0; while [ -e /run/docker.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 fi
+# sshfs (root's run): Debian's sshfs (unpacked by run.sh) mounts the world's sshd (run.sh:
+# world_sshd_up) as tp.wild.test:2222, allowed by name: its ssh connection is captured and goes
+# through the proxy like any TCP of the guest; a file read, one written back. (Before the VPN's
+# checks: they end with the guest's rules flushed.)
+if [ -e sshfs-checks ]; then
+    install -m 600 sshfs.key /tmp/sshfs.key && mkdir -p /tmp/sshfs
+    if "$(cat sshfs-bin)" -p 2222 -o ssh_command="ssh -F /dev/null -i /tmp/sshfs.key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes" \
+           "root@tp.wild.test:$(cat sshfs-dir)" /tmp/sshfs 2>/tmp/sshfs.err \
+       && grep -q " /tmp/sshfs fuse.sshfs " /proc/mounts && [ "$(cat /tmp/sshfs/file)" = "served over sshfs" ] \
+       && echo "written in the guest" > /tmp/sshfs/from-guest; then
+        r sshfs ok; else r sshfs "failed: $(tail -3 /tmp/sshfs.err | tr '\n' ' ')"; fi
+    umount /tmp/sshfs 2>/dev/null
+fi
 # A VPN (root's run): OpenVPN over TCP through the sandbox's HTTP proxy to the world's server,
 # allowed by name (tp.wild.test:1194): the tunnel comes up on a tun device. The guest's own
 # walls still hold over it (transparent egress, the default): a ping into the tunnel is dropped
@@ -227,6 +243,15 @@ if [ "$EXG_AS" = root ]; then
     else fail "the world's OpenVPN server and openvpn unpacked by run.sh are needed for the VPN check ($vpn)"; fi
 fi
 
+# sshfs (root's run): the world's sshd (run.sh: world_sshd_up), its client key, Debian's sshfs unpacked.
+sshd_dir=$(dirname "$EGW_LOG")/sshd
+if [ "$EXG_AS" = root ]; then
+    if [ -s "$sshd_dir/client_key" ] && [ -x "${EXG_TEST_UNPACKED_DEBS:-/nonexistent}/sshfs/usr/bin/sshfs" ]; then
+        cp "$sshd_dir/client_key" "$WS/sshfs.key" && echo "$sshd_dir/srv" > "$WS/sshfs-dir" \
+            && readlink -f "$EXG_TEST_UNPACKED_DEBS/sshfs/usr/bin/sshfs" > "$WS/sshfs-bin" && touch "$WS/sshfs-checks"
+    else fail "the world's sshd and sshfs unpacked by run.sh are needed for the sshfs check ($sshd_dir)"; fi
+fi
+
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
 # filesystem says then, and says "go".
 host_side() {
@@ -269,6 +294,7 @@ checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow
 if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused podman_pull podman_pull_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
 [ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls vpn_unwalled"
+[ -e "$WS/sshfs-checks" ] && checks="$checks sshfs"
 if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused docker_pull"
 elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
@@ -374,6 +400,15 @@ if [ -e "$WS/vpn-checks" ]; then
        && ! grep -q '"host":"203\.0\.113\.11"' "$T/audit.jsonl"; then
         ok "with the guest's rules flushed (transparent egress off), the tunnel carried the guest's request to denied.test's address beyond the endpoint, unseen by the proxy (what allowing a VPN endpoint means)"
     else fail "the unwalled tunnel: the world's log has $(grep -c unwalled-vpn-request "$EGW_LOG") such requests"; fi
+fi
+# sshfs: the world's sshd served the guest's mount through the proxy (allowed by name, audited;
+# the server saw its client come from the proxy's side), and the guest's write reached it.
+if [ -e "$WS/sshfs-checks" ]; then
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":2222}' \
+       && grep -q "Accepted publickey for root from 198\.51\.100\.1" "$sshd_dir/log" \
+       && [ "$(cat "$sshd_dir/srv/from-guest" 2>/dev/null)" = "written in the guest" ]; then
+        ok "sshfs to an allowed host (tp.wild.test:2222) mounted through the proxy (audited), a file read and one written back"
+    else fail "sshfs through the proxy (sshd's log: $(grep -E "Accepted|Connection|error" "$sshd_dir/log" | tail -2 | tr '\n' ' '))"; fi
 fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi
