@@ -303,6 +303,117 @@ void adapt_for_microvm(std::vector<ProbeSpec>& v, const Context& c) {
   (void)c;
 }
 
+// The catalog on the microVM layer as guest root (--microvm-root, issue 43.7): the command is
+// root of the guest's kernel by design (privileged tools: mounts, namespaces, nftables), with
+// neither the seccomp filter nor Landlock in the guest. The host must stay as safe as with an
+// unprivileged guest user, and that is what is judged: the host's files, sockets, processes and
+// network, as for any layer, plus what only root in the guest could try. A kernel probe whose
+// call the guest's kernel allows is "not applicable" (it reached the guest's kernel, which
+// guest-own-kernel proves is not the host's), never "held"; a refusal stays held.
+void adapt_for_guest_root(std::vector<ProbeSpec>& v, Context& c) {
+  const std::string host_boot = first_line(read_whole("/proc/sys/kernel/random/boot_id").value_or(""));
+  const std::string by_design = std::string(kNotApplicable) +
+                                "guest root (--microvm-root) holds the guest kernel's privileges by design; the call "
+                                "reached the guest's own kernel (guest-own-kernel), not the host's; seen: ";
+  for (auto& p : v) {
+    if (p.id == "sandbox-in-place") {
+      p.command = "hostname; id -u; grep '^CapEff:' /proc/self/status; cat /proc/sys/kernel/random/boot_id";
+      p.expectation = "root of the guest's own kernel (--microvm-root): hostname exguardian, uid 0, a boot id that is "
+                      "not the host's";
+      p.judge = [host_boot](const Outcome& o) {
+        std::istringstream is(o.out);
+        std::string host, uid, caps, boot;
+        std::getline(is, host);
+        std::getline(is, uid);
+        std::getline(is, caps);
+        std::getline(is, boot);
+        std::replace(caps.begin(), caps.end(), '\t', ' ');
+        if (o.status == 0 && host == "exguardian" && uid == "0" && boot.size() >= 32 && boot != host_boot)
+          return held("guest root (uid 0, " + caps + ") on the guest's own kernel, boot id " + boot + " (the host's: " +
+                      host_boot + ")");
+        return failed("not root of a guest kernel of its own: " + said(o));
+      };
+    }
+    // git refuses a repository another uid owns (the workspace is the host user's, seen through
+    // 9p): the git probes name it safe through the environment (no file written), as a guest-
+    // root user would, so that what they plant is judged, not git's refusal.
+    if (p.command.find("git ") != std::string::npos)
+      p.command = "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'; " + p.command; else if (p.id.starts_with("kernel-") || p.id == "sandbox-status") {
+      // (sandbox-status: the guest says it applied no seccomp filter and no Landlock to root)
+      p.judge = [judge = p.judge, by_design](const Outcome& o) {
+        Judgement j = judge(o);
+        if (j.verdict == Verdict::escaped) return Judgement{Verdict::skipped, by_design + j.evidence};
+        return j;
+      };
+    }
+  }
+  // What only root in the guest could try against the host.
+  const std::string bashrc = c.home + "/.bashrc", marker = c.home + "/escape-test";
+  c.targets.remember(bashrc);
+  c.targets.remember(marker);
+  // The view again, read-write: guest root binds the 9p export's root elsewhere (without the
+  // guest's own mounts over it: HOME's tmpfs, the workspace's bind) read-write, and remounts
+  // "/" read-write, then writes HOME's files and the workspace's hook through both. qemu,
+  // which serves every 9p access, is the plan's unprivileged uid in the plan's own view on the
+  // host: its read-only binds and Landlock there, not the guest's mount flags, are what hold.
+  const std::string hook = c.ws + "/.git/hooks/pre-commit";
+  v.push_back({"guest-root-view-write", "filesystem",
+               "m=$(mktemp -d /tmp/exg-view.XXXXXX); mount --bind / \"$m\" && mount -o remount,bind,rw \"$m\" && "
+               "echo \"BOUND / rw\"; mount -o remount,rw / 2>&1; "
+               "for f in \"$m\"" + q(bashrc) + " \"$m\"" + q(marker) + " \"$m\"" + q(hook) + " " + q(bashrc) + " " + q(marker) +
+                   "; do echo pwned >> \"$f\" 2>&1 && echo \"WROTE $f\"; done; umount \"$m\" 2>/dev/null; true",
+               "guest root binding the view's 9p root read-write elsewhere (under the guest's own masks) and remounting / "
+               "read-write writes nothing of the host: ~/.bashrc, ~/escape-test, the workspace's hook and the canaries "
+               "unchanged",
+               true, {}, false, true, "", 0, [&c, bashrc, marker](const Outcome& o) {
+                 for (const auto& f : {bashrc, marker})
+                   if (auto ch = c.targets.changed(f); !ch.empty()) return escaped(ch);
+                 if (auto ch = c.files.any_changed(); !ch.empty()) return escaped(ch);
+                 if (!has(o.out, "BOUND / rw")) return failed("the view's root could not be bound read-write, so nothing was tried through it: " + said(o));
+                 return held("the 9p root bound read-write; ~/.bashrc, ~/escape-test, the hook and the canaries unchanged on the host (" +
+                             said(o) + ")");
+               }});
+  // The guest's own walls gone: guest root flushes every nftables rule (the capture and the
+  // output filter), then connects straight to the world and the metadata address. The guest
+  // has no NIC: nothing may arrive.
+  v.push_back({"guest-root-flush-walls", "network",
+               "nft flush ruleset 2>&1 && echo FLUSHED; echo \"rules left: $(nft list ruleset | grep -c .)\"; "
+               "curl -sS -m 3 --noproxy '*' http://203.0.113.10/ 2>&1; curl -sS -m 3 --noproxy '*' http://169.254.169.254/ 2>&1; "
+               "bash -c 'echo exg > /dev/udp/203.0.113.10/53' 2>&1; true",
+               "with the guest's nftables flushed by guest root, direct TCP and UDP to the world and the metadata address "
+               "arrive nowhere (the guest has no NIC)",
+               true, {}, true, false, "", 0, [&c](const Outcome& o) {
+                 if (!has(o.out, "FLUSHED") || !has(o.out, "rules left: 0"))
+                   return failed("the guest's rules were not flushed, so nothing was tried without them: " + said(o));
+                 Judgement j = judge_network(o, c, false);
+                 if (j.verdict == Verdict::held) j.evidence = "rules flushed; " + j.evidence;
+                 return j;
+               }});
+  // A nested container (podman on the guest's bridge, the root the guest sees as its image)
+  // tries the same from its own network namespace, and the host's HOME.
+  auto& nested = v.emplace_back(ProbeSpec{
+      "guest-root-nested-container", "network",
+      "podman run --rm --rootfs /:O sh -c 'echo in-nested; curl -sS -m 5 --noproxy \"*\" http://203.0.113.10/ 2>&1; "
+      "curl -sS -m 5 --noproxy \"*\" http://169.254.169.254/ 2>&1; echo pwned >> " + bashrc + " 2>&1; cat " +
+          c.home + "/.ssh/id_ed25519 2>&1' 2>&1",
+      "a nested container of guest root (podman, bridged) reaches neither the world directly nor the metadata address "
+      "(captured and refused, nothing arrives), nor writes or reads the host's HOME",
+      true, {}, true, true, "", 0, [&c, bashrc](const Outcome& o) {
+        if (!has(o.out, "in-nested")) return failed("the nested container did not start: " + said(o));
+        if (auto ch = c.targets.changed(bashrc); !ch.empty()) return escaped(ch);
+        if (auto ch = c.files.any_changed(); !ch.empty()) return escaped(ch);
+        Judgement j = judge_network(o, c, false);
+        if (j.verdict == Verdict::held) j.evidence = "in a nested container: " + j.evidence + "; HOME unchanged";
+        return j;
+      }});
+  if (auto it = c.tools.find("podman"); it == c.tools.end() || !it->second) {
+    nested.skip_why = "podman is not installed on this host (the guest runs the host's)";
+    nested.required = false;
+  }
+  // (podman under TCG: seconds to set up the bridge and the container)
+  nested.timeout_s = 180;
+}
+
 // The catalog on the landlock layer (docs/layers.md, "The landlock layer"): the host's kernel and
 // namespaces behind Landlock, seccomp and the proxy. Each probe keeps its own verdict unless what
 // it saw is what the layer says it cannot do: then it is "not applicable", naming the documented
@@ -1313,6 +1424,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
   add({"limit-timeout", "limits", "sleep 1000", "sleep 1000 under --timeout 2s ends with 124, reported", true,
        {"--timeout", "2s"}, false, true, "", 15, limit_judge(124, "timeout 2s")});
   if (kind == layer::Kind::Microvm) adapt_for_microvm(v, c);
+  if (kind == layer::Kind::Microvm && c.guest_root) adapt_for_guest_root(v, ctx);
   if (kind == layer::Kind::Landlock) adapt_for_landlock(v, c);
 
   // The "userland" batch: one sandbox instead of one each. Every member is judged by its own

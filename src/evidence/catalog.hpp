@@ -64,6 +64,7 @@ struct Context {
   std::string world_why;
   bool as_root = false;
   std::string layer = "process";      // process | container | gvisor: what the probes run against
+  bool guest_root = false;            // microvm with --microvm-root: the command is the guest's root
   std::map<std::string, bool> tools;  // curl, gcc, python3, bash, git
   std::string host_socket, host_socket_log;  // a host listener's pathname socket (in HOME) and what it received
   std::string host_socket_why;                // why there is none (host_socket empty)

@@ -263,6 +263,11 @@ std::string self_exe() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
+// escape-test --layer microvm --run-arg=--microvm-root: the probes run as the guest's root.
+bool guest_root_run(const std::string& layer, const std::vector<std::string>& run_args) {
+  return layer == "microvm" && std::find(run_args.begin(), run_args.end(), "--microvm-root") != run_args.end();
+}
+
 bool tool_present(const std::string& name) {
   for (const char* d : {"/usr/local/bin", "/usr/bin", "/bin", "/usr/local/sbin", "/usr/sbin", "/sbin"})
     if (::access((std::string(d) + "/" + name).c_str(), X_OK) == 0) return true;
@@ -637,7 +642,8 @@ struct Runner {
   ctx.world_why = why;
   ctx.as_root = ::geteuid() == 0;
   ctx.layer = layer;
-  for (auto t : {"curl", "gcc", "python3", "bash", "git"}) ctx.tools[t] = tool_present(t);
+  ctx.guest_root = guest_root_run(layer, opts.run_args);
+  for (auto t : {"curl", "gcc", "python3", "bash", "git", "podman"}) ctx.tools[t] = tool_present(t);
   // A host service on a pathname Unix socket the sandbox can see (in HOME, like an agent's socket).
   ctx.host_socket_log = s.dir + "/logs/unix-listener.log";
   if (start_unix_listener(s.home + "/.exg-agent.sock", ctx.host_socket_log, ctx.host_socket_why) > 0) {
@@ -863,6 +869,11 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
     ::mkdir((s.dir + "/tmp").c_str(), 0700);
     s.env.push_back("TMPDIR=" + s.dir + "/tmp");
   }
+  if (opts.sandbox_name.empty() && layer == layer::name(layer::Kind::Microvm))
+    // The microVM layer's own settings (EXG_MICROVM_IMAGE_DIR: where the guest image is, when not
+    // beside exguardian; the scratch disk's and the templates' directories) reach its runs.
+    for (char** e = environ; *e; ++e)
+      if (std::string_view(*e).starts_with("EXG_MICROVM_")) s.env.push_back(*e);
   if (!opts.sandbox_name.empty())
     // A foreign sandbox's own configuration (podman's CONTAINERS_CONF, ...) reaches its wrapper.
     for (char** e = environ; *e; ++e)
@@ -1054,7 +1065,9 @@ int run_suite(const SuiteOptions& opts, SuiteReport& report) {
   }
   if (!opts.policy_file.empty()) report.warnings.push_back("policy under test: " + opts.policy_file);
   if (!opts.only.empty()) {
-    Context none;
+    Context none;  // (the layer's own probes and ids too: microvm's guest-own-kernel, guest root's)
+    if (opts.layer != "all") none.layer = opts.layer;
+    none.guest_root = guest_root_run(opts.layer, opts.run_args);
     auto all = build_catalog(none);
     for (const auto& id : opts.only)
       if (std::none_of(all.begin(), all.end(), [&](const ProbeSpec& p) { return p.id == id; })) {

@@ -268,22 +268,88 @@ world_parent_proxy_up() {
 }
 
 # world_track PID: another process of the test's own, killed by world_down.
-# world_registry_up DIR (root, after world_up): an OCI registry, DIR/registry.py (plain HTTP,
-# the pull side of the distribution API), on 203.0.113.10:5000 of the server namespace, serving
-# exg-pulled:1: busybox and a file /pulled, an image DIR/oci_image.py builds here. Its requests
-# go to $EGW_LOG ("203.0.113.10 GET /v2/... host=NAME:5000").
+# world_registry_up DIR UNPACKED (root, after world_up and world_secrets_up): Debian's
+# docker-registry (unpacked by run.sh into UNPACKED, never installed: its postinst starts a
+# service) behind TLS on 203.0.113.10:5000 of the server namespace, its certificate from the
+# world's CA ($EGW_DIR/secrets/ca.pem, in the client side's trust store) for tp.wild.test,
+# its storage in $EGW_DIR/registry/store. It holds exg-pulled:1 (busybox and a
+# file /pulled), an image DIR/oci_image.py builds here and DIR/registry_push.py pushes to it.
+# Its log, one JSON object a line (each request's "response completed" line carries
+# http.request.method, .uri, .host and .remoteaddr): $EGW_DIR/registry/registry.log.
 world_registry_up() {
-    local dir=$1 r=$EGW_DIR/registry
-    mkdir -p "$r/root/bin" && cp "$(command -v busybox)" "$r/root/bin/" && ln -s busybox "$r/root/bin/sh" \
+    local dir=$1 u=$2 r=$EGW_DIR/registry
+    [ -x "$u/docker-registry/usr/bin/docker-registry" ] || { echo "world_registry_up: no docker-registry unpacked in $u" >&2; return 1; }
+    [ -s "$EGW_DIR/secrets/ca.pem" ] || { echo "world_registry_up: no world CA (world_secrets_up first)" >&2; return 1; }
+    mkdir -p "$r/root/bin" "$r/store" && chmod 755 "$r" && cp "$(command -v busybox)" "$r/root/bin/" && ln -s busybox "$r/root/bin/sh" \
         && echo "pulled through the proxy" > "$r/root/pulled" || return 1
-    "$EGW_PYTHON" "$dir/oci_image.py" --docker-manifest "$r/root" localhost/exg-pulled:1 "$r/img.tar" /bin/sh || return 1
-    ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$dir/registry.py" "$r/img.tar" 203.0.113.10 5000 "$EGW_LOG" \
-        </dev/null >"$EGW_DIR/registry.err" 2>&1 &
+    "$EGW_PYTHON" "$dir/oci_image.py" "$r/root" localhost/exg-pulled:1 "$r/img.tar" /bin/sh || return 1
+    _egs_leaf "$EGW_DIR/secrets/ca" "$r/tls" tp.wild.test || return 1
+    cat > "$r/config.yml" <<YML || return 1
+version: 0.1
+log:
+  level: info
+  formatter: json
+  accesslog:
+    disabled: true
+storage:
+  filesystem:
+    rootdirectory: $r/store
+http:
+  addr: 203.0.113.10:5000
+  secret: exguardian-test-world
+  tls:
+    certificate: $r/tls.pem
+    key: $r/tls.key
+YML
+    : > "$r/registry.log" && chmod 644 "$r/registry.log"
+    ip netns exec "$EGW_NS_S" "$u/docker-registry/usr/bin/docker-registry" serve "$r/config.yml" \
+        </dev/null >>"$r/registry.log" 2>&1 &
     _EGW_PIDS+=($!)
     disown $!
     local end=$((SECONDS + 20))
-    until in_client "$EGW_PYTHON" -c 'import socket; socket.create_connection(("203.0.113.10", 5000), timeout=1).close()' 2>/dev/null; do
-        [ "$SECONDS" -ge "$end" ] && { echo "world_registry_up: the registry did not come up" >&2; cat "$EGW_DIR/registry.err" >&2; return 1; }
+    until ip netns exec "$EGW_NS_S" "$EGW_PYTHON" "$dir/registry_push.py" "$r/img.tar" 203.0.113.10:5000 \
+            "$EGW_DIR/secrets/ca.pem" >"$r/push.out" 2>&1; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_registry_up: the registry did not take the image" >&2; cat "$r/push.out" "$r/registry.log" >&2; return 1; }
+        sleep 0.2
+    done
+}
+
+# world_sshd_up UNPACKED (root, after world_up): Debian's sshd (openssh-server unpacked by run.sh
+# into UNPACKED, never installed: its postinst starts a service) on 203.0.113.10:2222 of the server
+# namespace, its sftp internal, root's login by key only: $EGW_DIR/sshd/client_key (world-
+# readable: the test's client copies it). It serves $EGW_DIR/sshd/srv (a file "file"). sshd
+# wants its privilege separation user and /run/sshd: it runs in a mount namespace of its own
+# with a copy of /etc/passwd that adds the user (nobody's ids) and a tmpfs on /run (the host's
+# users and /run untouched). Its log: $EGW_DIR/sshd/log.
+world_sshd_up() {
+    local u=$1 d=$EGW_DIR/sshd
+    [ -x "$u/openssh-server/usr/sbin/sshd" ] || { echo "world_sshd_up: no openssh-server unpacked in $u" >&2; return 1; }
+    mkdir -p "$d/srv" && chmod 755 "$d" "$d/srv" && echo "served over sshfs" > "$d/srv/file" || return 1
+    ssh-keygen -q -t ed25519 -N '' -f "$d/host_key" && ssh-keygen -q -t ed25519 -N '' -f "$d/client_key" || return 1
+    chmod 644 "$d/client_key" && cp "$d/client_key.pub" "$d/authorized_keys" || return 1
+    { cat /etc/passwd; echo "sshd:x:65534:65534:sshd privilege separation:/run/sshd:/usr/sbin/nologin"; } > "$d/passwd"
+    : > "$d/log" && chmod 644 "$d/log" || return 1
+    cat > "$d/config" <<CFG || return 1
+ListenAddress 203.0.113.10:2222
+HostKey $d/host_key
+AuthorizedKeysFile $d/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+Subsystem sftp internal-sftp
+PidFile none
+LogLevel VERBOSE
+CFG
+    ip netns exec "$EGW_NS_S" unshare -m --propagation private sh -c \
+        'mount --bind "$1/passwd" /etc/passwd && mount -t tmpfs -o mode=0755 exg-run /run && mkdir -m 0755 /run/sshd && exec "$2" -D -e -f "$1/config"' \
+        _ "$d" "$u/openssh-server/usr/sbin/sshd" </dev/null >"$d/log" 2>&1 &
+    _EGW_PIDS+=($!)
+    disown $!
+    local end=$((SECONDS + 20))
+    until grep -q "Server listening on 203.0.113.10 port 2222" "$d/log"; do
+        [ "$SECONDS" -ge "$end" ] && { echo "world_sshd_up: sshd did not come up" >&2; cat "$d/log" >&2; return 1; }
         sleep 0.1
     done
 }

@@ -170,8 +170,13 @@ if [[ "$name" == test_egress_sandbox* ]]; then
         world_extra_up || { echo "run.sh: the test world's extra servers did not come up" >&2; exit 1; }
     fi
     if [[ "$name" == test_egress_sandbox_microvm_privileged* ]]; then
-        world_registry_up "$here" || { echo "run.sh: the test world's registry did not come up" >&2; exit 1; }
+        # (the registry's certificate is from the world's CA: world_secrets_up makes it and the trust store)
+        # shellcheck source=egress_world_secrets.sh
+        source "$here/egress_world_secrets.sh"
+        world_secrets_up || { echo "run.sh: the test world's CA and HTTPS servers did not come up" >&2; exit 1; }
+        world_registry_up "$here" "$unpacked" || { echo "run.sh: the test world's registry did not come up" >&2; exit 1; }
         world_vpn_up "$unpacked" || echo "# run.sh: the test world's OpenVPN server did not come up (the script's VPN check fails)"
+        world_sshd_up "$unpacked" || echo "# run.sh: the test world's sshd did not come up (the script's sshfs check fails)"
     fi
     # (test_egress_sandbox_serve: network.rules' headers; as the user it stops before them.)
     if [[ "$name" == test_egress_sandbox_secrets* || "$name" == test_egress_sandbox.sh || ( "$name" == test_egress_sandbox_serve* && "$as" = root ) ]]; then

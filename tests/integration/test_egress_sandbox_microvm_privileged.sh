@@ -19,15 +19,26 @@
 #     refused with audit lines naming its address (172.17.0.2), its allowed name resolved and
 #     fetched through the proxy, a name off the list unresolved
 #   - pulls (the unprivileged user's run): podman and docker pull an image from the world's
-#     registry (run.sh: world_registry_up, plain HTTP on 203.0.113.10:5000) under an allowed name,
-#     tp.wild.test:5000, and run it; the registry logs the pulls and the proxy audits them; a pull
-#     from denied.test:5000 (off the list) fails, audited as refused, and never reaches it
+#     registry (run.sh: world_registry_up, Debian's docker-registry unpacked by run.sh, behind TLS
+#     on 203.0.113.10:5000 with a certificate from the world's CA, which the guest trusts as the
+#     client side does: its /etc/ssl/certs bundle) under an allowed name, tp.wild.test:5000, with
+#     TLS verified (no --tls-verify=false, no --insecure-registry), and run it; the registry logs
+#     the pulls and the proxy audits them; a pull from denied.test:5000 (off the list) fails,
+#     audited as refused, and never reaches it
 #   - a VPN (root's run): Debian's openvpn (unpacked by run.sh) over TCP through the proxy to the
 #     world's OpenVPN server (run.sh: world_vpn_up) as tp.wild.test:1194: allowed and audited, the
 #     tunnel up; the guest's walls still in front of it (a ping into it EPERM, TCP to its far end
-#     captured and refused by the proxy)
+#     captured and refused by the proxy); then guest root flushes the guest's nftables (what
+#     transparent egress off boots with) and the tunnel carries its request to denied.test's
+#     address beyond the endpoint, unseen by the proxy
+#   - root's run: `escape-test --layer microvm --run-arg=--microvm-root` on guest root's own
+#     probes (the view's 9p root bound read-write, the guest's nftables flushed, a nested
+#     container's egress and HOME) and the host-facing ones, each a guest of escape-test's own
 #   - root's run: a guest-root `exguardian session` (what serve's microvm templates with
 #     allowRoot start): podman in one exec, its store still there in the next, then shutdown
+#   - sshfs (root's run): Debian's sshfs (unpacked by run.sh) mounts the world's sshd (run.sh:
+#     world_sshd_up, Debian's openssh-server unpacked) as tp.wild.test:2222 through the proxy,
+#     reads a file and writes one back
 #   - overlayfs mounts and works; /dev/fuse exists and a FUSE filesystem (fuse-overlayfs) mounts
 #   - tun: a tun device is made; veth and a bridge; iptables-nft MASQUERADE (nft_compat, xt_),
 #     br_netfilter's sysctls
@@ -38,7 +49,7 @@
 # measured exactly while the guest waits (a handshake through the workspace): at most the disk's
 # size, the host's filesystem never full, and nothing left after the run. A disk larger than
 # the free space there is refused before the start (125). Skipped (77) without qemu or the image.
-# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200
+# unpacked-debs: docker.io openvpn liblzo2-2 libpkcs11-helper1 libnl-genl-3-200 docker-registry openssh-server sshfs
 here=$(cd "$(dirname "$0")" && pwd)
 EXG_LAYER=microvm
 . "$here/lib.sh"
@@ -108,12 +119,13 @@ if [ -e podman-checks ]; then
         && ! echo "$out" | grep -q "^dns $1: .*Name: *$1"; }
     no_address meta.wild.test && no_address denied.test \
         && r nested_dns_refused ok || r nested_dns_refused "failed: $(echo "$out" | grep "^dns" | tr '\n' ' ')"
-    # Pulls through the proxy: the world's registry (plain HTTP, hence --tls-verify=false) under
-    # an allowed name, tp.wild.test:5000 (the policy's *.wild.test), then under a name off the list.
-    if podman pull -q --tls-verify=false tp.wild.test:5000/exg-pulled:1 >/tmp/pp.out 2>&1 \
+    # Pulls through the proxy: the world's registry (TLS, its certificate verified against the
+    # guest's trust store) under an allowed name, tp.wild.test:5000 (the policy's *.wild.test),
+    # then under a name off the list.
+    if podman pull -q tp.wild.test:5000/exg-pulled:1 >/tmp/pp.out 2>&1 \
        && [ "$(podman run --rm --network none tp.wild.test:5000/exg-pulled:1 -c 'cat /pulled' 2>>/tmp/pp.out)" = "pulled through the proxy" ]; then
         r podman_pull ok; else r podman_pull "failed: $(tail -3 /tmp/pp.out | tr '\n' ' ')"; fi
-    if ! podman pull -q --tls-verify=false denied.test:5000/exg-pulled:1 >/tmp/pd.out 2>&1; then
+    if ! podman pull -q denied.test:5000/exg-pulled:1 >/tmp/pd.out 2>&1; then
         r podman_pull_refused ok; else r podman_pull_refused "failed: the pull from denied.test:5000 worked"; fi
     echo "pull denied.test: $(tail -1 /tmp/pd.out)"
     grep -q "^cgroup2 /sys/fs/cgroup cgroup2 rw" /proc/mounts && r cgroup2 ok
@@ -129,7 +141,7 @@ if [ -e docker-checks ]; then
     dk=$(cat docker-dir)
     export PATH=$dk/usr/sbin:$dk/usr/bin:$PATH DOCKER_HOST=unix:///run/docker.sock
     dockerd --data-root /var/lib/docker --exec-root /run/docker --pidfile /run/docker.pid -H "$DOCKER_HOST" \
-        --userland-proxy=false --insecure-registry tp.wild.test:5000 --log-level warn >/tmp/dockerd.log 2>&1 &
+        --userland-proxy=false --log-level warn >/tmp/dockerd.log 2>&1 &
     i=0; until docker version >/dev/null 2>&1 || [ $i -ge 1800 ]; do sleep 0.1; i=$((i + 1)); done
     docker version --format 'dockerd {{.Server.Version}}, storage on /var/lib/docker' 2>&1 | head -1
     if docker load -q -i img.tar >/tmp/dl.out 2>&1 && dout=$(docker run --rm localhost/exg-bb:1 -c 'echo hi-docker; ip -4 addr show eth0
@@ -150,6 +162,19 @@ if [ -e docker-checks ]; then
     kill "$(cat /run/docker.pid 2>/dev/null)" 2>/dev/null
     i=0; while [ -e /run/docker.pid ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 fi
+# sshfs (root's run): Debian's sshfs (unpacked by run.sh) mounts the world's sshd (run.sh:
+# world_sshd_up) as tp.wild.test:2222, allowed by name: its ssh connection is captured and goes
+# through the proxy like any TCP of the guest; a file read, one written back. (Before the VPN's
+# checks: they end with the guest's rules flushed.)
+if [ -e sshfs-checks ]; then
+    install -m 600 sshfs.key /tmp/sshfs.key && mkdir -p /tmp/sshfs
+    if "$(cat sshfs-bin)" -p 2222 -o ssh_command="ssh -F /dev/null -i /tmp/sshfs.key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes" \
+           "root@tp.wild.test:$(cat sshfs-dir)" /tmp/sshfs 2>/tmp/sshfs.err \
+       && grep -q " /tmp/sshfs fuse.sshfs " /proc/mounts && [ "$(cat /tmp/sshfs/file)" = "served over sshfs" ] \
+       && echo "written in the guest" > /tmp/sshfs/from-guest; then
+        r sshfs ok; else r sshfs "failed: $(tail -3 /tmp/sshfs.err | tr '\n' ' ')"; fi
+    umount /tmp/sshfs 2>/dev/null
+fi
 # A VPN (root's run): OpenVPN over TCP through the sandbox's HTTP proxy to the world's server,
 # allowed by name (tp.wild.test:1194): the tunnel comes up on a tun device. The guest's own
 # walls still hold over it (transparent egress, the default): a ping into the tunnel is dropped
@@ -167,6 +192,16 @@ if [ -e vpn-checks ]; then
     printf "GET /through-the-tunnel HTTP/1.0\r\n\r\n" | busybox nc -w 5 10.8.0.1 80 >/tmp/tnc.out 2>&1
     grep -q "sendto: Operation not permitted" /tmp/ping.out && ! grep -q "^HTTP/1.[01] 200" /tmp/tnc.out \
         && r vpn_walls ok || r vpn_walls "failed: ping: $(tail -1 /tmp/ping.out); tcp: $(head -1 /tmp/tnc.out)"
+    # Transparent egress off (what "network": {"transparent": false} boots: no rules in the
+    # guest) is, for guest root, one command away: it flushes the guest's nftables. Then the
+    # tunnel carries what guest root routes into it, here to denied.test's address (off the
+    # list) beyond the endpoint, and the proxy never sees it: what allowing a VPN endpoint means.
+    if nft flush ruleset 2>/tmp/nft.err && [ "$(nft list ruleset | grep -c .)" = 0 ] \
+       && ip route add 203.0.113.11/32 dev tun0 2>>/tmp/nft.err; then
+        tout=$(printf "GET /unwalled-vpn-request HTTP/1.0\r\nHost: denied.test\r\n\r\n" | busybox nc -w 5 203.0.113.11 80 2>&1 | tail -1)
+        echo "vpn unwalled: $tout"
+        echo "$tout" | grep -q "hello from 203.0.113.11" && r vpn_unwalled ok || r vpn_unwalled "failed: $tout"
+    else r vpn_unwalled "failed: $(cat /tmp/nft.err)"; fi
     kill "$ovpn" 2>/dev/null
 fi
 echo x > /etc/exg-guest-etc && grep -q "^overlay /etc overlay" /proc/mounts && r etc_cow ok
@@ -206,6 +241,15 @@ if [ "$EXG_AS" = root ]; then
         cp "$vpn/key" "$WS/vpn.key" && cp "$vpn/libs" "$WS/vpn-libs" \
             && readlink -f "$EXG_TEST_UNPACKED_DEBS/openvpn/usr/sbin/openvpn" > "$WS/vpn-bin" && touch "$WS/vpn-checks"
     else fail "the world's OpenVPN server and openvpn unpacked by run.sh are needed for the VPN check ($vpn)"; fi
+fi
+
+# sshfs (root's run): the world's sshd (run.sh: world_sshd_up), its client key, Debian's sshfs unpacked.
+sshd_dir=$(dirname "$EGW_LOG")/sshd
+if [ "$EXG_AS" = root ]; then
+    if [ -s "$sshd_dir/client_key" ] && [ -x "${EXG_TEST_UNPACKED_DEBS:-/nonexistent}/sshfs/usr/bin/sshfs" ]; then
+        cp "$sshd_dir/client_key" "$WS/sshfs.key" && echo "$sshd_dir/srv" > "$WS/sshfs-dir" \
+            && readlink -f "$EXG_TEST_UNPACKED_DEBS/sshfs/usr/bin/sshfs" > "$WS/sshfs-bin" && touch "$WS/sshfs-checks"
+    else fail "the world's sshd and sshfs unpacked by run.sh are needed for the sshfs check ($sshd_dir)"; fi
 fi
 
 # The host's side of the handshake: waits for "filled", writes what the disk directory's
@@ -249,7 +293,8 @@ else fail "the guest's run (status $STATUS)"; show_last; fi
 checks="overlay fuse_dev fuse_mount tun bridge br_netfilter iptables_nft etc_cow varlib_overlay varlib_cow varlib_write enospc"
 if [ -e "$WS/podman-checks" ]; then checks="$checks podman_image nested_dns nested_dns_refused podman_pull podman_pull_refused cgroup2"
 else skip "podman load and run on the bridge: checked by the unprivileged user's run (one guest's worth of TCG time)"; fi
-[ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls"
+[ -e "$WS/vpn-checks" ] && checks="$checks vpn vpn_walls vpn_unwalled"
+[ -e "$WS/sshfs-checks" ] && checks="$checks sshfs"
 if [ -e "$WS/docker-checks" ]; then checks="$checks docker_image docker_dns docker_dns_refused docker_pull"
 elif [ "$EXG_AS" = root ]; then skip "dockerd and docker run on its bridge: checked by the unprivileged user's run"; fi
 for c in $checks; do
@@ -299,23 +344,40 @@ if [ -e "$WS/podman-checks" ]; then
             ok "the docker container's queries (to the public server dockerd gave it) met the guest's resolver, audited as 172.17.0.2's"
         else fail "the resolver's audit lines of the docker container's queries"; fi
     fi
-    # The pulls: the registry served them under the allowed name, through the proxy (its audit
-    # line); the name off the list was refused (a line of the guest's own, no nested origin) and
-    # never reached the registry.
-    # (docker_pull in the guest: dockerd's store is its own, so its image came from the registry too.)
-    pulls=$(grep -cE '^203\.0\.113\.10 (GET|HEAD) /v2/exg-pulled/manifests/[^ ]+ host=tp\.wild\.test:5000$' "$EGW_LOG")
-    grep exg-pulled "$EGW_LOG" | sed 's/^/# registry: /'
-    if [ "$pulls" -ge 1 ] && grep -q '^203\.0\.113\.10 GET /v2/exg-pulled/blobs/sha256:' "$EGW_LOG" \
+    # The pulls: the registry (TLS only) served them under the allowed name, through the proxy
+    # (its audit line), to podman and to dockerd (their user agents: each store is its own); the
+    # name off the list was refused (a line of the guest's own, no nested origin) and never
+    # reached the registry. Its log, JSON lines, as "METHOD URI host=HOST agent=AGENT".
+    reglog=$(dirname "$EGW_LOG")/registry/registry.log
+    python3 - "$reglog" > "$T/registry.requests" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    try:
+        e = json.loads(line)
+    except ValueError:
+        continue
+    if e.get("msg") == "response completed":
+        print(e.get("http.request.method"), e.get("http.request.uri"), "host=" + str(e.get("http.request.host")),
+              "agent=" + str(e.get("http.request.useragent", "")).split("/")[0])
+PY
+    grep -v "host=203\.0\.113\.10:" "$T/registry.requests" | sed 's/^/# registry: /'  # (not the pushes that filled it)
+    manifests() { grep -cE "^(GET|HEAD) /v2/exg-pulled/manifests/[^ ]+ host=tp\.wild\.test:5000 agent=$1\$" "$T/registry.requests"; }
+    blobs() { grep -cE "^GET /v2/exg-pulled/blobs/sha256:[0-9a-f]+ host=tp\.wild\.test:5000 agent=$1\$" "$T/registry.requests"; }
+    if [ "$(manifests containers)" -ge 1 ] && [ "$(blobs containers)" -ge 1 ] \
        && audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":5000}'; then
-        ok "image pulls from the world's registry under an allowed name went through the proxy ($pulls manifest requests; audit: allowed tp.wild.test:5000)"
-    else fail "a pull from the registry under an allowed name ($(grep -c exg-pulled "$EGW_LOG") registry requests)"; show_last; fi
-    if ! grep -q 'host=denied\.test' "$EGW_LOG" && python3 - "$T/audit.jsonl" <<'PY'
+        ok "podman pulled from the world's TLS registry (Debian's docker-registry) under an allowed name, the certificate verified, through the proxy ($(manifests containers) manifest, $(blobs containers) blob requests; audit: allowed tp.wild.test:5000)"
+    else fail "podman's pull from the TLS registry under an allowed name ($(grep -c . "$T/registry.requests") registry requests)"; show_last; fi
+    if [ ! -e "$WS/docker-checks" ]; then :
+    elif [ "$(manifests docker)" -ge 1 ] && [ "$(blobs docker)" -ge 1 ]; then
+        ok "dockerd pulled from the same TLS registry through the proxy, its certificate verified ($(manifests docker) manifest, $(blobs docker) blob requests)"
+    else fail "dockerd's pull from the TLS registry: no requests of docker's in its log"; fi
+    if ! grep -q 'host=denied\.test' "$T/registry.requests" && python3 - "$T/audit.jsonl" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
 sys.exit(0 if any(l.get("host") == "denied.test" and l.get("decision") == "refused" and "origin" not in l for l in lines) else 1)
 PY
     then ok "a pull from a registry under a name off the list (denied.test:5000) was refused and audited, and reached nothing"
-    else fail "the pull from denied.test:5000: $(grep "^pull denied" <<<"$OUT") (registry log: $(grep -c denied "$EGW_LOG") lines)"; fi
+    else fail "the pull from denied.test:5000: $(grep "^pull denied" <<<"$OUT") (registry log: $(grep -c denied "$T/registry.requests") lines)"; fi
     if ! grep -qE '^169\.254\.169\.254 |^10\.1\.2\.[34] |nested-(meta|denied)' "$EGW_LOG"; then
         ok "nothing of the nested container reached the metadata server or a name off the list"
     else fail "the world's servers saw: $(grep -E '^169|nested-' "$EGW_LOG" | tr '\n' ' ')"; fi
@@ -328,9 +390,25 @@ if [ -e "$WS/vpn-checks" ]; then
         ok "OpenVPN over TCP through the proxy: allowed by name (tp.wild.test:1194, audited), the world's server brought the tunnel up"
     else fail "the VPN's transport through the proxy (server log: $(grep -E "Peer Connection|Initialization|TCP connection established" "$vpn/server.log" | tr '\n' ' '))"; fi
     if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"refused","protocol":"transparent","host":"10.8.0.1","port":80}' \
-       && ! grep -q "through-the-tunnel" "$EGW_LOG"; then
+       && ! grep -q "GET /through-the-tunnel " "$EGW_LOG"; then
         ok "the guest's TCP to the tunnel's far end was captured and refused by the proxy (audited), never entering the tunnel"
-    else fail "the guest's TCP to 10.8.0.1:80: no refusal of the proxy's in the audit log"; fi
+    else fail "the guest's TCP to 10.8.0.1:80: no refusal of the proxy's in the audit log ($(grep -h '10\.8\.0\.' "$T/audit.jsonl" | tr '\n' ' '))"; fi
+    # With the guest's rules gone (guest root flushed them, as transparent egress off never
+    # sets them), the tunnel carried the guest's request to an address off the list; the proxy
+    # saw only the tunnel's transport (no line of the guest's for 203.0.113.11).
+    if grep -q '^203\.0\.113\.11 GET /unwalled-vpn-request' "$EGW_LOG" \
+       && ! grep -q '"host":"203\.0\.113\.11"' "$T/audit.jsonl"; then
+        ok "with the guest's rules flushed (transparent egress off), the tunnel carried the guest's request to denied.test's address beyond the endpoint, unseen by the proxy (what allowing a VPN endpoint means)"
+    else fail "the unwalled tunnel: the world's log has $(grep -c unwalled-vpn-request "$EGW_LOG") such requests"; fi
+fi
+# sshfs: the world's sshd served the guest's mount through the proxy (allowed by name, audited;
+# the server saw its client come from the proxy's side), and the guest's write reached it.
+if [ -e "$WS/sshfs-checks" ]; then
+    if audit_has "$T/audit.jsonl" '{"event":"egress","decision":"allowed","host":"tp.wild.test","port":2222}' \
+       && grep -q "Accepted publickey for root from 198\.51\.100\.1" "$sshd_dir/log" \
+       && [ "$(cat "$sshd_dir/srv/from-guest" 2>/dev/null)" = "written in the guest" ]; then
+        ok "sshfs to an allowed host (tp.wild.test:2222) mounted through the proxy (audited), a file read and one written back"
+    else fail "sshfs through the proxy (sshd's log: $(grep -E "Accepted|Connection|error" "$sshd_dir/log" | tail -2 | tr '\n' ' '))"; fi
 fi
 if [ ! -e /etc/exg-guest-etc ]; then ok "the guest's write to /etc stayed on its disk (nothing in the host's /etc)"
 else fail "a guest write to /etc reached the host"; fi
@@ -378,6 +456,36 @@ if [ "$EXG_AS" = root ]; then
             ok "recommend --situation privileged-tools: its command works as printed ($cmd)"
         else fail "recommend's command ($cmd): status $STATUS"; show_last; fi
     else fail "recommend --situation privileged-tools printed no command to try ('$cmd')"; fi
+fi
+
+# escape-test as guest root (root's run; each probe a guest restored from escape-test's own
+# template, in its own test world): the host as safe as with an unprivileged guest user. The
+# probes only guest root can try (the view's 9p root bound read-write, the guest's nftables
+# flushed, a nested container's egress and HOME) and the host-facing ones (HOME, credentials,
+# host sockets, the metadata address, the host's processes, set-id files) all held; the kernel
+# probes (their calls reach the guest's kernel) are not applicable, never held.
+if [ "$EXG_AS" = root ]; then
+    esc_probes="guest-own-kernel guest-root-view-write guest-root-flush-walls guest-root-nested-container seed-read-credentials
+        persist-home-bashrc seed-docker-socket host-unix-socket net-direct-metadata proc-host-kill setid-file-left kernel-mount-tmpfs"
+    esc_args=()
+    for p in $esc_probes; do esc_args+=(--only "$p"); done
+    run bash -c 'cd "$1" && shift && exec timeout -k 5 900 "$@"' _ "$WS" "$EXG" escape-test --layer microvm \
+        --run-arg=--microvm-root --json "$T/escape.json" "${esc_args[@]}"
+    verdicts=$(python3 - "$T/escape.json" <<'PY'
+import json, sys
+for p in json.load(open(sys.argv[1]))["probes"]:
+    print(p["id"], p["verdict"], p["evidence"][:160].replace("\n", " "))
+PY
+)
+    sed 's/^/# escape-test: /' <<<"$verdicts"
+    bad=""
+    for p in sandbox-in-place $esc_probes; do
+        want=held; [ "$p" = kernel-mount-tmpfs ] && want=skipped
+        grep -q "^$p $want " <<<"$verdicts" || bad="$bad $p"
+    done
+    if [ "$STATUS" -eq 0 ] && [ -z "$bad" ] && grep -q "^kernel-mount-tmpfs skipped not applicable: guest root" <<<"$verdicts"; then
+        ok "escape-test --layer microvm --run-arg=--microvm-root: guest root's own probes and the host-facing ones held, a kernel probe not applicable (never held)"
+    else fail "escape-test as guest root (status $STATUS; not as expected:$bad)"; show_last; fi
 fi
 
 # The same through `exguardian session` (root's run: one more guest), what serve's templates

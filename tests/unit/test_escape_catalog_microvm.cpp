@@ -93,5 +93,64 @@ TEST(EscapeCatalogMicrovm, RunsTheFilterProbesAgainstTheGuestAndProvesAnotherKer
   EXPECT_TRUE(find_probe(pv, "limit-pids")->skip_why.empty());
 }
 
+// As guest root (--microvm-root): in place means root of a kernel of its own; a kernel probe's
+// call the guest's kernel allows is "not applicable", never held, and a refusal stays held; the
+// probes only guest root can try are there, and fail rather than hold when they tried nothing.
+TEST(EscapeCatalogMicrovm, GuestRootIsJudgedByTheHostNeverHeldForWhatTheGuestKernelAllows) {
+  Context c;
+  c.layer = "microvm";
+  c.guest_root = true;
+  c.canary = "EXG-CANARY-unit";
+  c.home = "/nonexistent/exg-home";
+  c.ws = "/nonexistent/exg-ws";
+  c.tools = {{"curl", true}, {"python3", true}, {"bash", true}, {"git", true}, {"gcc", true}, {"podman", false}};
+  auto v = build_catalog(c);
+  std::ifstream f("/proc/sys/kernel/random/boot_id");
+  std::string host_boot;
+  std::getline(f, host_boot);
+
+  const ProbeSpec* in_place = find_probe(v, "sandbox-in-place");
+  ASSERT_NE(in_place, nullptr);
+  const std::string root = "exguardian\n0\nCapEff:\t000001ffffffffff\n";
+  EXPECT_EQ(in_place->judge(Outcome{0, false, root + "053a5b2b-07e3-4fed-87ca-f6cbe8a32748\n", {}, ""}).verdict, Verdict::held);
+  EXPECT_EQ(in_place->judge(Outcome{0, false, root + host_boot + "\n", {}, ""}).verdict, Verdict::failed);
+  EXPECT_EQ(in_place->judge(Outcome{0, false, "exguardian\n1000\nCapEff:\t0\n053a5b2b-07e3-4fed-87ca-f6cbe8a32748\n", {}, ""}).verdict,
+            Verdict::failed);
+
+  const ProbeSpec* mount = find_probe(v, "kernel-mount-tmpfs");
+  ASSERT_NE(mount, nullptr);
+  auto allowed = mount->judge(Outcome{1, false, "mount-tmpfs: NOT AS EXPECTED: allowed\n", {}, ""});
+  EXPECT_EQ(allowed.verdict, Verdict::skipped) << allowed.evidence;
+  EXPECT_EQ(allowed.evidence.rfind("not applicable: guest root (--microvm-root)", 0), 0u) << allowed.evidence;
+  EXPECT_EQ(mount->judge(Outcome{0, false, "mount-tmpfs: as expected: refused: EPERM\n", {}, ""}).verdict, Verdict::held);
+
+  for (const char* id : {"guest-root-view-write", "guest-root-flush-walls", "guest-root-nested-container"})
+    ASSERT_NE(find_probe(v, id), nullptr) << id;
+  const ProbeSpec* flush = find_probe(v, "guest-root-flush-walls");
+  EXPECT_TRUE(flush->needs_world);
+  EXPECT_EQ(flush->judge(Outcome{0, false, "Error: Operation not permitted\nrules left: 12\n", {}, ""}).verdict, Verdict::failed);
+  EXPECT_EQ(flush->judge(Outcome{0, false, "FLUSHED\nrules left: 0\ncurl: (7) Network is unreachable\n", {}, ""}).verdict,
+            Verdict::held);
+  EXPECT_EQ(flush->judge(Outcome{0, false, "FLUSHED\nrules left: 0\n", {}, "203.0.113.10 GET / host=203.0.113.10\n"}).verdict,
+            Verdict::escaped);
+  const ProbeSpec* view = find_probe(v, "guest-root-view-write");
+  EXPECT_TRUE(view->destructive);
+  EXPECT_EQ(view->judge(Outcome{0, false, "mount: permission denied\n", {}, ""}).verdict, Verdict::failed);
+  const ProbeSpec* nested = find_probe(v, "guest-root-nested-container");
+  EXPECT_FALSE(nested->skip_why.empty());  // (no podman here)
+  EXPECT_FALSE(nested->required);
+  // git names the workspace safe (it belongs to the host user) through the environment.
+  const ProbeSpec* commit = find_probe(v, "work-git-commit");
+  ASSERT_NE(commit, nullptr);
+  EXPECT_EQ(commit->command.rfind("export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory", 0), 0u) << commit->command;
+
+  // Without --microvm-root none of this.
+  c.guest_root = false;
+  auto u = build_catalog(c);
+  EXPECT_EQ(find_probe(u, "guest-root-flush-walls"), nullptr);
+  EXPECT_EQ(find_probe(u, "kernel-mount-tmpfs")->judge(Outcome{1, false, "mount-tmpfs: NOT AS EXPECTED: allowed\n", {}, ""}).verdict,
+            Verdict::escaped);
+}
+
 }  // namespace
 }  // namespace exg::evidence
