@@ -41,6 +41,7 @@
 #include "process/launch.hpp"
 #include "process/spawn.hpp"
 #include "util/fd_passing.hpp"
+#include "util/pty_size.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::oci {
@@ -245,6 +246,7 @@ void RuntimeHost::pty() {
   if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) fail("unlock pty");
   slave_ = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
   if (slave_ < 0) fail("open pty peer");
+  size_pty_as_caller(ptmx, a_.tty_fds);
   if (!send_fds(a_.sync_fd, process::kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
   ::close(ptmx);
 }
@@ -384,13 +386,7 @@ void RuntimeHost::hand_over_console(pid_t runtime) {
     ::kill(runtime, SIGKILL);
     fail("runsc did not send its terminal (--console-socket)", 0);
   }
-  for (int k = 0; k < 3; ++k) {
-    winsize ws{};
-    if (a_.tty_fds[k] && ::ioctl(k, TIOCGWINSZ, &ws) == 0) {
-      ::ioctl(master, TIOCSWINSZ, &ws);
-      break;
-    }
-  }
+  size_pty_as_caller(master, a_.tty_fds);
   if (!send_fds(a_.sync_fd, process::kMsgPty, &master, 1)) fail("send pty to supervisor");
   ::close(master);
 }
