@@ -21,6 +21,19 @@ run bash -c 'cd "$1" && script -qec "stty rows 33 cols 101; $0 -- sh -c '\''stty
 check "the command sees the outer terminal's size (33 101)" grep -q '^33 101' <<<"$(tr -d '\r' <<<"$OUT")"
 check "the exit status is the command's under a terminal (status $STATUS)" test "$STATUS" -eq 7
 
+# The command's terminal takes no injected input (TIOCSTI is refused on every layer, so nothing
+# typed by the command reaches a shell that reads the terminal after it).
+cat > "$WS/sti.py" <<'EOF'
+import fcntl, termios
+try:
+    fcntl.ioctl(0, termios.TIOCSTI, b"x")
+    print("INJECTED")
+except OSError as e:
+    print("REFUSED", e.errno)
+EOF
+run bash -c 'cd "$1" && script -qec "$0 -- python3 $1/sti.py" /dev/null' "${EXG_RUN[*]}" "$WS"
+check "TIOCSTI on the command's terminal is refused ($(tr -d '\r' <<<"$OUT" | tail -n 1))" grep -q '^REFUSED' <<<"$(tr -d '\r' <<<"$OUT")"
+
 # A resize while the command runs reaches it (SIGWINCH and the new size); the loop sleeps in short
 # steps (gVisor does not wake a long sleep for a handled SIGWINCH: the signal waits for the next call).
 cat > "$WS/winch.sh" <<'EOF'
