@@ -154,7 +154,7 @@ class RuntimeHost {
   [[noreturn]] void fail(const std::string& what, int err = errno) { process::die(a_.sync_fd, what, err); }
   int listen_at(const std::string& path, const char* what);
   int receive_fd(int& sock, pid_t runtime);
-  void hand_over_console(pid_t runtime);
+  void hand_over_console(pid_t runtime, int runtime_stderr);
 
   void mounts();
   void seal();
@@ -380,10 +380,13 @@ int RuntimeHost::receive_fd(int& sock, pid_t runtime) {
 // command can ask. runsc made the slave the controlling terminal of its
 // sandbox process, so the host's line discipline sends Ctrl-C, Ctrl-Z and
 // SIGWINCH there, and gVisor passes them to the terminal's foreground group.
-void RuntimeHost::hand_over_console(pid_t runtime) {
+void RuntimeHost::hand_over_console(pid_t runtime, int runtime_stderr) {
   int master = receive_fd(console_sock_, runtime);
   if (master < 0) {
     ::kill(runtime, SIGKILL);
+    char buf[4096];  // runsc's own words first (its stderr is a pipe here, non-blocking)
+    for (ssize_t n; (n = ::read(runtime_stderr, buf, sizeof buf)) > 0;)
+      if (::write(2, buf, static_cast<size_t>(n)) != n) break;
     fail("runsc did not send its terminal (--console-socket)", 0);
   }
   size_pty_as_caller(master, a_.tty_fds);
@@ -402,12 +405,15 @@ void RuntimeHost::hand_over_console(pid_t runtime) {
 
   // gVisor imports a regular file given as stdout/stderr with an offset of its
   // own, from 0: `run ... > log` would overwrite the file's start. Such fds go
-  // through a pipe that this process appends to the file from.
+  // through a pipe that this process appends to the file from. With runsc's
+  // console, runsc's own stderr (its error messages) goes through one too:
+  // no process of runsc holds the caller's terminal.
   int relay_rd[3] = {-1, -1, -1}, relay_wr[3] = {-1, -1, -1};
   if (a_.relay_regular_files) {
     for (int k = 1; k <= 2; ++k) {
       struct stat st;
-      if (::fstat(k, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      bool console_err = k == 2 && console_sock_ >= 0;
+      if (!console_err && (::fstat(k, &st) != 0 || !S_ISREG(st.st_mode))) continue;
       int p[2];
       if (::pipe2(p, O_CLOEXEC) != 0) fail("pipe for stdio");
       relay_rd[k] = p[0];
@@ -424,7 +430,7 @@ void RuntimeHost::hand_over_console(pid_t runtime) {
         if (a_.tty_fds[k]) ::dup2(slave_, k);
     if (console_sock_ >= 0) {
       // The sandbox gets runsc's pty; runsc's own stdin and stdout are
-      // nothing (its errors still reach the caller's stderr).
+      // nothing (its stderr is the relay's pipe, below).
       int null = ::open("/dev/null", O_RDWR);
       if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0) ::_exit(125);
     }
@@ -457,7 +463,7 @@ void RuntimeHost::hand_over_console(pid_t runtime) {
   }
   if (slave_ >= 0) ::close(slave_);
   if (a_.agent_fd >= 0) ::close(a_.agent_fd);  // the container's pid 1 has it now
-  if (console_sock_ >= 0) hand_over_console(rt);
+  if (console_sock_ >= 0) hand_over_console(rt, relay_rd[2]);
   // The seccomp listener (SCMP_ACT_NOTIFY rules): the runtime connects to
   // listenerPath once the filter is in place and sends its fd (SCM_RIGHTS)
   // with the container's state; the supervisor answers and logs the refusals
