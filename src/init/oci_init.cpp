@@ -88,10 +88,13 @@ int oci_init_main(int argc, char** argv, bool fresh_signals) {
     // An ignored disposition survives exec: the command starts with none.
     if (!fresh_signals)
       for (int s = 1; s < NSIG; ++s) std::signal(s, SIG_DFL);
-    if (::isatty(0) && ::tcgetsid(0) == ::getsid(0)) {
+    if (::isatty(0) && (::tcgetsid(0) == ::getsid(0) || ::tcgetpgrp(0) == ::getpgrp())) {
       // The runtime made the terminal ours (process.terminal): the command
       // gets its own process group in the foreground of it (signals still
-      // blocked, so tcsetpgrp cannot stop us with SIGTTOU).
+      // blocked, so tcsetpgrp cannot stop us with SIGTTOU). gVisor's host
+      // terminal answers no TIOCGSID and refuses TIOCSCTTY (a new session
+      // would never reach the foreground: `sh -i` stops for SIGTTIN before
+      // its prompt); it puts pid 1's group in the foreground, which says it.
       ::setpgid(0, 0);
       (void)::tcsetpgrp(0, ::getpid());
     } else {

@@ -41,6 +41,7 @@
 #include "process/launch.hpp"
 #include "process/spawn.hpp"
 #include "util/fd_passing.hpp"
+#include "util/pty_size.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::oci {
@@ -89,6 +90,10 @@ struct HostArgs {
   gid_t cmd_gid = 0;
   bool want_pty = false;
   bool tty_fds[3] = {false, false, false};
+  // runsc with process.terminal: the pty is runsc's own, its master sent to
+  // this socket (--console-socket) and on to the supervisor; else the pty is
+  // made here (pty()).
+  std::string console_socket;
   CgroupView cgroups;
   std::string config_json;
   std::vector<std::string> skeleton_dirs;   // in the rootfs skeleton (absolute paths)
@@ -144,10 +149,12 @@ class RuntimeHost {
   const plan::Plan& plan_;
   int slave_ = -1;
   int seccomp_sock_ = -1;
+  int console_sock_ = -1;
 
   [[noreturn]] void fail(const std::string& what, int err = errno) { process::die(a_.sync_fd, what, err); }
-  void listen_for_seccomp();
-  int receive_seccomp_listener(pid_t runtime);
+  int listen_at(const std::string& path, const char* what);
+  int receive_fd(int& sock, pid_t runtime);
+  void hand_over_console(pid_t runtime, int runtime_stderr);
 
   void mounts();
   void seal();
@@ -239,6 +246,7 @@ void RuntimeHost::pty() {
   if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) fail("unlock pty");
   slave_ = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
   if (slave_ < 0) fail("open pty peer");
+  size_pty_as_caller(ptmx, a_.tty_fds);
   if (!send_fds(a_.sync_fd, process::kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
   ::close(ptmx);
 }
@@ -310,25 +318,27 @@ void RuntimeHost::bundle() {
   if (!write_text(std::string(kBase) + "/bundle/config.json", a_.config_json, 0644)) fail("write config.json");
 }
 
-void RuntimeHost::listen_for_seccomp() {
-  if (a_.seccomp_socket.empty()) return;
-  seccomp_sock_ = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+// A socket the runtime connects to, to send a descriptor (the seccomp
+// listener, the console's pty master), in the run's private /run.
+int RuntimeHost::listen_at(const std::string& path, const char* what) {
+  int sock = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
-  if (seccomp_sock_ < 0 || a_.seccomp_socket.size() >= sizeof addr.sun_path) fail("seccomp listener socket");
-  std::memcpy(addr.sun_path, a_.seccomp_socket.c_str(), a_.seccomp_socket.size() + 1);
-  if (::bind(seccomp_sock_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(seccomp_sock_, 1) != 0)
-    fail("listen on " + a_.seccomp_socket);
+  if (sock < 0 || path.size() >= sizeof addr.sun_path) fail(what);
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  if (::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(sock, 1) != 0)
+    fail("listen on " + path);
+  return sock;
 }
 
-// The listener fd from the runtime's connection; -1 when the runtime exited
-// first or took longer than 30 s. A SIGCHLD of the runtime is left pending
-// for the main loop.
-int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
+// The first descriptor of the runtime's connection to SOCK (then closed);
+// -1 when the runtime exited first or took longer than 30 s. A SIGCHLD of
+// the runtime is left pending for the main loop.
+int RuntimeHost::receive_fd(int& sock, pid_t runtime) {
   for (int waited_ms = 0; waited_ms < 30000; waited_ms += 100) {
-    pollfd pfd{seccomp_sock_, POLLIN, 0};
+    pollfd pfd{sock, POLLIN, 0};
     if (::poll(&pfd, 1, 100) > 0) {
-      int conn = ::accept4(seccomp_sock_, nullptr, nullptr, SOCK_CLOEXEC);
+      int conn = ::accept4(sock, nullptr, nullptr, SOCK_CLOEXEC);
       if (conn < 0) continue;
       std::vector<char> state(1 << 16);
       iovec iov{state.data(), state.size()};
@@ -352,8 +362,8 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
             }
           }
       if (fd >= 0) {
-        ::close(seccomp_sock_);
-        seccomp_sock_ = -1;
+        ::close(sock);
+        sock = -1;
         return fd;
       }
       continue;
@@ -363,6 +373,25 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     if (::waitid(P_PID, static_cast<id_t>(runtime), &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid == runtime) return -1;
   }
   return -1;
+}
+
+// runsc's pty (--console-socket): its master goes to the supervisor's relay,
+// sized as the caller's terminal (still this process's 0..2) before the
+// command can ask. runsc made the slave the controlling terminal of its
+// sandbox process, so the host's line discipline sends Ctrl-C, Ctrl-Z and
+// SIGWINCH there, and gVisor passes them to the terminal's foreground group.
+void RuntimeHost::hand_over_console(pid_t runtime, int runtime_stderr) {
+  int master = receive_fd(console_sock_, runtime);
+  if (master < 0) {
+    ::kill(runtime, SIGKILL);
+    char buf[4096];  // runsc's own words first (its stderr is a pipe here, non-blocking)
+    for (ssize_t n; (n = ::read(runtime_stderr, buf, sizeof buf)) > 0;)
+      if (::write(2, buf, static_cast<size_t>(n)) != n) break;
+    fail("runsc did not send its terminal (--console-socket)", 0);
+  }
+  size_pty_as_caller(master, a_.tty_fds);
+  if (!send_fds(a_.sync_fd, process::kMsgPty, &master, 1)) fail("send pty to supervisor");
+  ::close(master);
 }
 
 [[noreturn]] void RuntimeHost::supervise_runtime() {
@@ -376,12 +405,15 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
 
   // gVisor imports a regular file given as stdout/stderr with an offset of its
   // own, from 0: `run ... > log` would overwrite the file's start. Such fds go
-  // through a pipe that this process appends to the file from.
+  // through a pipe that this process appends to the file from. With runsc's
+  // console, runsc's own stderr (its error messages) goes through one too:
+  // no process of runsc holds the caller's terminal.
   int relay_rd[3] = {-1, -1, -1}, relay_wr[3] = {-1, -1, -1};
   if (a_.relay_regular_files) {
     for (int k = 1; k <= 2; ++k) {
       struct stat st;
-      if (::fstat(k, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      bool console_err = k == 2 && console_sock_ >= 0;
+      if (!console_err && (::fstat(k, &st) != 0 || !S_ISREG(st.st_mode))) continue;
       int p[2];
       if (::pipe2(p, O_CLOEXEC) != 0) fail("pipe for stdio");
       relay_rd[k] = p[0];
@@ -396,6 +428,12 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
     if (slave_ >= 0)
       for (int k = 0; k < 3; ++k)
         if (a_.tty_fds[k]) ::dup2(slave_, k);
+    if (console_sock_ >= 0) {
+      // The sandbox gets runsc's pty; runsc's own stdin and stdout are
+      // nothing (its stderr is the relay's pipe, below).
+      int null = ::open("/dev/null", O_RDWR);
+      if (null < 0 || ::dup2(null, 0) < 0 || ::dup2(null, 1) < 0) ::_exit(125);
+    }
     for (int k = 1; k <= 2; ++k)
       if (relay_wr[k] >= 0) ::dup2(relay_wr[k], k);
     sigset_t none;
@@ -425,13 +463,14 @@ int RuntimeHost::receive_seccomp_listener(pid_t runtime) {
   }
   if (slave_ >= 0) ::close(slave_);
   if (a_.agent_fd >= 0) ::close(a_.agent_fd);  // the container's pid 1 has it now
+  if (console_sock_ >= 0) hand_over_console(rt, relay_rd[2]);
   // The seccomp listener (SCMP_ACT_NOTIFY rules): the runtime connects to
   // listenerPath once the filter is in place and sends its fd (SCM_RIGHTS)
   // with the container's state; the supervisor answers and logs the refusals
   // as on the process layer. A syscall the filter catches meanwhile waits.
   int listener = -1;
   if (seccomp_sock_ >= 0) {
-    listener = receive_seccomp_listener(rt);
+    listener = receive_fd(seccomp_sock_, rt);
     if (listener < 0) {
       ::kill(rt, SIGKILL);
       fail(a_.seccomp_program_annotation
@@ -541,11 +580,12 @@ void RuntimeHost::run() {
   seal();
   mark("host mounts");
   network();
-  if (a_.want_pty) pty();
+  if (a_.want_pty && a_.console_socket.empty()) pty();
   mark("network");
   bundle();
   host_binds();
-  listen_for_seccomp();
+  if (!a_.seccomp_socket.empty()) seccomp_sock_ = listen_at(a_.seccomp_socket, "seccomp listener socket");
+  if (!a_.console_socket.empty()) console_sock_ = listen_at(a_.console_socket, "console socket");
   mark("bundle");
   // The runtime starts inside the sandbox's cgroup only (v1: this process
   // moves itself in now; process/spawn.hpp).
@@ -1135,6 +1175,11 @@ Result<void> Launch::host_args() {
   a.fresh_sysfs = host_userns && rt.runtime == Runtime::Crun;
   for (int k = 0; k < 3; ++k) a.tty_fds[k] = lo.tty_fds[k];
   a.want_pty = lo.tty_fds[0] || lo.tty_fds[1] || lo.tty_fds[2];
+  // runsc imports its stdio as plain host files unless process.terminal is
+  // on, and then all three are one terminal: only when the caller's 0..2 all
+  // are (a pipe among them, `run ... | less`, keeps the pty's plain files).
+  if (rt.runtime == Runtime::Runsc && lo.tty_fds[0] && lo.tty_fds[1] && lo.tty_fds[2] && !lo.agent)
+    a.console_socket = std::string(kBase) + "/console.sock";
   a.cgroups = opt.cgroups;
   return {};
 }
@@ -1150,11 +1195,15 @@ Result<void> Launch::spec_options() {
   // runsc: decide_host_ids.
   so.rootless = rootless && rt.runtime == Runtime::Crun;
   if (rt.runtime == Runtime::Runc) so.cgroups_path = "exg-" + plan.sandbox_id;  // relative: nested in ours
-  // process.terminal stays off: the runtime host's pty is the command's
-  // controlling terminal through oci-init (job control works on crun and
-  // runc). Tried: with process.terminal crun's relay breaks Ctrl-C/Ctrl-Z,
-  // and an interactive shell under runsc gets no prompt (runsc 20221219).
-  so.terminal = false;
+  // crun and runc: process.terminal stays off; the runtime host's pty is the
+  // command's controlling terminal through oci-init (job control works).
+  // Tried: with process.terminal crun's relay breaks Ctrl-C/Ctrl-Z.
+  // runsc: on with its console socket (host_args). Given a pty slave as its
+  // stdio instead, runsc makes it no controlling terminal of its sandbox
+  // process: Ctrl-C and SIGWINCH then reach nothing (runsc 20221219). gVisor
+  // puts pid 1's group in the terminal's foreground; oci-init hands it to
+  // the command.
+  so.terminal = !a.console_socket.empty();
   if (plan.seccomp && rt.runtime != Runtime::Runsc) {
     // crun and runc hand the notify fd over (runsc has no seccomp notify: its
     // refusals are EPERM inside gVisor, not reported).
@@ -1347,6 +1396,7 @@ Result<void> Launch::runtime_command() {
   // runsc run has no --preserve-fds, so there it is the container's stdin,
   // which runsc imports into the sandbox as a host socket (docs/agent-protocol.md).
   if (lo.agent && rt.runtime != Runtime::Runsc) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--preserve-fds=1");  // after "run"
+  if (!a.console_socket.empty()) a.runtime_argv.insert(a.runtime_argv.end() - 3, "--console-socket=" + a.console_socket);
   a.agent_on_stdin = lo.agent && rt.runtime == Runtime::Runsc;
   return {};
 }

@@ -28,6 +28,7 @@
 #include "walls/rlimits.hpp"
 #include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
+#include "util/pty_size.hpp"
 #include "util/step_timer.hpp"
 
 namespace exg::process {
@@ -455,6 +456,7 @@ bool Builder::open_pty() {
   if (slave < 0) fail("open pty peer");
   master_fd_ = ptmx;
   slave_fd_ = slave;
+  size_pty_as_caller(ptmx, a_.tty_fds);
   // Hand the master to the supervisor, which relays the host terminal.
   if (!send_fds(a_.sync_fd, kMsgPty, &ptmx, 1)) fail("send pty to supervisor");
   ::close(ptmx);

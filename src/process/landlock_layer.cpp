@@ -29,6 +29,7 @@
 #include "process/spawn.hpp"
 #include "util/dir_fd.hpp"
 #include "util/fd_passing.hpp"
+#include "util/pty_size.hpp"
 #include "util/syscalls.hpp"
 
 namespace exg::process {
@@ -106,6 +107,7 @@ struct ChildSetup {
     if (::ioctl(ptmx, TIOCSPTLCK, &unlock) != 0) die(sync, "unlock pty", errno);
     pty_slave = ::ioctl(ptmx, TIOCGPTPEER, O_RDWR | O_NOCTTY);
     if (pty_slave < 0) die(sync, "open pty peer", errno);
+    size_pty_as_caller(ptmx, c.opt->tty_fds);
     if (!send_fds(sync, kMsgPty, &ptmx, 1)) die(sync, "send pty to supervisor", errno);
     ::close(ptmx);
   }
