@@ -27,6 +27,7 @@
 #include "cgroup/usage.hpp"
 #include "serve/base_tools.hpp"
 #include "serve/code_interpreter.hpp"
+#include "serve/port_relay.hpp"
 #include "serve/snapshots.hpp"
 #include "util/json_parse.hpp"
 
@@ -647,6 +648,7 @@ void Registry::start_interpreter(const std::shared_ptr<Sandbox>& sb) {
   };
   start_code_interpreter(sb, [this, sb, failed](std::optional<std::string> error) {
     if (error) return failed(*error);
+    keep_spare_relay(sb);  // the first runCode's relay, started already
     if (sb->pooled) {
       // Said whatever the mode: that the kernel was up before any tenant asked for the sandbox.
       if (logs_lifecycle())

@@ -155,6 +155,7 @@ struct Sandbox {
   bool user_known = false;     // and "session ID user uid U gid G home H" (uid, gid, home above)
   std::shared_ptr<AgentConn> agent;
   std::shared_ptr<CodeInterpreter> interpreter;  // its template's code interpreter (code_interpreter.hpp)
+  int spare_relay = 0;  // a relay started ahead for its next port request (port_relay.hpp); 0: none
   std::unique_ptr<boost::asio::steady_timer> expiry;
   std::unique_ptr<boost::asio::posix::stream_descriptor> log;  // the supervisor's stderr
   std::string log_tail;      // its last lines (the reason of a failed start)
