@@ -2,6 +2,9 @@
 // written into the sandbox at its start, and the start itself.
 #include "serve/code_interpreter.hpp"
 
+#include <cstdlib>
+#include <utility>
+
 #include "serve/sandbox_registry.hpp"
 
 namespace exg::serve {
@@ -32,6 +35,8 @@ def kernel_main():
     def send(m):
         msgs.write(json.dumps(m) + "\n")
 
+    send({"type": "ready", "pid": os.getpid()})
+
     def formats(value):
         out = {"text": repr(value)}
         for attr, key, binary in (("_repr_html_", "html", False), ("_repr_markdown_", "markdown", False),
@@ -55,6 +60,8 @@ def kernel_main():
     for line in sys.stdin:
         req = json.loads(line)
         count += 1
+        # The sandbox's envVars, once, at the kernel's first run after the hand-over (E2B's: envd's /envs).
+        os.environ.update(req.get("sandbox_env") or {})
         saved = {}
         for k, v in (req.get("env_vars") or {}).items():
             saved[k] = os.environ.get(k)
@@ -102,12 +109,14 @@ const fs = require('fs'), vm = require('vm'), util = require('util'), readline =
 const fd = Number(process.argv[1])
 process.on('SIGINT', () => {})
 const send = (m) => fs.writeSync(fd, JSON.stringify(m) + '\n')
+send({ type: 'ready', pid: process.pid })
 const ctx = vm.createContext({ console, require, process, Buffer, URL, TextEncoder, TextDecoder,
   setTimeout, setInterval, clearTimeout, clearInterval, setImmediate, queueMicrotask })
 let count = 0
 readline.createInterface({ input: process.stdin }).on('line', (line) => {
   const req = JSON.parse(line)
   count++
+  Object.assign(process.env, req.sandbox_env || {})
   const saved = {}
   for (const [k, v] of Object.entries(req.env_vars || {})) { saved[k] = process.env[k]; process.env[k] = String(v) }
   send({ type: 'number_of_executions', execution_count: count })
@@ -153,6 +162,17 @@ class Context:
                 os.close(fd)
         self.out, self.err, self.msg = out_r, err_r, msg_r
         self.msg_buf = b""
+        # A kernel started after the hand-over has the sandbox's envVars from its start.
+        self.env_given = handed_over.is_set()
+        # Up once it says so (its imports done): the first run then waits for nothing.
+        while b"\n" not in self.msg_buf:
+            data = os.read(msg_r, 65536) if select.select([msg_r], [], [], 60)[0] else b""
+            if not data:
+                self.stop()
+                raise OSError("the %s kernel ended (or said nothing for 60 s) before it was ready" % self.language)
+            self.msg_buf += data
+        raw, self.msg_buf = self.msg_buf.split(b"\n", 1)
+        self.kernel_pid = json.loads(raw).get("pid")
 
     def stop(self):
         try:
@@ -171,6 +191,11 @@ class Context:
 contexts = {}
 defaults = {}
 contexts_lock = threading.Lock()
+# The hand-over (serve's line on stdin when the sandbox gets its tenant; at once when it had one
+# from its start): the sandbox's envVars. A warm pool's interpreter waits for it with its default
+# kernel up; no run starts before it.
+handed_over = threading.Event()
+sandbox_env = {}
 
 
 def default_context(language):
@@ -284,8 +309,11 @@ class Handler(BaseHTTPRequestHandler):
             except OSError:
                 client_alive = False
 
+        handed_over.wait()
         with ctx.lock:
-            line = json.dumps({"code": req.get("code", ""), "env_vars": req.get("env_vars") or {}}) + "\n"
+            first = {} if ctx.env_given else {"sandbox_env": sandbox_env}
+            ctx.env_given = True
+            line = json.dumps({"code": req.get("code", ""), "env_vars": req.get("env_vars") or {}, **first}) + "\n"
             try:
                 ctx.proc.stdin.write(line.encode())
                 ctx.proc.stdin.flush()
@@ -344,14 +372,46 @@ class Handler(BaseHTTPRequestHandler):
             out({"type": "end_of_execution"})
 
 
+def say(line):
+    # To serve (the agent's stdout events of this process): one line each.
+    os.write(1, (line + "\n").encode())
+
+
+def await_hand_over(kernel):
+    # Before the hand-over a kernel that ends ends the interpreter (serve replaces a warm sandbox
+    # whose interpreter ended); the hand-over answers whether the kernel is alive to be handed out.
+    def watch():
+        kernel.proc.wait()
+        if not handed_over.is_set():
+            say("kernel-ended %s" % kernel.proc.returncode)
+            os._exit(3)
+    threading.Thread(target=watch, daemon=True).start()
+    line = sys.stdin.readline()
+    try:
+        envs = json.loads(line).get("envs") or {}
+    except ValueError:
+        envs = None
+    if not isinstance(envs, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in envs.items()):
+        say("refused the hand-over is not {\"envs\": {NAME: VALUE}}")
+        os._exit(2)
+    sandbox_env.update(envs)
+    os.environ.update(envs)  # kernels started from now on have them from their start
+    alive = kernel.proc.poll() is None
+    handed_over.set()
+    say("taken" if alive else "kernel-ended %s" % kernel.proc.returncode)
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "kernel":
         return kernel_main()
     port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 49999
     server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
-    default_context("python")  # a kernel ready before the first call (calls wait in the backlog meanwhile)
     server.daemon_threads = True
-    server.serve_forever()
+    threading.Thread(target=server.serve_forever, daemon=True).start()  # calls wait for the hand-over
+    kernel = default_context("python")  # up before the first call, before the hand-over in a warm pool
+    say("ready %s" % kernel.kernel_pid)
+    await_hand_over(kernel)
+    threading.Event().wait()
 
 
 main()
@@ -361,19 +421,89 @@ main()
 
 const char* code_interpreter_program() { return kProgram; }
 
-void start_code_interpreter(const std::shared_ptr<Sandbox>& sb, std::function<void(std::optional<std::string> error)> done) {
-  if (!sb->agent) return done("the sandbox has no agent");
+namespace {
+
+// Everything waiting on the interpreter gets `why`; it is no more.
+void interpreter_ended(CodeInterpreter& ci, const std::string& why) {
+  if (ci.ended) return;
+  ci.ended = true;
+  for (auto* waiter : {&ci.on_ready, &ci.on_taken})
+    if (auto w = std::exchange(*waiter, nullptr)) w(why);
+  if (ci.on_end) std::exchange(ci.on_end, nullptr)(why);
+}
+
+// One line of the interpreter's stdout (the program's say()).
+void interpreter_said(CodeInterpreter& ci, const std::string& line) {
+  if (line.starts_with("ready ")) {
+    ci.ready = true;
+    ci.kernel_pid = std::atoll(line.c_str() + 6);
+    if (auto w = std::exchange(ci.on_ready, nullptr)) w(std::nullopt);
+  } else if (line == "taken") {
+    ci.taken = true;
+    if (auto w = std::exchange(ci.on_taken, nullptr)) w(std::nullopt);
+  } else if (line.starts_with("kernel-ended") || line.starts_with("refused")) {
+    const std::string why = "the code interpreter's kernel ended (" + line + ")";
+    for (auto* waiter : {&ci.on_ready, &ci.on_taken})
+      if (auto w = std::exchange(*waiter, nullptr)) w(why);
+  }
+}
+
+}  // namespace
+
+void start_code_interpreter(const std::shared_ptr<Sandbox>& sb, std::function<void(std::optional<std::string> error)> ready,
+                            std::function<void(const std::string& why)> ended) {
+  if (!sb->agent) return ready("the sandbox has no agent");
+  auto ci = std::make_shared<CodeInterpreter>();
+  ci->on_ready = std::move(ready);
+  ci->on_end = std::move(ended);
+  sb->interpreter = ci;
+  auto fail = [ci](const std::string& why) {
+    ci->on_end = nullptr;  // never started: only its start is told
+    interpreter_ended(*ci, why);
+  };
   agent::request::Write w{.mode = 0500};
-  sb->agent->call(agent::request::write(kCodeInterpreterPath, w), kProgram, [sb, done](const agent::Frame& r) {
-    if (!r.header.value("ok", false)) return done("write " + std::string(kCodeInterpreterPath) + ": " + reply_error_text(r));
-    agent::request::Start h{.argv = {"python3", kCodeInterpreterPath, "--port", kCodeInterpreterPort, "--sandbox", sb->id},
-                            .stdin_open = false};
-    sb->agent->call(agent::request::start(h), {}, [done](const agent::Frame& s) {
+  sb->agent->call(agent::request::write(kCodeInterpreterPath, w), kProgram, [sb, ci, fail](const agent::Frame& r) {
+    if (!r.header.value("ok", false)) return fail("write " + std::string(kCodeInterpreterPath) + ": " + reply_error_text(r));
+    // stdin open: the hand-over's line goes there.
+    agent::request::Start h{.argv = {"python3", kCodeInterpreterPath, "--port", kCodeInterpreterPort, "--sandbox", sb->id}};
+    sb->agent->call(agent::request::start(h), {}, [sb, ci, fail](const agent::Frame& s) {
       if (!s.header.value("ok", false))
-        return done("start python3 " + std::string(kCodeInterpreterPath) + ": " + reply_error_text(s) +
+        return fail("start python3 " + std::string(kCodeInterpreterPath) + ": " + reply_error_text(s) +
                     (reply_errno(s) == "ENOENT" ? " (the code interpreter needs python3 in the sandbox)" : ""));
-      done(std::nullopt);
+      ci->pid = s.header.value("pid", 0);
+      std::weak_ptr<CodeInterpreter> weak = ci;
+      sb->agent->subscribe_process(ci->pid, [weak](const agent::Frame& f) {
+        auto c = weak.lock();
+        if (!c) return;
+        const std::string ev = f.header.value("event", "");
+        if (ev == "stdout") {
+          c->partial += f.payload;
+          for (size_t nl; (nl = c->partial.find('\n')) != std::string::npos;) {
+            std::string line = c->partial.substr(0, nl);
+            c->partial.erase(0, nl + 1);
+            interpreter_said(*c, line);
+          }
+          if (c->partial.size() > 4096) c->partial.clear();
+        } else if (ev == "exit") {
+          interpreter_ended(*c, "the code interpreter ended (status " + f.header.value("status", nlohmann::json()).dump() + ")");
+        } else if (ev == "closed") {
+          interpreter_ended(*c, "the sandbox's agent went away");
+        }
+      });
     });
+  });
+}
+
+void hand_over_code_interpreter(const std::shared_ptr<Sandbox>& sb, std::function<void(std::optional<std::string> error)> done) {
+  auto ci = sb->interpreter;
+  if (!ci || ci->ended || !ci->ready || !sb->agent) return done("the code interpreter is not running");
+  if (ci->taken || ci->on_taken) return done("the code interpreter was handed over already");
+  ci->on_taken = std::move(done);
+  nlohmann::json envs = nlohmann::json::object();
+  for (const auto& [k, v] : sb->env_vars) envs[k] = v;
+  sb->agent->call(agent::request::input(ci->pid), nlohmann::json{{"envs", envs}}.dump() + "\n", [ci](const agent::Frame& r) {
+    if (r.header.value("ok", false)) return;
+    if (auto w = std::exchange(ci->on_taken, nullptr)) w("the hand-over to the code interpreter: " + reply_error_text(r));
   });
 }
 

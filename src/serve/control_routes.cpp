@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "sandbox/refusals.hpp"
-#include "serve/code_interpreter.hpp"
 #include "serve/control_requests.hpp"
 #include "serve/service.hpp"
 #include "util/json_parse.hpp"
@@ -230,13 +229,8 @@ void Service::revive_sandbox(Call& c, int64_t timeout_s) {
   registry_.revive(c.sb, cr, [this, ex, route](Registry::Started started) mutable {
     if (!started)
       return reply(ex, route, api_error(http::status::internal_server_error, "the paused sandbox did not start again: " + started.error().message));
-    std::shared_ptr<Sandbox> sb = *started;
-    if (!sb->tmpl.code_interpreter) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
-    start_code_interpreter(sb, [this, ex, route, sb](std::optional<std::string> error) mutable {
-      if (!error) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
-      registry_.kill(sb, {}, "start-failed");
-      reply(ex, route, api_error(http::status::internal_server_error, "the code interpreter did not start: " + *error));
-    });
+    // (a code-interpreter template's sandbox is up with its interpreter: sandbox_registry.hpp)
+    reply(ex, route, json_response(http::status::created, created_json(**started).dump()));
   });
 }
 
@@ -346,15 +340,9 @@ void Service::create_sandbox(Call& c) {
       return reply(ex, route, api_error(http::status::bad_request, started.error().message));
     if (!started)
       return reply(ex, route, api_error(http::status::internal_server_error, "the sandbox did not start: " + started.error().message));
-    std::shared_ptr<Sandbox> sb = *started;
-    ex->log_sandbox = sb->id;
-    if (!sb->tmpl.code_interpreter) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
-    // Its interpreter runs before the answer (it listens a few ms later: the first call's relay waits for it).
-    start_code_interpreter(sb, [this, ex, route, sb](std::optional<std::string> error) mutable {
-      if (!error) return reply(ex, route, json_response(http::status::created, created_json(*sb).dump()));
-      registry_.kill(sb, {}, "start-failed");
-      reply(ex, route, api_error(http::status::internal_server_error, "the code interpreter did not start: " + *error));
-    });
+    ex->log_sandbox = (*started)->id;
+    // A code-interpreter template's sandbox is up with its interpreter, its kernel running (sandbox_registry.hpp).
+    reply(ex, route, json_response(http::status::created, created_json(**started).dump()));
   });
 }
 

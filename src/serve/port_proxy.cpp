@@ -173,15 +173,10 @@ void Service::port_proxy(Call& c, const std::string& port) {
   auto px = std::make_shared<PortExchange>(*this, c.sb, c.ex, port);
   // A just-created code interpreter may not listen yet: its relay waits for it.
   int wait_s = c.sb->tmpl.code_interpreter && port == kCodeInterpreterPort ? 15 : 0;
-  agent::request::Start h{.argv = port_relay_argv(port, wait_s)};
   std::string up = upstream_request(c.req, *c.sb, port);
-  c.sb->agent->call(agent::request::start(h), {}, [px, up = std::move(up)](const agent::Frame& r) mutable {
-    if (!r.header.value("ok", false)) {
-      std::string why = reply_errno(r) == "ENOENT" ? "the relay needs python3 inside the sandbox (" + reply_error_text(r) + ")"
-                                                    : "the relay did not start: " + reply_error_text(r);
-      return px->fail(http::status::bad_gateway, why);
-    }
-    px->pid = r.header.value("pid", 0);
+  // The relay `pid` runs: `input` to its stdin, its output the answer.
+  auto relay = [px](int pid, std::string input) {
+    px->pid = pid;
     auto& agent = px->sb->agent;
     if (!px->ex->open()) {  // the caller left while the relay started: nothing is sent up
       px->done = true;
@@ -192,8 +187,22 @@ void Service::port_proxy(Call& c, const std::string& port) {
       px->done = true;
       px->kill_relay();
     };
-    agent->call(agent::request::input(px->pid), std::move(up), [](const agent::Frame&) {});
+    agent->call(agent::request::input(px->pid), std::move(input), [](const agent::Frame&) {});
     agent->call(agent::request::close_stdin(px->pid), {}, [](const agent::Frame&) {});
+  };
+  // A spare started ahead (a code interpreter's sandbox keeps one): taken, and the next one started.
+  if (int spare = std::exchange(c.sb->spare_relay, 0); spare > 0) {
+    keep_spare_relay(c.sb);
+    return relay(spare, spare_relay_head(port, wait_s) + up);
+  }
+  agent::request::Start h{.argv = port_relay_argv(port, wait_s)};
+  c.sb->agent->call(agent::request::start(h), {}, [px, relay, up = std::move(up)](const agent::Frame& r) mutable {
+    if (!r.header.value("ok", false)) {
+      std::string why = reply_errno(r) == "ENOENT" ? "the relay needs python3 inside the sandbox (" + reply_error_text(r) + ")"
+                                                    : "the relay did not start: " + reply_error_text(r);
+      return px->fail(http::status::bad_gateway, why);
+    }
+    relay(r.header.value("pid", 0), std::move(up));
   });
 }
 

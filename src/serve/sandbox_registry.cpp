@@ -26,6 +26,8 @@
 #include "cgroup/layout.hpp"
 #include "cgroup/usage.hpp"
 #include "serve/base_tools.hpp"
+#include "serve/code_interpreter.hpp"
+#include "serve/port_relay.hpp"
 #include "serve/snapshots.hpp"
 #include "util/json_parse.hpp"
 
@@ -313,6 +315,11 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
   sb->state = Sandbox::State::Starting;
   sandboxes_[sb->id] = sb;
   // Its audit lines waited for the tenant (session --audit-hold).
+  // Handed over within 10 s (audit_tags, the interpreter's hand-over), else not adopted.
+  sb->expiry->expires_after(std::chrono::seconds(10));
+  sb->expiry->async_wait([this, sb](boost::system::error_code ec) {
+    if (!ec && sb->state == Sandbox::State::Starting) finish_start(sb, StartError::server("not handed over within 10 s"));
+  });
   CreateRequest again = req;
   sb->on_ready.push_back([this, sb, done, again](const std::optional<StartError>& err) mutable {
     if (!err) return done(sb);
@@ -322,8 +329,12 @@ bool Registry::claim(const CreateRequest& req, ReadyFn& done) {
     create(again, done);
   });
   sb->agent->call(agent::request::audit_tags({{"tenant", sb->tenant}}), {}, [this, sb](const agent::Frame& r) {
-    if (r.header.value("ok", false)) return finish_start(sb, std::nullopt);
-    finish_start(sb, StartError::server("audit_tags: " + reply_error_text(r)));
+    if (!r.header.value("ok", false)) return finish_start(sb, StartError::server("audit_tags: " + reply_error_text(r)));
+    if (!sb->tmpl.code_interpreter) return finish_start(sb, std::nullopt);
+    // Its interpreter, kernel up since the pool started it, gets the tenant's envVars now (none before).
+    hand_over_code_interpreter(sb, [this, sb](std::optional<std::string> e) {
+      finish_start(sb, e ? std::optional(StartError::server(*e)) : std::nullopt);
+    });
   });
   return true;
 }
@@ -616,10 +627,39 @@ void Registry::became_ready(const std::shared_ptr<Sandbox>& sb) {
   }
   // E2B's base template's `python` and `sudo` (base_tools.hpp), before anyone can run a command.
   install_base_tools(sb, [this, sb](std::optional<std::string> error) {
-    if (!error) return finish_start(sb, std::nullopt);
+    if (!error) return sb->tmpl.code_interpreter ? start_interpreter(sb) : finish_start(sb, std::nullopt);
     finish_start(sb, StartError::server(*error));
     kill(sb, {}, "start-failed");
   });
+}
+
+void Registry::start_interpreter(const std::shared_ptr<Sandbox>& sb) {
+  auto failed = [this, sb](const std::string& why) {
+    finish_start(sb, StartError::server("the code interpreter did not start: " + why));
+    kill(sb, {}, "start-failed");
+  };
+  std::weak_ptr<Sandbox> weak = sb;
+  auto ended = [this, weak](const std::string& why) {
+    auto s = weak.lock();
+    // A warm one whose interpreter (its kernel) ended is not handed out: it ends, and the pool starts another.
+    if (!s || !s->pooled || s->killing || s->state != Sandbox::State::Running) return;
+    log().warn("pool_kernel_ended").str("sandbox", s->id).str("template", s->tmpl.name).str("msg", why + "; replaced");
+    kill(s, {}, "kernel-ended");
+  };
+  start_code_interpreter(sb, [this, sb, failed](std::optional<std::string> error) {
+    if (error) return failed(*error);
+    keep_spare_relay(sb);  // the first runCode's relay, started already
+    if (sb->pooled) {
+      // Said whatever the mode: that the kernel was up before any tenant asked for the sandbox.
+      if (logs_lifecycle())
+        log().info("pool_kernel_ready").str("sandbox", sb->id).str("template", sb->tmpl.name).num("kernel_pid", sb->interpreter->kernel_pid);
+      return finish_start(sb, std::nullopt);
+    }
+    hand_over_code_interpreter(sb, [this, sb, failed](std::optional<std::string> e) {
+      if (e) return failed(*e);
+      finish_start(sb, std::nullopt);
+    });
+  }, ended);
 }
 
 void Registry::finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error) {

@@ -22,6 +22,12 @@
 // lines until then), and the create is answered without waiting for a
 // sandbox's start-up; a new one is started behind it. A sandbox is never
 // handed out twice: a claimed one leaves the pool for good.
+// A template with the code interpreter (code_interpreter.hpp) gets it in
+// every sandbox before the sandbox counts as up, its default Python kernel
+// running; in a pool's, before any tenant: the claim hands it over (the
+// sandbox's envVars go to it then, never before), and one whose kernel ended
+// is not handed out (an interpreter that ends while pooled takes its sandbox
+// with it, and the pool starts another).
 #pragma once
 #include <sys/types.h>
 
@@ -62,6 +68,8 @@ inline constexpr char kE2bHome[] = "/home/user";
 // HTTPS request to `host` (an exact name or *.suffix), replacing the client's.
 // The value goes to the supervisor in its environment (never a file, never
 // the sandbox) as the secret E2B_RULE_<n> with "setHeader".
+struct CodeInterpreter;
+
 struct HeaderRule {
   std::string host, header, value;
 };
@@ -146,6 +154,8 @@ struct Sandbox {
   bool control_ready = false;  // the supervisor said "session ID ready on unix:PATH"
   bool user_known = false;     // and "session ID user uid U gid G home H" (uid, gid, home above)
   std::shared_ptr<AgentConn> agent;
+  std::shared_ptr<CodeInterpreter> interpreter;  // its template's code interpreter (code_interpreter.hpp)
+  int spare_relay = 0;  // a relay started ahead for its next port request (port_relay.hpp); 0: none
   std::unique_ptr<boost::asio::steady_timer> expiry;
   std::unique_ptr<boost::asio::posix::stream_descriptor> log;  // the supervisor's stderr
   std::string log_tail;      // its last lines (the reason of a failed start)
@@ -301,6 +311,8 @@ class Registry {
   void read_log(const std::shared_ptr<Sandbox>& sb);
   void on_log_line(const std::shared_ptr<Sandbox>& sb, const std::string& line);
   void became_ready(const std::shared_ptr<Sandbox>& sb);
+  // The template's code interpreter started in it, its kernel up; handed over at once unless pooled.
+  void start_interpreter(const std::shared_ptr<Sandbox>& sb);
   void finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error);
   // Kept pauses (kept_pauses.hpp): written at a pause, the home moved at the
   // server's stop, held again at the next start, forgotten at a kill.

@@ -4,7 +4,6 @@
 // create whose templateID names a snapshot is control_routes.cpp's.
 #include <boost/asio/post.hpp>
 
-#include "serve/code_interpreter.hpp"
 #include "serve/control_requests.hpp"
 #include "serve/service.hpp"
 #include "serve/snapshots.hpp"
@@ -143,21 +142,8 @@ void Service::fork_sandbox(Call& c) {
           results->push_back({{"error", {{"code", 500}, {"message", "the fork did not start: " + st.error().message}}}});
           return (*next)(i + 1);
         }
-        std::shared_ptr<Sandbox> sb = *st;
-        auto made = [this, results, sb] { results->push_back({{"sandbox", created_json(*sb)}, {"kept", snapshot_keeps(sb->tmpl.layer)}}); };
-        if (!sb->tmpl.code_interpreter) {
-          made();
-          return (*next)(i + 1);
-        }
-        start_code_interpreter(sb, [this, sb, results, next, i, made](std::optional<std::string> error) {
-          if (error) {
-            registry_.kill(sb, {}, "start-failed");
-            results->push_back({{"error", {{"code", 500}, {"message", "the code interpreter did not start: " + *error}}}});
-          } else {
-            made();
-          }
-          (*next)(i + 1);
-        });
+        results->push_back({{"sandbox", created_json(**st)}, {"kept", snapshot_keeps((*st)->tmpl.layer)}});
+        (*next)(i + 1);
       });
     };
     (*next)(0);

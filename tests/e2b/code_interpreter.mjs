@@ -4,6 +4,8 @@
 //   OTHER_KEY  a second tenant's key: it must never reach the first one's port 49999
 //   TEMPLATE   the template (default: none given, the SDK's own code-interpreter-v1)
 //   HOST_VIEW  0: the interpreter's processes are not the host's (gVisor): not looked at from the host
+// The sandbox is created with envVars (FROM_CREATE); the first runCode prints "info sandbox ID kernel PID"
+// (the shell matches it with the server's log: a warm pool's kernel, started before the create).
 // One line per check: "ok - ..." or "FAIL - ...: why"; exit 1 when any failed.
 import assert from 'node:assert/strict'
 import fs from 'node:fs'
@@ -14,7 +16,17 @@ const OTHER_KEY = process.env.OTHER_KEY
 const URL = process.env.E2B_SANDBOX_URL
 import { check, finish, SKIP } from './checks.mjs'
 
-const sb = process.env.TEMPLATE ? await Sandbox.create(process.env.TEMPLATE, { timeoutMs: 300_000 }) : await Sandbox.create({ timeoutMs: 300_000 })
+const opts = { timeoutMs: 300_000, envs: { FROM_CREATE: 'at create' } }
+const sb = process.env.TEMPLATE ? await Sandbox.create(process.env.TEMPLATE, opts) : await Sandbox.create(opts)
+
+await check('runCode at once: the create\'s envVars are in the kernel (as E2B\'s envd gives them), and in a command', async () => {
+  const e = await sb.runCode('import os\n(os.getpid(), os.environ.get("FROM_CREATE"))')
+  assert.equal(e.error, undefined)
+  const [pid, env] = e.text.replace(/[()' ]/g, '').split(',')
+  console.log(`info sandbox ${sb.sandboxId} kernel ${pid}`)
+  assert.equal(env, 'atcreate')
+  assert.equal((await sb.commands.run('echo "$FROM_CREATE"')).stdout, 'at create\n')
+})
 
 await check('create: the SDK\'s default template, code-interpreter-v1', async () => {
   const info = await sb.getInfo()
@@ -54,8 +66,11 @@ await check('runCode: an exception is an error with name, value and traceback; s
 await check('runCode: env vars for one execution only', async () => {
   const e = await sb.runCode('import os\nos.environ["ONLY_HERE"]', { envs: { ONLY_HERE: 'yes' } })
   assert.equal(e.text, "'yes'")
-  const after = await sb.runCode('os.environ.get("ONLY_HERE", "unset")')
-  assert.equal(after.text, "'unset'")
+  const after = await sb.runCode('os.environ.get("ONLY_HERE", "unset"), os.environ.get("FROM_CREATE")')
+  assert.equal(after.text, "('unset', 'at create')")
+  const over = await sb.runCode('os.environ["FROM_CREATE"]', { envs: { FROM_CREATE: 'this run' } })
+  assert.equal(over.text, "'this run'")
+  assert.equal((await sb.runCode('os.environ["FROM_CREATE"]')).text, "'at create'")
 })
 
 await check('runCode: a value with _repr_html_ comes back as html too', async () => {
@@ -69,6 +84,7 @@ await check('JavaScript: state kept between cells, console.log to stdout, the co
   assert.equal(a.error, undefined)
   assert.equal(a.logs.stdout.join(''), 'from js\n')
   assert.equal((await sb.runCode('a + 2', { language: 'js' })).text, '42')
+  assert.equal((await sb.runCode('process.env.FROM_CREATE', { language: 'js' })).text, "'at create'")
   const e = await sb.runCode('null.x', { language: 'js' })
   assert.equal(e.error.name, 'TypeError')
   assert.match(e.error.traceback, /<cell>:1/)

@@ -10,6 +10,9 @@
 # E2B's own SDK tests expect it (issue 44, part 2: sorted listings, RemoveAll, symlink targets, gzip,
 # recursive watches, list order and filters, metrics ranges, 501 for what is not served, a kill
 # during a command).
+# The server keeps one code-interpreter-v1 sandbox warm (--warm code-interpreter-v1=1): the SDK's
+# first create takes it, its kernel started before the create (the server's log says so, and the
+# kernel that answers the first runCode is that one), with the create's envVars handed to it then.
 source "$(dirname "$0")/lib.sh"
 
 CI_VERSION=2.8.0
@@ -36,7 +39,7 @@ DOMAIN=sandboxes.exg.test  # --domain: getHost(port)'s PORT-ID.DOMAIN (resolved 
 on_layer gvisor && HOST_VIEW=0
 # start_server [extra options]: sets SERVER_PID and URL, or returns 1 (the log in $T/serve.log).
 start_server() {
-    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 --domain "$DOMAIN" "${TEMPLATES[@]}" "$@" > "$T/serve.log" 2>&1 &
+    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state" --warm 0 --warm code-interpreter-v1=1 --domain "$DOMAIN" "${TEMPLATES[@]}" "$@" > "$T/serve.log" 2>&1 &
     SERVER_PID=$!
     track_bg "$SERVER_PID"
     wait_for 20 bash -c "grep -q 'listening on 127.0.0.1:' '$T/serve.log' || ! kill -0 $SERVER_PID 2>/dev/null"
@@ -62,11 +65,26 @@ mkdir -p "$T/node"
 cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$SRC/tests/e2b/checks.mjs" "$T/node/"
 if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; then
     ok "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"
+    # The pool's sandbox up, its kernel running, before the SDK's first create (waited for, not timed).
+    wait_for 120 grep -q '"event":"pool_kernel_ready"' "$T/serve.log"
+    grep -q '"event":"pool_kernel_ready"' "$T/serve.log" && ok "the pool's code-interpreter-v1 sandbox is ready, its kernel up" \
+        || { fail "no pool_kernel_ready in the server's log"; tail -5 "$T/serve.log" | sed 's/^/#   /'; }
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" HOST_VIEW=$HOST_VIEW SANDBOX_DOMAIN=$DOMAIN NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/code_interpreter.mjs"
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   sdk: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the code interpreter SDK: $(tail -1 <<<"$OUT")"
     else fail "the code interpreter SDK (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
+    # The first create was served from the pool: its sandbox's kernel was up (logged) before the
+    # create (logged after), and the kernel that ran the first runCode is that kernel.
+    read -r _ _ SB_ID _ KPID < <(grep '^info sandbox ' <<<"$OUT")
+    ready_at=$(grep -n "\"event\":\"pool_kernel_ready\".*\"sandbox\":\"$SB_ID\".*\"kernel_pid\":$KPID[,}]" "$T/serve.log" | head -1 | cut -d: -f1)
+    create_at=$(grep -n "\"event\":\"create\".*\"sandbox\":\"$SB_ID\".*\"warm\":true" "$T/serve.log" | head -1 | cut -d: -f1)
+    if [ -n "$SB_ID" ] && [ -n "$ready_at" ] && [ -n "$create_at" ] && [ "$ready_at" -lt "$create_at" ]; then
+        ok "a create from the pool: sandbox $SB_ID's kernel (pid $KPID inside) started before the create (log lines $ready_at < $create_at) ran the first runCode"
+    else
+        fail "the pool's kernel: sandbox '$SB_ID' kernel '$KPID', pool_kernel_ready at line '$ready_at', create at '$create_at'"
+        grep -E 'pool_kernel|"create"' "$T/serve.log" | head -5 | sed 's/^/#   /'
+    fi
     # envd's behaviour as E2B's own SDK tests expect it (issue 44, part 2), on the same server.
     run env E2B_API_URL="$URL" E2B_SANDBOX_URL="$URL" E2B_API_KEY="$KEY_A" OTHER_KEY="$KEY_B" NO_PROXY='*' no_proxy='*' \
         timeout 300 node "$T/node/sdk_envd.mjs"
@@ -77,7 +95,47 @@ else
     fail "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi
 
-# Nothing of the sandboxes is left once they are killed (the interpreter's process: the SDK script).
-[ -z "$(ls -A "$T/state/sandboxes" 2>/dev/null)" ] && ok "every sandbox's state directory is gone" || fail "left: $(ls -A "$T/state/sandboxes")"
+# A warm kernel that ended is not handed out: its sandbox ends (pool_kernel_ended) and the pool
+# starts another, which the next create gets. The pool's sandbox now is the one started after the
+# SDK's first create took the first; its kernel is killed from the host (its interpreter's child).
+unclaimed_pool_id() {
+    local id
+    for id in $(sed -n 's/.*"event":"pool_kernel_ready".*"sandbox":"\([a-z0-9]*\)".*/\1/p' "$T/serve.log"); do
+        grep -q "\"sandbox\":\"$id\".*\"reason\"\|\"event\":\"create\".*\"sandbox\":\"$id\"" "$T/serve.log" || echo "$id"
+    done | tail -1
+}
+wait_for 120 bash -c "[ -n \"\$(sed -n 's/.*\"event\":\"pool_kernel_ready\".*\"sandbox\":\"\([a-z0-9]*\)\".*/\1/p' '$T/serve.log' | sed -n 2p)\" ]"
+POOL_ID=$(unclaimed_pool_id)
+KERNEL=""
+if [ "$HOST_VIEW" = 1 ] && [ -n "$POOL_ID" ]; then
+    for p in $(pgrep -f -- "--sandbox $POOL_ID"); do KERNEL=$(pgrep -P "$p" | head -1); [ -n "$KERNEL" ] && break; done
+fi
+if [ -z "$POOL_ID" ] || [ -z "$KERNEL" ] || ! kill -KILL "$KERNEL" 2>/dev/null; then
+    skip "a pool's kernel killed from the host (pool sandbox '$POOL_ID', kernel '$KERNEL': not found or not ours to kill here)"
+else
+    wait_for 60 grep -q "\"event\":\"pool_kernel_ended\".*\"sandbox\":\"$POOL_ID\"" "$T/serve.log"
+    wait_for 120 bash -c "sed -n '/\"event\":\"pool_kernel_ended\".*\"sandbox\":\"$POOL_ID\"/,\$p' '$T/serve.log' | grep -q '\"event\":\"pool_kernel_ready\"'"
+    code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST "$URL/sandboxes" -H "X-API-KEY: $KEY_A" -d '{"templateID": "code-interpreter-v1"}')
+    NEW_ID=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("sandboxID", ""))' "$T/body" 2>/dev/null)
+    if grep -q "\"event\":\"pool_kernel_ended\".*\"sandbox\":\"$POOL_ID\"" "$T/serve.log" && [ "$code" = 201 ] && [ -n "$NEW_ID" ] &&
+        [ "$NEW_ID" != "$POOL_ID" ] && grep -q "\"event\":\"create\".*\"sandbox\":\"$NEW_ID\".*\"warm\":true" "$T/serve.log"; then
+        ok "a warm sandbox whose kernel was killed is not handed out: replaced, the next create gets the new one ($NEW_ID, warm)"
+    else
+        fail "the killed kernel's pool sandbox $POOL_ID: create $code $(head -c 200 "$T/body"); new '$NEW_ID'"
+        grep -E 'pool_kernel|"create"|"gone"' "$T/serve.log" | tail -6 | sed 's/^/#   /'
+    fi
+    [ -n "$NEW_ID" ] && curl -s -o /dev/null -X DELETE "$URL/sandboxes/$NEW_ID" -H "X-API-KEY: $KEY_A"
+    wait_for 30 bash -c "[ ! -e '$T/state/sandboxes/$NEW_ID' ]"
+fi
+
+# Nothing of the sandboxes is left once they are killed (the interpreter's process: the SDK script),
+# but the pool's warm one (never created for anyone); nothing at all once the server has stopped.
+left=()
+for d in $(ls -A "$T/state/sandboxes" 2>/dev/null); do
+    # (a tenant's has its create line; the pool's, ready or starting, have none)
+    grep -q "\"event\":\"create\".*\"sandbox\":\"$d\"" "$T/serve.log" && left+=("$d")
+done
+[ ${#left[@]} -eq 0 ] && ok "every killed sandbox's state directory is gone (the pool's warm one is not a tenant's)" || fail "left: ${left[*]}"
 kill -TERM "$SERVER_PID"; wait "$SERVER_PID"
+[ -z "$(ls -A "$T/state/sandboxes" 2>/dev/null)" ] && ok "the server stopped: the pool's sandbox is gone too" || fail "left after the stop: $(ls -A "$T/state/sandboxes")"
 finish
