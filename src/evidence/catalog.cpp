@@ -608,7 +608,9 @@ void mark_without_sandbox(std::vector<ProbeSpec>& v) {
       "planted-bare-repo-fsmonitor", "planted-config-worktree", "planted-hookspath-dir", "planted-lefthook",
       "planted-hg-hgrc", "planted-agent-mcp-config", "planted-pdbrc", "planted-code-workspace", "planted-pth",
       "planted-pyc", "planted-index-only", "planted-allow-write-tree", "planted-symlinked-hook-target",
-      "planted-unreadable-dir", "planted-deep-dir",
+      "planted-unreadable-dir", "planted-deep-dir", "planted-snapshot-worktree",
+      // (files the escape test made in the host's temp trees, read)
+      "sibling-tmp-read",
       // (its detached processes carry the escape test's marker; the cleanup row ends them)
       "persist-background-process", "move-parent-of-denywrite", "move-parent-of-denyread",
       "move-parent-of-credentials",
@@ -984,6 +986,28 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
          [path](const Outcome& o) { return judge_planted(o, path, on_host(path)); }});
   }
   {
+    // A git directory found only by name, as OpenCode keeps its snapshots (HEAD, objects/, refs/
+    // and a config of settings that name no command), whose core.worktree names the user's HOME:
+    // a host tool that later runs `git --git-dir=snap-x checkout` (a snapshot restored) writes
+    // its work tree there, rc files included. The sweep keeps such a config only when
+    // core.worktree names a directory in the run's writable trees (sweep.cpp, worktree_within).
+    std::string git_dir = c.ws + "/snap-x", path = git_dir + "/config", home = c.home;
+    add({"planted-snapshot-worktree", "persistence",
+         "mkdir -p snap-x/objects snap-x/refs && echo 'ref: refs/heads/main' > snap-x/HEAD && printf '[core]\\n"
+         "\\trepositoryformatversion = 0\\n\\tfilemode = true\\n\\tbare = false\\n\\tautocrlf = false\\n"
+         "\\tworktree = %s\\n' " + q(home) + " > snap-x/config",
+         "a git directory found only by name (a fabricated snapshot) whose core.worktree is HOME: its config is "
+         "quarantined, so a later `git --git-dir` on the host finds no work tree there",
+         true, {}, false, false, "", 0, [path, home](const Outcome& o) {
+           Judgement j = judge_planted(o, path, on_host(path));
+           if (j.verdict == Verdict::escaped && has(read_whole(path).value_or(""), "worktree = " + home))
+             j.evidence += "; its core.worktree is HOME: a later `git --git-dir=snap-x checkout` on the host writes there";
+           else if (j.verdict == Verdict::held)
+             j.evidence += "; a later `git --git-dir=snap-x` finds no core.worktree";
+           return j;
+         }});
+  }
+  {
     // No file is written: the host's next `git checkout -- .` would write it.
     std::string path = c.ws + "/.git/index";
     auto& p = add({"planted-index-only", "persistence",
@@ -1264,6 +1288,71 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
        "credential locations are masked (empty or unreadable) inside", true, {}, false, false, "", 0,
        [&c](const Outcome& o) { return judge_secret(o, c); }});
 
+  // ---- Another sandbox's files in the host's temporary trees (issue 42): a sibling of the same
+  // uid keeps its private TMPDIR in /tmp (the landlock layer's /tmp/exguardian-ID), and files in
+  // /var/tmp and /dev/shm. The probe tries them by path, through an O_PATH descriptor reopened
+  // by /proc/self/fd, by listing and by find. A layer with its own /tmp, /var/tmp and /dev/shm
+  // holds by construction (the paths do not exist inside); the landlock layer, which shares the
+  // host's, by its rules (the temp trees denied but for the sandbox's own paths).
+  {
+    std::string dirs;
+    for (const auto& d : c.sibling_dirs) dirs += " " + q(d);
+    const std::string opath =
+        "import os, sys\n"
+        "try: fd = os.open(sys.argv[1], os.O_PATH)\n"
+        "except OSError as e: print(\"O_PATH open:\", e.strerror); sys.exit()\n"
+        "try: print(\"O_PATH read:\", open(\"/proc/self/fd/%d\" % fd).read())\n"
+        "except OSError as e: print(\"O_PATH opened, read through /proc/self/fd:\", e.strerror)\n";
+    auto& p = add({"sibling-tmp-read", "filesystem",
+                   "for d in" + dirs + "; do echo \"== $d\"; cat \"$d/secret\" 2>&1 | head -2; python3 -c '" + opath +
+                       "' \"$d/secret\" 2>&1 | tail -1; ls -la \"$d\" 2>&1 | head -5; find \"$d\" 2>&1 | head -5; done; "
+                       "echo sibling-tries-done",
+                   "a sibling sandbox's files in the host's /tmp, /var/tmp and /dev/shm (same uid) are neither read (by "
+                   "path, O_PATH), listed nor found: absent inside (the layer's own temp trees) or refused",
+                   true, {}, false, false, "", 0, [&c](const Outcome& o) {
+                     std::istringstream is(o.out);
+                     std::map<std::string, std::string> seen;  // dir -> what was said of it
+                     std::string dir;
+                     for (std::string l; std::getline(is, l);) {
+                       if (l.starts_with("== ")) {
+                         dir = l.substr(3);
+                         continue;
+                       }
+                       if (!c.sibling_secret.empty() && has(l, c.sibling_secret))
+                         return escaped("a sibling's secret read" + (dir.empty() ? "" : " in " + dir) + ": " + first_line(l));
+                       if (dir.empty()) continue;
+                       if (l == dir + "/secret" || (l.starts_with("-") && l.ends_with(" secret")))
+                         return escaped("a sibling's directory listed: " + dir + " holds " + first_line(l));
+                       std::string& s = seen[dir];
+                       for (const auto& [said_here, word] : {std::pair<std::string, std::string>{"Permission denied", "refused"},
+                                                             {"No such file", "absent"}})
+                         if (has(l, said_here) && !has(s, word)) s += (s.empty() ? "" : ", ") + word;
+                     }
+                     if (!has(o.out, "sibling-tries-done")) return failed("the probe did not finish: " + said(o));
+                     bool all_absent = !c.sibling_dirs.empty(), any_refused = false;
+                     std::string what;
+                     for (const auto& d : c.sibling_dirs) {
+                       std::string s = seen.count(d) ? seen[d] : "nothing said";
+                       all_absent = all_absent && s == "absent";
+                       any_refused = any_refused || has(s, "refused");
+                       what += (what.empty() ? "" : "; ") + d + ": " + s;
+                     }
+                     if (all_absent)
+                       return held("held by construction: the sandbox has its own /tmp, /var/tmp and /dev/shm, where none "
+                                   "of the sibling's paths exists (" + what + "); the secret never in the output");
+                     if (!any_refused) return failed("neither refused nor absent (" + what + "): " + said(o));
+                     const bool landlock = layer::parse_kind(c.layer) == layer::Kind::Landlock;
+                     return held(std::string(landlock ? "refused by Landlock (the host's temp trees are denied but for the "
+                                                        "sandbox's own paths): "
+                                                      : "") +
+                                 "cat, O_PATH, ls and find of the sibling's files: " + what + "; the secret never in the output");
+                   }});
+    if (c.sibling_dirs.empty()) {
+      p.skip_why = "no sibling directories: " + c.sibling_why;
+      p.required = false;
+    }
+  }
+
   // ---- fd leaks.
   {
     std::string fd = std::to_string(c.leaked_fd);
@@ -1447,7 +1536,7 @@ std::vector<ProbeSpec> build_catalog(Context& ctx) {
       "seed-docker-socket", "persist-nested-repo-hook", "persist-exguardian-binary", "persist-fsmonitor-target",
       "planted-symlinked-hook-target", "host-unix-socket", "host-unix-socket-bound-later", "host-unix-dgram-bound-later", "proc-host-processes",
       "proc-host-kill", "proc-pid1",
-      "proc-pid1-signals", "sys-class-net", "secrets-credential-files", "term-no-ctty", "work-write",
+      "proc-pid1-signals", "sys-class-net", "secrets-credential-files", "sibling-tmp-read", "term-no-ctty", "work-write",
       "work-git-commit", "work-compile-c", "work-python", "work-tmp"};
   for (auto& p : v)
     if (std::find(std::begin(kUserland), std::end(kUserland), p.id) != std::end(kUserland)) p.batch = "userland";

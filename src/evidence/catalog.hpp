@@ -74,6 +74,11 @@ struct Context {
   // The stdio probe's files, in HOME/stdio (readable by path inside but for --deny-read): its
   // stdin, and the first line the harness writes into its output file before the run.
   std::string stdio_dir, stdin_file, stdio_marker;
+  // A sibling sandbox's private directories in the host's temporary trees (a landlock run's
+  // TMPDIR in /tmp, one in /var/tmp and one in /dev/shm), each with a file `secret` holding
+  // sibling_secret, owned by the uid the probes run as; empty: sibling_why says why none.
+  std::vector<std::string> sibling_dirs;
+  std::string sibling_secret, sibling_why;
   HostFiles files;    // canaries and the workspace's hook: no probe may change them
   HostFiles targets;  // what one probe tries to change (checked by that probe only)
 };

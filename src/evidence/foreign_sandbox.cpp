@@ -349,7 +349,7 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
       "persist-workspace-bashrc", "persist-envrc", "persist-vscode-tasks", "persist-mcp-json",
       "planted-bare-repo-fsmonitor", "planted-config-worktree", "planted-hookspath-dir", "planted-lefthook",
       "planted-hg-hgrc", "planted-agent-mcp-config", "planted-pdbrc", "planted-code-workspace", "planted-pth",
-      "planted-pyc", "planted-index-only", "planted-unreadable-dir", "planted-deep-dir"};
+      "planted-pyc", "planted-index-only", "planted-unreadable-dir", "planted-deep-dir", "planted-snapshot-worktree"};
 
   for (auto& p : v) {
     // One sandbox for many (batch.hpp) where each judge still sees only its own probe's doing:

@@ -2,6 +2,7 @@
 #include "microvm/accel_probe.hpp"
 #include "microvm/layer.hpp"
 #include "microvm/guest_image.hpp"
+#include "plan/private_tmp.hpp"
 #include "util/mountinfo.hpp"
 
 #include <dirent.h>
@@ -301,6 +302,8 @@ struct Setup {
   std::string dir, home, ws, canary, host_marker, leftover_marker;
   std::string sandbox_settings;  // {settings} of a foreign sandbox (SuiteOptions)
   std::string stdio_dir, stdin_file, stdio_marker;  // the stdio probe's (Context)
+  std::vector<std::string> sibling_dirs;            // (Context; removed by remove_siblings)
+  std::string sibling_secret, sibling_why;
   std::vector<std::string> canary_files;
   std::vector<std::string> env;  // for the `exguardian run` children
 };
@@ -389,6 +392,34 @@ void give_tree(const std::string& top, uid_t uid) {
   (void)::lchown(top.c_str(), uid, uid);
   for (auto it = fs::recursive_directory_iterator(top, ec); !ec && it != fs::recursive_directory_iterator(); it.increment(ec))
     (void)::lchown(it->path().c_str(), uid, uid);
+}
+
+// A sibling sandbox of the same uid, as its files lie in the host's temporary trees: its private
+// TMPDIR as the landlock layer names one (/tmp/exguardian-ID), a directory in /var/tmp and one in
+// /dev/shm, each mode 0700 with a file `secret` (the sibling's secret), owned by `owner`, the uid
+// the probes run as (so that only the sandbox, not the mode bits, stands between them). Outside
+// the suite's directory: removed by remove_siblings, --keep or not.
+void plant_siblings(Setup& s, uid_t owner, gid_t group) {
+  s.sibling_secret = "EXGSIBLING-" + nonce();
+  for (const std::string& dir : {plan::host_private_tmp("exgsib" + nonce()), "/var/tmp/exg-sibling." + nonce(),
+                                 "/dev/shm/exg-sibling." + nonce()}) {
+    std::string parent = dir.substr(0, dir.rfind('/'));
+    if (::mkdir(dir.c_str(), 0700) != 0) {
+      s.sibling_why += (s.sibling_why.empty() ? "" : "; ") + parent + ": " + std::strerror(errno);
+      continue;
+    }
+    s.sibling_dirs.push_back(dir);
+    write_file(dir + "/secret", s.sibling_secret + "\n", 0600);
+    (void)::lchown((dir + "/secret").c_str(), owner, group);
+    (void)::lchown(dir.c_str(), owner, group);
+  }
+}
+
+void remove_siblings(const Setup& s) {
+  for (const auto& d : s.sibling_dirs) {
+    std::error_code ec;
+    fs::remove_all(d, ec);
+  }
 }
 
 // Every process whose argv holds `marker`, as "pid: cmdline".
@@ -637,6 +668,9 @@ struct Runner {
   ctx.stdio_dir = s.stdio_dir;
   ctx.stdin_file = s.stdin_file;
   ctx.stdio_marker = s.stdio_marker;
+  ctx.sibling_dirs = s.sibling_dirs;
+  ctx.sibling_secret = s.sibling_secret;
+  ctx.sibling_why = s.sibling_why;
   ctx.exe = self_exe();
   ctx.world_up = up;
   ctx.world_why = why;
@@ -890,6 +924,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
     runs_as = kLandlockRootRunsAs;
     for (const auto& top : {s.ws, s.home, s.dir + "/extra"}) give_tree(top, runs_as);
   }
+  plant_siblings(s, runs_as != 0 ? runs_as : ::geteuid(), runs_as != 0 ? runs_as : ::getegid());
 
   HostFiles host_files;
   for (auto& f : s.canary_files) host_files.remember(f);
@@ -1012,6 +1047,7 @@ int run_layer(const SuiteOptions& opts, const std::string& layer, bool all_layer
   ::kill(marker, SIGKILL);
   ::waitpid(marker, nullptr, 0);
 
+  remove_siblings(s);
   if (opts.keep) {
     report.warnings.push_back(tag + "kept: " + s.dir + " (workspace, fake HOME, per-probe output and audit logs)");
   } else {
