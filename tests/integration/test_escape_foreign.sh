@@ -123,6 +123,13 @@ assert not [i for i, x in p.items() if 'UDP mark' in x['evidence']], 'a mark lin
 "
 check "  known differences: the canary env, the inherited canary fd, the credentials readable ($(verdicts "$J" seed-env-secrets fd-leak seed-read-credentials))" \
     test "$(verdicts "$J" seed-env-secrets fd-leak seed-read-credentials)" = "seed-env-secrets=ESCAPED fd-leak=ESCAPED seed-read-credentials=ESCAPED"
+check "  a sibling sandbox's file in /var/tmp read (the host's, under --ro-bind / /: $(verdicts "$J" sibling-tmp-read)); a fabricated snapshot's core.worktree = HOME left for a later git ($(verdicts "$J" planted-snapshot-worktree))" python3 -c "
+import json
+p = {x['id']: x for x in json.load(open('$J'))['probes']}
+s, w = p['sibling-tmp-read'], p['planted-snapshot-worktree']
+assert s['verdict'] == 'ESCAPED' and \"a sibling's secret read in /var/tmp/exg-sibling.\" in s['evidence'], s
+assert w['verdict'] == 'ESCAPED' and 'core.worktree is HOME' in w['evidence'], w
+"
 check "  held where bubblewrap holds ($(verdicts "$J" seed-touch-home proc-host-processes proc-pid1 proc-host-kill work-write work-tmp))" \
     test "$(verdicts "$J" seed-touch-home proc-host-processes proc-pid1 proc-host-kill work-write work-tmp)" = \
     "seed-touch-home=held proc-host-processes=held proc-pid1=held proc-host-kill=held work-write=held work-tmp=held"
@@ -196,7 +203,7 @@ check "--sandbox none: exit 1 (escapes), the header says there is no sandbox" ba
 [ -s "$J" ] || show_last
 NONE_IDS=(cleanup-canaries seed-read-credentials seed-touch-home seed-git-hook persist-home-bashrc seed-env-secrets fd-leak
     net-direct-metadata seed-curl-metadata net-metadata-name net-private-literal net-rebind-loopback net-udp proc-host-kill proc-pid1
-    host-unix-socket setid-file-left cleanup-processes)
+    host-unix-socket setid-file-left cleanup-processes sibling-tmp-read planted-snapshot-worktree)
 check "  under none the probes see every escape ($(verdicts "$J" "${NONE_IDS[@]}" | tr ' ' '\n' | grep -vc '=ESCAPED$') not ESCAPED)" python3 -c "
 import json
 p = {x['id']: x for x in json.load(open('$J'))['probes']}

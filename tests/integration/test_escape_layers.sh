@@ -47,9 +47,13 @@ for l in present:
     assert not bad, (l, bad[:5])
     ids = {p["id"] for p in ps}
     for must in ("sandbox-in-place", "seed-read-credentials", "seed-curl-metadata", "net-allowed-control",
-                 "persist-nested-repo-hook", "fd-leak", "stdio-reopen", "cleanup-processes", "cleanup-canaries"):
+                 "persist-nested-repo-hook", "fd-leak", "stdio-reopen", "planted-snapshot-worktree", "sibling-tmp-read",
+                 "cleanup-processes", "cleanup-canaries"):
         assert must in ids, (l, must)
         assert next(p for p in ps if p["id"] == must)["verdict"] == "held", (l, must)
+    # A sibling's files in the host's temp trees: every layer here has its own /tmp, /var/tmp and /dev/shm.
+    sib = next(p for p in ps if p["id"] == "sibling-tmp-read")["evidence"]
+    assert sib.startswith("held by construction: the sandbox has its own /tmp"), (l, sib)
 s = {x["layer"]: x for x in r["layers"]}
 for l in present:
     assert s[l]["escaped"] == 0 and s[l]["failed"] == 0, s[l]

@@ -15,6 +15,12 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 print(next((p["verdict"] for p in r["probes"] if p["id"] == sys.argv[2]), "MISSING"))' "$1" "$2" 2>/dev/null
 }
+probe_evidence() {
+    python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+print(next((p["evidence"] for p in r["probes"] if p["id"] == sys.argv[2]), "MISSING"))' "$1" "$2" 2>/dev/null
+}
 
 # --- The default policy holds.
 start=$SECONDS
@@ -68,10 +74,19 @@ for id in seed-touch-home seed-read-credentials seed-env-secrets seed-curl-examp
           net-rebind-loopback net-socks-metadata-ip net-udp net-transparent-sni-mismatch net-transparent-unassigned \
           kernel-socket-vsock persist-nested-repo-hook \
           persist-hookspath proc-host-processes proc-pid1-signals fd-leak stdio-reopen work-git-commit net-allowed-control limit-timeout \
-          cleanup-processes cleanup-canaries; do
+          planted-snapshot-worktree sibling-tmp-read cleanup-processes cleanup-canaries; do
     v=$(probe_verdict "$J" "$id")
     check "probe $id: held ($v)" test "$v" = held
 done
+# A fabricated snapshot git directory whose core.worktree is HOME: its config quarantined (exit 123,
+# a planted line); a sibling's files in the host's /tmp, /var/tmp and /dev/shm: not there at all
+# (the process layer's own temp trees), said so.
+check "  planted-snapshot-worktree: quarantined by the sweep ($(probe_evidence "$J" planted-snapshot-worktree | cut -c1-90))" \
+    bash -c 'grep -q "^exit 123; audit: planted .*/snap-x/config" <<<"$1"' _ "$(probe_evidence "$J" planted-snapshot-worktree)"
+check "  sibling-tmp-read: held by construction, the sibling's three paths absent inside" \
+    bash -c 'grep -q "^held by construction: .*/tmp/exguardian-.*absent.*/var/tmp/.*absent.*/dev/shm/.*absent" <<<"$1"' _ "$(probe_evidence "$J" sibling-tmp-read)"
+check "  ... and escape-test removed the sibling directories it planted (those its evidence names)" \
+    bash -c 'set -- $(grep -oE "(/tmp/exguardian-exgsib|/var/tmp/exg-sibling\.|/dev/shm/exg-sibling\.)[0-9a-f]+" <<<"$1"); [ $# = 3 ] && [ ! -e "$1" ] && [ ! -e "$2" ] && [ ! -e "$3" ]' _ "$(probe_evidence "$J" sibling-tmp-read)"
 check "HTML report written, with the summary line" grep -qF "$summary" "$H"
 check "HTML report is self-contained (no external resources)" bash -c "! grep -qiE '<(script|link)[^>]+(src|href)=\"?https?:' '$H'"
 

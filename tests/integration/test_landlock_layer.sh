@@ -534,7 +534,7 @@ ids=(sandbox-status seed-read-credentials seed-env-secrets seed-git-hook persist
      move-parent-of-denyread net-direct-tcp net-socks-metadata-name net-allowed-control host-unix-socket
      secrets-credential-files work-write work-git-commit work-tmp limit-timeout kernel-mount-tmpfs kernel-chmod-setuid
      kernel-socket-inet-raw kernel-socket-inet-udp-allowed kernel-tiocsti kernel-ioctl-winsize-allowed
-     kernel-chmod-plain-allowed kernel-ptrace-attach)
+     kernel-chmod-plain-allowed kernel-ptrace-attach sibling-tmp-read planted-snapshot-worktree)
 # (as the user: escape-test builds its network world, the servers its network probes aim at, in a
 # user namespace, which this world refuses; the root runner's world has them, and the attacks
 # above try the network as this user)
@@ -564,6 +564,12 @@ want = {
     "seed-git-hook": na("seed-git-hook", "quarantined by the end-of-run sweep"),
     "move-parent-of-denywrite": na("move-parent-of-denywrite", "cannot deny writing"),
 }
+# A sibling's files in the host's /tmp, /var/tmp and /dev/shm: refused by Landlock, said so; a fabricated
+# snapshot git directory whose core.worktree is HOME: its config quarantined by the sweep.
+want["sibling-tmp-read"] = by.get("sibling-tmp-read", {}).get("verdict") == "held" and \
+    by["sibling-tmp-read"]["evidence"].startswith("refused by Landlock")
+want["planted-snapshot-worktree"] = by.get("planted-snapshot-worktree", {}).get("verdict") == "held" and \
+    "/snap-x/config -> quarantine" in by["planted-snapshot-worktree"]["evidence"]
 held = [i for i in ("sandbox-in-place", "seed-read-credentials", "proc-host-kill", "persist-exguardian-binary", "net-direct-tcp",
                     "net-socks-metadata-name", "kernel-mount-tmpfs", "kernel-chmod-setuid", "kernel-socket-inet-raw", "work-git-commit")
         if (i in by or not i.startswith("net-")) and by.get(i, {}).get("verdict") != "held"]
