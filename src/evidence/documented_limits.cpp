@@ -31,6 +31,10 @@ const std::vector<Rule>& rules() {
       {"bwrap*", "seed-read-credentials", "",
        {"--ro-bind / / (as agents use it) makes the whole host tree readable inside, the home directory included",
         "bwrap(1): --ro-bind SRC DEST \"Bind mount the host path SRC readonly on DEST\""}},
+      {"bwrap*", "sibling-tmp-read", "",
+       {"--ro-bind / / (as agents use it) makes the whole host tree readable inside, the host's /var/tmp included: "
+        "--tmpfs /tmp replaces /tmp alone",
+        "bwrap(1): --ro-bind SRC DEST \"Bind mount the host path SRC readonly on DEST\"; --tmpfs DEST"}},
       {"bwrap*", "cleanup-canaries", "",
        {"a --bind is the host's directory: a hook changed there is changed on the host",
         "bwrap(1): --bind SRC DEST \"Bind mount the host path SRC on DEST\""}},
@@ -44,6 +48,10 @@ const std::vector<Rule>& rules() {
 
       {"srt", "seed-read-credentials", "",
        {"reads are allowed everywhere by default; only the paths in filesystem.denyRead are not (here ~/.ssh)",
+        "sandbox-runtime README, Dual Isolation Model: \"By default, read access is allowed everywhere\""}},
+      {"srt", "sibling-tmp-read", "",
+       {"reads are allowed everywhere by default, another sandbox's files in the host's /tmp included; only the paths "
+        "in filesystem.denyRead are not",
         "sandbox-runtime README, Dual Isolation Model: \"By default, read access is allowed everywhere\""}},
       {"srt", "sandbox-status", "",
        {"a root caller's command still holds a full capability set inside srt's nested user namespace",
