@@ -337,12 +337,16 @@ void adapt_for_guest_root(std::vector<ProbeSpec>& v, Context& c) {
     // git refuses a repository another uid owns (the workspace is the host user's, seen through
     // 9p): the git probes name it safe through the environment (no file written), as a guest-
     // root user would, so that what they plant is judged, not git's refusal.
-    if (p.command.find("git ") != std::string::npos)
-      p.command = "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'; " + p.command; else if (p.id.starts_with("kernel-") || p.id == "sandbox-status") {
+    if (p.command.find("git ") != std::string::npos) {
+      p.command = "export GIT_CONFIG_COUNT=1 GIT_CONFIG_KEY_0=safe.directory GIT_CONFIG_VALUE_0='*'; " + p.command;
+    } else if (p.id.starts_with("kernel-") || p.id == "sandbox-status") {
       // (sandbox-status: the guest says it applied no seccomp filter and no Landlock to root)
+      // A call the guest's kernel took and failed only on the probe's harmless arguments
+      // (EINVAL, ENOENT, EBADF...) was refused by nothing: not applicable either, never held.
       p.judge = [judge = p.judge, by_design](const Outcome& o) {
         Judgement j = judge(o);
-        if (j.verdict == Verdict::escaped) return Judgement{Verdict::skipped, by_design + j.evidence};
+        if (j.verdict == Verdict::escaped || (j.verdict == Verdict::held && failed_only_on_arguments(j.evidence)))
+          return Judgement{Verdict::skipped, by_design + j.evidence};
         return j;
       };
     }

@@ -113,14 +113,18 @@ Judgement judge_kernel_foreign(const Outcome& o, bool ok_work, const std::string
   if (ok_work) return o.status == 0 ? held(tail) : failed("ordinary work refused: " + tail);
   if (o.status == 0) return held(tail);
   if (has(tail, "EXPECTED: allowed") || tail.empty()) return escaped(tail.empty() ? said(o) : tail);
-  if (no_sandbox && has(tail, "failed: ") && !has(tail, "failed: EPERM") && !has(tail, "failed: EACCES") &&
-      !has(tail, "failed: ENOSYS"))
+  if (no_sandbox && failed_only_on_arguments(tail))
     return escaped("the host's kernel took the call and failed it only on the probe's harmless arguments: " + tail);
   if (no_sandbox) return held("not taken by the host's kernel itself (no sandbox: its permission checks, or no such call): " + tail);
   return held("refused, with another answer than ExGuardian's filter (the kernel's or the sandbox's own): " + tail);
 }
 
 }  // namespace
+
+bool failed_only_on_arguments(const std::string& answer) {
+  return has(answer, "failed: ") && !has(answer, "failed: EPERM") && !has(answer, "failed: EACCES") &&
+         !has(answer, "failed: ENOSYS");
+}
 
 const std::vector<ForeignPreset>& foreign_presets() {
   static const std::vector<ForeignPreset> presets = {

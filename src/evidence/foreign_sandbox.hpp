@@ -79,6 +79,10 @@ void adapt_for_foreign(std::vector<ProbeSpec>& v, const Context& c, const std::s
 // sandbox, before any probe outside it writes.
 void group_batches(std::vector<ProbeSpec>& v);
 
+// A kernel probe's answer that says the kernel took the call and failed it only on the probe's
+// harmless arguments ("failed: E..." other than EPERM, EACCES or ENOSYS): no refusal of anything.
+bool failed_only_on_arguments(const std::string& answer);
+
 // The evidence of every not-applicable probe starts with this.
 inline constexpr const char* kNotApplicable = "not applicable: ";
 // --sandbox none (no sandbox at all): only the probes safe without one run

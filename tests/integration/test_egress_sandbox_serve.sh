@@ -7,7 +7,7 @@
 # log says each decision and change, every line tagged with the tenant and the E2B sandbox id.
 source "$(dirname "$0")/lib.sh"
 
-for tool in curl jq python3; do command -v "$tool" >/dev/null || { fail "$tool is not installed (make deps)"; finish; }; done
+need_source_tree tests/integration/envd_start.py curl jq python3
 KEY=egress-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 # Tenant s has a secret of its own (the tenants file's "secrets"): its sandboxes hold a placeholder.
 KEY_S=secret-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
@@ -41,26 +41,7 @@ create() {
 }
 # in_sandbox SHELL-LINE: runs it through process.Process/Start; sets OUT (stdout+stderr) and STATUS.
 in_sandbox() {
-    python3 - "$URL" "$ID" "$TOKEN" "$1" > "$T/run.out" <<'PY'
-import http.client, json, sys, base64, urllib.parse
-url, sid, tok, line = sys.argv[1:5]
-u = urllib.parse.urlparse(url)
-c = http.client.HTTPConnection(u.hostname, u.port, timeout=60)
-b = json.dumps({'process': {'cmd': '/bin/bash', 'args': ['-c', line]}}).encode()
-c.request('POST', '/process.Process/Start', b'\0' + len(b).to_bytes(4, 'big') + b,
-          {'E2b-Sandbox-Id': sid, 'X-Access-Token': tok, 'Content-Type': 'application/connect+json'})
-r = c.getresponse()
-out, code = b'', 'none'
-while True:
-    h = r.read(5)
-    if len(h) < 5: break
-    m = json.loads(r.read(int.from_bytes(h[1:5], 'big')))
-    ev = m.get('event', {})
-    for v in ev.get('data', {}).values(): out += base64.b64decode(v)
-    if 'end' in ev: code = ev['end'].get('exitCode', 0)
-    if h[0] & 2: break
-sys.stdout.write(out.decode(errors='replace') + '\n#status ' + str(code) + '\n')
-PY
+    python3 "$SRC/tests/integration/envd_start.py" "$URL" "$ID" "$TOKEN" "$1" > "$T/run.out"
     STATUS=$(sed -n 's/^#status //p' "$T/run.out")
     OUT=$(grep -v '^#status ' "$T/run.out") ERR=""
 }

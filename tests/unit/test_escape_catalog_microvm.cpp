@@ -94,8 +94,9 @@ TEST(EscapeCatalogMicrovm, RunsTheFilterProbesAgainstTheGuestAndProvesAnotherKer
 }
 
 // As guest root (--microvm-root): in place means root of a kernel of its own; a kernel probe's
-// call the guest's kernel allows is "not applicable", never held, and a refusal stays held; the
-// probes only guest root can try are there, and fail rather than hold when they tried nothing.
+// call the guest's kernel allows, or fails only on the probe's arguments, is "not applicable",
+// never held, and a refusal stays held; the probes only guest root can try are there, and fail
+// rather than hold when they tried nothing.
 TEST(EscapeCatalogMicrovm, GuestRootIsJudgedByTheHostNeverHeldForWhatTheGuestKernelAllows) {
   Context c;
   c.layer = "microvm";
@@ -123,6 +124,14 @@ TEST(EscapeCatalogMicrovm, GuestRootIsJudgedByTheHostNeverHeldForWhatTheGuestKer
   EXPECT_EQ(allowed.verdict, Verdict::skipped) << allowed.evidence;
   EXPECT_EQ(allowed.evidence.rfind("not applicable: guest root (--microvm-root)", 0), 0u) << allowed.evidence;
   EXPECT_EQ(mount->judge(Outcome{0, false, "mount-tmpfs: as expected: refused: EPERM\n", {}, ""}).verdict, Verdict::held);
+  // Taken by the guest's kernel and failed only on the probe's harmless arguments: refused by
+  // nothing, so not applicable, never held; a refusal for want of permission stays held.
+  const ProbeSpec* kexec = find_probe(v, "kernel-kexec-load");
+  ASSERT_NE(kexec, nullptr);
+  auto on_args = kexec->judge(Outcome{1, false, "kexec-load: NOT AS EXPECTED: failed: EINVAL\n", {}, ""});
+  EXPECT_EQ(on_args.verdict, Verdict::skipped) << on_args.evidence;
+  EXPECT_EQ(on_args.evidence.rfind("not applicable: guest root (--microvm-root)", 0), 0u) << on_args.evidence;
+  EXPECT_EQ(kexec->judge(Outcome{1, false, "kexec-load: NOT AS EXPECTED: failed: EPERM\n", {}, ""}).verdict, Verdict::held);
 
   for (const char* id : {"guest-root-view-write", "guest-root-flush-walls", "guest-root-nested-container"})
     ASSERT_NE(find_probe(v, id), nullptr) << id;

@@ -41,6 +41,25 @@ ssize_t write_some(int fd, const char* p, size_t n) {
 
 constexpr int kSoOriginalDst = 80;  // SO_ORIGINAL_DST (linux/netfilter_ipv4.h), level SOL_IP
 
+// Who connected, as the Open frame tells the host (whose audit says "nested
+// container" for any source outside 127/8). A connection the guest made itself
+// whose route picked a source of another of its interfaces (a VPN's tun
+// address, say) is the guest's own: it is sent as 127.0.0.1. An address is
+// the guest's own when a socket can be bound to it; a nested container's
+// (forwarded from its bridge) cannot.
+uint32_t origin_of(const sockaddr_in& peer) {
+  const uint32_t loopback = htonl(INADDR_LOOPBACK);
+  if ((ntohl(peer.sin_addr.s_addr) >> 24) == 127) return peer.sin_addr.s_addr;
+  int s = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return peer.sin_addr.s_addr;
+  sockaddr_in own{};
+  own.sin_family = AF_INET;
+  own.sin_addr = peer.sin_addr;
+  const bool local = ::bind(s, reinterpret_cast<sockaddr*>(&own), sizeof own) == 0;
+  ::close(s);
+  return local ? loopback : peer.sin_addr.s_addr;
+}
+
 struct Stream {
   int fd = -1;                // -1: a Dns stream (no socket of its own)
   bool dns = false;
@@ -132,7 +151,8 @@ void Mux::accept_on(int listener, Target t) {
     }
     std::memcpy(open + 1, &dst.sin_addr.s_addr, 4);  // (both in network order already)
     std::memcpy(open + 5, &dst.sin_port, 2);
-    std::memcpy(open + 7, &peer.sin_addr.s_addr, 4);  // who connected (a nested container: not 127/8)
+    const uint32_t origin = origin_of(peer);  // who connected (a nested container: not 127/8)
+    std::memcpy(open + 7, &origin, 4);
     n += kDestinationBytes;
   }
   uint32_t id = next_id_++;

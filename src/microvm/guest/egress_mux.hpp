@@ -18,7 +18,9 @@
 //                         client connected to (kDestinationBytes: IPv4
 //                         address, port big-endian, from SO_ORIGINAL_DST, then
 //                         the client's own IPv4 address, accept's peer: not
-//                         127/8 for a nested container's forwarded connection);
+//                         127/8 for a nested container's forwarded connection,
+//                         127.0.0.1 for any of the guest's own addresses, as
+//                         a VPN's tun address is the guest's own connection's);
 //                         for Dns that byte and the asking client's IPv4
 //                         address (kDnsSourceBytes, recvfrom's: not 127/8 for
 //                         a nested container's query, taken to the resolver by
