@@ -10,8 +10,10 @@
 #include <utility>  // before asio/awaitable.hpp (it uses std::exchange)
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <climits>
 #include <memory>
 #include <optional>
@@ -75,6 +77,25 @@ class TlsEnd {
 
   awaitable<long> read(char* p, size_t n) {
     co_return co_await run([&] { return SSL_read(ssl_.get(), p, (int)std::min<size_t>(n, INT_MAX)); });
+  }
+  // Whether there is something to read now or within `wait` (decrypted bytes
+  // held, bytes not yet decrypted, the socket readable, or its end). The wait
+  // on the socket is not cancelled when the time is up (a cancel would end the
+  // other direction's write on it too): it ends, unseen, when bytes come.
+  awaitable<bool> readable_within(std::chrono::milliseconds wait) {
+    if (eof_ || SSL_pending(ssl_.get()) > 0 || BIO_ctrl_pending(rbio_) > 0) co_return true;
+    struct Wait {
+      asio::steady_timer timer;
+      bool ready = false;
+    };
+    auto w = std::make_shared<Wait>(Wait{asio::steady_timer(sock_.get_executor(), wait)});
+    sock_.async_wait(tcp::socket::wait_read, [w](const boost::system::error_code& ec) {
+      w->ready = !ec;
+      w->timer.cancel();
+    });
+    boost::system::error_code ec;
+    co_await w->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return w->ready;
   }
   awaitable<bool> write(std::string_view d) {
     while (!d.empty()) {
