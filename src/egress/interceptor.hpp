@@ -10,7 +10,6 @@
 #include <utility>  // before asio/awaitable.hpp (it uses std::exchange)
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
@@ -82,21 +81,7 @@ class TlsEnd {
   // held, bytes not yet decrypted, the socket readable, or its end). The wait
   // on the socket is not cancelled when the time is up (a cancel would end the
   // other direction's write on it too): it ends, unseen, when bytes come.
-  awaitable<bool> readable_within(std::chrono::milliseconds wait) {
-    if (eof_ || SSL_pending(ssl_.get()) > 0 || BIO_ctrl_pending(rbio_) > 0) co_return true;
-    struct Wait {
-      asio::steady_timer timer;
-      bool ready = false;
-    };
-    auto w = std::make_shared<Wait>(Wait{asio::steady_timer(sock_.get_executor(), wait)});
-    sock_.async_wait(tcp::socket::wait_read, [w](const boost::system::error_code& ec) {
-      w->ready = !ec;
-      w->timer.cancel();
-    });
-    boost::system::error_code ec;
-    co_await w->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    co_return w->ready;
-  }
+  awaitable<bool> readable_within(std::chrono::milliseconds wait);  // (intercept_websocket.cpp)
   awaitable<bool> write(std::string_view d) {
     while (!d.empty()) {
       int r = co_await run([&] { return SSL_write(ssl_.get(), d.data(), (int)std::min<size_t>(d.size(), 1 << 20)); });
@@ -143,6 +128,8 @@ class TlsEnd {
   std::array<char, 16 * 1024> buf_{}, out_{};
 };
 
+class WsResponseMasker;  // (websocket_masking.hpp)
+
 class Interceptor {
  public:
   Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {
@@ -170,6 +157,7 @@ class Interceptor {
   // exfiltration was refused; empty: the peer ended).
   awaitable<bool> ws_client_to_upstream(std::string& why);
   awaitable<bool> ws_upstream_to_client(std::string& why);
+  awaitable<bool> ws_down(WsResponseMasker& masker, std::string frames);
   awaitable<std::optional<WsFrameHead>> ws_head(TlsEnd& from, std::string& buf, std::string& why);
   awaitable<std::string> ws_payload(TlsEnd& from, std::string& buf, uint64_t left);
   // learn: the refresh fields of this host's secrets (token_refresh.hpp): the
