@@ -316,7 +316,8 @@ check "codex (ChatGPT): ~/.codex/rules planted inside: quarantined at exit (stat
 if [ "$(id -u)" = 0 ]; then
     skip "codex (ChatGPT) on the landlock layer: as root it refuses the root-owned workspace first"
 else
-    run sbx --layer landlock --policy "$SRC/profiles/agents/codex.json" -- cat "$CODEX_AUTH"
+    # (not sbx: its --layer is the harness's)
+    run bash -c 'cd "$0" && exec "$1" run --layer landlock --policy "$2" -- cat "$3"' "$WS" "$EXG" "$SRC/profiles/agents/codex.json" "$CODEX_AUTH"
     check "codex (ChatGPT) on the landlock layer (no mounts, no copy): the run does not start (status $STATUS)" bash -c \
         '[ "$1" = 125 ] && grep -qF "cannot deny reading $2/.codex/auth.json inside the writable tree" <<<"$0" && ! grep -q exgtest-chatgpt <<<"$3$0"' \
         "$ERR" "$STATUS" "$HOME" "$OUT"
