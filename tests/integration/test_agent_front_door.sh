@@ -19,6 +19,8 @@ run "$EXG" agent --list
 check "--list: the four agents with their profiles" bash -c \
     'for a in claude codex gemini opencode; do grep -q "^$a " <<<"$1" || exit 1; done; grep -q "profile: .*/profiles/agents/codex.json" <<<"$1"' _ "$OUT"
 check "--list: codex's key kept outside, only to api.openai.com" grep -q "kept outside: OPENAI_API_KEY (from env:OPENAI_API_KEY) only to api.openai.com" <<<"$OUT"
+check "--list: codex's directories made before a run (its profile's filesystem.makeDirs)" \
+    grep -qF "made before a run when missing: ~/.codex, ~/.codex/skills" <<<"$OUT"
 run "$EXG" agent --show codex
 check "--show codex: the profile is an ordinary policy file (valid JSON with its secret)" \
     python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert j["secrets"][0]["hosts"]==["api.openai.com"]' "$OUT"
