@@ -1,13 +1,10 @@
 #include "cli/agent_cmd.hpp"
 
 #include <limits.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -18,44 +15,21 @@
 namespace exg::cli {
 namespace {
 
-// The agents with a shipped profile: the program each runs, what it is, and
-// the directories under HOME it makes on its first run that hold what runs
-// later (protected names: plan/protected_names.cpp), parents first. Those are
-// made on the host, empty, before the sandbox starts, so that they are bound
-// read-only inside like any that exist; made inside, the end-of-run sweep
-// would quarantine them as planted and every first run would end with 123
-// (Codex installs its system skills into ~/.codex/skills at start, and goes on
-// without them when it cannot).
+// The agents with a shipped profile: the program each runs and what it is.
+// What an agent needs beyond its program (directories made before its first
+// run, its credentials) is in its profile, so `exguardian run --policy
+// PROFILE` does the same.
 struct AgentProfile {
   const char* name;
   const char* program;
   const char* what;
-  const char* made_first[3];
 };
 constexpr AgentProfile kAgents[] = {
-    {"claude", "claude", "Claude Code (@anthropic-ai/claude-code)", {}},
-    {"codex", "codex", "Codex CLI (@openai/codex)", {".codex", ".codex/skills"}},
-    {"gemini", "gemini", "Gemini CLI (@google/gemini-cli)", {}},
-    {"opencode", "opencode", "OpenCode (opencode-ai)", {}},
+    {"claude", "claude", "Claude Code (@anthropic-ai/claude-code)"},
+    {"codex", "codex", "Codex CLI (@openai/codex)"},
+    {"gemini", "gemini", "Gemini CLI (@google/gemini-cli)"},
+    {"opencode", "opencode", "OpenCode (opencode-ai)"},
 };
-
-// The agent's first-run directories that are missing, made (0700, as the
-// agents make theirs); said on stderr. A failure is said and left to the run
-// (the directory then is what it would have been without this).
-void make_first_run_dirs(const AgentProfile& a) {
-  const char* home = std::getenv("HOME");
-  if (!home || *home != '/') return;
-  for (const char* rel : a.made_first) {
-    if (!rel) break;
-    std::string p = std::string(home) + "/" + rel;
-    struct stat st;
-    if (::lstat(p.c_str(), &st) == 0) continue;
-    if (::mkdir(p.c_str(), 0700) == 0)
-      std::fprintf(stderr, "exguardian: agent %s: made %s (empty) so that it is read-only inside\n", a.name, p.c_str());
-    else
-      std::fprintf(stderr, "exguardian: agent %s: cannot make %s: %s\n", a.name, p.c_str(), std::strerror(errno));
-  }
-}
 
 const AgentProfile* find_agent(const std::string& name) {
   for (const auto& a : kAgents)
@@ -113,6 +87,8 @@ std::string summary(const std::string& file) {
   };
   std::string out = "  allows: " + list(j.value("/network/allowedDomains"_json_pointer, nlohmann::json::array())) + "\n";
   out += "  writable: the workspace, " + list(j.value("/filesystem/allowWrite"_json_pointer, nlohmann::json::array())) + "\n";
+  if (auto m = j.value("/filesystem/makeDirs"_json_pointer, nlohmann::json::array()); !m.empty())
+    out += "  made before a run when missing: " + list(m) + "\n";
   std::string secrets;
   for (const auto& s : j.value("secrets", nlohmann::json::array()))
     if (s.is_object())
@@ -183,12 +159,7 @@ std::optional<int> agent_command_line(int argc, char** argv, std::vector<std::st
   // exguardian run --policy PROFILE [options before --] -- PROGRAM [ARGS after --]
   run_argv = {argv[0], "run", "--policy", profile};
   int i = 3;
-  bool dry_run = false;
-  for (; i < argc && std::string(argv[i]) != "--"; ++i) {
-    run_argv.push_back(argv[i]);
-    dry_run = dry_run || run_argv.back() == "--dry-run";
-  }
-  if (!dry_run) make_first_run_dirs(*agent);
+  for (; i < argc && std::string(argv[i]) != "--"; ++i) run_argv.push_back(argv[i]);
   run_argv.push_back("--");
   run_argv.push_back(agent->program);
   for (++i; i < argc; ++i) run_argv.push_back(argv[i]);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "cli/make_dirs.hpp"
 #include "plan/paths.hpp"
 #include "util/layer_kind.hpp"
 #include "plan/warnings.hpp"
@@ -218,8 +219,13 @@ Result<BuiltPlan> PlanOptions::build_plan(const std::string& layer_flag) const {
   // Named, not auto: --layer auto chooses after the Plan, which may then run on any layer.
   ctx.mask_host_sockets = (!layer_flag.empty() ? layer_flag : pol.layer.value_or("")) !=
                           layer::name(layer::Kind::Landlock);
+  // Before the compile, which binds what exists (a protected name read-only).
+  auto made = make_policy_dirs(pol, ctx.home, plan::expand_path(workspace.empty() ? ctx.cwd : workspace, ctx.home, ctx.cwd),
+                               make_dirs);
+  if (!made) return fail(made.error());
   auto plan = plan::compile(pol, ctx);
   if (!plan) return fail(plan.error());
+  plan->notes.insert(plan->notes.end(), made->begin(), made->end());
   if (unsafe_no_seccomp) {
     plan->seccomp = false;
     plan->weakened.push_back("--unsafe-no-seccomp: no seccomp filter; the kernel's whole syscall surface is open");

@@ -33,6 +33,9 @@ struct PlanOptions {
   // supervisor, so no transparent egress (off unless the policy asks for it,
   // which is then an error).
   bool exported = false;
+  // The plan is run now (not --dry-run, not exported): the policy's
+  // filesystem.makeDirs directories are made before it is compiled.
+  bool make_dirs = false;
 
   // Registers the options on `sub` (and makes its first non-option word start the command).
   void add_plan_options(CLI::App* sub);

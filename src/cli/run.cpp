@@ -31,6 +31,7 @@ int RunOptions::execute() {
   // -v: where the time goes, step by step, on one line at the end.
   StepTimer timer;
   if (verbose && !dry_run) timer.start();
+  make_dirs = !dry_run;
   auto built = build_plan(layer);
   if (!built) return usage_error(built.error().str());
   timer.mark("plan");

@@ -130,6 +130,7 @@ int SessionOptions::execute() {
   if (!control.starts_with("unix:")) return usage_error("--control " + control + ": expected unix:PATH");
   // The agent is pid 1; the Plan's command line only names it.
   command = {"exguardian-agent"};
+  make_dirs = !dry_run;
   auto built = build_plan(layer);
   if (!built) return usage_error(built.error().str());
   auto chosen = choose(built->policy, built->plan);

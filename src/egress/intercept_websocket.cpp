@@ -8,12 +8,13 @@
 //    "websocket frame"), as in a request body; another host's ends the
 //    connection as exfiltration (the client gets a Close 1008 saying why).
 //  - Upstream to client: the values of this host's secrets are masked in every
-//    frame, in every spelling ValueMasker knows; a data frame's payload may
-//    change in length, so the message is re-framed (a fragment per piece read,
-//    RFC 6455 5.4 lets an intermediary do so when no extension is in use).
+//    frame, in every spelling ValueMasker knows, wherever the server's framing
+//    cuts them (reads, fragments, messages: websocket_masking.hpp); a data
+//    frame's payload may change in length, so the message is re-framed.
 //    Control frames are masked whole (cut at 125 bytes).
 // A frame with a reserved bit or opcode, a server frame masked or a client
 // frame not, ends the connection (fail closed: it cannot be judged).
+#include <memory>
 #include <utility>  // before asio/awaitable.hpp (it uses std::exchange)
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -21,6 +22,7 @@
 
 #include "egress/interceptor.hpp"
 #include "egress/websocket_frame.hpp"
+#include "egress/websocket_masking.hpp"
 
 namespace exg::egress::detail {
 
@@ -113,18 +115,48 @@ awaitable<bool> Interceptor::ws_client_to_upstream(std::string& why) {
   }
 }
 
+awaitable<bool> TlsEnd::readable_within(std::chrono::milliseconds wait) {
+  if (eof_ || SSL_pending(ssl_.get()) > 0 || BIO_ctrl_pending(rbio_) > 0) co_return true;
+  struct Wait {
+    asio::steady_timer timer;
+    bool ready = false;
+  };
+  auto w = std::make_shared<Wait>(Wait{asio::steady_timer(sock_.get_executor(), wait)});
+  sock_.async_wait(tcp::socket::wait_read, [w](const boost::system::error_code& ec) {
+    w->ready = !ec;
+    w->timer.cancel();
+  });
+  boost::system::error_code ec;
+  co_await w->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  co_return w->ready;
+}
+
+// Frames to the client, and what the masker masked for them noted.
+awaitable<bool> Interceptor::ws_down(WsResponseMasker& masker, std::string frames) {
+  for (auto& [name, form] : masker.take_hits()) masked_.emplace(std::move(name), std::move(form), kWhere);
+  if (frames.empty()) co_return true;
+  if (!co_await cl_->write(frames)) co_return false;
+  bytes_down_ += frames.size();
+  co_return true;
+}
+
 awaitable<bool> Interceptor::ws_upstream_to_client(std::string& why) {
   std::string buf = std::move(ubuf_);
   ubuf_.clear();
-  std::optional<ValueMasker> message;  // the masker of the data message under way
+  WsResponseMasker masker(*idx_, ids_);  // data messages: across reads, fragments and messages
   for (;;) {
+    // A message's end held (it may begin a value the next one ends): sent as it is when
+    // nothing more comes soon.
+    if (masker.holding() && buf.empty() && !co_await up_->readable_within(kHoldAtMessageEnd))
+      if (!co_await ws_down(masker, masker.flush())) co_return false;
     auto h = co_await ws_head(*up_, buf, why);
     if (!h) {
       if (!why.empty()) s_.log_malformed(why);
+      else (void)co_await ws_down(masker, masker.flush());  // (the server ended: what was held goes as it is)
       co_return false;
     }
     const bool data = !h->control();
-    if (h->masked || (data && (h->opcode == 0) != message.has_value())) {
+    if (h->masked || (data && (h->opcode == 0) != masker.in_message())) {
       why = h->masked ? "websocket frame from the server masked" : "websocket message fragments out of order";
       s_.log_malformed(why);
       co_return false;
@@ -137,39 +169,29 @@ awaitable<bool> Interceptor::ws_upstream_to_client(std::string& why) {
         if (piece.empty()) co_return false;
         payload += piece;
       }
-      ValueMasker masker(*idx_, ids_);
-      std::string out = masker.mask(payload).substr(0, 125);
-      note_masked(masker, kWhere);
-      std::string frame = ws_frame_head(true, h->opcode, out.size()) + out;
-      if (!co_await cl_->write(frame)) co_return false;
-      bytes_down_ += frame.size();
+      // (a control frame may come between a message's fragments: one whose end is
+      // held is still open for the client; a Close ends the data, so it is sent first)
+      if (h->opcode == (uint8_t)WsOpcode::Close && !co_await ws_down(masker, masker.flush())) co_return false;
+      ValueMasker one(*idx_, ids_);
+      std::string out = one.mask(payload).substr(0, 125);
+      note_masked(one, kWhere);
+      if (!co_await ws_down(masker, ws_frame_head(true, h->opcode, out.size()) + out)) co_return false;
       ++ws_frames_down_;
       if (h->opcode == (uint8_t)WsOpcode::Close) co_return true;
       continue;
     }
-    uint8_t opcode = h->opcode;  // the first piece sent of a new message carries it; the rest continue it
-    if (!message) message.emplace(*idx_, ids_);
+    masker.frame(*h);
     uint64_t left = h->length;
     do {
-      std::string piece, out;
+      std::string piece;
       if (left) {
         piece = co_await ws_payload(*up_, buf, left);
         if (piece.empty()) co_return false;
         left -= piece.size();
       }
-      message->feed(piece, out);
-      const bool last = left == 0 && h->fin;
-      if (last) message->finish(out);
-      note_masked(*message, kWhere);
-      if (!out.empty() || last || (left == 0 && opcode != 0)) {
-        std::string frame = ws_frame_head(last, opcode, out.size()) + out;
-        if (!co_await cl_->write(frame)) co_return false;
-        bytes_down_ += frame.size();
-        opcode = 0;
-      }
+      if (!co_await ws_down(masker, masker.feed(piece, left == 0))) co_return false;
     } while (left);
     ++ws_frames_down_;
-    if (h->fin) message.reset();
   }
 }
 

@@ -12,6 +12,7 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <climits>
 #include <memory>
 #include <optional>
@@ -76,6 +77,11 @@ class TlsEnd {
   awaitable<long> read(char* p, size_t n) {
     co_return co_await run([&] { return SSL_read(ssl_.get(), p, (int)std::min<size_t>(n, INT_MAX)); });
   }
+  // Whether there is something to read now or within `wait` (decrypted bytes
+  // held, bytes not yet decrypted, the socket readable, or its end). The wait
+  // on the socket is not cancelled when the time is up (a cancel would end the
+  // other direction's write on it too): it ends, unseen, when bytes come.
+  awaitable<bool> readable_within(std::chrono::milliseconds wait);  // (intercept_websocket.cpp)
   awaitable<bool> write(std::string_view d) {
     while (!d.empty()) {
       int r = co_await run([&] { return SSL_write(ssl_.get(), d.data(), (int)std::min<size_t>(d.size(), 1 << 20)); });
@@ -122,6 +128,8 @@ class TlsEnd {
   std::array<char, 16 * 1024> buf_{}, out_{};
 };
 
+class WsResponseMasker;  // (websocket_masking.hpp)
+
 class Interceptor {
  public:
   Interceptor(std::shared_ptr<Session> s, std::vector<size_t> ids) : keep_(s), s_(*s), ids_(std::move(ids)) {
@@ -149,6 +157,7 @@ class Interceptor {
   // exfiltration was refused; empty: the peer ended).
   awaitable<bool> ws_client_to_upstream(std::string& why);
   awaitable<bool> ws_upstream_to_client(std::string& why);
+  awaitable<bool> ws_down(WsResponseMasker& masker, std::string frames);
   awaitable<std::optional<WsFrameHead>> ws_head(TlsEnd& from, std::string& buf, std::string& why);
   awaitable<std::string> ws_payload(TlsEnd& from, std::string& buf, uint64_t left);
   // learn: the refresh fields of this host's secrets (token_refresh.hpp): the

@@ -192,6 +192,10 @@ class ValueMasker {
   void feed(std::string_view in, std::string& out);
   void finish(std::string& out);
   std::string mask(std::string_view whole);  // one complete piece (a header value, a reason phrase)
+  // The longest tail of `s` that begins some spelling of a value and ends
+  // before it does (a value split there, its rest still to come); 0: none.
+  size_t open_tail(std::string_view s) const;
+  size_t longest() const { return keep_; }  // bytes a spelling can take at most
   // What was masked since the last call: (secret name, form: "plain", "json",
   // "percent", "html", "base64", "base64url", "base32", "base32hex", "hex",
   // "utf-16le", "utf-16be", "utf-32le", "utf-32be"), each pair once.
@@ -207,7 +211,7 @@ class ValueMasker {
     const char* form = nullptr;
     char sep = 0;  // hex: the separator between bytes (0: none)
   };
-  bool match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span) const;
+  bool match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span, bool* ran_out = nullptr) const;
   size_t next_candidate(std::string_view s, size_t from, size_t to) const;
   std::vector<Pair> pairs_;
   std::vector<Target> targets_;

@@ -311,7 +311,12 @@ ValueMasker::~ValueMasker() = default;
 ValueMasker::ValueMasker(ValueMasker&&) noexcept = default;
 
 // Whether `t` matches the text at p; on success [start, end) is the span to replace.
-bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span) const {
+bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t floor, Span& span, bool* ran_out) const {
+  // ran_out: set when what is there so far matches and the text ends before the spelling does.
+  auto out_of_text = [ran_out] {
+    if (ran_out) *ran_out = true;
+    return false;
+  };
   size_t q = p, w = 0;
   unsigned esc = kPlain;
   if (t.kind == Target::Hex) {
@@ -320,24 +325,29 @@ bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t fl
     for (; w < t.want.size(); w += 2) {
       if (w == 2 && q < s.size() && is_hex_separator(s[q])) sep = s[q];
       if (w > 0 && sep) {
-        if (q >= s.size() || s[q] != sep) return false;
+        if (q >= s.size()) return out_of_text();
+        if (s[q] != sep) return false;
         ++q;
       }
-      if (q + 2 > s.size() || lower_ascii(s[q]) != t.want[w] || lower_ascii(s[q + 1]) != t.want[w + 1]) return false;
+      if (q + 2 > s.size()) return (q >= s.size() || lower_ascii(s[q]) == t.want[w]) ? out_of_text() : false;
+      if (lower_ascii(s[q]) != t.want[w] || lower_ascii(s[q + 1]) != t.want[w + 1]) return false;
       q += 2;
     }
     span = {p, q, "hex", sep};
     return true;
   }
   if (t.kind == Target::Raw) {
-    if (p > s.size() || s.compare(p, t.want.size(), t.want) != 0) return false;
+    if (p > s.size()) return false;
+    if (s.size() - p < t.want.size()) return t.want.starts_with(s.substr(p)) ? out_of_text() : false;
+    if (s.compare(p, t.want.size(), t.want) != 0) return false;
     span = {p, p + t.want.size(), t.form};
     return true;
   }
   if (t.kind == Target::Base32) {
-    if (s.size() - p < t.want.size()) return false;
-    for (; w < t.want.size(); ++w)
+    for (; w < t.want.size(); ++w) {
+      if (p + w >= s.size()) return out_of_text();
       if (upper_ascii(s[p + w]) != t.want[w]) return false;
+    }
     q = p + w;
     size_t start = p;
     if (t.lead && p > floor && is_b32(s[p - 1], t.b32hex)) start = p - 1;
@@ -347,14 +357,14 @@ bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t fl
   }
   const bool b64 = t.kind == Target::Base64;
   while (w < t.want.size()) {
-    if (q >= s.size()) return false;
+    if (q >= s.size()) return out_of_text();
     if (b64 && w > 0 && (s[q] == '\r' || s[q] == '\n' || s[q] == '\\')) {  // line-wrapped base64 (MIME, PEM), also in JSON
       for (std::string_view br : {"\r\n", "\n", "\\r\\n", "\\n"})
         if (s.substr(q, br.size()) == br) {
           q += br.size();
           break;
         }
-      if (q >= s.size()) return false;
+      if (q >= s.size()) return out_of_text();
     }
     char c = s[q];
     char want = t.want[w];
@@ -364,7 +374,8 @@ bool ValueMasker::match(const Target& t, std::string_view s, size_t p, size_t fl
       continue;
     }
     Unit u = decode_unit(s, q);
-    if (!u.len) return false;
+    // (an escape cut by the end of the text: "\u00" may yet be the character wanted)
+    if (!u.len) return c && std::strchr("%\\&", c) && s.size() - q < 12 ? out_of_text() : false;
     if (b64) {
       if (u.bytes.size() != 1 || b64_fold(u.bytes[0]) != want) return false;
     } else if (t.want.compare(w, u.bytes.size(), u.bytes) != 0) {
@@ -474,6 +485,16 @@ void ValueMasker::finish(std::string& out) {
   keep_ = 0;
   feed({}, out);
   keep_ = keep;
+}
+
+size_t ValueMasker::open_tail(std::string_view s) const {
+  Span sp{};
+  for (size_t p = s.size() > keep_ ? s.size() - keep_ : 0; p < s.size(); ++p)
+    for (uint32_t k : by_byte_[(unsigned char)s[p]]) {
+      bool ran_out = false;
+      if (!match(targets_[k], s, p, 0, sp, &ran_out) && ran_out) return s.size() - p;
+    }
+  return 0;
 }
 
 std::string ValueMasker::mask(std::string_view whole) {

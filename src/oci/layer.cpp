@@ -1227,6 +1227,7 @@ Result<void> Launch::generated_files() {
   for (size_t i = 0; i < plan.steps.size(); ++i) {
     const auto& s = plan.steps[i];
     if (s.kind != plan::StepKind::File && s.kind != plan::StepKind::ResolvConf) continue;
+    if (s.in_upper) continue;  // (in its tree's overlay, put there by the supervisor)
     std::string content = s.kind == plan::StepKind::ResolvConf ? std::string(plan::kResolverConf) : s.content;
     if (s.kind == plan::StepKind::File && s.trust_bundle) {
       if (anchor.empty()) {

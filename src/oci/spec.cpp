@@ -240,6 +240,7 @@ class Builder {
           bind("/dev/null", s.target, {"bind", "ro", "nosuid", "nodev", "noexec"});
           break;
         case StepKind::File:
+          if (s.in_upper) break;  // a plain file in its tree's overlay (the supervisor put it in the upper layer)
           // Generated content (secrets: the trust bundle with the sandbox's CA,
           // masked credential copies): written by the layer in its staging.
           if (!opt_.source_override.count(s.target))

@@ -462,6 +462,7 @@ struct Builder {
     secret_env_ = std::move(secrets->env);
     auto masked_files = masked_file_steps(pol, plan.secrets, home, secrets->dropped);
     if (!masked_files) return fail(masked_files.error());
+    credential_trees(*masked_files, *ws);
     auto masked_copy = [&](const std::string& p) {
       return std::any_of(masked_files->begin(), masked_files->end(), [&](const Step& f) { return f.target == p; });
     };
@@ -633,6 +634,40 @@ struct Builder {
       }
     }
     return {};
+  }
+
+  // A writable credential copy inside a writable tree (an agent's config
+  // directory, its sessions and history live there): mounted over the host
+  // file it would be a mount point, which the agent's rewrite by a rename (a
+  // temporary file renamed over it, as Codex does) cannot replace (EBUSY). So
+  // the tree is an overlay instead of its live bind (lower: the host's tree;
+  // upper: a directory of this run on the host, holding the copy as a plain
+  // file), and the supervisor applies the run's other changes to the tree at
+  // exit (protected names quarantined, as for the workspace's overlay mode).
+  void credential_trees(std::vector<Step>& masked_files, const std::string& workspace) {
+    size_t n = 0;
+    for (auto& f : masked_files) {
+      if (!f.writable) continue;
+      Step* tree = nullptr;
+      for (auto& st : plan.steps)
+        if ((st.kind == StepKind::BindRw || (st.kind == StepKind::Overlay && st.credential_tree)) && st.is_dir &&
+            st.target != workspace && st.source == st.target && is_within(f.target, st.target) &&
+            (!tree || st.target.size() > tree->target.size()))
+          tree = &st;
+      if (!tree) continue;  // (a copy in HOME's throwaway layer stays a mounted file)
+      if (!tree->credential_tree) {
+        std::string dir = "/var/tmp/exguardian-" + std::to_string(::getpid()) + "-" + plan.sandbox_id + "-tree" +
+                          std::to_string(n++);
+        tree->kind = StepKind::Overlay;
+        tree->credential_tree = true;
+        tree->upper_dir = dir + "/upper";
+        tree->work_dir = dir + "/work";
+        tree->why += ": holds a writable credential copy, so an overlay (the copy a plain file in its upper layer, "
+                     "replaceable by a rename); the run's other changes applied at exit";
+      }
+      f.in_upper = true;
+      f.why += "; a plain file in the overlay of " + tree->target + " (not a mount point)";
+    }
   }
 
   // A protected path (read-only, masked, replaced by a generated file) is a

@@ -77,7 +77,7 @@ std::string Plan::to_text(const std::vector<std::string>& layer_lines) const {
     if (!s.upper_dir.empty()) o << " [upper " << s.upper_dir << "]";
     if (s.kind == StepKind::File) {
       if (s.trust_bundle) o << " [host bundle + this sandbox's CA]";
-      else o << " [" << s.content.size() << " bytes, read-only]";
+      else o << " [" << s.content.size() << " bytes, " << (s.in_upper ? "in the overlay's upper layer, writable" : s.writable ? "writable" : "read-only") << "]";
     }
     if (s.idmap) o << " [idmapped: on-disk uid " << s.idmap_from_uid << " <-> uid " << identity.host_uid << "]";
     if (!s.why.empty()) o << "  # " << s.why;

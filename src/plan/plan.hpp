@@ -60,6 +60,16 @@ struct Step {
   bool trust_bundle = false;
   // File: writable inside (secretFiles "writable"): writes land in the copy, never in the host file.
   bool writable = false;
+  // File, writable, inside a writable tree (an agent's config directory): the
+  // tree is a credential_tree overlay and the copy a plain file in its upper
+  // layer, not a mount point, so that an agent replacing it by a rename can
+  // (a rename onto a mount point fails with EBUSY). Not mounted by the layers.
+  bool in_upper = false;
+  // Overlay (upper_dir on the host) of a writable tree that holds in_upper
+  // copies, in place of its live bind: the supervisor puts the copies in the
+  // upper layer before the start and applies the rest of the run's changes to
+  // the tree at exit (the copies never: the proxy keeps the real file).
+  bool credential_tree = false;
   // MaskFile over a host socket: the socket may be gone by the time the layer
   // mounts (unlinked by its server): then there is nothing to mask, not an error.
   bool if_present = false;

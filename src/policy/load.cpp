@@ -83,6 +83,7 @@ void merge(Policy& base, const Policy& top) {
   append(base.filesystem.allow_write, top.filesystem.allow_write);
   append(base.filesystem.deny_write, top.filesystem.deny_write);
   append(base.filesystem.protect, top.filesystem.protect);
+  append(base.filesystem.make_dirs, top.filesystem.make_dirs);
   append(base.env.allow, top.env.allow);
   append(base.env.set, top.env.set);
   append(base.env.deny, top.env.deny);

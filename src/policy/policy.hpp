@@ -110,6 +110,11 @@ struct Filesystem {
   std::vector<PathEntry> deny_write;   // beats allow_write
   std::optional<bool> allow_git_config;  // srt: lets .git/config be written
   std::vector<std::string> protect;      // extra protected names (ours)
+  // ours: "makeDirs": directories made on the host (empty, 0700) before a run when
+  // missing, parents first; each lies in an allowWrite tree. An agent makes them on
+  // its first run under protected names (~/.codex/skills): made inside, the sweep
+  // would quarantine them as planted; made first, they are read-only inside.
+  std::vector<PathEntry> make_dirs;
 };
 
 struct Resources {

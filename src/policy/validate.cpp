@@ -817,6 +817,15 @@ class Validator {
          [this](const Node& list) {
            return string_array(list, [this](const Node& el, const std::string& s) { return protect_name(el, s); });
          }},
+        {"makeDirs",
+         [this, &fs](const Node& list) -> Check {
+           size_t first = fs.make_dirs.size();
+           if (auto e = path_entries(list, &fs.make_dirs)) return e;
+           for (size_t i = first; i < fs.make_dirs.size(); ++i)
+             if (!fs.make_dirs[i].literal && fs.make_dirs[i].path.find_first_of("*?[") != std::string::npos)
+               return bad_value(list, "\"" + fs.make_dirs[i].path + "\" is a glob; makeDirs names directories");
+           return std::nullopt;
+         }},
         weakening("disabled",
                   "filesystem.disabled would turn the filesystem policy off; ExGuardian does not support that"),
     });

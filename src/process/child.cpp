@@ -242,7 +242,7 @@ bool Builder::make_stage() {
   // ever sees each file through a read-only bind.
   for (size_t i = 0; i < plan_.steps.size(); ++i) {
     const auto& s = plan_.steps[i];
-    if (s.kind != plan::StepKind::File) continue;
+    if (s.kind != plan::StepKind::File || s.in_upper) continue;  // (in_upper: in its tree's overlay, by the supervisor)
     if (s.trust_bundle && trust_anchor_.empty()) fail("no trust anchor for the bundle at " + s.target, 0);
     std::string content = s.trust_bundle ? s.content + trust_anchor_ : s.content;
     std::string path = work + "/file" + std::to_string(i);
@@ -365,6 +365,7 @@ void Builder::step(size_t i, const plan::Step& s) {
       break;
     }
     case StepKind::File: {
+      if (s.in_upper) break;  // a plain file in its tree's overlay (the supervisor put it in the upper layer)
       int t = clone_tree(file_fds_.at(i), "", s.target);
       set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | (s.writable ? 0 : MOUNT_ATTR_RDONLY), 0, s.target);
       attach(t, s.target, false);

@@ -106,6 +106,13 @@ Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& pr
         r.read_write.push_back(s.target);
         break;
       case StepKind::Overlay:
+        // A tree holding a writable credential copy: writable here as its live bind
+        // would be; the copy cannot be put in (no mounts), so the file below is
+        // denied inside a writable tree, which refuses the run (fail closed).
+        if (s.credential_tree) {
+          r.read_write.push_back(s.target);
+          break;
+        }
         if (s.target == plan.workspace)
           return fail(Error::msg("landlock layer", std::string("workspace mode ") + plan::to_string(plan.workspace_mode) +
                                                        " needs an overlay mount; this layer runs the workspace live "

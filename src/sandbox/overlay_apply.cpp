@@ -174,7 +174,9 @@ class Applier {
         m.head |= x.head, m.objects |= x.objects, m.refs |= x.refs, m.commondir |= x.commondir;
       }
       if (a.scopes_.empty()) {
-        a.scopes_.push_back(a.pn_.root(m.git_dir()));
+        // (the tree's own path: a tree inside a protected name's first part, ~/.codex,
+        // judges its entries as the sweep does, config.toml as .codex/config.toml)
+        a.scopes_.push_back(a.pn_.root(m.git_dir(), a.ws_));
       } else {
         std::string name = rel.substr(rel.rfind('/') + 1);
         const auto& parent = a.scopes_.back();

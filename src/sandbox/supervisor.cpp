@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
 #include <sys/timerfd.h>
@@ -9,6 +10,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdarg>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <thread>
@@ -227,9 +230,18 @@ struct SweptTree {
   std::string root, quarantine_dir;
   Snapshot snapshot;
 };
+// A writable tree holding a writable credential copy, run as an overlay
+// (plan::Step::credential_tree): its layer directories, and the copies in its
+// upper layer (relative to the tree), never applied to the host.
+struct CredentialTree {
+  std::string tree;
+  LayerDirs layer;
+  std::vector<std::string> copies;
+};
 struct WorkspaceGuard {
   std::vector<SweptTree> trees;
   std::optional<LayerDirs> layer;
+  std::vector<CredentialTree> credential_trees;
   int64_t setid_since = setid_sweep_start();  // set-id files changed after this are the run's
 };
 
@@ -242,15 +254,73 @@ std::string quarantine_for(const plan::Plan& plan, const std::string& tree) {
   return tree == plan.workspace ? plan.quarantine_dir : plan.quarantine_dir + "-allow-write" + tree;
 }
 
+void drop_credential_trees(WorkspaceGuard& g) {
+  for (const auto& t : g.credential_trees) (void)remove_layer_dirs(t.layer.dir);
+  g.credential_trees.clear();
+}
+
+// The overlays of the trees that hold writable credential copies: their layer
+// directories, each copy a plain file in its tree's upper layer (owned by the
+// sandbox's uid, which rewrites it). Made here, on the host, before the start.
+Result<void> prepare_credential_trees(const plan::Plan& plan, WorkspaceGuard& g) {
+  auto chown_to_sandbox = [&](const std::string& p) -> Result<void> {
+    if (plan.identity.invoked_as_root && ::lchown(p.c_str(), plan.identity.host_uid, plan.identity.host_gid) != 0)
+      return fail(Error::sys("chown " + p));
+    return {};
+  };
+  for (const auto& s : plan.steps) {
+    if (s.kind != plan::StepKind::Overlay || !s.credential_tree) continue;
+    auto l = make_layer_dirs(s.upper_dir.substr(0, s.upper_dir.rfind('/')), s.target);
+    if (!l) return fail(l.error());
+    g.credential_trees.push_back({s.target, std::move(*l), {}});
+    CredentialTree& t = g.credential_trees.back();
+    for (const auto& d : {t.layer.dir, t.layer.upper, t.layer.work})
+      if (auto r = chown_to_sandbox(d); !r) return r;
+  }
+  for (const auto& f : plan.steps) {
+    if (f.kind != plan::StepKind::File || !f.in_upper) continue;
+    CredentialTree* t = nullptr;  // the deepest tree holding it (compile's choice)
+    for (auto& c : g.credential_trees)
+      if (f.target.starts_with(c.tree + "/") && (!t || c.tree.size() > t->tree.size())) t = &c;
+    if (!t) return fail(Error::msg("credential copy " + f.target, "no overlay holds it"));
+    std::string rel = f.target.substr(t->tree.size() + 1);
+    // Directories on the way (a copy below the tree's top): made in the upper layer as in the lower.
+    for (size_t at = rel.find('/'); at != std::string::npos; at = rel.find('/', at + 1)) {
+      std::string d = t->layer.upper + "/" + rel.substr(0, at);
+      struct stat st{};
+      mode_t mode = ::stat((t->tree + "/" + rel.substr(0, at)).c_str(), &st) == 0 ? (st.st_mode & 07777) : 0700;
+      if (::mkdir(d.c_str(), mode) != 0 && errno != EEXIST) return fail(Error::sys("mkdir " + d));
+      if (auto r = chown_to_sandbox(d); !r) return r;
+    }
+    std::string p = t->layer.upper + "/" + rel;
+    int fd = ::open(p.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) return fail(Error::sys("create " + p));
+    bool ok = ::write(fd, f.content.data(), f.content.size()) == static_cast<ssize_t>(f.content.size()) &&
+              ::fchmod(fd, f.mode & 0666) == 0 &&
+              (!plan.identity.invoked_as_root || ::fchown(fd, plan.identity.host_uid, plan.identity.host_gid) == 0);
+    ::close(fd);
+    if (!ok) return fail(Error::sys("write " + p));
+    t->copies.push_back(rel);
+  }
+  return {};
+}
+
 // What the sandbox's mounts need (the overlay's layer directories) and the
 // quarantine; the snapshot of the swept trees comes later (snapshot_trees).
 Result<WorkspaceGuard> prepare_workspace(const plan::Plan& plan) {
   WorkspaceGuard g;
   if (plan.quarantine_fresh)  // a directory no one else made (compile(): under /var/tmp)
     if (::mkdir(plan.quarantine_dir.c_str(), 0700) != 0) return fail(Error::sys("quarantine " + plan.quarantine_dir));
+  if (auto r = prepare_credential_trees(plan, g); !r) {
+    drop_credential_trees(g);
+    return fail(r.error());
+  }
   if (plan.workspace_mode == plan::WorkspaceMode::Live) return g;
   auto l = make_layer_dirs(plan.layer_dir, plan.workspace);
-  if (!l) return fail(l.error());
+  if (!l) {
+    drop_credential_trees(g);
+    return fail(l.error());
+  }
   // The sandbox writes the upper layer as its own uid.
   if (plan.identity.invoked_as_root) {
     for (const auto& d : {l->dir, l->upper, l->work})
@@ -278,6 +348,31 @@ struct Finish {
   size_t quarantined = 0, not_moved = 0, unchecked = 0;
   std::vector<std::string> quarantined_paths;  // as shown (for the run's refusal summary)
 };
+
+// At exit: each tree's upper layer applied to it (protected names quarantined),
+// its credential copies taken out first, whatever the run made of them (a new
+// copy, a deletion's whiteout): the host's file is the proxy's to update.
+template <class Report>
+void apply_credential_trees(const plan::Plan& plan, WorkspaceGuard& g, SupervisorIo& io, Report&& report, Finish& f) {
+  for (auto& t : g.credential_trees) {
+    for (const auto& rel : t.copies) {
+      std::error_code ec;
+      std::filesystem::remove_all(t.layer.upper + "/" + rel, ec);
+    }
+    ApplyOptions ao{plan.protect_extra, plan.allow_git_config, quarantine_for(plan, t.tree), false, plan.protect_pointers};
+    auto r = apply_upper(t.layer.upper, t.tree, ao);
+    if (!r) {
+      sayf(io, "applying %s to %s failed: %s (the layer is kept there)", t.layer.upper.c_str(), t.tree.c_str(),
+           r.error().str().c_str());
+      ++f.unchecked;
+      continue;
+    }
+    report(t.tree, r->quarantined, true);
+    for (const auto& s : r->skipped) sayf(io, "not applied: %s/%s", t.tree.c_str(), s.c_str());
+    (void)remove_layer_dirs(t.layer.dir);
+  }
+  g.credential_trees.clear();
+}
 
 Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& audit, SupervisorIo& io) {
   Finish f;
@@ -316,6 +411,7 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
     }
     report(t.root, *r, true);
   }
+  apply_credential_trees(plan, g, io, report, f);
   if (g.layer && plan.keep_layer) {
     // Kept for review: nothing reaches the workspace until `exguardian apply`.
     sayf(io, "workspace changes kept in %s: review with `exguardian diff %s`, apply with "
@@ -406,6 +502,7 @@ class Supervision {
   // that failed leaves nothing behind).
   void drop_layer_dirs() {
     if (guard_->layer && !plan().keep_layer) (void)remove_layer_dirs(guard_->layer->dir);
+    drop_credential_trees(*guard_);
   }
   // A sandbox that started but cannot be supervised: killed, reaped, gone.
   void abandon() {

@@ -10,7 +10,7 @@
 #                        plain.test, other.secret.test, api.anthropic.com and
 #                        console.anthropic.com, oauth2.googleapis.com,
 #                        cloudcode-pa.googleapis.com, generativelanguage.googleapis.com and
-#                        platform.claude.com, api.openai.com (the world's stand-in for the vendors'
+#                        platform.claude.com, api.openai.com, auth.openai.com, chatgpt.com (the world's stand-in for the vendors'
 #                        APIs and their OAuth token endpoints: the agent profiles' tests);
 #     203.0.113.21:443   HTTPS echo, certificate from ANOTHER CA (not in the store) for
 #                        bad.secret.test;
@@ -46,7 +46,10 @@
 #   API (for the real Gemini CLI; its run_shell_command tool), and again behind Google's Code
 #   Assist API (POST /v1internal:..., for Gemini CLI signed in with Google); POST /v1/responses in OpenAI's
 #   Responses API, streamed over HTTP or, after a WebSocket upgrade of GET /v1/responses, as
-#   messages (for the real Codex CLI; its shell tool). A WebSocket elsewhere echoes each message's
+#   messages (for the real Codex CLI; its shell tool); the same at chatgpt.com's
+#   /backend-api/codex/responses (Codex signed in with ChatGPT), whose POST /oauth/token (on
+#   auth.openai.com) answers an ID token (a JWT with the ChatGPT account's claims) too, and
+#   GET /backend-api/wham/accounts/check lists that account (Codex's workspace routing). A WebSocket elsewhere echoes each message's
 #   record (ws_session below).
 
 _egs_server_py() {
@@ -55,6 +58,14 @@ import base64, gzip, hashlib, http.server, json, socketserver, ssl, sys, threadi
 
 log_path, addr, cert, key = sys.argv[1:5]
 lock = threading.Lock()
+
+def id_token():
+    # An OpenID Connect ID token as OpenAI's sign-in issues it for ChatGPT (Codex reads its claims; unsigned here).
+    b64 = lambda o: base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()
+    claims = {"email": "exg@example.invalid", "exp": int(time.time()) + 3600, "iat": int(time.time()),
+              "https://api.openai.com/auth": {"chatgpt_plan_type": "pro", "chatgpt_account_id": "acct-exg",
+                                              "chatgpt_user_id": "user-exg", "user_id": "user-exg"}}
+    return b64({"alg": "RS256", "typ": "JWT"}) + "." + b64(claims) + ".c2ln"
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -80,7 +91,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                "headers": [[k, v] for k, v in self.headers.items()],
                "body": body.decode("utf-8", "replace")}
         issued = None
-        if urllib.parse.urlsplit(self.path).path in ("/v1/oauth/token", "/token"):
+        if urllib.parse.urlsplit(self.path).path in ("/v1/oauth/token", "/token", "/oauth/token"):
             try:
                 rt = json.loads(body)["refresh_token"]
             except Exception:
@@ -88,6 +99,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             h = lambda k: hashlib.sha256((rt + k).encode()).hexdigest()[:32]
             issued = {"access_token": "sk-ant-oat01-new-" + h("a"), "refresh_token": "sk-ant-ort01-new-" + h("r"),
                       "expires_in": 28800, "token_type": "Bearer"}
+            if urllib.parse.urlsplit(self.path).path == "/oauth/token":  # (OpenAI's, for Codex: with an ID token)
+                issued["id_token"] = id_token()
             rec["issued"] = issued
         line = json.dumps(rec)
         with lock, open(log_path, "a") as f:
@@ -104,8 +117,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.json_answer({"aud": "exg-client", "azp": "exg-client", "access_type": "offline",
                                      "scope": "https://www.googleapis.com/auth/cloud-platform",
                                      "exp": str(int(time.time()) + 3600), "expires_in": "3599"})
-        if self.path.startswith("/v1/responses"):
+        if self.path.startswith("/v1/responses") or self.path.startswith("/backend-api/codex/responses"):
             return self.responses_turn(body)
+        if self.path.startswith("/backend-api/wham/accounts/check"):  # (Codex's workspace routing: its account, no constraint)
+            return self.json_answer({"accounts": [{"id": "acct-exg", "workspace_backend_origin": "NO_CONSTRAINT",
+                                                   "account_routing_override": "NO_CONSTRAINT"}]})
         if self.path == "/api/oauth/profile":  # (Claude Code's, after a refresh)
             return self.json_answer({"account": {"uuid": "00000000-0000-4000-8000-000000000001", "email_address": "exg@example.invalid",
                                                  "email": "exg@example.invalid", "display_name": "exg", "full_name": "exg",
@@ -292,7 +308,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             line = json.dumps(rec)
             with lock, open(log_path, "a") as f:
                 f.write(line + "\n")
-            if self.path.startswith("/v1/responses"):
+            if self.path.startswith("/v1/responses") or self.path.startswith("/backend-api/codex/responses"):
                 req = json.loads(msg)
                 if req.pop("type", "") == "response.create":
                     for e, d in self.responses_events(req):
@@ -444,7 +460,7 @@ world_secrets_up() {
         -days 2 -subj "/CN=ExGuardian test upstream CA" 2>/dev/null || return 1
     openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout "$d/untrusted.key" \
         -out "$d/untrusted.pem" -days 2 -subj "/CN=Untrusted test CA" 2>/dev/null || return 1
-    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com,platform.claude.com,api.openai.com" || return 1
+    _egs_leaf "$d/ca" "$d/good" "api.secret.test,plain.test,other.secret.test,api.anthropic.com,console.anthropic.com,oauth2.googleapis.com,cloudcode-pa.googleapis.com,generativelanguage.googleapis.com,platform.claude.com,api.openai.com,auth.openai.com,chatgpt.com" || return 1
     _egs_leaf "$d/untrusted" "$d/bad" "bad.secret.test" || return 1
     chmod 644 "$d"/*.pem
     cat /etc/ssl/certs/ca-certificates.crt "$d/ca.pem" > "$EGW_DIR/ca-certificates.crt" || return 1
@@ -460,6 +476,8 @@ world_secrets_up() {
 203.0.113.20 generativelanguage.googleapis.com
 203.0.113.20 platform.claude.com
 203.0.113.20 api.openai.com
+203.0.113.20 auth.openai.com
+203.0.113.20 chatgpt.com
 203.0.113.21 bad.secret.test
 HOSTS
     : > "$EGW_DIR/secrets.log"

@@ -19,11 +19,40 @@ run "$EXG" agent --list
 check "--list: the four agents with their profiles" bash -c \
     'for a in claude codex gemini opencode; do grep -q "^$a " <<<"$1" || exit 1; done; grep -q "profile: .*/profiles/agents/codex.json" <<<"$1"' _ "$OUT"
 check "--list: codex's key kept outside, only to api.openai.com" grep -q "kept outside: OPENAI_API_KEY (from env:OPENAI_API_KEY) only to api.openai.com" <<<"$OUT"
+check "--list: codex's directories made before a run (its profile's filesystem.makeDirs)" \
+    grep -qF "made before a run when missing: ~/.codex, ~/.codex/skills" <<<"$OUT"
 run "$EXG" agent --show codex
 check "--show codex: the profile is an ordinary policy file (valid JSON with its secret)" \
     python3 -c 'import json,sys; j=json.loads(sys.argv[1]); assert j["secrets"][0]["hosts"]==["api.openai.com"]' "$OUT"
 run "$EXG" agent nosuch
 check "an unknown agent: exit 2, the known ones named" bash -c '[ "$1" = 2 ] && grep -q "known: claude, codex, gemini, opencode" <<<"$2"' _ "$STATUS" "$ERR"
+
+# The profile's filesystem.makeDirs (not the front door): a first run of `exguardian run --policy
+# codex.json` makes ~/.codex and ~/.codex/skills (a protected name: Codex installs its skills there
+# at start) on the host first, so the directory is read-only inside, not planted and quarantined
+# at the end (exit 123 before). --dry-run makes nothing and says what a run would make.
+CODEX_PROFILE=$SRC/profiles/agents/codex.json
+rm -rf "$HOME/.codex"
+run env OPENAI_API_KEY=sk-proj-x-$$ "$EXG" run --no-policy-files --policy "$CODEX_PROFILE" --dry-run -- true
+check "makeDirs --dry-run: nothing made, the plan says what a run makes" bash -c \
+    '[ "$1" = 0 ] && [ ! -e "$2/.codex" ] && grep -qF "$2/.codex/skills is missing; a run makes it" <<<"$3"' _ "$STATUS" "$HOME" "$OUT"
+run env OPENAI_API_KEY=sk-proj-x-$$ "$EXG" run --no-policy-files --policy "$CODEX_PROFILE" -- \
+    sh -c 'mkdir "$HOME/.codex/skills/.system" 2>/dev/null && echo skills-written; touch "$HOME/.codex/history.jsonl" && echo history-written'
+check "makeDirs: a first run made ~/.codex and ~/.codex/skills and said so, exit 0 (not 123)" bash -c \
+    '[ "$1" = 0 ] && grep -qF "made $2/.codex (empty)" <<<"$3" && grep -qF "made $2/.codex/skills (empty)" <<<"$3" && [ -d "$2/.codex/skills" ]' \
+    _ "$STATUS" "$HOME" "$ERR"
+check "makeDirs: ~/.codex/skills read-only inside, empty on the host; ~/.codex itself writable" bash -c \
+    '! grep -q skills-written <<<"$1" && grep -q history-written <<<"$1" && [ -z "$(ls -A "$2/.codex/skills")" ] && ! grep -q quarantined <<<"$3"' \
+    _ "$OUT" "$HOME" "$ERR"
+[ "$STATUS" = 0 ] || show_last
+echo '{"filesystem": {"makeDirs": ["~/.ssh/made-by-policy"]}}' > "$T/makedirs-out.json"
+run env OPENAI_API_KEY=sk-proj-x-$$ "$EXG" run --no-policy-files --policy "$CODEX_PROFILE" --policy "$T/makedirs-out.json" -- true
+check "makeDirs outside every allowWrite path: exit 125, the entry and its file named, nothing made" bash -c \
+    '[ "$1" = 125 ] && grep -qF "filesystem.makeDirs ~/.ssh/made-by-policy ($3" <<<"$2" && [ ! -e "$4/.ssh/made-by-policy" ]' \
+    _ "$STATUS" "$ERR" "$T/makedirs-out.json" "$HOME"
+echo '{"filesystem": {"makeDirs": ["~/.codex/*"]}}' > "$T/makedirs-glob.json"
+run "$EXG" run --no-policy-files --policy "$T/makedirs-glob.json" --dry-run -- true
+check "makeDirs with a glob: exit 125, said" bash -c '[ "$1" = 125 ] && grep -q "is a glob; makeDirs names directories" <<<"$2"' _ "$STATUS" "$ERR"
 
 # A stand-in for the codex CLI, on PATH inside (the workspace is visible there).
 mkdir -p "$WS/bin" "$HOME/.codex" "$HOME/.ssh"

@@ -20,7 +20,9 @@
 # streaming; its key from the environment), and on its default provider signed in with an API key
 # in ~/.codex/auth.json, where it opens the Responses API over a WebSocket (the endpoint speaks it:
 # the key must reach the upgrade request, the turns travel as messages, and the messages are
-# judged from the records that say they came over the WebSocket: a fallback to HTTP fails).
+# judged from the records that say they came over the WebSocket: a fallback to HTTP fails); then
+# signed in with ChatGPT, its tokens due for a refresh: it refreshes at auth.openai.com, replaces
+# auth.json by a rename inside (~/.codex an overlay), and talks to chatgpt.com's backend.
 # npm: @anthropic-ai/claude-code@2.1.332 @google/gemini-cli@0.61.0 @openai/codex@0.171.0 opencode-ai@1.18.33
 source "$(dirname "$0")/lib.sh"
 
@@ -63,7 +65,7 @@ agent_turns() {
     run timeout -k 5 120 script -qec "cd '$WS' && PATH='$BIN:$PATH' '$EXG' agent $name ${AGENT_OPTS:-} \
 --policy '$T/plain.json' --audit-log '$audit' --$args" /dev/null
     # (OpenCode's title request and Codex's prewarm over its WebSocket are no turns)
-    TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/v1/(messages|responses)|"path": "/v1beta/models/[^"]*:streamGenerateContent|"path": "/v1internal:streamGenerateContent' |
+    TURNS=$(tail -n +$((before + 1)) "$SLOG" | grep -E '"path": "/(v1|backend-api/codex)/(messages|responses)|"path": "/v1beta/models/[^"]*:streamGenerateContent|"path": "/v1internal:streamGenerateContent' |
         grep -v -e 'Generate a title for this conversation' -e '\\"generate\\":false')
     ELSE=$(tail -n +$((before + 1)) "$SLOG" | grep -F '"path": "/collect')
     TOOL=$(python3 -c '
@@ -287,8 +289,8 @@ rm -f "$CRED"
 # ---- Codex CLI with an API key ------------------------------------------------------------------
 # A first run: no ~/.codex/skills. Codex installs its system skills there at start; made inside,
 # the sweep would quarantine it as planted (skills are instructions the host's Codex follows) and
-# the run would end with 123. `exguardian agent codex` makes it, empty, before the sandbox
-# starts: read-only inside, Codex's install fails and it goes on; nothing lands in it.
+# the run would end with 123. The profile's filesystem.makeDirs makes it, empty, before the
+# sandbox starts: read-only inside, Codex's install fails and it goes on; nothing lands in it.
 mkdir -p "$HOME/.codex"
 cat > "$HOME/.codex/config.toml" <<'TOML'
 model = "gpt-5-codex"
@@ -338,6 +340,54 @@ assert any(r.get("event") == "placeholder_passed" and r.get("secret") == "CODEX_
            r.get("where") == "websocket frame" for r in recs)' "$audit"
 last_output_lacks "$KEY" "codex (WebSocket): the CLI's terminal output never holds the key"
 rm -f "$HOME/.codex/auth.json"
+
+# ---- Codex CLI signed in with ChatGPT, its tokens due for a refresh -------------------------------
+# ~/.codex/auth.json holds a ChatGPT sign-in (an ID token with the account's claims), last
+# refreshed long ago: Codex refreshes at auth.openai.com first (the real refresh token goes in the
+# body), then replaces auth.json by a rename (a temporary file renamed over it). That rename works
+# because ~/.codex is an overlay whose upper layer holds the masked copy as a plain file (a copy
+# mounted over the file refused it with EBUSY: Codex went on with the old token, refreshing again
+# and again). Its turns go to chatgpt.com's Codex backend over a WebSocket (the world lists the
+# account for Codex's workspace routing) with the new access token; its session reaches ~/.codex
+# at exit; the user's auth.json ends with the new real tokens.
+printf 'model = "gpt-5-codex"\ncheck_for_update_on_startup = false\n' > "$HOME/.codex/config.toml"
+ACCESS="exgtest-chatgpt-at-$(rnd)$(rnd)" REFRESH="exgtest-chatgpt-rt-$(rnd)$(rnd)"
+NEW_ACCESS=$(issued "$REFRESH" sk-ant-oat01-new- a) NEW_REFRESH=$(issued "$REFRESH" sk-ant-ort01-new- r)
+CRED=$HOME/.codex/auth.json
+python3 - "$CRED" "$ACCESS" "$REFRESH" <<'PY'
+import base64, json, sys, time
+b64 = lambda o: base64.urlsafe_b64encode(json.dumps(o).encode()).rstrip(b"=").decode()
+claims = {"email": "exg@example.invalid", "exp": int(time.time()) + 3600, "iat": int(time.time()),
+          "https://api.openai.com/auth": {"chatgpt_plan_type": "pro", "chatgpt_account_id": "acct-exg",
+                                          "chatgpt_user_id": "user-exg", "user_id": "user-exg"}}
+json.dump({"auth_mode": "chatgpt", "OPENAI_API_KEY": None,
+           "tokens": {"id_token": b64({"alg": "RS256", "typ": "JWT"}) + "." + b64(claims) + ".c2ln",
+                      "access_token": sys.argv[2], "refresh_token": sys.argv[3], "account_id": "acct-exg"},
+           "last_refresh": "2020-01-01T00:00:00Z"}, open(sys.argv[1], "w"))
+PY
+chmod 600 "$CRED"
+rm -rf "$HOME/.codex/sessions"
+before_chatgpt=$(wc -l < "$SLOG")
+agent_turns codex 'cat ~/.codex/auth.json' exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+check "codex (ChatGPT): ran and ended with the model's answer (status $STATUS)" bash -c '[ "$0" = 0 ] && grep -q done <<<"$1"' "$STATUS" "$OUT"
+[ "$STATUS" = 0 ] || show_last
+check "codex (ChatGPT): its refreshed auth.json replaced the old one inside (no EBUSY)" bash -c '! grep -q "Resource busy" <<<"$0"' "$OUT"
+check "codex (ChatGPT): it refreshed once at auth.openai.com, with the real refresh token" python3 -c '
+import json, sys
+recs = [json.loads(l) for l in sys.stdin if l.strip()]
+tok = [r for r in recs if r["path"] == "/oauth/token"]
+assert len(tok) == 1 and json.loads(tok[0]["body"])["refresh_token"] == sys.argv[1], [r["body"][:120] for r in tok]' \
+    "$REFRESH" < <(tail -n +$((before_chatgpt + 1)) "$SLOG")
+check "codex (ChatGPT): two turns over a WebSocket at chatgpt.com, both with the new real access token" \
+    bash -c '[ "$(grep -c . <<<"$0")" = 2 ] && [ "$(grep -c "\"ws\": true" <<<"$0")" = 2 ] &&
+             [ "$(grep -ciF "[\"authorization\", \"Bearer $1\"]" <<<"$0")" = 2 ] && ! grep -qF "$2" <<<"$0"' "$TURNS" "$NEW_ACCESS" "$ACCESS"
+check "codex (ChatGPT): the tool read auth.json with placeholders" python3 -c '
+import re, sys
+assert re.search(r"\"access_token\": ?\"exg_ph_CODEX_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}\"", sys.argv[1]), sys.argv[1][-400:]' "$TOOL"
+tokens_stay_outside codex
+check "codex (ChatGPT): its session, written inside, reached ~/.codex at exit; the overlay's layer is gone" bash -c \
+    '[ -n "$(find "$0/sessions" -name "rollout-*.jsonl" 2>/dev/null)" ] && ! ls -d /var/tmp/exguardian-*-tree* 2>/dev/null | grep -q .' "$HOME/.codex"
+rm -f "$CRED"
 
 # ---- OpenCode with an API key (its Anthropic provider), its snapshots on -------------------------
 mkdir -p "$HOME/.config/opencode" "$HOME/.local/share/opencode" "$HOME/.cache/opencode"

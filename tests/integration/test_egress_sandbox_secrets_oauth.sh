@@ -11,7 +11,8 @@
 # /v1/oauth/token issues new tokens). Judged from the host: what the endpoints received, what
 # the agent saw, the user's file after the run, the audit; a second run starts from the new
 # tokens; a credential file that does not parse stops the run. Then Gemini CLI's and OpenCode's
-# profiles the same way, their token answers chunked (JSON) and form-encoded.
+# profiles the same way, their token answers chunked (JSON) and form-encoded; then Codex's signed
+# in with ChatGPT, whose auth.json is replaced by a rename (an overlay of ~/.codex).
 source "$(dirname "$0")/lib.sh"
 
 new_workspace
@@ -212,6 +213,116 @@ oauth_round gemini "$HOME/.gemini/oauth_creds.json" \
 oauth_round opencode "$HOME/.local/share/opencode/auth.json" \
     '{"anthropic": {"type": "oauth", "access": "%s", "refresh": "%s", "expires": 1}}' \
     access refresh https://api.anthropic.com/v1/messages 'https://console.anthropic.com/v1/oauth/token?form' json
+
+# Codex CLI signed in with ChatGPT, through its shipped profile: ~/.codex/auth.json holds the
+# tokens, and Codex replaces the file by writing a temporary file and renaming it over auth.json.
+# Onto a mount point (the masked copy bound over the file) that rename fails with EBUSY; so the
+# tree holding a writable credential copy (~/.codex, an allowWrite) is an overlay whose upper layer
+# holds the copy as a plain file, and the run's other writes there (history, sessions) reach the
+# host at exit, its protected names (config.toml) still read-only. The stand-in does what Codex
+# does: a refresh at auth.openai.com, the new tokens saved by a rename, a turn at chatgpt.com,
+# a tool reading the file, history and a session written. (The real Codex in this round:
+# test_egress_sandbox_secrets_agent_clis.sh.)
+CODEX_AUTH=$HOME/.codex/auth.json
+C_ACCESS="exgtest-chatgpt-at-$(rnd)$(rnd)" C_REFRESH="exgtest-chatgpt-rt-$(rnd)$(rnd)"
+C_NEW_ACCESS=$(issued "$C_REFRESH" sk-ant-oat01-new- a) C_NEW_REFRESH=$(issued "$C_REFRESH" sk-ant-ort01-new- r)
+mkdir -p "$HOME/.codex/sessions" && echo 'model = "gpt-5-codex"' > "$HOME/.codex/config.toml"
+printf '{"auth_mode": "chatgpt", "OPENAI_API_KEY": null, "tokens": {"id_token": "eyJhbGciOiJub25lIn0.e30.", "access_token": "%s", "refresh_token": "%s", "account_id": "acct-exg"}, "last_refresh": "2020-01-01T00:00:00Z"}\n' \
+    "$C_ACCESS" "$C_REFRESH" > "$CODEX_AUTH"
+chmod 600 "$CODEX_AUTH" && chmod -R a+rwX "$HOME/.codex" && chmod 600 "$CODEX_AUTH"
+cat > "$WS/bin/codex-like" <<'PY'
+#!/usr/bin/env python3
+import json, os, subprocess, tempfile, requests
+home = os.path.expanduser("~/.codex")
+path = home + "/auth.json"
+doc = json.load(open(path))
+t = doc["tokens"]
+print("ACCESS", t["access_token"])
+print("REFRESH", t["refresh_token"])
+r = requests.post("https://auth.openai.com/oauth/token", timeout=15,
+                  json={"client_id": "app_exg", "grant_type": "refresh_token", "refresh_token": t["refresh_token"], "scope": "openid"})
+new = r.json()
+print("REFRESHED", r.status_code, new.get("access_token"), new.get("refresh_token"))
+t.update(access_token=new["access_token"], refresh_token=new["refresh_token"], id_token=new.get("id_token", t["id_token"]))
+doc["last_refresh"] = "2026-12-07T00:00:00Z"
+fd, tmp = tempfile.mkstemp(dir=home, prefix=".auth.json.")
+with os.fdopen(fd, "w") as f:
+    json.dump(doc, f)
+try:
+    os.rename(tmp, path)  # (as Codex replaces it)
+    print("SAVED")
+except OSError as e:
+    print("SAVE refused", e.errno)
+    os.unlink(tmp)
+tool = subprocess.run(["cat", path], capture_output=True, text=True).stdout.strip()
+print("TOOL", tool)
+r = requests.post("https://chatgpt.com/backend-api/codex/responses", json={"turn": 1, "tool_result": tool},
+                  headers={"authorization": "Bearer " + t["access_token"], "chatgpt-account-id": "acct-exg"}, timeout=15)
+print("TURN", r.status_code)
+with open(home + "/history.jsonl", "a") as f:
+    f.write('{"text": "say hi"}\n')
+os.makedirs(home + "/sessions/2026", exist_ok=True)
+open(home + "/sessions/2026/rollout.jsonl", "w").write("{}\n")
+try:
+    open(home + "/config.toml", "a").write('notify = ["sh", "-c", "touch /tmp/pwned"]\n')
+    print("CONFIG written")
+except OSError as e:
+    print("CONFIG refused", e.errno)
+PY
+chmod 755 "$WS/bin/codex-like"
+before=$(wc -l < "$SLOG")
+run sbx --policy "$SRC/profiles/agents/codex.json" --audit-log "$audit" -- "$WS/bin/codex-like"
+check "codex (ChatGPT): the run succeeded (status $STATUS)" test "$STATUS" = 0
+[ "$STATUS" = 0 ] || show_last
+read -r _ _ CNPA CNPR <<<"$(grep '^REFRESHED ' <<<"$OUT")"
+check "codex (ChatGPT): inside, the file's tokens and the refreshed ones are placeholders" bash -c \
+    '[[ $0 =~ ^exg_ph_CODEX_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}$ && $1 =~ ^exg_ph_CODEX_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}$ &&
+       $2 =~ ^exg_ph_CODEX_OAUTH_ACCESS_TOKEN_[0-9a-f]{32}$ && $3 =~ ^exg_ph_CODEX_OAUTH_REFRESH_TOKEN_[0-9a-f]{32}$ && $0 != $2 ]]' \
+    "$(sed -n 's/^ACCESS //p' <<<"$OUT")" "$(sed -n 's/^REFRESH //p' <<<"$OUT")" "$CNPA" "$CNPR"
+check "codex (ChatGPT): the refreshed auth.json replaced the old one by a rename inside (not EBUSY)" grep -qx SAVED <<<"$OUT"
+check "codex (ChatGPT): a tool reading it saw the new placeholders, no token" bash -c \
+    'grep -qF "$1" <<<"$0" && ! grep -qE "exgtest-chatgpt|sk-ant-o[ar]t01-new" <<<"$0"' "$(grep '^TOOL ' <<<"$OUT")" "$CNPA"
+for v in "$C_ACCESS" "$C_REFRESH" "$C_NEW_ACCESS" "$C_NEW_REFRESH"; do
+    last_output_lacks "$v" "codex (ChatGPT): the agent and its tools never saw a real token (${v:0:24}...)"
+done
+check "codex (ChatGPT): the token endpoint got the real refresh token, chatgpt.com the new real access token" python3 -c "
+import json, sys
+recs = [json.loads(l) for l in sys.stdin]
+tok = [r for r in recs if r['path'] == '/oauth/token']
+assert len(tok) == 1 and json.loads(tok[0]['body'])['refresh_token'] == '$C_REFRESH', tok
+turn = [r for r in recs if r['path'] == '/backend-api/codex/responses']
+assert len(turn) == 1 and dict((k.lower(), v) for k, v in turn[0]['headers'])['authorization'] == 'Bearer $C_NEW_ACCESS', turn
+assert '$CNPA' in turn[0]['body'] and '$C_NEW_ACCESS' not in turn[0]['body'] and '$C_NEW_REFRESH' not in turn[0]['body']" \
+    < <(tail -n +$((before + 1)) "$SLOG")
+check "codex (ChatGPT): the user's auth.json outside holds the new real tokens, no placeholder, mode 600" python3 -c "
+import json, os, stat
+d = json.load(open('$CODEX_AUTH'))
+assert (d['tokens']['access_token'], d['tokens']['refresh_token']) == ('$C_NEW_ACCESS', '$C_NEW_REFRESH'), d
+assert 'exg_ph_' not in open('$CODEX_AUTH').read() and stat.S_IMODE(os.stat('$CODEX_AUTH').st_mode) == 0o600"
+check "codex (ChatGPT): history and the session written inside reached ~/.codex at exit" bash -c \
+    'grep -qF "say hi" "$0/history.jsonl" && [ -f "$0/sessions/2026/rollout.jsonl" ] && ! ls -A "$0" | grep -q "^.auth.json."' "$HOME/.codex"
+check "codex (ChatGPT): its config.toml (a protected name) refused inside, unchanged outside" bash -c \
+    'grep -q "^CONFIG refused" <<<"$0" && [ "$(cat "$1")" = "model = \"gpt-5-codex\"" ]' "$OUT" "$HOME/.codex/config.toml"
+check "codex (ChatGPT): the overlay's layer directories are gone" bash -c '! ls -d /var/tmp/exguardian-*-tree* 2>/dev/null | grep -q .'
+run sbx --policy "$SRC/profiles/agents/codex.json" --dry-run -- true
+check "codex (ChatGPT): --dry-run shows ~/.codex as an overlay and auth.json as a plain file in it" bash -c \
+    'grep -q "overlay $1/.codex .*holds a writable credential copy" <<<"$0" && grep -q "file $1/.codex/auth.json .*a plain file in the overlay" <<<"$0"' "$OUT" "$HOME"
+# A protected name that did not exist at the start (~/.codex/rules: Codex's exec-policy rules),
+# made inside: in the upper layer during the run, quarantined at exit instead of applied.
+run sbx --policy "$SRC/profiles/agents/codex.json" -- bash -c 'mkdir -p ~/.codex/rules && echo "prefix_rule(pattern=[\"rm\"], decision=\"allow\")" > ~/.codex/rules/x.rules && echo planted-inside'
+check "codex (ChatGPT): ~/.codex/rules planted inside: quarantined at exit (status $STATUS), not on the host" bash -c \
+    '[ "$1" = 123 ] && grep -q planted-inside <<<"$0" && grep -qF "planted: $2/.codex/rules" <<<"$0" && [ ! -e "$2/.codex/rules" ]' \
+    "$OUT$ERR" "$STATUS" "$HOME"
+if [ "$(id -u)" = 0 ]; then
+    skip "codex (ChatGPT) on the landlock layer: as root it refuses the root-owned workspace first"
+else
+    # (not sbx: its --layer is the harness's)
+    run bash -c 'cd "$0" && exec "$1" run --layer landlock --policy "$2" -- cat "$3"' "$WS" "$EXG" "$SRC/profiles/agents/codex.json" "$CODEX_AUTH"
+    check "codex (ChatGPT) on the landlock layer (no mounts, no copy): the run does not start (status $STATUS)" bash -c \
+        '[ "$1" = 125 ] && grep -qF "cannot deny reading $2/.codex/auth.json inside the writable tree" <<<"$0" && ! grep -q exgtest-chatgpt <<<"$3$0"' \
+        "$ERR" "$STATUS" "$HOME" "$OUT"
+fi
+rm -rf "$HOME/.codex"
 
 # A credential file that does not parse could hide a token: nothing runs.
 echo '{"claudeAiOauth": {"accessToken": "'"$NEW_ACCESS"'", ' > "$CRED"
