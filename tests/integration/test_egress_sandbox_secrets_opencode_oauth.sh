@@ -13,7 +13,10 @@
 # Authorization. Judged from the host: the token endpoint got the real refresh token, the turns
 # the new real access token, the file the tool `cat`s inside holds new placeholders only, the
 # user's file outside the new real tokens, and no real token in the turns' bodies or the CLI's
-# terminal output. The scripted model is tests/integration/egress_world_secrets.sh's.
+# terminal output, and the world got requests for Anthropic's hosts only (OpenCode's background
+# install of its plugin SDK into ~/.config/opencode goes to the registry: refused, not needed).
+# Then the same without the plugin: OpenCode does not sign in, no request reaches Anthropic.
+# The scripted model is tests/integration/egress_world_secrets.sh's.
 # npm: opencode-ai@1.18.33 opencode-anthropic-auth@0.0.13
 source "$(dirname "$0")/lib.sh"
 
@@ -110,5 +113,20 @@ got = sorted((l["secret"], l["field"], l["host"], l.get("file"), "write_back_err
 assert got == [("OPENCODE_ANTHROPIC_OAUTH_ACCESS_TOKEN", "access_token", "console.anthropic.com", sys.argv[2], False),
                ("OPENCODE_ANTHROPIC_OAUTH_REFRESH_TOKEN", "refresh_token", "console.anthropic.com", sys.argv[2], False)], ls' "$audit" "$CRED"
 [ -n "$TOOL" ] || show_last
+check "opencode OAuth: the world got requests for the vendor's hosts only" python3 -c '
+import json, sys
+hosts = {dict((k.lower(), v) for k, v in json.loads(l)["headers"])["host"] for l in sys.stdin if l.strip()}
+assert hosts == {"api.anthropic.com", "console.anthropic.com"}, hosts' <<<"$ALL"
+
+# Without the plugin, OpenCode 1.18.33 does not use the OAuth tokens at all (its Anthropic
+# provider takes an API key only): it fails before any request to Anthropic. So the round above
+# was the plugin's.
+echo '{"permission": {"bash": "allow", "external_directory": "allow"}}' > "$HOME/.config/opencode/opencode.json"
+printf '{"anthropic": {"type": "oauth", "refresh": "%s", "access": "%s", "expires": 1000}}\n' "$REFRESH" "$ACCESS" > "$CRED"
+before=$(wc -l < "$SLOG")
+run timeout -k 5 120 script -qec "cd '$WS' && PATH='$BIN:$PATH' '$EXG' agent opencode --policy '$T/plain.json' \
+-- run -m anthropic/claude-sonnet-4-5 \"\$(cat '$T/prompt')\"" /dev/null
+check "opencode OAuth without the plugin: no sign-in, no request to Anthropic, the run fails (status $STATUS)" \
+    bash -c '[ "$0" != 0 ] && [ -z "$1" ]' "$STATUS" "$(tail -n +$((before + 1)) "$SLOG")"
 
 finish
