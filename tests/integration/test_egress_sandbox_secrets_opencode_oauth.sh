@@ -16,6 +16,7 @@
 # terminal output, and the world got requests for Anthropic's hosts only (OpenCode's background
 # install of its plugin SDK into ~/.config/opencode goes to the registry: refused, not needed).
 # Then the same without the plugin: OpenCode does not sign in, no request reaches Anthropic.
+# Last, what OpenCode loads as code from ~/.config/opencode (writable in its profile) is protected.
 # The scripted model is tests/integration/egress_world_secrets.sh's.
 # npm: opencode-ai@1.18.33 opencode-anthropic-auth@0.0.13
 source "$(dirname "$0")/lib.sh"
@@ -128,5 +129,25 @@ run timeout -k 5 120 script -qec "cd '$WS' && PATH='$BIN:$PATH' '$EXG' agent ope
 -- run -m anthropic/claude-sonnet-4-5 \"\$(cat '$T/prompt')\"" /dev/null
 check "opencode OAuth without the plugin: no sign-in, no request to Anthropic, the run fails (status $STATUS)" \
     bash -c '[ "$0" != 0 ] && [ -z "$1" ]' "$STATUS" "$(tail -n +$((before + 1)) "$SLOG")"
+
+# OpenCode loads its global plugins (and custom tools, commands, the packages they import) from
+# ~/.config/opencode, which its profile makes writable: a tool rewriting a plugin the user has
+# there is refused, one it plants is quarantined at exit (123), so neither runs at OpenCode's next
+# start on the host.
+mkdir -p "$HOME/.config/opencode/plugins"
+echo 'export const Mine = async () => ({})' > "$HOME/.config/opencode/plugins/mine.js"
+cp "$HOME/.config/opencode/plugins/mine.js" "$T/mine.before"
+chmod -R a+rwX "$HOME/.config/opencode"
+run sbx --policy "$SRC/profiles/agents/opencode.json" -- sh -c 'echo "fetch(1)" >> ~/.config/opencode/plugins/mine.js || echo mine-refused
+mkdir -p ~/.config/opencode/plugin ~/.config/opencode/node_modules/p && echo "fetch(2)" > ~/.config/opencode/plugin/exg.js &&
+echo "fetch(3)" > ~/.config/opencode/node_modules/p/index.js && echo planted'
+check "opencode's global plugins: the user's refused inside, the planted plugin and package quarantined, exit 123 ($STATUS)" \
+    bash -c '[ "$0" = 123 ] && grep -qx mine-refused <<<"$1" && grep -qx planted <<<"$1" &&
+             grep -qF "planted: $3/.config/opencode/plugin " <<<"$2" && grep -qF "planted: $3/.config/opencode/node_modules " <<<"$2"' \
+    "$STATUS" "$OUT" "$ERR" "$HOME"
+[ "$STATUS" = 123 ] || show_last
+check "... on the host afterwards: the user's plugin unchanged, nothing planted there" \
+    bash -c 'cmp -s "$0" "$1" && [ ! -e "$2/plugin" ] && [ ! -e "$2/node_modules" ]' \
+    "$HOME/.config/opencode/plugins/mine.js" "$T/mine.before" "$HOME/.config/opencode"
 
 finish
