@@ -49,7 +49,6 @@ cat > "$HOME/.config/opencode/opencode.json" <<EOF
 EOF
 ACCESS="sk-ant-oat01-exgtest-$(rnd)$(rnd)"
 REFRESH="sk-ant-ort01-exgtest-$(rnd)$(rnd)"
-issued() { python3 -c "import hashlib,sys; print(sys.argv[2] + hashlib.sha256((sys.argv[1] + sys.argv[3]).encode()).hexdigest()[:32])" "$@"; }
 NEW_ACCESS=$(issued "$REFRESH" sk-ant-oat01-new- a)
 NEW_REFRESH=$(issued "$REFRESH" sk-ant-ort01-new- r)
 CRED=$HOME/.local/share/opencode/auth.json
