@@ -5,7 +5,8 @@
 # which a user names in OpenCode's config ("plugin"). OpenCode installs a plugin named by its
 # npm name with its own package manager at start, which needs the registry: here, as a user
 # without egress to it would, the plugin is installed on the host (npm, pinned, in the runner's
-# cache) and named by its directory (a file:// entry), which OpenCode imports as it is.
+# cache, copied to a directory under HOME outside the profile's writable trees) and named by its
+# directory (a file:// entry), which OpenCode imports as it is.
 # The user's ~/.local/share/opencode/auth.json holds an expired access token and a refresh
 # token (anthropic.access/refresh/expires): the plugin refreshes at console.anthropic.com (JSON,
 # the world's echo issues new tokens), writes them into auth.json inside (through OpenCode's
@@ -34,7 +35,14 @@ if ! npm_pinned "$T/npm" opencode-ai@1.18.33 opencode-anthropic-auth@0.0.13; the
 fi
 MODS=$(readlink -f "$T/npm/node_modules")  # (the runner's cache, seen inside; $T's /tmp is not)
 BIN=$MODS/.bin
-PLUGIN=$MODS/opencode-anthropic-auth
+# The plugin where a user would install it: a directory of their own under HOME that the profile
+# does not make writable (the plugin and what it imports; OpenCode's own packages stay out).
+PLUGINS=$HOME/.local/lib/opencode-plugins/node_modules
+mkdir -p "$PLUGINS"
+for m in "$MODS"/*; do
+    case ${m##*/} in opencode-ai|opencode-linux-*) ;; *) cp -r "$m" "$PLUGINS/" ;; esac
+done
+PLUGIN=$PLUGINS/opencode-anthropic-auth
 need_source_tree profiles/agents/opencode.json
 export EXGUARDIAN_AGENT_PROFILES=$SRC/profiles/agents
 SLOG=$(dirname "$EGW_LOG")/secrets.log
