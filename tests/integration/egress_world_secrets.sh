@@ -206,8 +206,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                    ("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": "done"}})]
             stop = "end_turn"
         else:
-            # (Claude Code's tool is "Bash", OpenCode's "bash")
-            tool = next((t["name"] for t in req.get("tools", []) if t.get("name", "").lower() == "bash"), "Bash")
+            # (Claude Code's tool is "Bash", OpenCode's "bash"; "mcp_bash" as OpenCode's Anthropic
+            # sign-in plugin renames its tools on the way out, and back in the answer)
+            tool = next((t["name"] for t in req.get("tools", []) if t.get("name", "").lower() in ("bash", "mcp_bash")), "Bash")
             ev += [("content_block_start", {"index": 0, "content_block": {"type": "tool_use", "id": "toolu_exg", "name": tool, "input": {}}}),
                    ("content_block_delta", {"index": 0, "delta": {"type": "input_json_delta",
                                                                   "partial_json": json.dumps({"command": cmd, "description": "run"})}})]

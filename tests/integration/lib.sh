@@ -323,6 +323,10 @@ mono_seconds() { local u; read -r u _ </proc/uptime; echo "${u%%.*}"; }
 
 # A fresh random hex string (16 digits): a secret's real value or a token no one else can guess.
 rnd() { od -An -N8 -tx1 /dev/urandom | tr -d ' \n'; }
+# issued REFRESH-TOKEN PREFIX KIND: the token the world's OAuth token endpoint
+# (egress_world_secrets.sh) issues for REFRESH-TOKEN: PREFIX and the first 32 hex digits of
+# sha256(REFRESH-TOKEN KIND), KIND "a" for the access token, "r" for the refresh token.
+issued() { python3 -c "import hashlib,sys; print(sys.argv[2] + hashlib.sha256((sys.argv[1] + sys.argv[3]).encode()).hexdigest()[:32])" "$@"; }
 
 # Checks on the output of the last `run`.
 last_output_lacks() {  # STR DESC

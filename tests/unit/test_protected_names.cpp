@@ -66,6 +66,14 @@ const std::vector<Row> kTable = {
     {"p/.gemini/notes.md", false},
     {"p/.claude/settings.local.json", true},
     {"p/.claude/notes.md", false},
+    {"h/.config/opencode/plugins/x.js", true},
+    {"h/.config/opencode/plugin/x.ts", true},
+    {"h/.config/opencode/node_modules/p/index.js", true},
+    {"h/.config/opencode/package.json", true},
+    {"h/.config/opencode/commands/c.md", true},
+    {"h/.config/opencode/.gitignore", false},
+    {"h/.config/other/plugins/x.js", false},
+    {"w/plugins/x.js", false},
     {"q/.cursor/mcp.json", true},
     {"r/.codex/config.toml", true},
     {"s/.continue/config.yaml", true},
@@ -417,6 +425,23 @@ TEST(ProtectedNames, ATreeThatIsTheFirstPartOfANameStartsPartWay) {
   EXPECT_TRUE(pp.root(false, "/home/u/.agents/w").partial.empty());
   EXPECT_EQ(pp.classify(pp.root(false, "/home/u/.claude/projects"), "settings.json", false, true).kind,
             plan::ProtectMatch::None);
+}
+
+// OpenCode's profile makes ~/.config/opencode writable: the plugins, tools and commands it
+// loads from there at every start are protected with the tree's root two components into
+// their names; the .gitignore it writes there itself is not.
+TEST(ProtectedNames, OpenCodesGlobalPluginsInItsWritableConfigDirectory) {
+  plan::ProtectedPaths pp;
+  auto root = pp.root(false, "/home/u/.config/opencode");
+  EXPECT_FALSE(root.inside);
+  for (const char* n : {"plugins", "plugin", "tools", "node_modules", "package.json", "commands", "agents", "skills"})
+    EXPECT_EQ(pp.classify(root, n, std::string_view(n) != "package.json", std::string_view(n) == "package.json").kind,
+              plan::ProtectMatch::Protected)
+        << n;
+  EXPECT_EQ(pp.classify(root, ".gitignore", false, true).kind, plan::ProtectMatch::None);
+  EXPECT_EQ(pp.classify(root, "opencode.json", false, true).kind, plan::ProtectMatch::Protected);
+  EXPECT_EQ(pp.classify(pp.root(false, "/home/u/.config/other"), "plugins", true, false).kind, plan::ProtectMatch::None);
+  EXPECT_TRUE(pp.root(false, "/home/u/.config/opencode/plugins").inside);
 }
 
 // What protected configs name (issue 39, part 4).
