@@ -22,6 +22,7 @@ sandbox::ApplyOptions options_for(const sandbox::LayerDirs& l) {
   for (std::string line; std::getline(in, line);)
     if (!line.empty() && line[0] != '#') opt.extra_names.push_back(line);
   opt.quarantine_dir = l.dir + "/quarantine";
+  opt.worktree_roots.push_back(l.workspace);  // as the run's own apply would judge a snapshot's core.worktree
   // What the workspace's git directories point at (hooksPath, symlinked hooks), as of now.
   const char* home = std::getenv("HOME");
   opt.pointers = plan::find_protected_all(l.workspace, {false, opt.extra_names, home ? home : ""}).pointers;

@@ -306,7 +306,8 @@ class Applier {
       bool benign = false;
       if (m.git_config && S_ISREG(ust.st_mode)) {
         UniqueFd f(open_upper(up_fd, name, O_RDONLY | O_NONBLOCK));
-        benign = f && benign_git_config(read_small(f.get(), 8192));
+        // (the config's git directory: the scope whose entries are being applied)
+        benign = f && benign_git_config_in(read_small(f.get(), 8192), ws_, scopes_.back(), opt_.worktree_roots);
       } else if (name.ends_with(".pth") && S_ISREG(ust.st_mode)) {
         UniqueFd f(open_upper(up_fd, name, O_RDONLY | O_NONBLOCK));
         benign = f && benign_pth(read_small(f.get(), 65536));

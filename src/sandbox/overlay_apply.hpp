@@ -27,6 +27,7 @@ struct ApplyOptions {
   std::string quarantine_dir;            // absolute, outside the workspace (needed unless discard)
   bool discard = false;                  // apply nothing, quarantine nothing: report what was dropped
   std::vector<std::string> pointers;     // the plan's protect_pointers (absolute)
+  std::vector<std::string> worktree_roots;  // as SweepOptions::worktree_roots (the run's writable trees)
 };
 
 struct ApplyReport {

@@ -360,6 +360,7 @@ void apply_credential_trees(const plan::Plan& plan, WorkspaceGuard& g, Superviso
       std::filesystem::remove_all(t.layer.upper + "/" + rel, ec);
     }
     ApplyOptions ao{plan.protect_extra, plan.allow_git_config, quarantine_for(plan, t.tree), false, plan.protect_pointers};
+    if (!plan.workspace.empty()) ao.worktree_roots.push_back(plan.workspace);  // as the sweep's (finish_workspace)
     auto r = apply_upper(t.layer.upper, t.tree, ao);
     if (!r) {
       sayf(io, "applying %s to %s failed: %s (the layer is kept there)", t.layer.upper.c_str(), t.tree.c_str(),
@@ -420,6 +421,7 @@ Finish finish_workspace(const plan::Plan& plan, WorkspaceGuard& g, AuditLog& aud
     bool discard = plan.workspace_mode == plan::WorkspaceMode::Discard;
     ApplyOptions ao{plan.protect_extra, plan.allow_git_config, quarantine_for(plan, plan.workspace), discard,
                     plan.protect_pointers};
+    ao.worktree_roots.push_back(plan.workspace);
     auto r = apply_upper(g.layer->upper, plan.workspace, ao);
     if (!r) {
       sayf(io, "applying %s failed: %s (the layer is kept there)", g.layer->upper.c_str(),

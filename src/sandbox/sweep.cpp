@@ -252,6 +252,17 @@ bool benign_git_config(std::string_view content, const std::function<bool(std::s
   return true;
 }
 
+bool benign_git_config_in(std::string_view content, const std::string& tree,
+                          const plan::ProtectedPaths::Scope& scope, const std::vector<std::string>& roots) {
+  // (a git directory reached only by name: no ".git" on its path from the tree's root)
+  std::string_view r = scope.rel;
+  bool named_only = scope.git_depth == 0 && !r.empty() && r != ".git" && !r.starts_with(".git/") &&
+                    !r.ends_with("/.git") && r.find("/.git/") == std::string_view::npos;
+  if (!named_only) return benign_git_config(content);
+  std::string git_dir = tree + "/" + std::string(r);
+  return benign_git_config(content, [&](std::string_view v) { return worktree_within(v, git_dir, roots); });
+}
+
 bool worktree_within(std::string_view value, const std::string& git_dir, const std::vector<std::string>& roots) {
   // An inline comment, ~ or an empty value: git reads these otherwise than as written here.
   if (value.empty() || value.front() == '~' || value.find_first_of("#;") != std::string_view::npos) return false;
@@ -494,13 +505,7 @@ struct Sweeper {
     ssize_t n = ::pread(f.get(), buf.data(), buf.size(), 0);
     if (n != st.st_size) return false;
     if (pth) return benign_pth(buf);
-    // (a git directory reached only by name: no ".git" on its path from the tree's root)
-    std::string_view r = scope.rel;
-    bool named_only = scope.git_depth == 0 && !r.empty() && r != ".git" && !r.starts_with(".git/") &&
-                      !r.ends_with("/.git") && r.find("/.git/") == std::string_view::npos;
-    if (!named_only) return benign_git_config(buf);
-    std::string git_dir = root + (r.empty() ? "" : "/" + std::string(r));
-    return benign_git_config(buf, [&](std::string_view v) { return worktree_within(v, git_dir, opt.worktree_roots); });
+    return benign_git_config_in(buf, root, scope, opt.worktree_roots);
   }
 
   void unchecked(const std::string& rel, const std::string& why) {

@@ -138,6 +138,14 @@ bool benign_git_config(std::string_view content, const std::function<bool(std::s
 // checkout through it writes only where the sandbox could write.
 bool worktree_within(std::string_view value, const std::string& git_dir, const std::vector<std::string>& roots);
 
+// The git config at the git directory `scope` names in `tree` (its content
+// given): benign_git_config, with core.worktree allowed only in a git directory
+// reached by name alone (no ".git" on its path: OpenCode's snapshots) and only
+// when it points into roots (the run's writable trees). The sweep and the
+// overlay's apply judge with this one rule.
+bool benign_git_config_in(std::string_view content, const std::string& tree,
+                          const plan::ProtectedPaths::Scope& scope, const std::vector<std::string>& roots);
+
 // A Python .pth file that only adds directories to sys.path (site.py runs
 // the lines that start with "import"; the rest are paths): nothing in it runs.
 // Over 64 KiB: not benign.

@@ -193,6 +193,34 @@ TEST(OverlayApply, AppliesOrdinaryChangesAndQuarantinesProtected) {
   else std::printf("[ note ] mknod 0/0 refused here: char-device whiteout case not exercised\n");
 }
 
+// OpenCode's snapshot git directories, written through an overlay (an agent's
+// state directory holding a credential copy): judged as the sweep judges them,
+// kept when core.worktree points into the run's writable trees, quarantined when
+// it points elsewhere (~: a host checkout through it would write the rc files).
+TEST(OverlayApply, SnapshotConfigJudgedByItsWorktreeAsTheSweepDoes) {
+  Tmp t;
+  fs::create_directories(t.ws + "/proj");
+  auto cfg = [](const std::string& worktree) {
+    return "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n"
+           "\tlogallrefupdates = true\n\tworktree = " + worktree + "\n\tautocrlf = false\n";
+  };
+  for (const auto& [d, c] : std::map<std::string, std::string>{{"snapshot/p1/h1", cfg(t.ws + "/proj")},
+                                                               {"snapshot/p2/h2", cfg(t.path)}}) {
+    put(t.up + "/" + d + "/HEAD", "ref: refs/heads/main\n");
+    fs::create_directories(t.up + "/" + d + "/objects");
+    fs::create_directories(t.up + "/" + d + "/refs");
+    put(t.up + "/" + d + "/config", c);
+  }
+  auto o = opts(t);
+  o.worktree_roots = {t.ws};
+  auto r = apply_upper(t.up, t.ws, o);
+  ASSERT_TRUE(r) << r.error().str();
+  ASSERT_EQ(r->quarantined.size(), 1u);
+  EXPECT_EQ(r->quarantined[0].relpath, "snapshot/p2/h2/config");
+  EXPECT_EQ(get(t.ws + "/snapshot/p1/h1/config"), cfg(t.ws + "/proj"));
+  EXPECT_FALSE(fs::exists(t.ws + "/snapshot/p2/h2/config"));
+}
+
 // Nothing the sandbox wrote carries privileges onto the host: no set-uid or
 // set-gid bit, no file capability (security.capability), new file or replaced.
 TEST(OverlayApply, NoSetIdBitsOrFileCapabilities) {
