@@ -180,6 +180,9 @@ void Service::pause_sandbox(Call& c) {
   if (!opt_.cgroup_limits && *keep_memory)  // (a filesystem-only pause freezes nothing)
     return reply(c.ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
   if (c.sb->pausing) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused already"));
+  if (!*keep_memory && !c.sb->rules_shown.empty())
+    return reply(c.ex, route, api_error(http::status::conflict, "pause {memory: false}: sandbox " + id + " has network.rules, whose "
+                                                                "values are never written to disk: its files only cannot be kept"));
   if (auto why = pause_refusal(*c.sb); !why.empty()) {
     ++metrics_.quota_refusals;
     return reply(c.ex, route, api_error(http::status::too_many_requests, why));

@@ -58,7 +58,7 @@ std::vector<Route> route_rows() {
        {{"204", "set"}}},
       {V::post, "/sandboxes/{sandboxID}/pause", Auth::ApiKey, &Service::pause_sandbox, "Freeze its cgroup (processes and files kept); {memory: false}: its files only, its processes end (connect boots it again)",
        {{"204", "paused"}, {"400", "A body other than {memory?: boolean}", "Error"},
-        {"409", "Already paused, being paused, or no cgroups (--no-cgroup-limits; a pause with memory)", "Error"},
+        {"409", "Already paused, being paused, no cgroups (--no-cgroup-limits; a pause with memory), or network.rules (a pause without)", "Error"},
         {"500", "It could not be frozen (thawed again: it runs on), or its files could not be kept apart", "Error"}}},
       {V::post, "/sandboxes/{sandboxID}/resume", Auth::ApiKey, &Service::resume_sandbox, "Thaw it",
        {sandbox_out, {"409", "Not paused", "Error"}}},
