@@ -10,27 +10,11 @@ import assert from 'node:assert/strict'
 import https from 'node:https'
 import { Sandbox } from 'e2b'
 
-import { check, finish } from './checks.mjs'
+import { check, finish, getByHost as getHostPage } from './checks.mjs'
 
 const URL = process.env.E2B_API_URL
 assert.match(URL, /^https:\/\/127\.0\.0\.1:\d+$/, 'E2B_API_URL is the TLS server on loopback')
-const server = new globalThis.URL(URL)
-
-// GET https://HOST:PORT/PATH with HOST resolved to the server's address; [status, body].
-function getByHost(host, path, headers = {}) {
-  return new Promise((resolve, reject) => {
-    const req = https.get({
-      host, servername: host, port: server.port, path, headers,
-      lookup: (name, opts, cb) => (opts && opts.all ? cb(null, [{ address: server.hostname, family: 4 }]) : cb(null, server.hostname, 4)),
-    }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d) => { body += d })
-      res.on('end', () => resolve([res.statusCode, body]))
-    })
-    req.on('error', reject)
-  })
-}
+const getByHost = (host, path, headers) => getHostPage(https, URL, host, path, headers)
 
 const sb = await Sandbox.create('base', { timeoutMs: 120_000 })
 
