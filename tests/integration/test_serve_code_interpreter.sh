@@ -110,7 +110,7 @@ if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; 
         bad_pid=$!; track_bg "$bad_pid"
         wait_for 20 bash -c "! kill -0 $bad_pid 2>/dev/null"
         kill "$bad_pid" 2>/dev/null; wait "$bad_pid"; st=$?
-        [ "$st" = 125 ] && grep -q -- "$3 " "$T/tls/bad.log" && ! grep -q 'listening on' "$T/tls/bad.log" \
+        [ "$st" = 125 ] && grep -q -- "serve: $3 $1\\|serve: $3 $2" "$T/tls/bad.log" && ! grep -q 'listening on' "$T/tls/bad.log" \
             || bad_tls="$bad_tls [$(basename "$1") $(basename "$2"): $st $(tail -1 "$T/tls/bad.log")]"
     done
     [ -z "$bad_tls" ] && ok "TLS: a certificate or key that is not one, missing, or not the pair: exit 125 naming the file" \
