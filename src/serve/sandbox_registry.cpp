@@ -1068,8 +1068,9 @@ std::shared_ptr<Sandbox> Registry::hold_dormant(const KeptPause& k, const Templa
 // sandbox (its processes end, its home is kept apart), done to this one now.
 void Registry::pause_files_only(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done) {
   auto refuse = [this, sb, &done](std::string why) {
+    const bool runs_on = sb->state == Sandbox::State::Running;
     auto e = Error::msg("pause", "a filesystem-only pause (keepMemory false) of sandbox " + sb->id + " is not possible: " + why +
-                                     "; it runs on");
+                                     (runs_on ? "; it runs on" : ""));
     log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", e.str());
     done(fail(std::move(e)));
   };
