@@ -46,6 +46,7 @@ std::string canonical_dir(const std::string& d) {
 int serve_main(int argc, char** argv) {
   CLI::App app{"Serve E2B's sandbox API: the unmodified e2b SDK drives ExGuardian sandboxes", "exguardian serve"};
   std::string listen, tenants_file, templates_file, state_dir = "/var/tmp/exg-serve", hash_key, log_file, domain;
+  std::string tls_cert, tls_key;
   size_t max_sandboxes = 1000, max_body_kib = 1024, max_upload_mib = 100;
   double pause_ttl_hours = 720;  // fractions allowed (a test keeps a pause seconds)
   bool verbose = false, print_openapi = false, no_cgroup_limits = false;
@@ -63,6 +64,10 @@ int serve_main(int argc, char** argv) {
   app.add_option("--domain", domain,
                  "The sandboxes' domain: a request whose Host is PORT-ID.DOMAIN (the SDK's getHost(port)) reaches that port "
                  "of that sandbox, with its traffic access token; creates answer it as E2B's `domain`");
+  app.add_option("--tls-cert", tls_cert,
+                 "Speak TLS on the listener with this certificate (PEM, the chain after it): for https:// API, envd and "
+                 "PORT-ID.DOMAIN names (a wildcard *.DOMAIN in its SAN); with --tls-key");
+  app.add_option("--tls-key", tls_key, "The certificate's private key (PEM), with --tls-cert");
   app.add_option("--pause-ttl-hours", pause_ttl_hours,
                  "How long a paused sandbox is kept (also across restarts) before it is killed, hours (default 720: 30 days)");
   app.add_option("--hash-key", hash_key, "Print the tenants-file entry of KEY (sha256:<hex>) and exit");
@@ -208,6 +213,9 @@ int serve_main(int argc, char** argv) {
   };
   serve::HttpServer server(io, [&service](serve::Request& r, serve::ExchangePtr ex) { service.handle(r, std::move(ex)); }, limits,
                            served);
+  if (tls_cert.empty() != tls_key.empty()) return serve_error("--tls-cert and --tls-key go together");
+  if (!tls_cert.empty())
+    if (auto r = server.use_tls(tls_cert, tls_key); !r) return serve_error(r.error().str());
   if (auto r = server.listen(listen); !r) return serve_error(r.error().str());
   boost::asio::signal_set stop(io, SIGTERM, SIGINT, SIGHUP);
   int stop_signal = 0;
@@ -221,8 +229,8 @@ int serve_main(int argc, char** argv) {
   });
   for (auto& [t, n] : pools)
     if (n > 0) registry.set_pool(t, n);
-  log.info("listening").str("address", server.bound()).str("state_dir", real)
-      .str("msg", "listening on " + server.bound() + " (state " + real + ")");
+  log.info("listening").str("address", server.bound()).str("state_dir", real).flag("tls", !tls_cert.empty())
+      .str("msg", "listening on " + server.bound() + (tls_cert.empty() ? "" : " (TLS)") + " (state " + real + ")");
   // A handler that throws (a bug, never input: requests are validated) ends
   // that handler only; the server and its sandboxes go on.
   for (;;) {

@@ -34,6 +34,7 @@
 #include "process/handshake.hpp"
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
+#include "util/boot_id.hpp"
 #include "util/syscalls.hpp"
 #include "oci/kill_coalescer.hpp"
 #include "oci/writable_ids.hpp"
@@ -1241,6 +1242,15 @@ Result<void> Launch::generated_files() {
     std::string path = std::string(kBase) + "/f/" + std::to_string(i);
     a.files.emplace_back(path, std::move(content));
     so.source_override[s.target] = path;
+  }
+  // The container's own boot id (util/boot_id.hpp), bound over its /proc's by
+  // crun and runc. gVisor's kernel has no boot_id file to bind over.
+  if (rt.runtime != Runtime::Runsc) {
+    auto boot = new_boot_id();
+    if (!boot) return fail(Error::sys("getrandom (the container's boot id)"));
+    std::string path = std::string(kBase) + "/f/boot_id";
+    a.files.emplace_back(path, std::move(*boot));
+    so.source_override[kBootIdKnob] = path;
   }
   return {};
 }

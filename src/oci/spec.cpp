@@ -267,6 +267,9 @@ class Builder {
         case StepKind::Proc:
           mounts_.push_back({{"destination", s.target}, {"type", "proc"}, {"source", "proc"},
                              {"options", {"nosuid", "noexec", "nodev"}}});
+          // Its own boot id (util/boot_id.hpp), when the layer staged one; /proc/sys's read-only bind takes it along.
+          if (s.target == "/proc" && opt_.source_override.count(kBootIdKnob))
+            bind(opt_.source_override.at(kBootIdKnob), kBootIdKnob, {"bind", "ro", "nosuid", "nodev", "noexec"});
           break;
         case StepKind::Sysfs:
           mounts_.push_back({{"destination", s.target}, {"type", "sysfs"}, {"source", "sysfs"},

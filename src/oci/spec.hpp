@@ -15,6 +15,10 @@
 namespace exg::oci {
 
 enum class Runtime { Crun, Runc, Runsc };
+
+// Where the container's own boot id goes (util/boot_id.hpp): its
+// source_override names the staged file, bound read-only over the kernel's.
+inline constexpr const char* kBootIdKnob = "/proc/sys/kernel/random/boot_id";
 const char* to_string(Runtime r);
 
 struct SpecOptions {

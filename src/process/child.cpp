@@ -26,6 +26,7 @@
 #include "process/netns_setup.hpp"
 #include "process/transparent_capture.hpp"
 #include "walls/rlimits.hpp"
+#include "util/boot_id.hpp"
 #include "util/syscalls.hpp"
 #include "util/fd_passing.hpp"
 #include "util/pty_size.hpp"
@@ -62,6 +63,7 @@ class Builder {
   int root_fd_ = -1;          // the new root
   int empty_file_fd_ = -1;    // O_PATH of an empty mode-0 file (file masks)
   int resolv_fd_ = -1;        // O_PATH of the generated resolv.conf (network.resolver)
+  int boot_id_fd_ = -1;       // O_PATH of this sandbox's boot id (util/boot_id.hpp), bound over /proc's
   std::map<size_t, int> file_fds_;  // File steps: O_PATH of the file written on the staging tmpfs
   int overlay_count_ = 0;
   int master_fd_ = -1, slave_fd_ = -1;
@@ -228,6 +230,17 @@ bool Builder::make_stage() {
   ::close(f);
   empty_file_fd_ = ::open(empty.c_str(), O_PATH | O_CLOEXEC);
   if (empty_file_fd_ < 0) fail("open " + empty);
+  // The sandbox's own boot id: it boots when it starts (util/boot_id.hpp).
+  {
+    std::string path = work + "/boot_id";
+    auto id = new_boot_id();
+    if (!id) fail("getrandom (the sandbox's boot id)");
+    int w = ::open(path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444);
+    if (w < 0 || ::write(w, id->data(), id->size()) != static_cast<ssize_t>(id->size())) fail("write " + path);
+    ::close(w);
+    boot_id_fd_ = ::open(path.c_str(), O_PATH | O_CLOEXEC);
+    if (boot_id_fd_ < 0) fail("open " + path);
+  }
   if (plan_.proxy.resolver) {
     std::string rc = work + "/resolv.conf";
     static constexpr const char* kResolv = plan::kResolverConf;
@@ -387,6 +400,15 @@ void Builder::step(size_t i, const plan::Step& s) {
     case StepKind::Proc: {
       int m = new_fs("proc", {}, kSafe | MOUNT_ATTR_NOEXEC, s.target);
       attach(m, s.target, true);
+      // The sandbox's boot id over the host kernel's, read-only (the later
+      // read-only /proc/sys takes it along: its clone is recursive).
+      std::string knob = s.target + "/sys/kernel/random/boot_id";
+      if (int probe = open_in_root(knob); probe >= 0) {
+        ::close(probe);
+        int t = clone_tree(boot_id_fd_, "", "boot id");
+        set_attr(t, kSafe | MOUNT_ATTR_NOEXEC | MOUNT_ATTR_RDONLY, 0, knob);
+        attach(t, knob, false);
+      }
       break;
     }
     case StepKind::Sysfs: {
@@ -500,6 +522,7 @@ bool Builder::close_setup_fds() {
   ::close(root_fd_);
   ::close(empty_file_fd_);
   if (resolv_fd_ >= 0) ::close(resolv_fd_);
+  if (boot_id_fd_ >= 0) ::close(boot_id_fd_);
   for (auto& [i, fd] : file_fds_) ::close(fd);
   for (int fd : src_fds_)
     if (fd >= 0) ::close(fd);

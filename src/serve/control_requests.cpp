@@ -277,7 +277,7 @@ BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templ
     } else if (k == "autoPause") {  // the SDK's lifecycle.onTimeout "pause"
       if (!v.is_boolean()) return bad(k + ": expected true or false");
       cr.auto_pause = v.get<bool>();
-    } else if (k == "autoPauseMemory") {  // onTimeout.keepMemory: the freezer keeps memory while the server runs
+    } else if (k == "autoPauseMemory") {  // onTimeout.keepMemory: false, the timeout's pause keeps the files only
       if (!v.is_boolean()) return bad(k + ": expected true or false");
       pause_memory = v.get<bool>();
     } else if (k == "autoResume") {  // E2B's SandboxAutoResumeConfig {enabled}
@@ -298,6 +298,7 @@ BodyResult<CreateRequest> parse_create_body(const std::string& text, const Templ
   if (cr.auto_resume && !cr.auto_pause) return bad("autoResume: enabled only with autoPause (lifecycle.onTimeout \"pause\")");
   if (cr.auto_resume && !pause_memory)
     return bad("autoResume: not with autoPauseMemory false (a filesystem-only pause is resumed by connect, not by traffic)");
+  cr.auto_pause_memory = pause_memory;
   // denyOut 0.0.0.0/0 is the SDK's "everything": our default already.
   std::erase(cr.deny_out, std::string("0.0.0.0/0"));
   if (auto e = internet_error(internet_given, internet, cr.allow_out, "network.allowOut")) return bad(*e);
@@ -341,6 +342,19 @@ BodyResult<NetworkUpdate> parse_network_update(const std::string& text) {
   std::erase(u.deny_out, std::string("0.0.0.0/0"));
   if (auto e = internet_error(internet_given, internet, u.allow_out, "allowOut")) return bad(*e);
   return u;
+}
+
+BodyResult<bool> parse_pause_body(const std::string& text) {
+  auto body = body_object(text, true);
+  if (!body) return std::unexpected(body.error());
+  bool memory = true;
+  for (auto& [k, v] : body->items()) {
+    if (k != "memory") return bad(k + ": unknown field (a pause takes memory)");
+    if (v.is_null()) continue;
+    if (!v.is_boolean()) return bad("memory: expected true or false");
+    memory = v.get<bool>();
+  }
+  return memory;
 }
 
 BodyResult<std::optional<int64_t>> parse_timeout_body(const std::string& text, const char* key, bool required,

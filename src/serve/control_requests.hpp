@@ -54,6 +54,11 @@ BodyResult<NetworkUpdate> parse_network_update(const std::string& body);
 BodyResult<std::optional<int64_t>> parse_timeout_body(const std::string& body, const char* key, bool required,
                                                       int64_t max_timeout_s);
 
+// POST /sandboxes/{id}/pause (the SDK's {memory: keepMemory}): whether the
+// pause keeps the sandbox's memory (absent or null: true; false: its files
+// only, Registry::pause). An empty body is {}.
+BodyResult<bool> parse_pause_body(const std::string& body);
+
 // POST /sandboxes/{id}/snapshots (E2B's {name?}): the snapshot's names (none,
 // or the one given: 1-128 of [A-Za-z0-9._:/-]). An empty body is {}.
 BodyResult<std::vector<std::string>> parse_snapshot_body(const std::string& body);

@@ -174,10 +174,15 @@ std::string Service::pause_refusal(Sandbox& sb) const {
 void Service::pause_sandbox(Call& c) {
   const std::string& route = c.route.label;
   const std::string& id = c.sb->id;
+  auto keep_memory = parse_pause_body(c.req.body());
+  if (!keep_memory) return reply(c.ex, route, api_error(keep_memory.error().status, keep_memory.error().message));
   if (c.sb->state == Sandbox::State::Paused) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + id + " is already paused"));
-  if (!opt_.cgroup_limits)
+  if (!opt_.cgroup_limits && *keep_memory)  // (a filesystem-only pause freezes nothing)
     return reply(c.ex, route, api_error(http::status::conflict, "pause: this server runs sandboxes without cgroups (--no-cgroup-limits): it cannot freeze them"));
   if (c.sb->pausing) return reply(c.ex, route, api_error(http::status::conflict, "sandbox " + id + " is being paused already"));
+  if (!*keep_memory && !c.sb->rules_shown.empty())
+    return reply(c.ex, route, api_error(http::status::conflict, "pause {memory: false}: sandbox " + id + " has network.rules, whose "
+                                                                "values are never written to disk: its files only cannot be kept"));
   if (auto why = pause_refusal(*c.sb); !why.empty()) {
     ++metrics_.quota_refusals;
     return reply(c.ex, route, api_error(http::status::too_many_requests, why));
@@ -185,7 +190,7 @@ void Service::pause_sandbox(Call& c) {
   registry_.pause(c.sb, [this, ex = c.ex, route](Result<void> r) mutable {
     if (!r) return reply(ex, route, api_error(http::status::internal_server_error, r.error().str()));
     reply(ex, route, Response{http::status::no_content, 11});
-  });
+  }, *keep_memory);
 }
 
 void Service::resume_sandbox(Call& c) { resume_or_connect(c, false); }

@@ -1,7 +1,11 @@
 #include "serve/http_server.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +14,13 @@
 #include <optional>
 #include <sstream>
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
@@ -21,6 +31,7 @@ namespace exg::serve {
 namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using unix_sock = asio::local::stream_protocol;
+using tls_stream = asio::ssl::stream<tcp::socket>;
 
 Response json_response(http::status status, const std::string& body, unsigned version) {
   Response r{status, version};
@@ -71,8 +82,18 @@ struct LoggedPath {
   std::string_view view() const { return {text, len}; }
 };
 
+// The connection's socket itself (for a TLS stream: the TCP socket under it):
+// what is shut down, closed and cancelled.
+template <class Socket>
+auto& lowest(Socket& s) {
+  if constexpr (std::is_same_v<Socket, tls_stream>) return s.next_layer();
+  else return s;
+}
+
 template <class Socket>
 class Connection : public std::enable_shared_from_this<Connection<Socket>> {
+  static constexpr bool kTls = std::is_same_v<Socket, tls_stream>;
+
  public:
   Connection(Socket s, std::shared_ptr<Shared> shared)
       : sock_(std::move(s)), timer_(sock_.get_executor()), shared_(std::move(shared)) {
@@ -80,7 +101,18 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
   }
   ~Connection() { --shared_->connections; }
 
-  void start() { read_request(true); }
+  void start() {
+    if constexpr (kTls) {
+      // The handshake counts in the first request's time; a client that fails it is closed.
+      arm_timer(shared_->limits.read_timeout_s);
+      sock_.async_handshake(asio::ssl::stream_base::server, [self = this->shared_from_this()](boost::system::error_code ec) {
+        if (ec) return self->close();
+        self->read_request(true);
+      });
+    } else {
+      read_request(true);
+    }
+  }
 
   // The per-request answer channel; stale ones (a request already answered) are ignored.
   class Ex : public Exchange {
@@ -170,8 +202,8 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     closed_ = true;
     boost::system::error_code ec;
     timer_.cancel();
-    sock_.shutdown(Socket::shutdown_both, ec);
-    sock_.close(ec);
+    lowest(sock_).shutdown(asio::socket_base::shutdown_both, ec);
+    lowest(sock_).close(ec);
     if (auto ex = current_.lock(); ex && !answered_) {
       ex->served(true);
       if (ex->on_close) {
@@ -317,15 +349,30 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
     if (closed_) return;
     if (close_after_) {
       boost::system::error_code ec;
-      sock_.shutdown(Socket::shutdown_send, ec);
       closed_ = true;
-      sock_.close(ec);
+      if constexpr (kTls) {
+        // TLS's close_notify, then the socket closes (at once once the client
+        // answers it, else after 2 s: a client that left sends nothing).
+        timer_.expires_after(std::chrono::seconds(2));
+        timer_.async_wait([self = this->shared_from_this()](boost::system::error_code e) {
+          boost::system::error_code e2;
+          if (!e) lowest(self->sock_).close(e2);
+        });
+        sock_.async_shutdown([self = this->shared_from_this()](boost::system::error_code) {
+          boost::system::error_code e2;
+          self->timer_.cancel();
+          lowest(self->sock_).close(e2);
+        });
+        return;
+      }
+      lowest(sock_).shutdown(asio::socket_base::shutdown_send, ec);
+      lowest(sock_).close(ec);
       return;
     }
     if (watching_) {
       next_after_watch_ = true;
       boost::system::error_code ec;
-      sock_.cancel(ec);
+      lowest(sock_).cancel(ec);
       return;
     }
     read_request(false);
@@ -333,8 +380,8 @@ class Connection : public std::enable_shared_from_this<Connection<Socket>> {
 };
 
 template <class Acceptor, class Socket>
-void accept_loop(Acceptor& acc, std::shared_ptr<Shared> shared) {
-  acc.async_accept([&acc, shared](boost::system::error_code ec, Socket s) {
+void accept_loop(Acceptor& acc, std::shared_ptr<Shared> shared, asio::ssl::context* tls = nullptr) {
+  acc.async_accept([&acc, shared, tls](boost::system::error_code ec, Socket s) {
     if (ec == asio::error::operation_aborted) return;
     if (!ec) {
       if (shared->connections >= shared->limits.max_connections) {
@@ -345,11 +392,15 @@ void accept_loop(Acceptor& acc, std::shared_ptr<Shared> shared) {
         if constexpr (std::is_same_v<Socket, tcp::socket>) {
           boost::system::error_code e3;
           s.set_option(tcp::no_delay(true), e3);
+          if (tls) {
+            std::make_shared<Connection<tls_stream>>(tls_stream(std::move(s), *tls), shared)->start();
+            return accept_loop<Acceptor, Socket>(acc, shared, tls);
+          }
         }
         std::make_shared<Connection<Socket>>(std::move(s), shared)->start();
       }
     }
-    accept_loop<Acceptor, Socket>(acc, shared);
+    accept_loop<Acceptor, Socket>(acc, shared, tls);
   });
 }
 
@@ -361,8 +412,65 @@ struct HttpServer::Impl {
   std::optional<tcp::acceptor> tcp_acc;
   std::optional<unix_sock::acceptor> unix_acc;
   std::string unix_path;
+  std::optional<asio::ssl::context> tls;  // use_tls()
   Impl(asio::io_context& i) : io(i), shared(std::make_shared<Shared>()) {}
 };
+
+namespace {
+
+// OpenSSL's reasons for the last failure, oldest first (its error queue, emptied).
+std::string openssl_reasons(const boost::system::error_code& ec) {
+  std::string why;
+  for (unsigned long e; (e = ERR_get_error()) != 0;) {
+    char buf[256];
+    ERR_error_string_n(e, buf, sizeof buf);
+    why += (why.empty() ? "" : "; ") + std::string(buf);
+  }
+  return why.empty() ? ec.message() : why;
+}
+
+}  // namespace
+
+// What is wrong with a PEM file before OpenSSL reads it: "" when it can be read and holds a PEM block.
+std::string pem_file_error(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::string("cannot be read: ") + std::strerror(errno);
+  char buf[65536];
+  ssize_t n = ::read(fd, buf, sizeof buf - 1);
+  int err = errno;
+  ::close(fd);
+  if (n < 0) return std::string("cannot be read: ") + std::strerror(err);
+  if (std::string_view(buf, static_cast<size_t>(n)).find("-----BEGIN ") == std::string_view::npos)
+    return "holds no PEM block (-----BEGIN ...)";
+  return "";
+}
+
+Result<void> HttpServer::use_tls(const std::string& cert_file, const std::string& key_file) {
+  if (auto why = pem_file_error(cert_file); !why.empty()) return fail(Error::msg("--tls-cert " + cert_file, why));
+  if (auto why = pem_file_error(key_file); !why.empty()) return fail(Error::msg("--tls-key " + key_file, why));
+  ERR_clear_error();
+  asio::ssl::context ctx(asio::ssl::context::tls_server);
+  ctx.set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 | asio::ssl::context::no_sslv3 |
+                  asio::ssl::context::no_tlsv1 | asio::ssl::context::no_tlsv1_1 | asio::ssl::context::single_dh_use);
+  boost::system::error_code ec;
+  ctx.use_certificate_chain_file(cert_file, ec);
+  if (ec) return fail(Error::msg("--tls-cert " + cert_file, "not a readable PEM certificate (chain): " + openssl_reasons(ec)));
+  ctx.use_private_key_file(key_file, asio::ssl::context::pem, ec);
+  if (ec) return fail(Error::msg("--tls-key " + key_file, "not a PEM private key, or not the key of --tls-cert " + cert_file + ": " +
+                                                       openssl_reasons(ec)));
+  SSL_CTX* native = ctx.native_handle();
+  if (SSL_CTX_check_private_key(native) != 1)
+    return fail(Error::msg("--tls-key " + key_file, "is not the key of the certificate in --tls-cert " + cert_file + ": " +
+                                                        openssl_reasons({})));
+  X509* cert = SSL_CTX_get0_certificate(native);
+  if (!cert) return fail(Error::msg("--tls-cert " + cert_file, "holds no certificate"));
+  if (X509_cmp_current_time(X509_get0_notAfter(cert)) <= 0)
+    return fail(Error::msg("--tls-cert " + cert_file, "has expired (its notAfter is past)"));
+  if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0)
+    return fail(Error::msg("--tls-cert " + cert_file, "is not valid yet (its notBefore is in the future)"));
+  impl_->tls.emplace(std::move(ctx));
+  return {};
+}
 
 HttpServer::HttpServer(asio::io_context& io, Handler handler, HttpLimits limits, ServedFn served)
     : impl_(std::make_unique<Impl>(io)) {
@@ -386,6 +494,7 @@ void HttpServer::stop() {
 Result<void> HttpServer::listen(const std::string& address) {
   boost::system::error_code ec;
   if (address.starts_with("unix:")) {
+    if (impl_->tls) return fail(Error::msg("--listen " + address, "TLS (--tls-cert) is served on an ADDR:PORT listener only"));
     std::string path = address.substr(5);
     if (path.empty() || path.size() > 107) return fail(Error::msg("--listen " + address, "path empty or longer than 107 bytes"));
     if (struct stat st; ::lstat(path.c_str(), &st) == 0) {
@@ -428,7 +537,7 @@ Result<void> HttpServer::listen(const std::string& address) {
   auto local = impl_->tcp_acc->local_endpoint(ec);
   bound_ = (addr.is_v6() ? "[" + local.address().to_string() + "]" : local.address().to_string()) + ":" +
            std::to_string(local.port());
-  accept_loop<tcp::acceptor, tcp::socket>(*impl_->tcp_acc, impl_->shared);
+  accept_loop<tcp::acceptor, tcp::socket>(*impl_->tcp_acc, impl_->shared, impl_->tls ? &*impl_->tls : nullptr);
   return {};
 }
 

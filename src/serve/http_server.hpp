@@ -4,7 +4,9 @@
 // Exchange through which the answer goes out, whole or streamed (chunked:
 // Connect-RPC's server streams). A client that goes away while its answer
 // streams is noticed (a read that watches the socket) and reported through
-// Exchange::on_close, so a stream's producer stops.
+// Exchange::on_close, so a stream's producer stops. With use_tls() a TCP
+// listener speaks TLS (1.2 and 1.3, OpenSSL through Boost.Asio's ssl::stream)
+// and nothing else: HTTP/1.1 inside each TLS connection, as without.
 #pragma once
 #include <functional>
 #include <memory>
@@ -65,7 +67,13 @@ class HttpServer {
  public:
   HttpServer(boost::asio::io_context& io, Handler handler, HttpLimits limits, ServedFn served = {});
   ~HttpServer();
-  // "127.0.0.1:3000", "[::1]:3000" or "unix:/path" (created 0660, must not exist unless a stale socket).
+  // Before listen(): the listener speaks TLS with this certificate (chain, PEM)
+  // and key (PEM). Refused, saying which file and why, when a file cannot be
+  // read or parsed, the key is not the certificate's, or the certificate has
+  // expired or is not valid yet.
+  Result<void> use_tls(const std::string& cert_file, const std::string& key_file);
+  // "127.0.0.1:3000", "[::1]:3000" or "unix:/path" (created 0660, must not exist unless a stale socket;
+  // not with TLS).
   Result<void> listen(const std::string& address);
   // The bound address (port resolved when 0 was asked), for the ready line.
   std::string bound() const { return bound_; }

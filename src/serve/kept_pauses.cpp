@@ -33,7 +33,8 @@ nlohmann::json KeptPause::to_json() const {
           {"envVars", env_vars}, {"allowOut", allow_out}, {"denyOut", deny_out},
           {"startedMs", std::chrono::duration_cast<std::chrono::milliseconds>(started_at.time_since_epoch()).count()},
           {"pausedMs", std::chrono::duration_cast<std::chrono::milliseconds>(paused_at.time_since_epoch()).count()},
-          {"timeoutSeconds", timeout.count()}, {"autoPause", auto_pause}, {"autoResume", auto_resume}};
+          {"timeoutSeconds", timeout.count()}, {"autoPause", auto_pause}, {"autoResume", auto_resume},
+          {"autoPauseMemory", auto_pause_memory}};
 }
 
 std::optional<KeptPause> KeptPause::from_json(const nlohmann::json& j) {
@@ -55,6 +56,7 @@ std::optional<KeptPause> KeptPause::from_json(const nlohmann::json& j) {
                                          : std::chrono::system_clock::now();
     k.timeout = std::chrono::seconds(j.value("timeoutSeconds", int64_t{300}));
     k.auto_pause = j.value("autoPause", false), k.auto_resume = j.value("autoResume", false);
+    k.auto_pause_memory = j.value("autoPauseMemory", true);
     if (k.id.empty() || k.id.find('/') != std::string::npos || k.id[0] == '.') return std::nullopt;
     return k;
   } catch (const nlohmann::json::exception&) {

@@ -38,6 +38,7 @@ struct KeptPause {
   std::chrono::system_clock::time_point paused_at;  // it is kept --pause-ttl-hours from here
   std::chrono::seconds timeout{300};                // the create's (a resume's), and its lifecycle
   bool auto_pause = false, auto_resume = false;
+  bool auto_pause_memory = true;  // false: its timeout pauses it filesystem only
   nlohmann::json to_json() const;
   static std::optional<KeptPause> from_json(const nlohmann::json& j);
 };

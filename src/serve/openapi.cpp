@@ -73,7 +73,7 @@ nlohmann::json build() {
           {"secure", {{"type", "boolean"}, {"description", "true (also when absent): every envd call needs the envdAccessToken; false: no token is made and the sandbox's id alone reaches its envd"}}},
           {"allow_internet_access", {{"type", "boolean"}}},
           {"autoPause", {{"type", "boolean"}, {"description", "the timeout pauses it (kept --pause-ttl-hours) instead of killing it"}}},
-          {"autoPauseMemory", {{"type", "boolean"}, {"description", "either value: the pause keeps its memory while the server runs, its files across a restart"}}},
+          {"autoPauseMemory", {{"type", "boolean"}, {"description", "true (default): the timeout's pause keeps its memory while the server runs, its files across a restart; false: its files only, its processes end, connect boots it again"}}},
           {"autoResume", {{"type", "object"}, {"properties", {{"enabled", {{"type", "boolean"}, {"description", "with autoPause: a request for the paused sandbox (envd or a port, with its credentials) resumes it"}}}}}}},
           {"network", {{"type", "object"}, {"properties", {{"allowOut", {{"type", "array"}, {"items", {{"type", "string"}}}}}, {"denyOut", {{"type", "array"}, {"items", {{"type", "string"}}}}},
               {"rules", {{"type", "object"}, {"description", "host (exact or *.domain, also in allowOut) -> [{transform: {headers: {name: value}}}]: the sandbox's proxy sets the headers on HTTPS requests to the host; the values never enter the sandbox"},

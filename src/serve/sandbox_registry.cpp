@@ -693,6 +693,7 @@ void Registry::take_lifecycle(Sandbox& sb, const CreateRequest& req) {
   sb.end_at = sb.started_at + req.timeout;
   sb.timeout = req.timeout;
   sb.auto_pause = req.auto_pause, sb.auto_resume = req.auto_resume;
+  sb.auto_pause_memory = req.auto_pause_memory;
 }
 
 void Registry::arm_expiry(const std::shared_ptr<Sandbox>& sb) {
@@ -718,7 +719,7 @@ void Registry::on_timeout(const std::shared_ptr<Sandbox>& sb) {
         if (r || sb->killing) return;
         ++expired_total_;
         kill(sb, {}, "timeout");  // (the pause's failure is logged: pause_failed)
-      });
+      }, sb->auto_pause_memory);
     log().warn("auto_pause_refused").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", refused + ": killed instead");
   }
   ++expired_total_;
@@ -843,12 +844,13 @@ Result<void> Registry::thaw(const std::shared_ptr<Sandbox>& sb) {
   return r;
 }
 
-void Registry::pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done) {
+void Registry::pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done, bool keep_memory) {
   auto failed = [this, sb, &done](Error e) {
     log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", e.str());
     done(fail(std::move(e)));
   };
   if (sb->pausing) return failed(Error::msg("pause", "sandbox " + sb->id + " is being paused already"));
+  if (!keep_memory) return pause_files_only(sb, std::move(done));
   auto knobs = cgroup::freezers_of(sb->cgroup_dirs);
   if (knobs.empty()) return failed(Error::msg("pause", "this sandbox has no freezer cgroup here"));
   for (const auto& k : knobs)
@@ -981,7 +983,8 @@ void Registry::kill_all(std::function<void()> done) {
   auto left = std::make_shared<size_t>(all.size());
   for (auto& [id, sb] : all) {
     // A paused sandbox outlives the server (kept_pauses.hpp): its home is kept once its supervisor ends.
-    sb->keep_home = sb->state == Sandbox::State::Paused && !sb->dormant && kept_.has(id);
+    // (or one whose filesystem-only pause is ending its processes: pause_files_only)
+    sb->keep_home = sb->keep_home || (sb->state == Sandbox::State::Paused && !sb->dormant && kept_.has(id));
     kill(sb, [left, done] {
       if (--*left == 0) done();
     }, "shutdown");
@@ -990,9 +993,13 @@ void Registry::kill_all(std::function<void()> done) {
 
 // ---- a pause that outlives the server (kept_pauses.hpp) ----
 
-void Registry::keep_pause(const Sandbox& sb) {
+bool Registry::keep_pause(const Sandbox& sb, std::string* why, KeptPause* written) {
   // Not kept: a pool's, one on a host workspace (mcp), one with network.rules (their values never go to disk).
-  if (!keeps_pauses_ || sb.pooled || sb.tenant.empty() || sb.host_workspace || !sb.rules_shown.empty()) return;
+  if (!keeps_pauses_ || sb.pooled || sb.tenant.empty() || sb.host_workspace || !sb.rules_shown.empty()) {
+    if (why) *why = !sb.rules_shown.empty() ? "its network.rules' values are never written to disk, and its processes would end"
+                                             : "this sandbox's files are not kept apart from its processes here";
+    return false;
+  }
   KeptPause k;
   k.id = sb.id, k.tenant = sb.tenant, k.template_name = sb.tmpl.name;
   k.access_token = sb.access_token, k.traffic_token = sb.traffic_token, k.mask_request_host = sb.mask_request_host;
@@ -1000,8 +1007,14 @@ void Registry::keep_pause(const Sandbox& sb) {
   k.started_at = sb.started_at;
   k.paused_at = std::chrono::system_clock::now();
   k.timeout = sb.timeout, k.auto_pause = sb.auto_pause, k.auto_resume = sb.auto_resume;
-  if (auto r = kept_.write(k); !r)
-    log().warn("pause_not_kept").str("tenant", sb.tenant).str("sandbox", sb.id).str("msg", r.error().str() + ": a restart of the server ends it");
+  k.auto_pause_memory = sb.auto_pause_memory;
+  if (auto r = kept_.write(k); !r) {
+    if (why) *why = r.error().str();
+    else log().warn("pause_not_kept").str("tenant", sb.tenant).str("sandbox", sb.id).str("msg", r.error().str() + ": a restart of the server ends it");
+    return false;
+  }
+  if (written) *written = std::move(k);
+  return true;
 }
 
 void Registry::keep_home(const Sandbox& sb) {
@@ -1025,24 +1038,56 @@ void Registry::hold_kept(const std::function<const Template*(const std::string&)
       kept_.remove(k.id);
       continue;
     }
-    auto sb = std::make_shared<Sandbox>();
-    sb->id = k.id, sb->tenant = k.tenant, sb->tmpl = *t;
-    sb->access_token = k.access_token, sb->traffic_token = k.traffic_token, sb->mask_request_host = k.mask_request_host;
-    sb->metadata = k.metadata, sb->env_vars = k.env_vars, sb->allow_out = k.allow_out, sb->deny_out = k.deny_out;
-    sb->started_at = k.started_at;
-    sb->timeout = k.timeout, sb->auto_pause = k.auto_pause, sb->auto_resume = k.auto_resume;
-    sb->dir = opt_.state_dir + "/sandboxes/" + k.id;
-    sb->home = kept_.home_of(k.id);
-    sb->audit_log = sb->dir + "/audit.jsonl";
-    sb->state = Sandbox::State::Paused;
-    sb->dormant = true;
-    sb->expiry = std::make_unique<asio::steady_timer>(io_);
-    sb->paused_disk_bytes = disk_bytes(sb->home, UINT64_MAX);  // (its tenant's pausedDiskMB counts it)
-    sb->end_at = k.paused_at + opt_.pause_ttl;  // kept --pause-ttl-hours from its pause, this server's setting
-    arm_expiry(sb);
-    sandboxes_[k.id] = sb;
+    hold_dormant(k, *t);
     log().info("recovery").str("tenant", k.tenant).str("sandbox", k.id).str("msg", "paused sandbox kept from a previous server (its processes ended with it)");
   }
+}
+
+std::shared_ptr<Sandbox> Registry::hold_dormant(const KeptPause& k, const Template& t) {
+  auto sb = std::make_shared<Sandbox>();
+  sb->id = k.id, sb->tenant = k.tenant, sb->tmpl = t;
+  sb->access_token = k.access_token, sb->traffic_token = k.traffic_token, sb->mask_request_host = k.mask_request_host;
+  sb->metadata = k.metadata, sb->env_vars = k.env_vars, sb->allow_out = k.allow_out, sb->deny_out = k.deny_out;
+  sb->started_at = k.started_at;
+  sb->timeout = k.timeout, sb->auto_pause = k.auto_pause, sb->auto_resume = k.auto_resume;
+  sb->auto_pause_memory = k.auto_pause_memory;
+  sb->dir = opt_.state_dir + "/sandboxes/" + k.id;
+  sb->home = kept_.home_of(k.id);
+  sb->audit_log = sb->dir + "/audit.jsonl";
+  sb->state = Sandbox::State::Paused;
+  sb->dormant = true;
+  sb->expiry = std::make_unique<asio::steady_timer>(io_);
+  sb->paused_disk_bytes = disk_bytes(sb->home, UINT64_MAX);  // (its tenant's pausedDiskMB counts it)
+  sb->end_at = k.paused_at + opt_.pause_ttl;  // kept --pause-ttl-hours from its pause, this server's setting
+  arm_expiry(sb);
+  sandboxes_[k.id] = sb;
+  return sb;
+}
+
+// E2B's filesystem-only pause: what a restart of the server does to a paused
+// sandbox (its processes end, its home is kept apart), done to this one now.
+void Registry::pause_files_only(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done) {
+  auto refuse = [this, sb, &done](std::string why) {
+    const bool runs_on = sb->state == Sandbox::State::Running;
+    auto e = Error::msg("pause", "a filesystem-only pause (keepMemory false) of sandbox " + sb->id + " is not possible: " + why +
+                                     (runs_on ? "; it runs on" : ""));
+    log().warn("pause_failed").str("tenant", sb->tenant).str("sandbox", sb->id).str("msg", e.str());
+    done(fail(std::move(e)));
+  };
+  if (sb->state != Sandbox::State::Running || sb->killing || sb->supervisor <= 0) return refuse("it is not running");
+  std::string why;
+  KeptPause rec;
+  if (!keep_pause(*sb, &why, &rec)) return refuse(why);
+  sb->pausing = true;
+  sb->keep_home = true;  // on_supervisor_exit moves its home to the kept pause
+  if (logs_lifecycle()) log().info("pause").str("tenant", sb->tenant).str("sandbox", sb->id).str("kept", "filesystem only: its processes end");
+  kill(sb, [this, sb, rec = std::move(rec), done = std::move(done)]() mutable {
+    sb->pausing = false;
+    if (stopping_ || !kept_.has(sb->id))  // the server stops meanwhile (kept for the next), or the home could not be moved
+      return done(fail(Error::msg("pause", "sandbox " + sb->id + " ended while its files were being kept")));
+    hold_dormant(rec, sb->tmpl);
+    done({});
+  }, "pause-files-only");
 }
 
 void Registry::forget_dormant(const std::shared_ptr<Sandbox>& sb, std::string_view reason) {
@@ -1072,7 +1117,7 @@ void Registry::revive(const std::shared_ptr<Sandbox>& sb, CreateRequest req, Rea
   req.tenant = sb->tenant, req.tmpl = sb->tmpl;
   req.metadata = sb->metadata, req.env_vars = sb->env_vars, req.allow_out = sb->allow_out, req.deny_out = sb->deny_out;
   req.secure = !sb->access_token.empty(), req.mask_request_host = sb->mask_request_host;
-  req.auto_pause = sb->auto_pause, req.auto_resume = sb->auto_resume;
+  req.auto_pause = sb->auto_pause, req.auto_resume = sb->auto_resume, req.auto_pause_memory = sb->auto_pause_memory;
   req.seed_home = seed + "/home";
   req.revive = KeptPause{.id = sb->id, .tenant = sb->tenant, .template_name = sb->tmpl.name, .access_token = sb->access_token,
                          .traffic_token = sb->traffic_token, .started_at = sb->started_at};

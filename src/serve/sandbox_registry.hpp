@@ -102,6 +102,8 @@ struct CreateRequest {
   // E2B's lifecycle: autoPause (onTimeout "pause"): the timeout pauses instead of killing;
   // autoResume.enabled: a request for the paused sandbox (envd or a port) resumes it.
   bool auto_pause = false, auto_resume = false;
+  // autoPauseMemory (onTimeout.keepMemory): false, the timeout's pause is filesystem only (Registry::pause).
+  bool auto_pause_memory = true;
 };
 
 struct Watcher {  // CreateWatcher / GetWatcherEvents: events kept until fetched
@@ -141,6 +143,7 @@ struct Sandbox {
   std::string traffic_token;
   std::string mask_request_host;  // CreateRequest::mask_request_host
   bool auto_pause = false, auto_resume = false;  // CreateRequest's
+  bool auto_pause_memory = true;                  // CreateRequest's
   std::chrono::seconds timeout{300};  // the create's: what a resume gives it again
   uint64_t paused_disk_bytes = 0;     // its home's size when it was paused (the tenant's pausedDiskMB)
   std::string dir;           // --state-dir/sandboxes/<id>
@@ -245,7 +248,13 @@ class Registry {
   // back frozen (state Paused), or with the error that left it running
   // (not frozen within opt.freeze_wait: thawed again; killed meanwhile). The
   // wait is a timer on the event loop: other requests go on meanwhile.
-  void pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done);
+  // keep_memory false (E2B's filesystem-only pause, `pause({keepMemory:
+  // false})`): no freezer; its processes end and its home is kept as a pause
+  // kept across a restart is (kept_pauses.hpp), the sandbox held dormant: a
+  // connect boots it again from that home (revive), a new boot (its boot id
+  // changes: util/boot_id.hpp). Refused (running on) where a pause cannot be
+  // kept on disk: a sandbox with network.rules, a pool's, mcp's.
+  void pause(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done, bool keep_memory = true);
   // Asked before a pause (a request's or autoPause's): "" when the sandbox may
   // be paused, else why not (the tenant's pausedDiskMB: control_routes.cpp).
   std::function<std::string(Sandbox&)> pause_check;
@@ -316,7 +325,11 @@ class Registry {
   void finish_start(const std::shared_ptr<Sandbox>& sb, std::optional<StartError> error);
   // Kept pauses (kept_pauses.hpp): written at a pause, the home moved at the
   // server's stop, held again at the next start, forgotten at a kill.
-  void keep_pause(const Sandbox& sb);
+  // keep_pause: false when it is not kept (why: logged, or in *why); *written: the record.
+  bool keep_pause(const Sandbox& sb, std::string* why = nullptr, KeptPause* written = nullptr);
+  // A sandbox paused with its files only, its processes ended: held as one kept across a restart is.
+  std::shared_ptr<Sandbox> hold_dormant(const KeptPause& k, const Template& t);
+  void pause_files_only(const std::shared_ptr<Sandbox>& sb, std::function<void(Result<void>)> done);
   void keep_home(const Sandbox& sb);
   void hold_kept(const std::function<const Template*(const std::string&)>& template_of);
   void forget_dormant(const std::shared_ptr<Sandbox>& sb, std::string_view reason);

@@ -21,6 +21,26 @@ export async function check(name, fn, skipWhy = 'not served here') {
   }
 }
 
+// GET PATH from HOST (a name getHost(port) gives, PORT-ID.DOMAIN) at the server of `serverUrl`:
+// the name resolved to the server's address, as a DNS entry for *.DOMAIN would, and carried as
+// the request's Host (and, over https, as SNI: the certificate is verified against it).
+// `client`: node:http or node:https. Resolves to [status, body].
+export function getByHost(client, serverUrl, host, path, headers = {}) {
+  const server = new globalThis.URL(serverUrl)
+  return new Promise((resolve, reject) => {
+    const req = client.get({
+      host, servername: host, port: server.port, path, headers,
+      lookup: (name, opts, cb) => (opts && opts.all ? cb(null, [{ address: server.hostname, family: 4 }]) : cb(null, server.hostname, 4)),
+    }, (res) => {
+      let body = ''
+      res.setEncoding('utf8')
+      res.on('data', (d) => { body += d })
+      res.on('end', () => resolve([res.statusCode, body]))
+    })
+    req.on('error', reject)
+  })
+}
+
 export function finish() {
   console.log(`${passed} passed, ${failed} failed`)
   process.exit(failed ? 1 : 0)

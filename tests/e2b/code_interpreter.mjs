@@ -14,7 +14,7 @@ import { Sandbox, TimeoutError } from '@e2b/code-interpreter'
 
 const OTHER_KEY = process.env.OTHER_KEY
 const URL = process.env.E2B_SANDBOX_URL
-import { check, finish, SKIP } from './checks.mjs'
+import { check, finish, SKIP, getByHost as getHostPage } from './checks.mjs'
 
 const opts = { timeoutMs: 300_000, envs: { FROM_CREATE: 'at create' } }
 const sb = process.env.TEMPLATE ? await Sandbox.create(process.env.TEMPLATE, opts) : await Sandbox.create(opts)
@@ -167,21 +167,7 @@ await check('another port: a web server a command started is reached; a port whe
 // getHost(port): the host name E2B gives a port, PORT-ID.DOMAIN (the server's --domain, which the
 // create answered as `domain`). The name is resolved to the server's loopback address here, as a
 // DNS entry for *.DOMAIN would; the request carries it as its Host, as a browser would.
-function getByHost(host, path, headers = {}) {
-  const server = new globalThis.URL(URL)
-  return new Promise((resolve, reject) => {
-    const req = http.get({
-      host, port: server.port, path, headers,
-      lookup: (name, opts, cb) => (opts && opts.all ? cb(null, [{ address: server.hostname, family: 4 }]) : cb(null, server.hostname, 4)),
-    }, (res) => {
-      let body = ''
-      res.setEncoding('utf8')
-      res.on('data', (d) => { body += d })
-      res.on('end', () => resolve([res.statusCode, body]))
-    })
-    req.on('error', reject)
-  })
-}
+const getByHost = (host, path, headers) => getHostPage(http, URL, host, path, headers)
 
 await check('getHost(port): PORT-ID.DOMAIN reaches the web server with the traffic token; another tenant\'s credentials and none do not', async () => {
   if (!process.env.SANDBOX_DOMAIN) throw SKIP

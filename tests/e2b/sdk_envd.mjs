@@ -6,6 +6,8 @@
 // killed while a command runs.
 // One line per check: "ok - ..." or "FAIL - ...: why"; exit 1 when any failed.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
+import { readFileSync } from 'node:fs'
 import { Sandbox, TimeoutError, FilesystemEventType, SandboxNotFoundError } from 'e2b'
 
 import { check, finish } from './checks.mjs'
@@ -289,6 +291,36 @@ await check('fork: the fork has the files (not the planted ones) and is independ
   // As E2B: a bad body is 400 before the sandbox is looked up, not "sandbox not found" (the SDK 2.51.0
   // raises a 400 as SandboxError; E2B's newer test wants InvalidArgumentError, checked in the SDK itself).
   await assert.rejects(Sandbox.fork('sbx-test', { count: 0 }), (e) => !(e instanceof SandboxNotFoundError) && /^400: count/.test(e.message))
+})
+
+await check('each sandbox boots with its own boot id; a filesystem-only pause ends its processes, keeps its files, and connect boots it again', async () => {
+  const bootOf = async (s) => (await s.commands.run('cat /proc/sys/kernel/random/boot_id')).stdout.trim()
+  const host = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()
+  const before = await bootOf(sb), other = await bootOf(late)
+  assert.match(before, /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/)
+  assert.notEqual(before, host, 'the host kernel\'s boot id is not the sandbox\'s')
+  assert.notEqual(before, other, 'two sandboxes, two boots')
+  assert.equal(await bootOf(sb), before, 'the same boot between two commands')
+  await sb.files.write('/home/user/fs_only.txt', 'kept')
+  await sb.commands.run('sleep 600', { background: true })
+  assert.match((await sb.commands.run('ps -eo args')).stdout, /sleep 600/)
+  // Its supervisor (whose command line names the sandbox) runs on the host until the pause.
+  // (pgrep without a shell: no command line but the supervisor's holds its control socket's path)
+  const onHost = () => {
+    try { return Number(execFileSync('pgrep', ['-cf', '--', `/sandboxes/${sb.sandboxId}/control.sock`]).toString().trim()) } catch (e) { return e.status === 1 ? 0 : NaN }
+  }
+  assert.ok(onHost() > 0, 'the sandbox\'s supervisor is seen on the host before the pause')
+  await sb.pause({ keepMemory: false })
+  assert.equal((await sb.getInfo()).state, 'paused')
+  assert.equal(await sb.isRunning(), false)
+  assert.equal(onHost(), 0, 'nothing of the paused sandbox runs on the host')
+  await sb.connect()
+  assert.equal(await sb.isRunning(), true)
+  assert.equal(await sb.files.read('/home/user/fs_only.txt'), 'kept')
+  const after = await bootOf(sb)
+  assert.notEqual(after, before, 'a new boot after the resume')
+  const ps = (await sb.commands.run('ps -eo args')).stdout
+  assert.doesNotMatch(ps, /sleep 600/, 'the process of the boot before is not back')
 })
 
 await check('an endpoint this server does not offer: 501 saying so (not 404, "sandbox not found")', async () => {

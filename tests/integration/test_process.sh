@@ -34,6 +34,24 @@ expect_output_contains exguardian sbx -- hostname
 run sbx -- id -u
 check "uid inside is not 0 (got '$OUT')" test "$STATUS" = 0 -a -n "$OUT" -a "$OUT" != 0
 
+# ---- a boot id of its own (util/boot_id.hpp): one per start of a sandbox, never the host's -----
+# (gVisor's kernel has no boot_id file; the landlock layer has no /proc of its own: the host's.)
+if on_layer gvisor landlock; then
+    skip "own boot id: none on $EXG_LAYER (docs/serve.md, \"A boot id per boot\")"
+else
+    host_boot=$(cat /proc/sys/kernel/random/boot_id)
+    run sbx -- sh -c 'cat /proc/sys/kernel/random/boot_id; cat /proc/sys/kernel/random/boot_id; echo x > /proc/sys/kernel/random/boot_id && echo WRITTEN; cat /proc/sys/kernel/random/boot_id'
+    b1=$(sed -n 1p <<<"$OUT") b1b=$(sed -n 2p <<<"$OUT") b1c=$(sed -n '$p' <<<"$OUT")
+    run sbx -- cat /proc/sys/kernel/random/boot_id
+    b2=$OUT
+    if [[ $b1 =~ ^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$ ]] && [ "$b1" = "$b1b" ] && [ "$b1" = "$b1c" ] &&
+       [ "$b1" != "$host_boot" ] && [ -n "$b2" ] && [ "$b2" != "$b1" ] && [ "$b2" != "$host_boot" ]; then
+        ok "a boot id of its own: not the host's, the same within a run, another at the next start; a write refused"
+    else
+        fail "boot ids: host $host_boot, run 1 '$b1' '$b1b' after a write '$b1c', run 2 '$b2'"
+    fi
+fi
+
 # ---- only fds 0-2 are passed (the host side deliberately holds extra fds open) -----------------
 exec 7</etc/hostname 9>"$T/fd9"
 run sbx -- python3 -c 'import os; print(sorted(int(x) for x in os.listdir("/proc/self/fd")))'

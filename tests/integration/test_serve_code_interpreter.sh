@@ -17,7 +17,7 @@ source "$(dirname "$0")/lib.sh"
 
 CI_VERSION=2.8.0
 E2B_VERSION=2.51.0  # as test_serve.sh: the SDK that tests/e2b/sdk_envd.mjs drives
-need_source_tree tests/e2b/code_interpreter.mjs node npm curl python3
+need_source_tree tests/e2b/code_interpreter.mjs node npm curl python3 openssl
 
 KEY_A=acme-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
 KEY_B=other-$(od -An -N12 -tx1 /dev/urandom | tr -d ' \n')
@@ -62,7 +62,7 @@ code=$(curl -s -o "$T/body" -w '%{http_code}' -X POST "$URL/sandboxes" -H "X-API
 [ "$code" = 404 ] && ok "an unknown template is still 404" || fail "code-interpreter-v2: $code $(cat "$T/body")"
 
 mkdir -p "$T/node"
-cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$SRC/tests/e2b/checks.mjs" "$T/node/"
+cp "$SRC/tests/e2b/code_interpreter.mjs" "$SRC/tests/e2b/sdk_envd.mjs" "$SRC/tests/e2b/sdk_tls.mjs" "$SRC/tests/e2b/checks.mjs" "$T/node/"
 if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; then
     ok "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"
     # The pool's sandbox up, its kernel running, before the SDK's first create (waited for, not timed).
@@ -91,6 +91,50 @@ if npm_pinned "$T/node" "@e2b/code-interpreter@$CI_VERSION" "e2b@$E2B_VERSION"; 
     printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   envd: /'
     if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "envd as E2B's SDK tests expect it: $(tail -1 <<<"$OUT")"
     else fail "envd as E2B's SDK tests expect it (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
+
+    # TLS on the listener (--tls-cert/--tls-key): a certificate made here for 127.0.0.1, DOMAIN
+    # and *.DOMAIN; a second server on loopback; the SDK with https:// everywhere trusts it
+    # through NODE_EXTRA_CA_CERTS (tests/e2b/sdk_tls.mjs).
+    mkdir -p "$T/tls"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=$DOMAIN" \
+        -addext "subjectAltName=IP:127.0.0.1,DNS:$DOMAIN,DNS:*.$DOMAIN" -keyout "$T/tls/key.pem" -out "$T/tls/cert.pem" 2>"$T/tls/openssl.log"
+    openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=other" \
+        -keyout "$T/tls/other-key.pem" -out "$T/tls/other-cert.pem" 2>>"$T/tls/openssl.log"
+    # Bad files: the server does not start (125), and says which file and why.
+    bad_tls=""
+    for pair in "$T/tls/key.pem $T/tls/key.pem --tls-cert" "$T/tls/cert.pem $T/tls/missing.pem --tls-key" \
+                "$T/tls/cert.pem $T/tls/other-key.pem --tls-key" "$T/tenants.json $T/tls/key.pem --tls-cert"; do
+        set -- $pair
+        "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state-badtls" --warm 0 --no-cgroup-limits \
+            --tls-cert "$1" --tls-key "$2" > "$T/tls/bad.log" 2>&1 &
+        bad_pid=$!; track_bg "$bad_pid"
+        wait_for 20 bash -c "! kill -0 $bad_pid 2>/dev/null"
+        kill "$bad_pid" 2>/dev/null; wait "$bad_pid"; st=$?
+        [ "$st" = 125 ] && grep -q -- "serve: $3 $1\\|serve: $3 $2" "$T/tls/bad.log" && ! grep -q 'listening on' "$T/tls/bad.log" \
+            || bad_tls="$bad_tls [$(basename "$1") $(basename "$2"): $st $(tail -1 "$T/tls/bad.log")]"
+    done
+    [ -z "$bad_tls" ] && ok "TLS: a certificate or key that is not one, missing, or not the pair: exit 125 naming the file" \
+        || fail "TLS with bad files:$bad_tls"
+    "$EXG" serve --listen 127.0.0.1:0 --tenants "$T/tenants.json" --state-dir "$T/state-tls" --warm 0 --domain "$DOMAIN" \
+        --tls-cert "$T/tls/cert.pem" --tls-key "$T/tls/key.pem" "${TEMPLATES[@]}" $(grep -q -- '--no-cgroup-limits' "$T/serve.log" && echo --no-cgroup-limits) \
+        > "$T/serve-tls.log" 2>&1 &
+    TLS_PID=$!; track_bg "$TLS_PID"
+    wait_for 20 bash -c "grep -q 'listening on 127.0.0.1:' '$T/serve-tls.log' || ! kill -0 $TLS_PID 2>/dev/null"
+    TLS_PORT=$(sed -n 's/.*listening on 127.0.0.1:\([0-9]*\) (TLS).*/\1/p' "$T/serve-tls.log" | head -1)
+    if [ -z "$TLS_PORT" ]; then
+        fail "the TLS server did not start: $(tail -2 "$T/serve-tls.log")"
+    else
+        code=$(curl -s -o /dev/null -w '%{http_code}' --cacert "$T/tls/cert.pem" "https://127.0.0.1:$TLS_PORT/health")
+        plain=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "http://127.0.0.1:$TLS_PORT/health")
+        [ "$code" = 200 ] && [ "$plain" != 200 ] && ok "TLS: /health over https verified against the test's certificate; plain HTTP on that port is not answered ($plain)" \
+            || fail "TLS: https /health $code, plain http $plain"
+        run env E2B_API_URL="https://127.0.0.1:$TLS_PORT" E2B_SANDBOX_URL="https://127.0.0.1:$TLS_PORT" E2B_API_KEY="$KEY_A" \
+            NODE_EXTRA_CA_CERTS="$T/tls/cert.pem" SANDBOX_DOMAIN=$DOMAIN NO_PROXY='*' no_proxy='*' timeout 180 node "$T/node/sdk_tls.mjs"
+        printf '%s\n' "$OUT" | grep -E '^(ok|FAIL|skip) ' | sed 's/^/#   tls: /'
+        if [ "$STATUS" -eq 0 ] && grep -q '^[0-9]* passed, 0 failed' <<<"$OUT"; then ok "the SDK over TLS, getHost(port) over https: $(tail -1 <<<"$OUT")"
+        else fail "the SDK over TLS (status $STATUS): $(tail -1 <<<"$OUT")"; show_last; fi
+        kill -TERM "$TLS_PID"; wait "$TLS_PID"
+    fi
 else
     fail "npm install @e2b/code-interpreter@$CI_VERSION e2b@$E2B_VERSION"; sed 's/^/#   /' "$T/node/npm.log" | tail -5
 fi

@@ -16,6 +16,7 @@
 
 #include "serve/connect_rpc.hpp"
 #include "serve/control_requests.hpp"
+#include "serve/kept_pauses.hpp"
 #include "serve/file_signature.hpp"
 #include "serve/log.hpp"
 #include "serve/sandbox_registry.hpp"
@@ -440,10 +441,12 @@ TEST(ServeControlRequests, LifecycleAsTheSdkSendsIt) {
   ASSERT_TRUE(cr) << cr.error().message;
   EXPECT_TRUE(cr->auto_pause);
   EXPECT_TRUE(cr->auto_resume);
+  EXPECT_TRUE(cr->auto_pause_memory);
   cr = parse_create_body(R"({"autoPause":true,"autoPauseMemory":false})", control_templates(), 3600);
   ASSERT_TRUE(cr) << cr.error().message;
   EXPECT_TRUE(cr->auto_pause);
   EXPECT_FALSE(cr->auto_resume);
+  EXPECT_FALSE(cr->auto_pause_memory);  // the timeout's pause: filesystem only
   cr = parse_create_body(R"({"autoPause":false})", control_templates(), 3600);
   ASSERT_TRUE(cr);
   EXPECT_FALSE(cr->auto_pause);
@@ -508,6 +511,31 @@ TEST(ServeControlRequests, SnapshotAndForkBodies) {
   for (const char* bad : {R"({"count":101})", R"({"count":-1})", R"({"count":1.5})", R"({"count":18446744073709551615})",
                           R"({"timeout":0})", R"({"timeout":7200})", R"({"templateID":"x"})"})
     EXPECT_FALSE(parse_fork_body(bad, 3600)) << bad;
+}
+
+TEST(ServeControlRequests, PauseBody) {
+  // The SDK's pause({keepMemory}): {memory: bool}, or {} / nothing (keepMemory undefined).
+  EXPECT_TRUE(*parse_pause_body(""));
+  EXPECT_TRUE(*parse_pause_body("{}"));
+  EXPECT_TRUE(*parse_pause_body(R"({"memory":null})"));
+  EXPECT_TRUE(*parse_pause_body(R"({"memory":true})"));
+  EXPECT_FALSE(*parse_pause_body(R"({"memory":false})"));
+  EXPECT_EQ(parse_pause_body(R"({"memory":"no"})").error().message, "memory: expected true or false");
+  EXPECT_EQ(parse_pause_body(R"({"keepMemory":false})").error().message, "keepMemory: unknown field (a pause takes memory)");
+  EXPECT_FALSE(parse_pause_body("[]"));
+}
+
+TEST(ServeKeptPauses, AutoPauseMemoryKeptInTheRecord) {
+  KeptPause k;
+  k.id = "abc", k.tenant = "t", k.template_name = "base";
+  k.auto_pause = true, k.auto_pause_memory = false;
+  auto back = KeptPause::from_json(k.to_json());
+  ASSERT_TRUE(back);
+  EXPECT_TRUE(back->auto_pause);
+  EXPECT_FALSE(back->auto_pause_memory);
+  auto j = k.to_json();
+  j.erase("autoPauseMemory");  // an earlier server's record: the memory kept, as before
+  EXPECT_TRUE(KeptPause::from_json(j)->auto_pause_memory);
 }
 
 TEST(ServeControlRequests, SandboxPathsParsedWithoutRecursion) {
