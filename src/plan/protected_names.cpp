@@ -253,6 +253,14 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {".config/opencode/modes", "OpenCode: global modes"},
     {".config/opencode/skill", "OpenCode: global skills (scripts the agent runs)"},
     {".config/opencode/skills", "OpenCode: global skills (scripts the agent runs)"},
+    // Its cache directory (writable in the profile): what it downloads there is code it runs
+    // later, sandboxed or not: npm plugins, language servers, skills.
+    {".cache/opencode/packages", "OpenCode: plugins installed from npm (loaded as code at start)"},
+    {".cache/opencode/node_modules", "OpenCode: installed plugins and their dependencies (code)"},
+    {".cache/opencode/package.json", "OpenCode: installed with its scripts (its plugins' dependencies)"},
+    {".cache/opencode/bin", "OpenCode: downloaded language servers (run at start)"},
+    {".cache/opencode/skill", "OpenCode: downloaded skills (scripts the agent runs)"},
+    {".cache/opencode/skills", "OpenCode: downloaded skills (scripts the agent runs)"},
     {".crush.json", "Crush: MCP servers and language server commands"},
     {"crush.json", "Crush"},
     {".aider.conf.yml", "aider: lint-cmd and test-cmd run after edits"},

@@ -157,4 +157,17 @@ check "... on the host afterwards: the user's plugin unchanged, nothing planted 
     bash -c 'cmp -s "$0" "$1" && [ ! -e "$2/plugin" ] && [ ! -e "$2/node_modules" ]' \
     "$HOME/.config/opencode/plugins/mine.js" "$T/mine.before" "$HOME/.config/opencode"
 
+# Its cache directory, also writable: what OpenCode downloads there (npm plugins in packages/,
+# language servers in bin/, skills) is code it runs later. The profile makes bin/ before the run
+# (OpenCode makes it at every start: the real run above ended 0 with it read-only), so a tool
+# cannot put a language server in it, and a package it plants is quarantined at exit.
+run sbx --policy "$SRC/profiles/agents/opencode.json" -- sh -c 'printf "#!/bin/sh\necho pwned\n" > ~/.cache/opencode/bin/typescript-language-server || echo bin-refused
+mkdir -p ~/.cache/opencode/packages/evil && echo "fetch(4)" > ~/.cache/opencode/packages/evil/index.js && echo planted'
+check "opencode's cache: a language server refused in bin/, a planted package quarantined, exit 123 ($STATUS)" \
+    bash -c '[ "$0" = 123 ] && grep -qx bin-refused <<<"$1" && grep -qx planted <<<"$1" &&
+             grep -qF "planted: $3/.cache/opencode/packages " <<<"$2"' "$STATUS" "$OUT" "$ERR" "$HOME"
+[ "$STATUS" = 123 ] || show_last
+check "... on the host afterwards: neither is there" \
+    bash -c '[ ! -e "$0/packages" ] && [ -d "$0/bin" ] && [ -z "$(ls -A "$0/bin")" ]' "$HOME/.cache/opencode"
+
 finish
