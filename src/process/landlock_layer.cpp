@@ -95,6 +95,13 @@ struct ChildSetup {
   if (::poll(&pfd, 1, 0) != 0) ::_exit(125);
   // No pid namespace: every orphan of the command comes back to init, which kills them at the end.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(sync, "child subreaper", errno);
+  // The rules' paths opened and added now, as the sandbox's uid (the ids above
+  // are final), while the supervisor makes the cgroup and takes its snapshot;
+  // in force only in init, as before (saves their ~0.2 ms of the start).
+  walls::PreparedLandlock rules;
+  std::string ll_report;
+  if (int r = walls::prepare_landlock(plan.landlock, &rules, &ll_report); r < 0)
+    die(sync, "apply Landlock (" + ll_report + ")", -r);
   if (int e = await_in_cgroup(sync, opt.timer)) {
     if (e < 0) ::_exit(125);
     die(sync, "move into the sandbox's cgroup", e);
@@ -130,6 +137,7 @@ struct ChildSetup {
   ia.warden_fd = warden.fd;
   ia.agent_channel = f.agent_fd;
   ia.bounding_set_done = true;
+  ia.landlock = &rules;
   for (int k = 0; k < 3; ++k) ia.tty_fds[k] = opt.tty_fds[k];
   for (int fd : opt.pass_fds) ia.pass_fds[ia.n_pass_fds++] = fd;
   become_init(ia);
