@@ -311,7 +311,6 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   sp.trust_anchor = opt.trust_anchor;
   sp.meanwhile = opt.meanwhile;
   sp.need_seccomp_listener = plan.seccomp;
-  sp.meanwhile_alongside = true;  // init's walls go up while the supervisor takes its snapshot
   sp.timer = opt.timer;
   sp.clone_what = "start the sandbox's first process";
   auto sb = spawn(std::move(sp));

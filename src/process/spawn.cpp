@@ -131,8 +131,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
     sb.cgroup = std::move(*cg);
     timer.mark("cgroup");
   }
-  const bool meanwhile_alongside = spec.meanwhile_alongside && spec.need_seccomp_listener && !spec.capture_port;
-  if (spec.meanwhile && !meanwhile_alongside)
+  if (spec.meanwhile)
     if (auto r = spec.meanwhile(); !r) return fail(r.error());
   // The child waits for kMsgInCgroup before anything of the sandbox starts
   // (init and the command, the agent, the runtime): they inherit its cgroups
@@ -149,9 +148,6 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   bool captured = false;
   if (!spec.capture_port)
     if (auto r = tell_in_cgroup(); !r) return fail(r.error());
-  // (before the loop below, where the listener is answered: the command waits for that)
-  if (spec.meanwhile && meanwhile_alongside)
-    if (auto r = spec.meanwhile(); !r) return fail(r.error());
   for (;;) {
     FdMessage m;
     if (!recv_fds(parent_sock.get(), &m)) {

@@ -61,11 +61,6 @@ struct SpawnSpec {
   // LaunchOptions::meanwhile: run after "go" (and the v1 cgroup), before "in cgroup".
   std::function<Result<void>()> meanwhile;
   bool need_seccomp_listener = false;  // "ready" without one fails
-  // With need_seccomp_listener (and no capture_port): `meanwhile` runs after
-  // "in cgroup", while the child sets itself up, and ends before its listener
-  // is answered ("K"), which its command waits for: nothing of the sandbox
-  // runs before it either way, and the two setups overlap (the landlock layer).
-  bool meanwhile_alongside = false;
   // Transparent egress on this port (plan.proxy.transparent): the child hands
   // over its netns's netlink sockets ("T"), this side sets the capture up on
   // them while the child goes on, and "in cgroup" is sent only after that
