@@ -48,7 +48,7 @@ struct InitArgs {
   // namespace whose capabilities init would hold.
   bool bounding_set_done = false;
   // The Plan's Landlock rules gathered already (walls::prepare_landlock: the
-  // landlock layer does it while the supervisor makes the cgroup), put in
+  // landlock layer does it while the supervisor takes its snapshot), put in
   // force here where they would otherwise be built. Null: built here.
   walls::PreparedLandlock* landlock = nullptr;
 };

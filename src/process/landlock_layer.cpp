@@ -96,8 +96,9 @@ struct ChildSetup {
   // No pid namespace: every orphan of the command comes back to init, which kills them at the end.
   if (::prctl(PR_SET_CHILD_SUBREAPER, 1) != 0) die(sync, "child subreaper", errno);
   // The rules' paths opened and added now, as the sandbox's uid (the ids above
-  // are final), while the supervisor makes the cgroup and takes its snapshot;
-  // in force only in init, as before (saves their ~0.2 ms of the start).
+  // are final), while the supervisor takes its snapshot, and before the warden
+  // and the filters: in force only in init, as before (docs/benchmarks.md: a
+  // tenth of the run's CPU less than building them in init).
   walls::PreparedLandlock rules;
   std::string ll_report;
   if (int r = walls::prepare_landlock(plan.landlock, &rules, &ll_report); r < 0)
@@ -311,6 +312,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   sp.trust_anchor = opt.trust_anchor;
   sp.meanwhile = opt.meanwhile;
   sp.need_seccomp_listener = plan.seccomp;
+  sp.cgroup_before_clone = true;  // its child has only its Landlock rules to gather meanwhile
   sp.timer = opt.timer;
   sp.clone_what = "start the sandbox's first process";
   auto sb = spawn(std::move(sp));
