@@ -192,7 +192,7 @@ void kill_descendants() {
 
   // Landlock: a second wall that does not depend on the mounts being right.
   std::string ll_report;
-  if (int r = walls::apply_landlock(a.plan->landlock, &ll_report); r < 0)
+  if (int r = a.landlock ? walls::enforce_landlock(*a.landlock, &ll_report) : walls::apply_landlock(a.plan->landlock, &ll_report); r < 0)
     die(a.sync_fd, "apply Landlock (" + ll_report + ")", -r);
   mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the

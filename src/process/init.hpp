@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "plan/plan.hpp"
+#include "walls/landlock.hpp"
 #include "walls/rlimits.hpp"
 
 namespace exg {
@@ -46,6 +47,10 @@ struct InitArgs {
   // keeps it from ever mattering): the landlock layer, which has no user
   // namespace whose capabilities init would hold.
   bool bounding_set_done = false;
+  // The Plan's Landlock rules gathered already (walls::prepare_landlock: the
+  // landlock layer does it while the supervisor takes its snapshot), put in
+  // force here where they would otherwise be built. Null: built here.
+  walls::PreparedLandlock* landlock = nullptr;
 };
 
 // Exit status encoding: the command's own code, or 128+N when signal N killed it.

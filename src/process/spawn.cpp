@@ -67,9 +67,10 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   StepTimer untimed;  // off: marks cost one branch
   StepTimer& timer = spec.timer ? *spec.timer : untimed;
   // v2 (or no usable cgroup, so that explicit limits fail before anything
-  // starts): made now, the child born in it. v1: after "go" (header).
+  // starts): made now, the child born in it. v1: after "go" (header), unless
+  // the layer asks for it now (SpawnSpec::cgroup_before_clone).
   const auto layout = cgroup::plan_layout();
-  const bool cgroup_after_go = layout.usable && !layout.v2;
+  const bool cgroup_after_go = layout.usable && !layout.v2 && !spec.cgroup_before_clone;
   cgroup::Cgroup cgroup;
   if (!cgroup_after_go) {
     auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);

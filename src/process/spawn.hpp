@@ -61,6 +61,11 @@ struct SpawnSpec {
   // LaunchOptions::meanwhile: run after "go" (and the v1 cgroup), before "in cgroup".
   std::function<Result<void>()> meanwhile;
   bool need_seccomp_listener = false;  // "ready" without one fails
+  // On cgroup v1 too, the cgroup is made before the clone rather than after
+  // "go" (the child moves itself in either way, with "in cgroup"): the
+  // supervisor's allocations then come before the fork, not as copy-on-write
+  // faults beside a child with little to overlap them with (the landlock layer).
+  bool cgroup_before_clone = false;
   // Transparent egress on this port (plan.proxy.transparent): the child hands
   // over its netns's netlink sockets ("T"), this side sets the capture up on
   // them while the child goes on, and "in cgroup" is sent only after that

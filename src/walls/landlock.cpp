@@ -132,7 +132,9 @@ int scope_signals_only() {
   return 0;
 }
 
-int apply_landlock(const LandlockRules& rules, std::string* report) {
+int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report) {
+  out->ruleset.reset();
+  out->flags = 0;
   const LandlockFeatures f = landlock_features();
   auto say = [&](const std::string& s) {
     if (report) *report = s;
@@ -200,12 +202,6 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
 
   std::uint32_t flags = 0;
   if (f.audit_flags && rules.log_after_exec) flags |= LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON;
-  if (restrict_self(ruleset.get(), flags) != 0) {
-    int e = errno;
-    say("landlock: ABI " + std::to_string(f.abi) + ": restrict_self failed" +
-        (e == EPERM ? " (no_new_privs not set)" : ""));
-    return -e;
-  }
 
   std::string r = "landlock: ABI " + std::to_string(f.abi) + (rules.handle_reads ? ": filesystem" : ": filesystem writes");
   if (handled & LANDLOCK_ACCESS_FS_TRUNCATE) r += ", truncate";
@@ -229,7 +225,28 @@ int apply_landlock(const LandlockRules& rules, std::string* report) {
   if (!missing.empty()) r += "; missing: " + missing;
   if (!skipped.empty()) r += "; skipped missing paths: " + skipped;
   say(r);
+  out->ruleset = std::move(ruleset);
+  out->flags = flags;
   return 0;
+}
+
+int enforce_landlock(PreparedLandlock& prepared, std::string* report) {
+  if (!prepared.ruleset) return 0;  // no Landlock here and none required (prepare_landlock said so)
+  UniqueFd ruleset = std::move(prepared.ruleset);
+  if (restrict_self(ruleset.get(), prepared.flags) != 0) {
+    int e = errno;
+    if (report)
+      *report = "landlock: ABI " + std::to_string(landlock_abi()) + ": restrict_self failed" +
+                (e == EPERM ? " (no_new_privs not set)" : "");
+    return -e;
+  }
+  return 0;
+}
+
+int apply_landlock(const LandlockRules& rules, std::string* report) {
+  PreparedLandlock prepared;
+  if (int r = prepare_landlock(rules, &prepared, report); r != 0) return r;
+  return enforce_landlock(prepared, report);
 }
 
 }  // namespace exg::walls

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "util/unique_fd.hpp"
 #include "walls/landlock_rules.hpp"
 
 namespace exg::walls {
@@ -33,6 +34,20 @@ LandlockFeatures landlock_features();
 // is missing. Returns 0, or -errno (-EOPNOTSUPP when `required` and the kernel
 // has no Landlock).
 int apply_landlock(const LandlockRules& rules, std::string* report);
+
+// apply_landlock in two steps, so that the rules can be gathered (a path
+// opened and added per rule) while something else is waited for, and put in
+// force later: prepare_landlock builds the ruleset (nothing is restricted
+// yet; `report` as above), enforce_landlock restricts the caller with it and
+// closes it. A ruleset left empty by prepare (no Landlock, none required)
+// enforces nothing. The paths are resolved at prepare time, as whoever the
+// caller is then.
+struct PreparedLandlock {
+  UniqueFd ruleset;  // close-on-exec, as the kernel makes it
+  std::uint32_t flags = 0;
+};
+int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report);
+int enforce_landlock(PreparedLandlock& prepared, std::string* report);
 
 // A domain that only scopes signals (ABI 6), nothing else handled: the caller
 // may signal itself, what shares the domain and what later nests in it (a
