@@ -14,8 +14,9 @@
 # signed in with Google, its token expired, the same at oauth2.googleapis.com (form-encoded), its
 # turns then going to Google's Code Assist API (cloudcode-pa.googleapis.com).
 # Ctrl-C typed on a python pty while Claude Code's tool runs reaches inside, and the run's status
-# is the CLI's. Claude Code's API-key round runs again on the container layer and on landlock (as the user: as
-# root landlock refuses the root-owned workspace), each a layer that cannot start here skipped.
+# is the CLI's. Claude Code's API-key round runs again on the container layer, on gVisor and on
+# landlock (as the user: as root landlock refuses the root-owned workspace), each a layer that
+# cannot start here skipped; Gemini CLI's and Codex's API-key rounds on gVisor too.
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
 # streaming; its key from the environment), and on its default provider signed in with an API key
 # in ~/.codex/auth.json, where it opens the Responses API over a WebSocket (the endpoint speaks it:
@@ -196,15 +197,19 @@ rm -rf "$WS/wrap" "$WS/claude-status" "$mark"
 
 # ---- Claude Code on the other layers that run here, the same round --------------------------------
 # (the CLI from the runner's npm cache, the proxy and the world as above; landlock refuses a
-# workspace root owns when run as root, gVisor gives the command no terminal: test_tty.sh.
-# Landlock cannot make a protected name in a writable tree read-only: the settings the tool
-# writes are quarantined at exit, and the run ends with 123: docs/layers.md)
-for layer in container landlock; do
+# workspace root owns when run as root. On gVisor the CLI gets a terminal of runsc's console
+# socket, its tools run in gVisor's kernel, the proxy outside it as on the other layers; Gemini
+# CLI and Codex run there too, below. Landlock cannot make a protected name in a writable tree
+# read-only: the settings the tool writes are quarantined at exit, and the run ends with 123:
+# docs/layers.md)
+on_gvisor=""
+for layer in container gvisor landlock; do
     run bash -c 'cd "$0" && "$1" run --layer "$2" --no-policy-files -- true' "$WS" "$EXG" "$layer"
     if [ "$STATUS" != 0 ]; then
         skip "claude on the $layer layer: it does not run here ($(tail -n 1 <<<"$ERR" | head -c 160))"
         continue
     fi
+    [ "$layer" = gvisor ] && on_gvisor=1
     swept=""; [ "$layer" = landlock ] && swept=1
     AGENT_OPTS="--layer $layer" ROUND_LABEL="claude ($layer)" ROUND_SWEPT=$swept ROUND_STATUS=${swept:+123} \
         api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
@@ -247,6 +252,11 @@ echo '{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {
     > "$HOME/.gemini/settings.json"
 chmod -R a+rwX "$HOME/.gemini"
 api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
+# (the same on gVisor: node's event loop and its tool's shell in gVisor's kernel)
+if [ -n "$on_gvisor" ]; then
+    AGENT_OPTS="--layer gvisor" ROUND_LABEL="gemini (gvisor)" \
+        api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
+fi
 
 # ---- Gemini CLI signed in with Google (OAuth), its access token expired ---------------------------
 # Its tokens in ~/.gemini/oauth_creds.json: it refreshes at oauth2.googleapis.com with the real
@@ -308,6 +318,11 @@ api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
 check "codex: a first run: ~/.codex/skills made before the sandbox, said, empty afterwards, nothing quarantined" \
     bash -c 'grep -qF "made $1/.codex/skills (empty)" <<<"$0" && ! grep -q quarantined <<<"$0" && [ -d "$1/.codex/skills" ] &&
              [ -z "$(ls -A "$1/.codex/skills")" ]' "$OUT" "$HOME"
+# (the same on gVisor)
+if [ -n "$on_gvisor" ]; then
+    AGENT_OPTS="--layer gvisor" ROUND_LABEL="codex (gvisor)" api_key_round codex OPENAI_API_KEY authorization \
+        "$HOME/.codex/config.toml" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+fi
 
 # ---- Codex CLI on its default provider, signed in with an API key ------------------------------
 # (`codex login --with-api-key` writes it to ~/.codex/auth.json.) Codex opens the Responses API
