@@ -14,7 +14,9 @@
 # signed in with Google, its token expired, the same at oauth2.googleapis.com (form-encoded), its
 # turns then going to Google's Code Assist API (cloudcode-pa.googleapis.com).
 # Ctrl-C typed on a python pty while Claude Code's tool runs reaches inside, and the run's status
-# is the CLI's. Claude Code's API-key round runs again on the container layer, on gVisor and on
+# is the CLI's. Gemini CLI's full-screen interface in a python pty, on the process layer and on
+# gVisor: it redraws at the new width after a resize and passes it to its tool's pty, TERM and
+# COLORTERM reach the tool, its colours pass, Ctrl-C ends it. Claude Code's API-key round runs again on the container layer, on gVisor and on
 # landlock (as the user: as root landlock refuses the root-owned workspace), each a layer that
 # cannot start here skipped; Gemini CLI's and Codex's API-key rounds on gVisor too.
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
@@ -257,6 +259,83 @@ if [ -n "$on_gvisor" ]; then
     AGENT_OPTS="--layer gvisor" ROUND_LABEL="gemini (gvisor)" \
         api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
 fi
+
+# ---- Gemini CLI's full-screen interface in a pty: colours, a resize, Ctrl-C ---------------------
+# A python pty stands for the user's terminal (30x100, TERM=xterm-256color, COLORTERM=truecolor);
+# the CLI starts interactive (-i) with the prompt, its tool marks that it runs, the driver then
+# resizes the terminal to 40x132 while the tool sleeps, and types Ctrl-C twice once the model has
+# answered. Gemini CLI runs its tool on a pty of its own, sized from its terminal: the tool's
+# `stty size` is read after the resize. Judged from the host: the interface drew its full-width
+# rules at 100 columns, then at 132 after the resize (it got SIGWINCH and the new size inside);
+# the tool's own pty was widened past 100 (Gemini passed the new size on); TERM and COLORTERM
+# reached the tool; the interface's colours are 24-bit escape sequences; Ctrl-C ended the CLI.
+cat > "$T/ptyresize.py" <<'PY'
+import fcntl, os, re, select, struct, sys, termios, time
+mark, argv = sys.argv[1], sys.argv[2:]
+m, s = os.openpty()
+size = lambda fd, r, c: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", r, c, 0, 0))
+size(s, 30, 100)
+pid = os.fork()
+if pid == 0:
+    os.setsid()
+    fcntl.ioctl(s, termios.TIOCSCTTY, 0)
+    for fd in (0, 1, 2):
+        os.dup2(s, fd)
+    os.close(m)
+    os.environ.update(TERM="xterm-256color", COLORTERM="truecolor")
+    os.execvp(argv[0], argv)
+os.close(s)
+buf, ended = b"", False
+def pump(secs, until=lambda: False):
+    global buf, ended
+    end = time.time() + secs
+    while time.time() < end and not ended and not until():
+        if select.select([m], [], [], 0.2)[0]:
+            try:
+                d = os.read(m, 65536)
+            except OSError:
+                d = b""
+            ended = not d
+            buf += d
+pump(90, lambda: os.path.exists(mark))
+cut = len(buf)
+size(m, 40, 132)
+pump(60, lambda: b"done" in buf[cut:])
+pump(1)
+for _ in range(3):  # (Gemini CLI: Ctrl-C twice exits)
+    os.write(m, b"\x03"); pump(0.3); os.write(m, b"\x03"); pump(10)
+if not ended:
+    os.kill(pid, 9)
+text = lambda b: re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", b.decode("utf-8", "replace"))
+rule = lambda b: max((len(r) for r in re.findall("[─▄▀]{20,}", text(b))), default=0)
+print("MARKED", os.path.exists(mark))
+print("RULE-BEFORE", rule(buf[:cut]))
+print("RULE-AFTER", rule(buf[cut:]))
+print("TRUECOLOUR", b"\x1b[38;2;" in buf)
+print("ENDED", ended)
+print("EXIT", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+PY
+for layer in process ${on_gvisor:+gvisor}; do
+    mark=$WS/tool-started-$(rnd)
+    # (Gemini CLI refuses a command with $(...) in it)
+    printf 'EXG-RUN: touch %s; sleep 4; echo size; stty size; echo term=$TERM colorterm=$COLORTERM' "$mark" > "$T/prompt"
+    export GEMINI_API_KEY="exgtest-gemini-key-$(rnd)"
+    before=$(wc -l < "$SLOG")
+    run bash -c 'cd "$0" && PATH="$1:$PATH" python3 "$2" "$3" "$4" agent gemini --layer "$5" --policy "$6" -- -i "$(cat "$7")" --yolo' \
+        "$WS" "$BIN" "$T/ptyresize.py" "$mark" "$EXG" "$layer" "$T/plain.json" "$T/prompt"
+    export -n GEMINI_API_KEY; unset GEMINI_API_KEY
+    tool=$(tail -n +$((before + 1)) "$SLOG" | grep -o 'size\\\\n[0-9]* [0-9]*\\\\nterm=[^ ]* colorterm=[a-z]*' | tail -n 1 | sed 's/\\\\n/ /g')
+    cols=$(sed -n 's/^size [0-9]* \([0-9]*\) .*/\1/p' <<<"$tool")
+    check "gemini ($layer), full screen: its tool ran ($tool); the interface's rules 100 columns wide, 132 after the resize ($(grep -o 'RULE-[A-Z]* [0-9]*' <<<"$OUT" | tr '\n' ' '))" \
+        bash -c 'grep -qx "MARKED True" <<<"$0" && grep -qx "RULE-BEFORE 100" <<<"$0" && grep -qx "RULE-AFTER 132" <<<"$0"' "$OUT"
+    check "gemini ($layer), full screen: the tool's pty, which the CLI sizes from its terminal, was widened past 100 after the resize ($cols columns)" \
+        test "${cols:-0}" -gt 100
+    check "gemini ($layer), full screen: TERM and COLORTERM reached its tool; its colours are 24-bit escape sequences" \
+        bash -c 'grep -q "term=xterm-256color colorterm=truecolor$" <<<"$1" && grep -qx "TRUECOLOUR True" <<<"$0"' "$OUT" "$tool"
+    check "gemini ($layer), full screen: Ctrl-C twice ended the CLI ($(grep -E '^(ENDED|EXIT)' <<<"$OUT" | tr '\n' ' '))" \
+        grep -qx "ENDED True" <<<"$OUT"
+    grep -qx "RULE-AFTER 132" <<<"$OUT" || show_last
+done
 
 # ---- Gemini CLI signed in with Google (OAuth), its access token expired ---------------------------
 # Its tokens in ~/.gemini/oauth_creds.json: it refreshes at oauth2.googleapis.com with the real
