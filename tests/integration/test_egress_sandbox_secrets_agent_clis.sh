@@ -16,9 +16,10 @@
 # Ctrl-C typed on a python pty while Claude Code's tool runs reaches inside, and the run's status
 # is the CLI's. Gemini CLI's full-screen interface in a python pty, on the process layer and on
 # gVisor: it redraws at the new width after a resize and passes it to its tool's pty, TERM and
-# COLORTERM reach the tool, its colours pass, Ctrl-C ends it. Claude Code's API-key round runs again on the container layer, on gVisor and on
-# landlock (as the user: as root landlock refuses the root-owned workspace), each a layer that
-# cannot start here skipped; Gemini CLI's and Codex's API-key rounds on gVisor too.
+# COLORTERM reach the tool, its colours pass, Ctrl-C ends it. Claude Code's API-key round runs
+# again on the container layer, on gVisor and on landlock (as the user: as root landlock refuses
+# the root-owned workspace), each a layer that cannot start here skipped; Gemini CLI's and Codex's
+# API-key rounds on gVisor too, Codex's in a microVM guest.
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
 # streaming; its key from the environment), and on its default provider signed in with an API key
 # in ~/.codex/auth.json, where it opens the Responses API over a WebSocket (the endpoint speaks it:
@@ -270,21 +271,10 @@ fi
 # the tool's own pty was widened past 100 (Gemini passed the new size on); TERM and COLORTERM
 # reached the tool; the interface's colours are 24-bit escape sequences; Ctrl-C ended the CLI.
 cat > "$T/ptyresize.py" <<'PY'
-import fcntl, os, re, select, struct, sys, termios, time
-mark, argv = sys.argv[1], sys.argv[2:]
-m, s = os.openpty()
-size = lambda fd, r, c: fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", r, c, 0, 0))
-size(s, 30, 100)
-pid = os.fork()
-if pid == 0:
-    os.setsid()
-    fcntl.ioctl(s, termios.TIOCSCTTY, 0)
-    for fd in (0, 1, 2):
-        os.dup2(s, fd)
-    os.close(m)
-    os.environ.update(TERM="xterm-256color", COLORTERM="truecolor")
-    os.execvp(argv[0], argv)
-os.close(s)
+import os, re, select, sys, time
+from pty_spawn import set_size, spawn
+pid, m = spawn(sys.argv[2:], 30, 100, {"TERM": "xterm-256color", "COLORTERM": "truecolor"})
+mark = sys.argv[1]
 buf, ended = b"", False
 def pump(secs, until=lambda: False):
     global buf, ended
@@ -299,7 +289,7 @@ def pump(secs, until=lambda: False):
             buf += d
 pump(90, lambda: os.path.exists(mark))
 cut = len(buf)
-size(m, 40, 132)
+set_size(m, 40, 132)
 pump(60, lambda: b"done" in buf[cut:])
 pump(1)
 for _ in range(3):  # (Gemini CLI: Ctrl-C twice exits)
@@ -321,7 +311,7 @@ for layer in process ${on_gvisor:+gvisor}; do
     printf 'EXG-RUN: touch %s; sleep 4; echo size; stty size; echo term=$TERM colorterm=$COLORTERM' "$mark" > "$T/prompt"
     export GEMINI_API_KEY="exgtest-gemini-key-$(rnd)"
     before=$(wc -l < "$SLOG")
-    run bash -c 'cd "$0" && PATH="$1:$PATH" python3 "$2" "$3" "$4" agent gemini --layer "$5" --policy "$6" -- -i "$(cat "$7")" --yolo' \
+    run env PYTHONPATH="$SRC/tests/integration" PYTHONDONTWRITEBYTECODE=1 bash -c 'cd "$0" && PATH="$1:$PATH" python3 "$2" "$3" "$4" agent gemini --layer "$5" --policy "$6" -- -i "$(cat "$7")" --yolo' \
         "$WS" "$BIN" "$T/ptyresize.py" "$mark" "$EXG" "$layer" "$T/plain.json" "$T/prompt"
     export -n GEMINI_API_KEY; unset GEMINI_API_KEY
     tool=$(tail -n +$((before + 1)) "$SLOG" | grep -o 'size\\\\n[0-9]* [0-9]*\\\\nterm=[^ ]* colorterm=[a-z]*' | tail -n 1 | sed 's/\\\\n/ /g')
@@ -397,9 +387,20 @@ api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
 check "codex: a first run: ~/.codex/skills made before the sandbox, said, empty afterwards, nothing quarantined" \
     bash -c 'grep -qF "made $1/.codex/skills (empty)" <<<"$0" && ! grep -q quarantined <<<"$0" && [ -d "$1/.codex/skills" ] &&
              [ -z "$(ls -A "$1/.codex/skills")" ]' "$OUT" "$HOME"
-# (the same on gVisor)
+# (the same on gVisor, and in a microVM guest: its tool's shell in the guest, its requests through
+# the guest's egress channel to the host's proxy. Under TCG this round takes about 55 s: as root
+# only, as the microVM scripts in CI, unless EXG_IT_MICROVM_FULL=1. Claude Code's binary dies
+# with SIGILL in a TCG guest, whose CPU model lacks instructions it uses: docs/secrets.md)
 if [ -n "$on_gvisor" ]; then
     AGENT_OPTS="--layer gvisor" ROUND_LABEL="codex (gvisor)" api_key_round codex OPENAI_API_KEY authorization \
+        "$HOME/.codex/config.toml" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+fi
+if [ ! -x /usr/bin/qemu-system-x86_64 ] || [ ! -s "${EXG_MICROVM_IMAGE_DIR:-/nonexistent}/vmlinux" ]; then
+    skip "codex on the microvm layer: no qemu-system-x86_64 or guest image here"
+elif [ "$EXG_AS" != root ] && [ "$EXG_IT_MICROVM_FULL" != 1 ]; then
+    skip "codex on the microvm layer: as root only (CI's time; EXG_IT_MICROVM_FULL=1 runs it)"
+else
+    AGENT_OPTS="--layer microvm" ROUND_LABEL="codex (microvm)" api_key_round codex OPENAI_API_KEY authorization \
         "$HOME/.codex/config.toml" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
 fi
 
