@@ -19,7 +19,7 @@
 # COLORTERM reach the tool, its colours pass, Ctrl-C ends it. Claude Code's API-key round runs
 # again on the container layer, on gVisor and on landlock (as the user: as root landlock refuses
 # the root-owned workspace), each a layer that cannot start here skipped; Gemini CLI's and Codex's
-# API-key rounds on gVisor too, Codex's in a microVM guest.
+# API-key rounds on gVisor too; Claude Code's in a microVM guest (as root).
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
 # streaming; its key from the environment), and on its default provider signed in with an API key
 # in ~/.codex/auth.json, where it opens the Responses API over a WebSocket (the endpoint speaks it:
@@ -217,6 +217,19 @@ for layer in container gvisor landlock; do
     AGENT_OPTS="--layer $layer" ROUND_LABEL="claude ($layer)" ROUND_SWEPT=$swept ROUND_STATUS=${swept:+123} \
         api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
 done
+# In a microVM guest: the CLI and its tool's shell in the guest, its requests through the guest's
+# egress channel to the host's proxy. Under TCG (no KVM here) this round takes 60-90 s with the
+# guest's first boot: as root only, as the microVM scripts in CI, unless EXG_IT_MICROVM_FULL=1.
+# (Under qemu's default TCG CPU model Claude Code's binary died with SIGILL: the layer asks for
+# -cpu max.)
+if [ ! -x /usr/bin/qemu-system-x86_64 ] || [ ! -s "${EXG_MICROVM_IMAGE_DIR:-/nonexistent}/vmlinux" ]; then
+    skip "claude on the microvm layer: no qemu-system-x86_64 or guest image here"
+elif [ "$EXG_AS" != root ] && [ "$EXG_IT_MICROVM_FULL" != 1 ]; then
+    skip "claude on the microvm layer: as root only (CI's time; EXG_IT_MICROVM_FULL=1 runs it)"
+else
+    AGENT_OPTS="--layer microvm" ROUND_LABEL="claude (microvm)" \
+        api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
+fi
 
 # ---- Claude Code signed in with OAuth (a subscription), its access token expired ------------------
 # It refreshes first (platform.claude.com, the world's echo issues new tokens), then runs the tool.
@@ -387,20 +400,9 @@ api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
 check "codex: a first run: ~/.codex/skills made before the sandbox, said, empty afterwards, nothing quarantined" \
     bash -c 'grep -qF "made $1/.codex/skills (empty)" <<<"$0" && ! grep -q quarantined <<<"$0" && [ -d "$1/.codex/skills" ] &&
              [ -z "$(ls -A "$1/.codex/skills")" ]' "$OUT" "$HOME"
-# (the same on gVisor, and in a microVM guest: its tool's shell in the guest, its requests through
-# the guest's egress channel to the host's proxy. Under TCG this round takes about 55 s: as root
-# only, as the microVM scripts in CI, unless EXG_IT_MICROVM_FULL=1. Claude Code's binary dies
-# with SIGILL in a TCG guest, whose CPU model lacks instructions it uses: docs/secrets.md)
+# (the same on gVisor)
 if [ -n "$on_gvisor" ]; then
     AGENT_OPTS="--layer gvisor" ROUND_LABEL="codex (gvisor)" api_key_round codex OPENAI_API_KEY authorization \
-        "$HOME/.codex/config.toml" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
-fi
-if [ ! -x /usr/bin/qemu-system-x86_64 ] || [ ! -s "${EXG_MICROVM_IMAGE_DIR:-/nonexistent}/vmlinux" ]; then
-    skip "codex on the microvm layer: no qemu-system-x86_64 or guest image here"
-elif [ "$EXG_AS" != root ] && [ "$EXG_IT_MICROVM_FULL" != 1 ]; then
-    skip "codex on the microvm layer: as root only (CI's time; EXG_IT_MICROVM_FULL=1 runs it)"
-else
-    AGENT_OPTS="--layer microvm" ROUND_LABEL="codex (microvm)" api_key_round codex OPENAI_API_KEY authorization \
         "$HOME/.codex/config.toml" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
 fi
 
