@@ -57,7 +57,8 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
   } else {
     // A bounded translation cache (the default is 1 GiB, charged to the cgroup as it fills).
     // The CPU model with every feature TCG emulates (SSE4.2, AVX2, ...): under qemu's default
-    // (qemu64) programs built for today's x86-64 die with SIGILL (Claude Code's binary).
+    // (qemu64) programs built for today's x86-64 die with SIGILL (Claude Code's binary). The
+    // price: some guest work runs slower under emulation (docs/microvm.md, the measures).
     a.insert(a.end(), {"-accel", "tcg,tb-size=64", "-cpu", "max"});
   }
   if (s.console) a.insert(a.end(), {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
