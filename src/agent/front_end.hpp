@@ -52,6 +52,10 @@ class FrontEnd {
   // the front end delivered it itself (the microVM layer: to the command, over
   // the channel; qemu would just end).
   virtual bool forward_signal(int) { return false; }
+  // The caller's terminal changed size (SIGWINCH). The supervisor resizes a
+  // pty it made itself; a front end whose command has a pty of the sandbox's
+  // own (the microVM guest's) passes the new size on over the channel.
+  virtual void on_terminal_resized() {}
   // Forks refused by a pids limit the sandbox's own kernel enforces, as the
   // agent reported it (the microVM guest's cgroup, which the host cannot read).
   virtual uint64_t inside_pids_refused() const { return 0; }

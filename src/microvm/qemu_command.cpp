@@ -56,7 +56,10 @@ std::vector<std::string> QemuMicrovm::command(const VmSpec& s) const {
     a.insert(a.end(), {"-accel", "kvm", "-cpu", "host"});
   } else {
     // A bounded translation cache (the default is 1 GiB, charged to the cgroup as it fills).
-    a.insert(a.end(), {"-accel", "tcg,tb-size=64"});
+    // The CPU model with every feature TCG emulates (SSE4.2, AVX2, ...): under qemu's default
+    // (qemu64) programs built for today's x86-64 die with SIGILL (Claude Code's binary). The
+    // price: some guest work runs slower under emulation (docs/microvm.md, the measures).
+    a.insert(a.end(), {"-accel", "tcg,tb-size=64", "-cpu", "max"});
   }
   if (s.console) a.insert(a.end(), {"-chardev", "stdio,id=console,signal=off", "-serial", "chardev:console"});
   else a.insert(a.end(), {"-serial", "none"});

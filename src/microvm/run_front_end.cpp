@@ -7,13 +7,22 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <optional>
 
 namespace exg::microvm {
 
 namespace {
 
-constexpr uint32_t kStartId = 1, kShutdownId = 2, kInputIds = 16, kSignalIds = 17;
+constexpr uint32_t kStartId = 1, kShutdownId = 2, kInputIds = 16, kSignalIds = 17, kResizeIds = 18;
 constexpr size_t kStdinPauseAt = 1u << 20;  // queued bytes to the agent before stdin waits
+
+// The caller's terminal's size, when it has a sane one (the agent refuses 0 and above 1000).
+std::optional<winsize> terminal_size() {
+  winsize ws{};
+  if (::ioctl(1, TIOCGWINSZ, &ws) != 0 || ws.ws_row == 0 || ws.ws_col == 0 || ws.ws_row > 1000 || ws.ws_col > 1000)
+    return std::nullopt;
+  return ws;
+}
 
 void write_all(int fd, const std::string& s) {
   size_t off = 0;
@@ -105,10 +114,8 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
         for (const auto& w : inside_.walls()) std::fprintf(stderr, "exguardian: microvm: in the guest: %s\n", w.c_str());
       agent::request::Start req{.argv = plan_.argv, .env = plan_.env, .cwd = plan_.cwd, .stdin_open = relay_stdin_};
       if (pty_) {
-        winsize ws{};
         req.pty = true;
-        if (::ioctl(1, TIOCGWINSZ, &ws) == 0 && ws.ws_row > 0 && ws.ws_col > 0 && ws.ws_row <= 1000 && ws.ws_col <= 1000)
-          req.rows = ws.ws_row, req.cols = ws.ws_col;
+        if (auto ws = terminal_size()) req.rows = ws->ws_row, req.cols = ws->ws_col;
         termios t;
         if (::tcgetattr(0, &t) == 0) {
           saved_tty_ = t;
@@ -129,6 +136,7 @@ void RunFrontEnd::on_frame(const agent::Frame& f) {
   if (f.kind != agent::Kind::Reply || f.id != kStartId) return;
   if (h.value("ok", false)) {
     pid_ = h.value("pid", -1);
+    if (resize_pending_) send_size();
     return;
   }
   int e = h.value("errno", 0);
@@ -143,6 +151,21 @@ bool RunFrontEnd::forward_signal(int sig) {
   if (pid_ <= 0 || !channel_open_ || status_) return false;  // before the start or after the exit: ends the VM
   ch_.send({agent::Kind::Request, kSignalIds, agent::request::signal(pid_, sig), {}});
   return true;
+}
+
+void RunFrontEnd::on_terminal_resized() {
+  if (!pty_ || !started_ || status_ || !channel_open_) return;
+  if (pid_ <= 0) {
+    resize_pending_ = true;  // started, the pid not known yet
+    return;
+  }
+  send_size();
+}
+
+void RunFrontEnd::send_size() {
+  resize_pending_ = false;
+  if (auto ws = terminal_size())
+    ch_.send({agent::Kind::Request, kResizeIds, agent::request::resize(pid_, ws->ws_row, ws->ws_col), {}});
 }
 
 int RunFrontEnd::final_status(int sandbox_status) {

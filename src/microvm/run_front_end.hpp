@@ -7,7 +7,9 @@
 // and stdout both ttys) the command gets a pty of the guest's own devpts, of
 // the terminal's size: the host's terminal is put in raw mode for the run and
 // its keystrokes go to that pty (^C included: the guest's line discipline
-// makes the signal); it is put back as it was at the end.
+// makes the signal); it is put back as it was at the end. A resize of the
+// terminal (SIGWINCH) is passed on as the agent's `resize` of that pty: the
+// guest's kernel then signals the command's foreground group itself.
 #pragma once
 #include <termios.h>
 
@@ -30,6 +32,7 @@ class RunFrontEnd : public agent::FrontEnd {
   void on_ready(const pollfd* fds, size_t n) override;
   int final_status(int sandbox_status) override;
   bool forward_signal(int sig) override;
+  void on_terminal_resized() override;
   uint64_t inside_pids_refused() const override { return inside_.pids_refused(); }
 
  private:
@@ -40,6 +43,7 @@ class RunFrontEnd : public agent::FrontEnd {
   bool channel_open_ = false;
   bool relay_stdin_ = false, stdin_done_ = false;
   bool pty_ = false;
+  bool resize_pending_ = false;  // a resize before the start's reply: sent once the pid is known
   std::optional<termios> saved_tty_;  // the host terminal's settings while it is raw
   bool started_ = false, shutdown_sent_ = false;
   int pid_ = -1;
@@ -49,6 +53,7 @@ class RunFrontEnd : public agent::FrontEnd {
   void shutdown();
   void read_stdin();
   void restore_terminal();
+  void send_size();
 };
 
 }  // namespace exg::microvm

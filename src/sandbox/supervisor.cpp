@@ -850,6 +850,7 @@ void Supervision::relay_until_exit() {
         int s = static_cast<int>(si.ssi_signo);
         if (s == SIGWINCH) {
           if (master >= 0 && host_tty >= 0) copy_winsize(host_tty, master);
+          if (opt_.agent) opt_.agent->on_terminal_resized();
         } else if (s != SIGCHLD && s != SIGPIPE) {
           if (!opt_.agent || !opt_.agent->forward_signal(s)) sys::pidfd_send_signal(sb.pidfd.get(), s);
         }

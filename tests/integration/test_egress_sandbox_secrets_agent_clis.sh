@@ -14,8 +14,12 @@
 # signed in with Google, its token expired, the same at oauth2.googleapis.com (form-encoded), its
 # turns then going to Google's Code Assist API (cloudcode-pa.googleapis.com).
 # Ctrl-C typed on a python pty while Claude Code's tool runs reaches inside, and the run's status
-# is the CLI's. Claude Code's API-key round runs again on the container layer and on landlock (as the user: as
-# root landlock refuses the root-owned workspace), each a layer that cannot start here skipped.
+# is the CLI's. Gemini CLI's full-screen interface in a python pty, on the process layer and on
+# gVisor: it redraws at the new width after a resize and passes it to its tool's pty, TERM and
+# COLORTERM reach the tool, its colours pass, Ctrl-C ends it. Claude Code's API-key round runs
+# again on the container layer, on gVisor and on landlock (as the user: as root landlock refuses
+# the root-owned workspace), each a layer that cannot start here skipped; Gemini CLI's and Codex's
+# API-key rounds on gVisor too; Claude Code's in a microVM guest (as root).
 # Codex runs twice: with a provider for api.openai.com with supports_websockets = false (plain HTTP
 # streaming; its key from the environment), and on its default provider signed in with an API key
 # in ~/.codex/auth.json, where it opens the Responses API over a WebSocket (the endpoint speaks it:
@@ -198,19 +202,36 @@ rm -rf "$WS/wrap" "$WS/claude-status" "$mark"
 
 # ---- Claude Code on the other layers that run here, the same round --------------------------------
 # (the CLI from the runner's npm cache, the proxy and the world as above; landlock refuses a
-# workspace root owns when run as root, gVisor gives the command no terminal: test_tty.sh.
-# Landlock cannot make a protected name in a writable tree read-only: the settings the tool
-# writes are quarantined at exit, and the run ends with 123: docs/layers.md)
-for layer in container landlock; do
+# workspace root owns when run as root. On gVisor the CLI gets a terminal of runsc's console
+# socket, its tools run in gVisor's kernel, the proxy outside it as on the other layers; Gemini
+# CLI and Codex run there too, below. Landlock cannot make a protected name in a writable tree
+# read-only: the settings the tool writes are quarantined at exit, and the run ends with 123:
+# docs/layers.md)
+on_gvisor=""
+for layer in container gvisor landlock; do
     run bash -c 'cd "$0" && "$1" run --layer "$2" --no-policy-files -- true' "$WS" "$EXG" "$layer"
     if [ "$STATUS" != 0 ]; then
         skip "claude on the $layer layer: it does not run here ($(tail -n 1 <<<"$ERR" | head -c 160))"
         continue
     fi
+    [ "$layer" = gvisor ] && on_gvisor=1
     swept=""; [ "$layer" = landlock ] && swept=1
     AGENT_OPTS="--layer $layer" ROUND_LABEL="claude ($layer)" ROUND_SWEPT=$swept ROUND_STATUS=${swept:+123} \
         api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
 done
+# In a microVM guest: the CLI and its tool's shell in the guest, its requests through the guest's
+# egress channel to the host's proxy. Under TCG (no KVM here) this round takes 60-90 s with the
+# guest's first boot: as root only, as the microVM scripts in CI, unless EXG_IT_MICROVM_FULL=1.
+# (Under qemu's default TCG CPU model Claude Code's binary died with SIGILL: the layer asks for
+# -cpu max.)
+if [ ! -x /usr/bin/qemu-system-x86_64 ] || [ ! -s "${EXG_MICROVM_IMAGE_DIR:-/nonexistent}/vmlinux" ]; then
+    skip "claude on the microvm layer: no qemu-system-x86_64 or guest image here"
+elif [ "$EXG_AS" != root ] && [ "$EXG_IT_MICROVM_FULL" != 1 ]; then
+    skip "claude on the microvm layer: as root only (CI's time; EXG_IT_MICROVM_FULL=1 runs it)"
+else
+    AGENT_OPTS="--layer microvm" ROUND_LABEL="claude (microvm)" \
+        api_key_round claude ANTHROPIC_API_KEY x-api-key "$HOME/.claude/settings.json" -p PROMPT --allowedTools Bash
+fi
 
 # ---- Claude Code signed in with OAuth (a subscription), its access token expired ------------------
 # It refreshes first (platform.claude.com, the world's echo issues new tokens), then runs the tool.
@@ -249,6 +270,77 @@ echo '{"security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {
     > "$HOME/.gemini/settings.json"
 chmod -R a+rwX "$HOME/.gemini"
 api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
+# (the same on gVisor: node's event loop and its tool's shell in gVisor's kernel)
+if [ -n "$on_gvisor" ]; then
+    AGENT_OPTS="--layer gvisor" ROUND_LABEL="gemini (gvisor)" \
+        api_key_round gemini GEMINI_API_KEY x-goog-api-key "$HOME/.gemini/settings.json" -p PROMPT --yolo
+fi
+
+# ---- Gemini CLI's full-screen interface in a pty: colours, a resize, Ctrl-C ---------------------
+# A python pty stands for the user's terminal (30x100, TERM=xterm-256color, COLORTERM=truecolor);
+# the CLI starts interactive (-i) with the prompt, its tool marks that it runs, the driver then
+# resizes the terminal to 40x132 while the tool sleeps, and types Ctrl-C twice once the model has
+# answered. Gemini CLI runs its tool on a pty of its own, sized from its terminal: the tool's
+# `stty size` is read after the resize. Judged from the host: the interface drew its full-width
+# rules at 100 columns, then at 132 after the resize (it got SIGWINCH and the new size inside);
+# the tool's own pty was widened past 100 (Gemini passed the new size on); TERM and COLORTERM
+# reached the tool; the interface's colours are 24-bit escape sequences; Ctrl-C ended the CLI.
+cat > "$T/ptyresize.py" <<'PY'
+import os, re, select, sys, time
+from pty_spawn import set_size, spawn
+pid, m = spawn(sys.argv[2:], 30, 100, {"TERM": "xterm-256color", "COLORTERM": "truecolor"})
+mark = sys.argv[1]
+buf, ended = b"", False
+def pump(secs, until=lambda: False):
+    global buf, ended
+    end = time.time() + secs
+    while time.time() < end and not ended and not until():
+        if select.select([m], [], [], 0.2)[0]:
+            try:
+                d = os.read(m, 65536)
+            except OSError:
+                d = b""
+            ended = not d
+            buf += d
+pump(90, lambda: os.path.exists(mark))
+cut = len(buf)
+set_size(m, 40, 132)
+pump(60, lambda: b"done" in buf[cut:])
+pump(1)
+for _ in range(3):  # (Gemini CLI: Ctrl-C twice exits)
+    os.write(m, b"\x03"); pump(0.3); os.write(m, b"\x03"); pump(10)
+if not ended:
+    os.kill(pid, 9)
+text = lambda b: re.sub(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07]*\x07", "", b.decode("utf-8", "replace"))
+rule = lambda b: max((len(r) for r in re.findall("[─▄▀]{20,}", text(b))), default=0)
+print("MARKED", os.path.exists(mark))
+print("RULE-BEFORE", rule(buf[:cut]))
+print("RULE-AFTER", rule(buf[cut:]))
+print("TRUECOLOUR", b"\x1b[38;2;" in buf)
+print("ENDED", ended)
+print("EXIT", os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+PY
+for layer in process ${on_gvisor:+gvisor}; do
+    mark=$WS/tool-started-$(rnd)
+    # (Gemini CLI refuses a command with $(...) in it)
+    printf 'EXG-RUN: touch %s; sleep 4; echo size; stty size; echo term=$TERM colorterm=$COLORTERM' "$mark" > "$T/prompt"
+    export GEMINI_API_KEY="exgtest-gemini-key-$(rnd)"
+    before=$(wc -l < "$SLOG")
+    run env PYTHONPATH="$SRC/tests/integration" PYTHONDONTWRITEBYTECODE=1 bash -c 'cd "$0" && PATH="$1:$PATH" python3 "$2" "$3" "$4" agent gemini --layer "$5" --policy "$6" -- -i "$(cat "$7")" --yolo' \
+        "$WS" "$BIN" "$T/ptyresize.py" "$mark" "$EXG" "$layer" "$T/plain.json" "$T/prompt"
+    export -n GEMINI_API_KEY; unset GEMINI_API_KEY
+    tool=$(tail -n +$((before + 1)) "$SLOG" | grep -o 'size\\\\n[0-9]* [0-9]*\\\\nterm=[^ ]* colorterm=[a-z]*' | tail -n 1 | sed 's/\\\\n/ /g')
+    cols=$(sed -n 's/^size [0-9]* \([0-9]*\) .*/\1/p' <<<"$tool")
+    check "gemini ($layer), full screen: its tool ran ($tool); the interface's rules 100 columns wide, 132 after the resize ($(grep -o 'RULE-[A-Z]* [0-9]*' <<<"$OUT" | tr '\n' ' '))" \
+        bash -c 'grep -qx "MARKED True" <<<"$0" && grep -qx "RULE-BEFORE 100" <<<"$0" && grep -qx "RULE-AFTER 132" <<<"$0"' "$OUT"
+    check "gemini ($layer), full screen: the tool's pty, which the CLI sizes from its terminal, was widened past 100 after the resize ($cols columns)" \
+        test "${cols:-0}" -gt 100
+    check "gemini ($layer), full screen: TERM and COLORTERM reached its tool; its colours are 24-bit escape sequences" \
+        bash -c 'grep -q "term=xterm-256color colorterm=truecolor$" <<<"$1" && grep -qx "TRUECOLOUR True" <<<"$0"' "$OUT" "$tool"
+    check "gemini ($layer), full screen: Ctrl-C twice ended the CLI ($(grep -E '^(ENDED|EXIT)' <<<"$OUT" | tr '\n' ' '))" \
+        grep -qx "ENDED True" <<<"$OUT"
+    grep -qx "RULE-AFTER 132" <<<"$OUT" || show_last
+done
 
 # ---- Gemini CLI signed in with Google (OAuth), its access token expired ---------------------------
 # Its tokens in ~/.gemini/oauth_creds.json: it refreshes at oauth2.googleapis.com with the real
@@ -310,6 +402,11 @@ api_key_round codex OPENAI_API_KEY authorization "$HOME/.codex/config.toml" \
 check "codex: a first run: ~/.codex/skills made before the sandbox, said, empty afterwards, nothing quarantined" \
     bash -c 'grep -qF "made $1/.codex/skills (empty)" <<<"$0" && ! grep -q quarantined <<<"$0" && [ -d "$1/.codex/skills" ] &&
              [ -z "$(ls -A "$1/.codex/skills")" ]' "$OUT" "$HOME"
+# (the same on gVisor)
+if [ -n "$on_gvisor" ]; then
+    AGENT_OPTS="--layer gvisor" ROUND_LABEL="codex (gvisor)" api_key_round codex OPENAI_API_KEY authorization \
+        "$HOME/.codex/config.toml" exec --skip-git-repo-check --dangerously-bypass-approvals-and-sandbox PROMPT
+fi
 
 # ---- Codex CLI on its default provider, signed in with an API key ------------------------------
 # (`codex login --with-api-key` writes it to ~/.codex/auth.json.) Codex opens the Responses API

@@ -40,6 +40,7 @@ TEST(MicrovmQemu, CommandNamesEveryDeviceAndConfinesQemu) {
   EXPECT_EQ(after(a, "-sandbox"), "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny");
   EXPECT_EQ(after(a, "-m"), "300M");
   EXPECT_EQ(after(a, "-accel"), "tcg,tb-size=64");
+  EXPECT_EQ(after(a, "-cpu"), "max");  // (qemu64, TCG's default, lacks what today's binaries use)
   std::string append = after(a, "-append");
   for (const char* p : {"reboot=t", "tsc_early_khz=2300000", "console=ttyS0"})
     EXPECT_NE(append.find(p), std::string::npos) << p;
@@ -57,6 +58,7 @@ TEST(MicrovmQemu, CommandNamesEveryDeviceAndConfinesQemu) {
   }
   s.accel = Accel::Kvm;
   EXPECT_EQ(after(QemuMicrovm().command(s), "-accel"), "kvm");
+  EXPECT_EQ(after(QemuMicrovm().command(s), "-cpu"), "host");
 }
 
 TEST(MicrovmView, PlanStepsAgainUnderTheViewWithoutQemusProcSysDev) {
