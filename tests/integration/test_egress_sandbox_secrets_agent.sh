@@ -162,10 +162,12 @@ export OTHER_KEY=$OTHER
 echo '{"network": {"allowedDomains": ["plain.test", "other.secret.test"]},
        "secrets": [{"name": "OTHER_KEY", "from": "env:OTHER_KEY", "hosts": ["other.secret.test"]}]}' > "$T/other.json"
 before=$(wc -l < "$SLOG")
+# (the split echo's record is padded past the masker's hold window, so the proxy must pass it on
+# in pieces as it comes, masking across the server's 5-byte fragments, not as one frame at its end)
 run sbx --policy "$PROFILE" --policy "$T/other.json" --audit-log "$audit" -- bash -c '
 w=$0/wsclient; k=$ANTHROPIC_API_KEY
 echo "OWN $k OTHER $OTHER_KEY"
-$w "https://api.anthropic.com/ws-echo?split" "x-api-key: $k" -- "own $k" "twice"; echo "own=$?"
+$w "https://api.anthropic.com/ws-echo?split" "x-api-key: $k" "x-pad: $(printf "%02000d" 0)" -- "own $k" "twice"; echo "own=$?"
 $w https://api.anthropic.com/ws-echo "x-api-key: $k" -- "other $OTHER_KEY"; echo "other=$?"
 $w https://plain.test/ws-echo -- "elsewhere $k"; echo "elsewhere=$?"
 $w "https://api.anthropic.com/ws-echo?deflate" "x-api-key: $k" -- "deflated"; echo "deflate=$?"' "$WS/bin"
