@@ -1244,8 +1244,10 @@ Result<void> Launch::generated_files() {
     so.source_override[s.target] = path;
   }
   // The container's own boot id (util/boot_id.hpp), bound over its /proc's by
-  // crun and runc. gVisor's kernel has no boot_id file to bind over.
-  if (rt.runtime != Runtime::Runsc) {
+  // crun. runc refuses any mount under /proc but a fixed few (its checkProcMount:
+  // the container does not start), and gVisor's kernel has no boot_id file to
+  // bind over: those show the host's (runc) or none (gVisor).
+  if (rt.runtime == Runtime::Crun) {
     auto boot = new_boot_id();
     if (!boot) return fail(Error::sys("getrandom (the container's boot id)"));
     std::string path = std::string(kBase) + "/f/boot_id";
