@@ -356,8 +356,16 @@ template <class Report>
 void apply_credential_trees(const plan::Plan& plan, WorkspaceGuard& g, SupervisorIo& io, Report&& report, Finish& f) {
   for (auto& t : g.credential_trees) {
     for (const auto& rel : t.copies) {
+      // The sandbox wrote the upper layer (it has ended: nothing changes it now): a
+      // directory on the copy's way that it made a symlink would lead this removal,
+      // with the supervisor's rights, onto a host path. Then the copy is not there.
+      bool on_way_ok = true;
+      for (size_t at = rel.find('/'); on_way_ok && at != std::string::npos; at = rel.find('/', at + 1)) {
+        struct stat st{};
+        on_way_ok = ::lstat((t.layer.upper + "/" + rel.substr(0, at)).c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+      }
       std::error_code ec;
-      std::filesystem::remove_all(t.layer.upper + "/" + rel, ec);
+      if (on_way_ok) std::filesystem::remove_all(t.layer.upper + "/" + rel, ec);  // (a link there: the link itself)
     }
     ApplyOptions ao{plan.protect_extra, plan.allow_git_config, quarantine_for(plan, t.tree), false, plan.protect_pointers};
     if (!plan.workspace.empty()) ao.worktree_roots.push_back(plan.workspace);  // as the sweep's (finish_workspace)
