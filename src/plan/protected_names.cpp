@@ -5,8 +5,13 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
+#include <iterator>
+#include <stdexcept>
 
 namespace exg::plan {
+
+namespace {
 
 // Code that runs later: never writable in a writable tree, at any depth, and
 // quarantined when created or changed during a run. The bar: it runs (or is
@@ -18,7 +23,7 @@ namespace exg::plan {
 // `.env` is data: only direnv with load_dotenv = true turns it into the
 // shell's environment, and compile.cpp adds it when the host's direnv config
 // says so.
-const std::vector<ProtectedName> kProtectedNameTable = {
+constexpr ProtectedName kTable[] = {
     // Shells: read at start-up when the tree is (or holds) a home directory.
     {".bashrc", "bash, interactive shells"},
     {".bash_profile", "bash, login shells"},
@@ -279,6 +284,96 @@ const std::vector<ProtectedName> kProtectedNameTable = {
     {"usercustomize.py", "Python: imported at every start (user site)", true},
 };
 
+// The table split into components and indexed by first component at compile
+// time: every run reads it (the plan's protect walk, the workspace snapshot, the
+// end-of-run sweep), and building it at run time (about 300 names: vectors of
+// strings and a hash map) was a fifth of the supervisor's instructions.
+constexpr size_t kTableSize = std::size(kTable);
+constexpr size_t kMaxComponents = 6;
+
+constexpr bool has_pattern_char(std::string_view c) {
+  for (char ch : c)
+    if (ch == '*' || ch == '?' || ch == '[') return true;
+  return false;
+}
+
+struct SplitName {
+  std::array<std::string_view, kMaxComponents> comps{};
+  unsigned n = 0;
+};
+
+constexpr SplitName split_name(std::string_view s) {
+  SplitName out;
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find('/', i);
+    if (j == std::string_view::npos) j = s.size();
+    if (j > i) {
+      if (out.n == kMaxComponents) throw std::logic_error("a protected name with more than kMaxComponents components");
+      out.comps[out.n++] = s.substr(i, j - i);
+    }
+    i = j + 1;
+  }
+  return out;
+}
+
+constexpr auto kSplit = [] {
+  std::array<SplitName, kTableSize> a{};
+  for (size_t i = 0; i < kTableSize; ++i) {
+    std::string_view name = kTable[i].name;
+    // (add() skips these for filesystem.protect: the git directory's own rules cover them)
+    if (name.empty() || name.starts_with(".git/")) throw std::logic_error("a table name the classifier would skip");
+    a[i] = split_name(name);
+  }
+  return a;
+}();
+
+constexpr size_t kGlobFirstCount = [] {
+  size_t c = 0;
+  for (const auto& s : kSplit) c += has_pattern_char(s.comps[0]) ? 1 : 0;
+  return c;
+}();
+
+// Patterns whose first component is a pattern, in table order.
+constexpr auto kGlobFirst = [] {
+  std::array<unsigned, kGlobFirstCount> a{};
+  size_t k = 0;
+  for (unsigned i = 0; i < kTableSize; ++i)
+    if (has_pattern_char(kSplit[i].comps[0])) a[k++] = i;
+  return a;
+}();
+
+struct FirstEntry {
+  std::string_view first;
+  unsigned idx;
+};
+constexpr bool by_first(const FirstEntry& a, const FirstEntry& b) {
+  return a.first < b.first || (a.first == b.first && a.idx < b.idx);
+}
+
+// The others, sorted by first component (table order among equals).
+constexpr auto kByFirst = [] {
+  std::array<FirstEntry, kTableSize - kGlobFirstCount> a{};
+  size_t k = 0;
+  for (unsigned i = 0; i < kTableSize; ++i)
+    if (!has_pattern_char(kSplit[i].comps[0])) a[k++] = {kSplit[i].comps[0], i};
+  std::sort(a.begin(), a.end(), by_first);
+  return a;
+}();
+
+// The table entries whose first component is exactly `name`.
+std::pair<const FirstEntry*, const FirstEntry*> table_first(std::string_view name) {
+  auto lo = std::lower_bound(kByFirst.begin(), kByFirst.end(), name,
+                             [](const FirstEntry& e, std::string_view n) { return e.first < n; });
+  auto hi = lo;
+  while (hi != kByFirst.end() && hi->first == name) ++hi;
+  return {lo, hi};
+}
+
+}  // namespace
+
+const std::span<const ProtectedName> kProtectedNameTable(kTable);
+
 const std::vector<ProtectedName> kGitDirEntries = {
     {"hooks", "git hooks: run by git commit, checkout, merge, push, ..."},
     {"config", "git config: core.hooksPath, core.fsmonitor, core.sshCommand, aliases, filters run commands"},
@@ -297,16 +392,6 @@ std::string join_rel(const std::string& rel, std::string_view name) {
   s += name;
   return s;
 }
-
-namespace {
-
-std::string spelled(const std::vector<std::string>& comps) {
-  std::string s;
-  for (const auto& c : comps) s += (s.empty() ? "" : "/") + c;
-  return s;
-}
-
-}  // namespace
 
 std::vector<std::string_view> split_components(std::string_view rel) {
   std::vector<std::string_view> out;
@@ -338,68 +423,101 @@ GitMarkers git_markers_at(int dirfd) {
 ProtectedPaths::ProtectedPaths(const std::vector<std::string>& extra_names, bool allow_git_config,
                                std::vector<std::string> anchored)
     : anchored_(anchored.begin(), anchored.end()), allow_git_config_(allow_git_config) {
-  // Built on every run (about 300 names): sized once, so that the vectors and
-  // the map do not grow and rehash step by step.
-  size_t count = kProtectedNameTable.size() + extra_names.size();
-  patterns_.reserve(count);
-  whos_.reserve(count);
-  sweep_only_.reserve(count);
-  first_.reserve(count);
-  for (const auto& e : kProtectedNameTable) add(e.name, e.who, e.sweep_only);
-  for (const auto& n : extra_names) add(n, "filesystem.protect");
+  // The table's names are indexed at compile time (kSplit, kByFirst); only the
+  // policy's own names are split here.
+  for (const auto& n : extra_names) add_extra(n);
 }
 
-// (a loop, not find_first_of: that calls memchr once per character of the name,
-// and this runs for every table name at start and for every entry a walk sees)
-bool is_name_pattern(std::string_view c) {
-  return std::any_of(c.begin(), c.end(), [](char ch) { return ch == '*' || ch == '?' || ch == '['; });
-}
+bool is_name_pattern(std::string_view c) { return has_pattern_char(c); }
 
-bool component_matches(const std::string& c, std::string_view name) {
+bool component_matches(std::string_view c, std::string_view name) {
   if (!is_name_pattern(c)) return c == name;
   // The common form, one '*' and nothing else ("*.pyc", "mise.*.toml"), without
   // fnmatch or a copy: big walks test every file name in a quiet directory.
-  if (size_t star = c.find('*'); star != std::string::npos && c.find_first_of("*?[", star + 1) == std::string::npos &&
-                                 c.find_first_of("?[") == std::string::npos) {
-    std::string_view pre(c.data(), star), suf(c.data() + star + 1, c.size() - star - 1);
+  if (size_t star = c.find('*'); star != std::string_view::npos &&
+                                 c.find_first_of("*?[", star + 1) == std::string_view::npos &&
+                                 c.find_first_of("?[") == std::string_view::npos) {
+    std::string_view pre = c.substr(0, star), suf = c.substr(star + 1);
     return name.size() >= pre.size() + suf.size() && name.starts_with(pre) && name.ends_with(suf);
   }
-  return ::fnmatch(c.c_str(), std::string(name).c_str(), 0) == 0;
+  return ::fnmatch(std::string(c).c_str(), std::string(name).c_str(), 0) == 0;
+}
+
+unsigned ProtectedPaths::size_of(unsigned idx) const {
+  return idx < kTableSize ? kSplit[idx].n : static_cast<unsigned>(extra_[idx - kTableSize].size());
+}
+
+std::string_view ProtectedPaths::comp(unsigned idx, unsigned k) const {
+  return idx < kTableSize ? kSplit[idx].comps[k] : std::string_view(extra_[idx - kTableSize][k]);
+}
+
+const char* ProtectedPaths::who(unsigned idx) const {
+  return idx < kTableSize ? kTable[idx].who : "filesystem.protect";
+}
+
+bool ProtectedPaths::sweep_only(unsigned idx) const { return idx < kTableSize && kTable[idx].sweep_only; }
+
+std::string ProtectedPaths::spelled(unsigned idx) const {
+  std::string s;
+  for (unsigned k = 0; k < size_of(idx); ++k) {
+    if (k) s += '/';
+    s += comp(idx, k);
+  }
+  return s;
 }
 
 template <class F>
 void ProtectedPaths::each_first(std::string_view name, F&& f) const {
-  if (auto it = first_.find(std::string(name)); it != first_.end())
-    for (unsigned idx : it->second) f(idx);
-  for (unsigned idx : glob_first_)
-    if (component_matches(patterns_[idx][0], name)) f(idx);
+  for (auto [it, end] = table_first(name); it != end; ++it) f(it->idx);
+  if (!extra_first_.empty())
+    for (const auto& [first, idx] : extra_first_)
+      if (first == name) f(idx);
+  for (unsigned idx : kGlobFirst)
+    if (component_matches(kSplit[idx].comps[0], name)) f(idx);
+  for (unsigned idx : extra_glob_first_)
+    if (component_matches(comp(idx, 0), name)) f(idx);
 }
 
 bool ProtectedPaths::glob_first(std::string_view name) const {
-  for (unsigned idx : glob_first_)
-    if (component_matches(patterns_[idx][0], name)) return true;
+  for (unsigned idx : kGlobFirst)
+    if (component_matches(kSplit[idx].comps[0], name)) return true;
+  for (unsigned idx : extra_glob_first_)
+    if (component_matches(comp(idx, 0), name)) return true;
   return false;
 }
 
-void ProtectedPaths::add(std::string_view name, const char* who, bool sweep_only) {
+bool ProtectedPaths::first_name(std::string_view name) const {
+  if (name == ".git") return true;
+  if (auto [lo, hi] = table_first(name); lo != hi) return true;
+  for (const auto& e : extra_first_)
+    if (e.first == name) return true;
+  return glob_first(name);
+}
+
+void ProtectedPaths::add_extra(std::string_view name) {
   if (name.empty() || name.starts_with(".git/")) return;  // the git directory's own rules cover these
   auto parts = split_components(name);
   if (parts.empty()) return;
-  std::vector<std::string> comps(parts.begin(), parts.end());
-  if (is_name_pattern(comps[0])) glob_first_.push_back(static_cast<unsigned>(patterns_.size()));
-  else first_[comps[0]].push_back(static_cast<unsigned>(patterns_.size()));
-  patterns_.push_back(std::move(comps));
-  whos_.push_back(who);
-  sweep_only_.push_back(sweep_only);
+  auto idx = static_cast<unsigned>(kTableSize + extra_.size());
+  extra_.emplace_back(parts.begin(), parts.end());
+  if (is_name_pattern(parts[0])) extra_glob_first_.push_back(idx);
+  else extra_first_.emplace_back(std::string(parts[0]), idx);
 }
 
 std::vector<std::string> ProtectedPaths::tails(std::string_view first) const {
   std::vector<std::string> out;
   each_first(first, [&](unsigned idx) {
     // (a pattern further down cannot be looked up by name: the sweep judges what it matches)
-    if (patterns_[idx].size() > 1 && std::none_of(patterns_[idx].begin() + 1, patterns_[idx].end(),
-                                                  [](const std::string& c) { return is_name_pattern(c); }))
-      out.push_back(spelled(std::vector<std::string>(patterns_[idx].begin() + 1, patterns_[idx].end())));
+    unsigned n = size_of(idx);
+    if (n < 2) return;
+    for (unsigned k = 1; k < n; ++k)
+      if (is_name_pattern(comp(idx, k))) return;
+    std::string tail;
+    for (unsigned k = 1; k < n; ++k) {
+      if (k > 1) tail += '/';
+      tail += comp(idx, k);
+    }
+    out.push_back(std::move(tail));
   });
   return out;
 }
@@ -413,17 +531,17 @@ ProtectedPaths::Scope ProtectedPaths::root(bool root_is_git_dir, std::string_vie
   for (std::string_view c : split_components(tree)) {
     std::vector<std::pair<unsigned, unsigned>> next;
     for (const auto& [idx, k] : s.partial) {
-      if (!component_matches(patterns_[idx][k], c)) continue;
-      if (k + 1 < patterns_[idx].size()) {
+      if (!component_matches(comp(idx, k), c)) continue;
+      if (k + 1 < size_of(idx)) {
         next.emplace_back(idx, k + 1);
       } else if (!s.inside) {
         s.inside = true;
-        s.why = spelled(patterns_[idx]) + ": " + whos_[idx];
-        s.sweep_only = sweep_only_[idx];
+        s.why = spelled(idx) + ": " + who(idx);
+        s.sweep_only = sweep_only(idx);
       }
     }
     each_first(c, [&](unsigned idx) {
-      if (patterns_[idx].size() > 1) next.emplace_back(idx, 1u);
+      if (size_of(idx) > 1) next.emplace_back(idx, 1u);
     });
     s.partial = std::move(next);
   }
@@ -470,14 +588,14 @@ ProtectMatch ProtectedPaths::classify(const Scope& p, std::string_view name, boo
     return {ProtectMatch::Protected, "a .git file or link chooses the git directory (and so its hooks)", false};
   }
   for (const auto& [idx, k] : p.partial)
-    if (k + 1 == patterns_[idx].size() && !(sweep_only_[idx] && is_dir) && component_matches(patterns_[idx][k], name))
-      return {ProtectMatch::Protected, spelled(patterns_[idx]) + ": " + whos_[idx], false, sweep_only_[idx]};
+    if (k + 1 == size_of(idx) && !(sweep_only(idx) && is_dir) && component_matches(comp(idx, k), name))
+      return {ProtectMatch::Protected, spelled(idx) + ": " + who(idx), false, sweep_only(idx)};
   ProtectMatch m;
   each_first(name, [&](unsigned idx) {
     // A name listed both ways counts as bound at start (the stricter).
     // (sweep-only kinds are files: a directory of that name is an ordinary one)
-    if (patterns_[idx].size() == 1 && !(sweep_only_[idx] && is_dir) && (m.kind == ProtectMatch::None || m.sweep_only))
-      m = {ProtectMatch::Protected, std::string(name) + ": " + whos_[idx], false, sweep_only_[idx]};
+    if (size_of(idx) == 1 && !(sweep_only(idx) && is_dir) && (m.kind == ProtectMatch::None || m.sweep_only))
+      m = {ProtectMatch::Protected, std::string(name) + ": " + who(idx), false, sweep_only(idx)};
   });
   if (m.kind != ProtectMatch::None) return m;
   if (!anchored_.empty() && anchored_.count(join_rel(p.rel, name)))
@@ -502,9 +620,9 @@ ProtectedPaths::Scope ProtectedPaths::enter(const Scope& p, std::string_view nam
     s.hooks = m.kind == ProtectMatch::HooksDir;
   }
   for (const auto& [idx, k] : p.partial)
-    if (k + 1 < patterns_[idx].size() && component_matches(patterns_[idx][k], name)) s.partial.emplace_back(idx, k + 1);
+    if (k + 1 < size_of(idx) && component_matches(comp(idx, k), name)) s.partial.emplace_back(idx, k + 1);
   each_first(name, [&](unsigned idx) {
-    if (patterns_[idx].size() > 1) s.partial.emplace_back(idx, 1u);
+    if (size_of(idx) > 1) s.partial.emplace_back(idx, 1u);
   });
   return s;
 }

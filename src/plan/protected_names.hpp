@@ -15,9 +15,9 @@
 // multi-component names are part-way matched), enter() derives a
 // subdirectory's Scope, classify() judges one entry.
 #pragma once
+#include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -35,7 +35,7 @@ struct ProtectedName {
   // as a matter of course and that can be many (a virtualenv's *.pth).
   bool sweep_only = false;
 };
-extern const std::vector<ProtectedName> kProtectedNameTable;
+extern const std::span<const ProtectedName> kProtectedNameTable;
 
 // Files in a git directory that change what runs (relative to the git directory).
 extern const std::vector<ProtectedName> kGitDirEntries;
@@ -53,7 +53,7 @@ struct ProtectMatch {
 
 // Whether a name component is a pattern, and one component against a name.
 bool is_name_pattern(std::string_view component);
-bool component_matches(const std::string& component, std::string_view name);
+bool component_matches(std::string_view component, std::string_view name);
 
 // git's own test for a git directory, from what a directory holds.
 struct GitMarkers {
@@ -110,9 +110,7 @@ class ProtectedPaths {
   // The rest of every multi-component name that starts with `first`
   // (".claude" -> "commands", "settings.json", ...).
   std::vector<std::string> tails(std::string_view first) const;
-  bool first_name(std::string_view name) const {
-    return first_.count(std::string(name)) > 0 || name == ".git" || (!glob_first_.empty() && glob_first(name));
-  }
+  bool first_name(std::string_view name) const;
 
   // A whole relative path at once (tests, one-off checks). git_dirs: paths
   // (relative, "" = root) of the directories that are git directories by content.
@@ -120,15 +118,20 @@ class ProtectedPaths {
                              const std::unordered_set<std::string>& git_dirs = {}) const;
 
  private:
-  std::vector<std::vector<std::string>> patterns_;
-  std::vector<const char*> whos_;  // string literals (the table's, "filesystem.protect"): no copies
-  std::vector<bool> sweep_only_;
-  std::unordered_map<std::string, std::vector<unsigned>> first_;  // first component -> patterns
-  std::vector<unsigned> glob_first_;                               // patterns whose first component is a pattern
+  // A pattern's index: the table's first (split and indexed at compile time,
+  // protected_names.cpp), then the policy's filesystem.protect names, split here.
+  std::vector<std::vector<std::string>> extra_;                 // index - the table's size
+  std::vector<std::pair<std::string, unsigned>> extra_first_;  // first component -> pattern (few: a scan)
+  std::vector<unsigned> extra_glob_first_;                      // patterns whose first component is a pattern
   std::unordered_set<std::string> anchored_;
   bool allow_git_config_ = false;
 
-  void add(std::string_view name, const char* who, bool sweep_only = false);
+  void add_extra(std::string_view name);
+  unsigned size_of(unsigned idx) const;                   // components
+  std::string_view comp(unsigned idx, unsigned k) const;  // component k
+  const char* who(unsigned idx) const;
+  bool sweep_only(unsigned idx) const;
+  std::string spelled(unsigned idx) const;  // the name, components joined by '/'
   bool glob_first(std::string_view name) const;
   // The patterns whose first component matches name.
   template <class F> void each_first(std::string_view name, F&& f) const;
