@@ -143,6 +143,7 @@ struct Builder {
   Plan plan;
   std::vector<std::string> writable;  // canonical host paths bound read-write
   std::map<std::string, std::string> secret_env_;  // NAME -> placeholder (or the variable with it in place of the value)
+  std::string owner_name_;  // invoked as root: the workspace owner's user name, from the one passwd lookup
 
   Step& add(StepKind k, std::string target, std::string source = {}, std::string why = {}) {
     Step s;
@@ -182,6 +183,7 @@ struct Builder {
       id.host_uid = st.st_uid;
       passwd* pw = ::getpwuid(st.st_uid);
       id.host_gid = pw ? pw->pw_gid : st.st_gid;
+      if (pw) owner_name_ = pw->pw_name;  // USER and LOGNAME (build_env): not looked up a second time
       id.why = "invoked as root: runs as the workspace owner";
     } else {
       id.synthetic = true;
@@ -917,8 +919,7 @@ struct Builder {
     env["PWD"] = plan.cwd;
     if (!env.count("TERM")) env["TERM"] = "dumb";
     if (plan.identity.invoked_as_root) {
-      passwd* pw = plan.identity.synthetic ? nullptr : ::getpwuid(plan.identity.host_uid);
-      std::string name = pw ? pw->pw_name : "exguardian";
+      std::string name = !owner_name_.empty() ? owner_name_ : "exguardian";
       env["USER"] = env["LOGNAME"] = name;
     }
     if (!ctx.user_name.empty() && plan.identity.inside_uid != 0) env["USER"] = env["LOGNAME"] = ctx.user_name;
