@@ -81,7 +81,9 @@ Result<StdioRelay> StdioRelay::make(const bool skip[3]) {
     }
     // Ours never blocks the supervisor's loop (the caller's stays as the caller set it).
     if (::fcntl(f.ours.get(), F_SETFL, O_NONBLOCK) != 0) return fail(Error::sys("O_NONBLOCK on the stdio pipe"));
-    f.buf.resize(kChunk);
+    // Not value-initialised (a vector's resize would zero all 64 KiB and fault
+    // its pages in at every start): read() fills what is used.
+    f.buf.reset(new char[kChunk]);
     f.others = std::to_string(k);
     r.sandbox_fd_[k] = f.theirs.get();
     flow_of[k] = static_cast<int>(r.flows_.size());
@@ -112,7 +114,7 @@ void StdioRelay::stop(Flow& f) {
 bool StdioRelay::pump_in(Flow& f) {
   if (f.len > f.off || f.eof) return false;
   int from = f.input ? f.caller : f.ours.get();
-  ssize_t n = ::read(from, f.buf.data(), f.buf.size());
+  ssize_t n = ::read(from, f.buf.get(), kChunk);
   if (n > 0) {
     f.off = 0;
     f.len = static_cast<size_t>(n);
@@ -134,7 +136,7 @@ bool StdioRelay::pump_out(Flow& f, bool blocking) {
     // A pipe's POLLOUT promises PIPE_BUF bytes, not more: a longer write to
     // the caller's blocking pipe could stall the supervisor (and the timeout).
     if (!f.input && f.caller_stream && !blocking) n = std::min<size_t>(n, PIPE_BUF);
-    ssize_t w = ::write(to, f.buf.data() + f.off, n);
+    ssize_t w = ::write(to, f.buf.get() + f.off, n);
     if (w > 0) {
       f.off += static_cast<size_t>(w);
       if (!f.input && f.caller_stream && !blocking) break;  // (once per POLLOUT)

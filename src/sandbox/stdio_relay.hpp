@@ -29,6 +29,7 @@
 #pragma once
 #include <poll.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -74,7 +75,7 @@ class StdioRelay {
     bool input = false;         // caller -> sandbox (fd 0)
     bool caller_stream = false;  // a pipe or device: write at most PIPE_BUF after POLLOUT
     std::string kind;           // "regular file", "pipe", ... (for -v)
-    std::vector<char> buf;
+    std::unique_ptr<char[]> buf;  // kChunk bytes
     size_t off = 0, len = 0;    // pending bytes buf[off, len)
     bool eof = false;           // nothing more to read from the source
     bool done = false;
