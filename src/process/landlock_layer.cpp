@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "plan/private_tmp.hpp"
 #include "plan/proxy_env.hpp"
@@ -168,13 +169,18 @@ Result<std::string> random_token() {
   return t;
 }
 
-void set_env(std::vector<std::string>& env, const std::string& name, const std::string& value) {
+void set_env(std::vector<std::string>& env, std::string_view name, std::string_view value) {
+  std::string kv;
+  kv.reserve(name.size() + 1 + value.size());
+  kv.append(name).append("=").append(value);
+  // (the prefix "NAME=" compared in place: no string built per entry)
+  std::string_view prefix(kv.data(), name.size() + 1);
   for (auto& e : env)
-    if (e.compare(0, name.size() + 1, name + "=") == 0) {
-      e = name + "=" + value;
+    if (std::string_view(e).starts_with(prefix)) {
+      e = std::move(kv);
       return;
     }
-  env.push_back(name + "=" + value);
+  env.push_back(std::move(kv));
 }
 
 // Removes what lies in dirfd (never following a link), then nothing else.
