@@ -4,8 +4,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <functional>
-#include <set>
+#include <string_view>
 
 #include "util/dir_fd.hpp"
 
@@ -27,52 +26,72 @@ Result<std::vector<std::string>> readable_roots(const std::vector<std::string>& 
   return readable_beneath("/", denied, max_rules);
 }
 
-Result<std::vector<std::string>> readable_beneath(const std::string& root, const std::vector<std::string>& denied,
-                                                  size_t max_rules) {
+namespace {
+
+// The walk of readable_beneath(): the denied paths are validated and absolute.
+struct BeneathWalk {
+  const std::vector<std::string>& denied;
+  size_t max_rules;
   std::vector<std::string> out;
-  for (const auto& d : denied)
-    if (d.empty() || d[0] != '/' || d == "/")
-      return fail(Error::msg("landlock layer", "cannot deny reading " + (d.empty() ? std::string("\"\"") : d) +
-                                                   ": not an absolute path below /"));
-  for (const auto& d : denied)
-    if (under(root, d)) return out;  // the whole tree is denied
-  if (std::none_of(denied.begin(), denied.end(), [&](const std::string& d) { return under(d, root); }))
-    return std::vector<std::string>{root};
-  const std::set<std::string> deny(denied.begin(), denied.end());
-  // A path on the way to a denied one: no rule of its own, its entries judged one by one.
-  auto on_the_way = [&](const std::string& p) {
-    for (const auto& d : deny)
-      if (d != p && under(d, p)) return true;
-    return false;
-  };
-  std::function<Result<void>(const std::string&)> visit = [&](const std::string& dir) -> Result<void> {
+
+  Result<void> visit(const std::string& dir) {
+    // The denied paths strictly below dir, each as its first component below
+    // it and whether that is all of it (denied) or a directory on its way:
+    // entries are judged against these few names, not against every path.
+    std::vector<std::pair<std::string_view, bool>> below;
+    size_t base = dir == "/" ? 1 : dir.size() + 1;
+    for (const auto& d : denied)
+      if (d.size() > base && under(d, dir)) {
+        std::string_view rest = std::string_view(d).substr(base);
+        size_t slash = rest.find('/');
+        below.emplace_back(rest.substr(0, slash), slash == std::string_view::npos);
+      }
     UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (!fd) return {};  // not listable by the invoker: its entries stay unreadable (errs closed)
     std::vector<std::pair<std::string, unsigned char>> entries;
     if (!list_dir(fd.get(), [&](std::string_view name, unsigned char type) { entries.emplace_back(name, type); }))
       return {};
+    fd.reset();
     std::sort(entries.begin(), entries.end());
     for (const auto& [name, type] : entries) {
-      std::string p = child_path(dir, name);
-      if (deny.count(p)) continue;
-      if (on_the_way(p)) {
+      bool is_denied = false, on_the_way = false;
+      for (const auto& [first, whole] : below)
+        if (first == name) (whole ? is_denied : on_the_way) = true;
+      if (is_denied) continue;
+      // A path on the way to a denied one: no rule of its own, its entries judged one by one.
+      if (on_the_way) {
         if (type == DT_DIR)
-          if (auto r = visit(p); !r) return r;
+          if (auto r = visit(child_path(dir, name)); !r) return r;
         continue;  // a symlink or file where a denied path's parent should be: nothing beneath to grant
       }
       // A symlink is not granted: its target is judged where it lies (a rule on
       // a link would follow it, perhaps into a denied tree).
       if (type == DT_LNK) continue;
-      out.push_back(std::move(p));
+      out.push_back(child_path(dir, name));
       if (out.size() > max_rules)
         return fail(Error::msg("landlock layer", "denyRead lies in directories with more than " +
                                                      std::to_string(max_rules) +
                                                      " entries on the way to it; Landlock would need a rule for each"));
     }
     return {};
-  };
-  if (auto r = visit(root); !r) return fail(r.error());
-  return out;
+  }
+};
+
+}  // namespace
+
+Result<std::vector<std::string>> readable_beneath(const std::string& root, const std::vector<std::string>& denied,
+                                                  size_t max_rules) {
+  for (const auto& d : denied)
+    if (d.empty() || d[0] != '/' || d == "/")
+      return fail(Error::msg("landlock layer", "cannot deny reading " + (d.empty() ? std::string("\"\"") : d) +
+                                                   ": not an absolute path below /"));
+  for (const auto& d : denied)
+    if (under(root, d)) return std::vector<std::string>{};  // the whole tree is denied
+  if (std::none_of(denied.begin(), denied.end(), [&](const std::string& d) { return under(d, root); }))
+    return std::vector<std::string>{root};
+  BeneathWalk w{denied, max_rules, {}};
+  if (auto r = w.visit(root); !r) return fail(r.error());
+  return std::move(w.out);
 }
 
 Result<LandlockView> landlock_view(const plan::Plan& plan, const std::string& private_tmp) {
