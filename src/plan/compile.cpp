@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string_view>
 
 #include "egress/rules.hpp"
 #include "egress/transparent.hpp"
@@ -901,17 +902,25 @@ struct Builder {
     std::stable_sort(first, plan.steps.end(), [](const Step& a, const Step& b) { return depth(a.target) < depth(b.target); });
   }
 
+  // The host's value of NAME (its first setting, as getenv finds it).
+  std::optional<std::string_view> host_env(std::string_view name) const {
+    for (const auto& kv : ctx.environ)
+      if (kv.size() > name.size() && kv[name.size()] == '=' && std::string_view(kv).starts_with(name))
+        return std::string_view(kv).substr(name.size() + 1);
+    return std::nullopt;
+  }
+
   void build_env() {
-    std::map<std::string, std::string> host;
+    // The host's variables on the allowlist, judged in place (no copy of the
+    // whole environment: it is read once a run, most of it to be dropped).
+    std::map<std::string, std::string> env;
     for (const auto& kv : ctx.environ) {
       auto eq = kv.find('=');
-      if (eq != std::string::npos) host.emplace(kv.substr(0, eq), kv.substr(eq + 1));
-    }
-    std::map<std::string, std::string> env;
-    for (const auto& [k, v] : host) {
+      if (eq == std::string::npos) continue;
+      std::string_view k(kv.data(), eq);
       bool ok = std::find(kEnvAllowlist.begin(), kEnvAllowlist.end(), k) != kEnvAllowlist.end() ||
                 k.starts_with("LC_");
-      if (ok) env[k] = v;
+      if (ok) env.emplace(std::string(k), kv.substr(eq + 1));  // (emplace: the first setting wins, as getenv's)
     }
     if (!env.count("PATH")) env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
     env["HOME"] = plan.home;
@@ -943,7 +952,7 @@ struct Builder {
       break;
     }
     for (const auto& name : pol.env.allow) {
-      if (auto it = host.find(name); it != host.end()) env[name] = it->second;
+      if (auto v = host_env(name)) env[name] = std::string(*v);
       else plan.notes.push_back("--env " + name + ": not set on the host, not passed");
     }
     for (const auto& [k, v] : pol.env.set) env[k] = v;
