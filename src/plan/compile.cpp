@@ -207,10 +207,16 @@ struct Builder {
     while (dirent* e = d ? ::readdir(d) : nullptr) {
       std::string n = e->d_name;
       if (n == "." || n == ".." || skip.count(n)) continue;
-      struct stat st;
-      std::string p = "/" + n;
-      if (::lstat(p.c_str(), &st) != 0) continue;
-      entries.emplace_back(n, S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG);
+      // The listing's own type (that of the entry, as lstat's); an lstat only
+      // where the filesystem does not say.
+      unsigned char t = e->d_type;
+      if (t == DT_UNKNOWN) {
+        struct stat st;
+        std::string p = "/" + n;
+        if (::lstat(p.c_str(), &st) != 0) continue;
+        t = S_ISLNK(st.st_mode) ? DT_LNK : S_ISDIR(st.st_mode) ? DT_DIR : DT_REG;
+      }
+      entries.emplace_back(n, t);
     }
     if (d) ::closedir(d);
     std::sort(entries.begin(), entries.end());
