@@ -461,7 +461,9 @@ Result<Snapshot> snapshot_tree(const std::string& root, const std::vector<std::s
   s.taken_ns = ns(now) - 20'000'000;  // > one tick at HZ=100
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) return fail(Error::sys("workspace " + root));
-  s.nodes.reserve(4096);
+  // (not 4096 at once: ~480 KiB, an mmap and munmap on every run, for a
+  // workspace that may hold a handful of directories; a big tree grows it)
+  s.nodes.reserve(64);
   s.nodes.push_back({"", stamp_of(st), false, false, false, {}, {}});
   s.node_of[{st.st_dev, st.st_ino}] = 0;
   SnapshotWalker w{s, pp};
