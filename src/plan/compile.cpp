@@ -30,6 +30,8 @@
 #include "plan/proxy_env.hpp"
 #include "plan/protect.hpp"
 #include "plan/secrets.hpp"
+#include "util/dir_fd.hpp"
+#include "util/unique_fd.hpp"
 
 namespace exg::plan {
 
@@ -484,9 +486,19 @@ struct Builder {
       return std::any_of(allow_read.begin(), allow_read.end(), [&](auto& a) { return is_within(p, a); });
     };
     std::vector<std::pair<std::string, std::string>> deny;  // path, why
-    if (!plan.home.empty() && plan.home != "/tmp")
-      for (const auto& c : kCredentialPaths)
+    if (!plan.home.empty() && plan.home != "/tmp") {
+      // HOME listed once: a credential location whose first component is not
+      // in it cannot exist, and most do not (one listing, not ~45 stats). Not
+      // listable (search but no read right): each is asked about.
+      std::set<std::string, std::less<>> in_home;
+      bool listed = false;
+      if (UniqueFd hd(::open(plan.home.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); hd)
+        listed = list_dir(hd.get(), [&](std::string_view n, unsigned char) { in_home.emplace(n); });
+      for (const auto& c : kCredentialPaths) {
+        if (listed && !in_home.count(std::string_view(c).substr(0, c.find('/')))) continue;
         if (auto h = canonical(plan.home + "/" + c)) deny.emplace_back(*h, "credentials");
+      }
+    }
     for (const auto& e : fs.deny_read)
       for (const auto& h : resolve_entry(e, home)) deny.emplace_back(h, "denyRead (" + e.where.str() + ")");
     // A file a secret's value was read from: never readable inside, allowRead or not
