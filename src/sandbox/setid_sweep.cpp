@@ -11,7 +11,11 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "util/dir_fd.hpp"
 #include "util/parallel_walk.hpp"
 #include "util/unique_fd.hpp"
 
@@ -94,28 +98,24 @@ struct Walker {
   }
 
   void list(DirTask& t) {
-    int dup = ::fcntl(t.fd.get(), F_DUPFD_CLOEXEC, 0);
-    DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
-    if (!d) {
-      if (dup >= 0) ::close(dup);
+    // Listed whole first with getdents on the directory's own descriptor (no
+    // duplicate, DIR stream, fstat and fcntls per directory: five system calls
+    // fewer each), then judged (no 32 KiB listing buffer held while descending).
+    std::vector<std::pair<std::string, unsigned char>> entries;
+    if (!list_dir(t.fd.get(), [&](std::string_view n, unsigned char type) {
+          if (type == DT_DIR || type == DT_REG || type == DT_UNKNOWN) entries.emplace_back(n, type);
+        }))
       error(t.path, "list", errno);
-    } else {
-      errno = 0;
-      while (dirent* e = ::readdir(d)) {
-        const char* n = e->d_name;
-        if (!std::strcmp(n, ".") || !std::strcmp(n, "..")) continue;
-        if (e->d_type == DT_DIR) {
-          descend(t.fd.get(), n, t.path + "/" + n);
-        } else if (e->d_type == DT_REG || e->d_type == DT_UNKNOWN) {
-          struct stat st;
-          if (::fstatat(t.fd.get(), n, &st, AT_SYMLINK_NOFOLLOW) != 0) error(t.path + "/" + n, "stat", errno);
-          else if (S_ISDIR(st.st_mode)) descend(t.fd.get(), n, t.path + "/" + n);  // DT_UNKNOWN: a directory
-          else check(t.fd.get(), n, t.path + "/" + n, st);
-        }
-        errno = 0;
+    for (const auto& [name, type] : entries) {
+      const char* n = name.c_str();
+      if (type == DT_DIR) {
+        descend(t.fd.get(), n, t.path + "/" + name);
+      } else {
+        struct stat st;
+        if (::fstatat(t.fd.get(), n, &st, AT_SYMLINK_NOFOLLOW) != 0) error(t.path + "/" + name, "stat", errno);
+        else if (S_ISDIR(st.st_mode)) descend(t.fd.get(), n, t.path + "/" + name);  // DT_UNKNOWN: a directory
+        else check(t.fd.get(), n, t.path + "/" + name, st);
       }
-      if (errno != 0) error(t.path, "list", errno);
-      ::closedir(d);
     }
     if (t.restore) ::fchmod(t.fd.get(), t.restore & 07777);
   }
