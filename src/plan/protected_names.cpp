@@ -297,8 +297,44 @@ constexpr bool has_pattern_char(std::string_view c) {
   return false;
 }
 
+// How a component is matched, worked out once: exactly, as one '*' between a
+// prefix and a suffix (the common form: "*.pyc", "mise.*.toml"), or by fnmatch.
+// Big walks test every file name of a quiet directory against the patterns.
+struct Form {
+  enum Kind : unsigned char { Exact, Star, Fnmatch } kind = Exact;
+  size_t star = 0;  // Star: where the '*' is
+};
+
+constexpr Form form_of(std::string_view c) {
+  unsigned stars = 0;
+  size_t star = 0;
+  bool other = false;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (c[i] == '*') ++stars, star = i;
+    else if (c[i] == '?' || c[i] == '[') other = true;
+  }
+  if (!stars && !other) return {};
+  if (stars == 1 && !other) return {Form::Star, star};
+  return {Form::Fnmatch, 0};
+}
+
+bool form_matches(const Form& f, std::string_view c, std::string_view name) {
+  switch (f.kind) {
+    case Form::Exact:
+      return c == name;
+    case Form::Star: {
+      std::string_view pre = c.substr(0, f.star), suf = c.substr(f.star + 1);
+      return name.size() >= pre.size() + suf.size() && name.starts_with(pre) && name.ends_with(suf);
+    }
+    case Form::Fnmatch:
+      break;
+  }
+  return ::fnmatch(std::string(c).c_str(), std::string(name).c_str(), 0) == 0;
+}
+
 struct SplitName {
   std::array<std::string_view, kMaxComponents> comps{};
+  std::array<Form, kMaxComponents> forms{};
   unsigned n = 0;
 };
 
@@ -310,7 +346,9 @@ constexpr SplitName split_name(std::string_view s) {
     if (j == std::string_view::npos) j = s.size();
     if (j > i) {
       if (out.n == kMaxComponents) throw std::logic_error("a protected name with more than kMaxComponents components");
-      out.comps[out.n++] = s.substr(i, j - i);
+      out.comps[out.n] = s.substr(i, j - i);
+      out.forms[out.n] = form_of(out.comps[out.n]);
+      ++out.n;
     }
     i = j + 1;
   }
@@ -430,17 +468,11 @@ ProtectedPaths::ProtectedPaths(const std::vector<std::string>& extra_names, bool
 
 bool is_name_pattern(std::string_view c) { return has_pattern_char(c); }
 
-bool component_matches(std::string_view c, std::string_view name) {
-  if (!is_name_pattern(c)) return c == name;
-  // The common form, one '*' and nothing else ("*.pyc", "mise.*.toml"), without
-  // fnmatch or a copy: big walks test every file name in a quiet directory.
-  if (size_t star = c.find('*'); star != std::string_view::npos &&
-                                 c.find_first_of("*?[", star + 1) == std::string_view::npos &&
-                                 c.find_first_of("?[") == std::string_view::npos) {
-    std::string_view pre = c.substr(0, star), suf = c.substr(star + 1);
-    return name.size() >= pre.size() + suf.size() && name.starts_with(pre) && name.ends_with(suf);
-  }
-  return ::fnmatch(std::string(c).c_str(), std::string(name).c_str(), 0) == 0;
+bool component_matches(std::string_view c, std::string_view name) { return form_matches(form_of(c), c, name); }
+
+bool ProtectedPaths::comp_matches(unsigned idx, unsigned k, std::string_view name) const {
+  if (idx < kTableSize) return form_matches(kSplit[idx].forms[k], kSplit[idx].comps[k], name);
+  return component_matches(extra_[idx - kTableSize][k], name);
 }
 
 unsigned ProtectedPaths::size_of(unsigned idx) const {
@@ -473,16 +505,16 @@ void ProtectedPaths::each_first(std::string_view name, F&& f) const {
     for (const auto& [first, idx] : extra_first_)
       if (first == name) f(idx);
   for (unsigned idx : kGlobFirst)
-    if (component_matches(kSplit[idx].comps[0], name)) f(idx);
+    if (comp_matches(idx, 0, name)) f(idx);
   for (unsigned idx : extra_glob_first_)
-    if (component_matches(comp(idx, 0), name)) f(idx);
+    if (comp_matches(idx, 0, name)) f(idx);
 }
 
 bool ProtectedPaths::glob_first(std::string_view name) const {
   for (unsigned idx : kGlobFirst)
-    if (component_matches(kSplit[idx].comps[0], name)) return true;
+    if (comp_matches(idx, 0, name)) return true;
   for (unsigned idx : extra_glob_first_)
-    if (component_matches(comp(idx, 0), name)) return true;
+    if (comp_matches(idx, 0, name)) return true;
   return false;
 }
 
@@ -531,7 +563,7 @@ ProtectedPaths::Scope ProtectedPaths::root(bool root_is_git_dir, std::string_vie
   for (std::string_view c : split_components(tree)) {
     std::vector<std::pair<unsigned, unsigned>> next;
     for (const auto& [idx, k] : s.partial) {
-      if (!component_matches(comp(idx, k), c)) continue;
+      if (!comp_matches(idx, k, c)) continue;
       if (k + 1 < size_of(idx)) {
         next.emplace_back(idx, k + 1);
       } else if (!s.inside) {
@@ -588,7 +620,7 @@ ProtectMatch ProtectedPaths::classify(const Scope& p, std::string_view name, boo
     return {ProtectMatch::Protected, "a .git file or link chooses the git directory (and so its hooks)", false};
   }
   for (const auto& [idx, k] : p.partial)
-    if (k + 1 == size_of(idx) && !(sweep_only(idx) && is_dir) && component_matches(comp(idx, k), name))
+    if (k + 1 == size_of(idx) && !(sweep_only(idx) && is_dir) && comp_matches(idx, k, name))
       return {ProtectMatch::Protected, spelled(idx) + ": " + who(idx), false, sweep_only(idx)};
   ProtectMatch m;
   each_first(name, [&](unsigned idx) {
@@ -620,7 +652,7 @@ ProtectedPaths::Scope ProtectedPaths::enter(const Scope& p, std::string_view nam
     s.hooks = m.kind == ProtectMatch::HooksDir;
   }
   for (const auto& [idx, k] : p.partial)
-    if (k + 1 < size_of(idx) && component_matches(comp(idx, k), name)) s.partial.emplace_back(idx, k + 1);
+    if (k + 1 < size_of(idx) && comp_matches(idx, k, name)) s.partial.emplace_back(idx, k + 1);
   each_first(name, [&](unsigned idx) {
     if (size_of(idx) > 1) s.partial.emplace_back(idx, 1u);
   });

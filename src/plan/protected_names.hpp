@@ -129,6 +129,7 @@ class ProtectedPaths {
   void add_extra(std::string_view name);
   unsigned size_of(unsigned idx) const;                   // components
   std::string_view comp(unsigned idx, unsigned k) const;  // component k
+  bool comp_matches(unsigned idx, unsigned k, std::string_view name) const;  // component k against name
   const char* who(unsigned idx) const;
   bool sweep_only(unsigned idx) const;
   std::string spelled(unsigned idx) const;  // the name, components joined by '/'
