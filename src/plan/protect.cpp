@@ -51,7 +51,10 @@ struct DirTask {
   OpenedDir dir;    // opened from its parent (root: `root_fd`)
   UniqueFd root_fd;
   std::string path;
-  ProtectedPaths::Scope scope;
+  ProtectedPaths::Scope scope;  // root: set; others: derived from `parent` once listed (visit)
+  ProtectedPaths::Scope parent;
+  std::string name;  // in the parent
+  bool scoped = false;
   size_t depth = 0;
   std::shared_ptr<Held> held;  // the nearest widened directory above it
 };
@@ -169,10 +172,21 @@ struct Walker {
       fd = held->dir.get();
     }
     const std::string& path = task.path;
-    const ProtectedPaths::Scope& scope = task.scope;
     const size_t depth = task.depth;
     std::vector<Entry> es;
-    list_dir(fd, [&](std::string_view n, unsigned char t) { es.push_back({std::string(n), t}); });
+    GitMarkers gm;
+    bool listed = list_dir(fd, [&](std::string_view n, unsigned char t) {
+      gm.see(n);
+      es.push_back({std::string(n), t});
+    });
+    // Whether it is a git directory, from its own listing (not four stats per
+    // directory; a listing that failed part-way: asked by name).
+    if (!task.scoped) {
+      if (!listed) gm = git_markers_at(fd);
+      task.scope = pp.enter(task.parent, task.name, pp.git_dir_here(task.parent, gm));
+      task.scoped = true;
+    }
+    const ProtectedPaths::Scope& scope = task.scope;
     if (scope.git_depth == 0) git_dir(path, path == root);
     for (auto& e : es) {
       if (pp.quiet(scope) && !pp.first_name(e.name) && e.type != DT_DIR && e.type != DT_UNKNOWN) continue;
@@ -210,7 +224,8 @@ struct Walker {
       DirTask sub;
       sub.dir = open_subdir(fd, e.name.c_str());
       if (!sub.dir) continue;  // unreadable and not ours: the sandbox cannot enter it either
-      sub.scope = pp.enter(scope, e.name, pp.git_dir_here(scope, git_markers_at(sub.dir.get())));
+      sub.parent = scope;
+      sub.name = e.name;
       sub.path = std::move(p);
       sub.depth = depth + 1;
       sub.held = held;
@@ -229,6 +244,7 @@ ProtectFindings find_protected_all(const std::string& root, const ProtectOptions
   top.root_fd.reset(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (top.root_fd) {
     top.scope = pp.root(git_markers_at(top.root_fd.get()).git_dir(), root);
+    top.scoped = true;
     top.path = root;
     w.walk.run(std::move(top), [&w](DirTask& t) { w.visit(t); });
   }
