@@ -18,7 +18,8 @@ struct OciSpecOptions : PlanOptions {
   bool terminal = false;
   CLI::App* sub = nullptr;
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // (as RunOptions's)
+  void add_options();
   int execute();
 };
 
@@ -27,7 +28,8 @@ struct DockerArgsOptions : PlanOptions {
   bool lines = false;
   CLI::App* sub = nullptr;
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // (as RunOptions's)
+  void add_options();
   int execute();
 };
 

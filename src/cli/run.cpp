@@ -13,8 +13,10 @@
 
 namespace exg::cli {
 
-void RunOptions::add_to(CLI::App& app) {
-  auto* run = app.add_subcommand("run", "Run a command in a sandbox");
+void RunOptions::add_to(CLI::App& app) { sub = app.add_subcommand("run", "Run a command in a sandbox"); }
+
+void RunOptions::add_options() {
+  CLI::App* run = sub;
   add_plan_options(run);
   run->add_option("--audit-log", audit_log, "Append every refusal and every egress decision as JSON lines to FILE");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
@@ -23,7 +25,6 @@ void RunOptions::add_to(CLI::App& app) {
                 "No summary of what was refused (hosts and their rules, syscalls, planted files) at the end of a "
                 "run that refused something");
   LayerFlags::add_to(run);
-  sub = run;
 }
 
 int RunOptions::execute() {

@@ -17,7 +17,8 @@ struct SessionOptions : PlanOptions, LayerFlags {
   bool audit_hold = false;  // --audit-hold: a warm pool's sandbox, its tenant told later (audit_tags)
   CLI::App* sub = nullptr;
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // (as RunOptions's)
+  void add_options();
   int execute();
 };
 
