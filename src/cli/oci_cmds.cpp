@@ -83,7 +83,7 @@ Result<void> make_skeleton_root(const std::string& root, const plan::Plan& plan,
 }  // namespace
 
 void OciSpecOptions::add_to(CLI::App& app) {
-  sub = app.add_subcommand("oci-spec", "Print the OCI runtime config.json (crun, runc, runsc) for a command and policy");
+  sub = CheckedSubcommand::add_to(app, "oci-spec", "Print the OCI runtime config.json (crun, runc, runsc) for a command and policy");
 }
 
 void OciSpecOptions::add_options() {
@@ -156,7 +156,7 @@ int OciSpecOptions::execute() {
 }
 
 void DockerArgsOptions::add_to(CLI::App& app) {
-  sub = app.add_subcommand("docker-args", "Print the hardened docker/podman run command line for a command and policy");
+  sub = CheckedSubcommand::add_to(app, "docker-args", "Print the hardened docker/podman run command line for a command and policy");
 }
 
 void DockerArgsOptions::add_options() {

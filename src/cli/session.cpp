@@ -12,6 +12,7 @@
 #include "agent/client.hpp"
 #include "agent/relay.hpp"
 #include "cli/host_setup.hpp"
+#include "cli/checked_subcommand.hpp"
 #include "sandbox/supervisor.hpp"
 #include "util/write_all.hpp"
 #include "util/json_parse.hpp"
@@ -111,11 +112,11 @@ bool to_number(const std::string& s, long lo, long hi, long* out) {
 }  // namespace
 
 void SessionOptions::add_to(CLI::App& app) {
-  sub = app.add_subcommand("session", "Hold a sandbox open, its pid 1 the agent, driven through a control socket");
+  sub = CheckedSubcommand::add_to(app, "session", "Hold a sandbox open, its pid 1 the agent, driven through a control socket");
 }
 
 void SessionOptions::add_options() {
-  CLI::App* s = sub;
+  CheckedSubcommand* s = sub;
   add_plan_options(s);
   LayerFlags::add_to(s);
   s->add_option("--control", control, "unix:PATH: the control socket (created owner-only; must not exist)")->required();
