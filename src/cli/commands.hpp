@@ -12,9 +12,12 @@ namespace exg::cli {
 struct RunOptions : PlanOptions, LayerFlags {
   std::string audit_log;
   bool dry_run = false, verbose = false, quiet = false;
-  CLI::App* sub = nullptr;
+  CheckedSubcommand* sub = nullptr;
 
+  // The subcommand, by name and description: what `exguardian --help` shows of
+  // it; then its options, added only when the command line names it (main.cpp).
   void add_to(CLI::App& app);
+  void add_options();
   int execute();
 };
 

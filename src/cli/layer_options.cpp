@@ -11,7 +11,7 @@
 
 namespace exg::cli {
 
-void LayerFlags::add_to(CLI::App* sub) {
+void LayerFlags::add_to(CheckedSubcommand* sub) {
   std::vector<std::string> names;
   for (auto k : buildable_kinds()) names.emplace_back(layer::name(k));
   std::vector<std::string> with_auto = names;

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/checked_subcommand.hpp"
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
@@ -25,7 +26,7 @@ struct LayerFlags {
   // stderr line, the plan (--dry-run, -v) and the audit log (doctor/layer_choice.hpp).
   std::optional<doctor::AutoChoice> auto_choice;
 
-  void add_to(CLI::App* sub);
+  void add_to(CheckedSubcommand* sub);
   // The layer to run on (cli::make_layer); an error names the flag that is
   // wrong, or (auto, or a layer below the minimum) why no layer may run.
   Result<std::unique_ptr<layer::Layer>> choose(const policy::Policy& pol, const plan::Plan& plan);

@@ -1,6 +1,8 @@
 #include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "cli/agent_cmd.hpp"
 #include "cli/commands.hpp"
@@ -46,6 +48,33 @@ std::optional<int> parse_command_line(CLI::App& app, int argc, char** argv, exg:
   return std::nullopt;
 }
 
+// The subcommand a command line names, as CLI11 will find it: the first word
+// before "--" that is one of app's subcommands (exguardian's own options,
+// --help and --version, take no value, so no such word is an option's value);
+// nullptr when there is none.
+const CLI::App* named_subcommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc && std::string_view(argv[i]) != "--"; ++i) {
+    if (argv[i][0] == '-') continue;
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->check_name(argv[i])) return sub;
+  }
+  return nullptr;
+}
+
+// A run has ended: execute() has waited for the sandbox and removed what it
+// made; what is left is memory (CLI11's tree of options, the static objects),
+// and freeing it at exit was 60K instructions, a tenth of exguardian's own
+// start and exit. So every stdio stream still open is flushed and the process
+// ends there. (Nothing registers atexit handlers or writes through a static
+// object.) Under AddressSanitizer, the ordinary return, for its leak check.
+int end_of_run(int status) {
+#ifndef __SANITIZE_ADDRESS__
+  std::fflush(nullptr);
+  std::_Exit(status);
+#endif
+  return status;
+}
+
 constexpr const char* kAppDescription = "ExGuardian: run code an AI agent wrote, isolated, with egress and secrets closed";
 
 }  // namespace
@@ -82,8 +111,9 @@ int main(int argc, char** argv) {
     app.require_subcommand(1);
     exg::cli::RunOptions run;
     run.add_to(app);
+    run.add_options();
     if (auto status = parse_command_line(app, n, v, run)) return *status;
-    return run.execute();
+    return end_of_run(run.execute());
   };
   if (argc > 1 && std::string(argv[1]) == "run") return run_main(argc, argv);
   // An agent CLI under its shipped profile: `run` with the profile and the agent's program.
@@ -101,6 +131,9 @@ int main(int argc, char** argv) {
   app.footer("Also, each with its own options (exguardian(1)): serve, mcp, session-client, agent (an agent CLI\n"
              "under its shipped profile), and runtime (an OCI runtime with runc's command line for Podman,\n"
              "containerd and Kubernetes).");
+  // Every subcommand by name and description (all `exguardian --help` shows of
+  // them), then the options of the one the command line names only: building
+  // every subcommand's options took two thirds of `exguardian --version`.
   exg::cli::RunOptions run;
   run.add_to(app);
   exg::cli::SessionOptions session;
@@ -109,75 +142,90 @@ int main(int argc, char** argv) {
   oci_spec.add_to(app);
   exg::cli::DockerArgsOptions docker_args;
   docker_args.add_to(app);
+  auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
+  auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
+  auto* proxy = app.add_subcommand("proxy", "Run the egress proxy on its own");
+  auto* diff = app.add_subcommand("diff", "Show what a kept overlay layer (run --workspace-mode overlay --keep DIR) would change");
+  auto* apply = app.add_subcommand("apply", "Apply a kept overlay layer to its workspace (protected names quarantined)");
+  auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
+  auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
+  const CLI::App* named = named_subcommand(app, argc, argv);
+
+  if (named == run.sub) run.add_options();
+  if (named == session.sub) session.add_options();
+  if (named == oci_spec.sub) oci_spec.add_options();
+  if (named == docker_args.sub) docker_args.add_options();
   bool doctor_json = false, recommend_json = false, probe_list = false;
   std::string situation, probe_name, probe_tag;
-  auto* doctor = app.add_subcommand("doctor", "What this host can enforce, layer by layer");
-  doctor->add_flag("--json", doctor_json, "Machine-readable output");
-  auto* recommend = app.add_subcommand("recommend", "Which layer a situation calls for, and a policy to start from");
-  auto* situation_opt = recommend->add_option("--situation", situation,
-                                              "laptop | ci | multi-tenant | privileged-tools (without it: the list)");
-  recommend->add_flag("--json", recommend_json, "Machine-readable output");
+  if (named == doctor) doctor->add_flag("--json", doctor_json, "Machine-readable output");
+  CLI::Option* situation_opt = nullptr;
+  if (named == recommend) {
+    situation_opt = recommend->add_option("--situation", situation,
+                                          "laptop | ci | multi-tenant | privileged-tools (without it: the list)");
+    recommend->add_flag("--json", recommend_json, "Machine-readable output");
+  }
   std::string px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out;
-  auto* proxy = app.add_subcommand("proxy", "Run the egress proxy on its own");
-  proxy->add_option("--listen", px_listen, "HTTP proxy address, ADDR:PORT or unix:/path")->required();
-  proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT or unix:/path");
-  proxy->add_option("--token-file", px_token,
-                    "File holding the token clients of TCP listeners must present (or EXGUARDIAN_PROXY_TOKEN)");
-  proxy->add_option("--policy", px_policy, "Policy file with network.allowedDomains etc.")->required();
-  proxy->add_option("--audit-log", px_audit, "Append every decision as JSON lines to FILE");
-  proxy->add_option("--ca-cert-out", px_ca_out,
-                    "With secrets: write the proxy's CA certificate (PEM, public) to FILE for clients to trust");
-  proxy->add_option("--placeholders-out", px_ph_out,
-                    "With secrets: write NAME=placeholder lines (mode 0600) to FILE for the clients' environment");
   exg::cli::ProxyBounds px_bounds;
-  proxy->add_option("--max-connections", px_bounds.max_connections,
-                    "Concurrent client connections; beyond, a 503 (SOCKS: reply 1) and an audit line (default 4096)")
-      ->check(CLI::Range(size_t{1}, size_t{1} << 20));
-  proxy->add_option("--header-timeout", px_bounds.header_timeout_s,
-                    "Seconds a client has to send its whole request head (default 10)")
-      ->check(CLI::Range(0.1, 3600.0));
+  if (named == proxy) {
+    proxy->add_option("--listen", px_listen, "HTTP proxy address, ADDR:PORT or unix:/path")->required();
+    proxy->add_option("--socks", px_socks, "SOCKS5 address, ADDR:PORT or unix:/path");
+    proxy->add_option("--token-file", px_token,
+                      "File holding the token clients of TCP listeners must present (or EXGUARDIAN_PROXY_TOKEN)");
+    proxy->add_option("--policy", px_policy, "Policy file with network.allowedDomains etc.")->required();
+    proxy->add_option("--audit-log", px_audit, "Append every decision as JSON lines to FILE");
+    proxy->add_option("--ca-cert-out", px_ca_out,
+                      "With secrets: write the proxy's CA certificate (PEM, public) to FILE for clients to trust");
+    proxy->add_option("--placeholders-out", px_ph_out,
+                      "With secrets: write NAME=placeholder lines (mode 0600) to FILE for the clients' environment");
+    proxy->add_option("--max-connections", px_bounds.max_connections,
+                      "Concurrent client connections; beyond, a 503 (SOCKS: reply 1) and an audit line (default 4096)")
+        ->check(CLI::Range(size_t{1}, size_t{1} << 20));
+    proxy->add_option("--header-timeout", px_bounds.header_timeout_s,
+                      "Seconds a client has to send its whole request head (default 10)")
+        ->check(CLI::Range(0.1, 3600.0));
+  }
   std::string layer_dir;
-  auto* diff = app.add_subcommand("diff", "Show what a kept overlay layer (run --workspace-mode overlay --keep DIR) would change");
-  diff->add_option("dir", layer_dir, "The kept layer directory")->required();
-  auto* apply = app.add_subcommand("apply", "Apply a kept overlay layer to its workspace (protected names quarantined)");
-  apply->add_option("dir", layer_dir, "The kept layer directory")->required();
-  auto* probe = app.add_subcommand("probe", "Try one attack from inside a sandbox (used by escape tests)");
-  probe->add_option("name", probe_name, "Probe name");
-  probe->add_flag("--list", probe_list, "List the probes");
-  probe->add_option("--tag", probe_tag, "Name the probe's process TAG (its comm, up to 15 characters) and give up after 10 s (escape-test's batches)");
+  if (named == diff) diff->add_option("dir", layer_dir, "The kept layer directory")->required();
+  if (named == apply) apply->add_option("dir", layer_dir, "The kept layer directory")->required();
+  if (named == probe) {
+    probe->add_option("name", probe_name, "Probe name");
+    probe->add_flag("--list", probe_list, "List the probes");
+    probe->add_option("--tag", probe_tag, "Name the probe's process TAG (its comm, up to 15 characters) and give up after 10 s (escape-test's batches)");
+  }
   exg::cli::EscapeTestOptions esc;
-  auto* escape = app.add_subcommand("escape-test", "Attack a sandbox from inside and keep the evidence");
-  std::vector<std::string> escape_layers;
-  for (auto k : exg::cli::buildable_kinds()) escape_layers.emplace_back(exg::layer::name(k));
-  std::string escape_help;
-  for (const auto& n : escape_layers) escape_help += n + " | ";
-  escape_layers.emplace_back("all");
-  escape_help += "all (every layer present here; microvm and landlock only by name)";
-  escape->add_option("--layer", esc.layer, escape_help)
-      ->check(CLI::IsMember(escape_layers));
-  escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
-  escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");
-  escape->add_option("--html", esc.html_file, "Write a self-contained HTML report to FILE");
-  escape->add_option("--run-arg", esc.run_args, "Pass ARG to every exguardian run (repeatable; e.g. to weaken it in tests)")
-      ->allow_extra_args(false);
-  escape->add_option("--probe-timeout", esc.probe_timeout_s, "Seconds one probe may take (default 20)");
-  escape->add_flag("--keep", esc.keep, "Keep the workspace, fake HOME and per-probe logs");
-  escape->add_flag("-v,--verbose", esc.verbose, "One line per probe as it runs");
-  escape->add_option("--only", esc.only, "Run only probe ID (repeatable; sandbox-in-place always runs)")
-      ->allow_extra_args(false);
-  escape->add_option("--sandbox", esc.sandbox,
-                     "Run every probe in a foreign sandbox: a preset (bwrap, bwrap-net, podman, podman-hardened, podman-runsc, srt; none: no sandbox, "
-                     "only the probes safe without one) or a command prefix (placeholders {workspace}, {home}, {probe}, {image})");
-  escape->add_option("--sandbox-image", esc.sandbox_image, "The image of --sandbox podman, podman-hardened or podman-runsc (or {image} in a prefix)");
-  escape->add_option("--sandbox-settings", esc.sandbox_settings,
-                     "The settings file of --sandbox srt (or {settings} in a prefix); default: the preset's own "
-                     "(--dry-run shows it)");
-  escape->add_flag("--dry-run", esc.dry_run, "With --sandbox: print the command every probe runs as, and exit");
-  escape->add_option("--compare", esc.compare,
-                     "Run the probes against each of a comma-separated list (exguardian: ExGuardian's own layer; presets "
-                     "as for --sandbox) and write one report with a column per sandbox. Exit status non-zero only when "
-                     "ExGuardian's own column has an escape or failure, or the tool failed: a peer's escape is a finding "
-                     "about the peer");
+  if (named == escape) {
+    std::vector<std::string> escape_layers;
+    for (auto k : exg::cli::buildable_kinds()) escape_layers.emplace_back(exg::layer::name(k));
+    std::string escape_help;
+    for (const auto& n : escape_layers) escape_help += n + " | ";
+    escape_layers.emplace_back("all");
+    escape_help += "all (every layer present here; microvm and landlock only by name)";
+    escape->add_option("--layer", esc.layer, escape_help)
+        ->check(CLI::IsMember(escape_layers));
+    escape->add_option("--policy", esc.policy_file, "Policy to test (passed to every exguardian run)");
+    escape->add_option("--json", esc.json_file, "Write the machine-readable report to FILE");
+    escape->add_option("--html", esc.html_file, "Write a self-contained HTML report to FILE");
+    escape->add_option("--run-arg", esc.run_args, "Pass ARG to every exguardian run (repeatable; e.g. to weaken it in tests)")
+        ->allow_extra_args(false);
+    escape->add_option("--probe-timeout", esc.probe_timeout_s, "Seconds one probe may take (default 20)");
+    escape->add_flag("--keep", esc.keep, "Keep the workspace, fake HOME and per-probe logs");
+    escape->add_flag("-v,--verbose", esc.verbose, "One line per probe as it runs");
+    escape->add_option("--only", esc.only, "Run only probe ID (repeatable; sandbox-in-place always runs)")
+        ->allow_extra_args(false);
+    escape->add_option("--sandbox", esc.sandbox,
+                       "Run every probe in a foreign sandbox: a preset (bwrap, bwrap-net, podman, podman-hardened, podman-runsc, srt; none: no sandbox, "
+                       "only the probes safe without one) or a command prefix (placeholders {workspace}, {home}, {probe}, {image})");
+    escape->add_option("--sandbox-image", esc.sandbox_image, "The image of --sandbox podman, podman-hardened or podman-runsc (or {image} in a prefix)");
+    escape->add_option("--sandbox-settings", esc.sandbox_settings,
+                       "The settings file of --sandbox srt (or {settings} in a prefix); default: the preset's own "
+                       "(--dry-run shows it)");
+    escape->add_flag("--dry-run", esc.dry_run, "With --sandbox: print the command every probe runs as, and exit");
+    escape->add_option("--compare", esc.compare,
+                       "Run the probes against each of a comma-separated list (exguardian: ExGuardian's own layer; presets "
+                       "as for --sandbox) and write one report with a column per sandbox. Exit status non-zero only when "
+                       "ExGuardian's own column has an escape or failure, or the tool failed: a peer's escape is a finding "
+                       "about the peer");
+  }
   if (auto status = parse_command_line(app, argc, argv, run)) return *status;
   if (run.sub->parsed()) return run.execute();
   for (exg::cli::PlanOptions* o : {static_cast<exg::cli::PlanOptions*>(&oci_spec), static_cast<exg::cli::PlanOptions*>(&docker_args),
@@ -189,7 +237,7 @@ int main(int argc, char** argv) {
   if (session.sub->parsed()) return session.execute();
   if (docker_args.sub->parsed()) return docker_args.execute();
   if (doctor->parsed()) return exg::cli::doctor_main(doctor_json);
-  if (recommend->parsed()) return exg::cli::recommend_main(situation, situation_opt->count() > 0, recommend_json);
+  if (recommend->parsed()) return exg::cli::recommend_main(situation, situation_opt && situation_opt->count() > 0, recommend_json);
   if (proxy->parsed()) return exg::cli::proxy_main(px_listen, px_socks, px_policy, px_audit, px_token, px_ca_out, px_ph_out, px_bounds);
   if (diff->parsed()) return exg::cli::diff_main(layer_dir);
   if (apply->parsed()) return exg::cli::apply_main(layer_dir);

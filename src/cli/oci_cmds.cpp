@@ -83,7 +83,10 @@ Result<void> make_skeleton_root(const std::string& root, const plan::Plan& plan,
 }  // namespace
 
 void OciSpecOptions::add_to(CLI::App& app) {
-  sub = app.add_subcommand("oci-spec", "Print the OCI runtime config.json (crun, runc, runsc) for a command and policy");
+  sub = CheckedSubcommand::add_to(app, "oci-spec", "Print the OCI runtime config.json (crun, runc, runsc) for a command and policy");
+}
+
+void OciSpecOptions::add_options() {
   add_plan_options(sub);
   sub->add_option("--runtime", runtime, "The runtime that will run it: crun (default), runc, runsc, or a path to one");
   sub->add_option("--rootfs", rootfs, "Root filesystem DIR (default: the host's root, read-only)");
@@ -153,7 +156,10 @@ int OciSpecOptions::execute() {
 }
 
 void DockerArgsOptions::add_to(CLI::App& app) {
-  sub = app.add_subcommand("docker-args", "Print the hardened docker/podman run command line for a command and policy");
+  sub = CheckedSubcommand::add_to(app, "docker-args", "Print the hardened docker/podman run command line for a command and policy");
+}
+
+void DockerArgsOptions::add_options() {
   add_plan_options(sub);
   sub->add_option("--engine", engine, "docker (default) or podman")->check(CLI::IsMember({"docker", "podman"}));
   sub->add_option("--image", image, "Image to run (podman: or an absolute root directory)");

@@ -16,18 +16,20 @@ struct OciSpecOptions : PlanOptions {
   std::string netns;             // linux.namespaces network path
   std::string cgroups_path;
   bool terminal = false;
-  CLI::App* sub = nullptr;
+  CheckedSubcommand* sub = nullptr;
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // (as RunOptions's)
+  void add_options();
   int execute();
 };
 
 struct DockerArgsOptions : PlanOptions {
   std::string engine = "docker", image, seccomp_out;
   bool lines = false;
-  CLI::App* sub = nullptr;
+  CheckedSubcommand* sub = nullptr;
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // (as RunOptions's)
+  void add_options();
   int execute();
 };
 

@@ -45,7 +45,7 @@ int usage_error(const std::string& what) {
   return 125;
 }
 
-void PlanOptions::add_plan_options(CLI::App* sub) {
+void PlanOptions::add_plan_options(CheckedSubcommand* sub) {
   sub->add_option("--policy", policy_files,
                   "Policy file (JSON); repeatable: later files merge over earlier ones. An srt settings file "
                   "(srt's keys only) has srt's meaning: relative paths are relative to the working directory");

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/checked_subcommand.hpp"
 #include "plan/plan.hpp"
 #include "policy/policy.hpp"
 #include "util/error.hpp"
@@ -38,7 +39,7 @@ struct PlanOptions {
   bool make_dirs = false;
 
   // Registers the options on `sub` (and makes its first non-option word start the command).
-  void add_plan_options(CLI::App* sub);
+  void add_plan_options(CheckedSubcommand* sub);
   // The command after parsing; an error for a stray option or no command.
   Result<void> take_command(CLI::App* sub, const std::string& usage);
   // Sources merged in order (srt settings < user file < project file < --policy

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cli/host_setup.hpp"
+#include "cli/checked_subcommand.hpp"
 #include "layer/layer.hpp"
 #include "plan/plan.hpp"
 #include "microvm/run_front_end.hpp"
@@ -13,8 +14,10 @@
 
 namespace exg::cli {
 
-void RunOptions::add_to(CLI::App& app) {
-  auto* run = app.add_subcommand("run", "Run a command in a sandbox");
+void RunOptions::add_to(CLI::App& app) { sub = CheckedSubcommand::add_to(app, "run", "Run a command in a sandbox"); }
+
+void RunOptions::add_options() {
+  CheckedSubcommand* run = sub;
   add_plan_options(run);
   run->add_option("--audit-log", audit_log, "Append every refusal and every egress decision as JSON lines to FILE");
   run->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
@@ -23,7 +26,6 @@ void RunOptions::add_to(CLI::App& app) {
                 "No summary of what was refused (hosts and their rules, syscalls, planted files) at the end of a "
                 "run that refused something");
   LayerFlags::add_to(run);
-  sub = run;
 }
 
 int RunOptions::execute() {

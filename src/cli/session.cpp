@@ -12,6 +12,7 @@
 #include "agent/client.hpp"
 #include "agent/relay.hpp"
 #include "cli/host_setup.hpp"
+#include "cli/checked_subcommand.hpp"
 #include "sandbox/supervisor.hpp"
 #include "util/write_all.hpp"
 #include "util/json_parse.hpp"
@@ -111,7 +112,11 @@ bool to_number(const std::string& s, long lo, long hi, long* out) {
 }  // namespace
 
 void SessionOptions::add_to(CLI::App& app) {
-  auto* s = app.add_subcommand("session", "Hold a sandbox open, its pid 1 the agent, driven through a control socket");
+  sub = CheckedSubcommand::add_to(app, "session", "Hold a sandbox open, its pid 1 the agent, driven through a control socket");
+}
+
+void SessionOptions::add_options() {
+  CheckedSubcommand* s = sub;
   add_plan_options(s);
   LayerFlags::add_to(s);
   s->add_option("--control", control, "unix:PATH: the control socket (created owner-only; must not exist)")->required();
@@ -121,7 +126,6 @@ void SessionOptions::add_to(CLI::App& app) {
               "Hold audit lines until a control client's audit_tags request adds the tags still unknown (a warm pool's sandbox)");
   s->add_flag("--dry-run", dry_run, "Print the compiled plan and run nothing");
   s->add_flag("-v,--verbose", verbose, "Say what the sandbox does");
-  sub = s;
 }
 
 int SessionOptions::execute() {

@@ -15,9 +15,10 @@ struct SessionOptions : PlanOptions, LayerFlags {
   std::vector<std::string> audit_tags;  // NAME=VALUE
   bool dry_run = false, verbose = false;
   bool audit_hold = false;  // --audit-hold: a warm pool's sandbox, its tenant told later (audit_tags)
-  CLI::App* sub = nullptr;
+  CheckedSubcommand* sub = nullptr;
 
-  void add_to(CLI::App& app);
+  void add_to(CLI::App& app);  // (as RunOptions's)
+  void add_options();
   int execute();
 };
 

@@ -105,6 +105,7 @@ std::vector<IpAddress> HostAddresses::list() const {
 
 Result<HostAddresses> dump_host_addresses() {
   const std::string what = "list this host's addresses (netlink RTM_GETADDR)";
+  std::unique_ptr<char[]> buf(new char[kNetlinkReadSize]);
   // A dump the kernel marks interrupted (the list changed while it was
   // written) is read again; a list that never holds still is an error.
   for (int attempt = 0; attempt < 8; ++attempt) {
@@ -125,14 +126,13 @@ Result<HostAddresses> dump_host_addresses() {
       return fail(Error::sys(what));
     HostAddresses out;
     bool done = false, interrupted = false;
-    alignas(nlmsghdr) static thread_local char buf[65536];
     while (!done) {
-      ssize_t n = ::recv(fd.get(), buf, sizeof buf, 0);
+      ssize_t n = ::recv(fd.get(), buf.get(), kNetlinkReadSize, 0);
       if (n < 0 && errno == EINTR) continue;
       if (n < 0) return fail(Error::sys(what));
       if (n == 0) return fail(Error::msg(what, "the kernel closed the socket"));
       int rem = static_cast<int>(n);
-      for (auto* h = reinterpret_cast<nlmsghdr*>(buf); NLMSG_OK(h, rem); h = NLMSG_NEXT(h, rem)) {
+      for (auto* h = reinterpret_cast<nlmsghdr*>(buf.get()); NLMSG_OK(h, rem); h = NLMSG_NEXT(h, rem)) {
         if (h->nlmsg_flags & NLM_F_DUMP_INTR) interrupted = true;
         if (h->nlmsg_type == NLMSG_DONE) done = true;
         if (h->nlmsg_type == NLMSG_ERROR) {
@@ -140,7 +140,7 @@ Result<HostAddresses> dump_host_addresses() {
           if (e->error != 0) return fail(Error::msg(what, std::strerror(-e->error)));
         }
       }
-      if (!out.apply(buf, static_cast<size_t>(n))) return fail(Error::msg(what, "a malformed answer"));
+      if (!out.apply(buf.get(), static_cast<size_t>(n))) return fail(Error::msg(what, "a malformed answer"));
     }
     if (!interrupted) return out;
   }
@@ -172,9 +172,8 @@ Result<std::shared_ptr<HostAddressWatch>> HostAddressWatch::open() {
 HostAddressWatch::~HostAddressWatch() { stop(); }
 
 void HostAddressWatch::sync() {
-  alignas(nlmsghdr) static thread_local char buf[65536];
   for (;;) {
-    ssize_t n = ::recv(fd_.get(), buf, sizeof buf, MSG_DONTWAIT);
+    ssize_t n = ::recv(fd_.get(), buf_.get(), kNetlinkReadSize, MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -185,7 +184,7 @@ void HostAddressWatch::sync() {
       break;
     }
     if (n == 0) break;
-    if (!set_->apply(buf, static_cast<size_t>(n))) overflowed_ = true;
+    if (!set_->apply(buf_.get(), static_cast<size_t>(n))) overflowed_ = true;
   }
   if (!overflowed_) return;
   auto now = dump_host_addresses();

@@ -81,6 +81,12 @@ class HostAddresses {
   bool blind_ = false;
 };
 
+// One recv(2) of netlink messages: the buffers are on the heap (new char[] is
+// aligned for nlmsghdr), never static thread_local, which would put them in
+// every thread's static TLS block, zeroed by the loader at each exguardian
+// start and each thread's creation.
+constexpr size_t kNetlinkReadSize = 65536;
+
 // Reads the list from the kernel now (an RTM_GETADDR dump on a socket of its
 // own), in the caller's network namespace. An error when netlink cannot be
 // opened or answers badly.
@@ -117,6 +123,7 @@ class HostAddressWatch : public std::enable_shared_from_this<HostAddressWatch> {
   std::shared_ptr<HostAddresses> set_ = std::make_shared<HostAddresses>();
   std::unique_ptr<boost::asio::posix::stream_descriptor> waiter_;
   bool overflowed_ = false;  // ENOBUFS seen, the list not yet re-read
+  std::unique_ptr<char[]> buf_ = std::unique_ptr<char[]>(new char[kNetlinkReadSize]);  // sync()'s reads (one thread: see HostAddresses)
 };
 
 }  // namespace exg::egress
