@@ -56,6 +56,36 @@ int make_locked_dir(const std::string& dir) {
   return -EAGAIN;
 }
 
+// Removes the empty cgroups "exg-<pid>-*" of dead supervisors in one base
+// (an "exguardian" parent; nothing to do where it does not exist): only those
+// whose liveness lock (flock on the directory, held by the Cgroup while it
+// exists) is free and whose pid is not alive here.
+void sweep_base(const std::string& base) {
+  DIR* dir = ::opendir(base.c_str());
+  if (!dir) return;
+  std::vector<std::string> candidates;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+    auto pid = stale_pid_of(e->d_name);
+    // A live pid keeps its cgroups (also those of an older exguardian, which
+    // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
+    if (!pid || pid_alive(*pid)) continue;
+    candidates.emplace_back(e->d_name);
+  }
+  ::closedir(dir);
+  for (const auto& n : candidates) {
+    std::string path = base + "/" + n;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // gone, or its supervisor lives
+    // Still the directory we locked (not one made again under the same name
+    // after another sweep removed ours)?
+    struct stat a, p;
+    if (::fstat(fd.get(), &a) != 0 || ::stat(path.c_str(), &p) != 0 || a.st_ino != p.st_ino || a.st_dev != p.st_dev)
+      continue;
+    ::rmdir(path.c_str());  // fails (and stays) if not empty
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> cgroup_procs(const std::string& dir) {
@@ -112,22 +142,30 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     return fail(Error::msg("cgroup", "bad sandbox id '" + sandbox_id + "'"));
   const std::string name = sandbox_dir_name(::getpid(), sandbox_id);
 
-  // Make the directories.
+  // Make the directories. The cgroups of supervisors killed with SIGKILL are
+  // swept on the way, in every base of this same layout (read once a run): in
+  // a parent found there already (one made now holds nothing yet).
   for (const auto& b : L.bases) {
     // v1: a hierarchy of the cpu controller alone (cpuacct elsewhere: no usage
     // to read there either) holds nothing for a sandbox without a cpus limit,
     // only a mkdir, an attach and an rmdir on every run: not made.
     if (!L.v2 && !limits.cpus && contains(b.controllers, "cpu") && !contains(b.controllers, "cpuacct") &&
-        !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer"))
+        !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer")) {
+      sweep_base(b.dir);
       continue;
+    }
     std::string dir = b.dir + "/" + name;
     int err = 0;
+    bool swept = false;
     for (int attempt = 0; attempt < 3; ++attempt) {
       bool made_parent = false;
       if (::mkdir(b.dir.c_str(), 0755) == 0) made_parent = true;
       else if (errno != EEXIST) {
         err = errno;
         break;
+      } else if (!swept) {
+        swept = true;
+        sweep_base(b.dir);
       }
       if (made_parent && !contains(cg.parents_, b.dir)) cg.parents_.push_back(b.dir);
       if (L.v2) {
@@ -374,31 +412,7 @@ void Cgroup::destroy() noexcept {
 void Cgroup::sweep_stale() {
   auto L = plan_layout();
   if (!L.usable) return;
-  for (const auto& b : L.bases) {
-    DIR* dir = ::opendir(b.dir.c_str());
-    if (!dir) continue;
-    std::vector<std::string> candidates;
-    while (struct dirent* e = ::readdir(dir)) {
-      if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-      auto pid = stale_pid_of(e->d_name);
-      // A live pid keeps its cgroups (also those of an older exguardian, which
-      // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
-      if (!pid || pid_alive(*pid)) continue;
-      candidates.emplace_back(e->d_name);
-    }
-    ::closedir(dir);
-    for (const auto& n : candidates) {
-      std::string path = b.dir + "/" + n;
-      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // gone, or its supervisor lives
-      // Still the directory we locked (not one made again under the same name
-      // after another sweep removed ours)?
-      struct stat a, p;
-      if (::fstat(fd.get(), &a) != 0 || ::stat(path.c_str(), &p) != 0 || a.st_ino != p.st_ino || a.st_dev != p.st_dev)
-        continue;
-      ::rmdir(path.c_str());  // fails (and stays) if not empty
-    }
-  }
+  for (const auto& b : L.bases) sweep_base(b.dir);
 }
 
 }  // namespace exg::cgroup

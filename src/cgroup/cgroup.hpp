@@ -83,6 +83,7 @@ class Cgroup {
   // Removes empty cgroups "exg-<pid>-*" of supervisors that no longer exist:
   // only those whose liveness lock (flock on the directory, held by the
   // Cgroup while it exists) is free and whose pid is not alive here.
+  // create_in() does the same in its layout's bases, before it makes its own.
   static void sweep_stale();
 
  private:

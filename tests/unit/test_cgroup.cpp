@@ -467,6 +467,37 @@ TEST_F(CgroupReal, SweepStaleRemovesDeadSupervisorsCgroups) {
   for (const auto& p : made_parent) rmdir(p.c_str());
 }
 
+// A run's cgroup is made with the stale ones beside it swept on the way (in the
+// layout it was given: the layout is read once a run), those of live
+// supervisors kept.
+TEST_F(CgroupReal, CreateSweepsDeadSupervisorsCgroupsInItsBases) {
+  auto L = d::plan_layout();
+  ASSERT_TRUE(L.usable);
+  std::vector<std::string> fake, live, made_parent;
+  for (const auto& b : L.bases) {
+    if (mkdir(b.dir.c_str(), 0755) == 0) made_parent.push_back(b.dir);
+    std::string f = b.dir + "/exg-999999997-x";
+    ASSERT_EQ(mkdir(f.c_str(), 0755), 0) << f << ": " << strerror(errno);
+    fake.push_back(f);
+    std::string l = b.dir + "/exg-" + std::to_string(getpid()) + "-alive";  // a live pid: kept
+    ASSERT_EQ(mkdir(l.c_str(), 0755), 0) << l << ": " << strerror(errno);
+    live.push_back(l);
+  }
+  {
+    auto cg = Cgroup::create_in(L, unique_id("sweep"), Limits{});
+    ASSERT_TRUE(cg) << cg.error().str();
+  }
+  for (const auto& f : fake) {
+    EXPECT_FALSE(is_dir(f)) << f << " stayed";
+    rmdir(f.c_str());
+  }
+  for (const auto& l : live) {
+    EXPECT_TRUE(is_dir(l)) << l << " was swept while its supervisor lives";
+    rmdir(l.c_str());
+  }
+  for (const auto& p : made_parent) rmdir(p.c_str());
+}
+
 // The sweep takes only what is provably dead: a cgroup whose name carries a
 // pid that is dead here (as for a supervisor in another pid namespace) stays
 // while someone holds its lock, and goes once the lock is free.
