@@ -379,6 +379,23 @@ void Cgroup::kill_all() {
   }
 }
 
+void Cgroup::end() {
+  size_t removed = 0;
+  while (removed < dirs_.size() && (::rmdir(dirs_[removed].c_str()) == 0 || errno == ENOENT)) ++removed;
+  if (removed == dirs_.size()) {
+    dirs_.clear();
+    destroy();  // nothing left but the locks and the parents
+    return;
+  }
+  // Those removed are gone from every list (kill_all reads the others).
+  for (size_t i = 0; i < removed; ++i)
+    for (std::string* d : {&freezer_dir_, &memory_dir_, &pids_dir_})
+      if (*d == dirs_[i]) d->clear();
+  dirs_.erase(dirs_.begin(), dirs_.begin() + static_cast<std::ptrdiff_t>(removed));
+  locks_.erase(locks_.begin(), locks_.begin() + static_cast<std::ptrdiff_t>(std::min(removed, locks_.size())));
+  kill_all();
+}
+
 void Cgroup::destroy() noexcept {
   try {
     dirfd_.reset();

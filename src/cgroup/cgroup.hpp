@@ -79,6 +79,13 @@ class Cgroup {
   bool empty() const;
   // Kills every process inside (v2 cgroup.kill; v1 freeze, SIGKILL, thaw), bounded.
   void kill_all();
+  // The end of a run: nothing of the sandbox is left inside afterwards. Each
+  // directory is removed first (rmdir refuses one that still holds a process
+  // or a cgroup below it, so a run whose processes have all gone is ended
+  // without reading any cgroup.procs); at the first refusal, kill_all() on
+  // what is left, which then goes with the destructor (after the layer's own
+  // cleanup: runc's cgroups below ours). Inactive once all are removed.
+  void end();
 
   // Removes empty cgroups "exg-<pid>-*" of supervisors that no longer exist:
   // only those whose liveness lock (flock on the directory, held by the

@@ -498,6 +498,40 @@ TEST_F(CgroupReal, CreateSweepsDeadSupervisorsCgroupsInItsBases) {
   for (const auto& p : made_parent) rmdir(p.c_str());
 }
 
+// The end of a run: an empty cgroup is removed on the spot (and the Cgroup is
+// inactive); one that still holds a process has it killed first, and goes.
+TEST_F(CgroupReal, EndRemovesAnEmptyCgroupAndKillsWhatIsLeft) {
+  {
+    auto cg = Cgroup::create(unique_id("end"), test_limits());
+    ASSERT_TRUE(cg) << cg.error().str();
+    auto dirs = cg->dirs();
+    ASSERT_FALSE(dirs.empty());
+    cg->end();
+    EXPECT_FALSE(cg->active());
+    for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+  }
+  std::string id = unique_id("endkill");
+  std::vector<std::string> dirs;
+  pid_t pid;
+  {
+    auto cg = Cgroup::create(id, test_limits());
+    ASSERT_TRUE(cg) << cg.error().str();
+    dirs = cg->dirs();
+    Held h = spawn_held([] {
+      pause();
+      return 0;
+    });
+    pid = h.pid;
+    release_inside(*cg, h, id);
+    if (HasFatalFailure()) return;
+    cg->end();
+    EXPECT_TRUE(cg->empty());
+  }
+  int st = wait_status(pid);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
+  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+}
+
 // The sweep takes only what is provably dead: a cgroup whose name carries a
 // pid that is dead here (as for a supervisor in another pid namespace) stays
 // while someone holds its lock, and goes once the lock is free.
