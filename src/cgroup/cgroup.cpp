@@ -334,23 +334,19 @@ int Cgroup::attach_self(const int* fds, size_t n) {
 
 Cgroup::Outcome Cgroup::outcome() const {
   Outcome o;
-  if (!memory_dir_.empty()) {
-    if (v2_) {
-      if (auto t = read_text(memory_dir_ + "/memory.events"))
-        o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
-      if (auto t = read_text(memory_dir_ + "/memory.peak"))
-        o.memory_peak = parse_number(*t).value_or(0);
-    } else {
-      if (auto t = read_text(memory_dir_ + "/memory.oom_control"))
-        o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
-      if (auto t = read_text(memory_dir_ + "/memory.max_usage_in_bytes"))
-        o.memory_peak = parse_number(*t).value_or(0);
-    }
-  }
+  if (!memory_dir_.empty())
+    if (auto t = read_text(memory_dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")))
+      o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
   if (!pids_dir_.empty())
     if (auto t = read_text(pids_dir_ + "/pids.events"))
       o.pids_max_hits = parse_keyed(*t, "max").value_or(0);
   return o;
+}
+
+uint64_t Cgroup::memory_peak() const {
+  if (memory_dir_.empty()) return 0;
+  auto t = read_text(memory_dir_ + (v2_ ? "/memory.peak" : "/memory.max_usage_in_bytes"));
+  return t ? parse_number(*t).value_or(0) : 0;
 }
 
 bool Cgroup::empty() const {

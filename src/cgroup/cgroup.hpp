@@ -68,12 +68,15 @@ class Cgroup {
   // 0 or the errno of the first write that failed. Async-signal-safe.
   static int attach_self(const int* fds, size_t n);
 
+  // What the limits did (read at a run's end).
   struct Outcome {
     uint64_t oom_kills = 0;
     uint64_t pids_max_hits = 0;
-    uint64_t memory_peak = 0;
   };
   Outcome outcome() const;
+  // The memory high-water mark in bytes (0 without a memory cgroup). Not part
+  // of outcome(): no run reports it, so a run's end does not read it.
+  uint64_t memory_peak() const;
 
   // True when no process is left in any of the sandbox's cgroups.
   bool empty() const;
