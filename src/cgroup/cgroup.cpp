@@ -142,6 +142,7 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     return fail(Error::msg("cgroup", "bad sandbox id '" + sandbox_id + "'"));
   const std::string name = sandbox_dir_name(::getpid(), sandbox_id);
 
+  std::vector<std::string> v2_have;  // v2: the controllers the sandbox's cgroup has
   // Make the directories. The cgroups of supervisors killed with SIGKILL are
   // swept on the way, in every base of this same layout (read once a run): in
   // a parent found there already (one made now holds nothing yet).
@@ -174,7 +175,8 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
           std::string up = parent_dir(b.dir);
           for (const auto& c : b.controllers) write_text(up + "/cgroup.subtree_control", "+" + c);
         }
-        auto have = words(read_text(b.dir + "/cgroup.subtree_control").value_or(""));
+        // (A parent made now hands on nothing yet: not read.)
+        auto have = made_parent ? std::vector<std::string>{} : words(read_text(b.dir + "/cgroup.subtree_control").value_or(""));
         for (const auto& c : b.controllers)
           if (!contains(have, c)) write_text(b.dir + "/cgroup.subtree_control", "+" + c);
       } else if (made_parent && contains(b.controllers, "cpuset")) {
@@ -197,8 +199,10 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     }
     cg.dirs_.push_back(dir);
     if (L.v2) {
-      cg.memory_dir_ = cg.pids_dir_ = dir;
-      cg.dirfd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      // What the parent handed on (read once: every limit below asks).
+      v2_have = words(read_text(dir + "/cgroup.controllers").value_or(""));
+      if (contains(v2_have, "memory")) cg.memory_dir_ = dir;
+      if (contains(v2_have, "pids")) cg.pids_dir_ = dir;
     } else {
       if (contains(b.controllers, "freezer")) cg.freezer_dir_ = dir;
       if (contains(b.controllers, "memory")) cg.memory_dir_ = dir;
@@ -208,11 +212,7 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
 
   // Find the directory of a controller, or "" (v2: only when delegated).
   auto dir_of = [&](std::string_view ctrl) -> std::string {
-    if (L.v2) {
-      if (cg.dirs_.empty()) return {};
-      auto have = words(read_text(cg.dirs_[0] + "/cgroup.controllers").value_or(""));
-      return contains(have, ctrl) ? cg.dirs_[0] : std::string();
-    }
+    if (L.v2) return !cg.dirs_.empty() && contains(v2_have, ctrl) ? cg.dirs_[0] : std::string();
     for (size_t i = 0; i < L.bases.size(); ++i) {
       if (!contains(L.bases[i].controllers, ctrl)) continue;
       std::string want = L.bases[i].dir + "/" + name;
@@ -278,7 +278,6 @@ Cgroup::Cgroup(Cgroup&& o) noexcept
       freezer_dir_(std::move(o.freezer_dir_)),
       memory_dir_(std::move(o.memory_dir_)),
       pids_dir_(std::move(o.pids_dir_)),
-      dirfd_(std::move(o.dirfd_)),
       locks_(std::move(o.locks_)),
       notes_(std::move(o.notes_)) {
   o.dirs_.clear();
@@ -294,7 +293,6 @@ Cgroup& Cgroup::operator=(Cgroup&& o) noexcept {
     freezer_dir_ = std::move(o.freezer_dir_);
     memory_dir_ = std::move(o.memory_dir_);
     pids_dir_ = std::move(o.pids_dir_);
-    dirfd_ = std::move(o.dirfd_);
     locks_ = std::move(o.locks_);
     notes_ = std::move(o.notes_);
     o.dirs_.clear();
@@ -394,7 +392,6 @@ void Cgroup::end() {
 
 void Cgroup::destroy() noexcept {
   try {
-    dirfd_.reset();
     // rmdir refuses (EBUSY) a cgroup that still holds a process: then, once,
     // everything inside is killed, and the removal retried. (Not a read of
     // every cgroup.procs first: after a run's kill_all they are empty, and

@@ -51,8 +51,9 @@ class Cgroup {
   // The sandbox's cgroup directories (v1: one per hierarchy; v2: one).
   const std::vector<std::string>& dirs() const { return dirs_; }
 
-  // v2: an O_DIRECTORY fd of the cgroup for clone3(CLONE_INTO_CGROUP); -1 on v1.
-  int clone_into_fd() const { return dirfd_.get(); }
+  // v2: an O_DIRECTORY fd of the cgroup for clone3(CLONE_INTO_CGROUP) (the
+  // one its lock is held on); -1 on v1.
+  int clone_into_fd() const { return v2_ && !locks_.empty() ? locks_[0].get() : -1; }
   // Moves pid in (cgroup.procs of every hierarchy).
   Result<void> attach(pid_t pid);
   // v1: the `tasks` file of every hierarchy, opened for writing by this
@@ -103,7 +104,6 @@ class Cgroup {
   std::vector<std::string> parents_;  // "exguardian" parents, removed when empty
   std::string freezer_dir_;           // v1
   std::string memory_dir_, pids_dir_;
-  UniqueFd dirfd_;
   std::vector<UniqueFd> locks_;       // one per dir: flock(LOCK_EX) held while the sandbox lives
   std::vector<std::string> notes_;
 };
