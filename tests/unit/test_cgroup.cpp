@@ -267,6 +267,32 @@ void release_inside(Cgroup& cg, Held h, const std::string& id) {
   close(h.go);
 }
 
+// A held child inside cg that pauses (after `forks` forks of its own), its run
+// ended by end(cg): every one of them died of SIGKILL, and the cgroup's
+// directories are gone once the Cgroup is.
+template <typename End>
+void expect_end_kills_and_removes(Cgroup cg, const std::string& id, int forks, End end) {
+  const std::vector<std::string> dirs = cg.dirs();
+  pid_t pid;
+  {
+    Cgroup owned = std::move(cg);
+    Held h = spawn_held([forks] {
+      for (int i = 0; i < forks; ++i)
+        if (fork() == 0) break;
+      pause();
+      return 0;
+    });
+    pid = h.pid;
+    release_inside(owned, h, id);
+    if (::testing::Test::HasFatalFailure()) return;
+    end(owned);
+    EXPECT_TRUE(owned.empty());
+  }
+  int st = wait_status(pid);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
+  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+}
+
 Limits test_limits() {
   Limits l;
   l.memory_bytes = 64ull << 20;
@@ -511,25 +537,9 @@ TEST_F(CgroupReal, EndRemovesAnEmptyCgroupAndKillsWhatIsLeft) {
     for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
   }
   std::string id = unique_id("endkill");
-  std::vector<std::string> dirs;
-  pid_t pid;
-  {
-    auto cg = Cgroup::create(id, test_limits());
-    ASSERT_TRUE(cg) << cg.error().str();
-    dirs = cg->dirs();
-    Held h = spawn_held([] {
-      pause();
-      return 0;
-    });
-    pid = h.pid;
-    release_inside(*cg, h, id);
-    if (HasFatalFailure()) return;
-    cg->end();
-    EXPECT_TRUE(cg->empty());
-  }
-  int st = wait_status(pid);
-  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
-  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+  auto cg = Cgroup::create(id, test_limits());
+  ASSERT_TRUE(cg) << cg.error().str();
+  expect_end_kills_and_removes(std::move(*cg), id, 0, [](Cgroup& c) { c.end(); });
 }
 
 // The sweep takes only what is provably dead: a cgroup whose name carries a
@@ -608,30 +618,12 @@ TEST_F(CgroupReal, V2WithoutControllers) {
   EXPECT_NE(bad.error().str().find("memory"), std::string::npos) << bad.error().str();
 
   std::string id = unique_id("v2");
-  std::vector<std::string> dirs;
-  pid_t pid;
-  {
-    auto cg = Cgroup::create_in(L, id, default_limits());
-    ASSERT_TRUE(cg) << cg.error().str();
-    ASSERT_TRUE(cg->active());
-    EXPECT_GE(cg->notes().size(), 2u);  // memory and pids skipped
-    EXPECT_GE(cg->clone_into_fd(), 0);
-    dirs = cg->dirs();
-    Held h = spawn_held([] {
-      for (int i = 0; i < 3; ++i)
-        if (fork() == 0) break;
-      pause();
-      return 0;
-    });
-    pid = h.pid;
-    release_inside(*cg, h, id);
-    if (HasFatalFailure()) return;
-    cg->kill_all();
-    EXPECT_TRUE(cg->empty());
-  }
-  int st = wait_status(pid);
-  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
-  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+  auto cg = Cgroup::create_in(L, id, default_limits());
+  ASSERT_TRUE(cg) << cg.error().str();
+  ASSERT_TRUE(cg->active());
+  EXPECT_GE(cg->notes().size(), 2u);  // memory and pids skipped
+  EXPECT_GE(cg->clone_into_fd(), 0);
+  expect_end_kills_and_removes(std::move(*cg), id, 3, [](Cgroup& c) { c.kill_all(); });
 }
 
 }  // namespace
