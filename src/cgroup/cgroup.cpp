@@ -127,7 +127,7 @@ Result<Cgroup> Cgroup::create(const std::string& sandbox_id, const plan::Limits&
 }
 
 Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
-                                 const plan::Limits& limits) {
+                                 const plan::Limits& limits, bool freezer) {
   Cgroup cg;
   cg.v2_ = L.v2;
   const bool any_explicit = (limits.explicit_memory && limits.memory_bytes) ||
@@ -152,6 +152,13 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     // only a mkdir, an attach and an rmdir on every run: not made.
     if (!L.v2 && !limits.cpus && contains(b.controllers, "cpu") && !contains(b.controllers, "cpuacct") &&
         !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer")) {
+      sweep_base(b.dir);
+      continue;
+    }
+    // v1: a hierarchy of the freezer alone, for a sandbox no one pauses, once
+    // the pids hierarchy is made (layout_v1 lists it before): kill_all stops
+    // forks there (pids.max 0) as the freezer would.
+    if (!L.v2 && !freezer && !cg.pids_dir_.empty() && b.controllers == std::vector<std::string>{"freezer"}) {
       sweep_base(b.dir);
       continue;
     }
@@ -266,8 +273,8 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
                                    {"cpu.cfs_quota_us", std::to_string(cpu_quota_us(*limits.cpus))}});
     if (!r) return fail(r.error());
   }
-  if (!L.v2 && cg.active() && cg.freezer_dir_.empty())
-    cg.notes_.push_back("no freezer hierarchy: kill_all kills without freezing first");
+  if (!L.v2 && cg.active() && cg.freezer_dir_.empty() && cg.pids_dir_.empty())
+    cg.notes_.push_back("no freezer or pids hierarchy: kill_all kills without stopping forks first");
   return cg;
 }
 
@@ -363,6 +370,9 @@ void Cgroup::kill_all() {
     }
     // No cgroup.kill (before 5.14): kill what is listed, below.
   }
+  // Without a freezer: no fork succeeds once pids.max is 0, so the processes
+  // left can only be fewer while they are killed (the limit's work is done).
+  if (freezer_dir_.empty() && !pids_dir_.empty()) write_text(pids_dir_ + "/pids.max", "0");
   while (!empty() && now_ms() < deadline) {
     // Frozen first (briefly waited for), so none can fork while the others are killed.
     const bool frozen = !freezer_dir_.empty() && freeze_v1(freezer_dir_, kFreezeWaitMs);

@@ -36,7 +36,12 @@ class Cgroup {
   // The limits are plan data (plan/limits.hpp); this class enforces them.
   static Result<Cgroup> create(const std::string& sandbox_id, const plan::Limits& limits);
   // create() with a given layout (tests; create() uses plan_layout()).
-  static Result<Cgroup> create_in(const Layout& layout, const std::string& sandbox_id, const plan::Limits& limits);
+  // freezer: v1, the freezer hierarchy too, for a sandbox serve may pause
+  // (a session's). Without it, where the pids hierarchy is made, kill_all()
+  // stops forks with pids.max 0 instead of freezing (the same guarantee: the
+  // processes left can only be fewer while they are killed).
+  static Result<Cgroup> create_in(const Layout& layout, const std::string& sandbox_id, const plan::Limits& limits,
+                                  bool freezer = true);
 
   Cgroup() = default;
   Cgroup(Cgroup&&) noexcept;
@@ -81,7 +86,9 @@ class Cgroup {
 
   // True when no process is left in any of the sandbox's cgroups.
   bool empty() const;
-  // Kills every process inside (v2 cgroup.kill; v1 freeze, SIGKILL, thaw), bounded.
+  // Kills every process inside, bounded: v2 cgroup.kill; otherwise SIGKILL to
+  // each listed until none is left, forks stopped first (freezer: frozen,
+  // thawed after; else pids.max 0: the run is over).
   void kill_all();
   // The end of a run: nothing of the sandbox is left inside afterwards. Each
   // directory is removed first (rmdir refuses one that still holds a process

@@ -267,21 +267,16 @@ void release_inside(Cgroup& cg, Held h, const std::string& id) {
   close(h.go);
 }
 
-// A held child inside cg that pauses (after `forks` forks of its own), its run
-// ended by end(cg): every one of them died of SIGKILL, and the cgroup's
-// directories are gone once the Cgroup is.
-template <typename End>
-void expect_end_kills_and_removes(Cgroup cg, const std::string& id, int forks, End end) {
+// A held child inside cg running child() (which does not return on its own),
+// its run ended by end(cg): it died of SIGKILL, nothing is left inside, and
+// the cgroup's directories are gone once the Cgroup is.
+template <typename Child, typename End>
+void expect_end_kills_and_removes(Cgroup cg, const std::string& id, Child child, End end) {
   const std::vector<std::string> dirs = cg.dirs();
   pid_t pid;
   {
     Cgroup owned = std::move(cg);
-    Held h = spawn_held([forks] {
-      for (int i = 0; i < forks; ++i)
-        if (fork() == 0) break;
-      pause();
-      return 0;
-    });
+    Held h = spawn_held(child);
     pid = h.pid;
     release_inside(owned, h, id);
     if (::testing::Test::HasFatalFailure()) return;
@@ -291,6 +286,20 @@ void expect_end_kills_and_removes(Cgroup cg, const std::string& id, int forks, E
   int st = wait_status(pid);
   EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
   for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+}
+
+// Children for expect_end_kills_and_removes.
+template <int forks>
+int pause_after_forks() {
+  for (int i = 0; i < forks; ++i)
+    if (fork() == 0) break;
+  pause();
+  return 0;
+}
+// Every process forks again and again (up to the pids limit), for ever.
+int fork_for_ever() {
+  for (;;)
+    if (fork() < 0) usleep(100);
 }
 
 Limits test_limits() {
@@ -539,7 +548,41 @@ TEST_F(CgroupReal, EndRemovesAnEmptyCgroupAndKillsWhatIsLeft) {
   std::string id = unique_id("endkill");
   auto cg = Cgroup::create(id, test_limits());
   ASSERT_TRUE(cg) << cg.error().str();
-  expect_end_kills_and_removes(std::move(*cg), id, 0, [](Cgroup& c) { c.end(); });
+  expect_end_kills_and_removes(std::move(*cg), id, pause_after_forks<0>, [](Cgroup& c) { c.end(); });
+}
+
+// A run's cgroup on v1 without the freezer hierarchy (no one pauses it): a
+// fork bomb inside is still ended, and from the kill on no fork succeeds
+// there (what the freezer gave: the processes left only become fewer).
+TEST_F(CgroupReal, V1WithoutFreezerKillStopsAForkBomb) {
+  auto L = d::plan_layout();
+  if (L.v2) GTEST_SKIP() << "cgroup v2: cgroup.kill";
+  std::string id = unique_id("nofrz");
+  auto cg = Cgroup::create_in(L, id, test_limits(), /*freezer=*/false);
+  ASSERT_TRUE(cg) << cg.error().str();
+  for (const auto& dir : cg->dirs()) EXPECT_EQ(dir.find("/freezer/"), std::string::npos) << dir;
+  EXPECT_EQ(cg->dirs().size(), 3u);  // memory, pids, cpu (a cpus limit)
+  expect_end_kills_and_removes(std::move(*cg), id, fork_for_ever, [](Cgroup& c) {
+    usleep(20000);  // the bomb at its limit
+    c.end();
+  });
+  // Far below the limit (one process, killed): a fork after the kill is refused.
+  std::string id2 = unique_id("nofrz2");
+  auto cg2 = Cgroup::create_in(L, id2, test_limits(), /*freezer=*/false);
+  ASSERT_TRUE(cg2) << cg2.error().str();
+  expect_end_kills_and_removes(std::move(*cg2), id2, pause_after_forks<0>, [&id2](Cgroup& c) {
+    c.kill_all();
+    ASSERT_TRUE(c.empty());
+    Held late = spawn_held([] {
+      pid_t p = fork();
+      if (p == 0) _exit(0);
+      return p < 0 && errno == EAGAIN ? 0 : 1;
+    });
+    release_inside(c, late, id2);
+    if (::testing::Test::HasFatalFailure()) return;
+    int st = wait_status(late.pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a fork succeeded after the kill: " << st;
+  });
 }
 
 // The sweep takes only what is provably dead: a cgroup whose name carries a
@@ -623,7 +666,7 @@ TEST_F(CgroupReal, V2WithoutControllers) {
   ASSERT_TRUE(cg->active());
   EXPECT_GE(cg->notes().size(), 2u);  // memory and pids skipped
   EXPECT_GE(cg->clone_into_fd(), 0);
-  expect_end_kills_and_removes(std::move(*cg), id, 3, [](Cgroup& c) { c.kill_all(); });
+  expect_end_kills_and_removes(std::move(*cg), id, pause_after_forks<3>, [](Cgroup& c) { c.kill_all(); });
 }
 
 }  // namespace
