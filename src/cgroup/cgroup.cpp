@@ -56,6 +56,36 @@ int make_locked_dir(const std::string& dir) {
   return -EAGAIN;
 }
 
+// Removes the empty cgroups "exg-<pid>-*" of dead supervisors in one base
+// (an "exguardian" parent; nothing to do where it does not exist): only those
+// whose liveness lock (flock on the directory, held by the Cgroup while it
+// exists) is free and whose pid is not alive here.
+void sweep_base(const std::string& base) {
+  DIR* dir = ::opendir(base.c_str());
+  if (!dir) return;
+  std::vector<std::string> candidates;
+  while (struct dirent* e = ::readdir(dir)) {
+    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
+    auto pid = stale_pid_of(e->d_name);
+    // A live pid keeps its cgroups (also those of an older exguardian, which
+    // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
+    if (!pid || pid_alive(*pid)) continue;
+    candidates.emplace_back(e->d_name);
+  }
+  ::closedir(dir);
+  for (const auto& n : candidates) {
+    std::string path = base + "/" + n;
+    UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // gone, or its supervisor lives
+    // Still the directory we locked (not one made again under the same name
+    // after another sweep removed ours)?
+    struct stat a, p;
+    if (::fstat(fd.get(), &a) != 0 || ::stat(path.c_str(), &p) != 0 || a.st_ino != p.st_ino || a.st_dev != p.st_dev)
+      continue;
+    ::rmdir(path.c_str());  // fails (and stays) if not empty
+  }
+}
+
 }  // namespace
 
 std::vector<pid_t> cgroup_procs(const std::string& dir) {
@@ -97,7 +127,7 @@ Result<Cgroup> Cgroup::create(const std::string& sandbox_id, const plan::Limits&
 }
 
 Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
-                                 const plan::Limits& limits) {
+                                 const plan::Limits& limits, bool freezer) {
   Cgroup cg;
   cg.v2_ = L.v2;
   const bool any_explicit = (limits.explicit_memory && limits.memory_bytes) ||
@@ -112,22 +142,38 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     return fail(Error::msg("cgroup", "bad sandbox id '" + sandbox_id + "'"));
   const std::string name = sandbox_dir_name(::getpid(), sandbox_id);
 
-  // Make the directories.
+  std::vector<std::string> v2_have;  // v2: the controllers the sandbox's cgroup has
+  // Make the directories. The cgroups of supervisors killed with SIGKILL are
+  // swept on the way, in every base of this same layout (read once a run): in
+  // a parent found there already (one made now holds nothing yet).
   for (const auto& b : L.bases) {
     // v1: a hierarchy of the cpu controller alone (cpuacct elsewhere: no usage
     // to read there either) holds nothing for a sandbox without a cpus limit,
     // only a mkdir, an attach and an rmdir on every run: not made.
     if (!L.v2 && !limits.cpus && contains(b.controllers, "cpu") && !contains(b.controllers, "cpuacct") &&
-        !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer"))
+        !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer")) {
+      sweep_base(b.dir);
       continue;
+    }
+    // v1: a hierarchy of the freezer alone, for a sandbox no one pauses, once
+    // the pids hierarchy is made (layout_v1 lists it before): kill_all stops
+    // forks there (pids.max 0) as the freezer would.
+    if (!L.v2 && !freezer && !cg.pids_dir_.empty() && b.controllers == std::vector<std::string>{"freezer"}) {
+      sweep_base(b.dir);
+      continue;
+    }
     std::string dir = b.dir + "/" + name;
     int err = 0;
+    bool swept = false;
     for (int attempt = 0; attempt < 3; ++attempt) {
       bool made_parent = false;
       if (::mkdir(b.dir.c_str(), 0755) == 0) made_parent = true;
       else if (errno != EEXIST) {
         err = errno;
         break;
+      } else if (!swept) {
+        swept = true;
+        sweep_base(b.dir);
       }
       if (made_parent && !contains(cg.parents_, b.dir)) cg.parents_.push_back(b.dir);
       if (L.v2) {
@@ -136,7 +182,8 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
           std::string up = parent_dir(b.dir);
           for (const auto& c : b.controllers) write_text(up + "/cgroup.subtree_control", "+" + c);
         }
-        auto have = words(read_text(b.dir + "/cgroup.subtree_control").value_or(""));
+        // (A parent made now hands on nothing yet: not read.)
+        auto have = made_parent ? std::vector<std::string>{} : words(read_text(b.dir + "/cgroup.subtree_control").value_or(""));
         for (const auto& c : b.controllers)
           if (!contains(have, c)) write_text(b.dir + "/cgroup.subtree_control", "+" + c);
       } else if (made_parent && contains(b.controllers, "cpuset")) {
@@ -159,8 +206,10 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     }
     cg.dirs_.push_back(dir);
     if (L.v2) {
-      cg.memory_dir_ = cg.pids_dir_ = dir;
-      cg.dirfd_.reset(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+      // What the parent handed on (read once: every limit below asks).
+      v2_have = words(read_text(dir + "/cgroup.controllers").value_or(""));
+      if (contains(v2_have, "memory")) cg.memory_dir_ = dir;
+      if (contains(v2_have, "pids")) cg.pids_dir_ = dir;
     } else {
       if (contains(b.controllers, "freezer")) cg.freezer_dir_ = dir;
       if (contains(b.controllers, "memory")) cg.memory_dir_ = dir;
@@ -170,11 +219,7 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
 
   // Find the directory of a controller, or "" (v2: only when delegated).
   auto dir_of = [&](std::string_view ctrl) -> std::string {
-    if (L.v2) {
-      if (cg.dirs_.empty()) return {};
-      auto have = words(read_text(cg.dirs_[0] + "/cgroup.controllers").value_or(""));
-      return contains(have, ctrl) ? cg.dirs_[0] : std::string();
-    }
+    if (L.v2) return !cg.dirs_.empty() && contains(v2_have, ctrl) ? cg.dirs_[0] : std::string();
     for (size_t i = 0; i < L.bases.size(); ++i) {
       if (!contains(L.bases[i].controllers, ctrl)) continue;
       std::string want = L.bases[i].dir + "/" + name;
@@ -228,8 +273,8 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
                                    {"cpu.cfs_quota_us", std::to_string(cpu_quota_us(*limits.cpus))}});
     if (!r) return fail(r.error());
   }
-  if (!L.v2 && cg.active() && cg.freezer_dir_.empty())
-    cg.notes_.push_back("no freezer hierarchy: kill_all kills without freezing first");
+  if (!L.v2 && cg.active() && cg.freezer_dir_.empty() && cg.pids_dir_.empty())
+    cg.notes_.push_back("no freezer or pids hierarchy: kill_all kills without stopping forks first");
   return cg;
 }
 
@@ -240,7 +285,6 @@ Cgroup::Cgroup(Cgroup&& o) noexcept
       freezer_dir_(std::move(o.freezer_dir_)),
       memory_dir_(std::move(o.memory_dir_)),
       pids_dir_(std::move(o.pids_dir_)),
-      dirfd_(std::move(o.dirfd_)),
       locks_(std::move(o.locks_)),
       notes_(std::move(o.notes_)) {
   o.dirs_.clear();
@@ -256,7 +300,6 @@ Cgroup& Cgroup::operator=(Cgroup&& o) noexcept {
     freezer_dir_ = std::move(o.freezer_dir_);
     memory_dir_ = std::move(o.memory_dir_);
     pids_dir_ = std::move(o.pids_dir_);
-    dirfd_ = std::move(o.dirfd_);
     locks_ = std::move(o.locks_);
     notes_ = std::move(o.notes_);
     o.dirs_.clear();
@@ -296,23 +339,19 @@ int Cgroup::attach_self(const int* fds, size_t n) {
 
 Cgroup::Outcome Cgroup::outcome() const {
   Outcome o;
-  if (!memory_dir_.empty()) {
-    if (v2_) {
-      if (auto t = read_text(memory_dir_ + "/memory.events"))
-        o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
-      if (auto t = read_text(memory_dir_ + "/memory.peak"))
-        o.memory_peak = parse_number(*t).value_or(0);
-    } else {
-      if (auto t = read_text(memory_dir_ + "/memory.oom_control"))
-        o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
-      if (auto t = read_text(memory_dir_ + "/memory.max_usage_in_bytes"))
-        o.memory_peak = parse_number(*t).value_or(0);
-    }
-  }
+  if (!memory_dir_.empty())
+    if (auto t = read_text(memory_dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")))
+      o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
   if (!pids_dir_.empty())
     if (auto t = read_text(pids_dir_ + "/pids.events"))
       o.pids_max_hits = parse_keyed(*t, "max").value_or(0);
   return o;
+}
+
+uint64_t Cgroup::memory_peak() const {
+  if (memory_dir_.empty()) return 0;
+  auto t = read_text(memory_dir_ + (v2_ ? "/memory.peak" : "/memory.max_usage_in_bytes"));
+  return t ? parse_number(*t).value_or(0) : 0;
 }
 
 bool Cgroup::empty() const {
@@ -331,6 +370,9 @@ void Cgroup::kill_all() {
     }
     // No cgroup.kill (before 5.14): kill what is listed, below.
   }
+  // Without a freezer: no fork succeeds once pids.max is 0, so the processes
+  // left can only be fewer while they are killed (the limit's work is done).
+  if (freezer_dir_.empty() && !pids_dir_.empty()) write_text(pids_dir_ + "/pids.max", "0");
   while (!empty() && now_ms() < deadline) {
     // Frozen first (briefly waited for), so none can fork while the others are killed.
     const bool frozen = !freezer_dir_.empty() && freeze_v1(freezer_dir_, kFreezeWaitMs);
@@ -341,9 +383,25 @@ void Cgroup::kill_all() {
   }
 }
 
+void Cgroup::end() {
+  size_t removed = 0;
+  while (removed < dirs_.size() && (::rmdir(dirs_[removed].c_str()) == 0 || errno == ENOENT)) ++removed;
+  if (removed == dirs_.size()) {
+    dirs_.clear();
+    destroy();  // nothing left but the locks and the parents
+    return;
+  }
+  // Those removed are gone from every list (kill_all reads the others).
+  for (size_t i = 0; i < removed; ++i)
+    for (std::string* d : {&freezer_dir_, &memory_dir_, &pids_dir_})
+      if (*d == dirs_[i]) d->clear();
+  dirs_.erase(dirs_.begin(), dirs_.begin() + static_cast<std::ptrdiff_t>(removed));
+  locks_.erase(locks_.begin(), locks_.begin() + static_cast<std::ptrdiff_t>(std::min(removed, locks_.size())));
+  kill_all();
+}
+
 void Cgroup::destroy() noexcept {
   try {
-    dirfd_.reset();
     // rmdir refuses (EBUSY) a cgroup that still holds a process: then, once,
     // everything inside is killed, and the removal retried. (Not a read of
     // every cgroup.procs first: after a run's kill_all they are empty, and
@@ -374,31 +432,7 @@ void Cgroup::destroy() noexcept {
 void Cgroup::sweep_stale() {
   auto L = plan_layout();
   if (!L.usable) return;
-  for (const auto& b : L.bases) {
-    DIR* dir = ::opendir(b.dir.c_str());
-    if (!dir) continue;
-    std::vector<std::string> candidates;
-    while (struct dirent* e = ::readdir(dir)) {
-      if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-      auto pid = stale_pid_of(e->d_name);
-      // A live pid keeps its cgroups (also those of an older exguardian, which
-      // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
-      if (!pid || pid_alive(*pid)) continue;
-      candidates.emplace_back(e->d_name);
-    }
-    ::closedir(dir);
-    for (const auto& n : candidates) {
-      std::string path = b.dir + "/" + n;
-      UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-      if (!fd || ::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // gone, or its supervisor lives
-      // Still the directory we locked (not one made again under the same name
-      // after another sweep removed ours)?
-      struct stat a, p;
-      if (::fstat(fd.get(), &a) != 0 || ::stat(path.c_str(), &p) != 0 || a.st_ino != p.st_ino || a.st_dev != p.st_dev)
-        continue;
-      ::rmdir(path.c_str());  // fails (and stays) if not empty
-    }
-  }
+  for (const auto& b : L.bases) sweep_base(b.dir);
 }
 
 }  // namespace exg::cgroup

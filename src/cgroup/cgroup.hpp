@@ -36,7 +36,12 @@ class Cgroup {
   // The limits are plan data (plan/limits.hpp); this class enforces them.
   static Result<Cgroup> create(const std::string& sandbox_id, const plan::Limits& limits);
   // create() with a given layout (tests; create() uses plan_layout()).
-  static Result<Cgroup> create_in(const Layout& layout, const std::string& sandbox_id, const plan::Limits& limits);
+  // freezer: v1, the freezer hierarchy too, for a sandbox serve may pause
+  // (a session's). Without it, where the pids hierarchy is made, kill_all()
+  // stops forks with pids.max 0 instead of freezing (the same guarantee: the
+  // processes left can only be fewer while they are killed).
+  static Result<Cgroup> create_in(const Layout& layout, const std::string& sandbox_id, const plan::Limits& limits,
+                                  bool freezer = true);
 
   Cgroup() = default;
   Cgroup(Cgroup&&) noexcept;
@@ -51,8 +56,9 @@ class Cgroup {
   // The sandbox's cgroup directories (v1: one per hierarchy; v2: one).
   const std::vector<std::string>& dirs() const { return dirs_; }
 
-  // v2: an O_DIRECTORY fd of the cgroup for clone3(CLONE_INTO_CGROUP); -1 on v1.
-  int clone_into_fd() const { return dirfd_.get(); }
+  // v2: an O_DIRECTORY fd of the cgroup for clone3(CLONE_INTO_CGROUP) (the
+  // one its lock is held on); -1 on v1.
+  int clone_into_fd() const { return v2_ && !locks_.empty() ? locks_[0].get() : -1; }
   // Moves pid in (cgroup.procs of every hierarchy).
   Result<void> attach(pid_t pid);
   // v1: the `tasks` file of every hierarchy, opened for writing by this
@@ -68,21 +74,34 @@ class Cgroup {
   // 0 or the errno of the first write that failed. Async-signal-safe.
   static int attach_self(const int* fds, size_t n);
 
+  // What the limits did (read at a run's end).
   struct Outcome {
     uint64_t oom_kills = 0;
     uint64_t pids_max_hits = 0;
-    uint64_t memory_peak = 0;
   };
   Outcome outcome() const;
+  // The memory high-water mark in bytes (0 without a memory cgroup). Not part
+  // of outcome(): no run reports it, so a run's end does not read it.
+  uint64_t memory_peak() const;
 
   // True when no process is left in any of the sandbox's cgroups.
   bool empty() const;
-  // Kills every process inside (v2 cgroup.kill; v1 freeze, SIGKILL, thaw), bounded.
+  // Kills every process inside, bounded: v2 cgroup.kill; otherwise SIGKILL to
+  // each listed until none is left, forks stopped first (freezer: frozen,
+  // thawed after; else pids.max 0: the run is over).
   void kill_all();
+  // The end of a run: nothing of the sandbox is left inside afterwards. Each
+  // directory is removed first (rmdir refuses one that still holds a process
+  // or a cgroup below it, so a run whose processes have all gone is ended
+  // without reading any cgroup.procs); at the first refusal, kill_all() on
+  // what is left, which then goes with the destructor (after the layer's own
+  // cleanup: runc's cgroups below ours). Inactive once all are removed.
+  void end();
 
   // Removes empty cgroups "exg-<pid>-*" of supervisors that no longer exist:
   // only those whose liveness lock (flock on the directory, held by the
   // Cgroup while it exists) is free and whose pid is not alive here.
+  // create_in() does the same in its layout's bases, before it makes its own.
   static void sweep_stale();
 
  private:
@@ -92,7 +111,6 @@ class Cgroup {
   std::vector<std::string> parents_;  // "exguardian" parents, removed when empty
   std::string freezer_dir_;           // v1
   std::string memory_dir_, pids_dir_;
-  UniqueFd dirfd_;
   std::vector<UniqueFd> locks_;       // one per dir: flock(LOCK_EX) held while the sandbox lives
   std::vector<std::string> notes_;
 };

@@ -8,7 +8,6 @@
 #include <csignal>
 #include <cstdio>
 
-#include "cgroup/cgroup.hpp"
 #include "oci/layer.hpp"
 #include "doctor/userns_diagnosis.hpp"
 
@@ -38,7 +37,6 @@ Result<HostProcess> HostProcess::prepare(bool invoked_as_root) {
     ::setrlimit(RLIMIT_NOFILE, &rl);
   }
   if (invoked_as_root && ::setgroups(0, nullptr) != 0) return fail(Error::sys("setgroups"));
-  cgroup::Cgroup::sweep_stale();
   return h;
 }
 

@@ -29,8 +29,9 @@ std::string installed_container_runtime();
 // inherits the mask, its init keeps them blocked and waits for them) and
 // reads them from a signalfd; lifts RLIMIT_NOFILE's soft limit (every proxied
 // connection costs up to six fds); as root, drops the supervisor's own
-// supplementary groups (they must not follow the command in: the layers check);
-// sweeps cgroups left by supervisors killed with SIGKILL. The mask is restored
+// supplementary groups (they must not follow the command in: the layers check).
+// (The cgroups left by supervisors killed with SIGKILL are swept where a
+// sandbox's cgroup is made: cgroup::Cgroup::create_in.) The mask is restored
 // when the object goes, and a signal still pending then (a second SIGTERM)
 // ends the process on the spot: whatever must be cleaned up on the way out
 // (a session's control socket) is declared after it, so destroyed before it.

@@ -66,6 +66,8 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   SpawnFds fds{child_sock.get(), self.get(), agent_there.get()};
   StepTimer untimed;  // off: marks cost one branch
   StepTimer& timer = spec.timer ? *spec.timer : untimed;
+  // v1: the freezer hierarchy only for a sandbox serve may pause (a session's,
+  // with the agent); a run's kill stops forks with pids.max 0 instead.
   // v2 (or no usable cgroup, so that explicit limits fail before anything
   // starts): made now, the child born in it. v1: after "go" (header), unless
   // the layer asks for it now (SpawnSpec::cgroup_before_clone).
@@ -73,7 +75,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   const bool cgroup_after_go = layout.usable && !layout.v2 && !spec.cgroup_before_clone;
   cgroup::Cgroup cgroup;
   if (!cgroup_after_go) {
-    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent);
     if (!cg) return fail(cg.error());
     cgroup = std::move(*cg);
     timer.mark("cgroup");
@@ -127,7 +129,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
     timer.mark("idmapped mounts");
   }
   if (cgroup_after_go) {
-    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent);
     if (!cg) return fail(cg.error());
     sb.cgroup = std::move(*cg);
     timer.mark("cgroup");

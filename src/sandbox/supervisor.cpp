@@ -931,7 +931,7 @@ void Supervision::end_sandbox() {
       oom_ = true;
       sayf(io_, "killed: memory limit %s", plan::format_bytes(*plan().limits.memory_bytes).c_str());
     }
-    sb().cgroup.kill_all();
+    sb().cgroup.end();  // removed here when empty: no read of its cgroup.procs
   }
   layer_.after_run(plan());
   steps_.mark("cgroup kill");

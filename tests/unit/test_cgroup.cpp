@@ -267,6 +267,41 @@ void release_inside(Cgroup& cg, Held h, const std::string& id) {
   close(h.go);
 }
 
+// A held child inside cg running child() (which does not return on its own),
+// its run ended by end(cg): it died of SIGKILL, nothing is left inside, and
+// the cgroup's directories are gone once the Cgroup is.
+template <typename Child, typename End>
+void expect_end_kills_and_removes(Cgroup cg, const std::string& id, Child child, End end) {
+  const std::vector<std::string> dirs = cg.dirs();
+  pid_t pid;
+  {
+    Cgroup owned = std::move(cg);
+    Held h = spawn_held(child);
+    pid = h.pid;
+    release_inside(owned, h, id);
+    if (::testing::Test::HasFatalFailure()) return;
+    end(owned);
+    EXPECT_TRUE(owned.empty());
+  }
+  int st = wait_status(pid);
+  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
+  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+}
+
+// Children for expect_end_kills_and_removes.
+template <int forks>
+int pause_after_forks() {
+  for (int i = 0; i < forks; ++i)
+    if (fork() == 0) break;
+  pause();
+  return 0;
+}
+// Every process forks again and again (up to the pids limit), for ever.
+int fork_for_ever() {
+  for (;;)
+    if (fork() < 0) usleep(100);
+}
+
 Limits test_limits() {
   Limits l;
   l.memory_bytes = 64ull << 20;
@@ -419,8 +454,8 @@ TEST_F(CgroupReal, MemoryHogIsOomKilled) {
   EXPECT_EQ(WTERMSIG(st), SIGKILL);
   auto o = cg->outcome();
   EXPECT_GE(o.oom_kills, 1u);
-  EXPECT_GT(o.memory_peak, 32ull << 20);
-  EXPECT_LE(o.memory_peak, 64ull << 20);
+  EXPECT_GT(cg->memory_peak(), 32ull << 20);
+  EXPECT_LE(cg->memory_peak(), 64ull << 20);
 }
 
 TEST_F(CgroupReal, KillAllAndDestroyWithLiveProcesses) {
@@ -465,6 +500,89 @@ TEST_F(CgroupReal, SweepStaleRemovesDeadSupervisorsCgroups) {
     rmdir(f.c_str());
   }
   for (const auto& p : made_parent) rmdir(p.c_str());
+}
+
+// A run's cgroup is made with the stale ones beside it swept on the way (in the
+// layout it was given: the layout is read once a run), those of live
+// supervisors kept.
+TEST_F(CgroupReal, CreateSweepsDeadSupervisorsCgroupsInItsBases) {
+  auto L = d::plan_layout();
+  ASSERT_TRUE(L.usable);
+  std::vector<std::string> fake, live, made_parent;
+  for (const auto& b : L.bases) {
+    if (mkdir(b.dir.c_str(), 0755) == 0) made_parent.push_back(b.dir);
+    std::string f = b.dir + "/exg-999999997-x";
+    ASSERT_EQ(mkdir(f.c_str(), 0755), 0) << f << ": " << strerror(errno);
+    fake.push_back(f);
+    std::string l = b.dir + "/exg-" + std::to_string(getpid()) + "-alive";  // a live pid: kept
+    ASSERT_EQ(mkdir(l.c_str(), 0755), 0) << l << ": " << strerror(errno);
+    live.push_back(l);
+  }
+  {
+    auto cg = Cgroup::create_in(L, unique_id("sweep"), Limits{});
+    ASSERT_TRUE(cg) << cg.error().str();
+  }
+  for (const auto& f : fake) {
+    EXPECT_FALSE(is_dir(f)) << f << " stayed";
+    rmdir(f.c_str());
+  }
+  for (const auto& l : live) {
+    EXPECT_TRUE(is_dir(l)) << l << " was swept while its supervisor lives";
+    rmdir(l.c_str());
+  }
+  for (const auto& p : made_parent) rmdir(p.c_str());
+}
+
+// The end of a run: an empty cgroup is removed on the spot (and the Cgroup is
+// inactive); one that still holds a process has it killed first, and goes.
+TEST_F(CgroupReal, EndRemovesAnEmptyCgroupAndKillsWhatIsLeft) {
+  {
+    auto cg = Cgroup::create(unique_id("end"), test_limits());
+    ASSERT_TRUE(cg) << cg.error().str();
+    auto dirs = cg->dirs();
+    ASSERT_FALSE(dirs.empty());
+    cg->end();
+    EXPECT_FALSE(cg->active());
+    for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+  }
+  std::string id = unique_id("endkill");
+  auto cg = Cgroup::create(id, test_limits());
+  ASSERT_TRUE(cg) << cg.error().str();
+  expect_end_kills_and_removes(std::move(*cg), id, pause_after_forks<0>, [](Cgroup& c) { c.end(); });
+}
+
+// A run's cgroup on v1 without the freezer hierarchy (no one pauses it): a
+// fork bomb inside is still ended, and from the kill on no fork succeeds
+// there (what the freezer gave: the processes left only become fewer).
+TEST_F(CgroupReal, V1WithoutFreezerKillStopsAForkBomb) {
+  auto L = d::plan_layout();
+  if (L.v2) GTEST_SKIP() << "cgroup v2: cgroup.kill";
+  std::string id = unique_id("nofrz");
+  auto cg = Cgroup::create_in(L, id, test_limits(), /*freezer=*/false);
+  ASSERT_TRUE(cg) << cg.error().str();
+  for (const auto& dir : cg->dirs()) EXPECT_EQ(dir.find("/freezer/"), std::string::npos) << dir;
+  EXPECT_EQ(cg->dirs().size(), 3u);  // memory, pids, cpu (a cpus limit)
+  expect_end_kills_and_removes(std::move(*cg), id, fork_for_ever, [](Cgroup& c) {
+    usleep(20000);  // the bomb at its limit
+    c.end();
+  });
+  // Far below the limit (one process, killed): a fork after the kill is refused.
+  std::string id2 = unique_id("nofrz2");
+  auto cg2 = Cgroup::create_in(L, id2, test_limits(), /*freezer=*/false);
+  ASSERT_TRUE(cg2) << cg2.error().str();
+  expect_end_kills_and_removes(std::move(*cg2), id2, pause_after_forks<0>, [&id2](Cgroup& c) {
+    c.kill_all();
+    ASSERT_TRUE(c.empty());
+    Held late = spawn_held([] {
+      pid_t p = fork();
+      if (p == 0) _exit(0);
+      return p < 0 && errno == EAGAIN ? 0 : 1;
+    });
+    release_inside(c, late, id2);
+    if (::testing::Test::HasFatalFailure()) return;
+    int st = wait_status(late.pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "a fork succeeded after the kill: " << st;
+  });
 }
 
 // The sweep takes only what is provably dead: a cgroup whose name carries a
@@ -543,30 +661,12 @@ TEST_F(CgroupReal, V2WithoutControllers) {
   EXPECT_NE(bad.error().str().find("memory"), std::string::npos) << bad.error().str();
 
   std::string id = unique_id("v2");
-  std::vector<std::string> dirs;
-  pid_t pid;
-  {
-    auto cg = Cgroup::create_in(L, id, default_limits());
-    ASSERT_TRUE(cg) << cg.error().str();
-    ASSERT_TRUE(cg->active());
-    EXPECT_GE(cg->notes().size(), 2u);  // memory and pids skipped
-    EXPECT_GE(cg->clone_into_fd(), 0);
-    dirs = cg->dirs();
-    Held h = spawn_held([] {
-      for (int i = 0; i < 3; ++i)
-        if (fork() == 0) break;
-      pause();
-      return 0;
-    });
-    pid = h.pid;
-    release_inside(*cg, h, id);
-    if (HasFatalFailure()) return;
-    cg->kill_all();
-    EXPECT_TRUE(cg->empty());
-  }
-  int st = wait_status(pid);
-  EXPECT_TRUE(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL) << st;
-  for (const auto& dir : dirs) EXPECT_FALSE(is_dir(dir)) << dir;
+  auto cg = Cgroup::create_in(L, id, default_limits());
+  ASSERT_TRUE(cg) << cg.error().str();
+  ASSERT_TRUE(cg->active());
+  EXPECT_GE(cg->notes().size(), 2u);  // memory and pids skipped
+  EXPECT_GE(cg->clone_into_fd(), 0);
+  expect_end_kills_and_removes(std::move(*cg), id, pause_after_forks<3>, [](Cgroup& c) { c.kill_all(); });
 }
 
 }  // namespace
