@@ -131,10 +131,13 @@ void remove_private_tmp(const char* path) {
 
 [[noreturn]] void watch(int supervisor, int init_end, const char* private_tmp) {
   ::prctl(PR_SET_NAME, "exg-warden");
-  // Out of the supervisor's session and process group (a terminal's ^C or a
-  // signal to the group is the supervisor's to handle), deaf to every signal
-  // but SIGKILL and SIGSTOP.
-  ::setsid();
+  // Out of the supervisor's process group (a terminal's ^C or a signal to the
+  // group is the supervisor's to handle), deaf to every signal but SIGKILL and
+  // SIGSTOP. A group of its own, not a session: the kernel signals a session
+  // only through its terminal's foreground group and leader, which the warden
+  // is not, and holds no terminal; a session would cost a scheduler group
+  // (autogroup) made and freed at every run.
+  ::setpgid(0, 0);
   sigset_t all;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
