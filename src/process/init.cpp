@@ -117,11 +117,16 @@ int exec_command(void* arg) {
 // socket on which init offered `listener` (its copy): the command's side ends
 // the handshake (exec_command). Its pid, or -1 with errno set.
 pid_t start_command(const InitArgs& a, int listener_offered_on, int listener) {
-  static std::vector<char*> envp;  // environ from here on: init's own lives no longer
-  for (const auto& e : a.plan->env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  environ = envp.data();  // execvp searches the PATH of the sandbox's environment
+  // environ from here on (init's own lives no longer): one allocation, never
+  // freed. (A static vector registered an exit handler, whose allocation
+  // walked and so copied pages of this copy of the supervisor's heap.)
+  char** envp = new char*[a.plan->env.size() + 1];
+  size_t n = 0;
+  for (const auto& e : a.plan->env) envp[n++] = const_cast<char*>(e.c_str());
+  envp[n] = nullptr;
+  environ = envp;  // execvp searches the PATH of the sandbox's environment
   CommandStart cs{&a, {}, listener_offered_on, listener};
+  cs.argv.reserve(a.plan->argv.size() + 1);
   for (const auto& s : a.plan->argv) cs.argv.push_back(const_cast<char*>(s.c_str()));
   cs.argv.push_back(nullptr);
   // Room for execvp's path buffers and its ENOEXEC fallback's argv (on the stack).
