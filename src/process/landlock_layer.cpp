@@ -31,6 +31,7 @@
 #include "util/dir_fd.hpp"
 #include "util/fd_passing.hpp"
 #include "util/pty_size.hpp"
+#include "util/step_timer.hpp"
 #include "util/syscalls.hpp"
 
 namespace exg::process {
@@ -316,6 +317,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
     for (const auto& n : plan::kCaEnvNames) set_env(own.env, n, c.bundle_path);
   }
 
+  if (opt.timer) opt.timer->mark("layer setup");  // (the proxy's listeners, TMPDIR, this layer's Plan)
   SpawnSpec sp;
   sp.clone_flags = 0;  // no namespaces: that is the point
   sp.cgroup_id = plan.sandbox_id;
