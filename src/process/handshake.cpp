@@ -91,14 +91,25 @@ int await_in_cgroup(int sync_fd, StepTimer* timer) {
   return result;
 }
 
-bool hand_over_listener(int sync_fd, int listener) {
-  std::string msg(1, kMsgSeccomp);
-  msg += std::to_string(listener);
-  if (::send(sync_fd, msg.data(), msg.size(), MSG_NOSIGNAL) < 0) return false;
+bool offer_listener(int sync_fd, int listener) {
+  char msg[16] = {kMsgSeccomp};
+  size_t len = 1;
+  char digits[12];
+  size_t n = 0;
+  for (unsigned v = static_cast<unsigned>(listener); n == 0 || v > 0; v /= 10) digits[n++] = static_cast<char>('0' + v % 10);
+  while (n > 0) msg[len++] = digits[--n];
+  return ::send(sync_fd, msg, len, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
+}
+
+bool await_listener_taken(int sync_fd) {
   char taken = 0;
   ssize_t n;
   do n = ::recv(sync_fd, &taken, 1, 0); while (n < 0 && errno == EINTR);
   return n == 1 && taken == kMsgListenerTaken;
+}
+
+bool hand_over_listener(int sync_fd, int listener) {
+  return offer_listener(sync_fd, listener) && await_listener_taken(sync_fd);
 }
 
 void send_ready(int sync_fd, int listener) {

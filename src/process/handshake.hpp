@@ -11,7 +11,9 @@
 //                                     its tasks files, to move in through):
 //                                     nothing of the sandbox may start before
 //                                     the child has read it (init, the runtime)
-//                    K                init's seccomp listener is taken
+//                    K                init's seccomp listener is taken (read by
+//                                     init's command before its execve, or by
+//                                     init itself before it serves an agent)
 //   child -> parent  P + fd           pty master
 //                    L + fd fd [fd]   HTTP and SOCKS listeners [DNS socket]
 //                    D + fd           a NETLINK_SOCK_DIAG socket of the sandbox's netns
@@ -22,6 +24,7 @@
 //                                     (SpawnSpec::capture_port: "C" waits for them)
 //                    S number         init's seccomp listener, by its number
 //                    R [+ fd]         set up; the seccomp notify fd when there is one
+//                                     (after "K", from init's command before its execve)
 //                    E text           a setup step failed
 //
 // The child's helpers allocate nothing (they run in the cloned child), but
@@ -93,6 +96,12 @@ int await_in_cgroup(int sync_fd, StepTimer* timer);
 // which needs init dumpable: see the caller) and says so; then init closes
 // its copy. False when the supervisor did not answer.
 bool hand_over_listener(int sync_fd, int listener);
+// Its two halves, for a caller that waits for "taken" in another process
+// (init's command, before its execve: process/init.cpp): "S" sent, false when
+// it did not go out; "K" read, false when something else came or the
+// supervisor is gone. No allocation.
+bool offer_listener(int sync_fd, int listener);
+bool await_listener_taken(int sync_fd);
 
 // "Ready": set up, the command started; with the seccomp listener when
 // there is one to pass (an OCI runtime host's: it is under no filter).

@@ -49,6 +49,11 @@ bool drop_capabilities(bool bounding_set_done) {
 struct CommandStart {
   const InitArgs* a;
   std::vector<char*> argv;
+  // >= 0: init offered its seccomp listener on this socket ("S") and goes on
+  // without waiting; the command's side waits for "taken" before anything
+  // else (see become_init).
+  int listener_offered_on = -1;
+  int listener = -1;  // init's copy, which this side's table holds too until it closes it
 };
 
 // The command's side, between its clone and execve: raw steps only (it runs on
@@ -62,6 +67,20 @@ int exec_command(void* arg) {
     if (n > 0) (void)::write(2, msg, std::min(static_cast<size_t>(n), sizeof msg - 1));
     ::_exit(status);
   };
+  // The supervisor takes init's listener while init's memory (this one, until
+  // the execve) is dumpable: only then may it stop being so and the command
+  // run. Then the handshake's end, from here: init is suspended until the
+  // execve (CLONE_VFORK), and the supervisor need not wait for it to wake.
+  if (cs.listener_offered_on >= 0) {
+    if (!await_listener_taken(cs.listener_offered_on)) ::_exit(125);  // the supervisor is gone or refused it
+    ::close(cs.listener);  // (it may sit below 3, where the close_range below does not reach)
+    ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
+    if (a.timer) {
+      a.timer->child_mark("start command");
+      a.timer->child_done();  // (init's too: one memory)
+    }
+    send_ready(cs.listener_offered_on);
+  }
   // Handlers are per process here (no CLONE_SIGHAND): resetting them leaves init's alone.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -94,13 +113,20 @@ int exec_command(void* arg) {
 // Starts the command: a clone that shares init's memory until its execve
 // (CLONE_VM | CLONE_VFORK, as posix_spawn does), so that neither copies the
 // page tables of init (a copy of the supervisor's address space) nor takes
-// copy-on-write faults afterwards. Its pid, or -1 with errno set.
-pid_t start_command(const InitArgs& a) {
-  static std::vector<char*> envp;  // environ from here on: init's own lives no longer
-  for (const auto& e : a.plan->env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  environ = envp.data();  // execvp searches the PATH of the sandbox's environment
-  CommandStart cs{&a, {}};
+// copy-on-write faults afterwards. `listener_offered_on` >= 0: the sync
+// socket on which init offered `listener` (its copy): the command's side ends
+// the handshake (exec_command). Its pid, or -1 with errno set.
+pid_t start_command(const InitArgs& a, int listener_offered_on, int listener) {
+  // environ from here on (init's own lives no longer): one allocation, never
+  // freed. (A static vector registered an exit handler, whose allocation
+  // walked and so copied pages of this copy of the supervisor's heap.)
+  char** envp = new char*[a.plan->env.size() + 1];
+  size_t n = 0;
+  for (const auto& e : a.plan->env) envp[n++] = const_cast<char*>(e.c_str());
+  envp[n] = nullptr;
+  environ = envp;  // execvp searches the PATH of the sandbox's environment
+  CommandStart cs{&a, {}, listener_offered_on, listener};
+  cs.argv.reserve(a.plan->argv.size() + 1);
   for (const auto& s : a.plan->argv) cs.argv.push_back(const_cast<char*>(s.c_str()));
   cs.argv.push_back(nullptr);
   // Room for execvp's path buffers and its ENOEXEC fallback's argv (on the stack).
@@ -201,15 +227,28 @@ void kill_descendants() {
   // unprivileged supervisor may do only while init is dumpable (init has
   // changed ids: the kernel made it not). Nothing but init runs here yet; the
   // command starts only once it is not dumpable again.
+  //
+  // With a command to run, init offers the listener and goes on: the
+  // command's side, suspended before its execve, waits for "taken", makes the
+  // memory it shares with init not dumpable, and says "ready" itself
+  // (exec_command): one wake of each side less than init waiting for "taken"
+  // and saying "ready" after the execve. Init closes its copy once the
+  // command has exec'd (or given up).
+  int offered = -1;
   if (a.seccomp) {
     ::prctl(PR_SET_DUMPABLE, 1);
     int listener = walls::install_seccomp(*a.seccomp);
     if (listener < 0) die(a.sync_fd, "install the seccomp filter", errno);
-    if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
-    ::close(listener);
+    if (a.agent_channel >= 0) {
+      if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
+      ::close(listener);
+    } else {
+      if (!offer_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone
+      offered = listener;
+    }
     mark("seccomp install");
   }
-  ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
+  if (offered < 0) ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
 
   if (a.agent_channel >= 0) {
     // The agent is pid 1 itself, after every wall above: what it starts and
@@ -229,12 +268,18 @@ void kill_descendants() {
     if (a.reap_descendants) cfg.end_descendants = kill_descendants;  // no pid namespace to end them
     agent::serve(cfg);
   }
-  pid_t cmd = start_command(a);
+  pid_t cmd = start_command(a, offered >= 0 ? a.sync_fd : -1, offered);
   if (cmd < 0) die(a.sync_fd, "start the command", errno);
   if (a.pty_slave >= 0) ::close(a.pty_slave);
-  mark("start command");  // (until its execve: CLONE_VFORK)
-  if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
-  send_ready(a.sync_fd);
+  if (offered >= 0) {
+    // The command's side said "ready" before its execve (or exited without a "taken").
+    ::close(offered);
+    ::prctl(PR_SET_DUMPABLE, 0);  // (it did so already, but when it gave up)
+  } else {
+    mark("start command");  // (until its execve: CLONE_VFORK)
+    if (a.timer) a.timer->child_done();  // (the command's copy of the page went with its execve)
+    send_ready(a.sync_fd);
+  }
   ::close(a.sync_fd);
   close_from(3);
   // Everything the supervisor forwards goes on to the command.

@@ -31,6 +31,7 @@
 #include "util/dir_fd.hpp"
 #include "util/fd_passing.hpp"
 #include "util/pty_size.hpp"
+#include "util/step_timer.hpp"
 #include "util/syscalls.hpp"
 
 namespace exg::process {
@@ -51,6 +52,11 @@ struct ChildSetup {
   std::string bundle_path;     // where the trust bundle goes; empty: none
   std::string bundle_content;  // the host's bundle (the File step's content), the anchor appended
   bool want_pty = false;
+  // Made here before the clone (the child allocates nothing for them): the
+  // host-network filter and the main one as one program, or the host-network
+  // filter alone (--unsafe-no-seccomp).
+  const std::vector<sock_filter>* seccomp = nullptr;
+  const std::vector<sock_filter>* host_network_only = nullptr;
 };
 
 // The sandbox's side: no namespaces to build, so the walls and then init.
@@ -120,19 +126,20 @@ struct ChildSetup {
     if (!send_fds(sync, kMsgPty, &ptmx, 1)) die(sync, "send pty to supervisor", errno);
     ::close(ptmx);
   }
-  // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
   // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
   Warden warden;
   if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
-  if (walls::install_seccomp_errno(walls::host_network_seccomp_program(plan.seccomp)) != 0) die(sync, "install the host-network filter", errno);
+  // The host's network: with seccomp, init installs it with the main filter (one program); without, here.
+  if (c.host_network_only && walls::install_seccomp_errno(*c.host_network_only) != 0)
+    die(sync, "install the host-network filter", errno);
   InitArgs ia;
   ia.plan = &plan;
   ia.sync_fd = sync;
   ia.parent_pidfd = f.parent_pidfd;
   ia.pty_slave = pty_slave;
   ia.rlimits = &c.rlimits;
-  ia.seccomp = plan.seccomp ? &walls::prebuilt_seccomp_program() : nullptr;
+  ia.seccomp = c.seccomp;
   ia.timer = opt.timer;
   ia.reap_descendants = true;
   ia.warden_pid = warden.pid;
@@ -297,6 +304,9 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   c.private_tmp = tmp;
   c.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
   c.want_pty = opt.tty_fds[0] || opt.tty_fds[1] || opt.tty_fds[2];
+  // The host's network: no UDP or other inet sockets, no TCP connect inside a send.
+  if (plan.seccomp) c.seccomp = &walls::prebuilt_seccomp_program_host_network();
+  else c.host_network_only = &walls::host_network_seccomp_program(false);
   if (view->trust_bundle) {
     c.bundle_path = tmp + "/" + kBundleName;
     for (const auto& s : plan.steps)
@@ -307,6 +317,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
     for (const auto& n : plan::kCaEnvNames) set_env(own.env, n, c.bundle_path);
   }
 
+  if (opt.timer) opt.timer->mark("layer setup");  // (the proxy's listeners, TMPDIR, this layer's Plan)
   SpawnSpec sp;
   sp.clone_flags = 0;  // no namespaces: that is the point
   sp.cgroup_id = plan.sandbox_id;

@@ -28,10 +28,13 @@ struct Warden {
 
 // In the sandbox's first process, once it has its final ids and
 // no_new_privs, before its own Landlock rules: enters the signal-scoped
-// domain, then forks the warden, which watches `supervisor_pidfd`;
-// `private_tmp` (may be null): the run's TMPDIR. Raw syscalls only in the
-// warden (the supervisor's locks may be held in this copy of its memory).
-// 0, or -errno (the sandbox must not start).
+// domain, then starts the warden, which watches `supervisor_pidfd`;
+// `private_tmp` (may be null, else it must outlive the warden): the run's
+// TMPDIR. The warden is a process of its own on this process's memory
+// (CLONE_VM, its own stack): system calls only, no allocation, no lock (the
+// supervisor's locks may be held in this copy of its memory); errno is
+// shared with init, and read by the warden only where init's cannot matter.
+// Once per process. 0, or -errno (the sandbox must not start).
 int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out);
 
 // Init's normal end, once no other process of the sandbox is left: the warden

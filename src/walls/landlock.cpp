@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/landlock.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -92,15 +91,19 @@ bool add_path(int ruleset, const std::string& path, std::uint64_t access, std::u
     skipped += (skipped.empty() ? "" : ", ") + path;
     return false;
   }
-  struct stat st{};
-  if (::fstat(fd.get(), &st) == 0 && !S_ISDIR(st.st_mode)) access &= kFileRights;
+  // Most rules are on directories: added as they are, and only a
+  // non-directory (which the kernel refuses rights of directories: EINVAL, the
+  // rights being a subset of the handled ones) added again with its file
+  // rights. No fstat() of every path first.
   PathBeneathAttr attr{access & handled, fd.get()};
   if (attr.allowed_access == 0) return true;
-  if (add_rule(ruleset, kRulePathBeneath, &attr) != 0) {
-    err = -errno;
-    return false;
+  if (add_rule(ruleset, kRulePathBeneath, &attr) == 0) return true;
+  if (errno == EINVAL && (attr.allowed_access & ~kFileRights) != 0) {
+    attr.allowed_access &= kFileRights;
+    if (attr.allowed_access == 0 || add_rule(ruleset, kRulePathBeneath, &attr) == 0) return true;
   }
-  return true;
+  err = -errno;
+  return false;
 }
 
 }  // namespace

@@ -50,6 +50,14 @@ const std::vector<sock_filter>& pid1_signal_shield_program();
 // otherwise (no main filter: --unsafe-no-seccomp).
 const std::vector<sock_filter>& host_network_seccomp_program(bool raw_to_main_filter);
 
+// The host-network filter (deferring raw sockets) and `main` as one program:
+// what the two stacked filters answer, for one filter's cost (one seccomp()
+// at start-up, one program run per syscall that is not cached). The landlock
+// layer installs prebuilt_seccomp_program_host_network() (the prebuilt
+// program behind it), made once in the supervisor before the clone.
+std::vector<sock_filter> with_host_network(const std::vector<sock_filter>& main);
+const std::vector<sock_filter>& prebuilt_seccomp_program_host_network();
+
 // The errno the supervisor answers a refused syscall with: EPERM by default,
 // EAFNOSUPPORT for socket families, EPROTONOSUPPORT for netlink protocols
 // other than NETLINK_ROUTE, ENOSYS for clone3.

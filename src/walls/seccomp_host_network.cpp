@@ -1,6 +1,7 @@
-// The host-network filter (seccomp.hpp): stacked on the main filter where the
-// sandbox shares the host's network (the landlock layer). A dozen
-// instructions, written out like the pid-1 shield.
+// The host-network filter (seccomp.hpp): put before the main filter where the
+// sandbox shares the host's network (the landlock layer), as one program, or
+// alone under --unsafe-no-seccomp. Two dozen instructions, written out like
+// the pid-1 shield.
 #include <linux/audit.h>
 #include <linux/seccomp.h>
 #include <sys/socket.h>
@@ -64,11 +65,32 @@ std::vector<sock_filter> make_host_network(bool raw_to_main_filter) {
   };
 }
 
+constexpr size_t kAllowAt = 22;
+
 }  // namespace
 
 const std::vector<sock_filter>& host_network_seccomp_program(bool raw_to_main_filter) {
   static const std::vector<sock_filter> deferring = make_host_network(true), refusing = make_host_network(false);
   return raw_to_main_filter ? deferring : refusing;
+}
+
+// The deferring program, its "allow" (instruction 22) turned into "go on with
+// `main`", which begins where that instruction was: a jump to kAllow lands on
+// main's first instruction, and instruction 8 (a syscall not named here)
+// becomes a jump there. What it refused stays refused with EPERM, which is
+// what the two stacked filters answered (an errno outranks main's
+// notification; main answers these calls with nothing stronger).
+std::vector<sock_filter> with_host_network(const std::vector<sock_filter>& main) {
+  std::vector<sock_filter> prog = make_host_network(true);
+  prog.resize(kAllowAt);
+  prog[8] = stmt(BPF_JMP | BPF_JA, static_cast<unsigned>(kAllowAt - 9));
+  prog.insert(prog.end(), main.begin(), main.end());
+  return prog;
+}
+
+const std::vector<sock_filter>& prebuilt_seccomp_program_host_network() {
+  static const std::vector<sock_filter> prog = with_host_network(prebuilt_seccomp_program());
+  return prog;
 }
 
 }  // namespace exg::walls

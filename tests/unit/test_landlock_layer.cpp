@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -192,29 +193,49 @@ TEST(SocketGate, HostNetworkLetsOnlyTheProxyOnLoopbackThrough) {
   EXPECT_FALSE(inet_destination_allowed(v4("127.0.0.1", 40000), 4, ports, &where)) << "a short address";
 }
 
-// The errno socket(family, type) meets in a child under a filter answering
-// every socket() with EXDEV (standing in for the main filter's refusal through
-// the supervisor) and, stacked on it, the host-network filter: EXDEV when the
-// host-network filter let the call through to the filter below, EPERM when it
-// refused it itself (the later filter's answer wins between two errnos).
-int socket_errno_under_host_filter(bool raw_to_main_filter, int family, int type) {
+// A filter answering every socket() and sendto() with EXDEV: standing in for
+// the main filter's refusal through the supervisor.
+const std::vector<sock_filter> kBelow = {
+    {BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(seccomp_data, nr)},
+    {BPF_JMP | BPF_JEQ | BPF_K, 1, 0, __NR_socket},
+    {BPF_JMP | BPF_JEQ | BPF_K, 0, 1, __NR_sendto},
+    {BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ERRNO | EXDEV},
+    {BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW},
+};
+
+// How the host-network filter meets the filter below: stacked on it (its own
+// program), or as one program with it (walls::with_host_network, what the
+// landlock layer installs).
+enum class HostFilter { Stacked, StackedRefusingRaw, Merged };
+
+// The errno `call` meets in a child under kBelow and the host-network filter:
+// EXDEV when the host-network filter let the call through to the filter below,
+// EPERM when it refused it itself (the later filter's answer wins between two errnos).
+template <typename Call>
+int errno_under_host_filter(HostFilter how, Call call) {
   pid_t pid = ::fork();
   if (pid == 0) {
-    const sock_filter below[] = {
-        {BPF_LD | BPF_W | BPF_ABS, 0, 0, offsetof(seccomp_data, nr)},
-        {BPF_JMP | BPF_JEQ | BPF_K, 0, 1, __NR_socket},
-        {BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ERRNO | EXDEV},
-        {BPF_RET | BPF_K, 0, 0, SECCOMP_RET_ALLOW},
-    };
-    sock_fprog prog{static_cast<unsigned short>(std::size(below)), const_cast<sock_filter*>(below)};
-    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || ::prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) ::_exit(100);
-    if (exg::walls::install_seccomp_errno(exg::walls::host_network_seccomp_program(raw_to_main_filter)) != 0) ::_exit(101);
-    int fd = ::socket(family, type, 0);
-    ::_exit(fd >= 0 ? 0 : errno);
+    if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) ::_exit(100);
+    if (how == HostFilter::Merged) {
+      if (exg::walls::install_seccomp_errno(exg::walls::with_host_network(kBelow)) != 0) ::_exit(101);
+    } else {
+      if (exg::walls::install_seccomp_errno(kBelow) != 0) ::_exit(100);
+      if (exg::walls::install_seccomp_errno(exg::walls::host_network_seccomp_program(how == HostFilter::Stacked)) != 0)
+        ::_exit(101);
+    }
+    ::_exit(call() >= 0 ? 0 : errno);
   }
   int status = 0;
   ::waitpid(pid, &status, 0);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+int socket_errno_under_host_filter(HostFilter how, int family, int type) {
+  return errno_under_host_filter(how, [&] { return ::socket(family, type, 0); });
+}
+int socket_errno_under_host_filter(bool raw_to_main_filter, int family, int type) {
+  return socket_errno_under_host_filter(raw_to_main_filter ? HostFilter::Stacked : HostFilter::StackedRefusingRaw,
+                                        family, type);
 }
 
 TEST(HostNetworkFilter, RawAndPacketInetSocketsGoToTheMainFilterOnlyWhenThereIsOne) {
@@ -233,6 +254,43 @@ TEST(HostNetworkFilter, RawAndPacketInetSocketsGoToTheMainFilterOnlyWhenThereIsO
   // Other families are the main filter's.
   EXPECT_EQ(socket_errno_under_host_filter(false, AF_PACKET, SOCK_RAW), EXDEV);
   EXPECT_EQ(socket_errno_under_host_filter(true, AF_UNIX, SOCK_STREAM), EXDEV);
+}
+
+// The one program the landlock layer installs answers as the two stacked
+// filters did: for each socket() the host-network filter judges, each send
+// flag it looks at, and what it leaves alone.
+TEST(HostNetworkFilter, AsOneProgramWithTheMainFilterItAnswersAsStacked) {
+  for (int family : {AF_INET, AF_INET6, AF_UNIX, AF_PACKET, AF_NETLINK})
+    for (int type : {int{SOCK_STREAM}, int{SOCK_DGRAM}, int{SOCK_RAW}, int{SOCK_PACKET}, SOCK_DGRAM | SOCK_NONBLOCK,
+                     SOCK_RAW | SOCK_CLOEXEC, int{SOCK_SEQPACKET}})
+      EXPECT_EQ(socket_errno_under_host_filter(HostFilter::Merged, family, type),
+                socket_errno_under_host_filter(HostFilter::Stacked, family, type))
+          << family << " " << type;
+  EXPECT_EQ(socket_errno_under_host_filter(HostFilter::Merged, AF_INET, SOCK_DGRAM), EPERM);
+  EXPECT_EQ(socket_errno_under_host_filter(HostFilter::Merged, AF_INET6, SOCK_RAW), EXDEV);
+  EXPECT_EQ(socket_errno_under_host_filter(HostFilter::Merged, AF_INET, SOCK_STREAM), EXDEV);
+  // A TCP connect inside a send: refused by the host-network part (EPERM, not
+  // the bad descriptor's EBADF); a plain send goes on to the main part.
+  for (HostFilter how : {HostFilter::Merged, HostFilter::Stacked}) {
+    EXPECT_EQ(errno_under_host_filter(how, [] { return ::sendto(-1, "x", 1, MSG_FASTOPEN, nullptr, 0); }), EPERM);
+    EXPECT_EQ(errno_under_host_filter(how, [] { return ::sendto(-1, "x", 1, 0, nullptr, 0); }), EXDEV);
+    EXPECT_EQ(errno_under_host_filter(how, [] {
+                msghdr m{};
+                return ::sendmsg(-1, &m, MSG_FASTOPEN);
+              }), EPERM);
+    EXPECT_EQ(errno_under_host_filter(how, [] {
+                msghdr m{};
+                return ::sendmsg(-1, &m, 0);
+              }), EBADF);
+    EXPECT_EQ(errno_under_host_filter(how, [] { return ::getppid() > 0 ? 0 : -1; }), 0);
+  }
+  // The prebuilt one is that program over the prebuilt main filter.
+  EXPECT_EQ(exg::walls::prebuilt_seccomp_program_host_network().size(),
+            exg::walls::with_host_network(exg::walls::prebuilt_seccomp_program()).size());
+  EXPECT_EQ(std::memcmp(exg::walls::prebuilt_seccomp_program_host_network().data(),
+                        exg::walls::with_host_network(exg::walls::prebuilt_seccomp_program()).data(),
+                        exg::walls::prebuilt_seccomp_program_host_network().size() * sizeof(sock_filter)),
+            0);
 }
 
 }  // namespace
