@@ -302,15 +302,15 @@ constexpr bool has_pattern_char(std::string_view c) {
 // Big walks test every file name of a quiet directory against the patterns.
 struct Form {
   enum Kind : unsigned char { Exact, Star, Fnmatch } kind = Exact;
-  size_t star = 0;  // Star: where the '*' is
+  unsigned char star = 0;  // Star: where the '*' is (names are shorter than 256: split_name)
 };
 
 constexpr Form form_of(std::string_view c) {
   unsigned stars = 0;
-  size_t star = 0;
+  unsigned char star = 0;
   bool other = false;
   for (size_t i = 0; i < c.size(); ++i) {
-    if (c[i] == '*') ++stars, star = i;
+    if (c[i] == '*') ++stars, star = static_cast<unsigned char>(i);
     else if (c[i] == '?' || c[i] == '[') other = true;
   }
   if (!stars && !other) return {};
@@ -332,13 +332,23 @@ bool form_matches(const Form& f, std::string_view c, std::string_view name) {
   return ::fnmatch(std::string(c).c_str(), std::string(name).c_str(), 0) == 0;
 }
 
+// A name's components as where they are in the table's name, not as
+// string_views: a table of pointers is data the loader relocates, so copies, at
+// every start of exguardian, whichever subcommand (as string_views the split
+// table and its index were 63 KiB of .data.rel.ro, 16 of its 39 pages); as
+// offsets they are read-only data, read where a run reads them.
+struct Span {
+  unsigned char at = 0, len = 0;
+};
+
 struct SplitName {
-  std::array<std::string_view, kMaxComponents> comps{};
+  std::array<Span, kMaxComponents> comps{};
   std::array<Form, kMaxComponents> forms{};
-  unsigned n = 0;
+  unsigned char n = 0;
 };
 
 constexpr SplitName split_name(std::string_view s) {
+  if (s.size() > 255) throw std::logic_error("a protected name longer than 255 characters");
   SplitName out;
   size_t i = 0;
   while (i < s.size()) {
@@ -346,8 +356,8 @@ constexpr SplitName split_name(std::string_view s) {
     if (j == std::string_view::npos) j = s.size();
     if (j > i) {
       if (out.n == kMaxComponents) throw std::logic_error("a protected name with more than kMaxComponents components");
-      out.comps[out.n] = s.substr(i, j - i);
-      out.forms[out.n] = form_of(out.comps[out.n]);
+      out.comps[out.n] = {static_cast<unsigned char>(i), static_cast<unsigned char>(j - i)};
+      out.forms[out.n] = form_of(s.substr(i, j - i));
       ++out.n;
     }
     i = j + 1;
@@ -366,9 +376,15 @@ constexpr auto kSplit = [] {
   return a;
 }();
 
+// Component k of the table's name idx.
+constexpr std::string_view table_comp(unsigned idx, unsigned k) {
+  const Span& c = kSplit[idx].comps[k];
+  return std::string_view(kTable[idx].name + c.at, c.len);
+}
+
 constexpr size_t kGlobFirstCount = [] {
   size_t c = 0;
-  for (const auto& s : kSplit) c += has_pattern_char(s.comps[0]) ? 1 : 0;
+  for (unsigned i = 0; i < kTableSize; ++i) c += has_pattern_char(table_comp(i, 0)) ? 1 : 0;
   return c;
 }();
 
@@ -377,34 +393,30 @@ constexpr auto kGlobFirst = [] {
   std::array<unsigned, kGlobFirstCount> a{};
   size_t k = 0;
   for (unsigned i = 0; i < kTableSize; ++i)
-    if (has_pattern_char(kSplit[i].comps[0])) a[k++] = i;
+    if (has_pattern_char(table_comp(i, 0))) a[k++] = i;
   return a;
 }();
 
-struct FirstEntry {
-  std::string_view first;
-  unsigned idx;
-};
-constexpr bool by_first(const FirstEntry& a, const FirstEntry& b) {
-  return a.first < b.first || (a.first == b.first && a.idx < b.idx);
-}
+static_assert(kTableSize <= 65535, "kByFirst holds indexes as unsigned short");
 
-// The others, sorted by first component (table order among equals).
+// The others' indexes, sorted by first component (table order among equals).
 constexpr auto kByFirst = [] {
-  std::array<FirstEntry, kTableSize - kGlobFirstCount> a{};
+  std::array<unsigned short, kTableSize - kGlobFirstCount> a{};
   size_t k = 0;
   for (unsigned i = 0; i < kTableSize; ++i)
-    if (!has_pattern_char(kSplit[i].comps[0])) a[k++] = {kSplit[i].comps[0], i};
-  std::sort(a.begin(), a.end(), by_first);
+    if (!has_pattern_char(table_comp(i, 0))) a[k++] = static_cast<unsigned short>(i);
+  std::sort(a.begin(), a.end(), [](unsigned x, unsigned y) {
+    return table_comp(x, 0) < table_comp(y, 0) || (table_comp(x, 0) == table_comp(y, 0) && x < y);
+  });
   return a;
 }();
 
 // The table entries whose first component is exactly `name`.
-std::pair<const FirstEntry*, const FirstEntry*> table_first(std::string_view name) {
+std::pair<const unsigned short*, const unsigned short*> table_first(std::string_view name) {
   auto lo = std::lower_bound(kByFirst.begin(), kByFirst.end(), name,
-                             [](const FirstEntry& e, std::string_view n) { return e.first < n; });
+                             [](unsigned idx, std::string_view n) { return table_comp(idx, 0) < n; });
   auto hi = lo;
-  while (hi != kByFirst.end() && hi->first == name) ++hi;
+  while (hi != kByFirst.end() && table_comp(*hi, 0) == name) ++hi;
   return {lo, hi};
 }
 
@@ -471,7 +483,7 @@ bool is_name_pattern(std::string_view c) { return has_pattern_char(c); }
 bool component_matches(std::string_view c, std::string_view name) { return form_matches(form_of(c), c, name); }
 
 bool ProtectedPaths::comp_matches(unsigned idx, unsigned k, std::string_view name) const {
-  if (idx < kTableSize) return form_matches(kSplit[idx].forms[k], kSplit[idx].comps[k], name);
+  if (idx < kTableSize) return form_matches(kSplit[idx].forms[k], table_comp(idx, k), name);
   return component_matches(extra_[idx - kTableSize][k], name);
 }
 
@@ -480,7 +492,7 @@ unsigned ProtectedPaths::size_of(unsigned idx) const {
 }
 
 std::string_view ProtectedPaths::comp(unsigned idx, unsigned k) const {
-  return idx < kTableSize ? kSplit[idx].comps[k] : std::string_view(extra_[idx - kTableSize][k]);
+  return idx < kTableSize ? table_comp(idx, k) : std::string_view(extra_[idx - kTableSize][k]);
 }
 
 const char* ProtectedPaths::who(unsigned idx) const {
@@ -500,7 +512,7 @@ std::string ProtectedPaths::spelled(unsigned idx) const {
 
 template <class F>
 void ProtectedPaths::each_first(std::string_view name, F&& f) const {
-  for (auto [it, end] = table_first(name); it != end; ++it) f(it->idx);
+  for (auto [it, end] = table_first(name); it != end; ++it) f(*it);
   if (!extra_first_.empty())
     for (const auto& [first, idx] : extra_first_)
       if (first == name) f(idx);
