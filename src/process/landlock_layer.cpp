@@ -45,7 +45,11 @@ constexpr uint64_t kMinMemory = 16ull << 20;
 constexpr const char* kBundleName = "ca-bundle.pem";
 
 struct ChildSetup {
-  const plan::Plan* plan = nullptr;  // the launch's copy: this layer's rules and environment
+  // The supervisor's Plan. The child puts this layer's environment and rules
+  // (below) into its own copy of it: no copy of the whole Plan for these two.
+  plan::Plan* plan = nullptr;
+  std::vector<std::string> env;  // the Plan's, with the proxy's, TMPDIR's and the bundle's variables
+  walls::LandlockRules landlock;  // this layer's rules
   const layer::LaunchOptions* opt = nullptr;
   walls::RlimitPlan rlimits;
   std::string private_tmp;     // the run's TMPDIR (the warden removes it if the supervisor is killed)
@@ -60,7 +64,9 @@ struct ChildSetup {
 };
 
 // The sandbox's side: no namespaces to build, so the walls and then init.
-[[noreturn]] void landlock_child(const ChildSetup& c, const SpawnFds& f) {
+[[noreturn]] void landlock_child(ChildSetup& c, const SpawnFds& f) {
+  c.plan->env.swap(c.env);  // (this process's memory: the supervisor's Plan is untouched)
+  c.plan->landlock = std::move(c.landlock);
   const plan::Plan& plan = *c.plan;
   const layer::LaunchOptions& opt = *c.opt;
   for (int k = 0; k < 3; ++k)
@@ -283,21 +289,22 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   auto token = random_token();
   if (!token) return fail(token.error());
 
-  plan::Plan own = plan;  // this layer's rules and environment; the child copies it with the clone
-  own.landlock = view->rules;
+  ChildSetup c;
+  // This layer's rules and environment; the child takes them into its copy of the Plan.
+  c.plan = const_cast<plan::Plan*>(&plan);  // written only in the child's copy of this memory
+  c.landlock = std::move(view->rules);
   // (TMPDIR's rule is added by the child once the directory is made: below)
-  std::erase(own.landlock.read_write, tmp);
-  own.landlock.connect_tcp = {http_port, socks_port};
-  own.landlock.bind_tcp.clear();
+  std::erase(c.landlock.read_write, tmp);
+  c.landlock.connect_tcp = {http_port, socks_port};
+  c.landlock.bind_tcp.clear();
+  c.env = plan.env;
   if (plan.proxy.enabled)
-    for (const auto& [name, value] : plan::proxy_env(http_port, socks_port, *token)) set_env(own.env, name, value);
-  for (const char* n : {"TMPDIR", "TMP", "TEMP"}) set_env(own.env, n, tmp);
+    for (const auto& [name, value] : plan::proxy_env(http_port, socks_port, *token)) set_env(c.env, name, value);
+  for (const char* n : {"TMPDIR", "TMP", "TEMP"}) set_env(c.env, n, tmp);
   // A session's agent opens a terminal for each pty command after Landlock is
   // on: the host's /dev/ptmx and devpts (docs/layers.md: the command's uid may
   // write to its other terminals there; TIOCSTI stays refused).
-  if (opt.agent) own.landlock.write_files.insert(own.landlock.write_files.end(), {"/dev/ptmx", "/dev/pts"});
-  ChildSetup c;
-  c.plan = &own;
+  if (opt.agent) c.landlock.write_files.insert(c.landlock.write_files.end(), {"/dev/ptmx", "/dev/pts"});
   c.opt = &opt;
   c.private_tmp = tmp;
   c.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
@@ -312,7 +319,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
         c.bundle_content = s.content;
         break;
       }
-    for (const auto& n : plan::kCaEnvNames) set_env(own.env, n, c.bundle_path);
+    for (const auto& n : plan::kCaEnvNames) set_env(c.env, n, c.bundle_path);
   }
 
   if (opt.timer) opt.timer->mark("layer setup");  // (the proxy's listeners, this layer's Plan)
