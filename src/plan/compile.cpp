@@ -276,6 +276,8 @@ struct Builder {
                                  "): its shell rc files and credentials would be writable; pass --workspace DIR "
                                  "with a project directory"));
     plan.workspace = *ws;
+    // A Plan has some 50 steps: room for them once, not moved at each doubling.
+    plan.steps.reserve(64);
     // (The workspace is most often the working directory itself: already resolved.)
     std::string cwd = ctx.cwd == ws_in ? *ws : canonical(ctx.cwd).value_or(*ws);
     plan.cwd = is_within(cwd, *ws) ? cwd : *ws;

@@ -45,7 +45,11 @@ constexpr uint64_t kMinMemory = 16ull << 20;
 constexpr const char* kBundleName = "ca-bundle.pem";
 
 struct ChildSetup {
-  const plan::Plan* plan = nullptr;  // the launch's copy: this layer's rules and environment
+  // The supervisor's Plan. The child puts this layer's environment and rules
+  // (below) into its own copy of it: no copy of the whole Plan for these two.
+  plan::Plan* plan = nullptr;
+  std::vector<std::string> env;  // the Plan's, with the proxy's, TMPDIR's and the bundle's variables
+  walls::LandlockRules landlock;  // this layer's rules
   const layer::LaunchOptions* opt = nullptr;
   walls::RlimitPlan rlimits;
   std::string private_tmp;     // the run's TMPDIR (the warden removes it if the supervisor is killed)
@@ -60,7 +64,9 @@ struct ChildSetup {
 };
 
 // The sandbox's side: no namespaces to build, so the walls and then init.
-[[noreturn]] void landlock_child(const ChildSetup& c, const SpawnFds& f) {
+[[noreturn]] void landlock_child(ChildSetup& c, const SpawnFds& f) {
+  c.plan->env.swap(c.env);  // (this process's memory: the supervisor's Plan is untouched)
+  c.plan->landlock = std::move(c.landlock);
   const plan::Plan& plan = *c.plan;
   const layer::LaunchOptions& opt = *c.opt;
   for (int k = 0; k < 3; ++k)
@@ -73,20 +79,6 @@ struct ChildSetup {
   // The secrets' values and the invoker's environment came along in this copy of the supervisor's memory.
   for (const auto& sec : plan.secrets) ::explicit_bzero(const_cast<char*>(sec.value.data()), sec.value.size());
   for (char** e = environ; e && *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
-  if (!c.bundle_path.empty()) {
-    if (anchor.empty()) die(sync, "no trust anchor for the bundle at " + c.bundle_path, 0);
-    std::string content = c.bundle_content + anchor;
-    int w = ::open(c.bundle_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0444);
-    if (w < 0) die(sync, "create " + c.bundle_path, errno);
-    size_t off = 0;
-    while (off < content.size()) {
-      ssize_t n = ::write(w, content.data() + off, content.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) die(sync, "write " + c.bundle_path, errno);
-      off += static_cast<size_t>(n);
-    }
-    ::close(w);
-  }
   // Root's run: the Plan's identity (the workspace's owner, or an unused
   // high uid): uid 0 without capabilities still owns every root file and
   // device node. An ordinary user stays who they are (no user namespace to map another id).
@@ -113,6 +105,24 @@ struct ChildSetup {
   if (int e = await_in_cgroup(sync, opt.timer)) {
     if (e < 0) ::_exit(125);
     die(sync, "move into the sandbox's cgroup", e);
+  }
+  // TMPDIR: made by the supervisor while the rules above were gathered, and
+  // before "in cgroup": its rule now (no run without it).
+  if (int r = walls::add_writable_dir(rules, c.private_tmp); r < 0)
+    die(sync, "add " + c.private_tmp + " to the Landlock rules", -r);
+  if (!c.bundle_path.empty()) {
+    if (anchor.empty()) die(sync, "no trust anchor for the bundle at " + c.bundle_path, 0);
+    std::string content = c.bundle_content + anchor;
+    int w = ::open(c.bundle_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0444);
+    if (w < 0) die(sync, "create " + c.bundle_path, errno);
+    size_t off = 0;
+    while (off < content.size()) {
+      ssize_t n = ::write(w, content.data() + off, content.size() - off);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) die(sync, "write " + c.bundle_path, errno);
+      off += static_cast<size_t>(n);
+    }
+    ::close(w);
   }
   int pty_slave = -1;
   if (c.want_pty) {
@@ -279,27 +289,22 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   auto token = random_token();
   if (!token) return fail(token.error());
 
-  // The run's private directory (TMPDIR): made here, mode 0700, the sandbox's.
-  if (::mkdir(tmp.c_str(), 0700) != 0) return fail(Error::sys("create " + tmp));
-  if (::getuid() == 0 && ::chown(tmp.c_str(), plan.identity.host_uid, plan.identity.host_gid) != 0) {
-    Error e = Error::sys("chown " + tmp);
-    ::rmdir(tmp.c_str());
-    return fail(e);
-  }
-
-  plan::Plan own = plan;  // this layer's rules and environment; the child copies it with the clone
-  own.landlock = view->rules;
-  own.landlock.connect_tcp = {http_port, socks_port};
-  own.landlock.bind_tcp.clear();
+  ChildSetup c;
+  // This layer's rules and environment; the child takes them into its copy of the Plan.
+  c.plan = const_cast<plan::Plan*>(&plan);  // written only in the child's copy of this memory
+  c.landlock = std::move(view->rules);
+  // (TMPDIR's rule is added by the child once the directory is made: below)
+  std::erase(c.landlock.read_write, tmp);
+  c.landlock.connect_tcp = {http_port, socks_port};
+  c.landlock.bind_tcp.clear();
+  c.env = plan.env;
   if (plan.proxy.enabled)
-    for (const auto& [name, value] : plan::proxy_env(http_port, socks_port, *token)) set_env(own.env, name, value);
-  for (const char* n : {"TMPDIR", "TMP", "TEMP"}) set_env(own.env, n, tmp);
+    for (const auto& [name, value] : plan::proxy_env(http_port, socks_port, *token)) set_env(c.env, name, value);
+  for (const char* n : {"TMPDIR", "TMP", "TEMP"}) set_env(c.env, n, tmp);
   // A session's agent opens a terminal for each pty command after Landlock is
   // on: the host's /dev/ptmx and devpts (docs/layers.md: the command's uid may
   // write to its other terminals there; TIOCSTI stays refused).
-  if (opt.agent) own.landlock.write_files.insert(own.landlock.write_files.end(), {"/dev/ptmx", "/dev/pts"});
-  ChildSetup c;
-  c.plan = &own;
+  if (opt.agent) c.landlock.write_files.insert(c.landlock.write_files.end(), {"/dev/ptmx", "/dev/pts"});
   c.opt = &opt;
   c.private_tmp = tmp;
   c.rlimits = walls::default_rlimits(plan.limits.memory_bytes.has_value());
@@ -314,10 +319,10 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
         c.bundle_content = s.content;
         break;
       }
-    for (const auto& n : plan::kCaEnvNames) set_env(own.env, n, c.bundle_path);
+    for (const auto& n : plan::kCaEnvNames) set_env(c.env, n, c.bundle_path);
   }
 
-  if (opt.timer) opt.timer->mark("layer setup");  // (the proxy's listeners, TMPDIR, this layer's Plan)
+  if (opt.timer) opt.timer->mark("layer setup");  // (the proxy's listeners, this layer's Plan)
   SpawnSpec sp;
   sp.clone_flags = 0;  // no namespaces: that is the point
   sp.cgroup_id = plan.sandbox_id;
@@ -327,14 +332,26 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
   sp.agent = opt.agent;
   sp.child = [&c](const SpawnFds& f) { landlock_child(c, f); };
   sp.trust_anchor = opt.trust_anchor;
-  sp.meanwhile = opt.meanwhile;
+  // The run's private directory (TMPDIR), mode 0700, the sandbox's: made while
+  // the child gathers its Landlock rules (a mkdir in /tmp is slow: ~0.2 ms,
+  // docs/benchmarks.md), before it is told it is in its cgroup.
+  bool made_tmp = false;
+  sp.meanwhile = [&]() -> Result<void> {
+    if (opt.meanwhile)
+      if (auto r = opt.meanwhile(); !r) return r;
+    if (::mkdir(tmp.c_str(), 0700) != 0) return fail(Error::sys("create " + tmp));
+    made_tmp = true;
+    if (::getuid() == 0 && ::chown(tmp.c_str(), plan.identity.host_uid, plan.identity.host_gid) != 0)
+      return fail(Error::sys("chown " + tmp));
+    return {};
+  };
   sp.need_seccomp_listener = plan.seccomp;
   sp.cgroup_before_clone = true;  // its child has only its Landlock rules to gather meanwhile
   sp.timer = opt.timer;
   sp.clone_what = "start the sandbox's first process";
   auto sb = spawn(std::move(sp));
   if (!sb) {
-    after_run(plan);
+    if (made_tmp) after_run(plan);  // (one already there is not this run's)
     return fail(sb.error());
   }
   sb->http_listener = std::move(*http);

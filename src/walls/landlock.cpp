@@ -230,6 +230,16 @@ int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::str
   say(r);
   out->ruleset = std::move(ruleset);
   out->flags = flags;
+  out->handled_fs = handled;
+  return 0;
+}
+
+int add_writable_dir(PreparedLandlock& prepared, const std::string& path) {
+  if (!prepared.ruleset) return 0;
+  UniqueFd fd(::open(path.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return -errno;
+  PathBeneathAttr attr{prepared.handled_fs, fd.get()};
+  if (attr.allowed_access != 0 && add_rule(prepared.ruleset.get(), kRulePathBeneath, &attr) != 0) return -errno;
   return 0;
 }
 

@@ -45,8 +45,15 @@ int apply_landlock(const LandlockRules& rules, std::string* report);
 struct PreparedLandlock {
   UniqueFd ruleset;  // close-on-exec, as the kernel makes it
   std::uint32_t flags = 0;
+  std::uint64_t handled_fs = 0;  // the filesystem rights the ruleset handles
 };
 int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report);
+// One more writable tree in a prepared ruleset, for a directory made after
+// prepare_landlock ran (the landlock layer's TMPDIR, made by the supervisor
+// meanwhile): every right handled, as for LandlockRules::read_write. Opened as
+// a directory, never through a link. 0 (also with no ruleset: nothing is
+// enforced), or -errno: not there, not a directory, or the rule refused.
+int add_writable_dir(PreparedLandlock& prepared, const std::string& path);
 int enforce_landlock(PreparedLandlock& prepared, std::string* report);
 
 // A domain that only scopes signals (ABI 6), nothing else handled: the caller
