@@ -205,7 +205,8 @@ class Agent {
   void flush();
   void update_channel_interest();
   void pause_outputs(bool pause);
-  [[noreturn]] void end(int status);
+  // `supervisor_gone`: the channel closed (nothing more can reach the supervisor).
+  [[noreturn]] void end(int status, bool supervisor_gone = false);
 
   void on_channel();
   void on_signals();
@@ -243,7 +244,7 @@ void Agent::flush() {
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) break;
-      end(0);  // the supervisor is gone
+      end(0, true);  // the supervisor is gone
     }
     outq_pos_ += static_cast<size_t>(n);
   }
@@ -277,7 +278,7 @@ void Agent::pause_outputs(bool pause) {
   }
 }
 
-[[noreturn]] void Agent::end(int status) {
+[[noreturn]] void Agent::end(int status, bool supervisor_gone) {
   // Best effort: the last replies (shutdown's) reach the supervisor.
   for (int tries = 0; queued() > 0 && tries < 100; ++tries) {
     ssize_t n = ::write(cfg_.channel, outq_.data() + outq_pos_, queued());
@@ -294,7 +295,7 @@ void Agent::pause_outputs(bool pause) {
   if (::getpid() == 1) ::kill(-1, SIGKILL);
   else
     for (auto& [pid, p] : procs_) ::kill(pid, SIGKILL);
-  if (cfg_.end_descendants) cfg_.end_descendants();
+  if (cfg_.end_descendants) cfg_.end_descendants(supervisor_gone);
   ::_exit(status);
 }
 
@@ -375,11 +376,11 @@ void Agent::on_channel() {
       if (paused_) return;
     }
     ssize_t n = ::read(cfg_.channel, buf, sizeof buf);
-    if (n == 0) end(0);  // the supervisor closed the channel
+    if (n == 0) end(0, true);  // the supervisor closed the channel
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN) return;
-      end(0);
+      end(0, true);
     }
     reader_.feed(buf, static_cast<size_t>(n));
   }

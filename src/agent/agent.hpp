@@ -37,7 +37,8 @@ struct AgentConfig {
   // them all (kill(-1) would reach every process of the uid on the host). Set,
   // it also makes the parent (the supervisor) the one whose SIGTERM ends the
   // sandbox, there being no "outside the pid namespace" to tell it by.
-  void (*end_descendants)() = nullptr;
+  // `supervisor_gone`: the agent ends because its channel closed.
+  void (*end_descendants)(bool supervisor_gone) = nullptr;
 };
 
 // Never returns: exits 0 on shutdown or a closed channel, 128+N on signal N.

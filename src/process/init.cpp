@@ -158,8 +158,8 @@ void close_from(unsigned first) {
 // subreaper, this process inherits each orphan, so killing its children until
 // it has none reaches every descendant, whatever sessions or groups they made
 // (a child that forks before its kill leaves an orphan, found next round).
-// The warden is left alone (it is out of reach), then told and reaped.
-void kill_descendants() {
+// The warden is left alone (it is out of reach). False when it cannot tell.
+bool kill_children_but_warden() {
   char path[64];
   std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
   int only_warden = 0;  // rounds in a row that found no child but the warden
@@ -180,7 +180,7 @@ void kill_descendants() {
       }
     }
     // (no children file, CONFIG_PROC_CHILDREN: the warden ends the rest once init has gone without a word)
-    if (n < 0) return;
+    if (n < 0) return false;
     int status;
     pid_t r = ::waitpid(-1, &status, any ? 0 : WNOHANG);
     if (r == g_warden.pid) g_warden.pid = -1;  // (gone on its own: killed from the host)
@@ -191,7 +191,21 @@ void kill_descendants() {
     if (r == 0 && !any && g_warden.pid > 0 && ++only_warden == 2) break;
     if (r != 0 || any) only_warden = 0;
   }
-  end_warden(&g_warden);
+  return true;
+}
+
+// Init's normal end: the rest killed, then the warden told and reaped.
+void kill_descendants() {
+  if (kill_children_but_warden()) end_warden(&g_warden);
+}
+
+// The agent's end (AgentConfig::end_descendants): with its channel closed, the
+// supervisor is gone or going, and will not remove TMPDIR: the warden is not
+// told, so that it does once the supervisor has exited (landlock_warden.hpp).
+void agent_end_descendants(bool supervisor_gone) {
+  if (!supervisor_gone) return kill_descendants();
+  (void)kill_children_but_warden();
+  leave_warden(&g_warden);
 }
 
 }  // namespace
@@ -265,7 +279,7 @@ void kill_descendants() {
     cfg.channel = 3;
     cfg.env = a.plan->env;
     cfg.cwd = a.plan->cwd;
-    if (a.reap_descendants) cfg.end_descendants = kill_descendants;  // no pid namespace to end them
+    if (a.reap_descendants) cfg.end_descendants = agent_end_descendants;  // no pid namespace to end them
     agent::serve(cfg);
   }
   pid_t cmd = start_command(a, offered >= 0 ? a.sync_fd : -1, offered);

@@ -6,6 +6,7 @@
 #include <sched.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -129,6 +130,21 @@ void remove_private_tmp(const char* path) {
   ::rmdir(path);
 }
 
+// How long a warden whose sandbox ended without init's word waits for the
+// supervisor to remove the private directory or be gone: 500 ticks of 10 ms.
+constexpr int kSupervisorWaitTicks = 500;
+
+// Whether the supervisor has exited (its pidfd readable), waiting up to `ms`.
+bool supervisor_gone(int pidfd, int ms) {
+  pollfd p{pidfd, POLLIN, 0};
+  return ::poll(&p, 1, ms) == 1;
+}
+
+bool exists(const char* path) {
+  struct stat st;
+  return ::lstat(path, &st) == 0;
+}
+
 [[noreturn]] void watch(int supervisor, int init_end, const char* private_tmp) {
   ::prctl(PR_SET_NAME, "exg-warden");
   // Out of the supervisor's process group (a terminal's ^C or a signal to the
@@ -148,6 +164,7 @@ void remove_private_tmp(const char* path) {
   if (hi > lo + 1) ::close_range(static_cast<unsigned>(lo) + 1, static_cast<unsigned>(hi) - 1, 0);
   ::close_range(static_cast<unsigned>(hi) + 1, ~0U, 0);
   pollfd fds[2] = {{init_end, POLLIN, 0}, {supervisor, POLLIN, 0}};
+  bool told_end = false;
   for (;;) {
     if (::poll(fds, 2, -1) < 0) {
       if (errno == EINTR) continue;
@@ -156,17 +173,27 @@ void remove_private_tmp(const char* path) {
     if (fds[0].revents) {
       char c;
       ssize_t r = ::read(init_end, &c, 1);
-      if (r == 1) ::_exit(0);  // init's normal end: it has ended the rest itself
       if (r < 0 && errno == EINTR) continue;
-      break;  // init is gone without a word
+      told_end = r == 1;  // init's normal end: it has ended the rest itself
+      break;              // (else init is gone without a word)
     }
     if (fds[1].revents) break;  // the supervisor is gone
   }
-  end_sandbox();
-  // With the supervisor gone, no one else removes the private directory; while
-  // it lives (init killed: a timeout), the supervisor does.
-  pollfd sup{supervisor, POLLIN, 0};
-  if (private_tmp && ::poll(&sup, 1, 0) == 1) remove_private_tmp(private_tmp);
+  if (!told_end) end_sandbox();
+  if (!private_tmp) ::_exit(0);
+  // The private directory is removed once the sandbox is over (above) by
+  // whichever of the two is left: the supervisor (after_run) while it lives,
+  // else the warden. A normal end: init waits for the warden, and the
+  // supervisor for init, so only a supervisor already gone is looked at.
+  // Otherwise the warden stays until the supervisor has removed the directory
+  // or is gone: init ends without a word when the supervisor is killed (its
+  // parent-death signal, or the agent seeing its channel close), and the
+  // supervisor's pidfd is readable only at the end of its exit, after its
+  // descriptors closed; bounded, in case the supervisor is stopped.
+  if (!told_end)
+    for (int tick = 0; tick < kSupervisorWaitTicks && !supervisor_gone(supervisor, 10); ++tick)
+      if (!exists(private_tmp)) ::_exit(0);  // the supervisor's after_run removed it
+  if (supervisor_gone(supervisor, 0)) remove_private_tmp(private_tmp);
   ::_exit(0);
 }
 
@@ -236,6 +263,12 @@ void end_warden(Warden* w) {
     }
     w->pid = -1;
   }
+}
+
+void leave_warden(Warden* w) {
+  if (w->fd >= 0) ::close(w->fd);
+  w->fd = -1;
+  w->pid = -1;
 }
 
 }  // namespace exg::process

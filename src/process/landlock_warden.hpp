@@ -12,10 +12,13 @@
 // sandbox may signal, ptrace or read the warden (an outer domain).
 //
 // It acts when the supervisor has exited (its pidfd) or init has ended
-// without saying so (the pipe's end closes with no byte); with the
-// supervisor gone, it also removes the run's private directory (TMPDIR). At a normal end,
-// init first ends every other process itself, then writes one byte and
-// reaps the warden (end_warden).
+// without saying so (the pipe's end closes with no byte); then, once the
+// supervisor is gone (waited for a bounded time: a killed supervisor's pidfd
+// is readable only at the end of its exit), it also removes the run's private
+// directory (TMPDIR), unless the supervisor removed it meanwhile. At a normal
+// end, init first ends every other process itself, then writes one byte and
+// reaps the warden (end_warden); with its supervisor gone, init leaves without
+// the byte (leave_warden).
 #pragma once
 #include <sys/types.h>
 
@@ -38,7 +41,14 @@ struct Warden {
 int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out);
 
 // Init's normal end, once no other process of the sandbox is left: the warden
-// leaves without acting, and is reaped.
+// leaves without acting (but for the private directory of a supervisor
+// already gone), and is reaped.
 void end_warden(Warden* w);
+
+// Init's end with its supervisor gone (the agent's channel closed): the pipe
+// closes without the byte and the warden is not waited for, so that it ends
+// the sandbox and removes TMPDIR once the supervisor has exited (a supervisor
+// that closed the channel and lives on removes TMPDIR itself meanwhile).
+void leave_warden(Warden* w);
 
 }  // namespace exg::process
