@@ -69,8 +69,8 @@ int exec_command(void* arg) {
   };
   // The supervisor takes init's listener while init's memory (this one, until
   // the execve) is dumpable: only then may it stop being so and the command
-  // run. Then the handshake's end, from here: init is suspended until the
-  // execve (CLONE_VFORK), and the supervisor need not wait for it to wake.
+  // run. "Taken" ends the handshake (init's "A" was its last word): the
+  // supervisor has gone on without waiting for a "ready" from here.
   if (cs.listener_offered_on >= 0) {
     if (!await_listener_taken(cs.listener_offered_on)) ::_exit(125);  // the supervisor is gone or refused it
     ::close(cs.listener);  // (it may sit below 3, where the close_range below does not reach)
@@ -79,7 +79,6 @@ int exec_command(void* arg) {
       a.timer->child_mark("start command");
       a.timer->child_done();  // (init's too: one memory)
     }
-    send_ready(cs.listener_offered_on);
   }
   // Handlers are per process here (no CLONE_SIGHAND): resetting them leaves init's alone.
   struct sigaction dfl {};
@@ -228,17 +227,18 @@ void kill_descendants() {
   // changed ids: the kernel made it not). Nothing but init runs here yet; the
   // command starts only once it is not dumpable again.
   //
-  // With a command to run, init offers the listener and goes on: the
-  // command's side, suspended before its execve, waits for "taken", makes the
-  // memory it shares with init not dumpable, and says "ready" itself
-  // (exec_command): one wake of each side less than init waiting for "taken"
-  // and saying "ready" after the execve. Init closes its copy once the
-  // command has exec'd (or given up).
+  // With a command to run, init offers the listener as its last word ("A")
+  // and goes on: the command's side, suspended before its execve, waits for
+  // "taken" and makes the memory it shares with init not dumpable
+  // (exec_command); the supervisor counts the sandbox ready once it has sent
+  // "taken" (no "ready" to wait for: no wake of it for one). Init closes its
+  // copy once the command has exec'd (or given up).
   int offered = -1;
   if (a.seccomp) {
     ::prctl(PR_SET_DUMPABLE, 1);
     int listener = walls::install_seccomp(*a.seccomp);
     if (listener < 0) die(a.sync_fd, "install the seccomp filter", errno);
+    mark("seccomp install");  // (before "A": the supervisor may count the handover from it)
     if (a.agent_channel >= 0) {
       if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
       ::close(listener);
@@ -246,7 +246,6 @@ void kill_descendants() {
       if (!offer_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone
       offered = listener;
     }
-    mark("seccomp install");
   }
   if (offered < 0) ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
 
@@ -272,7 +271,7 @@ void kill_descendants() {
   if (cmd < 0) die(a.sync_fd, "start the command", errno);
   if (a.pty_slave >= 0) ::close(a.pty_slave);
   if (offered >= 0) {
-    // The command's side said "ready" before its execve (or exited without a "taken").
+    // The command's side read "taken" before its execve (or exited without one).
     ::close(offered);
     ::prctl(PR_SET_DUMPABLE, 0);  // (it did so already, but when it gave up)
   } else {
