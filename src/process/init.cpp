@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "agent/agent.hpp"
 #include "process/handshake.hpp"
@@ -48,7 +47,7 @@ bool drop_capabilities(bool bounding_set_done) {
 // memory (CLONE_VM) and must allocate nothing.
 struct CommandStart {
   const InitArgs* a;
-  std::vector<char*> argv;
+  char** argv = nullptr;
   // >= 0: init offered its seccomp listener on this socket ("S") and goes on
   // without waiting; the command's side waits for "taken" before anything
   // else (see become_init).
@@ -103,7 +102,7 @@ int exec_command(void* arg) {
   for (int k = 0; k < a.n_pass_fds; ++k)
     if (::dup2(high[k], 3 + k) < 0) die("pass a descriptor", errno, 125);  // (without close-on-exec)
   ::close_range(3 + static_cast<unsigned>(a.n_pass_fds), ~0U, 0);  // (its own descriptor table: no CLONE_FILES)
-  ::execvp(cs.argv[0], cs.argv.data());  // environ is the sandbox's (set by init): its PATH is searched
+  ::execvp(cs.argv[0], cs.argv);  // environ is the sandbox's (set by init): its PATH is searched
   int err = errno;
   die(cs.argv[0], err, err == ENOENT || err == ENOTDIR ? 127 : 126);
   return 0;
@@ -116,25 +115,29 @@ int exec_command(void* arg) {
 // socket on which init offered `listener` (its copy): the command's side ends
 // the handshake (exec_command). Its pid, or -1 with errno set.
 pid_t start_command(const InitArgs& a, int listener_offered_on, int listener) {
-  // environ from here on (init's own lives no longer): one allocation, never
-  // freed. (A static vector registered an exit handler, whose allocation
-  // walked and so copied pages of this copy of the supervisor's heap.)
-  char** envp = new char*[a.plan->env.size() + 1];
-  size_t n = 0;
-  for (const auto& e : a.plan->env) envp[n++] = const_cast<char*>(e.c_str());
-  envp[n] = nullptr;
-  environ = envp;  // execvp searches the PATH of the sandbox's environment
-  CommandStart cs{&a, {}, listener_offered_on, listener};
-  cs.argv.reserve(a.plan->argv.size() + 1);
-  for (const auto& s : a.plan->argv) cs.argv.push_back(const_cast<char*>(s.c_str()));
-  cs.argv.push_back(nullptr);
-  // Room for execvp's path buffers and its ENOEXEC fallback's argv (on the stack).
-  size_t stack_size = 256 * 1024 + cs.argv.size() * sizeof(char*);
-  void* stack = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return -1;
-  pid_t pid = ::clone(exec_command, static_cast<char*>(stack) + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
+  // The command's argv and environment at the bottom of its stack's mapping,
+  // not on the heap: init allocates nothing (a malloc here wrote the arena and
+  // heap pages this copy of the supervisor shares with it, copying them), and
+  // they need live only until the execve. Room above them for execvp's path
+  // buffers and its ENOEXEC fallback's argv (on the stack).
+  const size_t argc = a.plan->argv.size(), envc = a.plan->env.size();
+  const size_t arrays = (argc + 1 + envc + 1) * sizeof(char*);
+  const size_t stack_size = 256 * 1024 + (argc + 1) * sizeof(char*) + arrays;
+  void* mem = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) return -1;
+  char** argv = static_cast<char**>(mem);
+  char** envp = argv + argc + 1;
+  for (size_t k = 0; k < argc; ++k) argv[k] = const_cast<char*>(a.plan->argv[k].c_str());
+  argv[argc] = nullptr;
+  for (size_t k = 0; k < envc; ++k) envp[k] = const_cast<char*>(a.plan->env[k].c_str());
+  envp[envc] = nullptr;
+  char** own_environ = environ;
+  environ = envp;  // execvp searches the PATH of the sandbox's environment (one memory: the child's environ)
+  CommandStart cs{&a, argv, listener_offered_on, listener};
+  pid_t pid = ::clone(exec_command, static_cast<char*>(mem) + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
   int e = errno;
-  ::munmap(stack, stack_size);  // the child has exec'd or exited: the stack is no one's
+  environ = own_environ;  // (init reads no environment again; none that is about to be unmapped)
+  ::munmap(mem, stack_size);  // the child has exec'd or exited: the stack and arrays are no one's
   errno = e;
   return pid;
 }
@@ -217,7 +220,7 @@ void kill_descendants() {
 
   // Landlock: a second wall that does not depend on the mounts being right.
   std::string ll_report;
-  if (int r = a.landlock ? walls::enforce_landlock(*a.landlock, &ll_report) : walls::apply_landlock(a.plan->landlock, &ll_report); r < 0)
+  if (int r = a.landlock ? walls::enforce_landlock(*a.landlock, &ll_report) : walls::apply_landlock(a.plan->landlock, &ll_report, /*say_applied=*/false); r < 0)
     die(a.sync_fd, "apply Landlock (" + ll_report + ")", -r);
   mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the
