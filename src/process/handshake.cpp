@@ -91,8 +91,10 @@ int await_in_cgroup(int sync_fd, StepTimer* timer) {
   return result;
 }
 
-bool offer_listener(int sync_fd, int listener) {
-  char msg[16] = {kMsgSeccomp};
+namespace {
+
+bool send_listener_number(int sync_fd, char type, int listener) {
+  char msg[16] = {type};
   size_t len = 1;
   char digits[12];
   size_t n = 0;
@@ -100,6 +102,10 @@ bool offer_listener(int sync_fd, int listener) {
   while (n > 0) msg[len++] = digits[--n];
   return ::send(sync_fd, msg, len, MSG_NOSIGNAL) == static_cast<ssize_t>(len);
 }
+
+}  // namespace
+
+bool offer_listener(int sync_fd, int listener) { return send_listener_number(sync_fd, kMsgSeccompLast, listener); }
 
 bool await_listener_taken(int sync_fd) {
   char taken = 0;
@@ -109,7 +115,7 @@ bool await_listener_taken(int sync_fd) {
 }
 
 bool hand_over_listener(int sync_fd, int listener) {
-  return offer_listener(sync_fd, listener) && await_listener_taken(sync_fd);
+  return send_listener_number(sync_fd, kMsgSeccomp, listener) && await_listener_taken(sync_fd);
 }
 
 void send_ready(int sync_fd, int listener) {

@@ -23,8 +23,13 @@
 //                                     the capture's route and rules
 //                                     (SpawnSpec::capture_port: "C" waits for them)
 //                    S number         init's seccomp listener, by its number
+//                                     ("R" follows "K": init serving an agent)
+//                    A number         init's seccomp listener, by its number, and
+//                                     its last word: everything else is set up,
+//                                     and once "K" is sent the sandbox is ready
+//                                     (no "R": init's command reads "K" before
+//                                     its execve and says nothing more)
 //                    R [+ fd]         set up; the seccomp notify fd when there is one
-//                                     (after "K", from init's command before its execve)
 //                    E text           a setup step failed
 //
 // The child's helpers allocate nothing (they run in the cloned child), but
@@ -52,6 +57,7 @@ inline constexpr char kMsgListeners = 'L';  // child -> parent: proxy listeners 
 inline constexpr char kMsgSockDiag = 'D';  // child -> parent: a NETLINK_SOCK_DIAG socket of the sandbox's netns (sandbox/socket_address_gate.hpp)
 inline constexpr char kMsgTransparent = 'T';  // child -> parent: the transparent egress listener and netlink sockets (process/transparent_capture.hpp)
 inline constexpr char kMsgSeccomp = 'S';  // init -> parent: its seccomp listener's descriptor number, as text (hand_over_listener)
+inline constexpr char kMsgSeccompLast = 'A';  // init -> parent: the same, and ready once "K" is sent (offer_listener)
 inline constexpr char kMsgListenerTaken = 'K';  // parent -> init: the listener is taken (pidfd_getfd); init closes its copy
 inline constexpr char kMsgReady = 'R';   // child -> parent: set up, command started (an OCI runtime host: the listener attached)
 inline constexpr char kMsgError = 'E';   // child -> parent: setup failed, text follows
@@ -97,7 +103,9 @@ int await_in_cgroup(int sync_fd, StepTimer* timer);
 // its copy. False when the supervisor did not answer.
 bool hand_over_listener(int sync_fd, int listener);
 // Its two halves, for a caller that waits for "taken" in another process
-// (init's command, before its execve: process/init.cpp): "S" sent, false when
+// (init's command, before its execve: process/init.cpp) and has set up
+// everything else: "A" sent (the supervisor counts the sandbox ready once it
+// has answered "K": no "R" follows, and it does not wait for one), false when
 // it did not go out; "K" read, false when something else came or the
 // supervisor is gone. No allocation.
 bool offer_listener(int sync_fd, int listener);

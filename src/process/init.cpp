@@ -17,7 +17,6 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
-#include <vector>
 
 #include "agent/agent.hpp"
 #include "process/handshake.hpp"
@@ -48,7 +47,7 @@ bool drop_capabilities(bool bounding_set_done) {
 // memory (CLONE_VM) and must allocate nothing.
 struct CommandStart {
   const InitArgs* a;
-  std::vector<char*> argv;
+  char** argv = nullptr;
   // >= 0: init offered its seccomp listener on this socket ("S") and goes on
   // without waiting; the command's side waits for "taken" before anything
   // else (see become_init).
@@ -69,8 +68,8 @@ int exec_command(void* arg) {
   };
   // The supervisor takes init's listener while init's memory (this one, until
   // the execve) is dumpable: only then may it stop being so and the command
-  // run. Then the handshake's end, from here: init is suspended until the
-  // execve (CLONE_VFORK), and the supervisor need not wait for it to wake.
+  // run. "Taken" ends the handshake (init's "A" was its last word): the
+  // supervisor has gone on without waiting for a "ready" from here.
   if (cs.listener_offered_on >= 0) {
     if (!await_listener_taken(cs.listener_offered_on)) ::_exit(125);  // the supervisor is gone or refused it
     ::close(cs.listener);  // (it may sit below 3, where the close_range below does not reach)
@@ -79,7 +78,6 @@ int exec_command(void* arg) {
       a.timer->child_mark("start command");
       a.timer->child_done();  // (init's too: one memory)
     }
-    send_ready(cs.listener_offered_on);
   }
   // Handlers are per process here (no CLONE_SIGHAND): resetting them leaves init's alone.
   struct sigaction dfl {};
@@ -104,7 +102,7 @@ int exec_command(void* arg) {
   for (int k = 0; k < a.n_pass_fds; ++k)
     if (::dup2(high[k], 3 + k) < 0) die("pass a descriptor", errno, 125);  // (without close-on-exec)
   ::close_range(3 + static_cast<unsigned>(a.n_pass_fds), ~0U, 0);  // (its own descriptor table: no CLONE_FILES)
-  ::execvp(cs.argv[0], cs.argv.data());  // environ is the sandbox's (set by init): its PATH is searched
+  ::execvp(cs.argv[0], cs.argv);  // environ is the sandbox's (set by init): its PATH is searched
   int err = errno;
   die(cs.argv[0], err, err == ENOENT || err == ENOTDIR ? 127 : 126);
   return 0;
@@ -117,25 +115,29 @@ int exec_command(void* arg) {
 // socket on which init offered `listener` (its copy): the command's side ends
 // the handshake (exec_command). Its pid, or -1 with errno set.
 pid_t start_command(const InitArgs& a, int listener_offered_on, int listener) {
-  // environ from here on (init's own lives no longer): one allocation, never
-  // freed. (A static vector registered an exit handler, whose allocation
-  // walked and so copied pages of this copy of the supervisor's heap.)
-  char** envp = new char*[a.plan->env.size() + 1];
-  size_t n = 0;
-  for (const auto& e : a.plan->env) envp[n++] = const_cast<char*>(e.c_str());
-  envp[n] = nullptr;
-  environ = envp;  // execvp searches the PATH of the sandbox's environment
-  CommandStart cs{&a, {}, listener_offered_on, listener};
-  cs.argv.reserve(a.plan->argv.size() + 1);
-  for (const auto& s : a.plan->argv) cs.argv.push_back(const_cast<char*>(s.c_str()));
-  cs.argv.push_back(nullptr);
-  // Room for execvp's path buffers and its ENOEXEC fallback's argv (on the stack).
-  size_t stack_size = 256 * 1024 + cs.argv.size() * sizeof(char*);
-  void* stack = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED) return -1;
-  pid_t pid = ::clone(exec_command, static_cast<char*>(stack) + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
+  // The command's argv and environment at the bottom of its stack's mapping,
+  // not on the heap: init allocates nothing (a malloc here wrote the arena and
+  // heap pages this copy of the supervisor shares with it, copying them), and
+  // they need live only until the execve. Room above them for execvp's path
+  // buffers and its ENOEXEC fallback's argv (on the stack).
+  const size_t argc = a.plan->argv.size(), envc = a.plan->env.size();
+  const size_t arrays = (argc + 1 + envc + 1) * sizeof(char*);
+  const size_t stack_size = 256 * 1024 + (argc + 1) * sizeof(char*) + arrays;
+  void* mem = ::mmap(nullptr, stack_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (mem == MAP_FAILED) return -1;
+  char** argv = static_cast<char**>(mem);
+  char** envp = argv + argc + 1;
+  for (size_t k = 0; k < argc; ++k) argv[k] = const_cast<char*>(a.plan->argv[k].c_str());
+  argv[argc] = nullptr;
+  for (size_t k = 0; k < envc; ++k) envp[k] = const_cast<char*>(a.plan->env[k].c_str());
+  envp[envc] = nullptr;
+  char** own_environ = environ;
+  environ = envp;  // execvp searches the PATH of the sandbox's environment (one memory: the child's environ)
+  CommandStart cs{&a, argv, listener_offered_on, listener};
+  pid_t pid = ::clone(exec_command, static_cast<char*>(mem) + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &cs);
   int e = errno;
-  ::munmap(stack, stack_size);  // the child has exec'd or exited: the stack is no one's
+  environ = own_environ;  // (init reads no environment again; none that is about to be unmapped)
+  ::munmap(mem, stack_size);  // the child has exec'd or exited: the stack and arrays are no one's
   errno = e;
   return pid;
 }
@@ -159,24 +161,26 @@ void close_from(unsigned first) {
 // it has none reaches every descendant, whatever sessions or groups they made
 // (a child that forks before its kill leaves an orphan, found next round).
 // The warden is left alone (it is out of reach). False when it cannot tell.
+// The list read and parsed by hand, not through snprintf/strtol: at the run's
+// end, their first calls in this copy of the supervisor faulted in pages of
+// libc's text (a fork does not copy the page tables of file mappings).
 bool kill_children_but_warden() {
-  char path[64];
-  std::snprintf(path, sizeof path, "/proc/self/task/%d/children", static_cast<int>(::getpid()));
   int only_warden = 0;  // rounds in a row that found no child but the warden
   for (;;) {
-    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    int fd = ::open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
     char buf[4096];
     ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
     if (fd >= 0) ::close(fd);
     bool any = false;
     if (n > 0) {
       buf[n] = '\0';
-      for (char* p = buf; *p;) {
-        char* end;
-        long pid = std::strtol(p, &end, 10);
-        if (end == p) break;
+      for (const char* p = buf; *p;) {  // "pid pid ... "
+        long pid = 0;
+        const char* digits = p;
+        for (; *p >= '0' && *p <= '9'; ++p) pid = pid * 10 + (*p - '0');
+        if (p == digits) break;
         if (pid > 0 && pid != g_warden.pid) ::kill(static_cast<pid_t>(pid), SIGKILL), any = true;
-        p = end;
+        while (*p == ' ' || *p == '\n') ++p;
       }
     }
     // (no children file, CONFIG_PROC_CHILDREN: the warden ends the rest once init has gone without a word)
@@ -232,7 +236,7 @@ void agent_end_descendants(bool supervisor_gone) {
 
   // Landlock: a second wall that does not depend on the mounts being right.
   std::string ll_report;
-  if (int r = a.landlock ? walls::enforce_landlock(*a.landlock, &ll_report) : walls::apply_landlock(a.plan->landlock, &ll_report); r < 0)
+  if (int r = a.landlock ? walls::enforce_landlock(*a.landlock, &ll_report) : walls::apply_landlock(a.plan->landlock, &ll_report, /*say_applied=*/false); r < 0)
     die(a.sync_fd, "apply Landlock (" + ll_report + ")", -r);
   mark("landlock");
   // seccomp last: init and the command share the filter; refusals reach the
@@ -242,17 +246,18 @@ void agent_end_descendants(bool supervisor_gone) {
   // changed ids: the kernel made it not). Nothing but init runs here yet; the
   // command starts only once it is not dumpable again.
   //
-  // With a command to run, init offers the listener and goes on: the
-  // command's side, suspended before its execve, waits for "taken", makes the
-  // memory it shares with init not dumpable, and says "ready" itself
-  // (exec_command): one wake of each side less than init waiting for "taken"
-  // and saying "ready" after the execve. Init closes its copy once the
-  // command has exec'd (or given up).
+  // With a command to run, init offers the listener as its last word ("A")
+  // and goes on: the command's side, suspended before its execve, waits for
+  // "taken" and makes the memory it shares with init not dumpable
+  // (exec_command); the supervisor counts the sandbox ready once it has sent
+  // "taken" (no "ready" to wait for: no wake of it for one). Init closes its
+  // copy once the command has exec'd (or given up).
   int offered = -1;
   if (a.seccomp) {
     ::prctl(PR_SET_DUMPABLE, 1);
     int listener = walls::install_seccomp(*a.seccomp);
     if (listener < 0) die(a.sync_fd, "install the seccomp filter", errno);
+    mark("seccomp install");  // (before "A": the supervisor may count the handover from it)
     if (a.agent_channel >= 0) {
       if (!hand_over_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone or refused it
       ::close(listener);
@@ -260,7 +265,6 @@ void agent_end_descendants(bool supervisor_gone) {
       if (!offer_listener(a.sync_fd, listener)) ::_exit(125);  // the supervisor is gone
       offered = listener;
     }
-    mark("seccomp install");
   }
   if (offered < 0) ::prctl(PR_SET_DUMPABLE, 0);  // the command cannot read init's memory
 
@@ -286,7 +290,7 @@ void agent_end_descendants(bool supervisor_gone) {
   if (cmd < 0) die(a.sync_fd, "start the command", errno);
   if (a.pty_slave >= 0) ::close(a.pty_slave);
   if (offered >= 0) {
-    // The command's side said "ready" before its execve (or exited without a "taken").
+    // The command's side read "taken" before its execve (or exited without one).
     ::close(offered);
     ::prctl(PR_SET_DUMPABLE, 0);  // (it did so already, but when it gave up)
   } else {

@@ -100,7 +100,7 @@ struct ChildSetup {
   // tenth of the run's CPU less than building them in init).
   walls::PreparedLandlock rules;
   std::string ll_report;
-  if (int r = walls::prepare_landlock(plan.landlock, &rules, &ll_report); r < 0)
+  if (int r = walls::prepare_landlock(plan.landlock, &rules, &ll_report, /*say_applied=*/false); r < 0)
     die(sync, "apply Landlock (" + ll_report + ")", -r);
   if (int e = await_in_cgroup(sync, opt.timer)) {
     if (e < 0) ::_exit(125);

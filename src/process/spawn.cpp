@@ -149,6 +149,15 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
     return {};
   };
   bool captured = false;
+  // Ready: every check of the child's side done (it must have waited for "in cgroup").
+  auto ready = [&]() -> Result<layer::Sandbox> {
+    if (send_err) return fail(Error::sys(spec.start_what, send_err));
+    if (spec.capture_port && !captured) return fail(Error::msg("setup", "ready without transparent egress capture"));
+    if (!sb.seccomp_listener && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
+    timer.mark("handover");
+    guard.commit();
+    return std::move(sb);
+  };
   if (!spec.capture_port)
     if (auto r = tell_in_cgroup(); !r) return fail(r.error());
   for (;;) {
@@ -188,7 +197,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
       if (auto r = tell_in_cgroup(); !r) return fail(r.error());
       continue;
     }
-    if (m.type == kMsgSeccomp) {
+    if (m.type == kMsgSeccomp || m.type == kMsgSeccompLast) {
       // Init's listener, by number (process/handshake.hpp hand_over_listener:
       // under its own filter it cannot send it): taken, then init is told.
       char* end = nullptr;
@@ -201,18 +210,17 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
         return fail(Error::sys("take the sandbox's seccomp listener from its init (pidfd_getfd)"));
       if (!send_listener_taken(parent_sock.get()))
         return fail(Error::sys("tell the sandbox's init its listener is taken"));
+      // Init's last word: its command reads "taken" before its execve and says
+      // nothing more (no wait for a "ready", no wake of this process for it).
+      // Its marks reach the timer later (the caller's take_child_marks()).
+      if (m.type == kMsgSeccompLast) return ready();
       continue;
     }
     if (m.type == kMsgReady) {
       if (m.fd >= 0) sb.seccomp_listener.reset(m.fd);  // an OCI runtime host's (it is under no filter)
       // Ready without having been told it is in its cgroup: it did not wait (fail closed).
-      if (send_err) return fail(Error::sys(spec.start_what, send_err));
-      if (spec.capture_port && !captured) return fail(Error::msg("setup", "ready without transparent egress capture"));
-      if (!sb.seccomp_listener && spec.need_seccomp_listener) return fail(Error::msg("setup", spec.no_listener));
       timer.take_child_marks();
-      timer.mark("handover");
-      guard.commit();
-      return sb;
+      return ready();
     }
     for (int fd : {m.fd, m.fd2, m.fd3})
       if (fd >= 0) ::close(fd);

@@ -72,7 +72,9 @@ struct SpawnSpec {
   // succeeded (a failure kills the child: fail closed).
   std::optional<uint16_t> capture_port;
   // LaunchOptions::timer: the spawn's steps, and at "ready" the child's marks
-  // from the timer's shared page; null: not timed.
+  // from the timer's shared page (after init's "A", the caller takes them once
+  // the sandbox has ended: its command marks the page after the handover);
+  // null: not timed.
   StepTimer* timer = nullptr;
   // Messages: who the child is, and the words of the failures.
   std::string clone_what = "create namespaces";

@@ -903,6 +903,9 @@ void Supervision::drain_output() {
   }
   stdio_.finish();
   for (const auto& e : stdio_.take_errors()) io_.say(e);
+  // The sandbox has ended: the marks its init and command made after "ready"
+  // (a handover that ended with init's listener: process/handshake.hpp "A").
+  steps_.take_child_marks();
   // The process layer: the command itself; the container layers: the runtime's own time too.
   steps_.mark(layer_.kind() == layer::Kind::Process ? "command" : "runtime+command");
   io_.relay_end();

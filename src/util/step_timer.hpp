@@ -8,7 +8,8 @@
 // child (no shared memory with the supervisor), so start() also maps one
 // shared page that the child's marks go to (child_mark(): no allocation, safe
 // between clone and exec); the supervisor merges them in time order
-// (take_child_marks()) once the child said it is ready. The child unmaps the
+// (take_child_marks()) once the child said it is ready, or once it has ended
+// (a child that writes its last marks after the handover). The child unmaps the
 // page before anything of the sandbox runs (child_done()), so no sandboxed
 // code can write to the supervisor's figures.
 #pragma once

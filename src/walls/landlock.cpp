@@ -82,13 +82,13 @@ std::uint64_t fs_rights(int abi) {
   return all;
 }
 
-// Adds one path-beneath rule; false (and the path in `skipped`) when the path
-// cannot be opened. Other failures are returned as -errno through `err`.
+// Adds one path-beneath rule; false (and the path in `skipped`, unless null)
+// when the path cannot be opened. Other failures are returned as -errno through `err`.
 bool add_path(int ruleset, const std::string& path, std::uint64_t access, std::uint64_t handled,
-              std::string& skipped, int& err) {
+              std::string* skipped, int& err) {
   UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
   if (!fd) {
-    skipped += (skipped.empty() ? "" : ", ") + path;
+    if (skipped) *skipped += (skipped->empty() ? "" : ", ") + path;
     return false;
   }
   // Most rules are on directories: added as they are, and only a
@@ -135,7 +135,7 @@ int scope_signals_only() {
   return 0;
 }
 
-int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report) {
+int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report, bool say_applied) {
   out->ruleset.reset();
   out->flags = 0;
   const LandlockFeatures f = landlock_features();
@@ -174,7 +174,8 @@ int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::str
   }
 
   const std::uint64_t handled = attr.handled_access_fs;
-  std::string skipped;
+  std::string skipped_paths;  // (only for the line of what was applied)
+  std::string* skipped = report && say_applied ? &skipped_paths : nullptr;
   int err = 0;
   if (rules.handle_reads)
     for (const auto& p : rules.read_only) add_path(ruleset.get(), p, kRead, handled, skipped, err);
@@ -185,8 +186,7 @@ int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::str
   // Terminals (tty, the sandbox's own pts) need ioctls; the sandbox's /dev
   // holds only harmless devices besides them.
   if (f.ioctl_dev && (handled & LANDLOCK_ACCESS_FS_IOCTL_DEV)) {
-    std::string ignored;
-    add_path(ruleset.get(), "/dev", LANDLOCK_ACCESS_FS_IOCTL_DEV, handled, ignored, err);
+    add_path(ruleset.get(), "/dev", LANDLOCK_ACCESS_FS_IOCTL_DEV, handled, nullptr, err);
   }
   if (net) {
     for (auto port : rules.bind_tcp) {
@@ -205,6 +205,12 @@ int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::str
 
   std::uint32_t flags = 0;
   if (f.audit_flags && rules.log_after_exec) flags |= LANDLOCK_RESTRICT_SELF_LOG_NEW_EXEC_ON;
+  out->flags = flags;
+  out->handled_fs = handled;
+  if (!report || !say_applied) {
+    out->ruleset = std::move(ruleset);
+    return 0;
+  }
 
   std::string r = "landlock: ABI " + std::to_string(f.abi) + (rules.handle_reads ? ": filesystem" : ": filesystem writes");
   if (handled & LANDLOCK_ACCESS_FS_TRUNCATE) r += ", truncate";
@@ -226,11 +232,9 @@ int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::str
   if (!f.scope && (rules.scope_signals || rules.scope_abstract_unix))
     missing += (missing.empty() ? "" : ", ") + std::string("scoping (ABI 6)");
   if (!missing.empty()) r += "; missing: " + missing;
-  if (!skipped.empty()) r += "; skipped missing paths: " + skipped;
+  if (!skipped_paths.empty()) r += "; skipped missing paths: " + skipped_paths;
   say(r);
   out->ruleset = std::move(ruleset);
-  out->flags = flags;
-  out->handled_fs = handled;
   return 0;
 }
 
@@ -256,9 +260,9 @@ int enforce_landlock(PreparedLandlock& prepared, std::string* report) {
   return 0;
 }
 
-int apply_landlock(const LandlockRules& rules, std::string* report) {
+int apply_landlock(const LandlockRules& rules, std::string* report, bool say_applied) {
   PreparedLandlock prepared;
-  if (int r = prepare_landlock(rules, &prepared, report); r != 0) return r;
+  if (int r = prepare_landlock(rules, &prepared, report, say_applied); r != 0) return r;
   return enforce_landlock(prepared, report);
 }
 

@@ -32,13 +32,16 @@ LandlockFeatures landlock_features();
 // mount namespace (the sandbox's, after pivot_root); missing ones are skipped.
 // `report` (may be null) receives one line saying what was applied and what
 // is missing. Returns 0, or -errno (-EOPNOTSUPP when `required` and the kernel
-// has no Landlock).
-int apply_landlock(const LandlockRules& rules, std::string* report);
+// has no Landlock). `say_applied` false: `report` receives only why it
+// failed (the line of what was applied is not built: no allocation where
+// nothing reads it, as in the sandbox's first process, whose pages the
+// supervisor's are until written).
+int apply_landlock(const LandlockRules& rules, std::string* report, bool say_applied = true);
 
 // apply_landlock in two steps, so that the rules can be gathered (a path
 // opened and added per rule) while something else is waited for, and put in
 // force later: prepare_landlock builds the ruleset (nothing is restricted
-// yet; `report` as above), enforce_landlock restricts the caller with it and
+// yet; `report` and `say_applied` as above), enforce_landlock restricts the caller with it and
 // closes it. A ruleset left empty by prepare (no Landlock, none required)
 // enforces nothing. The paths are resolved at prepare time, as whoever the
 // caller is then.
@@ -47,7 +50,7 @@ struct PreparedLandlock {
   std::uint32_t flags = 0;
   std::uint64_t handled_fs = 0;  // the filesystem rights the ruleset handles
 };
-int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report);
+int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::string* report, bool say_applied = true);
 // One more writable tree in a prepared ruleset, for a directory made after
 // prepare_landlock ran (the landlock layer's TMPDIR, made by the supervisor
 // meanwhile): every right handled, as for LandlockRules::read_write. Opened as
