@@ -139,7 +139,9 @@ struct ChildSetup {
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(sync, "no_new_privs", errno);
   // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
   Warden warden;
-  if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
+  // On init's memory only for a plain run in a cgroup (landlock_warden.hpp).
+  const bool share_memory = f.cgroup_made && !opt.agent;
+  if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), share_memory, &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
   // The host's network: with seccomp, init installs it with the main filter (one program); without, here.
   if (c.host_network_only && walls::install_seccomp_errno(*c.host_network_only) != 0)
     die(sync, "install the host-network filter", errno);

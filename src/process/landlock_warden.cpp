@@ -147,13 +147,11 @@ bool exists(const char* path) {
 
 [[noreturn]] void watch(int supervisor, int init_end, const char* private_tmp) {
   ::prctl(PR_SET_NAME, "exg-warden");
-  // Out of the supervisor's process group (a terminal's ^C or a signal to the
-  // group is the supervisor's to handle), deaf to every signal but SIGKILL and
-  // SIGSTOP. A group of its own, not a session: the kernel signals a session
-  // only through its terminal's foreground group and leader, which the warden
-  // is not, and holds no terminal; a session would cost a scheduler group
-  // (autogroup) made and freed at every run.
-  ::setpgid(0, 0);
+  // Out of the supervisor's session and process group (a terminal's ^C, a
+  // signal to the group, or a job runner's kill of the whole session, e.g.
+  // `pkill -s`, is the supervisor's to take; the warden must outlive it to
+  // end the sandbox), deaf to every signal but SIGKILL and SIGSTOP.
+  ::setsid();
   sigset_t all;
   sigfillset(&all);
   ::sigprocmask(SIG_SETMASK, &all, nullptr);
@@ -214,40 +212,51 @@ constexpr size_t kStack = 512 * 1024, kGuard = 4096;
 
 }  // namespace
 
-int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out) {
+int start_warden(int supervisor_pidfd, const char* private_tmp, bool share_memory, Warden* out) {
   // Before the clone: the warden's kill(-1) must never reach past this domain.
   if (int r = walls::scope_signals_only(); r != 0) return r;
   int p[2];
   if (::pipe2(p, O_CLOEXEC) != 0) return -errno;
-  void* stack = ::mmap(nullptr, kStack + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-  if (stack == MAP_FAILED || ::mprotect(stack, kGuard, PROT_NONE) != 0) {
-    int e = errno;
-    if (stack != MAP_FAILED) ::munmap(stack, kStack + kGuard);
-    ::close(p[0]);
-    ::close(p[1]);
-    return -e;
-  }
-  g_watch = WatchArgs{supervisor_pidfd, p[0], private_tmp};
-  // A process of its own (own pid, creds, descriptors, signal handlers, and
-  // the outer domain) on init's memory (CLONE_VM): no copy of the page
-  // tables of this copy of the supervisor, no copy-on-write faults in init
-  // afterwards, no second address space to tear down at the end. Nothing of
-  // the sandbox can write that memory: init is not dumpable once anything
-  // else of the sandbox runs (become_init), and its memory lives on while
-  // the warden does, whatever ends init. The warden makes raw system calls
-  // only, allocates nothing and takes no lock (no atfork handlers either:
-  // this is a copy of a supervisor that may have threads). The stack is
-  // never unmapped: the warden outlives nothing that would.
-  pid_t pid = ::clone(watch_entry, static_cast<char*>(stack) + kGuard + kStack, CLONE_VM | SIGCHLD, nullptr);
-  if (pid < 0) {
-    int e = errno;
-    ::munmap(stack, kStack + kGuard);
-    ::close(p[0]);
-    ::close(p[1]);
-    return -e;
+  long pid;
+  if (share_memory) {
+    void* stack = ::mmap(nullptr, kStack + kGuard, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED || ::mprotect(stack, kGuard, PROT_NONE) != 0) {
+      int e = errno;
+      if (stack != MAP_FAILED) ::munmap(stack, kStack + kGuard);
+      ::close(p[0]);
+      ::close(p[1]);
+      return -e;
+    }
+    g_watch = WatchArgs{supervisor_pidfd, p[0], private_tmp};
+    // A process of its own (own pid, creds, descriptors, signal handlers, and
+    // the outer domain) on init's memory (CLONE_VM): no copy of the page
+    // tables of this copy of the supervisor, no copy-on-write faults in init
+    // afterwards, no second address space to tear down at the end. Nothing of
+    // the sandbox can write that memory: init is not dumpable once anything
+    // else of the sandbox runs (become_init), and its memory lives on while
+    // the warden does, whatever ends init. The stack is never unmapped: the
+    // warden outlives nothing that would.
+    pid = ::clone(watch_entry, static_cast<char*>(stack) + kGuard + kStack, CLONE_VM | SIGCHLD, nullptr);
+    if (pid < 0) {
+      int e = errno;
+      ::munmap(stack, kStack + kGuard);
+      ::close(p[0]);
+      ::close(p[1]);
+      return -e;
+    }
+  } else {
+    // A raw fork: no atfork handlers (this is a copy of a supervisor that may have threads).
+    pid = ::syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+    if (pid < 0) {
+      int e = errno;
+      ::close(p[0]);
+      ::close(p[1]);
+      return -e;
+    }
+    if (pid == 0) watch(supervisor_pidfd, p[0], private_tmp);
   }
   ::close(p[0]);
-  out->pid = pid;
+  out->pid = static_cast<pid_t>(pid);
   out->fd = p[1];
   return 0;
 }

@@ -33,12 +33,16 @@ struct Warden {
 // no_new_privs, before its own Landlock rules: enters the signal-scoped
 // domain, then starts the warden, which watches `supervisor_pidfd`;
 // `private_tmp` (may be null, else it must outlive the warden): the run's
-// TMPDIR. The warden is a process of its own on this process's memory
-// (CLONE_VM, its own stack): system calls only, no allocation, no lock (the
-// supervisor's locks may be held in this copy of its memory); errno is
-// shared with init, and read by the warden only where init's cannot matter.
-// Once per process. 0, or -errno (the sandbox must not start).
-int start_warden(int supervisor_pidfd, const char* private_tmp, Warden* out);
+// TMPDIR. `share_memory`: the warden is a process of its own on this
+// process's memory (CLONE_VM, its own stack), cheaper than a fork; else a
+// fork. Shared memory only where init reads nothing the sandbox controls (not
+// an agent, which parses the command's output: a bug there would hand over
+// the warden, which has no filter and no file rules) and where a cgroup ends
+// the sandbox if init dies (the kernel's OOM killer ends every process on the
+// victim's memory: init and the warden together). Either way: system calls
+// only, no allocation, no lock (the supervisor's locks may be held in this
+// copy of its memory). Once per process. 0, or -errno (the sandbox must not start).
+int start_warden(int supervisor_pidfd, const char* private_tmp, bool share_memory, Warden* out);
 
 // Init's normal end, once no other process of the sandbox is left: the warden
 // leaves without acting (but for the private directory of a supervisor

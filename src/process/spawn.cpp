@@ -90,6 +90,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   if (pid == 0) {
     parent_sock.reset();
     agent_here.reset();
+    fds.cgroup_made = cgroup.active();
     spec.child(fds);
     ::_exit(127);  // child() does not return
   }

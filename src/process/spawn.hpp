@@ -35,6 +35,9 @@ struct SpawnFds {
   int sync_fd = -1;        // the setup socket's child end
   int parent_pidfd = -1;   // the supervisor, for the child's death-of-parent check
   int agent_fd = -1;       // the agent channel's far end (SpawnSpec::agent), else -1
+  // A cgroup of the sandbox was made before the clone: whatever ends init,
+  // the supervisor can end every process of the sandbox through it.
+  bool cgroup_made = false;
 };
 
 struct SpawnSpec {

@@ -68,7 +68,8 @@ class WardenEnd : public ::testing::Test {
       ::close(go[1]);
       ::close(report[0]);
       exg::process::Warden w;
-      int r = exg::process::start_warden(sup_fd_, tmp_.c_str(), &w);
+      // A session's warden (a fork), the end this suite checks.
+      int r = exg::process::start_warden(sup_fd_, tmp_.c_str(), /*share_memory=*/false, &w);
       int msg[2] = {r, w.pid};
       if (::write(report[1], msg, sizeof msg) != sizeof msg) ::_exit(2);
       if (r != 0) ::_exit(2);
