@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 #include <string_view>
 
 #include "plan/private_tmp.hpp"
@@ -66,7 +67,7 @@ struct ChildSetup {
 // The sandbox's side: no namespaces to build, so the walls and then init.
 [[noreturn]] void landlock_child(ChildSetup& c, const SpawnFds& f) {
   c.plan->env.swap(c.env);  // (this process's memory: the supervisor's Plan is untouched)
-  c.plan->landlock = std::move(c.landlock);
+  std::swap(c.plan->landlock, c.landlock);  // a swap frees nothing (no allocator call in this copy of a process that may have threads)
   const plan::Plan& plan = *c.plan;
   const layer::LaunchOptions& opt = *c.opt;
   for (int k = 0; k < 3; ++k)
