@@ -90,6 +90,11 @@ struct LaunchOptions {
   // The sandbox's pid 1 is the agent (agent/agent.hpp) instead of the Plan's
   // command: a sandbox that lives across commands, driven over agent_channel.
   bool agent = false;
+  // A freezer cgroup (cgroup v1) although the sandbox's pid 1 is not the
+  // agent: a microVM's qemu, which serve pauses through it. The agent's
+  // sandboxes get one anyway; a plain run's needs none (its kill stops forks
+  // with pids.max).
+  bool freezer = false;
   // `-v`: the launch's steps are timed here (util/step_timer.hpp), the
   // sandbox side's through the timer's shared page; null: not timed.
   StepTimer* timer = nullptr;

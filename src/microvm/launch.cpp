@@ -308,6 +308,7 @@ Result<process::Launched> launch_as(const plan::Plan& plan, const process::Launc
 
   process::LaunchOptions qo = opt;
   qo.agent = false;
+  qo.freezer = opt.agent;  // a session's guest: serve pauses qemu through its freezer cgroup
   for (bool& t : qo.tty_fds) t = false;
   // qemu's stdin is /dev/null (the agent carries the command's stdin), its
   // stdout the host's stderr (the guest console: errors only). Given to its

@@ -166,6 +166,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   sp.min_memory = kMinMemory;
   sp.layer = "process";
   sp.agent = opt.agent;
+  sp.freezer = opt.freezer;
   sp.child = [&args, &opt](const SpawnFds& f) {
     // The child's own descriptor table (a fork-like clone): the caller's stdio is untouched.
     for (int k = 0; k < 3; ++k)

@@ -75,7 +75,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   const bool cgroup_after_go = layout.usable && !layout.v2 && !spec.cgroup_before_clone;
   cgroup::Cgroup cgroup;
   if (!cgroup_after_go) {
-    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent || spec.freezer);
     if (!cg) return fail(cg.error());
     cgroup = std::move(*cg);
     timer.mark("cgroup");
@@ -130,7 +130,7 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
     timer.mark("idmapped mounts");
   }
   if (cgroup_after_go) {
-    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent);
+    auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent || spec.freezer);
     if (!cg) return fail(cg.error());
     sb.cgroup = std::move(*cg);
     timer.mark("cgroup");

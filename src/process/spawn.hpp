@@ -52,6 +52,7 @@ struct SpawnSpec {
   uint64_t min_memory = 0;
   std::string layer;
   bool agent = false;           // make the agent channel (a stream socketpair)
+  bool freezer = false;         // a freezer cgroup on v1 without the agent (LaunchOptions::freezer)
   // Runs in the child right after the clone (never returns).
   std::function<void(const SpawnFds&)> child;
   // After the clone, before "go": the child's id maps (empty: none to write).
