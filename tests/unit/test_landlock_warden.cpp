@@ -46,6 +46,10 @@ bool gone_within(const std::string& p, int ms) {
 class WardenEnd : public ::testing::Test {
  protected:
   void SetUp() override {
+    // The warden that sees the supervisor go first ends the sandbox (kill(-1) in
+    // its domain), stand-in init included: telling init afterwards writes to a
+    // pipe nobody reads, which must be EPIPE here, not this suite's death.
+    old_sigpipe_ = ::signal(SIGPIPE, SIG_IGN);
     char tmpl[] = "/tmp/exg_warden_XXXXXX";
     ASSERT_NE(::mkdtemp(tmpl), nullptr);
     tmp_ = tmpl;
@@ -99,6 +103,7 @@ class WardenEnd : public ::testing::Test {
     if (go_ >= 0) ::close(go_);
     std::string rm = "rm -rf '" + tmp_ + "'";
     if (!tmp_.empty()) (void)!std::system(rm.c_str());
+    ::signal(SIGPIPE, old_sigpipe_);
   }
   void kill_supervisor() {
     ::kill(supervisor_, SIGKILL);
@@ -113,6 +118,7 @@ class WardenEnd : public ::testing::Test {
   }
 
   std::string tmp_;
+  sighandler_t old_sigpipe_ = SIG_DFL;
   pid_t supervisor_ = -1, init_ = -1;
   int sup_fd_ = -1, warden_fd_ = -1, go_ = -1;
 };
