@@ -294,7 +294,7 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
 
   ChildSetup c;
   // This layer's rules and environment; the child takes them into its copy of the Plan.
-  c.plan = const_cast<plan::Plan*>(&plan);  // written only in the child's copy of this memory
+  c.plan = const_cast<plan::Plan*>(&plan);  // written only in the child's copy of this memory (spawn refuses CLONE_VM)
   c.landlock = std::move(view->rules);
   // (TMPDIR's rule is added by the child once the directory is made: below)
   std::erase(c.landlock.read_write, tmp);

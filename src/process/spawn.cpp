@@ -1,5 +1,6 @@
 #include "process/spawn.hpp"
 
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -45,6 +46,11 @@ class ChildGuard {
 }  // namespace
 
 Result<layer::Sandbox> spawn(SpawnSpec spec) {
+  // The child runs on a copy of the supervisor's memory: layers write their
+  // own copy of the Plan there (the landlock layer's rules). On shared memory
+  // those writes would reach the supervisor's Plan.
+  if (spec.clone_flags & (CLONE_VM | CLONE_VFORK | CLONE_THREAD))
+    return fail(Error::msg("spawn", "the sandbox's first process must not share the supervisor's memory"));
   if (const auto& m = spec.limits.memory_bytes; spec.limits.explicit_memory && m && *m < spec.min_memory)
     return fail(Error::msg("memory limit " + plan::format_bytes(*m),
                            "below the minimum of " + plan::format_bytes(spec.min_memory) + " a sandbox on the " +

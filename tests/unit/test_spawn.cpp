@@ -229,6 +229,24 @@ TEST(Spawn, ExitBeforeReadyAndMissingListenerFail) {
   EXPECT_TRUE(reaped(seen));
 }
 
+// The child writes its own copy of what the layer gave it (the landlock
+// layer's Plan): spawn refuses to clone it onto the supervisor's memory.
+TEST(Spawn, SharedMemoryClonesAreRefusedBeforeAnyChild) {
+  for (uint64_t flag : {uint64_t{CLONE_VM}, uint64_t{CLONE_VFORK}, uint64_t{CLONE_VM | CLONE_THREAD}}) {
+    bool ran = false;
+    auto s = spec_with([](int) { ::_exit(0); });
+    s.clone_flags = flag;
+    s.map_ids = [&ran](pid_t) -> Result<void> {
+      ran = true;
+      return {};
+    };
+    auto r = process::spawn(std::move(s));
+    ASSERT_FALSE(r) << flag;
+    EXPECT_EQ(r.error().str(), "spawn: the sandbox's first process must not share the supervisor's memory");
+    EXPECT_FALSE(ran) << "a child was cloned";
+  }
+}
+
 TEST(Spawn, FailingIdMapsAndTrustAnchorUnwind) {
   pid_t seen = -1;
   auto s = spec_with([](int) { ::pause(); });
