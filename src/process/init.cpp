@@ -156,6 +156,16 @@ void close_from(unsigned first) {
   }
 }
 
+// Init's list of its children, opened once while the command runs
+// (open_children_list), not at the end: the lookup of /proc/thread-self, its
+// pid and task directories, was most of a round's time after the command had
+// exited. A read at offset 0 lists them afresh. -1: opened when first needed.
+int g_children = -1;
+
+void open_children_list() {
+  if (g_children < 0) g_children = ::open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
+}
+
 // What the command left behind, killed (InitArgs::reap_descendants): as the
 // subreaper, this process inherits each orphan, so killing its children until
 // it has none reaches every descendant, whatever sessions or groups they made
@@ -164,13 +174,18 @@ void close_from(unsigned first) {
 // The list read and parsed by hand, not through snprintf/strtol: at the run's
 // end, their first calls in this copy of the supervisor faulted in pages of
 // libc's text (a fork does not copy the page tables of file mappings).
+//
+// One round that lists no child but the warden ends it: only this process
+// takes a child off its list (by reaping it), and a child is added only by a
+// fork of this process (none here) or by the exit of a descendant, which
+// would have a listed ancestor among this process's children (an orphan is
+// reparented before its dead parent can be reaped). So nothing of the
+// sandbox but the warden is left, and nothing can come back.
 bool kill_children_but_warden() {
-  int only_warden = 0;  // rounds in a row that found no child but the warden
+  open_children_list();
   for (;;) {
-    int fd = ::open("/proc/thread-self/children", O_RDONLY | O_CLOEXEC);
     char buf[4096];
-    ssize_t n = fd >= 0 ? ::read(fd, buf, sizeof buf - 1) : -1;
-    if (fd >= 0) ::close(fd);
+    ssize_t n = g_children >= 0 ? ::pread(g_children, buf, sizeof buf - 1, 0) : -1;
     bool any = false;
     if (n > 0) {
       buf[n] = '\0';
@@ -189,11 +204,8 @@ bool kill_children_but_warden() {
     pid_t r = ::waitpid(-1, &status, any ? 0 : WNOHANG);
     if (r == g_warden.pid) g_warden.pid = -1;  // (gone on its own: killed from the host)
     if (r < 0 && errno == ECHILD) break;
-    // r == 0 with none listed: one was just reparented here, or it is the
-    // warden; list again. Twice in a row only the warden: the rest is gone
-    // (an orphan is this process's child before its dead parent can be reaped).
-    if (r == 0 && !any && g_warden.pid > 0 && ++only_warden == 2) break;
-    if (r != 0 || any) only_warden = 0;
+    // r == 0 with none listed: the warden is the only child left (above).
+    if (r == 0 && !any && g_warden.pid > 0) break;
   }
   return true;
 }
@@ -300,6 +312,7 @@ void agent_end_descendants(bool supervisor_gone) {
   }
   ::close(a.sync_fd);
   close_from(3);
+  if (a.reap_descendants) open_children_list();  // (while the command runs: kill_children_but_warden)
   // Everything the supervisor forwards goes on to the command.
   auto forward = [](int sig) {
     return sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGQUIT || sig == SIGUSR1 || sig == SIGUSR2 ||
