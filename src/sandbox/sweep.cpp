@@ -657,7 +657,10 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
     // Created only when something is moved; judged by its real path when it exists.
     char a[PATH_MAX], b[PATH_MAX];
     if (::realpath(root.c_str(), a)) {
-      std::string r = a, qd = ::realpath(opt.quarantine_dir.c_str(), b) ? std::string(b) : opt.quarantine_dir;
+      // (a quarantine not made yet, the usual case, fails realpath at its last
+      // component after a readlink of every one before: one existence check first)
+      const bool there = ::faccessat(AT_FDCWD, opt.quarantine_dir.c_str(), F_OK, AT_EACCESS) == 0;
+      std::string r = a, qd = there && ::realpath(opt.quarantine_dir.c_str(), b) ? std::string(b) : opt.quarantine_dir;
       if (qd == r || qd.starts_with(r == "/" ? r : r + "/"))
         return fail(Error::msg("quarantine " + qd, "is inside the workspace " + r));
     }

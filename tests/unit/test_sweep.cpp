@@ -92,6 +92,28 @@ TEST(Sweep, NewRepoWithHookIsQuarantinedSamplesAndInitConfigStay) {
   for (const auto& p : *r) EXPECT_EQ(p.quarantined_to, t.q + "/" + p.relpath);
 }
 
+// A quarantine inside the workspace is refused: one that exists judged by its real
+// path (here a link outside that leads in), one not made yet by its path.
+TEST(Sweep, QuarantineInsideTheWorkspaceIsRefused) {
+  Tmp t;
+  auto snap = snapshot_tree(t.ws);
+  ASSERT_TRUE(snap) << snap.error().str();
+  fs::create_directories(t.ws + "/q");
+  ASSERT_EQ(::symlink((t.ws + "/q").c_str(), (t.path + "/link").c_str()), 0);
+  SweepOptions o;
+  o.quarantine_dir = t.path + "/link";
+  auto r = sweep(t.ws, *snap, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("is inside the workspace"), std::string::npos) << r.error().str();
+  o.quarantine_dir = t.ws + "/not-yet";
+  r = sweep(t.ws, *snap, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("is inside the workspace"), std::string::npos) << r.error().str();
+  EXPECT_FALSE(exists_l(t.ws + "/not-yet"));
+  o.quarantine_dir = t.q;  // outside, not made yet: the sweep runs
+  EXPECT_TRUE(sweep(t.ws, *snap, o));
+}
+
 // OpenCode's snapshots: git directories in its state directory made with GIT_WORK_TREE (core.worktree).
 // Such a config stays where no work tree leads git to it and its work tree lies in the run's
 // writable trees; in a .git (which a host checkout would follow), pointing elsewhere (a host
