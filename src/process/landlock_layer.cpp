@@ -367,6 +367,9 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
 
 void LandlockLayer::after_run(const plan::Plan& plan) {
   const std::string tmp = private_tmp(plan);
+  // Left empty, the usual end: one rmdir (it refuses a directory with entries,
+  // and a link in its place, ENOTDIR, which the open below refuses too).
+  if (::rmdir(tmp.c_str()) == 0 || errno == ENOENT) return;
   OpenedDir d = open_subdir(AT_FDCWD, tmp.c_str());
   if (!d) return;
   remove_entries(d.get());
