@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -17,6 +16,7 @@
 #include "plan/protected_names.hpp"
 #include "util/dir_fd.hpp"
 #include "util/parallel_walk.hpp"
+#include "util/proc_text.hpp"
 
 namespace exg::plan {
 
@@ -274,11 +274,14 @@ std::vector<std::string> protected_extra_names(std::vector<std::string> names, c
   if (!home.empty()) dirs.push_back(home + "/.config/direnv");
   for (const auto& d : dirs)
     for (const char* f : {"/direnv.toml", "/config.toml"}) {
-      std::ifstream in(d + f);
-      for (std::string line; std::getline(in, line);) {
+      // read(2), not a stream: most runs have no such file, and a stream's set-up cost more than the rest.
+      std::string text = util::read_proc_text((d + f).c_str());
+      for (size_t at = 0; at < text.size();) {
+        size_t end = std::min(text.find('\n', at), text.size());
         std::string l;
-        for (char c : line)
-          if (c != ' ' && c != '\t') l += c;
+        for (size_t i = at; i < end; ++i)
+          if (text[i] != ' ' && text[i] != '\t') l += text[i];
+        at = end + 1;
         if (l.starts_with("load_dotenv=true")) {
           names.push_back(".env");
           return names;
