@@ -66,6 +66,7 @@ std::optional<std::string> host_file_to_cover(const std::string& path) {
 std::vector<std::string> pinned_allowed_names(const policy::Network& net) {
   constexpr size_t kMaxPinned = 1024;  // a hosts file glibc reads on every lookup stays small
   std::vector<std::string> out;
+  if (net.allowed_domains.empty()) return out;  // (no rules made for nothing to pin: their code is paged in for it)
   auto rules = egress::Rules::from_policy(net);
   if (!rules) return out;  // the proxy refuses to start with the same error
   for (const auto& d : net.allowed_domains) {
