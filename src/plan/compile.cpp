@@ -959,7 +959,7 @@ struct Builder {
     if (!ctx.user_name.empty() && plan.identity.inside_uid != 0) env["USER"] = env["LOGNAME"] = ctx.user_name;
     if (plan.proxy.enabled) {
       // Every common client finds the proxy (srt sets the same names).
-      for (auto& [k, v] : proxy_env(plan.proxy.http_port, plan.proxy.socks_port)) env[k] = v;
+      for (auto& [k, v] : proxy_env(plan.proxy.http_port, plan.proxy.socks_port)) env[std::move(k)] = std::move(v);
     }
     env["EXGUARDIAN"] = "1";
     env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;
@@ -1015,7 +1015,13 @@ struct Builder {
         }
       }
     }
-    for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
+    // Each NAME=VALUE made at its size once (k + "=" + v grew it twice), the list reserved once.
+    plan.env.reserve(plan.env.size() + env.size());
+    for (const auto& [k, v] : env) {
+      std::string& kv = plan.env.emplace_back();
+      kv.reserve(k.size() + 1 + v.size());
+      kv.append(k).append(1, '=').append(v);
+    }
   }
 };
 
