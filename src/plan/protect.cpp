@@ -54,6 +54,7 @@ struct DirTask {
   ProtectedPaths::Scope scope;  // root: set; others: derived from `parent` once listed (visit)
   ProtectedPaths::Scope parent;
   std::string name;  // in the parent
+  bool is_root = false;
   bool scoped = false;
   size_t depth = 0;
   std::shared_ptr<Held> held;  // the nearest widened directory above it
@@ -180,10 +181,10 @@ struct Walker {
       es.push_back({std::string(n), t});
     });
     // Whether it is a git directory, from its own listing (not four stats per
-    // directory; a listing that failed part-way: asked by name).
+    // directory, the root's included; a listing that failed part-way: asked by name).
     if (!task.scoped) {
       if (!listed) gm = git_markers_at(fd);
-      task.scope = pp.enter(task.parent, task.name, pp.git_dir_here(task.parent, gm));
+      task.scope = task.is_root ? pp.root(gm.git_dir(), root) : pp.enter(task.parent, task.name, pp.git_dir_here(task.parent, gm));
       task.scoped = true;
     }
     const ProtectedPaths::Scope& scope = task.scope;
@@ -243,8 +244,7 @@ ProtectFindings find_protected_all(const std::string& root, const ProtectOptions
   DirTask top;
   top.root_fd.reset(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (top.root_fd) {
-    top.scope = pp.root(git_markers_at(top.root_fd.get()).git_dir(), root);
-    top.scoped = true;
+    top.is_root = true;  // (its scope from its listing, in visit)
     top.path = root;
     w.walk.run(std::move(top), [&w](DirTask& t) { w.visit(t); });
   }
