@@ -31,6 +31,7 @@
 #include "plan/protect.hpp"
 #include "plan/secrets.hpp"
 #include "util/dir_fd.hpp"
+#include "util/proc_text.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::plan {
@@ -114,14 +115,16 @@ std::string random_hex(size_t bytes) {
 // chosen far above any allocation range anyway.
 std::set<uid_t> local_uids() {
   std::set<uid_t> uids;
-  if (FILE* f = std::fopen("/etc/passwd", "re")) {
-    char line[1024];
-    while (std::fgets(line, sizeof line, f)) {
-      char* p = std::strchr(line, ':');
-      if (p) p = std::strchr(p + 1, ':');
-      if (p) uids.insert(static_cast<uid_t>(std::strtoul(p + 1, nullptr, 10)));
-    }
-    std::fclose(f);
+  // read(2), not stdio; pieces as fgets into 1024 bytes gave them (a longer line in several).
+  std::string text = util::read_proc_text("/etc/passwd");
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    size_t end = std::min({nl == std::string::npos ? text.size() : nl + 1, at + 1023, text.size()});
+    std::string line = text.substr(at, end - at);
+    at = end;
+    const char* p = std::strchr(line.c_str(), ':');
+    if (p) p = std::strchr(p + 1, ':');
+    if (p) uids.insert(static_cast<uid_t>(std::strtoul(p + 1, nullptr, 10)));
   }
   return uids;
 }
