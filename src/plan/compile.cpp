@@ -3,7 +3,6 @@
 // the environment. Reads the filesystem, never changes it.
 #include <dirent.h>
 #include <fcntl.h>
-#include <pwd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -25,12 +24,14 @@
 #include "egress/transparent.hpp"
 #include "plan/git_pointers.hpp"
 #include "plan/host_sockets.hpp"
+#include "plan/local_account.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
 #include "plan/proxy_env.hpp"
 #include "plan/protect.hpp"
 #include "plan/secrets.hpp"
 #include "util/dir_fd.hpp"
+#include "util/proc_text.hpp"
 #include "util/unique_fd.hpp"
 
 namespace exg::plan {
@@ -43,14 +44,18 @@ namespace {
 // resolv.conf; a dangling link to a resolver that is not running): a sandbox
 // sees the host's /etc read-only, where no mount point can be made, so the plan
 // leaves the file out and says so instead of failing at set-up.
+// (One lstat says all of it for a file that is not a link: three stats before.)
 std::optional<std::string> host_file_to_cover(const std::string& path) {
   std::string target = path;
-  std::error_code ec;
-  if (std::filesystem::is_symlink(target, ec)) {
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return std::nullopt;
+  if (S_ISLNK(st.st_mode)) {
+    std::error_code ec;
     auto real = std::filesystem::weakly_canonical(target, ec);
     if (!ec && real.is_absolute()) target = real.string();
+    if (::stat(target.c_str(), &st) != 0) return std::nullopt;
   }
-  if (!std::filesystem::exists(target, ec) || std::filesystem::is_directory(target, ec)) return std::nullopt;
+  if (S_ISDIR(st.st_mode)) return std::nullopt;
   return target;
 }
 
@@ -62,6 +67,7 @@ std::optional<std::string> host_file_to_cover(const std::string& path) {
 std::vector<std::string> pinned_allowed_names(const policy::Network& net) {
   constexpr size_t kMaxPinned = 1024;  // a hosts file glibc reads on every lookup stays small
   std::vector<std::string> out;
+  if (net.allowed_domains.empty()) return out;  // (no rules made for nothing to pin: their code is paged in for it)
   auto rules = egress::Rules::from_policy(net);
   if (!rules) return out;  // the proxy refuses to start with the same error
   for (const auto& d : net.allowed_domains) {
@@ -94,11 +100,12 @@ std::string random_hex(size_t bytes) {
   if (::getrandom(buf, bytes, 0) != static_cast<ssize_t>(bytes)) {
     for (size_t i = 0; i < bytes; ++i) buf[i] = static_cast<unsigned char>(::rand());
   }
-  std::string s;
-  char h[3];
+  // Two digits a byte by hand: snprintf's first call pages in the printf machinery.
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string s(2 * bytes, '0');
   for (size_t i = 0; i < bytes; ++i) {
-    std::snprintf(h, sizeof h, "%02x", buf[i]);
-    s += h;
+    s[2 * i] = kDigits[buf[i] >> 4];
+    s[2 * i + 1] = kDigits[buf[i] & 15];
   }
   return s;
 }
@@ -108,14 +115,16 @@ std::string random_hex(size_t bytes) {
 // chosen far above any allocation range anyway.
 std::set<uid_t> local_uids() {
   std::set<uid_t> uids;
-  if (FILE* f = std::fopen("/etc/passwd", "re")) {
-    char line[1024];
-    while (std::fgets(line, sizeof line, f)) {
-      char* p = std::strchr(line, ':');
-      if (p) p = std::strchr(p + 1, ':');
-      if (p) uids.insert(static_cast<uid_t>(std::strtoul(p + 1, nullptr, 10)));
-    }
-    std::fclose(f);
+  // read(2), not stdio; pieces as fgets into 1024 bytes gave them (a longer line in several).
+  std::string text = util::read_proc_text("/etc/passwd");
+  for (size_t at = 0; at < text.size();) {
+    size_t nl = text.find('\n', at);
+    size_t end = std::min({nl == std::string::npos ? text.size() : nl + 1, at + 1023, text.size()});
+    std::string line = text.substr(at, end - at);
+    at = end;
+    const char* p = std::strchr(line.c_str(), ':');
+    if (p) p = std::strchr(p + 1, ':');
+    if (p) uids.insert(static_cast<uid_t>(std::strtoul(p + 1, nullptr, 10)));
   }
   return uids;
 }
@@ -184,9 +193,9 @@ struct Builder {
     if (::stat(ws.c_str(), &st) != 0) return fail(Error::sys("workspace " + ws));
     if (st.st_uid != 0) {
       id.host_uid = st.st_uid;
-      passwd* pw = ::getpwuid(st.st_uid);
-      id.host_gid = pw ? pw->pw_gid : st.st_gid;
-      if (pw) owner_name_ = pw->pw_name;  // USER and LOGNAME (build_env): not looked up a second time
+      auto owner = account_of(st.st_uid);  // getpwuid's answer, without NSS's set-up where /etc/passwd gives it
+      id.host_gid = owner ? owner->gid : st.st_gid;
+      if (owner) owner_name_ = owner->name;  // USER and LOGNAME (build_env): not looked up a second time
       id.why = "invoked as root: runs as the workspace owner";
     } else {
       id.synthetic = true;
@@ -954,7 +963,7 @@ struct Builder {
     if (!ctx.user_name.empty() && plan.identity.inside_uid != 0) env["USER"] = env["LOGNAME"] = ctx.user_name;
     if (plan.proxy.enabled) {
       // Every common client finds the proxy (srt sets the same names).
-      for (auto& [k, v] : proxy_env(plan.proxy.http_port, plan.proxy.socks_port)) env[k] = v;
+      for (auto& [k, v] : proxy_env(plan.proxy.http_port, plan.proxy.socks_port)) env[std::move(k)] = std::move(v);
     }
     env["EXGUARDIAN"] = "1";
     env["EXGUARDIAN_SANDBOX_ID"] = plan.sandbox_id;
@@ -1010,7 +1019,13 @@ struct Builder {
         }
       }
     }
-    for (const auto& [k, v] : env) plan.env.push_back(k + "=" + v);
+    // Each NAME=VALUE made at its size once (k + "=" + v grew it twice), the list reserved once.
+    plan.env.reserve(plan.env.size() + env.size());
+    for (const auto& [k, v] : env) {
+      std::string& kv = plan.env.emplace_back();
+      kv.reserve(k.size() + 1 + v.size());
+      kv.append(k).append(1, '=').append(v);
+    }
   }
 };
 

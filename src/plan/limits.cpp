@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <charconv>
-#include <fstream>
-#include <sstream>
+
+#include "util/proc_text.hpp"
 
 namespace exg::plan {
 
@@ -30,10 +30,8 @@ std::optional<uint64_t> parse_memtotal(std::string_view meminfo) {
 Limits default_limits() {
   Limits l;
   constexpr uint64_t kCap = 8ull << 30;
-  std::ifstream in("/proc/meminfo");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  if (auto total = parse_memtotal(ss.str())) {
+  // Read with read(2), not through a stream: the streams' set-up was most of this step.
+  if (auto total = parse_memtotal(util::read_proc_text("/proc/meminfo"))) {
     uint64_t half = (*total / 2) & ~((1ull << 20) - 1);  // whole MiB
     l.memory_bytes = std::min(half, kCap);
   }

@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <fstream>
 #include <memory>
 #include <mutex>
 
@@ -17,6 +16,7 @@
 #include "plan/protected_names.hpp"
 #include "util/dir_fd.hpp"
 #include "util/parallel_walk.hpp"
+#include "util/proc_text.hpp"
 
 namespace exg::plan {
 
@@ -54,6 +54,7 @@ struct DirTask {
   ProtectedPaths::Scope scope;  // root: set; others: derived from `parent` once listed (visit)
   ProtectedPaths::Scope parent;
   std::string name;  // in the parent
+  bool is_root = false;
   bool scoped = false;
   size_t depth = 0;
   std::shared_ptr<Held> held;  // the nearest widened directory above it
@@ -180,10 +181,10 @@ struct Walker {
       es.push_back({std::string(n), t});
     });
     // Whether it is a git directory, from its own listing (not four stats per
-    // directory; a listing that failed part-way: asked by name).
+    // directory, the root's included; a listing that failed part-way: asked by name).
     if (!task.scoped) {
       if (!listed) gm = git_markers_at(fd);
-      task.scope = pp.enter(task.parent, task.name, pp.git_dir_here(task.parent, gm));
+      task.scope = task.is_root ? pp.root(gm.git_dir(), root) : pp.enter(task.parent, task.name, pp.git_dir_here(task.parent, gm));
       task.scoped = true;
     }
     const ProtectedPaths::Scope& scope = task.scope;
@@ -243,8 +244,7 @@ ProtectFindings find_protected_all(const std::string& root, const ProtectOptions
   DirTask top;
   top.root_fd.reset(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (top.root_fd) {
-    top.scope = pp.root(git_markers_at(top.root_fd.get()).git_dir(), root);
-    top.scoped = true;
+    top.is_root = true;  // (its scope from its listing, in visit)
     top.path = root;
     w.walk.run(std::move(top), [&w](DirTask& t) { w.visit(t); });
   }
@@ -274,11 +274,14 @@ std::vector<std::string> protected_extra_names(std::vector<std::string> names, c
   if (!home.empty()) dirs.push_back(home + "/.config/direnv");
   for (const auto& d : dirs)
     for (const char* f : {"/direnv.toml", "/config.toml"}) {
-      std::ifstream in(d + f);
-      for (std::string line; std::getline(in, line);) {
+      // read(2), not a stream: most runs have no such file, and a stream's set-up cost more than the rest.
+      std::string text = util::read_proc_text((d + f).c_str());
+      for (size_t at = 0; at < text.size();) {
+        size_t end = std::min(text.find('\n', at), text.size());
         std::string l;
-        for (char c : line)
-          if (c != ' ' && c != '\t') l += c;
+        for (size_t i = at; i < end; ++i)
+          if (text[i] != ' ' && text[i] != '\t') l += text[i];
+        at = end + 1;
         if (l.starts_with("load_dotenv=true")) {
           names.push_back(".env");
           return names;

@@ -1280,6 +1280,32 @@ TEST_F(PlanTest, HostUnixSocketsUnlistableStopsThePlan) {
                                    "3: allowAllUnixSockets stopped too; 78-79: set-up";
 }
 
+// direnv's load_dotenv = true (its config under XDG_CONFIG_HOME or
+// ~/.config/direnv, blanks anywhere, a last line without its newline) makes
+// .env a protected name; false, another key or no config: not.
+TEST(ProtectedExtraNames, DotenvWhenDirenvLoadsIt) {
+  TempDir t;
+  const char* old = std::getenv("XDG_CONFIG_HOME");
+  std::string saved = old ? old : "";
+  auto with_config = [&](const std::string& file, const std::string& text) {
+    fs::remove_all(t.path() + "/xdg");
+    fs::remove_all(t.path() + "/home");
+    mkdirs(t.path() + "/home");
+    if (!file.empty()) write_file(file, text);
+    ::setenv("XDG_CONFIG_HOME", (t.path() + "/xdg").c_str(), 1);
+    auto names = protected_extra_names({"extra"}, t.path() + "/home");
+    return std::count(names.begin(), names.end(), ".env") == 1 && names.front() == "extra";
+  };
+  EXPECT_TRUE(with_config(t.path() + "/xdg/direnv/direnv.toml", "[global]\n load_dotenv \t= true\n"));
+  EXPECT_TRUE(with_config(t.path() + "/xdg/direnv/config.toml", "[global]\nload_dotenv=true"));
+  EXPECT_TRUE(with_config(t.path() + "/home/.config/direnv/direnv.toml", "x = 1\n\nload_dotenv = true\n"));
+  EXPECT_FALSE(with_config(t.path() + "/xdg/direnv/direnv.toml", "load_dotenv = false\n"));
+  EXPECT_FALSE(with_config(t.path() + "/xdg/direnv/direnv.toml", "# load_dotenv = true\n"));
+  EXPECT_FALSE(with_config("", ""));
+  if (old) ::setenv("XDG_CONFIG_HOME", saved.c_str(), 1);
+  else ::unsetenv("XDG_CONFIG_HOME");
+}
+
 TEST(HostSockets, TablePaths) {
   size_t relative = 0;
   auto v = unix_table_paths(
