@@ -3,6 +3,7 @@
 // the environment. Reads the filesystem, never changes it.
 #include <dirent.h>
 #include <fcntl.h>
+#include <pwd.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -24,7 +25,6 @@
 #include "egress/transparent.hpp"
 #include "plan/git_pointers.hpp"
 #include "plan/host_sockets.hpp"
-#include "plan/local_account.hpp"
 #include "plan/paths.hpp"
 #include "plan/plan.hpp"
 #include "plan/proxy_env.hpp"
@@ -193,9 +193,9 @@ struct Builder {
     if (::stat(ws.c_str(), &st) != 0) return fail(Error::sys("workspace " + ws));
     if (st.st_uid != 0) {
       id.host_uid = st.st_uid;
-      auto owner = account_of(st.st_uid);  // getpwuid's answer, without NSS's set-up where /etc/passwd gives it
-      id.host_gid = owner ? owner->gid : st.st_gid;
-      if (owner) owner_name_ = owner->name;  // USER and LOGNAME (build_env): not looked up a second time
+      passwd* pw = ::getpwuid(st.st_uid);
+      id.host_gid = pw ? pw->pw_gid : st.st_gid;
+      if (pw) owner_name_ = pw->pw_name;  // USER and LOGNAME (build_env): not looked up a second time
       id.why = "invoked as root: runs as the workspace owner";
     } else {
       id.synthetic = true;
