@@ -78,7 +78,7 @@ bool await_idmapped_trees(int sync_fd, int* trees, size_t count) {
   return true;
 }
 
-int await_in_cgroup(int sync_fd, StepTimer* timer) {
+int await_in_cgroup(int sync_fd, StepTimer* timer, bool* moved) {
   char type = 0;
   int fds[kMaxPassedFds];
   size_t n = 0;
@@ -86,6 +86,7 @@ int await_in_cgroup(int sync_fd, StepTimer* timer) {
   if (recv_parent_message(sync_fd, &type, fds, &n) && type == kMsgInCgroup) {
     result = n ? cgroup::Cgroup::attach_self(fds, n) : 0;
     if (result == 0 && n && timer) timer->child_mark("cgroup attach");
+    if (moved) *moved = result == 0 && n > 0;
   }
   for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups
   return result;

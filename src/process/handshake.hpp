@@ -91,8 +91,10 @@ bool await_idmapped_trees(int sync_fd, int* trees, size_t count);
 // the sandbox's cgroup through the tasks files that came with it (the timer's
 // "cgroup attach"). 0 when in; -1 when the message was not "in cgroup" (the
 // parent is gone or said something else); else the errno of the move. No
-// allocation: it runs in the cloned child.
-int await_in_cgroup(int sync_fd, StepTimer* timer);
+// allocation: it runs in the cloned child. `moved` (unless null): whether it
+// moved into a v1 cgroup made after the clone (the message carried its tasks
+// files; none when no cgroup could be made, SpawnFds::cgroup_made).
+int await_in_cgroup(int sync_fd, StepTimer* timer, bool* moved = nullptr);
 
 // The seccomp listener to the supervisor, by its descriptor number. Not the
 // descriptor itself (SCM_RIGHTS): init is under the filter now, which sends

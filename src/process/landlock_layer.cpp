@@ -103,10 +103,12 @@ struct ChildSetup {
   std::string ll_report;
   if (int r = walls::prepare_landlock(plan.landlock, &rules, &ll_report, /*say_applied=*/false); r < 0)
     die(sync, "apply Landlock (" + ll_report + ")", -r);
-  if (int e = await_in_cgroup(sync, opt.timer)) {
+  bool moved = false;  // (v1: the cgroup is made after "go", spawn.cpp)
+  if (int e = await_in_cgroup(sync, opt.timer, &moved)) {
     if (e < 0) ::_exit(125);
     die(sync, "move into the sandbox's cgroup", e);
   }
+  const bool in_cgroup = f.cgroup_made || moved;
   // TMPDIR: made by the supervisor while the rules above were gathered, and
   // before "in cgroup": its rule now (no run without it).
   if (int r = walls::add_writable_dir(rules, c.private_tmp); r < 0)
@@ -141,7 +143,7 @@ struct ChildSetup {
   // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
   Warden warden;
   // On init's memory only for a plain run in a cgroup (landlock_warden.hpp).
-  const bool share_memory = f.cgroup_made && !opt.agent;
+  const bool share_memory = in_cgroup && !opt.agent;
   if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), share_memory, &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
   // The host's network: with seccomp, init installs it with the main filter (one program); without, here.
   if (c.host_network_only && walls::install_seccomp_errno(*c.host_network_only) != 0)
@@ -349,7 +351,6 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
     return {};
   };
   sp.need_seccomp_listener = plan.seccomp;
-  sp.cgroup_before_clone = true;  // its child has only its Landlock rules to gather meanwhile
   sp.timer = opt.timer;
   sp.clone_what = "start the sandbox's first process";
   auto sb = spawn(std::move(sp));
