@@ -54,11 +54,18 @@ bool send_listener_taken(int sock) { return send_fds(sock, kMsgListenerTaken, nu
 
 // ---- the child's half ----
 
-bool await_go(int sync_fd, std::string* trust_anchor) {
+bool await_go_view(int sync_fd, std::string_view* trust_anchor) {
   static char go[1 + kMaxTrustAnchor + 1];
   ssize_t got = ::recv(sync_fd, go, sizeof go, 0);
   if (got < 1 || go[0] != kMsgGo || static_cast<size_t>(got) > 1 + kMaxTrustAnchor) return false;
-  if (trust_anchor) trust_anchor->assign(go + 1, static_cast<size_t>(got - 1));
+  if (trust_anchor) *trust_anchor = std::string_view(go + 1, static_cast<size_t>(got - 1));
+  return true;
+}
+
+bool await_go(int sync_fd, std::string* trust_anchor) {
+  std::string_view pem;
+  if (!await_go_view(sync_fd, &pem)) return false;
+  if (trust_anchor) trust_anchor->assign(pem);
   return true;
 }
 

@@ -81,6 +81,10 @@ bool send_listener_taken(int sock);
 // Waits for "go". The PEM that came with it into *trust_anchor (nullptr:
 // the caller takes none). False when the parent sent something else or is gone.
 bool await_go(int sync_fd, std::string* trust_anchor);
+// The same without a copy: the PEM as a view into this process's static
+// buffer, valid while nothing else reads "go" (nothing allocated: for a
+// child that must not, the landlock layer's).
+bool await_go_view(int sync_fd, std::string_view* trust_anchor);
 
 // The child's side of "I": takes `count` trees, in order, into `trees`. False
 // when the parent sent something else or is gone (what came is closed). No
