@@ -54,11 +54,18 @@ bool send_listener_taken(int sock) { return send_fds(sock, kMsgListenerTaken, nu
 
 // ---- the child's half ----
 
-bool await_go(int sync_fd, std::string* trust_anchor) {
+bool await_go_view(int sync_fd, std::string_view* trust_anchor) {
   static char go[1 + kMaxTrustAnchor + 1];
   ssize_t got = ::recv(sync_fd, go, sizeof go, 0);
   if (got < 1 || go[0] != kMsgGo || static_cast<size_t>(got) > 1 + kMaxTrustAnchor) return false;
-  if (trust_anchor) trust_anchor->assign(go + 1, static_cast<size_t>(got - 1));
+  if (trust_anchor) *trust_anchor = std::string_view(go + 1, static_cast<size_t>(got - 1));
+  return true;
+}
+
+bool await_go(int sync_fd, std::string* trust_anchor) {
+  std::string_view pem;
+  if (!await_go_view(sync_fd, &pem)) return false;
+  if (trust_anchor) trust_anchor->assign(pem);
   return true;
 }
 
@@ -78,7 +85,7 @@ bool await_idmapped_trees(int sync_fd, int* trees, size_t count) {
   return true;
 }
 
-int await_in_cgroup(int sync_fd, StepTimer* timer) {
+int await_in_cgroup(int sync_fd, StepTimer* timer, bool* moved) {
   char type = 0;
   int fds[kMaxPassedFds];
   size_t n = 0;
@@ -86,6 +93,7 @@ int await_in_cgroup(int sync_fd, StepTimer* timer) {
   if (recv_parent_message(sync_fd, &type, fds, &n) && type == kMsgInCgroup) {
     result = n ? cgroup::Cgroup::attach_self(fds, n) : 0;
     if (result == 0 && n && timer) timer->child_mark("cgroup attach");
+    if (moved) *moved = result == 0 && n > 0;
   }
   for (size_t k = 0; k < n; ++k) ::close(fds[k]);  // nothing of the sandbox keeps a way into other cgroups
   return result;

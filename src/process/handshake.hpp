@@ -81,6 +81,10 @@ bool send_listener_taken(int sock);
 // Waits for "go". The PEM that came with it into *trust_anchor (nullptr:
 // the caller takes none). False when the parent sent something else or is gone.
 bool await_go(int sync_fd, std::string* trust_anchor);
+// The same without a copy: the PEM as a view into this process's static
+// buffer, valid while nothing else reads "go" (nothing allocated: for a
+// child that must not, the landlock layer's).
+bool await_go_view(int sync_fd, std::string_view* trust_anchor);
 
 // The child's side of "I": takes `count` trees, in order, into `trees`. False
 // when the parent sent something else or is gone (what came is closed). No
@@ -91,8 +95,10 @@ bool await_idmapped_trees(int sync_fd, int* trees, size_t count);
 // the sandbox's cgroup through the tasks files that came with it (the timer's
 // "cgroup attach"). 0 when in; -1 when the message was not "in cgroup" (the
 // parent is gone or said something else); else the errno of the move. No
-// allocation: it runs in the cloned child.
-int await_in_cgroup(int sync_fd, StepTimer* timer);
+// allocation: it runs in the cloned child. `moved` (unless null): whether it
+// moved into a v1 cgroup made after the clone (the message carried its tasks
+// files; none when no cgroup could be made, SpawnFds::cgroup_made).
+int await_in_cgroup(int sync_fd, StepTimer* timer, bool* moved = nullptr);
 
 // The seccomp listener to the supervisor, by its descriptor number. Not the
 // descriptor itself (SCM_RIGHTS): init is under the filter now, which sends

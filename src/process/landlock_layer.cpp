@@ -75,8 +75,8 @@ struct ChildSetup {
   for (int fd : opt.supervisor_fds) ::close(fd);
   const int sync = f.sync_fd;
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  std::string anchor;
-  if (!await_go(sync, &anchor)) ::_exit(125);
+  std::string_view anchor;  // (in await_go's static buffer: nothing allocated here)
+  if (!await_go_view(sync, &anchor)) ::_exit(125);
   // The secrets' values and the invoker's environment came along in this copy of the supervisor's memory.
   for (const auto& sec : plan.secrets) ::explicit_bzero(const_cast<char*>(sec.value.data()), sec.value.size());
   for (char** e = environ; e && *e; ++e) ::explicit_bzero(*e, std::strlen(*e));
@@ -103,26 +103,28 @@ struct ChildSetup {
   std::string ll_report;
   if (int r = walls::prepare_landlock(plan.landlock, &rules, &ll_report, /*say_applied=*/false); r < 0)
     die(sync, "apply Landlock (" + ll_report + ")", -r);
-  if (int e = await_in_cgroup(sync, opt.timer)) {
+  bool moved = false;  // (v1: the cgroup is made after "go", spawn.cpp)
+  if (int e = await_in_cgroup(sync, opt.timer, &moved)) {
     if (e < 0) ::_exit(125);
     die(sync, "move into the sandbox's cgroup", e);
   }
+  const bool in_cgroup = f.cgroup_made || moved;
   // TMPDIR: made by the supervisor while the rules above were gathered, and
   // before "in cgroup": its rule now (no run without it).
   if (int r = walls::add_writable_dir(rules, c.private_tmp); r < 0)
     die(sync, "add " + c.private_tmp + " to the Landlock rules", -r);
   if (!c.bundle_path.empty()) {
     if (anchor.empty()) die(sync, "no trust anchor for the bundle at " + c.bundle_path, 0);
-    std::string content = c.bundle_content + anchor;
     int w = ::open(c.bundle_path.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0444);
     if (w < 0) die(sync, "create " + c.bundle_path, errno);
-    size_t off = 0;
-    while (off < content.size()) {
-      ssize_t n = ::write(w, content.data() + off, content.size() - off);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) die(sync, "write " + c.bundle_path, errno);
-      off += static_cast<size_t>(n);
-    }
+    // The host's bundle, then the anchor: two writes, no joined copy (no allocation here).
+    for (std::string_view part : {std::string_view(c.bundle_content), anchor})
+      for (size_t off = 0; off < part.size();) {
+        ssize_t n = ::write(w, part.data() + off, part.size() - off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) die(sync, "write " + c.bundle_path, errno);
+        off += static_cast<size_t>(n);
+      }
     ::close(w);
   }
   int pty_slave = -1;
@@ -141,7 +143,7 @@ struct ChildSetup {
   // No cgroup need exist: the warden ends the sandbox if the supervisor is killed (landlock_warden.hpp).
   Warden warden;
   // On init's memory only for a plain run in a cgroup (landlock_warden.hpp).
-  const bool share_memory = f.cgroup_made && !opt.agent;
+  const bool share_memory = in_cgroup && !opt.agent;
   if (int e = start_warden(f.parent_pidfd, c.private_tmp.c_str(), share_memory, &warden); e != 0) die(sync, "start the warden (a signal-scoped Landlock domain)", -e);
   // The host's network: with seccomp, init installs it with the main filter (one program); without, here.
   if (c.host_network_only && walls::install_seccomp_errno(*c.host_network_only) != 0)
@@ -349,7 +351,6 @@ Result<layer::Sandbox> LandlockLayer::launch(const plan::Plan& plan, const layer
     return {};
   };
   sp.need_seccomp_listener = plan.seccomp;
-  sp.cgroup_before_clone = true;  // its child has only its Landlock rules to gather meanwhile
   sp.timer = opt.timer;
   sp.clone_what = "start the sandbox's first process";
   auto sb = spawn(std::move(sp));

@@ -75,10 +75,11 @@ Result<layer::Sandbox> spawn(SpawnSpec spec) {
   // v1: the freezer hierarchy only for a sandbox serve may pause (a session's,
   // with the agent); a run's kill stops forks with pids.max 0 instead.
   // v2 (or no usable cgroup, so that explicit limits fail before anything
-  // starts): made now, the child born in it. v1: after "go" (header), unless
-  // the layer asks for it now (SpawnSpec::cgroup_before_clone).
+  // starts): made now, the child born in it. v1: after "go" (header), for
+  // every layer (the landlock layer's run costs less CPU than with the
+  // cgroup made before the clone: docs/benchmarks.md).
   const auto layout = cgroup::plan_layout();
-  const bool cgroup_after_go = layout.usable && !layout.v2 && !spec.cgroup_before_clone;
+  const bool cgroup_after_go = layout.usable && !layout.v2;
   cgroup::Cgroup cgroup;
   if (!cgroup_after_go) {
     auto cg = cgroup::Cgroup::create_in(layout, spec.cgroup_id, spec.limits, /*freezer=*/spec.agent || spec.freezer);

@@ -35,7 +35,9 @@ struct SpawnFds {
   int sync_fd = -1;        // the setup socket's child end
   int parent_pidfd = -1;   // the supervisor, for the child's death-of-parent check
   int agent_fd = -1;       // the agent channel's far end (SpawnSpec::agent), else -1
-  // A cgroup of the sandbox was made before the clone: whatever ends init,
+  // The sandbox has a cgroup (made before the clone, or on v1 made after
+  // "go" and moved into with "in cgroup", before anything of the sandbox
+  // starts; if it cannot be made the child is killed): whatever ends init,
   // the supervisor can end every process of the sandbox through it.
   bool cgroup_made = false;
 };
@@ -65,11 +67,6 @@ struct SpawnSpec {
   // LaunchOptions::meanwhile: run after "go" (and the v1 cgroup), before "in cgroup".
   std::function<Result<void>()> meanwhile;
   bool need_seccomp_listener = false;  // "ready" without one fails
-  // On cgroup v1 too, the cgroup is made before the clone rather than after
-  // "go" (the child moves itself in either way, with "in cgroup"): the
-  // supervisor's allocations then come before the fork, not as copy-on-write
-  // faults beside a child with little to overlap them with (the landlock layer).
-  bool cgroup_before_clone = false;
   // Transparent egress on this port (plan.proxy.transparent): the child hands
   // over its netns's netlink sockets ("T"), this side sets the capture up on
   // them while the child goes on, and "in cgroup" is sent only after that

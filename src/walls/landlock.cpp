@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string_view>
 
 #include "util/unique_fd.hpp"
 
@@ -82,12 +83,39 @@ std::uint64_t fs_rights(int abi) {
   return all;
 }
 
+// A directory these credentials cannot search (a rule path beneath it could
+// not be opened: EACCES, and faccessat says so of the directory itself):
+// every later path beneath it is skipped without an open, as its open would
+// fail. A root run's rules name HOME's entries, /root/..., which the
+// sandbox's uid cannot reach: 14 failed opens a run. A view into the rules'
+// own strings: nothing allocated (this runs in the cloned child).
+struct Unsearchable {
+  std::string_view dir;
+  bool holds(const std::string& path) const {
+    return !dir.empty() && path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 && path[dir.size()] == '/';
+  }
+  // After `path` failed with EACCES: remember its directory if that cannot be searched.
+  void learn(const std::string& path) {
+    size_t slash = path.rfind('/');
+    char buf[4096];
+    if (slash == std::string::npos || slash == 0 || slash >= sizeof buf) return;
+    path.copy(buf, slash);
+    buf[slash] = '\0';
+    // (raw: a libc function no one called before would be bound lazily here,
+    // in the cloned child, faulting in libc's symbol tables; faccessat2 is
+    // older than Landlock)
+    if (::syscall(SYS_faccessat2, AT_FDCWD, buf, X_OK, AT_EACCESS) != 0 && errno == EACCES)
+      dir = std::string_view(path).substr(0, slash);
+  }
+};
+
 // Adds one path-beneath rule; false (and the path in `skipped`, unless null)
 // when the path cannot be opened. Other failures are returned as -errno through `err`.
 bool add_path(int ruleset, const std::string& path, std::uint64_t access, std::uint64_t handled,
-              std::string* skipped, int& err) {
-  UniqueFd fd(::open(path.c_str(), O_PATH | O_CLOEXEC));
+              std::string* skipped, int& err, Unsearchable& unsearchable) {
+  UniqueFd fd(unsearchable.holds(path) ? -1 : ::open(path.c_str(), O_PATH | O_CLOEXEC));
   if (!fd) {
+    if (errno == EACCES && !unsearchable.holds(path)) unsearchable.learn(path);
     if (skipped) *skipped += (skipped->empty() ? "" : ", ") + path;
     return false;
   }
@@ -177,16 +205,17 @@ int prepare_landlock(const LandlockRules& rules, PreparedLandlock* out, std::str
   std::string skipped_paths;  // (only for the line of what was applied)
   std::string* skipped = report && say_applied ? &skipped_paths : nullptr;
   int err = 0;
+  Unsearchable unsearchable;
   if (rules.handle_reads)
-    for (const auto& p : rules.read_only) add_path(ruleset.get(), p, kRead, handled, skipped, err);
-  for (const auto& p : rules.read_write) add_path(ruleset.get(), p, handled, handled, skipped, err);
+    for (const auto& p : rules.read_only) add_path(ruleset.get(), p, kRead, handled, skipped, err, unsearchable);
+  for (const auto& p : rules.read_write) add_path(ruleset.get(), p, handled, handled, skipped, err, unsearchable);
   for (const auto& p : rules.write_files)
     add_path(ruleset.get(), p, LANDLOCK_ACCESS_FS_WRITE_FILE | LANDLOCK_ACCESS_FS_TRUNCATE, handled,
-             skipped, err);
+             skipped, err, unsearchable);
   // Terminals (tty, the sandbox's own pts) need ioctls; the sandbox's /dev
   // holds only harmless devices besides them.
   if (f.ioctl_dev && (handled & LANDLOCK_ACCESS_FS_IOCTL_DEV)) {
-    add_path(ruleset.get(), "/dev", LANDLOCK_ACCESS_FS_IOCTL_DEV, handled, nullptr, err);
+    add_path(ruleset.get(), "/dev", LANDLOCK_ACCESS_FS_IOCTL_DEV, handled, nullptr, err, unsearchable);
   }
   if (net) {
     for (auto port : rules.bind_tcp) {
