@@ -412,6 +412,7 @@ if start_session "$T/session.log"; then
     # Left behind: a process in a session of its own, its parent gone (it is the agent's orphan).
     run sc exec -- sh -c 'setsid sh -c "exec sleep 31337" </dev/null >/dev/null 2>&1 & echo started'
     _left() { pgrep -x sleep -a 2>/dev/null | grep -q " 31337$"; }
+    wait_for 5 _left  # ("started" is said before the background's exec of sleep)
     check "$who: control: the process a command left behind runs (status $STATUS)" _left
     run sc call '{"op":"shutdown"}'
     check "$who: shutdown is answered" grep -q '"ok":true' <<<"$OUT"
@@ -444,6 +445,7 @@ fi
 if start_session "$T/session3.log"; then
     run sc exec -- sh -c 'setsid sh -c "exec sleep 31339" </dev/null >/dev/null 2>&1 & echo started'
     _left3() { pgrep -x sleep -a 2>/dev/null | grep -q " 31339$"; }
+    wait_for 5 _left3  # (as above)
     check "$who: control: the session's left-behind process runs" _left3
     kill -9 "$(pgrep -P "$SESSION_PID" -x exguardian)"  # (SESSION_PID is timeout's)
     wait "$SESSION_PID" 2>/dev/null
