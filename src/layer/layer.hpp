@@ -144,7 +144,8 @@ struct Sandbox {
   std::string proxy_token;
   std::vector<uint16_t> loopback_ports;
   // What the layer keeps running beside the sandbox while it lives (microvm:
-  // the egress bridge's thread); released with the Sandbox, after the proxy stopped.
+  // the egress bridge's thread; process: its idmaps' killed holders, reaped
+  // here); released with the Sandbox, after the proxy stopped.
   std::shared_ptr<void> companion;
 };
 

@@ -84,6 +84,14 @@ IdmapHolder::~IdmapHolder() {
   }
 }
 
+bool IdmapHolder::reap_if_exited() {
+  if (!pidfd_) return true;
+  siginfo_t si{};
+  if (::waitid(P_PIDFD, static_cast<id_t>(pidfd_.get()), &si, WEXITED | WNOHANG) != 0 || si.si_pid == 0) return false;
+  pidfd_.reset();
+  return true;
+}
+
 Result<UniqueFd> idmap_userns(uid_t from_uid, gid_t from_gid, uid_t to_uid, gid_t to_gid,
                               std::vector<IdmapHolder>* reap_later) {
   int sync[2];
@@ -153,8 +161,14 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
   // Root's supplementary groups must not follow the command in (the front end drops them: cli/host_setup.hpp).
   if (plan.identity.invoked_as_root && ::getgroups(0, nullptr) != 0)
     return fail(Error::msg("setup", "the supervisor still holds supplementary groups (they would follow the command in)"));
-  // The idmaps' holders, killed as soon as their namespace is open, are
-  // reaped when this function returns, whichever way: not waited for one by one.
+  // The idmaps' holders, killed as soon as their namespace is open, are not
+  // waited for one by one: on a failed launch they are reaped when this
+  // function returns; on a launched sandbox those that have exited are reaped
+  // then, and one not yet gone goes with the sandbox (its companion), reaped
+  // when that is released at the run's end. A killed holder still has to be
+  // scheduled to exit: on a busy machine one waited on a run queue past the
+  // sandbox's own end, and the supervisor, reaping it at the handover, slept
+  // through that end (docs/benchmarks.md).
   std::vector<IdmapHolder> holders;
 
   SpawnSpec sp;
@@ -212,7 +226,14 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
                           : ""),
                  e};
   };
-  return spawn(std::move(sp));
+  auto launched = spawn(std::move(sp));
+  if (launched) {
+    auto alive = std::make_shared<std::vector<IdmapHolder>>();
+    for (auto& h : holders)
+      if (!h.reap_if_exited()) alive->push_back(std::move(h));
+    if (!alive->empty()) launched->companion = std::move(alive);
+  }
+  return launched;
 }
 
 }  // namespace exg::process

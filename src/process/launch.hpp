@@ -25,14 +25,15 @@ Result<void> write_id_maps(pid_t pid, const plan::Identity& id);
 // Root only: a user namespace mapping on-disk owner from_* onto to_* (the
 // sandbox's host ids), for MOUNT_ATTR_IDMAP; made by a short-lived child.
 // The child is killed before this returns; with `reap_later` it goes there,
-// to be reaped when the caller drops it (once done launching: its exit then
-// costs the launch no wait), else it is reaped here.
+// to be reaped when the caller drops it (launch(): with the Sandbox, at the
+// run's end, when it has long exited), else it is reaped here.
 class IdmapHolder {
  public:
   IdmapHolder(UniqueFd pidfd, std::unique_ptr<char[]> stack) : pidfd_(std::move(pidfd)), stack_(std::move(stack)) {}
   IdmapHolder(IdmapHolder&&) = default;
   IdmapHolder& operator=(IdmapHolder&&) = delete;
   ~IdmapHolder();  // waits for its exit (by pidfd: no other process's pid), then frees its stack
+  bool reap_if_exited();  // true when it has exited and is reaped (no wait): the destructor then returns at once
 
  private:
   UniqueFd pidfd_;
