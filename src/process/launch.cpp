@@ -227,7 +227,7 @@ Result<Launched> launch(const plan::Plan& plan, const LaunchOptions& opt) {
                  e};
   };
   auto launched = spawn(std::move(sp));
-  if (launched) {
+  if (launched && !launched->companion) {  // (a companion already there: the holders are reaped as on failure)
     auto alive = std::make_shared<std::vector<IdmapHolder>>();
     for (auto& h : holders)
       if (!h.reap_if_exited()) alive->push_back(std::move(h));
