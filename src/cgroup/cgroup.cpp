@@ -3,6 +3,7 @@
 #include "cgroup/files.hpp"
 #include "cgroup/freezer.hpp"
 #include "util/clock.hpp"
+#include "util/dir_fd.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -61,18 +62,30 @@ int make_locked_dir(const std::string& dir) {
 // whose liveness lock (flock on the directory, held by the Cgroup while it
 // exists) is free and whose pid is not alive here.
 void sweep_base(const std::string& base) {
-  DIR* dir = ::opendir(base.c_str());
+  // A cgroup directory's link count is 2 + its subdirectories (kernfs, v1 and
+  // v2): at 2 there is no cgroup in it, stale or not, and its listing (every
+  // control file of the hierarchy's controllers: 34 entries in a v1 memory
+  // one) is not read. A count other than 2 is listed, as is one that cannot be read.
+  struct stat st;
+  if (::stat(base.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // no parent: nothing to sweep
+  } else if (S_ISDIR(st.st_mode) && st.st_nlink == 2) {
+    return;
+  }
+  // Listed by getdents64 on the fd (list_dir), not opendir: no fstat and no
+  // 32 KiB DIR buffer on the heap.
+  UniqueFd dir(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return;
   std::vector<std::string> candidates;
-  while (struct dirent* e = ::readdir(dir)) {
-    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-    auto pid = stale_pid_of(e->d_name);
+  list_dir(dir.get(), [&](std::string_view name, unsigned char type) {
+    if (type != DT_DIR && type != DT_UNKNOWN) return;
+    auto pid = stale_pid_of(name);
     // A live pid keeps its cgroups (also those of an older exguardian, which
     // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
-    if (!pid || pid_alive(*pid)) continue;
-    candidates.emplace_back(e->d_name);
-  }
-  ::closedir(dir);
+    if (!pid || pid_alive(*pid)) return;
+    candidates.emplace_back(name);
+  });
+  dir.reset();
   for (const auto& n : candidates) {
     std::string path = base + "/" + n;
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
