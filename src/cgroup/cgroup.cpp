@@ -250,9 +250,10 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
       cg.notes_.push_back("default " + why + ": not applied");
       return {};
     }
+    const int dfd = cg.dir_fd(dir);
     for (const auto& [file, value] : writes) {
       std::string path = dir + "/" + file;
-      int err = write_text(path, value);
+      int err = dfd == AT_FDCWD ? write_text(path, value) : write_text_at(dfd, file.c_str(), value);
       if (err == ENOENT && (file == "memory.memsw.limit_in_bytes" || file == "memory.swap.max"))
         continue;  // no swap accounting on this kernel: nothing more to bound
       if (err != 0) {
@@ -337,7 +338,8 @@ Result<std::vector<UniqueFd>> Cgroup::open_self_attach() const {
   if (v2_) return out;
   for (const auto& d : dirs_) {
     std::string path = d + "/tasks";
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    const int dfd = dir_fd(d);
+    UniqueFd fd(dfd == AT_FDCWD ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC) : ::openat(dfd, "tasks", O_WRONLY | O_CLOEXEC));
     if (!fd) return fail(Error::sys("open " + path));
     out.push_back(std::move(fd));
   }
@@ -350,13 +352,25 @@ int Cgroup::attach_self(const int* fds, size_t n) {
   return 0;
 }
 
+int Cgroup::dir_fd(const std::string& dir) const {
+  if (locks_.size() != dirs_.size()) return AT_FDCWD;
+  for (size_t i = 0; i < dirs_.size(); ++i)
+    if (dirs_[i] == dir) return locks_[i].get();
+  return AT_FDCWD;
+}
+
 Cgroup::Outcome Cgroup::outcome() const {
   Outcome o;
+  // (the files opened in the directories held open: no walk of their paths again)
+  auto read = [this](const std::string& dir, const char* name) {
+    const int dfd = dir_fd(dir);
+    return dfd == AT_FDCWD ? read_text(dir + "/" + name) : read_text_at(dfd, name);
+  };
   if (!memory_dir_.empty())
-    if (auto t = read_text(memory_dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")))
+    if (auto t = read(memory_dir_, v2_ ? "memory.events" : "memory.oom_control"))
       o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
   if (!pids_dir_.empty())
-    if (auto t = read_text(pids_dir_ + "/pids.events"))
+    if (auto t = read(pids_dir_, "pids.events"))
       o.pids_max_hits = parse_keyed(*t, "max").value_or(0);
   return o;
 }
