@@ -3,6 +3,7 @@
 #include "cgroup/files.hpp"
 #include "cgroup/freezer.hpp"
 #include "util/clock.hpp"
+#include "util/dir_fd.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -61,18 +62,30 @@ int make_locked_dir(const std::string& dir) {
 // whose liveness lock (flock on the directory, held by the Cgroup while it
 // exists) is free and whose pid is not alive here.
 void sweep_base(const std::string& base) {
-  DIR* dir = ::opendir(base.c_str());
+  // A cgroup directory's link count is 2 + its subdirectories (kernfs, v1 and
+  // v2): at 2 there is no cgroup in it, stale or not, and its listing (every
+  // control file of the hierarchy's controllers: 34 entries in a v1 memory
+  // one) is not read. A count other than 2 is listed, as is one that cannot be read.
+  struct stat st;
+  if (::stat(base.c_str(), &st) != 0) {
+    if (errno == ENOENT) return;  // no parent: nothing to sweep
+  } else if (S_ISDIR(st.st_mode) && st.st_nlink == 2) {
+    return;
+  }
+  // Listed by getdents64 on the fd (list_dir), not opendir: no fstat and no
+  // 32 KiB DIR buffer on the heap.
+  UniqueFd dir(::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir) return;
   std::vector<std::string> candidates;
-  while (struct dirent* e = ::readdir(dir)) {
-    if (e->d_type != DT_DIR && e->d_type != DT_UNKNOWN) continue;
-    auto pid = stale_pid_of(e->d_name);
+  list_dir(dir.get(), [&](std::string_view name, unsigned char type) {
+    if (type != DT_DIR && type != DT_UNKNOWN) return;
+    auto pid = stale_pid_of(name);
     // A live pid keeps its cgroups (also those of an older exguardian, which
     // held no lock); a dead one proves nothing alone (pid namespaces): the lock decides.
-    if (!pid || pid_alive(*pid)) continue;
-    candidates.emplace_back(e->d_name);
-  }
-  ::closedir(dir);
+    if (!pid || pid_alive(*pid)) return;
+    candidates.emplace_back(name);
+  });
+  dir.reset();
   for (const auto& n : candidates) {
     std::string path = base + "/" + n;
     UniqueFd fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -237,9 +250,10 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
       cg.notes_.push_back("default " + why + ": not applied");
       return {};
     }
+    const int dfd = cg.dir_fd(dir);
     for (const auto& [file, value] : writes) {
       std::string path = dir + "/" + file;
-      int err = write_text(path, value);
+      int err = dfd == AT_FDCWD ? write_text(path, value) : write_text_at(dfd, file.c_str(), value);
       if (err == ENOENT && (file == "memory.memsw.limit_in_bytes" || file == "memory.swap.max"))
         continue;  // no swap accounting on this kernel: nothing more to bound
       if (err != 0) {
@@ -324,7 +338,8 @@ Result<std::vector<UniqueFd>> Cgroup::open_self_attach() const {
   if (v2_) return out;
   for (const auto& d : dirs_) {
     std::string path = d + "/tasks";
-    UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CLOEXEC));
+    const int dfd = dir_fd(d);
+    UniqueFd fd(dfd == AT_FDCWD ? ::open(path.c_str(), O_WRONLY | O_CLOEXEC) : ::openat(dfd, "tasks", O_WRONLY | O_CLOEXEC));
     if (!fd) return fail(Error::sys("open " + path));
     out.push_back(std::move(fd));
   }
@@ -337,13 +352,25 @@ int Cgroup::attach_self(const int* fds, size_t n) {
   return 0;
 }
 
+int Cgroup::dir_fd(const std::string& dir) const {
+  if (locks_.size() != dirs_.size()) return AT_FDCWD;
+  for (size_t i = 0; i < dirs_.size(); ++i)
+    if (dirs_[i] == dir) return locks_[i].get();
+  return AT_FDCWD;
+}
+
 Cgroup::Outcome Cgroup::outcome() const {
   Outcome o;
+  // (the files opened in the directories held open: no walk of their paths again)
+  auto read = [this](const std::string& dir, const char* name) {
+    const int dfd = dir_fd(dir);
+    return dfd == AT_FDCWD ? read_text(dir + "/" + name) : read_text_at(dfd, name);
+  };
   if (!memory_dir_.empty())
-    if (auto t = read_text(memory_dir_ + (v2_ ? "/memory.events" : "/memory.oom_control")))
+    if (auto t = read(memory_dir_, v2_ ? "memory.events" : "memory.oom_control"))
       o.oom_kills = parse_keyed(*t, "oom_kill").value_or(0);
   if (!pids_dir_.empty())
-    if (auto t = read_text(pids_dir_ + "/pids.events"))
+    if (auto t = read(pids_dir_, "pids.events"))
       o.pids_max_hits = parse_keyed(*t, "max").value_or(0);
   return o;
 }

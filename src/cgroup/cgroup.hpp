@@ -106,6 +106,8 @@ class Cgroup {
 
  private:
   void destroy() noexcept;
+  // The open (locked) directory of dirs_[i] == dir, for openat of its files, or AT_FDCWD.
+  int dir_fd(const std::string& dir) const;
   bool v2_ = false;
   std::vector<std::string> dirs_;     // the sandbox cgroups
   std::vector<std::string> parents_;  // "exguardian" parents, removed when empty

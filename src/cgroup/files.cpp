@@ -9,8 +9,10 @@
 
 namespace exg::cgroup {
 
-std::optional<std::string> read_text(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+std::optional<std::string> read_text(const std::string& path) { return read_text_at(AT_FDCWD, path.c_str()); }
+
+std::optional<std::string> read_text_at(int dirfd, const char* name) {
+  int fd = ::openat(dirfd, name, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::string out;
   char buf[4096];
@@ -24,10 +26,12 @@ std::optional<std::string> read_text(const std::string& path) {
   return out;
 }
 
-int write_text(const std::string& path, std::string_view value) {
+int write_text(const std::string& path, std::string_view value) { return write_text_at(AT_FDCWD, path.c_str(), value); }
+
+int write_text_at(int dirfd, const char* name, std::string_view value) {
   // O_TRUNC, as a shell's `echo 1 > file`: the cgroup filesystem ignores it;
   // a plain file laid out as a cgroup (serve's unit tests) reads what was written.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC | O_TRUNC);
+  int fd = ::openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_TRUNC);
   if (fd < 0) return errno;
   int rc = 0;
   ssize_t n = ::write(fd, value.data(), value.size());

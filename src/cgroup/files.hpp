@@ -13,6 +13,10 @@ namespace exg::cgroup {
 std::optional<std::string> read_text(const std::string& path);
 // One write of value: 0 or errno.
 int write_text(const std::string& path, std::string_view value);
+// The same for `name` in the directory open at dirfd (openat: no walk of the
+// directory's path again; a sandbox's cgroup holds its directory open).
+std::optional<std::string> read_text_at(int dirfd, const char* name);
+int write_text_at(int dirfd, const char* name, std::string_view value);
 
 // Blank-separated words (cgroup.controllers, cgroup.subtree_control, cgroup.procs).
 std::vector<std::string> words(std::string_view s);
