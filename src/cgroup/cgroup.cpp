@@ -166,6 +166,7 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     if (!L.v2 && !limits.cpus && contains(b.controllers, "cpu") && !contains(b.controllers, "cpuacct") &&
         !contains(b.controllers, "memory") && !contains(b.controllers, "pids") && !contains(b.controllers, "freezer")) {
       sweep_base(b.dir);
+      ::rmdir(b.dir.c_str());  // an empty parent left by other runs goes (below: parents_)
       continue;
     }
     // v1: a hierarchy of the freezer alone, for a sandbox no one pauses, once
@@ -173,6 +174,7 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
     // forks there (pids.max 0) as the freezer would.
     if (!L.v2 && !freezer && !cg.pids_dir_.empty() && b.controllers == std::vector<std::string>{"freezer"}) {
       sweep_base(b.dir);
+      ::rmdir(b.dir.c_str());  // (as above)
       continue;
     }
     std::string dir = b.dir + "/" + name;
@@ -188,7 +190,11 @@ Result<Cgroup> Cgroup::create_in(const Layout& L, const std::string& sandbox_id,
         swept = true;
         sweep_base(b.dir);
       }
-      if (made_parent && !contains(cg.parents_, b.dir)) cg.parents_.push_back(b.dir);
+      // The parent goes with the last cgroup in it, whichever run made it: one
+      // left by a run that ended beside another (its rmdir refused then) would
+      // otherwise stay for good, its counters (peak memory, refused forks)
+      // summing up every later sandbox for any process of the host to read.
+      if (!contains(cg.parents_, b.dir)) cg.parents_.push_back(b.dir);
       if (L.v2) {
         // The parent has no processes, so it may hand its controllers on.
         if (b.enable_in_parent) {

@@ -533,6 +533,38 @@ TEST_F(CgroupReal, CreateSweepsDeadSupervisorsCgroupsInItsBases) {
   for (const auto& p : made_parent) rmdir(p.c_str());
 }
 
+// The shared "exguardian" parents go with the last cgroup in them, also one
+// this run did not make (left by a run that ended beside another), and one of
+// a hierarchy this run does not use goes at once: none stays to sum up the
+// counters of every later sandbox.
+TEST_F(CgroupReal, AnEmptyParentGoesWithTheLastCgroupWhoeverMadeIt) {
+  auto L = d::plan_layout();
+  ASSERT_TRUE(L.usable);
+  std::vector<std::string> parents;
+  for (const auto& b : L.bases) {
+    (void)mkdir(b.dir.c_str(), 0755);  // there before the run, as another run leaves it
+    if (is_dir(b.dir)) parents.push_back(b.dir);
+  }
+  ASSERT_FALSE(parents.empty());
+  {
+    auto a = Cgroup::create_in(L, unique_id("parent-a"), Limits{});
+    ASSERT_TRUE(a) << a.error().str();
+    {
+      auto b = Cgroup::create_in(L, unique_id("parent-b"), Limits{});
+      ASSERT_TRUE(b) << b.error().str();
+    }
+    ASSERT_FALSE(a->dirs().empty());
+    for (const auto& dir : a->dirs()) {
+      std::string p = dir.substr(0, dir.rfind('/'));
+      EXPECT_TRUE(is_dir(p)) << p << " removed while a cgroup is in it";
+    }
+  }
+  for (const auto& p : parents) {
+    EXPECT_FALSE(is_dir(p)) << p << " left after the last cgroup in it";
+    rmdir(p.c_str());
+  }
+}
+
 // The end of a run: an empty cgroup is removed on the spot (and the Cgroup is
 // inactive); one that still holds a process has it killed first, and goes.
 TEST_F(CgroupReal, EndRemovesAnEmptyCgroupAndKillsWhatIsLeft) {
