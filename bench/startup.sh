@@ -23,7 +23,17 @@ mkdir -p "$results"
 
 # A throwaway workspace: exguardian makes its cwd the writable workspace.
 ws=$(mktemp -d /tmp/exg-bench.XXXXXX)
-trap 'rm -rf --one-file-system "$ws"' EXIT
+# Each binary is timed as a copy, as an installed one would be: the linker's own output file is
+# slower to start (the page cache holds it in small pieces: more page faults, docs/benchmarks.md),
+# and a "before" copy against the build's own file would understate every gain.
+bins=$(mktemp -d /tmp/exg-bench-bin.XXXXXX)
+trap 'rm -rf --one-file-system "$ws" "$bins"' EXIT
+cp "$EXG" "$bins/exguardian"
+EXG=$bins/exguardian
+if [ -n "${EXG_BEFORE:-}" ]; then
+    cp "$(readlink -f "$EXG_BEFORE")" "$bins/exguardian-before"
+    EXG_BEFORE=$bins/exguardian-before
+fi
 cd "$ws"
 
 exg_cmd="$EXG run -- true"
@@ -33,7 +43,7 @@ rows=(exguardian "$exg_cmd" bwrap "$bwrap_cmd")
 # runs there as the workspace's owner and a workspace root owns is refused: as root, its own
 # workspace belongs to nobody (65534). Left out, saying why, where the kernel cannot carry it.
 ws_ll=$(mktemp -d /tmp/exg-bench-ll.XXXXXX)
-trap 'rm -rf --one-file-system "$ws" "$ws_ll"' EXIT
+trap 'rm -rf --one-file-system "$ws" "$bins" "$ws_ll"' EXIT
 [ "$(id -u)" = 0 ] && chown 65534:65534 "$ws_ll"
 ll_cmd="$EXG run --layer landlock --workspace $ws_ll -- true"
 if ll_err=$($ll_cmd 2>&1 >/dev/null); then
