@@ -654,13 +654,19 @@ Result<std::vector<Planted>> sweep(const std::string& root, const Snapshot& befo
   if (!opt.dry_run) {
     if (opt.quarantine_dir.empty() || opt.quarantine_dir[0] != '/')
       return fail(Error::msg("quarantine", "needs an absolute directory outside the workspace"));
-    // Created only when something is moved; judged by its real path when it exists.
+    // Created only when something is moved (through its path's links, mkdirs_at):
+    // judged by where it is or would be, the real path of its deepest existing
+    // ancestor and the rest (a link on the way into the workspace counts).
     char a[PATH_MAX], b[PATH_MAX];
     if (::realpath(root.c_str(), a)) {
-      // (a quarantine not made yet, the usual case, fails realpath at its last
-      // component after a readlink of every one before: one existence check first)
-      const bool there = ::faccessat(AT_FDCWD, opt.quarantine_dir.c_str(), F_OK, AT_EACCESS) == 0;
-      std::string r = a, qd = there && ::realpath(opt.quarantine_dir.c_str(), b) ? std::string(b) : opt.quarantine_dir;
+      std::string r = a, head = opt.quarantine_dir, rest;
+      while (head.size() > 1 && ::faccessat(AT_FDCWD, head.c_str(), F_OK, AT_EACCESS) != 0) {
+        size_t slash = head.rfind('/');
+        rest = head.substr(slash) + rest;
+        head.resize(slash == 0 ? 1 : slash);
+      }
+      std::string qd = ::realpath(head.c_str(), b) ? std::string(b) : head;
+      qd = qd == "/" && !rest.empty() ? rest : qd + rest;
       if (qd == r || qd.starts_with(r == "/" ? r : r + "/"))
         return fail(Error::msg("quarantine " + qd, "is inside the workspace " + r));
     }

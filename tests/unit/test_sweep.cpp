@@ -93,7 +93,8 @@ TEST(Sweep, NewRepoWithHookIsQuarantinedSamplesAndInitConfigStay) {
 }
 
 // A quarantine inside the workspace is refused: one that exists judged by its real
-// path (here a link outside that leads in), one not made yet by its path.
+// path (here a link outside that leads in), one not made yet by its path, or by
+// its deepest existing ancestor's real path (a link on the way leads in).
 TEST(Sweep, QuarantineInsideTheWorkspaceIsRefused) {
   Tmp t;
   auto snap = snapshot_tree(t.ws);
@@ -110,6 +111,11 @@ TEST(Sweep, QuarantineInsideTheWorkspaceIsRefused) {
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().str().find("is inside the workspace"), std::string::npos) << r.error().str();
   EXPECT_FALSE(exists_l(t.ws + "/not-yet"));
+  o.quarantine_dir = t.path + "/link/later/q";  // not made yet, a link into the workspace on the way
+  r = sweep(t.ws, *snap, o);
+  ASSERT_FALSE(r);
+  EXPECT_NE(r.error().str().find("is inside the workspace"), std::string::npos) << r.error().str();
+  EXPECT_FALSE(exists_l(t.ws + "/q/later"));
   o.quarantine_dir = t.q;  // outside, not made yet: the sweep runs
   EXPECT_TRUE(sweep(t.ws, *snap, o));
 }
