@@ -1,5 +1,7 @@
-// The whole text of a small kernel file (/proc, /sys): read to EOF, since
-// their size is not known in advance. Empty when it cannot be read.
+// The whole text of a small file: a kernel one (/proc, /sys), read to EOF
+// since its size is not known in advance, or a small config (/etc/passwd,
+// direnv's), read with read(2) rather than a stream whose set-up costs more.
+// Empty when it cannot be read.
 #pragma once
 #include <fcntl.h>
 #include <unistd.h>
